@@ -1,0 +1,349 @@
+//! OCM's cluster kinds: ManagedCluster (`cluster.open-cluster-management.io/v1`, on the hub) and
+//! ClusterClaim (`cluster.open-cluster-management.io/v1alpha1`, on the spoke).
+//!
+//! Field names, scopes, short names and printer columns are OCM's, so OCM tools read what
+//! fleetform writes and the other way round. Only the fields fleetform or a typical OCM tool reads
+//! are modelled; the CRD schema keeps OCM's other fields (`x-kubernetes-preserve-unknown-fields`)
+//! so installing these CRDs never prunes what OCM components write. Write with server-side apply
+//! or merge patches: a full replace from these types would drop the unmodelled fields.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, ResourceExt};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::fleet::TaintEffect;
+use super::vocabulary::{CONDITION_AVAILABLE, CONDITION_JOINED, LABEL_SPOKE_ONLY};
+
+/// API group of ManagedCluster and ClusterClaim.
+pub const GROUP: &str = "cluster.open-cluster-management.io";
+
+/// The lease duration agents use when `spec.leaseDurationSeconds` is unset or zero.
+pub const DEFAULT_LEASE_DURATION_SECONDS: i32 = 60;
+
+/// A spoke cluster as the hub sees it. Cluster-scoped; its name is the cluster's name and the
+/// name of its namespace on the hub.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "cluster.open-cluster-management.io",
+    version = "v1",
+    kind = "ManagedCluster",
+    status = "ManagedClusterStatus",
+    derive = "Default",
+    derive = "PartialEq",
+    shortname = "mcl",
+    shortname = "mcls",
+    doc = "A cluster registered to this hub: how to reach it, whether the hub accepts it, and its reported state.",
+    printcolumn(name = "Hub Accepted", type_ = "boolean", json_path = ".spec.hubAcceptsClient"),
+    printcolumn(
+        name = "Managed Cluster URLs",
+        type_ = "string",
+        json_path = ".spec.managedClusterClientConfigs[*].url"
+    ),
+    printcolumn(
+        name = "Joined",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"ManagedClusterJoined\")].status"
+    ),
+    printcolumn(
+        name = "Available",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"ManagedClusterConditionAvailable\")].status"
+    ),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedClusterSpec {
+    /// API server addresses of the spoke; empty when the hub cannot reach it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub managed_cluster_client_configs: Vec<ClientConfig>,
+    /// Whether the hub accepts the cluster's agent. Only the hub side sets it: an agent that
+    /// applied `false` with force would revoke its own acceptance, hence `Option`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hub_accepts_client: Option<bool>,
+    /// Seconds between the agent's lease renewals; unset or zero means 60.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = 60))]
+    pub lease_duration_seconds: Option<i32>,
+    /// Taints keep placements from selecting the cluster.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+}
+
+/// An API server address of a managed cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientConfig {
+    pub url: String,
+    /// CA bundle to trust; the system roots when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "base64_schema")]
+    pub ca_bundle: Option<ByteString>,
+}
+
+fn base64_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "format": "byte"})
+}
+
+/// A taint on a managed cluster.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Taint {
+    #[schemars(length(max = 316))]
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub value: Option<String>,
+    pub effect: TaintEffect,
+    /// When the taint was added. OCM writes `null` rather than omitting it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("nullable" = true))]
+    pub time_added: Option<Time>,
+}
+
+/// What the agent and the hub report about a managed cluster.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct ManagedClusterStatus {
+    /// Conditions by type. OCM writes `null` for none.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "super::null_as_default"
+    )]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// Total resources of the cluster's schedulable nodes, by resource name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub capacity: BTreeMap<String, Quantity>,
+    /// Allocatable resources of the cluster's schedulable nodes, by resource name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub allocatable: BTreeMap<String, Quantity>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<ManagedClusterVersion>,
+    /// Claims synced from the cluster's ClusterClaims: reserved names first, then custom ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_claims: Vec<ManagedClusterClaim>,
+}
+
+/// Versions of a managed cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ManagedClusterVersion {
+    /// The cluster's Kubernetes version (`v1.34.1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<String>,
+}
+
+/// A ClusterClaim as reported in a ManagedCluster's status.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+pub struct ManagedClusterClaim {
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 1024))]
+    pub value: String,
+}
+
+impl ManagedCluster {
+    /// The condition of this type, if the cluster has one.
+    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+        super::find_condition(self.conditions(), type_)
+    }
+
+    /// All conditions of the cluster (none before any status is written).
+    pub fn conditions(&self) -> &[Condition] {
+        self.status.as_ref().map_or(&[], |status| &status.conditions)
+    }
+
+    /// Whether the hub has accepted the cluster.
+    pub fn hub_accepts_client(&self) -> bool {
+        self.spec.hub_accepts_client == Some(true)
+    }
+
+    /// Whether the agent has joined (`ManagedClusterJoined` is True).
+    pub fn is_joined(&self) -> bool {
+        super::is_condition_true(self.conditions(), CONDITION_JOINED)
+    }
+
+    /// Whether the cluster is available (`ManagedClusterConditionAvailable` is True).
+    pub fn is_available(&self) -> bool {
+        super::is_condition_true(self.conditions(), CONDITION_AVAILABLE)
+    }
+
+    /// The lease duration agents must use: the spec's, or 60 when it is unset or zero.
+    pub fn lease_duration_seconds(&self) -> i32 {
+        match self.spec.lease_duration_seconds {
+            Some(seconds) if seconds > 0 => seconds,
+            _ => DEFAULT_LEASE_DURATION_SECONDS,
+        }
+    }
+
+    /// The taint with this key, if the cluster has one.
+    pub fn taint(&self, key: &str) -> Option<&Taint> {
+        self.spec.taints.iter().find(|taint| taint.key == key)
+    }
+}
+
+/// A fact a spoke states about itself (its id, platform, version...). Cluster-scoped, on the
+/// spoke; the agent copies the claims into its ManagedCluster's `status.clusterClaims`.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "cluster.open-cluster-management.io",
+    version = "v1alpha1",
+    kind = "ClusterClaim",
+    derive = "Default",
+    derive = "PartialEq",
+    doc = "A fact a managed cluster states about itself; the agent reports it to the hub unless it is labelled spoke-only."
+)]
+pub struct ClusterClaimSpec {
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 1024))]
+    pub value: String,
+}
+
+impl ClusterClaim {
+    /// Whether the claim stays on the spoke (labelled `open-cluster-management.io/spoke-only`).
+    pub fn is_spoke_only(&self) -> bool {
+        self.labels().contains_key(LABEL_SPOKE_ONLY)
+    }
+
+    /// The claim as the agent reports it in `status.clusterClaims`.
+    pub fn to_reported(&self) -> ManagedClusterClaim {
+        ManagedClusterClaim {
+            name: self.name_any(),
+            value: self.spec.value.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::vocabulary::{
+        REASON_LEASE_UPDATE_STOPPED, STATUS_TRUE, STATUS_UNKNOWN, TAINT_UNREACHABLE,
+    };
+    use serde_json::json;
+
+    /// A ManagedCluster as OCM's registration agent and hub write it, including the `null`s Go
+    /// emits for unset slices and times.
+    fn ocm_written_cluster() -> serde_json::Value {
+        json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1",
+            "kind": "ManagedCluster",
+            "metadata": {"name": "cluster1", "labels": {"cloud": "Amazon"}},
+            "spec": {
+                "hubAcceptsClient": true,
+                "leaseDurationSeconds": 60,
+                "managedClusterClientConfigs": [{"url": "https://cluster1:6443", "caBundle": "Y2E="}],
+                "taints": [{
+                    "key": TAINT_UNREACHABLE,
+                    "effect": "NoSelect",
+                    "timeAdded": null
+                }]
+            },
+            "status": {
+                "conditions": [{
+                    "type": "ManagedClusterConditionAvailable",
+                    "status": "Unknown",
+                    "reason": "ManagedClusterLeaseUpdateStopped",
+                    "message": "Registration agent stopped updating its lease.",
+                    "lastTransitionTime": "2026-01-02T03:04:05Z"
+                }],
+                "capacity": {"cpu": "18", "memory": "72001Mi"},
+                "allocatable": {"cpu": "15", "memory": "65257Mi"},
+                "version": {"kubernetes": "v1.34.1"},
+                "clusterClaims": [{"name": "id.k8s.io", "value": "cluster1"}],
+                "managedNamespaces": [{"clusterSet": "default", "name": "apps"}]
+            }
+        })
+    }
+
+    #[test]
+    fn reads_a_managed_cluster_written_by_ocm() {
+        let cluster: ManagedCluster = serde_json::from_value(ocm_written_cluster()).unwrap();
+        assert!(cluster.hub_accepts_client());
+        assert_eq!(cluster.lease_duration_seconds(), 60);
+        assert_eq!(
+            cluster.spec.managed_cluster_client_configs[0].ca_bundle,
+            Some(ByteString(b"ca".to_vec()))
+        );
+        let taint = cluster.taint(TAINT_UNREACHABLE).unwrap();
+        assert_eq!((taint.effect, &taint.time_added), (TaintEffect::NoSelect, &None));
+        let available = cluster.condition(CONDITION_AVAILABLE).unwrap();
+        assert_eq!(available.status, STATUS_UNKNOWN);
+        assert_eq!(available.reason, REASON_LEASE_UPDATE_STOPPED);
+        assert!(!cluster.is_available());
+        let status = cluster.status.as_ref().unwrap();
+        assert_eq!(status.allocatable["memory"], Quantity("65257Mi".into()));
+        assert_eq!(status.version.as_ref().unwrap().kubernetes.as_deref(), Some("v1.34.1"));
+    }
+
+    #[test]
+    fn null_conditions_from_go_read_as_none() {
+        let mut value = ocm_written_cluster();
+        value["status"]["conditions"] = serde_json::Value::Null;
+        let cluster: ManagedCluster = serde_json::from_value(value).unwrap();
+        assert!(cluster.conditions().is_empty());
+        assert!(cluster.condition(CONDITION_JOINED).is_none());
+    }
+
+    #[test]
+    fn agent_created_cluster_omits_acceptance_and_lease() {
+        let cluster = ManagedCluster::new(
+            "cluster1",
+            ManagedClusterSpec {
+                managed_cluster_client_configs: vec![ClientConfig {
+                    url: "https://cluster1:6443".into(),
+                    ca_bundle: None,
+                }],
+                ..Default::default()
+            },
+        );
+        let value = serde_json::to_value(&cluster).unwrap();
+        assert_eq!(
+            value["spec"],
+            json!({"managedClusterClientConfigs": [{"url": "https://cluster1:6443"}]})
+        );
+        assert!(value.get("status").is_none());
+        assert!(!cluster.hub_accepts_client());
+    }
+
+    #[test]
+    fn zero_or_missing_lease_duration_means_sixty_seconds() {
+        let mut cluster = ManagedCluster::new("c", ManagedClusterSpec::default());
+        assert_eq!(cluster.lease_duration_seconds(), 60);
+        cluster.spec.lease_duration_seconds = Some(0);
+        assert_eq!(cluster.lease_duration_seconds(), 60);
+        cluster.spec.lease_duration_seconds = Some(1);
+        assert_eq!(cluster.lease_duration_seconds(), 1);
+    }
+
+    #[test]
+    fn joined_reads_the_joined_condition() {
+        let mut value = ocm_written_cluster();
+        value["status"]["conditions"][0] = json!({
+            "type": CONDITION_JOINED, "status": STATUS_TRUE, "reason": "ManagedClusterJoined",
+            "message": "", "lastTransitionTime": "2026-01-02T03:04:05Z"
+        });
+        let cluster: ManagedCluster = serde_json::from_value(value).unwrap();
+        assert!(cluster.is_joined());
+    }
+
+    #[test]
+    fn spoke_only_claims_are_recognised_by_label() {
+        let mut claim = ClusterClaim::new("region", ClusterClaimSpec { value: "eu".into() });
+        assert!(!claim.is_spoke_only());
+        assert_eq!(
+            claim.to_reported(),
+            ManagedClusterClaim { name: "region".into(), value: "eu".into() }
+        );
+        claim.labels_mut().insert(LABEL_SPOKE_ONLY.into(), "".into());
+        assert!(claim.is_spoke_only());
+    }
+}

@@ -1,0 +1,501 @@
+//! fleetform's own kinds (`fleetform.io/v1alpha1`): Hub, Spoke and FleetSync.
+//!
+//! Hub and Spoke are both the documents of the fleet repo and the custom resources the hub stores
+//! in `fleetform-system`: what git says is, field for field, what the cluster gets. Defaults are
+//! applied on deserialisation, so a loaded document always carries its effective values.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// API group of fleetform's kinds.
+pub const GROUP: &str = "fleetform.io";
+/// The one served version of fleetform's kinds and of the fleet repo format.
+pub const VERSION: &str = "v1alpha1";
+/// `apiVersion` of every fleet repo document.
+pub const API_VERSION: &str = "fleetform.io/v1alpha1";
+/// Namespace on the hub that holds the Hub, Spoke and FleetSync objects.
+pub const SYSTEM_NAMESPACE: &str = "fleetform-system";
+
+/// How fleetform reaches a cluster's API server. Exactly one source is set (checked by
+/// validation, not by the type, so that every violation in a repo can be reported at once).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeconfigSource {
+    /// A context of the kubeconfig fleetform itself runs with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// A key of a Secret on the hub holding a kubeconfig.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretKeyRef>,
+    /// The cluster fleetform runs in. On a Spoke this marks the hub registered as its own spoke.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_cluster: Option<bool>,
+    /// An embedded control plane that fleetform starts itself (single-machine fleets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedded: Option<EmbeddedCluster>,
+}
+
+impl KubeconfigSource {
+    /// The names of the sources that are set, in field order.
+    pub fn sources(&self) -> Vec<&'static str> {
+        let mut set = Vec::new();
+        if self.context.is_some() {
+            set.push("context");
+        }
+        if self.secret_ref.is_some() {
+            set.push("secretRef");
+        }
+        if self.in_cluster == Some(true) {
+            set.push("inCluster");
+        }
+        if self.embedded.is_some() {
+            set.push("embedded");
+        }
+        set
+    }
+
+    /// Whether this is the in-cluster source (for a Spoke: the hub registered as a spoke).
+    pub fn is_in_cluster(&self) -> bool {
+        self.in_cluster == Some(true)
+    }
+}
+
+/// A reference to one key of a Secret.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SecretKeyRef {
+    pub namespace: String,
+    pub name: String,
+    pub key: String,
+}
+
+/// A reference to a Secret.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SecretRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// An embedded control plane; it has no settings yet.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct EmbeddedCluster {}
+
+/// The agent bundle a spoke runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AgentSpec {
+    /// Bundle version; a change upgrades every agent that does not override it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Container image of the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+}
+
+/// Registration settings a hub gives its spokes unless a spoke overrides them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistrationSpec {
+    /// How often agents renew their lease; the hub marks a cluster Unknown after five missed.
+    #[serde(default = "default_lease_duration_seconds")]
+    pub lease_duration_seconds: i32,
+    /// How many custom ClusterClaims a spoke reports; reserved claims are never cut.
+    #[serde(default = "default_cluster_claims_max")]
+    pub cluster_claims_max: i32,
+    /// Lifetime of the client certificates the hub issues to agents.
+    #[serde(default = "default_client_cert_expiration_seconds")]
+    pub client_cert_expiration_seconds: i32,
+}
+
+impl Default for RegistrationSpec {
+    fn default() -> Self {
+        Self {
+            lease_duration_seconds: default_lease_duration_seconds(),
+            cluster_claims_max: default_cluster_claims_max(),
+            client_cert_expiration_seconds: default_client_cert_expiration_seconds(),
+        }
+    }
+}
+
+fn default_lease_duration_seconds() -> i32 {
+    60
+}
+fn default_cluster_claims_max() -> i32 {
+    20
+}
+fn default_client_cert_expiration_seconds() -> i32 {
+    86_400
+}
+
+/// A hub: a cluster that spokes register to.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "fleetform.io",
+    version = "v1alpha1",
+    kind = "Hub",
+    namespaced,
+    status = "HubStatus",
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"API Server","type":"string","jsonPath":".spec.apiServer"}"#,
+    printcolumn = r#"{"name":"Agent","type":"string","jsonPath":".spec.agent.version"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct HubSpec {
+    pub kubeconfig: KubeconfigSource,
+    /// The API server URL spokes use to reach this hub.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_server: Option<String>,
+    /// The agent bundle every spoke of this hub runs unless it overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentSpec>,
+    #[serde(default)]
+    pub registration: RegistrationSpec,
+}
+
+/// Observed state of a Hub.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HubStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// An addon a spoke runs: by name, or with its own install namespace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum SpokeAddon {
+    Name(String),
+    Configured(ConfiguredAddon),
+}
+
+/// An addon of a spoke with settings of its own.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfiguredAddon {
+    pub name: String,
+    /// Overrides the AddOn's install namespace on this spoke.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_namespace: Option<String>,
+}
+
+impl SpokeAddon {
+    pub fn name(&self) -> &str {
+        match self {
+            SpokeAddon::Name(name) => name,
+            SpokeAddon::Configured(addon) => &addon.name,
+        }
+    }
+
+    pub fn install_namespace(&self) -> Option<&str> {
+        match self {
+            SpokeAddon::Name(_) => None,
+            SpokeAddon::Configured(addon) => addon.install_namespace.as_deref(),
+        }
+    }
+}
+
+/// How the hub learns whether a spoke is available (seed 000 for `lease`, seed 002 for `poll`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AvailabilityMode {
+    /// The spoke's agent renews a lease on the hub.
+    #[default]
+    Lease,
+    /// The hub polls the spoke's API server itself.
+    Poll,
+}
+
+/// Availability settings of a spoke.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AvailabilitySpec {
+    #[serde(default)]
+    pub mode: AvailabilityMode,
+    /// Seconds between two polls of a healthy spoke (`poll` mode).
+    #[serde(default = "default_poll_interval_seconds")]
+    pub poll_interval_seconds: i32,
+    /// Multiplier of the retry delay after a failed poll.
+    #[serde(default = "default_backoff")]
+    pub backoff: i32,
+    /// Base delay before retrying a failed poll.
+    #[serde(default = "default_backoff_delay_seconds")]
+    pub backoff_delay_seconds: i32,
+    /// Failed polls before the spoke is OFFLINE for good; -1 retries forever.
+    #[serde(default = "default_backoff_limit")]
+    pub backoff_limit: i32,
+}
+
+impl Default for AvailabilitySpec {
+    fn default() -> Self {
+        Self {
+            mode: AvailabilityMode::default(),
+            poll_interval_seconds: default_poll_interval_seconds(),
+            backoff: default_backoff(),
+            backoff_delay_seconds: default_backoff_delay_seconds(),
+            backoff_limit: default_backoff_limit(),
+        }
+    }
+}
+
+fn default_poll_interval_seconds() -> i32 {
+    30
+}
+fn default_backoff() -> i32 {
+    1
+}
+fn default_backoff_delay_seconds() -> i32 {
+    5
+}
+fn default_backoff_limit() -> i32 {
+    -1
+}
+
+/// What unjoining a spoke does (seed 004).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CleanupSpec {
+    /// Taint the cluster so workloads drain before it unjoins, instead of refusing while
+    /// ManifestWorks remain.
+    #[serde(default)]
+    pub force_cluster_drain: bool,
+    /// Delete the agent's namespace on the spoke once it has unjoined.
+    #[serde(default = "default_true")]
+    pub purge_agent_namespace: bool,
+}
+
+impl Default for CleanupSpec {
+    fn default() -> Self {
+        Self {
+            force_cluster_drain: false,
+            purge_agent_namespace: true,
+        }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// Effect of a taint on a ManagedCluster, as OCM defines them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum TaintEffect {
+    NoSelect,
+    PreferNoSelect,
+    NoSelectIfNew,
+}
+
+/// A taint the fleet repo puts on a spoke's ManagedCluster.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SpokeTaint {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    pub effect: TaintEffect,
+}
+
+/// A spoke: a cluster registered to a hub.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "fleetform.io",
+    version = "v1alpha1",
+    kind = "Spoke",
+    namespaced,
+    status = "SpokeStatus",
+    printcolumn = r#"{"name":"Hub","type":"string","jsonPath":".spec.hubRef"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Agent","type":"string","jsonPath":".status.agentVersion"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct SpokeSpec {
+    /// Name of the Hub this spoke registers to.
+    pub hub_ref: String,
+    pub kubeconfig: KubeconfigSource,
+    /// Overrides the hub's `registration.leaseDurationSeconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_duration_seconds: Option<i32>,
+    /// Overrides the hub's `registration.clusterClaimsMax`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_claims_max: Option<i32>,
+    /// Overrides the hub's agent bundle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentSpec>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addons: Vec<SpokeAddon>,
+    #[serde(default)]
+    pub availability: AvailabilitySpec,
+    #[serde(default)]
+    pub cleanup: CleanupSpec,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<SpokeTaint>,
+}
+
+impl SpokeSpec {
+    /// Whether this spoke is its hub registered as a spoke of itself.
+    pub fn is_hub_as_spoke(&self) -> bool {
+        self.kubeconfig.is_in_cluster()
+    }
+}
+
+/// Lifecycle phase of a Hub or Spoke.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Phase {
+    Initializing,
+    Joining,
+    Running,
+    Unhealthy,
+    Deleting,
+}
+
+/// Observed state of a Spoke.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SpokeStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Agent bundle version running on the spoke.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_version: Option<String>,
+    /// Hash of the agent configuration running on the spoke.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_config_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// A git source the in-cluster sync controller keeps the fleet in line with.
+#[derive(CustomResource, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "fleetform.io",
+    version = "v1alpha1",
+    kind = "FleetSync",
+    namespaced,
+    status = "FleetSyncStatus",
+    printcolumn = r#"{"name":"Repo","type":"string","jsonPath":".spec.repo"}"#,
+    printcolumn = r#"{"name":"Ref","type":"string","jsonPath":".spec.ref"}"#,
+    printcolumn = r#"{"name":"Commit","type":"string","jsonPath":".status.lastAppliedCommit"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetSyncSpec {
+    /// URL of the fleet repo (file://, https:// or ssh://).
+    pub repo: String,
+    /// Branch, tag or commit to follow.
+    #[serde(default = "default_ref", rename = "ref")]
+    pub git_ref: String,
+    /// Directory of the fleet inside the repo.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Seconds between two fetches.
+    #[serde(default = "default_sync_interval_seconds")]
+    pub interval_seconds: i32,
+    /// Unjoin more spokes than the prune guard allows.
+    #[serde(default)]
+    pub allow_prune: bool,
+}
+
+fn default_ref() -> String {
+    "HEAD".to_string()
+}
+fn default_sync_interval_seconds() -> i32 {
+    60
+}
+
+/// Observed state of a FleetSync.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetSyncStatus {
+    /// The commit whose fleet is in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_applied_commit: Option<String>,
+    /// The newest commit fetched, applied or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_attempted_commit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// How the hub judges an addon's health (seed 001).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum HealthCheckMode {
+    /// The addon renews a Lease in its install namespace on the spoke.
+    #[default]
+    Lease,
+    /// The addon reports its own health; fleetform leaves the condition to it.
+    Customized,
+}
+
+/// Health checking of an addon.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct HealthCheck {
+    #[serde(default)]
+    pub mode: HealthCheckMode,
+}
+
+/// The subject of an addon's client certificate.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistrationSubject {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub organization_units: Vec<String>,
+}
+
+/// A client certificate an addon's agent gets on the hub.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AddOnRegistration {
+    pub signer_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<RegistrationSubject>,
+    /// For a custom signer: the hub Secret holding its CA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signer_secret_ref: Option<SecretRef>,
+}
+
+/// What an AddOn document declares.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AddOnSpec {
+    #[serde(default = "default_addon_install_namespace")]
+    pub install_namespace: String,
+    #[serde(default)]
+    pub health_check: HealthCheck,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub registrations: Vec<AddOnRegistration>,
+}
+
+impl Default for AddOnSpec {
+    fn default() -> Self {
+        Self {
+            install_namespace: default_addon_install_namespace(),
+            health_check: HealthCheck::default(),
+            registrations: Vec::new(),
+        }
+    }
+}
+
+fn default_addon_install_namespace() -> String {
+    super::vocabulary::DEFAULT_ADDON_INSTALL_NAMESPACE.to_string()
+}
+
+/// An addon of the fleet repo; the hub gets one ClusterManagementAddOn per AddOn.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AddOn {
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: AddOnSpec,
+}

@@ -1,0 +1,325 @@
+//! Kubernetes API types: fleetform's own kinds (Hub, Spoke, FleetSync) and the Open Cluster
+//! Management kinds it reads and writes (ManagedCluster, ClusterClaim, ManagedClusterAddOn,
+//! ClusterManagementAddOn, ManifestWork), their CRDs, the condition helpers every loop uses, and
+//! the shared vocabulary of condition types, reasons, taints, labels and finalizers.
+//!
+//! This module only describes objects. It never talks to a cluster and holds no policy: what a
+//! condition or taint means for a spoke's lifecycle belongs to the reconciler, agent and hub
+//! loops.
+
+pub mod addon;
+pub mod cluster;
+pub mod fleet;
+pub mod vocabulary;
+pub mod work;
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResourceExt;
+use serde::{Deserialize, Deserializer};
+
+pub use addon::{ClusterManagementAddOn, ManagedClusterAddOn};
+pub use cluster::{ClusterClaim, ManagedCluster};
+pub use fleet::{FleetSync, Hub, Spoke};
+pub use work::ManifestWork;
+
+/// Every CRD fleetform uses: its own kinds first, then OCM's, in a fixed order.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![
+        Hub::crd(),
+        Spoke::crd(),
+        FleetSync::crd(),
+        ManagedCluster::crd(),
+        ClusterClaim::crd(),
+        ManagedClusterAddOn::crd(),
+        ClusterManagementAddOn::crd(),
+        ManifestWork::crd(),
+    ]
+}
+
+/// One CRD as a YAML document.
+pub fn crd_yaml(crd: &CustomResourceDefinition) -> String {
+    serde_yaml::to_string(crd).expect("a CustomResourceDefinition always serialises to YAML")
+}
+
+/// Every CRD of [`crds`] as one multi-document YAML stream, ready for `kubectl apply -f -`.
+pub fn crds_yaml() -> String {
+    crds()
+        .iter()
+        .map(|crd| format!("---\n{}", crd_yaml(crd)))
+        .collect()
+}
+
+/// The file a CRD is written to: `<plural>.<group>.yaml`, i.e. the CRD's name.
+pub fn crd_file_name(crd: &CustomResourceDefinition) -> String {
+    let name = crd.metadata.name.as_deref().unwrap_or_default();
+    format!("{name}.yaml")
+}
+
+/// Every CRD of [`crds`] as (file name, YAML document), in the order of [`crds`].
+pub fn crd_files() -> Vec<(String, String)> {
+    crds()
+        .iter()
+        .map(|crd| (crd_file_name(crd), crd_yaml(crd)))
+        .collect()
+}
+
+/// Writes one file per CRD into `dir` (created if missing) and returns the paths written.
+/// Files already there are overwritten; other files are left alone.
+pub fn write_crds(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    crd_files()
+        .into_iter()
+        .map(|(name, yaml)| {
+            let path = dir.join(name);
+            std::fs::write(&path, yaml)?;
+            Ok(path)
+        })
+        .collect()
+}
+
+/// The condition of this type in a list of conditions.
+pub fn find_condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|condition| condition.type_ == type_)
+}
+
+/// Whether the condition of this type is present and True.
+pub fn is_condition_true(conditions: &[Condition], type_: &str) -> bool {
+    find_condition(conditions, type_)
+        .is_some_and(|condition| condition.status == vocabulary::STATUS_TRUE)
+}
+
+/// Sets a condition the way Kubernetes' `meta.SetStatusCondition` does: adds it if its type is
+/// new; otherwise updates status, reason, message and observedGeneration, and takes the new
+/// `lastTransitionTime` only if the status changed. Pass the current time as
+/// `lastTransitionTime`. Returns whether anything changed, so callers can skip no-op writes.
+pub fn set_condition(conditions: &mut Vec<Condition>, condition: Condition) -> bool {
+    let Some(existing) = conditions.iter_mut().find(|c| c.type_ == condition.type_) else {
+        conditions.push(condition);
+        return true;
+    };
+    let before = existing.clone();
+    if existing.status != condition.status {
+        existing.status = condition.status;
+        existing.last_transition_time = condition.last_transition_time;
+    }
+    existing.reason = condition.reason;
+    existing.message = condition.message;
+    existing.observed_generation = condition.observed_generation;
+    *existing != before
+}
+
+/// Removes the condition of this type; returns whether there was one.
+pub fn remove_condition(conditions: &mut Vec<Condition>, type_: &str) -> bool {
+    let len = conditions.len();
+    conditions.retain(|condition| condition.type_ != type_);
+    conditions.len() != len
+}
+
+/// Reads `null` as the type's default: Go writes `null` for an empty slice that has no
+/// `omitempty`, and such fields are `Vec`s here.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use std::collections::BTreeSet;
+
+    const BLESS_VAR: &str = "FLEETFORM_BLESS";
+
+    fn at(seconds: i64) -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(seconds).unwrap())
+    }
+
+    fn condition(type_: &str, status: &str, reason: &str, time: Time) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: time,
+        }
+    }
+
+    #[test]
+    fn set_condition_adds_a_new_type() {
+        let mut conditions = Vec::new();
+        assert!(set_condition(&mut conditions, condition("Ready", "True", "Ok", at(1))));
+        assert_eq!(conditions, [condition("Ready", "True", "Ok", at(1))]);
+    }
+
+    #[test]
+    fn set_condition_keeps_transition_time_while_status_holds() {
+        let mut conditions = vec![condition("Ready", "True", "Ok", at(1))];
+        assert!(!set_condition(&mut conditions, condition("Ready", "True", "Ok", at(2))));
+        assert_eq!(conditions[0].last_transition_time, at(1));
+
+        assert!(set_condition(&mut conditions, condition("Ready", "True", "StillOk", at(3))));
+        assert_eq!(conditions[0].reason, "StillOk");
+        assert_eq!(conditions[0].last_transition_time, at(1));
+    }
+
+    #[test]
+    fn set_condition_moves_transition_time_when_status_changes() {
+        let mut conditions = vec![
+            condition("Other", "True", "Ok", at(1)),
+            condition("Ready", "True", "Ok", at(1)),
+        ];
+        assert!(set_condition(&mut conditions, condition("Ready", "Unknown", "Lost", at(5))));
+        assert_eq!(conditions[1], condition("Ready", "Unknown", "Lost", at(5)));
+        assert_eq!(conditions[0], condition("Other", "True", "Ok", at(1)));
+    }
+
+    #[test]
+    fn find_and_remove_condition_by_type() {
+        let mut conditions = vec![condition("A", "True", "Ok", at(1)), condition("B", "False", "No", at(1))];
+        assert_eq!(find_condition(&conditions, "B").unwrap().status, "False");
+        assert!(is_condition_true(&conditions, "A"));
+        assert!(!is_condition_true(&conditions, "B"));
+        assert!(!is_condition_true(&conditions, "C"));
+        assert!(remove_condition(&mut conditions, "A"));
+        assert!(!remove_condition(&mut conditions, "A"));
+        assert!(find_condition(&conditions, "A").is_none());
+    }
+
+    #[test]
+    fn crds_have_unique_names_in_a_stable_order() {
+        let names: Vec<String> = crds().iter().map(crd_file_name).collect();
+        assert_eq!(
+            names,
+            [
+                "hubs.fleetform.io.yaml",
+                "spokes.fleetform.io.yaml",
+                "fleetsyncs.fleetform.io.yaml",
+                "managedclusters.cluster.open-cluster-management.io.yaml",
+                "clusterclaims.cluster.open-cluster-management.io.yaml",
+                "managedclusteraddons.addon.open-cluster-management.io.yaml",
+                "clustermanagementaddons.addon.open-cluster-management.io.yaml",
+                "manifestworks.work.open-cluster-management.io.yaml",
+            ]
+        );
+        assert_eq!(crds_yaml(), crds_yaml());
+        assert_eq!(crds_yaml().matches("\n---\n").count() + 1, names.len());
+    }
+
+    /// The OCM facts fleetform's CRDs must share with OCM's: scope, short names, printer
+    /// columns and the status subresource.
+    #[test]
+    fn ocm_crds_match_ocms_names_scopes_and_columns() {
+        let expected: [(&str, &str, &[&str], &[&str], bool); 5] = [
+            (
+                "managedclusters.cluster.open-cluster-management.io",
+                "Cluster",
+                &["mcl", "mcls"],
+                &["Hub Accepted", "Managed Cluster URLs", "Joined", "Available", "Age"],
+                true,
+            ),
+            ("clusterclaims.cluster.open-cluster-management.io", "Cluster", &[], &[], false),
+            (
+                "managedclusteraddons.addon.open-cluster-management.io",
+                "Namespaced",
+                &["mca", "mcas"],
+                &["Available", "Degraded", "Progressing"],
+                true,
+            ),
+            (
+                "clustermanagementaddons.addon.open-cluster-management.io",
+                "Cluster",
+                &["cma", "cmas"],
+                &["DISPLAY NAME", "CRD NAME"],
+                true,
+            ),
+            ("manifestworks.work.open-cluster-management.io", "Namespaced", &[], &[], true),
+        ];
+        let crds = crds();
+        for (name, scope, short_names, columns, has_status) in expected {
+            let crd = crds
+                .iter()
+                .find(|crd| crd.metadata.name.as_deref() == Some(name))
+                .unwrap_or_else(|| panic!("no CRD {name}"));
+            assert_eq!(crd.spec.scope, scope, "{name}");
+            assert_eq!(crd.spec.names.short_names.as_deref().unwrap_or_default(), short_names, "{name}");
+            let version = &crd.spec.versions[0];
+            let printed: Vec<&str> = version
+                .additional_printer_columns
+                .iter()
+                .flatten()
+                .map(|column| column.name.as_str())
+                .collect();
+            assert_eq!(printed, columns, "{name}");
+            let status = version.subresources.as_ref().and_then(|s| s.status.as_ref());
+            assert_eq!(status.is_some(), has_status, "{name}");
+        }
+    }
+
+    #[test]
+    fn ocm_schemas_keep_fields_fleetform_does_not_model() {
+        for crd in crds().iter().filter(|crd| !crd.spec.group.ends_with("fleetform.io")) {
+            let schema = serde_json::to_value(&crd.spec.versions[0].schema).unwrap();
+            let root = &schema["openAPIV3Schema"]["properties"];
+            let name = crd.metadata.name.as_deref().unwrap();
+            let open = |part: &str| root[part]["x-kubernetes-preserve-unknown-fields"] == true;
+            match crd.spec.names.kind.as_str() {
+                "ManagedCluster" | "ManagedClusterAddOn" => assert!(open("status"), "{name}"),
+                "ClusterManagementAddOn" => assert!(open("spec") && open("status"), "{name}"),
+                "ManifestWork" => assert!(open("spec"), "{name}"),
+                _ => {}
+            }
+        }
+    }
+
+    /// Fails when `deploy/crds/` differs from [`crds`]. To regenerate:
+    /// `FLEETFORM_BLESS=1 cargo test --lib crds_are_current` (or `fleetform crds --out-dir deploy/crds`).
+    #[test]
+    fn crds_are_current() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/crds");
+        let expected = crd_files();
+        if std::env::var_os(BLESS_VAR).is_some() {
+            write_crds(&dir).unwrap();
+            for stale in yaml_files(&dir) {
+                if !expected.iter().any(|(name, _)| *name == stale) {
+                    std::fs::remove_file(dir.join(&stale)).unwrap();
+                }
+            }
+        }
+        let mut problems = Vec::new();
+        for (name, yaml) in &expected {
+            match std::fs::read_to_string(dir.join(name)) {
+                Ok(found) if found == *yaml => {}
+                Ok(_) => problems.push(format!("{name} is out of date")),
+                Err(_) => problems.push(format!("{name} is missing")),
+            }
+        }
+        for name in yaml_files(&dir) {
+            if !expected.iter().any(|(expected, _)| *expected == name) {
+                problems.push(format!("{name} is not a CRD fleetform generates"));
+            }
+        }
+        assert!(
+            problems.is_empty(),
+            "deploy/crds/ differs from api::crds():\n  {}\nregenerate with `{BLESS_VAR}=1 cargo test --lib crds_are_current` \
+             (or `fleetform crds --out-dir deploy/crds`)",
+            problems.join("\n  ")
+        );
+    }
+
+    fn yaml_files(dir: &Path) -> BTreeSet<String> {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+            .filter(|name| name.ends_with(".yaml"))
+            .collect()
+    }
+}

@@ -1,0 +1,176 @@
+//! The words fleetform shares with OCM and with its own components: condition types and reasons,
+//! taints, labels, finalizers and the names of well-known objects.
+//!
+//! Every OCM string here is spelled exactly as OCM spells it, because OCM tools and addons match
+//! on them. Nothing here has behaviour; the loops that set these conditions own their meaning.
+
+/// `status` of a condition that holds.
+pub const STATUS_TRUE: &str = "True";
+/// `status` of a condition that does not hold.
+pub const STATUS_FALSE: &str = "False";
+/// `status` of a condition nobody can currently vouch for (e.g. a lease stopped being renewed).
+pub const STATUS_UNKNOWN: &str = "Unknown";
+
+// --- ManagedCluster conditions ---------------------------------------------------------------
+
+/// ManagedCluster condition: the hub accepts (True) or refuses (False) the cluster's agent.
+pub const CONDITION_HUB_ACCEPTED: &str = "HubAcceptedManagedCluster";
+/// Reason of [`CONDITION_HUB_ACCEPTED`] True: `spec.hubAcceptsClient` is true.
+pub const REASON_HUB_CLUSTER_ADMIN_ACCEPTED: &str = "HubClusterAdminAccepted";
+/// Reason of [`CONDITION_HUB_ACCEPTED`] False: `spec.hubAcceptsClient` is false.
+pub const REASON_HUB_CLUSTER_ADMIN_DENIED: &str = "HubClusterAdminDenied";
+
+/// ManagedCluster condition: the agent holds an approved hub certificate.
+pub const CONDITION_JOINED: &str = "ManagedClusterJoined";
+/// Reason of [`CONDITION_JOINED`] True (OCM uses the condition type as its reason).
+pub const REASON_JOINED: &str = "ManagedClusterJoined";
+
+/// ManagedCluster condition: the spoke's API server and agent are healthy and its lease is fresh.
+pub const CONDITION_AVAILABLE: &str = "ManagedClusterConditionAvailable";
+/// Reason of [`CONDITION_AVAILABLE`] True: `/livez` answers and the agent is running.
+pub const REASON_AVAILABLE: &str = "ManagedClusterAvailable";
+/// Reason of [`CONDITION_AVAILABLE`] False: the spoke's API server failed its health probe.
+pub const REASON_KUBE_API_SERVER_UNAVAILABLE: &str = "ManagedClusterKubeAPIServerUnavailable";
+/// Reason of [`CONDITION_AVAILABLE`] Unknown: the hub saw no lease renewal for five durations.
+pub const REASON_LEASE_UPDATE_STOPPED: &str = "ManagedClusterLeaseUpdateStopped";
+
+/// ManagedCluster condition: the agent's last client certificate rotation.
+pub const CONDITION_CERTIFICATE_ROTATED: &str = "ClusterCertificateRotated";
+/// Reason of [`CONDITION_CERTIFICATE_ROTATED`] True: a new certificate was stored.
+pub const REASON_CLIENT_CERTIFICATE_UPDATED: &str = "ClientCertificateUpdated";
+/// Reason of [`CONDITION_CERTIFICATE_ROTATED`] False: the rotation failed.
+pub const REASON_CLIENT_CERTIFICATE_UPDATE_FAILED: &str = "ClientCertificateUpdateFailed";
+
+// --- ManagedClusterAddOn conditions ----------------------------------------------------------
+
+/// ManagedClusterAddOn condition: the addon's agent on the spoke is alive.
+pub const ADDON_CONDITION_AVAILABLE: &str = "Available";
+/// ManagedClusterAddOn condition OCM prints as a column; fleetform does not set it.
+pub const ADDON_CONDITION_DEGRADED: &str = "Degraded";
+/// ManagedClusterAddOn condition OCM prints as a column; fleetform does not set it.
+pub const ADDON_CONDITION_PROGRESSING: &str = "Progressing";
+/// Reason of [`ADDON_CONDITION_AVAILABLE`] True: the addon renews its lease.
+pub const REASON_ADDON_LEASE_UPDATED: &str = "ManagedClusterAddOnLeaseUpdated";
+/// Reason of [`ADDON_CONDITION_AVAILABLE`] False: the addon's lease exists but is stale.
+pub const REASON_ADDON_LEASE_UPDATE_STOPPED: &str = "ManagedClusterAddOnLeaseUpdateStopped";
+/// Reason of [`ADDON_CONDITION_AVAILABLE`] Unknown: the addon has no lease (or its cluster is
+/// itself Unknown).
+pub const REASON_ADDON_LEASE_NOT_FOUND: &str = "ManagedClusterAddOnLeaseNotFound";
+
+// --- ManifestWork conditions -----------------------------------------------------------------
+
+/// ManifestWork condition: the work agent applied every manifest of the work.
+pub const WORK_CONDITION_APPLIED: &str = "Applied";
+/// ManifestWork condition: every resource of the work exists on the spoke.
+pub const WORK_CONDITION_AVAILABLE: &str = "Available";
+
+// --- Taints (effect NoSelect) ----------------------------------------------------------------
+
+/// Taint OCM puts on a cluster whose Available condition is Unknown (or missing).
+pub const TAINT_UNREACHABLE: &str = "cluster.open-cluster-management.io/unreachable";
+/// Taint OCM puts on a cluster whose Available condition is False.
+pub const TAINT_UNAVAILABLE: &str = "cluster.open-cluster-management.io/unavailable";
+/// Taint fleetform puts on a spoke being unjoined, so placements stop selecting it.
+pub const TAINT_TERMINATING: &str = "fleetform.io/terminating";
+/// Taint fleetform puts on a spoke with `cleanup.forceClusterDrain`, so workloads drain off it
+/// before it unjoins.
+pub const TAINT_WORKLOAD_CLEANUP: &str = "fleetform.io/workload-cleanup";
+
+// --- Labels ----------------------------------------------------------------------------------
+
+/// Label naming the cluster on its CSRs and leases (and other per-cluster hub objects).
+pub const LABEL_CLUSTER_NAME: &str = "open-cluster-management.io/cluster-name";
+/// Label on a ClusterClaim that keeps it on the spoke: the agent does not report it to the hub.
+pub const LABEL_SPOKE_ONLY: &str = "open-cluster-management.io/spoke-only";
+/// Label naming the addon on hub objects that belong to it, ManifestWorks included.
+pub const LABEL_ADDON_NAME: &str = "open-cluster-management.io/addon-name";
+
+// --- Cluster claims --------------------------------------------------------------------------
+
+/// Reserved claim: a unique identifier of the cluster.
+pub const CLAIM_ID: &str = "id.k8s.io";
+/// Reserved claim: the cluster's Kubernetes version.
+pub const CLAIM_KUBE_VERSION: &str = "kubeversion.open-cluster-management.io";
+/// Reserved claim: the platform the cluster runs on (AWS, GCE, ...).
+pub const CLAIM_PLATFORM: &str = "platform.open-cluster-management.io";
+/// Reserved claim: the product the cluster is (OpenShift, EKS, ...).
+pub const CLAIM_PRODUCT: &str = "product.open-cluster-management.io";
+/// Claims reported before every custom claim and never cut by `clusterClaimsMax`, sorted.
+pub const RESERVED_CLAIM_NAMES: [&str; 4] =
+    [CLAIM_ID, CLAIM_KUBE_VERSION, CLAIM_PLATFORM, CLAIM_PRODUCT];
+
+/// Whether a claim name is one of OCM's reserved names.
+pub fn is_reserved_claim(name: &str) -> bool {
+    RESERVED_CLAIM_NAMES.contains(&name)
+}
+
+// --- fleetform's own conditions --------------------------------------------------------------
+
+/// Spoke condition: the spoke's ManagedCluster is accepted and joined.
+pub const CONDITION_SPOKE_JOINED: &str = "SpokeJoined";
+/// Spoke condition: the agent on the spoke has taken over day-2 operations from the hub.
+pub const CONDITION_PIVOT_COMPLETE: &str = "PivotComplete";
+/// Spoke condition: the spoke's ManagedClusterAddOns match its `spec.addons`.
+pub const CONDITION_ADDONS_CONFIGURED: &str = "AddonsConfigured";
+/// Spoke condition: the agent runs the desired version and configuration.
+pub const CONDITION_AGENT_SYNCED: &str = "AgentSynced";
+/// Spoke or Hub condition: the last cleanup step failed; the message says which and why.
+pub const CONDITION_CLEANUP_FAILED: &str = "CleanupFailed";
+/// FleetSync condition: the last fetched commit is applied.
+pub const CONDITION_READY: &str = "Ready";
+/// FleetSync condition: syncing cannot progress without a change (bad commit, prune guard).
+pub const CONDITION_STALLED: &str = "Stalled";
+
+// --- Finalizers on the Spoke CR (seed 004's cleanup order) -----------------------------------
+
+/// Added by the hub; removed once the hub's pre-flight checks pass, which lets the spoke unjoin.
+pub const FINALIZER_HUB_CLEANUP_PREFLIGHT: &str = "fleetform.io/hub-cleanup-preflight";
+/// Added by the hub; removed after the hub-side cleanup that follows the spoke's unjoin.
+pub const FINALIZER_HUB_CLEANUP: &str = "fleetform.io/hub-cleanup";
+/// Added by the agent (by the hub for hub-as-spoke); removed once the spoke has unjoined.
+pub const FINALIZER_SPOKE_CLEANUP: &str = "fleetform.io/spoke-cleanup";
+
+// --- Well-known objects ----------------------------------------------------------------------
+
+/// Lease the agent renews in its cluster namespace on the hub.
+pub const CLUSTER_LEASE_NAME: &str = "managed-cluster-lease";
+/// Namespace of the agent on the spoke.
+pub const AGENT_NAMESPACE: &str = "open-cluster-management-agent";
+/// Namespace addons are installed in unless they say otherwise.
+pub const DEFAULT_ADDON_INSTALL_NAMESPACE: &str = "open-cluster-management-agent-addon";
+/// Secret in [`AGENT_NAMESPACE`] holding the agent's issued hub credentials.
+pub const HUB_KUBECONFIG_SECRET: &str = "hub-kubeconfig-secret";
+/// Secret in [`AGENT_NAMESPACE`] holding the per-spoke bootstrap kubeconfig.
+pub const BOOTSTRAP_HUB_KUBECONFIG_SECRET: &str = "bootstrap-hub-kubeconfig";
+/// Key of [`HUB_KUBECONFIG_SECRET`]: a kubeconfig using the issued certificate.
+pub const HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG: &str = "kubeconfig";
+/// Key of [`HUB_KUBECONFIG_SECRET`]: the issued client certificate (PEM).
+pub const HUB_KUBECONFIG_SECRET_KEY_TLS_CRT: &str = "tls.crt";
+/// Key of [`HUB_KUBECONFIG_SECRET`]: the client certificate's private key (PEM).
+pub const HUB_KUBECONFIG_SECRET_KEY_TLS_KEY: &str = "tls.key";
+/// Key of [`HUB_KUBECONFIG_SECRET`]: the name the cluster registered under.
+pub const HUB_KUBECONFIG_SECRET_KEY_CLUSTER_NAME: &str = "cluster-name";
+/// Key of [`HUB_KUBECONFIG_SECRET`]: the agent id in the certificate's common name.
+pub const HUB_KUBECONFIG_SECRET_KEY_AGENT_NAME: &str = "agent-name";
+/// Signer of the client certificates agents (and kube-client addons) use against the hub.
+pub const SIGNER_KUBE_APISERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserved_claims_are_sorted_so_they_can_be_reported_in_order() {
+        let mut sorted = RESERVED_CLAIM_NAMES;
+        sorted.sort_unstable();
+        assert_eq!(sorted, RESERVED_CLAIM_NAMES);
+    }
+
+    #[test]
+    fn only_ocm_reserved_names_are_reserved() {
+        assert!(is_reserved_claim("id.k8s.io"));
+        assert!(is_reserved_claim("product.open-cluster-management.io"));
+        assert!(!is_reserved_claim("id.openshift.io"));
+        assert!(!is_reserved_claim(""));
+    }
+}

@@ -1,0 +1,87 @@
+//! The `fleetform` command line: argument parsing, output formats and exit codes. Commands are
+//! thin: they call into the library and render what it returns.
+
+mod crds;
+mod validate;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Exit codes every command shares.
+pub mod exit {
+    /// Success (for `plan`: no changes).
+    pub const OK: u8 = 0;
+    /// The input is wrong: an invalid fleet repo, a bad argument, an unknown ref, an unreachable
+    /// repository.
+    pub const INVALID_INPUT: u8 = 1;
+    /// `plan` only: the plan has changes.
+    pub const CHANGES: u8 = 2;
+    /// fleetform itself failed (its cache, an output it could not write, a bug).
+    pub const INTERNAL: u8 = 3;
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "fleetform", version, about = "Keep a fleet of Kubernetes clusters in line with a git repository")]
+pub struct Cli {
+    /// Log filter (tracing's EnvFilter syntax); overrides RUST_LOG.
+    #[arg(long, global = true, env = "FLEETFORM_LOG", default_value = "warn")]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check a fleet repo: schema, then the rules across documents. Exit 0 valid, 1 invalid.
+    Validate(validate::Args),
+    /// Print the CustomResourceDefinitions fleetform uses, or write one file per CRD.
+    Crds(crds::Args),
+}
+
+/// How a command renders data.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    #[default]
+    Text,
+    Json,
+    Yaml,
+}
+
+/// Parses the arguments, runs the command and returns its exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let _ = err.print();
+            return ExitCode::from(if err.use_stderr() { exit::INVALID_INPUT } else { exit::OK });
+        }
+    };
+    init_tracing(&cli.log);
+    let code = match cli.command {
+        Command::Validate(args) => validate::run(args),
+        Command::Crds(args) => crds::run(args),
+    };
+    ExitCode::from(code)
+}
+
+fn init_tracing(filter: &str) {
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|env| tracing_subscriber::EnvFilter::try_new(env).ok())
+        .or_else(|| tracing_subscriber::EnvFilter::try_new(filter).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+/// Prints a value as JSON (for `text` and `json`) or YAML.
+fn print_data(output: Output, value: &impl serde::Serialize) {
+    let rendered = match output {
+        Output::Yaml => serde_yaml::to_string(value).map_err(|e| e.to_string()),
+        Output::Text | Output::Json => serde_json::to_string_pretty(value).map_err(|e| e.to_string()),
+    };
+    match rendered {
+        Ok(text) => println!("{}", text.trim_end()),
+        Err(err) => eprintln!("error: cannot render output: {err}"),
+    }
+}

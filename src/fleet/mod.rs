@@ -1,0 +1,249 @@
+//! The fleet model: a fleet repo's documents, loaded and validated.
+//!
+//! Loading is pure: it takes the files a [`crate::source`] read (paths relative to the fleet root
+//! and their bytes) and returns either the [`Fleet`] they declare or every problem found in them,
+//! each with file, line, column and JSON pointer. It never touches the file system or the network.
+
+pub mod diagnostic;
+pub mod names;
+pub mod schema;
+mod validate;
+pub mod yaml;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::api::fleet::{API_VERSION, AddOn, Hub, Spoke};
+pub use diagnostic::Diagnostic;
+use diagnostic::DocumentOrigin;
+use yaml::Position;
+
+/// Largest file the loader reads; anything bigger is refused unread.
+pub const MAX_FILE_SIZE: u64 = 1024 * 1024;
+
+/// The kinds of document a fleet repo holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    Hub,
+    Spoke,
+    AddOn,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 3] = [Kind::Hub, Kind::Spoke, Kind::AddOn];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Hub => "Hub",
+            Kind::Spoke => "Spoke",
+            Kind::AddOn => "AddOn",
+        }
+    }
+
+    fn parse(kind: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == kind)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A file of the fleet repo, as a source read it.
+#[derive(Clone, Debug)]
+pub struct FleetFile {
+    /// Path relative to the fleet root, `/`-separated.
+    pub path: String,
+    pub content: Vec<u8>,
+}
+
+/// Whether a path names a file the loader reads (`.yaml` or `.yml`).
+pub fn is_fleet_file(path: &str) -> bool {
+    path.ends_with(".yaml") || path.ends_with(".yml")
+}
+
+/// A valid fleet: every hub, spoke and addon of the repo, by name.
+#[derive(Clone, Debug, Default)]
+pub struct Fleet {
+    pub hubs: BTreeMap<String, Hub>,
+    pub spokes: BTreeMap<String, Spoke>,
+    pub addons: BTreeMap<String, AddOn>,
+    /// Where each document is defined (`file:line:column`), by kind and name.
+    pub locations: BTreeMap<(Kind, String), String>,
+}
+
+impl Fleet {
+    /// "1 hub, 4 spokes, 3 addons".
+    pub fn summary(&self) -> String {
+        let count = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        format!(
+            "{}, {}, {}",
+            count(self.hubs.len(), "hub", "hubs"),
+            count(self.spokes.len(), "spoke", "spokes"),
+            count(self.addons.len(), "addon", "addons")
+        )
+    }
+}
+
+/// A document that passed its schema, with where it came from.
+pub(crate) struct Located<T> {
+    pub name: String,
+    pub value: T,
+    pub origin: DocumentOrigin,
+}
+
+/// Documents of one repo, sorted by kind, before semantic validation.
+#[derive(Default)]
+pub(crate) struct Documents {
+    pub hubs: Vec<Located<Hub>>,
+    pub spokes: Vec<Located<Spoke>>,
+    pub addons: Vec<Located<AddOn>>,
+    /// Names of documents that failed their schema but still have a name: references to them
+    /// must not be reported as dangling on top of the schema error.
+    pub broken_names: Vec<(Kind, String)>,
+}
+
+/// Loads a fleet from its files: schema validation, then semantic validation. Returns every
+/// problem of the repo, sorted by file and position, when there is any.
+pub fn load(files: &[FleetFile]) -> Result<Fleet, Vec<Diagnostic>> {
+    let mut documents = Documents::default();
+    let mut diagnostics = Vec::new();
+    for file in files.iter().filter(|file| is_fleet_file(&file.path)) {
+        read_file(file, &mut documents, &mut diagnostics);
+    }
+    let fleet = validate::check(documents, &mut diagnostics);
+    if diagnostics.is_empty() {
+        Ok(fleet)
+    } else {
+        diagnostics.sort();
+        diagnostics.dedup();
+        Err(diagnostics)
+    }
+}
+
+fn read_file(file: &FleetFile, documents: &mut Documents, diagnostics: &mut Vec<Diagnostic>) {
+    if file.content.len() as u64 > MAX_FILE_SIZE {
+        diagnostics.push(Diagnostic::file(
+            &file.path,
+            Position::START,
+            format!("file is {} bytes, larger than the 1 MiB limit", file.content.len()),
+        ));
+        return;
+    }
+    let text = match std::str::from_utf8(&file.content) {
+        Ok(text) => text,
+        Err(err) => {
+            let valid = &file.content[..err.valid_up_to()];
+            let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+            let column = valid.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
+            diagnostics.push(Diagnostic::file(
+                &file.path,
+                Position { line, column },
+                format!("file is not valid UTF-8 (invalid byte at offset {})", err.valid_up_to()),
+            ));
+            return;
+        }
+    };
+    let parsed = match yaml::parse_documents(text) {
+        Ok(parsed) => parsed,
+        Err(err) => {
+            diagnostics.push(Diagnostic::file(&file.path, err.position, format!("invalid YAML: {}", err.message)));
+            return;
+        }
+    };
+    for (index, document) in parsed.into_iter().enumerate() {
+        if document.value.is_null() {
+            continue;
+        }
+        let origin = DocumentOrigin {
+            file: file.path.clone(),
+            index,
+            spans: document.spans,
+        };
+        read_document(document.value, origin, documents, diagnostics);
+    }
+}
+
+fn read_document(value: Value, origin: DocumentOrigin, documents: &mut Documents, diagnostics: &mut Vec<Diagnostic>) {
+    let Some(object) = value.as_object() else {
+        diagnostics.push(origin.at(
+            "",
+            "a fleet document must be a mapping with apiVersion, kind, metadata and spec",
+        ));
+        return;
+    };
+    match object.get("apiVersion") {
+        Some(Value::String(api_version)) if api_version == API_VERSION => {}
+        Some(other) => {
+            diagnostics.push(origin.at(
+                "/apiVersion",
+                format!(
+                    "apiVersion {other} is not a fleet repo document (expected {API_VERSION:?}); \
+                     keep other YAML out of the fleet root or point --path at the fleet directory"
+                ),
+            ));
+            return;
+        }
+        None => {
+            diagnostics.push(origin.at("", format!("missing apiVersion (expected {API_VERSION:?})")));
+            return;
+        }
+    }
+    let kind = match object.get("kind") {
+        Some(Value::String(kind)) => match Kind::parse(kind) {
+            Some(kind) => kind,
+            None => {
+                let hint = names::did_you_mean(kind, Kind::ALL.map(Kind::as_str));
+                diagnostics.push(origin.at(
+                    "/kind",
+                    format!("unknown kind {kind:?}{hint} (a fleet repo holds Hub, Spoke and AddOn)"),
+                ));
+                return;
+            }
+        },
+        Some(other) => {
+            diagnostics.push(origin.at("/kind", format!("kind must be a string, got {other}")));
+            return;
+        }
+        None => {
+            diagnostics.push(origin.at("", "missing kind (Hub, Spoke or AddOn)"));
+            return;
+        }
+    };
+    let problems = schema::validate(kind, &value, &origin);
+    if !problems.is_empty() {
+        diagnostics.extend(problems);
+        if let Some(name) = value.pointer("/metadata/name").and_then(Value::as_str) {
+            documents.broken_names.push((kind, name.to_string()));
+        }
+        return;
+    }
+    match kind {
+        Kind::Hub => typed(value, origin, &mut documents.hubs, diagnostics),
+        Kind::Spoke => typed(value, origin, &mut documents.spokes, diagnostics),
+        Kind::AddOn => typed(value, origin, &mut documents.addons, diagnostics),
+    }
+}
+
+fn typed<T: DeserializeOwned>(
+    value: Value,
+    origin: DocumentOrigin,
+    into: &mut Vec<Located<T>>,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let name = value
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    // The schema admits only what the types can hold; a failure here means they disagree.
+    match serde_json::from_value(value) {
+        Ok(value) => into.push(Located { name, value, origin }),
+        Err(err) => diagnostics.push(origin.at("", format!("cannot read document: {err}"))),
+    }
+}

@@ -1,0 +1,181 @@
+//! The JSON Schemas of the fleet repo format, embedded from `schemas/`, and schema validation
+//! whose errors say what is wrong in a user's words.
+
+use std::sync::OnceLock;
+
+use jsonschema::error::{TypeKind, ValidationErrorKind};
+use jsonschema::{ValidationError, Validator};
+use serde_json::Value;
+
+use super::Kind;
+use super::diagnostic::{Diagnostic, DocumentOrigin};
+use super::names::did_you_mean;
+use super::yaml::escape_pointer_token;
+
+const HUB: &str = include_str!("../../schemas/hub.schema.json");
+const SPOKE: &str = include_str!("../../schemas/spoke.schema.json");
+const ADDON: &str = include_str!("../../schemas/addon.schema.json");
+
+/// The JSON Schema text of a kind, as shipped in `schemas/`.
+pub fn schema_text(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Hub => HUB,
+        Kind::Spoke => SPOKE,
+        Kind::AddOn => ADDON,
+    }
+}
+
+struct CompiledSchema {
+    schema: Value,
+    validator: Validator,
+}
+
+fn compiled(kind: Kind) -> &'static CompiledSchema {
+    static SCHEMAS: [OnceLock<CompiledSchema>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let slot = match kind {
+        Kind::Hub => &SCHEMAS[0],
+        Kind::Spoke => &SCHEMAS[1],
+        Kind::AddOn => &SCHEMAS[2],
+    };
+    slot.get_or_init(|| {
+        // The schemas are part of the binary and covered by tests: failing here is a build defect.
+        let schema: Value = serde_json::from_str(schema_text(kind)).expect("embedded schema is JSON");
+        let validator = jsonschema::draft202012::new(&schema).expect("embedded schema compiles");
+        CompiledSchema { schema, validator }
+    })
+}
+
+/// Every schema violation of one document.
+pub fn validate(kind: Kind, document: &Value, origin: &DocumentOrigin) -> Vec<Diagnostic> {
+    let compiled = compiled(kind);
+    let mut diagnostics = Vec::new();
+    for error in compiled.validator.iter_errors(document) {
+        describe(&compiled.schema, &error, origin, &mut diagnostics);
+    }
+    diagnostics
+}
+
+fn describe(schema: &Value, error: &ValidationError<'_>, origin: &DocumentOrigin, out: &mut Vec<Diagnostic>) {
+    let pointer = error.instance_path().as_str();
+    let node = schema_node(schema, pointer);
+    let message = match error.kind() {
+        ValidationErrorKind::AdditionalProperties { unexpected } => {
+            let known: Vec<&str> = node
+                .and_then(|node| node.get("properties"))
+                .and_then(Value::as_object)
+                .map(|properties| properties.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            for field in unexpected {
+                let field_pointer = format!("{pointer}/{}", escape_pointer_token(field));
+                let hint = did_you_mean(field, known.iter().copied());
+                let known_list = if hint.is_empty() && !known.is_empty() {
+                    format!(" (known fields: {})", known.join(", "))
+                } else {
+                    String::new()
+                };
+                out.push(origin.at_key(&field_pointer, format!("unknown field {field:?}{hint}{known_list}")));
+            }
+            return;
+        }
+        ValidationErrorKind::Required { property } => {
+            format!("missing required field {}", property)
+        }
+        ValidationErrorKind::Type { kind } => {
+            let expected = match kind {
+                TypeKind::Single(single) => single.to_string(),
+                TypeKind::Multiple(set) => set.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" or "),
+            };
+            format!("expected {expected}, got {}", describe_value(error.instance()))
+        }
+        ValidationErrorKind::Constant { expected_value } => {
+            format!("must be {expected_value}, got {}", describe_value(error.instance()))
+        }
+        ValidationErrorKind::Enum { options } => {
+            format!("must be one of {}, got {}", list(options), describe_value(error.instance()))
+        }
+        ValidationErrorKind::Minimum { .. } | ValidationErrorKind::Maximum { .. } => {
+            let bound = |key| node.and_then(|node| node.get(key)).map(Value::to_string);
+            match (bound("minimum"), bound("maximum")) {
+                (Some(min), Some(max)) => {
+                    format!("must be between {min} and {max}, got {}", error.instance())
+                }
+                _ => error.to_string(),
+            }
+        }
+        ValidationErrorKind::MinLength { limit: 1 } => "must not be empty".to_string(),
+        ValidationErrorKind::Pattern { pattern } => {
+            format!("{} does not match {pattern}", describe_value(error.instance()))
+        }
+        _ => error.to_string(),
+    };
+    out.push(origin.at(pointer, message));
+}
+
+fn describe_value(value: &Value) -> String {
+    let kind = match value {
+        Value::Null => return "null".to_string(),
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => return "a list".to_string(),
+        Value::Object(_) => return "a mapping".to_string(),
+    };
+    format!("{kind} {value}")
+}
+
+fn list(options: &Value) -> String {
+    match options.as_array() {
+        Some(items) => items.iter().map(Value::to_string).collect::<Vec<_>>().join(", "),
+        None => options.to_string(),
+    }
+}
+
+/// The subschema that applies to the instance at `pointer`, following `properties`, `items` and
+/// local `$ref`s. Used to find the known fields and bounds of a node.
+fn schema_node<'s>(schema: &'s Value, pointer: &str) -> Option<&'s Value> {
+    let mut node = resolve_ref(schema, schema)?;
+    for token in pointer.split('/').skip(1) {
+        let token = token.replace("~1", "/").replace("~0", "~");
+        let next = if token.parse::<usize>().is_ok() && node.get("items").is_some() {
+            node.get("items")
+        } else {
+            node.get("properties").and_then(|properties| properties.get(&token))
+        }?;
+        node = resolve_ref(schema, next)?;
+    }
+    Some(node)
+}
+
+fn resolve_ref<'s>(root: &'s Value, node: &'s Value) -> Option<&'s Value> {
+    match node.get("$ref").and_then(Value::as_str) {
+        Some(reference) => root.pointer(reference.strip_prefix('#')?),
+        None => Some(node),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_schemas_compile_as_draft_2020_12() {
+        for kind in Kind::ALL {
+            let compiled = compiled(kind);
+            assert_eq!(
+                compiled.schema["$schema"],
+                "https://json-schema.org/draft/2020-12/schema",
+                "{kind:?}"
+            );
+            assert_eq!(compiled.schema["properties"]["kind"]["const"], kind.as_str());
+        }
+    }
+
+    #[test]
+    fn schema_nodes_follow_refs_and_items() {
+        let schema: Value = serde_json::from_str(SPOKE).unwrap();
+        let node = schema_node(&schema, "/spec/kubeconfig/secretRef").unwrap();
+        assert!(node["properties"].get("key").is_some());
+        let node = schema_node(&schema, "/spec/addons/0").unwrap();
+        assert!(node["properties"].get("installNamespace").is_some());
+    }
+}

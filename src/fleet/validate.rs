@@ -1,0 +1,207 @@
+//! Semantic validation: the rules a schema cannot express, across documents.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use super::names::{dns1123_label_error, dns1123_subdomain_error, did_you_mean, signer_name_error};
+use super::{Diagnostic, Documents, Fleet, Kind, Located};
+use crate::api::fleet::KubeconfigSource;
+use crate::api::vocabulary::{
+    SIGNER_KUBE_APISERVER_CLIENT, TAINT_TERMINATING, TAINT_UNAVAILABLE, TAINT_UNREACHABLE, TAINT_WORKLOAD_CLEANUP,
+};
+
+/// Taints the hub loops and the reconciler own; git may not set them.
+const MANAGED_TAINTS: [&str; 4] = [TAINT_UNREACHABLE, TAINT_UNAVAILABLE, TAINT_TERMINATING, TAINT_WORKLOAD_CLEANUP];
+
+/// Checks the documents against each other and builds the fleet from those that are unique.
+pub(super) fn check(documents: Documents, diagnostics: &mut Vec<Diagnostic>) -> Fleet {
+    let Documents {
+        hubs,
+        spokes,
+        addons,
+        broken_names,
+    } = documents;
+    let mut fleet = Fleet::default();
+
+    let hubs = unique(Kind::Hub, hubs, &mut fleet, diagnostics);
+    let spokes = unique(Kind::Spoke, spokes, &mut fleet, diagnostics);
+    let addons = unique(Kind::AddOn, addons, &mut fleet, diagnostics);
+
+    // Names a reference may resolve to: valid documents and those that failed their schema.
+    let names_of = |kind: Kind, valid: Vec<&String>| -> BTreeSet<String> {
+        let broken = broken_names.iter().filter(|(k, _)| *k == kind).map(|(_, name)| name);
+        broken.chain(valid).cloned().collect()
+    };
+    let hub_names = names_of(Kind::Hub, hubs.iter().map(|hub| &hub.name).collect());
+    let addon_names = names_of(Kind::AddOn, addons.iter().map(|addon| &addon.name).collect());
+
+    for hub in &hubs {
+        if let Some(problem) = dns1123_subdomain_error(&hub.name) {
+            diagnostics.push(hub.origin.at("/metadata/name", format!("Hub name {:?} {problem}", hub.name)));
+        }
+        check_kubeconfig(&hub.value.spec.kubeconfig, hub, diagnostics);
+    }
+
+    let hubs_by_name: HashMap<&str, &Located<_>> = hubs.iter().map(|hub| (hub.name.as_str(), hub)).collect();
+    let mut hub_as_spoke: HashMap<&str, &Located<_>> = HashMap::new();
+    for spoke in &spokes {
+        let spec = &spoke.value.spec;
+        if let Some(problem) = dns1123_label_error(&spoke.name) {
+            diagnostics.push(spoke.origin.at(
+                "/metadata/name",
+                format!("Spoke name {:?} {problem}; it becomes a namespace on the hub", spoke.name),
+            ));
+        }
+        check_kubeconfig(&spec.kubeconfig, spoke, diagnostics);
+
+        if !hub_names.contains(&spec.hub_ref) {
+            let hint = did_you_mean(&spec.hub_ref, hub_names.iter().map(String::as_str));
+            diagnostics.push(spoke.origin.at("/spec/hubRef", format!("hubRef {:?} names no Hub{hint}", spec.hub_ref)));
+        }
+        if spec.is_hub_as_spoke() {
+            if let Some(first) = hub_as_spoke.insert(&spec.hub_ref, spoke) {
+                hub_as_spoke.insert(&spec.hub_ref, first);
+                diagnostics.push(spoke.origin.at(
+                    "/spec/kubeconfig/inCluster",
+                    format!(
+                        "hub {:?} already has a hub-as-spoke: Spoke {:?} at {}; a hub registers as a spoke at most once",
+                        spec.hub_ref,
+                        first.name,
+                        first.origin.location("/spec/kubeconfig/inCluster")
+                    ),
+                ));
+            }
+        } else if let Some(hub) = hubs_by_name.get(spec.hub_ref.as_str())
+            && same_cluster(&spec.kubeconfig, &hub.value.spec.kubeconfig)
+        {
+            diagnostics.push(spoke.origin.at(
+                "/spec/kubeconfig",
+                format!(
+                    "points at the cluster of its hub {:?}; register a hub as its own spoke with kubeconfig.inCluster: true",
+                    spec.hub_ref
+                ),
+            ));
+        }
+
+        let mut seen_addons = BTreeMap::new();
+        for (index, addon) in spec.addons.iter().enumerate() {
+            let pointer = match addon {
+                crate::api::fleet::SpokeAddon::Name(_) => format!("/spec/addons/{index}"),
+                crate::api::fleet::SpokeAddon::Configured(_) => format!("/spec/addons/{index}/name"),
+            };
+            let name = addon.name();
+            if !addon_names.contains(name) {
+                let hint = did_you_mean(name, addon_names.iter().map(String::as_str));
+                diagnostics.push(spoke.origin.at(&pointer, format!("addon {name:?} names no AddOn{hint}")));
+            }
+            if let Some(first) = seen_addons.insert(name, index) {
+                seen_addons.insert(name, first);
+                diagnostics.push(spoke.origin.at(
+                    &pointer,
+                    format!("addon {name:?} is listed twice (first at /spec/addons/{first})"),
+                ));
+            }
+            if let Some(namespace) = addon.install_namespace()
+                && let Some(problem) = dns1123_label_error(namespace)
+            {
+                diagnostics.push(spoke.origin.at(
+                    &format!("/spec/addons/{index}/installNamespace"),
+                    format!("installNamespace {namespace:?} {problem}"),
+                ));
+            }
+        }
+
+        for (index, taint) in spec.taints.iter().enumerate() {
+            if MANAGED_TAINTS.contains(&taint.key.as_str()) {
+                diagnostics.push(spoke.origin.at(
+                    &format!("/spec/taints/{index}/key"),
+                    format!("taint {:?} is managed by fleetform and cannot be set in git", taint.key),
+                ));
+            }
+        }
+    }
+
+    for addon in &addons {
+        if let Some(problem) = dns1123_label_error(&addon.name) {
+            diagnostics.push(addon.origin.at("/metadata/name", format!("AddOn name {:?} {problem}", addon.name)));
+        }
+        let spec = &addon.value.spec;
+        if let Some(problem) = dns1123_label_error(&spec.install_namespace) {
+            diagnostics.push(addon.origin.at(
+                "/spec/installNamespace",
+                format!("installNamespace {:?} {problem}", spec.install_namespace),
+            ));
+        }
+        let mut signers = BTreeMap::new();
+        for (index, registration) in spec.registrations.iter().enumerate() {
+            let pointer = format!("/spec/registrations/{index}");
+            let signer = registration.signer_name.as_str();
+            if let Some(problem) = signer_name_error(signer) {
+                diagnostics.push(addon.origin.at(&format!("{pointer}/signerName"), format!("signerName {signer:?} {problem}")));
+            }
+            if let Some(first) = signers.insert(signer, index) {
+                signers.insert(signer, first);
+                diagnostics.push(addon.origin.at(
+                    &format!("{pointer}/signerName"),
+                    format!("signerName {signer:?} is registered twice (first at /spec/registrations/{first}); one registration per signer"),
+                ));
+            }
+            let custom = signer != SIGNER_KUBE_APISERVER_CLIENT;
+            match (&registration.signer_secret_ref, custom) {
+                (None, true) => diagnostics.push(addon.origin.at(
+                    &pointer,
+                    format!("custom signer {signer:?} needs signerSecretRef naming the hub Secret with its CA"),
+                )),
+                (Some(_), false) => diagnostics.push(addon.origin.at(
+                    &format!("{pointer}/signerSecretRef"),
+                    format!("signerSecretRef is only for custom signers; {SIGNER_KUBE_APISERVER_CLIENT} is signed by the hub's own CA"),
+                )),
+                _ => {}
+            }
+        }
+    }
+
+    fleet.hubs = hubs.into_iter().map(|hub| (hub.name, hub.value)).collect();
+    fleet.spokes = spokes.into_iter().map(|spoke| (spoke.name, spoke.value)).collect();
+    fleet.addons = addons.into_iter().map(|addon| (addon.name, addon.value)).collect();
+    fleet
+}
+
+/// Keeps the first document of each name, reports the others, and records where each kept one is.
+fn unique<T>(kind: Kind, documents: Vec<Located<T>>, fleet: &mut Fleet, diagnostics: &mut Vec<Diagnostic>) -> Vec<Located<T>> {
+    let mut documents = documents;
+    documents.sort_by(|a, b| (&a.origin.file, a.origin.index).cmp(&(&b.origin.file, b.origin.index)));
+    let mut kept: Vec<Located<T>> = Vec::with_capacity(documents.len());
+    let mut first_at: HashMap<String, String> = HashMap::new();
+    for document in documents {
+        let location = document.origin.location("/metadata/name");
+        if let Some(first) = first_at.get(&document.name) {
+            diagnostics.push(document.origin.at(
+                "/metadata/name",
+                format!("duplicate {kind} {:?}: already defined at {first}", document.name),
+            ));
+            continue;
+        }
+        first_at.insert(document.name.clone(), location.clone());
+        fleet.locations.insert((kind, document.name.clone()), location);
+        kept.push(document);
+    }
+    kept
+}
+
+fn check_kubeconfig<T>(kubeconfig: &KubeconfigSource, document: &Located<T>, diagnostics: &mut Vec<Diagnostic>) {
+    let sources = kubeconfig.sources();
+    let problem = match sources.len() {
+        1 => return,
+        0 => "sets none".to_string(),
+        n => format!("sets {n}: {}", sources.join(", ")),
+    };
+    diagnostics.push(document.origin.at(
+        "/spec/kubeconfig",
+        format!("kubeconfig must set exactly one of context, secretRef, inCluster, embedded; it {problem}"),
+    ));
+}
+
+/// Whether two kubeconfig sources name the same cluster (same context or same secret key).
+fn same_cluster(a: &KubeconfigSource, b: &KubeconfigSource) -> bool {
+    (a.context.is_some() && a.context == b.context) || (a.secret_ref.is_some() && a.secret_ref == b.secret_ref)
+}

@@ -1,0 +1,244 @@
+//! Where a fleet repo is read from: a directory, or a git repository at a commit.
+//!
+//! A source yields the fleet's YAML files (paths relative to the fleet root) and what it read them
+//! from, pinned to a commit SHA whenever git is involved. Reading from git goes through the
+//! commit's tree objects (git2), never a checkout. Problems with single files (too large, a symlink
+//! leading out of the fleet root) are reported per file, so one run still shows everything.
+
+mod dir;
+mod git;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::fleet::{Diagnostic, FleetFile};
+
+/// What the user asked to read.
+#[derive(Clone, Debug, Default)]
+pub struct SourceSpec {
+    /// A directory, a local git repository, or a URL (`file://`, `https://`, `ssh://`,
+    /// `user@host:path`).
+    pub location: String,
+    /// Branch, tag or commit; the default branch (or a local repository's HEAD) when absent.
+    pub git_ref: Option<String>,
+    /// Directory of the fleet inside the source.
+    pub path: Option<String>,
+}
+
+/// The files of a fleet as read from one place at one moment.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub origin: Origin,
+    pub files: Vec<FleetFile>,
+    /// Files that could not be read; validation reports them with its own findings.
+    pub problems: Vec<Diagnostic>,
+}
+
+/// What a snapshot was read from.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase", rename_all_fields = "camelCase", tag = "type")]
+pub enum Origin {
+    /// Files of a directory, as they are on disk.
+    Directory {
+        path: PathBuf,
+        /// The directory is in a git work tree with uncommitted changes, so no commit pins it.
+        uncommitted_changes: bool,
+    },
+    /// The tree of one commit.
+    Git {
+        /// The repository (local path or URL) as given.
+        repository: String,
+        /// The ref that was resolved, as given or the default.
+        #[serde(rename = "ref")]
+        git_ref: String,
+        commit: String,
+        /// Directory of the fleet inside the repository ("" for its root).
+        path: String,
+    },
+}
+
+impl Origin {
+    /// The commit the snapshot is pinned to, if any.
+    pub fn commit(&self) -> Option<&str> {
+        match self {
+            Origin::Git { commit, .. } => Some(commit),
+            Origin::Directory { .. } => None,
+        }
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Directory {
+                path,
+                uncommitted_changes: true,
+            } => write!(
+                f,
+                "{} (working directory with uncommitted changes: read as files, not pinned to a commit)",
+                path.display()
+            ),
+            Origin::Directory { path, .. } => write!(f, "{} (directory)", path.display()),
+            Origin::Git {
+                repository,
+                git_ref,
+                commit,
+                path,
+            } => {
+                write!(f, "{repository} at {git_ref}, commit {commit}")?;
+                if !path.is_empty() {
+                    write!(f, ", path {path}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Why a source could not be read at all.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("{0}: no such file, directory or repository")]
+    NotFound(String),
+    #[error("{location}: --ref {git_ref} needs a git repository, but this is a plain directory")]
+    RefWithoutGit { location: String, git_ref: String },
+    #[error("{repository}: unknown ref {git_ref:?}{known}")]
+    UnknownRef {
+        repository: String,
+        git_ref: String,
+        known: String,
+    },
+    #[error("{repository}: the repository has no commits")]
+    NoCommits { repository: String },
+    #[error("{location}: fleet path {path:?} {problem}")]
+    BadPath {
+        location: String,
+        path: String,
+        problem: String,
+    },
+    #[error("cannot fetch {url}: {message}")]
+    Fetch { url: String, message: String },
+    #[error("{location}: cannot read git repository: {message}")]
+    Git { location: String, message: String },
+    #[error("cannot use cache directory {}: {source}", path.display())]
+    Cache {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl SourceError {
+    /// Whether the error is fleetform's own (its cache), rather than something about the input.
+    pub fn is_internal(&self) -> bool {
+        matches!(self, SourceError::Cache { .. })
+    }
+}
+
+/// Reads a fleet repo from wherever `spec` says.
+pub fn read(spec: &SourceSpec) -> Result<Snapshot, SourceError> {
+    let fleet_path = normalize_fleet_path(spec)?;
+    if git::is_url(&spec.location) {
+        return git::read_remote(spec, &fleet_path);
+    }
+    let location = Path::new(&spec.location);
+    if !location.exists() {
+        return Err(SourceError::NotFound(spec.location.clone()));
+    }
+    match git::open_local(location) {
+        Some(local) => local.read(spec, &fleet_path),
+        None => {
+            if let Some(git_ref) = &spec.git_ref {
+                return Err(SourceError::RefWithoutGit {
+                    location: spec.location.clone(),
+                    git_ref: git_ref.clone(),
+                });
+            }
+            dir::read(&join_fleet_path(location, &fleet_path), false)
+        }
+    }
+}
+
+/// The fleet path as clean `/`-separated components inside the source, or an error when it
+/// would leave the source.
+fn normalize_fleet_path(spec: &SourceSpec) -> Result<String, SourceError> {
+    let Some(path) = spec.path.as_deref() else {
+        return Ok(String::new());
+    };
+    let mut parts = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                return Err(SourceError::BadPath {
+                    location: spec.location.clone(),
+                    path: path.to_string(),
+                    problem: "leads outside the source".to_string(),
+                });
+            }
+            part => parts.push(part),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+/// The fleet directory inside a local location.
+fn join_fleet_path(location: &Path, fleet_path: &str) -> PathBuf {
+    if fleet_path.is_empty() {
+        location.to_path_buf()
+    } else {
+        location.join(fleet_path)
+    }
+}
+
+/// Joins a `/`-separated relative path onto a parent ("" is the root).
+fn join(parent: &str, name: &str) -> String {
+    if parent.is_empty() {
+        name.to_string()
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
+/// Resolves a symlink target, relative to the directory holding the link (both inside the fleet
+/// root, `/`-separated), to a path inside the fleet root; `None` when it leads outside.
+fn resolve_link(link_dir: &str, target: &str) -> Option<String> {
+    if target.starts_with('/') {
+        return None;
+    }
+    let mut parts: Vec<&str> = link_dir.split('/').filter(|p| !p.is_empty()).collect();
+    for part in target.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            part => parts.push(part),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symlink_targets_resolve_inside_the_root_only() {
+        assert_eq!(resolve_link("spokes", "../common/a.yaml").as_deref(), Some("common/a.yaml"));
+        assert_eq!(resolve_link("", "./a.yaml").as_deref(), Some("a.yaml"));
+        assert_eq!(resolve_link("spokes", "../../secret.yaml"), None);
+        assert_eq!(resolve_link("", "/etc/passwd"), None);
+    }
+
+    #[test]
+    fn fleet_paths_may_not_leave_the_source() {
+        let spec = |path: &str| SourceSpec {
+            location: "repo".into(),
+            git_ref: None,
+            path: Some(path.into()),
+        };
+        assert_eq!(normalize_fleet_path(&spec("./fleet//prod/")).unwrap(), "fleet/prod");
+        assert!(normalize_fleet_path(&spec("fleet/../../x")).is_err());
+    }
+}
