@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::Kind;
 use super::diagnostic::{Diagnostic, DocumentOrigin};
-use super::names::did_you_mean;
+use super::names::{closest, did_you_mean};
 use super::yaml::escape_pointer_token;
 
 const HUB: &str = include_str!("../../schemas/hub.schema.json");
@@ -48,11 +48,42 @@ fn compiled(kind: Kind) -> &'static CompiledSchema {
 /// Every schema violation of one document.
 pub fn validate(kind: Kind, document: &Value, origin: &DocumentOrigin) -> Vec<Diagnostic> {
     let compiled = compiled(kind);
+    let errors: Vec<_> = compiled.validator.iter_errors(document).collect();
+    // A misspelt required field shows up twice: as unknown and as missing. Report it once, as
+    // the unknown field with its suggestion.
+    let misspelt: Vec<(String, String)> = errors
+        .iter()
+        .filter_map(|error| match error.kind() {
+            ValidationErrorKind::AdditionalProperties { unexpected } => {
+                let pointer = error.instance_path().as_str();
+                let known = known_fields(&compiled.schema, pointer);
+                Some(unexpected.iter().filter_map(move |field| {
+                    closest(field, known.iter().copied()).map(|intended| (pointer.to_string(), format!("{intended:?}")))
+                }))
+            }
+            _ => None,
+        })
+        .flatten()
+        .collect();
     let mut diagnostics = Vec::new();
-    for error in compiled.validator.iter_errors(document) {
-        describe(&compiled.schema, &error, origin, &mut diagnostics);
+    for error in &errors {
+        if let ValidationErrorKind::Required { property } = error.kind()
+            && misspelt.contains(&(error.instance_path().as_str().to_string(), property.to_string()))
+        {
+            continue;
+        }
+        describe(&compiled.schema, error, origin, &mut diagnostics);
     }
     diagnostics
+}
+
+/// The fields the schema knows at an instance pointer.
+fn known_fields<'s>(schema: &'s Value, pointer: &str) -> Vec<&'s str> {
+    schema_node(schema, pointer)
+        .and_then(|node| node.get("properties"))
+        .and_then(Value::as_object)
+        .map(|properties| properties.keys().map(String::as_str).collect())
+        .unwrap_or_default()
 }
 
 fn describe(schema: &Value, error: &ValidationError<'_>, origin: &DocumentOrigin, out: &mut Vec<Diagnostic>) {
@@ -60,11 +91,7 @@ fn describe(schema: &Value, error: &ValidationError<'_>, origin: &DocumentOrigin
     let node = schema_node(schema, pointer);
     let message = match error.kind() {
         ValidationErrorKind::AdditionalProperties { unexpected } => {
-            let known: Vec<&str> = node
-                .and_then(|node| node.get("properties"))
-                .and_then(Value::as_object)
-                .map(|properties| properties.keys().map(String::as_str).collect())
-                .unwrap_or_default();
+            let known = known_fields(schema, pointer);
             for field in unexpected {
                 let field_pointer = format!("{pointer}/{}", escape_pointer_token(field));
                 let hint = did_you_mean(field, known.iter().copied());

@@ -83,10 +83,11 @@ impl Walk {
             match fs::canonicalize(path) {
                 Ok(target) if target.starts_with(&self.root) => target,
                 Ok(target) => {
-                    if link_metadata.is_dir() || target.is_dir() || is_fleet_file(relative) {
+                    if target.is_dir() || is_fleet_file(relative) {
+                        let written = fs::read_link(path).unwrap_or(target);
                         self.problem(
                             relative,
-                            format!("symlink leads outside the fleet root (to {})", target.display()),
+                            format!("symlink leads outside the fleet root (to {})", written.display()),
                         );
                     }
                     return;

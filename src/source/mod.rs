@@ -159,6 +159,11 @@ pub fn read(spec: &SourceSpec) -> Result<Snapshot, SourceError> {
     }
 }
 
+/// Reads the files of a directory as they are on disk, whether or not it is in a git work tree.
+pub fn read_directory(path: &Path) -> Result<Snapshot, SourceError> {
+    dir::read(path, false)
+}
+
 /// The fleet path as clean `/`-separated components inside the source, or an error when it
 /// would leave the source.
 fn normalize_fleet_path(spec: &SourceSpec) -> Result<String, SourceError> {
