@@ -44,7 +44,9 @@ fn copy_dir(from: &Path, to: &Path) {
 
 fn commit_all(repo: &git2::Repository, message: &str) -> git2::Oid {
     let mut index = repo.index().unwrap();
-    index.add_all(["*"], git2::IndexAddOption::DEFAULT, None).unwrap();
+    index
+        .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+        .unwrap();
     index.write().unwrap();
     let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
     let author = git2::Signature::now("test", "test@example.com").unwrap();
@@ -55,7 +57,8 @@ fn commit_all(repo: &git2::Repository, message: &str) -> git2::Oid {
         .into_iter()
         .collect();
     let parents: Vec<&git2::Commit> = parents.iter().collect();
-    repo.commit(Some("HEAD"), &author, &author, message, &tree, &parents).unwrap()
+    repo.commit(Some("HEAD"), &author, &author, message, &tree, &parents)
+        .unwrap()
 }
 
 fn fleet_repo() -> FleetRepo {
@@ -65,9 +68,12 @@ fn fleet_repo() -> FleetRepo {
     let repo = git2::Repository::init_opts(dir.path(), &init).unwrap();
     copy_dir(&example(), &dir.path().join("fleet"));
     let first = commit_all(&repo, "example fleet");
-    repo.tag_lightweight("v1", &repo.find_object(first, None).unwrap(), false).unwrap();
+    repo.tag_lightweight("v1", &repo.find_object(first, None).unwrap(), false)
+        .unwrap();
     let spoke = dir.path().join("fleet/spokes/edge.yaml");
-    let text = std::fs::read_to_string(&spoke).unwrap().replace("leaseDurationSeconds: 10", "leaseDurationSeconds: 0");
+    let text = std::fs::read_to_string(&spoke)
+        .unwrap()
+        .replace("leaseDurationSeconds: 10", "leaseDurationSeconds: 0");
     std::fs::write(&spoke, text).unwrap();
     let second = commit_all(&repo, "break dev");
     FleetRepo {
@@ -82,7 +88,11 @@ fn the_example_fleet_validates_clean() {
     let cache = tempfile::tempdir().unwrap();
     let output = fleetform(&["validate", example().to_str().unwrap()], cache.path());
     assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
-    assert!(stdout(&output).contains("valid: 1 hub, 4 spokes, 3 addons"), "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains("valid: 1 hub, 4 spokes, 3 addons"),
+        "{}",
+        stdout(&output)
+    );
 }
 
 #[test]
@@ -91,11 +101,21 @@ fn a_repository_url_at_a_ref_is_read_at_that_commit_and_prints_its_sha() {
     let cache = tempfile::tempdir().unwrap();
     let url = format!("file://{}", repo.dir.path().display());
 
-    let at_tag = fleetform(&["validate", &url, "--ref", "v1", "--path", "fleet"], cache.path());
+    let at_tag = fleetform(
+        &["validate", &url, "--ref", "v1", "--path", "fleet"],
+        cache.path(),
+    );
     assert_eq!(at_tag.status.code(), Some(0), "{}", stdout(&at_tag));
-    assert!(stdout(&at_tag).contains(&format!("commit {}", repo.first)), "{}", stdout(&at_tag));
+    assert!(
+        stdout(&at_tag).contains(&format!("commit {}", repo.first)),
+        "{}",
+        stdout(&at_tag)
+    );
 
-    let at_main = fleetform(&["validate", &url, "--path", "fleet", "-o", "json"], cache.path());
+    let at_main = fleetform(
+        &["validate", &url, "--path", "fleet", "-o", "json"],
+        cache.path(),
+    );
     assert_eq!(at_main.status.code(), Some(1), "{}", stdout(&at_main));
     let report: serde_json::Value = serde_json::from_slice(&at_main.stdout).unwrap();
     assert_eq!(report["source"]["commit"], repo.second.as_str());
@@ -105,7 +125,17 @@ fn a_repository_url_at_a_ref_is_read_at_that_commit_and_prints_its_sha() {
     assert_eq!(report["errors"][0]["pointer"], "/spec/leaseDurationSeconds");
     assert_eq!(report["errors"][0]["line"], 13);
 
-    let by_sha = fleetform(&["validate", &url, "--ref", &repo.first[..10], "--path", "fleet"], cache.path());
+    let by_sha = fleetform(
+        &[
+            "validate",
+            &url,
+            "--ref",
+            &repo.first[..10],
+            "--path",
+            "fleet",
+        ],
+        cache.path(),
+    );
     assert_eq!(by_sha.status.code(), Some(0), "{}", stdout(&by_sha));
 }
 
@@ -115,17 +145,34 @@ fn a_local_repository_is_pinned_to_head_until_it_has_uncommitted_changes() {
     let cache = tempfile::tempdir().unwrap();
     let fleet = repo.dir.path().join("fleet");
     let clean = fleetform(&["validate", fleet.to_str().unwrap()], cache.path());
-    assert!(stdout(&clean).contains(&format!("commit {}", repo.second)), "{}", stdout(&clean));
+    assert!(
+        stdout(&clean).contains(&format!("commit {}", repo.second)),
+        "{}",
+        stdout(&clean)
+    );
 
     let spoke = fleet.join("spokes/edge.yaml");
-    let fixed = std::fs::read_to_string(&spoke).unwrap().replace("leaseDurationSeconds: 0", "leaseDurationSeconds: 10");
+    let fixed = std::fs::read_to_string(&spoke)
+        .unwrap()
+        .replace("leaseDurationSeconds: 0", "leaseDurationSeconds: 10");
     std::fs::write(&spoke, fixed).unwrap();
     let dirty = fleetform(&["validate", fleet.to_str().unwrap()], cache.path());
     assert_eq!(dirty.status.code(), Some(0), "{}", stdout(&dirty));
-    assert!(stdout(&dirty).contains("uncommitted changes"), "{}", stdout(&dirty));
+    assert!(
+        stdout(&dirty).contains("uncommitted changes"),
+        "{}",
+        stdout(&dirty)
+    );
 
-    let at_ref = fleetform(&["validate", fleet.to_str().unwrap(), "--ref", "v1"], cache.path());
-    assert!(stdout(&at_ref).contains(&format!("commit {}", repo.first)), "{}", stdout(&at_ref));
+    let at_ref = fleetform(
+        &["validate", fleet.to_str().unwrap(), "--ref", "v1"],
+        cache.path(),
+    );
+    assert!(
+        stdout(&at_ref).contains(&format!("commit {}", repo.first)),
+        "{}",
+        stdout(&at_ref)
+    );
 }
 
 #[test]
@@ -134,12 +181,34 @@ fn bad_sources_fail_with_one_line_naming_what_and_where() {
     let cache = tempfile::tempdir().unwrap();
     let url = format!("file://{}", repo.dir.path().display());
     let cases: Vec<(Vec<String>, &str)> = vec![
-        (vec![url.clone(), "--ref".into(), "nope".into()], "unknown ref \"nope\""),
-        (vec![url.clone(), "--path".into(), "missing".into()], "fleet path \"missing\" does not exist in commit"),
-        (vec![url.clone(), "--path".into(), "../x".into()], "leads outside the source"),
-        (vec!["/nonexistent/fleet".into()], "/nonexistent/fleet: no such file, directory or repository"),
-        (vec!["http://127.0.0.1:1/fleet.git".into()], "cannot fetch http://127.0.0.1:1/fleet.git"),
-        (vec![example().display().to_string(), "--ref".into(), "zzz-no-such-ref".into()], "unknown ref \"zzz-no-such-ref\""),
+        (
+            vec![url.clone(), "--ref".into(), "nope".into()],
+            "unknown ref \"nope\"",
+        ),
+        (
+            vec![url.clone(), "--path".into(), "missing".into()],
+            "fleet path \"missing\" does not exist in commit",
+        ),
+        (
+            vec![url.clone(), "--path".into(), "../x".into()],
+            "leads outside the source",
+        ),
+        (
+            vec!["/nonexistent/fleet".into()],
+            "/nonexistent/fleet: no such file, directory or repository",
+        ),
+        (
+            vec!["http://127.0.0.1:1/fleet.git".into()],
+            "cannot fetch http://127.0.0.1:1/fleet.git",
+        ),
+        (
+            vec![
+                example().display().to_string(),
+                "--ref".into(),
+                "zzz-no-such-ref".into(),
+            ],
+            "unknown ref \"zzz-no-such-ref\"",
+        ),
     ];
     for (args, expected) in cases {
         let mut all = vec!["validate".to_string()];

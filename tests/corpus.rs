@@ -43,9 +43,12 @@ fn commit_copy(case: &Path, into: &Path) -> git2::Oid {
         .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
         .expect("add");
     index.write().expect("write index");
-    let tree = repo.find_tree(index.write_tree().expect("tree")).expect("find tree");
+    let tree = repo
+        .find_tree(index.write_tree().expect("tree"))
+        .expect("find tree");
     let author = git2::Signature::now("corpus", "corpus@example.com").expect("signature");
-    repo.commit(Some("HEAD"), &author, &author, "case", &tree, &[]).expect("commit")
+    repo.commit(Some("HEAD"), &author, &author, "case", &tree, &[])
+        .expect("commit")
 }
 
 fn copy_tree(from: &Path, to: &Path) {
@@ -68,13 +71,20 @@ fn copy_tree(from: &Path, to: &Path) {
 #[test]
 fn every_broken_repo_gives_its_expected_errors_from_a_directory_and_from_git() {
     let cases = cases();
-    assert!(cases.len() >= 30, "the corpus holds {} cases, at least 30 are wanted", cases.len());
+    assert!(
+        cases.len() >= 30,
+        "the corpus holds {} cases, at least 30 are wanted",
+        cases.len()
+    );
     let bless = std::env::var_os("FLEETFORM_BLESS").is_some();
     let mut failures = Vec::new();
     for case in cases {
         let name = case.file_name().unwrap().to_string_lossy().into_owned();
         let from_directory = errors(source::read_directory(&case).expect("read case directory"));
-        assert!(!from_directory.is_empty(), "{name}: a broken repo validated clean");
+        assert!(
+            !from_directory.is_empty(),
+            "{name}: a broken repo validated clean"
+        );
 
         let expected_path = case.join("expected.txt");
         if bless {
@@ -86,7 +96,9 @@ fn every_broken_repo_gives_its_expected_errors_from_a_directory_and_from_git() {
             .map(str::to_string)
             .collect();
         if from_directory != expected {
-            failures.push(format!("{name} (directory):\n  expected {expected:#?}\n  got {from_directory:#?}"));
+            failures.push(format!(
+                "{name} (directory):\n  expected {expected:#?}\n  got {from_directory:#?}"
+            ));
         }
 
         let repo = tempfile::tempdir().expect("tempdir");
@@ -96,10 +108,16 @@ fn every_broken_repo_gives_its_expected_errors_from_a_directory_and_from_git() {
             ..SourceSpec::default()
         })
         .expect("read case from git");
-        assert_eq!(snapshot.origin.commit(), Some(commit.to_string().as_str()), "{name}");
+        assert_eq!(
+            snapshot.origin.commit(),
+            Some(commit.to_string().as_str()),
+            "{name}"
+        );
         let from_git = errors(snapshot);
         if from_git != expected {
-            failures.push(format!("{name} (git):\n  expected {expected:#?}\n  got {from_git:#?}"));
+            failures.push(format!(
+                "{name} (git):\n  expected {expected:#?}\n  got {from_git:#?}"
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -111,9 +129,23 @@ fn every_error_names_file_line_and_column() {
         for line in errors(source::read_directory(&case).expect("read case")) {
             let mut parts = line.splitn(4, ':');
             let (file, row, column) = (parts.next(), parts.next(), parts.next());
-            assert!(file.is_some_and(|f| f.ends_with(".yaml") || f.ends_with(".yml") || !f.contains('.')), "{line}");
-            assert!(row.and_then(|r| r.parse::<usize>().ok()).is_some_and(|r| r >= 1), "{line}");
-            assert!(column.and_then(|c| c.parse::<usize>().ok()).is_some_and(|c| c >= 1), "{line}");
+            assert!(
+                file.is_some_and(|f| f.ends_with(".yaml")
+                    || f.ends_with(".yml")
+                    || !f.contains('.')),
+                "{line}"
+            );
+            assert!(
+                row.and_then(|r| r.parse::<usize>().ok())
+                    .is_some_and(|r| r >= 1),
+                "{line}"
+            );
+            assert!(
+                column
+                    .and_then(|c| c.parse::<usize>().ok())
+                    .is_some_and(|c| c >= 1),
+                "{line}"
+            );
         }
     }
 }
@@ -121,15 +153,21 @@ fn every_error_names_file_line_and_column() {
 #[test]
 fn files_over_one_mebibyte_are_refused_unread_from_a_directory_and_from_git() {
     let case = tempfile::tempdir().expect("tempdir");
-    let mut big = String::from("apiVersion: fleetform.io/v1alpha1\nkind: AddOn\nmetadata:\n  name: big\n");
+    let mut big =
+        String::from("apiVersion: fleetform.io/v1alpha1\nkind: AddOn\nmetadata:\n  name: big\n");
     while big.len() <= 1024 * 1024 {
         big.push_str("# padding padding padding padding padding padding padding padding\n");
     }
     fs::write(case.path().join("big.yaml"), &big).expect("write");
     let size = big.len();
-    let expected = vec![format!("big.yaml:1:1: file is {size} bytes, larger than the 1 MiB limit")];
+    let expected = vec![format!(
+        "big.yaml:1:1: file is {size} bytes, larger than the 1 MiB limit"
+    )];
 
-    assert_eq!(errors(source::read_directory(case.path()).expect("read")), expected);
+    assert_eq!(
+        errors(source::read_directory(case.path()).expect("read")),
+        expected
+    );
 
     let repo = tempfile::tempdir().expect("tempdir");
     commit_copy(case.path(), repo.path());

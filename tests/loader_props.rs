@@ -20,7 +20,10 @@ fn check_positions(content: &[u8], result: &Result<fleet::Fleet, Vec<fleet::Diag
     if let Err(diagnostics) = result {
         assert!(!diagnostics.is_empty());
         for diagnostic in diagnostics {
-            assert!(diagnostic.line >= 1 && diagnostic.line <= lines, "{diagnostic} (file has {lines} lines)");
+            assert!(
+                diagnostic.line >= 1 && diagnostic.line <= lines,
+                "{diagnostic} (file has {lines} lines)"
+            );
             assert!(diagnostic.column >= 1, "{diagnostic}");
             assert!(!diagnostic.message.is_empty());
         }
@@ -61,7 +64,11 @@ fn yamlish() -> impl Strategy<Value = String> {
 /// One of the example documents with a random slice replaced by random text.
 fn mutated_example() -> impl Strategy<Value = Vec<u8>> {
     (
-        prop_oneof![Just(EXAMPLE_SPOKES), Just(EXAMPLE_ADDONS), Just(EXAMPLE_HUB)],
+        prop_oneof![
+            Just(EXAMPLE_SPOKES),
+            Just(EXAMPLE_ADDONS),
+            Just(EXAMPLE_HUB)
+        ],
         any::<prop::sample::Index>(),
         0usize..40,
         prop::collection::vec(any::<u8>(), 0..12),

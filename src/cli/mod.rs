@@ -22,7 +22,11 @@ pub mod exit {
 }
 
 #[derive(Debug, Parser)]
-#[command(name = "fleetform", version, about = "Keep a fleet of Kubernetes clusters in line with a git repository")]
+#[command(
+    name = "fleetform",
+    version,
+    about = "Keep a fleet of Kubernetes clusters in line with a git repository"
+)]
 pub struct Cli {
     /// Log filter (tracing's EnvFilter syntax); overrides RUST_LOG.
     #[arg(long, global = true, env = "FLEETFORM_LOG", default_value = "warn")]
@@ -54,7 +58,11 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) => {
             let _ = err.print();
-            return ExitCode::from(if err.use_stderr() { exit::INVALID_INPUT } else { exit::OK });
+            return ExitCode::from(if err.use_stderr() {
+                exit::INVALID_INPUT
+            } else {
+                exit::OK
+            });
         }
     };
     init_tracing(&cli.log);
@@ -71,14 +79,19 @@ fn init_tracing(filter: &str) {
         .and_then(|env| tracing_subscriber::EnvFilter::try_new(env).ok())
         .or_else(|| tracing_subscriber::EnvFilter::try_new(filter).ok())
         .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 /// Prints a value as JSON (for `text` and `json`) or YAML.
 fn print_data(output: Output, value: &impl serde::Serialize) {
     let rendered = match output {
         Output::Yaml => serde_yaml::to_string(value).map_err(|e| e.to_string()),
-        Output::Text | Output::Json => serde_json::to_string_pretty(value).map_err(|e| e.to_string()),
+        Output::Text | Output::Json => {
+            serde_json::to_string_pretty(value).map_err(|e| e.to_string())
+        }
     };
     match rendered {
         Ok(text) => println!("{}", text.trim_end()),

@@ -54,7 +54,11 @@ pub fn run(args: Args) -> u8 {
                     print_data(args.output, &body);
                 }
             }
-            return if err.is_internal() { exit::INTERNAL } else { exit::INVALID_INPUT };
+            return if err.is_internal() {
+                exit::INTERNAL
+            } else {
+                exit::INVALID_INPUT
+            };
         }
     };
     let mut errors = snapshot.problems;
@@ -81,7 +85,11 @@ pub fn run(args: Args) -> u8 {
         Output::Text => print_text(&report, fleet.as_ref()),
         Output::Json | Output::Yaml => print_data(args.output, &report),
     }
-    if report.valid { exit::OK } else { exit::INVALID_INPUT }
+    if report.valid {
+        exit::OK
+    } else {
+        exit::INVALID_INPUT
+    }
 }
 
 fn print_text(report: &Report<'_>, fleet: Option<&Fleet>) {
@@ -93,7 +101,12 @@ fn print_text(report: &Report<'_>, fleet: Option<&Fleet>) {
     for error in report.errors {
         println!("{error}");
     }
-    let files: std::collections::BTreeSet<&str> = report.errors.iter().map(|e| e.file.as_str()).collect();
+    let files: std::collections::BTreeSet<&str> =
+        report.errors.iter().map(|e| e.file.as_str()).collect();
     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
-    println!("invalid: {} in {}", plural(report.errors.len(), "error"), plural(files.len(), "file"));
+    println!(
+        "invalid: {} in {}",
+        plural(report.errors.len(), "error"),
+        plural(files.len(), "file")
+    );
 }

@@ -71,7 +71,12 @@ impl DocumentOrigin {
         format!("{}:{}:{}", self.file, position.line, position.column)
     }
 
-    fn diagnostic(&self, pointer: &str, position: Position, message: impl Into<String>) -> Diagnostic {
+    fn diagnostic(
+        &self,
+        pointer: &str,
+        position: Position,
+        message: impl Into<String>,
+    ) -> Diagnostic {
         Diagnostic {
             file: self.file.clone(),
             line: position.line,

@@ -80,7 +80,8 @@ pub struct Fleet {
 impl Fleet {
     /// "1 hub, 4 spokes, 3 addons".
     pub fn summary(&self) -> String {
-        let count = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let count =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
         format!(
             "{}, {}, {}",
             count(self.hubs.len(), "hub", "hubs"),
@@ -131,7 +132,10 @@ fn read_file(file: &FleetFile, documents: &mut Documents, diagnostics: &mut Vec<
         diagnostics.push(Diagnostic::file(
             &file.path,
             Position::START,
-            format!("file is {} bytes, larger than the 1 MiB limit", file.content.len()),
+            format!(
+                "file is {} bytes, larger than the 1 MiB limit",
+                file.content.len()
+            ),
         ));
         return;
     }
@@ -144,7 +148,10 @@ fn read_file(file: &FleetFile, documents: &mut Documents, diagnostics: &mut Vec<
             diagnostics.push(Diagnostic::file(
                 &file.path,
                 Position { line, column },
-                format!("file is not valid UTF-8 (invalid byte at offset {})", err.valid_up_to()),
+                format!(
+                    "file is not valid UTF-8 (invalid byte at offset {})",
+                    err.valid_up_to()
+                ),
             ));
             return;
         }
@@ -152,7 +159,11 @@ fn read_file(file: &FleetFile, documents: &mut Documents, diagnostics: &mut Vec<
     let parsed = match yaml::parse_documents(text) {
         Ok(parsed) => parsed,
         Err(err) => {
-            diagnostics.push(Diagnostic::file(&file.path, err.position, format!("invalid YAML: {}", err.message)));
+            diagnostics.push(Diagnostic::file(
+                &file.path,
+                err.position,
+                format!("invalid YAML: {}", err.message),
+            ));
             return;
         }
     };
@@ -169,7 +180,12 @@ fn read_file(file: &FleetFile, documents: &mut Documents, diagnostics: &mut Vec<
     }
 }
 
-fn read_document(value: Value, origin: DocumentOrigin, documents: &mut Documents, diagnostics: &mut Vec<Diagnostic>) {
+fn read_document(
+    value: Value,
+    origin: DocumentOrigin,
+    documents: &mut Documents,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
     let Some(object) = value.as_object() else {
         diagnostics.push(origin.at(
             "",
@@ -190,7 +206,8 @@ fn read_document(value: Value, origin: DocumentOrigin, documents: &mut Documents
             return;
         }
         None => {
-            diagnostics.push(origin.at("", format!("missing apiVersion (expected {API_VERSION:?})")));
+            diagnostics
+                .push(origin.at("", format!("missing apiVersion (expected {API_VERSION:?})")));
             return;
         }
     }
@@ -201,7 +218,9 @@ fn read_document(value: Value, origin: DocumentOrigin, documents: &mut Documents
                 let hint = names::did_you_mean(kind, Kind::ALL.map(Kind::as_str));
                 diagnostics.push(origin.at(
                     "/kind",
-                    format!("unknown kind {kind:?}{hint} (a fleet repo holds Hub, Spoke and AddOn)"),
+                    format!(
+                        "unknown kind {kind:?}{hint} (a fleet repo holds Hub, Spoke and AddOn)"
+                    ),
                 ));
                 return;
             }
@@ -243,7 +262,11 @@ fn typed<T: DeserializeOwned>(
         .to_string();
     // The schema admits only what the types can hold; a failure here means they disagree.
     match serde_json::from_value(value) {
-        Ok(value) => into.push(Located { name, value, origin }),
+        Ok(value) => into.push(Located {
+            name,
+            value,
+            origin,
+        }),
         Err(err) => diagnostics.push(origin.at("", format!("cannot read document: {err}"))),
     }
 }

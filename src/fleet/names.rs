@@ -3,15 +3,21 @@
 /// Why `name` is not a DNS-1123 label (at most 63 characters of `a-z`, `0-9` and `-`, starting
 /// and ending with an alphanumeric), or `None` when it is one.
 pub fn dns1123_label_error(name: &str) -> Option<String> {
-    const RULE: &str = "lowercase letters, digits and '-', starting and ending with a letter or digit";
+    const RULE: &str =
+        "lowercase letters, digits and '-', starting and ending with a letter or digit";
     if name.is_empty() {
         return Some("must not be empty".to_string());
     }
     if name.len() > 63 {
-        return Some(format!("is {} characters long, at most 63 are allowed", name.len()));
+        return Some(format!(
+            "is {} characters long, at most 63 are allowed",
+            name.len()
+        ));
     }
     let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
-    if !name.chars().all(|c| alnum(c) || c == '-') || !name.starts_with(alnum) || !name.ends_with(alnum)
+    if !name.chars().all(|c| alnum(c) || c == '-')
+        || !name.starts_with(alnum)
+        || !name.ends_with(alnum)
     {
         return Some(format!("is not a DNS-1123 label ({RULE})"));
     }
@@ -22,9 +28,15 @@ pub fn dns1123_label_error(name: &str) -> Option<String> {
 /// `None` when it is one.
 pub fn dns1123_subdomain_error(name: &str) -> Option<String> {
     if name.len() > 253 {
-        return Some(format!("is {} characters long, at most 253 are allowed", name.len()));
+        return Some(format!(
+            "is {} characters long, at most 253 are allowed",
+            name.len()
+        ));
     }
-    if name.split('.').any(|label| dns1123_label_error(label).is_some()) {
+    if name
+        .split('.')
+        .any(|label| dns1123_label_error(label).is_some())
+    {
         return Some(
             "is not a DNS-1123 subdomain (dot-separated lowercase labels of letters, digits and '-')"
                 .to_string(),
@@ -50,7 +62,10 @@ pub fn signer_name_error(signer: &str) -> Option<String> {
         ));
     }
     if signer.len() > 571 {
-        return Some(format!("is {} characters long, at most 571 are allowed", signer.len()));
+        return Some(format!(
+            "is {} characters long, at most 571 are allowed",
+            signer.len()
+        ));
     }
     None
 }
@@ -86,16 +101,27 @@ mod tests {
         assert!(dns1123_label_error("Spoke").is_some());
         assert!(dns1123_label_error("-a").is_some());
         assert!(dns1123_label_error("a.b").is_some());
-        assert!(dns1123_label_error(&"a".repeat(64)).unwrap().contains("at most 63"));
+        assert!(
+            dns1123_label_error(&"a".repeat(64))
+                .unwrap()
+                .contains("at most 63")
+        );
         assert_eq!(dns1123_subdomain_error("a.b-c.d"), None);
         assert!(dns1123_subdomain_error("a..b").is_some());
     }
 
     #[test]
     fn signer_names() {
-        assert_eq!(signer_name_error("kubernetes.io/kube-apiserver-client"), None);
+        assert_eq!(
+            signer_name_error("kubernetes.io/kube-apiserver-client"),
+            None
+        );
         assert_eq!(signer_name_error("example.com/observability/metrics"), None);
-        assert!(signer_name_error("observability").unwrap().contains("no '/'"));
+        assert!(
+            signer_name_error("observability")
+                .unwrap()
+                .contains("no '/'")
+        );
         assert!(signer_name_error("localhost/x").unwrap().contains("domain"));
         assert!(signer_name_error("example.com/").unwrap().contains("path"));
     }
@@ -104,7 +130,10 @@ mod tests {
     fn suggestions_find_likely_misspellings_only() {
         let fields = ["hubRef", "kubeconfig", "leaseDurationSeconds", "addons"];
         assert_eq!(closest("hubref", fields), Some("hubRef"));
-        assert_eq!(closest("leaseDurationSecond", fields), Some("leaseDurationSeconds"));
+        assert_eq!(
+            closest("leaseDurationSecond", fields),
+            Some("leaseDurationSeconds")
+        );
         assert_eq!(closest("kubeconifg", fields), Some("kubeconfig"));
         assert_eq!(closest("zzz", fields), None);
     }

@@ -31,7 +31,8 @@ struct CompiledSchema {
 }
 
 fn compiled(kind: Kind) -> &'static CompiledSchema {
-    static SCHEMAS: [OnceLock<CompiledSchema>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    static SCHEMAS: [OnceLock<CompiledSchema>; 3] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new()];
     let slot = match kind {
         Kind::Hub => &SCHEMAS[0],
         Kind::Spoke => &SCHEMAS[1],
@@ -39,7 +40,8 @@ fn compiled(kind: Kind) -> &'static CompiledSchema {
     };
     slot.get_or_init(|| {
         // The schemas are part of the binary and covered by tests: failing here is a build defect.
-        let schema: Value = serde_json::from_str(schema_text(kind)).expect("embedded schema is JSON");
+        let schema: Value =
+            serde_json::from_str(schema_text(kind)).expect("embedded schema is JSON");
         let validator = jsonschema::draft202012::new(&schema).expect("embedded schema compiles");
         CompiledSchema { schema, validator }
     })
@@ -58,7 +60,8 @@ pub fn validate(kind: Kind, document: &Value, origin: &DocumentOrigin) -> Vec<Di
                 let pointer = error.instance_path().as_str();
                 let known = known_fields(&compiled.schema, pointer);
                 Some(unexpected.iter().filter_map(move |field| {
-                    closest(field, known.iter().copied()).map(|intended| (pointer.to_string(), format!("{intended:?}")))
+                    closest(field, known.iter().copied())
+                        .map(|intended| (pointer.to_string(), format!("{intended:?}")))
                 }))
             }
             _ => None,
@@ -68,7 +71,10 @@ pub fn validate(kind: Kind, document: &Value, origin: &DocumentOrigin) -> Vec<Di
     let mut diagnostics = Vec::new();
     for error in &errors {
         if let ValidationErrorKind::Required { property } = error.kind()
-            && misspelt.contains(&(error.instance_path().as_str().to_string(), property.to_string()))
+            && misspelt.contains(&(
+                error.instance_path().as_str().to_string(),
+                property.to_string(),
+            ))
         {
             continue;
         }
@@ -86,7 +92,12 @@ fn known_fields<'s>(schema: &'s Value, pointer: &str) -> Vec<&'s str> {
         .unwrap_or_default()
 }
 
-fn describe(schema: &Value, error: &ValidationError<'_>, origin: &DocumentOrigin, out: &mut Vec<Diagnostic>) {
+fn describe(
+    schema: &Value,
+    error: &ValidationError<'_>,
+    origin: &DocumentOrigin,
+    out: &mut Vec<Diagnostic>,
+) {
     let pointer = error.instance_path().as_str();
     let node = schema_node(schema, pointer);
     let message = match error.kind() {
@@ -100,7 +111,10 @@ fn describe(schema: &Value, error: &ValidationError<'_>, origin: &DocumentOrigin
                 } else {
                     String::new()
                 };
-                out.push(origin.at_key(&field_pointer, format!("unknown field {field:?}{hint}{known_list}")));
+                out.push(origin.at_key(
+                    &field_pointer,
+                    format!("unknown field {field:?}{hint}{known_list}"),
+                ));
             }
             return;
         }
@@ -110,15 +124,29 @@ fn describe(schema: &Value, error: &ValidationError<'_>, origin: &DocumentOrigin
         ValidationErrorKind::Type { kind } => {
             let expected = match kind {
                 TypeKind::Single(single) => single.to_string(),
-                TypeKind::Multiple(set) => set.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" or "),
+                TypeKind::Multiple(set) => set
+                    .iter()
+                    .map(|t| t.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" or "),
             };
-            format!("expected {expected}, got {}", describe_value(error.instance()))
+            format!(
+                "expected {expected}, got {}",
+                describe_value(error.instance())
+            )
         }
         ValidationErrorKind::Constant { expected_value } => {
-            format!("must be {expected_value}, got {}", describe_value(error.instance()))
+            format!(
+                "must be {expected_value}, got {}",
+                describe_value(error.instance())
+            )
         }
         ValidationErrorKind::Enum { options } => {
-            format!("must be one of {}, got {}", list(options), describe_value(error.instance()))
+            format!(
+                "must be one of {}, got {}",
+                list(options),
+                describe_value(error.instance())
+            )
         }
         ValidationErrorKind::Minimum { .. } | ValidationErrorKind::Maximum { .. } => {
             let bound = |key| node.and_then(|node| node.get(key)).map(Value::to_string);
@@ -131,7 +159,10 @@ fn describe(schema: &Value, error: &ValidationError<'_>, origin: &DocumentOrigin
         }
         ValidationErrorKind::MinLength { limit: 1 } => "must not be empty".to_string(),
         ValidationErrorKind::Pattern { pattern } => {
-            format!("{} does not match {pattern}", describe_value(error.instance()))
+            format!(
+                "{} does not match {pattern}",
+                describe_value(error.instance())
+            )
         }
         _ => error.to_string(),
     };
@@ -152,7 +183,11 @@ fn describe_value(value: &Value) -> String {
 
 fn list(options: &Value) -> String {
     match options.as_array() {
-        Some(items) => items.iter().map(Value::to_string).collect::<Vec<_>>().join(", "),
+        Some(items) => items
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
         None => options.to_string(),
     }
 }
@@ -166,7 +201,8 @@ fn schema_node<'s>(schema: &'s Value, pointer: &str) -> Option<&'s Value> {
         let next = if token.parse::<usize>().is_ok() && node.get("items").is_some() {
             node.get("items")
         } else {
-            node.get("properties").and_then(|properties| properties.get(&token))
+            node.get("properties")
+                .and_then(|properties| properties.get(&token))
         }?;
         node = resolve_ref(schema, next)?;
     }
@@ -189,11 +225,13 @@ mod tests {
         for kind in Kind::ALL {
             let compiled = compiled(kind);
             assert_eq!(
-                compiled.schema["$schema"],
-                "https://json-schema.org/draft/2020-12/schema",
+                compiled.schema["$schema"], "https://json-schema.org/draft/2020-12/schema",
                 "{kind:?}"
             );
-            assert_eq!(compiled.schema["properties"]["kind"]["const"], kind.as_str());
+            assert_eq!(
+                compiled.schema["properties"]["kind"]["const"],
+                kind.as_str()
+            );
         }
     }
 

@@ -2,15 +2,21 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::names::{dns1123_label_error, dns1123_subdomain_error, did_you_mean, signer_name_error};
+use super::names::{did_you_mean, dns1123_label_error, dns1123_subdomain_error, signer_name_error};
 use super::{Diagnostic, Documents, Fleet, Kind, Located};
 use crate::api::fleet::KubeconfigSource;
 use crate::api::vocabulary::{
-    SIGNER_KUBE_APISERVER_CLIENT, TAINT_TERMINATING, TAINT_UNAVAILABLE, TAINT_UNREACHABLE, TAINT_WORKLOAD_CLEANUP,
+    SIGNER_KUBE_APISERVER_CLIENT, TAINT_TERMINATING, TAINT_UNAVAILABLE, TAINT_UNREACHABLE,
+    TAINT_WORKLOAD_CLEANUP,
 };
 
 /// Taints the hub loops and the reconciler own; git may not set them.
-const MANAGED_TAINTS: [&str; 4] = [TAINT_UNREACHABLE, TAINT_UNAVAILABLE, TAINT_TERMINATING, TAINT_WORKLOAD_CLEANUP];
+const MANAGED_TAINTS: [&str; 4] = [
+    TAINT_UNREACHABLE,
+    TAINT_UNAVAILABLE,
+    TAINT_TERMINATING,
+    TAINT_WORKLOAD_CLEANUP,
+];
 
 /// Checks the documents against each other and builds the fleet from those that are unique.
 pub(super) fn check(documents: Documents, diagnostics: &mut Vec<Diagnostic>) -> Fleet {
@@ -28,34 +34,50 @@ pub(super) fn check(documents: Documents, diagnostics: &mut Vec<Diagnostic>) -> 
 
     // Names a reference may resolve to: valid documents and those that failed their schema.
     let names_of = |kind: Kind, valid: Vec<&String>| -> BTreeSet<String> {
-        let broken = broken_names.iter().filter(|(k, _)| *k == kind).map(|(_, name)| name);
+        let broken = broken_names
+            .iter()
+            .filter(|(k, _)| *k == kind)
+            .map(|(_, name)| name);
         broken.chain(valid).cloned().collect()
     };
     let hub_names = names_of(Kind::Hub, hubs.iter().map(|hub| &hub.name).collect());
-    let addon_names = names_of(Kind::AddOn, addons.iter().map(|addon| &addon.name).collect());
+    let addon_names = names_of(
+        Kind::AddOn,
+        addons.iter().map(|addon| &addon.name).collect(),
+    );
 
     for hub in &hubs {
         if let Some(problem) = dns1123_subdomain_error(&hub.name) {
-            diagnostics.push(hub.origin.at("/metadata/name", format!("Hub name {:?} {problem}", hub.name)));
+            diagnostics.push(hub.origin.at(
+                "/metadata/name",
+                format!("Hub name {:?} {problem}", hub.name),
+            ));
         }
         check_kubeconfig(&hub.value.spec.kubeconfig, hub, diagnostics);
     }
 
-    let hubs_by_name: HashMap<&str, &Located<_>> = hubs.iter().map(|hub| (hub.name.as_str(), hub)).collect();
+    let hubs_by_name: HashMap<&str, &Located<_>> =
+        hubs.iter().map(|hub| (hub.name.as_str(), hub)).collect();
     let mut hub_as_spoke: HashMap<&str, &Located<_>> = HashMap::new();
     for spoke in &spokes {
         let spec = &spoke.value.spec;
         if let Some(problem) = dns1123_label_error(&spoke.name) {
             diagnostics.push(spoke.origin.at(
                 "/metadata/name",
-                format!("Spoke name {:?} {problem}; it becomes a namespace on the hub", spoke.name),
+                format!(
+                    "Spoke name {:?} {problem}; it becomes a namespace on the hub",
+                    spoke.name
+                ),
             ));
         }
         check_kubeconfig(&spec.kubeconfig, spoke, diagnostics);
 
         if !hub_names.contains(&spec.hub_ref) {
             let hint = did_you_mean(&spec.hub_ref, hub_names.iter().map(String::as_str));
-            diagnostics.push(spoke.origin.at("/spec/hubRef", format!("hubRef {:?} names no Hub{hint}", spec.hub_ref)));
+            diagnostics.push(spoke.origin.at(
+                "/spec/hubRef",
+                format!("hubRef {:?} names no Hub{hint}", spec.hub_ref),
+            ));
         }
         if spec.is_hub_as_spoke() {
             if let Some(first) = hub_as_spoke.insert(&spec.hub_ref, spoke) {
@@ -86,12 +108,18 @@ pub(super) fn check(documents: Documents, diagnostics: &mut Vec<Diagnostic>) -> 
         for (index, addon) in spec.addons.iter().enumerate() {
             let pointer = match addon {
                 crate::api::fleet::SpokeAddon::Name(_) => format!("/spec/addons/{index}"),
-                crate::api::fleet::SpokeAddon::Configured(_) => format!("/spec/addons/{index}/name"),
+                crate::api::fleet::SpokeAddon::Configured(_) => {
+                    format!("/spec/addons/{index}/name")
+                }
             };
             let name = addon.name();
             if !addon_names.contains(name) {
                 let hint = did_you_mean(name, addon_names.iter().map(String::as_str));
-                diagnostics.push(spoke.origin.at(&pointer, format!("addon {name:?} names no AddOn{hint}")));
+                diagnostics.push(
+                    spoke
+                        .origin
+                        .at(&pointer, format!("addon {name:?} names no AddOn{hint}")),
+                );
             }
             if let Some(first) = seen_addons.insert(name, index) {
                 seen_addons.insert(name, first);
@@ -114,7 +142,10 @@ pub(super) fn check(documents: Documents, diagnostics: &mut Vec<Diagnostic>) -> 
             if MANAGED_TAINTS.contains(&taint.key.as_str()) {
                 diagnostics.push(spoke.origin.at(
                     &format!("/spec/taints/{index}/key"),
-                    format!("taint {:?} is managed by fleetform and cannot be set in git", taint.key),
+                    format!(
+                        "taint {:?} is managed by fleetform and cannot be set in git",
+                        taint.key
+                    ),
                 ));
             }
         }
@@ -122,7 +153,10 @@ pub(super) fn check(documents: Documents, diagnostics: &mut Vec<Diagnostic>) -> 
 
     for addon in &addons {
         if let Some(problem) = dns1123_label_error(&addon.name) {
-            diagnostics.push(addon.origin.at("/metadata/name", format!("AddOn name {:?} {problem}", addon.name)));
+            diagnostics.push(addon.origin.at(
+                "/metadata/name",
+                format!("AddOn name {:?} {problem}", addon.name),
+            ));
         }
         let spec = &addon.value.spec;
         if let Some(problem) = dns1123_label_error(&spec.install_namespace) {
@@ -136,7 +170,10 @@ pub(super) fn check(documents: Documents, diagnostics: &mut Vec<Diagnostic>) -> 
             let pointer = format!("/spec/registrations/{index}");
             let signer = registration.signer_name.as_str();
             if let Some(problem) = signer_name_error(signer) {
-                diagnostics.push(addon.origin.at(&format!("{pointer}/signerName"), format!("signerName {signer:?} {problem}")));
+                diagnostics.push(addon.origin.at(
+                    &format!("{pointer}/signerName"),
+                    format!("signerName {signer:?} {problem}"),
+                ));
             }
             if let Some(first) = signers.insert(signer, index) {
                 signers.insert(signer, first);
@@ -161,15 +198,27 @@ pub(super) fn check(documents: Documents, diagnostics: &mut Vec<Diagnostic>) -> 
     }
 
     fleet.hubs = hubs.into_iter().map(|hub| (hub.name, hub.value)).collect();
-    fleet.spokes = spokes.into_iter().map(|spoke| (spoke.name, spoke.value)).collect();
-    fleet.addons = addons.into_iter().map(|addon| (addon.name, addon.value)).collect();
+    fleet.spokes = spokes
+        .into_iter()
+        .map(|spoke| (spoke.name, spoke.value))
+        .collect();
+    fleet.addons = addons
+        .into_iter()
+        .map(|addon| (addon.name, addon.value))
+        .collect();
     fleet
 }
 
 /// Keeps the first document of each name, reports the others, and records where each kept one is.
-fn unique<T>(kind: Kind, documents: Vec<Located<T>>, fleet: &mut Fleet, diagnostics: &mut Vec<Diagnostic>) -> Vec<Located<T>> {
+fn unique<T>(
+    kind: Kind,
+    documents: Vec<Located<T>>,
+    fleet: &mut Fleet,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<Located<T>> {
     let mut documents = documents;
-    documents.sort_by(|a, b| (&a.origin.file, a.origin.index).cmp(&(&b.origin.file, b.origin.index)));
+    documents
+        .sort_by(|a, b| (&a.origin.file, a.origin.index).cmp(&(&b.origin.file, b.origin.index)));
     let mut kept: Vec<Located<T>> = Vec::with_capacity(documents.len());
     let mut first_at: HashMap<String, String> = HashMap::new();
     for document in documents {
@@ -177,18 +226,27 @@ fn unique<T>(kind: Kind, documents: Vec<Located<T>>, fleet: &mut Fleet, diagnost
         if let Some(first) = first_at.get(&document.name) {
             diagnostics.push(document.origin.at(
                 "/metadata/name",
-                format!("duplicate {kind} {:?}: already defined at {first}", document.name),
+                format!(
+                    "duplicate {kind} {:?}: already defined at {first}",
+                    document.name
+                ),
             ));
             continue;
         }
         first_at.insert(document.name.clone(), location.clone());
-        fleet.locations.insert((kind, document.name.clone()), location);
+        fleet
+            .locations
+            .insert((kind, document.name.clone()), location);
         kept.push(document);
     }
     kept
 }
 
-fn check_kubeconfig<T>(kubeconfig: &KubeconfigSource, document: &Located<T>, diagnostics: &mut Vec<Diagnostic>) {
+fn check_kubeconfig<T>(
+    kubeconfig: &KubeconfigSource,
+    document: &Located<T>,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
     let sources = kubeconfig.sources();
     let problem = match sources.len() {
         1 => return,
@@ -203,5 +261,6 @@ fn check_kubeconfig<T>(kubeconfig: &KubeconfigSource, document: &Located<T>, dia
 
 /// Whether two kubeconfig sources name the same cluster (same context or same secret key).
 fn same_cluster(a: &KubeconfigSource, b: &KubeconfigSource) -> bool {
-    (a.context.is_some() && a.context == b.context) || (a.secret_ref.is_some() && a.secret_ref == b.secret_ref)
+    (a.context.is_some() && a.context == b.context)
+        || (a.secret_ref.is_some() && a.secret_ref == b.secret_ref)
 }

@@ -173,7 +173,10 @@ impl Builder {
             }
             Event::Alias(id) => {
                 if self.expects_key() {
-                    return Err(YamlError::at(at, "mapping keys must be plain strings, not aliases"));
+                    return Err(YamlError::at(
+                        at,
+                        "mapping keys must be plain strings, not aliases",
+                    ));
                 }
                 let Some((value, nodes)) = self.anchors.get(&id).cloned() else {
                     return Err(YamlError::at(at, "alias refers to an unknown anchor"));
@@ -331,7 +334,8 @@ impl Builder {
         let pointer = pointer.unwrap_or_else(|| self.child_pointer());
         self.spans.values.entry(pointer).or_insert(at);
         if anchor != 0 {
-            self.anchors.insert(anchor, (node.value.clone(), node.nodes));
+            self.anchors
+                .insert(anchor, (node.value.clone(), node.nodes));
         }
         match self.stack.last_mut() {
             None => {
@@ -379,9 +383,8 @@ fn resolve_scalar(
                 return Err(YamlError::at(at, format!("unsupported tag !!{other}")));
             }
         };
-        return resolved.ok_or_else(|| {
-            YamlError::at(at, format!("{text:?} is not a valid !!{}", tag.suffix))
-        });
+        return resolved
+            .ok_or_else(|| YamlError::at(at, format!("{text:?} is not a valid !!{}", tag.suffix)));
     }
     if style != ScalarStyle::Plain {
         return Ok(Value::String(text.to_string()));
@@ -480,11 +483,29 @@ mod tests {
     #[test]
     fn positions_point_at_values_and_keys() {
         let doc = one("spec:\n  hubRef: main\n  addons:\n    - a\n    - name: b\n");
-        assert_eq!(doc.spans.value("/spec/hubRef"), Position { line: 2, column: 11 });
-        assert_eq!(doc.spans.key("/spec/hubRef"), Position { line: 2, column: 3 });
-        assert_eq!(doc.spans.value("/spec/addons/1/name"), Position { line: 5, column: 13 });
+        assert_eq!(
+            doc.spans.value("/spec/hubRef"),
+            Position {
+                line: 2,
+                column: 11
+            }
+        );
+        assert_eq!(
+            doc.spans.key("/spec/hubRef"),
+            Position { line: 2, column: 3 }
+        );
+        assert_eq!(
+            doc.spans.value("/spec/addons/1/name"),
+            Position {
+                line: 5,
+                column: 13
+            }
+        );
         // A missing field is located at its nearest parent.
-        assert_eq!(doc.spans.value("/spec/addons/1/installNamespace"), Position { line: 5, column: 7 });
+        assert_eq!(
+            doc.spans.value("/spec/addons/1/installNamespace"),
+            Position { line: 5, column: 7 }
+        );
     }
 
     #[test]
@@ -516,7 +537,11 @@ mod tests {
             ));
         }
         let err = parse_documents(&bomb).unwrap_err();
-        assert!(err.message.contains("more than 100000 nodes"), "{}", err.message);
+        assert!(
+            err.message.contains("more than 100000 nodes"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]
@@ -528,8 +553,18 @@ mod tests {
 
     #[test]
     fn non_scalar_keys_and_unknown_tags_are_refused() {
-        assert!(parse_documents("? [a]\n: 1\n").unwrap_err().message.contains("mapping keys"));
-        assert!(parse_documents("a: !custom x\n").unwrap_err().message.contains("unsupported tag"));
+        assert!(
+            parse_documents("? [a]\n: 1\n")
+                .unwrap_err()
+                .message
+                .contains("mapping keys")
+        );
+        assert!(
+            parse_documents("a: !custom x\n")
+                .unwrap_err()
+                .message
+                .contains("unsupported tag")
+        );
     }
 
     #[test]

@@ -11,7 +11,8 @@ use crate::fleet::{Diagnostic, FleetFile, MAX_FILE_SIZE, is_fleet_file};
 /// Reads every fleet file under `root`. Hidden entries (`.git`, `.github`, …) are skipped;
 /// symlinks are followed only while they stay inside `root`.
 pub(super) fn read(root: &Path, uncommitted_changes: bool) -> Result<Snapshot, SourceError> {
-    let canonical_root = fs::canonicalize(root).map_err(|_| SourceError::NotFound(root.display().to_string()))?;
+    let canonical_root =
+        fs::canonicalize(root).map_err(|_| SourceError::NotFound(root.display().to_string()))?;
     if !canonical_root.is_dir() {
         return Err(SourceError::BadPath {
             location: root.display().to_string(),
@@ -47,7 +48,8 @@ struct Walk {
 
 impl Walk {
     fn problem(&mut self, path: &str, message: impl Into<String>) {
-        self.problems.push(Diagnostic::file(path, Position::START, message));
+        self.problems
+            .push(Diagnostic::file(path, Position::START, message));
     }
 
     fn directory(&mut self, dir: &Path, relative: &str) {
@@ -59,7 +61,10 @@ impl Walk {
                 return;
             }
         };
-        let mut names: Vec<_> = entries.filter_map(Result::ok).map(|entry| entry.file_name()).collect();
+        let mut names: Vec<_> = entries
+            .filter_map(Result::ok)
+            .map(|entry| entry.file_name())
+            .collect();
         names.sort();
         for name in names {
             let Some(name) = name.to_str() else {
@@ -87,7 +92,10 @@ impl Walk {
                         let written = fs::read_link(path).unwrap_or(target);
                         self.problem(
                             relative,
-                            format!("symlink leads outside the fleet root (to {})", written.display()),
+                            format!(
+                                "symlink leads outside the fleet root (to {})",
+                                written.display()
+                            ),
                         );
                     }
                     return;
@@ -118,7 +126,10 @@ impl Walk {
             Ok(metadata) if metadata.len() > MAX_FILE_SIZE => {
                 self.problem(
                     relative,
-                    format!("file is {} bytes, larger than the 1 MiB limit", metadata.len()),
+                    format!(
+                        "file is {} bytes, larger than the 1 MiB limit",
+                        metadata.len()
+                    ),
                 );
             }
             Ok(_) => match fs::read(path) {

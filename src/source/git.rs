@@ -84,12 +84,20 @@ impl LocalRepo {
 
     fn has_changes(&self, in_repo: &str, location: &str) -> Result<bool, SourceError> {
         let mut options = StatusOptions::new();
-        options.include_untracked(true).recurse_untracked_dirs(true).include_ignored(false);
+        options
+            .include_untracked(true)
+            .recurse_untracked_dirs(true)
+            .include_ignored(false);
         if !in_repo.is_empty() {
             options.pathspec(in_repo);
         }
-        let statuses = self.repo.statuses(Some(&mut options)).map_err(|err| git_error(location, err))?;
-        Ok(statuses.iter().any(|entry| entry.status() != Status::CURRENT))
+        let statuses = self
+            .repo
+            .statuses(Some(&mut options))
+            .map_err(|err| git_error(location, err))?;
+        Ok(statuses
+            .iter()
+            .any(|entry| entry.status() != Status::CURRENT))
     }
 }
 
@@ -136,7 +144,9 @@ fn cache_path(url: &str) -> Result<PathBuf, SourceError> {
         None => dirs::cache_dir()
             .ok_or_else(|| SourceError::Cache {
                 path: PathBuf::from("~/.cache"),
-                source: std::io::Error::other("no cache directory for this user (set FLEETFORM_CACHE_DIR)"),
+                source: std::io::Error::other(
+                    "no cache directory for this user (set FLEETFORM_CACHE_DIR)",
+                ),
             })?
             .join("fleetform"),
     };
@@ -167,14 +177,19 @@ fn fetch(repo: &Repository, url: &str) -> Result<Option<String>, SourceError> {
             let _ = git2::opts::set_server_timeout_in_milliseconds(60_000);
         }
     });
-    let mut remote = repo.remote_anonymous(url).map_err(|err| fetch_error(url, err))?;
+    let mut remote = repo
+        .remote_anonymous(url)
+        .map_err(|err| fetch_error(url, err))?;
     let mut options = FetchOptions::new();
     options.remote_callbacks(credentials());
     options.download_tags(AutotagOption::All);
     options.prune(git2::FetchPrune::On);
     remote
         .fetch(
-            &["+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"],
+            &[
+                "+refs/heads/*:refs/remotes/origin/*",
+                "+refs/tags/*:refs/tags/*",
+            ],
             Some(&mut options),
             None,
         )
@@ -215,7 +230,12 @@ fn credentials() -> RemoteCallbacks<'static> {
 
 /// Resolves a ref to a commit: the candidates first (remote-tracking names), then anything
 /// `git rev-parse` understands.
-fn resolve(repo: &Repository, git_ref: &str, candidates: &[String], location: &str) -> Result<Oid, SourceError> {
+fn resolve(
+    repo: &Repository,
+    git_ref: &str,
+    candidates: &[String],
+    location: &str,
+) -> Result<Oid, SourceError> {
     let by_name = candidates
         .iter()
         .filter(|name| !name.is_empty())
@@ -233,7 +253,11 @@ fn resolve(repo: &Repository, git_ref: &str, candidates: &[String], location: &s
             .into_iter()
             .flatten()
             .filter_map(Result::ok)
-            .filter_map(|r| r.shorthand().ok().map(|s| s.trim_start_matches("origin/").to_string()))
+            .filter_map(|r| {
+                r.shorthand()
+                    .ok()
+                    .map(|s| s.trim_start_matches("origin/").to_string())
+            })
             .filter(|name| name != "HEAD")
             .collect();
         branches.sort();
@@ -259,7 +283,9 @@ fn read_commit(
     git_ref: &str,
     fleet_path: &str,
 ) -> Result<Snapshot, SourceError> {
-    let commit = repo.find_commit(commit).map_err(|err| git_error(location, err))?;
+    let commit = repo
+        .find_commit(commit)
+        .map_err(|err| git_error(location, err))?;
     let tree = commit.tree().map_err(|err| git_error(location, err))?;
     let root = if fleet_path.is_empty() {
         tree
@@ -269,7 +295,9 @@ fn read_commit(
             path: fleet_path.to_string(),
             problem: format!("{problem} in commit {}", commit.id()),
         };
-        let entry = tree.get_path(Path::new(fleet_path)).map_err(|_| bad_path("does not exist"))?;
+        let entry = tree
+            .get_path(Path::new(fleet_path))
+            .map_err(|_| bad_path("does not exist"))?;
         entry
             .to_object(repo)
             .ok()
@@ -309,12 +337,16 @@ struct TreeWalk<'r> {
 
 impl TreeWalk<'_> {
     fn problem(&mut self, path: &str, message: impl Into<String>) {
-        self.problems.push(Diagnostic::file(path, Position::START, message));
+        self.problems
+            .push(Diagnostic::file(path, Position::START, message));
     }
 
     fn tree(&mut self, tree: &Tree<'_>, relative: &str, depth: usize) {
         if depth > MAX_TREE_DEPTH {
-            self.problem(relative, format!("directories nest deeper than {MAX_TREE_DEPTH} levels"));
+            self.problem(
+                relative,
+                format!("directories nest deeper than {MAX_TREE_DEPTH} levels"),
+            );
             return;
         }
         if self.ancestors.contains(&tree.id()) {
@@ -343,7 +375,9 @@ impl TreeWalk<'_> {
                 Ok(tree) => self.tree(&tree, path, depth + 1),
                 Err(err) => self.problem(path, format!("cannot read tree: {}", err.message())),
             },
-            Some(ObjectType::Blob) if entry.filemode() == LINK_MODE => self.link(entry, dir, path, depth, hops),
+            Some(ObjectType::Blob) if entry.filemode() == LINK_MODE => {
+                self.link(entry, dir, path, depth, hops)
+            }
             Some(ObjectType::Blob) if is_fleet_file(path) => self.blob(entry.id(), path),
             // Other files and submodules are not part of the fleet.
             _ => {}
@@ -360,7 +394,10 @@ impl TreeWalk<'_> {
             return;
         };
         let Some(resolved) = resolve_link(dir, target) else {
-            self.problem(path, format!("symlink leads outside the fleet root (to {target})"));
+            self.problem(
+                path,
+                format!("symlink leads outside the fleet root (to {target})"),
+            );
             return;
         };
         if hops >= MAX_LINK_HOPS {
@@ -397,7 +434,10 @@ impl TreeWalk<'_> {
             .map(|(size, _)| size as u64)
             .unwrap_or(0);
         if size > MAX_FILE_SIZE {
-            self.problem(path, format!("file is {size} bytes, larger than the 1 MiB limit"));
+            self.problem(
+                path,
+                format!("file is {size} bytes, larger than the 1 MiB limit"),
+            );
             return;
         }
         match self.repo.find_blob(id) {

@@ -36,7 +36,11 @@ pub struct Snapshot {
 
 /// What a snapshot was read from.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase", rename_all_fields = "camelCase", tag = "type")]
+#[serde(
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase",
+    tag = "type"
+)]
 pub enum Origin {
     /// Files of a directory, as they are on disk.
     Directory {
@@ -230,7 +234,10 @@ mod tests {
 
     #[test]
     fn symlink_targets_resolve_inside_the_root_only() {
-        assert_eq!(resolve_link("spokes", "../common/a.yaml").as_deref(), Some("common/a.yaml"));
+        assert_eq!(
+            resolve_link("spokes", "../common/a.yaml").as_deref(),
+            Some("common/a.yaml")
+        );
         assert_eq!(resolve_link("", "./a.yaml").as_deref(), Some("a.yaml"));
         assert_eq!(resolve_link("spokes", "../../secret.yaml"), None);
         assert_eq!(resolve_link("", "/etc/passwd"), None);
@@ -243,7 +250,10 @@ mod tests {
             git_ref: None,
             path: Some(path.into()),
         };
-        assert_eq!(normalize_fleet_path(&spec("./fleet//prod/")).unwrap(), "fleet/prod");
+        assert_eq!(
+            normalize_fleet_path(&spec("./fleet//prod/")).unwrap(),
+            "fleet/prod"
+        );
         assert!(normalize_fleet_path(&spec("fleet/../../x")).is_err());
     }
 }
