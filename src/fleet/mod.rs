@@ -270,3 +270,123 @@ fn typed<T: DeserializeOwned>(
         Err(err) => diagnostics.push(origin.at("", format!("cannot read document: {err}"))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn file(path: &str, text: &str) -> FleetFile {
+        FleetFile {
+            path: path.to_string(),
+            content: text.as_bytes().to_vec(),
+        }
+    }
+
+    /// Every field the schemas know, so a field the Rust types drop or rename fails this test.
+    const KITCHEN_SINK: &str = r#"
+apiVersion: fleetform.io/v1alpha1
+kind: Hub
+metadata: {name: main, labels: {tier: core}, annotations: {owner: platform}}
+spec:
+  kubeconfig: {secretRef: {namespace: fleetform-system, name: hub, key: kubeconfig}}
+  apiServer: https://hub.example.com:6443
+  agent: {version: 1.2.3, image: fleetform:1.2.3}
+  registration: {leaseDurationSeconds: 30, clusterClaimsMax: 10, clientCertExpirationSeconds: 3600}
+---
+apiVersion: fleetform.io/v1alpha1
+kind: Spoke
+metadata: {name: edge, labels: {env: prod}}
+spec:
+  hubRef: main
+  kubeconfig: {context: edge}
+  leaseDurationSeconds: 20
+  clusterClaimsMax: 3
+  agent: {version: 1.2.4}
+  addons: [metrics, {name: logging, installNamespace: logs}]
+  availability: {mode: poll, pollIntervalSeconds: 15, backoff: 2, backoffDelaySeconds: 3, backoffLimit: 5}
+  cleanup: {forceClusterDrain: true, purgeAgentNamespace: false}
+  taints: [{key: example.com/maintenance, value: "true", effect: PreferNoSelect}]
+---
+apiVersion: fleetform.io/v1alpha1
+kind: AddOn
+metadata: {name: metrics}
+spec:
+  installNamespace: metrics
+  healthCheck: {mode: Customized}
+  registrations:
+    - signerName: example.com/metrics
+      subject: {user: metrics, groups: [metrics], organizationUnits: [ops]}
+      signerSecretRef: {namespace: fleetform-system, name: metrics-ca}
+---
+apiVersion: fleetform.io/v1alpha1
+kind: AddOn
+metadata: {name: logging}
+"#;
+
+    #[test]
+    fn every_schema_field_survives_into_the_typed_fleet() {
+        let fleet = load(&[file("fleet.yaml", KITCHEN_SINK)]).expect("valid fleet");
+        let documents = yaml::parse_documents(KITCHEN_SINK).unwrap();
+        let typed = [
+            serde_json::to_value(&fleet.hubs["main"].spec).unwrap(),
+            serde_json::to_value(&fleet.spokes["edge"].spec).unwrap(),
+            serde_json::to_value(&fleet.addons["metrics"].spec).unwrap(),
+        ];
+        for (document, typed) in documents.iter().zip(typed) {
+            assert_eq!(document.value["spec"], typed);
+        }
+        assert_eq!(
+            fleet.hubs["main"].metadata.annotations.as_ref().unwrap()["owner"],
+            "platform"
+        );
+    }
+
+    #[test]
+    fn omitted_fields_take_the_documented_defaults() {
+        let fleet = load(&[file("fleet.yaml", KITCHEN_SINK)]).expect("valid fleet");
+        let logging = serde_json::to_value(&fleet.addons["logging"].spec).unwrap();
+        assert_eq!(
+            logging,
+            json!({"installNamespace": "open-cluster-management-agent-addon", "healthCheck": {"mode": "Lease"}})
+        );
+        let minimal = "apiVersion: fleetform.io/v1alpha1\nkind: Hub\nmetadata: {name: h}\nspec: {kubeconfig: {embedded: {}}}\n";
+        let fleet = load(&[file("hub.yaml", minimal)]).expect("valid hub");
+        let registration = &fleet.hubs["h"].spec.registration;
+        assert_eq!(
+            (
+                registration.lease_duration_seconds,
+                registration.cluster_claims_max,
+                registration.client_cert_expiration_seconds
+            ),
+            (60, 20, 86_400)
+        );
+        let spoke = "apiVersion: fleetform.io/v1alpha1\nkind: Spoke\nmetadata: {name: s}\nspec: {hubRef: h, kubeconfig: {embedded: {}}}\n";
+        let fleet =
+            load(&[file("hub.yaml", minimal), file("spoke.yaml", spoke)]).expect("valid fleet");
+        let spec = &fleet.spokes["s"].spec;
+        assert_eq!(
+            spec.availability,
+            crate::api::fleet::AvailabilitySpec::default()
+        );
+        assert_eq!(
+            serde_json::to_value(&spec.availability).unwrap(),
+            json!({"mode": "lease", "pollIntervalSeconds": 30, "backoff": 1, "backoffDelaySeconds": 5, "backoffLimit": -1})
+        );
+        assert!(spec.cleanup.purge_agent_namespace && !spec.cleanup.force_cluster_drain);
+    }
+
+    #[test]
+    fn files_that_are_not_yaml_are_ignored_and_locations_are_recorded() {
+        let fleet = load(&[
+            file("README.md", "not: [yaml"),
+            file("fleet.yml", KITCHEN_SINK),
+        ])
+        .expect("valid fleet");
+        assert_eq!(fleet.summary(), "1 hub, 1 spoke, 2 addons");
+        assert_eq!(
+            fleet.locations[&(Kind::Spoke, "edge".to_string())],
+            "fleet.yml:13:18"
+        );
+    }
+}
