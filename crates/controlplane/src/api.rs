@@ -1,0 +1,638 @@
+//! Resource operations: get, list, create, update, patch, delete and deletecollection on one
+//! resource, with dry-run, selectors, pagination, Table output and field managers.
+//!
+//! This module turns a routed request into store writes using the rules in
+//! [`crate::objects`] and [`crate::patch`]; it does not parse HTTP (see [`crate::http`]) and
+//! does not stream watches (see [`crate::watch`]).
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::error::{ApiError, ApiResult};
+use crate::meta::{ObjectMeta, now_rfc3339};
+use crate::objects::{
+    self, DeleteOptions, DeleteOutcome, Part, decide_delete, decide_update, prepare_create,
+    present, subject,
+};
+use crate::patch::{self, PatchType, apply as ssa};
+use crate::registry::{Registry, ResourceInfo};
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::storage::{Store, WriteOp};
+use crate::table::{self, IncludeObject};
+
+/// Who is making a request. Authentication arrives with transport security; until then every
+/// request is an anonymous administrator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserInfo {
+    pub name: String,
+    pub groups: Vec<String>,
+}
+
+impl UserInfo {
+    /// The identity of unauthenticated requests while the server has no authentication.
+    pub fn anonymous_admin() -> Self {
+        UserInfo {
+            name: "system:anonymous".into(),
+            groups: vec!["system:masters".into(), "system:authenticated".into()],
+        }
+    }
+}
+
+/// The shared state every request works on.
+pub struct ApiServer {
+    pub registry: Arc<Registry>,
+    pub store: Arc<Store>,
+}
+
+/// A routed resource request.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub info: Arc<ResourceInfo>,
+    /// Empty for cluster-scoped resources and all-namespace lists.
+    pub namespace: String,
+    pub name: Option<String>,
+    pub part: Part,
+}
+
+impl Target {
+    pub fn key(&self) -> String {
+        self.info.storage_key()
+    }
+    fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or("")
+    }
+}
+
+/// Request options common to every write.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    pub dry_run: bool,
+    pub field_manager: Option<String>,
+    pub force: bool,
+    /// Manager name derived from the User-Agent when none is given.
+    pub user_agent_manager: String,
+}
+
+impl WriteOptions {
+    /// Reads `dryRun`, `fieldManager` and `force` from the query.
+    pub fn from_query(q: &Query, user_agent: &str) -> ApiResult<Self> {
+        let dry_run = match q.all("dryRun").as_slice() {
+            [] => false,
+            vals if vals.iter().all(|v| *v == "All") => true,
+            vals => {
+                return Err(ApiError::BadRequest(format!(
+                    "dryRun: Unsupported value: {:?}: supported values: \"All\"",
+                    vals.iter().find(|v| **v != "All").copied().unwrap_or("")
+                )));
+            }
+        };
+        let field_manager = q.get("fieldManager").map(str::to_string);
+        if let Some(m) = &field_manager
+            && m.len() > 128
+        {
+            return Err(ApiError::BadRequest(
+                "fieldManager: Too long: may not be more than 128 bytes".into(),
+            ));
+        }
+        let force = match q.get("force") {
+            None | Some("false") | Some("0") => false,
+            Some("true") | Some("1") => true,
+            Some(other) => {
+                return Err(ApiError::BadRequest(format!(
+                    "invalid value for force: {other:?}"
+                )));
+            }
+        };
+        let ua = user_agent.split('/').next().unwrap_or("").trim();
+        Ok(WriteOptions {
+            dry_run,
+            field_manager,
+            force,
+            user_agent_manager: if ua.is_empty() {
+                "unknown".into()
+            } else {
+                ua.into()
+            },
+        })
+    }
+
+    fn manager(&self) -> &str {
+        self.field_manager
+            .as_deref()
+            .unwrap_or(&self.user_agent_manager)
+    }
+}
+
+/// Decoded query parameters.
+#[derive(Debug, Clone, Default)]
+pub struct Query(pub Vec<(String, String)>);
+
+impl Query {
+    pub fn parse(q: Option<&str>) -> Self {
+        Query(
+            form_urlencoded::parse(q.unwrap_or("").as_bytes())
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect(),
+        )
+    }
+    pub fn get(&self, k: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(kk, _)| kk == k)
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn all(&self, k: &str) -> Vec<&str> {
+        self.0
+            .iter()
+            .filter(|(kk, _)| kk == k)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+    pub fn flag(&self, k: &str) -> bool {
+        matches!(self.get(k), Some("true") | Some("1"))
+    }
+}
+
+/// What a handler answers.
+pub struct Answer {
+    pub code: u16,
+    pub body: Value,
+}
+
+impl Answer {
+    fn ok(body: Value) -> Self {
+        Answer { code: 200, body }
+    }
+}
+
+/// Selectors of a list, watch or deletecollection.
+pub struct Filter {
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+}
+
+impl Filter {
+    pub fn from_query(info: &ResourceInfo, q: &Query) -> ApiResult<Self> {
+        let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or(""))
+            .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let mut supported = vec![
+            "metadata.name".to_string(),
+            "metadata.namespace".to_string(),
+        ];
+        supported.extend(info.extra_field_selectors.iter().cloned());
+        let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or(""), &supported)
+            .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        Ok(Filter { labels, fields })
+    }
+    pub fn matches(&self, obj: &Value) -> bool {
+        self.labels.matches(obj) && self.fields.matches(obj)
+    }
+}
+
+/// The page token of a paginated list.
+fn encode_continue(rv: i64, ns: &str, name: &str) -> String {
+    let raw = json!({"rv": rv, "ns": ns, "name": name}).to_string();
+    objects::base64_encode(raw.as_bytes())
+}
+
+fn decode_continue(token: &str) -> ApiResult<(i64, String, String)> {
+    let bad = || ApiError::BadRequest(format!("continue key is not valid: {token:?}"));
+    let raw = objects::base64_decode(token).ok_or_else(bad)?;
+    let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    Ok((
+        v.get("rv").and_then(Value::as_i64).ok_or_else(bad)?,
+        v.get("ns")
+            .and_then(Value::as_str)
+            .ok_or_else(bad)?
+            .to_string(),
+        v.get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(bad)?
+            .to_string(),
+    ))
+}
+
+/// How to render objects in an answer.
+#[derive(Debug, Clone, Copy)]
+pub struct Render {
+    pub table: bool,
+    pub include: IncludeObject,
+}
+
+impl ApiServer {
+    fn not_found(t: &Target) -> ApiError {
+        ApiError::NotFound(subject(&t.info, t.name()))
+    }
+
+    /// GET of one object.
+    pub fn get(&self, t: &Target, render: Render) -> ApiResult<Answer> {
+        let obj = self
+            .store
+            .get(&t.key(), &t.namespace, t.name())
+            .ok_or_else(|| Self::not_found(t))?;
+        let obj = present(&t.info, &obj);
+        if render.table {
+            let rv = obj.resource_version().to_string();
+            return Ok(Answer::ok(table::table(
+                &t.info,
+                &[obj],
+                render.include,
+                json!({"resourceVersion": rv}),
+                true,
+            )));
+        }
+        Ok(Answer::ok(obj))
+    }
+
+    /// GET of a collection, with selectors and limit/continue.
+    pub fn list(&self, t: &Target, q: &Query, render: Render) -> ApiResult<Answer> {
+        let filter = Filter::from_query(&t.info, q)?;
+        let limit = match q.get("limit") {
+            None | Some("") => 0,
+            Some(l) => l
+                .parse::<i64>()
+                .map_err(|_| ApiError::BadRequest(format!("invalid limit: {l:?}")))?
+                .max(0) as usize,
+        };
+        let ns = (!t.namespace.is_empty()).then_some(t.namespace.as_str());
+        let after = match q.get("continue").filter(|c| !c.is_empty()) {
+            Some(c) => Some(decode_continue(c)?),
+            None => None,
+        };
+        let (rv, items) = self.store.list(
+            &t.key(),
+            ns,
+            after.as_ref().map(|(_, a, b)| (a.as_str(), b.as_str())),
+        );
+        let rv = after.as_ref().map_or(rv, |(r, _, _)| *r);
+        let mut out = Vec::new();
+        let mut next = None;
+        let mut remaining = 0i64;
+        for obj in &items {
+            if !filter.matches(obj) {
+                continue;
+            }
+            if limit > 0 && out.len() == limit {
+                if next.is_none() {
+                    let last: &Value = out.last().unwrap_or(obj);
+                    next = Some(encode_continue(rv, last.namespace(), last.name()));
+                }
+                remaining += 1;
+                continue;
+            }
+            out.push(present(&t.info, obj));
+        }
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if let Some(n) = next {
+            meta["continue"] = json!(n);
+            if filter.labels.is_empty() && filter.fields.0.is_empty() {
+                meta["remainingItemCount"] = json!(remaining);
+            }
+        }
+        if render.table {
+            return Ok(Answer::ok(table::table(
+                &t.info,
+                &out,
+                render.include,
+                meta,
+                true,
+            )));
+        }
+        Ok(Answer::ok(json!({
+            "kind": t.info.list_kind,
+            "apiVersion": t.info.api_version(),
+            "metadata": meta,
+            "items": out,
+        })))
+    }
+
+    fn check_namespace(&self, t: &Target, name: &str) -> ApiResult<()> {
+        if !t.info.namespaced {
+            return Ok(());
+        }
+        match self.store.get("/namespaces", "", &t.namespace) {
+            None => Err(ApiError::NotFound(crate::error::Subject {
+                group: String::new(),
+                kind: "namespaces".into(),
+                name: t.namespace.clone(),
+            })),
+            Some(ns) if ns.is_deleting() => Err(ApiError::Forbidden {
+                subject: subject(&t.info, name),
+                message: format!(
+                    "{} {name:?} is forbidden: unable to create new content in namespace {} because it is being terminated",
+                    if t.info.group.is_empty() {
+                        t.info.plural.clone()
+                    } else {
+                        format!("{}.{}", t.info.plural, t.info.group)
+                    },
+                    t.namespace
+                ),
+                cause: Some((
+                    "NamespaceTerminating".into(),
+                    format!("namespace {} is being terminated", t.namespace),
+                )),
+            }),
+            Some(_) => Ok(()),
+        }
+    }
+
+    async fn finish(&self, t: &Target, written: crate::storage::Written) -> ApiResult<Arc<Value>> {
+        written
+            .ack
+            .wait()
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        if t.info.plural == "customresourcedefinitions" && t.info.group == "apiextensions.k8s.io" {
+            self.sync_crd(t.name());
+        }
+        Ok(written.object)
+    }
+
+    /// Makes the registry serve exactly what the stored CRD says.
+    pub fn sync_crd(&self, name: &str) {
+        let key = "apiextensions.k8s.io/customresourcedefinitions";
+        match self.store.get(key, "", name) {
+            Some(crd) => {
+                if let Ok(infos) = crate::registry::resources_from_crd(&crd) {
+                    self.registry.set_crd(name, infos);
+                }
+            }
+            None => self.registry.remove_crd(name),
+        }
+    }
+
+    /// POST: create.
+    pub async fn create(&self, t: &Target, body: Value, opts: &WriteOptions) -> ApiResult<Answer> {
+        if t.info.custom.is_some() && self.crd_terminating(&t.info) {
+            return Err(ApiError::MethodNotAllowed(subject(&t.info, "")));
+        }
+        let now = now_rfc3339();
+        let mut obj = prepare_create(&t.info, &t.namespace, body, &now)?;
+        let name = obj.name().to_string();
+        self.check_namespace(t, &name)?;
+        ssa::record_update(
+            None,
+            &mut obj,
+            opts.manager(),
+            &t.info.api_version(),
+            "",
+            &now,
+        );
+        let info = t.info.clone();
+        let written = self
+            .store
+            .write(&t.key(), &t.namespace, &name, opts.dry_run, |cur| {
+                if cur.is_some() {
+                    return Err(ApiError::AlreadyExists(subject(&info, &name)));
+                }
+                Ok(WriteOp::Put(obj))
+            })?;
+        let obj = self.finish(t, written).await?;
+        Ok(Answer {
+            code: 201,
+            body: present(&t.info, &obj),
+        })
+    }
+
+    fn crd_terminating(&self, info: &ResourceInfo) -> bool {
+        info.custom.as_ref().is_some_and(|c| {
+            self.store
+                .get(
+                    "apiextensions.k8s.io/customresourcedefinitions",
+                    "",
+                    &c.crd_name,
+                )
+                .is_some_and(|crd| crd.is_deleting())
+        })
+    }
+
+    /// PUT: update (or a subresource update).
+    pub async fn update(&self, t: &Target, body: Value, opts: &WriteOptions) -> ApiResult<Answer> {
+        let now = now_rfc3339();
+        let info = t.info.clone();
+        let part = t.part;
+        let manager = opts.manager().to_string();
+        let sub = subresource_name(part);
+        let written = self
+            .store
+            .write(&t.key(), &t.namespace, t.name(), opts.dry_run, |cur| {
+                let cur = cur.ok_or_else(|| Self::not_found(t))?;
+                let op = decide_update(&info, cur, body, part, true)?;
+                Ok(record(op, cur, &manager, &info, sub, &now))
+            })?;
+        let obj = self.finish(t, written).await?;
+        Ok(Answer::ok(present(&t.info, &obj)))
+    }
+
+    /// PATCH: JSON, merge, strategic or apply.
+    pub async fn patch(
+        &self,
+        t: &Target,
+        kind: PatchType,
+        body: &[u8],
+        opts: &WriteOptions,
+    ) -> ApiResult<Answer> {
+        let now = now_rfc3339();
+        let info = t.info.clone();
+        let part = t.part;
+        let sub = subresource_name(part);
+        let api_version = info.api_version();
+        let config = if kind == PatchType::Apply {
+            if opts.field_manager.is_none() {
+                return Err(ApiError::invalid(
+                    objects::kind_subject(&info, t.name()),
+                    vec![crate::error::FieldError::required(
+                        "fieldManager",
+                        "is required for apply patch",
+                    )],
+                ));
+            }
+            let c = patch::parse_apply_body(body)?;
+            if !c.name().is_empty() && c.name() != t.name() {
+                return Err(ApiError::BadRequest(format!(
+                    "the name of the object ({}) does not match the name on the URL ({})",
+                    c.name(),
+                    t.name()
+                )));
+            }
+            Some(c)
+        } else {
+            None
+        };
+        let creating =
+            kind == PatchType::Apply && self.store.get(&t.key(), &t.namespace, t.name()).is_none();
+        if creating {
+            if part != Part::Main {
+                return Err(Self::not_found(t));
+            }
+            self.check_namespace(t, t.name())?;
+        }
+        let manager = opts.manager().to_string();
+        let force = opts.force;
+        let ns = t.namespace.clone();
+        let name = t.name().to_string();
+        let mut created = false;
+        let written = self.store.write(
+            &t.key(),
+            &t.namespace,
+            t.name(),
+            opts.dry_run,
+            |cur| match (cur, &config) {
+                (None, Some(config)) => {
+                    let merged = ssa::apply(None, config, &manager, &api_version, force, &now)
+                        .map_err(|c| apply_conflict(&info, &name, &c))?;
+                    let mut with_name = merged;
+                    crate::meta::meta_mut(&mut with_name).insert("name".into(), json!(name));
+                    let mf = with_name.pointer("/metadata/managedFields").cloned();
+                    let mut obj = prepare_create(&info, &ns, with_name, &now)?;
+                    if let Some(mf) = mf {
+                        crate::meta::meta_mut(&mut obj).insert("managedFields".into(), mf);
+                    }
+                    created = true;
+                    Ok(WriteOp::Put(obj))
+                }
+                (None, None) => Err(Self::not_found(t)),
+                (Some(cur), Some(config)) => {
+                    let shown = present(&info, cur);
+                    let merged =
+                        ssa::apply(Some(&shown), config, &manager, &api_version, force, &now)
+                            .map_err(|c| apply_conflict(&info, &name, &c))?;
+                    decide_update(&info, cur, merged, part, false)
+                }
+                (Some(cur), None) => {
+                    let shown = present(&info, cur);
+                    let patched = patch::apply_patch(kind, &shown, body)?;
+                    let op = decide_update(&info, cur, patched, part, false)?;
+                    Ok(record(op, cur, &manager, &info, sub, &now))
+                }
+            },
+        )?;
+        let obj = self.finish(t, written).await?;
+        Ok(Answer {
+            code: if created { 201 } else { 200 },
+            body: present(&t.info, &obj),
+        })
+    }
+
+    /// DELETE of one object.
+    pub async fn delete(&self, t: &Target, opts: &DeleteOptions) -> ApiResult<Answer> {
+        let now = now_rfc3339();
+        let info = t.info.clone();
+        let mut outcome = DeleteOutcome::Removed;
+        let written = self
+            .store
+            .write(&t.key(), &t.namespace, t.name(), opts.dry_run, |cur| {
+                let cur = cur.ok_or_else(|| Self::not_found(t))?;
+                let (op, o) = decide_delete(&info, cur, opts, &now)?;
+                outcome = o;
+                Ok(op)
+            })?;
+        let obj = self.finish(t, written).await?;
+        if outcome == DeleteOutcome::Removed && t.info.custom.is_none() {
+            return Ok(Answer::ok(objects::delete_success(&t.info, &obj)));
+        }
+        Ok(Answer::ok(present(&t.info, &obj)))
+    }
+
+    /// DELETE of a collection.
+    pub async fn delete_collection(
+        &self,
+        t: &Target,
+        q: &Query,
+        opts: &DeleteOptions,
+    ) -> ApiResult<Answer> {
+        let filter = Filter::from_query(&t.info, q)?;
+        let ns = (!t.namespace.is_empty()).then_some(t.namespace.as_str());
+        let (rv, items) = self.store.list(&t.key(), ns, None);
+        let mut out = Vec::new();
+        for obj in items.iter().filter(|o| filter.matches(o)) {
+            let one = Target {
+                namespace: obj.namespace().to_string(),
+                name: Some(obj.name().to_string()),
+                ..t.clone()
+            };
+            match self.delete(&one, opts).await {
+                Ok(_) => out.push(present(&t.info, obj)),
+                Err(ApiError::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Answer::ok(json!({
+            "kind": t.info.list_kind,
+            "apiVersion": t.info.api_version(),
+            "metadata": {"resourceVersion": rv.to_string()},
+            "items": out,
+        })))
+    }
+
+    /// Internal write used by the server's controllers: re-reads, changes, stores.
+    pub async fn modify<F>(&self, key: &str, ns: &str, name: &str, change: F) -> ApiResult<()>
+    where
+        F: FnOnce(&Value) -> Option<Value>,
+    {
+        let info = self.registry.by_storage_key(key).ok_or(ApiError::NoRoute)?;
+        let written = self.store.write(key, ns, name, false, |cur| {
+            let Some(cur) = cur else {
+                return Err(ApiError::NotFound(subject(&info, name)));
+            };
+            match change(cur) {
+                None => Ok(WriteOp::Unchanged),
+                Some(next) => {
+                    let mut next = next;
+                    crate::meta::meta_mut(&mut next)
+                        .insert("resourceVersion".into(), json!(cur.resource_version()));
+                    decide_update(&info, cur, next, Part::Main, false)
+                }
+            }
+        });
+        match written {
+            Ok(w) => {
+                let t = Target {
+                    info,
+                    namespace: ns.into(),
+                    name: Some(name.into()),
+                    part: Part::Main,
+                };
+                self.finish(&t, w).await.map(|_| ())
+            }
+            Err(ApiError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn subresource_name(part: Part) -> &'static str {
+    match part {
+        Part::Main => "",
+        Part::Status => "status",
+        Part::Approval => "approval",
+        Part::Finalize => "finalize",
+    }
+}
+
+fn record(
+    op: WriteOp,
+    cur: &Value,
+    manager: &str,
+    info: &ResourceInfo,
+    sub: &str,
+    now: &str,
+) -> WriteOp {
+    match op {
+        WriteOp::Put(mut next) => {
+            ssa::record_update(Some(cur), &mut next, manager, &info.api_version(), sub, now);
+            WriteOp::Put(next)
+        }
+        other => other,
+    }
+}
+
+fn apply_conflict(info: &ResourceInfo, name: &str, c: &[ssa::Conflict]) -> ApiError {
+    ApiError::ConflictMessage {
+        subject: subject(info, name),
+        message: ssa::conflict_message(c),
+        causes: ssa::conflict_causes(c),
+    }
+}

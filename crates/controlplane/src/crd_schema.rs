@@ -1,0 +1,497 @@
+//! Structural-schema handling for custom resources: pruning of unknown fields, defaulting and
+//! validation against a CRD version's `openAPIV3Schema`, with every field error worded as
+//! kube-apiserver words it (`spec.replicas: Invalid value: "string": spec.replicas in body
+//! must be of type integer: "string"`).
+//!
+//! Covers the OpenAPI v3 subset structural schemas use: type, properties, required, items,
+//! enum, minimum/maximum (and exclusive), minLength/maxLength, pattern, minItems/maxItems,
+//! format date-time, default, nullable, additionalProperties, x-kubernetes-int-or-string,
+//! x-kubernetes-preserve-unknown-fields, x-kubernetes-embedded-resource, anyOf/oneOf/allOf/not.
+
+use serde_json::{Map, Value};
+
+use crate::error::FieldError;
+
+/// Prunes, defaults and validates `obj` in place; returns every field error.
+pub fn validate_object(schema: &Value, obj: &mut Value) -> Vec<FieldError> {
+    if let Some(root) = obj.as_object_mut() {
+        let mut body = Value::Object(
+            root.iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        );
+        let mut root_schema = schema.clone();
+        if let Some(props) = root_schema
+            .get_mut("properties")
+            .and_then(Value::as_object_mut)
+        {
+            props.remove("metadata");
+            props.remove("apiVersion");
+            props.remove("kind");
+        }
+        prune(&root_schema, &mut body, true);
+        apply_defaults(&root_schema, &mut body);
+        let mut errs = Vec::new();
+        check(&root_schema, &body, "", &mut errs);
+        root.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
+        if let Value::Object(fields) = body {
+            for (k, v) in fields {
+                root.insert(k, v);
+            }
+        }
+        return errs;
+    }
+    vec![FieldError::invalid("", obj, "must be an object")]
+}
+
+fn flag(schema: &Value, key: &str) -> bool {
+    schema.get(key).and_then(Value::as_bool) == Some(true)
+}
+
+/// Removes fields the schema does not describe, unless it preserves unknown fields.
+pub fn prune(schema: &Value, v: &mut Value, _root: bool) {
+    match v {
+        Value::Object(map) => {
+            let embedded = flag(schema, "x-kubernetes-embedded-resource");
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties");
+            let preserve = flag(schema, "x-kubernetes-preserve-unknown-fields");
+            let keys: Vec<String> = map.keys().cloned().collect();
+            for k in keys {
+                if embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                    continue;
+                }
+                let sub = props.and_then(|p| p.get(&k)).or(match additional {
+                    Some(a) if a.is_object() => Some(a),
+                    _ => None,
+                });
+                match sub {
+                    Some(s) => {
+                        if let Some(child) = map.get_mut(&k) {
+                            prune(s, child, false);
+                        }
+                    }
+                    None => {
+                        let keep = preserve || additional.and_then(Value::as_bool) == Some(true);
+                        if !keep {
+                            map.remove(&k);
+                        }
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                for item in items {
+                    prune(s, item, false);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Fills in `default`s of absent properties, recursively.
+pub fn apply_defaults(schema: &Value, v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                for (k, s) in props {
+                    if !map.contains_key(k)
+                        && let Some(d) = s.get("default")
+                    {
+                        map.insert(k.clone(), d.clone());
+                    }
+                    if let Some(child) = map.get_mut(k) {
+                        apply_defaults(s, child);
+                    }
+                }
+            }
+            if let Some(a) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+                for (k, child) in map.iter_mut() {
+                    if !schema
+                        .get("properties")
+                        .and_then(Value::as_object)
+                        .is_some_and(|p| p.contains_key(k))
+                    {
+                        apply_defaults(a, child);
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                for item in items {
+                    apply_defaults(s, item);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn type_ok(expected: &str, v: &Value) -> bool {
+    let actual = type_name(v);
+    match expected {
+        "number" => actual == "number" || actual == "integer",
+        other => other == actual,
+    }
+}
+
+fn num_limit(schema: &Value, key: &str) -> Option<f64> {
+    schema.get(key).and_then(Value::as_f64)
+}
+
+fn fmt_num(f: f64) -> String {
+    if f.fract() == 0.0 && f.abs() < 1e15 {
+        format!("{}", f as i64)
+    } else {
+        f.to_string()
+    }
+}
+
+/// Validates `v` at `path` against `schema`, appending errors.
+pub fn check(schema: &Value, v: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    let shown = if path.is_empty() { "body" } else { path };
+    if v.is_null() {
+        if flag(schema, "nullable") || schema.get("type").is_none() {
+            return;
+        }
+        let t = schema
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("object");
+        errs.push(FieldError::invalid(
+            path,
+            &Value::String("null".into()),
+            format!("{shown} in body must be of type {t}: \"null\""),
+        ));
+        return;
+    }
+    if flag(schema, "x-kubernetes-int-or-string") {
+        if !matches!(type_name(v), "integer" | "string") {
+            errs.push(FieldError::invalid(
+                path,
+                &Value::String(type_name(v).into()),
+                format!(
+                    "{shown} in body must be of type integer,string: \"{}\"",
+                    type_name(v)
+                ),
+            ));
+            return;
+        }
+    } else if let Some(t) = schema.get("type").and_then(Value::as_str)
+        && !type_ok(t, v)
+    {
+        errs.push(FieldError::invalid(
+            path,
+            &Value::String(type_name(v).into()),
+            format!("{shown} in body must be of type {t}: \"{}\"", type_name(v)),
+        ));
+        return;
+    }
+    if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
+        && !allowed.contains(v)
+    {
+        errs.push(FieldError::not_supported(path, v, allowed));
+    }
+    match v {
+        Value::Number(n) => {
+            let x = n.as_f64().unwrap_or(0.0);
+            if let Some(min) = num_limit(schema, "minimum") {
+                let excl = flag(schema, "exclusiveMinimum");
+                if (excl && x <= min) || (!excl && x < min) {
+                    let rel = if excl {
+                        "greater than"
+                    } else {
+                        "greater than or equal to"
+                    };
+                    errs.push(FieldError::invalid(
+                        path,
+                        v,
+                        format!("{shown} in body should be {rel} {}", fmt_num(min)),
+                    ));
+                }
+            }
+            if let Some(max) = num_limit(schema, "maximum") {
+                let excl = flag(schema, "exclusiveMaximum");
+                if (excl && x >= max) || (!excl && x > max) {
+                    let rel = if excl {
+                        "less than"
+                    } else {
+                        "less than or equal to"
+                    };
+                    errs.push(FieldError::invalid(
+                        path,
+                        v,
+                        format!("{shown} in body should be {rel} {}", fmt_num(max)),
+                    ));
+                }
+            }
+            if let Some(m) = num_limit(schema, "multipleOf")
+                && m > 0.0
+                && (x / m).fract() != 0.0
+            {
+                errs.push(FieldError::invalid(
+                    path,
+                    v,
+                    format!("{shown} in body should be a multiple of {}", fmt_num(m)),
+                ));
+            }
+        }
+        Value::String(s) => {
+            let len = s.chars().count() as u64;
+            if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
+                && len < min
+            {
+                errs.push(FieldError::invalid(
+                    path,
+                    v,
+                    format!("{shown} in body should be at least {min} chars long"),
+                ));
+            }
+            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
+                && len > max
+            {
+                errs.push(FieldError::too_long(path, max));
+            }
+            if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
+                match regex::Regex::new(p) {
+                    Ok(re) if !re.is_match(s) => errs.push(FieldError::invalid(
+                        path,
+                        v,
+                        format!("{shown} in body should match '{p}'"),
+                    )),
+                    _ => {}
+                }
+            }
+            if schema.get("format").and_then(Value::as_str) == Some("date-time")
+                && crate::meta::parse_time(s).is_none()
+            {
+                errs.push(FieldError::invalid(
+                    path,
+                    v,
+                    format!("{shown} in body must be of type date-time: {s:?}"),
+                ));
+            }
+        }
+        Value::Array(items) => {
+            let n = items.len() as u64;
+            if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
+                && n < min
+            {
+                errs.push(FieldError::invalid(
+                    path,
+                    &Value::from(n),
+                    format!("{shown} in body should have at least {min} items"),
+                ));
+            }
+            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+                && n > max
+            {
+                errs.push(FieldError {
+                    reason: "FieldValueTooMany",
+                    field: path.to_string(),
+                    message: format!("{path}: Too many: {n}: must have at most {max} items"),
+                });
+            }
+            if let Some(s) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    check(s, item, &format!("{path}[{i}]"), errs);
+                }
+            }
+        }
+        Value::Object(map) => check_object(schema, map, path, errs),
+        _ => {}
+    }
+    for (key, want) in [("anyOf", 1usize), ("oneOf", 1)] {
+        if let Some(subs) = schema.get(key).and_then(Value::as_array) {
+            let passing = subs
+                .iter()
+                .filter(|s| {
+                    let mut e = Vec::new();
+                    check(s, v, path, &mut e);
+                    e.is_empty()
+                })
+                .count();
+            let ok = if key == "anyOf" {
+                passing >= want
+            } else {
+                passing == want
+            };
+            if !ok {
+                let detail = if key == "anyOf" {
+                    format!("{shown} in body must be valid against any of the given schemas")
+                } else {
+                    format!("{shown} in body must validate one and only one schema (oneOf)")
+                };
+                errs.push(FieldError::invalid(path, v, detail));
+            }
+        }
+    }
+    if let Some(subs) = schema.get("allOf").and_then(Value::as_array) {
+        for s in subs {
+            check(s, v, path, errs);
+        }
+    }
+    if let Some(not) = schema.get("not") {
+        let mut e = Vec::new();
+        check(not, v, path, &mut e);
+        if e.is_empty() {
+            errs.push(FieldError::invalid(
+                path,
+                v,
+                format!("{shown} in body must not validate the schema (not)"),
+            ));
+        }
+    }
+}
+
+fn check_object(schema: &Value, map: &Map<String, Value>, path: &str, errs: &mut Vec<FieldError>) {
+    if let Some(req) = schema.get("required").and_then(Value::as_array) {
+        for r in req.iter().filter_map(Value::as_str) {
+            if !map.contains_key(r) {
+                errs.push(FieldError::required(join(path, r), ""));
+            }
+        }
+    }
+    let props = schema.get("properties").and_then(Value::as_object);
+    let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+    for (k, child) in map {
+        if let Some(s) = props.and_then(|p| p.get(k)).or(additional) {
+            check(s, child, &join(path, k), errs);
+        }
+    }
+    if let Some(min) = schema.get("minProperties").and_then(Value::as_u64)
+        && (map.len() as u64) < min
+    {
+        errs.push(FieldError::invalid(
+            path,
+            &Value::from(map.len()),
+            format!(
+                "{} in body should have at least {min} properties",
+                if path.is_empty() { "body" } else { path }
+            ),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Value {
+        json!({"type": "object", "properties": {
+            "spec": {"type": "object", "required": ["name"], "properties": {
+                "replicas": {"type": "integer", "minimum": 1, "default": 1},
+                "name": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 5},
+                "mode": {"type": "string", "enum": ["a", "b"]},
+                "port": {"x-kubernetes-int-or-string": true},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "when": {"type": "string", "format": "date-time"}
+            }},
+            "status": {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+        }})
+    }
+
+    fn messages(mut obj: Value) -> Vec<String> {
+        validate_object(&schema(), &mut obj)
+            .into_iter()
+            .map(|e| e.message)
+            .collect()
+    }
+
+    #[test]
+    fn type_errors_are_worded_like_kube_apiserver() {
+        let m = messages(json!({"spec": {"name": "a", "replicas": "string"}}));
+        assert_eq!(
+            m,
+            vec![
+                "spec.replicas: Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\""
+            ]
+        );
+    }
+
+    #[test]
+    fn every_field_error_is_listed() {
+        let m = messages(
+            json!({"spec": {"replicas": 0, "mode": "c", "tags": [1], "port": true,
+            "when": "yesterday"}}),
+        );
+        assert!(
+            m.contains(&"spec.name: Required value".to_string()),
+            "{m:?}"
+        );
+        assert!(m.contains(&"spec.replicas: Invalid value: 0: spec.replicas in body should be greater than or equal to 1".to_string()), "{m:?}");
+        assert!(
+            m.contains(
+                &"spec.mode: Unsupported value: \"c\": supported values: \"a\", \"b\"".to_string()
+            ),
+            "{m:?}"
+        );
+        assert!(m.contains(&"spec.tags[0]: Invalid value: \"integer\": spec.tags[0] in body must be of type string: \"integer\"".to_string()), "{m:?}");
+        assert!(
+            m.iter()
+                .any(|x| x.starts_with("spec.port: Invalid value: \"boolean\"")),
+            "{m:?}"
+        );
+        assert!(
+            m.iter()
+                .any(|x| x.starts_with("spec.when: Invalid value: \"yesterday\"")),
+            "{m:?}"
+        );
+        assert_eq!(m.len(), 6, "{m:?}");
+    }
+
+    #[test]
+    fn length_and_pattern_are_enforced() {
+        let m = messages(json!({"spec": {"name": "ABCDEFG"}}));
+        assert!(
+            m.contains(&"spec.name: Too long: may not be more than 5 bytes".to_string()),
+            "{m:?}"
+        );
+        assert!(
+            m.contains(
+                &"spec.name: Invalid value: \"ABCDEFG\": spec.name in body should match '^[a-z]+$'"
+                    .to_string()
+            ),
+            "{m:?}"
+        );
+    }
+
+    #[test]
+    fn unknown_fields_are_pruned_unless_preserved_and_defaults_applied() {
+        let mut obj = json!({"apiVersion": "x/v1", "kind": "W", "metadata": {"name": "w"},
+            "junk": 1, "spec": {"name": "a", "extra": true, "free": {"anything": [1]}}});
+        assert!(validate_object(&schema(), &mut obj).is_empty());
+        assert_eq!(obj["spec"]["replicas"], 1);
+        assert!(obj.get("junk").is_none());
+        assert!(obj["spec"].get("extra").is_none());
+        assert_eq!(obj["spec"]["free"]["anything"], json!([1]));
+        assert_eq!(obj["metadata"]["name"], "w");
+    }
+}

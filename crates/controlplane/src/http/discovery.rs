@@ -1,0 +1,168 @@
+//! Discovery and health documents: /version, /api, /api/v1, /apis, /apis/G, /apis/G/V,
+//! /healthz, /livez, /readyz. Served as legacy (non-aggregated) discovery: clients that ask
+//! for aggregated discovery fall back when the answer's Content-Type is plain JSON.
+
+use serde_json::{Value, json};
+
+use crate::registry::{Registry, ResourceInfo};
+
+/// The Kubernetes version this server speaks.
+pub fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": "36",
+        "gitVersion": "v1.36.0+fleetform",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.24.0",
+        "compiler": "gc",
+        "platform": "linux/amd64"
+    })
+}
+
+/// GET /api
+pub fn core_versions(addr: &str) -> Value {
+    json!({"kind": "APIVersions", "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": addr}]})
+}
+
+fn group_doc(group: &str, versions: &[String]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+        .collect();
+    let preferred = vs.first().cloned().unwrap_or(json!({}));
+    json!({"name": group, "versions": vs, "preferredVersion": preferred})
+}
+
+/// GET /apis
+pub fn group_list(registry: &Registry) -> Value {
+    let groups: Vec<Value> = registry
+        .groups()
+        .iter()
+        .map(|g| group_doc(&g.group, &g.versions))
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+/// GET /apis/G
+pub fn group(registry: &Registry, name: &str) -> Option<Value> {
+    let g = registry.groups().into_iter().find(|g| g.group == name)?;
+    let mut doc = group_doc(&g.group, &g.versions);
+    doc["kind"] = json!("APIGroup");
+    doc["apiVersion"] = json!("v1");
+    Some(doc)
+}
+
+fn resource_entries(info: &ResourceInfo) -> Vec<Value> {
+    let mut main = json!({
+        "name": info.plural,
+        "singularName": info.singular,
+        "namespaced": info.namespaced,
+        "kind": info.kind,
+        "verbs": ResourceInfo::verbs(),
+    });
+    if !info.short_names.is_empty() {
+        main["shortNames"] = json!(info.short_names);
+    }
+    if !info.categories.is_empty() {
+        main["categories"] = json!(info.categories);
+    }
+    let mut out = vec![main];
+    for sub in &info.subresources {
+        let verbs = if sub == "finalize" {
+            json!(["update"])
+        } else {
+            json!(["get", "patch", "update"])
+        };
+        out.push(json!({
+            "name": format!("{}/{sub}", info.plural),
+            "singularName": "",
+            "namespaced": info.namespaced,
+            "kind": info.kind,
+            "verbs": verbs,
+        }));
+    }
+    out
+}
+
+/// GET /api/v1 or /apis/G/V; None when the group-version is not served.
+pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<Value> {
+    let infos = registry.resources_in(group, version);
+    if infos.is_empty() {
+        return None;
+    }
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    let resources: Vec<Value> = infos.iter().flat_map(|i| resource_entries(i)).collect();
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
+        "resources": resources}),
+    )
+}
+
+/// The checks health endpoints report.
+const CHECKS: [&str; 4] = ["ping", "log", "storage", "informer-sync"];
+
+/// Body of /healthz, /livez or /readyz.
+pub fn health(endpoint: &str, verbose: bool, ready: bool) -> (u16, String) {
+    let ok = endpoint != "readyz" || ready;
+    let code = if ok { 200 } else { 500 };
+    if !verbose {
+        return (
+            code,
+            if ok {
+                "ok".into()
+            } else {
+                "[-]storage failed: reason withheld\nreadyz check failed".into()
+            },
+        );
+    }
+    let mut s = String::new();
+    for c in CHECKS {
+        if c == "storage" && !ok {
+            s.push_str("[-]storage failed: reason withheld\n");
+        } else {
+            s.push_str(&format!("[+]{c} ok\n"));
+        }
+    }
+    let name = endpoint;
+    if ok {
+        s.push_str(&format!("{name} check passed\n"));
+    } else {
+        s.push_str(&format!("{name} check failed\n"));
+    }
+    (code, s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_resource_list_includes_subresources() {
+        let r = Registry::with_builtins();
+        let doc = resource_list(&r, "", "v1").unwrap();
+        let names: Vec<&str> = doc["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["name"].as_str().unwrap())
+            .collect();
+        assert!(names.contains(&"namespaces/status"));
+        assert!(names.contains(&"configmaps"));
+        assert!(resource_list(&r, "nope", "v1").is_none());
+    }
+
+    #[test]
+    fn verbose_health_lists_checks() {
+        let (code, body) = health("readyz", true, true);
+        assert_eq!(code, 200);
+        assert!(body.contains("[+]ping ok") && body.ends_with("readyz check passed\n"));
+        assert_eq!(health("readyz", false, false).0, 500);
+    }
+}

@@ -1,0 +1,326 @@
+//! The HTTP front: routes requests to discovery, health, OpenAPI, resource operations and
+//! watches, negotiates content types, and writes every error as a `Status` body.
+//!
+//! Owns URL and header parsing only; what an operation does is [`crate::api`]'s.
+
+pub mod discovery;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited, StreamBody, combinators::UnsyncBoxBody};
+use hyper::body::{Frame, Incoming};
+use serde_json::Value;
+
+use crate::api::{ApiServer, Query, Render, Target, UserInfo, WriteOptions};
+use crate::error::{ApiError, ApiResult};
+use crate::objects::{DeleteOptions, Part};
+use crate::patch::PatchType;
+use crate::table::{IncludeObject, wants_table};
+
+/// Response body type.
+pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// Largest request body accepted (as kube-apiserver: 3 MiB).
+const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// Everything a request handler needs.
+pub struct Frontend {
+    pub api: Arc<ApiServer>,
+    pub addr: String,
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+    pub bookmark_every: Duration,
+    pub default_watch_timeout: Duration,
+}
+
+fn full(code: u16, content_type: &str, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(Full::new(body.into()).boxed_unsync());
+    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if let Ok(v) = header::HeaderValue::from_str(content_type) {
+        r.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+fn json_response(code: u16, v: &Value) -> Response<Body> {
+    full(code, "application/json", v.to_string())
+}
+
+fn error_response(e: &ApiError) -> Response<Body> {
+    json_response(e.code(), &e.to_status())
+}
+
+fn percent_decode(s: &str) -> String {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+/// Routes and answers one request.
+pub async fn handle(fe: Arc<Frontend>, req: Request<Incoming>, user: UserInfo) -> Response<Body> {
+    let (parts, body) = req.into_parts();
+    let body = match Limited::new(body, MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                return error_response(&ApiError::TooLarge);
+            }
+            return error_response(&ApiError::BadRequest(format!(
+                "reading the request body: {e}"
+            )));
+        }
+    };
+    let path = parts.uri.path().to_string();
+    let query = Query::parse(parts.uri.query());
+    match route(
+        &fe,
+        &parts.method,
+        &path,
+        &query,
+        &parts.headers,
+        body,
+        &user,
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::debug!(method = %parts.method, %path, code = e.code(), error = %e, "request failed");
+            error_response(&e)
+        }
+    }
+}
+
+fn header_str(h: &HeaderMap, name: header::HeaderName) -> &str {
+    h.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
+}
+
+fn accepts_json(accept: &str) -> bool {
+    accept.is_empty()
+        || accept.split(',').any(|a| {
+            let base = a.split(';').next().unwrap_or("").trim();
+            matches!(
+                base,
+                "application/json" | "*/*" | "application/*" | "application/yaml" | ""
+            )
+        })
+}
+
+async fn route(
+    fe: &Frontend,
+    method: &Method,
+    path: &str,
+    q: &Query,
+    headers: &HeaderMap,
+    body: Bytes,
+    user: &UserInfo,
+) -> ApiResult<Response<Body>> {
+    let segs: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(percent_decode)
+        .collect();
+    let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+    let accept = header_str(headers, header::ACCEPT);
+    let registry = &fe.api.registry;
+    let get_only = |r: Option<Value>| -> ApiResult<Response<Body>> {
+        if method != Method::GET {
+            return Err(ApiError::MethodNotAllowed(Default::default()));
+        }
+        r.map(|v| json_response(200, &v)).ok_or(ApiError::NoRoute)
+    };
+    match segs.as_slice() {
+        [] => get_only(Some(serde_json::json!({"paths": [
+            "/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/openapi/v2", "/openapi/v3", "/version"
+        ]}))),
+        ["version"] => get_only(Some(discovery::version())),
+        [h @ ("healthz" | "livez" | "readyz"), rest @ ..] if rest.len() <= 1 => {
+            if method != Method::GET && method != Method::HEAD {
+                return Err(ApiError::MethodNotAllowed(Default::default()));
+            }
+            let ready = !*fe.shutdown.borrow();
+            let (code, text) =
+                discovery::health(h, q.get("verbose").is_some() && rest.is_empty(), ready);
+            Ok(full(code, "text/plain; charset=utf-8", text))
+        }
+        ["api"] => get_only(Some(discovery::core_versions(&fe.addr))),
+        ["apis"] => get_only(Some(discovery::group_list(registry))),
+        ["apis", g] => get_only(discovery::group(registry, g)),
+        ["api", "v1"] => get_only(discovery::resource_list(registry, "", "v1")),
+        ["apis", g, v] => get_only(discovery::resource_list(registry, g, v)),
+        ["openapi", rest @ ..] => {
+            if method != Method::GET {
+                return Err(ApiError::MethodNotAllowed(Default::default()));
+            }
+            crate::openapi::serve(registry, rest, q, accept).map(|(ct, body)| full(200, ct, body))
+        }
+        ["api", "v1", rest @ ..] => {
+            resource(fe, method, "", "v1", rest, q, headers, body, user).await
+        }
+        ["apis", g, v, rest @ ..] => resource(fe, method, g, v, rest, q, headers, body, user).await,
+        _ => Err(ApiError::NoRoute),
+    }
+}
+
+fn parse_body(body: &Bytes) -> ApiResult<Value> {
+    if body.is_empty() {
+        return Err(ApiError::BadRequest("the request body is empty".into()));
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}"))
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn resource(
+    fe: &Frontend,
+    method: &Method,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    q: &Query,
+    headers: &HeaderMap,
+    body: Bytes,
+    _user: &UserInfo,
+) -> ApiResult<Response<Body>> {
+    let (legacy_watch, rest) = match rest {
+        ["watch", r @ ..] => (true, r),
+        r => (false, r),
+    };
+    let (namespace, rest): (&str, &[&str]) = match rest {
+        ["namespaces", ns, r, more @ ..] if *r != "status" && *r != "finalize" => {
+            let _ = more;
+            (ns, &rest[2..])
+        }
+        r => ("", r),
+    };
+    let (plural, name, sub) = match rest {
+        [p] => (*p, None, None),
+        [p, n] => (*p, Some(*n), None),
+        [p, n, s] => (*p, Some(*n), Some(*s)),
+        _ => return Err(ApiError::NoRoute),
+    };
+    let info = fe
+        .api
+        .registry
+        .lookup(group, version, plural)
+        .ok_or(ApiError::NoRoute)?;
+    if !info.namespaced && !namespace.is_empty() {
+        return Err(ApiError::NoRoute);
+    }
+    if name.is_some_and(str::is_empty) {
+        return Err(ApiError::NoRoute);
+    }
+    let part = Part::from_subresource(&info, sub).ok_or(ApiError::NoRoute)?;
+    let target = Target {
+        info: info.clone(),
+        namespace: namespace.to_string(),
+        name: name.map(str::to_string),
+        part,
+    };
+    let accept = header_str(headers, header::ACCEPT);
+    let table = wants_table(accept);
+    if !table && !accepts_json(accept) {
+        return Err(ApiError::NotAcceptable);
+    }
+    let render = Render {
+        table,
+        include: IncludeObject::parse(q.get("includeObject")),
+    };
+    let user_agent = header_str(headers, header::USER_AGENT);
+    let answer = match (method.clone(), name) {
+        (Method::GET, Some(_)) if !legacy_watch => fe.api.get(&target, render)?,
+        (Method::GET, _) if legacy_watch || q.flag("watch") => {
+            let mut t = target;
+            if let Some(n) = name {
+                t.name = None;
+                let mut q2 = q.clone();
+                q2.0.push(("fieldSelector".into(), format!("metadata.name={n}")));
+                return watch_response(fe, t, &q2, render);
+            }
+            return watch_response(fe, t, q, render);
+        }
+        (Method::GET, None) => fe.api.list(&target, q, render)?,
+        (Method::POST, None) => {
+            if info.namespaced && namespace.is_empty() {
+                return Err(ApiError::MethodNotAllowed(crate::objects::subject(
+                    &info, "",
+                )));
+            }
+            let opts = WriteOptions::from_query(q, user_agent)?;
+            fe.api.create(&target, parse_body(&body)?, &opts).await?
+        }
+        (Method::PUT, Some(_)) => {
+            let opts = WriteOptions::from_query(q, user_agent)?;
+            fe.api.update(&target, parse_body(&body)?, &opts).await?
+        }
+        (Method::PATCH, Some(_)) => {
+            let ct = header_str(headers, header::CONTENT_TYPE);
+            let kind = PatchType::from_content_type(ct, info.custom.is_none())?;
+            let opts = WriteOptions::from_query(q, user_agent)?;
+            if body.is_empty() {
+                return Err(ApiError::BadRequest("the request body is empty".into()));
+            }
+            fe.api.patch(&target, kind, &body, &opts).await?
+        }
+        (Method::DELETE, n) => {
+            let mut opts = DeleteOptions {
+                propagation: q.get("propagationPolicy").map(str::to_string),
+                dry_run: WriteOptions::from_query(q, user_agent)?.dry_run,
+                ..Default::default()
+            };
+            if q.get("orphanDependents") == Some("true") {
+                opts.propagation = Some("Orphan".into());
+            }
+            if !body.is_empty() {
+                opts.merge_body(&parse_body(&body)?)?;
+            }
+            match n {
+                Some(_) if part == Part::Main => fe.api.delete(&target, &opts).await?,
+                Some(_) => {
+                    return Err(ApiError::MethodNotAllowed(crate::objects::subject(
+                        &info, "",
+                    )));
+                }
+                None => fe.api.delete_collection(&target, q, &opts).await?,
+            }
+        }
+        _ => {
+            return Err(ApiError::MethodNotAllowed(crate::objects::subject(
+                &info, "",
+            )));
+        }
+    };
+    Ok(json_response(answer.code, &answer.body))
+}
+
+fn watch_response(
+    fe: &Frontend,
+    t: Target,
+    q: &Query,
+    render: Render,
+) -> ApiResult<Response<Body>> {
+    let spec = crate::watch::spec_from_query(
+        t,
+        q,
+        render.table.then_some(render.include),
+        fe.default_watch_timeout,
+    )?;
+    let rx = crate::watch::start(fe.api.clone(), spec, fe.shutdown.clone(), fe.bookmark_every);
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+    });
+    let mut r = Response::new(BodyExt::boxed_unsync(StreamBody::new(stream)));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    Ok(r)
+}

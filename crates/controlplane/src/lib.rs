@@ -1,0 +1,35 @@
+//! An embedded, Kubernetes-wire-compatible API server backed by SQLite.
+//!
+//! This crate is general API machinery: it knows nothing of fleets, hubs or spokes.
+//!
+//! Start one with [`ControlPlane::builder`]; it serves kube-apiserver's REST API over plain
+//! HTTP (HTTP/1.1 and h2c) so kubectl and kube-rs work against it unchanged.
+//!
+//! Layout: [`registry`] (what is served), [`storage`] (objects, history, durability),
+//! [`objects`] (create/update/delete rules), [`api`] (operations), [`watch`], [`patch`]
+//! (JSON, merge, strategic, server-side apply), [`crd_schema`], [`selectors`], [`table`],
+//! [`openapi`], [`controllers`] (GC, namespace and CRD cleanup), [`http`] (routing) and
+//! [`server`] (lifecycle).
+
+// ApiError carries the Status details it renders; errors are the cold path, so their size
+// is not worth boxing for.
+#![allow(clippy::result_large_err)]
+
+pub mod api;
+pub mod controllers;
+pub mod crd_schema;
+pub mod error;
+pub mod http;
+pub mod meta;
+pub mod objects;
+pub mod openapi;
+pub mod patch;
+pub mod registry;
+pub mod selectors;
+pub mod server;
+pub mod storage;
+pub mod table;
+pub mod watch;
+
+pub use api::UserInfo;
+pub use server::{ControlPlane, ControlPlaneBuilder, RunningControlPlane, StartError};

@@ -1,0 +1,266 @@
+//! Object-metadata helpers shared by every resource: timestamps, uids, name validation and
+//! typed access into generic JSON objects.
+//!
+//! Objects are plain `serde_json::Value`s; this module is the one place that knows where
+//! `metadata.*` fields live.
+
+use serde_json::{Map, Value};
+
+use crate::error::FieldError;
+
+/// The current time as kube-apiserver writes timestamps (RFC 3339, seconds, UTC).
+pub fn now_rfc3339() -> String {
+    let now = jiff::Timestamp::now();
+    jiff::Timestamp::from_second(now.as_second())
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| now.to_string())
+}
+
+/// Parses an RFC 3339 timestamp to seconds since the epoch.
+pub fn parse_time(s: &str) -> Option<i64> {
+    s.parse::<jiff::Timestamp>().ok().map(|t| t.as_second())
+}
+
+/// A random (version 4) UUID.
+pub fn new_uid() -> String {
+    let mut b: [u8; 16] = rand::random();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// Five random lowercase alphanumerics, as appended to `generateName`.
+pub fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let bytes: [u8; 5] = rand::random();
+    bytes
+        .iter()
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect()
+}
+
+/// How a resource's names are validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameRule {
+    /// RFC 1123 subdomain (most resources).
+    Subdomain,
+    /// RFC 1123 label (namespaces).
+    Label,
+    /// Any name valid as a path segment (RBAC roles allow `:`).
+    PathSegment,
+}
+
+/// Validates a name, returning the field error kube-apiserver reports.
+pub fn validate_name(name: &str, rule: NameRule, field: &str) -> Option<FieldError> {
+    let v = Value::String(name.to_string());
+    match rule {
+        NameRule::PathSegment => {
+            if name == "." || name == ".." {
+                return Some(FieldError::invalid(
+                    field,
+                    &v,
+                    format!("may not be '{name}'"),
+                ));
+            }
+            if name.contains('/') || name.contains('%') {
+                return Some(FieldError::invalid(
+                    field,
+                    &v,
+                    format!(
+                        "may not contain '{}'",
+                        if name.contains('/') { "/" } else { "%" }
+                    ),
+                ));
+            }
+            None
+        }
+        NameRule::Label => {
+            if name.len() > 63 || !is_dns_label(name) {
+                return Some(FieldError::invalid(
+                    field,
+                    &v,
+                    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+                ));
+            }
+            None
+        }
+        NameRule::Subdomain => {
+            if name.len() > 253 || !name.split('.').all(is_dns_label) {
+                return Some(FieldError::invalid(
+                    field,
+                    &v,
+                    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+                ));
+            }
+            None
+        }
+    }
+}
+
+fn is_dns_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// Validates label keys and values; returns every error.
+pub fn validate_labels(labels: &Value, field: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let Some(map) = labels.as_object() else {
+        if !labels.is_null() {
+            errs.push(FieldError::invalid(
+                field,
+                labels,
+                "must be a map of strings",
+            ));
+        }
+        return errs;
+    };
+    for (k, v) in map {
+        if !valid_qualified_name(k) {
+            errs.push(FieldError::invalid(
+                field,
+                &Value::String(k.clone()),
+                "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+            ));
+        }
+        match v.as_str() {
+            Some(s) if s.is_empty() || (s.len() <= 63 && valid_label_value(s)) => {}
+            _ => errs.push(FieldError::invalid(
+                field,
+                v,
+                "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+            )),
+        }
+    }
+    errs
+}
+
+fn valid_label_value(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.iter()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+}
+
+fn valid_qualified_name(k: &str) -> bool {
+    let (prefix, name) = match k.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, k),
+    };
+    if let Some(p) = prefix
+        && (p.is_empty() || p.len() > 253 || !p.split('.').all(is_dns_label))
+    {
+        return false;
+    }
+    !name.is_empty() && name.len() <= 63 && valid_label_value(name)
+}
+
+/// Read-only accessors over an object's metadata.
+pub trait ObjectMeta {
+    fn meta(&self) -> Option<&Map<String, Value>>;
+    fn meta_str(&self, key: &str) -> Option<&str> {
+        self.meta().and_then(|m| m.get(key)).and_then(Value::as_str)
+    }
+    fn name(&self) -> &str {
+        self.meta_str("name").unwrap_or("")
+    }
+    fn namespace(&self) -> &str {
+        self.meta_str("namespace").unwrap_or("")
+    }
+    fn uid(&self) -> &str {
+        self.meta_str("uid").unwrap_or("")
+    }
+    fn resource_version(&self) -> &str {
+        self.meta_str("resourceVersion").unwrap_or("")
+    }
+    fn finalizers(&self) -> Vec<String> {
+        self.meta()
+            .and_then(|m| m.get("finalizers"))
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+    fn is_deleting(&self) -> bool {
+        self.meta_str("deletionTimestamp").is_some()
+    }
+    fn labels(&self) -> Option<&Map<String, Value>> {
+        self.meta()
+            .and_then(|m| m.get("labels"))
+            .and_then(Value::as_object)
+    }
+}
+
+impl ObjectMeta for Value {
+    fn meta(&self) -> Option<&Map<String, Value>> {
+        self.get("metadata").and_then(Value::as_object)
+    }
+}
+
+/// Mutable access to `metadata`, creating it when absent or not an object.
+pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.is_object() {
+        *obj = Value::Object(Map::new());
+    }
+    let map = obj.as_object_mut().expect("object ensured above");
+    let entry = map
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !entry.is_object() {
+        *entry = Value::Object(Map::new());
+    }
+    entry.as_object_mut().expect("object ensured above")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uids_are_version_4_and_unique() {
+        let a = new_uid();
+        assert_eq!(a.len(), 36);
+        assert_eq!(&a[14..15], "4");
+        assert_ne!(a, new_uid());
+    }
+
+    #[test]
+    fn subdomain_names_reject_uppercase_and_accept_dots() {
+        assert!(validate_name("a.b-c", NameRule::Subdomain, "metadata.name").is_none());
+        assert!(validate_name("Abc", NameRule::Subdomain, "metadata.name").is_some());
+        assert!(validate_name("a.b", NameRule::Label, "metadata.name").is_some());
+        assert!(validate_name("system:admin", NameRule::PathSegment, "metadata.name").is_none());
+    }
+
+    #[test]
+    fn label_validation_flags_bad_keys_and_values() {
+        let ok = serde_json::json!({"app.kubernetes.io/name": "web", "x": ""});
+        assert!(validate_labels(&ok, "metadata.labels").is_empty());
+        let bad = serde_json::json!({"-x": "a b"});
+        assert_eq!(validate_labels(&bad, "metadata.labels").len(), 2);
+    }
+
+    #[test]
+    fn timestamps_round_trip() {
+        let t = now_rfc3339();
+        assert!(t.ends_with('Z'));
+        assert!(parse_time(&t).is_some());
+    }
+}

@@ -1,0 +1,1005 @@
+//! Object semantics shared by every resource, as kube-apiserver applies them: what create,
+//! update and delete do to metadata (uid, creationTimestamp, generation, finalizers,
+//! deletionTimestamp), how subresources split spec from status, per-resource defaults and
+//! validation, and the Status errors each rule produces.
+//!
+//! Pure functions over JSON: no storage, no HTTP. Handlers call them inside a store write.
+
+use serde_json::{Map, Value, json};
+
+use crate::error::{ApiError, ApiResult, FieldError, Subject};
+use crate::meta::{ObjectMeta, meta_mut, new_uid, validate_labels, validate_name};
+use crate::registry::ResourceInfo;
+use crate::storage::WriteOp;
+
+/// The subject of NotFound/AlreadyExists/Conflict errors: plural resource and group.
+pub fn subject(info: &ResourceInfo, name: &str) -> Subject {
+    Subject {
+        group: info.group.clone(),
+        kind: info.plural.clone(),
+        name: name.to_string(),
+    }
+}
+
+/// The subject of Invalid errors: Kind and group.
+pub fn kind_subject(info: &ResourceInfo, name: &str) -> Subject {
+    Subject {
+        group: info.group.clone(),
+        kind: info.kind.clone(),
+        name: name.to_string(),
+    }
+}
+
+/// Metadata fields only the server sets; clients' values are replaced on update.
+const SERVER_OWNED: [&str; 5] = [
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+];
+
+/// The finalizer the server's garbage collector uses for foreground deletion.
+pub const FOREGROUND: &str = "foregroundDeletion";
+/// The finalizer asking the collector to orphan dependents.
+pub const ORPHAN: &str = "orphan";
+/// The finalizer that keeps a CRD until its objects are gone.
+pub const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+/// Gives the object the apiVersion and kind of the version it is served at.
+pub fn present(info: &ResourceInfo, obj: &Value) -> Value {
+    let mut out = obj.clone();
+    if let Some(m) = out.as_object_mut() {
+        m.insert("apiVersion".into(), Value::String(info.api_version()));
+        m.insert("kind".into(), Value::String(info.kind.clone()));
+    }
+    out
+}
+
+fn check_type_meta(info: &ResourceInfo, obj: &Value) -> ApiResult<()> {
+    if !obj.is_object() {
+        return Err(ApiError::BadRequest(
+            "the object provided is not a JSON object".into(),
+        ));
+    }
+    if let Some(av) = obj.get("apiVersion") {
+        let av = av.as_str().unwrap_or("");
+        let ok = av == info.api_version()
+            || info
+                .custom
+                .as_ref()
+                .is_some_and(|_| av.starts_with(&format!("{}/", info.group)));
+        if !ok {
+            return Err(ApiError::BadRequest(format!(
+                "the API version in the data ({av}) does not match the expected API version ({})",
+                info.api_version()
+            )));
+        }
+    }
+    if let Some(k) = obj.get("kind") {
+        let k = k.as_str().unwrap_or("");
+        if !k.is_empty() && k != info.kind {
+            return Err(ApiError::BadRequest(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                info.kind
+            )));
+        }
+    }
+    if let Some(m) = obj.get("metadata")
+        && !m.is_object()
+    {
+        return Err(ApiError::BadRequest(
+            "metadata in the data must be an object".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Turns a create request body into the object to store (without resourceVersion).
+pub fn prepare_create(
+    info: &ResourceInfo,
+    ns: &str,
+    mut obj: Value,
+    now: &str,
+) -> ApiResult<Value> {
+    check_type_meta(info, &obj)?;
+    let body_ns = obj.namespace().to_string();
+    if info.namespaced && !body_ns.is_empty() && body_ns != ns {
+        return Err(ApiError::BadRequest(
+            "the namespace of the provided object does not match the namespace sent on the request"
+                .into(),
+        ));
+    }
+    let mut name = obj.name().to_string();
+    let generate = obj.meta_str("generateName").unwrap_or("").to_string();
+    if name.is_empty() && !generate.is_empty() {
+        name = format!("{generate}{}", crate::meta::random_suffix());
+    }
+    if name.is_empty() {
+        return Err(ApiError::invalid(
+            kind_subject(info, ""),
+            vec![FieldError::required(
+                "metadata.name",
+                "name or generateName is required",
+            )],
+        ));
+    }
+    {
+        let m = meta_mut(&mut obj);
+        m.insert("name".into(), json!(name));
+        if info.namespaced {
+            m.insert("namespace".into(), json!(ns));
+        } else {
+            m.remove("namespace");
+        }
+        for f in SERVER_OWNED {
+            m.remove(f);
+        }
+        m.remove("resourceVersion");
+        m.insert("uid".into(), json!(new_uid()));
+        m.insert("creationTimestamp".into(), json!(now));
+        if info.has_generation {
+            m.insert("generation".into(), json!(1));
+        }
+    }
+    let o = obj.as_object_mut().expect("checked object above");
+    o.insert("apiVersion".into(), json!(info.storage_api_version()));
+    o.insert("kind".into(), json!(info.kind));
+    if info.has_status() && info.custom.is_some() {
+        o.remove("status");
+    }
+    defaults_on_create(info, &mut obj, now);
+    validate(info, &mut obj, None)?;
+    Ok(obj)
+}
+
+fn defaults_on_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
+    let o = obj.as_object_mut().expect("objects are JSON objects here");
+    match (info.group.as_str(), info.plural.as_str()) {
+        ("", "namespaces") => {
+            o.insert("spec".into(), json!({"finalizers": ["kubernetes"]}));
+            o.insert("status".into(), json!({"phase": "Active"}));
+        }
+        ("", "secrets") => {
+            o.entry("type").or_insert(json!("Opaque"));
+        }
+        ("apps", "deployments") => {
+            let spec = o.entry("spec").or_insert(json!({}));
+            if let Some(s) = spec.as_object_mut() {
+                s.entry("replicas").or_insert(json!(1));
+                s.entry("revisionHistoryLimit").or_insert(json!(10));
+                s.entry("progressDeadlineSeconds").or_insert(json!(600));
+                s.entry("strategy")
+                    .or_insert(json!({"type": "RollingUpdate",
+                    "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}));
+            }
+            o.remove("status");
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            crd_status(obj, now);
+            let m = meta_mut(obj);
+            let fin = m.entry("finalizers").or_insert(json!([]));
+            if let Some(a) = fin.as_array_mut()
+                && !a.iter().any(|f| f == CRD_CLEANUP)
+            {
+                a.push(json!(CRD_CLEANUP));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Sets a CRD's status as the apiextensions controllers would once its names are accepted.
+fn crd_status(obj: &mut Value, now: &str) {
+    let names = obj.pointer("/spec/names").cloned().unwrap_or(json!({}));
+    let mut accepted = names.clone();
+    if let Some(a) = accepted.as_object_mut() {
+        let kind = a
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        a.entry("singular").or_insert(json!(kind.to_lowercase()));
+        a.entry("listKind").or_insert(json!(format!("{kind}List")));
+    }
+    let storage: Vec<Value> = obj
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .filter_map(|v| v.get("name").cloned())
+        .collect();
+    let mut stored: Vec<Value> = obj
+        .pointer("/status/storedVersions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for s in storage {
+        if !stored.contains(&s) {
+            stored.push(s);
+        }
+    }
+    let cond = |t: &str, reason: &str, msg: &str| json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": msg});
+    if let Some(o) = obj.as_object_mut() {
+        o.insert(
+            "status".into(),
+            json!({
+                "conditions": [
+                    cond("NamesAccepted", "NoConflicts", "no conflicts found"),
+                    cond("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+                ],
+                "acceptedNames": accepted,
+                "storedVersions": stored,
+            }),
+        );
+    }
+}
+
+/// Per-resource validation and normalisation; Invalid lists every field error.
+pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> ApiResult<()> {
+    let name = obj.name().to_string();
+    let mut errs = Vec::new();
+    if let Some(e) = validate_name(&name, info.name_rule, "metadata.name") {
+        errs.push(e);
+    }
+    if let Some(labels) = obj.pointer("/metadata/labels") {
+        errs.extend(validate_labels(labels, "metadata.labels"));
+    }
+    if let Some(a) = obj.pointer("/metadata/annotations")
+        && !a.is_null()
+        && !a
+            .as_object()
+            .is_some_and(|m| m.values().all(Value::is_string))
+    {
+        errs.push(FieldError::invalid(
+            "metadata.annotations",
+            a,
+            "must be a map of strings",
+        ));
+    }
+    if let Some(f) = obj.pointer("/metadata/finalizers")
+        && !f.is_null()
+        && !f.as_array().is_some_and(|a| a.iter().all(Value::is_string))
+    {
+        errs.push(FieldError::invalid(
+            "metadata.finalizers",
+            f,
+            "must be a list of strings",
+        ));
+    }
+    match (info.group.as_str(), info.plural.as_str()) {
+        ("", "secrets") => secret_data(obj, &mut errs),
+        ("", "configmaps") => {
+            for field in ["data", "binaryData"] {
+                if let Some(d) = obj.get(field)
+                    && !d.is_null()
+                    && !d
+                        .as_object()
+                        .is_some_and(|m| m.values().all(Value::is_string))
+                {
+                    errs.push(FieldError::invalid(field, d, "must be a map of strings"));
+                }
+            }
+        }
+        ("apps", "deployments") => {
+            if obj.pointer("/spec/selector").is_none() {
+                errs.push(FieldError::required("spec.selector", ""));
+            }
+            if obj.pointer("/spec/template/metadata/labels").is_none() {
+                errs.push(FieldError::required("spec.template.metadata.labels", ""));
+            }
+            if let Some(r) = obj.pointer("/spec/replicas")
+                && r.as_i64().is_none_or(|n| n < 0)
+            {
+                errs.push(FieldError::invalid(
+                    "spec.replicas",
+                    r,
+                    "must be greater than or equal to 0",
+                ));
+            }
+        }
+        ("certificates.k8s.io", "certificatesigningrequests") => {
+            if obj
+                .pointer("/spec/request")
+                .and_then(Value::as_str)
+                .is_none()
+            {
+                errs.push(FieldError::required("spec.request", ""));
+            }
+            if obj
+                .pointer("/spec/signerName")
+                .and_then(Value::as_str)
+                .is_none()
+            {
+                errs.push(FieldError::required("spec.signerName", ""));
+            }
+            if let Some(old) = old {
+                for f in [
+                    "request",
+                    "signerName",
+                    "username",
+                    "usages",
+                    "expirationSeconds",
+                ] {
+                    if old.pointer(&format!("/spec/{f}")) != obj.pointer(&format!("/spec/{f}")) {
+                        errs.push(FieldError::invalid(
+                            format!("spec.{f}"),
+                            obj.pointer(&format!("/spec/{f}")).unwrap_or(&Value::Null),
+                            "field is immutable",
+                        ));
+                    }
+                }
+            }
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            match crate::registry::resources_from_crd(obj) {
+                Err(crate::registry::CrdError::Field { field, message }) => {
+                    errs.push(FieldError {
+                        reason: "FieldValueInvalid",
+                        message: format!("{field}: {message}"),
+                        field,
+                    });
+                }
+                Ok(_) => {
+                    let group = obj
+                        .pointer("/spec/group")
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    let plural = obj
+                        .pointer("/spec/names/plural")
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    if name != format!("{plural}.{group}") {
+                        errs.push(FieldError::invalid(
+                            "metadata.name",
+                            &json!(name),
+                            "must be spec.names.plural+\".\"+spec.group",
+                        ));
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    if let Some(custom) = &info.custom
+        && let Some(schema) = &custom.schema
+    {
+        errs.extend(crate::crd_schema::validate_object(schema, obj));
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(kind_subject(info, &name), errs))
+    }
+}
+
+/// Moves `stringData` into `data` and checks that `data` holds base64.
+fn secret_data(obj: &mut Value, errs: &mut Vec<FieldError>) {
+    let Some(o) = obj.as_object_mut() else { return };
+    if let Some(sd) = o.remove("stringData") {
+        let Some(sd) = sd.as_object() else {
+            errs.push(FieldError::invalid(
+                "stringData",
+                &sd,
+                "must be a map of strings",
+            ));
+            return;
+        };
+        let data = o.entry("data").or_insert(json!({}));
+        if let Some(d) = data.as_object_mut() {
+            for (k, v) in sd {
+                d.insert(
+                    k.clone(),
+                    json!(base64_encode(v.as_str().unwrap_or("").as_bytes())),
+                );
+            }
+        }
+    }
+    if let Some(d) = o.get("data")
+        && !d.is_null()
+    {
+        match d.as_object() {
+            Some(m) => {
+                for (k, v) in m {
+                    if v.as_str().and_then(base64_decode).is_none() {
+                        errs.push(FieldError::invalid(
+                            format!("data[{k}]"),
+                            v,
+                            "illegal base64 data",
+                        ));
+                    }
+                }
+            }
+            None => errs.push(FieldError::invalid("data", d, "must be a map of strings")),
+        }
+    }
+}
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// Standard base64 with padding.
+pub fn base64_encode(data: &[u8]) -> String {
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(B64[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Standard base64 (padding optional); None if malformed.
+pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    let s = s.trim_end_matches('=');
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for c in s.bytes() {
+        let v = B64.iter().position(|x| *x == c)? as u32;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    if bits >= 6 {
+        return None;
+    }
+    Some(out)
+}
+
+fn without_meta_and_status(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("metadata");
+        o.remove("status");
+        o.remove("apiVersion");
+        o.remove("kind");
+    }
+    v
+}
+
+fn comparable(v: &Value) -> Value {
+    let mut v = v.clone();
+    let m = meta_mut(&mut v);
+    m.remove("resourceVersion");
+    m.remove("managedFields");
+    v
+}
+
+/// Which part of an object a write may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The main resource: everything but status (when status is a subresource).
+    Main,
+    Status,
+    /// CSR approval: status.conditions only.
+    Approval,
+    /// Namespace finalize: spec.finalizers only.
+    Finalize,
+}
+
+impl Part {
+    pub fn from_subresource(info: &ResourceInfo, sub: Option<&str>) -> Option<Part> {
+        match sub {
+            None => Some(Part::Main),
+            Some(s) if !info.subresources.iter().any(|x| x == s) => None,
+            Some("status") => Some(Part::Status),
+            Some("approval") => Some(Part::Approval),
+            Some("finalize") => Some(Part::Finalize),
+            Some(_) => None,
+        }
+    }
+}
+
+/// Decides an update of `cur` to `new`: conflicts, immutable metadata, subresource splitting,
+/// generation, finalizer rules, and removal once the last finalizer of a deleting object goes.
+pub fn decide_update(
+    info: &ResourceInfo,
+    cur: &Value,
+    mut new: Value,
+    part: Part,
+    require_rv: bool,
+) -> ApiResult<WriteOp> {
+    check_type_meta(info, &new)?;
+    let name = cur.name().to_string();
+    if new.name() != name {
+        return Err(ApiError::BadRequest(format!(
+            "the name of the object ({}) does not match the name on the URL ({name})",
+            new.name()
+        )));
+    }
+    if info.namespaced && !new.namespace().is_empty() && new.namespace() != cur.namespace() {
+        return Err(ApiError::BadRequest(
+            "the namespace of the provided object does not match the namespace sent on the request"
+                .into(),
+        ));
+    }
+    match new.resource_version() {
+        "" if require_rv && !info.allow_unconditional_update => {
+            return Err(ApiError::invalid(
+                kind_subject(info, &name),
+                vec![FieldError {
+                    reason: "FieldValueInvalid",
+                    field: "metadata.resourceVersion".into(),
+                    message: "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update".into(),
+                }],
+            ));
+        }
+        "" => {}
+        rv if rv != cur.resource_version() => {
+            return Err(ApiError::Conflict(subject(info, &name)));
+        }
+        _ => {}
+    }
+    let mut next = match part {
+        Part::Main => {
+            if info.has_status()
+                && let Some(o) = new.as_object_mut()
+            {
+                match cur.get("status") {
+                    Some(s) => o.insert("status".into(), s.clone()),
+                    None => o.remove("status"),
+                };
+            }
+            new
+        }
+        Part::Status => {
+            let mut next = cur.clone();
+            if let Some(o) = next.as_object_mut() {
+                match new.get("status") {
+                    Some(s) => o.insert("status".into(), s.clone()),
+                    None => o.remove("status"),
+                };
+            }
+            carry_meta(&mut next, &new);
+            next
+        }
+        Part::Approval => {
+            let mut next = cur.clone();
+            let conds = new
+                .pointer("/status/conditions")
+                .cloned()
+                .unwrap_or(json!([]));
+            let status = next
+                .as_object_mut()
+                .map(|o| o.entry("status").or_insert(json!({})));
+            if let Some(Value::Object(s)) = status {
+                s.insert("conditions".into(), conds);
+            }
+            next
+        }
+        Part::Finalize => {
+            let mut next = cur.clone();
+            let fin = new
+                .pointer("/spec/finalizers")
+                .cloned()
+                .unwrap_or(json!([]));
+            let spec = next
+                .as_object_mut()
+                .map(|o| o.entry("spec").or_insert(json!({})));
+            if let Some(Value::Object(s)) = spec {
+                s.insert("finalizers".into(), fin);
+            }
+            next
+        }
+    };
+    {
+        let cur_meta = cur.meta().cloned().unwrap_or_default();
+        let m = meta_mut(&mut next);
+        for f in SERVER_OWNED.iter().chain(["name", "namespace"].iter()) {
+            match cur_meta.get(*f) {
+                Some(v) => m.insert((*f).to_string(), v.clone()),
+                None => m.remove(*f),
+            };
+        }
+        m.remove("generateName")
+            .map(|g| m.insert("generateName".into(), g));
+    }
+    if let Some(o) = next.as_object_mut() {
+        o.insert(
+            "apiVersion".into(),
+            cur.get("apiVersion")
+                .cloned()
+                .unwrap_or(json!(info.storage_api_version())),
+        );
+        o.insert("kind".into(), json!(info.kind));
+    }
+    if cur.is_deleting() {
+        let old: Vec<String> = cur.finalizers();
+        let added: Vec<String> = next
+            .finalizers()
+            .into_iter()
+            .filter(|f| !old.contains(f))
+            .collect();
+        if !added.is_empty() {
+            let list: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
+            return Err(ApiError::invalid(
+                kind_subject(info, &name),
+                vec![FieldError::forbidden(
+                    "metadata.finalizers",
+                    &format!(
+                        "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                        list.join(", ")
+                    ),
+                )],
+            ));
+        }
+    }
+    if info.has_generation && without_meta_and_status(&next) != without_meta_and_status(cur) {
+        let g = cur
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        meta_mut(&mut next).insert("generation".into(), json!(g + 1));
+    }
+    if info.plural == "customresourcedefinitions" && part == Part::Main {
+        let now = cur
+            .meta_str("creationTimestamp")
+            .unwrap_or_default()
+            .to_string();
+        let status = cur.get("status").cloned();
+        crd_status(&mut next, &now);
+        if let (Some(old), Some(o)) = (status, next.as_object_mut())
+            && let Some(conds) = old.get("conditions")
+            && let Some(Value::Object(s)) = o.get_mut("status")
+        {
+            s.insert("conditions".into(), conds.clone());
+        }
+    }
+    if part == Part::Main || part == Part::Status {
+        validate(info, &mut next, Some(cur))?;
+    }
+    if cur.is_deleting() && next.finalizers().is_empty() && info.plural != "namespaces" {
+        return Ok(WriteOp::Delete);
+    }
+    if comparable(&next) == comparable(cur) {
+        return Ok(WriteOp::Unchanged);
+    }
+    Ok(WriteOp::Put(next))
+}
+
+/// Like kube-apiserver, a status write keeps the stored metadata except managedFields.
+fn carry_meta(next: &mut Value, new: &Value) {
+    if let Some(mf) = new.pointer("/metadata/managedFields") {
+        meta_mut(next).insert("managedFields".into(), mf.clone());
+    }
+}
+
+/// Options of a delete request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeleteOptions {
+    pub propagation: Option<String>,
+    pub precondition_uid: Option<String>,
+    pub precondition_rv: Option<String>,
+    pub dry_run: bool,
+}
+
+impl DeleteOptions {
+    /// Reads a DeleteOptions body (absent fields keep their query-string values).
+    pub fn merge_body(&mut self, body: &Value) -> ApiResult<()> {
+        if body.is_null() {
+            return Ok(());
+        }
+        if !body.is_object() {
+            return Err(ApiError::BadRequest(
+                "DeleteOptions must be a JSON object".into(),
+            ));
+        }
+        if let Some(p) = body.get("propagationPolicy").and_then(Value::as_str) {
+            self.propagation = Some(p.to_string());
+        }
+        if body.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
+            self.propagation = Some("Orphan".into());
+        }
+        if let Some(u) = body.pointer("/preconditions/uid").and_then(Value::as_str) {
+            self.precondition_uid = Some(u.to_string());
+        }
+        if let Some(r) = body
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+        {
+            self.precondition_rv = Some(r.to_string());
+        }
+        if let Some(d) = body.get("dryRun").and_then(Value::as_array)
+            && d.iter().any(|x| x == "All")
+        {
+            self.dry_run = true;
+        }
+        Ok(())
+    }
+}
+
+/// What a delete did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    /// The object is gone.
+    Removed,
+    /// The object is marked and waits for its finalizers.
+    Pending,
+}
+
+/// Decides a delete: preconditions, finalizers and propagation.
+pub fn decide_delete(
+    info: &ResourceInfo,
+    cur: &Value,
+    opts: &DeleteOptions,
+    now: &str,
+) -> ApiResult<(WriteOp, DeleteOutcome)> {
+    let name = cur.name().to_string();
+    let precondition = |what: &str, want: &str, have: &str| ApiError::ConflictMessage {
+        subject: subject(info, &name),
+        message: format!(
+            "Precondition failed: {what} in precondition: {want}, {what} in object meta: {have}"
+        ),
+        causes: Vec::new(),
+    };
+    if let Some(u) = &opts.precondition_uid
+        && u != cur.uid()
+    {
+        return Err(precondition("UID", u, cur.uid()));
+    }
+    if let Some(r) = &opts.precondition_rv
+        && r != cur.resource_version()
+    {
+        return Err(precondition("ResourceVersion", r, cur.resource_version()));
+    }
+    if info.plural == "namespaces" && info.group.is_empty() {
+        if cur.is_deleting() {
+            return Ok((WriteOp::Unchanged, DeleteOutcome::Pending));
+        }
+        let mut next = cur.clone();
+        meta_mut(&mut next).insert("deletionTimestamp".into(), json!(now));
+        meta_mut(&mut next).insert("deletionGracePeriodSeconds".into(), json!(0));
+        if let Some(o) = next.as_object_mut() {
+            o.insert("status".into(), json!({"phase": "Terminating"}));
+        }
+        return Ok((WriteOp::Put(next), DeleteOutcome::Pending));
+    }
+    let mut finalizers = cur.finalizers();
+    let extra = match opts.propagation.as_deref() {
+        Some("Foreground") => Some(FOREGROUND),
+        Some("Orphan") => Some(ORPHAN),
+        Some("Background") | None => None,
+        Some(other) => {
+            return Err(ApiError::invalid(
+                kind_subject(info, &name),
+                vec![FieldError::not_supported(
+                    "propagationPolicy",
+                    &json!(other),
+                    &[json!("Foreground"), json!("Background"), json!("Orphan")],
+                )],
+            ));
+        }
+    };
+    let mut changed = false;
+    if let Some(f) = extra
+        && !finalizers.iter().any(|x| x == f)
+        && !cur.is_deleting()
+    {
+        finalizers.push(f.to_string());
+        changed = true;
+    }
+    if finalizers.is_empty() {
+        return Ok((WriteOp::Delete, DeleteOutcome::Removed));
+    }
+    if cur.is_deleting() && !changed {
+        return Ok((WriteOp::Unchanged, DeleteOutcome::Pending));
+    }
+    let mut next = cur.clone();
+    let m = meta_mut(&mut next);
+    m.insert("finalizers".into(), json!(finalizers));
+    if !cur.is_deleting() {
+        m.insert("deletionTimestamp".into(), json!(now));
+        m.insert("deletionGracePeriodSeconds".into(), json!(0));
+    }
+    if info.has_generation {
+        let g = cur
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        m.insert("generation".into(), json!(g + 1));
+    }
+    Ok((WriteOp::Put(next), DeleteOutcome::Pending))
+}
+
+/// The `Status` answered for a delete that removed an object at once.
+pub fn delete_success(info: &ResourceInfo, obj: &Value) -> Value {
+    let mut details = Map::new();
+    details.insert("name".into(), json!(obj.name()));
+    if !info.group.is_empty() {
+        details.insert("group".into(), json!(info.group));
+    }
+    details.insert("kind".into(), json!(info.plural));
+    details.insert("uid".into(), json!(obj.uid()));
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+        "details": details})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Registry;
+
+    fn info(g: &str, p: &str) -> std::sync::Arc<ResourceInfo> {
+        Registry::with_builtins().lookup(g, "v1", p).unwrap()
+    }
+
+    fn stored(obj: Value) -> Value {
+        let mut o = prepare_create(
+            &info("apps", "deployments"),
+            "ns",
+            obj,
+            "2024-01-01T00:00:00Z",
+        )
+        .unwrap();
+        meta_mut(&mut o).insert("resourceVersion".into(), json!("5"));
+        o
+    }
+
+    fn deployment() -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+            "spec": {"selector": {"matchLabels": {"a": "b"}},
+                     "template": {"metadata": {"labels": {"a": "b"}}}}})
+    }
+
+    #[test]
+    fn create_sets_server_metadata_and_defaults() {
+        let o = stored(deployment());
+        assert_eq!(o.namespace(), "ns");
+        assert_eq!(o.uid().len(), 36);
+        assert_eq!(o["metadata"]["generation"], 1);
+        assert_eq!(o["spec"]["replicas"], 1);
+    }
+
+    #[test]
+    fn generate_name_gets_a_random_suffix() {
+        let o = prepare_create(
+            &info("", "configmaps"),
+            "ns",
+            json!({"metadata": {"generateName": "cfg-"}}),
+            "t",
+        )
+        .unwrap();
+        assert!(o.name().starts_with("cfg-") && o.name().len() == 9);
+    }
+
+    #[test]
+    fn generation_bumps_on_spec_change_only() {
+        let cur = stored(deployment());
+        let mut labels_only = cur.clone();
+        labels_only["metadata"]["labels"] = json!({"x": "y"});
+        let WriteOp::Put(next) = decide_update(
+            &info("apps", "deployments"),
+            &cur,
+            labels_only,
+            Part::Main,
+            true,
+        )
+        .unwrap() else {
+            panic!("expected a write")
+        };
+        assert_eq!(next["metadata"]["generation"], 1);
+        let mut spec = cur.clone();
+        spec["spec"]["replicas"] = json!(3);
+        let WriteOp::Put(next) =
+            decide_update(&info("apps", "deployments"), &cur, spec, Part::Main, true).unwrap()
+        else {
+            panic!("expected a write")
+        };
+        assert_eq!(next["metadata"]["generation"], 2);
+    }
+
+    #[test]
+    fn stale_resource_version_conflicts() {
+        let cur = stored(deployment());
+        let mut new = cur.clone();
+        new["metadata"]["resourceVersion"] = json!("4");
+        let err = decide_update(&info("apps", "deployments"), &cur, new, Part::Main, true)
+            .err()
+            .unwrap();
+        assert_eq!(err.code(), 409);
+    }
+
+    #[test]
+    fn main_writes_ignore_status_and_status_writes_ignore_spec() {
+        let i = info("apps", "deployments");
+        let mut cur = stored(deployment());
+        cur["status"] = json!({"replicas": 1});
+        let mut new = cur.clone();
+        new["status"] = json!({"replicas": 9});
+        new["spec"]["replicas"] = json!(9);
+        let WriteOp::Put(main) = decide_update(&i, &cur, new.clone(), Part::Main, true).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(main["status"]["replicas"], 1);
+        assert_eq!(main["spec"]["replicas"], 9);
+        let WriteOp::Put(st) = decide_update(&i, &cur, new, Part::Status, true).unwrap() else {
+            panic!()
+        };
+        assert_eq!(st["status"]["replicas"], 9);
+        assert_eq!(st["spec"]["replicas"], 1);
+    }
+
+    #[test]
+    fn no_new_finalizers_once_deleting_and_last_finalizer_removes() {
+        let i = info("", "configmaps");
+        let mut cur = prepare_create(
+            &i,
+            "ns",
+            json!({"metadata": {"name": "c", "finalizers": ["a"]}}),
+            "t",
+        )
+        .unwrap();
+        meta_mut(&mut cur).insert("resourceVersion".into(), json!("3"));
+        let (op, outcome) = decide_delete(&i, &cur, &DeleteOptions::default(), "t2").unwrap();
+        assert_eq!(outcome, DeleteOutcome::Pending);
+        let WriteOp::Put(marked) = op else { panic!() };
+        assert_eq!(marked.meta_str("deletionTimestamp"), Some("t2"));
+        let mut more = marked.clone();
+        more["metadata"]["finalizers"] = json!(["a", "b"]);
+        let err = decide_update(&i, &marked, more, Part::Main, true)
+            .err()
+            .unwrap();
+        assert_eq!(err.code(), 422);
+        assert!(err.to_string().contains("no new finalizers"), "{err}");
+        let mut none = marked.clone();
+        none["metadata"]["finalizers"] = json!([]);
+        assert!(matches!(
+            decide_update(&i, &marked, none, Part::Main, true).unwrap(),
+            WriteOp::Delete
+        ));
+    }
+
+    #[test]
+    fn delete_preconditions_are_checked() {
+        let i = info("", "configmaps");
+        let cur = prepare_create(&i, "ns", json!({"metadata": {"name": "c"}}), "t").unwrap();
+        let opts = DeleteOptions {
+            precondition_uid: Some("nope".into()),
+            ..Default::default()
+        };
+        let err = decide_delete(&i, &cur, &opts, "t").err().unwrap();
+        assert_eq!(err.code(), 409);
+        assert!(
+            err.to_string()
+                .starts_with("Precondition failed: UID in precondition: nope")
+        );
+    }
+
+    #[test]
+    fn secrets_string_data_becomes_base64_data() {
+        let o = prepare_create(
+            &info("", "secrets"),
+            "ns",
+            json!({"metadata": {"name": "s"}, "stringData": {"k": "hello"}}),
+            "t",
+        )
+        .unwrap();
+        assert_eq!(o["data"]["k"], "aGVsbG8=");
+        assert_eq!(base64_decode("aGVsbG8=").unwrap(), b"hello");
+        assert!(
+            prepare_create(
+                &info("", "secrets"),
+                "ns",
+                json!({"metadata": {"name": "s"}, "data": {"k": "***"}}),
+                "t"
+            )
+            .is_err()
+        );
+    }
+}

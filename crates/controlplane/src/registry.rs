@@ -1,0 +1,684 @@
+//! The resource registry: what the server serves. Each entry describes one resource of one
+//! group-version (names, scope, verbs, subresources, printer columns, schema). Built-in
+//! resources are registered at start; CustomResourceDefinitions add and remove entries while
+//! the server runs.
+//!
+//! This module owns names and shapes only; it never touches stored objects.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use serde_json::{Value, json};
+
+use crate::meta::NameRule;
+
+/// How a printer column's cell is computed from an object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CellSource {
+    /// A simple JSONPath such as `.spec.replicas`.
+    JsonPath(String),
+    /// The number of keys in the map at a path (ConfigMap/Secret DATA).
+    MapLen(Vec<&'static str>),
+    /// `ready/desired` for workloads.
+    Ratio(Vec<&'static str>, Vec<&'static str>),
+    /// Comma-joined types of conditions whose status is True (CSR CONDITION).
+    TrueConditions,
+    /// `Kind/name` of a binding's roleRef.
+    RoleRef,
+}
+
+/// One column of `kubectl get` output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrinterColumn {
+    pub name: String,
+    pub type_: String,
+    pub format: String,
+    pub description: String,
+    pub priority: i64,
+    pub source: CellSource,
+}
+
+impl PrinterColumn {
+    fn path(name: &str, type_: &str, path: &str) -> Self {
+        PrinterColumn {
+            name: name.into(),
+            type_: type_.into(),
+            format: String::new(),
+            description: String::new(),
+            priority: 0,
+            source: CellSource::JsonPath(path.into()),
+        }
+    }
+    fn computed(name: &str, source: CellSource) -> Self {
+        PrinterColumn {
+            name: name.into(),
+            type_: "string".into(),
+            format: String::new(),
+            description: String::new(),
+            priority: 0,
+            source,
+        }
+    }
+}
+
+/// One served resource of one group-version.
+#[derive(Debug, Clone)]
+pub struct ResourceInfo {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub list_kind: String,
+    pub plural: String,
+    pub singular: String,
+    pub namespaced: bool,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    /// Subresources besides the main resource: `status`, `approval`, `finalize`.
+    pub subresources: Vec<String>,
+    /// `metadata.generation` tracks changes outside metadata and status.
+    pub has_generation: bool,
+    pub name_rule: NameRule,
+    pub printer_columns: Vec<PrinterColumn>,
+    /// Field selectors accepted beyond metadata.name and metadata.namespace.
+    pub extra_field_selectors: Vec<String>,
+    /// PUT without a resourceVersion is allowed (built-ins yes, custom resources no).
+    pub allow_unconditional_update: bool,
+    /// Served from a CustomResourceDefinition.
+    pub custom: Option<CustomInfo>,
+}
+
+/// What a CRD adds to a resource entry.
+#[derive(Debug, Clone)]
+pub struct CustomInfo {
+    /// metadata.name of the CRD.
+    pub crd_name: String,
+    /// The version objects are stored at.
+    pub storage_version: String,
+    /// openAPIV3Schema of this version, if any.
+    pub schema: Option<Arc<Value>>,
+}
+
+impl ResourceInfo {
+    /// `apps/v1` or `v1`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The key objects are stored under: shared by every version of a resource.
+    pub fn storage_key(&self) -> String {
+        format!("{}/{}", self.group, self.plural)
+    }
+
+    pub fn has_status(&self) -> bool {
+        self.subresources.iter().any(|s| s == "status")
+    }
+
+    /// The apiVersion objects are stored with.
+    pub fn storage_api_version(&self) -> String {
+        match &self.custom {
+            Some(c) if c.storage_version != self.version => {
+                format!("{}/{}", self.group, c.storage_version)
+            }
+            _ => self.api_version(),
+        }
+    }
+
+    /// The verbs advertised in discovery.
+    pub fn verbs() -> Value {
+        json!([
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch"
+        ])
+    }
+}
+
+struct Builtin<'a> {
+    group: &'a str,
+    kind: &'a str,
+    plural: &'a str,
+    namespaced: bool,
+    short: &'a [&'a str],
+    subresources: &'a [&'a str],
+    has_generation: bool,
+}
+
+fn builtin(b: Builtin<'_>) -> ResourceInfo {
+    ResourceInfo {
+        group: b.group.into(),
+        version: "v1".into(),
+        kind: b.kind.into(),
+        list_kind: format!("{}List", b.kind),
+        plural: b.plural.into(),
+        singular: b.kind.to_lowercase(),
+        namespaced: b.namespaced,
+        short_names: b.short.iter().map(|s| s.to_string()).collect(),
+        categories: Vec::new(),
+        subresources: b.subresources.iter().map(|s| s.to_string()).collect(),
+        has_generation: b.has_generation,
+        name_rule: if b.group == "rbac.authorization.k8s.io" {
+            NameRule::PathSegment
+        } else if b.plural == "namespaces" {
+            NameRule::Label
+        } else {
+            NameRule::Subdomain
+        },
+        printer_columns: Vec::new(),
+        extra_field_selectors: Vec::new(),
+        allow_unconditional_update: true,
+        custom: None,
+    }
+}
+
+fn builtins() -> Vec<ResourceInfo> {
+    let b = |group, kind, plural, namespaced, short, subresources, has_generation| {
+        builtin(Builtin {
+            group,
+            kind,
+            plural,
+            namespaced,
+            short,
+            subresources,
+            has_generation,
+        })
+    };
+    let mut out = vec![
+        b(
+            "",
+            "Namespace",
+            "namespaces",
+            false,
+            &["ns"],
+            &["status", "finalize"],
+            false,
+        ),
+        b("", "Secret", "secrets", true, &[], &[], false),
+        b("", "ConfigMap", "configmaps", true, &["cm"], &[], false),
+        b(
+            "",
+            "ServiceAccount",
+            "serviceaccounts",
+            true,
+            &["sa"],
+            &[],
+            false,
+        ),
+        b("", "Event", "events", true, &["ev"], &[], false),
+        b("", "Node", "nodes", false, &["no"], &["status"], false),
+        b(
+            "apps",
+            "Deployment",
+            "deployments",
+            true,
+            &["deploy"],
+            &["status"],
+            true,
+        ),
+        b(
+            "coordination.k8s.io",
+            "Lease",
+            "leases",
+            true,
+            &[],
+            &[],
+            false,
+        ),
+        b(
+            "certificates.k8s.io",
+            "CertificateSigningRequest",
+            "certificatesigningrequests",
+            false,
+            &["csr"],
+            &["approval", "status"],
+            false,
+        ),
+        b(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            false,
+            &["crd", "crds"],
+            &["status"],
+            true,
+        ),
+        b(
+            "rbac.authorization.k8s.io",
+            "Role",
+            "roles",
+            true,
+            &[],
+            &[],
+            false,
+        ),
+        b(
+            "rbac.authorization.k8s.io",
+            "ClusterRole",
+            "clusterroles",
+            false,
+            &[],
+            &[],
+            false,
+        ),
+        b(
+            "rbac.authorization.k8s.io",
+            "RoleBinding",
+            "rolebindings",
+            true,
+            &[],
+            &[],
+            false,
+        ),
+        b(
+            "rbac.authorization.k8s.io",
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            false,
+            &[],
+            &[],
+            false,
+        ),
+    ];
+    for r in &mut out {
+        use CellSource::*;
+        let cols = match r.plural.as_str() {
+            "namespaces" => vec![PrinterColumn::path("Status", "string", ".status.phase")],
+            "secrets" => vec![
+                PrinterColumn::path("Type", "string", ".type"),
+                PrinterColumn::computed("Data", MapLen(vec!["data"])),
+            ],
+            "configmaps" => vec![PrinterColumn::computed("Data", MapLen(vec!["data"]))],
+            "deployments" => vec![
+                PrinterColumn::computed(
+                    "Ready",
+                    Ratio(vec!["status", "readyReplicas"], vec!["spec", "replicas"]),
+                ),
+                PrinterColumn::path("Up-to-date", "integer", ".status.updatedReplicas"),
+                PrinterColumn::path("Available", "integer", ".status.availableReplicas"),
+            ],
+            "leases" => vec![PrinterColumn::path(
+                "Holder",
+                "string",
+                ".spec.holderIdentity",
+            )],
+            "certificatesigningrequests" => vec![
+                PrinterColumn::path("SignerName", "string", ".spec.signerName"),
+                PrinterColumn::path("Requestor", "string", ".spec.username"),
+                PrinterColumn::computed("Condition", TrueConditions),
+            ],
+            "events" => vec![
+                PrinterColumn::path("Type", "string", ".type"),
+                PrinterColumn::path("Reason", "string", ".reason"),
+                PrinterColumn::path("Message", "string", ".message"),
+            ],
+            "rolebindings" | "clusterrolebindings" => {
+                vec![PrinterColumn::computed("Role", RoleRef)]
+            }
+            _ => Vec::new(),
+        };
+        r.printer_columns = cols;
+        if r.plural == "deployments" {
+            r.categories = vec!["all".into()];
+        }
+        if r.plural == "certificatesigningrequests" {
+            r.extra_field_selectors = vec!["spec.signerName".into()];
+        }
+        if r.plural == "events" {
+            r.extra_field_selectors = vec![
+                "involvedObject.kind".into(),
+                "involvedObject.name".into(),
+                "involvedObject.namespace".into(),
+                "involvedObject.uid".into(),
+                "reason".into(),
+                "type".into(),
+            ];
+        }
+        if r.plural == "secrets" {
+            r.extra_field_selectors = vec!["type".into()];
+        }
+    }
+    out
+}
+
+/// Why a CRD could not be turned into served resources.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum CrdError {
+    #[error("{field}: {message}")]
+    Field { field: String, message: String },
+}
+
+/// Builds the resource entries a CRD serves (one per served version).
+pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
+    let field = |f: &str, m: &str| CrdError::Field {
+        field: f.into(),
+        message: m.into(),
+    };
+    let spec = crd
+        .get("spec")
+        .ok_or_else(|| field("spec", "Required value"))?;
+    let group = spec
+        .get("group")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| field("spec.group", "Required value"))?;
+    let names = spec
+        .get("names")
+        .ok_or_else(|| field("spec.names", "Required value"))?;
+    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+    let plural = s(names, "plural")
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| field("spec.names.plural", "Required value"))?;
+    let kind = s(names, "kind")
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| field("spec.names.kind", "Required value"))?;
+    let singular = s(names, "singular").unwrap_or_else(|| kind.to_lowercase());
+    let list_kind = s(names, "listKind").unwrap_or_else(|| format!("{kind}List"));
+    let strs = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let short_names = strs(names.get("shortNames"));
+    let categories = strs(names.get("categories"));
+    let namespaced = match spec.get("scope").and_then(Value::as_str) {
+        Some("Namespaced") => true,
+        Some("Cluster") => false,
+        _ => {
+            return Err(field(
+                "spec.scope",
+                "Unsupported value: supported values: \"Cluster\", \"Namespaced\"",
+            ));
+        }
+    };
+    let versions = spec
+        .get("versions")
+        .and_then(Value::as_array)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| field("spec.versions", "Required value"))?;
+    let storage: Vec<&str> = versions
+        .iter()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .filter_map(|v| v.get("name").and_then(Value::as_str))
+        .collect();
+    if storage.len() != 1 {
+        return Err(field(
+            "spec.versions",
+            "Invalid value: must have exactly one version marked as storage version",
+        ));
+    }
+    let storage_version = storage[0].to_string();
+    let crd_name = format!("{plural}.{group}");
+    let mut out = Vec::new();
+    for v in versions {
+        let name = v
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| field("spec.versions[].name", "Required value"))?;
+        if v.get("served").and_then(Value::as_bool) != Some(true) {
+            continue;
+        }
+        let mut subresources = Vec::new();
+        if v.pointer("/subresources/status").is_some() {
+            subresources.push("status".to_string());
+        }
+        let mut printer_columns = Vec::new();
+        for c in v
+            .get("additionalPrinterColumns")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let (Some(cname), Some(path)) = (s(c, "name"), s(c, "jsonPath")) else {
+                continue;
+            };
+            printer_columns.push(PrinterColumn {
+                name: cname,
+                type_: s(c, "type").unwrap_or_else(|| "string".into()),
+                format: s(c, "format").unwrap_or_default(),
+                description: s(c, "description").unwrap_or_default(),
+                priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
+                source: CellSource::JsonPath(path),
+            });
+        }
+        out.push(ResourceInfo {
+            group: group.to_string(),
+            version: name.to_string(),
+            kind: kind.clone(),
+            list_kind: list_kind.clone(),
+            plural: plural.clone(),
+            singular: singular.clone(),
+            namespaced,
+            short_names: short_names.clone(),
+            categories: categories.clone(),
+            subresources,
+            has_generation: true,
+            name_rule: NameRule::Subdomain,
+            printer_columns,
+            extra_field_selectors: Vec::new(),
+            allow_unconditional_update: false,
+            custom: Some(CustomInfo {
+                crd_name: crd_name.clone(),
+                storage_version: storage_version.clone(),
+                schema: v.pointer("/schema/openAPIV3Schema").cloned().map(Arc::new),
+            }),
+        });
+    }
+    Ok(out)
+}
+
+type Key = (String, String, String);
+
+/// The set of served resources. Cheap to read concurrently.
+#[derive(Default)]
+pub struct Registry {
+    entries: RwLock<BTreeMap<Key, Arc<ResourceInfo>>>,
+}
+
+/// One API group with its versions, preferred first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupVersions {
+    pub group: String,
+    pub versions: Vec<String>,
+}
+
+impl Registry {
+    /// A registry holding the built-in resources.
+    pub fn with_builtins() -> Self {
+        let r = Registry::default();
+        for info in builtins() {
+            r.insert(info);
+        }
+        r
+    }
+
+    fn insert(&self, info: ResourceInfo) {
+        let key = (
+            info.group.clone(),
+            info.version.clone(),
+            info.plural.clone(),
+        );
+        self.write().insert(key, Arc::new(info));
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<Key, Arc<ResourceInfo>>> {
+        self.entries.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<Key, Arc<ResourceInfo>>> {
+        self.entries.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The entry for `group/version` `plural`.
+    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceInfo>> {
+        self.read()
+            .get(&(group.to_string(), version.to_string(), plural.to_string()))
+            .cloned()
+    }
+
+    /// Any served version of a storage key (`group/plural`), storage version preferred.
+    pub fn by_storage_key(&self, key: &str) -> Option<Arc<ResourceInfo>> {
+        let (group, plural) = key.split_once('/')?;
+        let entries = self.read();
+        let mut found: Option<Arc<ResourceInfo>> = None;
+        for ((g, _, p), info) in entries.iter() {
+            if g == group && p == plural {
+                let is_storage = info
+                    .custom
+                    .as_ref()
+                    .is_none_or(|c| c.storage_version == info.version);
+                if is_storage || found.is_none() {
+                    found = Some(info.clone());
+                }
+            }
+        }
+        found
+    }
+
+    /// Every entry, ordered by group, version, plural.
+    pub fn all(&self) -> Vec<Arc<ResourceInfo>> {
+        self.read().values().cloned().collect()
+    }
+
+    /// Entries of one group-version.
+    pub fn resources_in(&self, group: &str, version: &str) -> Vec<Arc<ResourceInfo>> {
+        self.read()
+            .iter()
+            .filter(|((g, v, _), _)| g == group && v == version)
+            .map(|(_, i)| i.clone())
+            .collect()
+    }
+
+    /// Named groups (not the core group) with their versions.
+    pub fn groups(&self) -> Vec<GroupVersions> {
+        let mut out: Vec<GroupVersions> = Vec::new();
+        for info in self.read().values() {
+            if info.group.is_empty() {
+                continue;
+            }
+            match out.iter_mut().find(|g| g.group == info.group) {
+                Some(g) => {
+                    if !g.versions.contains(&info.version) {
+                        g.versions.push(info.version.clone());
+                    }
+                }
+                None => out.push(GroupVersions {
+                    group: info.group.clone(),
+                    versions: vec![info.version.clone()],
+                }),
+            }
+        }
+        for g in &mut out {
+            g.versions
+                .sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+        }
+        out
+    }
+
+    /// Replaces the entries served for a CRD.
+    pub fn set_crd(&self, crd_name: &str, infos: Vec<ResourceInfo>) {
+        self.remove_crd(crd_name);
+        for info in infos {
+            self.insert(info);
+        }
+    }
+
+    /// Stops serving a CRD's resources.
+    pub fn remove_crd(&self, crd_name: &str) {
+        self.write()
+            .retain(|_, info| info.custom.as_ref().is_none_or(|c| c.crd_name != crd_name));
+    }
+
+    /// Whether another CRD or a built-in already serves `plural` in `group`.
+    pub fn names_taken(&self, group: &str, plural: &str, crd_name: &str) -> bool {
+        self.read().values().any(|i| {
+            i.group == group
+                && i.plural == plural
+                && i.custom.as_ref().is_none_or(|c| c.crd_name != crd_name)
+        })
+    }
+}
+
+/// Kubernetes version ordering: GA > beta > alpha, higher numbers first.
+pub fn version_priority(v: &str) -> (u8, u32, u32) {
+    let Some(rest) = v.strip_prefix('v') else {
+        return (0, 0, 0);
+    };
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let major: u32 = digits.parse().unwrap_or(0);
+    let tail = &rest[digits.len()..];
+    if tail.is_empty() {
+        return (3, major, 0);
+    }
+    let (level, n) = if let Some(n) = tail.strip_prefix("beta") {
+        (2, n)
+    } else if let Some(n) = tail.strip_prefix("alpha") {
+        (1, n)
+    } else {
+        return (0, 0, 0);
+    };
+    (level, major, n.parse().unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_include_every_required_resource() {
+        let r = Registry::with_builtins();
+        for (g, p) in [
+            ("", "namespaces"),
+            ("", "secrets"),
+            ("", "configmaps"),
+            ("", "serviceaccounts"),
+            ("", "events"),
+            ("", "nodes"),
+            ("apps", "deployments"),
+            ("coordination.k8s.io", "leases"),
+            ("certificates.k8s.io", "certificatesigningrequests"),
+            ("apiextensions.k8s.io", "customresourcedefinitions"),
+            ("rbac.authorization.k8s.io", "clusterrolebindings"),
+        ] {
+            assert!(r.lookup(g, "v1", p).is_some(), "{g}/{p}");
+        }
+    }
+
+    #[test]
+    fn versions_sort_ga_before_beta_before_alpha() {
+        let mut v = vec!["v1alpha1", "v2", "v1beta2", "v1"];
+        v.sort_by_key(|x| std::cmp::Reverse(version_priority(x)));
+        assert_eq!(v, vec!["v2", "v1", "v1beta2", "v1alpha1"]);
+    }
+
+    #[test]
+    fn crd_serves_only_served_versions_and_knows_storage() {
+        let crd = json!({"spec": {"group": "example.com", "scope": "Namespaced",
+        "names": {"plural": "widgets", "kind": "Widget", "shortNames": ["wd"]},
+        "versions": [
+            {"name": "v1", "served": true, "storage": true, "subresources": {"status": {}}},
+            {"name": "v1beta1", "served": true, "storage": false},
+            {"name": "v1alpha1", "served": false, "storage": false}
+        ]}});
+        let infos = resources_from_crd(&crd).unwrap();
+        assert_eq!(infos.len(), 2);
+        assert!(infos[0].has_status());
+        assert_eq!(infos[1].storage_api_version(), "example.com/v1");
+        let r = Registry::with_builtins();
+        r.set_crd("widgets.example.com", infos);
+        assert!(r.lookup("example.com", "v1beta1", "widgets").is_some());
+        r.remove_crd("widgets.example.com");
+        assert!(r.lookup("example.com", "v1", "widgets").is_none());
+    }
+}

@@ -1,0 +1,605 @@
+//! Object storage: the authoritative in-memory state (every current object, an event history
+//! window for watch resume, per-resource event fan-out) in front of a durable [`Backend`].
+//!
+//! Every write goes through [`Store::write`]: under one lock it checks the caller's
+//! preconditions against the current object, assigns the next resourceVersion, updates the
+//! cache, records the event and publishes it; the returned [`Ack`] resolves once the backend
+//! has made the write durable, and only then may the write be acknowledged to a client.
+//! The backend commits in resourceVersion order, so what survives a crash is always a prefix
+//! of the acknowledged history. This module knows nothing of HTTP or of resource semantics.
+
+pub mod memory;
+pub mod sqlite;
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tokio::sync::{broadcast, oneshot};
+
+use crate::meta::ObjectMeta;
+
+/// The kind of a watch event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "ADDED" => Some(EventType::Added),
+            "MODIFIED" => Some(EventType::Modified),
+            "DELETED" => Some(EventType::Deleted),
+            _ => None,
+        }
+    }
+}
+
+/// One change to one object, at one resourceVersion.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub rv: i64,
+    /// Storage key `group/plural`.
+    pub key: Arc<str>,
+    pub namespace: String,
+    pub name: String,
+    pub kind: EventType,
+    /// The object after the change (for deletes: its last state, at the delete's rv).
+    pub object: Arc<Value>,
+    /// The object before the change, when known (not kept across restarts).
+    pub prev: Option<Arc<Value>>,
+}
+
+/// Failures of the durable backend.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("data directory {dir}: {message}")]
+    DataDir { dir: String, message: String },
+    #[error(
+        "data directory {dir} holds a database that is not a fleetform control-plane store ({detail}); refusing to use it"
+    )]
+    Foreign { dir: String, detail: String },
+    #[error(
+        "data directory {dir} holds a corrupt database: {detail}; restore it from a backup or move it away"
+    )]
+    Corrupt { dir: String, detail: String },
+    #[error("data directory {dir} is in use by another control plane")]
+    InUse { dir: String },
+    #[error("storage: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("storage: stored object is not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("storage writer has stopped")]
+    WriterGone,
+}
+
+/// What a backend holds at start.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub rv: i64,
+    /// Highest resourceVersion whose event is no longer in the history.
+    pub compacted_rv: i64,
+    pub objects: Vec<(String, String, String, Value)>,
+    pub history: Vec<Event>,
+}
+
+/// A durable home for objects and their change history.
+pub trait Backend: Send + 'static {
+    /// Reads everything back at start.
+    fn load(&mut self) -> Result<Loaded, StorageError>;
+    /// Makes a batch of events durable, in order, in one transaction.
+    fn commit(&mut self, batch: &[Arc<Event>], compact_below: i64) -> Result<(), StorageError>;
+}
+
+/// Resolves once a write is durable.
+pub struct Ack(Option<oneshot::Receiver<Result<(), String>>>);
+
+impl Ack {
+    /// Waits for durability.
+    pub async fn wait(self) -> Result<(), StorageError> {
+        match self.0 {
+            None => Ok(()),
+            Some(rx) => match rx.await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(_)) | Err(_) => Err(StorageError::WriterGone),
+            },
+        }
+    }
+}
+
+/// What a write closure decides.
+pub enum WriteOp {
+    /// Store this object (create or replace).
+    Put(Value),
+    /// Remove the object.
+    Delete,
+    /// Change nothing; answer with the current object.
+    Unchanged,
+}
+
+/// The result of a write.
+pub struct Written {
+    /// The stored object (for deletes: the last state).
+    pub object: Arc<Value>,
+    pub ack: Ack,
+}
+
+type ObjKey = (String, String);
+type Slot = (String, String, String);
+
+struct Inner {
+    rv: i64,
+    compacted_rv: i64,
+    objects: HashMap<String, BTreeMap<ObjKey, Arc<Value>>>,
+    uids: HashMap<String, Slot>,
+    dependents: HashMap<String, HashSet<Slot>>,
+    history: VecDeque<Arc<Event>>,
+    history_cap: usize,
+    channels: HashMap<String, broadcast::Sender<Arc<Event>>>,
+    all: broadcast::Sender<Arc<Event>>,
+}
+
+type PersistItem = (Arc<Event>, i64, Option<oneshot::Sender<Result<(), String>>>);
+
+/// The in-memory state plus its durable writer.
+pub struct Store {
+    inner: Mutex<Inner>,
+    writer: Option<std::sync::mpsc::Sender<PersistItem>>,
+}
+
+/// A subscription to one resource's events.
+pub type EventReceiver = broadcast::Receiver<Arc<Event>>;
+
+/// The watch channel capacity per resource; a watcher that falls further behind catches up
+/// from the history window.
+const CHANNEL_CAPACITY: usize = 1024;
+
+/// Why a watch cannot start where it asked to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expired {
+    pub requested: i64,
+    pub oldest: i64,
+}
+
+fn owner_uids(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r.get("uid").and_then(Value::as_str).map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Inner {
+    fn index(&mut self, slot: &Slot, old: Option<&Value>, new: Option<&Value>) {
+        if let Some(old) = old {
+            self.uids.remove(old.uid());
+            for o in owner_uids(old) {
+                if let Some(set) = self.dependents.get_mut(&o) {
+                    set.remove(slot);
+                    if set.is_empty() {
+                        self.dependents.remove(&o);
+                    }
+                }
+            }
+        }
+        if let Some(new) = new {
+            if !new.uid().is_empty() {
+                self.uids.insert(new.uid().to_string(), slot.clone());
+            }
+            for o in owner_uids(new) {
+                self.dependents.entry(o).or_default().insert(slot.clone());
+            }
+        }
+    }
+
+    fn record(&mut self, event: Arc<Event>) {
+        if self.history.len() >= self.history_cap
+            && let Some(old) = self.history.pop_front()
+        {
+            self.compacted_rv = old.rv;
+        }
+        self.history.push_back(event.clone());
+        if let Some(tx) = self.channels.get(&*event.key)
+            && tx.send(event.clone()).is_err()
+        {
+            self.channels.remove(&*event.key);
+        }
+        let _ = self.all.send(event);
+    }
+}
+
+impl Store {
+    /// Builds the store from a backend's contents and starts its writer thread.
+    pub fn open(
+        mut backend: Box<dyn Backend>,
+        history_cap: usize,
+        durable: bool,
+    ) -> Result<Arc<Store>, StorageError> {
+        let loaded = backend.load()?;
+        let (all, _) = broadcast::channel(65536);
+        let mut inner = Inner {
+            rv: loaded.rv,
+            compacted_rv: loaded.compacted_rv,
+            objects: HashMap::new(),
+            uids: HashMap::new(),
+            dependents: HashMap::new(),
+            history: VecDeque::new(),
+            history_cap: history_cap.max(1),
+            channels: HashMap::new(),
+            all,
+        };
+        for (key, ns, name, obj) in loaded.objects {
+            let slot = (key.clone(), ns.clone(), name.clone());
+            inner.index(&slot, None, Some(&obj));
+            inner
+                .objects
+                .entry(key)
+                .or_default()
+                .insert((ns, name), Arc::new(obj));
+        }
+        for e in loaded.history {
+            inner.history.push_back(Arc::new(e));
+        }
+        while inner.history.len() > inner.history_cap {
+            if let Some(old) = inner.history.pop_front() {
+                inner.compacted_rv = old.rv;
+            }
+        }
+        let writer = if durable {
+            let (tx, rx) = std::sync::mpsc::channel::<PersistItem>();
+            std::thread::Builder::new()
+                .name("controlplane-writer".into())
+                .spawn(move || run_writer(backend, rx))
+                .map_err(|e| StorageError::DataDir {
+                    dir: String::new(),
+                    message: format!("cannot start writer thread: {e}"),
+                })?;
+            Some(tx)
+        } else {
+            None
+        };
+        Ok(Arc::new(Store {
+            inner: Mutex::new(inner),
+            writer,
+        }))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The current resourceVersion.
+    pub fn current_rv(&self) -> i64 {
+        self.lock().rv
+    }
+
+    /// One object.
+    pub fn get(&self, key: &str, ns: &str, name: &str) -> Option<Arc<Value>> {
+        self.lock()
+            .objects
+            .get(key)
+            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+            .cloned()
+    }
+
+    /// Objects of one resource (in one namespace, or all), ordered by namespace and name,
+    /// starting after `after`, with the rv they were read at.
+    pub fn list(
+        &self,
+        key: &str,
+        ns: Option<&str>,
+        after: Option<(&str, &str)>,
+    ) -> (i64, Vec<Arc<Value>>) {
+        let inner = self.lock();
+        (inner.rv, collect(&inner, key, ns, after))
+    }
+
+    /// Where an object with this uid lives.
+    pub fn locate_uid(&self, uid: &str) -> Option<(String, String, String)> {
+        self.lock().uids.get(uid).cloned()
+    }
+
+    /// Objects naming `uid` in their ownerReferences.
+    pub fn dependents_of(&self, uid: &str) -> Vec<(String, String, String)> {
+        self.lock()
+            .dependents
+            .get(uid)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Every namespaced object in a namespace, across resources.
+    pub fn in_namespace(&self, ns: &str) -> Vec<(String, Arc<Value>)> {
+        let inner = self.lock();
+        let mut out = Vec::new();
+        for (key, objs) in &inner.objects {
+            for ((ons, _), obj) in objs {
+                if ons == ns {
+                    out.push((key.clone(), obj.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether any object of a resource exists.
+    pub fn count(&self, key: &str) -> usize {
+        self.lock().objects.get(key).map_or(0, BTreeMap::len)
+    }
+
+    /// A consistent snapshot plus a subscription to later events of one resource.
+    pub fn list_and_subscribe(
+        &self,
+        key: &str,
+        ns: Option<&str>,
+    ) -> (i64, Vec<Arc<Value>>, broadcast::Receiver<Arc<Event>>) {
+        let mut inner = self.lock();
+        let items = collect(&inner, key, ns, None);
+        let rx = subscribe(&mut inner, key);
+        (inner.rv, items, rx)
+    }
+
+    /// Events of one resource after `since`, plus a subscription to the rest.
+    pub fn events_since(
+        &self,
+        key: &str,
+        since: i64,
+    ) -> Result<(Vec<Arc<Event>>, EventReceiver), Expired> {
+        let mut inner = self.lock();
+        let events = history_since(&inner, key, since)?;
+        let rx = subscribe(&mut inner, key);
+        Ok((events, rx))
+    }
+
+    /// Events of one resource after `since` (for a watcher that fell behind).
+    pub fn replay(&self, key: &str, since: i64) -> Result<Vec<Arc<Event>>, Expired> {
+        history_since(&self.lock(), key, since)
+    }
+
+    /// A subscription to every event (for the server's own controllers).
+    pub fn subscribe_all(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.lock().all.subscribe()
+    }
+
+    /// Reads the object at `(key, ns, name)`, lets `decide` choose what to do, and applies it.
+    /// `decide` runs under the store lock: it must be quick and must not touch the store.
+    /// With `dry_run` the decision is returned as if stored, but nothing changes.
+    pub fn write<F>(
+        &self,
+        key: &str,
+        ns: &str,
+        name: &str,
+        dry_run: bool,
+        decide: F,
+    ) -> Result<Written, crate::error::ApiError>
+    where
+        F: FnOnce(Option<&Arc<Value>>) -> Result<WriteOp, crate::error::ApiError>,
+    {
+        let mut inner = self.lock();
+        let id = (ns.to_string(), name.to_string());
+        let current = inner.objects.get(key).and_then(|m| m.get(&id)).cloned();
+        let op = decide(current.as_ref())?;
+        let (kind, mut object) = match op {
+            WriteOp::Unchanged => {
+                let object = current.ok_or_else(|| {
+                    crate::error::ApiError::Internal("no object to leave unchanged".into())
+                })?;
+                return Ok(Written {
+                    object,
+                    ack: Ack(None),
+                });
+            }
+            WriteOp::Put(v) => (
+                if current.is_some() {
+                    EventType::Modified
+                } else {
+                    EventType::Added
+                },
+                v,
+            ),
+            WriteOp::Delete => match &current {
+                Some(c) => (EventType::Deleted, (**c).clone()),
+                None => {
+                    return Err(crate::error::ApiError::Internal(
+                        "no object to delete".into(),
+                    ));
+                }
+            },
+        };
+        let rv = inner.rv + 1;
+        crate::meta::meta_mut(&mut object)
+            .insert("resourceVersion".into(), Value::String(rv.to_string()));
+        let object = Arc::new(object);
+        if dry_run {
+            return Ok(Written {
+                object,
+                ack: Ack(None),
+            });
+        }
+        inner.rv = rv;
+        let slot = (key.to_string(), ns.to_string(), name.to_string());
+        let new_ref = (kind != EventType::Deleted).then(|| object.clone());
+        inner.index(&slot, current.as_deref(), new_ref.as_deref());
+        let map = inner.objects.entry(key.to_string()).or_default();
+        match new_ref {
+            Some(o) => {
+                map.insert(id, o);
+            }
+            None => {
+                map.remove(&id);
+            }
+        }
+        let event = Arc::new(Event {
+            rv,
+            key: Arc::from(key),
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            kind,
+            object: object.clone(),
+            prev: current.clone(),
+        });
+        let compact_below = inner.compacted_rv;
+        inner.record(event.clone());
+        let ack = match &self.writer {
+            None => Ack(None),
+            Some(tx) => {
+                let (atx, arx) = oneshot::channel();
+                // Sent under the lock so the writer sees events in resourceVersion order.
+                if tx.send((event, compact_below, Some(atx))).is_err() {
+                    return Err(crate::error::ApiError::ServiceUnavailable(
+                        "storage writer has stopped".into(),
+                    ));
+                }
+                Ack(Some(arx))
+            }
+        };
+        Ok(Written { object, ack })
+    }
+}
+
+fn collect(
+    inner: &Inner,
+    key: &str,
+    ns: Option<&str>,
+    after: Option<(&str, &str)>,
+) -> Vec<Arc<Value>> {
+    use std::ops::Bound;
+    let Some(map) = inner.objects.get(key) else {
+        return Vec::new();
+    };
+    let start = match (after, ns) {
+        (Some((ans, aname)), _) => Bound::Excluded((ans.to_string(), aname.to_string())),
+        (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
+        (None, None) => Bound::Unbounded,
+    };
+    map.range((start, Bound::Unbounded))
+        .take_while(|((ons, _), _)| ns.is_none_or(|n| n == ons))
+        .map(|(_, v)| v.clone())
+        .collect()
+}
+
+fn subscribe(inner: &mut Inner, key: &str) -> broadcast::Receiver<Arc<Event>> {
+    inner
+        .channels
+        .entry(key.to_string())
+        .or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0)
+        .subscribe()
+}
+
+fn history_since(inner: &Inner, key: &str, since: i64) -> Result<Vec<Arc<Event>>, Expired> {
+    if since < inner.compacted_rv {
+        return Err(Expired {
+            requested: since,
+            oldest: inner.compacted_rv + 1,
+        });
+    }
+    let start = inner.history.partition_point(|e| e.rv <= since);
+    Ok(inner
+        .history
+        .range(start..)
+        .filter(|e| &*e.key == key)
+        .cloned()
+        .collect())
+}
+
+/// Most events committed in one transaction.
+const MAX_BATCH: usize = 1024;
+
+fn run_writer(mut backend: Box<dyn Backend>, rx: std::sync::mpsc::Receiver<PersistItem>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(item) => batch.push(item),
+                Err(_) => break,
+            }
+        }
+        let compact_below = batch.iter().map(|(_, c, _)| *c).max().unwrap_or(0);
+        let events: Vec<Arc<Event>> = batch.iter().map(|(e, _, _)| e.clone()).collect();
+        let result = backend
+            .commit(&events, compact_below)
+            .map_err(|e| e.to_string());
+        if let Err(e) = &result {
+            tracing::error!(error = %e, "storage commit failed");
+        }
+        for (_, _, ack) in batch {
+            if let Some(ack) = ack {
+                let _ = ack.send(result.clone());
+            }
+        }
+        if result.is_err() {
+            // Later writes would build on state that is not durable: stop acknowledging.
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn store(cap: usize) -> Arc<Store> {
+        Store::open(Box::new(memory::MemoryBackend), cap, false).unwrap()
+    }
+
+    fn put(s: &Store, name: &str) -> Arc<Value> {
+        s.write("/configmaps", "ns", name, false, |_| {
+            Ok(WriteOp::Put(
+                json!({"metadata": {"name": name, "namespace": "ns"}}),
+            ))
+        })
+        .unwrap()
+        .object
+    }
+
+    #[test]
+    fn writes_assign_increasing_resource_versions() {
+        let s = store(10);
+        let a = put(&s, "a");
+        let b = put(&s, "b");
+        assert_eq!(a.resource_version(), "1");
+        assert_eq!(b.resource_version(), "2");
+        assert_eq!(s.list("/configmaps", Some("ns"), None).1.len(), 2);
+        assert_eq!(
+            s.list("/configmaps", Some("ns"), Some(("ns", "a"))).1.len(),
+            1
+        );
+    }
+
+    #[test]
+    fn dry_run_changes_nothing() {
+        let s = store(10);
+        s.write("/configmaps", "ns", "a", true, |_| {
+            Ok(WriteOp::Put(json!({})))
+        })
+        .unwrap();
+        assert_eq!(s.current_rv(), 0);
+        assert!(s.get("/configmaps", "ns", "a").is_none());
+    }
+
+    #[test]
+    fn history_window_expires_old_resource_versions() {
+        let s = store(2);
+        for n in ["a", "b", "c", "d"] {
+            put(&s, n);
+        }
+        assert_eq!(s.replay("/configmaps", 2).unwrap().len(), 2);
+        let err = s.replay("/configmaps", 1).unwrap_err();
+        assert_eq!(err.oldest, 3);
+    }
+}

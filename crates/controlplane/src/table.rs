@@ -1,0 +1,248 @@
+//! `meta.k8s.io/v1` Table output (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`), so
+//! `kubectl get` prints columns: Name, the resource's printer columns, and Age.
+//!
+//! Pure: objects in, Table JSON out.
+
+use serde_json::{Value, json};
+
+use crate::meta::{ObjectMeta, parse_time};
+use crate::registry::{CellSource, ResourceInfo};
+
+/// How much of each object a Table row carries (`includeObject`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncludeObject {
+    None,
+    Metadata,
+    Object,
+}
+
+impl IncludeObject {
+    pub fn parse(s: Option<&str>) -> Self {
+        match s {
+            Some("None") => IncludeObject::None,
+            Some("Object") => IncludeObject::Object,
+            _ => IncludeObject::Metadata,
+        }
+    }
+}
+
+/// Whether an Accept header asks for a Table.
+pub fn wants_table(accept: &str) -> bool {
+    accept.split(',').next().is_some_and(|first| {
+        let parts: Vec<&str> = first.split(';').map(str::trim).collect();
+        parts.contains(&"as=Table") && parts.contains(&"g=meta.k8s.io")
+    })
+}
+
+/// The column definitions of a resource's table.
+pub fn columns(info: &ResourceInfo) -> Value {
+    let mut cols = vec![json!({"name": "Name", "type": "string", "format": "name",
+        "description": "Name must be unique within a namespace.", "priority": 0})];
+    let has_custom_age = info.printer_columns.iter().any(|c| c.name == "Age");
+    for c in &info.printer_columns {
+        cols.push(json!({"name": c.name, "type": c.type_, "format": c.format,
+            "description": c.description, "priority": c.priority}));
+    }
+    if !has_custom_age {
+        cols.push(json!({"name": "Age", "type": "string", "format": "",
+            "description": "CreationTimestamp is a timestamp representing the server time when this object was created.",
+            "priority": 0}));
+    }
+    Value::Array(cols)
+}
+
+/// A human age as kubectl prints it: 5s, 3m, 2h, 4d, 2y.
+pub fn human_age(seconds: i64) -> String {
+    let s = seconds.max(0);
+    match s {
+        0..120 => format!("{s}s"),
+        120..7200 => format!("{}m", s / 60),
+        7200..172_800 => format!("{}h", s / 3600),
+        172_800..63_072_000 => format!("{}d", s / 86_400),
+        _ => format!("{}y", s / 31_536_000),
+    }
+}
+
+fn age_of(ts: Option<&str>, now: i64) -> String {
+    ts.and_then(parse_time)
+        .map(|t| human_age(now - t))
+        .unwrap_or_else(|| "<unknown>".into())
+}
+
+/// Evaluates a simple JSONPath (`.a.b[0].c`, `.a[*].b`) to cell text.
+pub fn eval_path(obj: &Value, path: &str) -> Value {
+    let mut cur: Vec<&Value> = vec![obj];
+    let path = path.trim().trim_start_matches('{').trim_end_matches('}');
+    for raw in path.trim_start_matches('.').split('.') {
+        if raw.is_empty() {
+            continue;
+        }
+        let (field, index) = match raw.split_once('[') {
+            Some((f, rest)) => (f, Some(rest.trim_end_matches(']'))),
+            None => (raw, None),
+        };
+        let mut next = Vec::new();
+        for v in cur {
+            let v = if field.is_empty() {
+                Some(v)
+            } else {
+                v.get(field)
+            };
+            let Some(v) = v else { continue };
+            match index {
+                None => next.push(v),
+                Some("*") => next.extend(v.as_array().into_iter().flatten()),
+                Some(i) => {
+                    if let (Ok(i), Some(a)) = (i.parse::<usize>(), v.as_array())
+                        && let Some(x) = a.get(i)
+                    {
+                        next.push(x);
+                    }
+                }
+            }
+        }
+        cur = next;
+    }
+    match cur.as_slice() {
+        [] => Value::Null,
+        [one] => (*one).clone(),
+        many => Value::String(
+            many.iter()
+                .map(|v| match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+    }
+}
+
+fn cell(source: &CellSource, type_: &str, obj: &Value, now: i64) -> Value {
+    let at = |p: &[&str]| {
+        let mut cur = obj;
+        for k in p {
+            cur = cur.get(*k).unwrap_or(&Value::Null);
+        }
+        cur.clone()
+    };
+    match source {
+        CellSource::JsonPath(p) => {
+            let v = eval_path(obj, p);
+            if type_ == "date" {
+                return match v.as_str() {
+                    Some(s) => Value::String(age_of(Some(s), now)),
+                    None => Value::String("<unknown>".into()),
+                };
+            }
+            match v {
+                Value::Null => match type_ {
+                    "integer" | "number" => json!(0),
+                    _ => json!("<none>"),
+                },
+                Value::Object(_) | Value::Array(_) => Value::String(v.to_string()),
+                other => other,
+            }
+        }
+        CellSource::MapLen(p) => json!(at(p).as_object().map_or(0, |m| m.len())),
+        CellSource::Ratio(a, b) => {
+            let n = |v: Value| v.as_i64().unwrap_or(0);
+            json!(format!("{}/{}", n(at(a)), n(at(b))))
+        }
+        CellSource::TrueConditions => {
+            let conds: Vec<String> = obj
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter(|c| c.get("status").and_then(Value::as_str).unwrap_or("True") == "True")
+                .filter_map(|c| c.get("type").and_then(Value::as_str).map(str::to_string))
+                .collect();
+            json!(if conds.is_empty() {
+                "Pending".to_string()
+            } else {
+                conds.join(",")
+            })
+        }
+        CellSource::RoleRef => json!(format!(
+            "{}/{}",
+            obj.pointer("/roleRef/kind")
+                .and_then(Value::as_str)
+                .unwrap_or(""),
+            obj.pointer("/roleRef/name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        )),
+    }
+}
+
+/// One table row.
+pub fn row(info: &ResourceInfo, obj: &Value, include: IncludeObject, now: i64) -> Value {
+    let mut cells = vec![json!(obj.name())];
+    for c in &info.printer_columns {
+        cells.push(cell(&c.source, &c.type_, obj, now));
+    }
+    if !info.printer_columns.iter().any(|c| c.name == "Age") {
+        cells.push(json!(age_of(obj.meta_str("creationTimestamp"), now)));
+    }
+    let mut r = json!({"cells": cells});
+    match include {
+        IncludeObject::None => {}
+        IncludeObject::Metadata => {
+            r["object"] = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))});
+        }
+        IncludeObject::Object => r["object"] = obj.clone(),
+    }
+    r
+}
+
+/// A full Table.
+pub fn table(
+    info: &ResourceInfo,
+    objs: &[Value],
+    include: IncludeObject,
+    list_meta: Value,
+    with_columns: bool,
+) -> Value {
+    let now = jiff::Timestamp::now().as_second();
+    let rows: Vec<Value> = objs.iter().map(|o| row(info, o, include, now)).collect();
+    let mut t = json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta,
+        "rows": rows});
+    t["columnDefinitions"] = if with_columns {
+        columns(info)
+    } else {
+        json!([])
+    };
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_read_like_kubectl() {
+        assert_eq!(human_age(5), "5s");
+        assert_eq!(human_age(300), "5m");
+        assert_eq!(human_age(3 * 3600), "3h");
+        assert_eq!(human_age(5 * 86400), "5d");
+    }
+
+    #[test]
+    fn json_paths_pick_fields_and_list_items() {
+        let o = json!({"spec": {"a": [{"n": 1}, {"n": 2}]}, "status": {"phase": "Ok"}});
+        assert_eq!(eval_path(&o, ".status.phase"), json!("Ok"));
+        assert_eq!(eval_path(&o, ".spec.a[1].n"), json!(2));
+        assert_eq!(eval_path(&o, ".spec.a[*].n"), json!("1,2"));
+        assert_eq!(eval_path(&o, ".nope"), Value::Null);
+    }
+
+    #[test]
+    fn table_accept_header_is_recognised() {
+        assert!(wants_table(
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+        ));
+        assert!(!wants_table("application/json"));
+    }
+}
