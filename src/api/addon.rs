@@ -10,13 +10,15 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::vocabulary::{ADDON_CONDITION_AVAILABLE, DEFAULT_ADDON_INSTALL_NAMESPACE, SIGNER_KUBE_APISERVER_CLIENT};
+use super::vocabulary::{
+    ADDON_CONDITION_AVAILABLE, DEFAULT_ADDON_INSTALL_NAMESPACE, SIGNER_KUBE_APISERVER_CLIENT,
+};
 
 /// API group of the addon kinds.
 pub const GROUP: &str = "addon.open-cluster-management.io";
 
-/// An addon enabled on one managed cluster. Lives in the cluster's namespace on the hub; its
-/// name is the addon's name.
+/// How an addon is installed on one managed cluster. The ManagedClusterAddOn lives in the
+/// cluster's namespace on the hub; its name is the addon's name.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "addon.open-cluster-management.io",
@@ -29,21 +31,9 @@ pub const GROUP: &str = "addon.open-cluster-management.io";
     shortname = "mca",
     shortname = "mcas",
     doc = "An addon enabled on one managed cluster, in that cluster's namespace on the hub.",
-    printcolumn(
-        name = "Available",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Available\")].status"
-    ),
-    printcolumn(
-        name = "Degraded",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Degraded\")].status"
-    ),
-    printcolumn(
-        name = "Progressing",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Progressing\")].status"
-    )
+    printcolumn = r#"{"name":"Available","type":"string","jsonPath":".status.conditions[?(@.type==\"Available\")].status"}"#,
+    printcolumn = r#"{"name":"Degraded","type":"string","jsonPath":".status.conditions[?(@.type==\"Degraded\")].status"}"#,
+    printcolumn = r#"{"name":"Progressing","type":"string","jsonPath":".status.conditions[?(@.type==\"Progressing\")].status"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ManagedClusterAddOnSpec {
@@ -82,7 +72,7 @@ pub struct AddOnConfig {
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct ManagedClusterAddOnStatus {
-    /// Conditions by type; fleetform's agent writes `Available`.
+    /// Conditions of the addon, one per type; `Available` tells whether its agent is alive.
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
@@ -188,8 +178,9 @@ pub struct Subject {
     pub user: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<String>,
-    /// Organisational units. OCM's JSON name is singular (`organizationUnit`) although it is a
-    /// list; the fleet repo's AddOn document says `organizationUnits`.
+    /// Organisational units of the certificate.
+    // OCM's JSON name is singular although it is a list; the fleet repo's AddOn document says
+    // `organizationUnits`.
     #[serde(
         default,
         rename = "organizationUnit",
@@ -241,7 +232,9 @@ impl ManagedClusterAddOn {
 
     /// All conditions of the addon (none before any status is written).
     pub fn conditions(&self) -> &[Condition] {
-        self.status.as_ref().map_or(&[], |status| &status.conditions)
+        self.status
+            .as_ref()
+            .map_or(&[], |status| &status.conditions)
     }
 
     /// Whether the addon is available (`Available` is True).
@@ -249,12 +242,18 @@ impl ManagedClusterAddOn {
         super::is_condition_true(self.conditions(), ADDON_CONDITION_AVAILABLE)
     }
 
-    /// The namespace the addon's agent runs in on the spoke.
+    /// The namespace the addon's agent runs in on the spoke, where its lease and registration
+    /// secrets live. Like OCM's registration agent: `status.namespace` (set by the addon's
+    /// manager), else `spec.installNamespace`, else `open-cluster-management-agent-addon`.
     pub fn install_namespace(&self) -> &str {
-        self.spec
-            .install_namespace
-            .as_deref()
-            .filter(|namespace| !namespace.is_empty())
+        let from_status = self
+            .status
+            .as_ref()
+            .and_then(|status| status.namespace.as_deref());
+        [from_status, self.spec.install_namespace.as_deref()]
+            .into_iter()
+            .flatten()
+            .find(|namespace| !namespace.is_empty())
             .unwrap_or(DEFAULT_ADDON_INSTALL_NAMESPACE)
     }
 
@@ -269,11 +268,14 @@ impl ManagedClusterAddOn {
 
     /// The registrations the addon asks for.
     pub fn registrations(&self) -> &[RegistrationConfig] {
-        self.status.as_ref().map_or(&[], |status| &status.registrations)
+        self.status
+            .as_ref()
+            .map_or(&[], |status| &status.registrations)
     }
 }
 
-/// An addon the hub offers. Cluster-scoped; its name is the addon's name.
+/// What the hub knows of an addon it offers. The ClusterManagementAddOn is cluster-scoped; its
+/// name is the addon's name.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "addon.open-cluster-management.io",
@@ -285,15 +287,16 @@ impl ManagedClusterAddOn {
     shortname = "cma",
     shortname = "cmas",
     doc = "An addon this hub offers to its managed clusters.",
-    printcolumn(name = "DISPLAY NAME", type_ = "string", json_path = ".spec.addOnMeta.displayName"),
-    printcolumn(name = "CRD NAME", type_ = "string", json_path = ".spec.addOnConfiguration.crdName")
+    printcolumn = r#"{"name":"DISPLAY NAME","type":"string","jsonPath":".spec.addOnMeta.displayName"}"#,
+    printcolumn = r#"{"name":"CRD NAME","type":"string","jsonPath":".spec.addOnConfiguration.crdName"}"#
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct ClusterManagementAddOnSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub add_on_meta: Option<AddOnMeta>,
-    /// Deprecated by OCM; kept because OCM still prints its `crdName`.
+    /// Deprecated: where the addon's configuration CRD and CR are.
+    // Modelled only because OCM still prints `crdName`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub add_on_configuration: Option<ConfigCoordinates>,
     /// Configuration kinds the addon takes, with their defaults.
@@ -303,8 +306,8 @@ pub struct ClusterManagementAddOnSpec {
         "x-kubernetes-list-map-keys" = ["group", "resource"]
     ))]
     pub supported_configs: Vec<ConfigMeta>,
-    /// Where OCM's addon manager installs the addon by itself; the server defaults it to Manual,
-    /// which leaves enabling the addon per cluster to fleetform.
+    /// Which clusters OCM's addon manager installs the addon on by itself; `Manual` (the
+    /// default) leaves enabling it per cluster to whoever creates ManagedClusterAddOns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = {"type": "Manual"}))]
     pub install_strategy: Option<InstallStrategy>,
@@ -381,8 +384,8 @@ pub struct PlacementStrategy {
     pub configs: Vec<AddOnConfig>,
 }
 
-/// Written by OCM's addon manager (config references, install progress); fleetform does not
-/// read it, and the schema keeps whatever OCM writes.
+/// Configuration references and install progress, written by OCM's addon manager.
+// fleetform reads none of it; the schema keeps whatever OCM writes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct ClusterManagementAddOnStatus {}
@@ -390,12 +393,12 @@ pub struct ClusterManagementAddOnStatus {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::schema_check::schema_errors;
     use crate::api::vocabulary::{REASON_ADDON_LEASE_UPDATED, STATUS_TRUE};
     use serde_json::json;
 
-    #[test]
-    fn reads_a_managed_cluster_addon_written_by_ocm() {
-        let addon: ManagedClusterAddOn = serde_json::from_value(json!({
+    fn ocm_written_addon() -> serde_json::Value {
+        json!({
             "apiVersion": "addon.open-cluster-management.io/v1alpha1",
             "kind": "ManagedClusterAddOn",
             "metadata": {"name": "helloworld", "namespace": "cluster1"},
@@ -417,15 +420,65 @@ mod tests {
                                       "lastObservedGeneration": 1, "desiredConfig": null,
                                       "lastAppliedConfig": null}]
             }
-        }))
-        .unwrap();
+        })
+    }
+
+    #[test]
+    fn reads_a_managed_cluster_addon_written_by_ocm() {
+        let addon: ManagedClusterAddOn = serde_json::from_value(ocm_written_addon()).unwrap();
         assert!(addon.is_available());
         let available = addon.condition(ADDON_CONDITION_AVAILABLE).unwrap();
-        assert_eq!((available.status.as_str(), available.reason.as_str()), (STATUS_TRUE, REASON_ADDON_LEASE_UPDATED));
+        assert_eq!(
+            (available.status.as_str(), available.reason.as_str()),
+            (STATUS_TRUE, REASON_ADDON_LEASE_UPDATED)
+        );
         assert_eq!(addon.install_namespace(), "hello");
+        let mut moved = addon.clone();
+        moved.status.as_mut().unwrap().namespace = Some("elsewhere".into());
+        assert_eq!(
+            moved.install_namespace(),
+            "elsewhere",
+            "status.namespace wins over the spec"
+        );
         assert_eq!(addon.health_check_mode(), HealthCheckMode::Customized);
         let subject = addon.registrations()[0].subject.as_ref().unwrap();
         assert_eq!(subject.organization_units, ["ou"]);
+    }
+
+    #[test]
+    fn crd_accepts_addons_written_by_ocm_and_by_fleetform() {
+        assert_eq!(schema_errors(&ocm_written_addon()), Vec::<String>::new());
+        let addon: ManagedClusterAddOn = serde_json::from_value(ocm_written_addon()).unwrap();
+        assert_eq!(
+            schema_errors(&serde_json::to_value(&addon).unwrap()),
+            Vec::<String>::new()
+        );
+        let enabled = ManagedClusterAddOn::new("hello", ManagedClusterAddOnSpec::default());
+        assert_eq!(
+            schema_errors(&serde_json::to_value(&enabled).unwrap()),
+            Vec::<String>::new()
+        );
+        let offered = ClusterManagementAddOn::new(
+            "hello",
+            ClusterManagementAddOnSpec {
+                add_on_meta: Some(AddOnMeta {
+                    display_name: Some("Hello".into()),
+                    description: None,
+                }),
+                ..Default::default()
+            },
+        );
+        assert_eq!(
+            schema_errors(&serde_json::to_value(&offered).unwrap()),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn crd_rejects_a_registration_without_a_valid_signer() {
+        let mut addon = ocm_written_addon();
+        addon["status"]["registrations"][0]["signerName"] = json!("no-slash");
+        assert_eq!(schema_errors(&addon).len(), 1);
     }
 
     #[test]
@@ -444,7 +497,10 @@ mod tests {
     #[test]
     fn addon_without_install_namespace_or_health_check_uses_ocm_defaults() {
         let addon = ManagedClusterAddOn::new("helloworld", ManagedClusterAddOnSpec::default());
-        assert_eq!(addon.install_namespace(), "open-cluster-management-agent-addon");
+        assert_eq!(
+            addon.install_namespace(),
+            "open-cluster-management-agent-addon"
+        );
         assert_eq!(addon.health_check_mode(), HealthCheckMode::Lease);
         assert!(!addon.is_available());
         assert_eq!(serde_json::to_value(&addon.spec).unwrap(), json!({}));
@@ -457,7 +513,10 @@ mod tests {
             subject: None,
         };
         let subject = registration.effective_subject("c1", "hello");
-        assert_eq!(subject.user, "system:open-cluster-management:cluster:c1:addon:hello:agent:hello");
+        assert_eq!(
+            subject.user,
+            "system:open-cluster-management:cluster:c1:addon:hello:agent:hello"
+        );
         assert_eq!(
             subject.groups,
             [
@@ -467,7 +526,10 @@ mod tests {
             ]
         );
         let custom = RegistrationConfig {
-            subject: Some(Subject { user: "me".into(), ..Default::default() }),
+            subject: Some(Subject {
+                user: "me".into(),
+                ..Default::default()
+            }),
             ..registration
         };
         assert_eq!(custom.effective_subject("c1", "hello").user, "me");
@@ -484,7 +546,10 @@ mod tests {
             signer_name: "example.com/my-signer".into(),
             subject: None,
         };
-        assert_eq!(custom.secret_name("hello"), "hello-example.com-my-signer-client-cert");
+        assert_eq!(
+            custom.secret_name("hello"),
+            "hello-example.com-my-signer-client-cert"
+        );
     }
 
     #[test]
@@ -501,6 +566,7 @@ mod tests {
                                     "placements": [{"namespace": "default", "name": "all"}]}
             }
         });
+        assert_eq!(schema_errors(&value), Vec::<String>::new());
         let addon: ClusterManagementAddOn = serde_json::from_value(value.clone()).unwrap();
         let strategy = addon.spec.install_strategy.as_ref().unwrap();
         assert_eq!(strategy.type_, InstallStrategyType::Placements);

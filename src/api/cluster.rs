@@ -25,8 +25,8 @@ pub const GROUP: &str = "cluster.open-cluster-management.io";
 /// The lease duration agents use when `spec.leaseDurationSeconds` is unset or zero.
 pub const DEFAULT_LEASE_DURATION_SECONDS: i32 = 60;
 
-/// A spoke cluster as the hub sees it. Cluster-scoped; its name is the cluster's name and the
-/// name of its namespace on the hub.
+/// How the hub reaches a managed cluster, and whether it accepts it. The ManagedCluster is
+/// cluster-scoped; its name is the cluster's name and the name of its namespace on the hub.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "cluster.open-cluster-management.io",
@@ -38,31 +38,20 @@ pub const DEFAULT_LEASE_DURATION_SECONDS: i32 = 60;
     shortname = "mcl",
     shortname = "mcls",
     doc = "A cluster registered to this hub: how to reach it, whether the hub accepts it, and its reported state.",
-    printcolumn(name = "Hub Accepted", type_ = "boolean", json_path = ".spec.hubAcceptsClient"),
-    printcolumn(
-        name = "Managed Cluster URLs",
-        type_ = "string",
-        json_path = ".spec.managedClusterClientConfigs[*].url"
-    ),
-    printcolumn(
-        name = "Joined",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"ManagedClusterJoined\")].status"
-    ),
-    printcolumn(
-        name = "Available",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"ManagedClusterConditionAvailable\")].status"
-    ),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn = r#"{"name":"Hub Accepted","type":"boolean","jsonPath":".spec.hubAcceptsClient"}"#,
+    printcolumn = r#"{"name":"Managed Cluster URLs","type":"string","jsonPath":".spec.managedClusterClientConfigs[*].url"}"#,
+    printcolumn = r#"{"name":"Joined","type":"string","jsonPath":".status.conditions[?(@.type==\"ManagedClusterJoined\")].status"}"#,
+    printcolumn = r#"{"name":"Available","type":"string","jsonPath":".status.conditions[?(@.type==\"ManagedClusterConditionAvailable\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ManagedClusterSpec {
     /// API server addresses of the spoke; empty when the hub cannot reach it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub managed_cluster_client_configs: Vec<ClientConfig>,
-    /// Whether the hub accepts the cluster's agent. Only the hub side sets it: an agent that
-    /// applied `false` with force would revoke its own acceptance, hence `Option`.
+    /// Whether the hub accepts the cluster's agent. Set on the hub side only.
+    // Optional so that an agent's apply never carries it: a forced `false` from the agent
+    // would revoke the acceptance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hub_accepts_client: Option<bool>,
     /// Seconds between the agent's lease renewals; unset or zero means 60.
@@ -93,13 +82,16 @@ fn base64_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Taint {
+    /// What the taint says, e.g. `cluster.open-cluster-management.io/unreachable`.
     #[schemars(length(max = 316))]
     pub key: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 1024))]
     pub value: Option<String>,
+    /// What the taint does to placements that do not tolerate it.
     pub effect: TaintEffect,
-    /// When the taint was added. OCM writes `null` rather than omitting it.
+    /// When the taint was added.
+    // Go writes `null` when unset, hence nullable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("nullable" = true))]
     pub time_added: Option<Time>,
@@ -110,7 +102,8 @@ pub struct Taint {
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct ManagedClusterStatus {
-    /// Conditions by type. OCM writes `null` for none.
+    /// Conditions of the cluster, one per type.
+    // Go writes `null` for none.
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
@@ -140,12 +133,18 @@ pub struct ManagedClusterVersion {
 }
 
 /// A ClusterClaim as reported in a ManagedCluster's status.
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+// Empty strings are omitted, as Go's `omitempty` does; that also keeps an empty default out of
+// the schema, where it would break `minLength`.
+#[derive(
+    Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 pub struct ManagedClusterClaim {
-    #[serde(default)]
+    /// Name of the ClusterClaim on the managed cluster.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
-    #[serde(default)]
+    /// The claimed value.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(min = 1, max = 1024))]
     pub value: String,
 }
@@ -158,7 +157,9 @@ impl ManagedCluster {
 
     /// All conditions of the cluster (none before any status is written).
     pub fn conditions(&self) -> &[Condition] {
-        self.status.as_ref().map_or(&[], |status| &status.conditions)
+        self.status
+            .as_ref()
+            .map_or(&[], |status| &status.conditions)
     }
 
     /// Whether the hub has accepted the cluster.
@@ -190,9 +191,12 @@ impl ManagedCluster {
     }
 }
 
-/// A fact a spoke states about itself (its id, platform, version...). Cluster-scoped, on the
-/// spoke; the agent copies the claims into its ManagedCluster's `status.clusterClaims`.
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// The claim of a ClusterClaim: a fact a spoke states about itself (its id, platform,
+/// version...). ClusterClaims are cluster-scoped, on the spoke; the agent copies them into its
+/// ManagedCluster's `status.clusterClaims`.
+#[derive(
+    CustomResource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
+)]
 #[kube(
     group = "cluster.open-cluster-management.io",
     version = "v1alpha1",
@@ -202,7 +206,8 @@ impl ManagedCluster {
     doc = "A fact a managed cluster states about itself; the agent reports it to the hub unless it is labelled spoke-only."
 )]
 pub struct ClusterClaimSpec {
-    #[serde(default)]
+    /// The claimed value.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(min = 1, max = 1024))]
     pub value: String,
 }
@@ -225,6 +230,7 @@ impl ClusterClaim {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::schema_check::schema_errors;
     use crate::api::vocabulary::{
         REASON_LEASE_UPDATE_STOPPED, STATUS_TRUE, STATUS_UNKNOWN, TAINT_UNREACHABLE,
     };
@@ -274,14 +280,41 @@ mod tests {
             Some(ByteString(b"ca".to_vec()))
         );
         let taint = cluster.taint(TAINT_UNREACHABLE).unwrap();
-        assert_eq!((taint.effect, &taint.time_added), (TaintEffect::NoSelect, &None));
+        assert_eq!(
+            (taint.effect, &taint.time_added),
+            (TaintEffect::NoSelect, &None)
+        );
         let available = cluster.condition(CONDITION_AVAILABLE).unwrap();
         assert_eq!(available.status, STATUS_UNKNOWN);
         assert_eq!(available.reason, REASON_LEASE_UPDATE_STOPPED);
         assert!(!cluster.is_available());
         let status = cluster.status.as_ref().unwrap();
         assert_eq!(status.allocatable["memory"], Quantity("65257Mi".into()));
-        assert_eq!(status.version.as_ref().unwrap().kubernetes.as_deref(), Some("v1.34.1"));
+        assert_eq!(
+            status.version.as_ref().unwrap().kubernetes.as_deref(),
+            Some("v1.34.1")
+        );
+    }
+
+    #[test]
+    fn crd_accepts_managed_clusters_written_by_ocm_and_by_fleetform() {
+        assert_eq!(schema_errors(&ocm_written_cluster()), Vec::<String>::new());
+        let mut cluster: ManagedCluster = serde_json::from_value(ocm_written_cluster()).unwrap();
+        cluster.spec.taints[0].time_added = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        let written = serde_json::to_value(&cluster).unwrap();
+        assert_eq!(schema_errors(&written), Vec::<String>::new());
+    }
+
+    #[test]
+    fn crd_rejects_a_claim_value_longer_than_ocm_allows() {
+        let mut claim = serde_json::to_value(ClusterClaim::new(
+            "id.k8s.io",
+            ClusterClaimSpec { value: "c1".into() },
+        ))
+        .unwrap();
+        assert_eq!(schema_errors(&claim), Vec::<String>::new());
+        claim["spec"]["value"] = json!("x".repeat(1025));
+        assert_eq!(schema_errors(&claim).len(), 1);
     }
 
     #[test]
@@ -341,9 +374,14 @@ mod tests {
         assert!(!claim.is_spoke_only());
         assert_eq!(
             claim.to_reported(),
-            ManagedClusterClaim { name: "region".into(), value: "eu".into() }
+            ManagedClusterClaim {
+                name: "region".into(),
+                value: "eu".into()
+            }
         );
-        claim.labels_mut().insert(LABEL_SPOKE_ONLY.into(), "".into());
+        claim
+            .labels_mut()
+            .insert(LABEL_SPOKE_ONLY.into(), "".into());
         assert!(claim.is_spoke_only());
     }
 }

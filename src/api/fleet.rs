@@ -134,6 +134,7 @@ fn default_client_cert_expiration_seconds() -> i32 {
     version = "v1alpha1",
     kind = "Hub",
     namespaced,
+    category = "fleetform",
     status = "HubStatus",
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
     printcolumn = r#"{"name":"API Server","type":"string","jsonPath":".spec.apiServer"}"#,
@@ -162,15 +163,31 @@ pub struct HubStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
 }
 
 /// An addon a spoke runs: by name, or with its own install namespace.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum SpokeAddon {
     Name(String),
     Configured(ConfiguredAddon),
+}
+
+// A structural CRD schema cannot say "string or object", so the CRD keeps the item as written;
+// the fleet repo's own JSON Schema (schemas/spoke.schema.json) checks its shape.
+impl JsonSchema for SpokeAddon {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "SpokeAddon".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "An addon name, or {name, installNamespace}.",
+            "x-kubernetes-preserve-unknown-fields": true
+        })
+    }
 }
 
 /// An addon of a spoke with settings of its own.
@@ -305,6 +322,7 @@ pub struct SpokeTaint {
     version = "v1alpha1",
     kind = "Spoke",
     namespaced,
+    category = "fleetform",
     status = "SpokeStatus",
     printcolumn = r#"{"name":"Hub","type":"string","jsonPath":".spec.hubRef"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
@@ -367,6 +385,7 @@ pub struct SpokeStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_config_hash: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
 }
 
@@ -377,6 +396,7 @@ pub struct SpokeStatus {
     version = "v1alpha1",
     kind = "FleetSync",
     namespaced,
+    category = "fleetform",
     status = "FleetSyncStatus",
     printcolumn = r#"{"name":"Repo","type":"string","jsonPath":".spec.repo"}"#,
     printcolumn = r#"{"name":"Ref","type":"string","jsonPath":".spec.ref"}"#,
@@ -422,6 +442,7 @@ pub struct FleetSyncStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
 }
 

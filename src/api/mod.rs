@@ -129,10 +129,72 @@ where
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
+/// Checks objects against the CRD schemas of [`crds`] the way an API server would, as far as
+/// JSON Schema can: OpenAPI's `nullable` becomes a `null` type, `x-kubernetes-*` keys are ignored.
+#[cfg(test)]
+pub(crate) mod schema_check {
+    use serde_json::{Value, json};
+
+    use super::crds;
+
+    /// Why the API server would reject this object under fleetform's CRDs (empty if it would
+    /// not). The CRD is found by the object's `apiVersion` group and `kind`.
+    pub(crate) fn schema_errors(object: &Value) -> Vec<String> {
+        let group = object["apiVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .split('/')
+            .next()
+            .unwrap_or_default();
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let crd = crds()
+            .into_iter()
+            .find(|crd| crd.spec.group == group && crd.spec.names.kind == kind)
+            .unwrap_or_else(|| panic!("no CRD for {group} {kind}"));
+        let schema = serde_json::to_value(
+            &crd.spec.versions[0]
+                .schema
+                .as_ref()
+                .unwrap()
+                .open_api_v3_schema,
+        )
+        .unwrap();
+        errors(&schema, object)
+    }
+
+    /// Errors of `instance` against one OpenAPI v3 schema node.
+    pub(crate) fn errors(openapi: &Value, instance: &Value) -> Vec<String> {
+        let validator = jsonschema::validator_for(&to_json_schema(openapi.clone())).unwrap();
+        validator
+            .iter_errors(instance)
+            .map(|error| format!("{}: {error}", error.instance_path()))
+            .collect()
+    }
+
+    fn to_json_schema(mut schema: Value) -> Value {
+        if let Value::Object(map) = &mut schema {
+            if map.remove("nullable") == Some(Value::Bool(true))
+                && let Some(type_) = map.get("type").cloned()
+            {
+                map.insert("type".into(), json!([type_, "null"]));
+            }
+            for value in map.values_mut() {
+                *value = to_json_schema(value.take());
+            }
+        } else if let Value::Array(items) = &mut schema {
+            for value in items {
+                *value = to_json_schema(value.take());
+            }
+        }
+        schema
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use serde_json::Value;
     use std::collections::BTreeSet;
 
     const BLESS_VAR: &str = "FLEETFORM_BLESS";
@@ -155,17 +217,26 @@ mod tests {
     #[test]
     fn set_condition_adds_a_new_type() {
         let mut conditions = Vec::new();
-        assert!(set_condition(&mut conditions, condition("Ready", "True", "Ok", at(1))));
+        assert!(set_condition(
+            &mut conditions,
+            condition("Ready", "True", "Ok", at(1))
+        ));
         assert_eq!(conditions, [condition("Ready", "True", "Ok", at(1))]);
     }
 
     #[test]
     fn set_condition_keeps_transition_time_while_status_holds() {
         let mut conditions = vec![condition("Ready", "True", "Ok", at(1))];
-        assert!(!set_condition(&mut conditions, condition("Ready", "True", "Ok", at(2))));
+        assert!(!set_condition(
+            &mut conditions,
+            condition("Ready", "True", "Ok", at(2))
+        ));
         assert_eq!(conditions[0].last_transition_time, at(1));
 
-        assert!(set_condition(&mut conditions, condition("Ready", "True", "StillOk", at(3))));
+        assert!(set_condition(
+            &mut conditions,
+            condition("Ready", "True", "StillOk", at(3))
+        ));
         assert_eq!(conditions[0].reason, "StillOk");
         assert_eq!(conditions[0].last_transition_time, at(1));
     }
@@ -176,14 +247,20 @@ mod tests {
             condition("Other", "True", "Ok", at(1)),
             condition("Ready", "True", "Ok", at(1)),
         ];
-        assert!(set_condition(&mut conditions, condition("Ready", "Unknown", "Lost", at(5))));
+        assert!(set_condition(
+            &mut conditions,
+            condition("Ready", "Unknown", "Lost", at(5))
+        ));
         assert_eq!(conditions[1], condition("Ready", "Unknown", "Lost", at(5)));
         assert_eq!(conditions[0], condition("Other", "True", "Ok", at(1)));
     }
 
     #[test]
     fn find_and_remove_condition_by_type() {
-        let mut conditions = vec![condition("A", "True", "Ok", at(1)), condition("B", "False", "No", at(1))];
+        let mut conditions = vec![
+            condition("A", "True", "Ok", at(1)),
+            condition("B", "False", "No", at(1)),
+        ];
         assert_eq!(find_condition(&conditions, "B").unwrap().status, "False");
         assert!(is_condition_true(&conditions, "A"));
         assert!(!is_condition_true(&conditions, "B"));
@@ -213,43 +290,84 @@ mod tests {
         assert_eq!(crds_yaml().matches("\n---\n").count() + 1, names.len());
     }
 
-    /// The OCM facts fleetform's CRDs must share with OCM's: scope, short names, printer
-    /// columns and the status subresource.
+    #[test]
+    fn fleetform_kinds_share_the_fleetform_category() {
+        let in_category: Vec<String> = crds()
+            .into_iter()
+            .filter(|crd| {
+                let categories = crd.spec.names.categories.as_deref().unwrap_or_default();
+                categories.iter().any(|category| category == "fleetform")
+            })
+            .map(|crd| crd.spec.names.kind)
+            .collect();
+        assert_eq!(in_category, ["Hub", "Spoke", "FleetSync"]);
+    }
+
+    /// What fleetform's CRD of an OCM kind must share with OCM's own CRD.
+    struct OcmCrd {
+        name: &'static str,
+        scope: &'static str,
+        short_names: &'static [&'static str],
+        columns: &'static [&'static str],
+        status_subresource: bool,
+    }
+
+    const OCM_CRDS: [OcmCrd; 5] = [
+        OcmCrd {
+            name: "managedclusters.cluster.open-cluster-management.io",
+            scope: "Cluster",
+            short_names: &["mcl", "mcls"],
+            columns: &[
+                "Hub Accepted",
+                "Managed Cluster URLs",
+                "Joined",
+                "Available",
+                "Age",
+            ],
+            status_subresource: true,
+        },
+        OcmCrd {
+            name: "clusterclaims.cluster.open-cluster-management.io",
+            scope: "Cluster",
+            short_names: &[],
+            columns: &[],
+            status_subresource: false,
+        },
+        OcmCrd {
+            name: "managedclusteraddons.addon.open-cluster-management.io",
+            scope: "Namespaced",
+            short_names: &["mca", "mcas"],
+            columns: &["Available", "Degraded", "Progressing"],
+            status_subresource: true,
+        },
+        OcmCrd {
+            name: "clustermanagementaddons.addon.open-cluster-management.io",
+            scope: "Cluster",
+            short_names: &["cma", "cmas"],
+            columns: &["DISPLAY NAME", "CRD NAME"],
+            status_subresource: true,
+        },
+        OcmCrd {
+            name: "manifestworks.work.open-cluster-management.io",
+            scope: "Namespaced",
+            short_names: &[],
+            columns: &[],
+            status_subresource: true,
+        },
+    ];
+
     #[test]
     fn ocm_crds_match_ocms_names_scopes_and_columns() {
-        let expected: [(&str, &str, &[&str], &[&str], bool); 5] = [
-            (
-                "managedclusters.cluster.open-cluster-management.io",
-                "Cluster",
-                &["mcl", "mcls"],
-                &["Hub Accepted", "Managed Cluster URLs", "Joined", "Available", "Age"],
-                true,
-            ),
-            ("clusterclaims.cluster.open-cluster-management.io", "Cluster", &[], &[], false),
-            (
-                "managedclusteraddons.addon.open-cluster-management.io",
-                "Namespaced",
-                &["mca", "mcas"],
-                &["Available", "Degraded", "Progressing"],
-                true,
-            ),
-            (
-                "clustermanagementaddons.addon.open-cluster-management.io",
-                "Cluster",
-                &["cma", "cmas"],
-                &["DISPLAY NAME", "CRD NAME"],
-                true,
-            ),
-            ("manifestworks.work.open-cluster-management.io", "Namespaced", &[], &[], true),
-        ];
         let crds = crds();
-        for (name, scope, short_names, columns, has_status) in expected {
+        for expected in OCM_CRDS {
+            let name = expected.name;
             let crd = crds
                 .iter()
                 .find(|crd| crd.metadata.name.as_deref() == Some(name))
                 .unwrap_or_else(|| panic!("no CRD {name}"));
-            assert_eq!(crd.spec.scope, scope, "{name}");
-            assert_eq!(crd.spec.names.short_names.as_deref().unwrap_or_default(), short_names, "{name}");
+            assert_eq!(crd.spec.scope, expected.scope, "{name}");
+            let short_names = crd.spec.names.short_names.as_deref().unwrap_or_default();
+            assert_eq!(short_names, expected.short_names, "{name}");
             let version = &crd.spec.versions[0];
             let printed: Vec<&str> = version
                 .additional_printer_columns
@@ -257,15 +375,21 @@ mod tests {
                 .flatten()
                 .map(|column| column.name.as_str())
                 .collect();
-            assert_eq!(printed, columns, "{name}");
-            let status = version.subresources.as_ref().and_then(|s| s.status.as_ref());
-            assert_eq!(status.is_some(), has_status, "{name}");
+            assert_eq!(printed, expected.columns, "{name}");
+            let status = version
+                .subresources
+                .as_ref()
+                .and_then(|s| s.status.as_ref());
+            assert_eq!(status.is_some(), expected.status_subresource, "{name}");
         }
     }
 
     #[test]
     fn ocm_schemas_keep_fields_fleetform_does_not_model() {
-        for crd in crds().iter().filter(|crd| !crd.spec.group.ends_with("fleetform.io")) {
+        for crd in crds()
+            .iter()
+            .filter(|crd| !crd.spec.group.ends_with("fleetform.io"))
+        {
             let schema = serde_json::to_value(&crd.spec.versions[0].schema).unwrap();
             let root = &schema["openAPIV3Schema"]["properties"];
             let name = crd.metadata.name.as_deref().unwrap();
@@ -277,6 +401,89 @@ mod tests {
                 _ => {}
             }
         }
+    }
+
+    /// The API server refuses a CRD whose defaults do not satisfy their own schema.
+    #[test]
+    fn crd_defaults_satisfy_their_own_schemas() {
+        fn check(node: &Value, path: &str, problems: &mut Vec<String>) {
+            match node {
+                Value::Object(map) => {
+                    if let Some(default) = map.get("default") {
+                        for error in schema_check::errors(node, default) {
+                            problems.push(format!("{path}: default {default}: {error}"));
+                        }
+                    }
+                    for (key, child) in map {
+                        check(child, &format!("{path}/{key}"), problems);
+                    }
+                }
+                Value::Array(items) => items.iter().for_each(|item| check(item, path, problems)),
+                _ => {}
+            }
+        }
+        let mut problems = Vec::new();
+        for crd in crds() {
+            let schema = serde_json::to_value(&crd.spec.versions[0].schema).unwrap();
+            check(
+                &schema,
+                crd.metadata.name.as_deref().unwrap(),
+                &mut problems,
+            );
+        }
+        assert!(problems.is_empty(), "{problems:#?}");
+    }
+
+    /// The API server refuses a CRD schema that is not structural: every field needs a type
+    /// unless it is declared int-or-string or open.
+    #[test]
+    fn crd_schemas_are_structural() {
+        fn check(node: &Value, path: &str, problems: &mut Vec<String>) {
+            let Value::Object(map) = node else { return };
+            let open = map.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
+                || map.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true));
+            if !open && !map.contains_key("type") {
+                problems.push(format!("{path} has no type"));
+            }
+            for (key, children) in [
+                ("properties", map.get("properties")),
+                ("additionalProperties", map.get("additionalProperties")),
+            ] {
+                if let Some(Value::Object(children)) = children {
+                    if key == "properties" {
+                        for (name, child) in children {
+                            check(child, &format!("{path}.{name}"), problems);
+                        }
+                    } else {
+                        check(
+                            &Value::Object(children.clone()),
+                            &format!("{path}.*"),
+                            problems,
+                        );
+                    }
+                }
+            }
+            if let Some(items) = map.get("items") {
+                check(items, &format!("{path}[]"), problems);
+            }
+        }
+        let mut problems = Vec::new();
+        for crd in crds() {
+            let schema = serde_json::to_value(
+                &crd.spec.versions[0]
+                    .schema
+                    .as_ref()
+                    .unwrap()
+                    .open_api_v3_schema,
+            )
+            .unwrap();
+            check(
+                &schema,
+                crd.metadata.name.as_deref().unwrap(),
+                &mut problems,
+            );
+        }
+        assert!(problems.is_empty(), "{problems:#?}");
     }
 
     /// Fails when `deploy/crds/` differs from [`crds`]. To regenerate:

@@ -15,7 +15,7 @@ use super::vocabulary::{LABEL_ADDON_NAME, WORK_CONDITION_APPLIED};
 /// API group of ManifestWork.
 pub const GROUP: &str = "work.open-cluster-management.io";
 
-/// Resources to apply on one managed cluster.
+/// The resources a ManifestWork applies on its managed cluster, and how deleting it treats them.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "work.open-cluster-management.io",
@@ -64,8 +64,13 @@ pub struct DeleteOption {
     #[serde(default)]
     #[schemars(extend("default" = "Foreground"))]
     pub propagation_policy: DeletePropagationPolicy,
-    /// Resources left in place under `SelectivelyOrphan` (OCM's JSON name is plural).
-    #[serde(default, rename = "selectivelyOrphans", skip_serializing_if = "Option::is_none")]
+    /// Resources left in place by a `SelectivelyOrphan` deletion.
+    // OCM's JSON name is plural, its Go name singular.
+    #[serde(
+        default,
+        rename = "selectivelyOrphans",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub selectively_orphan: Option<SelectivelyOrphan>,
     /// Seconds after completion before the work is deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -126,13 +131,15 @@ pub struct ManifestResourceStatus {
     pub manifests: Vec<ManifestCondition>,
 }
 
-/// The status of one manifest of a work (status feedback is kept by the schema, not modelled).
+/// The status of one manifest of a work.
+// Status feedback is kept by the schema but not modelled.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct ManifestCondition {
     pub resource_meta: ManifestResourceMeta,
-    /// Always present on the wire (OCM requires it), `null` from Go when empty.
+    /// Conditions of this manifest, one per type.
+    // Always serialised (OCM's schema requires it); Go writes `null` for none.
     #[serde(default, deserialize_with = "super::null_as_default")]
     pub conditions: Vec<Condition>,
 }
@@ -163,7 +170,9 @@ impl ManifestWork {
 
     /// All conditions of the work (none before the work agent reports).
     pub fn conditions(&self) -> &[Condition] {
-        self.status.as_ref().map_or(&[], |status| &status.conditions)
+        self.status
+            .as_ref()
+            .map_or(&[], |status| &status.conditions)
     }
 
     /// The addon this work deploys, if it is an addon work: OCM's addon framework labels every
@@ -196,6 +205,7 @@ impl ManifestWork {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::schema_check::schema_errors;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use serde_json::json;
 
@@ -238,13 +248,50 @@ mod tests {
             serde_json::from_value(ocm_written_work(json!({LABEL_ADDON_NAME: "hello"}))).unwrap();
         assert_eq!(work.spec.workload.manifests[0]["data"], json!({"k": "v"}));
         let delete = work.spec.delete_option.as_ref().unwrap();
-        assert_eq!(delete.propagation_policy, DeletePropagationPolicy::SelectivelyOrphan);
-        assert_eq!(delete.selectively_orphan.as_ref().unwrap().orphaning_rules[0].name, "cm");
-        let manifests = &work.status.as_ref().unwrap().resource_status.as_ref().unwrap().manifests;
+        assert_eq!(
+            delete.propagation_policy,
+            DeletePropagationPolicy::SelectivelyOrphan
+        );
+        assert_eq!(
+            delete.selectively_orphan.as_ref().unwrap().orphaning_rules[0].name,
+            "cm"
+        );
+        let manifests = &work
+            .status
+            .as_ref()
+            .unwrap()
+            .resource_status
+            .as_ref()
+            .unwrap()
+            .manifests;
         assert_eq!(manifests[0].resource_meta.kind, "ConfigMap");
         assert!(manifests[0].conditions.is_empty());
         assert!(work.is_applied());
         assert!(!work.is_deleting());
+    }
+
+    /// The work as the API server validates it: it drops `null`s of non-nullable fields first.
+    fn stored(mut work: serde_json::Value) -> serde_json::Value {
+        work["status"]["resourceStatus"]["manifests"][0]["conditions"] = json!([]);
+        work
+    }
+
+    #[test]
+    fn crd_accepts_works_written_by_ocm() {
+        let value = stored(ocm_written_work(json!({LABEL_ADDON_NAME: "hello"})));
+        assert_eq!(schema_errors(&value), Vec::<String>::new());
+    }
+
+    #[test]
+    fn crd_rejects_manifests_that_are_not_objects() {
+        let mut value = stored(ocm_written_work(json!({})));
+        value["spec"]["workload"]["manifests"] = json!(["not an object"]);
+        let errors = schema_errors(&value);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].starts_with("/spec/workload/manifests/0"),
+            "{errors:?}"
+        );
     }
 
     #[test]
