@@ -3,10 +3,12 @@
 //!
 //! - [`fleet`]: the fleet repo format, loading and validation (pure).
 //! - [`source`]: reading a fleet repo from a directory or a git commit.
+//! - [`plan`]: desired fleet + observed state → an ordered plan (pure).
 //! - [`api`]: the Kubernetes types fleetform reads and writes (OCM's and its own).
 //! - [`cli`]: the `fleetform` command line.
 
 pub mod api;
 pub mod cli;
 pub mod fleet;
+pub mod plan;
 pub mod source;

@@ -35,7 +35,7 @@ pub struct Snapshot {
 }
 
 /// What a snapshot was read from.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(
     rename_all = "camelCase",
     rename_all_fields = "camelCase",

@@ -1,0 +1,243 @@
+//! What a fleet asks each hub to hold: its Hub and Spoke objects in `fleetform-system` and one
+//! ClusterManagementAddOn per AddOn, rendered as the exact objects `apply` writes.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::api::fleet::{API_VERSION, AddOn, Hub, SYSTEM_NAMESPACE, Spoke};
+use crate::fleet::Fleet;
+
+/// Label on every object fleetform writes, so that objects it no longer wants can be found.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Value of [`MANAGED_BY_LABEL`].
+pub const MANAGED_BY: &str = "fleetform";
+/// Annotation of a ClusterManagementAddOn carrying its AddOn document's spec, which the hub
+/// loops read to approve and sign the addon's CSRs.
+pub const ADDON_SPEC_ANNOTATION: &str = "fleetform.io/addon-spec";
+
+/// The kinds of object a plan writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ObjectKind {
+    Hub,
+    Spoke,
+    ClusterManagementAddOn,
+}
+
+impl ObjectKind {
+    pub fn api_version(self) -> &'static str {
+        match self {
+            ObjectKind::Hub | ObjectKind::Spoke => API_VERSION,
+            ObjectKind::ClusterManagementAddOn => "addon.open-cluster-management.io/v1alpha1",
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObjectKind::Hub => "Hub",
+            ObjectKind::Spoke => "Spoke",
+            ObjectKind::ClusterManagementAddOn => "ClusterManagementAddOn",
+        }
+    }
+}
+
+/// Identifies one object on one hub.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ObjectKey {
+    pub kind: ObjectKind,
+    /// `None` for cluster-scoped objects.
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ObjectKey {
+    pub fn namespaced(kind: ObjectKind, name: &str) -> Self {
+        ObjectKey {
+            kind,
+            namespace: Some(SYSTEM_NAMESPACE.to_string()),
+            name: name.to_string(),
+        }
+    }
+
+    pub fn cluster(kind: ObjectKind, name: &str) -> Self {
+        ObjectKey {
+            kind,
+            namespace: None,
+            name: name.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(namespace) => write!(f, "{} {namespace}/{}", self.kind.as_str(), self.name),
+            None => write!(f, "{} {}", self.kind.as_str(), self.name),
+        }
+    }
+}
+
+/// The settings an agent runs with; a change to any of them makes the agent upgrade itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentConfig {
+    pub version: String,
+    pub image: Option<String>,
+    pub hub_api_server: Option<String>,
+    pub client_cert_expiration_seconds: i32,
+}
+
+impl AgentConfig {
+    /// A short, stable hash of the configuration (over its canonical JSON).
+    pub fn hash(&self) -> String {
+        stable_hash(&serde_json::to_string(self).unwrap_or_default())
+    }
+}
+
+/// FNV-1a of `text` as 16 hex digits: stable across processes, versions and machines.
+pub fn stable_hash(text: &str) -> String {
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{hash:016x}")
+}
+
+/// The values a spoke ends up with once its hub's defaults are applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EffectiveSpoke {
+    pub lease_duration_seconds: i32,
+    pub cluster_claims_max: i32,
+    pub agent: AgentConfig,
+    /// Addon name → install namespace.
+    pub addons: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// The version agents run when neither the hub nor the spoke names one.
+pub const DEFAULT_AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// A spoke's effective settings under its hub; addons not in `addons` are skipped.
+pub fn effective(spoke: &Spoke, hub: &Hub, addons: &BTreeMap<String, AddOn>) -> EffectiveSpoke {
+    let registration = &hub.spec.registration;
+    let agent_field = |pick: fn(&crate::api::fleet::AgentSpec) -> Option<&String>| {
+        spoke
+            .spec
+            .agent
+            .as_ref()
+            .and_then(pick)
+            .or_else(|| hub.spec.agent.as_ref().and_then(pick))
+            .cloned()
+    };
+    EffectiveSpoke {
+        lease_duration_seconds: spoke
+            .spec
+            .lease_duration_seconds
+            .unwrap_or(registration.lease_duration_seconds),
+        cluster_claims_max: spoke
+            .spec
+            .cluster_claims_max
+            .unwrap_or(registration.cluster_claims_max),
+        agent: AgentConfig {
+            version: agent_field(|agent| agent.version.as_ref())
+                .unwrap_or_else(|| DEFAULT_AGENT_VERSION.to_string()),
+            image: agent_field(|agent| agent.image.as_ref()),
+            hub_api_server: hub.spec.api_server.clone(),
+            client_cert_expiration_seconds: registration.client_cert_expiration_seconds,
+        },
+        addons: spoke
+            .spec
+            .addons
+            .iter()
+            .filter_map(|addon| {
+                let doc = addons.get(addon.name())?;
+                let namespace = addon
+                    .install_namespace()
+                    .unwrap_or(&doc.spec.install_namespace);
+                Some((addon.name().to_string(), namespace.to_string()))
+            })
+            .collect(),
+        labels: spoke
+            .metadata
+            .labels
+            .iter()
+            .flatten()
+            .filter(|(key, _)| key.as_str() != MANAGED_BY_LABEL)
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect(),
+    }
+}
+
+/// Every object one hub should hold, by key.
+pub fn hub_objects(fleet: &Fleet, hub_name: &str) -> BTreeMap<ObjectKey, Value> {
+    let mut objects = BTreeMap::new();
+    let Some(hub) = fleet.hubs.get(hub_name) else {
+        return objects;
+    };
+    objects.insert(
+        ObjectKey::namespaced(ObjectKind::Hub, hub_name),
+        object(
+            ObjectKind::Hub,
+            Some(SYSTEM_NAMESPACE),
+            &hub.metadata,
+            json!(hub.spec),
+        ),
+    );
+    for (name, spoke) in fleet
+        .spokes
+        .iter()
+        .filter(|(_, s)| s.spec.hub_ref == hub_name)
+    {
+        objects.insert(
+            ObjectKey::namespaced(ObjectKind::Spoke, name),
+            object(
+                ObjectKind::Spoke,
+                Some(SYSTEM_NAMESPACE),
+                &spoke.metadata,
+                json!(spoke.spec),
+            ),
+        );
+    }
+    for (name, addon) in &fleet.addons {
+        let mut metadata = addon.metadata.clone();
+        metadata.annotations.get_or_insert_default().insert(
+            ADDON_SPEC_ANNOTATION.to_string(),
+            serde_json::to_string(&addon.spec).unwrap_or_default(),
+        );
+        let spec = json!({
+            "addOnMeta": {"displayName": name},
+            "installStrategy": {"type": "Manual"},
+        });
+        objects.insert(
+            ObjectKey::cluster(ObjectKind::ClusterManagementAddOn, name),
+            object(ObjectKind::ClusterManagementAddOn, None, &metadata, spec),
+        );
+    }
+    objects
+}
+
+fn object(
+    kind: ObjectKind,
+    namespace: Option<&str>,
+    source: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    spec: Value,
+) -> Value {
+    let mut labels = source.labels.clone().unwrap_or_default();
+    labels.insert(MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string());
+    let mut metadata = json!({
+        "name": source.name.clone().unwrap_or_default(),
+        "labels": labels,
+    });
+    if let Some(namespace) = namespace {
+        metadata["namespace"] = json!(namespace);
+    }
+    if let Some(annotations) = source.annotations.as_ref().filter(|a| !a.is_empty()) {
+        metadata["annotations"] = json!(annotations);
+    }
+    json!({
+        "apiVersion": kind.api_version(),
+        "kind": kind.as_str(),
+        "metadata": metadata,
+        "spec": spec,
+    })
+}

@@ -1,0 +1,580 @@
+//! The planner: desired fleet + observed state → an ordered plan. Pure: no I/O, no clock.
+//!
+//! A plan has, per hub, the object changes `apply` will write (with unified YAML diffs), the
+//! lifecycle steps those changes set off (install, join, accept, addon enablement, lease and claim
+//! limit changes, agent upgrades, unjoin, hub deletion), the clusters that asked to join but are
+//! not in git, and whether the prune guard holds it back. Observation (listing objects, server-side
+//! dry runs) is the caller's job; so is carrying the plan out.
+
+pub mod desired;
+pub mod render;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::api::fleet::{Hub, Spoke};
+use crate::fleet::Fleet;
+use crate::source::Origin;
+use desired::{EffectiveSpoke, effective, hub_objects};
+pub use desired::{ObjectKey, ObjectKind};
+
+/// What one hub holds now, as observed by the caller.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservedHub {
+    /// Whether fleetform's CRDs and hub components are installed on the hub.
+    pub installed: bool,
+    /// The objects fleetform manages there, as the API server returned them.
+    pub objects: BTreeMap<ObjectKey, Value>,
+    /// For desired objects, what the server would store if they were applied now (server-side
+    /// apply, dry run); compared instead of the desired object, so that server defaults and
+    /// other field managers' fields make no false diffs.
+    #[serde(default)]
+    pub dry_run: BTreeMap<ObjectKey, Value>,
+    /// ManagedClusters registered on the hub, by name.
+    #[serde(default)]
+    pub clusters: BTreeMap<String, ClusterRegistration>,
+}
+
+/// A ManagedCluster as the planner sees it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterRegistration {
+    pub hub_accepts_client: bool,
+}
+
+/// The observed state of every hub the caller could reach, by hub name.
+pub type Observed = BTreeMap<String, ObservedHub>;
+
+/// The prune guard: how many spokes a plan may unjoin per hub without `--allow-prune`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PruneGuard {
+    /// Percentage of a hub's spokes that may be unjoined at once (at least one always may).
+    pub max_percent: u32,
+    pub allow_prune: bool,
+}
+
+impl Default for PruneGuard {
+    fn default() -> Self {
+        PruneGuard {
+            max_percent: 10,
+            allow_prune: false,
+        }
+    }
+}
+
+impl PruneGuard {
+    /// How many of `spokes` may be unjoined in one plan.
+    pub fn limit(&self, spokes: usize) -> usize {
+        (spokes * self.max_percent as usize / 100).max(1)
+    }
+}
+
+/// What happens to an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Action {
+    Create,
+    Update,
+    Delete,
+}
+
+/// One object change with its unified YAML diff (live → desired).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectChange {
+    pub key: ObjectKey,
+    pub action: Action,
+    pub diff: String,
+    /// The object `apply` writes (absent for deletions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired: Option<Value>,
+}
+
+/// The agent a spoke runs: its bundle version and configuration hash.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentRef {
+    pub version: String,
+    pub config_hash: String,
+}
+
+impl std::fmt::Display for AgentRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (config {})", self.version, self.config_hash)
+    }
+}
+
+/// A lifecycle step a plan sets off, in the order the reconciler takes them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase",
+    tag = "step"
+)]
+pub enum Step {
+    InstallHub,
+    Join {
+        spoke: String,
+    },
+    Accept {
+        spoke: String,
+    },
+    EnableAddon {
+        spoke: String,
+        addon: String,
+        install_namespace: String,
+    },
+    DisableAddon {
+        spoke: String,
+        addon: String,
+    },
+    ChangeLeaseDuration {
+        spoke: String,
+        from: i32,
+        to: i32,
+    },
+    ChangeClaimLimit {
+        spoke: String,
+        from: i32,
+        to: i32,
+    },
+    SyncLabels {
+        spoke: String,
+    },
+    UpgradeAgent {
+        spoke: String,
+        from: AgentRef,
+        to: AgentRef,
+    },
+    Unjoin {
+        spoke: String,
+    },
+    DeleteHub,
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Step::InstallHub => write!(f, "install fleetform's CRDs and hub components"),
+            Step::Join { spoke } => write!(
+                f,
+                "join spoke {spoke} (install its agent and bootstrap token)"
+            ),
+            Step::Accept { spoke } => write!(
+                f,
+                "accept spoke {spoke} (hubAcceptsClient, approve its CSR)"
+            ),
+            Step::EnableAddon {
+                spoke,
+                addon,
+                install_namespace,
+            } => write!(
+                f,
+                "enable addon {addon} on {spoke} (namespace {install_namespace})"
+            ),
+            Step::DisableAddon { spoke, addon } => write!(f, "disable addon {addon} on {spoke}"),
+            Step::ChangeLeaseDuration { spoke, from, to } => {
+                write!(f, "change lease duration of {spoke} from {from}s to {to}s")
+            }
+            Step::ChangeClaimLimit { spoke, from, to } => {
+                write!(
+                    f,
+                    "change cluster claim limit of {spoke} from {from} to {to}"
+                )
+            }
+            Step::SyncLabels { spoke } => write!(f, "sync labels of {spoke} to its ManagedCluster"),
+            Step::UpgradeAgent { spoke, from, to } => {
+                write!(f, "upgrade agent of {spoke} from {from} to {to}")
+            }
+            Step::Unjoin { spoke } => {
+                write!(f, "unjoin spoke {spoke} (cleanup in finalizer order)")
+            }
+            Step::DeleteHub => write!(f, "delete the hub (after unjoining its spokes)"),
+        }
+    }
+}
+
+/// The prune guard holding a hub's plan back.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PruneBlock {
+    pub unjoining: Vec<String>,
+    pub limit: usize,
+    pub spokes: usize,
+}
+
+/// Everything a plan does on one hub.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HubPlan {
+    pub hub: String,
+    pub changes: Vec<ObjectChange>,
+    pub steps: Vec<Step>,
+    /// Clusters registered on the hub that are not declared in git; they stay pending.
+    pub pending_clusters: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prune_blocked: Option<PruneBlock>,
+    /// resourceVersion of every object the plan read, so a saved plan can tell it is stale.
+    pub read_versions: BTreeMap<String, String>,
+}
+
+/// An ordered plan for a whole fleet.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// What the desired fleet was read from (pinned to a commit for git sources).
+    pub source: Origin,
+    pub hubs: Vec<HubPlan>,
+}
+
+impl Plan {
+    pub fn has_changes(&self) -> bool {
+        self.hubs
+            .iter()
+            .any(|hub| !hub.changes.is_empty() || !hub.steps.is_empty())
+    }
+
+    /// Whether the prune guard holds any hub back.
+    pub fn prune_blocked(&self) -> bool {
+        self.hubs.iter().any(|hub| hub.prune_blocked.is_some())
+    }
+
+    /// "Plan: 2 to create, 1 to update, 0 to delete; 5 lifecycle steps; 1 cluster waiting outside git."
+    pub fn summary(&self) -> String {
+        let count = |action| {
+            self.hubs
+                .iter()
+                .flat_map(|hub| &hub.changes)
+                .filter(|change| change.action == action)
+                .count()
+        };
+        let steps: usize = self.hubs.iter().map(|hub| hub.steps.len()).sum();
+        let pending: usize = self.hubs.iter().map(|hub| hub.pending_clusters.len()).sum();
+        let plural =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let mut summary = format!(
+            "Plan: {} to create, {} to update, {} to delete; {}",
+            count(Action::Create),
+            count(Action::Update),
+            count(Action::Delete),
+            plural(steps, "lifecycle step", "lifecycle steps"),
+        );
+        if pending > 0 {
+            summary.push_str(&format!(
+                "; {} waiting outside git",
+                plural(pending, "cluster", "clusters")
+            ));
+        }
+        if self.prune_blocked() {
+            summary.push_str("; held back by the prune guard (use --allow-prune)");
+        }
+        summary.push('.');
+        summary
+    }
+}
+
+/// Plans the changes that bring the observed hubs in line with `fleet`.
+pub fn plan(fleet: &Fleet, source: Origin, observed: &Observed, guard: PruneGuard) -> Plan {
+    let empty = ObservedHub::default();
+    let mut hubs: Vec<HubPlan> = fleet
+        .hubs
+        .keys()
+        .map(|name| plan_hub(fleet, name, observed.get(name).unwrap_or(&empty), guard))
+        .collect();
+    // Hubs gone from git are deleted after every other hub's changes.
+    for (name, hub) in observed {
+        if !fleet.hubs.contains_key(name) && !hub.objects.is_empty() {
+            hubs.push(plan_hub(fleet, name, hub, guard));
+        }
+    }
+    Plan { source, hubs }
+}
+
+fn plan_hub(fleet: &Fleet, hub_name: &str, observed: &ObservedHub, guard: PruneGuard) -> HubPlan {
+    let desired = hub_objects(fleet, hub_name);
+    let mut plan = HubPlan {
+        hub: hub_name.to_string(),
+        read_versions: observed
+            .objects
+            .iter()
+            .map(|(key, object)| {
+                let version = object
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                (key.to_string(), version.to_string())
+            })
+            .collect(),
+        ..HubPlan::default()
+    };
+
+    for (key, object) in &desired {
+        let live = observed.objects.get(key);
+        let target = observed.dry_run.get(key).unwrap_or(object);
+        let (old, new) = (live.map(comparable), comparable(target));
+        if old.as_ref() == Some(&new) {
+            continue;
+        }
+        plan.changes.push(ObjectChange {
+            key: key.clone(),
+            action: if live.is_some() {
+                Action::Update
+            } else {
+                Action::Create
+            },
+            diff: diff(old.as_ref(), Some(&new), key),
+            desired: Some(object.clone()),
+        });
+    }
+    for (key, live) in &observed.objects {
+        if !desired.contains_key(key) {
+            plan.changes.push(ObjectChange {
+                key: key.clone(),
+                action: Action::Delete,
+                diff: diff(Some(&comparable(live)), None, key),
+                desired: None,
+            });
+        }
+    }
+
+    let hub_in_git = fleet.hubs.get(hub_name);
+    if hub_in_git.is_some() && !observed.installed {
+        plan.steps.push(Step::InstallHub);
+    }
+    let live_hub: Option<Hub> = typed(observed, &ObjectKey::namespaced(ObjectKind::Hub, hub_name));
+    let mut unjoins = Vec::new();
+    let mut live_spokes = 0;
+    for (key, live) in &observed.objects {
+        if key.kind != ObjectKind::Spoke {
+            continue;
+        }
+        live_spokes += 1;
+        let in_git = fleet
+            .spokes
+            .get(&key.name)
+            .is_some_and(|spoke| spoke.spec.hub_ref == hub_name);
+        if !in_git && live.pointer("/metadata/deletionTimestamp").is_none() {
+            unjoins.push(key.name.clone());
+        }
+    }
+    if let Some(hub) = hub_in_git {
+        for (name, spoke) in fleet
+            .spokes
+            .iter()
+            .filter(|(_, s)| s.spec.hub_ref == hub_name)
+        {
+            let key = ObjectKey::namespaced(ObjectKind::Spoke, name);
+            // What the hub will hold once applied: the dry run's result when there is one.
+            let target: Option<Spoke> = observed
+                .dry_run
+                .get(&key)
+                .and_then(|object| serde_json::from_value(object.clone()).ok());
+            let want = effective(target.as_ref().unwrap_or(spoke), hub, &fleet.addons);
+            let live_spoke: Option<Spoke> = typed(observed, &key);
+            match (live_spoke, live_hub.as_ref()) {
+                (Some(live_spoke), Some(live_hub)) => {
+                    let have = effective(&live_spoke, live_hub, &fleet.addons);
+                    spoke_changes(name, &live_spoke, &have, &want, &mut plan.steps);
+                }
+                _ => {
+                    plan.steps.push(Step::Join {
+                        spoke: name.clone(),
+                    });
+                    plan.steps.push(Step::Accept {
+                        spoke: name.clone(),
+                    });
+                    for (addon, namespace) in &want.addons {
+                        plan.steps.push(Step::EnableAddon {
+                            spoke: name.clone(),
+                            addon: addon.clone(),
+                            install_namespace: namespace.clone(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    plan.steps.extend(unjoins.iter().map(|spoke| Step::Unjoin {
+        spoke: spoke.clone(),
+    }));
+    if hub_in_git.is_none() {
+        plan.steps.push(Step::DeleteHub);
+    }
+    if unjoins.len() > guard.limit(live_spokes) && !guard.allow_prune {
+        plan.prune_blocked = Some(PruneBlock {
+            unjoining: unjoins,
+            limit: guard.limit(live_spokes),
+            spokes: live_spokes,
+        });
+    }
+
+    plan.pending_clusters = observed
+        .clusters
+        .iter()
+        .filter(|(name, cluster)| {
+            !cluster.hub_accepts_client
+                && fleet
+                    .spokes
+                    .get(*name)
+                    .is_none_or(|spoke| spoke.spec.hub_ref != hub_name)
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    plan
+}
+
+/// Steps for a spoke that already exists on the hub: what changes between its live and desired
+/// effective settings.
+fn spoke_changes(
+    name: &str,
+    live: &Spoke,
+    have: &EffectiveSpoke,
+    want: &EffectiveSpoke,
+    steps: &mut Vec<Step>,
+) {
+    let spoke = || name.to_string();
+    for (addon, namespace) in &want.addons {
+        if have.addons.get(addon) != Some(namespace) {
+            steps.push(Step::EnableAddon {
+                spoke: spoke(),
+                addon: addon.clone(),
+                install_namespace: namespace.clone(),
+            });
+        }
+    }
+    if have.lease_duration_seconds != want.lease_duration_seconds {
+        steps.push(Step::ChangeLeaseDuration {
+            spoke: spoke(),
+            from: have.lease_duration_seconds,
+            to: want.lease_duration_seconds,
+        });
+    }
+    if have.cluster_claims_max != want.cluster_claims_max {
+        steps.push(Step::ChangeClaimLimit {
+            spoke: spoke(),
+            from: have.cluster_claims_max,
+            to: want.cluster_claims_max,
+        });
+    }
+    if have.labels != want.labels {
+        steps.push(Step::SyncLabels { spoke: spoke() });
+    }
+    // The agent that runs is what the spoke reports; before it reports, what was last asked of it.
+    let status = live.status.as_ref();
+    let running = AgentRef {
+        version: status
+            .and_then(|s| s.agent_version.clone())
+            .unwrap_or_else(|| have.agent.version.clone()),
+        config_hash: status
+            .and_then(|s| s.agent_config_hash.clone())
+            .unwrap_or_else(|| have.agent.hash()),
+    };
+    let wanted = AgentRef {
+        version: want.agent.version.clone(),
+        config_hash: want.agent.hash(),
+    };
+    if running != wanted {
+        steps.push(Step::UpgradeAgent {
+            spoke: spoke(),
+            from: running,
+            to: wanted,
+        });
+    }
+    for addon in have
+        .addons
+        .keys()
+        .filter(|addon| !want.addons.contains_key(*addon))
+    {
+        steps.push(Step::DisableAddon {
+            spoke: spoke(),
+            addon: addon.clone(),
+        });
+    }
+}
+
+fn typed<T: serde::de::DeserializeOwned>(observed: &ObservedHub, key: &ObjectKey) -> Option<T> {
+    observed
+        .objects
+        .get(key)
+        .and_then(|object| serde_json::from_value(object.clone()).ok())
+}
+
+/// The part of an object a plan compares and shows: identity, labels, annotations and spec —
+/// not status, not server bookkeeping — with keys sorted.
+pub fn comparable(object: &Value) -> Value {
+    let mut out = Map::new();
+    for field in ["apiVersion", "kind", "spec", "data"] {
+        if let Some(value) = object.get(field) {
+            out.insert(field.to_string(), sorted(value));
+        }
+    }
+    let mut metadata = Map::new();
+    if let Some(source) = object.get("metadata") {
+        for field in ["name", "namespace", "labels", "annotations"] {
+            if let Some(value) = source.get(field) {
+                metadata.insert(field.to_string(), sorted(value));
+            }
+        }
+    }
+    if let Some(Value::Object(annotations)) = metadata.get_mut("annotations") {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+        if annotations.is_empty() {
+            metadata.remove("annotations");
+        }
+    }
+    out.insert("metadata".to_string(), Value::Object(metadata));
+    if object.get("kind").and_then(Value::as_str) == Some("Secret") {
+        mask_secret(&mut out);
+    }
+    Value::Object(out)
+}
+
+/// Replaces every value of a Secret's data with a marker that only says whether it changed.
+fn mask_secret(secret: &mut Map<String, Value>) {
+    for field in ["data", "stringData"] {
+        if let Some(Value::Object(data)) = secret.get_mut(field) {
+            for value in data.values_mut() {
+                let digest = desired::stable_hash(&value.to_string());
+                *value = Value::String(format!("(sensitive, {})", &digest[..8]));
+            }
+        }
+    }
+}
+
+fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), sorted(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A unified diff of two objects rendered as YAML.
+fn diff(old: Option<&Value>, new: Option<&Value>, key: &ObjectKey) -> String {
+    let render = |value: Option<&Value>| {
+        value
+            .map(|value| serde_yaml::to_string(value).unwrap_or_default())
+            .unwrap_or_default()
+    };
+    let (old, new) = (render(old), render(new));
+    similar::TextDiff::from_lines(&old, &new)
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("live: {key}"), &format!("desired: {key}"))
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,153 @@
+//! Plans for people: terminal text (coloured when asked) and Markdown for a pull-request comment.
+
+use std::fmt::Write;
+
+use super::{Action, HubPlan, ObjectChange, Plan};
+
+/// Diffs longer than this are folded in Markdown.
+const FOLD_LINES: usize = 30;
+
+const GREEN: &str = "\x1b[32m";
+const RED: &str = "\x1b[31m";
+const YELLOW: &str = "\x1b[33m";
+const BOLD: &str = "\x1b[1m";
+const RESET: &str = "\x1b[0m";
+
+fn symbol(action: Action) -> (&'static str, &'static str, &'static str) {
+    match action {
+        Action::Create => ("+", "create", GREEN),
+        Action::Update => ("~", "update", YELLOW),
+        Action::Delete => ("-", "delete", RED),
+    }
+}
+
+/// The plan as terminal text; `colour` adds ANSI colours (only on a terminal, never with
+/// `NO_COLOR`: the caller decides).
+pub fn text(plan: &Plan, colour: bool) -> String {
+    let paint = |code: &str, text: &str| {
+        if colour {
+            format!("{code}{text}{RESET}")
+        } else {
+            text.to_string()
+        }
+    };
+    let mut out = String::new();
+    let _ = writeln!(out, "source: {}", plan.source);
+    for hub in &plan.hubs {
+        if is_empty(hub) {
+            continue;
+        }
+        let _ = writeln!(out, "\n{}", paint(BOLD, &format!("hub {}", hub.hub)));
+        if !hub.steps.is_empty() {
+            let _ = writeln!(out, "  steps:");
+            for (index, step) in hub.steps.iter().enumerate() {
+                let _ = writeln!(out, "    {}. {step}", index + 1);
+            }
+        }
+        for change in &hub.changes {
+            let (mark, verb, code) = symbol(change.action);
+            let _ = writeln!(
+                out,
+                "  {}",
+                paint(code, &format!("{mark} {verb} {}", change.key))
+            );
+            for line in diff_body(change) {
+                let painted = match line.chars().next() {
+                    Some('+') => paint(GREEN, line),
+                    Some('-') => paint(RED, line),
+                    _ => line.to_string(),
+                };
+                let _ = writeln!(out, "      {painted}");
+            }
+        }
+        for cluster in &hub.pending_clusters {
+            let _ = writeln!(
+                out,
+                "  ? cluster {cluster} asked to join but is not in git (it stays pending)"
+            );
+        }
+        if let Some(block) = &hub.prune_blocked {
+            let _ = writeln!(
+                out,
+                "  {}",
+                paint(
+                    RED,
+                    &format!(
+                        "prune guard: this would unjoin {} of {} spokes ({}); the limit is {}. Apply with --allow-prune to go ahead.",
+                        block.unjoining.len(),
+                        block.spokes,
+                        block.unjoining.join(", "),
+                        block.limit
+                    )
+                )
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n{}",
+        if plan.has_changes() {
+            plan.summary()
+        } else {
+            "No changes: the fleet matches the repo.".to_string()
+        }
+    );
+    out
+}
+
+/// The plan as Markdown for a pull-request comment, long diffs folded.
+pub fn markdown(plan: &Plan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "### fleetform plan\n");
+    let _ = writeln!(out, "Source: `{}`\n", plan.source);
+    if !plan.has_changes() {
+        let _ = writeln!(out, "**No changes**: the fleet matches the repo.");
+        return out;
+    }
+    let _ = writeln!(out, "**{}**", plan.summary());
+    for hub in plan.hubs.iter().filter(|hub| !is_empty(hub)) {
+        let _ = writeln!(out, "\n#### Hub `{}`\n", hub.hub);
+        if let Some(block) = &hub.prune_blocked {
+            let _ = writeln!(
+                out,
+                "> [!WARNING]\n> The prune guard holds this hub back: it would unjoin {} of {} spokes ({}), the limit is {}.\n",
+                block.unjoining.len(),
+                block.spokes,
+                block.unjoining.join(", "),
+                block.limit
+            );
+        }
+        for (index, step) in hub.steps.iter().enumerate() {
+            let _ = writeln!(out, "{}. {step}", index + 1);
+        }
+        for cluster in &hub.pending_clusters {
+            let _ = writeln!(out, "- cluster `{cluster}` asked to join but is not in git");
+        }
+        for change in &hub.changes {
+            let (mark, verb, _) = symbol(change.action);
+            let body = diff_body(change).collect::<Vec<_>>().join("\n");
+            let title = format!("{mark} {verb} {}", change.key);
+            if body.lines().count() > FOLD_LINES {
+                let _ = writeln!(
+                    out,
+                    "\n<details><summary>{title}</summary>\n\n```diff\n{body}\n```\n</details>"
+                );
+            } else {
+                let _ = writeln!(out, "\n{title}\n\n```diff\n{body}\n```");
+            }
+        }
+    }
+    out
+}
+
+fn is_empty(hub: &HubPlan) -> bool {
+    hub.changes.is_empty() && hub.steps.is_empty() && hub.pending_clusters.is_empty()
+}
+
+/// The diff without its `---`/`+++` header lines (the change's title says what it is).
+fn diff_body(change: &ObjectChange) -> impl Iterator<Item = &str> {
+    change
+        .diff
+        .lines()
+        .filter(|line| !line.starts_with("--- ") && !line.starts_with("+++ "))
+}

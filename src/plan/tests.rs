@@ -1,0 +1,440 @@
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::desired::hub_objects;
+use super::*;
+use crate::api::fleet::{
+    AddOn, AddOnSpec, AgentSpec, EmbeddedCluster, HubSpec, KubeconfigSource, RegistrationSpec,
+    SpokeAddon, SpokeSpec,
+};
+use crate::fleet::Fleet;
+
+/// A fleet under construction: one embedded hub `hub` whose agents run 1.0.0.
+struct TestFleet(Fleet);
+
+fn embedded() -> KubeconfigSource {
+    KubeconfigSource {
+        embedded: Some(EmbeddedCluster {}),
+        ..KubeconfigSource::default()
+    }
+}
+
+impl TestFleet {
+    fn new() -> Self {
+        let mut fleet = Fleet::default();
+        let mut hub = Hub::new(
+            "hub",
+            HubSpec {
+                kubeconfig: embedded(),
+                api_server: None,
+                agent: Some(AgentSpec {
+                    version: Some("1.0.0".into()),
+                    image: None,
+                }),
+                registration: RegistrationSpec::default(),
+            },
+        );
+        hub.metadata.namespace = None;
+        fleet.hubs.insert("hub".into(), hub);
+        TestFleet(fleet)
+    }
+
+    fn addon(mut self, name: &str) -> Self {
+        let mut addon = AddOn {
+            metadata: Default::default(),
+            spec: AddOnSpec::default(),
+        };
+        addon.metadata.name = Some(name.into());
+        self.0.addons.insert(name.into(), addon);
+        self
+    }
+
+    fn spoke(self, name: &str) -> Self {
+        self.spoke_with(name, |_| {})
+    }
+
+    fn spoke_with(mut self, name: &str, edit: impl FnOnce(&mut SpokeSpec)) -> Self {
+        let mut spec = SpokeSpec {
+            hub_ref: "hub".into(),
+            kubeconfig: embedded(),
+            lease_duration_seconds: None,
+            cluster_claims_max: None,
+            agent: None,
+            addons: Vec::new(),
+            availability: Default::default(),
+            cleanup: Default::default(),
+            taints: Vec::new(),
+        };
+        edit(&mut spec);
+        self.0.spokes.insert(name.into(), Spoke::new(name, spec));
+        self
+    }
+
+    fn without_spoke(mut self, name: &str) -> Self {
+        self.0.spokes.remove(name);
+        self
+    }
+
+    fn build(self) -> Fleet {
+        self.0
+    }
+}
+
+fn origin() -> Origin {
+    Origin::Git {
+        repository: "file:///fleet".into(),
+        git_ref: "main".into(),
+        commit: "0123456789abcdef0123456789abcdef01234567".into(),
+        path: String::new(),
+    }
+}
+
+/// The hub as it is once `fleet` has been applied and converged.
+fn converged(fleet: &Fleet) -> Observed {
+    let mut objects = BTreeMap::new();
+    for (index, (key, mut object)) in hub_objects(fleet, "hub").into_iter().enumerate() {
+        object["metadata"]["resourceVersion"] = json!((100 + index).to_string());
+        object["metadata"]["uid"] = json!(format!("uid-{index}"));
+        object["status"] = json!({"phase": "Running"});
+        objects.insert(key, object);
+    }
+    let clusters = fleet
+        .spokes
+        .keys()
+        .map(|name| {
+            (
+                name.clone(),
+                ClusterRegistration {
+                    hub_accepts_client: true,
+                },
+            )
+        })
+        .collect();
+    BTreeMap::from([(
+        "hub".to_string(),
+        ObservedHub {
+            installed: true,
+            objects,
+            dry_run: BTreeMap::new(),
+            clusters,
+        },
+    )])
+}
+
+fn steps(plan: &Plan) -> Vec<String> {
+    plan.hubs
+        .iter()
+        .flat_map(|hub| &hub.steps)
+        .map(ToString::to_string)
+        .collect()
+}
+
+fn guard() -> PruneGuard {
+    PruneGuard::default()
+}
+
+#[test]
+fn a_new_hub_is_installed_then_each_spoke_joined_accepted_and_given_its_addons() {
+    let fleet = TestFleet::new()
+        .addon("metrics")
+        .spoke_with("a", |s| s.addons = vec![SpokeAddon::Name("metrics".into())])
+        .build();
+    let plan = plan(&fleet, origin(), &Observed::new(), guard());
+    assert_eq!(
+        steps(&plan),
+        [
+            "install fleetform's CRDs and hub components",
+            "join spoke a (install its agent and bootstrap token)",
+            "accept spoke a (hubAcceptsClient, approve its CSR)",
+            "enable addon metrics on a (namespace open-cluster-management-agent-addon)",
+        ]
+    );
+    let created: Vec<String> = plan.hubs[0]
+        .changes
+        .iter()
+        .map(|c| c.key.to_string())
+        .collect();
+    assert_eq!(
+        created,
+        [
+            "Hub fleetform-system/hub",
+            "Spoke fleetform-system/a",
+            "ClusterManagementAddOn metrics"
+        ]
+    );
+    assert!(
+        plan.hubs[0]
+            .changes
+            .iter()
+            .all(|c| c.action == Action::Create)
+    );
+    assert_eq!(
+        plan.summary(),
+        "Plan: 3 to create, 0 to update, 0 to delete; 4 lifecycle steps."
+    );
+}
+
+#[test]
+fn a_converged_fleet_plans_nothing() {
+    let fleet = TestFleet::new()
+        .addon("metrics")
+        .spoke("a")
+        .spoke("b")
+        .build();
+    let plan = plan(&fleet, origin(), &converged(&fleet), guard());
+    assert!(!plan.has_changes(), "{plan:#?}");
+    assert!(render::text(&plan, false).contains("No changes"));
+}
+
+#[test]
+fn lease_and_claim_limit_changes_show_as_steps_and_as_a_diff() {
+    let before = TestFleet::new()
+        .spoke_with("a", |s| s.lease_duration_seconds = Some(10))
+        .build();
+    let after = TestFleet::new()
+        .spoke_with("a", |s| {
+            s.lease_duration_seconds = Some(20);
+            s.cluster_claims_max = Some(5);
+        })
+        .build();
+    let plan = plan(&after, origin(), &converged(&before), guard());
+    assert_eq!(
+        steps(&plan),
+        [
+            "change lease duration of a from 10s to 20s",
+            "change cluster claim limit of a from 20 to 5",
+        ]
+    );
+    let change = &plan.hubs[0].changes[0];
+    assert_eq!(
+        (change.action, change.key.to_string()),
+        (Action::Update, "Spoke fleetform-system/a".into())
+    );
+    assert!(
+        change.diff.contains("-  leaseDurationSeconds: 10\n"),
+        "{}",
+        change.diff
+    );
+    assert!(
+        change.diff.contains("+  leaseDurationSeconds: 20\n"),
+        "{}",
+        change.diff
+    );
+    assert!(
+        change.diff.contains("+  clusterClaimsMax: 5\n"),
+        "{}",
+        change.diff
+    );
+}
+
+#[test]
+fn an_agent_version_bump_upgrades_from_what_the_spoke_reports() {
+    let fleet = TestFleet::new().spoke("a").build();
+    let mut observed = converged(&fleet);
+    let key = ObjectKey::namespaced(ObjectKind::Spoke, "a");
+    observed
+        .get_mut("hub")
+        .unwrap()
+        .objects
+        .get_mut(&key)
+        .unwrap()["status"] = json!({"agentVersion": "0.9.0", "agentConfigHash": "feedface"});
+    let plan = plan(&fleet, origin(), &observed, guard());
+    let to = desired::effective(&fleet.spokes["a"], &fleet.hubs["hub"], &fleet.addons)
+        .agent
+        .hash();
+    assert_eq!(
+        steps(&plan),
+        [format!(
+            "upgrade agent of a from 0.9.0 (config feedface) to 1.0.0 (config {to})"
+        )]
+    );
+    assert!(
+        plan.hubs[0].changes.is_empty(),
+        "an upgrade driven by status changes no object"
+    );
+}
+
+#[test]
+fn addon_list_changes_enable_and_disable_addons() {
+    let before = TestFleet::new()
+        .addon("metrics")
+        .addon("logging")
+        .spoke_with("a", |s| s.addons = vec![SpokeAddon::Name("metrics".into())])
+        .build();
+    let after = TestFleet::new()
+        .addon("metrics")
+        .addon("logging")
+        .spoke_with("a", |s| s.addons = vec![SpokeAddon::Name("logging".into())])
+        .build();
+    let plan = plan(&after, origin(), &converged(&before), guard());
+    assert_eq!(
+        steps(&plan),
+        [
+            "enable addon logging on a (namespace open-cluster-management-agent-addon)",
+            "disable addon metrics on a",
+        ]
+    );
+}
+
+#[test]
+fn a_spoke_removed_from_git_is_unjoined_within_the_prune_guard() {
+    let mut fleet = TestFleet::new();
+    for name in ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"] {
+        fleet = fleet.spoke(name);
+    }
+    let before = fleet.build();
+    let one_gone = TestFleet(before.clone()).without_spoke("a").build();
+    let plan_one = plan(&one_gone, origin(), &converged(&before), guard());
+    assert_eq!(
+        steps(&plan_one),
+        ["unjoin spoke a (cleanup in finalizer order)"]
+    );
+    assert_eq!(plan_one.hubs[0].changes[0].action, Action::Delete);
+    assert!(!plan_one.prune_blocked());
+
+    let two_gone = TestFleet(one_gone).without_spoke("b").build();
+    let blocked = plan(&two_gone, origin(), &converged(&before), guard());
+    let block = blocked.hubs[0].prune_blocked.as_ref().expect("guard holds");
+    assert_eq!(
+        (block.unjoining.len(), block.limit, block.spokes),
+        (2, 1, 11)
+    );
+    assert!(render::text(&blocked, false).contains("--allow-prune"));
+
+    let allowed = plan(
+        &two_gone,
+        origin(),
+        &converged(&before),
+        PruneGuard {
+            allow_prune: true,
+            ..guard()
+        },
+    );
+    assert!(!allowed.prune_blocked());
+}
+
+#[test]
+fn a_hub_removed_from_git_unjoins_its_spokes_then_is_deleted() {
+    let before = TestFleet::new().spoke("a").build();
+    let plan = plan(
+        &Fleet::default(),
+        origin(),
+        &converged(&before),
+        PruneGuard {
+            allow_prune: true,
+            ..guard()
+        },
+    );
+    assert_eq!(
+        steps(&plan),
+        [
+            "unjoin spoke a (cleanup in finalizer order)",
+            "delete the hub (after unjoining its spokes)"
+        ]
+    );
+    assert!(
+        plan.hubs[0]
+            .changes
+            .iter()
+            .all(|c| c.action == Action::Delete)
+    );
+}
+
+#[test]
+fn clusters_that_asked_to_join_but_are_not_in_git_are_listed() {
+    let fleet = TestFleet::new().spoke("a").build();
+    let mut observed = converged(&fleet);
+    observed
+        .get_mut("hub")
+        .unwrap()
+        .clusters
+        .insert("stranger".into(), ClusterRegistration::default());
+    let plan = plan(&fleet, origin(), &observed, guard());
+    assert_eq!(plan.hubs[0].pending_clusters, ["stranger"]);
+    assert!(plan.summary().contains("1 cluster waiting outside git"));
+}
+
+#[test]
+fn the_server_side_dry_run_result_keeps_defaults_from_making_false_diffs() {
+    let fleet = TestFleet::new().spoke("a").build();
+    let mut observed = converged(&fleet);
+    let hub = observed.get_mut("hub").unwrap();
+    let key = ObjectKey::namespaced(ObjectKind::Spoke, "a");
+    // Another manager added a label; without the dry run it would look like drift to undo.
+    hub.objects.get_mut(&key).unwrap()["metadata"]["labels"]["team"] = json!("edge");
+    assert!(plan(&fleet, origin(), &observed, guard()).has_changes());
+    let hub = observed.get_mut("hub").unwrap();
+    let live = hub.objects[&key].clone();
+    hub.dry_run.insert(key, live);
+    assert!(!plan(&fleet, origin(), &observed, guard()).has_changes());
+}
+
+#[test]
+fn saved_plans_record_the_resource_version_of_every_object_read() {
+    let fleet = TestFleet::new().spoke("a").build();
+    let plan = plan(&fleet, origin(), &converged(&fleet), guard());
+    assert_eq!(
+        plan.hubs[0].read_versions["Spoke fleetform-system/a"],
+        "101"
+    );
+    let saved: Plan = serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
+    assert_eq!(saved, plan);
+}
+
+#[test]
+fn secret_values_never_appear_in_a_comparison() {
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "token"},
+                        "data": {"token": "c2VjcmV0"}});
+    let shown = serde_json::to_string(&comparable(&secret)).unwrap();
+    assert!(!shown.contains("c2VjcmV0"), "{shown}");
+    assert!(shown.contains("(sensitive, "), "{shown}");
+}
+
+#[test]
+fn markdown_folds_long_diffs_and_text_colours_only_when_asked() {
+    let mut fleet = TestFleet::new().spoke("short").build();
+    let mut long = fleet.spokes["short"].clone();
+    long.metadata.name = Some("long".into());
+    long.metadata.labels = Some(
+        (0..20)
+            .map(|i| (format!("label-{i}"), "x".to_string()))
+            .collect(),
+    );
+    fleet.spokes.insert("long".into(), long);
+    let plan = plan(&fleet, origin(), &Observed::new(), guard());
+    let markdown = render::markdown(&plan);
+    assert!(
+        markdown.contains("<details><summary>+ create Spoke fleetform-system/long</summary>"),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains("\n+ create Spoke fleetform-system/short\n\n```diff\n"),
+        "{markdown}"
+    );
+    assert!(markdown.contains("**Plan: 3 to create"), "{markdown}");
+    assert!(!render::text(&plan, false).contains('\x1b'));
+    assert!(render::text(&plan, true).contains("\x1b[32m+ create"));
+}
+
+#[test]
+fn addon_documents_become_cluster_management_addons_carrying_their_spec() {
+    let fleet = TestFleet::new().addon("metrics").build();
+    let objects = hub_objects(&fleet, "hub");
+    let cma: &Value = &objects[&ObjectKey::cluster(ObjectKind::ClusterManagementAddOn, "metrics")];
+    assert_eq!(
+        cma["apiVersion"],
+        "addon.open-cluster-management.io/v1alpha1"
+    );
+    let spec: AddOnSpec = serde_json::from_str(
+        cma["metadata"]["annotations"][desired::ADDON_SPEC_ANNOTATION]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(spec, fleet.addons["metrics"].spec);
+    assert_eq!(
+        cma["metadata"]["labels"][desired::MANAGED_BY_LABEL],
+        "fleetform"
+    );
+}
