@@ -56,8 +56,18 @@ pub fn apply_patch(kind: PatchType, current: &Value, body: &[u8]) -> ApiResult<V
         PatchType::Json => {
             let ops: json_patch::Patch = serde_json::from_slice(body)
                 .map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}")))?;
-            json_patch::patch(&mut doc, &ops)
-                .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
+            for op in ops.0 {
+                // Like kube-apiserver, `test` for null passes on an absent path (the
+                // finalizer helpers of kube-rs and client-go rely on it).
+                if let json_patch::PatchOperation::Test(t) = &op
+                    && t.value.is_null()
+                    && doc.pointer(t.path.as_str()).is_none()
+                {
+                    continue;
+                }
+                json_patch::patch(&mut doc, std::slice::from_ref(&op))
+                    .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
+            }
         }
         PatchType::Merge => {
             let p = parse_json(body)?;

@@ -1,0 +1,40 @@
+//! Shared test fixtures: a control plane per test on an ephemeral port, and a kube client.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use fleetform_controlplane::{ControlPlane, ControlPlaneBuilder, RunningControlPlane};
+
+/// A control plane and a client pointed at it.
+pub struct TestPlane {
+    pub plane: RunningControlPlane,
+    pub client: kube::Client,
+}
+
+impl TestPlane {
+    pub async fn start() -> Self {
+        Self::with(ControlPlane::builder()).await
+    }
+
+    pub async fn with(builder: ControlPlaneBuilder) -> Self {
+        let plane = builder.start().await.expect("control plane starts");
+        let client = client_for(&plane.url());
+        TestPlane { plane, client }
+    }
+}
+
+/// A kube client for a URL, default namespace `default`.
+pub fn client_for(url: &str) -> kube::Client {
+    let mut config = kube::Config::new(url.parse().expect("valid url"));
+    config.default_namespace = "default".into();
+    config.read_timeout = Some(Duration::from_secs(30));
+    kube::Client::try_from(config).expect("client builds")
+}
+
+/// Unwraps an API error response.
+pub fn api_error<T: std::fmt::Debug>(r: kube::Result<T>) -> kube::core::Status {
+    match r {
+        Err(kube::Error::Api(s)) => *s,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}

@@ -1,0 +1,344 @@
+//! Watches and kube-runtime through kube-rs: watcher (list+watch and streaming lists),
+//! reflector, the finalizer helper, resume from a resourceVersion, 410 Expired, bookmarks,
+//! timeouts, selector transitions, shutdown, and server-side apply.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{TestPlane, api_error};
+use fleetform_controlplane::ControlPlane;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{WatchStreamExt, reflector};
+use serde_json::json;
+
+fn cm(name: &str) -> ConfigMap {
+    serde_json::from_value(
+        json!({"metadata": {"name": name, "labels": {"app": "x"}}, "data": {"k": "v"}}),
+    )
+    .unwrap()
+}
+
+fn name(c: &ConfigMap) -> String {
+    c.metadata.name.clone().unwrap()
+}
+
+async fn next<S: futures::Stream + Unpin>(s: &mut S) -> S::Item {
+    tokio::time::timeout(Duration::from_secs(10), s.next())
+        .await
+        .expect("event within 10s")
+        .expect("stream still open")
+}
+
+#[tokio::test]
+async fn watcher_lists_then_follows_changes() {
+    let t = TestPlane::start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    api.create(&PostParams::default(), &cm("before"))
+        .await
+        .unwrap();
+    let mut events = watcher(api.clone(), watcher::Config::default()).boxed();
+    assert!(matches!(next(&mut events).await.unwrap(), Event::Init));
+    match next(&mut events).await.unwrap() {
+        Event::InitApply(c) => assert_eq!(name(&c), "before"),
+        other => panic!("expected InitApply, got {other:?}"),
+    }
+    assert!(matches!(next(&mut events).await.unwrap(), Event::InitDone));
+    api.create(&PostParams::default(), &cm("after"))
+        .await
+        .unwrap();
+    match next(&mut events).await.unwrap() {
+        Event::Apply(c) => assert_eq!(name(&c), "after"),
+        other => panic!("expected Apply, got {other:?}"),
+    }
+    api.delete("before", &DeleteParams::default())
+        .await
+        .unwrap();
+    match next(&mut events).await.unwrap() {
+        Event::Delete(c) => assert_eq!(name(&c), "before"),
+        other => panic!("expected Delete, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn watcher_with_streaming_lists_gets_initial_events() {
+    let t = TestPlane::start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    api.create(&PostParams::default(), &cm("a")).await.unwrap();
+    let mut events = watcher(api.clone(), watcher::Config::default().streaming_lists()).boxed();
+    assert!(matches!(next(&mut events).await.unwrap(), Event::Init));
+    assert!(matches!(
+        next(&mut events).await.unwrap(),
+        Event::InitApply(_)
+    ));
+    assert!(matches!(next(&mut events).await.unwrap(), Event::InitDone));
+}
+
+fn watcher<K>(
+    api: Api<K>,
+    cfg: watcher::Config,
+) -> impl futures::Stream<Item = Result<Event<K>, watcher::Error>>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    kube::runtime::watcher(api, cfg)
+}
+
+#[tokio::test]
+async fn reflector_store_follows_the_server() {
+    let t = TestPlane::start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    let (reader, writer) = reflector::store();
+    let stream = reflector(
+        writer,
+        kube::runtime::watcher(api.clone(), watcher::Config::default()),
+    )
+    .applied_objects()
+    .boxed();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut stream = stream;
+        while let Some(Ok(o)) = stream.next().await {
+            let _ = tx.send(name(&o));
+        }
+    });
+    reader.wait_until_ready().await.unwrap();
+    api.create(&PostParams::default(), &cm("r1")).await.unwrap();
+    api.create(&PostParams::default(), &cm("r2")).await.unwrap();
+    assert_eq!(next(&mut tokio_stream(&mut rx)).await, "r1");
+    assert_eq!(next(&mut tokio_stream(&mut rx)).await, "r2");
+    assert_eq!(reader.state().len(), 2);
+}
+
+fn tokio_stream<T>(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<T>,
+) -> impl futures::Stream<Item = T> + Unpin + '_ {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+#[tokio::test]
+async fn watch_resumes_from_a_resource_version() {
+    let t = TestPlane::start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    let a = api.create(&PostParams::default(), &cm("a")).await.unwrap();
+    let rv = a.metadata.resource_version.unwrap();
+    api.create(&PostParams::default(), &cm("b")).await.unwrap();
+    api.delete("a", &DeleteParams::default()).await.unwrap();
+    let mut s = api
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    match next(&mut s).await.unwrap() {
+        WatchEvent::Added(c) => assert_eq!(name(&c), "b"),
+        other => panic!("expected ADDED b, got {other:?}"),
+    }
+    match next(&mut s).await.unwrap() {
+        WatchEvent::Deleted(c) => assert_eq!(name(&c), "a"),
+        other => panic!("expected DELETED a, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn watch_past_the_history_window_is_expired() {
+    let t = TestPlane::with(ControlPlane::builder().history_window(3)).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    for i in 0..6 {
+        api.create(&PostParams::default(), &cm(&format!("c{i}")))
+            .await
+            .unwrap();
+    }
+    let mut s = api
+        .watch(&WatchParams::default(), "1")
+        .await
+        .unwrap()
+        .boxed();
+    match next(&mut s).await.unwrap() {
+        WatchEvent::Error(e) => {
+            assert_eq!((e.code, e.reason.as_str()), (410, "Expired"));
+            assert!(
+                e.message.starts_with("too old resource version: 1 ("),
+                "{}",
+                e.message
+            );
+        }
+        other => panic!("expected ERROR 410, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn bookmarks_and_timeouts() {
+    let t = TestPlane::with(ControlPlane::builder().bookmark_interval(Duration::from_millis(100)))
+        .await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    let c = api.create(&PostParams::default(), &cm("a")).await.unwrap();
+    let rv = c.metadata.resource_version.unwrap();
+    let wp = WatchParams::default().timeout(2);
+    let mut s = api.watch(&wp, &rv).await.unwrap().boxed();
+    match next(&mut s).await.unwrap() {
+        WatchEvent::Bookmark(b) => assert!(
+            b.metadata.resource_version.parse::<i64>().unwrap() >= rv.parse::<i64>().unwrap()
+        ),
+        other => panic!("expected BOOKMARK, got {other:?}"),
+    }
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while s.next().await.is_some() {}
+    })
+    .await;
+    assert!(ended.is_ok(), "timeoutSeconds ends the watch");
+}
+
+#[tokio::test]
+async fn objects_leaving_a_selector_are_deleted_from_its_watch() {
+    let t = TestPlane::start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    let c = api.create(&PostParams::default(), &cm("a")).await.unwrap();
+    let wp = WatchParams::default().labels("app=x");
+    let mut s = api
+        .watch(&wp, c.metadata.resource_version.as_deref().unwrap())
+        .await
+        .unwrap()
+        .boxed();
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "y"}}})),
+    )
+    .await
+    .unwrap();
+    assert!(matches!(
+        next(&mut s).await.unwrap(),
+        WatchEvent::Deleted(_)
+    ));
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "x"}}})),
+    )
+    .await
+    .unwrap();
+    assert!(matches!(next(&mut s).await.unwrap(), WatchEvent::Added(_)));
+}
+
+#[tokio::test]
+async fn shutdown_ends_open_watches() {
+    let t = TestPlane::start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    let mut s = api
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    t.plane.shutdown().await;
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while s.next().await.is_some() {}
+    })
+    .await;
+    assert!(ended.is_ok());
+}
+
+/// A reconcile error that cannot happen.
+#[derive(Debug)]
+enum Never {}
+
+impl std::fmt::Display for Never {
+    fn fmt(&self, _: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {}
+    }
+}
+
+impl std::error::Error for Never {}
+
+#[tokio::test]
+async fn finalizer_helper_adds_and_removes_its_finalizer() {
+    use kube::runtime::controller::Action;
+    use kube::runtime::finalizer::{Event as Fin, finalizer};
+    let t = TestPlane::start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    api.create(&PostParams::default(), &cm("f")).await.unwrap();
+    let fin = "example.com/cleanup";
+    let run = |obj: ConfigMap| {
+        let api = api.clone();
+        async move {
+            finalizer(&api, fin, Arc::new(obj), |e| async move {
+                Ok::<_, Never>(match e {
+                    Fin::Apply(_) => Action::await_change(),
+                    Fin::Cleanup(_) => Action::await_change(),
+                })
+            })
+            .await
+            .unwrap();
+        }
+    };
+    run(api.get("f").await.unwrap()).await;
+    assert_eq!(
+        api.get("f").await.unwrap().metadata.finalizers.unwrap(),
+        vec![fin.to_string()]
+    );
+    api.delete("f", &DeleteParams::default()).await.unwrap();
+    let deleting = api.get("f").await.unwrap();
+    assert!(deleting.metadata.deletion_timestamp.is_some());
+    run(deleting).await;
+    assert_eq!(api_error(api.get("f").await).code, 404);
+}
+
+#[tokio::test]
+async fn server_side_apply_tracks_managers_and_conflicts() {
+    let t = TestPlane::start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    let config = |v: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"k": v}});
+    let created = api
+        .patch(
+            "ssa",
+            &PatchParams::apply("alice"),
+            &Patch::Apply(config("1")),
+        )
+        .await
+        .unwrap();
+    let mf = created.metadata.managed_fields.unwrap();
+    assert_eq!(mf[0].manager.as_deref(), Some("alice"));
+    assert_eq!(mf[0].operation.as_deref(), Some("Apply"));
+    let err = api_error(
+        api.patch(
+            "ssa",
+            &PatchParams::apply("bob"),
+            &Patch::Apply(config("2")),
+        )
+        .await,
+    );
+    assert_eq!((err.code, err.reason.as_str()), (409, "Conflict"));
+    assert_eq!(
+        err.message,
+        "Apply failed with 1 conflict: conflict with \"alice\": .data.k"
+    );
+    let forced = api
+        .patch(
+            "ssa",
+            &PatchParams::apply("bob").force(),
+            &Patch::Apply(config("2")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(forced.data.unwrap()["k"], "2");
+    let managers: Vec<String> = forced
+        .metadata
+        .managed_fields
+        .unwrap()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert_eq!(managers, ["bob"], "alice lost her only field");
+    let dropped = api
+        .patch("ssa", &PatchParams::apply("bob"), &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"other": "x"}})))
+        .await
+        .unwrap();
+    let data = dropped.data.unwrap();
+    assert!(
+        !data.contains_key("k") && data["other"] == "x",
+        "fields no longer applied are removed"
+    );
+}
