@@ -345,7 +345,7 @@ impl ApiServer {
             .await
             .map_err(|e| ApiError::Internal(e.to_string()))?;
         if t.info.plural == "customresourcedefinitions" && t.info.group == "apiextensions.k8s.io" {
-            self.sync_crd(t.name());
+            self.sync_crd(written.object.name());
         }
         Ok(written.object)
     }
