@@ -1,6 +1,7 @@
 //! The `fleetform` command line: argument parsing, output formats and exit codes. Commands are
 //! thin: they call into the library and render what it returns.
 
+mod controlplane;
 mod crds;
 mod validate;
 
@@ -41,6 +42,8 @@ enum Command {
     Validate(validate::Args),
     /// Print the CustomResourceDefinitions fleetform uses, or write one file per CRD.
     Crds(crds::Args),
+    /// Run an embedded Kubernetes-compatible API server until SIGTERM or Ctrl-C.
+    Controlplane(controlplane::Args),
 }
 
 /// How a command renders data.
@@ -69,8 +72,40 @@ pub fn main() -> ExitCode {
     let code = match cli.command {
         Command::Validate(args) => validate::run(args),
         Command::Crds(args) => crds::run(args),
+        Command::Controlplane(args) => with_runtime(controlplane::run(args)),
     };
     ExitCode::from(code)
+}
+
+/// Runs an async command on a multi-threaded runtime; only the commands that talk to clusters
+/// need one.
+fn with_runtime(command: impl std::future::Future<Output = u8>) -> u8 {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(command),
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            exit::INTERNAL
+        }
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C: the one shutdown signal every long-running command shares.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }
 
 fn init_tracing(filter: &str) {
