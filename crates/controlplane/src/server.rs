@@ -211,6 +211,8 @@ impl RunningControlPlane {
         if let Some(c) = self.controllers.take() {
             let _ = c.await;
         }
+        let store = self.api.store.clone();
+        let _ = tokio::task::spawn_blocking(move || store.close()).await;
     }
 }
 

@@ -148,6 +148,17 @@ struct Inner {
     history_cap: usize,
     channels: HashMap<String, broadcast::Sender<Arc<Event>>>,
     all: broadcast::Sender<Arc<Event>>,
+    writer: Writer,
+}
+
+/// Where writes go after the cache.
+enum Writer {
+    /// Nothing to persist.
+    Memory,
+    /// The durable writer thread's queue.
+    Durable(std::sync::mpsc::Sender<PersistItem>),
+    /// Closed for shutdown: writes are refused.
+    Closed,
 }
 
 type PersistItem = (Arc<Event>, i64, Option<oneshot::Sender<Result<(), String>>>);
@@ -155,7 +166,7 @@ type PersistItem = (Arc<Event>, i64, Option<oneshot::Sender<Result<(), String>>>
 /// The in-memory state plus its durable writer.
 pub struct Store {
     inner: Mutex<Inner>,
-    writer: Option<std::sync::mpsc::Sender<PersistItem>>,
+    writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 /// A subscription to one resource's events.
@@ -241,6 +252,7 @@ impl Store {
             history_cap: history_cap.max(1),
             channels: HashMap::new(),
             all,
+            writer: Writer::Memory,
         };
         for (key, ns, name, obj) in loaded.objects {
             let slot = (key.clone(), ns.clone(), name.clone());
@@ -259,27 +271,43 @@ impl Store {
                 inner.compacted_rv = old.rv;
             }
         }
-        let writer = if durable {
+        let mut thread = None;
+        if durable {
             let (tx, rx) = std::sync::mpsc::channel::<PersistItem>();
-            std::thread::Builder::new()
-                .name("controlplane-writer".into())
-                .spawn(move || run_writer(backend, rx))
-                .map_err(|e| StorageError::DataDir {
-                    dir: String::new(),
-                    message: format!("cannot start writer thread: {e}"),
-                })?;
-            Some(tx)
-        } else {
-            None
-        };
+            thread = Some(
+                std::thread::Builder::new()
+                    .name("controlplane-writer".into())
+                    .spawn(move || run_writer(backend, rx))
+                    .map_err(|e| StorageError::DataDir {
+                        dir: String::new(),
+                        message: format!("cannot start writer thread: {e}"),
+                    })?,
+            );
+            inner.writer = Writer::Durable(tx);
+        }
         Ok(Arc::new(Store {
             inner: Mutex::new(inner),
-            writer,
+            writer_thread: Mutex::new(thread),
         }))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Refuses further writes, lets the writer commit what it has, and waits for it to
+    /// release the database. Blocking: call from a blocking context.
+    pub fn close(&self) {
+        let writer = std::mem::replace(&mut self.lock().writer, Writer::Closed);
+        drop(writer);
+        let thread = self
+            .writer_thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
     }
 
     /// The current resourceVersion.
@@ -420,6 +448,11 @@ impl Store {
                 }
             },
         };
+        if matches!(inner.writer, Writer::Closed) && !dry_run {
+            return Err(crate::error::ApiError::ServiceUnavailable(
+                "the server is shutting down".into(),
+            ));
+        }
         let rv = inner.rv + 1;
         crate::meta::meta_mut(&mut object)
             .insert("resourceVersion".into(), Value::String(rv.to_string()));
@@ -454,9 +487,9 @@ impl Store {
         });
         let compact_below = inner.compacted_rv;
         inner.record(event.clone());
-        let ack = match &self.writer {
-            None => Ack(None),
-            Some(tx) => {
+        let ack = match &inner.writer {
+            Writer::Memory | Writer::Closed => Ack(None),
+            Writer::Durable(tx) => {
                 let (atx, arx) = oneshot::channel();
                 // Sent under the lock so the writer sees events in resourceVersion order.
                 if tx.send((event, compact_below, Some(atx))).is_err() {
