@@ -24,6 +24,7 @@ pub mod meta;
 pub mod objects;
 pub mod openapi;
 pub mod patch;
+pub mod protobuf;
 pub mod registry;
 pub mod selectors;
 pub mod server;

@@ -161,7 +161,12 @@ fn defaults_on_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
             o.insert("status".into(), json!({"phase": "Active"}));
         }
         ("", "secrets") => {
-            o.entry("type").or_insert(json!("Opaque"));
+            if o.get("type")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
+                o.insert("type".into(), json!("Opaque"));
+            }
         }
         ("apps", "deployments") => {
             let spec = o.entry("spec").or_insert(json!({}));

@@ -476,3 +476,51 @@ async fn kubectl_crd_wait_explain_and_api_resources() {
     k.ok(&["wait", "--for=delete", "widget/w1", "--timeout=30s"])
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_imperative_create_sends_protobuf() {
+    let Some(k) = Kubectl::start("kubectl_imperative_create_sends_protobuf").await else {
+        return;
+    };
+    k.ok(&[
+        "create",
+        "configmap",
+        "pb",
+        "--from-literal=a=1",
+        "--from-literal=b=two",
+    ])
+    .await;
+    k.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "sec",
+        "--from-literal=token=abc",
+    ])
+    .await;
+    k.ok(&["create", "namespace", "team"]).await;
+    k.ok(&["create", "serviceaccount", "robot", "-n", "team"])
+        .await;
+    assert_eq!(
+        k.ok(&["get", "cm", "pb", "-o", "jsonpath={.data.a},{.data.b}"])
+            .await,
+        "1,two"
+    );
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "secret",
+            "sec",
+            "-o",
+            "jsonpath={.data.token} {.type}"
+        ])
+        .await,
+        "YWJj Opaque"
+    );
+    assert_eq!(
+        k.ok(&["get", "ns", "team", "-o", "jsonpath={.status.phase}"])
+            .await,
+        "Active"
+    );
+    k.ok(&["get", "sa", "robot", "-n", "team"]).await;
+}

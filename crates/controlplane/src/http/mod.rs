@@ -167,18 +167,18 @@ async fn route(
     }
 }
 
-/// Refuses request bodies that are not JSON (protobuf, CBOR) with 415, as kube-apiserver
-/// does for media types a resource does not support.
-fn check_json_body(headers: &HeaderMap) -> ApiResult<()> {
+/// Decodes a create or update body: JSON (or YAML-free JSON), or Kubernetes protobuf for the
+/// kinds [`crate::protobuf`] knows; anything else is 415 as kube-apiserver answers.
+fn decode_body(headers: &HeaderMap, body: &Bytes) -> ApiResult<Value> {
     let ct = header_str(headers, header::CONTENT_TYPE);
     let base = ct.split(';').next().unwrap_or("").trim();
-    if base.is_empty() || base == "application/json" || base == "application/yaml" || base == "*/*"
-    {
-        return Ok(());
+    match base {
+        "" | "application/json" | "*/*" => parse_body(body),
+        crate::protobuf::MEDIA_TYPE => crate::protobuf::decode(body),
+        _ => Err(ApiError::UnsupportedMediaType(
+            "application/json, application/vnd.kubernetes.protobuf".into(),
+        )),
     }
-    Err(ApiError::UnsupportedMediaType(
-        "application/json, application/yaml".into(),
-    ))
 }
 
 fn parse_body(body: &Bytes) -> ApiResult<Value> {
@@ -266,14 +266,16 @@ async fn resource(
                     &info, "",
                 )));
             }
-            check_json_body(headers)?;
             let opts = WriteOptions::from_query(q, user_agent)?;
-            fe.api.create(&target, parse_body(&body)?, &opts).await?
+            fe.api
+                .create(&target, decode_body(headers, &body)?, &opts)
+                .await?
         }
         (Method::PUT, Some(_)) => {
-            check_json_body(headers)?;
             let opts = WriteOptions::from_query(q, user_agent)?;
-            fe.api.update(&target, parse_body(&body)?, &opts).await?
+            fe.api
+                .update(&target, decode_body(headers, &body)?, &opts)
+                .await?
         }
         (Method::PATCH, Some(_)) => {
             let ct = header_str(headers, header::CONTENT_TYPE);

@@ -1,0 +1,358 @@
+//! API server benchmark: create/update/get throughput and latency with 1 and 64 concurrent
+//! clients (in-memory and durable), one write fanned out to 10,000 watches, and server RSS
+//! with 100,000 objects. The server runs as a separate process (`controlplane-serve`), so
+//! RSS figures are the server's own. Prints a table and writes JSON under `target/bench/`.
+//!
+//! Run: `cargo bench -p fleetform-controlplane --bench apiserver`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+struct Server {
+    child: tokio::process::Child,
+    url: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Server {
+    async fn start(durable: bool) -> Server {
+        let dir = durable.then(|| tempfile::tempdir().expect("tempdir"));
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_controlplane-serve"));
+        if let Some(d) = &dir {
+            cmd.arg("--data-dir").arg(d.path());
+        }
+        let mut child = cmd
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("server starts");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let line = lines.next_line().await.expect("read").expect("line");
+        let url = line.trim_start_matches("listening on ").to_string();
+        Server {
+            child,
+            url,
+            _dir: dir,
+        }
+    }
+
+    fn rss_mib(&self) -> f64 {
+        let pid = self.child.id().unwrap_or(0);
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    }
+}
+
+fn client(url: &str) -> kube::Client {
+    let mut c = kube::Config::new(url.parse().expect("url"));
+    c.default_namespace = "default".into();
+    kube::Client::try_from(c).expect("client")
+}
+
+fn cm(name: &str) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name}, "data": {"n": "0"}})).expect("cm")
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Op {
+    Create,
+    Update,
+    Get,
+}
+
+struct Result {
+    name: String,
+    ops: usize,
+    secs: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1000.0
+}
+
+async fn run_op(
+    client: &kube::Client,
+    op: Op,
+    clients: usize,
+    per_client: usize,
+    prefix: &str,
+) -> (usize, f64, Vec<Duration>) {
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
+        let prefix = prefix.to_string();
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(per_client);
+            for i in 0..per_client {
+                let name = format!("{prefix}-{c}-{i}");
+                let t = Instant::now();
+                let ok = match op {
+                    Op::Create => api.create(&PostParams::default(), &cm(&name)).await.is_ok(),
+                    Op::Update => api
+                        .patch(
+                            &name,
+                            &PatchParams::default(),
+                            &Patch::Merge(json!({"data": {"n": i.to_string()}})),
+                        )
+                        .await
+                        .is_ok(),
+                    Op::Get => api.get(&name).await.is_ok(),
+                };
+                assert!(ok, "request failed");
+                lat.push(t.elapsed());
+            }
+            lat
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.expect("task"));
+    }
+    let secs = start.elapsed().as_secs_f64();
+    all.sort();
+    (all.len(), secs, all)
+}
+
+async fn crud(durable: bool, results: &mut Vec<Result>) {
+    let server = Server::start(durable).await;
+    let client = client(&server.url);
+    let mode = if durable { "durable" } else { "memory" };
+    for clients in [1usize, 64] {
+        let per_client = if clients == 1 { 1000 } else { 100 };
+        let prefix = format!("c{clients}");
+        for (op, label) in [
+            (Op::Create, "create"),
+            (Op::Update, "update"),
+            (Op::Get, "get"),
+        ] {
+            let (ops, secs, lat) = run_op(&client, op, clients, per_client, &prefix).await;
+            results.push(Result {
+                name: format!(
+                    "{label} {mode} {clients} client{}",
+                    if clients == 1 { "" } else { "s" }
+                ),
+                ops,
+                secs,
+                p50_ms: percentile(&lat, 0.5),
+                p99_ms: percentile(&lat, 0.99),
+            });
+        }
+        if clients == 64 {
+            // A longer update run at 64 clients: the headline durable-throughput figure.
+            let (ops, secs, lat) = run_op(
+                &client,
+                Op::Update,
+                64,
+                200,
+                &prefix_for_sustained(&client, &prefix).await,
+            )
+            .await;
+            results.push(Result {
+                name: format!("update {mode} 64 clients sustained"),
+                ops,
+                secs,
+                p50_ms: percentile(&lat, 0.5),
+                p99_ms: percentile(&lat, 0.99),
+            });
+        }
+    }
+}
+
+/// Creates 64×200 objects for the sustained update run and returns their prefix.
+async fn prefix_for_sustained(client: &kube::Client, prefix: &str) -> String {
+    let p = format!("{prefix}s");
+    run_op(client, Op::Create, 64, 200, &p).await;
+    p
+}
+
+/// Opens `n` watches over HTTP/2 (`conns` connections), makes one write, and measures when
+/// each watch delivers it.
+async fn fanout(n: usize, conns: usize) -> (Vec<Duration>, f64, f64) {
+    let server = Server::start(false).await;
+    let kube = client(&server.url);
+    let idle_rss = server.rss_mib();
+    let api: Api<ConfigMap> = Api::default_namespaced(kube.clone());
+    let seed = api
+        .create(&PostParams::default(), &cm("seed"))
+        .await
+        .expect("seed");
+    let rv = seed.metadata.resource_version.expect("rv");
+    let authority = server.url.trim_start_matches("http://").to_string();
+    let mut senders = Vec::new();
+    for _ in 0..conns {
+        let tcp = tokio::net::TcpStream::connect(&authority)
+            .await
+            .expect("connect");
+        let (send, conn) =
+            hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                .handshake::<_, Empty<Bytes>>(hyper_util::rt::TokioIo::new(tcp))
+                .await
+                .expect("h2 handshake");
+        tokio::spawn(conn);
+        senders.push(send);
+    }
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let (got_tx, mut got_rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+    let uri = format!(
+        "http://{authority}/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv}&timeoutSeconds=600"
+    );
+    let sem = Arc::new(tokio::sync::Semaphore::new(512));
+    for i in 0..n {
+        let mut send = senders[i % conns].clone();
+        let uri = uri.clone();
+        let ready = ready_tx.clone();
+        let got = got_tx.clone();
+        let permit = sem.clone().acquire_owned().await.expect("permit");
+        tokio::spawn(async move {
+            let req = http::Request::get(uri)
+                .body(Empty::<Bytes>::new())
+                .expect("req");
+            send.ready().await.expect("ready");
+            let resp = send.send_request(req).await.expect("watch response");
+            drop(permit);
+            let _ = ready.send(());
+            let mut body = resp.into_body();
+            while let Some(frame) = body.frame().await {
+                if let Ok(f) = frame
+                    && f.data_ref().is_some_and(|d| !d.is_empty())
+                {
+                    let _ = got.send(Instant::now());
+                    return;
+                }
+            }
+        });
+    }
+    for _ in 0..n {
+        ready_rx.recv().await.expect("watch opened");
+    }
+    let watch_rss = server.rss_mib();
+    let t0 = Instant::now();
+    api.create(&PostParams::default(), &cm("fanout"))
+        .await
+        .expect("write");
+    let mut lat = Vec::with_capacity(n);
+    for _ in 0..n {
+        let at = got_rx.recv().await.expect("delivery");
+        lat.push(at.saturating_duration_since(t0));
+    }
+    lat.sort();
+    (lat, idle_rss, watch_rss)
+}
+
+async fn rss_with_objects(n: usize) -> (f64, f64) {
+    let server = Server::start(false).await;
+    let kube = client(&server.url);
+    let before = server.rss_mib();
+    run_op(&kube, Op::Create, 64, n / 64, "rss").await;
+    let mut after = server.rss_mib();
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        after = after.max(server.rss_mib());
+    }
+    (before, after)
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn target_dir() -> PathBuf {
+    if let Ok(d) = std::env::var("CARGO_TARGET_DIR") {
+        return PathBuf::from(d);
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.ancestors().nth(3).map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("target"))
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("machine: {} ({} cores)", cpu_model(), cores);
+    let mut results = Vec::new();
+    rt.block_on(crud(false, &mut results));
+    rt.block_on(crud(true, &mut results));
+    println!();
+    println!(
+        "{:<40} {:>8} {:>10} {:>9} {:>9}",
+        "scenario", "ops", "ops/s", "p50 ms", "p99 ms"
+    );
+    for r in &results {
+        println!(
+            "{:<40} {:>8} {:>10.0} {:>9.2} {:>9.2}",
+            r.name,
+            r.ops,
+            r.ops as f64 / r.secs,
+            r.p50_ms,
+            r.p99_ms
+        );
+    }
+    let (lat, idle_rss, watch_rss) = rt.block_on(fanout(10_000, 50));
+    println!();
+    println!(
+        "fan-out: 1 write to {} watches over 50 HTTP/2 connections: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        lat.len(),
+        percentile(&lat, 0.5),
+        percentile(&lat, 0.99),
+        percentile(&lat, 1.0)
+    );
+    println!(
+        "server RSS: {idle_rss:.1} MiB idle, {watch_rss:.1} MiB with 10,000 watches (target < 512 MiB)"
+    );
+    let (before, after) = rt.block_on(rss_with_objects(100_032));
+    println!(
+        "server RSS: {before:.1} MiB empty, {after:.1} MiB with 100,032 ConfigMaps (in memory)"
+    );
+
+    let doc = json!({
+        "machine": {"cpu": cpu_model(), "cores": cores},
+        "crud": results.iter().map(|r| json!({"scenario": r.name, "ops": r.ops,
+            "ops_per_sec": r.ops as f64 / r.secs, "p50_ms": r.p50_ms, "p99_ms": r.p99_ms})).collect::<Vec<Value>>(),
+        "fanout": {"watches": lat.len(), "connections": 50, "p50_ms": percentile(&lat, 0.5),
+            "p99_ms": percentile(&lat, 0.99), "max_ms": percentile(&lat, 1.0),
+            "rss_idle_mib": idle_rss, "rss_with_watches_mib": watch_rss},
+        "rss_100k_objects": {"before_mib": before, "after_mib": after},
+    });
+    let dir = target_dir().join("bench");
+    if std::fs::create_dir_all(&dir).is_ok() {
+        let path = dir.join("apiserver.json");
+        if std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&doc).unwrap_or_default(),
+        )
+        .is_ok()
+        {
+            println!("\nwrote {}", path.display());
+        }
+    }
+}
