@@ -160,13 +160,12 @@ fn defaults_on_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
             o.insert("spec".into(), json!({"finalizers": ["kubernetes"]}));
             o.insert("status".into(), json!({"phase": "Active"}));
         }
-        ("", "secrets") => {
+        ("", "secrets")
             if o.get("type")
                 .and_then(Value::as_str)
-                .is_none_or(str::is_empty)
-            {
-                o.insert("type".into(), json!("Opaque"));
-            }
+                .is_none_or(str::is_empty) =>
+        {
+            o.insert("type".into(), json!("Opaque"));
         }
         ("apps", "deployments") => {
             let spec = o.entry("spec").or_insert(json!({}));
