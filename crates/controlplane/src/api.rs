@@ -70,6 +70,8 @@ pub struct WriteOptions {
     pub dry_run: bool,
     pub field_manager: Option<String>,
     pub force: bool,
+    /// `fieldValidation=Strict`: unknown fields are an error rather than silently dropped.
+    pub strict: bool,
     /// Manager name derived from the User-Agent when none is given.
     pub user_agent_manager: String,
 }
@@ -104,11 +106,21 @@ impl WriteOptions {
                 )));
             }
         };
+        let strict = match q.get("fieldValidation") {
+            None | Some("") | Some("Ignore") | Some("Warn") => false,
+            Some("Strict") => true,
+            Some(other) => {
+                return Err(ApiError::BadRequest(format!(
+                    "fieldValidation: Unsupported value: {other:?}: supported values: \"Ignore\", \"Strict\", \"Warn\""
+                )));
+            }
+        };
         let ua = user_agent.split('/').next().unwrap_or("").trim();
         Ok(WriteOptions {
             dry_run,
             field_manager,
             force,
+            strict,
             user_agent_manager: if ua.is_empty() {
                 "unknown".into()
             } else {
@@ -232,6 +244,9 @@ impl ApiServer {
             .store
             .get(&t.key(), &t.namespace, t.name())
             .ok_or_else(|| Self::not_found(t))?;
+        if let (Part::Scale, Some(paths)) = (t.part, &t.info.scale) {
+            return Ok(Answer::ok(crate::scale::to_scale(paths, &obj)));
+        }
         let obj = present(&t.info, &obj);
         if render.table {
             let rv = obj.resource_version().to_string();
@@ -369,6 +384,7 @@ impl ApiServer {
             return Err(ApiError::MethodNotAllowed(subject(&t.info, "")));
         }
         let now = now_rfc3339();
+        check_strict(&t.info, &body, opts.strict)?;
         let mut obj = prepare_create(&t.info, &t.namespace, body, &now)?;
         let name = obj.name().to_string();
         self.check_namespace(t, &name)?;
@@ -415,15 +431,29 @@ impl ApiServer {
         let part = t.part;
         let manager = opts.manager().to_string();
         let sub = subresource_name(part);
+        check_strict(&info, &body, opts.strict)?;
         let written = self
             .store
             .write(&t.key(), &t.namespace, t.name(), opts.dry_run, |cur| {
                 let cur = cur.ok_or_else(|| Self::not_found(t))?;
-                let op = decide_update(&info, cur, body, part, true)?;
+                let op = match (part, &info.scale) {
+                    (Part::Scale, Some(paths)) => {
+                        let next = crate::scale::apply_scale(&info, paths, cur, &body)?;
+                        decide_update(&info, cur, next, Part::Main, false)?
+                    }
+                    _ => decide_update(&info, cur, body, part, true)?,
+                };
                 Ok(record(op, cur, &manager, &info, sub, &now))
             })?;
         let obj = self.finish(t, written).await?;
-        Ok(Answer::ok(present(&t.info, &obj)))
+        Ok(Answer::ok(self.render_written(t, &obj)))
+    }
+
+    fn render_written(&self, t: &Target, obj: &Value) -> Value {
+        match (t.part, &t.info.scale) {
+            (Part::Scale, Some(paths)) => crate::scale::to_scale(paths, obj),
+            _ => present(&t.info, obj),
+        }
     }
 
     /// PATCH: JSON, merge, strategic or apply.
@@ -439,6 +469,11 @@ impl ApiServer {
         let part = t.part;
         let sub = subresource_name(part);
         let api_version = info.api_version();
+        if kind == PatchType::Apply && part == Part::Scale {
+            return Err(ApiError::UnsupportedMediaType(
+                patch::PATCH_TYPES_SCALE.into(),
+            ));
+        }
         let config = if kind == PatchType::Apply {
             if opts.field_manager.is_none() {
                 return Err(ApiError::invalid(
@@ -450,6 +485,7 @@ impl ApiServer {
                 ));
             }
             let c = patch::parse_apply_body(body)?;
+            check_strict(&info, &c, opts.strict)?;
             if !c.name().is_empty() && c.name() != t.name() {
                 return Err(ApiError::BadRequest(format!(
                     "the name of the object ({}) does not match the name on the URL ({})",
@@ -471,6 +507,7 @@ impl ApiServer {
         }
         let manager = opts.manager().to_string();
         let force = opts.force;
+        let strict = opts.strict;
         let ns = t.namespace.clone();
         let name = t.name().to_string();
         let mut created = false;
@@ -503,8 +540,19 @@ impl ApiServer {
                 }
                 (Some(cur), None) => {
                     let shown = present(&info, cur);
-                    let patched = patch::apply_patch(kind, &shown, body)?;
-                    let op = decide_update(&info, cur, patched, part, false)?;
+                    let op = match (part, &info.scale) {
+                        (Part::Scale, Some(paths)) => {
+                            let shown = crate::scale::to_scale(paths, cur);
+                            let patched = patch::apply_patch(kind, &shown, body)?;
+                            let next = crate::scale::apply_scale(&info, paths, cur, &patched)?;
+                            decide_update(&info, cur, next, Part::Main, false)?
+                        }
+                        _ => {
+                            let patched = patch::apply_patch(kind, &shown, body)?;
+                            check_strict(&info, &patched, strict)?;
+                            decide_update(&info, cur, patched, part, false)?
+                        }
+                    };
                     Ok(record(op, cur, &manager, &info, sub, &now))
                 }
             },
@@ -512,7 +560,7 @@ impl ApiServer {
         let obj = self.finish(t, written).await?;
         Ok(Answer {
             code: if created { 201 } else { 200 },
-            body: present(&t.info, &obj),
+            body: self.render_written(t, &obj),
         })
     }
 
@@ -603,12 +651,37 @@ impl ApiServer {
     }
 }
 
+/// Refuses fields a custom resource's schema does not declare when validation is strict.
+fn check_strict(info: &ResourceInfo, obj: &Value, strict: bool) -> ApiResult<()> {
+    if !strict {
+        return Ok(());
+    }
+    let Some(schema) = info.custom.as_ref().and_then(|c| c.schema.as_deref()) else {
+        return Ok(());
+    };
+    let unknown = crate::crd_schema::unknown_fields(schema, obj);
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = unknown
+        .iter()
+        .map(|f| format!("unknown field {f:?}"))
+        .collect();
+    Err(ApiError::BadRequest(format!(
+        "{kind} in version {v:?} cannot be handled as a {kind}: strict decoding error: {}",
+        list.join(", "),
+        kind = info.kind,
+        v = info.version
+    )))
+}
+
 fn subresource_name(part: Part) -> &'static str {
     match part {
         Part::Main => "",
         Part::Status => "status",
         Part::Approval => "approval",
         Part::Finalize => "finalize",
+        Part::Scale => "scale",
     }
 }
 

@@ -30,7 +30,7 @@ pub fn validate_object(schema: &Value, obj: &mut Value) -> Vec<FieldError> {
             props.remove("apiVersion");
             props.remove("kind");
         }
-        prune(&root_schema, &mut body, true);
+        prune(&root_schema, &mut body, "", &mut Vec::new());
         apply_defaults(&root_schema, &mut body);
         let mut errs = Vec::new();
         check(&root_schema, &body, "", &mut errs);
@@ -45,12 +45,39 @@ pub fn validate_object(schema: &Value, obj: &mut Value) -> Vec<FieldError> {
     vec![FieldError::invalid("", obj, "must be an object")]
 }
 
+/// The fields of `obj` the schema does not declare (what pruning would drop), for
+/// `fieldValidation=Strict`.
+pub fn unknown_fields(schema: &Value, obj: &Value) -> Vec<String> {
+    let mut body = obj.clone();
+    let mut root_schema = schema.clone();
+    if let Some(props) = root_schema
+        .get_mut("properties")
+        .and_then(Value::as_object_mut)
+    {
+        for k in ["apiVersion", "kind", "metadata"] {
+            props.insert(
+                k.into(),
+                serde_json::json!({"x-kubernetes-preserve-unknown-fields": true}),
+            );
+        }
+    } else if let Some(o) = root_schema.as_object_mut() {
+        o.insert(
+            "properties".into(),
+            serde_json::json!({"apiVersion": {}, "kind": {}, "metadata": {"x-kubernetes-preserve-unknown-fields": true}}),
+        );
+    }
+    let mut removed = Vec::new();
+    prune(&root_schema, &mut body, "", &mut removed);
+    removed
+}
+
 fn flag(schema: &Value, key: &str) -> bool {
     schema.get(key).and_then(Value::as_bool) == Some(true)
 }
 
-/// Removes fields the schema does not describe, unless it preserves unknown fields.
-pub fn prune(schema: &Value, v: &mut Value, _root: bool) {
+/// Removes fields the schema does not describe, unless it preserves unknown fields, and
+/// records the dotted path of each removed field.
+pub fn prune(schema: &Value, v: &mut Value, path: &str, removed: &mut Vec<String>) {
     match v {
         Value::Object(map) => {
             let embedded = flag(schema, "x-kubernetes-embedded-resource");
@@ -69,13 +96,14 @@ pub fn prune(schema: &Value, v: &mut Value, _root: bool) {
                 match sub {
                     Some(s) => {
                         if let Some(child) = map.get_mut(&k) {
-                            prune(s, child, false);
+                            prune(s, child, &join(path, &k), removed);
                         }
                     }
                     None => {
                         let keep = preserve || additional.and_then(Value::as_bool) == Some(true);
                         if !keep {
                             map.remove(&k);
+                            removed.push(join(path, &k));
                         }
                     }
                 }
@@ -83,8 +111,8 @@ pub fn prune(schema: &Value, v: &mut Value, _root: bool) {
         }
         Value::Array(items) => {
             if let Some(s) = schema.get("items") {
-                for item in items {
-                    prune(s, item, false);
+                for (i, item) in items.iter_mut().enumerate() {
+                    prune(s, item, &format!("{path}[{i}]"), removed);
                 }
             }
         }
@@ -493,5 +521,15 @@ mod tests {
         assert!(obj["spec"].get("extra").is_none());
         assert_eq!(obj["spec"]["free"]["anything"], json!([1]));
         assert_eq!(obj["metadata"]["name"], "w");
+    }
+
+    #[test]
+    fn strict_validation_names_undeclared_fields() {
+        let obj = json!({"apiVersion": "x/v1", "kind": "W", "metadata": {"name": "w"},
+            "spec": {"name": "a", "extra": true, "tags": ["x"], "free": {"ok": 1}}});
+        assert_eq!(
+            unknown_fields(&schema(), &obj),
+            vec!["spec.extra".to_string()]
+        );
     }
 }

@@ -494,6 +494,8 @@ pub enum Part {
     Approval,
     /// Namespace finalize: spec.finalizers only.
     Finalize,
+    /// `/scale`: served through [`crate::scale`]; writes become main-resource updates.
+    Scale,
 }
 
 impl Part {
@@ -504,6 +506,7 @@ impl Part {
             Some("status") => Some(Part::Status),
             Some("approval") => Some(Part::Approval),
             Some("finalize") => Some(Part::Finalize),
+            Some("scale") if info.scale.is_some() => Some(Part::Scale),
             Some(_) => None,
         }
     }
@@ -550,7 +553,7 @@ pub fn decide_update(
         _ => {}
     }
     let mut next = match part {
-        Part::Main => {
+        Part::Main | Part::Scale => {
             if info.has_status()
                 && let Some(o) = new.as_object_mut()
             {

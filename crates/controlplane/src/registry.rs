@@ -85,6 +85,8 @@ pub struct ResourceInfo {
     pub allow_unconditional_update: bool,
     /// Served from a CustomResourceDefinition.
     pub custom: Option<CustomInfo>,
+    /// What the `/scale` subresource reads and writes, when there is one.
+    pub scale: Option<crate::scale::ScalePaths>,
 }
 
 /// What a CRD adds to a resource entry.
@@ -176,6 +178,7 @@ fn builtin(b: Builtin<'_>) -> ResourceInfo {
         extra_field_selectors: Vec::new(),
         allow_unconditional_update: true,
         custom: None,
+        scale: None,
     }
 }
 
@@ -327,6 +330,12 @@ fn builtins() -> Vec<ResourceInfo> {
         r.printer_columns = cols;
         if r.plural == "deployments" {
             r.categories = vec!["all".into()];
+            r.subresources.push("scale".into());
+            r.scale = Some(crate::scale::ScalePaths {
+                spec_replicas: "/spec/replicas".into(),
+                status_replicas: "/status/replicas".into(),
+                selector: crate::scale::SelectorSource::MatchLabelsAt("/spec/selector".into()),
+            });
         }
         if r.plural == "certificatesigningrequests" {
             r.extra_field_selectors = vec!["spec.signerName".into()];
@@ -433,6 +442,21 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
         if v.pointer("/subresources/status").is_some() {
             subresources.push("status".to_string());
         }
+        let scale = v.pointer("/subresources/scale").map(|sc| {
+            let path = |k: &str| sc.get(k).and_then(Value::as_str).map(crate::scale::pointer);
+            crate::scale::ScalePaths {
+                spec_replicas: path("specReplicasPath").unwrap_or_else(|| "/spec/replicas".into()),
+                status_replicas: path("statusReplicasPath")
+                    .unwrap_or_else(|| "/status/replicas".into()),
+                selector: path("labelSelectorPath").map_or(
+                    crate::scale::SelectorSource::None,
+                    crate::scale::SelectorSource::StringAt,
+                ),
+            }
+        });
+        if scale.is_some() {
+            subresources.push("scale".to_string());
+        }
         let mut printer_columns = Vec::new();
         for c in v
             .get("additionalPrinterColumns")
@@ -468,6 +492,7 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
             printer_columns,
             extra_field_selectors: Vec::new(),
             allow_unconditional_update: false,
+            scale,
             custom: Some(CustomInfo {
                 crd_name: crd_name.clone(),
                 storage_version: storage_version.clone(),

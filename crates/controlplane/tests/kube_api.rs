@@ -657,3 +657,36 @@ async fn json_merge_and_strategic_patches() {
     let s = secrets.create(&PostParams::default(), &s).await.unwrap();
     assert_eq!(s.data.unwrap()["token"].0, b"abc");
 }
+
+#[tokio::test]
+async fn deployment_scale_subresource_reads_and_writes_replicas() {
+    let t = TestPlane::start().await;
+    let api: Api<Deployment> = Api::default_namespaced(t.client.clone());
+    api.create(&PostParams::default(), &deployment("web"))
+        .await
+        .unwrap();
+    let scale = api.get_scale("web").await.unwrap();
+    assert_eq!(scale.spec.unwrap().replicas, Some(1));
+    assert_eq!(scale.status.unwrap().selector.as_deref(), Some("app=web"));
+    let scaled = api
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 4}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(scaled.spec.unwrap().replicas, Some(4));
+    let d = api.get("web").await.unwrap();
+    assert_eq!(d.spec.unwrap().replicas, Some(4));
+    assert_eq!(d.metadata.generation, Some(2));
+    let bad = api_error(
+        api.patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": -1}})),
+        )
+        .await,
+    );
+    assert_eq!(bad.code, 422);
+}

@@ -322,6 +322,21 @@ async fn kubectl_patch_label_annotate() {
         ])
         .await;
     assert_eq!(spec, "3 true 4");
+    assert!(
+        k.ok(&["scale", "deploy", "web", "--replicas=5"])
+            .await
+            .contains("scaled")
+    );
+    let scaled = k
+        .ok(&[
+            "get",
+            "deploy",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas} {.metadata.generation}",
+        ])
+        .await;
+    assert_eq!(scaled, "5 5");
     k.ok(&["label", "deploy", "web", "tier=front"]).await;
     k.ok(&["annotate", "deploy", "web", "note=hello"]).await;
     let meta = k
@@ -471,6 +486,23 @@ async fn kubectl_crd_wait_explain_and_api_resources() {
             ),
         "{}",
         invalid.stderr
+    );
+    let typo = k.file("typo.yaml", "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w3}\nspec: {size: S, colour: red}\n");
+    let strict = k.run(&["apply", "-f", &typo]).await;
+    assert!(
+        !strict.ok
+            && strict
+                .stderr
+                .contains("strict decoding error: unknown field \"spec.colour\""),
+        "{}",
+        strict.stderr
+    );
+    k.ok(&["apply", "--validate=false", "-f", &typo]).await;
+    assert_eq!(
+        k.ok(&["get", "widget", "w3", "-o", "jsonpath={.spec}"])
+            .await,
+        r#"{"size":"S"}"#,
+        "unknown fields pruned"
     );
     k.ok(&["delete", "widget", "w1", "--wait=false"]).await;
     k.ok(&["wait", "--for=delete", "widget/w1", "--timeout=30s"])

@@ -76,13 +76,19 @@ fn resource_entries(info: &ResourceInfo) -> Vec<Value> {
         } else {
             json!(["get", "patch", "update"])
         };
-        out.push(json!({
+        let mut entry = json!({
             "name": format!("{}/{sub}", info.plural),
             "singularName": "",
             "namespaced": info.namespaced,
             "kind": info.kind,
             "verbs": verbs,
-        }));
+        });
+        if sub == "scale" {
+            entry["group"] = json!("autoscaling");
+            entry["version"] = json!("v1");
+            entry["kind"] = json!("Scale");
+        }
+        out.push(entry);
     }
     out
 }

@@ -23,6 +23,8 @@ pub enum PatchType {
 /// The media types accepted for PATCH, for 415 messages.
 pub const PATCH_TYPES: &str =
     "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml";
+/// The media types accepted for PATCH on `/scale`.
+pub const PATCH_TYPES_SCALE: &str = "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json";
 const PATCH_TYPES_SMP: &str = "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml";
 
 impl PatchType {
