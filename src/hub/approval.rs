@@ -1,0 +1,955 @@
+//! Whether the hub approves a certificate signing request (DESIGN §4.1 and §4.3, seed 001).
+//!
+//! Two kinds of CSR reach the hub from fleetform agents:
+//!
+//! - **registration** CSRs, by which a spoke's agent gets its hub identity. fleetform approves one
+//!   only if everything in it names the same declared, accepted spoke: signer, subject, the
+//!   `open-cluster-management.io/cluster-name` label, usages, and the requester, which must be
+//!   that spoke's own bootstrap token (OCM lets any bootstrap holder register under any name;
+//!   fleetform does not). A renewal, requested by the identity it renews, needs no bootstrap token.
+//! - **addon** CSRs, by which the agent gets a certificate for one of its addons. fleetform
+//!   approves one only if signer, user, groups and organisational units match a registration of
+//!   the AddOn document, and the requester is the agent of the cluster it names.
+//!
+//! Every decision carries a reason meant for the CSR's Approved or Denied condition (or the log,
+//! when the CSR is left alone). CSRs that are not fleetform's, or that wait for something (a spoke
+//! not yet in git or not yet accepted), are left pending; CSRs that claim something they may not
+//! are denied. Unreadable requests are denied, never a panic. This module only decides: it must
+//! not approve, sign or read anything itself.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::certificates::v1::{
+    CertificateSigningRequest, CertificateSigningRequestCondition,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use x509_parser::certification_request::X509CertificationRequest;
+use x509_parser::prelude::FromDer;
+
+use crate::api::addon::{RegistrationConfig, Subject};
+use crate::api::fleet::AddOnRegistration;
+use crate::api::vocabulary::{
+    LABEL_ADDON_NAME, LABEL_CLUSTER_NAME, SIGNER_KUBE_APISERVER_CLIENT, STATUS_TRUE,
+};
+
+/// Prefix of every OCM identity: `system:open-cluster-management:`.
+pub const OCM_IDENTITY_PREFIX: &str = "system:open-cluster-management:";
+/// The group every registered cluster's agent is in.
+pub const MANAGED_CLUSTERS_GROUP: &str = "system:open-cluster-management:managed-clusters";
+/// Username prefix the API server gives bootstrap token holders.
+pub const BOOTSTRAP_USER_PREFIX: &str = "system:bootstrap:";
+
+/// CSR usage a client certificate must have.
+pub const USAGE_CLIENT_AUTH: &str = "client auth";
+/// Usages a client certificate may have besides client auth.
+pub const USAGES_ALSO_ALLOWED: [&str; 2] = ["digital signature", "key encipherment"];
+
+/// CSR condition type of an approval.
+pub const CSR_APPROVED: &str = "Approved";
+/// CSR condition type of a denial.
+pub const CSR_DENIED: &str = "Denied";
+/// Reason of the Approved condition fleetform's hub writes.
+pub const REASON_APPROVED: &str = "AutoApprovedByFleetform";
+/// Reason of the Denied condition fleetform's hub writes.
+pub const REASON_DENIED: &str = "DeniedByFleetform";
+
+/// The common name of a spoke agent's hub identity: `system:open-cluster-management:<cluster>:<agent-id>`.
+pub fn agent_common_name(cluster: &str, agent_id: &str) -> String {
+    format!("{OCM_IDENTITY_PREFIX}{cluster}:{agent_id}")
+}
+
+/// The group of one cluster's agent: `system:open-cluster-management:<cluster>`.
+pub fn cluster_group(cluster: &str) -> String {
+    format!("{OCM_IDENTITY_PREFIX}{cluster}")
+}
+
+/// The organisations of a spoke agent's hub identity, in the order the agent writes them.
+pub fn agent_organizations(cluster: &str) -> [String; 2] {
+    [cluster_group(cluster), MANAGED_CLUSTERS_GROUP.to_string()]
+}
+
+/// What the hub does with a CSR.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Approve,
+    Deny,
+    /// Leave it pending: not fleetform's to judge, or not yet.
+    Ignore,
+}
+
+/// A verdict and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub verdict: Verdict,
+    pub reason: String,
+}
+
+impl Decision {
+    fn approve(reason: impl Into<String>) -> Self {
+        Decision {
+            verdict: Verdict::Approve,
+            reason: reason.into(),
+        }
+    }
+
+    fn deny(reason: impl Into<String>) -> Self {
+        Decision {
+            verdict: Verdict::Deny,
+            reason: reason.into(),
+        }
+    }
+
+    fn ignore(reason: impl Into<String>) -> Self {
+        Decision {
+            verdict: Verdict::Ignore,
+            reason: reason.into(),
+        }
+    }
+
+    /// The condition to add to the CSR's status: Approved or Denied with the reason as its
+    /// message; `None` when the CSR is left alone.
+    pub fn condition(&self, now: Timestamp) -> Option<CertificateSigningRequestCondition> {
+        let (type_, reason) = match self.verdict {
+            Verdict::Approve => (CSR_APPROVED, REASON_APPROVED),
+            Verdict::Deny => (CSR_DENIED, REASON_DENIED),
+            Verdict::Ignore => return None,
+        };
+        Some(CertificateSigningRequestCondition {
+            type_: type_.to_string(),
+            status: STATUS_TRUE.to_string(),
+            reason: Some(reason.to_string()),
+            message: Some(self.reason.clone()),
+            last_update_time: Some(Time(now)),
+            last_transition_time: Some(Time(now)),
+        })
+    }
+}
+
+/// What the hub knows about the spoke a registration CSR names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpokeIdentity {
+    /// The spoke's (and its ManagedCluster's) name.
+    pub cluster: String,
+    /// Whether the spoke is declared in the fleet repo.
+    pub declared: bool,
+    /// Whether its ManagedCluster has `hubAcceptsClient: true`.
+    pub accepted: bool,
+    /// The id of the bootstrap token issued to this spoke only, if one was.
+    pub bootstrap_token_id: Option<String>,
+}
+
+impl SpokeIdentity {
+    /// The username the API server gives the holder of this spoke's bootstrap token.
+    pub fn bootstrap_user(&self) -> Option<String> {
+        self.bootstrap_token_id
+            .as_deref()
+            .map(|id| format!("{BOOTSTRAP_USER_PREFIX}{id}"))
+    }
+}
+
+/// The subject a certificate request asks for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestedSubject {
+    pub common_name: String,
+    pub organizations: Vec<String>,
+    pub organizational_units: Vec<String>,
+}
+
+/// Why a CSR's `spec.request` could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error("the request is not PEM: {0}")]
+    NotPem(#[from] pem::PemError),
+    #[error("the request is a PEM {0:?} block, not a CERTIFICATE REQUEST")]
+    WrongPemBlock(String),
+    #[error("the request is not a PKCS#10 certificate request: {0}")]
+    NotACertificateRequest(String),
+    #[error("the request's signature does not verify against its own public key")]
+    BadSignature,
+    #[error("the request's subject has {0} common names; exactly one is required")]
+    CommonNameCount(usize),
+    #[error("the request's subject has an attribute that is not a string")]
+    UnreadableSubject,
+}
+
+/// Reads the subject of a PEM certificate request and checks that the request is signed by the
+/// key it carries (so the requester holds the key it wants certified).
+pub fn read_request(request_pem: &[u8]) -> Result<RequestedSubject, RequestError> {
+    let block = pem::parse(request_pem)?;
+    if block.tag() != "CERTIFICATE REQUEST" {
+        return Err(RequestError::WrongPemBlock(block.tag().to_string()));
+    }
+    let (_, request) = X509CertificationRequest::from_der(block.contents())
+        .map_err(|error| RequestError::NotACertificateRequest(error.to_string()))?;
+    request
+        .verify_signature()
+        .map_err(|_| RequestError::BadSignature)?;
+    let subject = &request.certification_request_info.subject;
+    let strings = |attributes: Vec<&x509_parser::x509::AttributeTypeAndValue<'_>>| {
+        attributes
+            .into_iter()
+            .map(|attribute| attribute.as_str().map(str::to_string))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| RequestError::UnreadableSubject)
+    };
+    let mut common_names = strings(subject.iter_common_name().collect())?;
+    if common_names.len() != 1 {
+        return Err(RequestError::CommonNameCount(common_names.len()));
+    }
+    Ok(RequestedSubject {
+        common_name: common_names.remove(0),
+        organizations: strings(subject.iter_organization().collect())?,
+        organizational_units: strings(subject.iter_organizational_unit().collect())?,
+    })
+}
+
+/// Decides a registration CSR. `spoke` is what the hub knows of the spoke named by the CSR's
+/// cluster-name label (see [`registration_cluster`]), `None` if it knows nothing.
+pub fn decide_registration(
+    csr: &CertificateSigningRequest,
+    spoke: Option<&SpokeIdentity>,
+) -> Decision {
+    if let Some(decided) = already_decided(csr) {
+        return decided;
+    }
+    if csr.spec.signer_name != SIGNER_KUBE_APISERVER_CLIENT {
+        return Decision::ignore(format!(
+            "signer {} is not the registration signer",
+            csr.spec.signer_name
+        ));
+    }
+    let Some(cluster) = registration_cluster(csr) else {
+        return Decision::ignore(format!(
+            "no {LABEL_CLUSTER_NAME} label: not a registration request"
+        ));
+    };
+    if label(csr, LABEL_ADDON_NAME).is_some() {
+        return Decision::ignore("an addon request, not a registration request");
+    }
+    let subject = match read_request(&csr.spec.request.0) {
+        Ok(subject) => subject,
+        Err(error) => return Decision::deny(error.to_string()),
+    };
+    let Some(agent_id) = subject
+        .common_name
+        .strip_prefix(&cluster_group(cluster))
+        .and_then(|rest| rest.strip_prefix(':'))
+        .filter(|id| !id.is_empty() && !id.contains(':'))
+    else {
+        return Decision::deny(format!(
+            "common name {:?} is not {}<agent-id> for cluster {cluster}",
+            subject.common_name,
+            agent_common_name(cluster, "")
+        ));
+    };
+    let expected = agent_organizations(cluster);
+    if !same_set(&subject.organizations, &expected) {
+        return Decision::deny(format!(
+            "organizations {:?} are not exactly {expected:?}",
+            subject.organizations
+        ));
+    }
+    if let Err(reason) = check_usages(csr) {
+        return Decision::deny(reason);
+    }
+    let spoke = match spoke {
+        Some(spoke) if spoke.cluster == cluster && spoke.declared => spoke,
+        _ => {
+            return Decision::ignore(format!(
+                "cluster {cluster} is not declared in the fleet repo; the request stays pending"
+            ));
+        }
+    };
+    if !spoke.accepted {
+        return Decision::ignore(format!(
+            "cluster {cluster} is not accepted yet; the request stays pending"
+        ));
+    }
+    let requester = csr.spec.username.as_deref().unwrap_or_default();
+    if requester == subject.common_name {
+        return Decision::approve(format!(
+            "renewal of cluster {cluster}'s agent {agent_id}, requested by itself"
+        ));
+    }
+    match spoke.bootstrap_user() {
+        Some(bootstrap) if requester == bootstrap => Decision::approve(format!(
+            "registration of cluster {cluster}'s agent {agent_id} with the cluster's bootstrap token"
+        )),
+        Some(bootstrap) => Decision::deny(format!(
+            "requested by {requester:?}, but cluster {cluster} registers only with {bootstrap}"
+        )),
+        None => Decision::deny(format!(
+            "requested by {requester:?}, but cluster {cluster} has no bootstrap token"
+        )),
+    }
+}
+
+/// The cluster a CSR names by its `open-cluster-management.io/cluster-name` label, so the loop
+/// can look that spoke up before deciding.
+pub fn registration_cluster(csr: &CertificateSigningRequest) -> Option<&str> {
+    label(csr, LABEL_CLUSTER_NAME).filter(|name| !name.is_empty())
+}
+
+/// What the hub knows about the addon an addon CSR names.
+#[derive(Clone, Copy, Debug)]
+pub struct AddOnRequestContext<'a> {
+    pub cluster: &'a str,
+    pub addon: &'a str,
+    /// The AddOn document's registrations.
+    pub registrations: &'a [AddOnRegistration],
+}
+
+/// The subject an addon's certificate must carry for one registration of the AddOn document:
+/// the registration's own subject if it names a user, else OCM's default subject (DESIGN §4.3).
+pub fn expected_addon_subject(
+    registration: &AddOnRegistration,
+    cluster: &str,
+    addon: &str,
+) -> Subject {
+    let config = RegistrationConfig {
+        signer_name: registration.signer_name.clone(),
+        subject: registration.subject.as_ref().map(|subject| Subject {
+            user: subject.user.clone().unwrap_or_default(),
+            groups: subject.groups.clone(),
+            organization_units: subject.organization_units.clone(),
+        }),
+    };
+    config.effective_subject(cluster, addon)
+}
+
+/// Decides an addon CSR against the AddOn document's registrations.
+pub fn decide_addon(csr: &CertificateSigningRequest, context: AddOnRequestContext<'_>) -> Decision {
+    let AddOnRequestContext {
+        cluster,
+        addon,
+        registrations,
+    } = context;
+    if let Some(decided) = already_decided(csr) {
+        return decided;
+    }
+    if label(csr, LABEL_ADDON_NAME) != Some(addon)
+        || label(csr, LABEL_CLUSTER_NAME) != Some(cluster)
+    {
+        return Decision::ignore(format!(
+            "not labelled as a request of addon {addon} on cluster {cluster}"
+        ));
+    }
+    let signer = csr.spec.signer_name.as_str();
+    let Some(registration) = registrations.iter().find(|r| r.signer_name == signer) else {
+        return Decision::deny(format!(
+            "addon {addon} has no registration for signer {signer}"
+        ));
+    };
+    let requester = csr.spec.username.as_deref().unwrap_or_default();
+    if !requester.starts_with(&format!("{}:", cluster_group(cluster))) {
+        return Decision::deny(format!(
+            "requested by {requester:?}, not by the agent of cluster {cluster}"
+        ));
+    }
+    let subject = match read_request(&csr.spec.request.0) {
+        Ok(subject) => subject,
+        Err(error) => return Decision::deny(error.to_string()),
+    };
+    let expected = expected_addon_subject(registration, cluster, addon);
+    if subject.common_name != expected.user {
+        return Decision::deny(format!(
+            "user {:?} is not {:?}",
+            subject.common_name, expected.user
+        ));
+    }
+    if !same_set(&subject.organizations, &expected.groups) {
+        return Decision::deny(format!(
+            "groups {:?} are not {:?}",
+            subject.organizations, expected.groups
+        ));
+    }
+    if !same_set(&subject.organizational_units, &expected.organization_units) {
+        return Decision::deny(format!(
+            "organizational units {:?} are not {:?}",
+            subject.organizational_units, expected.organization_units
+        ));
+    }
+    if let Err(reason) = check_usages(csr) {
+        return Decision::deny(reason);
+    }
+    Decision::approve(format!(
+        "addon {addon} of cluster {cluster} registering with signer {signer}"
+    ))
+}
+
+fn already_decided(csr: &CertificateSigningRequest) -> Option<Decision> {
+    let conditions = csr
+        .status
+        .as_ref()
+        .and_then(|status| status.conditions.as_deref())
+        .unwrap_or_default();
+    conditions
+        .iter()
+        .find(|c| c.type_ == CSR_APPROVED || c.type_ == CSR_DENIED)
+        .map(|c| Decision::ignore(format!("already {}", c.type_.to_lowercase())))
+}
+
+fn label<'a>(csr: &'a CertificateSigningRequest, key: &str) -> Option<&'a str> {
+    csr.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+fn same_set(found: &[String], expected: &[String]) -> bool {
+    found.len() == expected.len()
+        && found.iter().collect::<BTreeSet<_>>() == expected.iter().collect::<BTreeSet<_>>()
+}
+
+/// Client auth is required; digital signature and key encipherment are allowed; nothing else.
+fn check_usages(csr: &CertificateSigningRequest) -> Result<(), String> {
+    let usages = csr.spec.usages.as_deref().unwrap_or_default();
+    if !usages.iter().any(|usage| usage == USAGE_CLIENT_AUTH) {
+        return Err(format!("usages {usages:?} lack {USAGE_CLIENT_AUTH:?}"));
+    }
+    match usages
+        .iter()
+        .find(|usage| *usage != USAGE_CLIENT_AUTH && !USAGES_ALSO_ALLOWED.contains(&usage.as_str()))
+    {
+        Some(extra) => Err(format!(
+            "usage {extra:?} is not allowed for a client certificate"
+        )),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::rotation::{CsrSubject, certificate_request_pem};
+    use crate::api::fleet::RegistrationSubject;
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::certificates::v1::{
+        CertificateSigningRequestSpec, CertificateSigningRequestStatus,
+    };
+    use rcgen::{KeyPair, PKCS_ECDSA_P256_SHA256};
+    use std::collections::BTreeMap;
+
+    const CLUSTER: &str = "spoke1";
+
+    fn request(subject: &CsrSubject) -> Vec<u8> {
+        let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).unwrap();
+        certificate_request_pem(subject, &key).unwrap().into_bytes()
+    }
+
+    fn registration_subject() -> CsrSubject {
+        CsrSubject {
+            common_name: agent_common_name(CLUSTER, "agent-7"),
+            organizations: agent_organizations(CLUSTER).to_vec(),
+            organizational_units: Vec::new(),
+        }
+    }
+
+    fn csr(
+        subject: &CsrSubject,
+        username: &str,
+        labels: &[(&str, &str)],
+    ) -> CertificateSigningRequest {
+        CertificateSigningRequest {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some("spoke1-abcde".into()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect::<BTreeMap<_, _>>(),
+                ),
+                ..Default::default()
+            },
+            spec: CertificateSigningRequestSpec {
+                request: ByteString(request(subject)),
+                signer_name: SIGNER_KUBE_APISERVER_CLIENT.into(),
+                usages: Some(vec![
+                    "digital signature".into(),
+                    "key encipherment".into(),
+                    "client auth".into(),
+                ]),
+                username: Some(username.into()),
+                ..Default::default()
+            },
+            status: None,
+        }
+    }
+
+    fn registration_csr(username: &str) -> CertificateSigningRequest {
+        csr(
+            &registration_subject(),
+            username,
+            &[(LABEL_CLUSTER_NAME, CLUSTER)],
+        )
+    }
+
+    fn spoke() -> SpokeIdentity {
+        SpokeIdentity {
+            cluster: CLUSTER.into(),
+            declared: true,
+            accepted: true,
+            bootstrap_token_id: Some("abc123".into()),
+        }
+    }
+
+    const BOOTSTRAP: &str = "system:bootstrap:abc123";
+
+    fn verdict(decision: Decision) -> Verdict {
+        decision.verdict
+    }
+
+    #[test]
+    fn registration_with_the_spokes_own_bootstrap_token_is_approved() {
+        let decision = decide_registration(&registration_csr(BOOTSTRAP), Some(&spoke()));
+        assert_eq!(decision.verdict, Verdict::Approve, "{}", decision.reason);
+        assert!(decision.reason.contains("agent-7"));
+    }
+
+    #[test]
+    fn registration_with_another_spokes_token_is_denied() {
+        let decision =
+            decide_registration(&registration_csr("system:bootstrap:other9"), Some(&spoke()));
+        assert_eq!(decision.verdict, Verdict::Deny);
+        assert!(decision.reason.contains(BOOTSTRAP), "{}", decision.reason);
+    }
+
+    #[test]
+    fn registration_of_a_spoke_without_bootstrap_token_is_denied() {
+        let spoke = SpokeIdentity {
+            bootstrap_token_id: None,
+            ..spoke()
+        };
+        assert_eq!(
+            verdict(decide_registration(
+                &registration_csr(BOOTSTRAP),
+                Some(&spoke)
+            )),
+            Verdict::Deny
+        );
+    }
+
+    #[test]
+    fn renewal_requested_by_the_identity_it_renews_is_approved() {
+        let cn = agent_common_name(CLUSTER, "agent-7");
+        let decision = decide_registration(&registration_csr(&cn), Some(&spoke()));
+        assert_eq!(decision.verdict, Verdict::Approve);
+        assert!(decision.reason.contains("renewal"));
+    }
+
+    #[test]
+    fn renewal_requested_by_another_agent_is_denied() {
+        let other = agent_common_name(CLUSTER, "agent-8");
+        assert_eq!(
+            verdict(decide_registration(
+                &registration_csr(&other),
+                Some(&spoke())
+            )),
+            Verdict::Deny
+        );
+    }
+
+    #[test]
+    fn registration_of_an_undeclared_cluster_stays_pending() {
+        let undeclared = SpokeIdentity {
+            declared: false,
+            ..spoke()
+        };
+        for spoke in [None, Some(&undeclared)] {
+            let decision = decide_registration(&registration_csr(BOOTSTRAP), spoke);
+            assert_eq!(decision.verdict, Verdict::Ignore);
+            assert!(decision.reason.contains("not declared"));
+        }
+    }
+
+    #[test]
+    fn registration_looked_up_under_another_name_stays_pending() {
+        let elsewhere = SpokeIdentity {
+            cluster: "spoke2".into(),
+            ..spoke()
+        };
+        assert_eq!(
+            verdict(decide_registration(
+                &registration_csr(BOOTSTRAP),
+                Some(&elsewhere)
+            )),
+            Verdict::Ignore
+        );
+    }
+
+    #[test]
+    fn registration_of_an_unaccepted_cluster_stays_pending() {
+        let spoke = SpokeIdentity {
+            accepted: false,
+            ..spoke()
+        };
+        let decision = decide_registration(&registration_csr(BOOTSTRAP), Some(&spoke));
+        assert_eq!(decision.verdict, Verdict::Ignore);
+        assert!(decision.reason.contains("not accepted"));
+    }
+
+    #[test]
+    fn registration_with_another_signer_is_not_ours() {
+        let mut csr = registration_csr(BOOTSTRAP);
+        csr.spec.signer_name = "kubernetes.io/kubelet-serving".into();
+        assert_eq!(
+            verdict(decide_registration(&csr, Some(&spoke()))),
+            Verdict::Ignore
+        );
+    }
+
+    #[test]
+    fn csr_without_cluster_label_is_not_ours() {
+        let csr = csr(&registration_subject(), BOOTSTRAP, &[]);
+        assert_eq!(
+            verdict(decide_registration(&csr, Some(&spoke()))),
+            Verdict::Ignore
+        );
+        assert_eq!(registration_cluster(&csr), None);
+    }
+
+    #[test]
+    fn registration_labelled_for_another_cluster_is_denied() {
+        let csr = csr(
+            &registration_subject(),
+            BOOTSTRAP,
+            &[(LABEL_CLUSTER_NAME, "spoke2")],
+        );
+        let spoke2 = SpokeIdentity {
+            cluster: "spoke2".into(),
+            ..spoke()
+        };
+        let decision = decide_registration(&csr, Some(&spoke2));
+        assert_eq!(decision.verdict, Verdict::Deny);
+        assert!(
+            decision.reason.contains("common name"),
+            "{}",
+            decision.reason
+        );
+    }
+
+    #[test]
+    fn registration_with_a_foreign_common_name_is_denied() {
+        for common_name in [
+            "system:open-cluster-management:spoke1:",
+            "system:open-cluster-management:spoke1:a:b",
+            "system:open-cluster-management:spoke10:agent",
+            "admin",
+        ] {
+            let subject = CsrSubject {
+                common_name: common_name.into(),
+                ..registration_subject()
+            };
+            let csr = csr(&subject, BOOTSTRAP, &[(LABEL_CLUSTER_NAME, CLUSTER)]);
+            assert_eq!(
+                verdict(decide_registration(&csr, Some(&spoke()))),
+                Verdict::Deny,
+                "{common_name}"
+            );
+        }
+    }
+
+    #[test]
+    fn registration_must_carry_exactly_the_two_cluster_organizations() {
+        let [own, all] = agent_organizations(CLUSTER);
+        for organizations in [
+            vec![own.clone()],
+            vec![own.clone(), all.clone(), "system:masters".into()],
+            vec![own.clone(), "system:masters".into()],
+            vec![],
+        ] {
+            let subject = CsrSubject {
+                organizations: organizations.clone(),
+                ..registration_subject()
+            };
+            let csr = csr(&subject, BOOTSTRAP, &[(LABEL_CLUSTER_NAME, CLUSTER)]);
+            assert_eq!(
+                verdict(decide_registration(&csr, Some(&spoke()))),
+                Verdict::Deny,
+                "{organizations:?}"
+            );
+        }
+        let reordered = CsrSubject {
+            organizations: vec![all, own],
+            ..registration_subject()
+        };
+        let csr = csr(&reordered, BOOTSTRAP, &[(LABEL_CLUSTER_NAME, CLUSTER)]);
+        assert_eq!(
+            verdict(decide_registration(&csr, Some(&spoke()))),
+            Verdict::Approve
+        );
+    }
+
+    #[test]
+    fn registration_usages_must_be_client_auth() {
+        let mut csr = registration_csr(BOOTSTRAP);
+        csr.spec.usages = Some(vec!["client auth".into()]);
+        assert_eq!(
+            verdict(decide_registration(&csr, Some(&spoke()))),
+            Verdict::Approve
+        );
+        csr.spec.usages = Some(vec!["digital signature".into()]);
+        assert_eq!(
+            verdict(decide_registration(&csr, Some(&spoke()))),
+            Verdict::Deny
+        );
+        csr.spec.usages = Some(vec!["client auth".into(), "server auth".into()]);
+        assert_eq!(
+            verdict(decide_registration(&csr, Some(&spoke()))),
+            Verdict::Deny
+        );
+        csr.spec.usages = None;
+        assert_eq!(
+            verdict(decide_registration(&csr, Some(&spoke()))),
+            Verdict::Deny
+        );
+    }
+
+    #[test]
+    fn garbage_requests_are_denied_with_a_reason() {
+        let garbage: [&[u8]; 5] = [
+            b"",
+            b"not pem at all",
+            b"-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n",
+            b"-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----\n",
+            &[0xff, 0xfe, 0x00, 0x30, 0x82],
+        ];
+        for bytes in garbage {
+            let mut csr = registration_csr(BOOTSTRAP);
+            csr.spec.request = ByteString(bytes.to_vec());
+            let decision = decide_registration(&csr, Some(&spoke()));
+            assert_eq!(decision.verdict, Verdict::Deny, "{bytes:?}");
+            assert!(!decision.reason.is_empty());
+        }
+    }
+
+    #[test]
+    fn request_signed_by_another_key_is_denied() {
+        let mut csr = registration_csr(BOOTSTRAP);
+        let block = pem::parse(&csr.spec.request.0).unwrap();
+        let mut der = block.contents().to_vec();
+        let last = der.len() - 1;
+        der[last] ^= 0x01;
+        csr.spec.request =
+            ByteString(pem::encode(&pem::Pem::new("CERTIFICATE REQUEST", der)).into_bytes());
+        assert_eq!(
+            verdict(decide_registration(&csr, Some(&spoke()))),
+            Verdict::Deny
+        );
+    }
+
+    #[test]
+    fn csrs_already_decided_are_left_alone() {
+        for type_ in [CSR_APPROVED, CSR_DENIED] {
+            let mut csr = registration_csr(BOOTSTRAP);
+            csr.status = Some(CertificateSigningRequestStatus {
+                conditions: Some(vec![CertificateSigningRequestCondition {
+                    type_: type_.into(),
+                    status: STATUS_TRUE.into(),
+                    ..Default::default()
+                }]),
+                certificate: None,
+            });
+            assert_eq!(
+                verdict(decide_registration(&csr, Some(&spoke()))),
+                Verdict::Ignore
+            );
+        }
+    }
+
+    #[test]
+    fn decisions_become_approved_or_denied_conditions() {
+        let now = Timestamp::from_second(100).unwrap();
+        let approved = decide_registration(&registration_csr(BOOTSTRAP), Some(&spoke()))
+            .condition(now)
+            .unwrap();
+        assert_eq!(approved.type_, CSR_APPROVED);
+        assert_eq!(approved.status, STATUS_TRUE);
+        assert_eq!(approved.reason.as_deref(), Some(REASON_APPROVED));
+        assert!(approved.message.unwrap().contains("bootstrap token"));
+        let denied = Decision::deny("no").condition(now).unwrap();
+        assert_eq!(
+            (denied.type_.as_str(), denied.message.as_deref()),
+            (CSR_DENIED, Some("no"))
+        );
+        assert_eq!(Decision::ignore("later").condition(now), None);
+    }
+
+    const ADDON: &str = "observability";
+    const AGENT: &str = "system:open-cluster-management:spoke1:agent-7";
+    const CUSTOM_SIGNER: &str = "open-cluster-management.io/observability-signer";
+
+    fn addon_registrations() -> Vec<AddOnRegistration> {
+        vec![
+            AddOnRegistration {
+                signer_name: SIGNER_KUBE_APISERVER_CLIENT.into(),
+                subject: None,
+                signer_secret_ref: None,
+            },
+            AddOnRegistration {
+                signer_name: CUSTOM_SIGNER.into(),
+                subject: Some(RegistrationSubject {
+                    user: Some("observability-spoke1".into()),
+                    groups: vec!["observability".into()],
+                    organization_units: vec!["acm".into()],
+                }),
+                signer_secret_ref: None,
+            },
+        ]
+    }
+
+    fn addon_csr(subject: &CsrSubject, signer: &str, username: &str) -> CertificateSigningRequest {
+        let mut csr = csr(
+            subject,
+            username,
+            &[(LABEL_CLUSTER_NAME, CLUSTER), (LABEL_ADDON_NAME, ADDON)],
+        );
+        csr.spec.signer_name = signer.into();
+        csr
+    }
+
+    fn default_addon_subject() -> CsrSubject {
+        CsrSubject::from(&Subject::default_for(CLUSTER, ADDON))
+    }
+
+    fn custom_subject() -> CsrSubject {
+        CsrSubject {
+            common_name: "observability-spoke1".into(),
+            organizations: vec!["observability".into()],
+            organizational_units: vec!["acm".into()],
+        }
+    }
+
+    fn decide(csr: &CertificateSigningRequest) -> Decision {
+        let registrations = addon_registrations();
+        decide_addon(
+            csr,
+            AddOnRequestContext {
+                cluster: CLUSTER,
+                addon: ADDON,
+                registrations: &registrations,
+            },
+        )
+    }
+
+    #[test]
+    fn addon_csr_with_the_default_subject_is_approved_for_the_kube_signer() {
+        let csr = addon_csr(
+            &default_addon_subject(),
+            SIGNER_KUBE_APISERVER_CLIENT,
+            AGENT,
+        );
+        let decision = decide(&csr);
+        assert_eq!(decision.verdict, Verdict::Approve, "{}", decision.reason);
+    }
+
+    #[test]
+    fn addon_csr_with_the_registrations_own_subject_is_approved_for_its_signer() {
+        let csr = addon_csr(&custom_subject(), CUSTOM_SIGNER, AGENT);
+        assert_eq!(verdict(decide(&csr)), Verdict::Approve);
+    }
+
+    #[test]
+    fn addon_csr_for_an_unregistered_signer_is_denied() {
+        let csr = addon_csr(&custom_subject(), "example.com/other", AGENT);
+        let decision = decide(&csr);
+        assert_eq!(decision.verdict, Verdict::Deny);
+        assert!(decision.reason.contains("no registration"));
+    }
+
+    #[test]
+    fn addon_csr_with_another_user_is_denied() {
+        let subject = CsrSubject {
+            common_name: "system:admin".into(),
+            ..default_addon_subject()
+        };
+        let csr = addon_csr(&subject, SIGNER_KUBE_APISERVER_CLIENT, AGENT);
+        assert_eq!(verdict(decide(&csr)), Verdict::Deny);
+    }
+
+    #[test]
+    fn addon_csr_with_other_groups_is_denied() {
+        let mut subject = default_addon_subject();
+        subject.organizations.push("system:masters".into());
+        let csr = addon_csr(&subject, SIGNER_KUBE_APISERVER_CLIENT, AGENT);
+        let decision = decide(&csr);
+        assert_eq!(decision.verdict, Verdict::Deny);
+        assert!(decision.reason.contains("groups"));
+    }
+
+    #[test]
+    fn addon_csr_with_other_organizational_units_is_denied() {
+        for units in [vec![], vec!["acm".to_string(), "ops".to_string()]] {
+            let subject = CsrSubject {
+                organizational_units: units,
+                ..custom_subject()
+            };
+            let csr = addon_csr(&subject, CUSTOM_SIGNER, AGENT);
+            assert_eq!(verdict(decide(&csr)), Verdict::Deny);
+        }
+    }
+
+    #[test]
+    fn addon_csr_from_someone_else_than_the_clusters_agent_is_denied() {
+        for requester in [
+            "system:open-cluster-management:spoke2:agent-1",
+            "system:bootstrap:abc123",
+            "",
+        ] {
+            let csr = addon_csr(
+                &default_addon_subject(),
+                SIGNER_KUBE_APISERVER_CLIENT,
+                requester,
+            );
+            assert_eq!(verdict(decide(&csr)), Verdict::Deny, "{requester}");
+        }
+    }
+
+    #[test]
+    fn addon_csr_for_another_addon_or_cluster_is_not_judged_here() {
+        let mut csr = addon_csr(
+            &default_addon_subject(),
+            SIGNER_KUBE_APISERVER_CLIENT,
+            AGENT,
+        );
+        csr.metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert(LABEL_ADDON_NAME.into(), "other".into());
+        assert_eq!(verdict(decide(&csr)), Verdict::Ignore);
+        assert_eq!(
+            verdict(decide_registration(&csr, Some(&spoke()))),
+            Verdict::Ignore,
+            "an addon CSR is never taken for a registration"
+        );
+    }
+
+    #[test]
+    fn garbage_addon_request_is_denied() {
+        let mut csr = addon_csr(
+            &default_addon_subject(),
+            SIGNER_KUBE_APISERVER_CLIENT,
+            AGENT,
+        );
+        csr.spec.request = ByteString(
+            b"-----BEGIN CERTIFICATE REQUEST-----\n-----END CERTIFICATE REQUEST-----\n".to_vec(),
+        );
+        assert_eq!(verdict(decide(&csr)), Verdict::Deny);
+    }
+
+    #[test]
+    fn registration_subject_without_user_falls_back_to_the_default() {
+        let registration = AddOnRegistration {
+            signer_name: SIGNER_KUBE_APISERVER_CLIENT.into(),
+            subject: Some(RegistrationSubject {
+                user: None,
+                groups: vec!["ignored".into()],
+                organization_units: Vec::new(),
+            }),
+            signer_secret_ref: None,
+        };
+        assert_eq!(
+            expected_addon_subject(&registration, CLUSTER, ADDON),
+            Subject::default_for(CLUSTER, ADDON)
+        );
+    }
+}

@@ -1,0 +1,19 @@
+//! The hub loops' decision logic: what the hub concludes about its spokes from leases, polls and
+//! certificate signing requests (seeds 000, 001, 002; DESIGN §4.1–§4.5).
+//!
+//! - [`lease`]: when a cluster's lease has stopped (`renewTime + 5 × leaseDurationSeconds`), the
+//!   Available=Unknown condition, the availability taints and the Unknown condition of the
+//!   cluster's addons; the one instant the loop must wake up next.
+//! - [`observer`]: Krake's cluster observer for `availability.mode: poll` spokes — its eight states,
+//!   backoff and node health — and the same state names derived from lease-mode conditions.
+//! - [`approval`]: whether the hub approves, denies or leaves alone a registration or addon CSR,
+//!   with the reason that goes into the CSR's condition.
+//!
+//! Every function here is pure: it takes the objects and the current time as arguments and
+//! returns decisions (conditions to set, taints to write, the next instant to wake up). The loops
+//! around them own the watches, timers and writes, and must not decide anything themselves; this
+//! module must not talk to a cluster, read the clock or sleep.
+
+pub mod approval;
+pub mod lease;
+pub mod observer;
