@@ -5,10 +5,18 @@
 //! - [`source`]: reading a fleet repo from a directory or a git commit.
 //! - [`plan`]: desired fleet + observed state → an ordered plan (pure).
 //! - [`api`]: the Kubernetes types fleetform reads and writes (OCM's and its own).
+//! - [`access`]: reaching a hub's or spoke's cluster from its kubeconfig source.
+//! - [`observe`]: reading what a hub holds, for the planner.
+//! - [`hub`]: the hub loops' decisions: lease expiry, the cluster observer, CSR approval (pure).
+//! - [`agent`]: the agent's decisions: availability, addon health, claims, certificates (pure).
 //! - [`cli`]: the `fleetform` command line.
 
+pub mod access;
+pub mod agent;
 pub mod api;
 pub mod cli;
 pub mod fleet;
+pub mod hub;
+pub mod observe;
 pub mod plan;
 pub mod source;

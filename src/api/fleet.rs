@@ -99,7 +99,7 @@ pub struct RegistrationSpec {
     /// How often agents renew their lease; the hub marks a cluster Unknown after five missed.
     #[serde(default = "default_lease_duration_seconds")]
     pub lease_duration_seconds: i32,
-    /// How many custom ClusterClaims a spoke reports; reserved claims are never cut.
+    /// How many ClusterClaims a spoke reports in all; reserved claims are never cut.
     #[serde(default = "default_cluster_claims_max")]
     pub cluster_claims_max: i32,
     /// Lifetime of the client certificates the hub issues to agents.

@@ -3,6 +3,7 @@
 
 mod controlplane;
 mod crds;
+mod plan;
 mod validate;
 
 use std::process::ExitCode;
@@ -40,6 +41,8 @@ pub struct Cli {
 enum Command {
     /// Check a fleet repo: schema, then the rules across documents. Exit 0 valid, 1 invalid.
     Validate(validate::Args),
+    /// Show what applying the fleet repo would change. Exit 0 no changes, 2 changes, 1 error.
+    Plan(plan::Args),
     /// Print the CustomResourceDefinitions fleetform uses, or write one file per CRD.
     Crds(crds::Args),
     /// Run an embedded Kubernetes-compatible API server until SIGTERM or Ctrl-C.
@@ -71,6 +74,7 @@ pub fn main() -> ExitCode {
     init_tracing(&cli.log);
     let code = match cli.command {
         Command::Validate(args) => validate::run(args),
+        Command::Plan(args) => with_runtime(plan::run(args)),
         Command::Crds(args) => crds::run(args),
         Command::Controlplane(args) => with_runtime(controlplane::run(args)),
     };
@@ -118,6 +122,73 @@ fn init_tracing(filter: &str) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+/// Where to read a fleet repo from: the arguments `validate`, `plan` and `apply` share.
+#[derive(Debug, clap::Args)]
+pub struct SourceArgs {
+    /// A directory, a local git repository, or a git URL (file://, https://, ssh://).
+    #[arg(default_value = ".")]
+    source: String,
+    /// Branch, tag or commit to read (git sources only); default: HEAD or the remote's default
+    /// branch.
+    #[arg(long = "ref")]
+    git_ref: Option<String>,
+    /// Directory of the fleet inside the source.
+    #[arg(long)]
+    path: Option<String>,
+}
+
+impl SourceArgs {
+    fn spec(&self) -> crate::source::SourceSpec {
+        crate::source::SourceSpec {
+            location: self.source.clone(),
+            git_ref: self.git_ref.clone(),
+            path: self.path.clone(),
+        }
+    }
+}
+
+/// How to reach clusters: the kubeconfig flags kubectl has, and where embedded clusters live.
+#[derive(Debug, clap::Args)]
+pub struct ClusterArgs {
+    /// Kubeconfig fleetform runs with (default: $KUBECONFIG or ~/.kube/config).
+    #[arg(long, global = true)]
+    kubeconfig: Option<std::path::PathBuf>,
+    /// Context of that kubeconfig for the cluster fleetform runs with.
+    #[arg(long, global = true)]
+    context: Option<String>,
+    /// Where `fleetform up` keeps its embedded clusters (default: $FLEETFORM_DATA_DIR or
+    /// ~/.local/share/fleetform).
+    #[arg(long, global = true)]
+    data_dir: Option<std::path::PathBuf>,
+}
+
+impl ClusterArgs {
+    fn access(&self) -> crate::access::Access {
+        crate::access::Access {
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+            data_dir: self
+                .data_dir
+                .clone()
+                .unwrap_or_else(crate::access::default_data_dir),
+        }
+    }
+}
+
+/// Prints validation problems, one per line, and a count.
+fn print_diagnostics(errors: &[crate::fleet::Diagnostic]) {
+    for error in errors {
+        println!("{error}");
+    }
+    let files: std::collections::BTreeSet<&str> = errors.iter().map(|e| e.file.as_str()).collect();
+    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    println!(
+        "invalid: {} in {}",
+        plural(errors.len(), "error"),
+        plural(files.len(), "file")
+    );
 }
 
 /// Prints a value as JSON (for `text` and `json`) or YAML.

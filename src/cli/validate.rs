@@ -2,22 +2,14 @@
 
 use serde::Serialize;
 
-use super::{Output, exit, print_data};
-use crate::fleet::{self, Diagnostic, Fleet};
-use crate::source::{self, Origin, SourceSpec};
+use super::{Output, SourceArgs, exit, print_data};
+use crate::fleet::{Diagnostic, Fleet};
+use crate::source::{self, LoadError, Origin};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// A directory, a local git repository, or a git URL (file://, https://, ssh://).
-    #[arg(default_value = ".")]
-    source: String,
-    /// Branch, tag or commit to read (git sources only); default: HEAD or the remote's default
-    /// branch.
-    #[arg(long = "ref")]
-    git_ref: Option<String>,
-    /// Directory of the fleet inside the source.
-    #[arg(long)]
-    path: Option<String>,
+    #[command(flatten)]
+    source: SourceArgs,
     #[arg(short, long, value_enum, default_value_t)]
     output: Output,
 }
@@ -39,19 +31,20 @@ struct Summary {
 }
 
 pub fn run(args: Args) -> u8 {
-    let spec = SourceSpec {
-        location: args.source,
-        git_ref: args.git_ref,
-        path: args.path,
-    };
-    let snapshot = match source::read(&spec) {
-        Ok(snapshot) => snapshot,
-        Err(err) => {
+    let (origin, fleet, errors) = match source::load_fleet(&args.source.spec()) {
+        Ok((origin, fleet)) => (origin, Some(fleet), Vec::new()),
+        Err(LoadError::Invalid {
+            origin,
+            diagnostics,
+        }) => (origin, None, diagnostics),
+        Err(LoadError::Source(err)) => {
             match args.output {
                 Output::Text => eprintln!("error: {err}"),
                 Output::Json | Output::Yaml => {
-                    let body = serde_json::json!({ "valid": false, "error": err.to_string() });
-                    print_data(args.output, &body);
+                    print_data(
+                        args.output,
+                        &serde_json::json!({ "valid": false, "error": err.to_string() }),
+                    );
                 }
             }
             return if err.is_internal() {
@@ -61,18 +54,8 @@ pub fn run(args: Args) -> u8 {
             };
         }
     };
-    let mut errors = snapshot.problems;
-    let fleet = match fleet::load(&snapshot.files) {
-        Ok(fleet) => Some(fleet),
-        Err(diagnostics) => {
-            errors.extend(diagnostics);
-            None
-        }
-    };
-    errors.sort();
-    let fleet = fleet.filter(|_| errors.is_empty());
     let report = Report {
-        source: &snapshot.origin,
+        source: &origin,
         valid: fleet.is_some(),
         summary: fleet.as_ref().map(|fleet: &Fleet| Summary {
             hubs: fleet.hubs.len(),
@@ -82,7 +65,13 @@ pub fn run(args: Args) -> u8 {
         errors: &errors,
     };
     match args.output {
-        Output::Text => print_text(&report, fleet.as_ref()),
+        Output::Text => {
+            println!("source: {origin}");
+            match &fleet {
+                Some(fleet) => println!("valid: {}", fleet.summary()),
+                None => super::print_diagnostics(&errors),
+            }
+        }
         Output::Json | Output::Yaml => print_data(args.output, &report),
     }
     if report.valid {
@@ -90,23 +79,4 @@ pub fn run(args: Args) -> u8 {
     } else {
         exit::INVALID_INPUT
     }
-}
-
-fn print_text(report: &Report<'_>, fleet: Option<&Fleet>) {
-    println!("source: {}", report.source);
-    if let Some(fleet) = fleet {
-        println!("valid: {}", fleet.summary());
-        return;
-    }
-    for error in report.errors {
-        println!("{error}");
-    }
-    let files: std::collections::BTreeSet<&str> =
-        report.errors.iter().map(|e| e.file.as_str()).collect();
-    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
-    println!(
-        "invalid: {} in {}",
-        plural(report.errors.len(), "error"),
-        plural(files.len(), "file")
-    );
 }

@@ -139,6 +139,37 @@ impl SourceError {
     }
 }
 
+/// Why a fleet could not be loaded: its source could not be read, or what it holds is invalid.
+#[derive(Debug)]
+pub enum LoadError {
+    Source(SourceError),
+    Invalid {
+        origin: Origin,
+        diagnostics: Vec<Diagnostic>,
+    },
+}
+
+/// Reads a fleet repo and loads the fleet it declares, or every problem found in it.
+pub fn load_fleet(spec: &SourceSpec) -> Result<(Origin, crate::fleet::Fleet), LoadError> {
+    let snapshot = read(spec).map_err(LoadError::Source)?;
+    let mut diagnostics = snapshot.problems;
+    match crate::fleet::load(&snapshot.files) {
+        Ok(fleet) if diagnostics.is_empty() => Ok((snapshot.origin, fleet)),
+        Ok(_) => Err(LoadError::Invalid {
+            origin: snapshot.origin,
+            diagnostics,
+        }),
+        Err(found) => {
+            diagnostics.extend(found);
+            diagnostics.sort();
+            Err(LoadError::Invalid {
+                origin: snapshot.origin,
+                diagnostics,
+            })
+        }
+    }
+}
+
 /// Reads a fleet repo from wherever `spec` says.
 pub fn read(spec: &SourceSpec) -> Result<Snapshot, SourceError> {
     let fleet_path = normalize_fleet_path(spec)?;

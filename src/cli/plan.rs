@@ -1,0 +1,115 @@
+//! `fleetform plan`: what applying a commit of the fleet repo would change.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use super::{ClusterArgs, SourceArgs, exit};
+use crate::observe::observe_hub;
+use crate::plan::{self, Observed, Plan, PruneGuard, render};
+use crate::source::{self, LoadError};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum PlanOutput {
+    #[default]
+    Text,
+    Json,
+    Markdown,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    source: SourceArgs,
+    #[command(flatten)]
+    clusters: ClusterArgs,
+    #[arg(short, long, value_enum, default_value_t)]
+    output: PlanOutput,
+    /// Save the plan (with the commit and every resourceVersion it read) for `fleetform apply FILE`.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Let the plan unjoin more spokes than the prune guard allows.
+    #[arg(long)]
+    allow_prune: bool,
+    /// Percentage of a hub's spokes a plan may unjoin without --allow-prune (at least one may).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=100))]
+    max_prune_percent: u32,
+}
+
+pub async fn run(args: Args) -> u8 {
+    let (origin, fleet) = match source::load_fleet(&args.source.spec()) {
+        Ok(loaded) => loaded,
+        Err(LoadError::Source(err)) => {
+            eprintln!("error: {err}");
+            return if err.is_internal() {
+                exit::INTERNAL
+            } else {
+                exit::INVALID_INPUT
+            };
+        }
+        Err(LoadError::Invalid {
+            origin,
+            diagnostics,
+        }) => {
+            println!("source: {origin}");
+            super::print_diagnostics(&diagnostics);
+            return exit::INVALID_INPUT;
+        }
+    };
+    let access = args.clusters.access();
+    let mut observed = Observed::new();
+    for (name, hub) in &fleet.hubs {
+        let client = match access.hub(hub).await {
+            Ok(client) => client,
+            Err(err) => {
+                eprintln!("error: {err}");
+                return exit::INVALID_INPUT;
+            }
+        };
+        match observe_hub(name, &client, &plan::desired::hub_objects(&fleet, name)).await {
+            Ok(hub) => {
+                observed.insert(name.clone(), hub);
+            }
+            Err(err) => {
+                eprintln!("error: {err}");
+                return exit::INVALID_INPUT;
+            }
+        }
+    }
+    let guard = PruneGuard {
+        max_percent: args.max_prune_percent,
+        allow_prune: args.allow_prune,
+    };
+    let plan = plan::plan(&fleet, origin, &observed, guard);
+    if let Some(path) = &args.out
+        && let Err(err) = save(&plan, path)
+    {
+        eprintln!("error: cannot save the plan to {}: {err}", path.display());
+        return exit::INTERNAL;
+    }
+    match args.output {
+        PlanOutput::Text => print!("{}", render::text(&plan, colour())),
+        PlanOutput::Markdown => print!("{}", render::markdown(&plan)),
+        PlanOutput::Json => match serde_json::to_string_pretty(&plan) {
+            Ok(json) => println!("{json}"),
+            Err(err) => {
+                eprintln!("error: cannot render the plan: {err}");
+                return exit::INTERNAL;
+            }
+        },
+    }
+    if plan.has_changes() {
+        exit::CHANGES
+    } else {
+        exit::OK
+    }
+}
+
+fn save(plan: &Plan, path: &std::path::Path) -> std::io::Result<()> {
+    let json = serde_json::to_vec_pretty(plan).map_err(std::io::Error::other)?;
+    std::fs::write(path, json)
+}
+
+/// Colour only on a terminal, and never with `NO_COLOR` set.
+fn colour() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}

@@ -1,0 +1,137 @@
+//! Reading what a hub holds, for the planner: fleetform's objects there, what a server-side
+//! apply of the desired objects would store (dry run), and the ManagedClusters registered.
+//! Reads only; it never changes a cluster.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::Value;
+
+use crate::api::fleet::SYSTEM_NAMESPACE;
+use crate::api::{ClusterManagementAddOn, Hub, ManagedCluster, Spoke};
+use crate::plan::desired::{MANAGED_BY, MANAGED_BY_LABEL};
+use crate::plan::{ClusterRegistration, ObjectKey, ObjectKind, ObservedHub};
+
+/// The field manager of every object fleetform applies.
+pub const FIELD_MANAGER: &str = "fleetform";
+
+/// Why a hub could not be observed.
+#[derive(Debug, thiserror::Error)]
+#[error("hub {hub}: cannot {action}: {source}")]
+pub struct ObserveError {
+    pub hub: String,
+    pub action: String,
+    #[source]
+    pub source: kube::Error,
+}
+
+/// The API resource of each kind a plan writes.
+pub fn api_resource(kind: ObjectKind) -> ApiResource {
+    match kind {
+        ObjectKind::Hub => ApiResource::erase::<Hub>(&()),
+        ObjectKind::Spoke => ApiResource::erase::<Spoke>(&()),
+        ObjectKind::ClusterManagementAddOn => ApiResource::erase::<ClusterManagementAddOn>(&()),
+    }
+}
+
+fn api(client: &Client, key_kind: ObjectKind, namespace: Option<&str>) -> Api<DynamicObject> {
+    let resource = api_resource(key_kind);
+    match namespace {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    }
+}
+
+/// Observes one hub against the objects the fleet wants there.
+pub async fn observe_hub(
+    hub: &str,
+    client: &Client,
+    desired: &BTreeMap<ObjectKey, Value>,
+) -> Result<ObservedHub, ObserveError> {
+    let failed = |action: &str| {
+        let hub = hub.to_string();
+        let action = action.to_string();
+        move |source| ObserveError {
+            hub,
+            action,
+            source,
+        }
+    };
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut installed = true;
+    for crd in crate::api::crds() {
+        let name = crd.metadata.name.unwrap_or_default();
+        if crds
+            .get_opt(&name)
+            .await
+            .map_err(failed("read CRDs"))?
+            .is_none()
+        {
+            installed = false;
+        }
+    }
+    let mut observed = ObservedHub {
+        installed,
+        ..ObservedHub::default()
+    };
+    if !installed {
+        // Nothing of fleetform's can exist yet, and dry runs of unknown kinds would only fail.
+        return Ok(observed);
+    }
+
+    let managed = ListParams::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
+    for (kind, namespace) in [
+        (ObjectKind::Hub, Some(SYSTEM_NAMESPACE)),
+        (ObjectKind::Spoke, Some(SYSTEM_NAMESPACE)),
+        (ObjectKind::ClusterManagementAddOn, None),
+    ] {
+        let list = api(client, kind, namespace)
+            .list(&managed)
+            .await
+            .map_err(failed(&format!("list {}s", kind.as_str())))?;
+        for object in list {
+            let key = ObjectKey {
+                kind,
+                namespace: object.metadata.namespace.clone(),
+                name: object.metadata.name.clone().unwrap_or_default(),
+            };
+            let value = serde_json::to_value(&object).unwrap_or(Value::Null);
+            observed.objects.insert(key, value);
+        }
+    }
+
+    let namespace_exists = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .get_opt(SYSTEM_NAMESPACE)
+        .await
+        .map_err(failed("read namespaces"))?
+        .is_some();
+    let dry_run = PatchParams::apply(FIELD_MANAGER).force().dry_run();
+    for (key, object) in desired {
+        if key.namespace.is_some() && !namespace_exists {
+            continue;
+        }
+        let result = api(client, key.kind, key.namespace.as_deref())
+            .patch(&key.name, &dry_run, &Patch::Apply(object))
+            .await
+            .map_err(failed(&format!("dry-run apply {key}")))?;
+        observed.dry_run.insert(
+            key.clone(),
+            serde_json::to_value(&result).unwrap_or(Value::Null),
+        );
+    }
+
+    let clusters = Api::<ManagedCluster>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(failed("list ManagedClusters"))?;
+    for cluster in clusters {
+        let name = cluster.metadata.name.clone().unwrap_or_default();
+        let registration = ClusterRegistration {
+            hub_accepts_client: cluster.spec.hub_accepts_client.unwrap_or(false),
+        };
+        observed.clusters.insert(name, registration);
+    }
+    Ok(observed)
+}

@@ -1,0 +1,235 @@
+//! `fleetform plan` against an embedded hub: a fresh hub plans installation and joins, a
+//! converged hub plans nothing, and a commit's changes show as lifecycle steps and diffs.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use fleetform::access::{ClusterRole, embedded_kubeconfig};
+use fleetform::api::fleet::SYSTEM_NAMESPACE;
+use fleetform::observe::{FIELD_MANAGER, api_resource};
+use fleetform::plan::desired::hub_objects;
+use fleetform_controlplane::{ControlPlane, RunningControlPlane};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+
+/// An embedded hub named `hub` (as the example fleet declares it), registered where
+/// `fleetform up` would register it.
+struct EmbeddedHub {
+    server: RunningControlPlane,
+    data_dir: tempfile::TempDir,
+    client: kube::Client,
+}
+
+impl EmbeddedHub {
+    async fn start() -> Self {
+        let server = ControlPlane::builder()
+            .listen("127.0.0.1:0".parse().unwrap())
+            .start()
+            .await
+            .expect("control plane starts");
+        let data_dir = tempfile::tempdir().unwrap();
+        let path = embedded_kubeconfig(data_dir.path(), ClusterRole::Hub, "hub");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, server.kubeconfig()).unwrap();
+        let kubeconfig = kube::config::Kubeconfig::read_from(&path).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap();
+        let client = kube::Client::try_from(config).unwrap();
+        EmbeddedHub {
+            server,
+            data_dir,
+            client,
+        }
+    }
+
+    /// Does what `apply` will: CRDs, the system namespace, then every desired object.
+    async fn converge(&self, fleet_dir: &Path) {
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        for crd in fleetform::api::crds() {
+            let name = crd.metadata.name.clone().unwrap();
+            crds.patch(&name, &params, &Patch::Apply(&crd))
+                .await
+                .expect("apply CRD");
+        }
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let namespace = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}});
+        namespaces
+            .patch(SYSTEM_NAMESPACE, &params, &Patch::Apply(&namespace))
+            .await
+            .expect("apply namespace");
+        let (_, fleet) = fleetform::source::load_fleet(&fleetform::source::SourceSpec {
+            location: fleet_dir.display().to_string(),
+            ..Default::default()
+        })
+        .expect("valid fleet");
+        for (key, object) in hub_objects(&fleet, "hub") {
+            let resource = api_resource(key.kind);
+            let api: Api<DynamicObject> = match &key.namespace {
+                Some(namespace) => Api::namespaced_with(self.client.clone(), namespace, &resource),
+                None => Api::all_with(self.client.clone(), &resource),
+            };
+            api.patch(&key.name, &params, &Patch::Apply(&object))
+                .await
+                .unwrap_or_else(|err| panic!("apply {key}: {err}"));
+        }
+    }
+
+    async fn plan(&self, fleet_dir: &Path, extra: &[&str]) -> Output {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_fleetform"));
+        command
+            .arg("plan")
+            .arg(fleet_dir)
+            .arg("--data-dir")
+            .arg(self.data_dir.path())
+            .args(extra)
+            .env("NO_COLOR", "1");
+        command.output().await.expect("run fleetform plan")
+    }
+}
+
+fn example_copy() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = dir.path().join("fleet");
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet-repo"),
+        &fleet,
+    );
+    (dir, fleet)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &to.join(entry.file_name()));
+        } else {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn a_fresh_hub_plans_installation_joins_and_addons() {
+    let hub = EmbeddedHub::start().await;
+    let (_dir, fleet) = example_copy();
+    let output = hub.plan(&fleet, &[]).await;
+    let text = stdout(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "{text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        text.contains("1. install fleetform's CRDs and hub components"),
+        "{text}"
+    );
+    assert!(
+        text.contains("join spoke dev (install its agent and bootstrap token)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("enable addon observability on staging (namespace observability-staging)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("+ create Spoke fleetform-system/prod"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Plan: 8 to create, 0 to update, 0 to delete; 18 lifecycle steps."),
+        "{text}"
+    );
+    hub.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_converged_hub_plans_nothing_and_a_change_shows_as_steps_and_a_diff() {
+    let hub = EmbeddedHub::start().await;
+    let (_dir, fleet) = example_copy();
+    hub.converge(&fleet).await;
+
+    let unchanged = hub.plan(&fleet, &[]).await;
+    assert_eq!(
+        unchanged.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&unchanged),
+        String::from_utf8_lossy(&unchanged.stderr)
+    );
+    assert!(
+        stdout(&unchanged).contains("No changes"),
+        "{}",
+        stdout(&unchanged)
+    );
+
+    let spokes = fleet.join("spokes/edge.yaml");
+    let edited = std::fs::read_to_string(&spokes)
+        .unwrap()
+        .replace("leaseDurationSeconds: 10", "leaseDurationSeconds: 15")
+        .replace(
+            "      - config-policy\n    - name: observability",
+            "    - name: observability",
+        );
+    std::fs::write(&spokes, edited).unwrap();
+    let saved = fleet.parent().unwrap().join("plan.json");
+    let changed = hub.plan(&fleet, &["--out", saved.to_str().unwrap()]).await;
+    let text = stdout(&changed);
+    assert_eq!(changed.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("change lease duration of dev from 10s to 15s"),
+        "{text}"
+    );
+    assert!(
+        text.contains("~ update Spoke fleetform-system/dev"),
+        "{text}"
+    );
+    assert!(text.contains("-  leaseDurationSeconds: 10"), "{text}");
+    assert!(text.contains("+  leaseDurationSeconds: 15"), "{text}");
+
+    let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
+    let versions = &saved["hubs"][0]["readVersions"];
+    assert!(
+        versions["Spoke fleetform-system/dev"]
+            .as_str()
+            .is_some_and(|rv| !rv.is_empty()),
+        "{versions}"
+    );
+
+    let markdown = hub.plan(&fleet, &["-o", "markdown"]).await;
+    assert!(
+        stdout(&markdown).starts_with("### fleetform plan"),
+        "{}",
+        stdout(&markdown)
+    );
+    hub.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_embedded_hub_that_is_not_running_is_a_clear_error() {
+    let (_dir, fleet) = example_copy();
+    let data_dir = tempfile::tempdir().unwrap();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_fleetform"))
+        .arg("plan")
+        .arg(&fleet)
+        .arg("--data-dir")
+        .arg(data_dir.path())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("hub hub: the embedded cluster has no kubeconfig at"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("fleetform up"), "{stderr}");
+}
