@@ -765,6 +765,15 @@ pub fn decide_delete(
         return Err(precondition("ResourceVersion", r, cur.resource_version()));
     }
     if info.plural == "namespaces" && info.group.is_empty() {
+        if matches!(name.as_str(), "default" | "kube-system" | "kube-public") {
+            return Err(ApiError::Forbidden {
+                subject: subject(info, &name),
+                message: format!(
+                    "namespaces {name:?} is forbidden: this namespace may not be deleted"
+                ),
+                cause: None,
+            });
+        }
         if cur.is_deleting() {
             return Ok((WriteOp::Unchanged, DeleteOutcome::Pending));
         }
@@ -970,6 +979,20 @@ mod tests {
             decide_update(&i, &marked, none, Part::Main, true).unwrap(),
             WriteOp::Delete
         ));
+    }
+
+    #[test]
+    fn system_namespaces_may_not_be_deleted() {
+        let i = info("", "namespaces");
+        let ns = prepare_create(&i, "", json!({"metadata": {"name": "default"}}), "t").unwrap();
+        let err = decide_delete(&i, &ns, &DeleteOptions::default(), "t")
+            .err()
+            .unwrap();
+        assert_eq!(err.code(), 403);
+        assert_eq!(
+            err.to_string(),
+            "namespaces \"default\" is forbidden: this namespace may not be deleted"
+        );
     }
 
     #[test]

@@ -49,7 +49,7 @@ impl ControlPlane {
         ControlPlaneBuilder {
             data_dir: None,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            history_window: 100_000,
+            history_window: 10_000,
             bookmark_every: Duration::from_secs(60),
             watch_timeout: Duration::from_secs(1800),
         }

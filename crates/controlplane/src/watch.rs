@@ -84,11 +84,31 @@ pub fn spec_from_query(
 
 struct Encoder {
     info: Arc<crate::registry::ResourceInfo>,
+    api_version: String,
     table: Option<IncludeObject>,
     columns_sent: bool,
 }
 
 impl Encoder {
+    /// Encodes a stored event, reusing its shared serialisation when this watch shows
+    /// objects exactly as stored.
+    fn stored_event(&mut self, kind: &str, e: &Event) -> Bytes {
+        let as_stored = self.table.is_none()
+            && e.object.get("apiVersion").and_then(Value::as_str) == Some(&self.api_version)
+            && e.object.get("kind").and_then(Value::as_str) == Some(self.info.kind.as_str());
+        if !as_stored {
+            return self.event(kind, &e.object);
+        }
+        let obj = e.encoded_object();
+        let mut buf = Vec::with_capacity(obj.len() + 40);
+        buf.extend_from_slice(b"{\"type\":\"");
+        buf.extend_from_slice(kind.as_bytes());
+        buf.extend_from_slice(b"\",\"object\":");
+        buf.extend_from_slice(obj);
+        buf.extend_from_slice(b"}\n");
+        Bytes::from(buf)
+    }
+
     fn event(&mut self, kind: &str, obj: &Value) -> Bytes {
         let shown = present(&self.info, obj);
         let object = match self.table {
@@ -145,6 +165,7 @@ pub fn start(
     let key = spec.target.key();
     let ns = spec.target.namespace.clone();
     let mut enc = Encoder {
+        api_version: spec.target.info.api_version(),
         info: spec.target.info.clone(),
         table: spec.table,
         columns_sent: false,
@@ -268,5 +289,5 @@ fn translate(
         EventType::Modified if before => "DELETED",
         _ => return None,
     };
-    Some(enc.event(kind, &e.object))
+    Some(enc.stored_event(kind, e))
 }

@@ -59,6 +59,17 @@ pub struct Event {
     pub object: Arc<Value>,
     /// The object before the change, when known (not kept across restarts).
     pub prev: Option<Arc<Value>>,
+    /// `object` serialised once, shared by every watcher that shows it as stored.
+    pub encoded: std::sync::OnceLock<bytes::Bytes>,
+}
+
+impl Event {
+    /// The object's JSON, serialised on first use.
+    pub fn encoded_object(&self) -> &bytes::Bytes {
+        self.encoded.get_or_init(|| {
+            bytes::Bytes::from(serde_json::to_vec(&*self.object).unwrap_or_default())
+        })
+    }
 }
 
 /// Failures of the durable backend.
@@ -484,6 +495,7 @@ impl Store {
             kind,
             object: object.clone(),
             prev: current.clone(),
+            encoded: Default::default(),
         });
         let compact_below = inner.compacted_rv;
         inner.record(event.clone());

@@ -195,6 +195,7 @@ impl Backend for SqliteBackend {
                     kind,
                     object: Arc::new(serde_json::from_str(&body)?),
                     prev: None,
+                    encoded: Default::default(),
                 });
             }
         }
@@ -273,6 +274,7 @@ mod tests {
                 json!({"metadata": {"name": name, "resourceVersion": rv.to_string()}}),
             ),
             prev: None,
+            encoded: Default::default(),
         })
     }
 
