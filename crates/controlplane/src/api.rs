@@ -231,6 +231,8 @@ fn decode_continue(token: &str) -> ApiResult<(i64, String, String)> {
 pub struct Render {
     pub table: bool,
     pub include: IncludeObject,
+    /// Answer PartialObjectMetadata(List) instead of whole objects.
+    pub metadata_only: bool,
 }
 
 impl ApiServer {
@@ -248,6 +250,9 @@ impl ApiServer {
             return Ok(Answer::ok(crate::scale::to_scale(paths, &obj)));
         }
         let obj = present(&t.info, &obj);
+        if render.metadata_only {
+            return Ok(Answer::ok(table::partial(&obj)));
+        }
         if render.table {
             let rv = obj.resource_version().to_string();
             return Ok(Answer::ok(table::table(
@@ -305,6 +310,11 @@ impl ApiServer {
             if filter.labels.is_empty() && filter.fields.0.is_empty() {
                 meta["remainingItemCount"] = json!(remaining);
             }
+        }
+        if render.metadata_only {
+            let items: Vec<Value> = out.iter().map(table::partial).collect();
+            return Ok(Answer::ok(json!({"kind": "PartialObjectMetadataList",
+                "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items})));
         }
         if render.table {
             return Ok(Answer::ok(table::table(

@@ -34,6 +34,22 @@ pub fn wants_table(accept: &str) -> bool {
     })
 }
 
+/// Whether an Accept header asks for PartialObjectMetadata (metadata-only reads).
+pub fn wants_metadata(accept: &str) -> bool {
+    accept.split(',').next().is_some_and(|first| {
+        let parts: Vec<&str> = first.split(';').map(str::trim).collect();
+        (parts.contains(&"as=PartialObjectMetadata")
+            || parts.contains(&"as=PartialObjectMetadataList"))
+            && parts.contains(&"g=meta.k8s.io")
+    })
+}
+
+/// An object reduced to its metadata.
+pub fn partial(obj: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))})
+}
+
 /// The column definitions of a resource's table.
 pub fn columns(info: &ResourceInfo) -> Value {
     let mut cols = vec![json!({"name": "Name", "type": "string", "format": "name",

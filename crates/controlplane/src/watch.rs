@@ -31,6 +31,8 @@ pub struct WatchSpec {
     pub timeout: Duration,
     /// Render objects as single-row Tables.
     pub table: Option<IncludeObject>,
+    /// Render objects as PartialObjectMetadata.
+    pub metadata_only: bool,
 }
 
 /// Reads the watch parameters of a request.
@@ -79,12 +81,14 @@ pub fn spec_from_query(
         bookmarks: q.flag("allowWatchBookmarks"),
         timeout,
         table,
+        metadata_only: false,
     })
 }
 
 struct Encoder {
     info: Arc<crate::registry::ResourceInfo>,
     api_version: String,
+    metadata_only: bool,
     table: Option<IncludeObject>,
     columns_sent: bool,
 }
@@ -94,6 +98,7 @@ impl Encoder {
     /// objects exactly as stored.
     fn stored_event(&mut self, kind: &str, e: &Event) -> Bytes {
         let as_stored = self.table.is_none()
+            && !self.metadata_only
             && e.object.get("apiVersion").and_then(Value::as_str) == Some(&self.api_version)
             && e.object.get("kind").and_then(Value::as_str) == Some(self.info.kind.as_str());
         if !as_stored {
@@ -112,6 +117,7 @@ impl Encoder {
     fn event(&mut self, kind: &str, obj: &Value) -> Bytes {
         let shown = present(&self.info, obj);
         let object = match self.table {
+            None if self.metadata_only => table::partial(&shown),
             None => shown,
             Some(include) => {
                 let with = !self.columns_sent;
@@ -166,6 +172,7 @@ pub fn start(
     let ns = spec.target.namespace.clone();
     let mut enc = Encoder {
         api_version: spec.target.info.api_version(),
+        metadata_only: spec.metadata_only,
         info: spec.target.info.clone(),
         table: spec.table,
         columns_sent: false,

@@ -187,3 +187,35 @@ async fn sigkill_mid_load_loses_no_acknowledged_write() {
     }
     assert_eq!(api_error(api.get("never").await).code, 404);
 }
+
+#[tokio::test]
+async fn custom_resources_are_served_again_after_a_restart() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::DynamicObject;
+    use kube::core::{ApiResource, GroupVersionKind};
+    let dir = tempfile::tempdir().unwrap();
+    let builder = || ControlPlane::builder().data_dir(Some(dir.path().to_path_buf()));
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Gadget"),
+        "gadgets",
+    );
+    let t = TestPlane::with(builder()).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(t.client.clone());
+    let crd = serde_json::from_value(json!({"metadata": {"name": "gadgets.example.com"}, "spec": {
+        "group": "example.com", "scope": "Namespaced", "names": {"plural": "gadgets", "kind": "Gadget"},
+        "versions": [{"name": "v1", "served": true, "storage": true,
+            "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}}))
+    .unwrap();
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let gadgets: Api<DynamicObject> = Api::namespaced_with(t.client.clone(), "default", &ar);
+    let g: DynamicObject =
+        serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Gadget",
+        "metadata": {"name": "g"}, "spec": {"x": 1}}))
+        .unwrap();
+    gadgets.create(&PostParams::default(), &g).await.unwrap();
+    t.plane.shutdown().await;
+
+    let t = TestPlane::with(builder()).await;
+    let gadgets: Api<DynamicObject> = Api::namespaced_with(t.client.clone(), "default", &ar);
+    assert_eq!(gadgets.get("g").await.unwrap().data["spec"]["x"], 1);
+}

@@ -342,3 +342,30 @@ async fn server_side_apply_tracks_managers_and_conflicts() {
         "fields no longer applied are removed"
     );
 }
+
+#[tokio::test]
+async fn metadata_watcher_and_metadata_reads_get_partial_objects() {
+    let t = TestPlane::start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    api.create(&PostParams::default(), &cm("m1")).await.unwrap();
+    let meta = api.get_metadata("m1").await.unwrap();
+    assert_eq!(meta.types.unwrap().kind, "PartialObjectMetadata");
+    let list = api
+        .list_metadata(&kube::api::ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(list.items.len(), 1);
+    let meta_api: Api<kube::core::PartialObjectMeta<ConfigMap>> =
+        Api::default_namespaced(t.client.clone());
+    let mut events = kube::runtime::watcher(meta_api, watcher::Config::default())
+        .applied_objects()
+        .boxed();
+    assert_eq!(
+        next(&mut events).await.unwrap().metadata.name.as_deref(),
+        Some("m1")
+    );
+    api.create(&PostParams::default(), &cm("m2")).await.unwrap();
+    let m2 = next(&mut events).await.unwrap();
+    assert_eq!(m2.metadata.name.as_deref(), Some("m2"));
+    assert_eq!(m2.types.unwrap().kind, "PartialObjectMetadata");
+}

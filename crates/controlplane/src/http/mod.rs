@@ -245,6 +245,7 @@ async fn resource(
     let render = Render {
         table,
         include: IncludeObject::parse(q.get("includeObject")),
+        metadata_only: crate::table::wants_metadata(accept),
     };
     let user_agent = header_str(headers, header::USER_AGENT);
     let answer = match (method.clone(), name) {
@@ -323,12 +324,13 @@ fn watch_response(
     q: &Query,
     render: Render,
 ) -> ApiResult<Response<Body>> {
-    let spec = crate::watch::spec_from_query(
+    let mut spec = crate::watch::spec_from_query(
         t,
         q,
         render.table.then_some(render.include),
         fe.default_watch_timeout,
     )?;
+    spec.metadata_only = render.metadata_only;
     let rx = crate::watch::start(fe.api.clone(), spec, fe.shutdown.clone(), fe.bookmark_every);
     let stream = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv()
