@@ -33,7 +33,7 @@ impl UserInfo {
     /// The identity of unauthenticated requests while the server has no authentication.
     pub fn anonymous_admin() -> Self {
         UserInfo {
-            name: "system:anonymous".into(),
+            name: "system:admin".into(),
             groups: vec!["system:masters".into(), "system:authenticated".into()],
         }
     }
@@ -74,11 +74,13 @@ pub struct WriteOptions {
     pub strict: bool,
     /// Manager name derived from the User-Agent when none is given.
     pub user_agent_manager: String,
+    /// Who asks (recorded as the requester of CertificateSigningRequests).
+    pub user: Option<UserInfo>,
 }
 
 impl WriteOptions {
     /// Reads `dryRun`, `fieldManager` and `force` from the query.
-    pub fn from_query(q: &Query, user_agent: &str) -> ApiResult<Self> {
+    pub fn from_query(q: &Query, user_agent: &str, user: &UserInfo) -> ApiResult<Self> {
         let dry_run = match q.all("dryRun").as_slice() {
             [] => false,
             vals if vals.iter().all(|v| *v == "All") => true,
@@ -121,6 +123,7 @@ impl WriteOptions {
             field_manager,
             force,
             strict,
+            user: Some(user.clone()),
             user_agent_manager: if ua.is_empty() {
                 "unknown".into()
             } else {
@@ -396,6 +399,9 @@ impl ApiServer {
         let now = now_rfc3339();
         check_strict(&t.info, &body, opts.strict)?;
         let mut obj = prepare_create(&t.info, &t.namespace, body, &now)?;
+        if let Some(user) = &opts.user {
+            objects::record_requester(&t.info, &mut obj, user);
+        }
         let name = obj.name().to_string();
         self.check_namespace(t, &name)?;
         ssa::record_update(

@@ -240,6 +240,23 @@ fn crd_status(obj: &mut Value, now: &str) {
     }
 }
 
+/// Records who created a CertificateSigningRequest, as kube-apiserver does: the requester's
+/// name, uid and groups replace whatever the client put in the spec.
+pub fn record_requester(info: &ResourceInfo, obj: &mut Value, user: &crate::api::UserInfo) {
+    if info.group != "certificates.k8s.io" || info.plural != "certificatesigningrequests" {
+        return;
+    }
+    if let Some(Value::Object(spec)) = obj.get_mut("spec") {
+        spec.insert("username".into(), json!(user.name));
+        spec.insert("groups".into(), json!(user.groups));
+        spec.remove("uid");
+        spec.remove("extra");
+    }
+    if let Some(o) = obj.as_object_mut() {
+        o.remove("status");
+    }
+}
+
 /// Per-resource validation and normalisation; Invalid lists every field error.
 pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> ApiResult<()> {
     let name = obj.name().to_string();

@@ -583,6 +583,17 @@ async fn csr_approval_and_status_subresources() {
     }))
     .unwrap();
     let created = api.create(&PostParams::default(), &csr).await.unwrap();
+    let spec = created.spec.clone();
+    assert_eq!(
+        spec.username.as_deref(),
+        Some("system:admin"),
+        "the requester is recorded"
+    );
+    assert!(
+        spec.groups
+            .unwrap()
+            .contains(&"system:authenticated".to_string())
+    );
     let name = created.metadata.name.unwrap();
     let approved = api
         .patch_approval(

@@ -200,7 +200,7 @@ async fn resource(
     q: &Query,
     headers: &HeaderMap,
     body: Bytes,
-    _user: &UserInfo,
+    user: &UserInfo,
 ) -> ApiResult<Response<Body>> {
     let (legacy_watch, rest) = match rest {
         ["watch", r @ ..] => (true, r),
@@ -267,13 +267,13 @@ async fn resource(
                     &info, "",
                 )));
             }
-            let opts = WriteOptions::from_query(q, user_agent)?;
+            let opts = WriteOptions::from_query(q, user_agent, user)?;
             fe.api
                 .create(&target, decode_body(headers, &body)?, &opts)
                 .await?
         }
         (Method::PUT, Some(_)) => {
-            let opts = WriteOptions::from_query(q, user_agent)?;
+            let opts = WriteOptions::from_query(q, user_agent, user)?;
             fe.api
                 .update(&target, decode_body(headers, &body)?, &opts)
                 .await?
@@ -281,7 +281,7 @@ async fn resource(
         (Method::PATCH, Some(_)) => {
             let ct = header_str(headers, header::CONTENT_TYPE);
             let kind = PatchType::from_content_type(ct, info.custom.is_none())?;
-            let opts = WriteOptions::from_query(q, user_agent)?;
+            let opts = WriteOptions::from_query(q, user_agent, user)?;
             if body.is_empty() {
                 return Err(ApiError::BadRequest("the request body is empty".into()));
             }
@@ -290,7 +290,7 @@ async fn resource(
         (Method::DELETE, n) => {
             let mut opts = DeleteOptions {
                 propagation: q.get("propagationPolicy").map(str::to_string),
-                dry_run: WriteOptions::from_query(q, user_agent)?.dry_run,
+                dry_run: WriteOptions::from_query(q, user_agent, user)?.dry_run,
                 ..Default::default()
             };
             if q.get("orphanDependents") == Some("true") {
