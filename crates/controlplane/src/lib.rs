@@ -34,4 +34,6 @@ pub mod table;
 pub mod watch;
 
 pub use api::UserInfo;
-pub use server::{ControlPlane, ControlPlaneBuilder, RunningControlPlane, StartError};
+pub use server::{
+    ControlPlane, ControlPlaneBuilder, InProcessService, RunningControlPlane, StartError,
+};

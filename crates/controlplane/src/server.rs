@@ -109,8 +109,9 @@ impl ControlPlaneBuilder {
             default_watch_timeout: self.watch_timeout,
         });
         let controllers = tokio::spawn(crate::controllers::run(api.clone(), shutdown_rx.clone()));
-        let server = tokio::spawn(serve(listener, fe, shutdown_rx));
+        let server = tokio::spawn(serve(listener, fe.clone(), shutdown_rx));
         Ok(RunningControlPlane {
+            fe,
             addr,
             shutdown_tx,
             server: Some(server),
@@ -164,8 +165,41 @@ async fn serve(listener: TcpListener, fe: Arc<Frontend>, mut shutdown: watch::Re
     let _ = tokio::time::timeout(Duration::from_secs(30), graceful.shutdown()).await;
 }
 
+/// An in-process transport: a `tower::Service` answering HTTP requests without a socket.
+/// Hand it to `kube::Client::new(service, namespace)` to give many clients (for example
+/// thousands of simulated agents) one control plane without one TCP connection each.
+#[derive(Clone)]
+pub struct InProcessService {
+    fe: Arc<Frontend>,
+}
+
+impl<B> tower_service::Service<http::Request<B>> for InProcessService
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Response = http::Response<crate::http::Body>;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send + 'static>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let fe = self.fe.clone();
+        Box::pin(async move { Ok(crate::http::handle(fe, req, UserInfo::anonymous_admin()).await) })
+    }
+}
+
 /// A control plane serving on a port.
 pub struct RunningControlPlane {
+    fe: Arc<Frontend>,
     addr: SocketAddr,
     shutdown_tx: watch::Sender<bool>,
     server: Option<JoinHandle<()>>,
@@ -177,6 +211,13 @@ impl RunningControlPlane {
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// A transport reaching this control plane without a socket (see [`InProcessService`]).
+    pub fn in_process_service(&self) -> InProcessService {
+        InProcessService {
+            fe: self.fe.clone(),
+        }
     }
 
     /// `http://127.0.0.1:PORT`

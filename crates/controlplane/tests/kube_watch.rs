@@ -369,3 +369,18 @@ async fn metadata_watcher_and_metadata_reads_get_partial_objects() {
     assert_eq!(m2.metadata.name.as_deref(), Some("m2"));
     assert_eq!(m2.types.unwrap().kind, "PartialObjectMetadata");
 }
+
+#[tokio::test]
+async fn in_process_transport_serves_kube_clients_without_sockets() {
+    let t = TestPlane::start().await;
+    let client = kube::Client::new(t.plane.in_process_service(), "default");
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let mut events = kube::runtime::watcher(api.clone(), watcher::Config::default())
+        .applied_objects()
+        .boxed();
+    api.create(&PostParams::default(), &cm("inproc"))
+        .await
+        .unwrap();
+    assert_eq!(name(&next(&mut events).await.unwrap()), "inproc");
+    assert_eq!(api.get("inproc").await.unwrap().data.unwrap()["k"], "v");
+}

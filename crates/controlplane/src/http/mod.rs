@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited, StreamBody, combinators::UnsyncBoxBody};
-use hyper::body::{Frame, Incoming};
+use hyper::body::Frame;
 use serde_json::Value;
 
 use crate::api::{ApiServer, Query, Render, Target, UserInfo, WriteOptions};
@@ -60,7 +60,11 @@ fn percent_decode(s: &str) -> String {
 }
 
 /// Routes and answers one request.
-pub async fn handle(fe: Arc<Frontend>, req: Request<Incoming>, user: UserInfo) -> Response<Body> {
+pub async fn handle<B>(fe: Arc<Frontend>, req: Request<B>, user: UserInfo) -> Response<Body>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let (parts, body) = req.into_parts();
     let body = match Limited::new(body, MAX_BODY).collect().await {
         Ok(b) => b.to_bytes(),
