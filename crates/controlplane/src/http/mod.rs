@@ -147,7 +147,7 @@ async fn route(
             if method != Method::GET && method != Method::HEAD {
                 return Err(ApiError::MethodNotAllowed(Default::default()));
             }
-            let ready = !*fe.shutdown.borrow();
+            let ready = !*fe.shutdown.borrow() && fe.api.store.healthy();
             let (code, text) =
                 discovery::health(h, q.get("verbose").is_some() && rest.is_empty(), ready);
             Ok(full(code, "text/plain; charset=utf-8", text))

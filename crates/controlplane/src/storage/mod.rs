@@ -177,6 +177,8 @@ type PersistItem = (Arc<Event>, i64, Option<oneshot::Sender<Result<(), String>>>
 /// The in-memory state plus its durable writer.
 pub struct Store {
     inner: Mutex<Inner>,
+    /// Set by the writer when a commit fails; from then on writes are refused.
+    failed: Arc<std::sync::atomic::AtomicBool>,
     writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -283,12 +285,14 @@ impl Store {
             }
         }
         let mut thread = None;
+        let failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         if durable {
             let (tx, rx) = std::sync::mpsc::channel::<PersistItem>();
+            let failed = failed.clone();
             thread = Some(
                 std::thread::Builder::new()
                     .name("controlplane-writer".into())
-                    .spawn(move || run_writer(backend, rx))
+                    .spawn(move || run_writer(backend, rx, &failed))
                     .map_err(|e| StorageError::DataDir {
                         dir: String::new(),
                         message: format!("cannot start writer thread: {e}"),
@@ -297,6 +301,7 @@ impl Store {
             inner.writer = Writer::Durable(tx);
         }
         Ok(Arc::new(Store {
+            failed,
             inner: Mutex::new(inner),
             writer_thread: Mutex::new(thread),
         }))
@@ -319,6 +324,11 @@ impl Store {
         if let Some(t) = thread {
             let _ = t.join();
         }
+    }
+
+    /// Whether storage is healthy (no failed commit).
+    pub fn healthy(&self) -> bool {
+        !self.failed.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The current resourceVersion.
@@ -365,19 +375,12 @@ impl Store {
     pub fn in_namespace(&self, ns: &str) -> Vec<(String, Arc<Value>)> {
         let inner = self.lock();
         let mut out = Vec::new();
-        for (key, objs) in &inner.objects {
-            for ((ons, _), obj) in objs {
-                if ons == ns {
-                    out.push((key.clone(), obj.clone()));
-                }
+        for key in inner.objects.keys() {
+            for obj in collect(&inner, key, Some(ns), None) {
+                out.push((key.clone(), obj));
             }
         }
         out
-    }
-
-    /// Whether any object of a resource exists.
-    pub fn count(&self, key: &str) -> usize {
-        self.lock().objects.get(key).map_or(0, BTreeMap::len)
     }
 
     /// A consistent snapshot plus a subscription to later events of one resource.
@@ -459,6 +462,11 @@ impl Store {
                 }
             },
         };
+        if self.failed.load(std::sync::atomic::Ordering::SeqCst) && !dry_run {
+            return Err(crate::error::ApiError::ServiceUnavailable(
+                "storage failed; the control plane no longer accepts writes".into(),
+            ));
+        }
         if matches!(inner.writer, Writer::Closed) && !dry_run {
             return Err(crate::error::ApiError::ServiceUnavailable(
                 "the server is shutting down".into(),
@@ -564,7 +572,11 @@ fn history_since(inner: &Inner, key: &str, since: i64) -> Result<Vec<Arc<Event>>
 /// Most events committed in one transaction.
 const MAX_BATCH: usize = 1024;
 
-fn run_writer(mut backend: Box<dyn Backend>, rx: std::sync::mpsc::Receiver<PersistItem>) {
+fn run_writer(
+    mut backend: Box<dyn Backend>,
+    rx: std::sync::mpsc::Receiver<PersistItem>,
+    failed: &std::sync::atomic::AtomicBool,
+) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -587,6 +599,7 @@ fn run_writer(mut backend: Box<dyn Backend>, rx: std::sync::mpsc::Receiver<Persi
             }
         }
         if result.is_err() {
+            failed.store(true, std::sync::atomic::Ordering::SeqCst);
             // Later writes would build on state that is not durable: stop acknowledging.
             return;
         }
