@@ -14,6 +14,8 @@ use crate::error::{ApiError, ApiResult};
 #[derive(Clone, Copy)]
 enum Kind {
     Str,
+    /// bytes, rendered base64 as in JSON.
+    Bytes,
     Int,
     Bool,
     Msg(&'static [Field]),
@@ -82,6 +84,40 @@ const NAMESPACE: &[Field] = &[
     ),
 ];
 
+const CSR_CONDITION: &[Field] = &[
+    f(1, "type", Kind::Str),
+    f(2, "reason", Kind::Str),
+    f(3, "message", Kind::Str),
+    f(4, "lastUpdateTime", Kind::Time),
+    f(5, "lastTransitionTime", Kind::Time),
+    f(6, "status", Kind::Str),
+];
+
+const CSR: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    f(
+        2,
+        "spec",
+        Kind::Msg(&[
+            f(1, "request", Kind::Bytes),
+            f(2, "username", Kind::Str),
+            f(3, "uid", Kind::Str),
+            f(4, "groups", Kind::RepeatedStr),
+            f(5, "usages", Kind::RepeatedStr),
+            f(7, "signerName", Kind::Str),
+            f(8, "expirationSeconds", Kind::Int),
+        ]),
+    ),
+    f(
+        3,
+        "status",
+        Kind::Msg(&[
+            f(1, "conditions", Kind::RepeatedMsg(CSR_CONDITION)),
+            f(2, "certificate", Kind::Bytes),
+        ]),
+    ),
+];
+
 const LOCAL_REF: &[Field] = &[f(1, "name", Kind::Str)];
 
 const SERVICE_ACCOUNT: &[Field] = &[
@@ -99,6 +135,7 @@ fn table(api_version: &str, kind: &str) -> Option<&'static [Field]> {
         ("v1", "Secret") => Some(SECRET),
         ("v1", "Namespace") => Some(NAMESPACE),
         ("v1", "ServiceAccount") => Some(SERVICE_ACCOUNT),
+        ("certificates.k8s.io/v1", "CertificateSigningRequest") => Some(CSR),
         _ => None,
     }
 }
@@ -216,7 +253,17 @@ fn message(b: &[u8], fields: &[Field]) -> ApiResult<Value> {
         }
         match field.kind {
             Kind::Str => {
-                out.insert(field.name.into(), string(r.bytes()?)?);
+                // Go writes unset strings as empty ones; JSON omits them.
+                let v = string(r.bytes()?)?;
+                if v.as_str().is_some_and(|s| !s.is_empty()) {
+                    out.insert(field.name.into(), v);
+                }
+            }
+            Kind::Bytes => {
+                out.insert(
+                    field.name.into(),
+                    json!(crate::objects::base64_encode(r.bytes()?)),
+                );
             }
             Kind::Int => {
                 out.insert(field.name.into(), json!(r.varint()? as i64));
@@ -225,7 +272,10 @@ fn message(b: &[u8], fields: &[Field]) -> ApiResult<Value> {
                 out.insert(field.name.into(), json!(r.varint()? != 0));
             }
             Kind::Time => {
-                out.insert(field.name.into(), time(r.bytes()?)?);
+                let b = r.bytes()?;
+                if !b.is_empty() {
+                    out.insert(field.name.into(), time(b)?);
+                }
             }
             Kind::Msg(sub) => {
                 out.insert(field.name.into(), message(r.bytes()?, sub)?);

@@ -25,6 +25,8 @@ pub enum CellSource {
     TrueConditions,
     /// `Kind/name` of a binding's roleRef.
     RoleRef,
+    /// A number of seconds at a path, printed as a duration (`1h`), or `<none>`.
+    Seconds(Vec<&'static str>),
 }
 
 /// One column of `kubectl get` output.
@@ -313,10 +315,20 @@ fn builtins() -> Vec<ResourceInfo> {
                 ".spec.holderIdentity",
             )],
             "certificatesigningrequests" => vec![
+                PrinterColumn::path("Age", "date", ".metadata.creationTimestamp"),
                 PrinterColumn::path("SignerName", "string", ".spec.signerName"),
                 PrinterColumn::path("Requestor", "string", ".spec.username"),
+                PrinterColumn::computed(
+                    "RequestedDuration",
+                    Seconds(vec!["spec", "expirationSeconds"]),
+                ),
                 PrinterColumn::computed("Condition", TrueConditions),
             ],
+            "customresourcedefinitions" | "roles" | "clusterroles" => vec![PrinterColumn::path(
+                "Created At",
+                "date-time",
+                ".metadata.creationTimestamp",
+            )],
             "events" => vec![
                 PrinterColumn::path("Type", "string", ".type"),
                 PrinterColumn::path("Reason", "string", ".reason"),

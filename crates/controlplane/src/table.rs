@@ -50,11 +50,19 @@ pub fn partial(obj: &Value) -> Value {
         "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))})
 }
 
+/// Whether the resource's own columns already say when objects were made (`Age` placed
+/// elsewhere, or `Created At` as CRDs and roles show it), so no Age column is appended.
+fn replaces_age(info: &ResourceInfo) -> bool {
+    info.printer_columns
+        .iter()
+        .any(|c| c.name == "Age" || c.name == "Created At")
+}
+
 /// The column definitions of a resource's table.
 pub fn columns(info: &ResourceInfo) -> Value {
     let mut cols = vec![json!({"name": "Name", "type": "string", "format": "name",
         "description": "Name must be unique within a namespace.", "priority": 0})];
-    let has_custom_age = info.printer_columns.iter().any(|c| c.name == "Age");
+    let has_custom_age = replaces_age(info);
     for c in &info.printer_columns {
         cols.push(json!({"name": c.name, "type": c.type_, "format": c.format,
             "description": c.description, "priority": c.priority}));
@@ -180,6 +188,10 @@ fn cell(source: &CellSource, type_: &str, obj: &Value, now: i64) -> Value {
                 conds.join(",")
             })
         }
+        CellSource::Seconds(p) => match at(p).as_i64() {
+            Some(s) => json!(human_age(s)),
+            None => json!("<none>"),
+        },
         CellSource::RoleRef => json!(format!(
             "{}/{}",
             obj.pointer("/roleRef/kind")
@@ -198,7 +210,7 @@ pub fn row(info: &ResourceInfo, obj: &Value, include: IncludeObject, now: i64) -
     for c in &info.printer_columns {
         cells.push(cell(&c.source, &c.type_, obj, now));
     }
-    if !info.printer_columns.iter().any(|c| c.name == "Age") {
+    if !replaces_age(info) {
         cells.push(json!(age_of(obj.meta_str("creationTimestamp"), now)));
     }
     let mut r = json!({"cells": cells});

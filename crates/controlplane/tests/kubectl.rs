@@ -556,3 +556,53 @@ async fn kubectl_imperative_create_sends_protobuf() {
     );
     k.ok(&["get", "sa", "robot", "-n", "team"]).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_certificate_approve_and_deny() {
+    let Some(k) = Kubectl::start("kubectl_certificate_approve_and_deny").await else {
+        return;
+    };
+    for name in ["c1", "c2"] {
+        let csr = format!(
+            "apiVersion: certificates.k8s.io/v1\nkind: CertificateSigningRequest\nmetadata: {{name: {name}}}\nspec:\n  request: TUlJQ1JFUVVFU1Q=\n  signerName: example.com/signer\n  usages: [client auth]\n"
+        );
+        let f = k.file(&format!("{name}.yaml"), &csr);
+        k.ok(&["create", "-f", &f]).await;
+    }
+    k.ok(&["certificate", "approve", "c1"]).await;
+    k.ok(&["certificate", "deny", "c2"]).await;
+    let table = k.ok(&["get", "csr"]).await;
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[0],
+        [
+            "NAME",
+            "AGE",
+            "SIGNERNAME",
+            "REQUESTOR",
+            "REQUESTEDDURATION",
+            "CONDITION"
+        ]
+    );
+    assert_eq!(
+        [rows[1][0], rows[1][2], rows[1][3], rows[1][4], rows[1][5]],
+        [
+            "c1",
+            "example.com/signer",
+            "system:admin",
+            "<none>",
+            "Approved"
+        ]
+    );
+    assert_eq!(rows[2][5], "Denied");
+    let request = k
+        .ok(&["get", "csr", "c1", "-o", "jsonpath={.spec.request}"])
+        .await;
+    assert_eq!(
+        request, "TUlJQ1JFUVVFU1Q=",
+        "the approval did not touch the spec"
+    );
+}
