@@ -237,6 +237,8 @@ fn builtins() -> Vec<ResourceInfo> {
             &[],
             false,
         ),
+        // Stored apart from core/v1 events (no conversion between the two shapes).
+        b("events.k8s.io", "Event", "events", true, &[], &[], false),
         b(
             "certificates.k8s.io",
             "CertificateSigningRequest",
@@ -352,7 +354,21 @@ fn builtins() -> Vec<ResourceInfo> {
         if r.plural == "certificatesigningrequests" {
             r.extra_field_selectors = vec!["spec.signerName".into()];
         }
-        if r.plural == "events" {
+        if r.plural == "events" && r.group == "events.k8s.io" {
+            r.printer_columns = vec![
+                PrinterColumn::path("Type", "string", ".type"),
+                PrinterColumn::path("Reason", "string", ".reason"),
+                PrinterColumn::path("Note", "string", ".note"),
+            ];
+            r.extra_field_selectors = vec![
+                "regarding.kind".into(),
+                "regarding.name".into(),
+                "regarding.namespace".into(),
+                "regarding.uid".into(),
+                "reason".into(),
+                "type".into(),
+            ];
+        } else if r.plural == "events" {
             r.extra_field_selectors = vec![
                 "involvedObject.kind".into(),
                 "involvedObject.name".into(),

@@ -384,3 +384,39 @@ async fn in_process_transport_serves_kube_clients_without_sockets() {
     assert_eq!(name(&next(&mut events).await.unwrap()), "inproc");
     assert_eq!(api.get("inproc").await.unwrap().data.unwrap()["k"], "v");
 }
+
+#[tokio::test]
+async fn kube_runtime_event_recorder_publishes_events() {
+    use k8s_openapi::api::events::v1::Event as K8sEvent;
+    use kube::runtime::events::{Event as Ev, EventType, Recorder, Reporter};
+    let t = TestPlane::start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    let c = api
+        .create(&PostParams::default(), &cm("rec"))
+        .await
+        .unwrap();
+    let recorder = Recorder::new(
+        t.client.clone(),
+        Reporter {
+            controller: "test-controller".into(),
+            instance: None,
+        },
+    );
+    let reference = kube::Resource::object_ref(&c, &());
+    let ev = Ev {
+        type_: EventType::Normal,
+        reason: "Tested".into(),
+        note: Some("it works".into()),
+        action: "Test".into(),
+        secondary: None,
+    };
+    recorder.publish(&ev, &reference).await.unwrap();
+    recorder.publish(&ev, &reference).await.unwrap();
+    let events: Api<K8sEvent> = Api::default_namespaced(t.client.clone());
+    let list = events
+        .list(&kube::api::ListParams::default().fields("regarding.name=rec"))
+        .await
+        .unwrap();
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.items[0].reason.as_deref(), Some("Tested"));
+}
