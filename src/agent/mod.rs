@@ -10,11 +10,25 @@
 //! - [`rotation`]: when a client certificate is due for rotation, when a registration needs a
 //!   new CSR, and the CSRs themselves (the agent's registration and its addons').
 //!
-//! Everything here is pure: objects, probe results and the current time in; conditions, CSRs and
-//! instants out. The agent's loops own the watches, timers, probes and writes; this module must
-//! not talk to a cluster, read the clock or draw random numbers (jitter arrives as an argument).
+//! The live loops around them, which own the watches, timers, probes and writes:
+//!
+//! - [`run`]: [`run::run`] starts an agent ([`AgentConfig`]) and its loops: registration and
+//!   joining, [`lease_loop`], [`status_loop`], [`addon_loop`]; [`hub_connection`] is how it
+//!   reaches the hub.
+//!
+//! Everything in the decision modules is pure: objects, probe results and the current time in;
+//! conditions, CSRs and instants out. They must not talk to a cluster, read the clock or draw
+//! random numbers (jitter arrives as an argument); the loops do, and decide nothing themselves.
 
 pub mod addon_health;
+pub mod addon_loop;
 pub mod availability;
 pub mod claims;
+pub mod hub_connection;
+pub mod lease_loop;
 pub mod rotation;
+pub mod run;
+pub mod status_loop;
+
+pub use hub_connection::HubConnection;
+pub use run::{AgentConfig, AgentError, run};

@@ -1,8 +1,10 @@
 //! The `fleetform` command line: argument parsing, output formats and exit codes. Commands are
 //! thin: they call into the library and render what it returns.
 
+mod agent;
 mod controlplane;
 mod crds;
+mod hub;
 mod plan;
 mod validate;
 
@@ -47,6 +49,10 @@ enum Command {
     Crds(crds::Args),
     /// Run an embedded Kubernetes-compatible API server until SIGTERM or Ctrl-C.
     Controlplane(controlplane::Args),
+    /// Run a spoke's agent: register, renew the lease, report status, claims and addon health.
+    Agent(agent::Args),
+    /// Run the hub loops: accept clusters, expire leases, observe poll-mode spokes.
+    Hub(hub::Args),
 }
 
 /// How a command renders data.
@@ -77,6 +83,8 @@ pub fn main() -> ExitCode {
         Command::Plan(args) => with_runtime(plan::run(args)),
         Command::Crds(args) => crds::run(args),
         Command::Controlplane(args) => with_runtime(controlplane::run(args)),
+        Command::Agent(args) => with_runtime(agent::run(args)),
+        Command::Hub(args) => with_runtime(hub::run(args)),
     };
     ExitCode::from(code)
 }

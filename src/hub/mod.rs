@@ -9,11 +9,26 @@
 //! - [`approval`]: whether the hub approves, denies or leaves alone a registration or addon CSR,
 //!   with the reason that goes into the CSR's condition.
 //!
-//! Every function here is pure: it takes the objects and the current time as arguments and
+//! The live loops around them, which own the watches, timers and writes and decide nothing
+//! themselves:
+//!
+//! - [`run`]: [`run::run`] starts the hub loops ([`HubConfig`]): [`accept_loop`] (namespace,
+//!   RBAC, lease and HubAcceptedManagedCluster of accepted clusters), [`expiry_loop`] (lease
+//!   expiry, availability taints, addons of Unknown clusters) and [`observer_loop`] (poll-mode
+//!   spokes); [`conditions`] is how they all write conditions.
+//!
+//! Every function in the decision modules is pure: it takes the objects and the current time as arguments and
 //! returns decisions (conditions to set, taints to write, the next instant to wake up). The loops
 //! around them own the watches, timers and writes, and must not decide anything themselves; this
 //! module must not talk to a cluster, read the clock or sleep.
 
+pub mod accept_loop;
 pub mod approval;
+pub mod conditions;
+pub mod expiry_loop;
 pub mod lease;
 pub mod observer;
+pub mod observer_loop;
+pub mod run;
+
+pub use run::{HubConfig, HubError, run};

@@ -1,0 +1,213 @@
+//! The agent's addon health loop (seed 001, DESIGN §4.3).
+//!
+//! The cluster's ManagedClusterAddOns are watched on the hub; each gets a task that watches the
+//! addon's Lease (named after the addon, in its install namespace) on the spoke and judges it with
+//! [`judge_addon_lease`]. A fresh lease arms one timer for the instant it goes stale; nothing
+//! polls. The Available condition is written to the hub only when [`needs_hub_write`] says it
+//! changed, so addon liveness costs the hub nothing while it holds. A task is replaced when its
+//! addon's install namespace changes and stopped when the addon is deleted.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::ResourceExt;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, watcher};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{instrument, warn};
+
+use super::addon_health::{addon_grace_period, judge_addon_lease, needs_hub_write};
+use super::run::{AgentError, Context, FIELD_MANAGER, RETRY_DELAY, after, sleep_until};
+use crate::api::ManagedClusterAddOn;
+use crate::hub::conditions::set_conditions;
+
+/// One addon's running health task.
+struct AddonTask {
+    namespace: String,
+    addon: watch::Sender<ManagedClusterAddOn>,
+    stop: CancellationToken,
+    handle: JoinHandle<()>,
+}
+
+pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
+    let addons: Api<ManagedClusterAddOn> = Api::namespaced(ctx.hub.clone(), ctx.name());
+    let mut events = watcher(addons, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut tasks: HashMap<String, AddonTask> = HashMap::new();
+    let mut listed: Vec<String> = Vec::new();
+    loop {
+        let event = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            event = events.next() => event,
+        };
+        match event {
+            None => break,
+            Some(Err(err)) => warn!(%err, "watching ManagedClusterAddOns"),
+            Some(Ok(watcher::Event::Init)) => listed.clear(),
+            Some(Ok(watcher::Event::InitApply(addon))) => {
+                listed.push(addon.name_any());
+                ensure_task(&ctx, &mut tasks, addon, &shutdown);
+            }
+            Some(Ok(watcher::Event::InitDone)) => {
+                let gone: Vec<String> = tasks
+                    .keys()
+                    .filter(|name| !listed.contains(name))
+                    .cloned()
+                    .collect();
+                for name in gone {
+                    stop_task(&mut tasks, &name).await;
+                }
+            }
+            Some(Ok(watcher::Event::Apply(addon))) => {
+                ensure_task(&ctx, &mut tasks, addon, &shutdown);
+            }
+            Some(Ok(watcher::Event::Delete(addon))) => {
+                stop_task(&mut tasks, &addon.name_any()).await;
+            }
+        }
+    }
+    for (_, task) in tasks.drain() {
+        task.stop.cancel();
+        let _ = task.handle.await;
+    }
+}
+
+fn ensure_task(
+    ctx: &Arc<Context>,
+    tasks: &mut HashMap<String, AddonTask>,
+    addon: ManagedClusterAddOn,
+    shutdown: &CancellationToken,
+) {
+    let name = addon.name_any();
+    let namespace = addon.install_namespace().to_string();
+    if let Some(task) = tasks.get(&name)
+        && task.namespace == namespace
+    {
+        task.addon.send_replace(addon);
+        return;
+    }
+    if let Some(old) = tasks.remove(&name) {
+        old.stop.cancel();
+    }
+    let (addon_tx, addon_rx) = watch::channel(addon);
+    let stop = shutdown.child_token();
+    let handle = tokio::spawn(watch_addon_lease(
+        ctx.clone(),
+        name.clone(),
+        namespace.clone(),
+        addon_rx,
+        stop.clone(),
+    ));
+    tasks.insert(
+        name,
+        AddonTask {
+            namespace,
+            addon: addon_tx,
+            stop,
+            handle,
+        },
+    );
+}
+
+async fn stop_task(tasks: &mut HashMap<String, AddonTask>, name: &str) {
+    if let Some(task) = tasks.remove(name) {
+        task.stop.cancel();
+        let _ = task.handle.await;
+    }
+}
+
+/// Follows one addon's lease and keeps its Available condition on the hub.
+async fn watch_addon_lease(
+    ctx: Arc<Context>,
+    addon_name: String,
+    namespace: String,
+    mut addon_rx: watch::Receiver<ManagedClusterAddOn>,
+    stop: CancellationToken,
+) {
+    let leases: Api<Lease> = Api::namespaced(ctx.spoke.clone(), &namespace);
+    let config = watcher::Config::default().fields(&format!("metadata.name={addon_name}"));
+    let mut events = watcher(leases, config).default_backoff().boxed();
+    let grace = addon_grace_period(ctx.config.addon_lease_duration);
+    let mut lease: Option<Lease> = None;
+    let mut listing: Option<Lease> = None;
+    let mut synced = false;
+    let mut changes_at: Option<Timestamp> = None;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            event = events.next() => match event {
+                None => return,
+                Some(Err(err)) => {
+                    warn!(addon = addon_name, %err, "watching the addon lease");
+                    continue;
+                }
+                Some(Ok(watcher::Event::Init)) => {
+                    listing = None;
+                    continue;
+                }
+                Some(Ok(watcher::Event::InitApply(found))) => {
+                    listing = Some(found);
+                    continue;
+                }
+                Some(Ok(watcher::Event::InitDone)) => {
+                    lease = listing.take();
+                    synced = true;
+                }
+                Some(Ok(watcher::Event::Apply(found))) => lease = Some(found),
+                Some(Ok(watcher::Event::Delete(_))) => lease = None,
+            },
+            changed = addon_rx.changed() => if changed.is_err() { return },
+            _ = sleep_until(changes_at.unwrap_or(Timestamp::MAX)), if changes_at.is_some() => {}
+        }
+        if !synced {
+            continue;
+        }
+        let addon = addon_rx.borrow_and_update().clone();
+        let Some(health) = judge_addon_lease(
+            &addon_name,
+            addon.health_check_mode(),
+            lease.as_ref(),
+            grace,
+            Timestamp::now(),
+        ) else {
+            changes_at = None;
+            continue;
+        };
+        changes_at = health.changes_at;
+        if needs_hub_write(addon.conditions(), &health.available)
+            && let Err(err) = write_available(&ctx, &addon_name, &health.available).await
+        {
+            warn!(addon = addon_name, %err, "writing the addon's Available condition");
+            changes_at = Some(after(Timestamp::now(), RETRY_DELAY));
+        }
+    }
+}
+
+#[instrument(skip(ctx, available), fields(cluster = ctx.name(), status = %available.status))]
+async fn write_available(
+    ctx: &Context,
+    addon_name: &str,
+    available: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition,
+) -> Result<(), AgentError> {
+    let addons: Api<ManagedClusterAddOn> = Api::namespaced(ctx.hub.clone(), ctx.name());
+    set_conditions(&addons, addon_name, FIELD_MANAGER, |fresh| {
+        if needs_hub_write(fresh.conditions(), available) {
+            vec![available.clone()]
+        } else {
+            Vec::new()
+        }
+    })
+    .await
+    .map(|_| ())
+    .map_err(AgentError::kube(
+        ctx.name(),
+        format!("write Available of addon {addon_name}"),
+    ))
+}

@@ -1,0 +1,218 @@
+//! The agent's lease and availability loop (seed 000, DESIGN §4.2).
+//!
+//! Once the hub accepts the cluster, the loop renews `managed-cluster-lease` in the cluster
+//! namespace every `leaseDurationSeconds` (up to 25% early, a fresh random draw per renewal) and,
+//! at each renewal, probes the spoke's `/livez` (`/healthz` where there is none) and the agent's
+//! Deployment, writing Available only when [`AvailabilityTracker`] says it changed. A change of
+//! `leaseDurationSeconds` on the ManagedCluster reaches the loop by watch and moves the next
+//! renewal at once. When the hub's Available condition differs from what the loop last reported
+//! (the hub marked the cluster Unknown while the agent was away), the tracker resumes from the
+//! hub's condition, so the next probe rewrites it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tracing::{instrument, warn};
+
+use super::availability::{AvailabilityTracker, Probe, next_lease_renewal};
+use super::run::{AgentError, Context, FIELD_MANAGER, RETRY_DELAY, after, sleep_until};
+use crate::api::ManagedCluster;
+use crate::api::vocabulary::{
+    CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_HUB_ACCEPTED, LABEL_CLUSTER_NAME,
+};
+use crate::hub::conditions::{is_not_found, set_conditions};
+
+/// How long one probe may take before it counts as failed.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
+    let mut cluster_rx = ctx.cluster.clone();
+    let mut tracker = AvailabilityTracker::new(ctx.config.failure_grace);
+    let mut reported: Option<Condition> = None;
+    let mut last_renewal: Option<Timestamp> = None;
+    let mut jitter = fastrand::f64();
+    let mut recheck_at: Option<Timestamp> = None;
+    loop {
+        let cluster = cluster_rx.borrow_and_update().clone();
+        let accepted = cluster.as_ref().is_some_and(|cluster| {
+            cluster.hub_accepts_client()
+                && crate::api::is_condition_true(cluster.conditions(), CONDITION_HUB_ACCEPTED)
+        });
+        let mut wake: Option<Timestamp> = None;
+        if let (true, Some(cluster)) = (accepted, cluster.as_ref()) {
+            let on_hub = cluster.condition(CONDITION_AVAILABLE);
+            if !same_condition(on_hub, reported.as_ref()) {
+                tracker = AvailabilityTracker::resuming(ctx.config.failure_grace, on_hub);
+                reported = on_hub.cloned();
+                recheck_at = Some(Timestamp::now());
+            }
+            let duration = cluster.lease_duration_seconds();
+            let now = Timestamp::now();
+            let due = last_renewal.map_or(now, |last| next_lease_renewal(last, duration, jitter));
+            if now >= due {
+                match renew_lease(&ctx, duration).await {
+                    Ok(()) => {
+                        last_renewal = Some(now);
+                        jitter = fastrand::f64();
+                        recheck_at = Some(now);
+                    }
+                    Err(err) => {
+                        warn!(%err, "renewing the cluster lease");
+                        last_renewal = None;
+                        wake = Some(after(now, RETRY_DELAY));
+                    }
+                }
+            }
+            if recheck_at.is_some_and(|at| Timestamp::now() >= at) {
+                let probe = probe(&ctx).await;
+                let step = tracker.observe(&probe, Timestamp::now());
+                recheck_at = step.recheck_at;
+                if let Some(condition) = step.report {
+                    match write_available(&ctx, condition.clone()).await {
+                        Ok(()) => reported = Some(condition),
+                        Err(err) => {
+                            warn!(%err, "writing Available");
+                            tracker = AvailabilityTracker::resuming(ctx.config.failure_grace, None);
+                            recheck_at = Some(after(Timestamp::now(), RETRY_DELAY));
+                        }
+                    }
+                }
+            }
+            if let Some(last) = last_renewal {
+                let next = next_lease_renewal(last, duration, jitter);
+                wake = Some(wake.map_or(next, |wake| wake.min(next)));
+            }
+            if let Some(at) = recheck_at {
+                wake = Some(wake.map_or(at, |wake| wake.min(at)));
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            changed = cluster_rx.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            _ = sleep_until(wake.unwrap_or(Timestamp::MAX)), if wake.is_some() => {}
+        }
+    }
+}
+
+fn same_condition(a: Option<&Condition>, b: Option<&Condition>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a.status == b.status && a.reason == b.reason,
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// Moves the lease's `renewTime` to now, creating the lease if the hub has not.
+#[instrument(skip(ctx), fields(cluster = ctx.name()))]
+async fn renew_lease(ctx: &Context, lease_duration_seconds: i32) -> Result<(), AgentError> {
+    let leases: Api<Lease> = Api::namespaced(ctx.hub.clone(), ctx.name());
+    let now = MicroTime(Timestamp::now());
+    let patch = json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "spec": {"renewTime": now, "leaseDurationSeconds": lease_duration_seconds},
+    });
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    };
+    match leases
+        .patch(CLUSTER_LEASE_NAME, &params, &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(err) if is_not_found(&err) => {
+            let lease: Lease = serde_json::from_value(json!({
+                "metadata": {
+                    "name": CLUSTER_LEASE_NAME,
+                    "namespace": ctx.name(),
+                    "labels": {LABEL_CLUSTER_NAME: ctx.name()},
+                },
+                "spec": {"renewTime": now, "leaseDurationSeconds": lease_duration_seconds},
+            }))
+            .map_err(|err| AgentError::Kube {
+                cluster: ctx.name().to_string(),
+                action: "build the cluster lease".to_string(),
+                source: kube::Error::SerdeError(err),
+            })?;
+            leases
+                .create(&PostParams::default(), &lease)
+                .await
+                .map(|_| ())
+                .map_err(AgentError::kube(ctx.name(), "create the cluster lease"))
+        }
+        Err(err) => Err(AgentError::kube(ctx.name(), "renew the cluster lease")(err)),
+    }
+}
+
+/// One round of probes: the spoke's API server and the agent's Deployment.
+#[instrument(skip(ctx), fields(cluster = ctx.name()))]
+async fn probe(ctx: &Context) -> Probe {
+    let api_server_failure = probe_api_server(&ctx.spoke).await;
+    let agent_available_replicas = match &ctx.config.deployment {
+        None => 1,
+        Some(name) => {
+            let deployments: Api<Deployment> =
+                Api::namespaced(ctx.spoke.clone(), &ctx.config.agent_namespace);
+            match tokio::time::timeout(PROBE_TIMEOUT, deployments.get(name)).await {
+                Ok(Ok(deployment)) => deployment
+                    .status
+                    .and_then(|status| status.available_replicas)
+                    .unwrap_or(0),
+                Ok(Err(err)) => {
+                    warn!(%err, deployment = name, "reading the agent's Deployment");
+                    0
+                }
+                Err(_) => 0,
+            }
+        }
+    };
+    Probe {
+        api_server_failure,
+        agent_available_replicas,
+    }
+}
+
+/// `None` when `/livez` (or, where the server has none, `/healthz`) answers ok.
+async fn probe_api_server(spoke: &kube::Client) -> Option<String> {
+    let mut failure = None;
+    for path in ["/livez", "/healthz"] {
+        let request = match http::Request::get(path).body(Vec::new()) {
+            Ok(request) => request,
+            Err(err) => return Some(err.to_string()),
+        };
+        match tokio::time::timeout(PROBE_TIMEOUT, spoke.request_text(request)).await {
+            Ok(Ok(body)) if body.trim() == "ok" => return None,
+            Ok(Ok(body)) => return Some(format!("{path} answered {:?}", body.trim())),
+            Ok(Err(err)) if is_not_found(&err) => {
+                failure = Some(format!("{path} not found"));
+            }
+            Ok(Err(err)) => return Some(format!("{path}: {err}")),
+            Err(_) => return Some(format!("{path} did not answer within {PROBE_TIMEOUT:?}")),
+        }
+    }
+    failure
+}
+
+#[instrument(skip(ctx, condition), fields(cluster = ctx.name(), status = %condition.status))]
+async fn write_available(ctx: &Context, condition: Condition) -> Result<(), AgentError> {
+    let clusters: Api<ManagedCluster> = ctx.clusters();
+    set_conditions(&clusters, ctx.name(), FIELD_MANAGER, |_| {
+        vec![condition.clone()]
+    })
+    .await
+    .map(|_| ())
+    .map_err(AgentError::kube(ctx.name(), "write Available"))
+}

@@ -1,0 +1,289 @@
+//! The agent's live loops (DESIGN §4.1–§4.4): [`run`] registers the spoke's ManagedCluster,
+//! follows it by watch, and runs the lease, status and addon loops until shutdown.
+//!
+//! The loops own the watches, timers, probes and writes; every decision comes from the pure
+//! modules ([`super::availability`], [`super::claims`], [`super::addon_health`]). Each loop
+//! survives API errors by logging them and retrying; only shutdown ends it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, watcher};
+use kube::{Api, Client};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, instrument, warn};
+
+use super::availability::DEFAULT_FAILURE_GRACE;
+use super::hub_connection::{HubConnection, HubConnectionError};
+use crate::api::ManagedCluster;
+use crate::api::cluster::{ClientConfig, ManagedClusterSpec};
+use crate::api::vocabulary::{
+    AGENT_NAMESPACE, CONDITION_HUB_ACCEPTED, CONDITION_JOINED, REASON_JOINED, STATUS_TRUE,
+};
+use crate::hub::conditions::{is_conflict, set_conditions};
+
+/// Field manager of every write the agent makes.
+pub const FIELD_MANAGER: &str = "fleetform-agent";
+
+/// How long a loop waits before retrying after an API error.
+pub(crate) const RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// What one agent is and where it runs.
+#[derive(Clone)]
+pub struct AgentConfig {
+    /// The name the spoke registers under (its ManagedCluster and hub namespace).
+    pub cluster_name: String,
+    /// How the agent reaches its hub.
+    pub hub: HubConnection,
+    /// The spoke the agent runs on.
+    pub spoke: Client,
+    /// The agent's namespace on the spoke (where its Deployment runs).
+    pub agent_namespace: String,
+    /// The agent's own Deployment in `agent_namespace`, whose available replicas count towards
+    /// Available; `None` for an agent running in-process without one.
+    pub deployment: Option<String>,
+    /// How long a failed probe must persist before Available turns False.
+    pub failure_grace: Duration,
+    /// The most cluster claims reported (`clusterClaimsMax`).
+    pub cluster_claims_max: usize,
+    /// The lease duration addon leases are judged with (OCM: 60 s; five of them are the grace).
+    pub addon_lease_duration: Duration,
+    /// API server URLs of the spoke, for `spec.managedClusterClientConfigs` of a new cluster.
+    pub spoke_urls: Vec<String>,
+}
+
+impl std::fmt::Debug for AgentConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentConfig")
+            .field("cluster_name", &self.cluster_name)
+            .field("hub", &self.hub)
+            .field("agent_namespace", &self.agent_namespace)
+            .field("deployment", &self.deployment)
+            .field("failure_grace", &self.failure_grace)
+            .field("cluster_claims_max", &self.cluster_claims_max)
+            .field("addon_lease_duration", &self.addon_lease_duration)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentConfig {
+    /// An agent for `cluster_name` with OCM's defaults and no Deployment check.
+    pub fn new(cluster_name: impl Into<String>, hub: HubConnection, spoke: Client) -> Self {
+        AgentConfig {
+            cluster_name: cluster_name.into(),
+            hub,
+            spoke,
+            agent_namespace: AGENT_NAMESPACE.to_string(),
+            deployment: None,
+            failure_grace: DEFAULT_FAILURE_GRACE,
+            cluster_claims_max: 20,
+            addon_lease_duration: super::addon_health::ADDON_LEASE_DURATION,
+            spoke_urls: Vec::new(),
+        }
+    }
+}
+
+/// Why the agent could not start or a write failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    HubConnection(#[from] HubConnectionError),
+    #[error("cluster {cluster}: cannot {action}: {source}")]
+    Kube {
+        cluster: String,
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl AgentError {
+    pub(crate) fn kube(
+        cluster: &str,
+        action: impl Into<String>,
+    ) -> impl FnOnce(kube::Error) -> Self {
+        let cluster = cluster.to_string();
+        let action = action.into();
+        move |source| AgentError::Kube {
+            cluster,
+            action,
+            source,
+        }
+    }
+}
+
+/// What every agent loop shares.
+pub(crate) struct Context {
+    pub config: AgentConfig,
+    pub hub: Client,
+    pub spoke: Client,
+    /// The spoke's ManagedCluster as last seen by watch (`None` before it is seen or once it
+    /// is deleted).
+    pub cluster: watch::Receiver<Option<ManagedCluster>>,
+}
+
+impl Context {
+    pub fn name(&self) -> &str {
+        &self.config.cluster_name
+    }
+
+    pub fn clusters(&self) -> Api<ManagedCluster> {
+        Api::all(self.hub.clone())
+    }
+}
+
+/// Runs the agent until `shutdown` is cancelled. Fails only if the hub cannot be reached at all
+/// at start; later errors are logged and retried.
+pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> Result<(), AgentError> {
+    let hub = config.hub.client().await?;
+    let spoke = config.spoke.clone();
+    let (cluster_tx, cluster_rx) = watch::channel(None);
+    let ctx = Arc::new(Context {
+        config,
+        hub,
+        spoke,
+        cluster: cluster_rx,
+    });
+    info!(cluster = ctx.name(), "agent starting");
+    let tasks = [
+        tokio::spawn(follow_cluster(ctx.clone(), cluster_tx, shutdown.clone())),
+        tokio::spawn(super::lease_loop::run(ctx.clone(), shutdown.clone())),
+        tokio::spawn(super::status_loop::run(ctx.clone(), shutdown.clone())),
+        tokio::spawn(super::addon_loop::run(ctx.clone(), shutdown.clone())),
+    ];
+    shutdown.cancelled().await;
+    for task in tasks {
+        if let Err(err) = task.await {
+            warn!(%err, "agent task ended abnormally");
+        }
+    }
+    info!(cluster = ctx.name(), "agent stopped");
+    Ok(())
+}
+
+/// Registers the ManagedCluster, keeps it registered, publishes every version of it to the other
+/// loops and sets ManagedClusterJoined once the hub has accepted it.
+async fn follow_cluster(
+    ctx: Arc<Context>,
+    cluster_tx: watch::Sender<Option<ManagedCluster>>,
+    shutdown: CancellationToken,
+) {
+    let config = watcher::Config::default().fields(&format!("metadata.name={}", ctx.name()));
+    let mut events = watcher(ctx.clusters(), config).default_backoff().boxed();
+    loop {
+        let event = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            event = events.next() => event,
+        };
+        let cluster = match event {
+            None => return,
+            Some(Err(err)) => {
+                warn!(cluster = ctx.name(), %err, "watching the ManagedCluster");
+                continue;
+            }
+            Some(Ok(watcher::Event::Apply(cluster) | watcher::Event::InitApply(cluster))) => {
+                Some(cluster)
+            }
+            Some(Ok(watcher::Event::Delete(_))) => None,
+            Some(Ok(watcher::Event::Init)) => continue,
+            Some(Ok(watcher::Event::InitDone)) => {
+                if cluster_tx.borrow().is_some() {
+                    continue;
+                }
+                None
+            }
+        };
+        match &cluster {
+            None => {
+                if let Err(err) = register(&ctx).await {
+                    warn!(%err, "registering");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(RETRY_DELAY) => {}
+                    }
+                }
+            }
+            Some(cluster) => {
+                if let Err(err) = join(&ctx, cluster).await {
+                    warn!(%err, "setting ManagedClusterJoined");
+                }
+            }
+        }
+        cluster_tx.send_replace(cluster);
+    }
+}
+
+/// Creates the ManagedCluster if it does not exist. The agent never sets `hubAcceptsClient`:
+/// accepting is the hub's decision.
+#[instrument(skip(ctx), fields(cluster = ctx.name()))]
+async fn register(ctx: &Context) -> Result<(), AgentError> {
+    let cluster = ManagedCluster::new(
+        ctx.name(),
+        ManagedClusterSpec {
+            managed_cluster_client_configs: ctx
+                .config
+                .spoke_urls
+                .iter()
+                .map(|url| ClientConfig {
+                    url: url.clone(),
+                    ca_bundle: None,
+                })
+                .collect(),
+            ..ManagedClusterSpec::default()
+        },
+    );
+    let params = kube::api::PostParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..Default::default()
+    };
+    match ctx.clusters().create(&params, &cluster).await {
+        Ok(_) => {
+            info!("ManagedCluster created; waiting for the hub to accept it");
+            Ok(())
+        }
+        Err(err) if is_conflict(&err) => Ok(()),
+        Err(err) => Err(AgentError::kube(ctx.name(), "create its ManagedCluster")(
+            err,
+        )),
+    }
+}
+
+/// Sets ManagedClusterJoined once the hub says it accepts the cluster.
+#[instrument(skip(ctx, cluster), fields(cluster = ctx.name()))]
+async fn join(ctx: &Context, cluster: &ManagedCluster) -> Result<(), AgentError> {
+    let accepted = cluster.hub_accepts_client()
+        && crate::api::is_condition_true(cluster.conditions(), CONDITION_HUB_ACCEPTED);
+    if !accepted || cluster.is_joined() {
+        return Ok(());
+    }
+    let joined = Condition {
+        type_: CONDITION_JOINED.to_string(),
+        status: STATUS_TRUE.to_string(),
+        reason: REASON_JOINED.to_string(),
+        message: "Managed cluster joined".to_string(),
+        observed_generation: None,
+        last_transition_time: Time(Timestamp::now()),
+    };
+    set_conditions(&ctx.clusters(), ctx.name(), FIELD_MANAGER, |_| {
+        vec![joined.clone()]
+    })
+    .await
+    .map_err(AgentError::kube(ctx.name(), "set ManagedClusterJoined"))?;
+    debug!("joined");
+    Ok(())
+}
+
+/// Sleeps until `deadline` (a past one returns at once).
+pub(crate) async fn sleep_until(deadline: Timestamp) {
+    tokio::time::sleep(super::rotation::wait_until(deadline, Timestamp::now())).await;
+}
+
+/// `now + wait`, saturating at the end of time.
+pub(crate) fn after(now: Timestamp, wait: Duration) -> Timestamp {
+    now.checked_add(wait).unwrap_or(Timestamp::MAX)
+}

@@ -1,0 +1,188 @@
+//! The agent's status loop (seed 003, DESIGN §4.4): the spoke's ClusterClaims, version, capacity,
+//! allocatable and node health, in its ManagedCluster's status.
+//!
+//! ClusterClaims and Nodes are watched on the spoke; every change recomputes the status with
+//! [`select_claims`] and [`summarize_nodes`] and, once the cluster has joined, writes it by
+//! server-side apply if it differs from what was last written, so a changed claim reaches the
+//! hub as soon as the watch delivers it. Claims cut by `clusterClaimsMax` are announced once per
+//! change of the cut set by an Event on the hub, in the cluster namespace.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Event, EventSource, Node, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, watcher};
+use kube::{Api, Resource};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tracing::{instrument, warn};
+
+use super::claims::{ClaimSelection, select_claims, summarize_nodes};
+use super::run::{AgentError, Context, FIELD_MANAGER};
+use crate::api::{ClusterClaim, ManagedCluster};
+
+/// Reason of the Event that says which claims were cut.
+pub const REASON_CLAIMS_TRUNCATED: &str = "ClusterClaimsTruncated";
+
+pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
+    let (claims, claims_writer) = reflector::store::<ClusterClaim>();
+    let (nodes, nodes_writer) = reflector::store::<Node>();
+    let mut claim_events = reflector::reflector(
+        claims_writer,
+        watcher(Api::all(ctx.spoke.clone()), watcher::Config::default()),
+    )
+    .default_backoff()
+    .boxed();
+    let mut node_events = reflector::reflector(
+        nodes_writer,
+        watcher(Api::all(ctx.spoke.clone()), watcher::Config::default()),
+    )
+    .default_backoff()
+    .boxed();
+    let mut cluster_rx = ctx.cluster.clone();
+    let server_version = match ctx.spoke.apiserver_version().await {
+        Ok(info) => Some(info.git_version),
+        Err(err) => {
+            warn!(%err, "reading the spoke's version");
+            None
+        }
+    };
+    let mut written: Option<Value> = None;
+    let mut announced_cut: Vec<String> = Vec::new();
+    let (mut claims_ready, mut nodes_ready) = (false, false);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            event = claim_events.next() => match event {
+                None => return,
+                Some(Ok(watcher::Event::InitDone)) => claims_ready = true,
+                Some(Ok(_)) => {}
+                Some(Err(err)) => warn!(%err, "watching ClusterClaims"),
+            },
+            event = node_events.next() => match event {
+                None => return,
+                Some(Ok(watcher::Event::InitDone)) => nodes_ready = true,
+                Some(Ok(_)) => {}
+                Some(Err(err)) => warn!(%err, "watching Nodes"),
+            },
+            changed = cluster_rx.changed() => if changed.is_err() { return },
+        }
+        let joined = cluster_rx
+            .borrow()
+            .as_ref()
+            .is_some_and(ManagedCluster::is_joined);
+        if !(claims_ready && nodes_ready && joined) {
+            continue;
+        }
+        let (status, selection) = desired_status(&ctx, &claims, &nodes, server_version.as_deref());
+        if written.as_ref() != Some(&status) {
+            match write_status(&ctx, &status).await {
+                Ok(()) => written = Some(status),
+                Err(err) => warn!(%err, "writing the cluster status"),
+            }
+        }
+        if selection.cut != announced_cut {
+            if let Some(note) = selection.cut_note(ctx.config.cluster_claims_max)
+                && let Err(err) = announce_cut(&ctx, note).await
+            {
+                warn!(%err, "announcing cut claims");
+            }
+            announced_cut = selection.cut;
+        }
+    }
+}
+
+/// The agent's part of the ManagedCluster's status, as an apply patch body.
+fn desired_status(
+    ctx: &Context,
+    claims: &Store<ClusterClaim>,
+    nodes: &Store<Node>,
+    server_version: Option<&str>,
+) -> (Value, ClaimSelection) {
+    let claims: Vec<ClusterClaim> = claims.state().iter().map(|c| (**c).clone()).collect();
+    let nodes: Vec<Node> = nodes.state().iter().map(|n| (**n).clone()).collect();
+    let selection = select_claims(&claims, ctx.config.cluster_claims_max);
+    let summary = summarize_nodes(server_version, &nodes);
+    for unreadable in &summary.unreadable {
+        warn!(
+            quantity = unreadable,
+            "node quantity cannot be read; left out of the sums"
+        );
+    }
+    let health = summary.health;
+    let status = json!({
+        "apiVersion": ManagedCluster::api_version(&()),
+        "kind": ManagedCluster::kind(&()),
+        "status": {
+            "version": summary.version,
+            "capacity": summary.capacity,
+            "allocatable": summary.allocatable,
+            "clusterClaims": selection.reported,
+            "nodeHealth": {
+                "total": health.total,
+                "ready": health.ready,
+                "pidPressure": health.pid_pressure,
+                "memoryPressure": health.memory_pressure,
+                "diskPressure": health.disk_pressure,
+                "underPressure": health.under_pressure,
+            },
+        },
+    });
+    (status, selection)
+}
+
+#[instrument(skip(ctx, status), fields(cluster = ctx.name()))]
+async fn write_status(ctx: &Context, status: &Value) -> Result<(), AgentError> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    ctx.clusters()
+        .patch_status(ctx.name(), &params, &Patch::Apply(status))
+        .await
+        .map(|_| ())
+        .map_err(AgentError::kube(ctx.name(), "write its status"))
+}
+
+/// An Event on the hub, about the ManagedCluster, saying which claims were cut.
+#[instrument(skip(ctx), fields(cluster = ctx.name()))]
+async fn announce_cut(ctx: &Context, note: String) -> Result<(), AgentError> {
+    let now = Time(Timestamp::now());
+    let event = Event {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{}.claims-", ctx.name())),
+            namespace: Some(ctx.name().to_string()),
+            ..ObjectMeta::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some(ManagedCluster::api_version(&()).to_string()),
+            kind: Some(ManagedCluster::kind(&()).to_string()),
+            name: Some(ctx.name().to_string()),
+            ..ObjectReference::default()
+        },
+        reason: Some(REASON_CLAIMS_TRUNCATED.to_string()),
+        message: Some(note),
+        type_: Some("Warning".to_string()),
+        source: Some(EventSource {
+            component: Some(FIELD_MANAGER.to_string()),
+            host: None,
+        }),
+        first_timestamp: Some(now.clone()),
+        last_timestamp: Some(now),
+        count: Some(1),
+        reporting_component: Some(FIELD_MANAGER.to_string()),
+        reporting_instance: Some(ctx.name().to_string()),
+        ..Event::default()
+    };
+    let events: Api<Event> = Api::namespaced(ctx.hub.clone(), ctx.name());
+    events
+        .create(&PostParams::default(), &event)
+        .await
+        .map(|_| ())
+        .map_err(AgentError::kube(
+            ctx.name(),
+            "create an Event about cut claims",
+        ))
+}

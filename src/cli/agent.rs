@@ -1,0 +1,81 @@
+//! `fleetform agent`: run the agent of one spoke until SIGTERM.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::hub::kube_client;
+use tokio_util::sync::CancellationToken;
+
+use super::exit;
+use crate::agent::{AgentConfig, HubConnection};
+use crate::api::vocabulary::AGENT_NAMESPACE;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Kubeconfig of the hub the spoke registers to.
+    #[arg(long)]
+    hub_kubeconfig: PathBuf,
+    /// Context of the hub kubeconfig to use (default: its current context).
+    #[arg(long)]
+    hub_context: Option<String>,
+    /// Kubeconfig of the spoke (default: in-cluster, else $KUBECONFIG or ~/.kube/config).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Context of the spoke kubeconfig.
+    #[arg(long)]
+    context: Option<String>,
+    /// Name the spoke registers under.
+    #[arg(long)]
+    cluster_name: String,
+    /// The agent's namespace on the spoke.
+    #[arg(long, default_value = AGENT_NAMESPACE)]
+    agent_namespace: String,
+    /// The agent's own Deployment in its namespace; its available replicas count towards
+    /// Available. Without it, only the spoke's API server is probed.
+    #[arg(long)]
+    deployment: Option<String>,
+    /// Most cluster claims reported; reserved claims are never cut.
+    #[arg(long, default_value_t = 20)]
+    cluster_claims_max: usize,
+    /// Seconds a failed probe must persist before Available turns False.
+    #[arg(long, default_value_t = 20)]
+    failure_grace_seconds: u64,
+    /// API server URL of the spoke, for a new ManagedCluster (repeatable).
+    #[arg(long)]
+    spoke_url: Vec<String>,
+}
+
+pub async fn run(args: Args) -> u8 {
+    let spoke = match kube_client(args.kubeconfig.as_deref(), args.context.clone()).await {
+        Ok(client) => client,
+        Err(err) => {
+            eprintln!("error: spoke: {err}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    let hub = HubConnection::KubeconfigFile {
+        path: args.hub_kubeconfig,
+        context: args.hub_context,
+    };
+    let mut config = AgentConfig::new(args.cluster_name, hub, spoke);
+    config.agent_namespace = args.agent_namespace;
+    config.deployment = args.deployment;
+    config.cluster_claims_max = args.cluster_claims_max;
+    config.failure_grace = Duration::from_secs(args.failure_grace_seconds);
+    config.spoke_urls = args.spoke_url;
+    let shutdown = CancellationToken::new();
+    let agent = tokio::spawn(crate::agent::run(config, shutdown.clone()));
+    super::shutdown_signal().await;
+    shutdown.cancel();
+    match agent.await {
+        Ok(Ok(())) => exit::OK,
+        Ok(Err(err)) => {
+            eprintln!("error: {err}");
+            exit::INVALID_INPUT
+        }
+        Err(err) => {
+            eprintln!("error: the agent failed: {err}");
+            exit::INTERNAL
+        }
+    }
+}

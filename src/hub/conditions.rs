@@ -1,0 +1,99 @@
+//! Writing conditions without losing anyone else's.
+//!
+//! Several writers share the condition lists of the hub's objects: the agent (Joined,
+//! Available), the hub's accept loop (HubAcceptedManagedCluster) and its lease loop (Available
+//! Unknown), addon agents (their own conditions). A merge patch replaces the whole list, so every
+//! write here reads the object, sets its conditions with [`set_condition`] (which keeps
+//! `lastTransitionTime` unless the status changes) and patches with the `resourceVersion` it read:
+//! a concurrent write makes the patch fail with 409 Conflict, and the write starts over from a
+//! fresh read. Nothing is written when no condition changes.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use crate::api::fleet::Spoke;
+use crate::api::{ManagedCluster, ManagedClusterAddOn, set_condition};
+
+/// How many times a write is retried after a conflict before giving up.
+const CONFLICT_RETRIES: usize = 8;
+
+/// Objects with a `status.conditions` list.
+pub trait HasConditions {
+    fn current_conditions(&self) -> &[Condition];
+}
+
+impl HasConditions for ManagedCluster {
+    fn current_conditions(&self) -> &[Condition] {
+        self.conditions()
+    }
+}
+
+impl HasConditions for ManagedClusterAddOn {
+    fn current_conditions(&self) -> &[Condition] {
+        self.conditions()
+    }
+}
+
+impl HasConditions for Spoke {
+    fn current_conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .map_or(&[], |status| status.conditions.as_slice())
+    }
+}
+
+/// Sets the conditions `wanted` returns for the freshly read object (none: nothing to do) and
+/// writes them if anything changed. Returns the written object, or `None` when nothing was
+/// written.
+pub async fn set_conditions<K>(
+    api: &Api<K>,
+    name: &str,
+    field_manager: &str,
+    wanted: impl Fn(&K) -> Vec<Condition>,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource<DynamicType = ()> + HasConditions + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let mut attempt = 0;
+    loop {
+        let current = api.get(name).await?;
+        let mut conditions = current.current_conditions().to_vec();
+        let mut changed = false;
+        for condition in wanted(&current) {
+            changed |= set_condition(&mut conditions, condition);
+        }
+        if !changed {
+            return Ok(None);
+        }
+        let patch = json!({
+            "apiVersion": K::api_version(&()),
+            "kind": K::kind(&()),
+            "metadata": {"resourceVersion": current.resource_version()},
+            "status": {"conditions": conditions},
+        });
+        let params = PatchParams {
+            field_manager: Some(field_manager.to_string()),
+            ..PatchParams::default()
+        };
+        match api.patch_status(name, &params, &Patch::Merge(&patch)).await {
+            Ok(written) => return Ok(Some(written)),
+            Err(kube::Error::Api(status)) if status.code == 409 && attempt < CONFLICT_RETRIES => {
+                attempt += 1;
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
+
+/// Whether an API error is 404 Not Found.
+pub fn is_not_found(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.code == 404)
+}
+
+/// Whether an API error is 409 Conflict (AlreadyExists on create).
+pub fn is_conflict(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.code == 409)
+}

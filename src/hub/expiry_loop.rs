@@ -1,0 +1,195 @@
+//! The hub's lease expiry loop (seed 000, seed 001, DESIGN §3 and §4.2).
+//!
+//! One controller over ManagedClusters, woken by their own changes, by every renewal of a
+//! `managed-cluster-lease` and by changes of ManagedClusterAddOns. Each reconcile judges the
+//! cluster's lease with [`judge_cluster_lease`] and asks the controller to come back exactly at
+//! the deadline it returns, so every cluster has one timer and nothing polls. At the deadline the
+//! cluster's Available condition becomes Unknown; the availability taints follow the Available
+//! condition, whoever wrote it; and while the cluster is Unknown every addon of it is Unknown
+//! with the cluster's reason.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, watcher};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, instrument, warn};
+
+use super::conditions::set_conditions;
+use super::lease::{
+    LeaseVerdict, addon_unknown_condition, judge_cluster_lease, reconcile_availability_taints,
+};
+use super::run::{Context, FIELD_MANAGER, HubError, RETRY_DELAY};
+use crate::api::vocabulary::{CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, STATUS_UNKNOWN};
+use crate::api::{ManagedCluster, ManagedClusterAddOn};
+
+/// What the expiry loop shares between reconciles: the cluster leases, kept by watch.
+struct ExpiryContext {
+    hub: Arc<Context>,
+    leases: Store<Lease>,
+}
+
+pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
+    let (leases, writer) = reflector::store::<Lease>();
+    let lease_config =
+        watcher::Config::default().fields(&format!("metadata.name={CLUSTER_LEASE_NAME}"));
+    let lease_events = reflector::reflector(
+        writer,
+        watcher(Api::<Lease>::all(ctx.client.clone()), lease_config),
+    )
+    .default_backoff()
+    .touched_objects();
+    let clusters: Api<ManagedCluster> = Api::all(ctx.client.clone());
+    let addons: Api<ManagedClusterAddOn> = Api::all(ctx.client.clone());
+    let expiry = Arc::new(ExpiryContext { hub: ctx, leases });
+    Controller::new(clusters, watcher::Config::default())
+        .watches_stream(lease_events, |lease: Lease| {
+            lease
+                .namespace()
+                .map(|namespace| ObjectRef::<ManagedCluster>::new(&namespace))
+        })
+        .watches(addons, watcher::Config::default(), |addon| {
+            addon
+                .namespace()
+                .map(|namespace| ObjectRef::<ManagedCluster>::new(&namespace))
+        })
+        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .run(reconcile, error_policy, expiry)
+        .for_each(|result| async move {
+            if let Err(err) = result {
+                warn!(%err, "lease expiry loop");
+            }
+        })
+        .await;
+}
+
+fn error_policy(_: Arc<ManagedCluster>, err: &HubError, _: Arc<ExpiryContext>) -> Action {
+    warn!(%err, "judging a cluster's lease failed; retrying");
+    Action::requeue(RETRY_DELAY)
+}
+
+#[instrument(skip(ctx, cluster), fields(cluster = cluster.name_any()))]
+async fn reconcile(
+    cluster: Arc<ManagedCluster>,
+    ctx: Arc<ExpiryContext>,
+) -> Result<Action, HubError> {
+    let name = cluster.name_any();
+    let clusters: Api<ManagedCluster> = Api::all(ctx.hub.client.clone());
+    let lease = ctx
+        .leases
+        .get(&ObjectRef::new(CLUSTER_LEASE_NAME).within(&name));
+    let now = Timestamp::now();
+    let verdict = judge_cluster_lease(&cluster, lease.as_deref(), now);
+    let mut cluster = (*cluster).clone();
+    if let LeaseVerdict::Expired { deadline, unknown } = &verdict {
+        let written = set_conditions(&clusters, &name, FIELD_MANAGER, |fresh| {
+            // A renewal that arrived since the store was read wins over the stale verdict.
+            match judge_cluster_lease(fresh, lease.as_deref(), Timestamp::now()) {
+                LeaseVerdict::Expired { .. } => vec![unknown.clone()],
+                _ => Vec::new(),
+            }
+        })
+        .await
+        .map_err(HubError::kube(
+            format!("ManagedCluster {name}"),
+            "set Available Unknown",
+        ))?;
+        if let Some(written) = written {
+            info!(%deadline, "lease expired: cluster Available is Unknown");
+            cluster = written;
+        }
+    }
+    reconcile_taints(&clusters, &cluster, now).await?;
+    if let Some(available) = cluster.condition(CONDITION_AVAILABLE)
+        && available.status == STATUS_UNKNOWN
+    {
+        mark_addons_unknown(&ctx, &name, available).await?;
+    }
+    Ok(match verdict.wake_at() {
+        Some(deadline) => Action::requeue(
+            Duration::try_from(now.duration_until(deadline)).unwrap_or(Duration::ZERO),
+        ),
+        None => Action::await_change(),
+    })
+}
+
+/// Brings the availability taints in line with the Available condition, if they are not.
+async fn reconcile_taints(
+    clusters: &Api<ManagedCluster>,
+    cluster: &ManagedCluster,
+    now: Timestamp,
+) -> Result<(), HubError> {
+    let name = cluster.name_any();
+    let Some(taints) = reconcile_availability_taints(
+        &cluster.spec.taints,
+        cluster.condition(CONDITION_AVAILABLE),
+        now,
+    ) else {
+        return Ok(());
+    };
+    let patch = json!({
+        "apiVersion": "cluster.open-cluster-management.io/v1",
+        "kind": "ManagedCluster",
+        "metadata": {"resourceVersion": cluster.resource_version()},
+        "spec": {"taints": taints},
+    });
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    };
+    clusters
+        .patch(&name, &params, &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(HubError::kube(
+            format!("ManagedCluster {name}"),
+            "write availability taints",
+        ))
+}
+
+/// Every addon of an Unknown cluster becomes Unknown with the cluster's reason (seed 001).
+async fn mark_addons_unknown(
+    ctx: &ExpiryContext,
+    cluster: &str,
+    available: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition,
+) -> Result<(), HubError> {
+    let Some(unknown) = addon_unknown_condition(available, Timestamp::now()) else {
+        return Ok(());
+    };
+    let addons: Api<ManagedClusterAddOn> = Api::namespaced(ctx.hub.client.clone(), cluster);
+    let listed = addons
+        .list(&ListParams::default())
+        .await
+        .map_err(HubError::kube(
+            format!("addons of cluster {cluster}"),
+            "list",
+        ))?;
+    for addon in listed {
+        let name = addon.name_any();
+        set_conditions(&addons, &name, FIELD_MANAGER, |fresh| {
+            match fresh.condition(&unknown.type_) {
+                Some(current)
+                    if current.status == unknown.status && current.reason == unknown.reason =>
+                {
+                    Vec::new()
+                }
+                _ => vec![unknown.clone()],
+            }
+        })
+        .await
+        .map_err(HubError::kube(
+            format!("ManagedClusterAddOn {cluster}/{name}"),
+            "set Available Unknown",
+        ))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,247 @@
+//! The hub's observer loop for poll-mode spokes (seed 002, DESIGN §4.5).
+//!
+//! The Spokes in `fleetform-system` are watched; [`observer_lifecycle`] decides, for each change,
+//! whether the spoke's observer starts, restarts, stops or is left alone. An observer is a task
+//! that polls the spoke's API (its node list) when [`Observer`] says to, feeds the outcome to it,
+//! and writes the state to the Spoke's status whenever it changes: condition [`CONDITION_ONLINE`],
+//! True only when ONLINE, with Krake's state name as its reason and the node health rows and the
+//! last poll error as its message.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::ListParams;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, watcher};
+use kube::{Api, Client, ResourceExt};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, instrument, warn};
+
+use super::conditions::set_conditions;
+use super::observer::{
+    ClusterState, NodeHealth, Observer, ObserverEvent, ObserverLifecycle, PollOutcome, PollPolicy,
+    observer_lifecycle,
+};
+use super::run::{Context, FIELD_MANAGER, HubError};
+use crate::agent::rotation::wait_until;
+use crate::api::fleet::{SYSTEM_NAMESPACE, Spoke, SpokeSpec};
+use crate::api::vocabulary::{STATUS_FALSE, STATUS_TRUE, STATUS_UNKNOWN};
+
+/// Spoke condition the observer writes: True when the spoke is ONLINE; the reason is Krake's
+/// state name.
+pub const CONDITION_ONLINE: &str = "Online";
+
+/// The longest a poll may take; a slower spoke counts as unreachable.
+const MAX_POLL_TIME: Duration = Duration::from_secs(10);
+
+/// A running observer and the spec it was started with.
+struct Running {
+    spec: SpokeSpec,
+    stop: CancellationToken,
+    handle: JoinHandle<()>,
+}
+
+pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
+    let spokes: Api<Spoke> = Api::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE);
+    let mut events = watcher(spokes, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut running: HashMap<String, Running> = HashMap::new();
+    let mut listed: Vec<String> = Vec::new();
+    loop {
+        let event = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            event = events.next() => event,
+        };
+        match event {
+            None => break,
+            Some(Err(err)) => warn!(%err, "watching Spokes"),
+            Some(Ok(watcher::Event::Init)) => listed.clear(),
+            Some(Ok(watcher::Event::InitApply(spoke))) => {
+                listed.push(spoke.name_any());
+                follow(
+                    &ctx,
+                    &mut running,
+                    &spoke.name_any(),
+                    Some(spoke),
+                    &shutdown,
+                )
+                .await;
+            }
+            Some(Ok(watcher::Event::Apply(spoke))) => {
+                follow(
+                    &ctx,
+                    &mut running,
+                    &spoke.name_any(),
+                    Some(spoke),
+                    &shutdown,
+                )
+                .await;
+            }
+            Some(Ok(watcher::Event::Delete(spoke))) => {
+                follow(&ctx, &mut running, &spoke.name_any(), None, &shutdown).await;
+            }
+            Some(Ok(watcher::Event::InitDone)) => {
+                let gone: Vec<String> = running
+                    .keys()
+                    .filter(|name| !listed.contains(name))
+                    .cloned()
+                    .collect();
+                for name in gone {
+                    follow(&ctx, &mut running, &name, None, &shutdown).await;
+                }
+            }
+        }
+    }
+    for (_, observer) in running.drain() {
+        observer.stop.cancel();
+        let _ = observer.handle.await;
+    }
+}
+
+/// Applies seed 002's lifecycle table to one spoke change (`None`: the spoke is gone).
+async fn follow(
+    ctx: &Arc<Context>,
+    running: &mut HashMap<String, Running>,
+    name: &str,
+    spoke: Option<Spoke>,
+    shutdown: &CancellationToken,
+) {
+    let old = running.get(name).map(|observer| &observer.spec);
+    let lifecycle = observer_lifecycle(old, spoke.as_ref().map(|spoke| &spoke.spec));
+    if matches!(
+        lifecycle,
+        ObserverLifecycle::Stop | ObserverLifecycle::Restart
+    ) && let Some(observer) = running.remove(name)
+    {
+        observer.stop.cancel();
+        let _ = observer.handle.await;
+        info!(spoke = name, "observer stopped");
+    }
+    if let (ObserverLifecycle::Start | ObserverLifecycle::Restart, Some(spoke)) = (lifecycle, spoke)
+    {
+        let stop = shutdown.child_token();
+        let spec = spoke.spec.clone();
+        let handle = tokio::spawn(observe(ctx.clone(), spoke, stop.clone()));
+        running.insert(name.to_string(), Running { spec, stop, handle });
+        info!(spoke = name, "observer started");
+    }
+}
+
+/// One spoke's observer: poll, judge, write changes, until stopped.
+async fn observe(ctx: Arc<Context>, spoke: Spoke, stop: CancellationToken) {
+    let name = spoke.name_any();
+    let mut observer = Observer::start(
+        PollPolicy::from_spec(&spoke.spec.availability),
+        Timestamp::now(),
+    );
+    let mut health = NodeHealth::default();
+    if let Err(err) = write_state(&ctx, &name, &observer, &health).await {
+        warn!(%err, "writing the observed state");
+    }
+    let mut client: Option<Client> = None;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(wait_until(observer.next_poll, Timestamp::now())) => {}
+        }
+        let outcome = tokio::select! {
+            _ = stop.cancelled() => return,
+            outcome = poll(&ctx, &spoke, &mut client) => outcome,
+        };
+        if let PollOutcome::Reachable(nodes) = &outcome {
+            health = *nodes;
+        }
+        let step = observer.on_event(ObserverEvent::Polled(outcome), Timestamp::now());
+        if step.changed_to.is_some()
+            && let Err(err) = write_state(&ctx, &name, &observer, &health).await
+        {
+            warn!(%err, "writing the observed state");
+        }
+    }
+}
+
+/// Polls the spoke's node list. The client is built on first use and rebuilt after a failure,
+/// so a spoke whose kubeconfig appears later is picked up.
+#[instrument(skip(ctx, spoke, client), fields(spoke = spoke.name_any()))]
+async fn poll(ctx: &Context, spoke: &Spoke, client: &mut Option<Client>) -> PollOutcome {
+    let spoke_client = match client {
+        Some(client) => client.clone(),
+        None => match ctx.access.spoke(spoke, &ctx.client).await {
+            Ok(built) => {
+                *client = Some(built.clone());
+                built
+            }
+            Err(err) => {
+                return PollOutcome::Unreachable {
+                    error: err.to_string(),
+                };
+            }
+        },
+    };
+    let nodes: Api<Node> = Api::all(spoke_client);
+    match tokio::time::timeout(MAX_POLL_TIME, nodes.list(&ListParams::default())).await {
+        Ok(Ok(list)) => PollOutcome::Reachable(NodeHealth::from_nodes(&list.items)),
+        Ok(Err(err)) => {
+            *client = None;
+            PollOutcome::Unreachable {
+                error: err.to_string(),
+            }
+        }
+        Err(_) => {
+            *client = None;
+            PollOutcome::Unreachable {
+                error: format!("no answer within {MAX_POLL_TIME:?}"),
+            }
+        }
+    }
+}
+
+/// The Spoke condition for an observer's state.
+pub fn online_condition(observer: &Observer, health: &NodeHealth, now: Timestamp) -> Condition {
+    let status = match observer.state {
+        ClusterState::Online => STATUS_TRUE,
+        ClusterState::Pending | ClusterState::Connecting => STATUS_UNKNOWN,
+        _ => STATUS_FALSE,
+    };
+    let mut message = health
+        .rows()
+        .iter()
+        .map(|(row, value)| format!("{row} {value}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if let Some(error) = &observer.last_error {
+        message = format!("{message}; last poll failed: {error}");
+    }
+    Condition {
+        type_: CONDITION_ONLINE.to_string(),
+        status: status.to_string(),
+        reason: observer.state.as_str().to_string(),
+        message,
+        observed_generation: None,
+        last_transition_time: Time(now),
+    }
+}
+
+async fn write_state(
+    ctx: &Context,
+    name: &str,
+    observer: &Observer,
+    health: &NodeHealth,
+) -> Result<(), HubError> {
+    let condition = online_condition(observer, health, Timestamp::now());
+    let spokes: Api<Spoke> = Api::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE);
+    set_conditions(&spokes, name, FIELD_MANAGER, |_| vec![condition.clone()])
+        .await
+        .map(|_| ())
+        .map_err(HubError::kube(
+            format!("Spoke {SYSTEM_NAMESPACE}/{name}"),
+            "write the observed state",
+        ))
+}

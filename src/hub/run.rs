@@ -1,0 +1,137 @@
+//! The hub's live loops (DESIGN §4.1, §4.2, §4.5): [`run`] starts the accept loop, the lease
+//! expiry loop and the poll-mode observer loop, and stops them on shutdown.
+//!
+//! The loops own the watches, timers and writes; every decision comes from the pure modules
+//! ([`super::lease`], [`super::observer`]). A loop whose CRD is not installed is not started:
+//! it says so and the others run.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{Api, Client, CustomResourceExt};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::access::Access;
+use crate::api::fleet::Spoke;
+use crate::api::{ManagedCluster, ManagedClusterAddOn};
+
+/// Field manager of every write the hub loops make.
+pub const FIELD_MANAGER: &str = "fleetform-hub";
+
+/// How long a loop waits before retrying a failed reconcile.
+pub(crate) const RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// What the hub loops run against.
+#[derive(Clone)]
+pub struct HubConfig {
+    /// The hub.
+    pub client: Client,
+    /// How the observer reaches poll-mode spokes (their kubeconfig sources).
+    pub access: Access,
+}
+
+impl std::fmt::Debug for HubConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HubConfig")
+            .field("access", &self.access)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a hub loop failed to handle an object.
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    #[error("{object}: cannot {action}: {source}")]
+    Kube {
+        object: String,
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot build {object}: {source}")]
+    Build {
+        object: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl HubError {
+    pub(crate) fn kube(
+        object: impl Into<String>,
+        action: impl Into<String>,
+    ) -> impl FnOnce(kube::Error) -> Self {
+        let object = object.into();
+        let action = action.into();
+        move |source| HubError::Kube {
+            object,
+            action,
+            source,
+        }
+    }
+}
+
+/// What every hub loop shares.
+pub(crate) struct Context {
+    pub client: Client,
+    pub access: Access,
+}
+
+/// Runs the hub loops until `shutdown` is cancelled.
+pub async fn run(config: HubConfig, shutdown: CancellationToken) {
+    let ctx = Arc::new(Context {
+        client: config.client,
+        access: config.access,
+    });
+    let mut tasks = Vec::new();
+    if crd_installed::<ManagedCluster>(&ctx.client).await {
+        tasks.push(tokio::spawn(super::accept_loop::run(
+            ctx.clone(),
+            shutdown.clone(),
+        )));
+        if crd_installed::<ManagedClusterAddOn>(&ctx.client).await {
+            tasks.push(tokio::spawn(super::expiry_loop::run(
+                ctx.clone(),
+                shutdown.clone(),
+            )));
+        }
+    }
+    if crd_installed::<Spoke>(&ctx.client).await {
+        tasks.push(tokio::spawn(super::observer_loop::run(
+            ctx.clone(),
+            shutdown.clone(),
+        )));
+    }
+    info!(loops = tasks.len(), "hub loops started");
+    shutdown.cancelled().await;
+    for task in tasks {
+        if let Err(err) = task.await {
+            warn!(%err, "hub loop ended abnormally");
+        }
+    }
+    info!("hub loops stopped");
+}
+
+/// Whether the CRD of `K` is installed; says so when it is not.
+async fn crd_installed<K: CustomResourceExt>(client: &Client) -> bool {
+    let name = K::crd_name();
+    match Api::<CustomResourceDefinition>::all(client.clone())
+        .get_opt(name)
+        .await
+    {
+        Ok(Some(_)) => true,
+        Ok(None) => {
+            warn!(
+                crd = name,
+                "CRD not installed on the hub; its loop is not started (install it with `fleetform crds | kubectl apply -f -`)"
+            );
+            false
+        }
+        Err(err) => {
+            warn!(crd = name, %err, "cannot check the CRD; its loop is not started");
+            false
+        }
+    }
+}

@@ -1,0 +1,560 @@
+//! The agent and hub loops against embedded control planes (seeds 000, 001, 003; DESIGN
+//! §4.1–§4.4): registration and acceptance, lease renewal and expiry, lease duration changes,
+//! cluster claims and addon health. Leases are 1 s long, so an expiry takes 5 s.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use fleetform::agent::status_loop::REASON_CLAIMS_TRUNCATED;
+use fleetform::api::addon::ManagedClusterAddOnSpec;
+use fleetform::api::cluster::ClusterClaimSpec;
+use fleetform::api::vocabulary::{
+    ADDON_CONDITION_AVAILABLE, CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_HUB_ACCEPTED,
+    LABEL_SPOKE_ONLY, REASON_ADDON_LEASE_NOT_FOUND, REASON_ADDON_LEASE_UPDATE_STOPPED,
+    REASON_ADDON_LEASE_UPDATED, REASON_HUB_CLUSTER_ADMIN_ACCEPTED, REASON_HUB_CLUSTER_ADMIN_DENIED,
+    REASON_LEASE_UPDATE_STOPPED, STATUS_FALSE, STATUS_TRUE, STATUS_UNKNOWN, TAINT_UNREACHABLE,
+};
+use fleetform::api::{ClusterClaim, ManagedCluster, ManagedClusterAddOn};
+use fleetform::hub::accept_loop::{cluster_role_name, registration_role_name};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, Namespace};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, watcher};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+use support::{
+    Cluster, PATIENCE, accept, agent_config, condition_status, start_agent, start_hub_loops,
+    wait_for,
+};
+
+fn renew_time(lease: &Lease) -> Option<Timestamp> {
+    lease.spec.as_ref()?.renew_time.as_ref().map(|time| time.0)
+}
+
+fn available_status(cluster: &ManagedCluster) -> Option<String> {
+    condition_status(cluster, CONDITION_AVAILABLE)
+}
+
+fn addon_available(addon: &ManagedClusterAddOn) -> Option<(String, String)> {
+    addon
+        .condition(ADDON_CONDITION_AVAILABLE)
+        .map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+#[tokio::test]
+async fn agent_registers_and_joins_once_the_hub_accepts_and_denial_removes_its_rbac() {
+    let hub = Cluster::start().await;
+    let spoke = Cluster::start().await;
+    let _loops = start_hub_loops(&hub);
+    let _agent = start_agent(agent_config(&hub, &spoke, "spoke-a"));
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+
+    let created = wait_for(&clusters, "spoke-a", "created by the agent", |_| true).await;
+    assert_eq!(
+        created.spec.hub_accepts_client, None,
+        "the agent never accepts itself"
+    );
+    assert!(!created.is_joined());
+
+    accept(&hub, "spoke-a", 1).await;
+    let joined = wait_for(&clusters, "spoke-a", "joined", ManagedCluster::is_joined).await;
+    let accepted = joined.condition(CONDITION_HUB_ACCEPTED).unwrap();
+    assert_eq!(
+        (accepted.status.as_str(), accepted.reason.as_str()),
+        (STATUS_TRUE, REASON_HUB_CLUSTER_ADMIN_ACCEPTED)
+    );
+    Api::<Namespace>::all(hub.client.clone())
+        .get("spoke-a")
+        .await
+        .expect("cluster namespace");
+    Api::<Lease>::namespaced(hub.client.clone(), "spoke-a")
+        .get(CLUSTER_LEASE_NAME)
+        .await
+        .expect("cluster lease");
+    let cluster_role = Api::<ClusterRole>::all(hub.client.clone())
+        .get(&cluster_role_name("spoke-a"))
+        .await
+        .expect("cluster role");
+    for rule in cluster_role.rules.iter().flatten() {
+        if rule
+            .resources
+            .iter()
+            .flatten()
+            .any(|r| r.starts_with("managedclusters"))
+        {
+            assert_eq!(
+                rule.resource_names.as_deref(),
+                Some(&["spoke-a".to_string()][..]),
+                "the agent may touch only its own ManagedCluster"
+            );
+        }
+    }
+    let bindings: Api<RoleBinding> = Api::namespaced(hub.client.clone(), "spoke-a");
+    let binding = bindings
+        .get(&registration_role_name("spoke-a"))
+        .await
+        .expect("role binding");
+    assert_eq!(
+        binding.subjects.unwrap_or_default()[0].name,
+        "system:open-cluster-management:spoke-a"
+    );
+
+    clusters
+        .patch(
+            "spoke-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"hubAcceptsClient": false}})),
+        )
+        .await
+        .unwrap();
+    let denied = wait_for(&clusters, "spoke-a", "denied", |c| {
+        condition_status(c, CONDITION_HUB_ACCEPTED).as_deref() == Some(STATUS_FALSE)
+    })
+    .await;
+    assert_eq!(
+        denied.condition(CONDITION_HUB_ACCEPTED).unwrap().reason,
+        REASON_HUB_CLUSTER_ADMIN_DENIED
+    );
+    let role = registration_role_name("spoke-a");
+    let cluster_role = cluster_role_name("spoke-a");
+    assert!(
+        Api::<ClusterRole>::all(hub.client.clone())
+            .get_opt(&cluster_role)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        Api::<ClusterRoleBinding>::all(hub.client.clone())
+            .get_opt(&cluster_role)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        Api::<Role>::namespaced(hub.client.clone(), "spoke-a")
+            .get_opt(&role)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(bindings.get_opt(&role).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn stopped_agent_goes_unknown_at_five_leases_with_its_addons_and_recovers() {
+    let hub = Cluster::start().await;
+    let spoke_a = Cluster::start().await;
+    let spoke_b = Cluster::start().await;
+    let _loops = start_hub_loops(&hub);
+    let agent_a = start_agent(agent_config(&hub, &spoke_a, "spoke-a"));
+    let _agent_b = start_agent(agent_config(&hub, &spoke_b, "spoke-b"));
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    wait_for(&clusters, "spoke-a", "registered", |_| true).await;
+    wait_for(&clusters, "spoke-b", "registered", |_| true).await;
+    accept(&hub, "spoke-a", 1).await;
+    accept(&hub, "spoke-b", 1).await;
+    let is_available = |c: &ManagedCluster| available_status(c).as_deref() == Some(STATUS_TRUE);
+    let available = wait_for(&clusters, "spoke-a", "available", is_available).await;
+    wait_for(&clusters, "spoke-b", "available", is_available).await;
+    let available_since = available
+        .condition(CONDITION_AVAILABLE)
+        .unwrap()
+        .last_transition_time
+        .clone();
+
+    // An addon of spoke-a, available through its lease on spoke-a.
+    spoke_a.namespace("addon-ns").await;
+    let addon_leases: Api<Lease> = Api::namespaced(spoke_a.client.clone(), "addon-ns");
+    addon_leases
+        .create(
+            &PostParams::default(),
+            &addon_lease("observability", Timestamp::now()),
+        )
+        .await
+        .unwrap();
+    let addons: Api<ManagedClusterAddOn> = Api::namespaced(hub.client.clone(), "spoke-a");
+    addons
+        .create(&PostParams::default(), &addon("observability", "addon-ns"))
+        .await
+        .unwrap();
+    wait_for(&addons, "observability", "addon available", |a| {
+        addon_available(a).is_some_and(|(status, _)| status == STATUS_TRUE)
+    })
+    .await;
+
+    // Renewals carry the cluster past five lease durations without a change.
+    let leases_a: Api<Lease> = Api::namespaced(hub.client.clone(), "spoke-a");
+    let first = renew_time(&leases_a.get(CLUSTER_LEASE_NAME).await.unwrap()).unwrap();
+    let past_grace = first + Duration::from_secs(6);
+    wait_for(
+        &leases_a,
+        CLUSTER_LEASE_NAME,
+        "renewed for six seconds",
+        move |lease| renew_time(lease).is_some_and(|renewed| renewed >= past_grace),
+    )
+    .await;
+    let still = clusters.get("spoke-a").await.unwrap();
+    let condition = still.condition(CONDITION_AVAILABLE).unwrap();
+    assert_eq!(condition.status, STATUS_TRUE);
+    assert_eq!(condition.last_transition_time, available_since);
+    assert!(still.taint(TAINT_UNREACHABLE).is_none());
+
+    // The agent stops: Unknown at exactly renewTime + 5 × 1 s, by the hub's timer.
+    agent_a.stop().await;
+    let last_renewal = renew_time(&leases_a.get(CLUSTER_LEASE_NAME).await.unwrap()).unwrap();
+    let unknown = wait_for(&clusters, "spoke-a", "Unknown", |c| {
+        available_status(c).as_deref() == Some(STATUS_UNKNOWN)
+    })
+    .await;
+    let condition = unknown.condition(CONDITION_AVAILABLE).unwrap();
+    assert_eq!(condition.reason, REASON_LEASE_UPDATE_STOPPED);
+    let deadline = last_renewal + Duration::from_secs(5);
+    let went_unknown = condition.last_transition_time.0;
+    assert!(
+        went_unknown.as_second() >= deadline.as_second(),
+        "Unknown at {went_unknown}, before the deadline {deadline}"
+    );
+    assert!(
+        went_unknown <= deadline + Duration::from_secs(2),
+        "Unknown at {went_unknown}, long after the deadline {deadline}"
+    );
+    println!(
+        "last renewal {last_renewal}, deadline {deadline}, Unknown at {went_unknown} (seconds precision)"
+    );
+    wait_for(&clusters, "spoke-a", "unreachable taint", |c| {
+        c.taint(TAINT_UNREACHABLE).is_some()
+    })
+    .await;
+    let addon_unknown = wait_for(&addons, "observability", "addon Unknown", |a| {
+        addon_available(a).is_some_and(|(status, _)| status == STATUS_UNKNOWN)
+    })
+    .await;
+    assert_eq!(
+        addon_available(&addon_unknown).unwrap().1,
+        REASON_LEASE_UPDATE_STOPPED,
+        "the addon carries its cluster's reason"
+    );
+    let other = clusters.get("spoke-b").await.unwrap();
+    assert_eq!(available_status(&other).as_deref(), Some(STATUS_TRUE));
+
+    // A new agent brings the cluster and its addon back.
+    addon_leases
+        .patch(
+            "observability",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"renewTime": MicroTime(Timestamp::now())}})),
+        )
+        .await
+        .unwrap();
+    let _agent_a = start_agent(agent_config(&hub, &spoke_a, "spoke-a"));
+    wait_for(
+        &clusters,
+        "spoke-a",
+        "available again without taint",
+        move |c| is_available(c) && c.taint(TAINT_UNREACHABLE).is_none(),
+    )
+    .await;
+    wait_for(&addons, "observability", "addon available again", |a| {
+        addon_available(a).is_some_and(|(status, _)| status == STATUS_TRUE)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn lease_duration_change_is_followed_without_restart() {
+    let hub = Cluster::start().await;
+    let spoke = Cluster::start().await;
+    let _loops = start_hub_loops(&hub);
+    let _agent = start_agent(agent_config(&hub, &spoke, "spoke-a"));
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    wait_for(&clusters, "spoke-a", "registered", |_| true).await;
+    accept(&hub, "spoke-a", 60).await;
+    let leases: Api<Lease> = Api::namespaced(hub.client.clone(), "spoke-a");
+    let lease_of = |seconds: i32| {
+        move |lease: &Lease| {
+            lease
+                .spec
+                .as_ref()
+                .and_then(|spec| spec.lease_duration_seconds)
+                == Some(seconds)
+        }
+    };
+    wait_for(
+        &leases,
+        CLUSTER_LEASE_NAME,
+        "renewed for 60 s",
+        lease_of(60),
+    )
+    .await;
+
+    // At 60 s the next renewal would be 45-60 s away; the new duration must apply at once.
+    clusters
+        .patch(
+            "spoke-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"leaseDurationSeconds": 1}})),
+        )
+        .await
+        .unwrap();
+    let changed = Instant::now();
+    let first = wait_for(&leases, CLUSTER_LEASE_NAME, "renewed for 1 s", lease_of(1)).await;
+    println!(
+        "new duration followed {:?} after the change",
+        changed.elapsed()
+    );
+    let first = renew_time(&first).unwrap();
+    let after_first = first + Duration::from_millis(500);
+    let second = wait_for(&leases, CLUSTER_LEASE_NAME, "renewed again", move |lease| {
+        renew_time(lease).is_some_and(|renewed| renewed > after_first)
+    })
+    .await;
+    let gap = renew_time(&second).unwrap().duration_since(first);
+    assert!(
+        gap.as_secs_f64() >= 0.7 && gap.as_secs_f64() <= 1.5,
+        "renewals 1 s apart less up to 25% jitter, got {gap}"
+    );
+}
+
+fn claim(name: &str, value: &str) -> ClusterClaim {
+    ClusterClaim::new(
+        name,
+        ClusterClaimSpec {
+            value: value.into(),
+        },
+    )
+}
+
+#[tokio::test]
+async fn claims_are_reported_reserved_first_cut_at_the_limit_without_spoke_only_ones() {
+    let hub = Cluster::start().await;
+    let spoke = Cluster::start().await;
+    let claims: Api<ClusterClaim> = Api::all(spoke.client.clone());
+    let post = PostParams::default();
+    for (name, value) in [
+        ("zz-custom", "last"),
+        ("product.open-cluster-management.io", "fleetform"),
+        ("a-custom", "first"),
+        ("id.k8s.io", "spoke-a-id"),
+        ("platform.open-cluster-management.io", "embedded"),
+        ("kubeversion.open-cluster-management.io", "v1.34.0"),
+        ("m-custom", "middle"),
+    ] {
+        claims.create(&post, &claim(name, value)).await.unwrap();
+    }
+    let mut secret = claim("a-secret", "stays on the spoke");
+    secret
+        .labels_mut()
+        .insert(LABEL_SPOKE_ONLY.into(), "".into());
+    claims.create(&post, &secret).await.unwrap();
+
+    let _loops = start_hub_loops(&hub);
+    let mut config = agent_config(&hub, &spoke, "spoke-a");
+    config.cluster_claims_max = 6;
+    let _agent = start_agent(config);
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    wait_for(&clusters, "spoke-a", "registered", |_| true).await;
+    accept(&hub, "spoke-a", 1).await;
+    let reported = |c: &ManagedCluster| -> Vec<(String, String)> {
+        c.status
+            .iter()
+            .flat_map(|s| &s.cluster_claims)
+            .map(|claim| (claim.name.clone(), claim.value.clone()))
+            .collect()
+    };
+    let synced = wait_for(&clusters, "spoke-a", "claims reported", move |c| {
+        !reported(c).is_empty()
+    })
+    .await;
+    let names: Vec<String> = reported(&synced)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "id.k8s.io",
+            "kubeversion.open-cluster-management.io",
+            "platform.open-cluster-management.io",
+            "product.open-cluster-management.io",
+            "a-custom",
+            "m-custom",
+        ],
+        "reserved claims first, custom ones sorted and cut at 6, spoke-only ones skipped"
+    );
+    let version = synced.status.as_ref().and_then(|s| s.version.clone());
+    assert!(
+        version.and_then(|v| v.kubernetes).is_some(),
+        "the spoke's version is reported"
+    );
+
+    let events: Api<Event> = Api::namespaced(hub.client.clone(), "spoke-a");
+    let cut = tokio::time::timeout(
+        PATIENCE,
+        watcher(events, watcher::Config::default())
+            .applied_objects()
+            .try_filter(|event| {
+                futures::future::ready(event.reason.as_deref() == Some(REASON_CLAIMS_TRUNCATED))
+            })
+            .boxed()
+            .try_next(),
+    )
+    .await
+    .expect("an Event about the cut claims")
+    .unwrap()
+    .unwrap();
+    assert!(
+        cut.message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("zz-custom"),
+        "{:?}",
+        cut.message
+    );
+
+    // A changed claim reaches the hub as soon as the watch delivers it.
+    let changed = Instant::now();
+    claims
+        .patch(
+            "a-custom",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"value": "changed"}})),
+        )
+        .await
+        .unwrap();
+    wait_for(&clusters, "spoke-a", "changed claim reported", move |c| {
+        reported(c).contains(&("a-custom".to_string(), "changed".to_string()))
+    })
+    .await;
+    let latency = changed.elapsed();
+    println!("claim change reached the hub after {latency:?}");
+    assert!(latency < Duration::from_secs(1), "took {latency:?}");
+
+    // Deleting a custom claim makes room for the one that was cut.
+    claims
+        .delete("a-custom", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(&clusters, "spoke-a", "cut claim reported", move |c| {
+        let names: Vec<String> = reported(c).into_iter().map(|(name, _)| name).collect();
+        names.contains(&"zz-custom".to_string()) && !names.contains(&"a-custom".to_string())
+    })
+    .await;
+}
+
+fn addon(name: &str, install_namespace: &str) -> ManagedClusterAddOn {
+    ManagedClusterAddOn::new(
+        name,
+        ManagedClusterAddOnSpec {
+            install_namespace: Some(install_namespace.into()),
+            ..Default::default()
+        },
+    )
+}
+
+fn addon_lease(name: &str, renewed: Timestamp) -> Lease {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"renewTime": MicroTime(renewed)},
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn addon_is_unknown_without_lease_available_while_renewed_and_unavailable_once_stale() {
+    let hub = Cluster::start().await;
+    let spoke = Cluster::start().await;
+    let _loops = start_hub_loops(&hub);
+    let _agent = start_agent(agent_config(&hub, &spoke, "spoke-a"));
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    wait_for(&clusters, "spoke-a", "registered", |_| true).await;
+    accept(&hub, "spoke-a", 1).await;
+    wait_for(&clusters, "spoke-a", "joined", ManagedCluster::is_joined).await;
+    let addons: Api<ManagedClusterAddOn> = Api::namespaced(hub.client.clone(), "spoke-a");
+    addons
+        .create(&PostParams::default(), &addon("observability", "obs"))
+        .await
+        .unwrap();
+    let with = |status: &'static str, reason: &'static str| {
+        move |a: &ManagedClusterAddOn| {
+            addon_available(a) == Some((status.to_string(), reason.to_string()))
+        }
+    };
+    wait_for(
+        &addons,
+        "observability",
+        "Unknown without a lease",
+        with(STATUS_UNKNOWN, REASON_ADDON_LEASE_NOT_FOUND),
+    )
+    .await;
+
+    spoke.namespace("obs").await;
+    let leases: Api<Lease> = Api::namespaced(spoke.client.clone(), "obs");
+    let renewed = Timestamp::now();
+    leases
+        .create(
+            &PostParams::default(),
+            &addon_lease("observability", renewed),
+        )
+        .await
+        .unwrap();
+    wait_for(
+        &addons,
+        "observability",
+        "available with a fresh lease",
+        with(STATUS_TRUE, REASON_ADDON_LEASE_UPDATED),
+    )
+    .await;
+
+    // No more renewals: unavailable five addon lease durations (1 s here) later, by timer.
+    let stale = wait_for(
+        &addons,
+        "observability",
+        "unavailable once stale",
+        with(STATUS_FALSE, REASON_ADDON_LEASE_UPDATE_STOPPED),
+    )
+    .await;
+    let since = stale
+        .condition(ADDON_CONDITION_AVAILABLE)
+        .unwrap()
+        .last_transition_time
+        .0;
+    let deadline = renewed + Duration::from_secs(5);
+    assert!(
+        since.as_second() >= deadline.as_second() && since <= deadline + Duration::from_secs(2),
+        "unavailable at {since}, deadline {deadline}"
+    );
+
+    leases
+        .patch(
+            "observability",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"renewTime": MicroTime(Timestamp::now())}})),
+        )
+        .await
+        .unwrap();
+    wait_for(
+        &addons,
+        "observability",
+        "available after a renewal",
+        with(STATUS_TRUE, REASON_ADDON_LEASE_UPDATED),
+    )
+    .await;
+    leases
+        .delete("observability", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(
+        &addons,
+        "observability",
+        "Unknown once the lease is deleted",
+        with(STATUS_UNKNOWN, REASON_ADDON_LEASE_NOT_FOUND),
+    )
+    .await;
+}

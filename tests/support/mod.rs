@@ -1,0 +1,169 @@
+//! Fixtures of the registration tests: embedded hubs and spokes, the hub loops and agents
+//! running in-process, and waiting on watch events with a timeout.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use fleetform::agent::{AgentConfig, HubConnection};
+use fleetform::api::ManagedCluster;
+use fleetform::hub::HubConfig;
+use fleetform_controlplane::{ControlPlane, RunningControlPlane};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::wait::await_condition;
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How long a test waits for something that should happen within a few lease durations.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// An embedded cluster with fleetform's CRDs installed.
+pub struct Cluster {
+    pub server: RunningControlPlane,
+    pub client: Client,
+}
+
+impl Cluster {
+    pub async fn start() -> Self {
+        Self::start_at("127.0.0.1:0".parse().unwrap()).await
+    }
+
+    /// Starts a cluster on a given address (to bring a stopped one back on its port).
+    pub async fn start_at(addr: SocketAddr) -> Self {
+        let server = ControlPlane::builder()
+            .listen(addr)
+            .start()
+            .await
+            .expect("control plane starts");
+        let client = client_for(&server.kubeconfig()).await;
+        let params = PatchParams::apply("fleetform-test").force();
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in fleetform::api::crds() {
+            let name = crd.metadata.name.clone().unwrap();
+            crds.patch(&name, &params, &Patch::Apply(&crd))
+                .await
+                .expect("apply CRD");
+        }
+        Cluster { server, client }
+    }
+
+    pub fn kubeconfig(&self) -> String {
+        self.server.kubeconfig()
+    }
+
+    pub async fn namespace(&self, name: &str) {
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        namespaces
+            .patch(
+                name,
+                &PatchParams::apply("fleetform-test").force(),
+                &Patch::Apply(
+                    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+                ),
+            )
+            .await
+            .expect("apply namespace");
+    }
+}
+
+pub async fn client_for(kubeconfig: &str) -> Client {
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    Client::try_from(config).unwrap()
+}
+
+/// A task run until its token is cancelled.
+pub struct Running {
+    pub stop: CancellationToken,
+    pub handle: JoinHandle<()>,
+}
+
+impl Running {
+    /// Stops the task and waits until it has ended, so nothing it does is still in flight.
+    pub async fn stop(self) {
+        self.stop.cancel();
+        self.handle.await.expect("task ends cleanly");
+    }
+}
+
+/// Runs the hub loops against `hub`.
+pub fn start_hub_loops(hub: &Cluster) -> Running {
+    let stop = CancellationToken::new();
+    let config = HubConfig {
+        client: hub.client.clone(),
+        access: fleetform::access::Access::default(),
+    };
+    let handle = tokio::spawn(fleetform::hub::run(config, stop.clone()));
+    Running { stop, handle }
+}
+
+/// An agent for `name` on `spoke` registering to `hub`, with 1 s addon leases.
+pub fn agent_config(hub: &Cluster, spoke: &Cluster, name: &str) -> AgentConfig {
+    let mut config = AgentConfig::new(
+        name,
+        HubConnection::Kubeconfig(hub.kubeconfig()),
+        spoke.client.clone(),
+    );
+    config.addon_lease_duration = Duration::from_secs(1);
+    config
+}
+
+pub fn start_agent(config: AgentConfig) -> Running {
+    let stop = CancellationToken::new();
+    let token = stop.clone();
+    let handle = tokio::spawn(async move {
+        fleetform::agent::run(config, token)
+            .await
+            .expect("agent runs");
+    });
+    Running { stop, handle }
+}
+
+/// Waits, by watch, until the object satisfies `condition`; fails the test after [`PATIENCE`].
+pub async fn wait_for<K>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    condition: impl Fn(&K) -> bool + Send + Sync + 'static,
+) -> K
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let found = tokio::time::timeout(
+        PATIENCE,
+        await_condition(api.clone(), name, move |object: Option<&K>| {
+            object.is_some_and(&condition)
+        }),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("timed out waiting for {name}: {what}"))
+    .unwrap_or_else(|err| panic!("watching {name}: {err}"));
+    found.unwrap_or_else(|| panic!("{name} is gone while waiting for: {what}"))
+}
+
+/// Accepts a cluster the way the lifecycle reconciler will: `hubAcceptsClient` and the lease
+/// duration on its spec.
+pub async fn accept(hub: &Cluster, name: &str, lease_duration_seconds: i32) {
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    clusters
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"hubAcceptsClient": true, "leaseDurationSeconds": lease_duration_seconds}})),
+        )
+        .await
+        .expect("accept the cluster");
+}
+
+/// The status of the cluster's condition of this type, if it has one.
+pub fn condition_status(cluster: &ManagedCluster, type_: &str) -> Option<String> {
+    cluster.condition(type_).map(|c| c.status.clone())
+}
