@@ -493,11 +493,20 @@ fn without_meta_and_status(v: &Value) -> Value {
     v
 }
 
+/// What decides whether a write changes anything: everything but the resourceVersion and
+/// the timestamps of field managers (a manager re-applying the same fields is a no-op, a new
+/// co-owner is not).
 fn comparable(v: &Value) -> Value {
     let mut v = v.clone();
     let m = meta_mut(&mut v);
     m.remove("resourceVersion");
-    m.remove("managedFields");
+    if let Some(Value::Array(entries)) = m.get_mut("managedFields") {
+        for e in entries.iter_mut() {
+            if let Some(o) = e.as_object_mut() {
+                o.remove("time");
+            }
+        }
+    }
     v
 }
 

@@ -252,3 +252,43 @@ async fn deleting_a_crd_deletes_its_objects_and_stops_serving() {
         "objects went with the CRD"
     );
 }
+
+#[tokio::test]
+async fn server_side_apply_of_status_by_a_controller() {
+    let t = TestPlane::start().await;
+    install(&t).await;
+    let api = widgets(&t.client, "v1");
+    let spec = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "ssa"},
+        "spec": {"size": "S"}});
+    api.patch("ssa", &PatchParams::apply("gitops"), &Patch::Apply(&spec))
+        .await
+        .unwrap();
+    let status = |phase: Value| {
+        json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "ssa"}, "status": phase})
+    };
+    let pp = PatchParams::apply("controller").force();
+    let w = api
+        .patch_status("ssa", &pp, &Patch::Apply(status(json!({"phase": "Ready"}))))
+        .await
+        .unwrap();
+    assert_eq!(w.data["status"]["phase"], "Ready");
+    assert_eq!(w.data["spec"]["size"], "S");
+    assert_eq!(w.metadata.generation, Some(1));
+    let w = api
+        .patch_status("ssa", &pp, &Patch::Apply(status(json!({}))))
+        .await
+        .unwrap();
+    assert!(
+        w.data["status"].get("phase").is_none(),
+        "a field the controller stopped applying is removed"
+    );
+    let again = api
+        .patch("ssa", &PatchParams::apply("gitops"), &Patch::Apply(&spec))
+        .await
+        .unwrap();
+    assert_eq!(
+        again.metadata.resource_version, w.metadata.resource_version,
+        "re-applying the same config is a no-op"
+    );
+}

@@ -332,14 +332,46 @@ async fn server_side_apply_tracks_managers_and_conflicts() {
         .filter_map(|m| m.manager)
         .collect();
     assert_eq!(managers, ["bob"], "alice lost her only field");
+    let shared = api
+        .patch(
+            "ssa",
+            &PatchParams::apply("carol"),
+            &Patch::Apply(config("2")),
+        )
+        .await
+        .unwrap();
+    let managers: Vec<String> = shared
+        .metadata
+        .managed_fields
+        .unwrap()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert_eq!(
+        managers,
+        ["bob", "carol"],
+        "applying the same value shares ownership"
+    );
     let dropped = api
         .patch("ssa", &PatchParams::apply("bob"), &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"other": "x"}})))
         .await
         .unwrap();
     let data = dropped.data.unwrap();
+    assert_eq!(data["k"], "2", "carol still owns data.k");
+    assert_eq!(data["other"], "x");
+    let released = api
+        .patch(
+            "ssa",
+            &PatchParams::apply("carol"),
+            &Patch::Apply(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}}),
+            ),
+        )
+        .await
+        .unwrap();
     assert!(
-        !data.contains_key("k") && data["other"] == "x",
-        "fields no longer applied are removed"
+        !released.data.unwrap().contains_key("k"),
+        "a field no manager applies any more is removed"
     );
 }
 

@@ -413,15 +413,22 @@ pub fn apply(
             m.fields.retain(|p| !applied.iter().any(|a| overlaps(a, p)));
         }
     }
-    owners.retain(|m| !(m.manager == manager && m.operation == "Apply"));
-    owners.push(Manager {
+    let entry = Manager {
         manager: manager.to_string(),
         operation: "Apply".into(),
         api_version: api_version.to_string(),
         time: now.to_string(),
         subresource: String::new(),
         fields: applied,
-    });
+    };
+    // Keep the manager's place in the list so a repeated apply changes nothing.
+    match owners
+        .iter_mut()
+        .find(|m| m.manager == manager && m.operation == "Apply")
+    {
+        Some(existing) => *existing = entry,
+        None => owners.push(entry),
+    }
     set_managers(&mut merged, &owners);
     Ok(merged)
 }
