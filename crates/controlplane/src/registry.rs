@@ -652,15 +652,6 @@ impl Registry {
         self.write()
             .retain(|_, info| info.custom.as_ref().is_none_or(|c| c.crd_name != crd_name));
     }
-
-    /// Whether another CRD or a built-in already serves `plural` in `group`.
-    pub fn names_taken(&self, group: &str, plural: &str, crd_name: &str) -> bool {
-        self.read().values().any(|i| {
-            i.group == group
-                && i.plural == plural
-                && i.custom.as_ref().is_none_or(|c| c.crd_name != crd_name)
-        })
-    }
 }
 
 /// Kubernetes version ordering: GA > beta > alpha, higher numbers first.

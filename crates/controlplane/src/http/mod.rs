@@ -164,9 +164,25 @@ async fn route(
             crate::openapi::serve(registry, rest, q, accept).map(|(ct, body)| full(200, ct, body))
         }
         ["api", "v1", rest @ ..] => {
-            resource(fe, method, "", "v1", rest, q, headers, body, user).await
+            let call = Call {
+                method,
+                q,
+                headers,
+                body,
+                user,
+            };
+            resource(fe, call, "", "v1", rest).await
         }
-        ["apis", g, v, rest @ ..] => resource(fe, method, g, v, rest, q, headers, body, user).await,
+        ["apis", g, v, rest @ ..] => {
+            let call = Call {
+                method,
+                q,
+                headers,
+                body,
+                user,
+            };
+            resource(fe, call, g, v, rest).await
+        }
         _ => Err(ApiError::NoRoute),
     }
 }
@@ -194,18 +210,29 @@ fn parse_body(body: &Bytes) -> ApiResult<Value> {
     })
 }
 
-#[allow(clippy::too_many_arguments)]
+/// One request, as the router hands it on.
+struct Call<'a> {
+    method: &'a Method,
+    q: &'a Query,
+    headers: &'a HeaderMap,
+    body: Bytes,
+    user: &'a UserInfo,
+}
+
 async fn resource(
     fe: &Frontend,
-    method: &Method,
+    call: Call<'_>,
     group: &str,
     version: &str,
     rest: &[&str],
-    q: &Query,
-    headers: &HeaderMap,
-    body: Bytes,
-    user: &UserInfo,
 ) -> ApiResult<Response<Body>> {
+    let Call {
+        method,
+        q,
+        headers,
+        body,
+        user,
+    } = call;
     let (legacy_watch, rest) = match rest {
         ["watch", r @ ..] => (true, r),
         r => (false, r),
