@@ -14,6 +14,7 @@ pub mod sqlite;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
@@ -59,7 +60,8 @@ pub struct Event {
     pub object: Arc<Value>,
     /// The object before the change, when known (not kept across restarts).
     pub prev: Option<Arc<Value>>,
-    /// `object` serialised once, shared by every watcher that shows it as stored.
+    /// `object` serialised once, shared by every watcher that shows it as stored (and by
+    /// the cache and the durable writer).
     pub encoded: std::sync::OnceLock<bytes::Bytes>,
 }
 
@@ -152,7 +154,8 @@ type Slot = (String, String, String);
 struct Inner {
     rv: i64,
     compacted_rv: i64,
-    objects: HashMap<String, BTreeMap<ObjKey, Arc<Value>>>,
+    /// Current objects, kept serialised (a parsed `Value` costs ten times the memory).
+    objects: HashMap<String, BTreeMap<ObjKey, Bytes>>,
     uids: HashMap<String, Slot>,
     dependents: HashMap<String, HashSet<Slot>>,
     history: VecDeque<Arc<Event>>,
@@ -274,7 +277,7 @@ impl Store {
                 .objects
                 .entry(key)
                 .or_default()
-                .insert((ns, name), Arc::new(obj));
+                .insert((ns, name), serialise(&obj));
         }
         for e in loaded.history {
             inner.history.push_back(Arc::new(e));
@@ -338,11 +341,13 @@ impl Store {
 
     /// One object.
     pub fn get(&self, key: &str, ns: &str, name: &str) -> Option<Arc<Value>> {
-        self.lock()
+        let raw = self
+            .lock()
             .objects
             .get(key)
             .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
-            .cloned()
+            .cloned();
+        raw.map(|r| parse(&r))
     }
 
     /// Objects of one resource (in one namespace, or all), ordered by namespace and name,
@@ -353,8 +358,11 @@ impl Store {
         ns: Option<&str>,
         after: Option<(&str, &str)>,
     ) -> (i64, Vec<Arc<Value>>) {
-        let inner = self.lock();
-        (inner.rv, collect(&inner, key, ns, after))
+        let (rv, raw) = {
+            let inner = self.lock();
+            (inner.rv, collect(&inner, key, ns, after))
+        };
+        (rv, raw.iter().map(parse).collect())
     }
 
     /// Where an object with this uid lives.
@@ -373,14 +381,16 @@ impl Store {
 
     /// Every namespaced object in a namespace, across resources.
     pub fn in_namespace(&self, ns: &str) -> Vec<(String, Arc<Value>)> {
-        let inner = self.lock();
-        let mut out = Vec::new();
-        for key in inner.objects.keys() {
-            for obj in collect(&inner, key, Some(ns), None) {
-                out.push((key.clone(), obj));
+        let mut raw = Vec::new();
+        {
+            let inner = self.lock();
+            for key in inner.objects.keys() {
+                for obj in collect(&inner, key, Some(ns), None) {
+                    raw.push((key.clone(), obj));
+                }
             }
         }
-        out
+        raw.into_iter().map(|(k, r)| (k, parse(&r))).collect()
     }
 
     /// A consistent snapshot plus a subscription to later events of one resource.
@@ -389,10 +399,13 @@ impl Store {
         key: &str,
         ns: Option<&str>,
     ) -> (i64, Vec<Arc<Value>>, broadcast::Receiver<Arc<Event>>) {
-        let mut inner = self.lock();
-        let items = collect(&inner, key, ns, None);
-        let rx = subscribe(&mut inner, key);
-        (inner.rv, items, rx)
+        let (rv, raw, rx) = {
+            let mut inner = self.lock();
+            let raw = collect(&inner, key, ns, None);
+            let rx = subscribe(&mut inner, key);
+            (inner.rv, raw, rx)
+        };
+        (rv, raw.iter().map(parse).collect(), rx)
     }
 
     /// Events of one resource after `since`, plus a subscription to the rest.
@@ -433,7 +446,7 @@ impl Store {
     {
         let mut inner = self.lock();
         let id = (ns.to_string(), name.to_string());
-        let current = inner.objects.get(key).and_then(|m| m.get(&id)).cloned();
+        let current = inner.objects.get(key).and_then(|m| m.get(&id)).map(parse);
         let op = decide(current.as_ref())?;
         let (kind, mut object) = match op {
             WriteOp::Unchanged => {
@@ -486,14 +499,12 @@ impl Store {
         let slot = (key.to_string(), ns.to_string(), name.to_string());
         let new_ref = (kind != EventType::Deleted).then(|| object.clone());
         inner.index(&slot, current.as_deref(), new_ref.as_deref());
+        let raw = serialise(&object);
         let map = inner.objects.entry(key.to_string()).or_default();
-        match new_ref {
-            Some(o) => {
-                map.insert(id, o);
-            }
-            None => {
-                map.remove(&id);
-            }
+        if new_ref.is_some() {
+            map.insert(id, raw.clone());
+        } else {
+            map.remove(&id);
         }
         let event = Arc::new(Event {
             rv,
@@ -503,7 +514,7 @@ impl Store {
             kind,
             object: object.clone(),
             prev: current.clone(),
-            encoded: Default::default(),
+            encoded: std::sync::OnceLock::from(raw),
         });
         let compact_below = inner.compacted_rv;
         inner.record(event.clone());
@@ -524,12 +535,16 @@ impl Store {
     }
 }
 
-fn collect(
-    inner: &Inner,
-    key: &str,
-    ns: Option<&str>,
-    after: Option<(&str, &str)>,
-) -> Vec<Arc<Value>> {
+fn serialise(v: &Value) -> Bytes {
+    Bytes::from(serde_json::to_vec(v).unwrap_or_default())
+}
+
+/// Stored bytes were serialised from a `Value` by this process, so they parse.
+fn parse(raw: &Bytes) -> Arc<Value> {
+    Arc::new(serde_json::from_slice(raw).unwrap_or(Value::Null))
+}
+
+fn collect(inner: &Inner, key: &str, ns: Option<&str>, after: Option<(&str, &str)>) -> Vec<Bytes> {
     use std::ops::Bound;
     let Some(map) = inner.objects.get(key) else {
         return Vec::new();

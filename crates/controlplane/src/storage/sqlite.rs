@@ -222,7 +222,7 @@ impl Backend for SqliteBackend {
             )?;
             let mut last = 0;
             for e in batch {
-                let body = serde_json::to_string(&*e.object)?;
+                let body = std::str::from_utf8(e.encoded_object()).unwrap_or("null");
                 match e.kind {
                     EventType::Deleted => {
                         delete.execute(params![&*e.key, e.namespace, e.name])?;
