@@ -14,8 +14,8 @@
 //!
 //! - [`run`]: [`run::run`] starts the hub loops ([`HubConfig`]): [`accept_loop`] (namespace,
 //!   RBAC, lease and HubAcceptedManagedCluster of accepted clusters), [`expiry_loop`] (lease
-//!   expiry, availability taints, addons of Unknown clusters) and [`observer_loop`] (poll-mode
-//!   spokes); [`conditions`] is how they all write conditions.
+//!   expiry, availability taints, addons of Unknown clusters), [`approval_loop`] (registration
+//!   CSRs) and [`observer_loop`] (poll-mode spokes); [`conditions`] is how they all write conditions.
 //!
 //! Every function in the decision modules is pure: it takes the objects and the current time as arguments and
 //! returns decisions (conditions to set, taints to write, the next instant to wake up). The loops
@@ -24,6 +24,7 @@
 
 pub mod accept_loop;
 pub mod approval;
+pub mod approval_loop;
 pub mod conditions;
 pub mod expiry_loop;
 pub mod lease;

@@ -1,5 +1,6 @@
 //! The hub's live loops (DESIGN §4.1, §4.2, §4.5): [`run`] starts the accept loop, the lease
-//! expiry loop and the poll-mode observer loop, and stops them on shutdown.
+//! expiry loop, the registration CSR loop and the poll-mode observer loop, and stops them on
+//! shutdown.
 //!
 //! The loops own the watches, timers and writes; every decision comes from the pure modules
 //! ([`super::lease`], [`super::observer`]). A loop whose CRD is not installed is not started:
@@ -103,6 +104,12 @@ pub async fn run(config: HubConfig, shutdown: CancellationToken) {
             ctx.clone(),
             shutdown.clone(),
         )));
+        if crd_installed::<ManagedCluster>(&ctx.client).await {
+            tasks.push(tokio::spawn(super::approval_loop::run(
+                ctx.clone(),
+                shutdown.clone(),
+            )));
+        }
     }
     info!(loops = tasks.len(), "hub loops started");
     shutdown.cancelled().await;

@@ -1,0 +1,160 @@
+//! The hub's registration CSR loop (DESIGN §4.1): approves or denies the CSRs of spoke agents
+//! through the `/approval` subresource, as [`decide_registration`] says.
+//!
+//! The loop watches CSRs labelled `open-cluster-management.io/cluster-name` and looks up what the
+//! hub knows of the spoke each one names: whether a Spoke of that name is declared in
+//! `fleetform-system`, whether its ManagedCluster is accepted, and the id of the spoke's own
+//! bootstrap token (a `bootstrap.kubernetes.io/token` Secret in `kube-system` labelled with the
+//! cluster name). A CSR waiting for its spoke to be declared or accepted stays pending and is
+//! judged again when the Spoke or ManagedCluster changes. Addon CSRs are left alone here.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ListParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Api, ResourceExt};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, instrument, warn};
+
+use super::approval::{SpokeIdentity, Verdict, decide_registration, registration_cluster};
+use super::run::{Context, FIELD_MANAGER, HubError, RETRY_DELAY};
+use crate::api::ManagedCluster;
+use crate::api::fleet::{SYSTEM_NAMESPACE, Spoke};
+use crate::api::vocabulary::LABEL_CLUSTER_NAME;
+
+/// Namespace of bootstrap token Secrets.
+pub const BOOTSTRAP_TOKEN_NAMESPACE: &str = "kube-system";
+/// Type of a bootstrap token Secret.
+pub const BOOTSTRAP_TOKEN_TYPE: &str = "bootstrap.kubernetes.io/token";
+/// Key of a bootstrap token Secret holding the token's id.
+pub const BOOTSTRAP_TOKEN_ID_KEY: &str = "token-id";
+
+pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
+    let csrs: Api<CertificateSigningRequest> = Api::all(ctx.client.clone());
+    let controller = Controller::new(csrs, watcher::Config::default().labels(LABEL_CLUSTER_NAME));
+    let store = controller.store();
+    let by_spoke = store.clone();
+    let by_cluster = store;
+    controller
+        .watches(
+            Api::<Spoke>::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE),
+            watcher::Config::default(),
+            move |spoke| requests_of(&by_spoke, &spoke.name_any()),
+        )
+        .watches(
+            Api::<ManagedCluster>::all(ctx.client.clone()),
+            watcher::Config::default(),
+            move |cluster| requests_of(&by_cluster, &cluster.name_any()),
+        )
+        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(err) = result {
+                warn!(%err, "CSR approval loop");
+            }
+        })
+        .await;
+}
+
+/// The CSRs naming `cluster`, to judge again when what the hub knows of it changes.
+fn requests_of(
+    store: &Store<CertificateSigningRequest>,
+    cluster: &str,
+) -> Vec<ObjectRef<CertificateSigningRequest>> {
+    store
+        .state()
+        .iter()
+        .filter(|csr| registration_cluster(csr) == Some(cluster))
+        .map(|csr| ObjectRef::from_obj(csr.as_ref()))
+        .collect()
+}
+
+fn error_policy(_: Arc<CertificateSigningRequest>, err: &HubError, _: Arc<Context>) -> Action {
+    warn!(%err, "judging a CSR failed; retrying");
+    Action::requeue(RETRY_DELAY)
+}
+
+#[instrument(skip(ctx, csr), fields(csr = csr.name_any()))]
+async fn reconcile(
+    csr: Arc<CertificateSigningRequest>,
+    ctx: Arc<Context>,
+) -> Result<Action, HubError> {
+    let Some(cluster) = registration_cluster(&csr) else {
+        return Ok(Action::await_change());
+    };
+    let identity = spoke_identity(&ctx, cluster).await?;
+    let decision = decide_registration(&csr, Some(&identity));
+    let Some(condition) = decision.condition(Timestamp::now()) else {
+        debug!(reason = decision.reason, "CSR left pending");
+        return Ok(Action::await_change());
+    };
+    let name = csr.name_any();
+    let mut decided = (*csr).clone();
+    decided
+        .status
+        .get_or_insert_with(Default::default)
+        .conditions
+        .get_or_insert_with(Vec::new)
+        .push(condition);
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PostParams::default()
+    };
+    Api::<CertificateSigningRequest>::all(ctx.client.clone())
+        .replace_subresource::<CertificateSigningRequest>("approval", &name, &params, &decided)
+        .await
+        .map_err(HubError::kube(
+            format!("CertificateSigningRequest {name}"),
+            "write its approval",
+        ))?;
+    match decision.verdict {
+        Verdict::Approve => info!(reason = decision.reason, "CSR approved"),
+        _ => info!(reason = decision.reason, "CSR denied"),
+    }
+    Ok(Action::await_change())
+}
+
+/// What the hub knows of the spoke a CSR names.
+async fn spoke_identity(ctx: &Context, cluster: &str) -> Result<SpokeIdentity, HubError> {
+    let declared = Api::<Spoke>::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE)
+        .get_opt(cluster)
+        .await
+        .map_err(HubError::kube(
+            format!("Spoke {SYSTEM_NAMESPACE}/{cluster}"),
+            "read",
+        ))?
+        .is_some();
+    let accepted = Api::<ManagedCluster>::all(ctx.client.clone())
+        .get_opt(cluster)
+        .await
+        .map_err(HubError::kube(format!("ManagedCluster {cluster}"), "read"))?
+        .is_some_and(|cluster| cluster.hub_accepts_client());
+    let tokens = Api::<Secret>::namespaced(ctx.client.clone(), BOOTSTRAP_TOKEN_NAMESPACE)
+        .list(&ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}={cluster}")))
+        .await
+        .map_err(HubError::kube(
+            format!("bootstrap tokens of cluster {cluster}"),
+            "list",
+        ))?;
+    let bootstrap_token_id = tokens
+        .items
+        .iter()
+        .filter(|secret| secret.type_.as_deref() == Some(BOOTSTRAP_TOKEN_TYPE))
+        .find_map(|secret| {
+            let ByteString(id) = secret.data.as_ref()?.get(BOOTSTRAP_TOKEN_ID_KEY)?;
+            String::from_utf8(id.clone()).ok()
+        });
+    Ok(SpokeIdentity {
+        cluster: cluster.to_string(),
+        declared,
+        accepted,
+        bootstrap_token_id,
+    })
+}
