@@ -13,11 +13,13 @@ use fleetform::api::vocabulary::{
     ADDON_CONDITION_AVAILABLE, CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_HUB_ACCEPTED,
     LABEL_SPOKE_ONLY, REASON_ADDON_LEASE_NOT_FOUND, REASON_ADDON_LEASE_UPDATE_STOPPED,
     REASON_ADDON_LEASE_UPDATED, REASON_HUB_CLUSTER_ADMIN_ACCEPTED, REASON_HUB_CLUSTER_ADMIN_DENIED,
-    REASON_LEASE_UPDATE_STOPPED, STATUS_FALSE, STATUS_TRUE, STATUS_UNKNOWN, TAINT_UNREACHABLE,
+    REASON_KUBE_API_SERVER_UNAVAILABLE, REASON_LEASE_UPDATE_STOPPED, STATUS_FALSE, STATUS_TRUE,
+    STATUS_UNKNOWN, TAINT_UNAVAILABLE, TAINT_UNREACHABLE,
 };
 use fleetform::api::{ClusterClaim, ManagedCluster, ManagedClusterAddOn};
 use fleetform::hub::accept_loop::{cluster_role_name, registration_role_name};
 use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Namespace};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
@@ -556,5 +558,110 @@ async fn addon_is_unknown_without_lease_available_while_renewed_and_unavailable_
         "Unknown once the lease is deleted",
         with(STATUS_UNKNOWN, REASON_ADDON_LEASE_NOT_FOUND),
     )
+    .await;
+}
+
+#[tokio::test]
+async fn spoke_api_down_makes_the_cluster_unavailable_after_the_grace_and_back_when_it_returns() {
+    let hub = Cluster::start().await;
+    let spoke = Cluster::start().await;
+    let addr = spoke.server.addr();
+    let _loops = start_hub_loops(&hub);
+    let mut config = agent_config(&hub, &spoke, "spoke-a");
+    config.failure_grace = Duration::from_secs(1);
+    let _agent = start_agent(config);
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    wait_for(&clusters, "spoke-a", "registered", |_| true).await;
+    accept(&hub, "spoke-a", 1).await;
+    wait_for(&clusters, "spoke-a", "available", |c| {
+        available_status(c).as_deref() == Some(STATUS_TRUE)
+    })
+    .await;
+
+    // The spoke's API server stops; the agent keeps renewing its lease on the hub, so the
+    // cluster is not Unknown but unavailable, with OCM's reason and the unavailable taint.
+    spoke.server.shutdown().await;
+    let unavailable = wait_for(&clusters, "spoke-a", "unavailable", |c| {
+        available_status(c).as_deref() == Some(STATUS_FALSE) && c.taint(TAINT_UNAVAILABLE).is_some()
+    })
+    .await;
+    let condition = unavailable.condition(CONDITION_AVAILABLE).unwrap();
+    assert_eq!(condition.reason, REASON_KUBE_API_SERVER_UNAVAILABLE);
+    assert!(
+        condition.message.contains("/livez"),
+        "{}",
+        condition.message
+    );
+    assert!(unavailable.taint(TAINT_UNREACHABLE).is_none());
+
+    let _back = Cluster::start_at(addr).await;
+    wait_for(&clusters, "spoke-a", "available again", |c| {
+        available_status(c).as_deref() == Some(STATUS_TRUE) && c.taint(TAINT_UNAVAILABLE).is_none()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn agent_deployment_without_available_replicas_makes_the_cluster_unavailable() {
+    let hub = Cluster::start().await;
+    let spoke = Cluster::start().await;
+    spoke.namespace("fleetform-agent").await;
+    let deployments: Api<Deployment> = Api::namespaced(spoke.client.clone(), "fleetform-agent");
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "agent"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {
+                "metadata": {"labels": {"app": "agent"}},
+                "spec": {"containers": [{"name": "agent", "image": "fleetform"}]},
+            },
+        },
+    }))
+    .unwrap();
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    let set_available = |replicas: i32| {
+        let deployments = deployments.clone();
+        async move {
+            deployments
+                .patch_status(
+                    "agent",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": {"availableReplicas": replicas}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    set_available(1).await;
+    let _loops = start_hub_loops(&hub);
+    let mut config = agent_config(&hub, &spoke, "spoke-a");
+    config.failure_grace = Duration::from_secs(1);
+    config.agent_namespace = "fleetform-agent".into();
+    config.deployment = Some("agent".into());
+    let _agent = start_agent(config);
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    wait_for(&clusters, "spoke-a", "registered", |_| true).await;
+    accept(&hub, "spoke-a", 1).await;
+    wait_for(&clusters, "spoke-a", "available", |c| {
+        available_status(c).as_deref() == Some(STATUS_TRUE)
+    })
+    .await;
+
+    set_available(0).await;
+    let unavailable = wait_for(&clusters, "spoke-a", "unavailable", |c| {
+        available_status(c).as_deref() == Some(STATUS_FALSE)
+    })
+    .await;
+    let condition = unavailable.condition(CONDITION_AVAILABLE).unwrap();
+    assert_eq!(condition.reason, REASON_KUBE_API_SERVER_UNAVAILABLE);
+    assert!(condition.message.contains("agent"), "{}", condition.message);
+
+    set_available(1).await;
+    wait_for(&clusters, "spoke-a", "available again", |c| {
+        available_status(c).as_deref() == Some(STATUS_TRUE)
+    })
     .await;
 }
