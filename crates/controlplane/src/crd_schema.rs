@@ -159,6 +159,23 @@ pub fn apply_defaults(schema: &Value, v: &mut Value) {
     }
 }
 
+/// Whether `s` matches a schema pattern (None if the pattern does not compile). Compiled
+/// patterns are cached: validation runs on every write.
+fn matches_pattern(pattern: &str, s: &str) -> Option<bool> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<String, Option<regex::Regex>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
+    if map.len() > 1024 {
+        map.clear();
+    }
+    let re = map
+        .entry(pattern.to_string())
+        .or_insert_with(|| regex::Regex::new(pattern).ok());
+    re.as_ref().map(|re| re.is_match(s))
+}
+
 fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -305,15 +322,14 @@ pub fn check(schema: &Value, v: &Value, path: &str, errs: &mut Vec<FieldError>) 
             {
                 errs.push(FieldError::too_long(path, max));
             }
-            if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
-                match regex::Regex::new(p) {
-                    Ok(re) if !re.is_match(s) => errs.push(FieldError::invalid(
-                        path,
-                        v,
-                        format!("{shown} in body should match '{p}'"),
-                    )),
-                    _ => {}
-                }
+            if let Some(p) = schema.get("pattern").and_then(Value::as_str)
+                && matches_pattern(p, s) == Some(false)
+            {
+                errs.push(FieldError::invalid(
+                    path,
+                    v,
+                    format!("{shown} in body should match '{p}'"),
+                ));
             }
             if schema.get("format").and_then(Value::as_str) == Some("date-time")
                 && crate::meta::parse_time(s).is_none()
