@@ -665,3 +665,83 @@ async fn agent_deployment_without_available_replicas_makes_the_cluster_unavailab
     })
     .await;
 }
+
+#[tokio::test]
+async fn in_steady_state_the_hub_sees_only_lease_renewals_however_often_addons_renew() {
+    let hub = Cluster::start().await;
+    let spoke = Cluster::start().await;
+    let _loops = start_hub_loops(&hub);
+    let _agent = start_agent(agent_config(&hub, &spoke, "spoke-a"));
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    wait_for(&clusters, "spoke-a", "registered", |_| true).await;
+    accept(&hub, "spoke-a", 1).await;
+    wait_for(&clusters, "spoke-a", "available with status", |c| {
+        available_status(c).as_deref() == Some(STATUS_TRUE)
+            && c.status.as_ref().is_some_and(|s| s.version.is_some())
+    })
+    .await;
+    spoke.namespace("obs").await;
+    let addon_leases: Api<Lease> = Api::namespaced(spoke.client.clone(), "obs");
+    addon_leases
+        .create(
+            &PostParams::default(),
+            &addon_lease("observability", Timestamp::now()),
+        )
+        .await
+        .unwrap();
+    let addons: Api<ManagedClusterAddOn> = Api::namespaced(hub.client.clone(), "spoke-a");
+    addons
+        .create(&PostParams::default(), &addon("observability", "obs"))
+        .await
+        .unwrap();
+    wait_for(&addons, "observability", "addon available", |a| {
+        addon_available(a).is_some_and(|(status, _)| status == STATUS_TRUE)
+    })
+    .await;
+
+    // The addon renews its lease ten times a second on the spoke.
+    let renewing = tokio::spawn(async move {
+        loop {
+            let renewed = json!({"spec": {"renewTime": MicroTime(Timestamp::now())}});
+            addon_leases
+                .patch(
+                    "observability",
+                    &PatchParams::default(),
+                    &Patch::Merge(renewed),
+                )
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+
+    // Every hub write between two cluster lease renewals shows as a resourceVersion step: the
+    // renewals must be the only writes.
+    let leases: Api<Lease> = Api::namespaced(hub.client.clone(), "spoke-a");
+    let config = watcher::Config::default().fields(&format!("metadata.name={CLUSTER_LEASE_NAME}"));
+    let versions: Vec<i64> = tokio::time::timeout(
+        PATIENCE,
+        watcher(leases, config)
+            .applied_objects()
+            .map_ok(|lease| {
+                lease
+                    .resource_version()
+                    .and_then(|rv| rv.parse::<i64>().ok())
+                    .unwrap()
+            })
+            .take(6)
+            .try_collect(),
+    )
+    .await
+    .expect("six renewals")
+    .unwrap();
+    renewing.abort();
+    let steps: Vec<i64> = versions[1..]
+        .windows(2)
+        .map(|pair| pair[1] - pair[0])
+        .collect();
+    assert!(
+        steps.iter().all(|&step| step == 1),
+        "hub writes between renewals besides the renewal itself: {steps:?}"
+    );
+}

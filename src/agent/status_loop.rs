@@ -32,12 +32,21 @@ pub const REASON_CLAIMS_TRUNCATED: &str = "ClusterClaimsTruncated";
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let (claims, claims_writer) = reflector::store::<ClusterClaim>();
     let (nodes, nodes_writer) = reflector::store::<Node>();
-    let mut claim_events = reflector::reflector(
-        claims_writer,
-        watcher(Api::all(ctx.spoke.clone()), watcher::Config::default()),
+    let claims_installed = crate::hub::run::crd_installed::<ClusterClaim>(
+        &ctx.spoke,
+        "the spoke's cluster claims are not reported",
     )
-    .default_backoff()
-    .boxed();
+    .await;
+    let mut claim_events = if claims_installed {
+        reflector::reflector(
+            claims_writer,
+            watcher(Api::all(ctx.spoke.clone()), watcher::Config::default()),
+        )
+        .default_backoff()
+        .boxed()
+    } else {
+        futures::stream::pending().boxed()
+    };
     let mut node_events = reflector::reflector(
         nodes_writer,
         watcher(Api::all(ctx.spoke.clone()), watcher::Config::default()),
@@ -54,7 +63,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     };
     let mut written: Option<Value> = None;
     let mut announced_cut: Vec<String> = Vec::new();
-    let (mut claims_ready, mut nodes_ready) = (false, false);
+    let (mut claims_ready, mut nodes_ready) = (!claims_installed, false);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,

@@ -294,3 +294,45 @@ async fn set_accepted(ctx: &Context, cluster: &str, accepted: bool) -> Result<()
         "set HubAcceptedManagedCluster",
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_rbac_names_only_its_own_cluster_and_binds_only_its_group() {
+        let objects = rbac("c1");
+        let kinds: Vec<&str> = objects
+            .iter()
+            .filter_map(|(_, object)| object["kind"].as_str())
+            .collect();
+        assert_eq!(
+            kinds,
+            ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
+        );
+        for (_, object) in &objects {
+            for rule in object["rules"].as_array().into_iter().flatten() {
+                let resources: Vec<&str> = rule["resources"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                if resources.iter().any(|r| r.starts_with("managedclusters")) {
+                    assert_eq!(rule["resourceNames"], json!(["c1"]), "{rule}");
+                }
+                if resources.contains(&"leases") && rule["verbs"] != json!(["create"]) {
+                    assert_eq!(rule["resourceNames"], json!([CLUSTER_LEASE_NAME]), "{rule}");
+                }
+            }
+            if let Some(subjects) = object.get("subjects") {
+                assert_eq!(
+                    subjects,
+                    &json!([{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io",
+                             "name": "system:open-cluster-management:c1"}])
+                );
+            }
+        }
+        assert_eq!(objects[2].1["metadata"]["namespace"], "c1");
+    }
+}

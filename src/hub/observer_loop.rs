@@ -245,3 +245,75 @@ async fn write_state(
             "write the observed state",
         ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn observer_in(state: ClusterState, last_error: Option<&str>) -> Observer {
+        Observer {
+            state,
+            last_error: last_error.map(str::to_string),
+            ..Observer::start(
+                PollPolicy::from_spec(&Default::default()),
+                Timestamp::UNIX_EPOCH,
+            )
+        }
+    }
+
+    #[test]
+    fn online_condition_is_true_only_when_online_with_krakes_name_as_reason() {
+        let health = NodeHealth {
+            total: 3,
+            ready: 3,
+            ..NodeHealth::default()
+        };
+        let online = online_condition(
+            &observer_in(ClusterState::Online, None),
+            &health,
+            Timestamp::UNIX_EPOCH,
+        );
+        assert_eq!(
+            (
+                online.type_.as_str(),
+                online.status.as_str(),
+                online.reason.as_str()
+            ),
+            (CONDITION_ONLINE, STATUS_TRUE, "ONLINE")
+        );
+        assert_eq!(
+            online.message,
+            "nodes 3/3, nodes_pid_pressure 0/3, nodes_memory_pressure 0/3, nodes_disk_pressure 0/3"
+        );
+        for (state, status) in [
+            (ClusterState::Pending, STATUS_UNKNOWN),
+            (ClusterState::Connecting, STATUS_UNKNOWN),
+            (ClusterState::Degraded, STATUS_FALSE),
+            (ClusterState::Offline, STATUS_FALSE),
+            (ClusterState::Unhealthy, STATUS_FALSE),
+            (ClusterState::NotReady, STATUS_FALSE),
+            (ClusterState::FailingMetrics, STATUS_FALSE),
+        ] {
+            let condition =
+                online_condition(&observer_in(state, None), &health, Timestamp::UNIX_EPOCH);
+            assert_eq!(condition.status, status, "{state}");
+            assert_eq!(condition.reason, state.as_str());
+        }
+    }
+
+    #[test]
+    fn online_condition_says_why_the_last_poll_failed() {
+        let condition = online_condition(
+            &observer_in(ClusterState::Degraded, Some("connection refused")),
+            &NodeHealth::default(),
+            Timestamp::UNIX_EPOCH,
+        );
+        assert!(
+            condition
+                .message
+                .ends_with("last poll failed: connection refused"),
+            "{}",
+            condition.message
+        );
+    }
+}

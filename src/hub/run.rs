@@ -24,6 +24,9 @@ pub const FIELD_MANAGER: &str = "fleetform-hub";
 /// How long a loop waits before retrying a failed reconcile.
 pub(crate) const RETRY_DELAY: Duration = Duration::from_secs(1);
 
+/// What a hub loop without its CRD does.
+const LOOP_NOT_STARTED: &str = "the hub loops that need it are not started";
+
 /// What the hub loops run against.
 #[derive(Clone)]
 pub struct HubConfig {
@@ -87,24 +90,24 @@ pub async fn run(config: HubConfig, shutdown: CancellationToken) {
         access: config.access,
     });
     let mut tasks = Vec::new();
-    if crd_installed::<ManagedCluster>(&ctx.client).await {
+    if crd_installed::<ManagedCluster>(&ctx.client, LOOP_NOT_STARTED).await {
         tasks.push(tokio::spawn(super::accept_loop::run(
             ctx.clone(),
             shutdown.clone(),
         )));
-        if crd_installed::<ManagedClusterAddOn>(&ctx.client).await {
+        if crd_installed::<ManagedClusterAddOn>(&ctx.client, LOOP_NOT_STARTED).await {
             tasks.push(tokio::spawn(super::expiry_loop::run(
                 ctx.clone(),
                 shutdown.clone(),
             )));
         }
     }
-    if crd_installed::<Spoke>(&ctx.client).await {
+    if crd_installed::<Spoke>(&ctx.client, LOOP_NOT_STARTED).await {
         tasks.push(tokio::spawn(super::observer_loop::run(
             ctx.clone(),
             shutdown.clone(),
         )));
-        if crd_installed::<ManagedCluster>(&ctx.client).await {
+        if crd_installed::<ManagedCluster>(&ctx.client, LOOP_NOT_STARTED).await {
             tasks.push(tokio::spawn(super::approval_loop::run(
                 ctx.clone(),
                 shutdown.clone(),
@@ -121,8 +124,11 @@ pub async fn run(config: HubConfig, shutdown: CancellationToken) {
     info!("hub loops stopped");
 }
 
-/// Whether the CRD of `K` is installed; says so when it is not.
-async fn crd_installed<K: CustomResourceExt>(client: &Client) -> bool {
+/// Whether the CRD of `K` is installed; says so when it is not, or cannot be told.
+pub(crate) async fn crd_installed<K: CustomResourceExt>(
+    client: &Client,
+    consequence: &str,
+) -> bool {
     let name = K::crd_name();
     match Api::<CustomResourceDefinition>::all(client.clone())
         .get_opt(name)
@@ -132,12 +138,12 @@ async fn crd_installed<K: CustomResourceExt>(client: &Client) -> bool {
         Ok(None) => {
             warn!(
                 crd = name,
-                "CRD not installed on the hub; its loop is not started (install it with `fleetform crds | kubectl apply -f -`)"
+                "CRD not installed; {consequence} (install it with `fleetform crds | kubectl apply -f -`)"
             );
             false
         }
         Err(err) => {
-            warn!(crd = name, %err, "cannot check the CRD; its loop is not started");
+            warn!(crd = name, %err, "cannot check the CRD; {consequence}");
             false
         }
     }
