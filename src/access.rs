@@ -68,8 +68,16 @@ impl Access {
     /// A client for a hub.
     pub async fn hub(&self, hub: &Hub) -> Result<Client, AccessError> {
         let name = hub.metadata.name.as_deref().unwrap_or_default();
-        self.client(ClusterRole::Hub, name, &hub.spec.kubeconfig, None)
-            .await
+        self.hub_at(name, &hub.spec.kubeconfig).await
+    }
+
+    /// A client for the hub `name`, reached through `source`.
+    pub async fn hub_at(
+        &self,
+        name: &str,
+        source: &KubeconfigSource,
+    ) -> Result<Client, AccessError> {
+        self.client(ClusterRole::Hub, name, source, None).await
     }
 
     /// A client for a spoke, given its hub's client (hub-as-spoke and secrets live there).

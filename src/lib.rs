@@ -7,6 +7,7 @@
 //! - [`api`]: the Kubernetes types fleetform reads and writes (OCM's and its own).
 //! - [`access`]: reaching a hub's or spoke's cluster from its kubeconfig source.
 //! - [`observe`]: reading what a hub holds, for the planner.
+//! - [`apply`]: writing a plan's object changes to a hub.
 //! - [`hub`]: the hub loops' decisions: lease expiry, the cluster observer, CSR approval (pure).
 //! - [`agent`]: the agent's decisions: availability, addon health, claims, certificates (pure).
 //! - [`cli`]: the `fleetform` command line.
@@ -14,6 +15,7 @@
 pub mod access;
 pub mod agent;
 pub mod api;
+pub mod apply;
 pub mod cli;
 pub mod fleet;
 pub mod hub;

@@ -198,7 +198,7 @@ async fn a_converged_hub_plans_nothing_and_a_change_shows_as_steps_and_a_diff() 
     let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
     let versions = &saved["hubs"][0]["readVersions"];
     assert!(
-        versions["Spoke fleetform-system/dev"]
+        versions["Spoke fleetform-system/dev"]["resourceVersion"]
             .as_str()
             .is_some_and(|rv| !rv.is_empty()),
         "{versions}"
@@ -232,4 +232,105 @@ async fn an_embedded_hub_that_is_not_running_is_a_clear_error() {
         "{stderr}"
     );
     assert!(stderr.contains("fleetform up"), "{stderr}");
+}
+
+async fn fleetform(args: &[&std::ffi::OsStr]) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_fleetform"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .await
+        .expect("run fleetform")
+}
+
+#[tokio::test]
+async fn apply_installs_the_hub_writes_the_plan_and_refuses_a_stale_saved_plan() {
+    let hub = EmbeddedHub::start().await;
+    let (dir, fleet) = example_copy();
+    let data_dir = hub.data_dir.path().as_os_str();
+
+    let applied = fleetform(&[
+        "apply".as_ref(),
+        fleet.as_os_str(),
+        "--data-dir".as_ref(),
+        data_dir,
+    ])
+    .await;
+    let text = stdout(&applied);
+    assert_eq!(
+        applied.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    assert!(
+        text.contains("hub hub: installed CRD spokes.fleetform.io"),
+        "{text}"
+    );
+    assert!(
+        text.contains("hub hub: create Spoke fleetform-system/dev"),
+        "{text}"
+    );
+    let spokes: Api<DynamicObject> = Api::namespaced_with(
+        hub.client.clone(),
+        SYSTEM_NAMESPACE,
+        &api_resource(fleetform::plan::ObjectKind::Spoke),
+    );
+    let dev = spokes.get("dev").await.expect("apply wrote the Spoke");
+    assert_eq!(dev.data["spec"]["leaseDurationSeconds"], 10);
+    let again = hub.plan(&fleet, &[]).await;
+    assert_eq!(
+        again.status.code(),
+        Some(0),
+        "applying converges the objects: {}",
+        stdout(&again)
+    );
+
+    // A saved plan applies as long as nobody changed what it read.
+    let spoke_file = fleet.join("spokes/edge.yaml");
+    let edited = std::fs::read_to_string(&spoke_file)
+        .unwrap()
+        .replace("leaseDurationSeconds: 10", "leaseDurationSeconds: 12");
+    std::fs::write(&spoke_file, edited).unwrap();
+    let saved = dir.path().join("plan.json");
+    let planned = hub.plan(&fleet, &["--out", saved.to_str().unwrap()]).await;
+    assert_eq!(planned.status.code(), Some(2), "{}", stdout(&planned));
+    let other = dir.path().join("other.json");
+    hub.plan(&fleet, &["--out", other.to_str().unwrap()]).await;
+
+    let from_file = fleetform(&[
+        "apply".as_ref(),
+        saved.as_os_str(),
+        "--data-dir".as_ref(),
+        data_dir,
+    ])
+    .await;
+    assert_eq!(
+        from_file.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&from_file),
+        String::from_utf8_lossy(&from_file.stderr)
+    );
+    assert_eq!(
+        spokes.get("dev").await.unwrap().data["spec"]["leaseDurationSeconds"],
+        12
+    );
+
+    // The other saved plan read the Spoke before that apply changed it.
+    let stale = fleetform(&[
+        "apply".as_ref(),
+        other.as_os_str(),
+        "--data-dir".as_ref(),
+        data_dir,
+    ])
+    .await;
+    let stderr = String::from_utf8_lossy(&stale.stderr);
+    assert_eq!(stale.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("plan is stale"), "{stderr}");
+    assert!(
+        stderr.contains("hub hub: Spoke fleetform-system/dev changed (resourceVersion"),
+        "{stderr}"
+    );
+    hub.server.shutdown().await;
 }

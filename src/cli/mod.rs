@@ -2,6 +2,7 @@
 //! thin: they call into the library and render what it returns.
 
 mod agent;
+mod apply;
 mod controlplane;
 mod crds;
 mod hub;
@@ -45,6 +46,8 @@ enum Command {
     Validate(validate::Args),
     /// Show what applying the fleet repo would change. Exit 0 no changes, 2 changes, 1 error.
     Plan(plan::Args),
+    /// Write what a plan says: from a fleet source, or a plan saved with `plan --out`.
+    Apply(apply::Args),
     /// Print the CustomResourceDefinitions fleetform uses, or write one file per CRD.
     Crds(crds::Args),
     /// Run an embedded Kubernetes-compatible API server until SIGTERM or Ctrl-C.
@@ -81,6 +84,7 @@ pub fn main() -> ExitCode {
     let code = match cli.command {
         Command::Validate(args) => validate::run(args),
         Command::Plan(args) => with_runtime(plan::run(args)),
+        Command::Apply(args) => with_runtime(apply::run(args)),
         Command::Crds(args) => crds::run(args),
         Command::Controlplane(args) => with_runtime(controlplane::run(args)),
         Command::Agent(args) => with_runtime(agent::run(args)),

@@ -16,17 +16,9 @@ pub enum PlanOutput {
     Markdown,
 }
 
+/// The prune guard's flags, shared by `plan` and `apply`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
-    #[command(flatten)]
-    source: SourceArgs,
-    #[command(flatten)]
-    clusters: ClusterArgs,
-    #[arg(short, long, value_enum, default_value_t)]
-    output: PlanOutput,
-    /// Save the plan (with the commit and every resourceVersion it read) for `fleetform apply FILE`.
-    #[arg(long)]
-    out: Option<PathBuf>,
+pub struct GuardArgs {
     /// Let the plan unjoin more spokes than the prune guard allows.
     #[arg(long)]
     allow_prune: bool,
@@ -35,51 +27,35 @@ pub struct Args {
     max_prune_percent: u32,
 }
 
-pub async fn run(args: Args) -> u8 {
-    let (origin, fleet) = match source::load_fleet(&args.source.spec()) {
-        Ok(loaded) => loaded,
-        Err(LoadError::Source(err)) => {
-            eprintln!("error: {err}");
-            return if err.is_internal() {
-                exit::INTERNAL
-            } else {
-                exit::INVALID_INPUT
-            };
-        }
-        Err(LoadError::Invalid {
-            origin,
-            diagnostics,
-        }) => {
-            println!("source: {origin}");
-            super::print_diagnostics(&diagnostics);
-            return exit::INVALID_INPUT;
-        }
-    };
-    let access = args.clusters.access();
-    let mut observed = Observed::new();
-    for (name, hub) in &fleet.hubs {
-        let client = match access.hub(hub).await {
-            Ok(client) => client,
-            Err(err) => {
-                eprintln!("error: {err}");
-                return exit::INVALID_INPUT;
-            }
-        };
-        match observe_hub(name, &client, &plan::desired::hub_objects(&fleet, name)).await {
-            Ok(hub) => {
-                observed.insert(name.clone(), hub);
-            }
-            Err(err) => {
-                eprintln!("error: {err}");
-                return exit::INVALID_INPUT;
-            }
+impl GuardArgs {
+    pub fn guard(&self) -> PruneGuard {
+        PruneGuard {
+            max_percent: self.max_prune_percent,
+            allow_prune: self.allow_prune,
         }
     }
-    let guard = PruneGuard {
-        max_percent: args.max_prune_percent,
-        allow_prune: args.allow_prune,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    source: SourceArgs,
+    #[command(flatten)]
+    clusters: ClusterArgs,
+    #[command(flatten)]
+    guard: GuardArgs,
+    #[arg(short, long, value_enum, default_value_t)]
+    output: PlanOutput,
+    /// Save the plan (with the commit and every object version it read) for `fleetform apply FILE`.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+pub async fn run(args: Args) -> u8 {
+    let plan = match build(&args.source, &args.clusters, args.guard.guard()).await {
+        Ok(plan) => plan,
+        Err(code) => return code,
     };
-    let plan = plan::plan(&fleet, origin, &observed, guard);
     if let Some(path) = &args.out
         && let Err(err) = save(&plan, path)
     {
@@ -104,12 +80,56 @@ pub async fn run(args: Args) -> u8 {
     }
 }
 
+/// Loads the fleet, observes each of its hubs and plans; on failure, says why and returns the
+/// exit code.
+pub async fn build(
+    source: &SourceArgs,
+    clusters: &ClusterArgs,
+    guard: PruneGuard,
+) -> Result<Plan, u8> {
+    let (origin, fleet) = match source::load_fleet(&source.spec()) {
+        Ok(loaded) => loaded,
+        Err(LoadError::Source(err)) => {
+            eprintln!("error: {err}");
+            return Err(if err.is_internal() {
+                exit::INTERNAL
+            } else {
+                exit::INVALID_INPUT
+            });
+        }
+        Err(LoadError::Invalid {
+            origin,
+            diagnostics,
+        }) => {
+            println!("source: {origin}");
+            super::print_diagnostics(&diagnostics);
+            return Err(exit::INVALID_INPUT);
+        }
+    };
+    let access = clusters.access();
+    let mut observed = Observed::new();
+    for (name, hub) in &fleet.hubs {
+        let client = access.hub(hub).await.map_err(|err| {
+            eprintln!("error: {err}");
+            exit::INVALID_INPUT
+        })?;
+        let hub = observe_hub(name, &client, &plan::desired::hub_objects(&fleet, name))
+            .await
+            .map_err(|err| {
+                eprintln!("error: {err}");
+                exit::INVALID_INPUT
+            })?;
+        observed.insert(name.clone(), hub);
+    }
+    Ok(plan::plan(&fleet, origin, &observed, guard))
+}
+
 fn save(plan: &Plan, path: &std::path::Path) -> std::io::Result<()> {
     let json = serde_json::to_vec_pretty(plan).map_err(std::io::Error::other)?;
     std::fs::write(path, json)
 }
 
 /// Colour only on a terminal, and never with `NO_COLOR` set.
-fn colour() -> bool {
+pub fn colour() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }

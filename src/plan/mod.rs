@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::api::fleet::{Hub, Spoke};
+use crate::api::fleet::{Hub, KubeconfigSource, Spoke};
 use crate::fleet::Fleet;
 use crate::source::Origin;
 use desired::{EffectiveSpoke, effective, hub_objects};
@@ -207,19 +207,44 @@ pub struct PruneBlock {
     pub spokes: usize,
 }
 
+/// The version of an object a plan read: its resourceVersion, and a digest of the part a plan
+/// compares (so status writes by the loops do not make a saved plan stale).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadVersion {
+    pub resource_version: String,
+    pub digest: String,
+}
+
+impl ReadVersion {
+    fn of(object: &Value) -> Self {
+        ReadVersion {
+            resource_version: object
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            digest: desired::stable_hash(&comparable(object).to_string()),
+        }
+    }
+}
+
 /// Everything a plan does on one hub.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HubPlan {
     pub hub: String,
+    /// How to reach the hub, so a saved plan can be applied on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeconfig: Option<KubeconfigSource>,
     pub changes: Vec<ObjectChange>,
     pub steps: Vec<Step>,
     /// Clusters registered on the hub that are not declared in git; they stay pending.
     pub pending_clusters: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prune_blocked: Option<PruneBlock>,
-    /// resourceVersion of every object the plan read, so a saved plan can tell it is stale.
-    pub read_versions: BTreeMap<String, String>,
+    /// Every object the plan read, so a saved plan can tell when it is stale.
+    pub read_versions: BTreeMap<String, ReadVersion>,
 }
 
 /// An ordered plan for a whole fleet.
@@ -296,18 +321,18 @@ pub fn plan(fleet: &Fleet, source: Origin, observed: &Observed, guard: PruneGuar
 
 fn plan_hub(fleet: &Fleet, hub_name: &str, observed: &ObservedHub, guard: PruneGuard) -> HubPlan {
     let desired = hub_objects(fleet, hub_name);
+    let live_hub: Option<Hub> = typed(observed, &ObjectKey::namespaced(ObjectKind::Hub, hub_name));
     let mut plan = HubPlan {
         hub: hub_name.to_string(),
+        kubeconfig: fleet
+            .hubs
+            .get(hub_name)
+            .or(live_hub.as_ref())
+            .map(|hub| hub.spec.kubeconfig.clone()),
         read_versions: observed
             .objects
             .iter()
-            .map(|(key, object)| {
-                let version = object
-                    .pointer("/metadata/resourceVersion")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                (key.to_string(), version.to_string())
-            })
+            .map(|(key, object)| (key.to_string(), ReadVersion::of(object)))
             .collect(),
         ..HubPlan::default()
     };
@@ -345,7 +370,6 @@ fn plan_hub(fleet: &Fleet, hub_name: &str, observed: &ObservedHub, guard: PruneG
     if hub_in_git.is_some() && !observed.installed {
         plan.steps.push(Step::InstallHub);
     }
-    let live_hub: Option<Hub> = typed(observed, &ObjectKey::namespaced(ObjectKind::Hub, hub_name));
     let mut unjoins = Vec::new();
     let mut live_spokes = 0;
     for (key, live) in &observed.objects {
@@ -494,6 +518,35 @@ fn spoke_changes(
             addon: addon.clone(),
         });
     }
+}
+
+/// Why a saved plan no longer matches a hub: every object whose spec, labels or annotations
+/// changed since the plan read it, and every object that appeared or disappeared. Empty when
+/// the plan still holds.
+pub fn stale_reasons(plan: &HubPlan, observed: &ObservedHub) -> Vec<String> {
+    let now: BTreeMap<String, ReadVersion> = observed
+        .objects
+        .iter()
+        .map(|(key, object)| (key.to_string(), ReadVersion::of(object)))
+        .collect();
+    let mut reasons = Vec::new();
+    for (key, read) in &plan.read_versions {
+        match now.get(key) {
+            None => reasons.push(format!("{key} was deleted")),
+            Some(current) if current.digest != read.digest => reasons.push(format!(
+                "{key} changed (resourceVersion {} → {})",
+                read.resource_version, current.resource_version
+            )),
+            Some(_) => {}
+        }
+    }
+    for key in now
+        .keys()
+        .filter(|key| !plan.read_versions.contains_key(*key))
+    {
+        reasons.push(format!("{key} was created"));
+    }
+    reasons
 }
 
 fn typed<T: serde::de::DeserializeOwned>(observed: &ObservedHub, key: &ObjectKey) -> Option<T> {

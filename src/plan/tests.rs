@@ -375,11 +375,41 @@ fn saved_plans_record_the_resource_version_of_every_object_read() {
     let fleet = TestFleet::new().spoke("a").build();
     let plan = plan(&fleet, origin(), &converged(&fleet), guard());
     assert_eq!(
-        plan.hubs[0].read_versions["Spoke fleetform-system/a"],
+        plan.hubs[0].read_versions["Spoke fleetform-system/a"].resource_version,
         "101"
     );
     let saved: Plan = serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
     assert_eq!(saved, plan);
+}
+
+#[test]
+fn a_saved_plan_is_stale_once_what_it_read_changes_but_not_for_status_writes() {
+    let fleet = TestFleet::new().spoke("a").spoke("b").build();
+    let mut observed = converged(&fleet);
+    let plan = plan(&fleet, origin(), &observed, guard());
+    let hub = observed.get_mut("hub").unwrap();
+    let a = ObjectKey::namespaced(ObjectKind::Spoke, "a");
+
+    hub.objects.get_mut(&a).unwrap()["status"] = json!({"phase": "Unhealthy"});
+    hub.objects.get_mut(&a).unwrap()["metadata"]["resourceVersion"] = json!("900");
+    assert!(stale_reasons(&plan.hubs[0], hub).is_empty());
+
+    hub.objects.get_mut(&a).unwrap()["spec"]["leaseDurationSeconds"] = json!(5);
+    hub.objects.get_mut(&a).unwrap()["metadata"]["resourceVersion"] = json!("901");
+    hub.objects
+        .remove(&ObjectKey::namespaced(ObjectKind::Spoke, "b"));
+    let mut extra = hub.objects[&a].clone();
+    extra["metadata"]["name"] = json!("c");
+    hub.objects
+        .insert(ObjectKey::namespaced(ObjectKind::Spoke, "c"), extra);
+    assert_eq!(
+        stale_reasons(&plan.hubs[0], hub),
+        [
+            "Spoke fleetform-system/a changed (resourceVersion 101 → 901)",
+            "Spoke fleetform-system/b was deleted",
+            "Spoke fleetform-system/c was created",
+        ]
+    );
 }
 
 #[test]

@@ -1,0 +1,109 @@
+//! Carrying out a plan's object changes on a hub: day 0 (fleetform's CRDs and namespace on a hub
+//! that lacks them), then server-side apply of every created or updated object (field manager
+//! `fleetform`) and deletion of the objects git no longer holds. The lifecycle steps those
+//! objects set off are the reconciler's: this module only writes what the plan says.
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use serde_json::json;
+
+use crate::api::fleet::SYSTEM_NAMESPACE;
+use crate::observe::{FIELD_MANAGER, api_resource};
+use crate::plan::{Action, HubPlan, ObjectKey, Step};
+
+/// Why a plan could not be carried out on a hub.
+#[derive(Debug, thiserror::Error)]
+#[error("hub {hub}: cannot {action}: {source}")]
+pub struct ApplyError {
+    pub hub: String,
+    pub action: String,
+    #[source]
+    pub source: kube::Error,
+}
+
+/// What applying a hub's plan wrote.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// CRDs installed (day 0); OCM's own CRDs already on the hub are left as they are.
+    pub installed_crds: Vec<String>,
+    /// `create`/`update`/`delete` and the object, in the order they were done.
+    pub written: Vec<String>,
+}
+
+/// Writes a hub's plan: installation first when the plan asks for it, then object changes in
+/// plan order.
+pub async fn apply_hub(plan: &HubPlan, client: &Client) -> Result<Applied, ApplyError> {
+    let failed = |action: String| {
+        let hub = plan.hub.clone();
+        move |source| ApplyError {
+            hub,
+            action,
+            source,
+        }
+    };
+    let mut applied = Applied::default();
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    if plan.steps.contains(&Step::InstallHub) {
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in crate::api::crds() {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            // An OCM hub may serve its kinds in more versions than fleetform knows; replacing
+            // its CRD would stop serving them.
+            let ours = crd.spec.group == crate::api::fleet::GROUP;
+            if !ours
+                && crds
+                    .get_opt(&name)
+                    .await
+                    .map_err(failed(format!("read CRD {name}")))?
+                    .is_some()
+            {
+                continue;
+            }
+            crds.patch(&name, &params, &Patch::Apply(&crd))
+                .await
+                .map_err(failed(format!("install CRD {name}")))?;
+            applied.installed_crds.push(name);
+        }
+        let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}});
+        Api::<Namespace>::all(client.clone())
+            .patch(SYSTEM_NAMESPACE, &params, &Patch::Apply(&namespace))
+            .await
+            .map_err(failed(format!("create namespace {SYSTEM_NAMESPACE}")))?;
+    }
+    for change in &plan.changes {
+        let api = dynamic(client, &change.key);
+        match (change.action, &change.desired) {
+            (Action::Create | Action::Update, Some(object)) => {
+                api.patch(&change.key.name, &params, &Patch::Apply(object))
+                    .await
+                    .map_err(failed(format!("apply {}", change.key)))?;
+            }
+            (Action::Delete, _) => {
+                // Deleting sets off the object's finalizers; a 404 means someone was first.
+                match api.delete(&change.key.name, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(status)) if status.code == 404 => {}
+                    Err(err) => return Err(failed(format!("delete {}", change.key))(err)),
+                }
+            }
+            (Action::Create | Action::Update, None) => continue,
+        }
+        let verb = match change.action {
+            Action::Create => "create",
+            Action::Update => "update",
+            Action::Delete => "delete",
+        };
+        applied.written.push(format!("{verb} {}", change.key));
+    }
+    Ok(applied)
+}
+
+fn dynamic(client: &Client, key: &ObjectKey) -> Api<DynamicObject> {
+    let resource = api_resource(key.kind);
+    match &key.namespace {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    }
+}
