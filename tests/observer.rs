@@ -1,7 +1,7 @@
 //! The hub's observer of poll-mode spokes against a real embedded spoke (seed 002, DESIGN §4.5):
 //! every Krake state transition that a spoke's API can produce — nodes under pressure or not
 //! ready, the spoke's API server shut down and brought back — and the observer's restart when
-//! its Spoke changes. (FAILING_METRICS needs a metrics provider, which fleetform does not poll.)
+//! its Spoke changes or is deleted. (FAILING_METRICS needs a metrics provider, which fleetform does not poll.)
 
 mod support;
 
@@ -184,6 +184,25 @@ async fn observer_walks_krakes_states_on_a_real_spoke() {
             &PatchParams::default(),
             &Patch::Merge(json!({"spec": {"availability": {"pollIntervalSeconds": 2}}})),
         )
+        .await
+        .unwrap();
+    expect_state(&mut states, "PENDING").await;
+    expect_state(&mut states, "ONLINE").await;
+
+    // Deleting the Spoke stops its observer: the same Spoke created again gets a new one.
+    spokes.delete("polled", &Default::default()).await.unwrap();
+    let deleted = tokio::time::timeout(
+        PATIENCE,
+        kube::runtime::wait::await_condition(
+            spokes.clone(),
+            "polled",
+            kube::runtime::conditions::is_deleted(""),
+        ),
+    )
+    .await;
+    assert!(deleted.is_ok(), "the Spoke is deleted");
+    spokes
+        .create(&PostParams::default(), &poll_spoke(1))
         .await
         .unwrap();
     expect_state(&mut states, "PENDING").await;

@@ -215,6 +215,7 @@ async fn stopped_agent_goes_unknown_at_five_leases_with_its_addons_and_recovers(
         available_status(c).as_deref() == Some(STATUS_UNKNOWN)
     })
     .await;
+    let observed_at = Timestamp::now();
     let condition = unknown.condition(CONDITION_AVAILABLE).unwrap();
     assert_eq!(condition.reason, REASON_LEASE_UPDATE_STOPPED);
     let deadline = last_renewal + Duration::from_secs(5);
@@ -228,7 +229,9 @@ async fn stopped_agent_goes_unknown_at_five_leases_with_its_addons_and_recovers(
         "Unknown at {went_unknown}, long after the deadline {deadline}"
     );
     println!(
-        "last renewal {last_renewal}, deadline {deadline}, Unknown at {went_unknown} (seconds precision)"
+        "last renewal {last_renewal}, deadline {deadline}, Unknown at {went_unknown} \
+         (seconds precision), seen by watch {:?} after the deadline",
+        observed_at.duration_since(deadline)
     );
     wait_for(&clusters, "spoke-a", "unreachable taint", |c| {
         c.taint(TAINT_UNREACHABLE).is_some()

@@ -16,7 +16,7 @@ use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, instrument, warn};
+use tracing::{info, instrument, warn};
 
 use super::availability::DEFAULT_FAILURE_GRACE;
 use super::hub_connection::{HubConnection, HubConnectionError};
@@ -175,10 +175,21 @@ async fn follow_cluster(
 ) {
     let config = watcher::Config::default().fields(&format!("metadata.name={}", ctx.name()));
     let mut events = watcher(ctx.clusters(), config).default_backoff().boxed();
+    // Whether the listing in progress (after a (re)connect) found the cluster.
+    let mut listed = false;
+    let mut join_failed = false;
     loop {
         let event = tokio::select! {
             _ = shutdown.cancelled() => return,
             event = events.next() => event,
+            _ = tokio::time::sleep(RETRY_DELAY), if join_failed => {
+                let cluster = cluster_tx.borrow().clone();
+                join_failed = match cluster {
+                    Some(cluster) => join(&ctx, &cluster).await.is_err(),
+                    None => false,
+                };
+                continue;
+            }
         };
         let cluster = match event {
             None => return,
@@ -186,21 +197,22 @@ async fn follow_cluster(
                 warn!(cluster = ctx.name(), %err, "watching the ManagedCluster");
                 continue;
             }
-            Some(Ok(watcher::Event::Apply(cluster) | watcher::Event::InitApply(cluster))) => {
+            Some(Ok(watcher::Event::Init)) => {
+                listed = false;
+                continue;
+            }
+            Some(Ok(watcher::Event::InitApply(cluster))) => {
+                listed = true;
                 Some(cluster)
             }
+            Some(Ok(watcher::Event::Apply(cluster))) => Some(cluster),
             Some(Ok(watcher::Event::Delete(_))) => None,
-            Some(Ok(watcher::Event::Init)) => continue,
-            Some(Ok(watcher::Event::InitDone)) => {
-                if cluster_tx.borrow().is_some() {
-                    continue;
-                }
-                None
-            }
+            Some(Ok(watcher::Event::InitDone)) if listed => continue,
+            Some(Ok(watcher::Event::InitDone)) => None,
         };
         match &cluster {
             None => {
-                if let Err(err) = register(&ctx).await {
+                while let Err(err) = register(&ctx).await {
                     warn!(%err, "registering");
                     tokio::select! {
                         _ = shutdown.cancelled() => return,
@@ -208,11 +220,7 @@ async fn follow_cluster(
                     }
                 }
             }
-            Some(cluster) => {
-                if let Err(err) = join(&ctx, cluster).await {
-                    warn!(%err, "setting ManagedClusterJoined");
-                }
-            }
+            Some(cluster) => join_failed = join(&ctx, cluster).await.is_err(),
         }
         cluster_tx.send_replace(cluster);
     }
@@ -269,13 +277,21 @@ async fn join(ctx: &Context, cluster: &ManagedCluster) -> Result<(), AgentError>
         observed_generation: None,
         last_transition_time: Time(Timestamp::now()),
     };
-    set_conditions(&ctx.clusters(), ctx.name(), FIELD_MANAGER, |_| {
+    let written = set_conditions(&ctx.clusters(), ctx.name(), FIELD_MANAGER, |_| {
         vec![joined.clone()]
     })
     .await
-    .map_err(AgentError::kube(ctx.name(), "set ManagedClusterJoined"))?;
-    debug!("joined");
-    Ok(())
+    .map_err(AgentError::kube(ctx.name(), "set ManagedClusterJoined"));
+    match written {
+        Ok(_) => {
+            info!("joined");
+            Ok(())
+        }
+        Err(err) => {
+            warn!(%err, "setting ManagedClusterJoined; retrying");
+            Err(err)
+        }
+    }
 }
 
 /// Sleeps until `deadline` (a past one returns at once).
