@@ -181,7 +181,13 @@ pub fn start(
         (ns.is_empty() || obj.namespace() == ns) && filter.matches(obj)
     };
     let mut first: Vec<Bytes> = Vec::new();
-    let (mut last_rv, sub) = match spec.resource_version {
+    // A streaming list (sendInitialEvents) starts from the current state whatever
+    // resourceVersion it names: the state is at least as new as that.
+    let start_from = match spec.resource_version {
+        Some(rv) if !spec.send_initial_events => Some(rv),
+        _ => None,
+    };
+    let (mut last_rv, sub) = match start_from {
         None => {
             let (rv, items, sub) = server.store.list_and_subscribe(&key, None);
             if spec.send_initial_events {

@@ -452,3 +452,32 @@ async fn kube_runtime_event_recorder_publishes_events() {
     assert_eq!(list.items.len(), 1);
     assert_eq!(list.items[0].reason.as_deref(), Some("Tested"));
 }
+
+#[tokio::test]
+async fn streaming_list_with_a_resource_version_sends_current_state() {
+    let t = TestPlane::start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    let a = api.create(&PostParams::default(), &cm("a")).await.unwrap();
+    api.create(&PostParams::default(), &cm("b")).await.unwrap();
+    let wp = WatchParams::streaming_lists();
+    let rv = a.metadata.resource_version.unwrap();
+    let mut s = api.watch(&wp, &rv).await.unwrap().boxed();
+    let mut names = Vec::new();
+    loop {
+        match next(&mut s).await.unwrap() {
+            WatchEvent::Added(o) => names.push(name(&o)),
+            WatchEvent::Bookmark(b) => {
+                assert_eq!(
+                    b.metadata
+                        .annotations
+                        .get("k8s.io/initial-events-end")
+                        .map(String::as_str),
+                    Some("true")
+                );
+                break;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(names, ["a", "b"]);
+}
