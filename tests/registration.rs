@@ -670,11 +670,11 @@ async fn agent_deployment_without_available_replicas_makes_the_cluster_unavailab
 }
 
 #[tokio::test]
-async fn in_steady_state_the_hub_sees_only_lease_renewals_however_often_addons_renew() {
+async fn in_steady_state_and_across_an_agent_restart_the_hub_sees_only_lease_renewals() {
     let hub = Cluster::start().await;
     let spoke = Cluster::start().await;
     let _loops = start_hub_loops(&hub);
-    let _agent = start_agent(agent_config(&hub, &spoke, "spoke-a"));
+    let agent = start_agent(agent_config(&hub, &spoke, "spoke-a"));
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     wait_for(&clusters, "spoke-a", "registered", |_| true).await;
     accept(&hub, "spoke-a", 1).await;
@@ -719,25 +719,36 @@ async fn in_steady_state_the_hub_sees_only_lease_renewals_however_often_addons_r
     });
 
     // Every hub write between two cluster lease renewals shows as a resourceVersion step: the
-    // renewals must be the only writes.
+    // renewals must be the only writes, also when a restarted agent takes over (it must not
+    // rewrite what the hub already holds).
     let leases: Api<Lease> = Api::namespaced(hub.client.clone(), "spoke-a");
     let config = watcher::Config::default().fields(&format!("metadata.name={CLUSTER_LEASE_NAME}"));
-    let versions: Vec<i64> = tokio::time::timeout(
-        PATIENCE,
-        watcher(leases, config)
-            .applied_objects()
-            .map_ok(|lease| {
-                lease
-                    .resource_version()
-                    .and_then(|rv| rv.parse::<i64>().ok())
-                    .unwrap()
-            })
-            .take(6)
-            .try_collect(),
-    )
-    .await
-    .expect("six renewals")
-    .unwrap();
+    let mut renewals = watcher(leases, config)
+        .applied_objects()
+        .map_ok(|lease| {
+            lease
+                .resource_version()
+                .and_then(|rv| rv.parse::<i64>().ok())
+                .unwrap()
+        })
+        .boxed();
+    let mut versions = Vec::new();
+    let mut agent = Some(agent);
+    let mut _restarted = None;
+    while versions.len() < 11 {
+        let version = tokio::time::timeout(PATIENCE, renewals.try_next())
+            .await
+            .expect("the lease is renewed")
+            .unwrap()
+            .unwrap();
+        versions.push(version);
+        if versions.len() == 6
+            && let Some(agent) = agent.take()
+        {
+            agent.stop().await;
+            _restarted = Some(start_agent(agent_config(&hub, &spoke, "spoke-a")));
+        }
+    }
     renewing.abort();
     let steps: Vec<i64> = versions[1..]
         .windows(2)
