@@ -701,3 +701,33 @@ async fn deployment_scale_subresource_reads_and_writes_replicas() {
     );
     assert_eq!(bad.code, 422);
 }
+
+#[tokio::test]
+async fn discovery_legacy_and_aggregated_agree() {
+    use kube::discovery::{Discovery, Scope};
+    let t = TestPlane::start().await;
+    let legacy = Discovery::new(t.client.clone()).run().await.unwrap();
+    let aggregated = Discovery::new(t.client.clone())
+        .run_aggregated()
+        .await
+        .unwrap();
+    for d in [&legacy, &aggregated] {
+        let apps = d.get("apps").expect("apps group");
+        let (ar, caps) = apps.recommended_kind("Deployment").expect("deployments");
+        assert_eq!(ar.plural, "deployments");
+        assert_eq!(caps.scope, Scope::Namespaced);
+        assert!(
+            caps.subresources
+                .iter()
+                .any(|(s, _)| s.plural == "deployments/status" || s.plural == "status")
+        );
+        let core = d.get("").expect("core group");
+        assert!(core.recommended_kind("ConfigMap").is_some());
+        let csr = d
+            .get("certificates.k8s.io")
+            .unwrap()
+            .recommended_kind("CertificateSigningRequest")
+            .unwrap();
+        assert_eq!(csr.1.scope, Scope::Cluster);
+    }
+}

@@ -1,6 +1,7 @@
 //! Discovery and health documents: /version, /api, /api/v1, /apis, /apis/G, /apis/G/V,
-//! /healthz, /livez, /readyz. Served as legacy (non-aggregated) discovery: clients that ask
-//! for aggregated discovery fall back when the answer's Content-Type is plain JSON.
+//! /healthz, /livez, /readyz. `/api` and `/apis` answer aggregated discovery
+//! (`apidiscovery.k8s.io/v2` APIGroupDiscoveryList) to clients that ask for it, and the
+//! legacy documents otherwise.
 
 use serde_json::{Value, json};
 
@@ -109,6 +110,94 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<
         json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
         "resources": resources}),
     )
+}
+
+/// The media type of aggregated discovery answers.
+pub const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Whether an Accept header asks for aggregated discovery (v2) before anything else.
+pub fn wants_aggregated(accept: &str) -> bool {
+    accept.split(',').next().is_some_and(|first| {
+        let parts: Vec<&str> = first.split(';').map(str::trim).collect();
+        parts.contains(&"as=APIGroupDiscoveryList")
+            && parts.contains(&"g=apidiscovery.k8s.io")
+            && parts.contains(&"v=v2")
+    })
+}
+
+fn gvk(group: &str, version: &str, kind: &str) -> Value {
+    json!({"group": group, "version": version, "kind": kind})
+}
+
+fn resource_discovery(info: &ResourceInfo) -> Value {
+    let subresources: Vec<Value> = info
+        .subresources
+        .iter()
+        .map(|sub| {
+            let (kind, verbs) = match sub.as_str() {
+                "scale" => (
+                    gvk("autoscaling", "v1", "Scale"),
+                    json!(["get", "patch", "update"]),
+                ),
+                "finalize" => (
+                    gvk(&info.group, &info.version, &info.kind),
+                    json!(["update"]),
+                ),
+                _ => (
+                    gvk(&info.group, &info.version, &info.kind),
+                    json!(["get", "patch", "update"]),
+                ),
+            };
+            json!({"subresource": sub, "responseKind": kind, "verbs": verbs})
+        })
+        .collect();
+    let mut r = json!({
+        "resource": info.plural,
+        "responseKind": gvk(&info.group, &info.version, &info.kind),
+        "scope": if info.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": info.singular,
+        "verbs": ResourceInfo::verbs(),
+    });
+    if !info.short_names.is_empty() {
+        r["shortNames"] = json!(info.short_names);
+    }
+    if !info.categories.is_empty() {
+        r["categories"] = json!(info.categories);
+    }
+    if !subresources.is_empty() {
+        r["subresources"] = Value::Array(subresources);
+    }
+    r
+}
+
+fn group_discovery(registry: &Registry, group: &str, versions: &[String]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| {
+            let resources: Vec<Value> = registry
+                .resources_in(group, v)
+                .iter()
+                .map(|i| resource_discovery(i))
+                .collect();
+            json!({"version": v, "resources": resources, "freshness": "Current"})
+        })
+        .collect();
+    json!({"metadata": {"name": group}, "versions": vs})
+}
+
+/// Aggregated discovery of the core group (`/api`) or of every named group (`/apis`).
+pub fn aggregated(registry: &Registry, core: bool) -> Value {
+    let items = if core {
+        vec![group_discovery(registry, "", &["v1".to_string()])]
+    } else {
+        registry
+            .groups()
+            .iter()
+            .map(|g| group_discovery(registry, &g.group, &g.versions))
+            .collect()
+    };
+    json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2",
+        "metadata": {}, "items": items})
 }
 
 /// The checks health endpoints report.

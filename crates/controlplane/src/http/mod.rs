@@ -152,6 +152,10 @@ async fn route(
                 discovery::health(h, q.get("verbose").is_some() && rest.is_empty(), ready);
             Ok(full(code, "text/plain; charset=utf-8", text))
         }
+        ["api" | "apis"] if method == Method::GET && discovery::wants_aggregated(accept) => {
+            let doc = discovery::aggregated(registry, segs[0] == "api");
+            Ok(full(200, discovery::AGGREGATED, doc.to_string()))
+        }
         ["api"] => get_only(Some(discovery::core_versions(&fe.addr))),
         ["apis"] => get_only(Some(discovery::group_list(registry))),
         ["apis", g] => get_only(discovery::group(registry, g)),
