@@ -289,8 +289,16 @@ pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Ap
             "must be a list of strings",
         ));
     }
+    if let Some(old) = old {
+        immutable_fields(info, old, obj, &mut errs);
+    }
     match (info.group.as_str(), info.plural.as_str()) {
         ("", "secrets") => secret_data(obj, &mut errs),
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
+            if obj.get("roleRef").is_none_or(Value::is_null) {
+                errs.push(FieldError::required("roleRef", ""));
+            }
+        }
         ("", "configmaps") => {
             for field in ["data", "binaryData"] {
                 if let Some(d) = obj.get(field)
@@ -392,6 +400,48 @@ pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Ap
         Ok(())
     } else {
         Err(ApiError::invalid(kind_subject(info, &name), errs))
+    }
+}
+
+/// Fields kube-apiserver refuses to change once set: a binding's roleRef, a Secret's type,
+/// and the contents of ConfigMaps and Secrets marked `immutable`.
+fn immutable_fields(info: &ResourceInfo, old: &Value, new: &Value, errs: &mut Vec<FieldError>) {
+    match (info.group.as_str(), info.plural.as_str()) {
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings")
+            if old.get("roleRef") != new.get("roleRef") =>
+        {
+            errs.push(FieldError::invalid(
+                "roleRef",
+                new.get("roleRef").unwrap_or(&Value::Null),
+                "cannot change roleRef",
+            ));
+        }
+        ("", "secrets" | "configmaps") => {
+            if info.plural == "secrets" && old.get("type") != new.get("type") {
+                errs.push(FieldError::invalid(
+                    "type",
+                    new.get("type").unwrap_or(&Value::Null),
+                    "field is immutable",
+                ));
+            }
+            if old.get("immutable").and_then(Value::as_bool) == Some(true) {
+                for f in ["data", "binaryData"] {
+                    if old.get(f) != new.get(f) {
+                        errs.push(FieldError::forbidden(
+                            f,
+                            "field is immutable when `immutable` is set",
+                        ));
+                    }
+                }
+                if new.get("immutable").and_then(Value::as_bool) != Some(true) {
+                    errs.push(FieldError::forbidden(
+                        "immutable",
+                        "field is immutable when `immutable` is set",
+                    ));
+                }
+            }
+        }
+        _ => {}
     }
 }
 
@@ -1019,6 +1069,42 @@ mod tests {
             err.to_string(),
             "namespaces \"default\" is forbidden: this namespace may not be deleted"
         );
+    }
+
+    #[test]
+    fn immutable_config_maps_and_role_refs_refuse_changes() {
+        let i = info("", "configmaps");
+        let mut cur = prepare_create(
+            &i,
+            "ns",
+            json!({"metadata": {"name": "c"}, "data": {"a": "1"}, "immutable": true}),
+            "t",
+        )
+        .unwrap();
+        meta_mut(&mut cur).insert("resourceVersion".into(), json!("2"));
+        let mut changed = cur.clone();
+        changed["data"]["a"] = json!("2");
+        let err = decide_update(&i, &cur, changed, Part::Main, true)
+            .err()
+            .unwrap();
+        assert!(
+            err.to_string()
+                .contains("data: Forbidden: field is immutable when `immutable` is set"),
+            "{err}"
+        );
+        let b = Registry::with_builtins()
+            .lookup("rbac.authorization.k8s.io", "v1", "rolebindings")
+            .unwrap();
+        let rb = json!({"metadata": {"name": "rb"}, "roleRef": {"kind": "Role", "name": "a", "apiGroup": "rbac.authorization.k8s.io"}, "subjects": []});
+        let mut cur = prepare_create(&b, "ns", rb, "t").unwrap();
+        meta_mut(&mut cur).insert("resourceVersion".into(), json!("2"));
+        let mut changed = cur.clone();
+        changed["roleRef"]["name"] = json!("b");
+        let err = decide_update(&b, &cur, changed, Part::Main, true)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("roleRef: Invalid value"), "{err}");
+        assert!(err.to_string().contains("cannot change roleRef"), "{err}");
     }
 
     #[test]
