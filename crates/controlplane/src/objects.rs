@@ -294,10 +294,10 @@ pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Ap
     }
     match (info.group.as_str(), info.plural.as_str()) {
         ("", "secrets") => secret_data(obj, &mut errs),
-        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
-            if obj.get("roleRef").is_none_or(Value::is_null) {
-                errs.push(FieldError::required("roleRef", ""));
-            }
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings")
+            if obj.get("roleRef").is_none_or(Value::is_null) =>
+        {
+            errs.push(FieldError::required("roleRef", ""));
         }
         ("", "configmaps") => {
             for field in ["data", "binaryData"] {
