@@ -17,7 +17,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::watcher::{self, watcher};
 use serde_json::json;
-use support::{Cluster, PATIENCE, start_hub_loops};
+use support::{Cluster, PATIENCE, start_hub_loops, wait_deleted};
 use tokio::sync::mpsc;
 
 /// Follows the Spoke's observed state: one message per change of the condition's reason.
@@ -190,17 +190,9 @@ async fn observer_walks_krakes_states_on_a_real_spoke() {
     expect_state(&mut states, "ONLINE").await;
 
     // Deleting the Spoke stops its observer: the same Spoke created again gets a new one.
+    let polled = spokes.get("polled").await.unwrap();
     spokes.delete("polled", &Default::default()).await.unwrap();
-    let deleted = tokio::time::timeout(
-        PATIENCE,
-        kube::runtime::wait::await_condition(
-            spokes.clone(),
-            "polled",
-            kube::runtime::conditions::is_deleted(""),
-        ),
-    )
-    .await;
-    assert!(deleted.is_ok(), "the Spoke is deleted");
+    wait_deleted(&spokes, &polled).await;
     spokes
         .create(&PostParams::default(), &poll_spoke(1))
         .await

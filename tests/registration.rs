@@ -32,7 +32,7 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 use support::{
     Cluster, PATIENCE, accept, agent_config, condition_status, start_agent, start_hub_loops,
-    wait_for,
+    wait_deleted, wait_for,
 };
 
 fn renew_time(lease: &Lease) -> Option<Timestamp> {
@@ -758,4 +758,42 @@ async fn in_steady_state_and_across_an_agent_restart_the_hub_sees_only_lease_ren
         steps.iter().all(|&step| step == 1),
         "hub writes between renewals besides the renewal itself: {steps:?}"
     );
+}
+
+#[tokio::test]
+async fn deleting_a_cluster_deletes_its_agents_rbac() {
+    let hub = Cluster::start().await;
+    let _loops = start_hub_loops(&hub);
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    clusters
+        .create(
+            &PostParams::default(),
+            &ManagedCluster::new(
+                "spoke-a",
+                fleetform::api::cluster::ManagedClusterSpec {
+                    hub_accepts_client: Some(true),
+                    ..Default::default()
+                },
+            ),
+        )
+        .await
+        .unwrap();
+    wait_for(&clusters, "spoke-a", "accepted", |c| {
+        condition_status(c, CONDITION_HUB_ACCEPTED).as_deref() == Some(STATUS_TRUE)
+    })
+    .await;
+    let cluster_roles: Api<ClusterRole> = Api::all(hub.client.clone());
+    let roles: Api<Role> = Api::namespaced(hub.client.clone(), "spoke-a");
+    let cluster_role = cluster_roles
+        .get(&cluster_role_name("spoke-a"))
+        .await
+        .unwrap();
+    let role = roles.get(&registration_role_name("spoke-a")).await.unwrap();
+
+    clusters
+        .delete("spoke-a", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_deleted(&cluster_roles, &cluster_role).await;
+    wait_deleted(&roles, &role).await;
 }

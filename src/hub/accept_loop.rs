@@ -68,7 +68,7 @@ async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Result<Ac
     let accepted_before =
         crate::api::is_condition_true(cluster.conditions(), CONDITION_HUB_ACCEPTED);
     if cluster.hub_accepts_client() {
-        accept(&ctx, &name).await?;
+        accept(&ctx, &cluster).await?;
         set_accepted(&ctx, &name, true).await?;
         if !accepted_before {
             info!("cluster accepted");
@@ -83,7 +83,9 @@ async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Result<Ac
     Ok(Action::await_change())
 }
 
-async fn accept(ctx: &Context, cluster: &str) -> Result<(), HubError> {
+async fn accept(ctx: &Context, managed_cluster: &ManagedCluster) -> Result<(), HubError> {
+    let cluster = managed_cluster.name_any();
+    let cluster = cluster.as_str();
     let labels = json!({ LABEL_CLUSTER_NAME: cluster });
     apply::<Namespace>(
         &Api::all(ctx.client.clone()),
@@ -91,7 +93,13 @@ async fn accept(ctx: &Context, cluster: &str) -> Result<(), HubError> {
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster, "labels": labels}}),
     )
     .await?;
-    for (name, object) in rbac(cluster) {
+    let owner = managed_cluster
+        .controller_owner_ref(&())
+        .map(|owner| json!([owner]));
+    for (name, mut object) in rbac(cluster) {
+        if let Some(owner) = &owner {
+            object["metadata"]["ownerReferences"] = owner.clone();
+        }
         match object["kind"].as_str() {
             Some("ClusterRole") => {
                 apply::<ClusterRole>(&Api::all(ctx.client.clone()), &name, object).await?
@@ -112,7 +120,8 @@ async fn accept(ctx: &Context, cluster: &str) -> Result<(), HubError> {
 }
 
 /// The RBAC of a cluster's agent, by name: a ClusterRole and binding for its own ManagedCluster
-/// and CSRs, a Role and binding in its namespace for its lease, addons and Events.
+/// and CSRs, a Role and binding in its namespace for its lease, addons and Events. The loop makes
+/// the ManagedCluster their owner, so deleting the cluster deletes them.
 fn rbac(cluster: &str) -> Vec<(String, Value)> {
     let group = cluster_group(cluster);
     let cluster_role = cluster_role_name(cluster);

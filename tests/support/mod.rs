@@ -167,3 +167,23 @@ pub async fn accept(hub: &Cluster, name: &str, lease_duration_seconds: i32) {
 pub fn condition_status(cluster: &ManagedCluster, type_: &str) -> Option<String> {
     cluster.condition(type_).map(|c| c.status.clone())
 }
+
+/// Waits, by watch, until this very object (by uid) is deleted; fails after [`PATIENCE`].
+pub async fn wait_deleted<K>(api: &Api<K>, object: &K)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let name = object.meta().name.clone().unwrap_or_default();
+    let uid = object.meta().uid.clone().unwrap_or_default();
+    tokio::time::timeout(
+        PATIENCE,
+        await_condition(
+            api.clone(),
+            &name,
+            kube::runtime::conditions::is_deleted(&uid),
+        ),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("timed out waiting for {name} to be deleted"))
+    .unwrap_or_else(|err| panic!("watching {name}: {err}"));
+}
