@@ -97,10 +97,41 @@ impl AgentConfig {
 
 /// FNV-1a of `text` as 16 hex digits: stable across processes, versions and machines.
 pub fn stable_hash(text: &str) -> String {
-    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
-    format!("{hash:016x}")
+    let mut hasher = StableHasher::default();
+    hasher.update(text.as_bytes());
+    hasher.finish_hex()
+}
+
+/// FNV-1a, written to like a file so that serialisers can stream into it.
+pub struct StableHasher(u64);
+
+impl Default for StableHasher {
+    fn default() -> Self {
+        StableHasher(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl StableHasher {
+    pub fn update(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 = (self.0 ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    pub fn finish_hex(&self) -> String {
+        format!("{:016x}", self.0)
+    }
+}
+
+impl std::io::Write for StableHasher {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The values a spoke ends up with once its hub's defaults are applied.

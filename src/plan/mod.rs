@@ -224,7 +224,7 @@ impl ReadVersion {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string(),
-            digest: desired::stable_hash(&comparable(object).to_string()),
+            digest: Compared::of(object).digest(),
         }
     }
 }
@@ -329,19 +329,18 @@ fn plan_hub(fleet: &Fleet, hub_name: &str, observed: &ObservedHub, guard: PruneG
             .get(hub_name)
             .or(live_hub.as_ref())
             .map(|hub| hub.spec.kubeconfig.clone()),
-        read_versions: observed
-            .objects
-            .iter()
-            .map(|(key, object)| (key.to_string(), ReadVersion::of(object)))
-            .collect(),
         ..HubPlan::default()
     };
+    plan.read_versions = observed
+        .objects
+        .iter()
+        .map(|(key, object)| (key.to_string(), ReadVersion::of(object)))
+        .collect();
 
     for (key, object) in &desired {
         let live = observed.objects.get(key);
         let target = observed.dry_run.get(key).unwrap_or(object);
-        let (old, new) = (live.map(comparable), comparable(target));
-        if old.as_ref() == Some(&new) {
+        if live.is_some_and(|live| Compared::of(live) == Compared::of(target)) {
             continue;
         }
         plan.changes.push(ObjectChange {
@@ -351,7 +350,11 @@ fn plan_hub(fleet: &Fleet, hub_name: &str, observed: &ObservedHub, guard: PruneG
             } else {
                 Action::Create
             },
-            diff: diff(old.as_ref(), Some(&new), key),
+            diff: diff(
+                live.map(comparable).as_ref(),
+                Some(&comparable(target)),
+                key,
+            ),
             desired: Some(object.clone()),
         });
     }
@@ -396,7 +399,7 @@ fn plan_hub(fleet: &Fleet, hub_name: &str, observed: &ObservedHub, guard: PruneG
             let target: Option<Spoke> = observed
                 .dry_run
                 .get(&key)
-                .and_then(|object| serde_json::from_value(object.clone()).ok());
+                .and_then(|object| Spoke::deserialize(object).ok());
             let want = effective(target.as_ref().unwrap_or(spoke), hub, &fleet.addons);
             let live_spoke: Option<Spoke> = typed(observed, &key);
             match (live_spoke, live_hub.as_ref()) {
@@ -553,37 +556,78 @@ fn typed<T: serde::de::DeserializeOwned>(observed: &ObservedHub, key: &ObjectKey
     observed
         .objects
         .get(key)
-        .and_then(|object| serde_json::from_value(object.clone()).ok())
+        .and_then(|object| T::deserialize(object).ok())
 }
 
-/// The part of an object a plan compares and shows: identity, labels, annotations and spec —
-/// not status, not server bookkeeping — with keys sorted.
+/// The part of an object a plan compares: identity, labels, annotations (without kubectl's
+/// copy of the last applied object) and spec, or a Secret's data — not status, not server
+/// bookkeeping. Borrowed, so comparing and hashing copy nothing.
+#[derive(PartialEq, Serialize)]
+struct Compared<'a> {
+    #[serde(rename = "apiVersion", skip_serializing_if = "Option::is_none")]
+    api_version: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<&'a Value>,
+    metadata: ComparedMetadata<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    spec: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<&'a Value>,
+}
+
+#[derive(PartialEq, Serialize)]
+struct ComparedMetadata<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    labels: Option<&'a Value>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    annotations: BTreeMap<&'a str, &'a Value>,
+}
+
+impl<'a> Compared<'a> {
+    fn of(object: &'a Value) -> Self {
+        let metadata = object.get("metadata");
+        let field = |name: &str| metadata.and_then(|metadata| metadata.get(name));
+        Compared {
+            api_version: object.get("apiVersion"),
+            kind: object.get("kind"),
+            metadata: ComparedMetadata {
+                name: field("name"),
+                namespace: field("namespace"),
+                labels: field("labels"),
+                annotations: field("annotations")
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flatten()
+                    .filter(|(key, _)| *key != "kubectl.kubernetes.io/last-applied-configuration")
+                    .map(|(key, value)| (key.as_str(), value))
+                    .collect(),
+            },
+            spec: object.get("spec"),
+            data: object.get("data"),
+        }
+    }
+
+    /// A stable digest of the compared part (serde_json writes map keys sorted).
+    fn digest(&self) -> String {
+        let mut hasher = desired::StableHasher::default();
+        let _ = serde_json::to_writer(&mut hasher, self);
+        hasher.finish_hex()
+    }
+}
+
+/// The part of an object a plan compares and shows (see [`Compared`]), Secret values masked.
 pub fn comparable(object: &Value) -> Value {
-    let mut out = Map::new();
-    for field in ["apiVersion", "kind", "spec", "data"] {
-        if let Some(value) = object.get(field) {
-            out.insert(field.to_string(), sorted(value));
-        }
+    let mut out = serde_json::to_value(Compared::of(object)).unwrap_or(Value::Null);
+    if object.get("kind").and_then(Value::as_str) == Some("Secret")
+        && let Value::Object(secret) = &mut out
+    {
+        mask_secret(secret);
     }
-    let mut metadata = Map::new();
-    if let Some(source) = object.get("metadata") {
-        for field in ["name", "namespace", "labels", "annotations"] {
-            if let Some(value) = source.get(field) {
-                metadata.insert(field.to_string(), sorted(value));
-            }
-        }
-    }
-    if let Some(Value::Object(annotations)) = metadata.get_mut("annotations") {
-        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
-        if annotations.is_empty() {
-            metadata.remove("annotations");
-        }
-    }
-    out.insert("metadata".to_string(), Value::Object(metadata));
-    if object.get("kind").and_then(Value::as_str) == Some("Secret") {
-        mask_secret(&mut out);
-    }
-    Value::Object(out)
+    out
 }
 
 /// Replaces every value of a Secret's data with a marker that only says whether it changed.
@@ -595,22 +639,6 @@ fn mask_secret(secret: &mut Map<String, Value>) {
                 *value = Value::String(format!("(sensitive, {})", &digest[..8]));
             }
         }
-    }
-}
-
-fn sorted(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), sorted(&map[k])))
-                    .collect(),
-            )
-        }
-        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
-        other => other.clone(),
     }
 }
 

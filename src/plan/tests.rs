@@ -468,3 +468,13 @@ fn addon_documents_become_cluster_management_addons_carrying_their_spec() {
         "fleetform"
     );
 }
+
+#[test]
+fn json_maps_write_their_keys_sorted_so_digests_are_stable() {
+    // Digests of saved plans hash serde_json's output; should a dependency ever switch on
+    // serde_json's `preserve_order`, key order would follow insertion and digests would drift.
+    assert_eq!(
+        json!({"b": 1, "a": {"d": 2, "c": 3}}).to_string(),
+        r#"{"a":{"c":3,"d":2},"b":1}"#
+    );
+}
