@@ -797,3 +797,52 @@ async fn deleting_a_cluster_deletes_its_agents_rbac() {
     wait_deleted(&cluster_roles, &cluster_role).await;
     wait_deleted(&roles, &role).await;
 }
+
+#[tokio::test]
+async fn restarted_hub_loops_leave_available_clusters_available() {
+    let hub = Cluster::start().await;
+    let spoke = Cluster::start().await;
+    let loops = start_hub_loops(&hub);
+    let _agent = start_agent(agent_config(&hub, &spoke, "spoke-a"));
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    wait_for(&clusters, "spoke-a", "registered", |_| true).await;
+    accept(&hub, "spoke-a", 1).await;
+    let available = wait_for(&clusters, "spoke-a", "available", |c| {
+        available_status(c).as_deref() == Some(STATUS_TRUE)
+    })
+    .await;
+    let since = available
+        .condition(CONDITION_AVAILABLE)
+        .unwrap()
+        .last_transition_time
+        .clone();
+
+    // Restart well after the transition, so a flap would show in lastTransitionTime.
+    let leases: Api<Lease> = Api::namespaced(hub.client.clone(), "spoke-a");
+    let settled = since.0 + Duration::from_secs(2);
+    wait_for(
+        &leases,
+        CLUSTER_LEASE_NAME,
+        "renewed for 2 s",
+        move |lease| renew_time(lease).is_some_and(|renewed| renewed >= settled),
+    )
+    .await;
+    loops.stop().await;
+    let _loops = start_hub_loops(&hub);
+    let restarted = Timestamp::now();
+    let later = restarted + Duration::from_secs(3);
+    wait_for(
+        &leases,
+        CLUSTER_LEASE_NAME,
+        "renewed for 3 s",
+        move |lease| renew_time(lease).is_some_and(|renewed| renewed >= later),
+    )
+    .await;
+    let cluster = clusters.get("spoke-a").await.unwrap();
+    let condition = cluster.condition(CONDITION_AVAILABLE).unwrap();
+    assert_eq!(condition.status, STATUS_TRUE);
+    assert_eq!(
+        condition.last_transition_time, since,
+        "Available never left True across the hub's restart"
+    );
+}

@@ -84,6 +84,10 @@ async fn reconcile(
 ) -> Result<Action, HubError> {
     let name = cluster.name_any();
     let clusters: Api<ManagedCluster> = Api::all(ctx.hub.client.clone());
+    // Judging before the leases are listed would take every cluster for one without a lease.
+    if ctx.leases.wait_until_ready().await.is_err() {
+        return Ok(Action::await_change());
+    }
     let lease = ctx
         .leases
         .get(&ObjectRef::new(CLUSTER_LEASE_NAME).within(&name));
@@ -91,18 +95,30 @@ async fn reconcile(
     let verdict = judge_cluster_lease(&cluster, lease.as_deref(), now);
     let mut cluster = (*cluster).clone();
     if let LeaseVerdict::Expired { deadline, unknown } = &verdict {
-        let written = set_conditions(&clusters, &name, FIELD_MANAGER, |fresh| {
-            // A renewal that arrived since the store was read wins over the stale verdict.
-            match judge_cluster_lease(fresh, lease.as_deref(), Timestamp::now()) {
-                LeaseVerdict::Expired { .. } => vec![unknown.clone()],
-                _ => Vec::new(),
-            }
-        })
-        .await
-        .map_err(HubError::kube(
-            format!("ManagedCluster {name}"),
-            "set Available Unknown",
-        ))?;
+        // The store may lag a renewal that just happened: read the lease itself before writing.
+        let leases: Api<Lease> = Api::namespaced(ctx.hub.client.clone(), &name);
+        let lease = leases
+            .get_opt(CLUSTER_LEASE_NAME)
+            .await
+            .map_err(HubError::kube(
+                format!("Lease {name}/{CLUSTER_LEASE_NAME}"),
+                "read",
+            ))?;
+        let written =
+            set_conditions(
+                &clusters,
+                &name,
+                FIELD_MANAGER,
+                |fresh| match judge_cluster_lease(fresh, lease.as_ref(), Timestamp::now()) {
+                    LeaseVerdict::Expired { .. } => vec![unknown.clone()],
+                    _ => Vec::new(),
+                },
+            )
+            .await
+            .map_err(HubError::kube(
+                format!("ManagedCluster {name}"),
+                "set Available Unknown",
+            ))?;
         if let Some(written) = written {
             info!(%deadline, "lease expired: cluster Available is Unknown");
             cluster = written;
