@@ -54,13 +54,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     .default_backoff()
     .boxed();
     let mut cluster_rx = ctx.cluster.clone();
-    let server_version = match ctx.spoke.apiserver_version().await {
-        Ok(info) => Some(info.git_version),
-        Err(err) => {
-            warn!(%err, "reading the spoke's version");
-            None
-        }
-    };
+    let mut server_version: Option<String> = None;
     let mut written: Option<Value> = None;
     let mut announced_cut: Vec<String> = Vec::new();
     let (mut claims_ready, mut nodes_ready) = (!claims_installed, false);
@@ -87,6 +81,12 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
             .is_some_and(ManagedCluster::is_joined);
         if !(claims_ready && nodes_ready && joined) {
             continue;
+        }
+        if server_version.is_none() {
+            match ctx.spoke.apiserver_version().await {
+                Ok(info) => server_version = Some(info.git_version),
+                Err(err) => warn!(%err, "reading the spoke's version"),
+            }
         }
         let (status, selection) = desired_status(&ctx, &claims, &nodes, server_version.as_deref());
         if written.as_ref() != Some(&status) {
