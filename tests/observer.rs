@@ -1,7 +1,8 @@
 //! The hub's observer of poll-mode spokes against a real embedded spoke (seed 002, DESIGN §4.5):
 //! every Krake state transition that a spoke's API can produce — nodes under pressure or not
-//! ready, the spoke's API server shut down and brought back — and the observer's restart when
-//! its Spoke changes or is deleted. (FAILING_METRICS needs a metrics provider, which fleetform does not poll.)
+//! ready, the spoke's API server shut down and brought back (after and before retries run out) —
+//! and the observer's restart when its Spoke changes or is deleted. (FAILING_METRICS needs a
+//! metrics provider, which fleetform does not poll.)
 
 mod support;
 
@@ -173,20 +174,26 @@ async fn observer_walks_krakes_states_on_a_real_spoke() {
     expect_state(&mut states, "OFFLINE").await;
 
     // It comes back on the same address: CONNECTING, then ONLINE.
-    let _back = Cluster::start_at(addr).await;
+    let back = Cluster::start_at(addr).await;
     expect_state(&mut states, "CONNECTING").await;
     expect_state(&mut states, "ONLINE").await;
 
-    // Updating the Spoke restarts its observer from PENDING.
+    // Updating the Spoke restarts its observer from PENDING; now it retries forever.
     spokes
         .patch(
             "polled",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"availability": {"pollIntervalSeconds": 2}}})),
+            &Patch::Merge(json!({"spec": {"availability": {"backoffLimit": -1}}})),
         )
         .await
         .unwrap();
     expect_state(&mut states, "PENDING").await;
+    expect_state(&mut states, "ONLINE").await;
+
+    // Down again: DEGRADED for as long as it takes, and straight back to ONLINE.
+    back.server.shutdown().await;
+    expect_state(&mut states, "DEGRADED").await;
+    let _back = Cluster::start_at(addr).await;
     expect_state(&mut states, "ONLINE").await;
 
     // Deleting the Spoke stops its observer: the same Spoke created again gets a new one.
