@@ -398,6 +398,11 @@ impl ApiServer {
         }
         let now = now_rfc3339();
         check_strict(&t.info, &body, opts.strict)?;
+        if !body.resource_version().is_empty() {
+            return Err(ApiError::BadRequest(
+                "resourceVersion should not be set on objects to be created".into(),
+            ));
+        }
         let mut obj = prepare_create(&t.info, &t.namespace, body, &now)?;
         if let Some(user) = &opts.user {
             objects::record_requester(&t.info, &mut obj, user);

@@ -103,6 +103,17 @@ async fn errors_are_status_bodies_like_kube_apiserver() {
         "{}",
         bad.message
     );
+
+    let mut stale = cm("b", &[]);
+    stale.metadata.resource_version = Some("5".into());
+    let err = api_error(api.create(&PostParams::default(), &stale).await);
+    assert_eq!(
+        (err.code, err.message.as_str()),
+        (
+            400,
+            "resourceVersion should not be set on objects to be created"
+        )
+    );
 }
 
 #[tokio::test]
