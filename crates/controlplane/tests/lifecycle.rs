@@ -62,3 +62,41 @@ async fn a_bad_listen_address_is_a_clear_start_error() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn sigterm_stops_the_server_cleanly_with_open_watches() {
+    use futures::StreamExt;
+    use kube::api::WatchParams;
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_controlplane-serve"))
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = lines.next_line().await.unwrap().unwrap();
+    let url = line.strip_prefix("listening on ").unwrap().to_string();
+    let api: Api<ConfigMap> = Api::default_namespaced(client_for(&url));
+    let mut watch = api
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let pid = child.id().unwrap().to_string();
+    let killed = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(killed.success());
+    let status = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait())
+        .await
+        .expect("exits promptly")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        while watch.next().await.is_some() {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the watch was closed");
+}
