@@ -27,6 +27,11 @@ pub enum CellSource {
     RoleRef,
     /// A number of seconds at a path, printed as a duration (`1h`), or `<none>`.
     Seconds(Vec<&'static str>),
+    /// A node's readiness from its `Ready` condition (`Ready`, `NotReady`, `Unknown`), with
+    /// `SchedulingDisabled` when cordoned.
+    NodeStatus,
+    /// A node's roles from its `node-role.kubernetes.io/<role>` labels.
+    NodeRoles,
 }
 
 /// One column of `kubectl get` output.
@@ -310,6 +315,12 @@ fn builtins() -> Vec<ResourceInfo> {
                 ),
                 PrinterColumn::path("Up-to-date", "integer", ".status.updatedReplicas"),
                 PrinterColumn::path("Available", "integer", ".status.availableReplicas"),
+            ],
+            "nodes" => vec![
+                PrinterColumn::computed("Status", NodeStatus),
+                PrinterColumn::computed("Roles", NodeRoles),
+                PrinterColumn::path("Age", "date", ".metadata.creationTimestamp"),
+                PrinterColumn::path("Version", "string", ".status.nodeInfo.kubeletVersion"),
             ],
             "leases" => vec![PrinterColumn::path(
                 "Holder",

@@ -188,6 +188,39 @@ fn cell(source: &CellSource, type_: &str, obj: &Value, now: i64) -> Value {
                 conds.join(",")
             })
         }
+        CellSource::NodeStatus => {
+            let ready = obj
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+                .and_then(|c| c.get("status").and_then(Value::as_str));
+            let mut s = match ready {
+                Some("True") => "Ready".to_string(),
+                Some("False") => "NotReady".to_string(),
+                _ => "Unknown".to_string(),
+            };
+            if obj.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
+                s.push_str(",SchedulingDisabled");
+            }
+            json!(s)
+        }
+        CellSource::NodeRoles => {
+            let roles: Vec<&str> = obj
+                .pointer("/metadata/labels")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, _)| k.strip_prefix("node-role.kubernetes.io/"))
+                .filter(|r| !r.is_empty())
+                .collect();
+            json!(if roles.is_empty() {
+                "<none>".to_string()
+            } else {
+                roles.join(",")
+            })
+        }
         CellSource::Seconds(p) => match at(p).as_i64() {
             Some(s) => json!(human_age(s)),
             None => json!("<none>"),
@@ -264,6 +297,20 @@ mod tests {
         assert_eq!(eval_path(&o, ".spec.a[1].n"), json!(2));
         assert_eq!(eval_path(&o, ".spec.a[*].n"), json!("1,2"));
         assert_eq!(eval_path(&o, ".nope"), Value::Null);
+    }
+
+    #[test]
+    fn node_status_column_reads_the_ready_condition() {
+        let node = json!({"spec": {"unschedulable": true},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        assert_eq!(
+            cell(&CellSource::NodeStatus, "string", &node, 0),
+            json!("Ready,SchedulingDisabled")
+        );
+        assert_eq!(
+            cell(&CellSource::NodeStatus, "string", &json!({}), 0),
+            json!("Unknown")
+        );
     }
 
     #[test]
