@@ -128,7 +128,7 @@ fn main() {
             },
         )])
     };
-    let mut files = repo(SPOKES + 50, |i| if i % 100 == 0 { 30 } else { 60 });
+    let files = repo(SPOKES + 50, |i| if i % 100 == 0 { 30 } else { 60 });
     reset_peak_rss();
 
     let mut load_times = Vec::new();

@@ -10,6 +10,7 @@
 //! - [`apply`]: writing a plan's object changes to a hub.
 //! - [`hub`]: the hub loops' decisions: lease expiry, the cluster observer, CSR approval (pure).
 //! - [`agent`]: the agent's decisions: availability, addon health, claims, certificates (pure).
+//! - [`status`]: one row per spoke, from what its hub holds.
 //! - [`cli`]: the `fleetform` command line.
 
 pub mod access;
@@ -22,3 +23,4 @@ pub mod hub;
 pub mod observe;
 pub mod plan;
 pub mod source;
+pub mod status;

@@ -1,5 +1,6 @@
-//! `fleetform plan` against an embedded hub: a fresh hub plans installation and joins, a
-//! converged hub plans nothing, and a commit's changes show as lifecycle steps and diffs.
+//! The GitOps commands against an embedded hub: `plan` (a fresh hub plans installation and
+//! joins, a converged hub plans nothing, a commit's changes show as steps and diffs), `apply`
+//! (from a source or a saved plan, refusing stale ones) and `status`.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -332,5 +333,125 @@ async fn apply_installs_the_hub_writes_the_plan_and_refuses_a_stale_saved_plan()
         stderr.contains("hub hub: Spoke fleetform-system/dev changed (resourceVersion"),
         "{stderr}"
     );
+    hub.server.shutdown().await;
+}
+
+/// A ManagedCluster as an agent and the hub loops leave it once `name` has joined and renews.
+async fn register(client: &kube::Client, name: &str) {
+    let params = PatchParams::apply("test-agent").force();
+    let clusters: Api<fleetform::api::ManagedCluster> = Api::all(client.clone());
+    let cluster = serde_json::json!({
+        "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+        "metadata": {"name": name}, "spec": {"hubAcceptsClient": true},
+    });
+    clusters
+        .patch(name, &params, &Patch::Apply(&cluster))
+        .await
+        .expect("apply cluster");
+    let now = "2026-01-01T00:00:00Z";
+    let status = serde_json::json!({
+        "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+        "status": {
+            "conditions": [
+                {"type": "ManagedClusterJoined", "status": "True", "reason": "ManagedClusterJoined", "message": "", "lastTransitionTime": now},
+                {"type": "ManagedClusterConditionAvailable", "status": "True", "reason": "ManagedClusterAvailable", "message": "", "lastTransitionTime": now},
+            ],
+            "clusterClaims": [{"name": "id.k8s.io", "value": name}],
+        },
+    });
+    clusters
+        .patch_status(name, &params, &Patch::Apply(&status))
+        .await
+        .expect("apply cluster status");
+}
+
+#[tokio::test]
+async fn status_shows_one_row_per_spoke_and_follows_changes_with_watch() {
+    use tokio::io::AsyncBufReadExt;
+
+    let hub = EmbeddedHub::start().await;
+    let (_dir, fleet) = example_copy();
+    hub.converge(&fleet).await;
+    let data_dir = hub.data_dir.path().as_os_str();
+
+    let status = fleetform(&[
+        "status".as_ref(),
+        fleet.as_os_str(),
+        "--data-dir".as_ref(),
+        data_dir,
+        "-o".as_ref(),
+        "json".as_ref(),
+    ])
+    .await;
+    assert_eq!(
+        status.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let rows: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let states: Vec<(&str, &str, bool)> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            (
+                row["spoke"].as_str().unwrap(),
+                row["state"].as_str().unwrap(),
+                row["joined"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("dev", "PENDING", false),
+            ("local-cluster", "PENDING", false),
+            ("prod", "PENDING", false),
+            ("staging", "PENDING", false)
+        ]
+    );
+
+    let mut watch = tokio::process::Command::new(env!("CARGO_BIN_EXE_fleetform"))
+        .args([
+            "status".as_ref(),
+            fleet.as_os_str(),
+            "--data-dir".as_ref(),
+            data_dir,
+            "--watch".as_ref(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start status --watch");
+    let mut lines = tokio::io::BufReader::new(watch.stdout.take().unwrap()).lines();
+    let mut first = Vec::new();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        if line.is_empty() {
+            break;
+        }
+        first.push(line);
+    }
+    assert_eq!(first.len(), 5, "{first:#?}");
+    assert!(first[0].starts_with("SPOKE"), "{first:#?}");
+
+    register(&hub.client, "dev").await;
+    let mut second = Vec::new();
+    let read = async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.is_empty() {
+                break;
+            }
+            second.push(line);
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(30), read)
+        .await
+        .expect("a second table after the change");
+    let dev = second
+        .iter()
+        .find(|line| line.starts_with("dev "))
+        .expect("a row for dev");
+    assert!(dev.contains("ONLINE") && dev.contains("yes"), "{second:#?}");
     hub.server.shutdown().await;
 }

@@ -122,6 +122,22 @@ pub struct ManagedClusterStatus {
     /// Claims synced from the cluster's ClusterClaims: reserved names first, then custom ones.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cluster_claims: Vec<ManagedClusterClaim>,
+    /// fleetform's summary of the cluster's nodes (not an OCM field; OCM tools ignore it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_health: Option<NodeHealthStatus>,
+}
+
+/// How many of a cluster's nodes are ready, and how many report each kind of pressure.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeHealthStatus {
+    pub total: u32,
+    pub ready: u32,
+    pub pid_pressure: u32,
+    pub memory_pressure: u32,
+    pub disk_pressure: u32,
+    /// Nodes reporting any pressure condition (also kinds beyond the three counted).
+    pub under_pressure: u32,
 }
 
 /// Versions of a managed cluster.

@@ -7,6 +7,7 @@ mod controlplane;
 mod crds;
 mod hub;
 mod plan;
+mod status;
 mod validate;
 
 use std::process::ExitCode;
@@ -48,6 +49,8 @@ enum Command {
     Plan(plan::Args),
     /// Write what a plan says: from a fleet source, or a plan saved with `plan --out`.
     Apply(apply::Args),
+    /// One row per spoke: phase, state, availability, agent, lease age, nodes, addons, claims.
+    Status(status::Args),
     /// Print the CustomResourceDefinitions fleetform uses, or write one file per CRD.
     Crds(crds::Args),
     /// Run an embedded Kubernetes-compatible API server until SIGTERM or Ctrl-C.
@@ -85,6 +88,7 @@ pub fn main() -> ExitCode {
         Command::Validate(args) => validate::run(args),
         Command::Plan(args) => with_runtime(plan::run(args)),
         Command::Apply(args) => with_runtime(apply::run(args)),
+        Command::Status(args) => with_runtime(status::run(args)),
         Command::Crds(args) => crds::run(args),
         Command::Controlplane(args) => with_runtime(controlplane::run(args)),
         Command::Agent(args) => with_runtime(agent::run(args)),
