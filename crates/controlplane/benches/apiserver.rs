@@ -259,6 +259,62 @@ async fn fanout(n: usize, conns: usize) -> (Vec<Duration>, f64, f64) {
     (lat, idle_rss, watch_rss)
 }
 
+/// The same fan-out through the in-process transport (server and watchers in this
+/// process, one `kube::Client` over `InProcessService`, no sockets).
+async fn fanout_in_process(n: usize) -> Vec<Duration> {
+    use futures::StreamExt;
+    let plane = fleetform_controlplane::ControlPlane::builder()
+        .start()
+        .await
+        .expect("in-process plane");
+    let client = kube::Client::new(plane.in_process_service(), "default");
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let seed = api
+        .create(&PostParams::default(), &cm("seed"))
+        .await
+        .expect("seed");
+    let rv = seed.metadata.resource_version.expect("rv");
+    let (got_tx, mut got_rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    for _ in 0..n {
+        let api = api.clone();
+        let rv = rv.clone();
+        let got = got_tx.clone();
+        let ready = ready_tx.clone();
+        tokio::spawn(async move {
+            let wp = kube::api::WatchParams::default().timeout(600);
+            let mut s = api.watch(&wp, &rv).await.expect("watch").boxed();
+            let _ = ready.send(());
+            while let Some(ev) = s.next().await {
+                if matches!(ev, Ok(kube::api::WatchEvent::Added(_))) {
+                    let _ = got.send(Instant::now());
+                    return;
+                }
+            }
+        });
+    }
+    for _ in 0..n {
+        ready_rx.recv().await.expect("watch opened");
+    }
+    let t0 = Instant::now();
+    api.create(&PostParams::default(), &cm("fanout"))
+        .await
+        .expect("write");
+    let mut lat = Vec::with_capacity(n);
+    for _ in 0..n {
+        lat.push(
+            got_rx
+                .recv()
+                .await
+                .expect("delivery")
+                .saturating_duration_since(t0),
+        );
+    }
+    lat.sort();
+    plane.shutdown().await;
+    lat
+}
+
 async fn rss_with_objects(n: usize) -> (f64, f64) {
     let server = Server::start(false).await;
     let kube = client(&server.url);
@@ -329,6 +385,14 @@ fn main() {
     println!(
         "server RSS: {idle_rss:.1} MiB idle, {watch_rss:.1} MiB with 10,000 watches (target < 512 MiB)"
     );
+    let inproc = rt.block_on(fanout_in_process(10_000));
+    println!(
+        "fan-out in process: 1 write to {} kube-rs watches over InProcessService: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        inproc.len(),
+        percentile(&inproc, 0.5),
+        percentile(&inproc, 0.99),
+        percentile(&inproc, 1.0)
+    );
     let (before, after) = rt.block_on(rss_with_objects(100_032));
     println!(
         "server RSS: {before:.1} MiB empty, {after:.1} MiB with 100,032 ConfigMaps (in memory)"
@@ -341,6 +405,8 @@ fn main() {
         "fanout": {"watches": lat.len(), "connections": 50, "p50_ms": percentile(&lat, 0.5),
             "p99_ms": percentile(&lat, 0.99), "max_ms": percentile(&lat, 1.0),
             "rss_idle_mib": idle_rss, "rss_with_watches_mib": watch_rss},
+        "fanout_in_process": {"watches": inproc.len(), "p50_ms": percentile(&inproc, 0.5),
+            "p99_ms": percentile(&inproc, 0.99), "max_ms": percentile(&inproc, 1.0)},
         "rss_100k_objects": {"before_mib": before, "after_mib": after},
     });
     let dir = target_dir().join("bench");
