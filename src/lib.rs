@@ -8,6 +8,7 @@
 //! - [`access`]: reaching a hub's or spoke's cluster from its kubeconfig source.
 //! - [`observe`]: reading what a hub holds, for the planner.
 //! - [`apply`]: writing a plan's object changes to a hub.
+//! - [`reconciler`]: the Spoke lifecycle — join, accept, addons, unjoin in finalizer order.
 //! - [`hub`]: the hub loops' decisions: lease expiry, the cluster observer, CSR approval (pure).
 //! - [`agent`]: the agent's decisions: availability, addon health, claims, certificates (pure).
 //! - [`status`]: one row per spoke, from what its hub holds.
@@ -22,5 +23,6 @@ pub mod fleet;
 pub mod hub;
 pub mod observe;
 pub mod plan;
+pub mod reconciler;
 pub mod source;
 pub mod status;

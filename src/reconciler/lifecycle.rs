@@ -1,0 +1,458 @@
+//! What the hub does next for one Spoke, as a pure function of what is known about it.
+//!
+//! Day 1 (seed 004 §2): finalizers first, then join (install the agent and its per-spoke
+//! bootstrap identity on the spoke), accept (`hubAcceptsClient`), wait for the agent to join,
+//! then addons and the ManagedCluster's labels, lease duration and taints. After the agent
+//! reports PivotComplete it owns day 2; only a hub-as-spoke is upgraded by the hub.
+//!
+//! Deletion (seed 004 §4) runs in this order, one step per pass so a crash anywhere resumes at
+//! the right place: phase Deleting; the workload-cleanup taint when `forceClusterDrain` is set;
+//! refusal while non-addon ManifestWorks are active (CleanupFailed names them); the terminating
+//! taint; addons disabled; the preflight finalizer removed (the agent's signal to unjoin); for a
+//! hub-as-spoke or a failed pivot the hub unjoins the spoke itself and removes the spoke-cleanup
+//! finalizer; once that finalizer is gone, CSRs, ManagedCluster and cluster namespace are
+//! removed, and last the hub-cleanup finalizer.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::api::fleet::Phase;
+use crate::api::vocabulary::{
+    FINALIZER_HUB_CLEANUP, FINALIZER_HUB_CLEANUP_PREFLIGHT, FINALIZER_SPOKE_CLEANUP,
+    TAINT_TERMINATING, TAINT_WORKLOAD_CLEANUP,
+};
+
+/// Everything the decision needs to know about one Spoke, gathered by the loop.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// The Spoke carries a deletionTimestamp.
+    pub deleting: bool,
+    /// The Spoke's finalizers.
+    pub finalizers: BTreeSet<String>,
+    /// The spoke is its hub registered as a spoke (`kubeconfig.inCluster`).
+    pub hub_as_spoke: bool,
+    /// `cleanup.forceClusterDrain`.
+    pub force_cluster_drain: bool,
+    /// The agent, its namespace and bootstrap secret are installed on the spoke.
+    pub agent_installed: bool,
+    /// The agent's ManagedCluster exists on the hub.
+    pub cluster_exists: bool,
+    /// `hubAcceptsClient` is true on the ManagedCluster.
+    pub accepted: bool,
+    /// `ManagedClusterJoined` is True.
+    pub joined: bool,
+    /// The agent reported PivotComplete (it owns day 2 from then on).
+    pub pivoted: bool,
+    /// `ManagedClusterConditionAvailable` is True.
+    pub available: bool,
+    /// Taint keys on the ManagedCluster.
+    pub taints: BTreeSet<String>,
+    /// Addons the Spoke asks for, with their install namespaces.
+    pub wanted_addons: BTreeMap<String, String>,
+    /// ManagedClusterAddOns in the cluster namespace, with their install namespaces.
+    pub enabled_addons: BTreeMap<String, String>,
+    /// Names of active ManifestWorks in the cluster namespace that addons did not create.
+    pub active_works: Vec<String>,
+    /// The ManagedCluster's labels, lease duration and Spoke-set taints differ from the Spoke's.
+    pub cluster_spec_drifted: bool,
+    /// The agent's running version or configuration hash differs from the Spoke's.
+    pub agent_outdated: bool,
+    /// CSRs, ManagedCluster or cluster namespace of the spoke still exist on the hub.
+    pub hub_leftovers: bool,
+}
+
+/// One thing the loop does for the Spoke.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    AddFinalizer(&'static str),
+    RemoveFinalizer(&'static str),
+    /// Namespace, bootstrap secret with the spoke's own token, RBAC and the agent Deployment.
+    InstallAgent,
+    /// `hubAcceptsClient: true` on the ManagedCluster.
+    Accept,
+    EnableAddon {
+        name: String,
+        install_namespace: String,
+    },
+    DisableAddon {
+        name: String,
+    },
+    /// Labels, lease duration and the Spoke's taints onto the ManagedCluster.
+    SyncCluster,
+    /// Upgrade the agent to the Spoke's version and configuration (hub-as-spoke only).
+    UpgradeAgent,
+    AddTaint(&'static str),
+    /// Set CleanupFailed with this message and try again later.
+    Blocked(String),
+    /// The spoke-side cleanup, done by the hub: unjoin and remove the agent from the spoke.
+    UnjoinSpoke,
+    /// Remove the spoke's CSRs, ManagedCluster and cluster namespace from the hub.
+    RemoveFromHub,
+}
+
+/// The decision for one pass: what to do now, and the phase to report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub phase: Phase,
+    pub actions: Vec<Action>,
+    /// Nothing left to do until something changes.
+    pub settled: bool,
+}
+
+impl Decision {
+    fn act(phase: Phase, actions: Vec<Action>) -> Self {
+        Decision {
+            phase,
+            actions,
+            settled: false,
+        }
+    }
+
+    fn wait(phase: Phase) -> Self {
+        Decision {
+            phase,
+            actions: Vec::new(),
+            settled: true,
+        }
+    }
+}
+
+/// What the hub side does next for a Spoke.
+pub fn decide(facts: &Facts) -> Decision {
+    if facts.deleting {
+        return cleanup(facts);
+    }
+    let missing: Vec<Action> = [FINALIZER_HUB_CLEANUP_PREFLIGHT, FINALIZER_HUB_CLEANUP]
+        .into_iter()
+        .chain(facts.hub_as_spoke.then_some(FINALIZER_SPOKE_CLEANUP))
+        .filter(|finalizer| !facts.finalizers.contains(*finalizer))
+        .map(Action::AddFinalizer)
+        .collect();
+    if !missing.is_empty() {
+        // Finalizers come before anything that would need cleaning up.
+        return Decision::act(Phase::Initializing, missing);
+    }
+    if !facts.agent_installed {
+        return Decision::act(Phase::Joining, vec![Action::InstallAgent]);
+    }
+    if !facts.cluster_exists {
+        // The agent registers the ManagedCluster itself.
+        return Decision::wait(Phase::Joining);
+    }
+    if !facts.accepted {
+        return Decision::act(Phase::Joining, vec![Action::Accept]);
+    }
+    if !facts.joined {
+        return Decision::wait(Phase::Joining);
+    }
+    let mut actions = Vec::new();
+    for (name, namespace) in &facts.wanted_addons {
+        if facts.enabled_addons.get(name) != Some(namespace) {
+            actions.push(Action::EnableAddon {
+                name: name.clone(),
+                install_namespace: namespace.clone(),
+            });
+        }
+    }
+    for name in facts
+        .enabled_addons
+        .keys()
+        .filter(|name| !facts.wanted_addons.contains_key(*name))
+    {
+        actions.push(Action::DisableAddon { name: name.clone() });
+    }
+    if facts.cluster_spec_drifted {
+        actions.push(Action::SyncCluster);
+    }
+    // Day 2 belongs to the agent once it has pivoted; the hub upgrades only its own cluster.
+    if facts.hub_as_spoke && facts.agent_outdated {
+        actions.push(Action::UpgradeAgent);
+    }
+    let phase = if facts.available {
+        Phase::Running
+    } else {
+        Phase::Unhealthy
+    };
+    if actions.is_empty() {
+        Decision::wait(phase)
+    } else {
+        Decision::act(phase, actions)
+    }
+}
+
+fn cleanup(facts: &Facts) -> Decision {
+    let has = |finalizer: &str| facts.finalizers.contains(finalizer);
+    let act = |actions| Decision::act(Phase::Deleting, actions);
+    if has(FINALIZER_HUB_CLEANUP_PREFLIGHT) {
+        if facts.cluster_exists {
+            if facts.force_cluster_drain && !facts.taints.contains(TAINT_WORKLOAD_CLEANUP) {
+                return act(vec![Action::AddTaint(TAINT_WORKLOAD_CLEANUP)]);
+            }
+            if !facts.active_works.is_empty() {
+                return act(vec![Action::Blocked(format!(
+                    "cannot unjoin while ManifestWorks are active: {}",
+                    facts.active_works.join(", ")
+                ))]);
+            }
+            if !facts.taints.contains(TAINT_TERMINATING) {
+                return act(vec![Action::AddTaint(TAINT_TERMINATING)]);
+            }
+        }
+        if !facts.enabled_addons.is_empty() {
+            return act(facts
+                .enabled_addons
+                .keys()
+                .map(|name| Action::DisableAddon { name: name.clone() })
+                .collect());
+        }
+        return act(vec![Action::RemoveFinalizer(
+            FINALIZER_HUB_CLEANUP_PREFLIGHT,
+        )]);
+    }
+    if has(FINALIZER_SPOKE_CLEANUP) {
+        // The agent unjoins by itself, unless there is none to do it: the hub is the spoke, or
+        // the agent never came up.
+        if facts.hub_as_spoke || !facts.pivoted {
+            return act(vec![
+                Action::UnjoinSpoke,
+                Action::RemoveFinalizer(FINALIZER_SPOKE_CLEANUP),
+            ]);
+        }
+        return Decision::wait(Phase::Deleting);
+    }
+    if has(FINALIZER_HUB_CLEANUP) {
+        if facts.hub_leftovers {
+            return act(vec![Action::RemoveFromHub]);
+        }
+        return act(vec![Action::RemoveFinalizer(FINALIZER_HUB_CLEANUP)]);
+    }
+    Decision::wait(Phase::Deleting)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Spoke whose agent joined, pivoted and is available, with one addon enabled.
+    fn running() -> Facts {
+        Facts {
+            finalizers: [
+                FINALIZER_HUB_CLEANUP_PREFLIGHT,
+                FINALIZER_HUB_CLEANUP,
+                FINALIZER_SPOKE_CLEANUP,
+            ]
+            .map(String::from)
+            .into(),
+            agent_installed: true,
+            cluster_exists: true,
+            accepted: true,
+            joined: true,
+            pivoted: true,
+            available: true,
+            wanted_addons: [("metrics".to_string(), "addons".to_string())].into(),
+            enabled_addons: [("metrics".to_string(), "addons".to_string())].into(),
+            hub_leftovers: true,
+            ..Facts::default()
+        }
+    }
+
+    /// Runs the cleanup as the loop would, applying each decision to the facts, until settled;
+    /// returns every action in order. `agent` plays the spoke side when it is due.
+    fn run_cleanup(mut facts: Facts, agent_unjoins: bool) -> Vec<Action> {
+        facts.deleting = true;
+        let mut done = Vec::new();
+        for _ in 0..20 {
+            let decision = decide(&facts);
+            assert_eq!(decision.phase, Phase::Deleting);
+            if decision.settled {
+                if agent_unjoins && facts.finalizers.contains(FINALIZER_SPOKE_CLEANUP) {
+                    facts.finalizers.remove(FINALIZER_SPOKE_CLEANUP);
+                    done.push(Action::RemoveFinalizer(FINALIZER_SPOKE_CLEANUP));
+                    continue;
+                }
+                return done;
+            }
+            for action in decision.actions {
+                match &action {
+                    Action::AddTaint(taint) => {
+                        facts.taints.insert(taint.to_string());
+                    }
+                    Action::DisableAddon { name } => {
+                        facts.enabled_addons.remove(name);
+                    }
+                    Action::RemoveFinalizer(finalizer) => {
+                        facts.finalizers.remove(*finalizer);
+                    }
+                    Action::RemoveFromHub => {
+                        facts.hub_leftovers = false;
+                        facts.cluster_exists = false;
+                    }
+                    Action::UnjoinSpoke => facts.agent_installed = false,
+                    Action::Blocked(_) => {
+                        done.push(action);
+                        return done;
+                    }
+                    _ => {}
+                }
+                done.push(action);
+            }
+        }
+        panic!("cleanup did not settle: {done:?}");
+    }
+
+    #[test]
+    fn a_new_spoke_gets_its_finalizers_before_anything_else() {
+        let decision = decide(&Facts::default());
+        assert_eq!(
+            decision.actions,
+            [
+                Action::AddFinalizer(FINALIZER_HUB_CLEANUP_PREFLIGHT),
+                Action::AddFinalizer(FINALIZER_HUB_CLEANUP)
+            ]
+        );
+        assert_eq!(decision.phase, Phase::Initializing);
+        let hub_as_spoke = Facts {
+            hub_as_spoke: true,
+            ..Facts::default()
+        };
+        assert!(
+            decide(&hub_as_spoke)
+                .actions
+                .contains(&Action::AddFinalizer(FINALIZER_SPOKE_CLEANUP))
+        );
+    }
+
+    #[test]
+    fn day_one_installs_the_agent_waits_for_it_accepts_and_waits_for_the_join() {
+        let mut facts = running();
+        facts.agent_installed = false;
+        facts.cluster_exists = false;
+        facts.accepted = false;
+        facts.joined = false;
+        assert_eq!(decide(&facts).actions, [Action::InstallAgent]);
+        facts.agent_installed = true;
+        assert_eq!(decide(&facts), Decision::wait(Phase::Joining));
+        facts.cluster_exists = true;
+        assert_eq!(decide(&facts).actions, [Action::Accept]);
+        facts.accepted = true;
+        assert_eq!(decide(&facts), Decision::wait(Phase::Joining));
+        facts.joined = true;
+        assert_eq!(decide(&facts), Decision::wait(Phase::Running));
+    }
+
+    #[test]
+    fn addons_follow_the_spoke_and_drift_is_synced() {
+        let mut facts = running();
+        facts.wanted_addons.insert("logging".into(), "logs".into());
+        facts.enabled_addons.insert("old".into(), "x".into());
+        facts.cluster_spec_drifted = true;
+        let decision = decide(&facts);
+        assert_eq!(
+            decision.actions,
+            [
+                Action::EnableAddon {
+                    name: "logging".into(),
+                    install_namespace: "logs".into()
+                },
+                Action::DisableAddon { name: "old".into() },
+                Action::SyncCluster,
+            ]
+        );
+    }
+
+    #[test]
+    fn only_a_hub_as_spoke_is_upgraded_by_the_hub_and_unavailable_spokes_are_unhealthy() {
+        let mut facts = running();
+        facts.agent_outdated = true;
+        assert!(
+            decide(&facts).actions.is_empty(),
+            "the agent upgrades itself after the pivot"
+        );
+        facts.hub_as_spoke = true;
+        assert_eq!(decide(&facts).actions, [Action::UpgradeAgent]);
+        facts.agent_outdated = false;
+        facts.available = false;
+        assert_eq!(decide(&facts), Decision::wait(Phase::Unhealthy));
+    }
+
+    #[test]
+    fn cleanup_runs_in_seed_004_order_with_the_agent_unjoining() {
+        assert_eq!(
+            run_cleanup(running(), true),
+            [
+                Action::AddTaint(TAINT_TERMINATING),
+                Action::DisableAddon {
+                    name: "metrics".into()
+                },
+                Action::RemoveFinalizer(FINALIZER_HUB_CLEANUP_PREFLIGHT),
+                Action::RemoveFinalizer(FINALIZER_SPOKE_CLEANUP),
+                Action::RemoveFromHub,
+                Action::RemoveFinalizer(FINALIZER_HUB_CLEANUP),
+            ]
+        );
+    }
+
+    #[test]
+    fn cleanup_with_force_cluster_drain_taints_for_workload_cleanup_first() {
+        let facts = Facts {
+            force_cluster_drain: true,
+            ..running()
+        };
+        let actions = run_cleanup(facts, true);
+        assert_eq!(actions[0], Action::AddTaint(TAINT_WORKLOAD_CLEANUP));
+        assert_eq!(actions[1], Action::AddTaint(TAINT_TERMINATING));
+    }
+
+    #[test]
+    fn active_manifest_works_block_the_unjoin_and_are_named() {
+        let facts = Facts {
+            active_works: vec!["web".into(), "db".into()],
+            ..running()
+        };
+        assert_eq!(
+            run_cleanup(facts, true),
+            [Action::Blocked(
+                "cannot unjoin while ManifestWorks are active: web, db".into()
+            )]
+        );
+    }
+
+    #[test]
+    fn the_hub_does_the_spoke_side_for_a_hub_as_spoke_and_after_a_failed_pivot() {
+        let hub_as_spoke = Facts {
+            hub_as_spoke: true,
+            ..running()
+        };
+        let never_pivoted = Facts {
+            pivoted: false,
+            ..running()
+        };
+        for facts in [hub_as_spoke, never_pivoted] {
+            let actions = run_cleanup(facts, false);
+            let unjoin = actions
+                .iter()
+                .position(|a| *a == Action::UnjoinSpoke)
+                .expect("hub unjoins");
+            assert_eq!(
+                actions[unjoin - 1],
+                Action::RemoveFinalizer(FINALIZER_HUB_CLEANUP_PREFLIGHT)
+            );
+            assert_eq!(
+                actions[unjoin + 1],
+                Action::RemoveFinalizer(FINALIZER_SPOKE_CLEANUP)
+            );
+            assert_eq!(
+                actions.last(),
+                Some(&Action::RemoveFinalizer(FINALIZER_HUB_CLEANUP))
+            );
+        }
+    }
+
+    #[test]
+    fn a_pivoted_spoke_waits_for_its_agent_to_unjoin() {
+        let mut facts = running();
+        facts.deleting = true;
+        facts.finalizers.remove(FINALIZER_HUB_CLEANUP_PREFLIGHT);
+        facts.enabled_addons.clear();
+        assert_eq!(decide(&facts), Decision::wait(Phase::Deleting));
+    }
+}
