@@ -32,6 +32,10 @@ pub enum CellSource {
     NodeStatus,
     /// A node's roles from its `node-role.kubernetes.io/<role>` labels.
     NodeRoles,
+    /// Age of an event's last occurrence (lastTimestamp, eventTime or creation).
+    LastSeen,
+    /// `kind/name` (kind in lower case) of the object an event is about, at this field.
+    EventObject(&'static str),
 }
 
 /// One column of `kubectl get` output.
@@ -343,9 +347,15 @@ fn builtins() -> Vec<ResourceInfo> {
                 ".metadata.creationTimestamp",
             )],
             "events" => vec![
+                PrinterColumn::computed("Last Seen", LastSeen),
                 PrinterColumn::path("Type", "string", ".type"),
                 PrinterColumn::path("Reason", "string", ".reason"),
+                PrinterColumn::computed("Object", EventObject("involvedObject")),
                 PrinterColumn::path("Message", "string", ".message"),
+                PrinterColumn {
+                    priority: 1,
+                    ..PrinterColumn::path("Name", "string", ".metadata.name")
+                },
             ],
             "rolebindings" | "clusterrolebindings" => {
                 vec![PrinterColumn::computed("Role", RoleRef)]
@@ -367,9 +377,15 @@ fn builtins() -> Vec<ResourceInfo> {
         }
         if r.plural == "events" && r.group == "events.k8s.io" {
             r.printer_columns = vec![
+                PrinterColumn::computed("Last Seen", LastSeen),
                 PrinterColumn::path("Type", "string", ".type"),
                 PrinterColumn::path("Reason", "string", ".reason"),
+                PrinterColumn::computed("Object", EventObject("regarding")),
                 PrinterColumn::path("Note", "string", ".note"),
+                PrinterColumn {
+                    priority: 1,
+                    ..PrinterColumn::path("Name", "string", ".metadata.name")
+                },
             ];
             r.extra_field_selectors = vec![
                 "regarding.kind".into(),

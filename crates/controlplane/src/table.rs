@@ -55,13 +55,21 @@ pub fn partial(obj: &Value) -> Value {
 fn replaces_age(info: &ResourceInfo) -> bool {
     info.printer_columns
         .iter()
-        .any(|c| c.name == "Age" || c.name == "Created At")
+        .any(|c| matches!(c.name.as_str(), "Age" | "Created At" | "Last Seen"))
+}
+
+/// Whether the resource places its own Name column (events show it only with `-o wide`).
+fn own_name(info: &ResourceInfo) -> bool {
+    info.printer_columns.iter().any(|c| c.name == "Name")
 }
 
 /// The column definitions of a resource's table.
 pub fn columns(info: &ResourceInfo) -> Value {
-    let mut cols = vec![json!({"name": "Name", "type": "string", "format": "name",
-        "description": "Name must be unique within a namespace.", "priority": 0})];
+    let mut cols = Vec::new();
+    if !own_name(info) {
+        cols.push(json!({"name": "Name", "type": "string", "format": "name",
+            "description": "Name must be unique within a namespace.", "priority": 0}));
+    }
     let has_custom_age = replaces_age(info);
     for c in &info.printer_columns {
         cols.push(json!({"name": c.name, "type": c.type_, "format": c.format,
@@ -206,6 +214,29 @@ fn cell(source: &CellSource, type_: &str, obj: &Value, now: i64) -> Value {
             }
             json!(s)
         }
+        CellSource::LastSeen => {
+            let ts = [
+                "/lastTimestamp",
+                "/eventTime",
+                "/series/lastObservedTime",
+                "/metadata/creationTimestamp",
+            ]
+            .iter()
+            .find_map(|p| obj.pointer(p).and_then(Value::as_str));
+            json!(age_of(ts, now))
+        }
+        CellSource::EventObject(field) => {
+            let kind = obj
+                .pointer(&format!("/{field}/kind"))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_lowercase();
+            let name = obj
+                .pointer(&format!("/{field}/name"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            json!(format!("{kind}/{name}"))
+        }
         CellSource::NodeRoles => {
             let roles: Vec<&str> = obj
                 .pointer("/metadata/labels")
@@ -239,7 +270,10 @@ fn cell(source: &CellSource, type_: &str, obj: &Value, now: i64) -> Value {
 
 /// One table row.
 pub fn row(info: &ResourceInfo, obj: &Value, include: IncludeObject, now: i64) -> Value {
-    let mut cells = vec![json!(obj.name())];
+    let mut cells = Vec::new();
+    if !own_name(info) {
+        cells.push(json!(obj.name()));
+    }
     for c in &info.printer_columns {
         cells.push(cell(&c.source, &c.type_, obj, now));
     }
@@ -310,6 +344,37 @@ mod tests {
         assert_eq!(
             cell(&CellSource::NodeStatus, "string", &json!({}), 0),
             json!("Unknown")
+        );
+    }
+
+    #[test]
+    fn events_show_last_seen_and_object_and_name_only_when_wide() {
+        let info = crate::registry::Registry::with_builtins()
+            .lookup("", "v1", "events")
+            .unwrap();
+        let cols: Vec<(String, i64)> = columns(&info)
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["name"].as_str().unwrap().to_string(),
+                    c["priority"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        let names: Vec<&str> = cols.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["Last Seen", "Type", "Reason", "Object", "Message", "Name"]
+        );
+        assert_eq!(cols[5].1, 1);
+        let ev = json!({"metadata": {"name": "e1"}, "type": "Normal", "reason": "R", "message": "m",
+            "involvedObject": {"kind": "Deployment", "name": "web"}, "lastTimestamp": "1970-01-01T00:00:10Z"});
+        let r = row(&info, &ev, IncludeObject::None, 70);
+        assert_eq!(
+            r["cells"],
+            json!(["60s", "Normal", "R", "deployment/web", "m", "e1"])
         );
     }
 
