@@ -17,8 +17,8 @@ use crate::meta::NameRule;
 pub enum CellSource {
     /// A simple JSONPath such as `.spec.replicas`.
     JsonPath(String),
-    /// The number of keys in the map at a path (ConfigMap/Secret DATA).
-    MapLen(Vec<&'static str>),
+    /// The number of entries of the map or list at a path (ConfigMap DATA, SA SECRETS).
+    Count(Vec<&'static str>),
     /// `ready/desired` for workloads.
     Ratio(Vec<&'static str>, Vec<&'static str>),
     /// Comma-joined types of conditions whose status is True (CSR CONDITION).
@@ -309,9 +309,10 @@ fn builtins() -> Vec<ResourceInfo> {
             "namespaces" => vec![PrinterColumn::path("Status", "string", ".status.phase")],
             "secrets" => vec![
                 PrinterColumn::path("Type", "string", ".type"),
-                PrinterColumn::computed("Data", MapLen(vec!["data"])),
+                PrinterColumn::computed("Data", Count(vec!["data"])),
             ],
-            "configmaps" => vec![PrinterColumn::computed("Data", MapLen(vec!["data"]))],
+            "configmaps" => vec![PrinterColumn::computed("Data", Count(vec!["data"]))],
+            "serviceaccounts" => vec![PrinterColumn::computed("Secrets", Count(vec!["secrets"]))],
             "deployments" => vec![
                 PrinterColumn::computed(
                     "Ready",

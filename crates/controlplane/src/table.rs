@@ -176,7 +176,15 @@ fn cell(source: &CellSource, type_: &str, obj: &Value, now: i64) -> Value {
                 other => other,
             }
         }
-        CellSource::MapLen(p) => json!(at(p).as_object().map_or(0, |m| m.len())),
+        CellSource::Count(p) => {
+            let v = at(p);
+            json!(
+                v.as_object()
+                    .map(|m| m.len())
+                    .or(v.as_array().map(Vec::len))
+                    .unwrap_or(0)
+            )
+        }
         CellSource::Ratio(a, b) => {
             let n = |v: Value| v.as_i64().unwrap_or(0);
             json!(format!("{}/{}", n(at(a)), n(at(b))))
