@@ -284,12 +284,17 @@ impl ApiServer {
             Some(c) => Some(decode_continue(c)?),
             None => None,
         };
-        let (rv, items) = self.store.list(
-            &t.key(),
-            ns,
-            after.as_ref().map(|(_, a, b)| (a.as_str(), b.as_str())),
-        );
-        let rv = after.as_ref().map_or(rv, |(r, _, _)| *r);
+        // Later pages show the collection as it was when the first page was read.
+        let (rv, items) = match &after {
+            Some((at, ans, aname)) => {
+                let items = self
+                    .store
+                    .list_at(&t.key(), ns, (ans.as_str(), aname.as_str()), *at)
+                    .map_err(|_| ApiError::ExpiredContinue)?;
+                (*at, items)
+            }
+            None => self.store.list(&t.key(), ns, None),
+        };
         let mut out = Vec::new();
         let mut next = None;
         let mut remaining = 0i64;

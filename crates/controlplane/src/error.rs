@@ -164,8 +164,11 @@ pub enum ApiError {
     },
     #[error("too old resource version: {requested} ({oldest})")]
     Expired { requested: i64, oldest: i64 },
-    #[error("{0}")]
-    Gone(String),
+    /// A continue token older than the history window.
+    #[error(
+        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter."
+    )]
+    ExpiredContinue,
     #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
     UnsupportedMediaType(String),
     #[error("only the following media types are accepted: application/json")]
@@ -201,7 +204,7 @@ impl ApiError {
             ApiError::BadRequest(_) => 400,
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::Forbidden { .. } => 403,
-            ApiError::Expired { .. } | ApiError::Gone(_) => 410,
+            ApiError::Expired { .. } | ApiError::ExpiredContinue => 410,
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::NotAcceptable => 406,
             ApiError::TooLarge => 413,
@@ -221,7 +224,7 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
             ApiError::Forbidden { .. } => "Forbidden",
             ApiError::Expired { .. } => "Expired",
-            ApiError::Gone(_) => "Gone",
+            ApiError::ExpiredContinue => "Expired",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::NotAcceptable => "NotAcceptable",
             ApiError::TooLarge => "RequestEntityTooLarge",

@@ -742,3 +742,71 @@ async fn discovery_legacy_and_aggregated_agree() {
         assert_eq!(csr.1.scope, Scope::Cluster);
     }
 }
+
+#[tokio::test]
+async fn later_pages_show_the_list_as_of_the_first_page() {
+    let t = TestPlane::start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    for i in 0..6 {
+        api.create(&PostParams::default(), &cm(&format!("c{i}"), &[]))
+            .await
+            .unwrap();
+    }
+    let first = api.list(&ListParams::default().limit(2)).await.unwrap();
+    let token = first.metadata.continue_.clone().unwrap();
+    api.delete("c3", &DeleteParams::default()).await.unwrap();
+    api.create(&PostParams::default(), &cm("c2a", &[]))
+        .await
+        .unwrap();
+    api.patch(
+        "c4",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "changed"}})),
+    )
+    .await
+    .unwrap();
+    let mut names = Vec::new();
+    let mut lp = ListParams::default().limit(2).continue_token(&token);
+    loop {
+        let page = api.list(&lp).await.unwrap();
+        assert_eq!(
+            page.metadata.resource_version,
+            first.metadata.resource_version
+        );
+        for c in page.items {
+            if c.metadata.name.as_deref() == Some("c4") {
+                assert_eq!(c.data.as_ref().unwrap()["k"], "v", "c4 as it was");
+            }
+            names.push(c.metadata.name.unwrap());
+        }
+        match page.metadata.continue_ {
+            Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
+            _ => break,
+        }
+    }
+    assert_eq!(names, ["c2", "c3", "c4", "c5"]);
+}
+
+#[tokio::test]
+async fn a_continue_token_past_the_history_window_is_expired() {
+    let t =
+        TestPlane::with(fleetform_controlplane::ControlPlane::builder().history_window(2)).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    for i in 0..3 {
+        api.create(&PostParams::default(), &cm(&format!("c{i}"), &[]))
+            .await
+            .unwrap();
+    }
+    let first = api.list(&ListParams::default().limit(1)).await.unwrap();
+    for i in 3..6 {
+        api.create(&PostParams::default(), &cm(&format!("c{i}"), &[]))
+            .await
+            .unwrap();
+    }
+    let token = first.metadata.continue_.unwrap();
+    let err = api_error(
+        api.list(&ListParams::default().limit(1).continue_token(&token))
+            .await,
+    );
+    assert_eq!((err.code, err.reason.as_str()), (410, "Expired"));
+}

@@ -365,6 +365,50 @@ impl Store {
         (rv, raw.iter().map(parse).collect())
     }
 
+    /// Objects of one resource as they were at resourceVersion `at` (for the later pages of
+    /// a paginated list), reconstructed by undoing the changes made since from the history.
+    pub fn list_at(
+        &self,
+        key: &str,
+        ns: Option<&str>,
+        after: (&str, &str),
+        at: i64,
+    ) -> Result<Vec<Arc<Value>>, Expired> {
+        let (raw, changes) = {
+            let inner = self.lock();
+            let changes = history_since(&inner, key, at)?;
+            (collect(&inner, key, ns, Some(after)), changes)
+        };
+        let expired = Expired {
+            requested: at,
+            oldest: 0,
+        };
+        let mut state: BTreeMap<ObjKey, Arc<Value>> = raw
+            .iter()
+            .map(parse)
+            .map(|o| ((o.namespace().to_string(), o.name().to_string()), o))
+            .collect();
+        let wanted =
+            |id: &ObjKey| (id.0.as_str(), id.1.as_str()) > after && ns.is_none_or(|n| n == id.0);
+        for e in changes.iter().rev() {
+            let id = (e.namespace.clone(), e.name.clone());
+            if !wanted(&id) {
+                continue;
+            }
+            match (e.kind, &e.prev) {
+                (EventType::Added, _) => {
+                    state.remove(&id);
+                }
+                (_, Some(prev)) => {
+                    state.insert(id, prev.clone());
+                }
+                // Events read back from disk do not carry the previous state.
+                (_, None) => return Err(expired),
+            }
+        }
+        Ok(state.into_values().collect())
+    }
+
     /// Where an object with this uid lives.
     pub fn locate_uid(&self, uid: &str) -> Option<(String, String, String)> {
         self.lock().uids.get(uid).cloned()
