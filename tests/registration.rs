@@ -21,7 +21,7 @@ use fleetform::hub::accept_loop::{cluster_role_name, registration_role_name};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Namespace};
+use k8s_openapi::api::core::v1::{Event, Namespace, Node};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
@@ -845,4 +845,77 @@ async fn restarted_hub_loops_leave_available_clusters_available() {
         condition.last_transition_time, since,
         "Available never left True across the hub's restart"
     );
+}
+
+#[tokio::test]
+async fn capacity_allocatable_and_node_health_are_reported_and_follow_node_changes() {
+    let hub = Cluster::start().await;
+    let spoke = Cluster::start().await;
+    let nodes: Api<Node> = Api::all(spoke.client.clone());
+    for (name, unschedulable, cpu, memory, ready) in [
+        ("node-1", false, "4", "8Gi", "True"),
+        ("node-2", false, "2500m", "4Gi", "False"),
+        ("cordoned", true, "64", "256Gi", "True"),
+    ] {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"unschedulable": unschedulable},
+        }))
+        .unwrap();
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+        nodes
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {
+                    "capacity": {"cpu": cpu, "memory": memory},
+                    "allocatable": {"cpu": cpu, "memory": memory},
+                    "conditions": [{"type": "Ready", "status": ready}],
+                }})),
+            )
+            .await
+            .unwrap();
+    }
+    let _loops = start_hub_loops(&hub);
+    let _agent = start_agent(agent_config(&hub, &spoke, "spoke-a"));
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    wait_for(&clusters, "spoke-a", "registered", |_| true).await;
+    accept(&hub, "spoke-a", 1).await;
+    let capacity = |c: &ManagedCluster, resource: &str| {
+        c.status
+            .as_ref()
+            .and_then(|s| s.capacity.get(resource))
+            .map(|q| q.0.clone())
+    };
+    let reported = wait_for(&clusters, "spoke-a", "capacity reported", move |c| {
+        capacity(c, "cpu").is_some()
+    })
+    .await;
+    assert_eq!(
+        capacity(&reported, "cpu").as_deref(),
+        Some("6500m"),
+        "cordoned nodes are left out"
+    );
+    assert_eq!(capacity(&reported, "memory").as_deref(), Some("12Gi"));
+    let status = reported.status.as_ref().unwrap();
+    assert_eq!(
+        status.allocatable.get("cpu").map(|q| q.0.as_str()),
+        Some("6500m")
+    );
+    let health = |c: &ManagedCluster| c.status.as_ref().and_then(|s| s.node_health);
+    let reported_health = health(&reported).expect("node health reported");
+    assert_eq!((reported_health.total, reported_health.ready), (3, 2));
+
+    nodes
+        .patch_status(
+            "node-2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}})),
+        )
+        .await
+        .unwrap();
+    wait_for(&clusters, "spoke-a", "node-2 ready", move |c| {
+        health(c).is_some_and(|health| health.ready == 3)
+    })
+    .await;
 }

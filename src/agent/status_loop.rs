@@ -24,6 +24,7 @@ use tracing::{instrument, warn};
 
 use super::claims::{ClaimSelection, select_claims, summarize_nodes};
 use super::run::{AgentError, Context, FIELD_MANAGER};
+use crate::api::cluster::NodeHealthStatus;
 use crate::api::{ClusterClaim, ManagedCluster};
 
 /// Reason of the Event that says which claims were cut.
@@ -132,13 +133,13 @@ fn desired_status(
             "capacity": summary.capacity,
             "allocatable": summary.allocatable,
             "clusterClaims": selection.reported,
-            "nodeHealth": {
-                "total": health.total,
-                "ready": health.ready,
-                "pidPressure": health.pid_pressure,
-                "memoryPressure": health.memory_pressure,
-                "diskPressure": health.disk_pressure,
-                "underPressure": health.under_pressure,
+            "nodeHealth": NodeHealthStatus {
+                total: health.total,
+                ready: health.ready,
+                pid_pressure: health.pid_pressure,
+                memory_pressure: health.memory_pressure,
+                disk_pressure: health.disk_pressure,
+                under_pressure: health.under_pressure,
             },
         },
     });
