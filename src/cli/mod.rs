@@ -57,7 +57,8 @@ enum Command {
     Controlplane(controlplane::Args),
     /// Run a spoke's agent: register, renew the lease, report status, claims and addon health.
     Agent(agent::Args),
-    /// Run the hub loops: accept clusters, expire leases, observe poll-mode spokes.
+    /// Run the hub loops: accept clusters, judge registration CSRs, expire leases, observe
+    /// poll-mode spokes.
     Hub(hub::Args),
 }
 
