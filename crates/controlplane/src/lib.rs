@@ -16,6 +16,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod api;
+pub mod auth;
 pub mod controllers;
 pub mod crd_schema;
 pub mod error;

@@ -1,0 +1,533 @@
+//! The control plane's certificate authority: created at first start, kept in `DIR/pki` with
+//! owner-only permissions and reused on restart; it signs the serving certificate, the admin
+//! client certificate and approved client CSRs.
+//!
+//! Owns key material and files only; which CSRs get signed is the CSR controller's decision.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertificateSigningRequestParams, DnType,
+    ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber,
+};
+use time::{Duration, OffsetDateTime};
+
+/// The shortest certificate a CSR may ask for (`spec.expirationSeconds`), as Kubernetes.
+pub const MIN_EXPIRATION_SECONDS: i64 = 600;
+/// Lifetime of CSR-issued certificates that ask for none (kube-controller-manager's default).
+pub const DEFAULT_CLIENT_SECONDS: i64 = 365 * 24 * 3600;
+const CA_LIFETIME_DAYS: i64 = 10 * 365;
+const SERVING_LIFETIME_DAYS: i64 = 365;
+/// Certificates start a little in the past so clocks slightly behind ours accept them.
+const BACKDATE: Duration = Duration::minutes(5);
+
+/// Why the CA or its files could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum CaError {
+    #[error(
+        "refusing to start: private key {path} is readable by group or others (mode {mode:o}); run `chmod 600 {path}`"
+    )]
+    KeyPermissions { path: PathBuf, mode: u32 },
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a usable certificate or key: {detail}")]
+    Corrupt { path: PathBuf, detail: String },
+    #[error("cannot generate a certificate: {0}")]
+    Generate(#[from] rcgen::Error),
+}
+
+/// Why a CSR was not signed (written into the CSR's `Failed` condition).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SignError {
+    #[error("invalid certificate request: {0}")]
+    BadRequest(String),
+    #[error("invalid usage for client certificate: {0}")]
+    Usage(String),
+    #[error("signing failed: {0}")]
+    Signing(String),
+}
+
+/// A signing CA.
+pub struct CertificateAuthority {
+    cert_pem: String,
+    issuer: Issuer<'static, KeyPair>,
+    not_after: OffsetDateTime,
+}
+
+impl std::fmt::Debug for CertificateAuthority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key.
+        f.debug_struct("CertificateAuthority")
+            .field("not_after", &self.not_after)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A certificate and its private key, both PEM.
+#[derive(Clone)]
+pub struct CertifiedKey {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+impl std::fmt::Debug for CertifiedKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CertifiedKey").finish_non_exhaustive()
+    }
+}
+
+/// The CA plus the serving certificate.
+#[derive(Debug)]
+pub struct Pki {
+    pub ca: CertificateAuthority,
+    pub serving: CertifiedKey,
+}
+
+fn serial() -> SerialNumber {
+    let bytes: [u8; 16] = rand::random();
+    let mut bytes = bytes.to_vec();
+    // A positive integer.
+    bytes[0] &= 0x7f;
+    SerialNumber::from_slice(&bytes)
+}
+
+impl CertificateAuthority {
+    /// A new self-signed CA valid for ten years.
+    pub fn generate(now: OffsetDateTime) -> Result<(Self, String), CaError> {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::default();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "fleetform-ca");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        params.not_before = now - BACKDATE;
+        params.not_after = now + Duration::days(CA_LIFETIME_DAYS);
+        params.serial_number = Some(serial());
+        let cert = params.self_signed(&key)?;
+        let key_pem = key.serialize_pem();
+        let ca = Self::from_pem(&cert.pem(), &key_pem, Path::new("(generated)"))?;
+        Ok((ca, key_pem))
+    }
+
+    /// Loads a CA from PEM; `origin` names the files in errors.
+    pub fn from_pem(cert_pem: &str, key_pem: &str, origin: &Path) -> Result<Self, CaError> {
+        let corrupt = |detail: String| CaError::Corrupt {
+            path: origin.to_path_buf(),
+            detail,
+        };
+        let key = KeyPair::from_pem(key_pem).map_err(|e| corrupt(e.to_string()))?;
+        let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes())
+            .map_err(|e| corrupt(e.to_string()))?;
+        let cert = pem.parse_x509().map_err(|e| corrupt(e.to_string()))?;
+        let not_after = cert.validity().not_after.to_datetime();
+        let issuer = Issuer::from_ca_cert_pem(cert_pem, key).map_err(|e| corrupt(e.to_string()))?;
+        Ok(CertificateAuthority {
+            cert_pem: cert_pem.to_string(),
+            issuer,
+            not_after,
+        })
+    }
+
+    /// The CA certificate (what clients trust).
+    pub fn cert_pem(&self) -> &str {
+        &self.cert_pem
+    }
+
+    /// When the CA itself expires; nothing it signs outlives it.
+    pub fn not_after(&self) -> OffsetDateTime {
+        self.not_after
+    }
+
+    /// A serving certificate for these host names and IP addresses.
+    pub fn issue_serving(
+        &self,
+        hosts: &[String],
+        now: OffsetDateTime,
+    ) -> Result<CertifiedKey, CaError> {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::default();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "fleetform-apiserver");
+        for h in hosts {
+            let san = match h.parse::<std::net::IpAddr>() {
+                Ok(ip) => SanType::IpAddress(ip),
+                Err(_) => SanType::DnsName(h.clone().try_into()?),
+            };
+            if !params.subject_alt_names.contains(&san) {
+                params.subject_alt_names.push(san);
+            }
+        }
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.not_before = now - BACKDATE;
+        params.not_after = (now + Duration::days(SERVING_LIFETIME_DAYS)).min(self.not_after);
+        params.serial_number = Some(serial());
+        params.use_authority_key_identifier_extension = true;
+        let cert = params.signed_by(&key, &self.issuer)?;
+        Ok(CertifiedKey {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+
+    /// A client certificate for `user` in `groups`, valid between the two instants.
+    pub fn issue_client(
+        &self,
+        user: &str,
+        groups: &[&str],
+        not_before: OffsetDateTime,
+        not_after: OffsetDateTime,
+    ) -> Result<CertifiedKey, CaError> {
+        let key = KeyPair::generate()?;
+        let mut params = client_params(not_before, not_after.min(self.not_after));
+        params.distinguished_name.push(DnType::CommonName, user);
+        for g in groups {
+            params.distinguished_name.push(DnType::OrganizationName, *g);
+        }
+        let cert = params.signed_by(&key, &self.issuer)?;
+        Ok(CertifiedKey {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+
+    /// Signs a PEM CSR as a client certificate for its subject, valid for
+    /// `expiration_seconds` (at least [`MIN_EXPIRATION_SECONDS`], default one year) and never
+    /// past the CA's own expiry.
+    pub fn sign_client_csr(
+        &self,
+        csr_pem: &str,
+        expiration_seconds: Option<i64>,
+        now: OffsetDateTime,
+    ) -> Result<String, SignError> {
+        let csr = CertificateSigningRequestParams::from_pem(csr_pem)
+            .map_err(|e| SignError::BadRequest(e.to_string()))?;
+        let seconds = expiration_seconds
+            .unwrap_or(DEFAULT_CLIENT_SECONDS)
+            .max(MIN_EXPIRATION_SECONDS);
+        let not_after = now
+            .checked_add(Duration::seconds(seconds))
+            .unwrap_or(self.not_after)
+            .min(self.not_after);
+        let mut params = client_params(now - BACKDATE, not_after);
+        params.distinguished_name = csr.params.distinguished_name.clone();
+        if params.distinguished_name.get(&DnType::CommonName).is_none() {
+            return Err(SignError::BadRequest(
+                "the subject has no common name".into(),
+            ));
+        }
+        params
+            .signed_by(&csr.public_key, &self.issuer)
+            .map(|c| c.pem())
+            .map_err(|e| SignError::Signing(e.to_string()))
+    }
+}
+
+fn client_params(not_before: OffsetDateTime, not_after: OffsetDateTime) -> CertificateParams {
+    let mut params = CertificateParams::default();
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    params.not_before = not_before;
+    params.not_after = not_after;
+    params.serial_number = Some(serial());
+    params.use_authority_key_identifier_extension = true;
+    params
+}
+
+/// Checks a CSR's `spec.usages` for the kube-apiserver-client signer: client auth is
+/// required, and digital signature and key encipherment are the only others allowed.
+pub fn check_client_usages(usages: &[String]) -> Result<(), SignError> {
+    if let Some(bad) = usages.iter().find(|u| {
+        !matches!(
+            u.as_str(),
+            "client auth" | "digital signature" | "key encipherment"
+        )
+    }) {
+        return Err(SignError::Usage(format!("{bad:?} is not allowed")));
+    }
+    if !usages.iter().any(|u| u == "client auth") {
+        return Err(SignError::Usage("\"client auth\" is required".into()));
+    }
+    Ok(())
+}
+
+const CA_CERT: &str = "ca.crt";
+const CA_KEY: &str = "ca.key";
+const SERVING_CERT: &str = "apiserver.crt";
+const SERVING_KEY: &str = "apiserver.key";
+
+/// Loads the CA and serving certificate from `DIR/pki`, creating them at first start (and
+/// the serving certificate again when a host is missing from it). With no directory, both
+/// live in memory.
+pub fn load_or_create(data_dir: Option<&Path>, hosts: &[String]) -> Result<Pki, CaError> {
+    let now = OffsetDateTime::now_utc();
+    let Some(dir) = data_dir else {
+        let (ca, _) = CertificateAuthority::generate(now)?;
+        let serving = ca.issue_serving(hosts, now)?;
+        return Ok(Pki { ca, serving });
+    };
+    let pki = dir.join("pki");
+    fs::create_dir_all(&pki).map_err(io("create", &pki))?;
+    fs::set_permissions(&pki, fs::Permissions::from_mode(0o700)).map_err(io("chmod", &pki))?;
+    let (ca_cert, ca_key) = (pki.join(CA_CERT), pki.join(CA_KEY));
+    let ca = if ca_key.exists() {
+        check_private(&ca_key)?;
+        let cert = read(&ca_cert)?;
+        CertificateAuthority::from_pem(&cert, &read(&ca_key)?, &ca_cert)?
+    } else {
+        let (ca, key_pem) = CertificateAuthority::generate(now)?;
+        write_private(&ca_key, &key_pem)?;
+        write_private(&ca_cert, ca.cert_pem())?;
+        ca
+    };
+    let (cert_path, key_path) = (pki.join(SERVING_CERT), pki.join(SERVING_KEY));
+    if key_path.exists() {
+        check_private(&key_path)?;
+        let serving = CertifiedKey {
+            cert_pem: read(&cert_path)?,
+            key_pem: read(&key_path)?,
+        };
+        if covers_hosts(&serving.cert_pem, hosts) {
+            return Ok(Pki { ca, serving });
+        }
+    }
+    let serving = ca.issue_serving(hosts, now)?;
+    write_private(&key_path, &serving.key_pem)?;
+    write_private(&cert_path, &serving.cert_pem)?;
+    Ok(Pki { ca, serving })
+}
+
+fn covers_hosts(cert_pem: &str, hosts: &[String]) -> bool {
+    let Ok((_, pem)) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()) else {
+        return false;
+    };
+    let Ok(cert) = pem.parse_x509() else {
+        return false;
+    };
+    let Ok(Some(san)) = cert.subject_alternative_name() else {
+        return false;
+    };
+    let names: Vec<String> = san
+        .value
+        .general_names
+        .iter()
+        .filter_map(|n| match n {
+            x509_parser::extensions::GeneralName::DNSName(d) => Some(d.to_string()),
+            x509_parser::extensions::GeneralName::IPAddress(b) => match b.len() {
+                4 => <[u8; 4]>::try_from(*b)
+                    .ok()
+                    .map(|a| std::net::IpAddr::from(a).to_string()),
+                16 => <[u8; 16]>::try_from(*b)
+                    .ok()
+                    .map(|a| std::net::IpAddr::from(a).to_string()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    let still_valid =
+        cert.validity().not_after.to_datetime() > OffsetDateTime::now_utc() + Duration::days(1);
+    still_valid && hosts.iter().all(|h| names.contains(h))
+}
+
+fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> CaError {
+    let path = path.to_path_buf();
+    move |source| CaError::Io {
+        action,
+        path,
+        source,
+    }
+}
+
+fn read(path: &Path) -> Result<String, CaError> {
+    fs::read_to_string(path).map_err(io("read", path))
+}
+
+/// Refuses key files that group or others may read or write.
+fn check_private(path: &Path) -> Result<(), CaError> {
+    let mode = fs::metadata(path)
+        .map_err(io("read", path))?
+        .permissions()
+        .mode()
+        & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(CaError::KeyPermissions {
+            path: path.to_path_buf(),
+            mode,
+        });
+    }
+    Ok(())
+}
+
+fn write_private(path: &Path, contents: &str) -> Result<(), CaError> {
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io("write", path))?;
+    f.write_all(contents.as_bytes())
+        .map_err(io("write", path))?;
+    f.sync_all().map_err(io("write", path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hosts() -> Vec<String> {
+        vec!["localhost".into(), "127.0.0.1".into()]
+    }
+
+    fn parse(pem: &str) -> (String, Vec<String>, OffsetDateTime, Vec<u8>) {
+        let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap();
+        let cert = pem.parse_x509().unwrap();
+        let cn = cert
+            .subject()
+            .iter_common_name()
+            .next()
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_string();
+        let orgs = cert
+            .subject()
+            .iter_organization()
+            .map(|o| o.as_str().unwrap().to_string())
+            .collect();
+        let eku = cert.extended_key_usage().unwrap().unwrap().value.clone();
+        let mut flags = Vec::new();
+        if eku.client_auth {
+            flags.push(1);
+        }
+        if eku.server_auth {
+            flags.push(2);
+        }
+        (cn, orgs, cert.validity().not_after.to_datetime(), flags)
+    }
+
+    fn csr(cn: &str, org: &str) -> String {
+        let key = KeyPair::generate().unwrap();
+        let mut p = CertificateParams::default();
+        p.distinguished_name.push(DnType::CommonName, cn);
+        p.distinguished_name.push(DnType::OrganizationName, org);
+        p.serialize_request(&key).unwrap().pem().unwrap()
+    }
+
+    #[test]
+    fn ca_files_are_created_owner_only_and_reused_on_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = load_or_create(Some(dir.path()), &hosts()).unwrap();
+        for f in [CA_KEY, CA_CERT, SERVING_KEY, SERVING_CERT] {
+            let mode = fs::metadata(dir.path().join("pki").join(f))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{f}");
+        }
+        let second = load_or_create(Some(dir.path()), &hosts()).unwrap();
+        assert_eq!(first.ca.cert_pem(), second.ca.cert_pem());
+        assert_eq!(first.serving.cert_pem, second.serving.cert_pem);
+    }
+
+    #[test]
+    fn serving_certificate_is_reissued_for_a_new_host_with_the_same_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = load_or_create(Some(dir.path()), &hosts()).unwrap();
+        let mut more = hosts();
+        more.push("10.1.2.3".into());
+        let second = load_or_create(Some(dir.path()), &more).unwrap();
+        assert_eq!(first.ca.cert_pem(), second.ca.cert_pem());
+        assert_ne!(first.serving.cert_pem, second.serving.cert_pem);
+        assert!(covers_hosts(&second.serving.cert_pem, &more));
+    }
+
+    #[test]
+    fn key_readable_by_others_is_refused_with_a_clear_message() {
+        let dir = tempfile::tempdir().unwrap();
+        load_or_create(Some(dir.path()), &hosts()).unwrap();
+        let key = dir.path().join("pki").join(CA_KEY);
+        fs::set_permissions(&key, fs::Permissions::from_mode(0o644)).unwrap();
+        let err = load_or_create(Some(dir.path()), &hosts()).unwrap_err();
+        assert!(matches!(err, CaError::KeyPermissions { mode: 0o644, .. }));
+        let msg = err.to_string();
+        assert!(msg.contains("readable by group or others"), "{msg}");
+        assert!(msg.contains("chmod 600"), "{msg}");
+    }
+
+    #[test]
+    fn csr_is_signed_for_client_auth_with_its_subject() {
+        let now = OffsetDateTime::now_utc();
+        let (ca, _) = CertificateAuthority::generate(now).unwrap();
+        let pem = ca
+            .sign_client_csr(&csr("spoke-1", "fleet:spokes"), Some(3600), now)
+            .unwrap();
+        let (cn, orgs, not_after, eku) = parse(&pem);
+        assert_eq!(cn, "spoke-1");
+        assert_eq!(orgs, ["fleet:spokes"]);
+        assert_eq!(eku, [1]);
+        assert!((not_after - (now + Duration::hours(1))).abs() < Duration::seconds(2));
+    }
+
+    #[test]
+    fn csr_expiration_has_a_ten_minute_floor_and_the_ca_as_ceiling() {
+        let now = OffsetDateTime::now_utc();
+        let (ca, _) = CertificateAuthority::generate(now).unwrap();
+        let short = ca.sign_client_csr(&csr("a", "b"), Some(60), now).unwrap();
+        assert!((parse(&short).2 - (now + Duration::seconds(600))).abs() < Duration::seconds(2));
+        let long = ca
+            .sign_client_csr(&csr("a", "b"), Some(i64::MAX), now)
+            .unwrap();
+        assert!(parse(&long).2 <= ca.not_after());
+    }
+
+    #[test]
+    fn garbage_csr_is_a_bad_request() {
+        let now = OffsetDateTime::now_utc();
+        let (ca, _) = CertificateAuthority::generate(now).unwrap();
+        assert!(matches!(
+            ca.sign_client_csr("not a csr", None, now),
+            Err(SignError::BadRequest(_))
+        ));
+    }
+
+    #[test]
+    fn client_usages_must_include_client_auth_and_nothing_for_servers() {
+        let u = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            check_client_usages(&u(&["digital signature", "client auth"])),
+            Ok(())
+        );
+        assert!(check_client_usages(&u(&["server auth", "client auth"])).is_err());
+        assert!(check_client_usages(&u(&["digital signature"])).is_err());
+    }
+
+    #[test]
+    fn serving_certificate_names_its_hosts_for_server_auth() {
+        let now = OffsetDateTime::now_utc();
+        let (ca, _) = CertificateAuthority::generate(now).unwrap();
+        let s = ca.issue_serving(&hosts(), now).unwrap();
+        assert_eq!(parse(&s.cert_pem).3, [2]);
+        assert!(covers_hosts(&s.cert_pem, &hosts()));
+    }
+}

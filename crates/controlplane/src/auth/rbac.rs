@@ -1,0 +1,1088 @@
+//! RBAC authorization with Kubernetes' semantics: rule matching, binding resolution, the
+//! built-in roles, escalation prevention and the wording of 403 answers.
+//!
+//! Pure: a [`Policy`] is a snapshot of roles and bindings (stored objects plus the defaults);
+//! reading them from storage and answering HTTP are the caller's job.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::api::UserInfo;
+
+/// The group whose members may do everything, whatever the bindings say.
+pub const SYSTEM_MASTERS: &str = "system:masters";
+
+/// One `rules[]` entry of a Role or ClusterRole.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PolicyRule {
+    pub verbs: Vec<String>,
+    pub api_groups: Vec<String>,
+    pub resources: Vec<String>,
+    pub resource_names: Vec<String>,
+    pub non_resource_urls: Vec<String>,
+}
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn list(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+impl PolicyRule {
+    /// Reads a rule from its JSON form; missing lists are empty.
+    pub fn from_json(v: &Value) -> Self {
+        PolicyRule {
+            verbs: strings(v.get("verbs")),
+            api_groups: strings(v.get("apiGroups")),
+            resources: strings(v.get("resources")),
+            resource_names: strings(v.get("resourceNames")),
+            non_resource_urls: strings(v.get("nonResourceURLs")),
+        }
+    }
+
+    /// A resource rule.
+    pub fn resource(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Self {
+        PolicyRule {
+            verbs: list(verbs),
+            api_groups: list(groups),
+            resources: list(resources),
+            ..Default::default()
+        }
+    }
+
+    /// A non-resource URL rule.
+    pub fn urls(verbs: &[&str], urls: &[&str]) -> Self {
+        PolicyRule {
+            verbs: list(verbs),
+            non_resource_urls: list(urls),
+            ..Default::default()
+        }
+    }
+
+    /// Restricts the rule to these object names.
+    pub fn names(mut self, names: &[&str]) -> Self {
+        self.resource_names = list(names);
+        self
+    }
+
+    /// Whether this rule allows the request.
+    pub fn allows(&self, a: &Attributes) -> bool {
+        if !has(&self.verbs, &a.verb) {
+            return false;
+        }
+        match &a.target {
+            Target::Resource {
+                group,
+                resource,
+                subresource,
+                name,
+                ..
+            } => {
+                has(&self.api_groups, group)
+                    && resource_matches(&self.resources, resource, subresource)
+                    && (self.resource_names.is_empty()
+                        || (!name.is_empty() && self.resource_names.contains(name)))
+            }
+            Target::NonResource { path } => self.non_resource_urls.iter().any(|u| {
+                u == "*" || u == path || u.strip_suffix('*').is_some_and(|p| path.starts_with(p))
+            }),
+        }
+    }
+}
+
+fn has(list: &[String], want: &str) -> bool {
+    list.iter().any(|v| v == "*" || v == want)
+}
+
+fn resource_matches(rule: &[String], resource: &str, subresource: &str) -> bool {
+    let combined = if subresource.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}/{subresource}")
+    };
+    rule.iter().any(|r| {
+        r == "*"
+            || *r == combined
+            || (!subresource.is_empty() && r.strip_prefix("*/") == Some(subresource))
+    })
+}
+
+/// What a request does, as the authorizer sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attributes {
+    pub user: UserInfo,
+    pub verb: String,
+    pub target: Target,
+}
+
+/// A resource (possibly namespaced, possibly named) or a non-resource path.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    Resource {
+        namespace: String,
+        group: String,
+        resource: String,
+        subresource: String,
+        name: String,
+    },
+    NonResource {
+        path: String,
+    },
+}
+
+impl Attributes {
+    /// The namespace the request is in ("" for cluster scope and non-resource paths).
+    pub fn namespace(&self) -> &str {
+        match &self.target {
+            Target::Resource { namespace, .. } => namespace,
+            Target::NonResource { .. } => "",
+        }
+    }
+
+    /// kube-apiserver's reason for a denied request, e.g. `User "bob" cannot get resource
+    /// "configmaps" in API group "" in the namespace "default"`.
+    pub fn denial(&self) -> String {
+        let user = &self.user.name;
+        let verb = &self.verb;
+        match &self.target {
+            Target::NonResource { path } => format!("User {user:?} cannot {verb} path {path:?}"),
+            Target::Resource {
+                namespace,
+                group,
+                resource,
+                subresource,
+                ..
+            } => {
+                let resource = if subresource.is_empty() {
+                    resource.clone()
+                } else {
+                    format!("{resource}/{subresource}")
+                };
+                if namespace.is_empty() {
+                    format!(
+                        "User {user:?} cannot {verb} resource {resource:?} in API group {group:?} at the cluster scope"
+                    )
+                } else {
+                    format!(
+                        "User {user:?} cannot {verb} resource {resource:?} in API group {group:?} in the namespace {namespace:?}"
+                    )
+                }
+            }
+        }
+    }
+
+    /// The whole message of the 403 Status, as `NewForbidden` words it:
+    /// `configmaps "x" is forbidden: User ...`, `deployments.apps is forbidden: ...` or
+    /// `forbidden: ...` for paths.
+    pub fn forbidden_message(&self) -> String {
+        match &self.target {
+            Target::NonResource { .. } => format!("forbidden: {}", self.denial()),
+            Target::Resource {
+                group,
+                resource,
+                name,
+                ..
+            } => {
+                let qualified = if group.is_empty() {
+                    resource.clone()
+                } else {
+                    format!("{resource}.{group}")
+                };
+                if name.is_empty() {
+                    format!("{qualified} is forbidden: {}", self.denial())
+                } else {
+                    format!("{qualified} {name:?} is forbidden: {}", self.denial())
+                }
+            }
+        }
+    }
+}
+
+/// Who a binding grants to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Subject {
+    User(String),
+    Group(String),
+    /// `system:serviceaccount:<namespace>:<name>`
+    ServiceAccount {
+        namespace: String,
+        name: String,
+    },
+}
+
+impl Subject {
+    fn matches(&self, user: &UserInfo, binding_namespace: &str) -> bool {
+        match self {
+            Subject::User(n) => *n == user.name,
+            Subject::Group(g) => user.groups.iter().any(|ug| ug == g),
+            Subject::ServiceAccount { namespace, name } => {
+                let ns = if namespace.is_empty() {
+                    binding_namespace
+                } else {
+                    namespace
+                };
+                user.name == format!("system:serviceaccount:{ns}:{name}")
+            }
+        }
+    }
+
+    fn from_json(v: &Value) -> Option<Self> {
+        let name = v.get("name")?.as_str()?.to_string();
+        match v.get("kind")?.as_str()? {
+            "User" => Some(Subject::User(name)),
+            "Group" => Some(Subject::Group(name)),
+            "ServiceAccount" => Some(Subject::ServiceAccount {
+                namespace: v
+                    .get("namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+                name,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// A RoleBinding (namespace set) or ClusterRoleBinding (namespace empty).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Binding {
+    pub namespace: String,
+    /// `Role` or `ClusterRole`.
+    pub role_kind: String,
+    pub role_name: String,
+    pub subjects: Vec<Subject>,
+}
+
+impl Binding {
+    /// Reads a RoleBinding or ClusterRoleBinding; None when its roleRef is unusable.
+    pub fn from_json(v: &Value) -> Option<Self> {
+        let role_ref = v.get("roleRef")?;
+        Some(Binding {
+            namespace: v
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            role_kind: role_ref.get("kind")?.as_str()?.to_string(),
+            role_name: role_ref.get("name")?.as_str()?.to_string(),
+            subjects: v
+                .get("subjects")
+                .and_then(Value::as_array)
+                .map(|s| s.iter().filter_map(Subject::from_json).collect())
+                .unwrap_or_default(),
+        })
+    }
+
+    fn cluster(role: &str, subjects: Vec<Subject>) -> Self {
+        Binding {
+            namespace: String::new(),
+            role_kind: "ClusterRole".into(),
+            role_name: role.into(),
+            subjects,
+        }
+    }
+
+    fn applies_to(&self, user: &UserInfo) -> bool {
+        self.subjects
+            .iter()
+            .any(|s| s.matches(user, &self.namespace))
+    }
+}
+
+fn rules_of(v: &Value) -> Vec<PolicyRule> {
+    v.get("rules")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().map(PolicyRule::from_json).collect())
+        .unwrap_or_default()
+}
+
+/// A snapshot of every role and binding the authorizer consults.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    cluster_roles: HashMap<String, Vec<PolicyRule>>,
+    /// (namespace, name) → rules
+    roles: HashMap<(String, String), Vec<PolicyRule>>,
+    bindings: Vec<Binding>,
+}
+
+impl Policy {
+    /// The built-in roles and bindings only (what a fresh kube-apiserver bootstraps).
+    pub fn with_defaults() -> Self {
+        let mut p = Policy::default();
+        for (name, rules) in default_cluster_roles() {
+            p.cluster_roles.insert(name.into(), rules);
+        }
+        p.bindings = default_bindings();
+        p
+    }
+
+    /// Adds stored objects (Role, ClusterRole, RoleBinding, ClusterRoleBinding, by `kind`).
+    /// A stored ClusterRole replaces a default of the same name.
+    pub fn add_object(&mut self, v: &Value) {
+        let name = v
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let ns = v
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        match v.get("kind").and_then(Value::as_str) {
+            Some("ClusterRole") => {
+                self.cluster_roles.insert(name, rules_of(v));
+            }
+            Some("Role") => {
+                self.roles.insert((ns, name), rules_of(v));
+            }
+            Some("RoleBinding") | Some("ClusterRoleBinding") => {
+                if let Some(b) = Binding::from_json(v) {
+                    self.bindings.push(b);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn role_rules(&self, binding: &Binding) -> &[PolicyRule] {
+        let found = match binding.role_kind.as_str() {
+            "ClusterRole" => self.cluster_roles.get(&binding.role_name),
+            // A RoleBinding may only name a Role of its own namespace.
+            "Role" if !binding.namespace.is_empty() => self
+                .roles
+                .get(&(binding.namespace.clone(), binding.role_name.clone())),
+            _ => None,
+        };
+        found.map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Every rule that applies to `user` in `namespace` (cluster-wide rules always; rules of
+    /// RoleBindings only in their namespace).
+    pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> Vec<PolicyRule> {
+        let mut out = Vec::new();
+        if user.groups.iter().any(|g| g == SYSTEM_MASTERS) {
+            out.push(PolicyRule {
+                verbs: list(&["*"]),
+                api_groups: list(&["*"]),
+                resources: list(&["*"]),
+                non_resource_urls: list(&["*"]),
+                ..Default::default()
+            });
+        }
+        for b in &self.bindings {
+            let in_scope =
+                b.namespace.is_empty() || (!namespace.is_empty() && b.namespace == namespace);
+            if in_scope && b.applies_to(user) {
+                out.extend(self.role_rules(b).iter().cloned());
+            }
+        }
+        out
+    }
+
+    /// Whether the request is allowed.
+    pub fn authorize(&self, a: &Attributes) -> bool {
+        if a.user.groups.iter().any(|g| g == SYSTEM_MASTERS) {
+            return true;
+        }
+        self.rules_for(&a.user, a.namespace())
+            .iter()
+            .any(|r| r.allows(a))
+    }
+
+    /// Checks that `user` may create or update a role with these rules in `namespace` (""
+    /// for a ClusterRole): they must hold every permission it grants, or have `escalate` on
+    /// the role's resource.
+    pub fn check_role_escalation(
+        &self,
+        user: &UserInfo,
+        namespace: &str,
+        role_resource: &str,
+        role_name: &str,
+        rules: &[PolicyRule],
+    ) -> Result<(), Escalation> {
+        if self.may(user, "escalate", namespace, role_resource, role_name) {
+            return Ok(());
+        }
+        self.check_covers(user, namespace, rules)
+    }
+
+    /// Checks that `user` may create or update a binding in `namespace` ("" for a
+    /// ClusterRoleBinding) to the role it names: they must hold every permission of that role,
+    /// or have `bind` on it.
+    pub fn check_binding_escalation(
+        &self,
+        user: &UserInfo,
+        binding: &Binding,
+    ) -> Result<(), Escalation> {
+        let resource = if binding.role_kind == "ClusterRole" {
+            "clusterroles"
+        } else {
+            "roles"
+        };
+        if self.may(
+            user,
+            "bind",
+            &binding.namespace,
+            resource,
+            &binding.role_name,
+        ) {
+            return Ok(());
+        }
+        let rules = self.role_rules(binding).to_vec();
+        self.check_covers(user, &binding.namespace, &rules)
+    }
+
+    fn may(
+        &self,
+        user: &UserInfo,
+        verb: &str,
+        namespace: &str,
+        resource: &str,
+        name: &str,
+    ) -> bool {
+        self.authorize(&Attributes {
+            user: user.clone(),
+            verb: verb.into(),
+            target: Target::Resource {
+                namespace: namespace.into(),
+                group: "rbac.authorization.k8s.io".into(),
+                resource: resource.into(),
+                subresource: String::new(),
+                name: name.into(),
+            },
+        })
+    }
+
+    fn check_covers(
+        &self,
+        user: &UserInfo,
+        namespace: &str,
+        rules: &[PolicyRule],
+    ) -> Result<(), Escalation> {
+        let held = self.rules_for(user, namespace);
+        let missing: Vec<PolicyRule> = rules
+            .iter()
+            .flat_map(atomic)
+            .filter(|want| !held.iter().any(|h| covers(h, want)))
+            .collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(Escalation {
+                user: user.name.clone(),
+                missing,
+            })
+        }
+    }
+}
+
+/// A role or binding would grant permissions its requester does not hold.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "user {user:?} is attempting to grant RBAC permissions not currently held:\n{}",
+    self.missing.iter().map(describe).collect::<Vec<_>>().join("\n")
+)]
+pub struct Escalation {
+    pub user: String,
+    pub missing: Vec<PolicyRule>,
+}
+
+fn describe(r: &PolicyRule) -> String {
+    if r.non_resource_urls.is_empty() {
+        format!(
+            "{{APIGroups:{:?}, Resources:{:?}, ResourceNames:{:?}, Verbs:{:?}}}",
+            r.api_groups, r.resources, r.resource_names, r.verbs
+        )
+    } else {
+        format!(
+            "{{NonResourceURLs:{:?}, Verbs:{:?}}}",
+            r.non_resource_urls, r.verbs
+        )
+    }
+}
+
+/// Splits a rule into rules of one verb, group, resource and name (or one URL and verb).
+fn atomic(r: &PolicyRule) -> Vec<PolicyRule> {
+    let mut out = Vec::new();
+    for verb in &r.verbs {
+        for url in &r.non_resource_urls {
+            out.push(PolicyRule {
+                verbs: vec![verb.clone()],
+                non_resource_urls: vec![url.clone()],
+                ..Default::default()
+            });
+        }
+        for group in &r.api_groups {
+            for resource in &r.resources {
+                let one = |names: Vec<String>| PolicyRule {
+                    verbs: vec![verb.clone()],
+                    api_groups: vec![group.clone()],
+                    resources: vec![resource.clone()],
+                    resource_names: names,
+                    non_resource_urls: Vec::new(),
+                };
+                if r.resource_names.is_empty() {
+                    out.push(one(Vec::new()));
+                } else {
+                    out.extend(r.resource_names.iter().map(|n| one(vec![n.clone()])));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether the held rule grants everything the atomic rule `want` does. Wildcards in `want`
+/// are only covered by the same wildcard (or `*`) in `held`.
+fn covers(held: &PolicyRule, want: &PolicyRule) -> bool {
+    let has_all =
+        |list: &[String], w: &[String]| w.iter().all(|x| list.iter().any(|l| l == "*" || l == x));
+    if !has_all(&held.verbs, &want.verbs) {
+        return false;
+    }
+    if !want.non_resource_urls.is_empty() {
+        return want.non_resource_urls.iter().all(|u| {
+            held.non_resource_urls.iter().any(|h| {
+                h == "*" || h == u || h.strip_suffix('*').is_some_and(|p| u.starts_with(p))
+            })
+        });
+    }
+    has_all(&held.api_groups, &want.api_groups)
+        && want.resources.iter().all(|res| {
+            held.resources.iter().any(|h| {
+                h == "*"
+                    || h == res
+                    || h.strip_prefix("*/")
+                        .is_some_and(|sub| res.split_once('/').is_some_and(|(_, s)| s == sub))
+            })
+        })
+        && (held.resource_names.is_empty()
+            || (!want.resource_names.is_empty()
+                && want
+                    .resource_names
+                    .iter()
+                    .all(|n| held.resource_names.contains(n))))
+}
+
+const READ: &[&str] = &["get", "list", "watch"];
+const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
+
+fn default_cluster_roles() -> Vec<(&'static str, Vec<PolicyRule>)> {
+    let core_view = &[
+        "configmaps",
+        "endpoints",
+        "events",
+        "namespaces",
+        "namespaces/status",
+        "persistentvolumeclaims",
+        "pods",
+        "pods/log",
+        "pods/status",
+        "replicationcontrollers",
+        "resourcequotas",
+        "serviceaccounts",
+        "services",
+        "services/status",
+    ];
+    let core_edit = &[
+        "configmaps",
+        "endpoints",
+        "events",
+        "persistentvolumeclaims",
+        "pods",
+        "replicationcontrollers",
+        "secrets",
+        "serviceaccounts",
+        "services",
+    ];
+    let apps = &[
+        "daemonsets",
+        "deployments",
+        "deployments/scale",
+        "deployments/status",
+        "replicasets",
+        "statefulsets",
+    ];
+    let view = vec![
+        PolicyRule::resource(READ, &[""], core_view),
+        PolicyRule::resource(READ, &["apps"], apps),
+        PolicyRule::resource(READ, &["coordination.k8s.io"], &["leases"]),
+        PolicyRule::resource(READ, &["events.k8s.io"], &["events"]),
+    ];
+    let mut edit = view.clone();
+    edit.extend([
+        PolicyRule::resource(READ, &[""], &["secrets"]),
+        PolicyRule::resource(WRITE, &[""], core_edit),
+        PolicyRule::resource(WRITE, &["apps"], apps),
+        PolicyRule::resource(WRITE, &["coordination.k8s.io"], &["leases"]),
+        PolicyRule::resource(&["impersonate"], &[""], &["serviceaccounts"]),
+    ]);
+    let mut admin = edit.clone();
+    admin.extend([
+        PolicyRule::resource(
+            &[
+                "create",
+                "delete",
+                "deletecollection",
+                "get",
+                "list",
+                "patch",
+                "update",
+                "watch",
+            ],
+            &["rbac.authorization.k8s.io"],
+            &["roles", "rolebindings"],
+        ),
+        PolicyRule::resource(
+            &["create"],
+            &["authorization.k8s.io"],
+            &["localsubjectaccessreviews"],
+        ),
+    ]);
+    let health = &["/healthz", "/livez", "/readyz", "/version", "/version/"];
+    vec![
+        (
+            "cluster-admin",
+            vec![
+                PolicyRule::resource(&["*"], &["*"], &["*"]),
+                PolicyRule::urls(&["*"], &["*"]),
+            ],
+        ),
+        ("admin", admin),
+        ("edit", edit),
+        ("view", view),
+        (
+            "system:basic-user",
+            vec![
+                PolicyRule::resource(
+                    &["create"],
+                    &["authorization.k8s.io"],
+                    &["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+                ),
+                PolicyRule::resource(
+                    &["create"],
+                    &["authentication.k8s.io"],
+                    &["selfsubjectreviews"],
+                ),
+            ],
+        ),
+        (
+            "system:discovery",
+            vec![PolicyRule::urls(
+                &["get"],
+                &[
+                    "/api",
+                    "/api/*",
+                    "/apis",
+                    "/apis/*",
+                    "/healthz",
+                    "/livez",
+                    "/openapi",
+                    "/openapi/*",
+                    "/readyz",
+                    "/version",
+                    "/version/",
+                ],
+            )],
+        ),
+        (
+            "system:public-info-viewer",
+            vec![PolicyRule::urls(&["get"], health)],
+        ),
+        (
+            "system:node-bootstrapper",
+            vec![PolicyRule::resource(
+                &["create", "get", "list", "watch"],
+                &["certificates.k8s.io"],
+                &["certificatesigningrequests"],
+            )],
+        ),
+    ]
+}
+
+fn default_bindings() -> Vec<Binding> {
+    let group = |g: &str| Subject::Group(g.into());
+    vec![
+        Binding::cluster("cluster-admin", vec![group(SYSTEM_MASTERS)]),
+        Binding::cluster("system:basic-user", vec![group("system:authenticated")]),
+        Binding::cluster("system:discovery", vec![group("system:authenticated")]),
+        Binding::cluster(
+            "system:public-info-viewer",
+            vec![
+                group("system:authenticated"),
+                group("system:unauthenticated"),
+            ],
+        ),
+        Binding::cluster(
+            "system:node-bootstrapper",
+            vec![group("system:bootstrappers")],
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn user(name: &str, groups: &[&str]) -> UserInfo {
+        UserInfo {
+            name: name.into(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+        }
+    }
+
+    fn res(
+        u: &UserInfo,
+        verb: &str,
+        ns: &str,
+        group: &str,
+        resource: &str,
+        sub: &str,
+        name: &str,
+    ) -> Attributes {
+        Attributes {
+            user: u.clone(),
+            verb: verb.into(),
+            target: Target::Resource {
+                namespace: ns.into(),
+                group: group.into(),
+                resource: resource.into(),
+                subresource: sub.into(),
+                name: name.into(),
+            },
+        }
+    }
+
+    fn path(u: &UserInfo, p: &str) -> Attributes {
+        Attributes {
+            user: u.clone(),
+            verb: "get".into(),
+            target: Target::NonResource { path: p.into() },
+        }
+    }
+
+    fn policy(objects: &[Value]) -> Policy {
+        let mut p = Policy::with_defaults();
+        for o in objects {
+            p.add_object(o);
+        }
+        p
+    }
+
+    fn role(ns: &str, name: &str, rules: Value) -> Value {
+        json!({"kind": "Role", "metadata": {"namespace": ns, "name": name}, "rules": rules})
+    }
+
+    fn cluster_role(name: &str, rules: Value) -> Value {
+        json!({"kind": "ClusterRole", "metadata": {"name": name}, "rules": rules})
+    }
+
+    fn role_binding(ns: &str, kind: &str, role: &str, user: &str) -> Value {
+        json!({"kind": "RoleBinding", "metadata": {"namespace": ns, "name": format!("{role}-{user}")},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+            "subjects": [{"kind": "User", "name": user}]})
+    }
+
+    fn cluster_binding(role: &str, subject: Value) -> Value {
+        json!({"kind": "ClusterRoleBinding", "metadata": {"name": role},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [subject]})
+    }
+
+    #[test]
+    fn system_masters_may_do_anything() {
+        let p = Policy::with_defaults();
+        let admin = user("root", &[SYSTEM_MASTERS]);
+        assert!(p.authorize(&res(&admin, "delete", "x", "apps", "deployments", "", "d")));
+        assert!(p.authorize(&path(&admin, "/metrics")));
+    }
+
+    #[test]
+    fn users_without_bindings_are_denied_resources_but_may_discover() {
+        let p = Policy::with_defaults();
+        let bob = user("bob", &["system:authenticated"]);
+        assert!(!p.authorize(&res(&bob, "get", "default", "", "configmaps", "", "c")));
+        assert!(p.authorize(&path(&bob, "/apis/apps/v1")));
+        assert!(p.authorize(&path(&bob, "/version")));
+        assert!(!p.authorize(&path(&bob, "/metrics")));
+        assert!(p.authorize(&res(
+            &bob,
+            "create",
+            "",
+            "authorization.k8s.io",
+            "selfsubjectaccessreviews",
+            "",
+            ""
+        )));
+    }
+
+    #[test]
+    fn role_binding_grants_only_in_its_namespace() {
+        let p = policy(&[
+            role(
+                "a",
+                "reader",
+                json!([{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["configmaps"]}]),
+            ),
+            role_binding("a", "Role", "reader", "bob"),
+        ]);
+        let bob = user("bob", &[]);
+        assert!(p.authorize(&res(&bob, "get", "a", "", "configmaps", "", "x")));
+        assert!(p.authorize(&res(&bob, "list", "a", "", "configmaps", "", "")));
+        assert!(!p.authorize(&res(&bob, "delete", "a", "", "configmaps", "", "x")));
+        assert!(!p.authorize(&res(&bob, "get", "b", "", "configmaps", "", "x")));
+        assert!(!p.authorize(&res(&bob, "list", "", "", "configmaps", "", "")));
+        assert!(!p.authorize(&res(&bob, "get", "a", "", "secrets", "", "x")));
+    }
+
+    #[test]
+    fn role_binding_to_cluster_role_is_namespace_limited() {
+        let p = policy(&[role_binding("a", "ClusterRole", "edit", "bob")]);
+        let bob = user("bob", &[]);
+        assert!(p.authorize(&res(&bob, "create", "a", "apps", "deployments", "", "")));
+        assert!(!p.authorize(&res(&bob, "create", "b", "apps", "deployments", "", "")));
+    }
+
+    #[test]
+    fn role_binding_cannot_use_a_role_of_another_namespace() {
+        let p = policy(&[
+            role(
+                "b",
+                "reader",
+                json!([{"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"]}]),
+            ),
+            role_binding("a", "Role", "reader", "bob"),
+        ]);
+        assert!(!p.authorize(&res(
+            &user("bob", &[]),
+            "get",
+            "a",
+            "",
+            "configmaps",
+            "",
+            "x"
+        )));
+    }
+
+    #[test]
+    fn subresources_need_their_own_rule_or_a_star_slash_rule() {
+        let p = policy(&[
+            cluster_role(
+                "status-writer",
+                json!([{"verbs": ["update"], "apiGroups": ["cluster.example.io"], "resources": ["managedclusters/status"]}]),
+            ),
+            cluster_binding("status-writer", json!({"kind": "User", "name": "bob"})),
+            cluster_role(
+                "any-status",
+                json!([{"verbs": ["get"], "apiGroups": ["*"], "resources": ["*/status"]}]),
+            ),
+            cluster_binding("any-status", json!({"kind": "User", "name": "eve"})),
+        ]);
+        let bob = user("bob", &[]);
+        assert!(p.authorize(&res(
+            &bob,
+            "update",
+            "",
+            "cluster.example.io",
+            "managedclusters",
+            "status",
+            "c1"
+        )));
+        assert!(!p.authorize(&res(
+            &bob,
+            "update",
+            "",
+            "cluster.example.io",
+            "managedclusters",
+            "",
+            "c1"
+        )));
+        let eve = user("eve", &[]);
+        assert!(p.authorize(&res(&eve, "get", "", "apps", "deployments", "status", "d")));
+        assert!(!p.authorize(&res(&eve, "get", "", "apps", "deployments", "", "d")));
+    }
+
+    #[test]
+    fn resource_names_limit_named_requests_and_exclude_lists() {
+        let p = policy(&[
+            cluster_role(
+                "one",
+                json!([{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["mine"]}]),
+            ),
+            cluster_binding("one", json!({"kind": "Group", "name": "team"})),
+        ]);
+        let u = user("x", &["team"]);
+        assert!(p.authorize(&res(&u, "get", "ns", "", "secrets", "", "mine")));
+        assert!(!p.authorize(&res(&u, "get", "ns", "", "secrets", "", "other")));
+        assert!(!p.authorize(&res(&u, "list", "ns", "", "secrets", "", "")));
+    }
+
+    #[test]
+    fn non_resource_urls_match_exactly_or_by_star_prefix() {
+        let r = PolicyRule::urls(&["get"], &["/metrics", "/logs/*"]);
+        let u = user("u", &[]);
+        assert!(r.allows(&path(&u, "/metrics")));
+        assert!(!r.allows(&path(&u, "/metrics/x")));
+        assert!(r.allows(&path(&u, "/logs/a/b")));
+        assert!(!r.allows(&res(&u, "get", "", "", "metrics", "", "")));
+    }
+
+    #[test]
+    fn service_account_subjects_match_their_user_name() {
+        let p = policy(&[
+            json!({"kind": "RoleBinding", "metadata": {"namespace": "a", "name": "b"},
+            "roleRef": {"kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "ServiceAccount", "name": "robot", "namespace": "a"}]}),
+        ]);
+        let sa = user("system:serviceaccount:a:robot", &[]);
+        assert!(p.authorize(&res(&sa, "list", "a", "", "pods", "", "")));
+        assert!(!p.authorize(&res(&user("robot", &[]), "list", "a", "", "pods", "", "")));
+    }
+
+    #[test]
+    fn bootstrappers_may_create_csrs_only() {
+        let p = Policy::with_defaults();
+        let b = user(
+            "system:bootstrap:abcdef",
+            &["system:bootstrappers", "system:authenticated"],
+        );
+        assert!(p.authorize(&res(
+            &b,
+            "create",
+            "",
+            "certificates.k8s.io",
+            "certificatesigningrequests",
+            "",
+            ""
+        )));
+        assert!(!p.authorize(&res(
+            &b,
+            "update",
+            "",
+            "certificates.k8s.io",
+            "certificatesigningrequests",
+            "approval",
+            "x"
+        )));
+        assert!(!p.authorize(&res(&b, "list", "default", "", "secrets", "", "")));
+    }
+
+    #[test]
+    fn forbidden_messages_are_worded_as_kube_apiserver_words_them() {
+        let bob = user("bob", &[]);
+        assert_eq!(
+            res(&bob, "get", "default", "", "configmaps", "", "cm").forbidden_message(),
+            r#"configmaps "cm" is forbidden: User "bob" cannot get resource "configmaps" in API group "" in the namespace "default""#
+        );
+        assert_eq!(
+            res(&bob, "list", "", "apps", "deployments", "", "").forbidden_message(),
+            r#"deployments.apps is forbidden: User "bob" cannot list resource "deployments" in API group "apps" at the cluster scope"#
+        );
+        assert_eq!(
+            res(
+                &bob,
+                "update",
+                "",
+                "certificates.k8s.io",
+                "certificatesigningrequests",
+                "approval",
+                "c"
+            )
+            .denial(),
+            r#"User "bob" cannot update resource "certificatesigningrequests/approval" in API group "certificates.k8s.io" at the cluster scope"#
+        );
+        assert_eq!(
+            path(&bob, "/metrics").forbidden_message(),
+            r#"forbidden: User "bob" cannot get path "/metrics""#
+        );
+    }
+
+    #[test]
+    fn roles_granting_more_than_the_requester_holds_are_escalation() {
+        let p = policy(&[role_binding("a", "ClusterRole", "edit", "bob")]);
+        let bob = user("bob", &[]);
+        let within = [PolicyRule::resource(&["get"], &[""], &["configmaps"])];
+        assert_eq!(
+            p.check_role_escalation(&bob, "a", "roles", "r", &within),
+            Ok(())
+        );
+        let beyond = [PolicyRule::resource(&["get"], &[""], &["nodes"])];
+        let err = p
+            .check_role_escalation(&bob, "a", "roles", "r", &beyond)
+            .unwrap_err();
+        assert_eq!(err.missing, beyond.to_vec());
+        assert!(
+            err.to_string()
+                .contains("attempting to grant RBAC permissions not currently held")
+        );
+        let wildcard = [PolicyRule::resource(&["*"], &[""], &["configmaps"])];
+        assert!(
+            p.check_role_escalation(&bob, "a", "roles", "r", &wildcard)
+                .is_err()
+        );
+        assert!(
+            p.check_role_escalation(&bob, "", "clusterroles", "r", &within)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn escalate_verb_allows_granting_anything() {
+        let p = policy(&[
+            cluster_role(
+                "escalator",
+                json!([{"verbs": ["escalate"], "apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"]}]),
+            ),
+            cluster_binding("escalator", json!({"kind": "User", "name": "bob"})),
+        ]);
+        let rules = [PolicyRule::resource(&["*"], &["*"], &["*"])];
+        assert_eq!(
+            p.check_role_escalation(&user("bob", &[]), "", "clusterroles", "r", &rules),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn bindings_need_the_roles_permissions_or_bind() {
+        let p = policy(&[
+            role_binding("a", "ClusterRole", "view", "bob"),
+            cluster_role(
+                "binder",
+                json!([{"verbs": ["bind"], "apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "resourceNames": ["admin"]}]),
+            ),
+            cluster_binding("binder", json!({"kind": "User", "name": "carol"})),
+        ]);
+        let b = |role: &str| Binding {
+            namespace: "a".into(),
+            role_kind: "ClusterRole".into(),
+            role_name: role.into(),
+            subjects: vec![Subject::User("x".into())],
+        };
+        let bob = user("bob", &[]);
+        assert_eq!(p.check_binding_escalation(&bob, &b("view")), Ok(()));
+        assert!(p.check_binding_escalation(&bob, &b("edit")).is_err());
+        let carol = user("carol", &[]);
+        assert_eq!(p.check_binding_escalation(&carol, &b("admin")), Ok(()));
+        assert!(
+            p.check_binding_escalation(&carol, &b("cluster-admin"))
+                .is_err()
+        );
+        assert_eq!(
+            p.check_binding_escalation(&user("root", &[SYSTEM_MASTERS]), &b("cluster-admin")),
+            Ok(())
+        );
+    }
+}
