@@ -4,7 +4,9 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::yaml::Position;
+use std::sync::{Arc, OnceLock};
+
+use super::yaml::{Position, SpanIndex};
 
 /// One problem found in a fleet repo: the file, the place in it, the JSON pointer of the node
 /// inside its document, and what is wrong.
@@ -46,28 +48,66 @@ impl fmt::Display for Diagnostic {
     }
 }
 
+/// The text of a file and, once needed, where every node of its documents is. Files are
+/// parsed without positions first; only a file with something to point at is parsed again.
+#[derive(Debug)]
+pub struct FileSpans {
+    text: String,
+    spans: OnceLock<Vec<SpanIndex>>,
+}
+
+impl FileSpans {
+    pub fn new(text: &str) -> Arc<Self> {
+        Arc::new(FileSpans {
+            text: text.to_string(),
+            spans: OnceLock::new(),
+        })
+    }
+
+    fn document(&self, index: usize) -> &SpanIndex {
+        static NONE: OnceLock<SpanIndex> = OnceLock::new();
+        let spans = self.spans.get_or_init(|| {
+            super::yaml::parse_documents(&self.text)
+                .map(|documents| {
+                    documents
+                        .into_iter()
+                        .map(|document| document.spans)
+                        .collect()
+                })
+                .unwrap_or_default()
+        });
+        spans
+            .get(index)
+            .unwrap_or_else(|| NONE.get_or_init(SpanIndex::default))
+    }
+}
+
 /// Where a document came from, for diagnostics about its nodes.
 #[derive(Clone, Debug)]
 pub struct DocumentOrigin {
     pub file: String,
     pub index: usize,
-    pub spans: super::yaml::SpanIndex,
+    pub source: Arc<FileSpans>,
 }
 
 impl DocumentOrigin {
+    fn spans(&self) -> &SpanIndex {
+        self.source.document(self.index)
+    }
+
     /// A problem with the value at `pointer`.
     pub fn at(&self, pointer: &str, message: impl Into<String>) -> Diagnostic {
-        self.diagnostic(pointer, self.spans.value(pointer), message)
+        self.diagnostic(pointer, self.spans().value(pointer), message)
     }
 
     /// A problem with the key of the mapping entry at `pointer` (unknown or misspelt fields).
     pub fn at_key(&self, pointer: &str, message: impl Into<String>) -> Diagnostic {
-        self.diagnostic(pointer, self.spans.key(pointer), message)
+        self.diagnostic(pointer, self.spans().key(pointer), message)
     }
 
     /// Where the value at `pointer` is written, as `file:line:column`.
     pub fn location(&self, pointer: &str) -> String {
-        let position = self.spans.value(pointer);
+        let position = self.spans().value(pointer);
         format!("{}:{}:{}", self.file, position.line, position.column)
     }
 

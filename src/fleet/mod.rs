@@ -156,7 +156,7 @@ fn read_file(file: &FleetFile, documents: &mut Documents, diagnostics: &mut Vec<
             return;
         }
     };
-    let parsed = match yaml::parse_documents(text) {
+    let parsed = match yaml::parse_documents_unindexed(text) {
         Ok(parsed) => parsed,
         Err(err) => {
             diagnostics.push(Diagnostic::file(
@@ -167,6 +167,7 @@ fn read_file(file: &FleetFile, documents: &mut Documents, diagnostics: &mut Vec<
             return;
         }
     };
+    let source = diagnostic::FileSpans::new(text);
     for (index, document) in parsed.into_iter().enumerate() {
         if document.value.is_null() {
             continue;
@@ -174,7 +175,7 @@ fn read_file(file: &FleetFile, documents: &mut Documents, diagnostics: &mut Vec<
         let origin = DocumentOrigin {
             file: file.path.clone(),
             index,
-            spans: document.spans,
+            source: source.clone(),
         };
         read_document(document.value, origin, documents, diagnostics);
     }
