@@ -36,9 +36,13 @@ use crate::api::{ManagedCluster, ManagedClusterAddOn};
 struct ExpiryContext {
     hub: Arc<Context>,
     leases: Store<Lease>,
+    /// Whether ManagedClusterAddOns exist on this hub (their CRD is installed).
+    addons: bool,
 }
 
-pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
+/// Runs the loop; `addons` says whether the ManagedClusterAddOn CRD is installed (without it,
+/// clusters still expire and only the addon step is skipped).
+pub(crate) async fn run(ctx: Arc<Context>, addons: bool, shutdown: CancellationToken) {
     let (leases, writer) = reflector::store::<Lease>();
     let lease_config =
         watcher::Config::default().fields(&format!("metadata.name={CLUSTER_LEASE_NAME}"));
@@ -49,19 +53,30 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     .default_backoff()
     .touched_objects();
     let clusters: Api<ManagedCluster> = Api::all(ctx.client.clone());
-    let addons: Api<ManagedClusterAddOn> = Api::all(ctx.client.clone());
-    let expiry = Arc::new(ExpiryContext { hub: ctx, leases });
-    Controller::new(clusters, watcher::Config::default())
-        .watches_stream(lease_events, |lease: Lease| {
+    let addon_api: Api<ManagedClusterAddOn> = Api::all(ctx.client.clone());
+    let expiry = Arc::new(ExpiryContext {
+        hub: ctx,
+        leases,
+        addons,
+    });
+    let controller = Controller::new(clusters, watcher::Config::default()).watches_stream(
+        lease_events,
+        |lease: Lease| {
             lease
                 .namespace()
                 .map(|namespace| ObjectRef::<ManagedCluster>::new(&namespace))
-        })
-        .watches(addons, watcher::Config::default(), |addon| {
+        },
+    );
+    let controller = if addons {
+        controller.watches(addon_api, watcher::Config::default(), |addon| {
             addon
                 .namespace()
                 .map(|namespace| ObjectRef::<ManagedCluster>::new(&namespace))
         })
+    } else {
+        controller
+    };
+    controller
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, expiry)
         .for_each(|result| async move {
@@ -125,7 +140,8 @@ async fn reconcile(
         }
     }
     reconcile_taints(&clusters, &cluster, now).await?;
-    if let Some(available) = cluster.condition(CONDITION_AVAILABLE)
+    if ctx.addons
+        && let Some(available) = cluster.condition(CONDITION_AVAILABLE)
         && available.status == STATUS_UNKNOWN
     {
         mark_addons_unknown(&ctx, &name, available).await?;

@@ -89,30 +89,36 @@ pub async fn run(config: HubConfig, shutdown: CancellationToken) {
         client: config.client,
         access: config.access,
     });
+    let clusters = crd_installed::<ManagedCluster>(&ctx.client, LOOP_NOT_STARTED).await;
+    let spokes = crd_installed::<Spoke>(&ctx.client, LOOP_NOT_STARTED).await;
     let mut tasks = Vec::new();
-    if crd_installed::<ManagedCluster>(&ctx.client, LOOP_NOT_STARTED).await {
+    if clusters {
         tasks.push(tokio::spawn(super::accept_loop::run(
             ctx.clone(),
             shutdown.clone(),
         )));
-        if crd_installed::<ManagedClusterAddOn>(&ctx.client, LOOP_NOT_STARTED).await {
-            tasks.push(tokio::spawn(super::expiry_loop::run(
-                ctx.clone(),
-                shutdown.clone(),
-            )));
-        }
+        let addons = crd_installed::<ManagedClusterAddOn>(
+            &ctx.client,
+            "the addons of Unknown clusters are not marked Unknown",
+        )
+        .await;
+        tasks.push(tokio::spawn(super::expiry_loop::run(
+            ctx.clone(),
+            addons,
+            shutdown.clone(),
+        )));
     }
-    if crd_installed::<Spoke>(&ctx.client, LOOP_NOT_STARTED).await {
+    if spokes {
         tasks.push(tokio::spawn(super::observer_loop::run(
             ctx.clone(),
             shutdown.clone(),
         )));
-        if crd_installed::<ManagedCluster>(&ctx.client, LOOP_NOT_STARTED).await {
-            tasks.push(tokio::spawn(super::approval_loop::run(
-                ctx.clone(),
-                shutdown.clone(),
-            )));
-        }
+    }
+    if clusters && spokes {
+        tasks.push(tokio::spawn(super::approval_loop::run(
+            ctx.clone(),
+            shutdown.clone(),
+        )));
     }
     info!(loops = tasks.len(), "hub loops started");
     shutdown.cancelled().await;
