@@ -162,6 +162,9 @@ pub enum ApiError {
         message: String,
         cause: Option<(String, String)>,
     },
+    /// No credentials, or credentials that authenticate nobody.
+    #[error("Unauthorized")]
+    Unauthorized,
     #[error("too old resource version: {requested} ({oldest})")]
     Expired { requested: i64, oldest: i64 },
     /// A continue token older than the history window.
@@ -204,6 +207,7 @@ impl ApiError {
             ApiError::BadRequest(_) => 400,
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::Forbidden { .. } => 403,
+            ApiError::Unauthorized => 401,
             ApiError::Expired { .. } | ApiError::ExpiredContinue => 410,
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::NotAcceptable => 406,
@@ -223,6 +227,7 @@ impl ApiError {
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
             ApiError::Forbidden { .. } => "Forbidden",
+            ApiError::Unauthorized => "Unauthorized",
             ApiError::Expired { .. } => "Expired",
             ApiError::ExpiredContinue => "Expired",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",

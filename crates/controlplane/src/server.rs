@@ -1,5 +1,6 @@
-//! Starting and stopping a control plane: the builder, the accept loop (HTTP/1.1 and h2c on one
-//! port), graceful shutdown, and the kubeconfig that points clients at it.
+//! Starting and stopping a control plane: the builder, the accept loop (HTTPS, or plain
+//! HTTP/1.1 and h2c when asked for), graceful shutdown, and the kubeconfig that points clients
+//! at it.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -14,8 +15,13 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use base64::Engine;
+
 use crate::api::{ApiServer, UserInfo};
-use crate::http::Frontend;
+use crate::auth::authn::{StaticTokens, TokenFileError};
+use crate::auth::ca::{CaError, CertificateAuthority, CertifiedKey};
+use crate::auth::tls::{TlsError, TlsSetup};
+use crate::http::{Caller, Frontend, Security};
 use crate::registry::Registry;
 use crate::storage::{Backend, StorageError, Store, memory::MemoryBackend, sqlite::SqliteBackend};
 
@@ -29,6 +35,29 @@ pub enum StartError {
         addr: String,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Pki(#[from] CaError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error("cannot read token file {path}: {source}")]
+    TokenFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    TokenFileFormat {
+        path: PathBuf,
+        source: TokenFileError,
+    },
+}
+
+/// How a control plane is reached and who may do what.
+#[derive(Debug, Clone, PartialEq)]
+enum Transport {
+    /// Plain HTTP; every request is an administrator.
+    InsecureHttp,
+    /// TLS with a CA of its own, authentication and RBAC.
+    Secure { token_file: Option<PathBuf> },
 }
 
 /// Configures a control plane.
@@ -39,6 +68,7 @@ pub struct ControlPlaneBuilder {
     history_window: usize,
     bookmark_every: Duration,
     watch_timeout: Duration,
+    transport: Transport,
 }
 
 /// Entry point: `ControlPlane::builder()`.
@@ -52,6 +82,7 @@ impl ControlPlane {
             history_window: 10_000,
             bookmark_every: Duration::from_secs(60),
             watch_timeout: Duration::from_secs(1800),
+            transport: Transport::InsecureHttp,
         }
     }
 }
@@ -78,6 +109,28 @@ impl ControlPlaneBuilder {
         self
     }
 
+    /// Serve HTTPS with authentication and RBAC: a CA and serving certificate are created at
+    /// first start (in `DIR/pki` when there is a data dir) and [`RunningControlPlane::kubeconfig`]
+    /// carries an administrator's client certificate.
+    pub fn secure(mut self) -> Self {
+        if self.transport == Transport::InsecureHttp {
+            self.transport = Transport::Secure { token_file: None };
+        }
+        self
+    }
+    /// Serve plain HTTP with no authentication: every client is an administrator.
+    pub fn insecure_http(mut self) -> Self {
+        self.transport = Transport::InsecureHttp;
+        self
+    }
+    /// Bearer tokens from a kube-apiserver `--token-auth-file` CSV (implies [`Self::secure`]).
+    pub fn token_auth_file(mut self, path: PathBuf) -> Self {
+        self.transport = Transport::Secure {
+            token_file: Some(path),
+        };
+        self
+    }
+
     /// Opens storage, binds the port and starts serving.
     pub async fn start(self) -> Result<RunningControlPlane, StartError> {
         let backend: Box<dyn Backend> = match &self.data_dir {
@@ -100,24 +153,80 @@ impl ControlPlaneBuilder {
             addr: self.listen.to_string(),
             source,
         })?;
+        let secured = match &self.transport {
+            Transport::InsecureHttp => None,
+            Transport::Secure { token_file } => {
+                Some(self.secure_parts(addr, token_file.as_deref())?)
+            }
+        };
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let (security, tls, ca, admin) = match secured {
+            Some((s, t, ca, admin)) => (Some(s), Some(t), Some(ca), Some(admin)),
+            None => (None, None, None, None),
+        };
         let fe = Arc::new(Frontend {
             api: api.clone(),
             addr: addr.to_string(),
             shutdown: shutdown_rx.clone(),
             bookmark_every: self.bookmark_every,
             default_watch_timeout: self.watch_timeout,
+            security,
         });
         let controllers = tokio::spawn(crate::controllers::run(api.clone(), shutdown_rx.clone()));
-        let server = tokio::spawn(serve(listener, fe.clone(), shutdown_rx));
+        let signer = ca.clone().map(|ca| {
+            tokio::spawn(crate::auth::csr_signer::run(
+                api.clone(),
+                ca,
+                shutdown_rx.clone(),
+            ))
+        });
+        let server = tokio::spawn(serve(listener, fe.clone(), tls, shutdown_rx));
         Ok(RunningControlPlane {
             fe,
             addr,
             shutdown_tx,
             server: Some(server),
             controllers: Some(controllers),
+            signer,
             api,
+            ca,
+            admin,
         })
+    }
+
+    fn secure_parts(
+        &self,
+        addr: SocketAddr,
+        token_file: Option<&std::path::Path>,
+    ) -> Result<(Security, TlsSetup, Arc<CertificateAuthority>, CertifiedKey), StartError> {
+        let tokens = match token_file {
+            None => StaticTokens::default(),
+            Some(path) => {
+                let text =
+                    std::fs::read_to_string(path).map_err(|source| StartError::TokenFile {
+                        path: path.to_path_buf(),
+                        source,
+                    })?;
+                StaticTokens::parse(&text).map_err(|source| StartError::TokenFileFormat {
+                    path: path.to_path_buf(),
+                    source,
+                })?
+            }
+        };
+        let mut hosts = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+        if !addr.ip().is_unspecified() {
+            hosts.push(addr.ip().to_string());
+        }
+        let pki = crate::auth::ca::load_or_create(self.data_dir.as_deref(), &hosts)?;
+        let tls = TlsSetup::new(&pki)?;
+        let now = time::OffsetDateTime::now_utc();
+        let admin = pki.ca.issue_client(
+            "fleetform-admin",
+            &[crate::auth::rbac::SYSTEM_MASTERS],
+            now - time::Duration::minutes(5),
+            now + time::Duration::days(365),
+        )?;
+        Ok((Security { tokens }, tls, Arc::new(pki.ca), admin))
     }
 
     /// Runs a control plane until `signal` resolves, then shuts it down gracefully. `on_start`
@@ -135,27 +244,42 @@ impl ControlPlaneBuilder {
     }
 }
 
-async fn serve(listener: TcpListener, fe: Arc<Frontend>, mut shutdown: watch::Receiver<bool>) {
+/// How long a client may take to finish the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+async fn serve(
+    listener: TcpListener,
+    fe: Arc<Frontend>,
+    tls: Option<TlsSetup>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let tls = tls.map(Arc::new);
     loop {
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
                 let _ = stream.set_nodelay(true);
                 let fe = fe.clone();
-                let service = hyper::service::service_fn(move |req| {
-                    let fe = fe.clone();
-                    async move {
-                        Ok::<_, std::convert::Infallible>(
-                            crate::http::handle(fe, req, UserInfo::anonymous_admin()).await,
-                        )
-                    }
-                });
-                let builder = auto::Builder::new(TokioExecutor::new());
-                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                let conn = graceful.watch(conn.into_owned());
+                let watcher = graceful.watcher();
+                let tls = tls.clone();
                 tokio::spawn(async move {
-                    let _ = conn.await;
+                    let Some(tls) = tls else {
+                        let caller = Caller::Trusted(UserInfo::anonymous_admin());
+                        let _ = watcher.watch(connection(fe, caller, stream)).await;
+                        return;
+                    };
+                    let acceptor = tokio_rustls::TlsAcceptor::from(tls.config.clone());
+                    let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
+                            tracing::debug!(error = %e, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => return,
+                    };
+                    let peer = tls.identify(stream.get_ref().1.peer_certificates());
+                    let _ = watcher.watch(connection(fe, Caller::Tls(peer), stream)).await;
                 });
             }
             _ = shutdown.changed() => break,
@@ -163,6 +287,25 @@ async fn serve(listener: TcpListener, fe: Arc<Frontend>, mut shutdown: watch::Re
     }
     drop(listener);
     let _ = tokio::time::timeout(Duration::from_secs(30), graceful.shutdown()).await;
+}
+
+/// One HTTP/1.1 or h2 connection answering every request as coming from `caller`.
+fn connection<S>(
+    fe: Arc<Frontend>,
+    caller: Caller,
+    stream: S,
+) -> impl hyper_util::server::graceful::GracefulConnection
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |req| {
+        let fe = fe.clone();
+        let caller = caller.clone();
+        async move { Ok::<_, std::convert::Infallible>(crate::http::handle(fe, req, caller).await) }
+    });
+    auto::Builder::new(TokioExecutor::new())
+        .serve_connection_with_upgrades(TokioIo::new(stream), service)
+        .into_owned()
 }
 
 /// An in-process transport: a `tower::Service` answering HTTP requests without a socket.
@@ -193,7 +336,8 @@ where
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         let fe = self.fe.clone();
-        Box::pin(async move { Ok(crate::http::handle(fe, req, UserInfo::anonymous_admin()).await) })
+        let caller = Caller::Trusted(UserInfo::anonymous_admin());
+        Box::pin(async move { Ok(crate::http::handle(fe, req, caller).await) })
     }
 }
 
@@ -204,7 +348,10 @@ pub struct RunningControlPlane {
     shutdown_tx: watch::Sender<bool>,
     server: Option<JoinHandle<()>>,
     controllers: Option<JoinHandle<()>>,
+    signer: Option<JoinHandle<()>>,
     api: Arc<ApiServer>,
+    ca: Option<Arc<CertificateAuthority>>,
+    admin: Option<CertifiedKey>,
 }
 
 impl RunningControlPlane {
@@ -220,18 +367,35 @@ impl RunningControlPlane {
         }
     }
 
-    /// `http://127.0.0.1:PORT`
+    /// `https://127.0.0.1:PORT`, or `http://` when serving insecure HTTP.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.ca.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
-    /// A kubeconfig (JSON, which is YAML) pointing at this server.
+    /// The CA clients trust and CSRs are signed by (None when serving insecure HTTP).
+    pub fn certificate_authority(&self) -> Option<&CertificateAuthority> {
+        self.ca.as_deref()
+    }
+
+    /// A kubeconfig (JSON, which is YAML) pointing at this server; when secure it trusts the
+    /// CA and authenticates as an administrator (group `system:masters`) by client certificate.
     pub fn kubeconfig(&self) -> String {
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let mut cluster = json!({"server": self.url()});
+        let mut user = json!({});
+        if let (Some(ca), Some(admin)) = (&self.ca, &self.admin) {
+            cluster["certificate-authority-data"] = json!(b64(ca.cert_pem()));
+            user = json!({
+                "client-certificate-data": b64(&admin.cert_pem),
+                "client-key-data": b64(&admin.key_pem),
+            });
+        }
         let doc = json!({
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "fleetform", "cluster": {"server": self.url()}}],
-            "users": [{"name": "admin", "user": {}}],
+            "clusters": [{"name": "fleetform", "cluster": cluster}],
+            "users": [{"name": "admin", "user": user}],
             "contexts": [{"name": "fleetform", "context": {"cluster": "fleetform", "user": "admin", "namespace": "default"}}],
             "current-context": "fleetform",
         });
@@ -251,6 +415,9 @@ impl RunningControlPlane {
         }
         if let Some(c) = self.controllers.take() {
             let _ = c.await;
+        }
+        if let Some(s) = self.signer.take() {
+            let _ = s.await;
         }
         let store = self.api.store.clone();
         let _ = tokio::task::spawn_blocking(move || store.close()).await;

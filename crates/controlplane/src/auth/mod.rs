@@ -5,4 +5,7 @@
 
 pub mod authn;
 pub mod ca;
+pub mod csr_signer;
+pub mod gate;
 pub mod rbac;
+pub mod tls;

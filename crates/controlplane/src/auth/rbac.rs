@@ -482,6 +482,7 @@ impl Policy {
         } else {
             Err(Escalation {
                 user: user.name.clone(),
+                groups: user.groups.clone(),
                 missing,
             })
         }
@@ -491,26 +492,42 @@ impl Policy {
 /// A role or binding would grant permissions its requester does not hold.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error(
-    "user {user:?} is attempting to grant RBAC permissions not currently held:\n{}",
+    "user {user:?} (groups={}) is attempting to grant RBAC permissions not currently held:\n{}",
+    go_quote(groups),
     self.missing.iter().map(describe).collect::<Vec<_>>().join("\n")
 )]
 pub struct Escalation {
     pub user: String,
+    pub groups: Vec<String>,
     pub missing: Vec<PolicyRule>,
 }
 
+/// A string list as Go's `%q` prints it: `["a" "b"]`.
+fn go_quote(list: &[String]) -> String {
+    let items: Vec<String> = list.iter().map(|s| format!("{s:?}")).collect();
+    format!("[{}]", items.join(" "))
+}
+
+/// A rule as kube-apiserver's escalation message lists it.
 fn describe(r: &PolicyRule) -> String {
-    if r.non_resource_urls.is_empty() {
-        format!(
-            "{{APIGroups:{:?}, Resources:{:?}, ResourceNames:{:?}, Verbs:{:?}}}",
-            r.api_groups, r.resources, r.resource_names, r.verbs
-        )
-    } else {
-        format!(
-            "{{NonResourceURLs:{:?}, Verbs:{:?}}}",
-            r.non_resource_urls, r.verbs
-        )
+    if !r.non_resource_urls.is_empty() {
+        return format!(
+            "{{NonResourceURLs:{}, Verbs:{}}}",
+            go_quote(&r.non_resource_urls),
+            go_quote(&r.verbs)
+        );
     }
+    let names = if r.resource_names.is_empty() {
+        String::new()
+    } else {
+        format!(", ResourceNames:{}", go_quote(&r.resource_names))
+    };
+    format!(
+        "{{APIGroups:{}, Resources:{}{names}, Verbs:{}}}",
+        go_quote(&r.api_groups),
+        go_quote(&r.resources),
+        go_quote(&r.verbs)
+    )
 }
 
 /// Splits a rule into rules of one verb, group, resource and name (or one URL and verb).
@@ -1024,9 +1041,9 @@ mod tests {
             .check_role_escalation(&bob, "a", "roles", "r", &beyond)
             .unwrap_err();
         assert_eq!(err.missing, beyond.to_vec());
-        assert!(
-            err.to_string()
-                .contains("attempting to grant RBAC permissions not currently held")
+        assert_eq!(
+            err.to_string(),
+            "user \"bob\" (groups=[]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"nodes\"], Verbs:[\"get\"]}"
         );
         let wildcard = [PolicyRule::resource(&["*"], &[""], &["configmaps"])];
         assert!(

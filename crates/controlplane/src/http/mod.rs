@@ -16,6 +16,10 @@ use hyper::body::Frame;
 use serde_json::Value;
 
 use crate::api::{ApiServer, Query, Render, Target, UserInfo, WriteOptions};
+use crate::auth::authn::StaticTokens;
+use crate::auth::gate;
+use crate::auth::rbac::Policy;
+use crate::auth::tls::PeerIdentity;
 use crate::error::{ApiError, ApiResult};
 use crate::objects::{DeleteOptions, Part};
 use crate::patch::PatchType;
@@ -34,6 +38,22 @@ pub struct Frontend {
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     pub bookmark_every: Duration,
     pub default_watch_timeout: Duration,
+    /// Authentication and authorization; None serves everyone as an administrator.
+    pub security: Option<Security>,
+}
+
+/// What a secured server checks requests against.
+pub struct Security {
+    pub tokens: StaticTokens,
+}
+
+/// Who a request comes from, as its transport knows it.
+#[derive(Debug, Clone)]
+pub enum Caller {
+    /// An in-process or plain-HTTP client, served as this user without checks.
+    Trusted(UserInfo),
+    /// A TLS connection: authenticated from its certificate and headers, then authorized.
+    Tls(PeerIdentity),
 }
 
 fn full(code: u16, content_type: &str, body: impl Into<Bytes>) -> Response<Body> {
@@ -59,8 +79,8 @@ fn percent_decode(s: &str) -> String {
         .into_owned()
 }
 
-/// Routes and answers one request.
-pub async fn handle<B>(fe: Arc<Frontend>, req: Request<B>, user: UserInfo) -> Response<Body>
+/// Authenticates, authorizes, routes and answers one request.
+pub async fn handle<B>(fe: Arc<Frontend>, req: Request<B>, caller: Caller) -> Response<Body>
 where
     B: http_body::Body<Data = Bytes>,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -81,23 +101,60 @@ where
     };
     let path = parts.uri.path().to_string();
     let query = Query::parse(parts.uri.query());
-    match route(
-        &fe,
-        &parts.method,
-        &path,
-        &query,
-        &parts.headers,
+    let (user, policy) = match admit(&fe, caller, &parts.method, &path, &query, &parts.headers) {
+        Ok(admitted) => admitted,
+        Err(e) => {
+            tracing::debug!(method = %parts.method, %path, code = e.code(), error = %e, "request refused");
+            return error_response(&e);
+        }
+    };
+    let call = Call {
+        method: &parts.method,
+        q: &query,
+        headers: &parts.headers,
         body,
-        &user,
-    )
-    .await
-    {
+        user: &user,
+        policy: policy.as_ref(),
+    };
+    match route(&fe, call, &path).await {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(method = %parts.method, %path, code = e.code(), error = %e, "request failed");
             error_response(&e)
         }
     }
+}
+
+/// Establishes the requester and checks RBAC; returns the user the request runs as and, when
+/// authorization is on, the policy later checks consult.
+fn admit(
+    fe: &Frontend,
+    caller: Caller,
+    method: &Method,
+    path: &str,
+    q: &Query,
+    headers: &HeaderMap,
+) -> ApiResult<(UserInfo, Option<Policy>)> {
+    let peer = match caller {
+        Caller::Trusted(u) => return Ok((u, None)),
+        Caller::Tls(peer) => peer,
+    };
+    let Some(security) = &fe.security else {
+        return Ok((UserInfo::anonymous_admin(), None));
+    };
+    let public = gate::is_public(method, path);
+    let user = gate::authenticate(&fe.api, &security.tokens, headers, &peer, public)?;
+    let policy = gate::policy(&fe.api);
+    let user = gate::impersonate(&policy, user, headers)?;
+    let segs: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(percent_decode)
+        .collect();
+    let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+    let attrs = gate::attributes(method, &segs, q.flag("watch"), path, &user);
+    gate::authorize(&policy, &attrs)?;
+    Ok((user, Some(policy)))
 }
 
 fn header_str(h: &HeaderMap, name: header::HeaderName) -> &str {
@@ -115,15 +172,8 @@ fn accepts_json(accept: &str) -> bool {
         })
 }
 
-async fn route(
-    fe: &Frontend,
-    method: &Method,
-    path: &str,
-    q: &Query,
-    headers: &HeaderMap,
-    body: Bytes,
-    user: &UserInfo,
-) -> ApiResult<Response<Body>> {
+async fn route(fe: &Frontend, call: Call<'_>, path: &str) -> ApiResult<Response<Body>> {
+    let (method, q, headers) = (call.method, call.q, call.headers);
     let segs: Vec<String> = path
         .split('/')
         .filter(|s| !s.is_empty())
@@ -167,26 +217,30 @@ async fn route(
             }
             crate::openapi::serve(registry, rest, q, accept).map(|(ct, body)| full(200, ct, body))
         }
-        ["api", "v1", rest @ ..] => {
-            let call = Call {
-                method,
-                q,
-                headers,
-                body,
-                user,
+        [
+            "apis",
+            "authorization.k8s.io",
+            "v1",
+            kind @ ("selfsubjectaccessreviews" | "subjectaccessreviews"),
+        ] => {
+            if method != Method::POST {
+                return Err(ApiError::MethodNotAllowed(Default::default()));
+            }
+            let policy = match call.policy {
+                Some(p) => p.clone(),
+                None => gate::policy(&fe.api),
             };
-            resource(fe, call, "", "v1", rest).await
+            let review = decode_body(headers, &call.body)?;
+            let out = gate::access_review(
+                &policy,
+                call.user,
+                *kind == "selfsubjectaccessreviews",
+                &review,
+            )?;
+            Ok(json_response(201, &out))
         }
-        ["apis", g, v, rest @ ..] => {
-            let call = Call {
-                method,
-                q,
-                headers,
-                body,
-                user,
-            };
-            resource(fe, call, g, v, rest).await
-        }
+        ["api", "v1", rest @ ..] => resource(fe, call, "", "v1", rest).await,
+        ["apis", g, v, rest @ ..] => resource(fe, call, g, v, rest).await,
         _ => Err(ApiError::NoRoute),
     }
 }
@@ -221,6 +275,8 @@ struct Call<'a> {
     headers: &'a HeaderMap,
     body: Bytes,
     user: &'a UserInfo,
+    /// Set when authorization is on: RBAC and CSR writes get extra checks against it.
+    policy: Option<&'a Policy>,
 }
 
 async fn resource(
@@ -236,6 +292,7 @@ async fn resource(
         headers,
         body,
         user,
+        policy,
     } = call;
     let (legacy_watch, rest) = match rest {
         ["watch", r @ ..] => (true, r),
@@ -283,6 +340,9 @@ async fn resource(
         metadata_only: crate::table::wants_metadata(accept),
     };
     let user_agent = header_str(headers, header::USER_AGENT);
+    if let Some(policy) = policy {
+        guard_write(fe, policy, &target, method, q, headers, &body, user).await?;
+    }
     let answer = match (method.clone(), name) {
         (Method::GET, Some(_)) if !legacy_watch => fe.api.get(&target, render)?,
         (Method::GET, _) if legacy_watch || q.flag("watch") => {
@@ -351,6 +411,70 @@ async fn resource(
         }
     };
     Ok(json_response(answer.code, &answer.body))
+}
+
+/// The checks kube-apiserver makes beyond RBAC: CSR approval needs `approve` and CSR status
+/// `sign` on the signer; roles and bindings may not grant more than their author holds.
+#[allow(clippy::too_many_arguments)]
+async fn guard_write(
+    fe: &Frontend,
+    policy: &Policy,
+    target: &Target,
+    method: &Method,
+    q: &Query,
+    headers: &HeaderMap,
+    body: &Bytes,
+    user: &UserInfo,
+) -> ApiResult<()> {
+    if !matches!(*method, Method::POST | Method::PUT | Method::PATCH) {
+        return Ok(());
+    }
+    let info = &target.info;
+    let name = target.name.as_deref().unwrap_or("");
+    match (info.group.as_str(), info.plural.as_str(), target.part) {
+        ("certificates.k8s.io", "certificatesigningrequests", Part::Approval | Part::Status) => {
+            let Some(csr) = fe.api.store.get(&target.key(), "", name) else {
+                return Ok(());
+            };
+            let signer = csr
+                .pointer("/spec/signerName")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let verb = if target.part == Part::Approval {
+                "approve"
+            } else {
+                "sign"
+            };
+            gate::check_signer(policy, user, verb, signer, name)
+        }
+        (
+            "rbac.authorization.k8s.io",
+            plural @ ("roles" | "clusterroles" | "rolebindings" | "clusterrolebindings"),
+            Part::Main,
+        ) => {
+            let mut obj = if *method == Method::PATCH {
+                let ct = header_str(headers, header::CONTENT_TYPE);
+                let kind = PatchType::from_content_type(ct, true)?;
+                let mut opts =
+                    WriteOptions::from_query(q, header_str(headers, header::USER_AGENT), user)?;
+                opts.dry_run = true;
+                fe.api.patch(target, kind, body, &opts).await?.body
+            } else {
+                decode_body(headers, body)?
+            };
+            if !target.namespace.is_empty()
+                && let Some(o) = obj.as_object_mut()
+                && let Some(meta) = o
+                    .entry("metadata")
+                    .or_insert_with(|| Value::Object(Default::default()))
+                    .as_object_mut()
+            {
+                meta.insert("namespace".into(), Value::String(target.namespace.clone()));
+            }
+            gate::check_escalation(policy, user, plural, &obj)
+        }
+        _ => Ok(()),
+    }
 }
 
 fn watch_response(

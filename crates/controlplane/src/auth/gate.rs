@@ -1,0 +1,652 @@
+//! The request path's security checks: who is asking (client certificate, static token,
+//! bootstrap token, impersonation), whether RBAC allows the request, access reviews, and the
+//! extra checks on RBAC and CSR writes (escalation, `approve`/`sign` on signers).
+//!
+//! Reads roles, bindings and bootstrap Secrets from the store; never logs a credential.
+
+use http::{HeaderMap, Method, header};
+use serde_json::{Value, json};
+
+use super::authn::{self, StaticTokens};
+use super::rbac::{Attributes, Binding, Policy, PolicyRule, SYSTEM_MASTERS, Target};
+use super::tls::PeerIdentity;
+use crate::api::{ApiServer, UserInfo};
+use crate::error::{ApiError, FieldError, Subject};
+
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+const CSR_GROUP: &str = "certificates.k8s.io";
+
+/// Paths anyone may read without credentials.
+pub fn is_public(method: &Method, path: &str) -> bool {
+    (method == Method::GET || method == Method::HEAD)
+        && matches!(
+            path.trim_end_matches('/'),
+            "/healthz" | "/livez" | "/readyz" | "/version"
+        )
+}
+
+/// The unauthenticated user public paths are served to.
+pub fn anonymous() -> UserInfo {
+    UserInfo {
+        name: "system:anonymous".into(),
+        groups: vec!["system:unauthenticated".into()],
+    }
+}
+
+/// Establishes who sent a request: a trusted client certificate first, then a bearer token
+/// (static, then bootstrap). No credentials are anonymous on public paths and 401 elsewhere;
+/// a bearer token that authenticates nobody is 401 everywhere.
+pub fn authenticate(
+    api: &ApiServer,
+    tokens: &StaticTokens,
+    headers: &HeaderMap,
+    peer: &PeerIdentity,
+    public: bool,
+) -> Result<UserInfo, ApiError> {
+    if let PeerIdentity::Verified(u) = peer {
+        return Ok(u.clone());
+    }
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim);
+    match bearer {
+        Some(token) if !token.is_empty() => {
+            if let Some(u) = tokens.authenticate(token) {
+                return Ok(u);
+            }
+            if let Some((id, secret)) = authn::parse_bootstrap_token(token) {
+                let stored =
+                    api.store
+                        .get("/secrets", "kube-system", &authn::bootstrap_secret_name(id));
+                match stored {
+                    Some(s) => {
+                        match authn::bootstrap_user(id, secret, &s, jiff::Timestamp::now()) {
+                            Ok(u) => return Ok(u),
+                            Err(why) => {
+                                tracing::debug!(token_id = id, reason = %why, "bootstrap token rejected")
+                            }
+                        }
+                    }
+                    None => tracing::debug!(token_id = id, "no secret for bootstrap token"),
+                }
+            } else {
+                tracing::debug!("bearer token matches no user");
+            }
+            Err(ApiError::Unauthorized)
+        }
+        _ if public => Ok(anonymous()),
+        _ => {
+            if *peer == PeerIdentity::Untrusted {
+                tracing::debug!(
+                    "client certificate not issued by this control plane's CA, or expired"
+                );
+            }
+            Err(ApiError::Unauthorized)
+        }
+    }
+}
+
+/// Every stored role and binding plus the defaults.
+pub fn policy(api: &ApiServer) -> Policy {
+    let mut p = Policy::with_defaults();
+    for (plural, kind) in [
+        ("clusterroles", "ClusterRole"),
+        ("roles", "Role"),
+        ("rolebindings", "RoleBinding"),
+        ("clusterrolebindings", "ClusterRoleBinding"),
+    ] {
+        let (_, objs) = api
+            .store
+            .list(&format!("{RBAC_GROUP}/{plural}"), None, None);
+        for o in objs {
+            let mut o = (*o).clone();
+            o["kind"] = json!(kind);
+            p.add_object(&o);
+        }
+    }
+    p
+}
+
+/// What a request asks, in RBAC's terms, from its method and (decoded) path segments.
+pub fn attributes(
+    method: &Method,
+    segs: &[&str],
+    watch: bool,
+    path: &str,
+    user: &UserInfo,
+) -> Attributes {
+    let resource_parts = match segs {
+        ["api", _v, rest @ ..] if !rest.is_empty() => Some(("", rest)),
+        ["apis", g, _v, rest @ ..] if !rest.is_empty() => Some((*g, rest)),
+        _ => None,
+    };
+    let Some((group, rest)) = resource_parts else {
+        let verb = match *method {
+            Method::GET | Method::HEAD => "get".to_string(),
+            ref m => m.as_str().to_ascii_lowercase(),
+        };
+        return Attributes {
+            user: user.clone(),
+            verb,
+            target: Target::NonResource { path: path.into() },
+        };
+    };
+    let (watch_prefix, rest) = match rest {
+        ["watch", r @ ..] => (true, r),
+        r => (false, r),
+    };
+    let mut namespace = "";
+    let mut parts = rest;
+    if let ["namespaces", ns, more @ ..] = rest {
+        namespace = ns;
+        if !more.is_empty() && more[0] != "status" && more[0] != "finalize" {
+            parts = more;
+        }
+    }
+    let resource = parts.first().copied().unwrap_or("");
+    let name = parts.get(1).copied().unwrap_or("");
+    let subresource = parts.get(2).copied().unwrap_or("");
+    let verb = match *method {
+        _ if watch_prefix || (watch && *method == Method::GET) => "watch",
+        Method::GET | Method::HEAD if name.is_empty() => "list",
+        Method::GET | Method::HEAD => "get",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE if name.is_empty() => "deletecollection",
+        Method::DELETE => "delete",
+        _ => "",
+    };
+    Attributes {
+        user: user.clone(),
+        verb: verb.into(),
+        target: Target::Resource {
+            namespace: namespace.into(),
+            group: group.into(),
+            resource: resource.into(),
+            subresource: subresource.into(),
+            name: name.into(),
+        },
+    }
+}
+
+/// 403 with kube-apiserver's Status for a denied request.
+pub fn forbidden(a: &Attributes) -> ApiError {
+    let subject = match &a.target {
+        Target::Resource {
+            group,
+            resource,
+            name,
+            ..
+        } => Subject {
+            group: group.clone(),
+            kind: resource.clone(),
+            name: name.clone(),
+        },
+        Target::NonResource { .. } => Subject::default(),
+    };
+    ApiError::Forbidden {
+        subject,
+        message: a.forbidden_message(),
+        cause: None,
+    }
+}
+
+/// Allows or refuses with 403.
+pub fn authorize(policy: &Policy, a: &Attributes) -> Result<(), ApiError> {
+    if policy.authorize(a) {
+        Ok(())
+    } else {
+        Err(forbidden(a))
+    }
+}
+
+/// Applies `Impersonate-User`/`Impersonate-Group` headers: the requester needs `impersonate`
+/// on `users` (or `serviceaccounts`) and on each `groups` entry.
+pub fn impersonate(
+    policy: &Policy,
+    user: UserInfo,
+    headers: &HeaderMap,
+) -> Result<UserInfo, ApiError> {
+    let Some(target) = headers
+        .get("impersonate-user")
+        .and_then(|v| v.to_str().ok())
+    else {
+        if headers.contains_key("impersonate-group") {
+            return Err(ApiError::BadRequest(
+                "requested impersonation of groups without impersonating a user".into(),
+            ));
+        }
+        return Ok(user);
+    };
+    let groups: Vec<String> = headers
+        .get_all("impersonate-group")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(str::to_string)
+        .collect();
+    let check = |namespace: &str, resource: &str, name: &str| {
+        authorize(
+            policy,
+            &Attributes {
+                user: user.clone(),
+                verb: "impersonate".into(),
+                target: Target::Resource {
+                    namespace: namespace.into(),
+                    group: String::new(),
+                    resource: resource.into(),
+                    subresource: String::new(),
+                    name: name.into(),
+                },
+            },
+        )
+    };
+    let mut as_groups = Vec::new();
+    match target
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|r| r.split_once(':'))
+    {
+        Some((ns, name)) => {
+            check(ns, "serviceaccounts", name)?;
+            as_groups.extend([
+                "system:serviceaccounts".to_string(),
+                format!("system:serviceaccounts:{ns}"),
+            ]);
+        }
+        None => check("", "users", target)?,
+    }
+    for g in &groups {
+        check("", "groups", g)?;
+        as_groups.push(g.clone());
+    }
+    if target != "system:anonymous" {
+        return Ok(authn::authenticated(target.into(), as_groups));
+    }
+    Ok(UserInfo {
+        name: target.into(),
+        groups: as_groups,
+    })
+}
+
+fn review_subject(kind: &str) -> Subject {
+    Subject {
+        group: "authorization.k8s.io".into(),
+        kind: kind.into(),
+        name: String::new(),
+    }
+}
+
+fn review_attributes(spec: &Value, user: UserInfo, kind: &str) -> Result<Attributes, ApiError> {
+    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    if let Some(r) = spec.get("resourceAttributes") {
+        return Ok(Attributes {
+            user,
+            verb: s(r, "verb"),
+            target: Target::Resource {
+                namespace: s(r, "namespace"),
+                group: s(r, "group"),
+                resource: s(r, "resource"),
+                subresource: s(r, "subresource"),
+                name: s(r, "name"),
+            },
+        });
+    }
+    if let Some(n) = spec.get("nonResourceAttributes") {
+        return Ok(Attributes {
+            user,
+            verb: s(n, "verb"),
+            target: Target::NonResource { path: s(n, "path") },
+        });
+    }
+    Err(ApiError::invalid(
+        review_subject(kind),
+        vec![FieldError::required(
+            "spec.resourceAttributes",
+            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+        )],
+    ))
+}
+
+/// Answers a SelfSubjectAccessReview (about `requester`) or SubjectAccessReview (about the
+/// user in its spec): the request body with `status` filled in.
+pub fn access_review(
+    policy: &Policy,
+    requester: &UserInfo,
+    self_review: bool,
+    body: &Value,
+) -> Result<Value, ApiError> {
+    let spec = body.get("spec").cloned().unwrap_or(Value::Null);
+    let user = if self_review {
+        requester.clone()
+    } else {
+        let name = spec.get("user").and_then(Value::as_str).unwrap_or("");
+        let groups: Vec<String> = spec
+            .get("groups")
+            .and_then(Value::as_array)
+            .map(|g| {
+                g.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if name.is_empty() && groups.is_empty() {
+            return Err(ApiError::invalid(
+                review_subject("SubjectAccessReview"),
+                vec![FieldError::invalid(
+                    "spec.user",
+                    &json!(""),
+                    "at least one of user or group must be specified",
+                )],
+            ));
+        }
+        UserInfo {
+            name: name.into(),
+            groups,
+        }
+    };
+    let kind = if self_review {
+        "SelfSubjectAccessReview"
+    } else {
+        "SubjectAccessReview"
+    };
+    let a = review_attributes(&spec, user, kind)?;
+    let allowed = policy.authorize(&a);
+    let mut out = body.clone();
+    if let Some(o) = out.as_object_mut() {
+        o.insert("apiVersion".into(), json!("authorization.k8s.io/v1"));
+        o.insert("kind".into(), json!(kind));
+        o.entry("metadata").or_insert_with(|| json!({}));
+        let status = if allowed {
+            json!({"allowed": true, "reason": "RBAC: allowed"})
+        } else {
+            json!({"allowed": false})
+        };
+        o.insert("status".into(), status);
+    }
+    Ok(out)
+}
+
+/// Checks `approve` (approval) or `sign` (status) on a CSR's signer, as kube-apiserver's
+/// admission does: on `signers` named the signer, or `<domain>/*`.
+pub fn check_signer(
+    policy: &Policy,
+    user: &UserInfo,
+    verb: &str,
+    signer: &str,
+    csr: &str,
+) -> Result<(), ApiError> {
+    let mut names = vec![signer.to_string()];
+    if let Some((domain, _)) = signer.split_once('/') {
+        names.push(format!("{domain}/*"));
+    }
+    let allowed = names.iter().any(|n| {
+        policy.authorize(&Attributes {
+            user: user.clone(),
+            verb: verb.into(),
+            target: Target::Resource {
+                namespace: String::new(),
+                group: CSR_GROUP.into(),
+                resource: "signers".into(),
+                subresource: String::new(),
+                name: n.clone(),
+            },
+        })
+    });
+    if allowed {
+        return Ok(());
+    }
+    let what = if verb == "approve" { "approve" } else { "sign" };
+    Err(ApiError::Forbidden {
+        subject: Subject {
+            group: CSR_GROUP.into(),
+            kind: "certificatesigningrequests".into(),
+            name: csr.into(),
+        },
+        message: format!(
+            "certificatesigningrequests.{CSR_GROUP} {csr:?} is forbidden: user not permitted to {what} requests with signerName {signer:?}"
+        ),
+        cause: None,
+    })
+}
+
+/// Refuses a Role/ClusterRole/RoleBinding/ClusterRoleBinding (as it would be stored) that
+/// grants more than `user` holds.
+pub fn check_escalation(
+    policy: &Policy,
+    user: &UserInfo,
+    plural: &str,
+    obj: &Value,
+) -> Result<(), ApiError> {
+    if user.groups.iter().any(|g| g == SYSTEM_MASTERS) {
+        return Ok(());
+    }
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let ns = obj
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let result = match plural {
+        "roles" | "clusterroles" => {
+            let rules: Vec<PolicyRule> = obj
+                .get("rules")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().map(PolicyRule::from_json).collect())
+                .unwrap_or_default();
+            policy.check_role_escalation(user, ns, plural, name, &rules)
+        }
+        "rolebindings" | "clusterrolebindings" => match Binding::from_json(obj) {
+            Some(b) => policy.check_binding_escalation(user, &b),
+            None => Ok(()),
+        },
+        _ => Ok(()),
+    };
+    result.map_err(|e| ApiError::Forbidden {
+        subject: Subject {
+            group: RBAC_GROUP.into(),
+            kind: plural.into(),
+            name: name.into(),
+        },
+        message: format!("{plural}.{RBAC_GROUP} {name:?} is forbidden: {e}"),
+        cause: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn u() -> UserInfo {
+        UserInfo {
+            name: "bob".into(),
+            groups: vec![],
+        }
+    }
+
+    fn attrs(method: Method, path: &str, watch: bool) -> Attributes {
+        let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        attributes(&method, &segs, watch, path, &u())
+    }
+
+    fn res(a: &Attributes) -> (String, String, String, String, String, String) {
+        match &a.target {
+            Target::Resource {
+                namespace,
+                group,
+                resource,
+                subresource,
+                name,
+            } => (
+                a.verb.clone(),
+                namespace.clone(),
+                group.clone(),
+                resource.clone(),
+                subresource.clone(),
+                name.clone(),
+            ),
+            Target::NonResource { path } => (
+                a.verb.clone(),
+                path.clone(),
+                "".into(),
+                "".into(),
+                "".into(),
+                "".into(),
+            ),
+        }
+    }
+
+    fn t(v: [&str; 6]) -> (String, String, String, String, String, String) {
+        (
+            v[0].into(),
+            v[1].into(),
+            v[2].into(),
+            v[3].into(),
+            v[4].into(),
+            v[5].into(),
+        )
+    }
+
+    #[test]
+    fn request_paths_map_to_kubernetes_request_attributes() {
+        assert_eq!(
+            res(&attrs(
+                Method::GET,
+                "/api/v1/namespaces/a/configmaps",
+                false
+            )),
+            t(["list", "a", "", "configmaps", "", ""])
+        );
+        assert_eq!(
+            res(&attrs(Method::GET, "/api/v1/namespaces/a/configmaps", true)),
+            t(["watch", "a", "", "configmaps", "", ""])
+        );
+        assert_eq!(
+            res(&attrs(
+                Method::GET,
+                "/api/v1/namespaces/a/configmaps/x",
+                false
+            )),
+            t(["get", "a", "", "configmaps", "", "x"])
+        );
+        assert_eq!(
+            res(&attrs(
+                Method::DELETE,
+                "/apis/apps/v1/namespaces/a/deployments",
+                false
+            )),
+            t(["deletecollection", "a", "apps", "deployments", "", ""])
+        );
+        assert_eq!(
+            res(&attrs(
+                Method::PUT,
+                "/apis/apps/v1/namespaces/a/deployments/d/scale",
+                false
+            )),
+            t(["update", "a", "apps", "deployments", "scale", "d"])
+        );
+        assert_eq!(
+            res(&attrs(Method::GET, "/api/v1/namespaces/a", false)),
+            t(["get", "a", "", "namespaces", "", "a"])
+        );
+        assert_eq!(
+            res(&attrs(Method::PUT, "/api/v1/namespaces/a/finalize", false)),
+            t(["update", "a", "", "namespaces", "finalize", "a"])
+        );
+        assert_eq!(
+            res(&attrs(Method::GET, "/api/v1/namespaces", false)),
+            t(["list", "", "", "namespaces", "", ""])
+        );
+        assert_eq!(
+            res(&attrs(
+                Method::PUT,
+                "/apis/certificates.k8s.io/v1/certificatesigningrequests/c/approval",
+                false
+            )),
+            t([
+                "update",
+                "",
+                "certificates.k8s.io",
+                "certificatesigningrequests",
+                "approval",
+                "c"
+            ])
+        );
+        assert_eq!(
+            res(&attrs(
+                Method::GET,
+                "/api/v1/watch/namespaces/a/pods",
+                false
+            )),
+            t(["watch", "a", "", "pods", "", ""])
+        );
+        assert_eq!(
+            attrs(Method::GET, "/apis/apps/v1", false).target,
+            Target::NonResource {
+                path: "/apis/apps/v1".into()
+            }
+        );
+        assert_eq!(attrs(Method::POST, "/metrics", false).verb, "post");
+    }
+
+    #[test]
+    fn impersonation_needs_the_impersonate_verb() {
+        let p = Policy::with_defaults();
+        let mut h = HeaderMap::new();
+        h.insert("impersonate-user", "alice".parse().unwrap());
+        let err = impersonate(&p, u(), &h).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            r#"users "alice" is forbidden: User "bob" cannot impersonate resource "users" in API group "" at the cluster scope"#
+        );
+        let admin = UserInfo {
+            name: "root".into(),
+            groups: vec![SYSTEM_MASTERS.into()],
+        };
+        h.append("impersonate-group", "team".parse().unwrap());
+        let as_alice = impersonate(&p, admin, &h).unwrap();
+        assert_eq!(as_alice.name, "alice");
+        assert_eq!(as_alice.groups, ["team", "system:authenticated"]);
+    }
+
+    #[test]
+    fn self_access_review_answers_for_the_requester() {
+        let p = Policy::with_defaults();
+        let body = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {"verb": "list", "resource": "secrets", "namespace": "default"}}});
+        let out = access_review(&p, &u(), true, &body).unwrap();
+        assert_eq!(out["status"]["allowed"], json!(false));
+        let admin = UserInfo {
+            name: "root".into(),
+            groups: vec![SYSTEM_MASTERS.into()],
+        };
+        assert_eq!(
+            access_review(&p, &admin, true, &body).unwrap()["status"]["allowed"],
+            json!(true)
+        );
+    }
+
+    #[test]
+    fn approving_needs_approve_on_the_signer() {
+        let p = Policy::with_defaults();
+        let err = check_signer(
+            &p,
+            &u(),
+            "approve",
+            "kubernetes.io/kube-apiserver-client",
+            "c",
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            r#"certificatesigningrequests.certificates.k8s.io "c" is forbidden: user not permitted to approve requests with signerName "kubernetes.io/kube-apiserver-client""#
+        );
+    }
+}
