@@ -126,6 +126,89 @@ const SERVICE_ACCOUNT: &[Field] = &[
     f(4, "automountServiceAccountToken", Kind::Bool),
 ];
 
+const RESOURCE_ATTRIBUTES: &[Field] = &[
+    f(1, "namespace", Kind::Str),
+    f(2, "verb", Kind::Str),
+    f(3, "group", Kind::Str),
+    f(4, "version", Kind::Str),
+    f(5, "resource", Kind::Str),
+    f(6, "subresource", Kind::Str),
+    f(7, "name", Kind::Str),
+];
+
+const NON_RESOURCE_ATTRIBUTES: &[Field] = &[f(1, "path", Kind::Str), f(2, "verb", Kind::Str)];
+
+const SELF_SUBJECT_ACCESS_REVIEW: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    f(
+        2,
+        "spec",
+        Kind::Msg(&[
+            f(1, "resourceAttributes", Kind::Msg(RESOURCE_ATTRIBUTES)),
+            f(
+                2,
+                "nonResourceAttributes",
+                Kind::Msg(NON_RESOURCE_ATTRIBUTES),
+            ),
+        ]),
+    ),
+];
+
+const SUBJECT_ACCESS_REVIEW: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    f(
+        2,
+        "spec",
+        Kind::Msg(&[
+            f(1, "resourceAttributes", Kind::Msg(RESOURCE_ATTRIBUTES)),
+            f(
+                2,
+                "nonResourceAttributes",
+                Kind::Msg(NON_RESOURCE_ATTRIBUTES),
+            ),
+            f(3, "user", Kind::Str),
+            f(4, "groups", Kind::RepeatedStr),
+            f(6, "uid", Kind::Str),
+        ]),
+    ),
+];
+
+const POLICY_RULE: &[Field] = &[
+    f(1, "verbs", Kind::RepeatedStr),
+    f(2, "apiGroups", Kind::RepeatedStr),
+    f(3, "resources", Kind::RepeatedStr),
+    f(4, "resourceNames", Kind::RepeatedStr),
+    f(5, "nonResourceURLs", Kind::RepeatedStr),
+];
+
+const ROLE: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    f(2, "rules", Kind::RepeatedMsg(POLICY_RULE)),
+];
+
+const ROLE_BINDING: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    f(
+        2,
+        "subjects",
+        Kind::RepeatedMsg(&[
+            f(1, "kind", Kind::Str),
+            f(2, "apiGroup", Kind::Str),
+            f(3, "name", Kind::Str),
+            f(4, "namespace", Kind::Str),
+        ]),
+    ),
+    f(
+        3,
+        "roleRef",
+        Kind::Msg(&[
+            f(1, "apiGroup", Kind::Str),
+            f(2, "kind", Kind::Str),
+            f(3, "name", Kind::Str),
+        ]),
+    ),
+];
+
 /// The protobuf media type.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 
@@ -136,6 +219,12 @@ fn table(api_version: &str, kind: &str) -> Option<&'static [Field]> {
         ("v1", "Namespace") => Some(NAMESPACE),
         ("v1", "ServiceAccount") => Some(SERVICE_ACCOUNT),
         ("certificates.k8s.io/v1", "CertificateSigningRequest") => Some(CSR),
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => Some(SELF_SUBJECT_ACCESS_REVIEW),
+        ("authorization.k8s.io/v1", "SubjectAccessReview") => Some(SUBJECT_ACCESS_REVIEW),
+        ("rbac.authorization.k8s.io/v1", "Role" | "ClusterRole") => Some(ROLE),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding" | "ClusterRoleBinding") => {
+            Some(ROLE_BINDING)
+        }
         _ => None,
     }
 }

@@ -221,7 +221,7 @@ impl ControlPlaneBuilder {
         let tls = TlsSetup::new(&pki)?;
         let now = time::OffsetDateTime::now_utc();
         let admin = pki.ca.issue_client(
-            "fleetform-admin",
+            "system:admin",
             &[crate::auth::rbac::SYSTEM_MASTERS],
             now - time::Duration::minutes(5),
             now + time::Duration::days(365),

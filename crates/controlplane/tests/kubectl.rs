@@ -54,8 +54,15 @@ struct Run {
 
 impl Kubectl {
     async fn start(test: &str) -> Option<Self> {
+        Self::start_with(test, fleetform_controlplane::ControlPlane::builder()).await
+    }
+
+    async fn start_with(
+        test: &str,
+        builder: fleetform_controlplane::ControlPlaneBuilder,
+    ) -> Option<Self> {
         let bin = kubectl_or_skip(test)?;
-        let t = TestPlane::start().await;
+        let t = TestPlane::with(builder).await;
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("kubeconfig"), t.plane.kubeconfig()).unwrap();
         Some(Kubectl {
@@ -604,5 +611,111 @@ async fn kubectl_certificate_approve_and_deny() {
     assert_eq!(
         request, "TUlJQ1JFUVVFU1Q=",
         "the approval did not touch the spec"
+    );
+}
+
+const ALICE_TOKEN: &str = "alice-kubectl-token-42";
+
+/// A secured control plane with a static token for alice, and a kubeconfig file for her.
+async fn secured(test: &str) -> Option<(Kubectl, String)> {
+    let tokens = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(tokens.path(), format!("{ALICE_TOKEN},alice,1001,dev\n")).unwrap();
+    let builder =
+        fleetform_controlplane::ControlPlane::builder().token_auth_file(tokens.path().into());
+    let k = Kubectl::start_with(test, builder).await?;
+    let mut kc: serde_json::Value = serde_json::from_str(&k._plane.plane.kubeconfig()).unwrap();
+    kc["users"][0]["user"] = serde_json::json!({"token": ALICE_TOKEN});
+    let alice = k.file("alice.kubeconfig", &kc.to_string());
+    k.ok(&["create", "namespace", "team"]).await;
+    let binding = k.file(
+        "binding.yaml",
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: alice-view, namespace: team}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}\nsubjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]\n",
+    );
+    k.ok(&["create", "-f", &binding]).await;
+    Some((k, alice))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_auth_can_i_answers_from_rbac() {
+    let Some((k, alice)) = secured("kubectl_auth_can_i_answers_from_rbac").await else {
+        return;
+    };
+    assert_eq!(
+        k.ok(&["auth", "can-i", "delete", "secrets", "-A"])
+            .await
+            .trim(),
+        "yes"
+    );
+    let as_alice = |verb: &'static str, what: &'static str| {
+        let alice = alice.clone();
+        let k = &k;
+        async move {
+            k.run(&[
+                "--kubeconfig",
+                &alice,
+                "auth",
+                "can-i",
+                verb,
+                what,
+                "-n",
+                "team",
+            ])
+            .await
+        }
+    };
+    let yes = as_alice("list", "configmaps").await;
+    assert!(yes.ok, "{}", yes.stderr);
+    assert_eq!(yes.stdout.trim(), "yes");
+    let no = as_alice("create", "deployments.apps").await;
+    assert!(!no.ok, "can-i exits non-zero for no");
+    assert_eq!(no.stdout.trim(), "no");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_as_impersonates_only_with_the_impersonate_verb() {
+    let Some((k, alice)) = secured("kubectl_as_impersonates_only_with_the_impersonate_verb").await
+    else {
+        return;
+    };
+    k.ok(&["--as", "alice", "get", "configmaps", "-n", "team"])
+        .await;
+    let denied = k
+        .run(&["--as", "alice", "get", "secrets", "-n", "team"])
+        .await;
+    assert!(!denied.ok);
+    assert!(
+        denied.stderr.contains(
+            r#"secrets is forbidden: User "alice" cannot list resource "secrets" in API group "" in the namespace "team""#
+        ),
+        "{}",
+        denied.stderr
+    );
+    assert_eq!(
+        k.ok(&[
+            "--as", "alice", "auth", "can-i", "list", "pods", "-n", "team"
+        ])
+        .await
+        .trim(),
+        "yes"
+    );
+    let no_impersonate = k
+        .run(&[
+            "--kubeconfig",
+            &alice,
+            "--as",
+            "bob",
+            "get",
+            "configmaps",
+            "-n",
+            "team",
+        ])
+        .await;
+    assert!(!no_impersonate.ok);
+    assert!(
+        no_impersonate.stderr.contains(
+            r#"users "bob" is forbidden: User "alice" cannot impersonate resource "users" in API group "" at the cluster scope"#
+        ),
+        "{}",
+        no_impersonate.stderr
     );
 }
