@@ -67,14 +67,27 @@ pub fn is_fleet_file(path: &str) -> bool {
     path.ends_with(".yaml") || path.ends_with(".yml")
 }
 
+/// A document of the repo: its file (relative to the fleet root) and index in that file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DocumentRef {
+    pub file: String,
+    pub document: usize,
+}
+
+impl fmt::Display for DocumentRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (document {})", self.file, self.document + 1)
+    }
+}
+
 /// A valid fleet: every hub, spoke and addon of the repo, by name.
 #[derive(Clone, Debug, Default)]
 pub struct Fleet {
     pub hubs: BTreeMap<String, Hub>,
     pub spokes: BTreeMap<String, Spoke>,
     pub addons: BTreeMap<String, AddOn>,
-    /// Where each document is defined (`file:line:column`), by kind and name.
-    pub locations: BTreeMap<(Kind, String), String>,
+    /// Where each document is defined, by kind and name.
+    pub locations: BTreeMap<(Kind, String), DocumentRef>,
 }
 
 impl Fleet {
@@ -385,9 +398,7 @@ metadata: {name: logging}
         ])
         .expect("valid fleet");
         assert_eq!(fleet.summary(), "1 hub, 1 spoke, 2 addons");
-        assert_eq!(
-            fleet.locations[&(Kind::Spoke, "edge".to_string())],
-            "fleet.yml:13:18"
-        );
+        let edge = &fleet.locations[&(Kind::Spoke, "edge".to_string())];
+        assert_eq!(edge.to_string(), "fleet.yml (document 2)");
     }
 }

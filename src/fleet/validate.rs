@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::names::{did_you_mean, dns1123_label_error, dns1123_subdomain_error, signer_name_error};
-use super::{Diagnostic, Documents, Fleet, Kind, Located};
+use super::{Diagnostic, DocumentRef, Documents, Fleet, Kind, Located};
 use crate::api::fleet::KubeconfigSource;
 use crate::api::vocabulary::{
     SIGNER_KUBE_APISERVER_CLIENT, TAINT_TERMINATING, TAINT_UNAVAILABLE, TAINT_UNREACHABLE,
@@ -220,23 +220,28 @@ fn unique<T>(
     documents
         .sort_by(|a, b| (&a.origin.file, a.origin.index).cmp(&(&b.origin.file, b.origin.index)));
     let mut kept: Vec<Located<T>> = Vec::with_capacity(documents.len());
-    let mut first_at: HashMap<String, String> = HashMap::new();
+    let mut first: HashMap<String, usize> = HashMap::new();
     for document in documents {
-        let location = document.origin.location("/metadata/name");
-        if let Some(first) = first_at.get(&document.name) {
+        if let Some(&index) = first.get(&document.name) {
+            // Only now is the first definition's line worth looking up.
+            let defined_at = kept[index].origin.location("/metadata/name");
             diagnostics.push(document.origin.at(
                 "/metadata/name",
                 format!(
-                    "duplicate {kind} {:?}: already defined at {first}",
+                    "duplicate {kind} {:?}: already defined at {defined_at}",
                     document.name
                 ),
             ));
             continue;
         }
-        first_at.insert(document.name.clone(), location.clone());
-        fleet
-            .locations
-            .insert((kind, document.name.clone()), location);
+        first.insert(document.name.clone(), kept.len());
+        fleet.locations.insert(
+            (kind, document.name.clone()),
+            DocumentRef {
+                file: document.origin.file.clone(),
+                document: document.origin.index,
+            },
+        );
         kept.push(document);
     }
     kept

@@ -633,6 +633,14 @@ mod tests {
     }
 
     #[test]
+    fn unindexed_parsing_succeeds_on_its_own() {
+        let text = "---\nkind: Spoke\nmetadata:\n  name: a\n  labels:\n    env: prod\nspec:\n  kubeconfig:\n    secretRef: {namespace: ns, name: a, key: kubeconfig}\n  addons: [x, y]\n---\nkind: Spoke\n";
+        let documents = parse(text, false).expect("the fast path parses valid YAML by itself");
+        assert_eq!(documents.len(), 2);
+        assert!(documents[0].spans.values.is_empty());
+    }
+
+    #[test]
     fn syntax_errors_carry_a_position() {
         let err = parse_documents("a: [1, 2\nb: 3\n").unwrap_err();
         assert!(err.position.line >= 2, "{err:?}");
