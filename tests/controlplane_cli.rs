@@ -28,7 +28,7 @@ impl Server {
         let mut lines = BufReader::new(stdout).lines();
         let first = lines.next().expect("a line").expect("utf-8");
         assert!(
-            first.starts_with("control plane serving at http://127.0.0.1:"),
+            first.starts_with("control plane serving at https://127.0.0.1:"),
             "{first}"
         );
         // Keep draining stdout so the server never blocks on a full pipe.
@@ -98,4 +98,39 @@ async fn controlplane_serves_kube_clients_persists_and_stops_on_sigterm() {
         .await
         .unwrap();
     assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn insecure_http_is_refused_on_a_non_loopback_address() {
+    let out = Command::new(env!("CARGO_BIN_EXE_fleetform"))
+        .args(["controlplane", "--listen", "0.0.0.0:0", "--insecure-http"])
+        .output()
+        .expect("run fleetform controlplane");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--insecure-http") && stderr.contains("loopback"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn insecure_http_serves_plain_http_on_loopback() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fleetform"))
+        .args(["controlplane", "--listen", "127.0.0.1:0", "--insecure-http"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start fleetform controlplane");
+    let stdout = child.stdout.take().expect("stdout");
+    let first = BufReader::new(stdout)
+        .lines()
+        .next()
+        .expect("a line")
+        .expect("utf-8");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        first.starts_with("control plane serving at http://127.0.0.1:"),
+        "{first}"
+    );
 }

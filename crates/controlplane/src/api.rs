@@ -21,8 +21,8 @@ use crate::selectors::{FieldSelector, LabelSelector};
 use crate::storage::{Store, WriteOp};
 use crate::table::{self, IncludeObject};
 
-/// Who is making a request. Authentication arrives with transport security; until then every
-/// request is an anonymous administrator.
+/// Who is making a request (see [`crate::auth`]); plain-HTTP and in-process requests are an
+/// administrator.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UserInfo {
     pub name: String,
@@ -30,7 +30,7 @@ pub struct UserInfo {
 }
 
 impl UserInfo {
-    /// The identity of unauthenticated requests while the server has no authentication.
+    /// The identity of requests on plain HTTP and the in-process transport.
     pub fn anonymous_admin() -> Self {
         UserInfo {
             name: "system:admin".into(),

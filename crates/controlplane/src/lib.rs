@@ -2,14 +2,15 @@
 //!
 //! This crate is general API machinery: it knows nothing of fleets, hubs or spokes.
 //!
-//! Start one with [`ControlPlane::builder`]; it serves kube-apiserver's REST API over plain
-//! HTTP (HTTP/1.1 and h2c) so kubectl and kube-rs work against it unchanged.
+//! Start one with [`ControlPlane::builder`]; it serves kube-apiserver's REST API over HTTPS
+//! with client-certificate and token authentication and RBAC (or, when asked, plain HTTP) so
+//! kubectl and kube-rs work against it unchanged.
 //!
 //! Layout: [`registry`] (what is served), [`storage`] (objects, history, durability),
 //! [`objects`] (create/update/delete rules), [`api`] (operations), [`watch`], [`patch`]
 //! (JSON, merge, strategic, server-side apply), [`crd_schema`], [`selectors`], [`table`],
-//! [`openapi`], [`controllers`] (GC, namespace and CRD cleanup), [`http`] (routing) and
-//! [`server`] (lifecycle).
+//! [`openapi`], [`controllers`] (GC, namespace and CRD cleanup), [`auth`] (TLS, authentication,
+//! RBAC, CSR signing), [`http`] (routing) and [`server`] (lifecycle).
 
 // ApiError carries the Status details it renders; errors are the cold path, so their size
 // is not worth boxing for.

@@ -82,7 +82,7 @@ impl ControlPlane {
             history_window: 10_000,
             bookmark_every: Duration::from_secs(60),
             watch_timeout: Duration::from_secs(1800),
-            transport: Transport::InsecureHttp,
+            transport: Transport::Secure { token_file: None },
         }
     }
 }
@@ -109,16 +109,17 @@ impl ControlPlaneBuilder {
         self
     }
 
-    /// Serve HTTPS with authentication and RBAC: a CA and serving certificate are created at
-    /// first start (in `DIR/pki` when there is a data dir) and [`RunningControlPlane::kubeconfig`]
-    /// carries an administrator's client certificate.
+    /// Serve HTTPS with authentication and RBAC (the default): a CA and serving certificate
+    /// are created at first start (in `DIR/pki` when there is a data dir) and
+    /// [`RunningControlPlane::kubeconfig`] carries an administrator's client certificate.
     pub fn secure(mut self) -> Self {
         if self.transport == Transport::InsecureHttp {
             self.transport = Transport::Secure { token_file: None };
         }
         self
     }
-    /// Serve plain HTTP with no authentication: every client is an administrator.
+    /// Serve plain HTTP with no authentication: every client is an administrator. For tests and
+    /// tools on loopback; callers should refuse it on other addresses.
     pub fn insecure_http(mut self) -> Self {
         self.transport = Transport::InsecureHttp;
         self

@@ -590,7 +590,8 @@ async fn csr_approval_and_status_subresources() {
     let api: Api<CertificateSigningRequest> = Api::all(t.client.clone());
     let csr: CertificateSigningRequest = serde_json::from_value(json!({
         "metadata": {"generateName": "spoke-"},
-        "spec": {"request": "LS0tLS1CRUdJTg==", "signerName": "kubernetes.io/kube-apiserver-client", "usages": ["client auth"]}
+        // A signer the control plane does not own, so this test plays the signer.
+        "spec": {"request": "LS0tLS1CRUdJTg==", "signerName": "example.com/signer", "usages": ["client auth"]}
     }))
     .unwrap();
     let created = api.create(&PostParams::default(), &csr).await.unwrap();

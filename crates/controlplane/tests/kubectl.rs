@@ -627,11 +627,16 @@ async fn secured(test: &str) -> Option<(Kubectl, String)> {
     kc["users"][0]["user"] = serde_json::json!({"token": ALICE_TOKEN});
     let alice = k.file("alice.kubeconfig", &kc.to_string());
     k.ok(&["create", "namespace", "team"]).await;
-    let binding = k.file(
-        "binding.yaml",
-        "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: alice-view, namespace: team}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}\nsubjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]\n",
-    );
-    k.ok(&["create", "-f", &binding]).await;
+    k.ok(&[
+        "create",
+        "rolebinding",
+        "alice-view",
+        "--clusterrole=view",
+        "--user=alice",
+        "-n",
+        "team",
+    ])
+    .await;
     Some((k, alice))
 }
 

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::client_for;
+use common::{client_for, client_from_kubeconfig};
 use fleetform_controlplane::ControlPlane;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
@@ -31,7 +31,7 @@ async fn run_until_serves_until_the_signal_then_stops() {
     let (url, kubeconfig) = url_rx.await.unwrap();
     let parsed: serde_json::Value = serde_json::from_str(&kubeconfig).unwrap();
     assert_eq!(parsed["clusters"][0]["cluster"]["server"], url.as_str());
-    let api: Api<ConfigMap> = Api::default_namespaced(client_for(&url));
+    let api: Api<ConfigMap> = Api::default_namespaced(client_from_kubeconfig(&kubeconfig).await);
     let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "a"}})).unwrap();
     api.create(&PostParams::default(), &cm).await.unwrap();
     stop_tx.send(()).unwrap();
@@ -43,7 +43,8 @@ async fn run_until_serves_until_the_signal_then_stops() {
         .start()
         .await
         .unwrap();
-    let api: Api<ConfigMap> = Api::default_namespaced(client_for(&again.url()));
+    let api: Api<ConfigMap> =
+        Api::default_namespaced(client_from_kubeconfig(&again.kubeconfig()).await);
     assert!(api.get("a").await.is_ok());
 }
 

@@ -275,13 +275,29 @@ const CA_KEY: &str = "ca.key";
 const SERVING_CERT: &str = "apiserver.crt";
 const SERVING_KEY: &str = "apiserver.key";
 
+/// The CA of control planes without a data dir: one per process, so that an in-memory control
+/// plane restarted on the same address is still trusted by the kubeconfigs handed out before
+/// (as a restarted control plane with a data dir is). Certificates of other processes' CAs
+/// are still refused.
+fn process_ca(now: OffsetDateTime) -> Result<CertificateAuthority, CaError> {
+    static PROCESS_CA: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+    if PROCESS_CA.get().is_none() {
+        let (ca, key_pem) = CertificateAuthority::generate(now)?;
+        let _ = PROCESS_CA.set((ca.cert_pem().to_string(), key_pem));
+    }
+    match PROCESS_CA.get() {
+        Some((cert, key)) => CertificateAuthority::from_pem(cert, key, Path::new("(in memory)")),
+        None => CertificateAuthority::generate(now).map(|(ca, _)| ca),
+    }
+}
+
 /// Loads the CA and serving certificate from `DIR/pki`, creating them at first start (and
-/// the serving certificate again when a host is missing from it). With no directory, both
-/// live in memory.
+/// the serving certificate again when a host is missing from it). With no directory, the CA
+/// is the process's (see [`process_ca`]) and the serving certificate is new.
 pub fn load_or_create(data_dir: Option<&Path>, hosts: &[String]) -> Result<Pki, CaError> {
     let now = OffsetDateTime::now_utc();
     let Some(dir) = data_dir else {
-        let (ca, _) = CertificateAuthority::generate(now)?;
+        let ca = process_ca(now)?;
         let serving = ca.issue_serving(hosts, now)?;
         return Ok(Pki { ca, serving });
     };
@@ -448,6 +464,14 @@ mod tests {
         let second = load_or_create(Some(dir.path()), &hosts()).unwrap();
         assert_eq!(first.ca.cert_pem(), second.ca.cert_pem());
         assert_eq!(first.serving.cert_pem, second.serving.cert_pem);
+    }
+
+    #[test]
+    fn in_memory_control_planes_of_one_process_share_a_ca() {
+        let a = load_or_create(None, &hosts()).unwrap();
+        let b = load_or_create(None, &hosts()).unwrap();
+        assert_eq!(a.ca.cert_pem(), b.ca.cert_pem());
+        assert_ne!(a.serving.cert_pem, b.serving.cert_pem);
     }
 
     #[test]

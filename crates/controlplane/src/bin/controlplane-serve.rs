@@ -1,6 +1,7 @@
 //! A minimal runner for the control plane, used by the crash tests and for manual poking:
 //! `controlplane-serve [--data-dir DIR] [--listen ADDR]`. Prints `listening on URL` once
-//! serving, and stops gracefully on SIGTERM or Ctrl-C. (The product command is
+//! serving, and stops gracefully on SIGTERM or Ctrl-C. It serves plain HTTP with no
+//! authentication, so it refuses non-loopback addresses. (The product command is
 //! `fleetform controlplane`.)
 
 use std::net::SocketAddr;
@@ -27,6 +28,10 @@ async fn main() -> std::process::ExitCode {
             }
         }
     }
+    if !listen.ip().is_loopback() {
+        eprintln!("--listen {listen}: controlplane-serve serves plain HTTP, so only on loopback");
+        return std::process::ExitCode::from(2);
+    }
     let signal = async {
         let mut term =
             match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -41,6 +46,7 @@ async fn main() -> std::process::ExitCode {
     let result = fleetform_controlplane::ControlPlane::builder()
         .data_dir(data_dir)
         .listen(listen)
+        .insecure_http()
         .run_until(signal, |cp| {
             println!("listening on {}", cp.url());
         })

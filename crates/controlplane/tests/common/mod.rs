@@ -18,12 +18,23 @@ impl TestPlane {
 
     pub async fn with(builder: ControlPlaneBuilder) -> Self {
         let plane = builder.start().await.expect("control plane starts");
-        let client = client_for(&plane.url());
+        let client = client_from_kubeconfig(&plane.kubeconfig()).await;
         TestPlane { plane, client }
     }
 }
 
-/// A kube client for a URL, default namespace `default`.
+/// A kube client from a kubeconfig the control plane handed out (TLS and the admin
+/// certificate by default), default namespace `default`.
+pub async fn client_from_kubeconfig(kubeconfig: &str) -> kube::Client {
+    let kc = kube::config::Kubeconfig::from_yaml(kubeconfig).expect("valid kubeconfig");
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("usable kubeconfig");
+    config.read_timeout = Some(Duration::from_secs(30));
+    kube::Client::try_from(config).expect("client builds")
+}
+
+/// A kube client for a plain-HTTP URL, default namespace `default`.
 pub fn client_for(url: &str) -> kube::Client {
     let mut config = kube::Config::new(url.parse().expect("valid url"));
     config.default_namespace = "default".into();
