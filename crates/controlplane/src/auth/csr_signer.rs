@@ -132,8 +132,11 @@ async fn handle(api: &ApiServer, ca: &CertificateAuthority, csr: &Value) {
             time::OffsetDateTime::now_utc(),
         ) {
             Ok(cert) => {
-                next["status"]["certificate"] =
-                    json!(base64::engine::general_purpose::STANDARD.encode(cert));
+                let Some(status) = status_mut(&mut next) else {
+                    return;
+                };
+                let encoded = base64::engine::general_purpose::STANDARD.encode(cert);
+                status.insert("certificate".into(), json!(encoded));
                 tracing::info!(csr = name, "signed client certificate");
             }
             Err(e) => fail(&mut next, &e.to_string()),
@@ -166,13 +169,27 @@ fn fail(csr: &mut Value, message: &str) {
     tracing::info!(csr = name, reason = message, "CSR not signed");
     let cond = json!({"type": "Failed", "status": "True", "reason": "SignerValidationFailure",
         "message": message, "lastUpdateTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()});
-    match csr
-        .pointer_mut("/status/conditions")
-        .and_then(Value::as_array_mut)
-    {
+    let Some(status) = status_mut(csr) else {
+        return;
+    };
+    match status.get_mut("conditions").and_then(Value::as_array_mut) {
         Some(cs) => cs.push(cond),
-        None => csr["status"]["conditions"] = json!([cond]),
+        None => {
+            status.insert("conditions".into(), json!([cond]));
+        }
     }
+}
+
+/// The CSR's status as an object (created when absent); None for a malformed CSR.
+fn status_mut(csr: &mut Value) -> Option<&mut serde_json::Map<String, Value>> {
+    let status = csr
+        .as_object_mut()?
+        .entry("status")
+        .or_insert_with(|| json!({}));
+    if status.is_null() {
+        *status = json!({});
+    }
+    status.as_object_mut()
 }
 
 #[cfg(test)]
