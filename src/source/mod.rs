@@ -233,10 +233,10 @@ fn join_fleet_path(location: &Path, fleet_path: &str) -> PathBuf {
 
 /// Joins a `/`-separated relative path onto a parent ("" is the root).
 fn join(parent: &str, name: &str) -> String {
-    if parent.is_empty() {
-        name.to_string()
-    } else {
-        format!("{parent}/{name}")
+    match (parent.is_empty(), name.is_empty()) {
+        (true, _) => name.to_string(),
+        (false, true) => parent.to_string(),
+        (false, false) => format!("{parent}/{name}"),
     }
 }
 
@@ -272,6 +272,13 @@ mod tests {
         assert_eq!(resolve_link("", "./a.yaml").as_deref(), Some("a.yaml"));
         assert_eq!(resolve_link("spokes", "../../secret.yaml"), None);
         assert_eq!(resolve_link("", "/etc/passwd"), None);
+    }
+
+    #[test]
+    fn joined_paths_have_no_stray_separators() {
+        assert_eq!(join("", "a.yaml"), "a.yaml");
+        assert_eq!(join("fleet", ""), "fleet");
+        assert_eq!(join("fleet", "a.yaml"), "fleet/a.yaml");
     }
 
     #[test]
