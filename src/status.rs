@@ -13,11 +13,10 @@ use serde::Serialize;
 use crate::api::cluster::NodeHealthStatus;
 use crate::api::fleet::{AvailabilityMode, SYSTEM_NAMESPACE};
 use crate::api::vocabulary::{
-    CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_JOINED, STATUS_TRUE,
+    CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_JOINED, CONDITION_ONLINE, STATUS_TRUE,
 };
 use crate::api::{ManagedCluster, ManagedClusterAddOn, Spoke};
 use crate::hub::observer::{ClusterState, state_from_conditions};
-use crate::hub::observer_loop::CONDITION_ONLINE;
 
 /// What a hub holds about its spokes.
 #[derive(Clone, Debug, Default)]

@@ -120,6 +120,9 @@ pub const CONDITION_CLEANUP_FAILED: &str = "CleanupFailed";
 pub const CONDITION_READY: &str = "Ready";
 /// FleetSync condition: syncing cannot progress without a change (bad commit, prune guard).
 pub const CONDITION_STALLED: &str = "Stalled";
+/// Spoke condition the hub's observer writes for a poll-mode spoke: True when it is ONLINE; the
+/// reason is Krake's state name.
+pub const CONDITION_ONLINE: &str = "Online";
 
 // --- Finalizers on the Spoke CR (seed 004's cleanup order) -----------------------------------
 

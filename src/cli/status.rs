@@ -55,7 +55,7 @@ pub async fn run(args: Args) -> u8 {
     if let Some(changes) = changes.as_mut() {
         // Start watching before the first read, so no change can fall between the two.
         let mut ready = 0;
-        while ready < 4 * hubs.len() {
+        while ready < WATCHED_KINDS * hubs.len() {
             match changes.next().await {
                 Some(Signal::Ready) => ready += 1,
                 Some(Signal::Change) => {}
@@ -109,6 +109,9 @@ async fn collect(hubs: &[(String, Client)]) -> Result<Vec<SpokeRow>, String> {
     Ok(all)
 }
 
+/// How many kinds `--watch` follows on each hub (see [`changes`]).
+const WATCHED_KINDS: usize = 4;
+
 /// What the watches behind `--watch` report.
 enum Signal {
     /// One watch has replayed what existed when it started.
@@ -135,7 +138,7 @@ fn changes(hubs: &[(String, Client)]) -> impl futures::Stream<Item = Signal> + U
             })
             .boxed()
     }
-    futures::stream::select_all(hubs.iter().flat_map(|(_, client)| {
+    futures::stream::select_all(hubs.iter().flat_map(|(_, client)| -> [_; WATCHED_KINDS] {
         [
             changes_of(Api::<Spoke>::all(client.clone())),
             changes_of(Api::<ManagedCluster>::all(client.clone())),

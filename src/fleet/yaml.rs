@@ -111,7 +111,7 @@ pub fn parse_documents(text: &str) -> Result<Vec<YamlDocument>, YamlError> {
 }
 
 /// Parses every document of a YAML stream without recording positions (their `spans` are
-/// empty): several times faster, for the common case where nothing needs pointing at. Errors
+/// empty and their `start` is not meaningful): several times faster, for the common case where nothing needs pointing at. Errors
 /// are as precise as [`parse_documents`]'s.
 pub fn parse_documents_unindexed(text: &str) -> Result<Vec<YamlDocument>, YamlError> {
     // Errors are rare: find them fast, then describe them with positions.

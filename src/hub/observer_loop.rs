@@ -31,11 +31,8 @@ use super::observer::{
 use super::run::{Context, FIELD_MANAGER, HubError};
 use crate::agent::rotation::wait_until;
 use crate::api::fleet::{SYSTEM_NAMESPACE, Spoke, SpokeSpec};
+pub use crate::api::vocabulary::CONDITION_ONLINE;
 use crate::api::vocabulary::{STATUS_FALSE, STATUS_TRUE, STATUS_UNKNOWN};
-
-/// Spoke condition the observer writes: True when the spoke is ONLINE; the reason is Krake's
-/// state name.
-pub const CONDITION_ONLINE: &str = "Online";
 
 /// The longest a poll may take; a slower spoke counts as unreachable.
 const MAX_POLL_TIME: Duration = Duration::from_secs(10);

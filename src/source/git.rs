@@ -150,16 +150,13 @@ fn cache_path(url: &str) -> Result<PathBuf, SourceError> {
             })?
             .join("fleetform"),
     };
-    let readable: String = url
+    // The URL's tail keeps the cache readable; the digest keeps it unique.
+    let sanitized: Vec<char> = url
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect::<String>()
-        .chars()
-        .rev()
-        .take(48)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
+        .collect();
+    let readable: String = sanitized[sanitized.len().saturating_sub(48)..]
+        .iter()
         .collect();
     let digest = Oid::hash_object(ObjectType::Blob, url.as_bytes())
         .map(|oid| oid.to_string()[..12].to_string())
