@@ -26,3 +26,4 @@ pub mod plan;
 pub mod reconciler;
 pub mod source;
 pub mod status;
+pub mod up;

@@ -33,6 +33,8 @@ pub enum HubConnection {
     Kubeconfig(String),
     /// A ready client (in-process agents sharing a transport).
     Client(Client),
+    /// TEMPORARY stand-in until the bootstrap flow lands.
+    BootstrapSecret,
 }
 
 impl std::fmt::Debug for HubConnection {
@@ -46,6 +48,7 @@ impl std::fmt::Debug for HubConnection {
                 .finish(),
             HubConnection::Kubeconfig(_) => f.write_str("Kubeconfig(..)"),
             HubConnection::Client(_) => f.write_str("Client(..)"),
+            HubConnection::BootstrapSecret => f.write_str("BootstrapSecret"),
         }
     }
 }
@@ -55,6 +58,12 @@ impl HubConnection {
     pub async fn client(&self) -> Result<Client, HubConnectionError> {
         let (source_name, kubeconfig, context) = match self {
             HubConnection::Client(client) => return Ok(client.clone()),
+            HubConnection::BootstrapSecret => {
+                return Err(HubConnectionError::Kubeconfig {
+                    source_name: "bootstrap".into(),
+                    message: "not yet".into(),
+                });
+            }
             HubConnection::KubeconfigFile { path, context } => {
                 let source_name = path.display().to_string();
                 let kubeconfig =

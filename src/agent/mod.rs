@@ -24,6 +24,7 @@ pub mod addon_health;
 pub mod addon_loop;
 pub mod availability;
 pub mod claims;
+pub mod day2;
 pub mod hub_connection;
 pub mod lease_loop;
 pub mod rotation;

@@ -100,6 +100,8 @@ pub enum AgentError {
         #[source]
         source: kube::Error,
     },
+    #[error("cluster {cluster}: {message}")]
+    Local { cluster: String, message: String },
 }
 
 impl AgentError {
@@ -155,6 +157,7 @@ pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> Result<(),
         tokio::spawn(super::lease_loop::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(super::status_loop::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(super::addon_loop::run(ctx.clone(), shutdown.clone())),
+        tokio::spawn(super::day2::run(ctx.clone(), shutdown.clone())),
     ];
     shutdown.cancelled().await;
     for task in tasks {

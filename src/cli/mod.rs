@@ -1,13 +1,14 @@
 //! The `fleetform` command line: argument parsing, output formats and exit codes. Commands are
 //! thin: they call into the library and render what it returns.
 
-mod agent;
+pub(crate) mod agent;
 mod apply;
 mod controlplane;
 mod crds;
 mod hub;
 mod plan;
 mod status;
+mod up;
 mod validate;
 
 use std::process::ExitCode;
@@ -57,6 +58,9 @@ enum Command {
     Controlplane(controlplane::Args),
     /// Run a spoke's agent: register, renew the lease, report status, claims and addon health.
     Agent(agent::Args),
+    /// Run a whole fleet on this machine: embedded hubs and spokes, their agents, the hub loops
+    /// and sync against SOURCE (default examples/fleet-repo), until Ctrl-C.
+    Up(up::Args),
     /// Run the hub loops: accept clusters, judge registration CSRs, expire leases, observe
     /// poll-mode spokes.
     Hub(hub::Args),
@@ -94,6 +98,7 @@ pub fn main() -> ExitCode {
         Command::Controlplane(args) => with_runtime(controlplane::run(args)),
         Command::Agent(args) => with_runtime(agent::run(args)),
         Command::Hub(args) => with_runtime(hub::run(args)),
+        Command::Up(args) => with_runtime(up::run(args)),
     };
     ExitCode::from(code)
 }
@@ -220,4 +225,21 @@ fn print_data(output: Output, value: &impl serde::Serialize) {
         Ok(text) => println!("{}", text.trim_end()),
         Err(err) => eprintln!("error: cannot render output: {err}"),
     }
+}
+
+/// Writes `contents` to `path` readable by its owner only (kubeconfigs hold credentials),
+/// creating its directory.
+pub(crate) fn write_private(path: &std::path::Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(contents.as_bytes())
 }
