@@ -61,8 +61,8 @@ enum Command {
     /// Run a whole fleet on this machine: embedded hubs and spokes, their agents, the hub loops
     /// and sync against SOURCE (default examples/fleet-repo), until Ctrl-C.
     Up(up::Args),
-    /// Run the hub loops: accept clusters, judge registration CSRs, expire leases, observe
-    /// poll-mode spokes.
+    /// Run the hub loops and the lifecycle reconciler: join, accept and unjoin spokes, judge
+    /// registration CSRs, expire leases, observe poll-mode spokes.
     Hub(hub::Args),
 }
 
@@ -73,6 +73,15 @@ pub enum Output {
     Text,
     Json,
     Yaml,
+}
+
+/// Whether `args` (without the program name) is a valid `fleetform` command line; the error is
+/// clap's message. Manifests that run fleetform are checked with it.
+pub fn check_args<S: AsRef<str>>(args: &[S]) -> Result<(), String> {
+    let argv = std::iter::once("fleetform").chain(args.iter().map(AsRef::as_ref));
+    Cli::try_parse_from(argv)
+        .map(|_| ())
+        .map_err(|err| err.render().to_string())
 }
 
 /// Parses the arguments, runs the command and returns its exit code.

@@ -197,7 +197,10 @@ mod tests {
         })));
         assert!(drifted(&start, &wanted));
         let mut value = serde_json::to_value(&start).unwrap();
-        json_merge(&mut value, &patch(&start, &wanted, true, Timestamp::UNIX_EPOCH));
+        json_merge(
+            &mut value,
+            &patch(&start, &wanted, true, Timestamp::UNIX_EPOCH),
+        );
         start = serde_json::from_value(value).unwrap();
         assert!(!drifted(&start, &wanted));
         assert!(start.hub_accepts_client());

@@ -314,3 +314,22 @@ fn managed_labels<'a>(
 fn from_json<T: serde::de::DeserializeOwned + Default>(value: Value) -> Option<T> {
     serde_json::from_value(value).ok()
 }
+
+/// The agent's objects on a spoke as one YAML stream, for installing an agent by hand
+/// (`deploy/agent/agent.yaml`): exactly what the reconciler installs, minus the bootstrap
+/// Secret, which carries a credential and is created from the hub's token.
+pub fn manual_install_yaml(cluster: &str, effective: &EffectiveSpoke) -> String {
+    let documents = [
+        serde_json::to_value(agent_namespace()),
+        serde_json::to_value(agent_service_account()),
+        serde_json::to_value(agent_cluster_role()),
+        serde_json::to_value(agent_cluster_role_binding()),
+        serde_json::to_value(agent_deployment(cluster, effective)),
+    ];
+    documents
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter_map(|document| serde_yaml::to_string(&document).ok())
+        .map(|document| format!("---\n{document}"))
+        .collect()
+}
