@@ -1,10 +1,9 @@
 //! How the agent reaches its hub.
 //!
-//! Today the agent is handed a kubeconfig for the hub and uses it as it is. The registration
-//! protocol (DESIGN §4.1) replaces that with a bootstrap kubeconfig whose only right is to
-//! register, traded for a CSR-issued client certificate kept in `hub-kubeconfig-secret`; that
-//! flow needs the control plane to sign certificates and will be another variant here. The loops
-//! only ever ask this type for a client, so they will not change when it arrives.
+//! Either the agent is handed hub credentials and uses them as they are, or (DESIGN §4.1) it is
+//! handed a bootstrap kubeconfig whose only right is to register, which it trades for a
+//! CSR-issued client certificate kept in `hub-kubeconfig-secret` ([`super::registration`]). The
+//! loops only ever get a client, whichever way it was made.
 
 use std::path::PathBuf;
 
@@ -19,6 +18,8 @@ pub enum HubConnectionError {
         source_name: String,
         message: String,
     },
+    #[error("a bootstrap kubeconfig gives no client by itself: the agent registers with it")]
+    Bootstrap,
 }
 
 /// Where the agent's hub credentials come from.
@@ -33,8 +34,12 @@ pub enum HubConnection {
     Kubeconfig(String),
     /// A ready client (in-process agents sharing a transport).
     Client(Client),
-    /// TEMPORARY stand-in until the bootstrap flow lands.
+    /// Register by certificate, with the bootstrap kubeconfig in Secret `bootstrap-hub-kubeconfig`
+    /// (key `kubeconfig`) of the agent's namespace on the spoke; a change of that Secret
+    /// registers again.
     BootstrapSecret,
+    /// Register by certificate, with this bootstrap kubeconfig (`--bootstrap-kubeconfig`, tests).
+    Bootstrap(String),
 }
 
 impl std::fmt::Debug for HubConnection {
@@ -49,20 +54,27 @@ impl std::fmt::Debug for HubConnection {
             HubConnection::Kubeconfig(_) => f.write_str("Kubeconfig(..)"),
             HubConnection::Client(_) => f.write_str("Client(..)"),
             HubConnection::BootstrapSecret => f.write_str("BootstrapSecret"),
+            HubConnection::Bootstrap(_) => f.write_str("Bootstrap(..)"),
         }
     }
 }
 
 impl HubConnection {
-    /// A client for the hub.
+    /// Whether the agent registers by certificate rather than using these credentials as they are.
+    pub fn is_bootstrap(&self) -> bool {
+        matches!(
+            self,
+            HubConnection::BootstrapSecret | HubConnection::Bootstrap(_)
+        )
+    }
+
+    /// A client for the hub with credentials used as they are; an error for the bootstrap
+    /// variants, whose client comes out of registration.
     pub async fn client(&self) -> Result<Client, HubConnectionError> {
         let (source_name, kubeconfig, context) = match self {
             HubConnection::Client(client) => return Ok(client.clone()),
-            HubConnection::BootstrapSecret => {
-                return Err(HubConnectionError::Kubeconfig {
-                    source_name: "bootstrap".into(),
-                    message: "not yet".into(),
-                });
+            HubConnection::BootstrapSecret | HubConnection::Bootstrap(_) => {
+                return Err(HubConnectionError::Bootstrap);
             }
             HubConnection::KubeconfigFile { path, context } => {
                 let source_name = path.display().to_string();
@@ -74,25 +86,40 @@ impl HubConnection {
                 (source_name, kubeconfig, context.clone())
             }
             HubConnection::Kubeconfig(text) => {
-                let kubeconfig =
-                    Kubeconfig::from_yaml(text).map_err(|err| HubConnectionError::Kubeconfig {
-                        source_name: "(given as text)".to_string(),
-                        message: err.to_string(),
-                    })?;
-                ("(given as text)".to_string(), kubeconfig, None)
+                return client_from_kubeconfig(text, "(given as text)").await;
             }
         };
-        let error = |message: String| HubConnectionError::Kubeconfig {
-            source_name: source_name.clone(),
-            message,
-        };
-        let options = KubeConfigOptions {
-            context,
-            ..KubeConfigOptions::default()
-        };
-        let config = Config::from_custom_kubeconfig(kubeconfig, &options)
-            .await
-            .map_err(|err| error(err.to_string()))?;
-        Client::try_from(config).map_err(|err| error(err.to_string()))
+        build_client(source_name, kubeconfig, context).await
     }
+}
+
+/// A client from kubeconfig text; `source_name` says where it came from in errors.
+pub(crate) async fn client_from_kubeconfig(
+    text: &str,
+    source_name: &str,
+) -> Result<Client, HubConnectionError> {
+    let kubeconfig = Kubeconfig::from_yaml(text).map_err(|err| HubConnectionError::Kubeconfig {
+        source_name: source_name.to_string(),
+        message: err.to_string(),
+    })?;
+    build_client(source_name.to_string(), kubeconfig, None).await
+}
+
+async fn build_client(
+    source_name: String,
+    kubeconfig: Kubeconfig,
+    context: Option<String>,
+) -> Result<Client, HubConnectionError> {
+    let error = |message: String| HubConnectionError::Kubeconfig {
+        source_name: source_name.clone(),
+        message,
+    };
+    let options = KubeConfigOptions {
+        context,
+        ..KubeConfigOptions::default()
+    };
+    let config = Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .map_err(|err| error(err.to_string()))?;
+    Client::try_from(config).map_err(|err| error(err.to_string()))
 }

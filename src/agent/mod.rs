@@ -9,12 +9,15 @@
 //!   cut at `clusterClaimsMax`), and the node summary (version, capacity, allocatable, health).
 //! - [`rotation`]: when a client certificate is due for rotation, when a registration needs a
 //!   new CSR, and the CSRs themselves (the agent's registration and its addons').
+//! - [`hub_identity`]: the agent's certificate identity as stored in `hub-kubeconfig-secret`,
+//!   whether a stored one is used again, where a CSR stands, the pending-CSR limit.
 //!
 //! The live loops around them, which own the watches, timers, probes and writes:
 //!
 //! - [`run`]: [`run::run`] starts an agent ([`AgentConfig`]) and its loops: registration and
 //!   joining, [`lease_loop`], [`status_loop`], [`addon_loop`]; [`hub_connection`] is how it
-//!   reaches the hub.
+//!   reaches the hub, and [`registration`] trades a bootstrap kubeconfig for a certificate,
+//!   rotates it and restarts the loops with each new one.
 //!
 //! Everything in the decision modules is pure: objects, probe results and the current time in;
 //! conditions, CSRs and instants out. They must not talk to a cluster, read the clock or draw
@@ -26,7 +29,9 @@ pub mod availability;
 pub mod claims;
 pub mod day2;
 pub mod hub_connection;
+pub mod hub_identity;
 pub mod lease_loop;
+pub mod registration;
 pub mod rotation;
 pub mod run;
 pub mod status_loop;

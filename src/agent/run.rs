@@ -139,10 +139,22 @@ impl Context {
     }
 }
 
-/// Runs the agent until `shutdown` is cancelled. Fails only if the hub cannot be reached at all
-/// at start; later errors are logged and retried.
+/// Runs the agent until `shutdown` is cancelled. With hub credentials used as they are, fails
+/// only if they cannot make a client at start; registering by certificate
+/// ([`HubConnection::is_bootstrap`]) waits for the bootstrap kubeconfig and retries instead.
+/// Later errors are logged and retried.
 pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> Result<(), AgentError> {
+    if config.hub.is_bootstrap() {
+        super::registration::run(config, shutdown).await;
+        return Ok(());
+    }
     let hub = config.hub.client().await?;
+    run_loops(config, hub, shutdown).await;
+    Ok(())
+}
+
+/// Runs the agent's loops against `hub` until `shutdown` is cancelled, and waits for them to end.
+pub(crate) async fn run_loops(config: AgentConfig, hub: Client, shutdown: CancellationToken) {
     let spoke = config.spoke.clone();
     let (cluster_tx, cluster_rx) = watch::channel(None);
     let ctx = Arc::new(Context {
@@ -151,7 +163,7 @@ pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> Result<(),
         spoke,
         cluster: cluster_rx,
     });
-    info!(cluster = ctx.name(), "agent starting");
+    info!(cluster = ctx.name(), "agent loops starting");
     let tasks = [
         tokio::spawn(follow_cluster(ctx.clone(), cluster_tx, shutdown.clone())),
         tokio::spawn(super::lease_loop::run(ctx.clone(), shutdown.clone())),
@@ -165,8 +177,7 @@ pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> Result<(),
             warn!(%err, "agent task ended abnormally");
         }
     }
-    info!(cluster = ctx.name(), "agent stopped");
-    Ok(())
+    info!(cluster = ctx.name(), "agent loops stopped");
 }
 
 /// Registers the ManagedCluster, keeps it registered, publishes every version of it to the other
@@ -233,11 +244,18 @@ async fn follow_cluster(
 /// accepting is the hub's decision.
 #[instrument(skip(ctx), fields(cluster = ctx.name()))]
 async fn register(ctx: &Context) -> Result<(), AgentError> {
+    create_cluster(&ctx.clusters(), &ctx.config).await
+}
+
+/// Creates the agent's ManagedCluster through `clusters` unless it exists.
+pub(crate) async fn create_cluster(
+    clusters: &Api<ManagedCluster>,
+    config: &AgentConfig,
+) -> Result<(), AgentError> {
     let cluster = ManagedCluster::new(
-        ctx.name(),
+        &config.cluster_name,
         ManagedClusterSpec {
-            managed_cluster_client_configs: ctx
-                .config
+            managed_cluster_client_configs: config
                 .spoke_urls
                 .iter()
                 .map(|url| ClientConfig {
@@ -252,15 +270,19 @@ async fn register(ctx: &Context) -> Result<(), AgentError> {
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..Default::default()
     };
-    match ctx.clusters().create(&params, &cluster).await {
+    match clusters.create(&params, &cluster).await {
         Ok(_) => {
-            info!("ManagedCluster created; waiting for the hub to accept it");
+            info!(
+                cluster = config.cluster_name,
+                "ManagedCluster created; waiting for the hub to accept it"
+            );
             Ok(())
         }
         Err(err) if is_conflict(&err) => Ok(()),
-        Err(err) => Err(AgentError::kube(ctx.name(), "create its ManagedCluster")(
-            err,
-        )),
+        Err(err) => Err(AgentError::kube(
+            &config.cluster_name,
+            "create its ManagedCluster",
+        )(err)),
     }
 }
 

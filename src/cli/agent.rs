@@ -12,9 +12,15 @@ use crate::api::vocabulary::AGENT_NAMESPACE;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Kubeconfig of the hub the spoke registers to.
-    #[arg(long)]
+    /// Kubeconfig of the hub, used as it is. Without it the agent registers by certificate with
+    /// a bootstrap kubeconfig: `--bootstrap-kubeconfig`, else the `bootstrap-hub-kubeconfig`
+    /// Secret in the agent's namespace on the spoke.
+    #[arg(long, conflicts_with = "bootstrap_kubeconfig")]
     hub_kubeconfig: Option<PathBuf>,
+    /// Bootstrap kubeconfig to register by certificate with (the issued one is kept in Secret
+    /// `hub-kubeconfig-secret` in the agent's namespace).
+    #[arg(long)]
+    bootstrap_kubeconfig: Option<PathBuf>,
     /// Context of the hub kubeconfig to use (default: its current context).
     #[arg(long)]
     hub_context: Option<String>,
@@ -53,13 +59,22 @@ pub async fn run(args: Args) -> u8 {
             return exit::INVALID_INPUT;
         }
     };
-    let Some(hub_kubeconfig) = args.hub_kubeconfig.clone() else {
-        eprintln!("error: --hub-kubeconfig is required");
-        return exit::INVALID_INPUT;
-    };
-    let hub = HubConnection::KubeconfigFile {
-        path: hub_kubeconfig,
-        context: args.hub_context.clone(),
+    let hub = match (
+        args.hub_kubeconfig.clone(),
+        args.bootstrap_kubeconfig.clone(),
+    ) {
+        (Some(path), _) => HubConnection::KubeconfigFile {
+            path,
+            context: args.hub_context.clone(),
+        },
+        (None, Some(path)) => match std::fs::read_to_string(&path) {
+            Ok(text) => HubConnection::Bootstrap(text),
+            Err(err) => {
+                eprintln!("error: bootstrap kubeconfig {}: {err}", path.display());
+                return exit::INVALID_INPUT;
+            }
+        },
+        (None, None) => HubConnection::BootstrapSecret,
     };
     let config = args.into_config(spoke, hub);
     let shutdown = CancellationToken::new();

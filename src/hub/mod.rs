@@ -25,6 +25,7 @@
 pub mod accept_loop;
 pub mod approval;
 pub mod approval_loop;
+pub mod bootstrap;
 pub mod conditions;
 pub mod expiry_loop;
 pub mod lease;

@@ -89,6 +89,9 @@ pub async fn run(config: HubConfig, shutdown: CancellationToken) {
         client: config.client,
         access: config.access,
     });
+    if let Err(err) = super::bootstrap::ensure_rbac(&ctx.client).await {
+        warn!(%err, "spokes cannot register with their bootstrap tokens until this is fixed");
+    }
     let clusters = crd_installed::<ManagedCluster>(&ctx.client, LOOP_NOT_STARTED).await;
     let spokes = crd_installed::<Spoke>(&ctx.client, LOOP_NOT_STARTED).await;
     let mut tasks = Vec::new();

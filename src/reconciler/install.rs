@@ -11,8 +11,6 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
@@ -23,7 +21,8 @@ use crate::api::vocabulary::{
     AGENT_NAMESPACE, BOOTSTRAP_HUB_KUBECONFIG_SECRET, HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG,
     LABEL_CLUSTER_NAME,
 };
-use crate::hub::approval_loop::{BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_TYPE};
+use crate::hub::approval_loop::BOOTSTRAP_TOKEN_ID_KEY;
+use crate::hub::bootstrap::{BOOTSTRAP_TOKEN_SECRET_KEY, BootstrapToken};
 use crate::plan::desired::{EffectiveSpoke, MANAGED_BY, MANAGED_BY_LABEL, stable_hash};
 
 /// Name of the agent's Deployment and ServiceAccount on a spoke.
@@ -41,57 +40,20 @@ pub const LABEL_AGENT_TEMPLATE_HASH: &str = "fleetform.io/agent-template-hash";
 pub const LABEL_APP: &str = "app";
 /// Value of [`LABEL_APP`] on the agent.
 pub const APP_AGENT: &str = "fleetform-agent";
-/// Group the hub's bootstrap ClusterRole is bound to; every per-spoke token carries it.
-pub const BOOTSTRAP_GROUP: &str = "system:bootstrappers:managedcluster";
 /// The image agents run when the fleet names none.
 pub const DEFAULT_AGENT_IMAGE: &str = "ghcr.io/fleetform/fleetform";
 
-/// A bootstrap token: `<id>.<secret>`, as kubeadm's (6 and 16 characters of [a-z0-9]).
-#[derive(Clone, PartialEq, Eq)]
-pub struct BootstrapToken {
-    pub id: String,
-    pub secret: String,
-}
-
-impl std::fmt::Debug for BootstrapToken {
-    // The secret half is a credential.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "BootstrapToken({}.<redacted>)", self.id)
-    }
-}
-
-impl BootstrapToken {
-    /// A fresh random token.
-    pub fn generate() -> Self {
-        const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-        let draw = |len: usize| {
-            (0..len)
-                .map(|_| char::from(ALPHABET[fastrand::usize(..ALPHABET.len())]))
-                .collect::<String>()
-        };
-        BootstrapToken {
-            id: draw(6),
-            secret: draw(16),
-        }
-    }
-
-    /// The bearer token a client presents.
-    pub fn bearer(&self) -> String {
-        format!("{}.{}", self.id, self.secret)
-    }
-
-    /// The token stored in a hub's `bootstrap-token-<id>` Secret, if it is one.
-    pub fn from_secret(secret: &Secret) -> Option<Self> {
-        let data = secret.data.as_ref()?;
-        let text = |key: &str| {
-            data.get(key)
-                .and_then(|value| String::from_utf8(value.0.clone()).ok())
-        };
-        Some(BootstrapToken {
-            id: text("token-id")?,
-            secret: text("token-secret")?,
-        })
-    }
+/// The token a hub's `bootstrap-token-<id>` Secret holds, if it is one.
+pub fn stored_token(secret: &Secret) -> Option<BootstrapToken> {
+    let data = secret.data.as_ref()?;
+    let text = |key: &str| {
+        data.get(key)
+            .and_then(|value| String::from_utf8(value.0.clone()).ok())
+    };
+    Some(BootstrapToken {
+        id: text(BOOTSTRAP_TOKEN_ID_KEY)?,
+        secret: text(BOOTSTRAP_TOKEN_SECRET_KEY)?,
+    })
 }
 
 /// Where agents reach their hub: the API server URL and the CA bundle that verifies it.
@@ -102,54 +64,13 @@ pub struct HubEndpoint {
     pub ca_pem: Option<String>,
 }
 
-/// The hub's Secret that authenticates `token` for `cluster` only (its label is what the CSR
-/// approval checks the requester against).
-pub fn bootstrap_token_secret(cluster: &str, token: &BootstrapToken) -> Secret {
-    let data = [
-        ("token-id", token.id.as_str()),
-        ("token-secret", token.secret.as_str()),
-        ("usage-bootstrap-authentication", "true"),
-        ("auth-extra-groups", BOOTSTRAP_GROUP),
-        (
-            "description",
-            &format!("fleetform bootstrap token of spoke {cluster}"),
-        ),
-    ]
-    .into_iter()
-    .map(|(key, value)| (key.to_string(), ByteString(value.as_bytes().to_vec())))
-    .collect();
-    from_json(json!({
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": format!("bootstrap-token-{}", token.id),
-            "namespace": BOOTSTRAP_TOKEN_NAMESPACE,
-            "labels": managed_labels([(LABEL_CLUSTER_NAME, cluster)]),
-        },
-        "type": BOOTSTRAP_TOKEN_TYPE,
-    }))
-    .map(|mut secret: Secret| {
-        secret.data = Some(data);
-        secret
-    })
-    .unwrap_or_default()
-}
-
 /// A kubeconfig that authenticates to the hub with `token` (the agent's bootstrap identity).
-pub fn bootstrap_kubeconfig(hub: &HubEndpoint, cluster: &str, token: &BootstrapToken) -> String {
-    let mut cluster_entry = json!({"server": hub.server});
-    if let Some(ca) = &hub.ca_pem {
-        cluster_entry["certificate-authority-data"] = json!(BASE64.encode(ca.as_bytes()));
-    }
-    let kubeconfig = json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "hub", "cluster": cluster_entry}],
-        "users": [{"name": format!("bootstrap-{cluster}"), "user": {"token": token.bearer()}}],
-        "contexts": [{"name": "bootstrap", "context": {"cluster": "hub", "user": format!("bootstrap-{cluster}")}}],
-        "current-context": "bootstrap",
-    });
-    serde_yaml::to_string(&kubeconfig).unwrap_or_default()
+pub fn bootstrap_kubeconfig(hub: &HubEndpoint, token: &BootstrapToken) -> String {
+    crate::hub::bootstrap::bootstrap_kubeconfig(
+        &hub.server,
+        hub.ca_pem.as_deref().unwrap_or_default(),
+        &token.bearer(),
+    )
 }
 
 /// The spoke's `bootstrap-hub-kubeconfig` Secret.

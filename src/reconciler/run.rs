@@ -30,7 +30,7 @@ use tracing::{info, instrument, warn};
 
 use super::cluster_sync::{self, WantedCluster};
 use super::facts::{self, Gathered};
-use super::install::{self, BootstrapToken, HubEndpoint};
+use super::install::{self, HubEndpoint};
 use super::lifecycle::{Action, Decision, decide};
 use super::uninstall;
 use crate::access::Access;
@@ -41,6 +41,7 @@ use crate::api::vocabulary::{
 };
 use crate::api::{ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn, ManifestWork};
 use crate::hub::approval_loop::BOOTSTRAP_TOKEN_NAMESPACE;
+use crate::hub::bootstrap::BootstrapToken;
 use crate::hub::conditions::{is_not_found, set_conditions};
 
 /// Field manager of the reconciler's writes.
@@ -490,11 +491,11 @@ async fn install_agent(
         .spoke(spoke, client)
         .await
         .map_err(|err| ReconcileError::Access(err.to_string()))?;
-    let token = match gathered.tokens.iter().find_map(BootstrapToken::from_secret) {
+    let token = match gathered.tokens.iter().find_map(install::stored_token) {
         Some(token) => token,
         None => {
             let token = BootstrapToken::generate();
-            let secret = install::bootstrap_token_secret(&name, &token);
+            let secret = crate::hub::bootstrap::token_secret(&name, &token.id, &token.secret);
             Api::<Secret>::namespaced(client.clone(), BOOTSTRAP_TOKEN_NAMESPACE)
                 .create(&PostParams::default(), &secret)
                 .await
@@ -514,7 +515,7 @@ async fn install_agent(
             .unwrap_or_else(|| ctx.config.hub_endpoint.server.clone()),
         ca_pem: ctx.config.hub_endpoint.ca_pem.clone(),
     };
-    let kubeconfig = install::bootstrap_kubeconfig(&endpoint, &name, &token);
+    let kubeconfig = install::bootstrap_kubeconfig(&endpoint, &token);
     let on_spoke = |what: &'static str| {
         move |err: kube::Error| ReconcileError::Spoke(format!("cannot apply {what}: {err}"))
     };

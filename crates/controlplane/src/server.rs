@@ -69,6 +69,7 @@ pub struct ControlPlaneBuilder {
     bookmark_every: Duration,
     watch_timeout: Duration,
     transport: Transport,
+    cluster_signing_duration: Option<Duration>,
 }
 
 /// Entry point: `ControlPlane::builder()`.
@@ -83,6 +84,7 @@ impl ControlPlane {
             bookmark_every: Duration::from_secs(60),
             watch_timeout: Duration::from_secs(1800),
             transport: Transport::Secure { token_file: None },
+            cluster_signing_duration: None,
         }
     }
 }
@@ -106,6 +108,15 @@ impl ControlPlaneBuilder {
     /// How often watches that allow bookmarks get one.
     pub fn bookmark_interval(mut self, every: Duration) -> Self {
         self.bookmark_every = every;
+        self
+    }
+
+    /// The longest life of a certificate the CSR signer issues, as kube-controller-manager's
+    /// `--cluster-signing-duration`: a CSR asking for more (or for nothing) gets this much, and
+    /// it wins over the 600 s floor of `spec.expirationSeconds` so tests can use certificates of
+    /// a few seconds. Default: no cap (a CSR without `expirationSeconds` gets one year).
+    pub fn cluster_signing_duration(mut self, max: Duration) -> Self {
+        self.cluster_signing_duration = Some(max);
         self
     }
 
@@ -178,6 +189,8 @@ impl ControlPlaneBuilder {
             tokio::spawn(crate::auth::csr_signer::run(
                 api.clone(),
                 ca,
+                self.cluster_signing_duration
+                    .map(|max| i64::try_from(max.as_secs()).unwrap_or(i64::MAX)),
                 shutdown_rx.clone(),
             ))
         });

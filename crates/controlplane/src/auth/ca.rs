@@ -208,24 +208,32 @@ impl CertificateAuthority {
     }
 
     /// Signs a PEM CSR as a client certificate for its subject, valid for
-    /// `expiration_seconds` (at least [`MIN_EXPIRATION_SECONDS`], default one year) and never
-    /// past the CA's own expiry.
+    /// `expiration_seconds` (at least [`MIN_EXPIRATION_SECONDS`], default one year), never longer
+    /// than `max_seconds` (kube-controller-manager's `--cluster-signing-duration`; it wins over
+    /// the floor, as there) and never past the CA's own expiry. The certificate starts up to five
+    /// minutes in the past for clocks behind ours, but never by more than a tenth of its lifetime,
+    /// so that a short certificate is not mostly spent when it is issued.
     pub fn sign_client_csr(
         &self,
         csr_pem: &str,
         expiration_seconds: Option<i64>,
+        max_seconds: Option<i64>,
         now: OffsetDateTime,
     ) -> Result<String, SignError> {
         let csr = CertificateSigningRequestParams::from_pem(csr_pem)
             .map_err(|e| SignError::BadRequest(e.to_string()))?;
-        let seconds = expiration_seconds
+        let mut seconds = expiration_seconds
             .unwrap_or(DEFAULT_CLIENT_SECONDS)
             .max(MIN_EXPIRATION_SECONDS);
+        if let Some(max) = max_seconds {
+            seconds = seconds.min(max.max(1));
+        }
         let not_after = now
             .checked_add(Duration::seconds(seconds))
             .unwrap_or(self.not_after)
             .min(self.not_after);
-        let mut params = client_params(now - BACKDATE, not_after);
+        let backdate = BACKDATE.min(Duration::seconds(seconds) / 10);
+        let mut params = client_params(now - backdate, not_after);
         params.distinguished_name = csr.params.distinguished_name.clone();
         if params.distinguished_name.get(&DnType::CommonName).is_none() {
             return Err(SignError::BadRequest(
@@ -504,7 +512,7 @@ mod tests {
         let now = OffsetDateTime::now_utc();
         let (ca, _) = CertificateAuthority::generate(now).unwrap();
         let pem = ca
-            .sign_client_csr(&csr("spoke-1", "fleet:spokes"), Some(3600), now)
+            .sign_client_csr(&csr("spoke-1", "fleet:spokes"), Some(3600), None, now)
             .unwrap();
         let (cn, orgs, not_after, eku) = parse(&pem);
         assert_eq!(cn, "spoke-1");
@@ -517,12 +525,39 @@ mod tests {
     fn csr_expiration_has_a_ten_minute_floor_and_the_ca_as_ceiling() {
         let now = OffsetDateTime::now_utc();
         let (ca, _) = CertificateAuthority::generate(now).unwrap();
-        let short = ca.sign_client_csr(&csr("a", "b"), Some(60), now).unwrap();
+        let short = ca
+            .sign_client_csr(&csr("a", "b"), Some(60), None, now)
+            .unwrap();
         assert!((parse(&short).2 - (now + Duration::seconds(600))).abs() < Duration::seconds(2));
         let long = ca
-            .sign_client_csr(&csr("a", "b"), Some(i64::MAX), now)
+            .sign_client_csr(&csr("a", "b"), Some(i64::MAX), None, now)
             .unwrap();
         assert!(parse(&long).2 <= ca.not_after());
+    }
+
+    #[test]
+    fn cluster_signing_duration_caps_the_lifetime_below_the_floor() {
+        let now = OffsetDateTime::now_utc();
+        let (ca, _) = CertificateAuthority::generate(now).unwrap();
+        let capped = ca
+            .sign_client_csr(&csr("a", "b"), Some(3600), Some(10), now)
+            .unwrap();
+        assert!((parse(&capped).2 - (now + Duration::seconds(10))).abs() < Duration::seconds(2));
+        let (_, cert) = x509_parser::pem::parse_x509_pem(capped.as_bytes()).unwrap();
+        let not_before = cert
+            .parse_x509()
+            .unwrap()
+            .validity()
+            .not_before
+            .to_datetime();
+        assert!(
+            now - not_before <= Duration::seconds(2),
+            "a 10 s certificate is backdated by at most a tenth of it"
+        );
+        let longer = ca
+            .sign_client_csr(&csr("a", "b"), Some(60), Some(86_400), now)
+            .unwrap();
+        assert!((parse(&longer).2 - (now + Duration::seconds(600))).abs() < Duration::seconds(2));
     }
 
     #[test]
@@ -530,7 +565,7 @@ mod tests {
         let now = OffsetDateTime::now_utc();
         let (ca, _) = CertificateAuthority::generate(now).unwrap();
         assert!(matches!(
-            ca.sign_client_csr("not a csr", None, now),
+            ca.sign_client_csr("not a csr", None, None, now),
             Err(SignError::BadRequest(_))
         ));
     }

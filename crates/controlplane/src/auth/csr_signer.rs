@@ -88,19 +88,26 @@ pub fn decide(csr: &Value) -> Decision {
 }
 
 /// Runs until shutdown, signing what [`decide`] says to.
+/// `max_seconds` caps every certificate's lifetime (`--cluster-signing-duration`).
 pub async fn run(
     api: Arc<ApiServer>,
     ca: Arc<CertificateAuthority>,
+    max_seconds: Option<i64>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
+    let signer = Signer {
+        api: &api,
+        ca: &ca,
+        max_seconds,
+    };
     let mut rx = api.store.subscribe_all();
-    resync(&api, &ca).await;
+    resync(&signer).await;
     loop {
         tokio::select! {
             r = rx.recv() => match r {
-                Ok(e) if &*e.key == KEY => handle(&api, &ca, &e.object).await,
+                Ok(e) if &*e.key == KEY => handle(&signer, &e.object).await,
                 Ok(_) => {}
-                Err(RecvError::Lagged(_)) => resync(&api, &ca).await,
+                Err(RecvError::Lagged(_)) => resync(&signer).await,
                 Err(RecvError::Closed) => return,
             },
             _ = shutdown.changed() => return,
@@ -108,14 +115,22 @@ pub async fn run(
     }
 }
 
-async fn resync(api: &ApiServer, ca: &CertificateAuthority) {
-    let (_, csrs) = api.store.list(KEY, None, None);
+/// What signing needs: where CSRs live, the CA and the lifetime cap.
+struct Signer<'a> {
+    api: &'a ApiServer,
+    ca: &'a CertificateAuthority,
+    max_seconds: Option<i64>,
+}
+
+async fn resync(signer: &Signer<'_>) {
+    let (_, csrs) = signer.api.store.list(KEY, None, None);
     for c in csrs {
-        handle(api, ca, &c).await;
+        handle(signer, &c).await;
     }
 }
 
-async fn handle(api: &ApiServer, ca: &CertificateAuthority, csr: &Value) {
+async fn handle(signer: &Signer<'_>, csr: &Value) {
+    let (api, ca) = (signer.api, signer.ca);
     let name = csr
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -129,6 +144,7 @@ async fn handle(api: &ApiServer, ca: &CertificateAuthority, csr: &Value) {
         } => match ca.sign_client_csr(
             &request_pem,
             expiration_seconds,
+            signer.max_seconds,
             time::OffsetDateTime::now_utc(),
         ) {
             Ok(cert) => {

@@ -175,6 +175,27 @@ pub fn attributes(
     }
 }
 
+/// A list or watch narrowed to one object by `fieldSelector=metadata.name=<name>` is authorized
+/// as a request for that name, as kube-apiserver does, so a role limited by `resourceNames` may
+/// list and watch the objects it names.
+pub fn name_from_field_selector(attributes: &mut Attributes, field_selector: Option<&str>) {
+    let Target::Resource { name, .. } = &mut attributes.target else {
+        return;
+    };
+    if !name.is_empty() || !matches!(attributes.verb.as_str(), "list" | "watch") {
+        return;
+    }
+    let Some(selector) = field_selector else {
+        return;
+    };
+    let wanted = selector
+        .strip_prefix("metadata.name==")
+        .or_else(|| selector.strip_prefix("metadata.name="));
+    if let Some(wanted) = wanted.filter(|w| !w.is_empty() && !w.contains(',')) {
+        *name = wanted.to_string();
+    }
+}
+
 /// 403 with kube-apiserver's Status for a denied request.
 pub fn forbidden(a: &Attributes) -> ApiError {
     let subject = match &a.target {
@@ -512,6 +533,21 @@ mod tests {
             v[4].into(),
             v[5].into(),
         )
+    }
+
+    #[test]
+    fn list_and_watch_by_metadata_name_are_authorized_as_that_name() {
+        let named = |method: Method, path: &str, watch: bool, selector: &str| {
+            let mut a = attrs(method, path, watch);
+            name_from_field_selector(&mut a, Some(selector));
+            res(&a).5
+        };
+        let path = "/apis/cluster.open-cluster-management.io/v1/managedclusters";
+        assert_eq!(named(Method::GET, path, false, "metadata.name=c1"), "c1");
+        assert_eq!(named(Method::GET, path, true, "metadata.name==c1"), "c1");
+        assert_eq!(named(Method::GET, path, false, "metadata.name=c1,a=b"), "");
+        assert_eq!(named(Method::GET, path, false, "spec.x=c1"), "");
+        assert_eq!(named(Method::POST, path, false, "metadata.name=c1"), "");
     }
 
     #[test]

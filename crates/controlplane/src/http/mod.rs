@@ -152,7 +152,8 @@ fn admit(
         .map(percent_decode)
         .collect();
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
-    let attrs = gate::attributes(method, &segs, q.flag("watch"), path, &user);
+    let mut attrs = gate::attributes(method, &segs, q.flag("watch"), path, &user);
+    gate::name_from_field_selector(&mut attrs, q.get("fieldSelector"));
     gate::authorize(&policy, &attrs)?;
     Ok((user, Some(policy)))
 }

@@ -1,0 +1,288 @@
+//! The per-spoke bootstrap identity (DESIGN §4.1): what a spoke's agent registers with before it
+//! holds a certificate of its own.
+//!
+//! A bootstrap token is issued to one spoke only: its Secret `bootstrap-token-<id>` in
+//! `kube-system` carries the cluster-name label the approval loop reads, so the hub approves a
+//! registration CSR only when it comes from the token of the spoke it names. Every token holder is
+//! in the group [`BOOTSTRAP_GROUP`], which the hub-wide bootstrap ClusterRole lets create its
+//! ManagedCluster and CSRs and read both, and nothing else.
+//!
+//! The builders here are pure (the lifecycle reconciler installs their output); [`ensure_rbac`]
+//! is the one write, made by the hub loops at start.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+use super::approval_loop::{
+    BOOTSTRAP_TOKEN_ID_KEY, BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_TYPE,
+};
+use super::run::{FIELD_MANAGER, HubError};
+use crate::api::vocabulary::LABEL_CLUSTER_NAME;
+
+/// The group of every spoke's bootstrap token (its `auth-extra-groups`).
+pub const BOOTSTRAP_GROUP: &str = "system:bootstrappers:managedcluster";
+/// Name of the hub-wide ClusterRole and ClusterRoleBinding of [`BOOTSTRAP_GROUP`].
+pub const BOOTSTRAP_ROLE_NAME: &str = "system:open-cluster-management:bootstrap";
+/// Key of a bootstrap token Secret holding the token's secret half.
+pub const BOOTSTRAP_TOKEN_SECRET_KEY: &str = "token-secret";
+
+const TOKEN_ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+
+/// A bootstrap token: `<id>.<secret>`, six and sixteen characters of `[a-z0-9]`, as the API
+/// server reads them. `Debug` never shows the secret half.
+#[derive(Clone, PartialEq, Eq)]
+pub struct BootstrapToken {
+    pub id: String,
+    pub secret: String,
+}
+
+impl std::fmt::Debug for BootstrapToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BootstrapToken")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BootstrapToken {
+    /// A new random token.
+    pub fn generate() -> Self {
+        let draw = |len: usize| {
+            (0..len)
+                .map(|_| char::from(TOKEN_ALPHABET[fastrand::usize(..TOKEN_ALPHABET.len())]))
+                .collect()
+        };
+        BootstrapToken {
+            id: draw(6),
+            secret: draw(16),
+        }
+    }
+
+    /// The bearer token a kubeconfig carries: `<id>.<secret>`.
+    pub fn bearer(&self) -> String {
+        format!("{}.{}", self.id, self.secret)
+    }
+}
+
+/// The hub Secret that makes `token_id.token_secret` a bootstrap token of `cluster` only:
+/// `bootstrap-token-<id>` in `kube-system`, usable for authentication, in [`BOOTSTRAP_GROUP`],
+/// labelled with the cluster name (what the approval loop looks the spoke's token up by).
+pub fn token_secret(cluster: &str, token_id: &str, token_secret: &str) -> Secret {
+    let data = [
+        (BOOTSTRAP_TOKEN_ID_KEY, token_id),
+        (BOOTSTRAP_TOKEN_SECRET_KEY, token_secret),
+        ("usage-bootstrap-authentication", "true"),
+        ("auth-extra-groups", BOOTSTRAP_GROUP),
+    ]
+    .into_iter()
+    .map(|(key, value)| (key.to_string(), ByteString(value.as_bytes().to_vec())))
+    .collect();
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(format!("bootstrap-token-{token_id}")),
+            namespace: Some(BOOTSTRAP_TOKEN_NAMESPACE.to_string()),
+            labels: Some(BTreeMap::from([(
+                LABEL_CLUSTER_NAME.to_string(),
+                cluster.to_string(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        type_: Some(BOOTSTRAP_TOKEN_TYPE.to_string()),
+        data: Some(data),
+        ..Secret::default()
+    }
+}
+
+/// A kubeconfig reaching the hub at `server_url` (trusting `ca_pem`) with a bootstrap `token`
+/// (`<id>.<secret>`): what the spoke's `bootstrap-hub-kubeconfig` Secret holds.
+pub fn bootstrap_kubeconfig(server_url: &str, ca_pem: &str, token: &str) -> String {
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let doc = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "hub", "cluster": {"server": server_url, "certificate-authority-data": ca}}],
+        "users": [{"name": "bootstrap", "user": {"token": token}}],
+        "contexts": [{"name": "bootstrap", "context": {"cluster": "hub", "user": "bootstrap"}}],
+        "current-context": "bootstrap",
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default()
+}
+
+/// The hub-wide ClusterRole of bootstrap token holders (OCM's bootstrap role, no more): create a
+/// ManagedCluster and read ManagedClusters, create and read CSRs.
+pub fn bootstrap_cluster_role() -> ClusterRole {
+    let rule = |group: &str, resource: &str, verbs: &[&str]| PolicyRule {
+        api_groups: Some(vec![group.to_string()]),
+        resources: Some(vec![resource.to_string()]),
+        verbs: verbs.iter().map(|verb| verb.to_string()).collect(),
+        ..PolicyRule::default()
+    };
+    ClusterRole {
+        metadata: ObjectMeta {
+            name: Some(BOOTSTRAP_ROLE_NAME.to_string()),
+            ..ObjectMeta::default()
+        },
+        rules: Some(vec![
+            rule(
+                "cluster.open-cluster-management.io",
+                "managedclusters",
+                &["create", "get", "list", "watch"],
+            ),
+            rule(
+                "certificates.k8s.io",
+                "certificatesigningrequests",
+                &["create", "get", "list", "watch"],
+            ),
+        ]),
+        ..ClusterRole::default()
+    }
+}
+
+/// Binds [`bootstrap_cluster_role`] to [`BOOTSTRAP_GROUP`].
+pub fn bootstrap_cluster_role_binding() -> ClusterRoleBinding {
+    ClusterRoleBinding {
+        metadata: ObjectMeta {
+            name: Some(BOOTSTRAP_ROLE_NAME.to_string()),
+            ..ObjectMeta::default()
+        },
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".to_string(),
+            kind: "ClusterRole".to_string(),
+            name: BOOTSTRAP_ROLE_NAME.to_string(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "Group".to_string(),
+            api_group: Some("rbac.authorization.k8s.io".to_string()),
+            name: BOOTSTRAP_GROUP.to_string(),
+            namespace: None,
+        }]),
+    }
+}
+
+/// Applies the bootstrap ClusterRole and its binding (server-side apply; idempotent).
+pub async fn ensure_rbac(client: &Client) -> Result<(), HubError> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let mut role =
+        serde_json::to_value(bootstrap_cluster_role()).map_err(|source| HubError::Build {
+            object: format!("ClusterRole {BOOTSTRAP_ROLE_NAME}"),
+            source,
+        })?;
+    role["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
+    role["kind"] = json!("ClusterRole");
+    Api::<ClusterRole>::all(client.clone())
+        .patch(BOOTSTRAP_ROLE_NAME, &params, &Patch::Apply(&role))
+        .await
+        .map_err(HubError::kube(
+            format!("ClusterRole {BOOTSTRAP_ROLE_NAME}"),
+            "apply",
+        ))?;
+    let mut binding = serde_json::to_value(bootstrap_cluster_role_binding()).map_err(|source| {
+        HubError::Build {
+            object: format!("ClusterRoleBinding {BOOTSTRAP_ROLE_NAME}"),
+            source,
+        }
+    })?;
+    binding["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
+    binding["kind"] = json!("ClusterRoleBinding");
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .patch(BOOTSTRAP_ROLE_NAME, &params, &Patch::Apply(&binding))
+        .await
+        .map_err(HubError::kube(
+            format!("ClusterRoleBinding {BOOTSTRAP_ROLE_NAME}"),
+            "apply",
+        ))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(secret: &Secret, key: &str) -> String {
+        String::from_utf8(secret.data.as_ref().unwrap()[key].0.clone()).unwrap()
+    }
+
+    #[test]
+    fn token_secret_is_a_bootstrap_token_of_one_cluster() {
+        let secret = token_secret("spoke-a", "abc123", "0123456789abcdef");
+        assert_eq!(
+            secret.metadata.name.as_deref(),
+            Some("bootstrap-token-abc123")
+        );
+        assert_eq!(secret.metadata.namespace.as_deref(), Some("kube-system"));
+        assert_eq!(secret.type_.as_deref(), Some(BOOTSTRAP_TOKEN_TYPE));
+        assert_eq!(
+            secret.metadata.labels.as_ref().unwrap()[LABEL_CLUSTER_NAME],
+            "spoke-a"
+        );
+        assert_eq!(data(&secret, "token-id"), "abc123");
+        assert_eq!(data(&secret, "token-secret"), "0123456789abcdef");
+        assert_eq!(data(&secret, "usage-bootstrap-authentication"), "true");
+        assert_eq!(data(&secret, "auth-extra-groups"), BOOTSTRAP_GROUP);
+    }
+
+    #[test]
+    fn generated_tokens_have_the_api_servers_shape_and_hide_their_secret() {
+        let token = BootstrapToken::generate();
+        let bearer = token.bearer();
+        let (id, secret) = bearer.split_once('.').unwrap();
+        assert_eq!((id.len(), secret.len()), (6, 16));
+        assert!(
+            bearer
+                .bytes()
+                .all(|b| b == b'.' || TOKEN_ALPHABET.contains(&b))
+        );
+        assert!(!format!("{token:?}").contains(secret));
+        assert_ne!(BootstrapToken::generate(), token);
+    }
+
+    #[test]
+    fn bootstrap_kubeconfig_is_read_by_kube_with_the_token_and_ca() {
+        let text = bootstrap_kubeconfig("https://hub:6443", "CA PEM", "abc123.0123456789abcdef");
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&text).unwrap();
+        let cluster = kubeconfig.clusters[0].cluster.as_ref().unwrap();
+        assert_eq!(cluster.server.as_deref(), Some("https://hub:6443"));
+        assert_eq!(
+            cluster.certificate_authority_data.as_deref(),
+            Some(
+                base64::engine::general_purpose::STANDARD
+                    .encode("CA PEM")
+                    .as_str()
+            )
+        );
+        let user = kubeconfig.auth_infos[0].auth_info.as_ref().unwrap();
+        assert!(user.token.is_some());
+        assert_eq!(kubeconfig.current_context.as_deref(), Some("bootstrap"));
+    }
+
+    #[test]
+    fn bootstrap_role_may_register_and_nothing_more() {
+        let role = bootstrap_cluster_role();
+        let mut granted: Vec<(String, String)> = Vec::new();
+        for rule in role.rules.unwrap() {
+            assert!(rule.resource_names.is_none());
+            for resource in rule.resources.unwrap() {
+                for verb in &rule.verbs {
+                    granted.push((resource.clone(), verb.clone()));
+                }
+            }
+        }
+        assert!(
+            granted
+                .iter()
+                .all(|(_, verb)| { ["create", "get", "list", "watch"].contains(&verb.as_str()) })
+        );
+        assert_eq!(granted.len(), 8);
+        let binding = bootstrap_cluster_role_binding();
+        assert_eq!(binding.subjects.unwrap()[0].name, BOOTSTRAP_GROUP);
+        assert_eq!(binding.role_ref.name, BOOTSTRAP_ROLE_NAME);
+    }
+}
