@@ -14,13 +14,15 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use serde_json::{Value, json};
 
+use crate::api::fleet::{GROUP, SYSTEM_NAMESPACE};
 use crate::api::vocabulary::{
     AGENT_NAMESPACE, BOOTSTRAP_HUB_KUBECONFIG_SECRET, HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG,
     LABEL_CLUSTER_NAME,
 };
+use crate::hub::approval::cluster_group;
 use crate::hub::approval_loop::BOOTSTRAP_TOKEN_ID_KEY;
 use crate::hub::bootstrap::{BOOTSTRAP_TOKEN_SECRET_KEY, BootstrapToken};
 use crate::plan::desired::{EffectiveSpoke, MANAGED_BY, MANAGED_BY_LABEL, stable_hash};
@@ -237,10 +239,12 @@ fn from_json<T: serde::de::DeserializeOwned + Default>(value: Value) -> Option<T
 }
 
 /// The agent's objects on a spoke as one YAML stream, for installing an agent by hand
-/// (`deploy/agent/agent.yaml`): exactly what the reconciler installs, minus the bootstrap
+/// (`deploy/agent/agent.yaml`): exactly what the reconciler installs (the ClusterClaim CRD
+/// included), minus the bootstrap
 /// Secret, which carries a credential and is created from the hub's token.
 pub fn manual_install_yaml(cluster: &str, effective: &EffectiveSpoke) -> String {
     let documents = [
+        serde_json::to_value(<crate::api::ClusterClaim as kube::CustomResourceExt>::crd()),
         serde_json::to_value(agent_namespace()),
         serde_json::to_value(agent_service_account()),
         serde_json::to_value(agent_cluster_role()),
@@ -253,4 +257,46 @@ pub fn manual_install_yaml(cluster: &str, effective: &EffectiveSpoke) -> String 
         .filter_map(|document| serde_yaml::to_string(&document).ok())
         .map(|document| format!("---\n{document}"))
         .collect()
+}
+
+/// Name of the Role (and RoleBinding) in `fleetform-system` on the hub that lets a spoke's agent
+/// read its Spoke and Hub and report on its Spoke — day 2 is the agent's.
+pub fn agent_hub_role_name(cluster: &str) -> String {
+    format!("fleetform:agent:{cluster}")
+}
+
+/// The Role of [`agent_hub_role_name`]: the agent's own Spoke (finalizer, status) and its Hub,
+/// by name, nothing else in the namespace.
+pub fn agent_hub_role(cluster: &str, hub: &str) -> Role {
+    from_json(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {
+            "name": agent_hub_role_name(cluster),
+            "namespace": SYSTEM_NAMESPACE,
+            "labels": managed_labels([(LABEL_CLUSTER_NAME, cluster)]),
+        },
+        "rules": [
+            {"apiGroups": [GROUP], "resources": ["spokes"], "resourceNames": [cluster], "verbs": ["get", "list", "watch", "patch", "update"]},
+            {"apiGroups": [GROUP], "resources": ["spokes/status"], "resourceNames": [cluster], "verbs": ["get", "patch", "update"]},
+            {"apiGroups": [GROUP], "resources": ["hubs"], "resourceNames": [hub], "verbs": ["get", "list", "watch"]},
+        ],
+    }))
+    .unwrap_or_default()
+}
+
+/// Binds [`agent_hub_role`] to the cluster's agents (the group of their certificates).
+pub fn agent_hub_role_binding(cluster: &str) -> RoleBinding {
+    from_json(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {
+            "name": agent_hub_role_name(cluster),
+            "namespace": SYSTEM_NAMESPACE,
+            "labels": managed_labels([(LABEL_CLUSTER_NAME, cluster)]),
+        },
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": agent_hub_role_name(cluster)},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": cluster_group(cluster)}],
+    }))
+    .unwrap_or_default()
 }

@@ -14,7 +14,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -212,12 +212,31 @@ async fn reconcile_spoke(spoke: Arc<Spoke>, ctx: Arc<Context>) -> Result<Requeue
     let gathered = facts::gather(client, &ctx.config.access, &spoke, &hub, &addon_docs).await?;
     let decision = decide(&gathered.facts);
     let mut blocked = None;
+    // Finalizers go in one write: each write changes the resourceVersion the next is guarded by.
+    let added: Vec<String> = decision
+        .actions
+        .iter()
+        .filter_map(|action| match action {
+            Action::AddFinalizer(finalizer) => Some(finalizer.to_string()),
+            _ => None,
+        })
+        .collect();
+    if !added.is_empty() {
+        info!(finalizers = ?added, "lifecycle: adding finalizers");
+        let mut finalizers = spoke.finalizers().to_vec();
+        finalizers.extend(added);
+        patch_finalizers(client, &spoke, finalizers).await?;
+    }
     for action in &decision.actions {
-        info!(?action, "lifecycle");
-        if let Action::Blocked(message) = action {
-            blocked = Some(message.clone());
-            continue;
+        match action {
+            Action::AddFinalizer(_) => continue,
+            Action::Blocked(message) => {
+                blocked = Some(message.clone());
+                continue;
+            }
+            _ => {}
         }
+        info!(?action, "lifecycle");
         carry_out(&ctx, &spoke, &hub, &gathered, action).await?;
     }
     let conditions = spoke_conditions(&gathered, &decision, blocked.as_deref());
@@ -387,11 +406,6 @@ async fn carry_out(
     let name = spoke.name_any();
     let now = Timestamp::now();
     match action {
-        Action::AddFinalizer(finalizer) => {
-            let mut finalizers = spoke.finalizers().to_vec();
-            finalizers.push(finalizer.to_string());
-            patch_finalizers(client, spoke, finalizers).await
-        }
         Action::RemoveFinalizer(finalizer) => {
             let finalizers = spoke
                 .finalizers()
@@ -408,6 +422,7 @@ async fn carry_out(
             let Some(cluster) = &gathered.cluster else {
                 return Ok(());
             };
+            grant_spoke_access(client, &name, &spoke.spec.hub_ref).await?;
             let wanted = WantedCluster {
                 labels: &gathered.effective.labels,
                 lease_duration_seconds: gathered.effective.lease_duration_seconds,
@@ -453,7 +468,7 @@ async fn carry_out(
             )
             .await
         }
-        Action::Blocked(_) => Ok(()),
+        Action::AddFinalizer(_) | Action::Blocked(_) => Ok(()),
         Action::UnjoinSpoke => unjoin_spoke(ctx, spoke).await,
         Action::RemoveFromHub => remove_from_hub(client, &name, &gathered.tokens).await,
     }
@@ -516,6 +531,7 @@ async fn install_agent(
         ca_pem: ctx.config.hub_endpoint.ca_pem.clone(),
     };
     let kubeconfig = install::bootstrap_kubeconfig(&endpoint, &token);
+    grant_spoke_access(client, &name, &hub.name_any()).await?;
     let on_spoke = |what: &'static str| {
         move |err: kube::Error| ReconcileError::Spoke(format!("cannot apply {what}: {err}"))
     };
@@ -543,6 +559,14 @@ async fn install_agent(
     )
     .await
     .map_err(on_spoke("the agent ClusterRoleBinding"))?;
+    // The agent reports ClusterClaims, as OCM's klusterlet does, so it brings their CRD.
+    let claims_crd = <crate::api::ClusterClaim as kube::CustomResourceExt>::crd();
+    apply_on(
+        &Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(spoke_client.clone()),
+        &claims_crd,
+    )
+    .await
+    .map_err(on_spoke("the ClusterClaim CRD"))?;
     apply_on(
         &Api::<Secret>::namespaced(spoke_client.clone(), AGENT_NAMESPACE),
         &install::bootstrap_hub_kubeconfig_secret(&kubeconfig),
@@ -560,6 +584,32 @@ async fn install_agent(
         "agent installed"
     );
     Ok(())
+}
+
+/// Lets the spoke's agents read their Spoke and Hub and report on their Spoke.
+async fn grant_spoke_access(
+    client: &Client,
+    cluster: &str,
+    hub: &str,
+) -> Result<(), ReconcileError> {
+    let failed = |what: &str| {
+        ReconcileError::kube(
+            format!("{what} {}", install::agent_hub_role_name(cluster)),
+            "apply",
+        )
+    };
+    apply_on(
+        &Api::<Role>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+        &install::agent_hub_role(cluster, hub),
+    )
+    .await
+    .map_err(failed("Role"))?;
+    apply_on(
+        &Api::<RoleBinding>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+        &install::agent_hub_role_binding(cluster),
+    )
+    .await
+    .map_err(failed("RoleBinding"))
 }
 
 /// The spoke-side cleanup the agent would do, done by the hub (hub-as-spoke, failed pivot).
@@ -598,6 +648,17 @@ async fn remove_from_hub(
     for token in tokens {
         delete(&token_secrets, &token.name_any()).await?;
     }
+    let role = install::agent_hub_role_name(name);
+    delete(
+        &Api::<RoleBinding>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+        &role,
+    )
+    .await?;
+    delete(
+        &Api::<Role>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+        &role,
+    )
+    .await?;
     delete(&Api::<ManagedCluster>::all(client.clone()), name).await?;
     delete(&Api::<Namespace>::all(client.clone()), name).await?;
     info!("removed from the hub");
