@@ -337,10 +337,17 @@ mod tests {
         assert_eq!(cluster.server.as_deref(), Some("https://hub:6443"));
         assert_eq!(cluster.certificate_authority_data.as_deref(), Some("Q0E="));
         let user = kubeconfig.auth_infos[0].auth_info.as_ref().unwrap();
-        assert!(user.token.is_none(), "the bootstrap token is not carried over");
+        assert!(
+            user.token.is_none(),
+            "the bootstrap token is not carried over"
+        );
         assert_eq!(
             user.client_certificate_data.as_deref(),
-            Some(base64::engine::general_purpose::STANDARD.encode(&cert).as_str())
+            Some(
+                base64::engine::general_purpose::STANDARD
+                    .encode(&cert)
+                    .as_str()
+            )
         );
         assert!(hub_kubeconfig("clusters: 3", &cert, &key).is_err());
     }
@@ -394,7 +401,8 @@ mod tests {
     #[test]
     fn identity_debug_shows_no_key() {
         let (cert, key) = certificate(3);
-        let identity = HubIdentity::issued("spoke-a", "agent1", BOOTSTRAP, cert, key.clone()).unwrap();
+        let identity =
+            HubIdentity::issued("spoke-a", "agent1", BOOTSTRAP, cert, key.clone()).unwrap();
         let shown = format!("{identity:?}");
         assert!(!shown.contains("PRIVATE KEY") && !shown.contains(&key));
     }
@@ -417,7 +425,10 @@ mod tests {
     fn csr_state_follows_conditions_and_certificate() {
         let pending = registration_csr("spoke-a", "agent1", None).unwrap().csr;
         assert_eq!(csr_state(&pending), CsrState::Pending);
-        assert_eq!(csr_state(&with_condition(CSR_APPROVED, None)), CsrState::Approved);
+        assert_eq!(
+            csr_state(&with_condition(CSR_APPROVED, None)),
+            CsrState::Approved
+        );
         assert_eq!(
             csr_state(&with_condition(CSR_APPROVED, Some("PEM"))),
             CsrState::Issued("PEM".into())
@@ -451,6 +462,9 @@ mod tests {
         let a = bootstrap_fingerprint(BOOTSTRAP);
         assert_eq!(a.len(), 64);
         assert_eq!(a, bootstrap_fingerprint(BOOTSTRAP));
-        assert_ne!(a, bootstrap_fingerprint(&BOOTSTRAP.replace("abc123", "def456")));
+        assert_ne!(
+            a,
+            bootstrap_fingerprint(&BOOTSTRAP.replace("abc123", "def456"))
+        );
     }
 }

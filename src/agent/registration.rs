@@ -28,16 +28,15 @@ use tracing::{info, warn};
 
 use super::hub_connection::{HubConnection, client_from_kubeconfig};
 use super::hub_identity::{
-    CsrState, HubIdentity, bootstrap_fingerprint, csr_state, may_request_certificate,
-    new_agent_id,
+    CsrState, HubIdentity, bootstrap_fingerprint, csr_state, may_request_certificate, new_agent_id,
 };
 use super::rotation::registration_csr;
 use super::run::{AgentConfig, FIELD_MANAGER, RETRY_DELAY, create_cluster, run_loops, sleep_until};
 use crate::api::ManagedCluster;
 use crate::api::vocabulary::{
     BOOTSTRAP_HUB_KUBECONFIG_SECRET, CONDITION_CERTIFICATE_ROTATED, HUB_KUBECONFIG_SECRET,
-    LABEL_CLUSTER_NAME, REASON_CLIENT_CERTIFICATE_UPDATE_FAILED,
-    REASON_CLIENT_CERTIFICATE_UPDATED, STATUS_FALSE, STATUS_TRUE,
+    LABEL_CLUSTER_NAME, REASON_CLIENT_CERTIFICATE_UPDATE_FAILED, REASON_CLIENT_CERTIFICATE_UPDATED,
+    STATUS_FALSE, STATUS_TRUE,
 };
 use crate::hub::conditions::set_conditions;
 
@@ -70,7 +69,10 @@ pub(crate) async fn run(config: AgentConfig, shutdown: CancellationToken) {
             shutdown.clone(),
         ))),
     };
-    info!(cluster = config.cluster_name, "agent registering by certificate");
+    info!(
+        cluster = config.cluster_name,
+        "agent registering by certificate"
+    );
     while let Some(kubeconfig) = next_bootstrap(&mut bootstrap, &shutdown).await {
         let fingerprint = bootstrap_fingerprint(&kubeconfig);
         let obtained = tokio::select! {
@@ -174,8 +176,12 @@ async fn obtain(config: &AgentConfig, bootstrap: &str, fingerprint: &str) -> Hub
     let secrets: Api<Secret> = Api::namespaced(config.spoke.clone(), &config.agent_namespace);
     match secrets.get_opt(HUB_KUBECONFIG_SECRET).await {
         Ok(Some(secret)) => {
-            match HubIdentity::from_secret(&secret, &config.cluster_name, fingerprint, Timestamp::now())
-            {
+            match HubIdentity::from_secret(
+                &secret,
+                &config.cluster_name,
+                fingerprint,
+                Timestamp::now(),
+            ) {
                 Ok(identity) => {
                     info!(
                         cluster = config.cluster_name,
@@ -262,8 +268,8 @@ async fn request_certificate(
     config: &AgentConfig,
     agent_id: &str,
 ) -> Result<Option<(String, String)>, String> {
-    let pending = registration_csr(&config.cluster_name, agent_id, None)
-        .map_err(|err| err.to_string())?;
+    let pending =
+        registration_csr(&config.cluster_name, agent_id, None).map_err(|err| err.to_string())?;
     let csrs: Api<CertificateSigningRequest> = Api::all(hub.clone());
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
@@ -274,7 +280,11 @@ async fn request_certificate(
         .await
         .map_err(|err| format!("cannot create a CSR: {err}"))?;
     let name = created.name_any();
-    info!(cluster = config.cluster_name, csr = name, "CSR created; waiting for the hub");
+    info!(
+        cluster = config.cluster_name,
+        csr = name,
+        "CSR created; waiting for the hub"
+    );
     let answered = await_condition(csrs, &name, |csr: Option<&CertificateSigningRequest>| {
         csr.is_some_and(|csr| !matches!(csr_state(csr), CsrState::Pending | CsrState::Approved))
     })
@@ -283,7 +293,11 @@ async fn request_certificate(
     match answered.as_ref().map(csr_state) {
         Some(CsrState::Issued(certificate)) => Ok(Some((certificate, pending.private_key_pem))),
         Some(CsrState::Refused(why)) => {
-            warn!(cluster = config.cluster_name, csr = name, "CSR refused: {why}");
+            warn!(
+                cluster = config.cluster_name,
+                csr = name,
+                "CSR refused: {why}"
+            );
             Ok(None)
         }
         _ => Err(format!("CSR {name} is gone")),
@@ -293,8 +307,8 @@ async fn request_certificate(
 /// Writes the identity to `hub-kubeconfig-secret`, retrying until it is stored.
 async fn store(config: &AgentConfig, identity: &HubIdentity) {
     let secrets: Api<Secret> = Api::namespaced(config.spoke.clone(), &config.agent_namespace);
-    let mut secret = serde_json::to_value(identity.to_secret(&config.agent_namespace))
-        .unwrap_or_default();
+    let mut secret =
+        serde_json::to_value(identity.to_secret(&config.agent_namespace)).unwrap_or_default();
     secret["apiVersion"] = "v1".into();
     secret["kind"] = "Secret".into();
     let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -318,8 +332,7 @@ async fn serve(
 ) -> Interrupted {
     let mut rotated = false;
     loop {
-        let hub = match client_from_kubeconfig(&identity.kubeconfig, HUB_KUBECONFIG_SECRET).await
-        {
+        let hub = match client_from_kubeconfig(&identity.kubeconfig, HUB_KUBECONFIG_SECRET).await {
             Ok(hub) => hub,
             Err(err) => {
                 warn!(%err, "cannot use the issued identity; registering again");
@@ -398,7 +411,10 @@ async fn renew(
             Ok(Ok(None)) => "the renewal CSR was refused".to_string(),
             Ok(Err(err)) => err,
         };
-        warn!(cluster = config.cluster_name, "rotating the client certificate: {failure}");
+        warn!(
+            cluster = config.cluster_name,
+            "rotating the client certificate: {failure}"
+        );
         let failed = condition(
             STATUS_FALSE,
             REASON_CLIENT_CERTIFICATE_UPDATE_FAILED,
@@ -451,7 +467,9 @@ async fn report_rotation(
 ) {
     let clusters: Api<ManagedCluster> = Api::all(hub);
     loop {
-        let written = set_conditions(&clusters, &cluster, FIELD_MANAGER, |_| vec![rotated.clone()]);
+        let written = set_conditions(&clusters, &cluster, FIELD_MANAGER, |_| {
+            vec![rotated.clone()]
+        });
         tokio::select! {
             _ = session.cancelled() => return,
             result = written => match result {

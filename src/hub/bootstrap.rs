@@ -21,7 +21,9 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
 
-use super::approval_loop::{BOOTSTRAP_TOKEN_ID_KEY, BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_TYPE};
+use super::approval_loop::{
+    BOOTSTRAP_TOKEN_ID_KEY, BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_TYPE,
+};
 use super::run::{FIELD_MANAGER, HubError};
 use crate::api::vocabulary::LABEL_CLUSTER_NAME;
 
@@ -168,12 +170,11 @@ pub fn bootstrap_cluster_role_binding() -> ClusterRoleBinding {
 /// Applies the bootstrap ClusterRole and its binding (server-side apply; idempotent).
 pub async fn ensure_rbac(client: &Client) -> Result<(), HubError> {
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    let mut role = serde_json::to_value(bootstrap_cluster_role()).map_err(|source| {
-        HubError::Build {
+    let mut role =
+        serde_json::to_value(bootstrap_cluster_role()).map_err(|source| HubError::Build {
             object: format!("ClusterRole {BOOTSTRAP_ROLE_NAME}"),
             source,
-        }
-    })?;
+        })?;
     role["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
     role["kind"] = json!("ClusterRole");
     Api::<ClusterRole>::all(client.clone())
@@ -212,7 +213,10 @@ mod tests {
     #[test]
     fn token_secret_is_a_bootstrap_token_of_one_cluster() {
         let secret = token_secret("spoke-a", "abc123", "0123456789abcdef");
-        assert_eq!(secret.metadata.name.as_deref(), Some("bootstrap-token-abc123"));
+        assert_eq!(
+            secret.metadata.name.as_deref(),
+            Some("bootstrap-token-abc123")
+        );
         assert_eq!(secret.metadata.namespace.as_deref(), Some("kube-system"));
         assert_eq!(secret.type_.as_deref(), Some(BOOTSTRAP_TOKEN_TYPE));
         assert_eq!(
@@ -231,7 +235,11 @@ mod tests {
         let bearer = token.bearer();
         let (id, secret) = bearer.split_once('.').unwrap();
         assert_eq!((id.len(), secret.len()), (6, 16));
-        assert!(bearer.bytes().all(|b| b == b'.' || TOKEN_ALPHABET.contains(&b)));
+        assert!(
+            bearer
+                .bytes()
+                .all(|b| b == b'.' || TOKEN_ALPHABET.contains(&b))
+        );
         assert!(!format!("{token:?}").contains(secret));
         assert_ne!(BootstrapToken::generate(), token);
     }
@@ -244,7 +252,11 @@ mod tests {
         assert_eq!(cluster.server.as_deref(), Some("https://hub:6443"));
         assert_eq!(
             cluster.certificate_authority_data.as_deref(),
-            Some(base64::engine::general_purpose::STANDARD.encode("CA PEM").as_str())
+            Some(
+                base64::engine::general_purpose::STANDARD
+                    .encode("CA PEM")
+                    .as_str()
+            )
         );
         let user = kubeconfig.auth_infos[0].auth_info.as_ref().unwrap();
         assert!(user.token.is_some());
@@ -263,9 +275,11 @@ mod tests {
                 }
             }
         }
-        assert!(granted.iter().all(|(_, verb)| {
-            ["create", "get", "list", "watch"].contains(&verb.as_str())
-        }));
+        assert!(
+            granted
+                .iter()
+                .all(|(_, verb)| { ["create", "get", "list", "watch"].contains(&verb.as_str()) })
+        );
         assert_eq!(granted.len(), 8);
         let binding = bootstrap_cluster_role_binding();
         assert_eq!(binding.subjects.unwrap()[0].name, BOOTSTRAP_GROUP);

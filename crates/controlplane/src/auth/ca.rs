@@ -267,11 +267,7 @@ fn requested_subject_der(csr_pem: &str) -> Result<Vec<u8>, SignError> {
 /// `O=group-a, O=group-b` with one group only; Kubernetes copies the requested subject as it
 /// is, and client certificates carry their groups that way. So rcgen issues the certificate
 /// (validity, key, extensions, signature algorithm) and the requested subject is put back in.
-fn with_subject(
-    certificate: &[u8],
-    subject: &[u8],
-    key: &KeyPair,
-) -> Result<Vec<u8>, SignError> {
+fn with_subject(certificate: &[u8], subject: &[u8], key: &KeyPair) -> Result<Vec<u8>, SignError> {
     let malformed = || SignError::Signing("the issued certificate is not well-formed DER".into());
     let outer = der_contents(certificate).ok_or_else(malformed)?;
     let tbs_len = der_element_len(outer).ok_or_else(malformed)?;
@@ -289,7 +285,8 @@ fn with_subject(
     tbs_fields.extend_from_slice(subject);
     tbs_fields.extend_from_slice(&fields[end..]);
     let tbs = der_element(0x30, &tbs_fields);
-    let signature = rcgen::SigningKey::sign(key, &tbs).map_err(|e| SignError::Signing(e.to_string()))?;
+    let signature =
+        rcgen::SigningKey::sign(key, &tbs).map_err(|e| SignError::Signing(e.to_string()))?;
     let mut bits = vec![0u8];
     bits.extend_from_slice(&signature);
     let mut body = tbs;
@@ -636,7 +633,9 @@ mod tests {
     fn csr_expiration_has_a_ten_minute_floor_and_the_ca_as_ceiling() {
         let now = OffsetDateTime::now_utc();
         let (ca, _) = CertificateAuthority::generate(now).unwrap();
-        let short = ca.sign_client_csr(&csr("a", "b"), Some(60), None, now).unwrap();
+        let short = ca
+            .sign_client_csr(&csr("a", "b"), Some(60), None, now)
+            .unwrap();
         assert!((parse(&short).2 - (now + Duration::seconds(600))).abs() < Duration::seconds(2));
         let long = ca
             .sign_client_csr(&csr("a", "b"), Some(i64::MAX), None, now)
@@ -653,7 +652,12 @@ mod tests {
             .unwrap();
         assert!((parse(&capped).2 - (now + Duration::seconds(10))).abs() < Duration::seconds(2));
         let (_, cert) = x509_parser::pem::parse_x509_pem(capped.as_bytes()).unwrap();
-        let not_before = cert.parse_x509().unwrap().validity().not_before.to_datetime();
+        let not_before = cert
+            .parse_x509()
+            .unwrap()
+            .validity()
+            .not_before
+            .to_datetime();
         assert!(
             now - not_before <= Duration::seconds(2),
             "a 10 s certificate is backdated by at most a tenth of it"
@@ -700,7 +704,11 @@ mod tests {
     fn every_requested_group_is_kept_and_the_certificate_verifies() {
         let now = OffsetDateTime::now_utc();
         let (ca, _) = CertificateAuthority::generate(now).unwrap();
-        let groups = ["system:open-cluster-management:c1", "system:open-cluster-management:managed-clusters", "system:authenticated"];
+        let groups = [
+            "system:open-cluster-management:c1",
+            "system:open-cluster-management:managed-clusters",
+            "system:authenticated",
+        ];
         let pem = ca
             .sign_client_csr(&csr_with_groups("agent", &groups), Some(3600), None, now)
             .unwrap();
