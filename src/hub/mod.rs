@@ -7,7 +7,10 @@
 //! - [`observer`]: Krake's cluster observer for `availability.mode: poll` spokes — its eight states,
 //!   backoff and node health — and the same state names derived from lease-mode conditions.
 //! - [`approval`]: whether the hub approves, denies or leaves alone a registration or addon CSR,
-//!   with the reason that goes into the CSR's condition.
+//!   with the reason that goes into the CSR's condition; [`signing`]: whether the hub signs an
+//!   addon CSR of a custom signer itself, and with which CA.
+//! - [`bootstrap`]: the per-spoke bootstrap token Secret, the bootstrap kubeconfig and the
+//!   hub-wide bootstrap RBAC.
 //!
 //! The live loops around them, which own the watches, timers and writes and decide nothing
 //! themselves:
@@ -15,7 +18,8 @@
 //! - [`run`]: [`run::run`] starts the hub loops ([`HubConfig`]): [`accept_loop`] (namespace,
 //!   RBAC, lease and HubAcceptedManagedCluster of accepted clusters), [`expiry_loop`] (lease
 //!   expiry, availability taints, addons of Unknown clusters), [`approval_loop`] (registration
-//!   CSRs) and [`observer_loop`] (poll-mode spokes); [`conditions`] is how they all write conditions.
+//!   CSRs), [`signer_loop`] (addon CSRs: approval and custom signers) and [`observer_loop`]
+//!   (poll-mode spokes); [`conditions`] is how they all write conditions.
 //!
 //! Every function in the decision modules is pure: it takes the objects and the current time as arguments and
 //! returns decisions (conditions to set, taints to write, the next instant to wake up). The loops
@@ -32,5 +36,7 @@ pub mod lease;
 pub mod observer;
 pub mod observer_loop;
 pub mod run;
+pub mod signer_loop;
+pub mod signing;
 
 pub use run::{HubConfig, HubError, run};

@@ -1,6 +1,6 @@
-//! The hub's live loops (DESIGN §4.1, §4.2, §4.5): [`run`] starts the accept loop, the lease
-//! expiry loop, the registration CSR loop and the poll-mode observer loop, and stops them on
-//! shutdown.
+//! The hub's live loops (DESIGN §4.1–§4.3, §4.5): [`run`] applies the bootstrap RBAC and starts
+//! the accept loop, the lease expiry loop, the registration and addon CSR loops and the poll-mode
+//! observer loop, and stops them on shutdown.
 //!
 //! The loops own the watches, timers and writes; every decision comes from the pure modules
 //! ([`super::lease`], [`super::observer`]). A loop whose CRD is not installed is not started:
@@ -16,6 +16,7 @@ use tracing::{info, warn};
 
 use crate::access::Access;
 use crate::api::fleet::Spoke;
+use crate::api::addon::ClusterManagementAddOn;
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
 
 /// Field manager of every write the hub loops make.
@@ -89,12 +90,12 @@ pub async fn run(config: HubConfig, shutdown: CancellationToken) {
         client: config.client,
         access: config.access,
     });
-    if let Err(err) = super::bootstrap::ensure_rbac(&ctx.client).await {
-        warn!(%err, "spokes cannot register with their bootstrap tokens until this is fixed");
-    }
+    let mut tasks = vec![tokio::spawn(ensure_bootstrap_rbac(
+        ctx.client.clone(),
+        shutdown.clone(),
+    ))];
     let clusters = crd_installed::<ManagedCluster>(&ctx.client, LOOP_NOT_STARTED).await;
     let spokes = crd_installed::<Spoke>(&ctx.client, LOOP_NOT_STARTED).await;
-    let mut tasks = Vec::new();
     if clusters {
         tasks.push(tokio::spawn(super::accept_loop::run(
             ctx.clone(),
@@ -123,6 +124,14 @@ pub async fn run(config: HubConfig, shutdown: CancellationToken) {
             shutdown.clone(),
         )));
     }
+    if crd_installed::<ClusterManagementAddOn>(&ctx.client, "addon CSRs are not approved or signed")
+        .await
+    {
+        tasks.push(tokio::spawn(super::signer_loop::run(
+            ctx.clone(),
+            shutdown.clone(),
+        )));
+    }
     info!(loops = tasks.len(), "hub loops started");
     shutdown.cancelled().await;
     for task in tasks {
@@ -131,6 +140,20 @@ pub async fn run(config: HubConfig, shutdown: CancellationToken) {
         }
     }
     info!("hub loops stopped");
+}
+
+/// Applies the hub-wide bootstrap RBAC, retrying until it is in place or shutdown.
+async fn ensure_bootstrap_rbac(client: Client, shutdown: CancellationToken) {
+    loop {
+        match super::bootstrap::ensure_rbac(&client).await {
+            Ok(()) => return,
+            Err(err) => warn!(%err, "spokes cannot register with their bootstrap tokens yet; retrying"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(RETRY_DELAY) => {}
+        }
+    }
 }
 
 /// Whether the CRD of `K` is installed; says so when it is not, or cannot be told.

@@ -36,11 +36,17 @@ impl Cluster {
 
     /// Starts a cluster on a given address (to bring a stopped one back on its port).
     pub async fn start_at(addr: SocketAddr) -> Self {
-        let server = ControlPlane::builder()
-            .listen(addr)
-            .start()
-            .await
-            .expect("control plane starts");
+        Self::start_with(ControlPlane::builder().listen(addr)).await
+    }
+
+    /// Starts a cluster whose CSR signer issues certificates of at most `max` (a hub whose agents
+    /// rotate their certificates within a test).
+    pub async fn start_signing_for(max: Duration) -> Self {
+        Self::start_with(ControlPlane::builder().cluster_signing_duration(max)).await
+    }
+
+    async fn start_with(builder: fleetform_controlplane::ControlPlaneBuilder) -> Self {
+        let server = builder.start().await.expect("control plane starts");
         let client = client_for(&server.kubeconfig()).await;
         let params = PatchParams::apply("fleetform-test").force();
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());

@@ -240,11 +240,119 @@ impl CertificateAuthority {
                 "the subject has no common name".into(),
             ));
         }
-        params
+        let issued = params
             .signed_by(&csr.public_key, &self.issuer)
-            .map(|c| c.pem())
-            .map_err(|e| SignError::Signing(e.to_string()))
+            .map_err(|e| SignError::Signing(e.to_string()))?;
+        let requested_subject = requested_subject_der(csr_pem)?;
+        let der = with_subject(issued.der(), &requested_subject, self.issuer.key())?;
+        Ok(pem_certificate(&der))
     }
+}
+
+/// The subject of a PEM CSR exactly as requested (DER).
+fn requested_subject_der(csr_pem: &str) -> Result<Vec<u8>, SignError> {
+    let bad = |detail: String| SignError::BadRequest(detail);
+    let block = x509_parser::pem::parse_x509_pem(csr_pem.as_bytes())
+        .map_err(|e| bad(e.to_string()))?
+        .1;
+    let (_, request) =
+        <x509_parser::certification_request::X509CertificationRequest as x509_parser::prelude::FromDer<_>>::from_der(&block.contents)
+            .map_err(|e| bad(e.to_string()))?;
+    Ok(request.certification_request_info.subject.as_raw().to_vec())
+}
+
+/// `certificate` with its subject replaced by `subject` (DER) and signed again by `key`.
+///
+/// rcgen keeps one value per attribute type, so it would issue a certificate for
+/// `O=group-a, O=group-b` with one group only; Kubernetes copies the requested subject as it
+/// is, and client certificates carry their groups that way. So rcgen issues the certificate
+/// (validity, key, extensions, signature algorithm) and the requested subject is put back in.
+fn with_subject(certificate: &[u8], subject: &[u8], key: &KeyPair) -> Result<Vec<u8>, SignError> {
+    let malformed = || SignError::Signing("the issued certificate is not well-formed DER".into());
+    let outer = der_contents(certificate).ok_or_else(malformed)?;
+    let tbs_len = der_element_len(outer).ok_or_else(malformed)?;
+    let (tbs, rest) = outer.split_at(tbs_len);
+    let algorithm_len = der_element_len(rest).ok_or_else(malformed)?;
+    let algorithm = &rest[..algorithm_len];
+    let fields = der_contents(tbs).ok_or_else(malformed)?;
+    // version [0], serialNumber, signature, issuer, validity, then subject.
+    let mut start = 0;
+    for _ in 0..5 {
+        start += der_element_len(&fields[start..]).ok_or_else(malformed)?;
+    }
+    let end = start + der_element_len(&fields[start..]).ok_or_else(malformed)?;
+    let mut tbs_fields = fields[..start].to_vec();
+    tbs_fields.extend_from_slice(subject);
+    tbs_fields.extend_from_slice(&fields[end..]);
+    let tbs = der_element(0x30, &tbs_fields);
+    let signature =
+        rcgen::SigningKey::sign(key, &tbs).map_err(|e| SignError::Signing(e.to_string()))?;
+    let mut bits = vec![0u8];
+    bits.extend_from_slice(&signature);
+    let mut body = tbs;
+    body.extend_from_slice(algorithm);
+    body.extend_from_slice(&der_element(0x03, &bits));
+    Ok(der_element(0x30, &body))
+}
+
+/// The length of the DER element at the start of `der` (header included).
+fn der_element_len(der: &[u8]) -> Option<usize> {
+    let (header, len) = der_header(der)?;
+    let total = header.checked_add(len)?;
+    (total <= der.len()).then_some(total)
+}
+
+/// The contents of the DER element at the start of `der`.
+fn der_contents(der: &[u8]) -> Option<&[u8]> {
+    let (header, len) = der_header(der)?;
+    der.get(header..header.checked_add(len)?)
+}
+
+/// (header length, content length) of the DER element at the start of `der`.
+fn der_header(der: &[u8]) -> Option<(usize, usize)> {
+    let first = *der.get(1)?;
+    if first < 0x80 {
+        return Some((2, usize::from(first)));
+    }
+    let count = usize::from(first & 0x7f);
+    if count == 0 || count > 4 {
+        return None;
+    }
+    let len = der
+        .get(2..2 + count)?
+        .iter()
+        .fold(0usize, |len, byte| (len << 8) | usize::from(*byte));
+    Some((2 + count, len))
+}
+
+fn der_element(tag: u8, contents: &[u8]) -> Vec<u8> {
+    let mut out = vec![tag];
+    let len = contents.len();
+    if len < 0x80 {
+        out.push(len as u8);
+    } else {
+        let bytes: Vec<u8> = len
+            .to_be_bytes()
+            .into_iter()
+            .skip_while(|byte| *byte == 0)
+            .collect();
+        out.push(0x80 | bytes.len() as u8);
+        out.extend_from_slice(&bytes);
+    }
+    out.extend_from_slice(contents);
+    out
+}
+
+fn pem_certificate(der: &[u8]) -> String {
+    use base64::Engine;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in encoded.as_bytes().chunks(64) {
+        pem.push_str(&String::from_utf8_lossy(line));
+        pem.push('\n');
+    }
+    pem.push_str("-----END CERTIFICATE-----\n");
+    pem
 }
 
 fn client_params(not_before: OffsetDateTime, not_after: OffsetDateTime) -> CertificateParams {
@@ -558,6 +666,63 @@ mod tests {
             .sign_client_csr(&csr("a", "b"), Some(60), Some(86_400), now)
             .unwrap();
         assert!((parse(&longer).2 - (now + Duration::seconds(600))).abs() < Duration::seconds(2));
+    }
+
+    /// A PEM CSR for `CN=user` in every group of `groups` (rcgen writes one O at most).
+    fn csr_with_groups(user: &str, groups: &[&str]) -> String {
+        use rcgen::PublicKeyData;
+        let key = KeyPair::generate().unwrap();
+        let attribute = |oid: &[u8], value: &str| {
+            let mut pair = der_element(0x06, oid);
+            pair.extend(der_element(0x0c, value.as_bytes()));
+            der_element(0x31, &der_element(0x30, &pair))
+        };
+        let mut names = Vec::new();
+        for group in groups {
+            names.extend(attribute(&[0x55, 0x04, 0x0a], group));
+        }
+        names.extend(attribute(&[0x55, 0x04, 0x03], user));
+        let mut info = der_element(0x02, &[0]);
+        info.extend(der_element(0x30, &names));
+        info.extend(key.subject_public_key_info());
+        info.extend(der_element(0xa0, &[]));
+        let info = der_element(0x30, &info);
+        let signature = rcgen::SigningKey::sign(&key, &info).unwrap();
+        let mut bits = vec![0];
+        bits.extend(signature);
+        let mut request = info;
+        request.extend(der_element(
+            0x30,
+            &der_element(0x06, &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02]),
+        ));
+        request.extend(der_element(0x03, &bits));
+        let der = der_element(0x30, &request);
+        pem_certificate(&der).replace("CERTIFICATE", "CERTIFICATE REQUEST")
+    }
+
+    #[test]
+    fn every_requested_group_is_kept_and_the_certificate_verifies() {
+        let now = OffsetDateTime::now_utc();
+        let (ca, _) = CertificateAuthority::generate(now).unwrap();
+        let groups = [
+            "system:open-cluster-management:c1",
+            "system:open-cluster-management:managed-clusters",
+            "system:authenticated",
+        ];
+        let pem = ca
+            .sign_client_csr(&csr_with_groups("agent", &groups), Some(3600), None, now)
+            .unwrap();
+        let (cn, orgs, _, eku) = parse(&pem);
+        assert_eq!(cn, "agent");
+        assert_eq!(orgs, groups);
+        assert_eq!(eku, [1]);
+        let (_, block) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap();
+        let cert = block.parse_x509().unwrap();
+        let (_, ca_block) = x509_parser::pem::parse_x509_pem(ca.cert_pem().as_bytes()).unwrap();
+        let ca_cert = ca_block.parse_x509().unwrap();
+        cert.verify_signature(Some(ca_cert.public_key()))
+            .expect("signed by the CA");
+        assert_eq!(cert.issuer(), ca_cert.subject());
     }
 
     #[test]

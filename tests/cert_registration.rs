@@ -1,0 +1,550 @@
+//! Registration by certificate against embedded control planes (DESIGN §4.1): per-spoke
+//! bootstrap tokens traded for CSR-issued identities, their reuse on restart, the pending-CSR
+//! limit, rotation with short certificates, re-bootstrapping, and what an identity may not do.
+
+mod support;
+
+use std::time::Duration;
+
+use fleetform::agent::registration::{BOOTSTRAP_KUBECONFIG_KEY, REASON_TOO_MANY_PENDING_CSRS};
+use fleetform::agent::rotation::{CertificateLifetime, registration_csr};
+use fleetform::agent::{AgentConfig, HubConnection};
+use fleetform::api::ManagedCluster;
+use fleetform::api::ManagedClusterAddOn;
+use fleetform::api::addon::ManagedClusterAddOnSpec;
+use fleetform::api::fleet::{KubeconfigSource, SYSTEM_NAMESPACE, Spoke, SpokeSpec};
+use fleetform::api::vocabulary::{
+    AGENT_NAMESPACE, BOOTSTRAP_HUB_KUBECONFIG_SECRET, CLUSTER_LEASE_NAME,
+    CONDITION_CERTIFICATE_ROTATED, HUB_KUBECONFIG_SECRET, HUB_KUBECONFIG_SECRET_KEY_AGENT_NAME,
+    HUB_KUBECONFIG_SECRET_KEY_CLUSTER_NAME, HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG,
+    HUB_KUBECONFIG_SECRET_KEY_TLS_CRT, HUB_KUBECONFIG_SECRET_KEY_TLS_KEY, LABEL_CLUSTER_NAME,
+    REASON_CLIENT_CERTIFICATE_UPDATED, STATUS_TRUE,
+};
+use fleetform::hub::approval::CSR_DENIED;
+use fleetform::hub::bootstrap::{BootstrapToken, bootstrap_kubeconfig, token_secret};
+use futures::StreamExt;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, Secret};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector;
+use kube::runtime::watcher::{self, watcher};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use support::{
+    Cluster, PATIENCE, Running, accept, client_for, start_agent, start_hub_loops, wait_for,
+};
+
+/// A hub with the hub loops running and `fleetform-system` present.
+async fn hub_with_loops(hub: Cluster) -> (Cluster, Running) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    hub.namespace(SYSTEM_NAMESPACE).await;
+    let loops = start_hub_loops(&hub);
+    (hub, loops)
+}
+
+/// Declares a spoke in git, as sync does: the hub approves only declared spokes.
+async fn declare(hub: &Cluster, name: &str) {
+    let spoke = Spoke::new(
+        name,
+        SpokeSpec {
+            hub_ref: "hub".into(),
+            kubeconfig: KubeconfigSource {
+                in_cluster: Some(true),
+                ..Default::default()
+            },
+            lease_duration_seconds: None,
+            cluster_claims_max: None,
+            agent: None,
+            addons: Vec::new(),
+            availability: Default::default(),
+            cleanup: Default::default(),
+            taints: Vec::new(),
+        },
+    );
+    Api::<Spoke>::namespaced(hub.client.clone(), SYSTEM_NAMESPACE)
+        .create(&PostParams::default(), &spoke)
+        .await
+        .expect("declare the spoke");
+}
+
+/// Issues a bootstrap token of `cluster` on the hub, as the lifecycle reconciler does.
+async fn issue_token(hub: &Cluster, cluster: &str) -> BootstrapToken {
+    let token = BootstrapToken::generate();
+    Api::<Secret>::namespaced(hub.client.clone(), "kube-system")
+        .create(
+            &PostParams::default(),
+            &token_secret(cluster, &token.id, &token.secret),
+        )
+        .await
+        .expect("create the bootstrap token");
+    token
+}
+
+fn bootstrap_for(hub: &Cluster, token: &BootstrapToken) -> String {
+    let ca = hub.server.certificate_authority().expect("a secure hub");
+    bootstrap_kubeconfig(&hub.server.url(), ca.cert_pem(), &token.bearer())
+}
+
+/// Writes the spoke's `bootstrap-hub-kubeconfig` Secret, as the lifecycle reconciler does.
+async fn install_bootstrap(spoke: &Cluster, kubeconfig: &str) {
+    spoke.namespace(AGENT_NAMESPACE).await;
+    Api::<Secret>::namespaced(spoke.client.clone(), AGENT_NAMESPACE)
+        .patch(
+            BOOTSTRAP_HUB_KUBECONFIG_SECRET,
+            &PatchParams::apply("fleetform-test").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": BOOTSTRAP_HUB_KUBECONFIG_SECRET},
+                "data": {BOOTSTRAP_KUBECONFIG_KEY: ByteString(kubeconfig.as_bytes().to_vec())},
+            })),
+        )
+        .await
+        .expect("write the bootstrap secret");
+}
+
+/// An agent of `name` on `spoke` registering with its bootstrap Secret.
+fn cert_agent(spoke: &Cluster, name: &str) -> AgentConfig {
+    let mut config = AgentConfig::new(name, HubConnection::BootstrapSecret, spoke.client.clone());
+    config.addon_lease_duration = Duration::from_secs(1);
+    config
+}
+
+fn hub_secrets(spoke: &Cluster) -> Api<Secret> {
+    Api::namespaced(spoke.client.clone(), AGENT_NAMESPACE)
+}
+
+fn key(secret: &Secret, name: &str) -> String {
+    secret
+        .data
+        .as_ref()
+        .and_then(|data| data.get(name))
+        .map(|ByteString(bytes)| String::from_utf8_lossy(bytes).into_owned())
+        .unwrap_or_default()
+}
+
+fn is_pending(csr: &CertificateSigningRequest) -> bool {
+    csr.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_none_or(|c| c.is_empty())
+}
+
+fn denial(csr: &CertificateSigningRequest) -> Option<String> {
+    csr.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == CSR_DENIED)
+        .map(|c| c.message.clone().unwrap_or_default())
+}
+
+async fn csrs_of(hub: &Cluster, cluster: &str) -> Vec<CertificateSigningRequest> {
+    Api::<CertificateSigningRequest>::all(hub.client.clone())
+        .list(&ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}={cluster}")))
+        .await
+        .unwrap()
+        .items
+}
+
+/// Waits, by watch, until the objects (with `labels`, if any) satisfy `done`; fails after
+/// [`PATIENCE`].
+async fn wait_for_list<K>(
+    api: Api<K>,
+    labels: Option<&str>,
+    what: &str,
+    done: impl Fn(&[K]) -> bool,
+) -> Vec<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let mut config = watcher::Config::default();
+    if let Some(labels) = labels {
+        config = config.labels(labels);
+    }
+    let (reader, writer) = reflector::store();
+    let mut events = watcher(api, config).reflect(writer).boxed();
+    let mut synced = false;
+    let found = tokio::time::timeout(PATIENCE, async {
+        while let Some(event) = events.next().await {
+            match event.expect("watch") {
+                watcher::Event::InitDone => synced = true,
+                watcher::Event::Init | watcher::Event::InitApply(_) => continue,
+                _ => {}
+            }
+            let objects: Vec<K> = reader.state().iter().map(|o| (**o).clone()).collect();
+            if synced && done(&objects) {
+                return objects;
+            }
+        }
+        panic!("watch ended while waiting for: {what}");
+    })
+    .await;
+    found.unwrap_or_else(|_| panic!("timed out waiting for: {what}"))
+}
+
+fn renew_time(lease: &Lease) -> Option<Timestamp> {
+    lease.spec.as_ref()?.renew_time.as_ref().map(|t| t.0)
+}
+
+fn status_code(result: Result<impl std::fmt::Debug, kube::Error>) -> u16 {
+    match result {
+        Ok(found) => panic!("allowed: {found:?}"),
+        Err(kube::Error::Api(status)) => status.code,
+        Err(err) => panic!("not an API error: {err}"),
+    }
+}
+
+#[tokio::test]
+async fn spokes_register_by_certificate_reuse_it_on_restart_and_touch_only_their_own_cluster() {
+    let (hub, _loops) = hub_with_loops(Cluster::start().await).await;
+    let spoke_a = Cluster::start().await;
+    let spoke_b = Cluster::start().await;
+    for (spoke, name) in [(&spoke_a, "spoke-a"), (&spoke_b, "spoke-b")] {
+        declare(&hub, name).await;
+        let token = issue_token(&hub, name).await;
+        install_bootstrap(spoke, &bootstrap_for(&hub, &token)).await;
+    }
+    let agent_a = start_agent(cert_agent(&spoke_a, "spoke-a"));
+    let _agent_b = start_agent(cert_agent(&spoke_b, "spoke-b"));
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    for name in ["spoke-a", "spoke-b"] {
+        wait_for(&clusters, name, "created with the bootstrap token", |_| {
+            true
+        })
+        .await;
+        accept(&hub, name, 1).await;
+    }
+    for name in ["spoke-a", "spoke-b"] {
+        wait_for(&clusters, name, "joined", ManagedCluster::is_joined).await;
+    }
+
+    let stored = wait_for(
+        &hub_secrets(&spoke_a),
+        HUB_KUBECONFIG_SECRET,
+        "stored",
+        |_| true,
+    )
+    .await;
+    assert_eq!(
+        key(&stored, HUB_KUBECONFIG_SECRET_KEY_CLUSTER_NAME),
+        "spoke-a"
+    );
+    let agent_id = key(&stored, HUB_KUBECONFIG_SECRET_KEY_AGENT_NAME);
+    assert!(!agent_id.is_empty());
+    assert!(key(&stored, HUB_KUBECONFIG_SECRET_KEY_TLS_KEY).contains("PRIVATE KEY"));
+    let certificate = key(&stored, HUB_KUBECONFIG_SECRET_KEY_TLS_CRT);
+    CertificateLifetime::from_pem(certificate.as_bytes()).expect("an issued certificate");
+    let issued = csrs_of(&hub, "spoke-a").await;
+    assert_eq!(issued.len(), 1, "one CSR for one registration");
+    assert_eq!(
+        issued[0].spec.username.as_deref(),
+        Some(
+            format!(
+                "system:bootstrap:{}",
+                Api::<Secret>::namespaced(hub.client.clone(), "kube-system")
+                    .list(&ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}=spoke-a")))
+                    .await
+                    .unwrap()
+                    .items[0]
+                    .metadata
+                    .name
+                    .as_deref()
+                    .unwrap()
+                    .trim_start_matches("bootstrap-token-")
+            )
+            .as_str()
+        ),
+        "requested with spoke-a's own bootstrap token"
+    );
+
+    // A restarted agent reuses its certificate: its lease keeps being renewed and no CSR is added.
+    agent_a.stop().await;
+    let leases: Api<Lease> = Api::namespaced(hub.client.clone(), "spoke-a");
+    let before = renew_time(&leases.get(CLUSTER_LEASE_NAME).await.unwrap());
+    let _agent_a = start_agent(cert_agent(&spoke_a, "spoke-a"));
+    wait_for(
+        &leases,
+        CLUSTER_LEASE_NAME,
+        "renewed after the restart",
+        move |lease| renew_time(lease) > before,
+    )
+    .await;
+    assert_eq!(
+        csrs_of(&hub, "spoke-a").await.len(),
+        1,
+        "no new CSR on restart"
+    );
+    let again = hub_secrets(&spoke_a)
+        .get(HUB_KUBECONFIG_SECRET)
+        .await
+        .unwrap();
+    assert_eq!(key(&again, HUB_KUBECONFIG_SECRET_KEY_AGENT_NAME), agent_id);
+
+    // spoke-a's identity can do its own work and nothing on spoke-b.
+    let identity: Client = client_for(&key(&stored, HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG)).await;
+    let as_a: Api<ManagedCluster> = Api::all(identity.clone());
+    as_a.get("spoke-a").await.expect("its own ManagedCluster");
+    Api::<ManagedClusterAddOn>::namespaced(identity.clone(), "spoke-a")
+        .list(&ListParams::default())
+        .await
+        .expect("its own addons");
+    assert_eq!(status_code(as_a.get("spoke-b").await), 403);
+    assert_eq!(
+        status_code(
+            as_a.patch_status(
+                "spoke-b",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"conditions": []}}))
+            )
+            .await
+        ),
+        403
+    );
+    let leases_b: Api<Lease> = Api::namespaced(identity.clone(), "spoke-b");
+    assert_eq!(status_code(leases_b.get(CLUSTER_LEASE_NAME).await), 403);
+    assert_eq!(
+        status_code(
+            leases_b
+                .patch(
+                    CLUSTER_LEASE_NAME,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"holderIdentity": "a"}}))
+                )
+                .await
+        ),
+        403
+    );
+    let addons_b: Api<ManagedClusterAddOn> = Api::namespaced(identity.clone(), "spoke-b");
+    assert_eq!(
+        status_code(addons_b.list(&ListParams::default()).await),
+        403
+    );
+    let addon = ManagedClusterAddOn::new("hello", ManagedClusterAddOnSpec::default());
+    assert_eq!(
+        status_code(addons_b.create(&PostParams::default(), &addon).await),
+        403
+    );
+}
+
+#[tokio::test]
+async fn a_bootstrap_token_of_one_spoke_cannot_register_another() {
+    let (hub, _loops) = hub_with_loops(Cluster::start().await).await;
+    let spoke_b = Cluster::start().await;
+    declare(&hub, "spoke-a").await;
+    declare(&hub, "spoke-b").await;
+    let token_a = issue_token(&hub, "spoke-a").await;
+    let token_b = issue_token(&hub, "spoke-b").await;
+    install_bootstrap(&spoke_b, &bootstrap_for(&hub, &token_a)).await;
+    let _agent = start_agent(cert_agent(&spoke_b, "spoke-b"));
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    wait_for(&clusters, "spoke-b", "created", |_| true).await;
+    accept(&hub, "spoke-b", 1).await;
+
+    let csrs = wait_for_list(
+        Api::<CertificateSigningRequest>::all(hub.client.clone()),
+        Some(&format!("{LABEL_CLUSTER_NAME}=spoke-b")),
+        "spoke-b's CSR judged",
+        |csrs| csrs.iter().any(|csr| denial(csr).is_some()),
+    )
+    .await;
+    let message = csrs.iter().find_map(denial).unwrap();
+    assert!(
+        message.contains(&format!("system:bootstrap:{}", token_b.id)),
+        "the denial names spoke-b's own token: {message}"
+    );
+    assert!(csrs.iter().all(|csr| {
+        csr.status
+            .as_ref()
+            .and_then(|s| s.certificate.as_ref())
+            .is_none()
+    }));
+    assert!(
+        hub_secrets(&spoke_b)
+            .get_opt(HUB_KUBECONFIG_SECRET)
+            .await
+            .unwrap()
+            .is_none(),
+        "no identity for spoke-b"
+    );
+}
+
+#[tokio::test]
+async fn restarts_never_leave_more_than_ten_registration_csrs_pending() {
+    let (hub, _loops) = hub_with_loops(Cluster::start().await).await;
+    let spoke = Cluster::start().await;
+    // Never declared in git: its CSRs stay pending.
+    let token = issue_token(&hub, "spoke-a").await;
+    install_bootstrap(&spoke, &bootstrap_for(&hub, &token)).await;
+    let csrs: Api<CertificateSigningRequest> = Api::all(hub.client.clone());
+    for n in 0..9 {
+        let earlier = registration_csr("spoke-a", &format!("earlier{n}"), None).unwrap();
+        csrs.create(&PostParams::default(), &earlier.csr)
+            .await
+            .unwrap();
+    }
+    let labels = format!("{LABEL_CLUSTER_NAME}=spoke-a");
+    let agent = start_agent(cert_agent(&spoke, "spoke-a"));
+    wait_for_list(csrs.clone(), Some(&labels), "the agent's CSR", |csrs| {
+        csrs.len() == 10
+    })
+    .await;
+    agent.stop().await;
+
+    let _agent = start_agent(cert_agent(&spoke, "spoke-a"));
+    let events: Api<Event> = Api::namespaced(spoke.client.clone(), AGENT_NAMESPACE);
+    wait_for_list(events, None, "the agent says it waits", |events| {
+        events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some(REASON_TOO_MANY_PENDING_CSRS))
+    })
+    .await;
+    let all = csrs_of(&hub, "spoke-a").await;
+    assert_eq!(all.len(), 10);
+    assert!(all.iter().all(is_pending));
+}
+
+#[tokio::test]
+async fn short_certificates_are_rotated_and_the_loops_keep_renewing_the_lease() {
+    let (hub, _loops) =
+        hub_with_loops(Cluster::start_signing_for(Duration::from_secs(12)).await).await;
+    let spoke = Cluster::start().await;
+    declare(&hub, "spoke-a").await;
+    let token = issue_token(&hub, "spoke-a").await;
+    install_bootstrap(&spoke, &bootstrap_for(&hub, &token)).await;
+    let _agent = start_agent(cert_agent(&spoke, "spoke-a"));
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    wait_for(&clusters, "spoke-a", "created", |_| true).await;
+    accept(&hub, "spoke-a", 1).await;
+    wait_for(&clusters, "spoke-a", "joined", ManagedCluster::is_joined).await;
+    let first = wait_for(
+        &hub_secrets(&spoke),
+        HUB_KUBECONFIG_SECRET,
+        "stored",
+        |_| true,
+    )
+    .await;
+    let first_certificate = key(&first, HUB_KUBECONFIG_SECRET_KEY_TLS_CRT);
+    let lifetime = CertificateLifetime::from_pem(first_certificate.as_bytes()).unwrap();
+    assert!(
+        lifetime
+            .not_before
+            .duration_until(lifetime.not_after)
+            .as_secs()
+            <= 14,
+        "the hub issues short certificates"
+    );
+
+    let rotated = wait_for(&clusters, "spoke-a", "certificate rotated", |c| {
+        c.condition(CONDITION_CERTIFICATE_ROTATED)
+            .is_some_and(|c| c.status == STATUS_TRUE)
+    })
+    .await;
+    let condition = rotated.condition(CONDITION_CERTIFICATE_ROTATED).unwrap();
+    assert_eq!(condition.reason, REASON_CLIENT_CERTIFICATE_UPDATED);
+    let second = hub_secrets(&spoke)
+        .get(HUB_KUBECONFIG_SECRET)
+        .await
+        .unwrap();
+    assert_ne!(
+        key(&second, HUB_KUBECONFIG_SECRET_KEY_TLS_CRT),
+        first_certificate
+    );
+    assert_eq!(
+        key(&second, HUB_KUBECONFIG_SECRET_KEY_AGENT_NAME),
+        key(&first, HUB_KUBECONFIG_SECRET_KEY_AGENT_NAME),
+        "a renewal keeps the agent's identity"
+    );
+    let renewals = csrs_of(&hub, "spoke-a").await;
+    assert!(
+        renewals.iter().any(|csr| csr
+            .spec
+            .username
+            .as_deref()
+            .is_some_and(|u| u.starts_with("system:open-cluster-management:spoke-a:"))),
+        "the renewal is requested by the agent's own identity"
+    );
+
+    // Past the first certificate's end, the loops still renew the lease with the new one.
+    let past_first = lifetime.not_after;
+    let leases: Api<Lease> = Api::namespaced(hub.client.clone(), "spoke-a");
+    wait_for(
+        &leases,
+        CLUSTER_LEASE_NAME,
+        "renewed after the first certificate expired",
+        move |lease| renew_time(lease).is_some_and(|renewed| renewed > past_first),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_new_bootstrap_secret_registers_the_agent_again() {
+    let (hub, _loops) = hub_with_loops(Cluster::start().await).await;
+    let spoke = Cluster::start().await;
+    declare(&hub, "spoke-a").await;
+    let first_token = issue_token(&hub, "spoke-a").await;
+    install_bootstrap(&spoke, &bootstrap_for(&hub, &first_token)).await;
+    let _agent = start_agent(cert_agent(&spoke, "spoke-a"));
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    wait_for(&clusters, "spoke-a", "created", |_| true).await;
+    accept(&hub, "spoke-a", 1).await;
+    let first = wait_for(
+        &hub_secrets(&spoke),
+        HUB_KUBECONFIG_SECRET,
+        "stored",
+        |_| true,
+    )
+    .await;
+    let first_agent = key(&first, HUB_KUBECONFIG_SECRET_KEY_AGENT_NAME);
+
+    // The reconciler replaces the spoke's token.
+    Api::<Secret>::namespaced(hub.client.clone(), "kube-system")
+        .delete(
+            &format!("bootstrap-token-{}", first_token.id),
+            &DeleteParams::default(),
+        )
+        .await
+        .unwrap();
+    let second_token = issue_token(&hub, "spoke-a").await;
+    install_bootstrap(&spoke, &bootstrap_for(&hub, &second_token)).await;
+
+    let second = wait_for(
+        &hub_secrets(&spoke),
+        HUB_KUBECONFIG_SECRET,
+        "a new identity",
+        move |s| key(s, HUB_KUBECONFIG_SECRET_KEY_AGENT_NAME) != first_agent,
+    )
+    .await;
+    let requester = format!("system:bootstrap:{}", second_token.id);
+    assert!(
+        csrs_of(&hub, "spoke-a")
+            .await
+            .iter()
+            .any(|csr| csr.spec.username.as_deref() == Some(requester.as_str())),
+        "registered again with the new token"
+    );
+    let leases: Api<Lease> = Api::namespaced(hub.client.clone(), "spoke-a");
+    let stored_at = Timestamp::now();
+    drop(second);
+    wait_for(
+        &leases,
+        CLUSTER_LEASE_NAME,
+        "renewed with the new identity",
+        move |lease| renew_time(lease).is_some_and(|renewed| renewed > stored_at),
+    )
+    .await;
+}
