@@ -49,10 +49,44 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
         .boxed();
     let mut cluster_rx = ctx.cluster.clone();
     let mut spoke: Option<Spoke> = None;
+    // The Spoke's Hub, watched by name once the Spoke names it: its agent settings are defaults.
+    let mut hub_events: Option<(
+        String,
+        futures::stream::BoxStream<'static, Result<Hub, watcher::Error>>,
+    )> = None;
     let mut retry = false;
     loop {
+        if let Some(hub_ref) = spoke.as_ref().map(|spoke| spoke.spec.hub_ref.clone())
+            && hub_events
+                .as_ref()
+                .is_none_or(|(watched, _)| *watched != hub_ref)
+        {
+            let hubs: Api<Hub> = Api::namespaced(ctx.hub.clone(), SYSTEM_NAMESPACE);
+            let config = watcher::Config::default().fields(&format!("metadata.name={hub_ref}"));
+            hub_events = Some((
+                hub_ref,
+                watcher(hubs, config)
+                    .default_backoff()
+                    .applied_objects()
+                    .boxed(),
+            ));
+        }
+        let next_hub = async {
+            match hub_events.as_mut() {
+                Some((_, events)) => events.next().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = shutdown.cancelled() => return,
+            event = next_hub => match event {
+                None => hub_events = None,
+                Some(Err(err)) => {
+                    warn!(%err, "watching the Hub");
+                    continue;
+                }
+                Some(Ok(_)) => {}
+            },
             event = events.next() => match event {
                 None => return,
                 Some(Ok(seen)) => spoke = Some(seen),
