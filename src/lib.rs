@@ -19,6 +19,7 @@ pub mod agent;
 pub mod api;
 pub mod apply;
 pub mod cli;
+pub mod converge;
 pub mod fleet;
 pub mod hub;
 pub mod observe;

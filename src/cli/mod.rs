@@ -26,6 +26,9 @@ pub mod exit {
     pub const CHANGES: u8 = 2;
     /// fleetform itself failed (its cache, an output it could not write, a bug).
     pub const INTERNAL: u8 = 3;
+    /// `apply` only: the objects were written but the fleet did not converge within
+    /// `--timeout`.
+    pub const NOT_CONVERGED: u8 = 4;
 }
 
 #[derive(Debug, Parser)]
