@@ -40,9 +40,8 @@ impl std::fmt::Display for Progress {
 pub fn progress(hub: &str, spoke: &Spoke) -> Progress {
     let status = spoke.status.as_ref();
     let phase = status.and_then(|status| status.phase);
-    let condition = |type_: &str| {
-        status.and_then(|status| status.conditions.iter().find(|c| c.type_ == type_))
-    };
+    let condition =
+        |type_: &str| status.and_then(|status| status.conditions.iter().find(|c| c.type_ == type_));
     let deleting = spoke.metadata.deletion_timestamp.is_some();
     let current = status.and_then(|status| status.observed_generation) == spoke.metadata.generation;
     let detail = if deleting {

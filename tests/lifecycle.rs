@@ -350,3 +350,137 @@ async fn commits_join_change_upgrade_and_unjoin_spokes() {
     fleet.wait_running("alpha").await;
     fleet.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hub_as_spoke_failed_pivot_blocking_work_and_hub_deletion() {
+    // `stuck`'s agent can never come up: its cluster runs no kubelet (fleetform up plays kubelet
+    // for embedded clusters only).
+    let stuck = support::Cluster::start().await;
+    let repo = Repo::new();
+    let stuck_spoke = "apiVersion: fleetform.io/v1alpha1
+kind: Spoke
+metadata:
+  name: stuck
+spec:
+  hubRef: hub
+  kubeconfig:
+    secretRef: {namespace: fleetform-system, name: stuck-kubeconfig, key: kubeconfig}
+";
+    let local_spoke = "apiVersion: fleetform.io/v1alpha1
+kind: Spoke
+metadata:
+  name: local
+spec:
+  hubRef: hub
+  kubeconfig:
+    inCluster: true
+";
+    repo.commit(
+        "a hub registered as its own spoke, a spoke whose agent never starts, and delta",
+        &[
+            ("hubs/hub.yaml", Some(HUB)),
+            ("spokes/local.yaml", Some(local_spoke)),
+            ("spokes/stuck.yaml", Some(stuck_spoke)),
+            ("spokes/delta.yaml", Some(&spoke("delta", ""))),
+        ],
+    );
+    let fleet = Fleet::up(repo).await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(fleet.hub.clone(), SYSTEM_NAMESPACE);
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "stuck-kubeconfig"},
+        "stringData": {"kubeconfig": stuck.kubeconfig()},
+    }))
+    .unwrap();
+    secrets
+        .create(&kube::api::PostParams::default(), &secret)
+        .await
+        .unwrap();
+    fleet.apply(&["--no-wait"]).await;
+    fleet.wait_running("local").await;
+    fleet.wait_running("delta").await;
+    let stuck_deployments: Api<Deployment> = Api::namespaced(stuck.client.clone(), AGENT_NAMESPACE);
+    wait_for(&stuck_deployments, AGENT_DEPLOYMENT, "installed", |_| true).await;
+    let stuck_now = fleet.spokes().get("stuck").await.unwrap();
+    assert_eq!(stuck_now.status.and_then(|s| s.phase), Some(Phase::Joining));
+    let local = fleet.spokes().get("local").await.unwrap();
+    assert!(
+        local
+            .metadata
+            .finalizers
+            .unwrap_or_default()
+            .iter()
+            .any(|f| f == "fleetform.io/spoke-cleanup"),
+        "the hub holds the spoke-cleanup finalizer of a hub-as-spoke"
+    );
+
+    // Both leave: the hub unjoins them itself, since no agent will.
+    fleet.repo.commit(
+        "local and stuck leave",
+        &[("spokes/local.yaml", None), ("spokes/stuck.yaml", None)],
+    );
+    let held = fleet
+        .fleetform(&[
+            "apply",
+            &fleet.repo.path().display().to_string(),
+            "--no-wait",
+        ])
+        .await;
+    assert_eq!(
+        held.status.code(),
+        Some(1),
+        "two of three spokes is past the prune guard"
+    );
+    fleet.apply(&["--allow-prune"]).await;
+    let clusters: Api<ManagedCluster> = Api::all(fleet.hub.clone());
+    wait_gone(&clusters, "local").await;
+    wait_gone(&Api::<Namespace>::all(fleet.hub.clone()), "local").await;
+    wait_gone(&fleet.spokes(), "stuck").await;
+    wait_gone(
+        &Api::<Namespace>::all(stuck.client.clone()),
+        AGENT_NAMESPACE,
+    )
+    .await;
+    let hub_agent: Api<Deployment> = Api::namespaced(fleet.hub.clone(), AGENT_NAMESPACE);
+    wait_gone(&hub_agent, AGENT_DEPLOYMENT).await;
+
+    // A ManifestWork of someone else's holds delta's unjoin until it is gone; deleting the Hub
+    // unjoins its spokes first.
+    let works: Api<fleetform::api::ManifestWork> = Api::namespaced(fleet.hub.clone(), "delta");
+    let work: fleetform::api::ManifestWork = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web-app", "namespace": "delta"},
+        "spec": {"workload": {"manifests": []}},
+    }))
+    .unwrap();
+    works
+        .create(&kube::api::PostParams::default(), &work)
+        .await
+        .unwrap();
+    let hubs: Api<fleetform::api::Hub> = Api::namespaced(fleet.hub.clone(), SYSTEM_NAMESPACE);
+    hubs.delete("hub", &Default::default()).await.unwrap();
+    let blocked = wait_for(
+        &fleet.spokes(),
+        "delta",
+        "blocked by web-app",
+        |s: &Spoke| {
+            s.status.as_ref().is_some_and(|status| {
+                status.conditions.iter().any(|c| {
+                    c.type_ == "CleanupFailed"
+                        && c.status == "True"
+                        && c.message.contains("web-app")
+                })
+            })
+        },
+    )
+    .await;
+    assert_eq!(blocked.status.and_then(|s| s.phase), Some(Phase::Deleting));
+    assert!(
+        hubs.get_opt("hub").await.unwrap().is_some(),
+        "the Hub waits for its spokes"
+    );
+    works.delete("web-app", &Default::default()).await.unwrap();
+    wait_gone(&fleet.spokes(), "delta").await;
+    wait_gone(&clusters, "delta").await;
+    wait_gone(&hubs, "hub").await;
+    fleet.shutdown().await;
+}

@@ -122,12 +122,20 @@ pub(crate) async fn gather(
     let mut deployment = None;
     let mut agent_installed = pivoted;
     let mut agent_outdated = false;
-    if !deleting && (!pivoted || hub_as_spoke) {
-        let spoke_client = access
-            .spoke(spoke, client)
-            .await
-            .map_err(|err| ReconcileError::Access(err.to_string()))?;
-        let on_spoke = SpokeAgent::read(&spoke_client).await?;
+    if !pivoted || hub_as_spoke {
+        let on_spoke = match access.spoke(spoke, client).await {
+            Ok(spoke_client) => SpokeAgent::read(&spoke_client).await,
+            Err(err) => Err(ReconcileError::Access(err.to_string())),
+        };
+        let on_spoke = match on_spoke {
+            Ok(on_spoke) => on_spoke,
+            // A spoke that cannot be reached must not hold its own deletion forever.
+            Err(err) if deleting => {
+                tracing::warn!(%err, "the spoke cannot be reached; taking its agent for gone");
+                SpokeAgent::default()
+            }
+            Err(err) => return Err(err),
+        };
         let desired = agent_deployment(&name, &effective);
         agent_installed = on_spoke.installed() && !tokens.is_empty();
         agent_outdated = on_spoke
@@ -162,7 +170,10 @@ pub(crate) async fn gather(
         active_works,
         cluster_spec_drifted: cluster.as_ref().is_some_and(|c| drifted(c, &wanted)),
         agent_outdated,
-        hub_leftovers: cluster.is_some() || namespace.is_some() || !csrs.items.is_empty(),
+        hub_leftovers: cluster.is_some()
+            || namespace.is_some()
+            || !csrs.items.is_empty()
+            || !tokens.is_empty(),
     };
     Ok(Gathered {
         facts,
@@ -174,6 +185,7 @@ pub(crate) async fn gather(
 }
 
 /// What of the agent is on the spoke.
+#[derive(Default)]
 struct SpokeAgent {
     namespace: bool,
     bootstrap_secret: bool,

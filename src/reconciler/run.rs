@@ -159,9 +159,7 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(reconcile_spoke, spoke_error, ctx.clone())
         .for_each(|result| async move {
-            if let Err(err) = result {
-                warn!(%err, "lifecycle reconciler");
-            }
+            log_failure(result.map(|_| ()), "lifecycle reconciler");
         });
     let hub_loop = Controller::new(
         Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE),
@@ -175,11 +173,21 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     .graceful_shutdown_on(shutdown.cancelled_owned())
     .run(reconcile_hub, hub_error, ctx)
     .for_each(|result| async move {
-        if let Err(err) = result {
-            warn!(%err, "hub reconciler");
-        }
+        log_failure(result.map(|_| ()), "hub reconciler");
     });
     futures::join!(spoke_loop, hub_loop);
+}
+
+/// Logs what the controller reports, except an object that was deleted while queued (a Spoke
+/// whose last finalizer was just removed, for one).
+fn log_failure<E: std::error::Error + 'static, Q: std::error::Error + 'static>(
+    result: Result<(), kube::runtime::controller::Error<E, Q>>,
+    what: &str,
+) {
+    match result {
+        Ok(()) | Err(kube::runtime::controller::Error::ObjectNotFound(_)) => {}
+        Err(err) => warn!(%err, "{what}"),
+    }
 }
 
 fn spoke_error(spoke: Arc<Spoke>, err: &ReconcileError, _: Arc<Context>) -> Requeue {
