@@ -9,10 +9,10 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 
+use super::clients::SpokeClients;
 use super::cluster_sync::{WantedCluster, drifted};
 use super::install::{AGENT_DEPLOYMENT, agent_deployment, deployment_current};
 use super::lifecycle::Facts;
-use crate::access::Access;
 use crate::api::fleet::{AddOn, Hub, Spoke};
 use crate::api::vocabulary::{
     AGENT_NAMESPACE, BOOTSTRAP_HUB_KUBECONFIG_SECRET, CONDITION_PIVOT_COMPLETE, LABEL_CLUSTER_NAME,
@@ -61,7 +61,7 @@ pub(crate) async fn addons(hub: &Client) -> Result<BTreeMap<String, AddOn>, Reco
 /// the agent (before the pivot, for a hub-as-spoke) — afterwards the agent reports itself.
 pub(crate) async fn gather(
     client: &Client,
-    access: &Access,
+    spokes: &SpokeClients,
     spoke: &Spoke,
     hub: &Hub,
     addon_docs: &BTreeMap<String, AddOn>,
@@ -123,10 +123,13 @@ pub(crate) async fn gather(
     let mut agent_installed = pivoted;
     let mut agent_outdated = false;
     if !pivoted || hub_as_spoke {
-        let on_spoke = match access.spoke(spoke, client).await {
+        let on_spoke = match spokes.get(spoke, client).await {
             Ok(spoke_client) => SpokeAgent::read(&spoke_client).await,
-            Err(err) => Err(ReconcileError::Access(err.to_string())),
+            Err(err) => Err(ReconcileError::Access(err)),
         };
+        if on_spoke.is_err() {
+            spokes.forget(&name);
+        }
         let on_spoke = match on_spoke {
             Ok(on_spoke) => on_spoke,
             // A spoke that cannot be reached must not hold its own deletion forever.

@@ -8,6 +8,7 @@
 //! - [`cluster_sync`] computes the ManagedCluster's labels, lease duration and taints.
 //! - [`run`] is the loop: it gathers facts ([`facts`]), carries out the actions and reports.
 
+mod clients;
 pub mod cluster_sync;
 mod facts;
 pub mod install;

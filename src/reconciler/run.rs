@@ -28,6 +28,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, instrument, warn};
 
+use super::clients::SpokeClients;
 use super::cluster_sync::{self, WantedCluster};
 use super::facts::{self, Gathered};
 use super::install::{self, HubEndpoint};
@@ -107,6 +108,7 @@ impl ReconcileError {
 struct Context {
     config: ReconcilerConfig,
     spokes: Store<Spoke>,
+    clients: SpokeClients,
 }
 
 /// Runs the Spoke and Hub controllers until `shutdown`.
@@ -116,6 +118,7 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     let controller = Controller::new(spokes_api, watcher::Config::default());
     let store = controller.store();
     let ctx = Arc::new(Context {
+        clients: SpokeClients::new(config.access.clone()),
         config,
         spokes: store.clone(),
     });
@@ -217,7 +220,7 @@ async fn reconcile_spoke(spoke: Arc<Spoke>, ctx: Arc<Context>) -> Result<Requeue
         return Err(ReconcileError::NoHub(spoke.spec.hub_ref.clone()));
     };
     let addon_docs = facts::addons(client).await?;
-    let gathered = facts::gather(client, &ctx.config.access, &spoke, &hub, &addon_docs).await?;
+    let gathered = facts::gather(client, &ctx.clients, &spoke, &hub, &addon_docs).await?;
     let decision = decide(&gathered.facts);
     let mut blocked = None;
     // Finalizers go in one write: each write changes the resourceVersion the next is guarded by.
@@ -509,11 +512,10 @@ async fn install_agent(
     let client = &ctx.config.client;
     let name = spoke.name_any();
     let spoke_client = ctx
-        .config
-        .access
-        .spoke(spoke, client)
+        .clients
+        .get(spoke, client)
         .await
-        .map_err(|err| ReconcileError::Access(err.to_string()))?;
+        .map_err(ReconcileError::Access)?;
     let token = match gathered.tokens.iter().find_map(install::stored_token) {
         Some(token) => token,
         None => {
@@ -623,7 +625,7 @@ async fn grant_spoke_access(
 /// The spoke-side cleanup the agent would do, done by the hub (hub-as-spoke, failed pivot).
 async fn unjoin_spoke(ctx: &Context, spoke: &Spoke) -> Result<(), ReconcileError> {
     let client = &ctx.config.client;
-    let spoke_client = match ctx.config.access.spoke(spoke, client).await {
+    let spoke_client = match ctx.clients.get(spoke, client).await {
         Ok(spoke_client) => spoke_client,
         Err(err) => {
             // A spoke that is gone for good must not hold its Spoke forever.
