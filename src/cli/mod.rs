@@ -8,6 +8,7 @@ mod crds;
 mod hub;
 mod plan;
 mod status;
+mod sync;
 mod validate;
 
 use std::process::ExitCode;
@@ -49,6 +50,8 @@ enum Command {
     Plan(plan::Args),
     /// Write what a plan says: from a fleet source, or a plan saved with `plan --out`.
     Apply(apply::Args),
+    /// Run the in-cluster GitOps controller: keep this hub in line with its FleetSyncs' commits.
+    Sync(sync::Args),
     /// One row per spoke: phase, state, availability, agent, lease age, nodes, addons, claims.
     Status(status::Args),
     /// Print the CustomResourceDefinitions fleetform uses, or write one file per CRD.
@@ -90,6 +93,7 @@ pub fn main() -> ExitCode {
         Command::Plan(args) => with_runtime(plan::run(args)),
         Command::Apply(args) => with_runtime(apply::run(args)),
         Command::Status(args) => with_runtime(status::run(args)),
+        Command::Sync(args) => with_runtime(sync::run(args)),
         Command::Crds(args) => crds::run(args),
         Command::Controlplane(args) => with_runtime(controlplane::run(args)),
         Command::Agent(args) => with_runtime(agent::run(args)),
