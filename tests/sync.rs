@@ -470,6 +470,99 @@ async fn drift_of_managed_objects_is_reverted_without_waiting_for_the_interval()
     hub.server.shutdown().await;
 }
 
+#[tokio::test]
+async fn after_a_restart_drift_is_reverted_to_the_last_applied_commit_not_an_invalid_newer_one() {
+    let hub = hub().await;
+    let repo = FleetRepo::example();
+    let first = repo
+        .repo
+        .head()
+        .unwrap()
+        .peel_to_commit()
+        .unwrap()
+        .id()
+        .to_string();
+    let (sync, stop) = start_sync(&hub, "first-run").await;
+    let fleetsyncs = fleetsync(&hub, &repo, 3600).await;
+    wait_applied(&fleetsyncs, &first).await;
+    stop.cancel();
+    sync.stopped().await;
+
+    let bad = repo.edit(
+        "spokes/edge.yaml",
+        "leaseDurationSeconds: 10",
+        "leaseDurationSeconds: 0",
+    );
+    let (sync, stop) = start_sync(&hub, "second-run").await;
+    wait_for(
+        &fleetsyncs,
+        "fleet",
+        "the invalid commit reported",
+        move |fs| {
+            fs.status
+                .as_ref()
+                .is_some_and(|s| s.last_attempted_commit.as_deref() == Some(bad.as_str()))
+        },
+    )
+    .await;
+    let spokes: Api<Spoke> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);
+    spokes
+        .patch(
+            "dev",
+            &PatchParams::apply("someone").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "fleetform.io/v1alpha1", "kind": "Spoke",
+                "spec": {"leaseDurationSeconds": 99},
+            })),
+        )
+        .await
+        .expect("edit a managed field");
+    wait_for(
+        &spokes,
+        "dev",
+        "lease duration back to the applied commit's 10",
+        |spoke| lease_duration(spoke) == Some(10),
+    )
+    .await;
+    let (_, reason, _) =
+        condition(&fleetsyncs.get("fleet").await.unwrap(), CONDITION_READY).unwrap();
+    assert_eq!(
+        reason, "InvalidCommit",
+        "re-applying the old commit keeps the newer one's verdict"
+    );
+    stop.cancel();
+    sync.stopped().await;
+    hub.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_sync_command_refuses_a_hub_without_the_fleetsync_crd() {
+    let bare = fleetform_controlplane::ControlPlane::builder()
+        .listen("127.0.0.1:0".parse().unwrap())
+        .start()
+        .await
+        .expect("control plane starts");
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, bare.kubeconfig()).unwrap();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_fleetform"))
+        .arg("sync")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--metrics-addr", "127.0.0.1:0"])
+        .output()
+        .await
+        .expect("run fleetform sync");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the FleetSync CRD is not installed on this hub")
+            && stderr.contains("fleetform crds"),
+        "{stderr}"
+    );
+    bare.shutdown().await;
+}
+
 async fn wait_for_holder(leases: &Api<Lease>, holder: &'static str) {
     wait_for(leases, "fleetform-sync", holder, move |lease| {
         lease

@@ -115,9 +115,9 @@ pub async fn run(
     stop: CancellationToken,
 ) {
     let fleetsyncs: Api<FleetSync> = Api::namespaced(ctx.client.clone(), &namespace);
-    let controller = Controller::new(fleetsyncs, watcher::Config::default());
+    let mut controller = Controller::new(fleetsyncs, watcher::Config::default());
     let store = controller.store();
-    let mut controller = controller;
+    let ready = store.clone();
     if drift_watches.hubs {
         controller = controller.watches_stream(
             drift_triggers(Api::<Hub>::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE)),
@@ -139,7 +139,6 @@ pub async fn run(
             every_fleetsync(store),
         );
     }
-    let ready = controller.store();
     let run = controller
         .graceful_shutdown_on(stop.clone().cancelled_owned())
         .run(reconcile, error_policy, ctx)
