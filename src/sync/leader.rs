@@ -214,12 +214,13 @@ fn view(lease: &Lease) -> LeaseView {
     }
 }
 
-/// Runs the election until `stop` is cancelled, telling `leader` whether we hold the Lease;
-/// then releases it if we do.
+/// Runs the election until `stop` is cancelled, telling `leader` whether we hold the Lease
+/// (after the first round, and on every change); then releases it if we do.
 pub async fn run(mut lock: LeaseLock, leader: watch::Sender<bool>, stop: CancellationToken) {
     let retry = (lock.duration / 3).max(Duration::from_millis(100));
     let renew_deadline = lock.duration * 2 / 3;
     let mut renewed: Option<Instant> = None;
+    let mut first_round = true;
     loop {
         let holds = match lock.try_acquire_or_renew().await {
             Ok(true) => {
@@ -237,8 +238,9 @@ pub async fn run(mut lock: LeaseLock, leader: watch::Sender<bool>, stop: Cancell
             renewed = None;
         }
         leader.send_if_modified(|current| {
-            let changed = *current != holds;
-            if changed {
+            // The first round always tells: followers wait for it to know where they stand.
+            let changed = *current != holds || std::mem::take(&mut first_round);
+            if *current != holds {
                 info!(lease = %lock.name, identity = %lock.identity, leader = holds, "leadership changed");
             }
             *current = holds;

@@ -209,16 +209,40 @@ async fn lead_and_sync(
             instance: Some(config.identity.clone()),
         },
     );
-    let ctx = Arc::new(controller::Context::new(
-        config.client.clone(),
-        config.hub.clone(),
-        config.max_prune_percent,
-        recorder,
-        metrics.clone(),
-        readiness.clone(),
-    ));
-    // Followers are ready at once; they only wait.
-    readiness.set_leader(false);
+    // Undecided (not ready) until the election's first round; then followers are ready at once.
+    let decided = tokio::select! {
+        biased;
+        _ = shutdown.cancelled() => false,
+        changed = leader_rx.changed() => changed.is_ok(),
+    };
+    if decided {
+        readiness.set_leader(false);
+        lead_while_elected(
+            &config,
+            drift,
+            &metrics,
+            &readiness,
+            &recorder,
+            &mut leader_rx,
+            &shutdown,
+        )
+        .await;
+    }
+    election_stop.cancel();
+    let _ = election.await;
+}
+
+/// Runs the controller for each term this replica leads, until `shutdown` is cancelled or the
+/// election ends.
+async fn lead_while_elected(
+    config: &SyncConfig,
+    drift: controller::DriftWatches,
+    metrics: &metrics::Metrics,
+    readiness: &Arc<health::Readiness>,
+    recorder: &Recorder,
+    leader_rx: &mut watch::Receiver<bool>,
+    shutdown: &CancellationToken,
+) {
     loop {
         tokio::select! {
             biased;
@@ -228,9 +252,19 @@ async fn lead_and_sync(
         info!(identity = %config.identity, "leading: syncing");
         metrics.set_leader(true);
         readiness.set_leader(true);
+        // What a term remembers starts afresh: another leader may have applied newer commits
+        // meanwhile, so the first reconcile of a term always fetches.
+        let ctx = Arc::new(controller::Context::new(
+            config.client.clone(),
+            config.hub.clone(),
+            config.max_prune_percent,
+            recorder.clone(),
+            metrics.clone(),
+            readiness.clone(),
+        ));
         let stop = shutdown.child_token();
         let mut syncing = tokio::spawn(controller::run(
-            ctx.clone(),
+            ctx,
             config.namespace.clone(),
             drift,
             stop.clone(),
@@ -246,6 +280,4 @@ async fn lead_and_sync(
         metrics.set_leader(false);
         readiness.set_leader(false);
     }
-    election_stop.cancel();
-    let _ = election.await;
 }
