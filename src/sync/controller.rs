@@ -71,17 +71,22 @@ struct Memory {
 
 /// What every reconcile shares.
 pub struct Context {
+    /// The hub the controller runs on and writes to.
     pub client: Client,
     /// The hub's name in the fleet; `None`: the fleet's only hub.
     pub hub: Option<String>,
+    /// The prune guard's percentage (see [`PruneGuard`]).
     pub max_prune_percent: u32,
+    /// Publishes events as `fleetform-sync`.
     pub recorder: Recorder,
     pub metrics: Metrics,
+    /// Told when a sync finished, for `/readyz`.
     pub readiness: Arc<Readiness>,
     memory: Mutex<HashMap<ObjectRef<FleetSync>, Memory>>,
 }
 
 impl Context {
+    /// A context that remembers nothing yet: the first reconcile of each FleetSync fetches.
     pub fn new(
         client: Client,
         hub: Option<String>,

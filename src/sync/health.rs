@@ -39,6 +39,7 @@ impl Readiness {
             .compare_exchange(LEADER, LEADER_SYNCED, Ordering::SeqCst, Ordering::SeqCst);
     }
 
+    /// A follower, or a leader that finished a sync.
     pub fn is_ready(&self) -> bool {
         matches!(self.0.load(Ordering::SeqCst), FOLLOWER | LEADER_SYNCED)
     }

@@ -154,7 +154,8 @@ impl LeaseLock {
                 spec.lease_duration_seconds = Some(seconds);
                 spec.acquire_time = Some(stamp.clone());
                 spec.renew_time = Some(stamp);
-                spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+                spec.lease_transitions =
+                    Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
                 self.api
                     .replace(&self.name, &PostParams::default(), &lease)
                     .await
