@@ -346,6 +346,64 @@ async fn an_invalid_commit_is_not_applied_and_its_status_names_the_file() {
 }
 
 #[tokio::test]
+async fn an_unreachable_repository_is_reported_and_the_applied_commit_stays() {
+    let hub = hub().await;
+    let repo = FleetRepo::example();
+    let first = repo
+        .repo
+        .head()
+        .unwrap()
+        .peel_to_commit()
+        .unwrap()
+        .id()
+        .to_string();
+    let (sync, stop) = start_sync(&hub, "only").await;
+    let fleetsyncs = fleetsync(&hub, &repo, 3600).await;
+    wait_applied(&fleetsyncs, &first).await;
+
+    let gone = repo.dir.path().join("moved-away").display().to_string();
+    fleetsyncs
+        .patch(
+            "fleet",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"repo": gone}})),
+        )
+        .await
+        .unwrap();
+    let unreachable = wait_for(
+        &fleetsyncs,
+        "fleet",
+        "the repository reported unreachable",
+        |fs| condition(fs, CONDITION_READY).is_some_and(|(status, ..)| status == "False"),
+    )
+    .await;
+    let (_, reason, message) = condition(&unreachable, CONDITION_READY).unwrap();
+    assert_eq!(reason, "SourceUnavailable");
+    assert!(
+        message.contains(&format!("{gone}: no such file, directory or repository"))
+            && message.contains(&format!("commit {first} stays in force")),
+        "{message}"
+    );
+    assert_eq!(
+        condition(&unreachable, CONDITION_STALLED).map(|(status, ..)| status),
+        Some("False".to_string()),
+        "retried every interval, not stalled"
+    );
+    assert_eq!(
+        unreachable.status.unwrap().last_applied_commit.as_deref(),
+        Some(first.as_str())
+    );
+    let spokes: Api<Spoke> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);
+    assert_eq!(
+        spokes.list(&Default::default()).await.unwrap().items.len(),
+        4
+    );
+    stop.cancel();
+    sync.stopped().await;
+    hub.server.shutdown().await;
+}
+
+#[tokio::test]
 async fn the_prune_guard_stalls_a_commit_until_allow_prune_is_set() {
     let hub = hub().await;
     let repo = FleetRepo::example();
