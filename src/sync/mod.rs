@@ -12,6 +12,14 @@
 //! commit whose fleet does not name this hub (or has several and none was chosen) is an invalid
 //! commit for this sync: it is never taken as a request to delete the hub the sync runs on.
 //!
+//! **Leadership.** Every replica takes part in the election on the Lease `fleetform-sync` (in
+//! the FleetSyncs' namespace); only the holder runs the controller, and it starts its watches
+//! afresh each term, so a term's first reconcile always fetches. On shutdown the sync in flight
+//! finishes before the Lease is released.
+//!
+//! **Endpoint.** `/metrics`, `/healthz` and `/readyz` default to loopback (`127.0.0.1:9090`),
+//! right for `fleetform up` on one machine; in a pod pass `--metrics-addr 0.0.0.0:9090`.
+//!
 //! This module must not plan, observe or write objects itself: that is [`crate::plan`],
 //! [`crate::observe`] and [`crate::apply`].
 
