@@ -30,6 +30,17 @@ pub struct Applied {
     pub installed_crds: Vec<String>,
     /// `create`/`update`/`delete` and the object, in the order they were done.
     pub written: Vec<String>,
+    /// The same objects with what was done to them and, when the server returned it, their uid
+    /// (so that events can name them).
+    pub objects: Vec<WrittenObject>,
+}
+
+/// One object a plan's apply wrote or deleted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WrittenObject {
+    pub action: Action,
+    pub key: ObjectKey,
+    pub uid: Option<String>,
 }
 
 /// Day 0 on the hub `hub`: fleetform's CRDs (OCM's own, where the hub already serves them, are
@@ -92,28 +103,35 @@ pub async fn apply_hub(plan: &HubPlan, client: &Client) -> Result<Applied, Apply
     }
     for change in &plan.changes {
         let api = dynamic(client, &change.key);
-        match (change.action, &change.desired) {
+        let uid = match (change.action, &change.desired) {
             (Action::Create | Action::Update, Some(object)) => {
                 api.patch(&change.key.name, &params, &Patch::Apply(object))
                     .await
-                    .map_err(failed(format!("apply {}", change.key)))?;
+                    .map_err(failed(format!("apply {}", change.key)))?
+                    .metadata
+                    .uid
             }
             (Action::Delete, _) => {
                 // Deleting sets off the object's finalizers; a 404 means someone was first.
                 match api.delete(&change.key.name, &DeleteParams::default()).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(status)) if status.code == 404 => {}
+                    Ok(deleted) => deleted.left().and_then(|object| object.metadata.uid),
+                    Err(kube::Error::Api(status)) if status.code == 404 => None,
                     Err(err) => return Err(failed(format!("delete {}", change.key))(err)),
                 }
             }
             (Action::Create | Action::Update, None) => continue,
-        }
+        };
         let verb = match change.action {
             Action::Create => "create",
             Action::Update => "update",
             Action::Delete => "delete",
         };
         applied.written.push(format!("{verb} {}", change.key));
+        applied.objects.push(WrittenObject {
+            action: change.action,
+            key: change.key.clone(),
+            uid,
+        });
     }
     Ok(applied)
 }

@@ -12,6 +12,7 @@
 //! - [`hub`]: the hub loops' decisions: lease expiry, the cluster observer, CSR approval (pure).
 //! - [`agent`]: the agent's decisions: availability, addon health, claims, certificates (pure).
 //! - [`status`]: one row per spoke, from what its hub holds.
+//! - [`sync`]: the in-cluster GitOps controller (`fleetform sync`).
 //! - [`cli`]: the `fleetform` command line.
 
 pub mod access;
@@ -27,4 +28,5 @@ pub mod plan;
 pub mod reconciler;
 pub mod source;
 pub mod status;
+pub mod sync;
 pub mod up;

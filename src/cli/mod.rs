@@ -8,6 +8,7 @@ mod crds;
 mod hub;
 mod plan;
 mod status;
+mod sync;
 mod up;
 mod validate;
 
@@ -53,6 +54,8 @@ enum Command {
     Plan(plan::Args),
     /// Write what a plan says: from a fleet source, or a plan saved with `plan --out`.
     Apply(apply::Args),
+    /// Run the in-cluster GitOps controller: keep this hub in line with its FleetSyncs' commits.
+    Sync(sync::Args),
     /// One row per spoke: phase, state, availability, agent, lease age, nodes, addons, claims.
     Status(status::Args),
     /// Print the CustomResourceDefinitions fleetform uses, or write one file per CRD.
@@ -106,6 +109,7 @@ pub fn main() -> ExitCode {
         Command::Plan(args) => with_runtime(plan::run(args)),
         Command::Apply(args) => with_runtime(apply::run(args)),
         Command::Status(args) => with_runtime(status::run(args)),
+        Command::Sync(args) => with_runtime(sync::run(args)),
         Command::Crds(args) => crds::run(args),
         Command::Controlplane(args) => with_runtime(controlplane::run(args)),
         Command::Agent(args) => with_runtime(agent::run(args)),

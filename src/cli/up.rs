@@ -68,13 +68,20 @@ pub async fn run(args: Args) -> u8 {
             return exit::INVALID_INPUT;
         }
     };
-    for cluster in running.hubs.iter().chain(&running.spokes) {
+    let clusters = running
+        .hubs
+        .iter()
+        .map(|hub| ("hub", hub.name.clone(), hub.url(), hub.kubeconfig.clone()))
+        .chain(
+            running
+                .spokes()
+                .into_iter()
+                .map(|(name, url, kubeconfig)| ("spoke", name, url, kubeconfig)),
+        );
+    for (role, name, url, kubeconfig) in clusters {
         println!(
-            "{:<5} {:<20} {}  kubeconfig: {}",
-            cluster.role.as_str(),
-            cluster.name,
-            cluster.url(),
-            cluster.kubeconfig.display()
+            "{role:<5} {name:<20} {url}  kubeconfig: {}",
+            kubeconfig.display()
         );
     }
     println!(

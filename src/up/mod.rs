@@ -5,22 +5,32 @@
 //! cluster, installs fleetform on each hub (day 0), points a FleetSync at the source, and runs on
 //! each hub the sync controller, the hub loops and the lifecycle reconciler, and on every cluster
 //! a [`kubelet`] for agent Deployments. From there the fleet converges on its own, and a new
-//! commit is picked up within the sync interval.
+//! commit is picked up within the sync interval — a commit declaring a new embedded spoke gets
+//! its cluster started too.
 
 pub mod kubelet;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, watcher};
+use kube::{Api, ResourceExt};
 
 use fleetform_controlplane::{ControlPlane, RunningControlPlane};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::access::{Access, ClusterRole, embedded_dir, embedded_kubeconfig};
 use crate::agent::HubConnection;
+use crate::api::FleetSync;
+use crate::api::fleet::{SYSTEM_NAMESPACE, Spoke};
 use crate::fleet::Fleet;
 use crate::reconciler::install::HubEndpoint;
 
@@ -65,23 +75,50 @@ impl EmbeddedCluster {
 /// A fleet running on this machine.
 pub struct Running {
     pub hubs: Vec<EmbeddedCluster>,
-    pub spokes: Vec<EmbeddedCluster>,
+    /// The spokes' clusters: those the fleet declared at start, and those later commits add.
+    spokes: Arc<Mutex<Vec<EmbeddedCluster>>>,
     shutdown: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
 
 impl Running {
+    /// The name, URL and kubeconfig of every spoke cluster running now.
+    pub fn spokes(&self) -> Vec<(String, String, PathBuf)> {
+        lock(&self.spokes)
+            .iter()
+            .map(|spoke| (spoke.name.clone(), spoke.url(), spoke.kubeconfig.clone()))
+            .collect()
+    }
+
+    /// A client of the spoke cluster `name`, if it runs.
+    pub fn spoke_client(&self, name: &str) -> Option<Client> {
+        lock(&self.spokes)
+            .iter()
+            .find(|spoke| spoke.name == name)
+            .map(|spoke| spoke.client.clone())
+    }
+
     /// Stops every loop, then every control plane.
     pub async fn shutdown(self) {
         self.shutdown.cancel();
         for task in self.tasks {
             let _ = task.await;
         }
-        for cluster in self.hubs.into_iter().chain(self.spokes) {
+        let spokes = std::mem::take(&mut *lock(&self.spokes));
+        for cluster in self.hubs.into_iter().chain(spokes) {
             cluster.plane.shutdown().await;
         }
     }
 }
+
+fn lock(spokes: &Mutex<Vec<EmbeddedCluster>>) -> std::sync::MutexGuard<'_, Vec<EmbeddedCluster>> {
+    spokes
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Name of the FleetSync `up` creates on each hub.
+pub const FLEET_SYNC: &str = "fleet";
 
 /// Starts the embedded clusters `fleet` declares and everything that runs on them.
 pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> {
@@ -103,6 +140,15 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
         ..Access::default()
     };
     let mut tasks = Vec::new();
+    for cluster in hubs.iter().chain(&spokes) {
+        tasks.push(tokio::spawn(kubelet::run(
+            cluster.name.clone(),
+            cluster.client.clone(),
+            HubConnection::BootstrapSecret,
+            shutdown.child_token(),
+        )));
+    }
+    let spokes = Arc::new(Mutex::new(spokes));
     for hub in &hubs {
         let setup = |message: String| UpError::Setup {
             cluster: format!("hub {}", hub.name),
@@ -111,6 +157,9 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
         crate::apply::install_hub(&hub.name, &hub.client)
             .await
             .map_err(|err| setup(err.to_string()))?;
+        follow(&hub.client, &config)
+            .await
+            .map_err(|err| setup(format!("cannot write FleetSync {FLEET_SYNC}: {err}")))?;
         let endpoint = HubEndpoint {
             server: hub.url(),
             ca_pem: hub
@@ -132,15 +181,22 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
             access: access.clone(),
         };
         tasks.push(tokio::spawn(crate::hub::run(loops, shutdown.child_token())));
-        info!(hub = hub.name, url = hub.url(), "hub running");
-    }
-    for cluster in hubs.iter().chain(&spokes) {
-        tasks.push(tokio::spawn(kubelet::run(
-            cluster.name.clone(),
-            cluster.client.clone(),
-            HubConnection::BootstrapSecret,
+        let mut sync = crate::sync::SyncConfig::new(hub.client.clone(), "fleetform-up");
+        sync.hub = Some(hub.name.clone());
+        let sync_token = shutdown.child_token();
+        let hub_name = hub.name.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Err(err) = crate::sync::run(sync, sync_token).await {
+                warn!(hub = hub_name, %err, "sync stopped");
+            }
+        }));
+        tasks.push(tokio::spawn(start_new_spokes(
+            hub.client.clone(),
+            config.data_dir.clone(),
+            spokes.clone(),
             shutdown.child_token(),
         )));
+        info!(hub = hub.name, url = hub.url(), "hub running");
     }
     Ok(Running {
         hubs,
@@ -148,6 +204,82 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
         shutdown,
         tasks,
     })
+}
+
+/// Points the hub's FleetSync at the source `up` follows (server-side apply: a restart with
+/// another source moves it).
+async fn follow(hub: &Client, config: &UpConfig) -> Result<(), kube::Error> {
+    let fleet_sync = serde_json::json!({
+        "apiVersion": crate::api::fleet::API_VERSION,
+        "kind": "FleetSync",
+        "metadata": {"name": FLEET_SYNC, "namespace": SYSTEM_NAMESPACE},
+        "spec": {
+            "repo": config.repo,
+            "ref": config.git_ref,
+            "path": config.path,
+            "intervalSeconds": config.interval.as_secs().clamp(1, i32::MAX as u64),
+        },
+    });
+    Api::<FleetSync>::namespaced(hub.clone(), SYSTEM_NAMESPACE)
+        .patch(
+            FLEET_SYNC,
+            &PatchParams::apply("fleetform-up").force(),
+            &Patch::Apply(&fleet_sync),
+        )
+        .await
+        .map(|_| ())
+}
+
+/// Starts the cluster of every embedded spoke a later commit declares, and its kubelet.
+async fn start_new_spokes(
+    hub: Client,
+    data_dir: PathBuf,
+    spokes: Arc<Mutex<Vec<EmbeddedCluster>>>,
+    shutdown: CancellationToken,
+) {
+    let api: Api<Spoke> = Api::namespaced(hub, SYSTEM_NAMESPACE);
+    let mut events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    loop {
+        let spoke = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            event = events.next() => match event {
+                None => return,
+                Some(Ok(spoke)) => spoke,
+                Some(Err(err)) => {
+                    warn!(%err, "watching Spokes for new embedded clusters");
+                    continue;
+                }
+            },
+        };
+        let name = spoke.name_any();
+        let running = lock(&spokes).iter().any(|cluster| cluster.name == name);
+        if running
+            || spoke.spec.kubeconfig.embedded.is_none()
+            || spoke.metadata.deletion_timestamp.is_some()
+        {
+            continue;
+        }
+        match start_cluster(&data_dir, ClusterRole::Spoke, &name).await {
+            Ok(cluster) => {
+                info!(
+                    spoke = name,
+                    url = cluster.url(),
+                    "a new embedded spoke cluster started"
+                );
+                tokio::spawn(kubelet::run(
+                    name,
+                    cluster.client.clone(),
+                    HubConnection::BootstrapSecret,
+                    shutdown.child_token(),
+                ));
+                lock(&spokes).push(cluster);
+            }
+            Err(err) => warn!(%err, "cannot start a new embedded spoke"),
+        }
+    }
 }
 
 /// Starts (or resumes) the embedded cluster `name`: its state and kubeconfig live in its own

@@ -1,0 +1,77 @@
+//! `fleetform sync`: run the in-cluster GitOps controller until SIGTERM.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::exit;
+use crate::sync::{DEFAULT_METRICS_ADDR, SyncConfig};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    cluster: super::ClusterArgs,
+    /// The hub this runs on, by its name in the fleet (default: the fleet's only hub).
+    #[arg(long)]
+    hub: Option<String>,
+    /// Namespace of the FleetSyncs to serve and of the leader Lease.
+    #[arg(long, default_value = crate::api::fleet::SYSTEM_NAMESPACE)]
+    namespace: String,
+    /// Where to serve /metrics, /healthz and /readyz.
+    #[arg(long, default_value = DEFAULT_METRICS_ADDR)]
+    metrics_addr: SocketAddr,
+    /// This replica's name in the leader election (default: $POD_NAME, else host name and pid).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// Seconds the leader Lease holds without renewal.
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    lease_duration_seconds: u64,
+    /// Percentage of the hub's spokes a commit may unjoin unless the FleetSync sets allowPrune.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=100))]
+    max_prune_percent: u32,
+}
+
+pub async fn run(args: Args) -> u8 {
+    let access = args.cluster.access();
+    let client =
+        match super::hub::kube_client(access.kubeconfig.as_deref(), access.context.clone()).await {
+            Ok(client) => client,
+            Err(err) => {
+                eprintln!("error: sync: {err}");
+                return exit::INVALID_INPUT;
+            }
+        };
+    let identity = args.identity.unwrap_or_else(default_identity);
+    let config = SyncConfig {
+        hub: args.hub,
+        namespace: args.namespace,
+        metrics_addr: Some(args.metrics_addr),
+        lease_duration: Duration::from_secs(args.lease_duration_seconds),
+        max_prune_percent: args.max_prune_percent,
+        ..SyncConfig::new(client, identity)
+    };
+    let shutdown = CancellationToken::new();
+    let running = match crate::sync::start(config, shutdown.clone()).await {
+        Ok(running) => running,
+        Err(err) => {
+            eprintln!("error: sync: {err}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    super::shutdown_signal().await;
+    shutdown.cancel();
+    running.stopped().await;
+    exit::OK
+}
+
+/// The host name (a pod's name in a cluster) and the process id.
+fn default_identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|host| host.trim().to_string())
+        .filter(|host| !host.is_empty())
+        .unwrap_or_else(|| "fleetform".to_string());
+    format!("{host}-{}", std::process::id())
+}

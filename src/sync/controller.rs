@@ -1,0 +1,591 @@
+//! The FleetSync controller: fetch, load, plan and apply a FleetSync's commit on this hub, write
+//! its status and events, and put the commit in force back when someone changes what it wrote.
+//!
+//! A reconcile fetches when the FleetSync's spec changed (its generation), when its interval is
+//! up, or when nothing is remembered for it yet; otherwise it was woken by a change to a managed
+//! Hub, Spoke or ClusterManagementAddOn and re-applies the last good fleet it holds in memory.
+//! Loading, planning and applying are [`crate::source`], [`crate::plan`] and [`crate::apply`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{Controller, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, instrument, warn};
+
+use super::health::Readiness;
+use super::metrics::Metrics;
+use super::status::{Outcome, next_status};
+use crate::api::fleet::{FleetSync, SYSTEM_NAMESPACE};
+use crate::api::{ClusterManagementAddOn, Hub, Spoke};
+use crate::apply::{WrittenObject, apply_hub};
+use crate::fleet::Fleet;
+use crate::observe::observe_hub;
+use crate::plan::desired::{MANAGED_BY, MANAGED_BY_LABEL, hub_objects};
+use crate::plan::{self, Observed, PruneGuard};
+use crate::source::{LoadError, Origin, SourceSpec, load_fleet};
+
+/// Field manager of the FleetSync status writes.
+pub const STATUS_FIELD_MANAGER: &str = "fleetform-sync";
+
+/// How soon a sync whose hub write failed is tried again (at most its interval).
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
+
+/// Why a reconcile could not finish; the outcome of a sync itself is in the FleetSync's status.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("FleetSync {fleetsync}: cannot write its status: {source}")]
+    Status {
+        fleetsync: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// A fleet that loaded, with where it came from.
+struct Loaded {
+    origin: Origin,
+    fleet: Fleet,
+}
+
+/// What the controller remembers of one FleetSync between reconciles.
+struct Memory {
+    generation: Option<i64>,
+    next_fetch: Instant,
+    /// The fleet of the commit in force.
+    in_force: Option<Arc<Loaded>>,
+}
+
+/// What every reconcile shares.
+pub struct Context {
+    /// The hub the controller runs on and writes to.
+    pub client: Client,
+    /// The hub's name in the fleet; `None`: the fleet's only hub.
+    pub hub: Option<String>,
+    /// The prune guard's percentage (see [`PruneGuard`]).
+    pub max_prune_percent: u32,
+    /// Publishes events as `fleetform-sync`.
+    pub recorder: Recorder,
+    pub metrics: Metrics,
+    /// Told when a sync finished, for `/readyz`.
+    pub readiness: Arc<Readiness>,
+    memory: Mutex<HashMap<ObjectRef<FleetSync>, Memory>>,
+}
+
+impl Context {
+    /// A context that remembers nothing yet: the first reconcile of each FleetSync fetches.
+    pub fn new(
+        client: Client,
+        hub: Option<String>,
+        max_prune_percent: u32,
+        recorder: Recorder,
+        metrics: Metrics,
+        readiness: Arc<Readiness>,
+    ) -> Self {
+        Context {
+            client,
+            hub,
+            max_prune_percent,
+            recorder,
+            metrics,
+            readiness,
+            memory: Mutex::default(),
+        }
+    }
+
+    fn memory(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<FleetSync>, Memory>> {
+        // A reconcile that panicked holding the lock left nothing half-written worth refusing.
+        self.memory.lock().unwrap_or_else(|err| err.into_inner())
+    }
+}
+
+/// Runs the controller for the FleetSyncs of `namespace` until `stop` is cancelled.
+pub async fn run(
+    ctx: Arc<Context>,
+    namespace: String,
+    drift_watches: DriftWatches,
+    stop: CancellationToken,
+) {
+    let fleetsyncs: Api<FleetSync> = Api::namespaced(ctx.client.clone(), &namespace);
+    let mut controller = Controller::new(fleetsyncs, watcher::Config::default());
+    let store = controller.store();
+    let ready = store.clone();
+    if drift_watches.hubs {
+        controller = controller.watches_stream(
+            drift_triggers(Api::<Hub>::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE)),
+            every_fleetsync(store.clone()),
+        );
+    }
+    if drift_watches.spokes {
+        controller = controller.watches_stream(
+            drift_triggers(Api::<Spoke>::namespaced(
+                ctx.client.clone(),
+                SYSTEM_NAMESPACE,
+            )),
+            every_fleetsync(store.clone()),
+        );
+    }
+    if drift_watches.addons {
+        controller = controller.watches_stream(
+            drift_triggers(Api::<ClusterManagementAddOn>::all(ctx.client.clone())),
+            every_fleetsync(store),
+        );
+    }
+    let run = controller
+        .graceful_shutdown_on(stop.clone().cancelled_owned())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(err) = result {
+                warn!(%err, "sync reconcile failed");
+            }
+        });
+    tokio::pin!(run);
+    tokio::select! {
+        _ = &mut run => return,
+        _ = stop.cancelled() => {}
+    }
+    // Let the reconcile in flight finish. Before the FleetSync cache is ready nothing runs, and
+    // kube's runner would wait for a readiness that can no longer come.
+    if matches!(ready.wait_until_ready().now_or_never(), Some(Ok(()))) {
+        run.await;
+    }
+}
+
+/// Which managed kinds are watched for drift (those whose CRD is installed).
+#[derive(Clone, Copy, Debug)]
+pub struct DriftWatches {
+    pub hubs: bool,
+    pub spokes: bool,
+    pub addons: bool,
+}
+
+/// Maps any change of a managed object to every FleetSync: each may hold objects of its hub.
+fn every_fleetsync<K>(
+    store: Store<FleetSync>,
+) -> impl Fn(K) -> Vec<ObjectRef<FleetSync>> + Send + Sync + 'static {
+    move |_| {
+        store
+            .state()
+            .iter()
+            .map(|fleetsync| ObjectRef::from_obj(fleetsync.as_ref()))
+            .collect()
+    }
+}
+
+/// Changes of fleetform's objects of one kind that can be drift: spec (generation), labels and
+/// annotations, and deletions — not the status writes of the agents and hub loops.
+fn drift_triggers<K>(api: Api<K>) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let config = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
+    let mut seen: HashMap<String, u64> = HashMap::new();
+    watcher(api, config).try_filter_map(move |event| {
+        let changed = match event {
+            watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+                let uid = object.meta().uid.clone().unwrap_or_default();
+                let digest = managed_digest(object.meta());
+                (seen.insert(uid, digest) != Some(digest)).then_some(object)
+            }
+            watcher::Event::Delete(object) => {
+                seen.remove(&object.meta().uid.clone().unwrap_or_default());
+                Some(object)
+            }
+            watcher::Event::Init | watcher::Event::InitDone => None,
+        };
+        std::future::ready(Ok(changed))
+    })
+}
+
+fn managed_digest(meta: &kube::api::ObjectMeta) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    meta.generation.hash(&mut hasher);
+    meta.labels.hash(&mut hasher);
+    meta.annotations.hash(&mut hasher);
+    hasher.finish()
+}
+
+fn error_policy(_: Arc<FleetSync>, err: &ReconcileError, _: Arc<Context>) -> Action {
+    warn!(%err, "retrying");
+    Action::requeue(RETRY_AFTER_FAILURE)
+}
+
+#[instrument(skip(fleetsync, ctx), fields(fleetsync = %fleetsync.name_any()))]
+async fn reconcile(fleetsync: Arc<FleetSync>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    let key = ObjectRef::from_obj(fleetsync.as_ref());
+    let generation = fleetsync.metadata.generation;
+    let interval =
+        Duration::from_secs(u64::try_from(fleetsync.spec.interval_seconds.max(1)).unwrap_or(1));
+    let now = Instant::now();
+    let (fetch, in_force) = {
+        let memory = ctx.memory();
+        match memory.get(&key) {
+            Some(remembered) => (
+                remembered.generation != generation || now >= remembered.next_fetch,
+                remembered.in_force.clone(),
+            ),
+            None => (true, None),
+        }
+    };
+    let guard = PruneGuard {
+        max_percent: ctx.max_prune_percent,
+        allow_prune: fleetsync.spec.allow_prune,
+    };
+    let outcome = if fetch {
+        let outcome = match fetch_commit(&fleetsync, None).await {
+            Ok(loaded) => {
+                let loaded = Arc::new(loaded);
+                let outcome = converge(&ctx, &loaded, guard, false).await;
+                if matches!(outcome, Outcome::Applied { .. }) {
+                    remember(&ctx, &key, |memory| memory.in_force = Some(loaded));
+                }
+                outcome
+            }
+            Err(outcome) => outcome,
+        };
+        let retry = matches!(
+            outcome,
+            Outcome::Failed { .. } | Outcome::SourceUnavailable { .. }
+        );
+        remember(&ctx, &key, |memory| {
+            // A failed write is tried again soon; everything else waits for the interval.
+            memory.generation = generation;
+            memory.next_fetch = now
+                + if retry {
+                    interval.min(RETRY_AFTER_FAILURE)
+                } else {
+                    interval
+                };
+        });
+        Some(outcome)
+    } else {
+        let in_force = match in_force {
+            Some(in_force) => Some(in_force),
+            None => recover_in_force(&fleetsync, &ctx, &key).await,
+        };
+        match in_force {
+            Some(in_force) => Some(converge(&ctx, &in_force, guard, true).await),
+            None => None,
+        }
+    };
+    if let Some(outcome) = outcome {
+        report(&fleetsync, &ctx, &outcome, fetch).await?;
+    }
+    let next_fetch = ctx
+        .memory()
+        .get(&key)
+        .map_or(now + interval, |memory| memory.next_fetch);
+    Ok(Action::requeue(
+        next_fetch.saturating_duration_since(Instant::now()),
+    ))
+}
+
+fn remember(ctx: &Context, key: &ObjectRef<FleetSync>, change: impl FnOnce(&mut Memory)) {
+    let mut memory = ctx.memory();
+    let entry = memory.entry(key.clone()).or_insert_with(|| Memory {
+        generation: None,
+        next_fetch: Instant::now(),
+        in_force: None,
+    });
+    change(entry);
+}
+
+/// After a restart nothing is in memory: the commit in force is the one the status says was
+/// applied last.
+async fn recover_in_force(
+    fleetsync: &FleetSync,
+    ctx: &Context,
+    key: &ObjectRef<FleetSync>,
+) -> Option<Arc<Loaded>> {
+    let commit = fleetsync.status.as_ref()?.last_applied_commit.clone()?;
+    match fetch_commit(fleetsync, Some(commit.clone())).await {
+        Ok(loaded) => {
+            let loaded = Arc::new(loaded);
+            remember(ctx, key, |memory| memory.in_force = Some(loaded.clone()));
+            Some(loaded)
+        }
+        Err(outcome) => {
+            warn!(%commit, reason = outcome.reason(), "cannot load the commit in force again");
+            None
+        }
+    }
+}
+
+/// Reads and loads the FleetSync's repo at its ref (or at `commit`); a failure is the outcome.
+async fn fetch_commit(fleetsync: &FleetSync, commit: Option<String>) -> Result<Loaded, Outcome> {
+    let spec = &fleetsync.spec;
+    let source = SourceSpec {
+        location: spec.repo.clone(),
+        // "HEAD" (the default) is the remote's default branch, or a local repository's HEAD.
+        git_ref: commit
+            .or_else(|| Some(spec.git_ref.clone()).filter(|r| r != "HEAD" && !r.is_empty())),
+        path: spec.path.clone(),
+    };
+    // git2 blocks: fetching and reading a tree run off the async workers.
+    let loaded = tokio::task::spawn_blocking(move || load_fleet(&source))
+        .await
+        .map_err(|err| Outcome::Failed {
+            commit: None,
+            message: format!("loading the fleet stopped: {err}"),
+        })?;
+    match loaded {
+        Ok((origin, fleet)) => Ok(Loaded { origin, fleet }),
+        Err(LoadError::Source(err)) => Err(Outcome::SourceUnavailable {
+            message: err.to_string(),
+        }),
+        Err(LoadError::Invalid {
+            origin,
+            diagnostics,
+        }) => Err(Outcome::Invalid {
+            commit: origin.commit().map(str::to_string),
+            problems: diagnostics.iter().map(ToString::to_string).collect(),
+        }),
+    }
+}
+
+/// The hub's name in `fleet`: the one configured, or the fleet's only hub.
+fn hub_name(fleet: &Fleet, configured: Option<&str>) -> Result<String, String> {
+    match configured {
+        Some(name) if fleet.hubs.contains_key(name) => Ok(name.to_string()),
+        Some(name) => Err(format!(
+            "the fleet has no hub {name:?} (hubs: {}); sync never deletes the hub it runs on",
+            fleet.hubs.keys().cloned().collect::<Vec<_>>().join(", ")
+        )),
+        None => match fleet.hubs.keys().collect::<Vec<_>>().as_slice() {
+            [only] => Ok((*only).clone()),
+            [] => Err("the fleet has no hub".to_string()),
+            many => Err(format!(
+                "the fleet has {} hubs ({}); run sync with --hub NAME to say which one this is",
+                many.len(),
+                many.iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        },
+    }
+}
+
+/// Observes this hub, plans `loaded` against it and applies the plan unless the prune guard
+/// holds it back.
+async fn converge(ctx: &Context, loaded: &Loaded, guard: PruneGuard, drift: bool) -> Outcome {
+    let commit = loaded.origin.commit().map(str::to_string);
+    let hub = match hub_name(&loaded.fleet, ctx.hub.as_deref()) {
+        Ok(hub) => hub,
+        Err(problem) => {
+            return Outcome::Invalid {
+                commit,
+                problems: vec![problem],
+            };
+        }
+    };
+    let desired = hub_objects(&loaded.fleet, &hub);
+    let observed_hub = match observe_hub(&hub, &ctx.client, &desired).await {
+        Ok(observed) => observed,
+        Err(err) => {
+            return Outcome::Failed {
+                commit,
+                message: err.to_string(),
+            };
+        }
+    };
+    let mut observed = Observed::new();
+    observed.insert(hub.clone(), observed_hub);
+    let plan = plan::plan(&loaded.fleet, loaded.origin.clone(), &observed, guard);
+    let Some(hub_plan) = plan.hubs.into_iter().find(|plan| plan.hub == hub) else {
+        return Outcome::Applied {
+            commit,
+            objects: Vec::new(),
+            drift,
+        };
+    };
+    if let Some(block) = hub_plan.prune_blocked {
+        return Outcome::PruneBlocked { commit, block };
+    }
+    match apply_hub(&hub_plan, &ctx.client).await {
+        Ok(applied) => Outcome::Applied {
+            commit,
+            objects: applied.objects,
+            drift,
+        },
+        Err(err) => Outcome::Failed {
+            commit,
+            message: err.to_string(),
+        },
+    }
+}
+
+/// Writes the FleetSync's status, its events and the events of the objects written, and counts
+/// the sync.
+///
+/// Only a fetch writes the status: re-applying the commit in force after drift leaves what the
+/// last fetch found (an invalid newer commit, say) on display.
+async fn report(
+    fleetsync: &FleetSync,
+    ctx: &Context,
+    outcome: &Outcome,
+    fetched: bool,
+) -> Result<(), ReconcileError> {
+    let name = fleetsync.name_any();
+    let current = fleetsync.status.clone().unwrap_or_default();
+    let next = next_status(
+        &current,
+        outcome,
+        fleetsync.metadata.generation,
+        Time(Timestamp::now()),
+    );
+    let changed = fetched && next != current;
+    ctx.metrics.sync_finished(outcome.result_label());
+    ctx.readiness.synced();
+    if fetched && let Some(commit) = &next.last_applied_commit {
+        ctx.metrics
+            .applied_commit(&name, current.last_applied_commit.as_deref(), commit);
+    }
+    let commit_text = outcome.commit().unwrap_or("the fleet");
+    let fleetsync_ref = fleetsync.object_ref(&());
+    match outcome {
+        Outcome::Applied { objects, drift, .. } if !objects.is_empty() => {
+            let (reason, note) = if *drift {
+                (
+                    "DriftReverted",
+                    format!(
+                        "put {commit_text} back in force: {}",
+                        Outcome::counts(objects)
+                    ),
+                )
+            } else {
+                (
+                    "Applied",
+                    format!("applied {commit_text}: {}", Outcome::counts(objects)),
+                )
+            };
+            info!(commit = commit_text, drift, "{note}");
+            publish(ctx, &fleetsync_ref, EventType::Normal, reason, "Sync", note).await;
+            for object in objects {
+                ctx.metrics.object_changed(object.action);
+                publish_on_object(ctx, object, &name, commit_text).await;
+            }
+        }
+        Outcome::Applied { .. } => {}
+        _ if changed || !fetched => {
+            let note = outcome.message(current.last_applied_commit.as_deref());
+            warn!(reason = outcome.reason(), "{note}");
+            publish(
+                ctx,
+                &fleetsync_ref,
+                EventType::Warning,
+                outcome.reason(),
+                "Sync",
+                note,
+            )
+            .await;
+        }
+        _ => {}
+    }
+    // Status last: whoever waits for it finds the events and metrics already there.
+    if changed {
+        let api: Api<FleetSync> = Api::namespaced(
+            ctx.client.clone(),
+            fleetsync.namespace().as_deref().unwrap_or(SYSTEM_NAMESPACE),
+        );
+        let patch = json!({
+            "apiVersion": FleetSync::api_version(&()),
+            "kind": FleetSync::kind(&()),
+            "status": next,
+        });
+        api.patch_status(
+            &name,
+            &PatchParams::apply(STATUS_FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map_err(|source| ReconcileError::Status {
+            fleetsync: name.clone(),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+async fn publish_on_object(ctx: &Context, object: &WrittenObject, fleetsync: &str, commit: &str) {
+    let (reason, action, verb) = match object.action {
+        crate::plan::Action::Create => ("Created", "Apply", "created"),
+        crate::plan::Action::Update => ("Updated", "Apply", "updated"),
+        crate::plan::Action::Delete => ("Deleted", "Delete", "deleted"),
+    };
+    let kind = object.key.kind;
+    let reference = ObjectReference {
+        api_version: Some(kind.api_version().to_string()),
+        kind: Some(kind.as_str().to_string()),
+        name: Some(object.key.name.clone()),
+        namespace: object.key.namespace.clone(),
+        uid: object.uid.clone(),
+        ..ObjectReference::default()
+    };
+    let note = format!("{verb} by FleetSync {fleetsync} from {commit}");
+    publish(ctx, &reference, EventType::Normal, reason, action, note).await;
+}
+
+async fn publish(
+    ctx: &Context,
+    reference: &ObjectReference,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: String,
+) {
+    let event = Event {
+        type_,
+        reason: reason.to_string(),
+        note: Some(note),
+        action: action.to_string(),
+        secondary: None,
+    };
+    // Events are for people; failing to write one never fails a sync.
+    if let Err(err) = ctx.recorder.publish(&event, reference).await {
+        warn!(%err, reason, "cannot publish an event");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fleet_with_hubs(names: &[&str]) -> Fleet {
+        let mut fleet = Fleet::default();
+        for name in names {
+            let hub: Hub = serde_json::from_value(json!({
+                "apiVersion": "fleetform.io/v1alpha1", "kind": "Hub",
+                "metadata": {"name": name}, "spec": {"kubeconfig": {"inCluster": true}},
+            }))
+            .unwrap();
+            fleet.hubs.insert(name.to_string(), hub);
+        }
+        fleet
+    }
+
+    #[test]
+    fn the_hub_is_the_named_one_or_the_fleets_only_hub() {
+        assert_eq!(hub_name(&fleet_with_hubs(&["east"]), None).unwrap(), "east");
+        let two = fleet_with_hubs(&["east", "west"]);
+        assert_eq!(hub_name(&two, Some("west")).unwrap(), "west");
+        let ambiguous = hub_name(&two, None).unwrap_err();
+        assert!(ambiguous.contains("--hub NAME"), "{ambiguous}");
+        let missing = hub_name(&two, Some("north")).unwrap_err();
+        assert!(missing.contains("no hub \"north\""), "{missing}");
+    }
+}

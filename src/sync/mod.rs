@@ -1,0 +1,291 @@
+//! `fleetform sync`: the in-cluster GitOps controller. It runs on a hub, keeps that hub's part
+//! of the fleet in line with the commit each FleetSync names, and reports on the FleetSync.
+//!
+//! - [`controller`]: fetch, load, plan and apply per FleetSync (interval, spec changes, drift of
+//!   the managed Hub, Spoke and ClusterManagementAddOn objects); status and events.
+//! - [`status`]: the outcome of a sync and the FleetSync status it writes (pure).
+//! - [`leader`]: leader election on a Lease; only the holder syncs.
+//! - [`metrics`], [`health`]: `/metrics`, `/healthz`, `/readyz`.
+//!
+//! **Which hub.** A sync applies only the part of the fleet for the hub it runs on: the hub
+//! named by [`SyncConfig::hub`] (`--hub NAME`), or, when that is unset, the fleet's only hub. A
+//! commit whose fleet does not name this hub (or has several and none was chosen) is an invalid
+//! commit for this sync: it is never taken as a request to delete the hub the sync runs on.
+//!
+//! **Leadership.** Every replica takes part in the election on the Lease `fleetform-sync` (in
+//! the FleetSyncs' namespace); only the holder runs the controller, and it starts its watches
+//! afresh each term, so a term's first reconcile always fetches. On shutdown the sync in flight
+//! finishes before the Lease is released.
+//!
+//! **Endpoint.** `/metrics`, `/healthz` and `/readyz` default to loopback (`127.0.0.1:9090`),
+//! right for `fleetform up` on one machine; in a pod pass `--metrics-addr 0.0.0.0:9090`.
+//!
+//! This module must not plan, observe or write objects itself: that is [`crate::plan`],
+//! [`crate::observe`] and [`crate::apply`].
+
+pub mod controller;
+pub mod health;
+pub mod leader;
+pub mod metrics;
+pub mod status;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use kube::runtime::events::{Recorder, Reporter};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+use crate::api::fleet::{FleetSync, SYSTEM_NAMESPACE};
+use crate::api::{ClusterManagementAddOn, Hub, Spoke};
+use crate::hub::run::crd_installed;
+
+/// The controller name on events (`reportingController`) and the default leader Lease name.
+pub const CONTROLLER_NAME: &str = "fleetform-sync";
+/// Where `/metrics`, `/healthz` and `/readyz` are served by default.
+pub const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:9090";
+/// How long a leader's Lease holds without renewal.
+pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
+
+/// What a sync controller runs with.
+#[derive(Clone)]
+pub struct SyncConfig {
+    /// The hub it runs on (and writes to).
+    pub client: Client,
+    /// The hub's name in the fleet; `None`: the fleet's only hub.
+    pub hub: Option<String>,
+    /// Namespace of the FleetSyncs it serves and of its leader Lease.
+    pub namespace: String,
+    /// Where to serve `/metrics`, `/healthz` and `/readyz` (port 0: any free port); `None`: not
+    /// served.
+    pub metrics_addr: Option<SocketAddr>,
+    /// This replica's name in the leader election (unique per replica, e.g. the pod name).
+    pub identity: String,
+    /// Name of the leader Lease in `namespace`.
+    pub lease_name: String,
+    /// How long the Lease holds without renewal; a follower takes over that long after the
+    /// leader stopped renewing it.
+    pub lease_duration: Duration,
+    /// Percentage of the hub's spokes a commit may unjoin unless the FleetSync sets
+    /// `allowPrune` (at least one always may).
+    pub max_prune_percent: u32,
+}
+
+impl SyncConfig {
+    /// The defaults: the fleet's only hub, FleetSyncs in `fleetform-system`, no metrics
+    /// endpoint, Lease `fleetform-sync` held for 15 s, prune guard at 10 %.
+    pub fn new(client: Client, identity: impl Into<String>) -> Self {
+        SyncConfig {
+            client,
+            hub: None,
+            namespace: SYSTEM_NAMESPACE.to_string(),
+            metrics_addr: None,
+            identity: identity.into(),
+            lease_name: CONTROLLER_NAME.to_string(),
+            lease_duration: DEFAULT_LEASE_DURATION,
+            max_prune_percent: crate::plan::PruneGuard::default().max_percent,
+        }
+    }
+}
+
+impl std::fmt::Debug for SyncConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SyncConfig")
+            .field("hub", &self.hub)
+            .field("namespace", &self.namespace)
+            .field("metrics_addr", &self.metrics_addr)
+            .field("identity", &self.identity)
+            .field("lease_name", &self.lease_name)
+            .field("lease_duration", &self.lease_duration)
+            .field("max_prune_percent", &self.max_prune_percent)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the sync controller could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("cannot serve metrics on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "the FleetSync CRD is not installed on this hub (install it with `fleetform crds | kubectl apply -f -`)"
+    )]
+    NoFleetSyncCrd,
+}
+
+/// A started sync controller.
+pub struct RunningSync {
+    metrics_addr: Option<SocketAddr>,
+    task: JoinHandle<()>,
+}
+
+impl RunningSync {
+    /// Where `/metrics`, `/healthz` and `/readyz` are served (the port chosen for port 0).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// Waits until the controller has stopped (after its shutdown token was cancelled): the
+    /// running sync finished and the leader Lease released.
+    pub async fn stopped(self) {
+        if let Err(err) = self.task.await {
+            tracing::warn!(%err, "sync controller ended abnormally");
+        }
+    }
+}
+
+/// Starts the sync controller: binds the metrics endpoint, joins the leader election and syncs
+/// while it leads, until `shutdown` is cancelled.
+pub async fn start(
+    config: SyncConfig,
+    shutdown: CancellationToken,
+) -> Result<RunningSync, SyncError> {
+    if !crd_installed::<FleetSync>(&config.client, "fleetform sync cannot run").await {
+        return Err(SyncError::NoFleetSyncCrd);
+    }
+    let metrics = metrics::Metrics::default();
+    let readiness = Arc::new(health::Readiness::default());
+    let metrics_addr = match config.metrics_addr {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| SyncError::Listen { addr, source })?;
+            let bound = listener
+                .local_addr()
+                .map_err(|source| SyncError::Listen { addr, source })?;
+            tokio::spawn(health::serve(
+                listener,
+                metrics.clone(),
+                readiness.clone(),
+                shutdown.clone(),
+            ));
+            info!(%bound, "serving /metrics, /healthz and /readyz");
+            Some(bound)
+        }
+        None => None,
+    };
+    let drift = controller::DriftWatches {
+        hubs: crd_installed::<Hub>(&config.client, "Hub drift is not watched").await,
+        spokes: crd_installed::<Spoke>(&config.client, "Spoke drift is not watched").await,
+        addons: crd_installed::<ClusterManagementAddOn>(
+            &config.client,
+            "ClusterManagementAddOn drift is not watched",
+        )
+        .await,
+    };
+    let task = tokio::spawn(lead_and_sync(config, drift, metrics, readiness, shutdown));
+    Ok(RunningSync { metrics_addr, task })
+}
+
+/// Runs the sync controller until `shutdown` is cancelled (see [`start`]).
+pub async fn run(config: SyncConfig, shutdown: CancellationToken) -> Result<(), SyncError> {
+    start(config, shutdown).await?.stopped().await;
+    Ok(())
+}
+
+/// Takes part in the election and runs the controller whenever this replica leads.
+async fn lead_and_sync(
+    config: SyncConfig,
+    drift: controller::DriftWatches,
+    metrics: metrics::Metrics,
+    readiness: Arc<health::Readiness>,
+    shutdown: CancellationToken,
+) {
+    let lock = leader::LeaseLock::new(
+        config.client.clone(),
+        &config.namespace,
+        &config.lease_name,
+        &config.identity,
+        config.lease_duration,
+    );
+    let (leader_tx, mut leader_rx) = watch::channel(false);
+    // The election outlives the controller, so the Lease is released only once no sync runs.
+    let election_stop = CancellationToken::new();
+    let election = tokio::spawn(leader::run(lock, leader_tx, election_stop.clone()));
+    let recorder = Recorder::new(
+        config.client.clone(),
+        Reporter {
+            controller: CONTROLLER_NAME.to_string(),
+            instance: Some(config.identity.clone()),
+        },
+    );
+    // Undecided (not ready) until the election's first round; then followers are ready at once.
+    let decided = tokio::select! {
+        biased;
+        _ = shutdown.cancelled() => false,
+        changed = leader_rx.changed() => changed.is_ok(),
+    };
+    if decided {
+        readiness.set_leader(false);
+        lead_while_elected(
+            &config,
+            drift,
+            &metrics,
+            &readiness,
+            &recorder,
+            &mut leader_rx,
+            &shutdown,
+        )
+        .await;
+    }
+    election_stop.cancel();
+    let _ = election.await;
+}
+
+/// Runs the controller for each term this replica leads, until `shutdown` is cancelled or the
+/// election ends.
+async fn lead_while_elected(
+    config: &SyncConfig,
+    drift: controller::DriftWatches,
+    metrics: &metrics::Metrics,
+    readiness: &Arc<health::Readiness>,
+    recorder: &Recorder,
+    leader_rx: &mut watch::Receiver<bool>,
+    shutdown: &CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => break,
+            leads = async { leader_rx.wait_for(|leads| *leads).await.is_ok() } => if !leads { break },
+        }
+        info!(identity = %config.identity, "leading: syncing");
+        metrics.set_leader(true);
+        readiness.set_leader(true);
+        // What a term remembers starts afresh: another leader may have applied newer commits
+        // meanwhile, so the first reconcile of a term always fetches.
+        let ctx = Arc::new(controller::Context::new(
+            config.client.clone(),
+            config.hub.clone(),
+            config.max_prune_percent,
+            recorder.clone(),
+            metrics.clone(),
+            readiness.clone(),
+        ));
+        let stop = shutdown.child_token();
+        let mut syncing = tokio::spawn(controller::run(
+            ctx,
+            config.namespace.clone(),
+            drift,
+            stop.clone(),
+        ));
+        tokio::select! {
+            _ = &mut syncing => {}
+            _ = async { leader_rx.wait_for(|leads| !*leads).await.is_ok() } => {
+                info!(identity = %config.identity, "lost the leader Lease: stopping the sync");
+                stop.cancel();
+                let _ = syncing.await;
+            }
+        }
+        metrics.set_leader(false);
+        readiness.set_leader(false);
+    }
+}
