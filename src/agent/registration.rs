@@ -340,7 +340,12 @@ async fn serve(
             }
         };
         let session = shutdown.child_token();
-        let loops = tokio::spawn(run_loops(config.clone(), hub.clone(), session.clone()));
+        let loops = tokio::spawn(run_loops(
+            config.clone(),
+            hub.clone(),
+            Some(identity.kubeconfig.clone()),
+            session.clone(),
+        ));
         if rotated {
             tokio::spawn(report_rotation(
                 config.cluster_name.clone(),

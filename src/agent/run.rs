@@ -121,6 +121,9 @@ impl AgentError {
 pub(crate) struct Context {
     pub config: AgentConfig,
     pub hub: Client,
+    /// The kubeconfig `hub` was made from, when there is one: addon kubeconfigs reach the hub
+    /// the way it does.
+    pub hub_kubeconfig: Option<String>,
     pub spoke: Client,
     /// The spoke's ManagedCluster as last seen by watch (`None` before it is seen or once it
     /// is deleted).
@@ -147,17 +150,25 @@ pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> Result<(),
         return Ok(());
     }
     let hub = config.hub.client().await?;
-    run_loops(config, hub, shutdown).await;
+    let hub_kubeconfig = config.hub.kubeconfig_text();
+    run_loops(config, hub, hub_kubeconfig, shutdown).await;
     Ok(())
 }
 
-/// Runs the agent's loops against `hub` until `shutdown` is cancelled, and waits for them to end.
-pub(crate) async fn run_loops(config: AgentConfig, hub: Client, shutdown: CancellationToken) {
+/// Runs the agent's loops against `hub` (made from `hub_kubeconfig`, when there is one) until
+/// `shutdown` is cancelled, and waits for them to end.
+pub(crate) async fn run_loops(
+    config: AgentConfig,
+    hub: Client,
+    hub_kubeconfig: Option<String>,
+    shutdown: CancellationToken,
+) {
     let spoke = config.spoke.clone();
     let (cluster_tx, cluster_rx) = watch::channel(None);
     let ctx = Arc::new(Context {
         config,
         hub,
+        hub_kubeconfig,
         spoke,
         cluster: cluster_rx,
     });
@@ -167,6 +178,7 @@ pub(crate) async fn run_loops(config: AgentConfig, hub: Client, shutdown: Cancel
         tokio::spawn(super::lease_loop::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(super::status_loop::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(super::addon_loop::run(ctx.clone(), shutdown.clone())),
+        tokio::spawn(super::addon_registration::run(ctx.clone(), shutdown.clone())),
     ];
     shutdown.cancelled().await;
     for task in tasks {
