@@ -11,17 +11,21 @@ use fleetform::agent::rotation::{CertificateLifetime, registration_csr};
 use fleetform::agent::{AgentConfig, HubConnection};
 use fleetform::api::ManagedCluster;
 use fleetform::api::ManagedClusterAddOn;
+use fleetform::api::addon::ClusterManagementAddOn;
 use fleetform::api::addon::ManagedClusterAddOnSpec;
 use fleetform::api::fleet::{KubeconfigSource, SYSTEM_NAMESPACE, Spoke, SpokeSpec};
 use fleetform::api::vocabulary::{
     AGENT_NAMESPACE, BOOTSTRAP_HUB_KUBECONFIG_SECRET, CLUSTER_LEASE_NAME,
     CONDITION_CERTIFICATE_ROTATED, HUB_KUBECONFIG_SECRET, HUB_KUBECONFIG_SECRET_KEY_AGENT_NAME,
     HUB_KUBECONFIG_SECRET_KEY_CLUSTER_NAME, HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG,
-    HUB_KUBECONFIG_SECRET_KEY_TLS_CRT, HUB_KUBECONFIG_SECRET_KEY_TLS_KEY, LABEL_CLUSTER_NAME,
-    REASON_CLIENT_CERTIFICATE_UPDATED, STATUS_TRUE,
+    HUB_KUBECONFIG_SECRET_KEY_TLS_CRT, HUB_KUBECONFIG_SECRET_KEY_TLS_KEY, LABEL_ADDON_NAME,
+    LABEL_CLUSTER_NAME, REASON_CLIENT_CERTIFICATE_UPDATED, SIGNER_KUBE_APISERVER_CLIENT,
+    STATUS_TRUE,
 };
 use fleetform::hub::approval::CSR_DENIED;
 use fleetform::hub::bootstrap::{BootstrapToken, bootstrap_kubeconfig, token_secret};
+use fleetform::plan::desired::ADDON_SPEC_ANNOTATION;
+use fleetform_controlplane::auth::ca::CertificateAuthority;
 use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
@@ -38,6 +42,8 @@ use serde_json::json;
 use support::{
     Cluster, PATIENCE, Running, accept, client_for, start_agent, start_hub_loops, wait_for,
 };
+use x509_parser::certificate::X509Certificate;
+use x509_parser::prelude::FromDer;
 
 /// A hub with the hub loops running and `fleetform-system` present.
 async fn hub_with_loops(hub: Cluster) -> (Cluster, Running) {
@@ -547,4 +553,238 @@ async fn a_new_bootstrap_secret_registers_the_agent_again() {
         move |lease| renew_time(lease).is_some_and(|renewed| renewed > stored_at),
     )
     .await;
+}
+
+/// A spoke registered by certificate and joined: hub (with loops), spoke, running agent.
+async fn joined_spoke() -> (Cluster, Running, Cluster, Running) {
+    let (hub, loops) = hub_with_loops(Cluster::start().await).await;
+    let spoke = Cluster::start().await;
+    declare(&hub, "spoke-a").await;
+    let token = issue_token(&hub, "spoke-a").await;
+    install_bootstrap(&spoke, &bootstrap_for(&hub, &token)).await;
+    let agent = start_agent(cert_agent(&spoke, "spoke-a"));
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    wait_for(&clusters, "spoke-a", "created", |_| true).await;
+    accept(&hub, "spoke-a", 1).await;
+    wait_for(&clusters, "spoke-a", "joined", ManagedCluster::is_joined).await;
+    (hub, loops, spoke, agent)
+}
+
+const CUSTOM_SIGNER: &str = "example.com/hello-signer";
+
+/// The AddOn document of `hello` on the hub, as sync writes it: its ClusterManagementAddOn with
+/// the spec annotation.
+async fn publish_addon(hub: &Cluster, registrations: serde_json::Value) {
+    let spec = json!({"installNamespace": "hello-ns", "registrations": registrations});
+    Api::<ClusterManagementAddOn>::all(hub.client.clone())
+        .patch(
+            "hello",
+            &PatchParams::apply("fleetform-test").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+                "kind": "ClusterManagementAddOn",
+                "metadata": {"name": "hello", "annotations": {ADDON_SPEC_ANNOTATION: spec.to_string()}},
+                "spec": {"addOnMeta": {"displayName": "hello"}},
+            })),
+        )
+        .await
+        .expect("publish the addon");
+}
+
+/// The registrations an addon controller writes into the ManagedClusterAddOn's status.
+async fn set_registrations(hub: &Cluster, registrations: serde_json::Value) {
+    Api::<ManagedClusterAddOn>::namespaced(hub.client.clone(), "spoke-a")
+        .patch_status(
+            "hello",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"registrations": registrations}})),
+        )
+        .await
+        .expect("write the registrations");
+}
+
+fn parse_certificate(pem_text: &str) -> (String, Vec<String>, Vec<u8>) {
+    let block = ::pem::parse(pem_text).unwrap();
+    let (_, cert) = X509Certificate::from_der(block.contents()).unwrap();
+    let common_name = cert
+        .subject()
+        .iter_common_name()
+        .next()
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_string();
+    let groups = cert
+        .subject()
+        .iter_organization()
+        .map(|o| o.as_str().unwrap().to_string())
+        .collect();
+    (common_name, groups, block.contents().to_vec())
+}
+
+fn common_name(secret: &Secret) -> String {
+    parse_certificate(&key(secret, "tls.crt")).0
+}
+
+#[tokio::test]
+async fn addon_registrations_get_certificates_from_the_kube_and_custom_signers() {
+    let (hub, _loops, spoke, _agent) = joined_spoke().await;
+    let (custom_ca, custom_ca_key) =
+        CertificateAuthority::generate(time::OffsetDateTime::now_utc()).unwrap();
+    Api::<Secret>::namespaced(hub.client.clone(), SYSTEM_NAMESPACE)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "hello-signer-ca"},
+                "data": {
+                    "tls.crt": ByteString(custom_ca.cert_pem().as_bytes().to_vec()),
+                    "tls.key": ByteString(custom_ca_key.as_bytes().to_vec()),
+                },
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let registrations = json!([
+        {"signerName": SIGNER_KUBE_APISERVER_CLIENT},
+        {"signerName": CUSTOM_SIGNER,
+         "signerSecretRef": {"namespace": SYSTEM_NAMESPACE, "name": "hello-signer-ca"}},
+    ]);
+    publish_addon(&hub, registrations).await;
+    spoke.namespace("hello-ns").await;
+    Api::<ManagedClusterAddOn>::namespaced(hub.client.clone(), "spoke-a")
+        .create(
+            &PostParams::default(),
+            &ManagedClusterAddOn::new(
+                "hello",
+                ManagedClusterAddOnSpec {
+                    install_namespace: Some("hello-ns".into()),
+                    ..Default::default()
+                },
+            ),
+        )
+        .await
+        .unwrap();
+    set_registrations(
+        &hub,
+        json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}, {"signerName": CUSTOM_SIGNER}]),
+    )
+    .await;
+
+    let addon_secrets: Api<Secret> = Api::namespaced(spoke.client.clone(), "hello-ns");
+    let kube_secret = wait_for(
+        &addon_secrets,
+        "hello-hub-kubeconfig",
+        "kube signer certificate",
+        |_| true,
+    )
+    .await;
+    let default_user = "system:open-cluster-management:cluster:spoke-a:addon:hello:agent:hello";
+    let (user, groups, _) = parse_certificate(&key(&kube_secret, "tls.crt"));
+    assert_eq!(user, default_user);
+    assert_eq!(
+        groups,
+        [
+            "system:open-cluster-management:cluster:spoke-a:addon:hello",
+            "system:open-cluster-management:addon:hello",
+            "system:authenticated"
+        ]
+    );
+    // The kubeconfig reaches the hub as the addon.
+    let as_addon = client_for(&key(&kube_secret, "kubeconfig")).await;
+    match Api::<ManagedCluster>::all(as_addon).get("spoke-a").await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 403);
+            assert!(status.message.contains(default_user), "{}", status.message);
+        }
+        other => panic!("the addon has no rights on ManagedClusters: {other:?}"),
+    }
+
+    let custom_secret = wait_for(
+        &addon_secrets,
+        "hello-example.com-hello-signer-client-cert",
+        "custom signer certificate",
+        |_| true,
+    )
+    .await;
+    assert!(key(&custom_secret, "kubeconfig").is_empty());
+    let (user, _, der) = parse_certificate(&key(&custom_secret, "tls.crt"));
+    assert_eq!(user, default_user);
+    let (_, issued) = X509Certificate::from_der(&der).unwrap();
+    let ca_block = ::pem::parse(custom_ca.cert_pem()).unwrap();
+    let (_, ca) = X509Certificate::from_der(ca_block.contents()).unwrap();
+    assert_eq!(issued.issuer(), ca.subject());
+    issued
+        .verify_signature(Some(ca.public_key()))
+        .expect("signed by the custom signer's CA");
+}
+
+#[tokio::test]
+async fn a_changed_registration_gets_a_new_certificate_and_an_undeclared_one_none() {
+    let (hub, _loops, spoke, _agent) = joined_spoke().await;
+    publish_addon(&hub, json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}])).await;
+    spoke.namespace("hello-ns").await;
+    Api::<ManagedClusterAddOn>::namespaced(hub.client.clone(), "spoke-a")
+        .create(
+            &PostParams::default(),
+            &ManagedClusterAddOn::new(
+                "hello",
+                ManagedClusterAddOnSpec {
+                    install_namespace: Some("hello-ns".into()),
+                    ..Default::default()
+                },
+            ),
+        )
+        .await
+        .unwrap();
+    set_registrations(&hub, json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}])).await;
+    let addon_secrets: Api<Secret> = Api::namespaced(spoke.client.clone(), "hello-ns");
+    let first = wait_for(
+        &addon_secrets,
+        "hello-hub-kubeconfig",
+        "first certificate",
+        |_| true,
+    )
+    .await;
+    assert!(common_name(&first).ends_with(":agent:hello"));
+
+    // The registration asks for a subject the AddOn document does not allow: denied, no secret
+    // change.
+    let greedy = json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT,
+                         "subject": {"user": "hello-agent", "groups": ["system:masters"]}}]);
+    set_registrations(&hub, greedy).await;
+    wait_for_list(
+        Api::<CertificateSigningRequest>::all(hub.client.clone()),
+        Some(&format!("{LABEL_ADDON_NAME}=hello")),
+        "the greedy addon CSR denied",
+        |csrs| {
+            csrs.iter()
+                .any(|csr| denial(csr).is_some_and(|m| m.contains("hello-agent")))
+        },
+    )
+    .await;
+    assert_eq!(
+        key(
+            &addon_secrets.get("hello-hub-kubeconfig").await.unwrap(),
+            "tls.crt"
+        ),
+        key(&first, "tls.crt")
+    );
+
+    // The AddOn document and the registration agree on a new subject: a new certificate.
+    let changed = json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT,
+                          "subject": {"user": "hello-agent", "groups": ["hello-group"]}}]);
+    publish_addon(&hub, changed.clone()).await;
+    set_registrations(&hub, changed).await;
+    let second = wait_for(
+        &addon_secrets,
+        "hello-hub-kubeconfig",
+        "a certificate for the new subject",
+        |secret| common_name(secret) == "hello-agent",
+    )
+    .await;
+    assert_eq!(
+        parse_certificate(&key(&second, "tls.crt")).1,
+        ["hello-group"]
+    );
 }

@@ -96,9 +96,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
 }
 
 /// Every registration of these addons, by addon and signer.
-fn wanted_registrations(
-    addons: &[Arc<ManagedClusterAddOn>],
-) -> BTreeMap<(String, String), Wanted> {
+fn wanted_registrations(addons: &[Arc<ManagedClusterAddOn>]) -> BTreeMap<(String, String), Wanted> {
     addons
         .iter()
         .flat_map(|addon| {

@@ -148,7 +148,10 @@ mod tests {
     #[test]
     fn secret_is_named_for_the_signer_and_holds_key_and_certificate() {
         let secret = secret_for(&kube(), Some("KUBECONFIG"));
-        assert_eq!(secret.metadata.name.as_deref(), Some("hello-hub-kubeconfig"));
+        assert_eq!(
+            secret.metadata.name.as_deref(),
+            Some("hello-hub-kubeconfig")
+        );
         assert_eq!(secret.metadata.namespace.as_deref(), Some("hello-ns"));
         let data = secret.data.unwrap();
         assert!(data.contains_key(KEY_TLS_CRT) && data.contains_key(KEY_TLS_KEY));
@@ -175,7 +178,10 @@ mod tests {
         let during = at("2026-01-02T00:00:00Z");
         assert!(stored_certificate(&secret, &kube(), "c1", "hello", during).is_some());
         assert!(stored_certificate(&secret, &explicit_default, "c1", "hello", during).is_some());
-        assert!(stored_certificate(&secret, &kube(), "c1", "hello", at("2026-01-03T00:00:00Z")).is_none());
+        assert!(
+            stored_certificate(&secret, &kube(), "c1", "hello", at("2026-01-03T00:00:00Z"))
+                .is_none()
+        );
     }
 
     #[test]

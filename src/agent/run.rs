@@ -178,7 +178,10 @@ pub(crate) async fn run_loops(
         tokio::spawn(super::lease_loop::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(super::status_loop::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(super::addon_loop::run(ctx.clone(), shutdown.clone())),
-        tokio::spawn(super::addon_registration::run(ctx.clone(), shutdown.clone())),
+        tokio::spawn(super::addon_registration::run(
+            ctx.clone(),
+            shutdown.clone(),
+        )),
     ];
     shutdown.cancelled().await;
     for task in tasks {

@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::access::Access;
-use crate::api::fleet::Spoke;
 use crate::api::addon::ClusterManagementAddOn;
+use crate::api::fleet::Spoke;
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
 
 /// Field manager of every write the hub loops make.
@@ -147,7 +147,9 @@ async fn ensure_bootstrap_rbac(client: Client, shutdown: CancellationToken) {
     loop {
         match super::bootstrap::ensure_rbac(&client).await {
             Ok(()) => return,
-            Err(err) => warn!(%err, "spokes cannot register with their bootstrap tokens yet; retrying"),
+            Err(err) => {
+                warn!(%err, "spokes cannot register with their bootstrap tokens yet; retrying")
+            }
         }
         tokio::select! {
             _ = shutdown.cancelled() => return,

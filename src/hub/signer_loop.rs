@@ -82,12 +82,17 @@ async fn reconcile(
     csr: Arc<CertificateSigningRequest>,
     ctx: Arc<Context>,
 ) -> Result<Action, HubError> {
-    let (Some(cluster), Some(addon)) = (label(&csr, LABEL_CLUSTER_NAME), label(&csr, LABEL_ADDON_NAME))
-    else {
+    let (Some(cluster), Some(addon)) = (
+        label(&csr, LABEL_CLUSTER_NAME),
+        label(&csr, LABEL_ADDON_NAME),
+    ) else {
         return Ok(Action::await_change());
     };
     let Some(registrations) = addon_registrations(&ctx, addon).await? else {
-        debug!(addon, "no AddOn document for this addon; the CSR stays pending");
+        debug!(
+            addon,
+            "no AddOn document for this addon; the CSR stays pending"
+        );
         return Ok(Action::await_change());
     };
     let decision = decide_addon(
@@ -114,8 +119,10 @@ async fn reconcile(
             match sign(&ctx, &csr, &secret_ref).await? {
                 Ok(certificate) => {
                     let mut signed = (*csr).clone();
-                    signed.status.get_or_insert_with(Default::default).certificate =
-                        Some(ByteString(certificate.into_bytes()));
+                    signed
+                        .status
+                        .get_or_insert_with(Default::default)
+                        .certificate = Some(ByteString(certificate.into_bytes()));
                     write_status(&ctx, &name, &signed).await?;
                     info!(signer = csr.spec.signer_name, "addon CSR signed");
                 }
@@ -135,7 +142,10 @@ async fn addon_registrations(
     let Some(found) = Api::<ClusterManagementAddOn>::all(ctx.client.clone())
         .get_opt(addon)
         .await
-        .map_err(HubError::kube(format!("ClusterManagementAddOn {addon}"), "read"))?
+        .map_err(HubError::kube(
+            format!("ClusterManagementAddOn {addon}"),
+            "read",
+        ))?
     else {
         return Ok(None);
     };
@@ -181,10 +191,11 @@ async fn sign(
             "signer CA {object} lacks {SIGNER_CA_CERT_KEY} or {SIGNER_CA_KEY_KEY}"
         )));
     };
-    let ca = match CertificateAuthority::from_pem(&cert_pem, &key_pem, std::path::Path::new(&object)) {
-        Ok(ca) => ca,
-        Err(err) => return Ok(Err(err.to_string())),
-    };
+    let ca =
+        match CertificateAuthority::from_pem(&cert_pem, &key_pem, std::path::Path::new(&object)) {
+            Ok(ca) => ca,
+            Err(err) => return Ok(Err(err.to_string())),
+        };
     let request = String::from_utf8_lossy(&csr.spec.request.0).into_owned();
     let expiration = csr.spec.expiration_seconds.map(i64::from);
     Ok(ca
@@ -192,8 +203,16 @@ async fn sign(
         .map_err(|err| err.to_string()))
 }
 
-async fn fail(ctx: &Context, csr: &CertificateSigningRequest, message: String) -> Result<(), HubError> {
-    warn!(csr = csr.name_any(), reason = message, "addon CSR not signed");
+async fn fail(
+    ctx: &Context,
+    csr: &CertificateSigningRequest,
+    message: String,
+) -> Result<(), HubError> {
+    warn!(
+        csr = csr.name_any(),
+        reason = message,
+        "addon CSR not signed"
+    );
     let now = Time(Timestamp::now());
     let mut failed = csr.clone();
     failed
@@ -225,7 +244,10 @@ async fn write_status(
         .replace_status(name, &params, csr)
         .await
         .map(|_| ())
-        .map_err(HubError::kube(format!("CertificateSigningRequest {name}"), "write its status"))
+        .map_err(HubError::kube(
+            format!("CertificateSigningRequest {name}"),
+            "write its status",
+        ))
 }
 
 async fn write_approval(

@@ -28,7 +28,10 @@ pub enum Signing {
 }
 
 /// Decides about signing `csr` with the AddOn document's `registrations`.
-pub fn decide_signing(csr: &CertificateSigningRequest, registrations: &[AddOnRegistration]) -> Signing {
+pub fn decide_signing(
+    csr: &CertificateSigningRequest,
+    registrations: &[AddOnRegistration],
+) -> Signing {
     let signer = csr.spec.signer_name.as_str();
     if signer == SIGNER_KUBE_APISERVER_CLIENT {
         return Signing::Skip;
@@ -37,7 +40,11 @@ pub fn decide_signing(csr: &CertificateSigningRequest, registrations: &[AddOnReg
     let conditions = status
         .and_then(|s| s.conditions.as_deref())
         .unwrap_or_default();
-    let has = |type_: &str| conditions.iter().any(|c| c.type_ == type_ && c.status == "True");
+    let has = |type_: &str| {
+        conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.status == "True")
+    };
     let signed = status
         .and_then(|s| s.certificate.as_ref())
         .is_some_and(|c| !c.0.is_empty());
@@ -65,7 +72,11 @@ mod tests {
 
     const CUSTOM: &str = "example.com/signer";
 
-    fn csr(signer: &str, conditions: &[&str], certificate: Option<&str>) -> CertificateSigningRequest {
+    fn csr(
+        signer: &str,
+        conditions: &[&str],
+        certificate: Option<&str>,
+    ) -> CertificateSigningRequest {
         let mut csr = CertificateSigningRequest::default();
         csr.spec.signer_name = signer.into();
         csr.status = Some(CertificateSigningRequestStatus {
@@ -102,7 +113,10 @@ mod tests {
     #[test]
     fn approved_custom_signer_csr_is_signed_with_its_ca() {
         assert_eq!(
-            decide_signing(&csr(CUSTOM, &[CSR_APPROVED], None), &registrations(Some(ca()))),
+            decide_signing(
+                &csr(CUSTOM, &[CSR_APPROVED], None),
+                &registrations(Some(ca()))
+            ),
             Signing::Sign(ca())
         );
     }
@@ -118,7 +132,11 @@ mod tests {
             csr(SIGNER_KUBE_APISERVER_CLIENT, &[CSR_APPROVED], None),
             csr("other.example.com/x", &[CSR_APPROVED], None),
         ] {
-            assert_eq!(decide_signing(&skipped, &regs), Signing::Skip, "{skipped:?}");
+            assert_eq!(
+                decide_signing(&skipped, &regs),
+                Signing::Skip,
+                "{skipped:?}"
+            );
         }
     }
 
