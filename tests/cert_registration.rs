@@ -425,7 +425,8 @@ async fn restarts_never_leave_more_than_ten_registration_csrs_pending() {
 }
 
 #[tokio::test]
-async fn short_certificates_are_rotated_and_the_loops_keep_renewing_the_lease() {
+async fn short_certificates_of_the_agent_and_its_addons_are_rotated_and_the_lease_keeps_being_renewed()
+ {
     let (hub, _loops) =
         hub_with_loops(Cluster::start_signing_for(Duration::from_secs(12)).await).await;
     let spoke = Cluster::start().await;
@@ -454,6 +455,18 @@ async fn short_certificates_are_rotated_and_the_loops_keep_renewing_the_lease() 
             <= 14,
         "the hub issues short certificates"
     );
+
+    publish_addon(&hub, json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}])).await;
+    install_hello(&hub, &spoke).await;
+    set_registrations(&hub, json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}])).await;
+    let addon_secrets: Api<Secret> = Api::namespaced(spoke.client.clone(), "hello-ns");
+    let first_addon = wait_for(
+        &addon_secrets,
+        "hello-hub-kubeconfig",
+        "addon certificate",
+        |_| true,
+    )
+    .await;
 
     let rotated = wait_for(&clusters, "spoke-a", "certificate rotated", |c| {
         c.condition(CONDITION_CERTIFICATE_ROTATED)
@@ -484,6 +497,16 @@ async fn short_certificates_are_rotated_and_the_loops_keep_renewing_the_lease() 
             .is_some_and(|u| u.starts_with("system:open-cluster-management:spoke-a:"))),
         "the renewal is requested by the agent's own identity"
     );
+
+    // The addon's certificate is rotated too.
+    let first_addon_certificate = key(&first_addon, "tls.crt");
+    wait_for(
+        &addon_secrets,
+        "hello-hub-kubeconfig",
+        "addon certificate rotated",
+        move |s| key(s, "tls.crt") != first_addon_certificate,
+    )
+    .await;
 
     // Past the first certificate's end, the loops still renew the lease with the new one.
     let past_first = lifetime.not_after;
@@ -591,6 +614,24 @@ async fn publish_addon(hub: &Cluster, registrations: serde_json::Value) {
         .expect("publish the addon");
 }
 
+/// The addon `hello` enabled on spoke-a, installed in `hello-ns`.
+async fn install_hello(hub: &Cluster, spoke: &Cluster) {
+    spoke.namespace("hello-ns").await;
+    Api::<ManagedClusterAddOn>::namespaced(hub.client.clone(), "spoke-a")
+        .create(
+            &PostParams::default(),
+            &ManagedClusterAddOn::new(
+                "hello",
+                ManagedClusterAddOnSpec {
+                    install_namespace: Some("hello-ns".into()),
+                    ..Default::default()
+                },
+            ),
+        )
+        .await
+        .unwrap();
+}
+
 /// The registrations an addon controller writes into the ManagedClusterAddOn's status.
 async fn set_registrations(hub: &Cluster, registrations: serde_json::Value) {
     Api::<ManagedClusterAddOn>::namespaced(hub.client.clone(), "spoke-a")
@@ -651,20 +692,7 @@ async fn addon_registrations_get_certificates_from_the_kube_and_custom_signers()
          "signerSecretRef": {"namespace": SYSTEM_NAMESPACE, "name": "hello-signer-ca"}},
     ]);
     publish_addon(&hub, registrations).await;
-    spoke.namespace("hello-ns").await;
-    Api::<ManagedClusterAddOn>::namespaced(hub.client.clone(), "spoke-a")
-        .create(
-            &PostParams::default(),
-            &ManagedClusterAddOn::new(
-                "hello",
-                ManagedClusterAddOnSpec {
-                    install_namespace: Some("hello-ns".into()),
-                    ..Default::default()
-                },
-            ),
-        )
-        .await
-        .unwrap();
+    install_hello(&hub, &spoke).await;
     set_registrations(
         &hub,
         json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}, {"signerName": CUSTOM_SIGNER}]),
@@ -723,20 +751,7 @@ async fn addon_registrations_get_certificates_from_the_kube_and_custom_signers()
 async fn a_changed_registration_gets_a_new_certificate_and_an_undeclared_one_none() {
     let (hub, _loops, spoke, _agent) = joined_spoke().await;
     publish_addon(&hub, json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}])).await;
-    spoke.namespace("hello-ns").await;
-    Api::<ManagedClusterAddOn>::namespaced(hub.client.clone(), "spoke-a")
-        .create(
-            &PostParams::default(),
-            &ManagedClusterAddOn::new(
-                "hello",
-                ManagedClusterAddOnSpec {
-                    install_namespace: Some("hello-ns".into()),
-                    ..Default::default()
-                },
-            ),
-        )
-        .await
-        .unwrap();
+    install_hello(&hub, &spoke).await;
     set_registrations(&hub, json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}])).await;
     let addon_secrets: Api<Secret> = Api::namespaced(spoke.client.clone(), "hello-ns");
     let first = wait_for(

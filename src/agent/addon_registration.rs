@@ -240,3 +240,63 @@ async fn request(ctx: &Context, wanted: &Wanted) -> Result<Secret, String> {
     }
     .to_secret())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::addon::{ManagedClusterAddOnSpec, ManagedClusterAddOnStatus};
+
+    fn addon(name: &str, namespace: Option<&str>, signers: &[&str]) -> Arc<ManagedClusterAddOn> {
+        let mut addon = ManagedClusterAddOn::new(
+            name,
+            ManagedClusterAddOnSpec {
+                install_namespace: namespace.map(str::to_string),
+                ..Default::default()
+            },
+        );
+        addon.status = Some(ManagedClusterAddOnStatus {
+            registrations: signers
+                .iter()
+                .map(|signer| RegistrationConfig {
+                    signer_name: signer.to_string(),
+                    subject: None,
+                })
+                .collect(),
+            ..Default::default()
+        });
+        Arc::new(addon)
+    }
+
+    #[test]
+    fn every_registration_of_every_addon_is_wanted_once_in_its_install_namespace() {
+        let wanted = wanted_registrations(&[
+            addon(
+                "a",
+                Some("a-ns"),
+                &[SIGNER_KUBE_APISERVER_CLIENT, "example.com/x"],
+            ),
+            addon("b", None, &[SIGNER_KUBE_APISERVER_CLIENT]),
+            addon("c", Some("c-ns"), &[]),
+        ]);
+        let keys: Vec<(&str, &str)> = wanted
+            .keys()
+            .map(|(addon, signer)| (addon.as_str(), signer.as_str()))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("a", "example.com/x"),
+                ("a", SIGNER_KUBE_APISERVER_CLIENT),
+                ("b", SIGNER_KUBE_APISERVER_CLIENT)
+            ]
+        );
+        assert_eq!(
+            wanted[&("a".into(), "example.com/x".into())].namespace,
+            "a-ns"
+        );
+        assert_eq!(
+            wanted[&("b".into(), SIGNER_KUBE_APISERVER_CLIENT.into())].namespace,
+            crate::api::vocabulary::DEFAULT_ADDON_INSTALL_NAMESPACE
+        );
+    }
+}

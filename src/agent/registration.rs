@@ -367,7 +367,10 @@ async fn serve(
         }
         match renewed {
             Ok(next) => {
-                store(config, &next).await;
+                tokio::select! {
+                    _ = shutdown.cancelled() => return Interrupted::Shutdown,
+                    _ = store(config, &next) => {}
+                }
                 info!(
                     cluster = config.cluster_name,
                     "client certificate rotated; loops restart with it"
