@@ -6,24 +6,22 @@ mod support;
 
 use std::time::Duration;
 
-use fleetform::agent::registration::{BOOTSTRAP_KUBECONFIG_KEY, REASON_TOO_MANY_PENDING_CSRS};
+use fleetform::agent::registration::REASON_TOO_MANY_PENDING_CSRS;
 use fleetform::agent::rotation::{CertificateLifetime, registration_csr};
 use fleetform::agent::{AgentConfig, HubConnection};
 use fleetform::api::ManagedCluster;
 use fleetform::api::ManagedClusterAddOn;
 use fleetform::api::addon::ClusterManagementAddOn;
 use fleetform::api::addon::ManagedClusterAddOnSpec;
-use fleetform::api::fleet::{KubeconfigSource, SYSTEM_NAMESPACE, Spoke, SpokeSpec};
+use fleetform::api::fleet::SYSTEM_NAMESPACE;
 use fleetform::api::vocabulary::{
-    AGENT_NAMESPACE, BOOTSTRAP_HUB_KUBECONFIG_SECRET, CLUSTER_LEASE_NAME,
-    CONDITION_CERTIFICATE_ROTATED, HUB_KUBECONFIG_SECRET, HUB_KUBECONFIG_SECRET_KEY_AGENT_NAME,
-    HUB_KUBECONFIG_SECRET_KEY_CLUSTER_NAME, HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG,
-    HUB_KUBECONFIG_SECRET_KEY_TLS_CRT, HUB_KUBECONFIG_SECRET_KEY_TLS_KEY, LABEL_ADDON_NAME,
-    LABEL_CLUSTER_NAME, REASON_CLIENT_CERTIFICATE_UPDATED, SIGNER_KUBE_APISERVER_CLIENT,
-    STATUS_TRUE,
+    AGENT_NAMESPACE, CLUSTER_LEASE_NAME, CONDITION_CERTIFICATE_ROTATED, HUB_KUBECONFIG_SECRET,
+    HUB_KUBECONFIG_SECRET_KEY_AGENT_NAME, HUB_KUBECONFIG_SECRET_KEY_CLUSTER_NAME,
+    HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG, HUB_KUBECONFIG_SECRET_KEY_TLS_CRT,
+    HUB_KUBECONFIG_SECRET_KEY_TLS_KEY, LABEL_ADDON_NAME, LABEL_CLUSTER_NAME,
+    REASON_CLIENT_CERTIFICATE_UPDATED, SIGNER_KUBE_APISERVER_CLIENT, STATUS_TRUE,
 };
 use fleetform::hub::approval::CSR_DENIED;
-use fleetform::hub::bootstrap::{BootstrapToken, bootstrap_kubeconfig, token_secret};
 use fleetform::plan::desired::ADDON_SPEC_ANNOTATION;
 use fleetform_controlplane::auth::ca::CertificateAuthority;
 use futures::StreamExt;
@@ -54,66 +52,6 @@ async fn hub_with_loops(hub: Cluster) -> (Cluster, Running) {
     hub.namespace(SYSTEM_NAMESPACE).await;
     let loops = start_hub_loops(&hub);
     (hub, loops)
-}
-
-/// Declares a spoke in git, as sync does: the hub approves only declared spokes.
-async fn declare(hub: &Cluster, name: &str) {
-    let spoke = Spoke::new(
-        name,
-        SpokeSpec {
-            hub_ref: "hub".into(),
-            kubeconfig: KubeconfigSource {
-                in_cluster: Some(true),
-                ..Default::default()
-            },
-            lease_duration_seconds: None,
-            cluster_claims_max: None,
-            agent: None,
-            addons: Vec::new(),
-            availability: Default::default(),
-            cleanup: Default::default(),
-            taints: Vec::new(),
-        },
-    );
-    Api::<Spoke>::namespaced(hub.client.clone(), SYSTEM_NAMESPACE)
-        .create(&PostParams::default(), &spoke)
-        .await
-        .expect("declare the spoke");
-}
-
-/// Issues a bootstrap token of `cluster` on the hub, as the lifecycle reconciler does.
-async fn issue_token(hub: &Cluster, cluster: &str) -> BootstrapToken {
-    let token = BootstrapToken::generate();
-    Api::<Secret>::namespaced(hub.client.clone(), "kube-system")
-        .create(
-            &PostParams::default(),
-            &token_secret(cluster, &token.id, &token.secret),
-        )
-        .await
-        .expect("create the bootstrap token");
-    token
-}
-
-fn bootstrap_for(hub: &Cluster, token: &BootstrapToken) -> String {
-    let ca = hub.server.certificate_authority().expect("a secure hub");
-    bootstrap_kubeconfig(&hub.server.url(), ca.cert_pem(), &token.bearer())
-}
-
-/// Writes the spoke's `bootstrap-hub-kubeconfig` Secret, as the lifecycle reconciler does.
-async fn install_bootstrap(spoke: &Cluster, kubeconfig: &str) {
-    spoke.namespace(AGENT_NAMESPACE).await;
-    Api::<Secret>::namespaced(spoke.client.clone(), AGENT_NAMESPACE)
-        .patch(
-            BOOTSTRAP_HUB_KUBECONFIG_SECRET,
-            &PatchParams::apply("fleetform-test").force(),
-            &Patch::Apply(json!({
-                "apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": BOOTSTRAP_HUB_KUBECONFIG_SECRET},
-                "data": {BOOTSTRAP_KUBECONFIG_KEY: ByteString(kubeconfig.as_bytes().to_vec())},
-            })),
-        )
-        .await
-        .expect("write the bootstrap secret");
 }
 
 /// An agent of `name` on `spoke` registering with its bootstrap Secret.
@@ -221,9 +159,11 @@ async fn spokes_register_by_certificate_reuse_it_on_restart_and_touch_only_their
     let spoke_a = Cluster::start().await;
     let spoke_b = Cluster::start().await;
     for (spoke, name) in [(&spoke_a, "spoke-a"), (&spoke_b, "spoke-b")] {
-        declare(&hub, name).await;
-        let token = issue_token(&hub, name).await;
-        install_bootstrap(spoke, &bootstrap_for(&hub, &token)).await;
+        hub.declare_spoke(name).await;
+        let token = hub.issue_bootstrap_token(name).await;
+        spoke
+            .install_bootstrap(&hub.bootstrap_kubeconfig(&token))
+            .await;
     }
     let agent_a = start_agent(cert_agent(&spoke_a, "spoke-a"));
     let _agent_b = start_agent(cert_agent(&spoke_b, "spoke-b"));
@@ -351,11 +291,13 @@ async fn spokes_register_by_certificate_reuse_it_on_restart_and_touch_only_their
 async fn a_bootstrap_token_of_one_spoke_cannot_register_another() {
     let (hub, _loops) = hub_with_loops(Cluster::start().await).await;
     let spoke_b = Cluster::start().await;
-    declare(&hub, "spoke-a").await;
-    declare(&hub, "spoke-b").await;
-    let token_a = issue_token(&hub, "spoke-a").await;
-    let token_b = issue_token(&hub, "spoke-b").await;
-    install_bootstrap(&spoke_b, &bootstrap_for(&hub, &token_a)).await;
+    hub.declare_spoke("spoke-a").await;
+    hub.declare_spoke("spoke-b").await;
+    let token_a = hub.issue_bootstrap_token("spoke-a").await;
+    let token_b = hub.issue_bootstrap_token("spoke-b").await;
+    spoke_b
+        .install_bootstrap(&hub.bootstrap_kubeconfig(&token_a))
+        .await;
     let _agent = start_agent(cert_agent(&spoke_b, "spoke-b"));
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     wait_for(&clusters, "spoke-b", "created", |_| true).await;
@@ -394,8 +336,10 @@ async fn restarts_never_leave_more_than_ten_registration_csrs_pending() {
     let (hub, _loops) = hub_with_loops(Cluster::start().await).await;
     let spoke = Cluster::start().await;
     // Never declared in git: its CSRs stay pending.
-    let token = issue_token(&hub, "spoke-a").await;
-    install_bootstrap(&spoke, &bootstrap_for(&hub, &token)).await;
+    let token = hub.issue_bootstrap_token("spoke-a").await;
+    spoke
+        .install_bootstrap(&hub.bootstrap_kubeconfig(&token))
+        .await;
     let csrs: Api<CertificateSigningRequest> = Api::all(hub.client.clone());
     for n in 0..9 {
         let earlier = registration_csr("spoke-a", &format!("earlier{n}"), None).unwrap();
@@ -430,9 +374,11 @@ async fn short_certificates_of_the_agent_and_its_addons_are_rotated_and_the_leas
     let (hub, _loops) =
         hub_with_loops(Cluster::start_signing_for(Duration::from_secs(12)).await).await;
     let spoke = Cluster::start().await;
-    declare(&hub, "spoke-a").await;
-    let token = issue_token(&hub, "spoke-a").await;
-    install_bootstrap(&spoke, &bootstrap_for(&hub, &token)).await;
+    hub.declare_spoke("spoke-a").await;
+    let token = hub.issue_bootstrap_token("spoke-a").await;
+    spoke
+        .install_bootstrap(&hub.bootstrap_kubeconfig(&token))
+        .await;
     let _agent = start_agent(cert_agent(&spoke, "spoke-a"));
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     wait_for(&clusters, "spoke-a", "created", |_| true).await;
@@ -524,9 +470,11 @@ async fn short_certificates_of_the_agent_and_its_addons_are_rotated_and_the_leas
 async fn a_new_bootstrap_secret_registers_the_agent_again() {
     let (hub, _loops) = hub_with_loops(Cluster::start().await).await;
     let spoke = Cluster::start().await;
-    declare(&hub, "spoke-a").await;
-    let first_token = issue_token(&hub, "spoke-a").await;
-    install_bootstrap(&spoke, &bootstrap_for(&hub, &first_token)).await;
+    hub.declare_spoke("spoke-a").await;
+    let first_token = hub.issue_bootstrap_token("spoke-a").await;
+    spoke
+        .install_bootstrap(&hub.bootstrap_kubeconfig(&first_token))
+        .await;
     let _agent = start_agent(cert_agent(&spoke, "spoke-a"));
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     wait_for(&clusters, "spoke-a", "created", |_| true).await;
@@ -548,8 +496,10 @@ async fn a_new_bootstrap_secret_registers_the_agent_again() {
         )
         .await
         .unwrap();
-    let second_token = issue_token(&hub, "spoke-a").await;
-    install_bootstrap(&spoke, &bootstrap_for(&hub, &second_token)).await;
+    let second_token = hub.issue_bootstrap_token("spoke-a").await;
+    spoke
+        .install_bootstrap(&hub.bootstrap_kubeconfig(&second_token))
+        .await;
 
     let second = wait_for(
         &hub_secrets(&spoke),
@@ -582,9 +532,11 @@ async fn a_new_bootstrap_secret_registers_the_agent_again() {
 async fn joined_spoke() -> (Cluster, Running, Cluster, Running) {
     let (hub, loops) = hub_with_loops(Cluster::start().await).await;
     let spoke = Cluster::start().await;
-    declare(&hub, "spoke-a").await;
-    let token = issue_token(&hub, "spoke-a").await;
-    install_bootstrap(&spoke, &bootstrap_for(&hub, &token)).await;
+    hub.declare_spoke("spoke-a").await;
+    let token = hub.issue_bootstrap_token("spoke-a").await;
+    spoke
+        .install_bootstrap(&hub.bootstrap_kubeconfig(&token))
+        .await;
     let agent = start_agent(cert_agent(&spoke, "spoke-a"));
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     wait_for(&clusters, "spoke-a", "created", |_| true).await;
