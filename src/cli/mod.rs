@@ -55,10 +55,12 @@ enum Command {
     Crds(crds::Args),
     /// Run an embedded Kubernetes-compatible API server until SIGTERM or Ctrl-C.
     Controlplane(controlplane::Args),
-    /// Run a spoke's agent: register, renew the lease, report status, claims and addon health.
+    /// Run a spoke's agent: register (by certificate with a bootstrap kubeconfig, or with a hub
+    /// kubeconfig as it is), renew the lease, report status, claims and addon health, keep addon
+    /// certificates.
     Agent(agent::Args),
-    /// Run the hub loops: accept clusters, judge registration CSRs, expire leases, observe
-    /// poll-mode spokes.
+    /// Run the hub loops: accept clusters, judge registration and addon CSRs, sign custom-signer
+    /// CSRs, expire leases, observe poll-mode spokes.
     Hub(hub::Args),
 }
 
