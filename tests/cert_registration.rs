@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use fleetform::agent::registration::REASON_TOO_MANY_PENDING_CSRS;
+use fleetform::agent::registration::REASON_CERTIFICATE_CREATION_HALTED;
 use fleetform::agent::rotation::{CertificateLifetime, registration_csr};
 use fleetform::agent::{AgentConfig, HubConnection};
 use fleetform::api::ManagedCluster;
@@ -360,7 +360,7 @@ async fn restarts_never_leave_more_than_ten_registration_csrs_pending() {
     wait_for_list(events, None, "the agent says it waits", |events| {
         events
             .iter()
-            .any(|e| e.reason.as_deref() == Some(REASON_TOO_MANY_PENDING_CSRS))
+            .any(|e| e.reason.as_deref() == Some(REASON_CERTIFICATE_CREATION_HALTED))
     })
     .await;
     let all = csrs_of(&hub, "spoke-a").await;

@@ -17,7 +17,7 @@ use futures::StreamExt;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector;
 use kube::runtime::wait::await_condition;
@@ -27,12 +27,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::addon_secret::{AddonCertificate, stored_certificate};
-use super::hub_identity::{CsrState, csr_state, hub_kubeconfig};
+use super::hub_identity::{CsrState, csr_state, hub_kubeconfig, may_request_addon_certificate};
 use super::rotation::addon_registration_csr;
 use super::run::{Context, FIELD_MANAGER, sleep_until};
 use crate::api::ManagedClusterAddOn;
 use crate::api::addon::RegistrationConfig;
-use crate::api::vocabulary::SIGNER_KUBE_APISERVER_CLIENT;
+use crate::api::vocabulary::{LABEL_ADDON_NAME, LABEL_CLUSTER_NAME, SIGNER_KUBE_APISERVER_CLIENT};
 
 /// How long a registration waits before asking again after a refused CSR or a failed write.
 const REQUEST_AGAIN_DELAY: Duration = Duration::from_secs(5);
@@ -190,9 +190,27 @@ async fn keep_certificate(ctx: Arc<Context>, wanted: Wanted, stop: CancellationT
 /// Requests a certificate for the registration and waits for it: the Secret to store.
 async fn request(ctx: &Context, wanted: &Wanted) -> Result<Secret, String> {
     let cluster = ctx.name();
-    let pending = addon_registration_csr(&wanted.registration, cluster, &wanted.addon, None)
-        .map_err(|err| err.to_string())?;
+    let pending = addon_registration_csr(
+        &wanted.registration,
+        cluster,
+        &wanted.addon,
+        ctx.config.client_cert_expiration_seconds,
+    )
+    .map_err(|err| err.to_string())?;
     let csrs: Api<CertificateSigningRequest> = Api::all(ctx.hub.clone());
+    let selector = format!(
+        "{LABEL_CLUSTER_NAME}={cluster},{LABEL_ADDON_NAME}={}",
+        wanted.addon
+    );
+    let earlier = csrs
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|err| format!("cannot list the addon's CSRs: {err}"))?;
+    if !may_request_addon_certificate(&earlier.items) {
+        return Err(
+            "too many of the addon's CSRs are pending; no new one until the hub answers".into(),
+        );
+    }
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..PostParams::default()

@@ -285,6 +285,16 @@ pub fn may_request_certificate(cluster_csrs: &[CertificateSigningRequest]) -> bo
     pending_registration_csrs(cluster_csrs) < MAX_PENDING_CSRS
 }
 
+/// Whether the agent may create another CSR for one addon, given that addon's CSRs on its
+/// cluster: only while fewer than [`MAX_PENDING_CSRS`] are pending.
+pub fn may_request_addon_certificate(addon_csrs: &[CertificateSigningRequest]) -> bool {
+    addon_csrs
+        .iter()
+        .filter(|csr| csr_state(csr) == CsrState::Pending)
+        .count()
+        < MAX_PENDING_CSRS
+}
+
 /// How many of these CSRs are pending registration CSRs.
 pub fn pending_registration_csrs(cluster_csrs: &[CertificateSigningRequest]) -> usize {
     cluster_csrs
@@ -455,6 +465,8 @@ mod tests {
         assert!(may_request_certificate(&csrs));
         csrs.push(pending());
         assert!(!may_request_certificate(&csrs));
+        assert!(!may_request_addon_certificate(&csrs));
+        assert!(may_request_addon_certificate(&csrs[2..]));
     }
 
     #[test]

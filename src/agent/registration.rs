@@ -42,8 +42,9 @@ use crate::hub::conditions::set_conditions;
 
 /// Key of the bootstrap Secret holding the kubeconfig.
 pub const BOOTSTRAP_KUBECONFIG_KEY: &str = "kubeconfig";
-/// Reason of the spoke Event saying the agent waits because too many of its CSRs are pending.
-pub const REASON_TOO_MANY_PENDING_CSRS: &str = "TooManyPendingCSRs";
+/// Reason of the spoke Event saying the agent waits because too many of its CSRs are pending
+/// (OCM's).
+pub const REASON_CERTIFICATE_CREATION_HALTED: &str = "ClientCertificateCreationHalted";
 
 /// How long the agent waits before asking again after a refused CSR or a full pending queue.
 const REQUEST_AGAIN_DELAY: Duration = Duration::from_secs(5);
@@ -233,20 +234,15 @@ async fn bootstrap_once(
     create_cluster(&Api::all(hub.clone()), config)
         .await
         .map_err(|err| err.to_string())?;
-    let csrs: Api<CertificateSigningRequest> = Api::all(hub.clone());
     let cluster = &config.cluster_name;
-    let listed = csrs
-        .list(&ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}={cluster}")))
-        .await
-        .map_err(|err| format!("cannot list the cluster's CSRs: {err}"))?;
-    if !may_request_certificate(&listed.items) {
+    if !may_request(&hub, cluster).await? {
         if !*warned_full {
             *warned_full = true;
             let message = format!(
                 "too many pending CSRs for cluster {cluster}; no new one until the hub answers"
             );
             warn!(cluster, "{message}");
-            record_event(config, REASON_TOO_MANY_PENDING_CSRS, &message).await;
+            record_event(config, REASON_CERTIFICATE_CREATION_HALTED, &message).await;
         }
         return Ok(None);
     }
@@ -261,6 +257,15 @@ async fn bootstrap_once(
     }
 }
 
+/// Whether fewer than the most registration CSRs of `cluster` are pending.
+async fn may_request(hub: &Client, cluster: &str) -> Result<bool, String> {
+    let listed = Api::<CertificateSigningRequest>::all(hub.clone())
+        .list(&ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}={cluster}")))
+        .await
+        .map_err(|err| format!("cannot list the cluster's CSRs: {err}"))?;
+    Ok(may_request_certificate(&listed.items))
+}
+
 /// Creates a registration CSR through `hub` and waits for its certificate: the certificate and
 /// key PEM, or `None` if the CSR was refused.
 async fn request_certificate(
@@ -268,8 +273,12 @@ async fn request_certificate(
     config: &AgentConfig,
     agent_id: &str,
 ) -> Result<Option<(String, String)>, String> {
-    let pending =
-        registration_csr(&config.cluster_name, agent_id, None).map_err(|err| err.to_string())?;
+    let pending = registration_csr(
+        &config.cluster_name,
+        agent_id,
+        config.client_cert_expiration_seconds,
+    )
+    .map_err(|err| err.to_string())?;
     let csrs: Api<CertificateSigningRequest> = Api::all(hub.clone());
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
@@ -394,7 +403,16 @@ async fn renew(
 ) -> Result<HubIdentity, Interrupted> {
     sleep_until(identity.lifetime.rotation_deadline(fastrand::f64())).await;
     loop {
-        let attempt = request_certificate(hub, config, &identity.agent_id);
+        let attempt = async {
+            match may_request(hub, &config.cluster_name).await {
+                Ok(true) => request_certificate(hub, config, &identity.agent_id).await,
+                Ok(false) => Err(
+                    "Stop creating csr since there are too many csr created already on hub"
+                        .to_string(),
+                ),
+                Err(err) => Err(err),
+            }
+        };
         let deadline = super::rotation::wait_until(identity.lifetime.not_after, Timestamp::now());
         let failure = match tokio::time::timeout(deadline, attempt).await {
             Err(_) => {

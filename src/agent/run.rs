@@ -55,6 +55,10 @@ pub struct AgentConfig {
     pub addon_lease_duration: Duration,
     /// API server URLs of the spoke, for `spec.managedClusterClientConfigs` of a new cluster.
     pub spoke_urls: Vec<String>,
+    /// How long the client certificates the agent requests (its own and its addons') should live
+    /// (`spec.expirationSeconds`, the Hub's `clientCertExpirationSeconds`); `None` leaves it to
+    /// the signer.
+    pub client_cert_expiration_seconds: Option<i32>,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -67,6 +71,10 @@ impl std::fmt::Debug for AgentConfig {
             .field("failure_grace", &self.failure_grace)
             .field("cluster_claims_max", &self.cluster_claims_max)
             .field("addon_lease_duration", &self.addon_lease_duration)
+            .field(
+                "client_cert_expiration_seconds",
+                &self.client_cert_expiration_seconds,
+            )
             .finish_non_exhaustive()
     }
 }
@@ -84,6 +92,7 @@ impl AgentConfig {
             cluster_claims_max: 20,
             addon_lease_duration: super::addon_health::ADDON_LEASE_DURATION,
             spoke_urls: Vec::new(),
+            client_cert_expiration_seconds: None,
         }
     }
 }

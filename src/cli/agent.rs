@@ -49,6 +49,10 @@ pub struct Args {
     /// API server URL of the spoke, for a new ManagedCluster (repeatable).
     #[arg(long)]
     spoke_url: Vec<String>,
+    /// Requested lifetime of the client certificates the agent asks for, its own and its
+    /// addons' (at least 600; default: the signer's).
+    #[arg(long, value_parser = clap::value_parser!(i32).range(600..))]
+    client_cert_expiration_seconds: Option<i32>,
 }
 
 pub async fn run(args: Args) -> u8 {
@@ -79,6 +83,7 @@ pub async fn run(args: Args) -> u8 {
     config.cluster_claims_max = args.cluster_claims_max;
     config.failure_grace = Duration::from_secs(args.failure_grace_seconds);
     config.spoke_urls = args.spoke_url;
+    config.client_cert_expiration_seconds = args.client_cert_expiration_seconds;
     let shutdown = CancellationToken::new();
     let agent = tokio::spawn(crate::agent::run(config, shutdown.clone()));
     super::shutdown_signal().await;
