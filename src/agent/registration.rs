@@ -49,10 +49,11 @@ pub const REASON_CERTIFICATE_CREATION_HALTED: &str = "ClientCertificateCreationH
 /// How long the agent waits before asking again after a refused CSR or a full pending queue.
 const REQUEST_AGAIN_DELAY: Duration = Duration::from_secs(5);
 
-/// How a wait ended when it did not produce what it waited for.
+/// Why the agent stopped using an identity.
 enum Interrupted {
     Shutdown,
-    BootstrapChanged,
+    /// The bootstrap kubeconfig changed, or the identity can no longer be used or renewed.
+    RegisterAgain,
 }
 
 /// Registers, runs the loops and rotates until `shutdown` is cancelled.
@@ -83,11 +84,8 @@ pub(crate) async fn run(config: AgentConfig, shutdown: CancellationToken) {
         };
         match serve(&config, &kubeconfig, obtained, &mut bootstrap, &shutdown).await {
             Interrupted::Shutdown => break,
-            Interrupted::BootstrapChanged => {
-                info!(
-                    cluster = config.cluster_name,
-                    "bootstrap kubeconfig changed; registering again"
-                );
+            Interrupted::RegisterAgain => {
+                info!(cluster = config.cluster_name, "registering again");
             }
         }
     }
@@ -345,7 +343,7 @@ async fn serve(
             Ok(hub) => hub,
             Err(err) => {
                 warn!(%err, "cannot use the issued identity; registering again");
-                return Interrupted::BootstrapChanged;
+                return Interrupted::RegisterAgain;
             }
         };
         let session = shutdown.child_token();
@@ -366,7 +364,8 @@ async fn serve(
         let renewed = tokio::select! {
             _ = shutdown.cancelled() => Err(Interrupted::Shutdown),
             _ = bootstrap_changes(bootstrap_rx.clone(), &identity.bootstrap_fingerprint) => {
-                Err(Interrupted::BootstrapChanged)
+                info!(cluster = config.cluster_name, "the bootstrap kubeconfig changed");
+                Err(Interrupted::RegisterAgain)
             }
             renewed = renew(config, bootstrap, &hub, &identity) => renewed,
         };
@@ -394,7 +393,7 @@ async fn serve(
 
 /// Waits until the identity is due for rotation, then renews it with itself. A failed renewal is
 /// reported on the ManagedCluster and retried; an identity that expires before it is renewed
-/// ends in [`Interrupted::BootstrapChanged`] (register again).
+/// ends in [`Interrupted::RegisterAgain`] (register again).
 async fn renew(
     config: &AgentConfig,
     bootstrap: &str,
@@ -420,7 +419,7 @@ async fn renew(
                     cluster = config.cluster_name,
                     "the certificate expired before it was renewed; registering again"
                 );
-                return Err(Interrupted::BootstrapChanged);
+                return Err(Interrupted::RegisterAgain);
             }
             Ok(Ok(Some((certificate, key)))) => {
                 match HubIdentity::issued(
@@ -455,7 +454,7 @@ async fn renew(
             warn!(%err, "writing {CONDITION_CERTIFICATE_ROTATED}");
         }
         if Timestamp::now() >= identity.lifetime.not_after {
-            return Err(Interrupted::BootstrapChanged);
+            return Err(Interrupted::RegisterAgain);
         }
         tokio::time::sleep(REQUEST_AGAIN_DELAY).await;
     }
