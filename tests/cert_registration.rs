@@ -22,6 +22,7 @@ use fleetform::api::vocabulary::{
     REASON_CLIENT_CERTIFICATE_UPDATED, SIGNER_KUBE_APISERVER_CLIENT, STATUS_TRUE,
 };
 use fleetform::hub::approval::CSR_DENIED;
+use fleetform::hub::bootstrap::{BOOTSTRAP_GROUP, BOOTSTRAP_ROLE_NAME};
 use fleetform::plan::desired::ADDON_SPEC_ANNOTATION;
 use fleetform_controlplane::auth::ca::CertificateAuthority;
 use futures::StreamExt;
@@ -29,6 +30,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Secret};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
@@ -178,6 +180,15 @@ async fn spokes_register_by_certificate_reuse_it_on_restart_and_touch_only_their
     for name in ["spoke-a", "spoke-b"] {
         wait_for(&clusters, name, "joined", ManagedCluster::is_joined).await;
     }
+
+    let binding = Api::<ClusterRoleBinding>::all(hub.client.clone())
+        .get(BOOTSTRAP_ROLE_NAME)
+        .await
+        .expect("the hub loops bind the bootstrap role");
+    assert_eq!(
+        binding.subjects.unwrap_or_default()[0].name,
+        BOOTSTRAP_GROUP
+    );
 
     let stored = wait_for(
         &hub_secrets(&spoke_a),
