@@ -197,7 +197,8 @@ pub enum ClusterRole {
 }
 
 impl ClusterRole {
-    fn as_str(self) -> &'static str {
+    /// `hub` or `spoke`.
+    pub fn as_str(self) -> &'static str {
         match self {
             ClusterRole::Hub => "hub",
             ClusterRole::Spoke => "spoke",

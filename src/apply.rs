@@ -32,6 +32,48 @@ pub struct Applied {
     pub written: Vec<String>,
 }
 
+/// Day 0 on the hub `hub`: fleetform's CRDs (OCM's own, where the hub already serves them, are
+/// left as they are) and its namespace. Returns the CRDs written; running it again is harmless.
+pub async fn install_hub(hub: &str, client: &Client) -> Result<Vec<String>, ApplyError> {
+    let failed = |action: String| {
+        let hub = hub.to_string();
+        move |source| ApplyError {
+            hub,
+            action,
+            source,
+        }
+    };
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let mut installed = Vec::new();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crate::api::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        // An OCM hub may serve its kinds in more versions than fleetform knows; replacing
+        // its CRD would stop serving them.
+        let ours = crd.spec.group == crate::api::fleet::GROUP;
+        if !ours
+            && crds
+                .get_opt(&name)
+                .await
+                .map_err(failed(format!("read CRD {name}")))?
+                .is_some()
+        {
+            continue;
+        }
+        crds.patch(&name, &params, &Patch::Apply(&crd))
+            .await
+            .map_err(failed(format!("install CRD {name}")))?;
+        installed.push(name);
+    }
+    let namespace =
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}});
+    Api::<Namespace>::all(client.clone())
+        .patch(SYSTEM_NAMESPACE, &params, &Patch::Apply(&namespace))
+        .await
+        .map_err(failed(format!("create namespace {SYSTEM_NAMESPACE}")))?;
+    Ok(installed)
+}
+
 /// Writes a hub's plan: installation first when the plan asks for it, then object changes in
 /// plan order.
 pub async fn apply_hub(plan: &HubPlan, client: &Client) -> Result<Applied, ApplyError> {
@@ -46,31 +88,7 @@ pub async fn apply_hub(plan: &HubPlan, client: &Client) -> Result<Applied, Apply
     let mut applied = Applied::default();
     let params = PatchParams::apply(FIELD_MANAGER).force();
     if plan.steps.contains(&Step::InstallHub) {
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for crd in crate::api::crds() {
-            let name = crd.metadata.name.clone().unwrap_or_default();
-            // An OCM hub may serve its kinds in more versions than fleetform knows; replacing
-            // its CRD would stop serving them.
-            let ours = crd.spec.group == crate::api::fleet::GROUP;
-            if !ours
-                && crds
-                    .get_opt(&name)
-                    .await
-                    .map_err(failed(format!("read CRD {name}")))?
-                    .is_some()
-            {
-                continue;
-            }
-            crds.patch(&name, &params, &Patch::Apply(&crd))
-                .await
-                .map_err(failed(format!("install CRD {name}")))?;
-            applied.installed_crds.push(name);
-        }
-        let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}});
-        Api::<Namespace>::all(client.clone())
-            .patch(SYSTEM_NAMESPACE, &params, &Patch::Apply(&namespace))
-            .await
-            .map_err(failed(format!("create namespace {SYSTEM_NAMESPACE}")))?;
+        applied.installed_crds = install_hub(&plan.hub, client).await?;
     }
     for change in &plan.changes {
         let api = dynamic(client, &change.key);

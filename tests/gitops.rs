@@ -255,6 +255,8 @@ async fn apply_installs_the_hub_writes_the_plan_and_refuses_a_stale_saved_plan()
         fleet.as_os_str(),
         "--data-dir".as_ref(),
         data_dir,
+        // No lifecycle reconciler runs on this hub: nothing would converge.
+        "--no-wait".as_ref(),
     ])
     .await;
     let text = stdout(&applied);
@@ -304,6 +306,8 @@ async fn apply_installs_the_hub_writes_the_plan_and_refuses_a_stale_saved_plan()
         saved.as_os_str(),
         "--data-dir".as_ref(),
         data_dir,
+        // No lifecycle reconciler runs on this hub: nothing would converge.
+        "--no-wait".as_ref(),
     ])
     .await;
     assert_eq!(
@@ -324,6 +328,8 @@ async fn apply_installs_the_hub_writes_the_plan_and_refuses_a_stale_saved_plan()
         other.as_os_str(),
         "--data-dir".as_ref(),
         data_dir,
+        // No lifecycle reconciler runs on this hub: nothing would converge.
+        "--no-wait".as_ref(),
     ])
     .await;
     let stderr = String::from_utf8_lossy(&stale.stderr);

@@ -31,6 +31,7 @@ pub mod addon_registration;
 pub mod addon_secret;
 pub mod availability;
 pub mod claims;
+pub mod day2;
 pub mod hub_connection;
 pub mod hub_identity;
 pub mod lease_loop;

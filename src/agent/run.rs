@@ -109,6 +109,8 @@ pub enum AgentError {
         #[source]
         source: kube::Error,
     },
+    #[error("cluster {cluster}: {message}")]
+    Local { cluster: String, message: String },
 }
 
 impl AgentError {
@@ -191,6 +193,7 @@ pub(crate) async fn run_loops(
             ctx.clone(),
             shutdown.clone(),
         )),
+        tokio::spawn(super::day2::run(ctx.clone(), shutdown.clone())),
     ];
     shutdown.cancelled().await;
     for task in tasks {

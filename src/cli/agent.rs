@@ -11,7 +11,7 @@ use crate::agent::{AgentConfig, HubConnection};
 use crate::api::vocabulary::AGENT_NAMESPACE;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Kubeconfig of the hub, used as it is. Without it the agent registers by certificate with
     /// a bootstrap kubeconfig: `--bootstrap-kubeconfig`, else the `bootstrap-hub-kubeconfig`
     /// Secret in the agent's namespace on the spoke.
@@ -63,10 +63,13 @@ pub async fn run(args: Args) -> u8 {
             return exit::INVALID_INPUT;
         }
     };
-    let hub = match (args.hub_kubeconfig, args.bootstrap_kubeconfig) {
+    let hub = match (
+        args.hub_kubeconfig.clone(),
+        args.bootstrap_kubeconfig.clone(),
+    ) {
         (Some(path), _) => HubConnection::KubeconfigFile {
             path,
-            context: args.hub_context,
+            context: args.hub_context.clone(),
         },
         (None, Some(path)) => match std::fs::read_to_string(&path) {
             Ok(text) => HubConnection::Bootstrap(text),
@@ -77,13 +80,7 @@ pub async fn run(args: Args) -> u8 {
         },
         (None, None) => HubConnection::BootstrapSecret,
     };
-    let mut config = AgentConfig::new(args.cluster_name, hub, spoke);
-    config.agent_namespace = args.agent_namespace;
-    config.deployment = args.deployment;
-    config.cluster_claims_max = args.cluster_claims_max;
-    config.failure_grace = Duration::from_secs(args.failure_grace_seconds);
-    config.spoke_urls = args.spoke_url;
-    config.client_cert_expiration_seconds = args.client_cert_expiration_seconds;
+    let config = args.into_config(spoke, hub);
     let shutdown = CancellationToken::new();
     let agent = tokio::spawn(crate::agent::run(config, shutdown.clone()));
     super::shutdown_signal().await;
@@ -98,5 +95,53 @@ pub async fn run(args: Args) -> u8 {
             eprintln!("error: the agent failed: {err}");
             exit::INTERNAL
         }
+    }
+}
+
+impl Args {
+    /// The agent these arguments describe, on `spoke`, reaching its hub through `hub`.
+    pub(crate) fn into_config(self, spoke: kube::Client, hub: HubConnection) -> AgentConfig {
+        let mut config = AgentConfig::new(self.cluster_name, hub, spoke);
+        config.agent_namespace = self.agent_namespace;
+        config.deployment = self.deployment;
+        config.cluster_claims_max = self.cluster_claims_max;
+        config.failure_grace = Duration::from_secs(self.failure_grace_seconds);
+        config.spoke_urls = self.spoke_url;
+        config.client_cert_expiration_seconds = self.client_cert_expiration_seconds;
+        config
+    }
+}
+
+/// The arguments of an agent container (`agent --cluster-name …`), parsed exactly as
+/// `fleetform agent` parses them; `fleetform up` starts its in-process agents from these.
+pub fn parse_container_args(args: &[String]) -> Result<AgentArgs, String> {
+    #[derive(Debug, clap::Parser)]
+    #[command(name = "fleetform")]
+    struct Container {
+        #[command(subcommand)]
+        command: ContainerCommand,
+    }
+    #[derive(Debug, clap::Subcommand)]
+    enum ContainerCommand {
+        Agent(Args),
+    }
+    use clap::Parser;
+    let argv = std::iter::once("fleetform").chain(args.iter().map(String::as_str));
+    match Container::try_parse_from(argv) {
+        Ok(Container {
+            command: ContainerCommand::Agent(args),
+        }) => Ok(AgentArgs(args)),
+        Err(err) => Err(err.render().to_string().trim().to_string()),
+    }
+}
+
+/// Parsed agent arguments (see [`parse_container_args`]).
+#[derive(Debug)]
+pub struct AgentArgs(Args);
+
+impl AgentArgs {
+    /// The agent these arguments describe, on `spoke`, reaching its hub through `hub`.
+    pub fn into_config(self, spoke: kube::Client, hub: HubConnection) -> AgentConfig {
+        self.0.into_config(spoke, hub)
     }
 }

@@ -1,10 +1,14 @@
 //! `fleetform apply`: carry out a plan — made now from a source, or saved by `plan --out`.
 
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::path::Path;
+use std::time::Duration;
 
 use super::plan::{GuardArgs, build, colour};
 use super::{ClusterArgs, SourceArgs, exit};
 use crate::apply::apply_hub;
+use crate::converge::{self, Progress};
 use crate::observe::observe_hub;
 use crate::plan::{Plan, render, stale_reasons};
 
@@ -17,6 +21,12 @@ pub struct Args {
     clusters: ClusterArgs,
     #[command(flatten)]
     guard: GuardArgs,
+    /// Only write the objects; do not wait for the spokes to converge.
+    #[arg(long)]
+    no_wait: bool,
+    /// Seconds to wait for every spoke to be Running (and every removed one gone).
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
 }
 
 pub async fn run(args: Args) -> u8 {
@@ -40,6 +50,7 @@ pub async fn run(args: Args) -> u8 {
         return exit::INVALID_INPUT;
     }
     let access = args.clusters.access();
+    let mut clients = Vec::new();
     for hub in plan
         .hubs
         .iter()
@@ -59,6 +70,7 @@ pub async fn run(args: Args) -> u8 {
                 return exit::INVALID_INPUT;
             }
         };
+        clients.push((hub.hub.clone(), client.clone()));
         match apply_hub(hub, &client).await {
             Ok(applied) => {
                 for crd in &applied.installed_crds {
@@ -75,7 +87,64 @@ pub async fn run(args: Args) -> u8 {
         }
     }
     println!("Applied {}.", plan.source);
-    exit::OK
+    if args.no_wait || clients.is_empty() {
+        return exit::OK;
+    }
+    let timeout = Duration::from_secs(args.timeout);
+    let mut shown = ProgressView::new(std::io::stdout().is_terminal());
+    match converge::wait(&clients, timeout, |progress| shown.update(progress)).await {
+        Ok(()) => {
+            println!("Converged.");
+            exit::OK
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            exit::NOT_CONVERGED
+        }
+    }
+}
+
+/// How apply shows its spokes converging: on a terminal one line per spoke, redrawn in place;
+/// otherwise a line whenever a spoke's state changes.
+struct ProgressView {
+    terminal: bool,
+    drawn: usize,
+    last: BTreeMap<String, String>,
+}
+
+impl ProgressView {
+    fn new(terminal: bool) -> Self {
+        ProgressView {
+            terminal,
+            drawn: 0,
+            last: BTreeMap::new(),
+        }
+    }
+
+    fn update(&mut self, progress: &[Progress]) {
+        if self.terminal {
+            // Up over what was drawn, then every line cleared and written again.
+            if self.drawn > 0 {
+                print!("\x1b[{}A", self.drawn);
+            }
+            for line in progress {
+                println!("\x1b[2K{line}");
+            }
+            for _ in progress.len()..self.drawn {
+                println!("\x1b[2K");
+            }
+            self.drawn = progress.len().max(self.drawn);
+            return;
+        }
+        for line in progress {
+            let key = format!("{}/{}", line.hub, line.spoke);
+            let text = line.to_string();
+            if self.last.get(&key) != Some(&text) {
+                println!("{text}");
+                self.last.insert(key, text);
+            }
+        }
+    }
 }
 
 /// Reads a saved plan and checks it still matches every hub it covers.

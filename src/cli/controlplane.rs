@@ -1,7 +1,7 @@
 //! `fleetform controlplane`: run an embedded Kubernetes-compatible API server until SIGTERM.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use fleetform_controlplane::ControlPlane;
 
@@ -57,7 +57,7 @@ pub async fn run(args: Args) -> u8 {
         }
     };
     if let Some(path) = &args.kubeconfig_out
-        && let Err(err) = write_private(path, &running.kubeconfig())
+        && let Err(err) = super::write_private(path, &running.kubeconfig())
     {
         eprintln!("error: cannot write kubeconfig {}: {err}", path.display());
         running.shutdown().await;
@@ -75,20 +75,4 @@ pub async fn run(args: Args) -> u8 {
     println!("shutting down: finishing in-flight requests and closing watches");
     running.shutdown().await;
     exit::OK
-}
-
-/// Writes a file only its owner can read, for credentials.
-fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)?;
-    }
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(contents.as_bytes())
 }

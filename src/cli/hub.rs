@@ -8,16 +8,45 @@ use tokio_util::sync::CancellationToken;
 
 use super::exit;
 use crate::hub::HubConfig;
+use crate::reconciler::ReconcilerConfig;
+use crate::reconciler::install::HubEndpoint;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
     cluster: super::ClusterArgs,
+    /// The URL agents on spokes reach this hub at, written into their bootstrap kubeconfigs
+    /// (default: the server of the kubeconfig the hub runs with); a Hub's `spec.apiServer`
+    /// overrides it.
+    #[arg(long)]
+    agent_hub_url: Option<String>,
 }
 
 pub async fn run(args: Args) -> u8 {
     let access = args.cluster.access();
-    let client = match kube_client(access.kubeconfig.as_deref(), access.context.clone()).await {
+    let config = match kube_config(access.kubeconfig.as_deref(), access.context.clone()).await {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("error: hub: {err}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    let hub_endpoint = HubEndpoint {
+        server: args.agent_hub_url.unwrap_or_else(|| {
+            config
+                .cluster_url
+                .to_string()
+                .trim_end_matches('/')
+                .to_string()
+        }),
+        ca_pem: config.root_cert.as_ref().map(|certs| {
+            certs
+                .iter()
+                .map(|der| pem::encode(&pem::Pem::new("CERTIFICATE", der.clone())))
+                .collect()
+        }),
+    };
+    let client = match Client::try_from(config) {
         Ok(client) => client,
         Err(err) => {
             eprintln!("error: hub: {err}");
@@ -25,15 +54,26 @@ pub async fn run(args: Args) -> u8 {
         }
     };
     let shutdown = CancellationToken::new();
-    let hub = tokio::spawn(crate::hub::run(
-        HubConfig { client, access },
+    let loops = tokio::spawn(crate::hub::run(
+        HubConfig {
+            client: client.clone(),
+            access: access.clone(),
+        },
+        shutdown.clone(),
+    ));
+    let reconciler = tokio::spawn(crate::reconciler::run(
+        ReconcilerConfig {
+            client,
+            access,
+            hub_endpoint,
+        },
         shutdown.clone(),
     ));
     super::shutdown_signal().await;
     shutdown.cancel();
-    match hub.await {
-        Ok(()) => exit::OK,
-        Err(err) => {
+    match (loops.await, reconciler.await) {
+        (Ok(()), Ok(())) => exit::OK,
+        (Err(err), _) | (_, Err(err)) => {
             eprintln!("error: the hub loops failed: {err}");
             exit::INTERNAL
         }
@@ -46,6 +86,12 @@ pub(super) async fn kube_client(
     path: Option<&Path>,
     context: Option<String>,
 ) -> Result<Client, String> {
+    let config = kube_config(path, context).await?;
+    Client::try_from(config).map_err(|err| err.to_string())
+}
+
+/// The client configuration [`kube_client`] builds its client from.
+async fn kube_config(path: Option<&Path>, context: Option<String>) -> Result<Config, String> {
     let options = KubeConfigOptions {
         context,
         ..KubeConfigOptions::default()
@@ -64,5 +110,5 @@ pub(super) async fn kube_client(
             .await
             .map_err(|err| err.to_string())?,
     };
-    Client::try_from(config).map_err(|err| err.to_string())
+    Ok(config)
 }

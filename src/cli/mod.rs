@@ -1,13 +1,14 @@
 //! The `fleetform` command line: argument parsing, output formats and exit codes. Commands are
 //! thin: they call into the library and render what it returns.
 
-mod agent;
+pub(crate) mod agent;
 mod apply;
 mod controlplane;
 mod crds;
 mod hub;
 mod plan;
 mod status;
+mod up;
 mod validate;
 
 use std::process::ExitCode;
@@ -25,6 +26,9 @@ pub mod exit {
     pub const CHANGES: u8 = 2;
     /// fleetform itself failed (its cache, an output it could not write, a bug).
     pub const INTERNAL: u8 = 3;
+    /// `apply` only: the objects were written but the fleet did not converge within
+    /// `--timeout`.
+    pub const NOT_CONVERGED: u8 = 4;
 }
 
 #[derive(Debug, Parser)]
@@ -59,8 +63,12 @@ enum Command {
     /// kubeconfig as it is), renew the lease, report status, claims and addon health, keep addon
     /// certificates.
     Agent(agent::Args),
-    /// Run the hub loops: accept clusters, judge registration and addon CSRs, sign custom-signer
-    /// CSRs, expire leases, observe poll-mode spokes.
+    /// Run a whole fleet on this machine: embedded hubs and spokes, their agents, the hub loops
+    /// and sync against SOURCE (default examples/fleet-repo), until Ctrl-C.
+    Up(up::Args),
+    /// Run the hub loops and the lifecycle reconciler: join, accept and unjoin spokes, judge
+    /// registration and addon CSRs, sign custom-signer CSRs, expire leases, observe poll-mode
+    /// spokes.
     Hub(hub::Args),
 }
 
@@ -71,6 +79,15 @@ pub enum Output {
     Text,
     Json,
     Yaml,
+}
+
+/// Whether `args` (without the program name) is a valid `fleetform` command line; the error is
+/// clap's message. Manifests that run fleetform are checked with it.
+pub fn check_args<S: AsRef<str>>(args: &[S]) -> Result<(), String> {
+    let argv = std::iter::once("fleetform").chain(args.iter().map(AsRef::as_ref));
+    Cli::try_parse_from(argv)
+        .map(|_| ())
+        .map_err(|err| err.render().to_string())
 }
 
 /// Parses the arguments, runs the command and returns its exit code.
@@ -96,6 +113,7 @@ pub fn main() -> ExitCode {
         Command::Controlplane(args) => with_runtime(controlplane::run(args)),
         Command::Agent(args) => with_runtime(agent::run(args)),
         Command::Hub(args) => with_runtime(hub::run(args)),
+        Command::Up(args) => with_runtime(up::run(args)),
     };
     ExitCode::from(code)
 }
@@ -222,4 +240,21 @@ fn print_data(output: Output, value: &impl serde::Serialize) {
         Ok(text) => println!("{}", text.trim_end()),
         Err(err) => eprintln!("error: cannot render output: {err}"),
     }
+}
+
+/// Writes `contents` to `path` readable by its owner only (kubeconfigs hold credentials),
+/// creating its directory.
+pub(crate) fn write_private(path: &std::path::Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(contents.as_bytes())
 }

@@ -107,9 +107,9 @@ async fn reconcile(
         .leases
         .get(&ObjectRef::new(CLUSTER_LEASE_NAME).within(&name));
     let now = Timestamp::now();
-    let verdict = judge_cluster_lease(&cluster, lease.as_deref(), now);
+    let mut verdict = judge_cluster_lease(&cluster, lease.as_deref(), now);
     let mut cluster = (*cluster).clone();
-    if let LeaseVerdict::Expired { deadline, unknown } = &verdict {
+    if let LeaseVerdict::Expired { deadline, unknown } = &verdict.clone() {
         // The store may lag a renewal that just happened: read the lease itself before writing.
         let leases: Api<Lease> = Api::namespaced(ctx.hub.client.clone(), &name);
         let lease = leases
@@ -137,6 +137,9 @@ async fn reconcile(
         if let Some(written) = written {
             info!(%deadline, "lease expired: cluster Available is Unknown");
             cluster = written;
+        } else {
+            // The store lagged a renewal: come back at the renewed lease's deadline, not never.
+            verdict = judge_cluster_lease(&cluster, lease.as_ref(), now);
         }
     }
     reconcile_taints(&clusters, &cluster, now).await?;

@@ -219,6 +219,11 @@ fn cleanup(facts: &Facts) -> Decision {
         }
         return Decision::wait(Phase::Deleting);
     }
+    // A failed pivot: the agent never took the spoke over (nor its finalizer), so the hub
+    // removes what it installed.
+    if (facts.hub_as_spoke || !facts.pivoted) && facts.agent_installed {
+        return act(vec![Action::UnjoinSpoke]);
+    }
     if has(FINALIZER_HUB_CLEANUP) {
         if facts.hub_leftovers {
             return act(vec![Action::RemoveFromHub]);
@@ -297,6 +302,24 @@ mod tests {
             }
         }
         panic!("cleanup did not settle: {done:?}");
+    }
+
+    #[test]
+    fn a_failed_pivot_without_the_agent_finalizer_is_unjoined_by_the_hub() {
+        let mut facts = running();
+        facts.pivoted = false;
+        facts.joined = false;
+        facts.finalizers.remove(FINALIZER_SPOKE_CLEANUP);
+        let done = run_cleanup(facts, false);
+        let unjoin = done
+            .iter()
+            .position(|a| *a == Action::UnjoinSpoke)
+            .expect("unjoined");
+        let remove = done
+            .iter()
+            .position(|a| *a == Action::RemoveFromHub)
+            .expect("removed");
+        assert!(unjoin < remove, "{done:?}");
     }
 
     #[test]

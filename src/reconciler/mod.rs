@@ -1,8 +1,18 @@
 //! The lifecycle reconciler (seed 004, DESIGN §4.6): what the hub side does next for a Spoke —
 //! join, accept, addon enablement, syncing its ManagedCluster, and unjoining in finalizer order.
 //!
-//! [`lifecycle`] is the pure decision: from what is known about one Spoke ([`Facts`]) to the
-//! next [`Action`]s and the phase to report. The loop around it gathers facts, carries out the
-//! actions and comes back; it owns no policy of its own.
+//! - [`lifecycle`] is the pure decision: from what is known about one Spoke ([`lifecycle::Facts`])
+//!   to the next [`lifecycle::Action`]s and the phase to report.
+//! - [`install`] renders the agent's objects (spoke and hub side) without I/O; the agent renders
+//!   the same Deployment when it upgrades itself.
+//! - [`cluster_sync`] computes the ManagedCluster's labels, lease duration and taints.
+//! - [`run`] is the loop: it gathers facts ([`facts`]), carries out the actions and reports.
 
+pub mod cluster_sync;
+mod facts;
+pub mod install;
 pub mod lifecycle;
+pub mod run;
+pub mod uninstall;
+
+pub use run::{ReconcilerConfig, run};

@@ -1,0 +1,224 @@
+//! Gathering the [`Facts`] about one Spoke from the hub and, while the hub still owns it, the
+//! spoke itself.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::ListParams;
+use kube::{Api, Client, ResourceExt};
+
+use super::cluster_sync::{WantedCluster, drifted};
+use super::install::{AGENT_DEPLOYMENT, agent_deployment, deployment_current};
+use super::lifecycle::Facts;
+use crate::access::Access;
+use crate::api::fleet::{AddOn, Hub, Spoke};
+use crate::api::vocabulary::{
+    AGENT_NAMESPACE, BOOTSTRAP_HUB_KUBECONFIG_SECRET, CONDITION_PIVOT_COMPLETE, LABEL_CLUSTER_NAME,
+};
+use crate::api::{ManagedCluster, ManagedClusterAddOn, ManifestWork, is_condition_true};
+use crate::hub::approval_loop::BOOTSTRAP_TOKEN_NAMESPACE;
+use crate::plan::desired::{ADDON_SPEC_ANNOTATION, EffectiveSpoke, effective};
+
+use super::run::ReconcileError;
+
+/// What one pass knows about a Spoke: the facts and the objects they came from.
+pub(crate) struct Gathered {
+    pub facts: Facts,
+    pub effective: EffectiveSpoke,
+    pub cluster: Option<ManagedCluster>,
+    /// The agent Deployment on the spoke, when the pass looked at the spoke.
+    pub deployment: Option<Deployment>,
+    /// The hub's bootstrap token Secrets of this spoke.
+    pub tokens: Vec<Secret>,
+}
+
+/// The AddOn documents as the hub holds them: ClusterManagementAddOns carrying their spec.
+pub(crate) async fn addons(hub: &Client) -> Result<BTreeMap<String, AddOn>, ReconcileError> {
+    let api: Api<crate::api::ClusterManagementAddOn> = Api::all(hub.clone());
+    let listed = api
+        .list(&ListParams::default())
+        .await
+        .map_err(ReconcileError::kube("ClusterManagementAddOns", "list"))?;
+    Ok(listed
+        .into_iter()
+        .filter_map(|cma| {
+            let spec = cma.annotations().get(ADDON_SPEC_ANNOTATION)?;
+            let spec = serde_json::from_str(spec).ok()?;
+            Some((
+                cma.name_any(),
+                AddOn {
+                    metadata: cma.metadata.clone(),
+                    spec,
+                },
+            ))
+        })
+        .collect())
+}
+
+/// Gathers the facts about `spoke` of `hub`. `spoke_client` is consulted only while the hub owns
+/// the agent (before the pivot, for a hub-as-spoke) — afterwards the agent reports itself.
+pub(crate) async fn gather(
+    client: &Client,
+    access: &Access,
+    spoke: &Spoke,
+    hub: &Hub,
+    addon_docs: &BTreeMap<String, AddOn>,
+) -> Result<Gathered, ReconcileError> {
+    let name = spoke.name_any();
+    let effective = effective(spoke, hub, addon_docs);
+    let clusters: Api<ManagedCluster> = Api::all(client.clone());
+    let cluster = clusters.get_opt(&name).await.map_err(ReconcileError::kube(
+        format!("ManagedCluster {name}"),
+        "read",
+    ))?;
+    let enabled_addons = Api::<ManagedClusterAddOn>::namespaced(client.clone(), &name)
+        .list(&ListParams::default())
+        .await
+        .map_err(ReconcileError::kube(format!("addons of {name}"), "list"))?
+        .into_iter()
+        .map(|addon| (addon.name_any(), addon.install_namespace().to_string()))
+        .collect();
+    let active_works = Api::<ManifestWork>::namespaced(client.clone(), &name)
+        .list(&ListParams::default())
+        .await
+        .map_err(ReconcileError::kube(
+            format!("ManifestWorks of {name}"),
+            "list",
+        ))?
+        .into_iter()
+        .filter(|work| !work.is_addon_work() && !work.is_deleting())
+        .map(|work| work.name_any())
+        .collect();
+    let by_cluster = ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}={name}"));
+    let tokens = Api::<Secret>::namespaced(client.clone(), BOOTSTRAP_TOKEN_NAMESPACE)
+        .list(&by_cluster)
+        .await
+        .map_err(ReconcileError::kube(
+            format!("bootstrap tokens of {name}"),
+            "list",
+        ))?
+        .items;
+    let csrs = Api::<CertificateSigningRequest>::all(client.clone())
+        .list(&by_cluster)
+        .await
+        .map_err(ReconcileError::kube(format!("CSRs of {name}"), "list"))?;
+    let namespace = Api::<Namespace>::all(client.clone())
+        .get_opt(&name)
+        .await
+        .map_err(ReconcileError::kube(format!("namespace {name}"), "read"))?;
+
+    let status_conditions = spoke
+        .status
+        .as_ref()
+        .map(|status| status.conditions.as_slice())
+        .unwrap_or_default();
+    let pivoted = is_condition_true(status_conditions, CONDITION_PIVOT_COMPLETE);
+    let hub_as_spoke = spoke.spec.is_hub_as_spoke();
+    let deleting = spoke.metadata.deletion_timestamp.is_some();
+
+    // The hub looks at the spoke while it owns the agent.
+    let mut deployment = None;
+    let mut agent_installed = pivoted;
+    let mut agent_outdated = false;
+    if !pivoted || hub_as_spoke {
+        let on_spoke = match access.spoke(spoke, client).await {
+            Ok(spoke_client) => SpokeAgent::read(&spoke_client).await,
+            Err(err) => Err(ReconcileError::Access(err.to_string())),
+        };
+        let on_spoke = match on_spoke {
+            Ok(on_spoke) => on_spoke,
+            // A spoke that cannot be reached must not hold its own deletion forever.
+            Err(err) if deleting => {
+                tracing::warn!(%err, "the spoke cannot be reached; taking its agent for gone");
+                SpokeAgent::default()
+            }
+            Err(err) => return Err(err),
+        };
+        let desired = agent_deployment(&name, &effective);
+        agent_installed = on_spoke.installed() && !tokens.is_empty();
+        agent_outdated = on_spoke
+            .deployment
+            .as_ref()
+            .is_some_and(|current| !deployment_current(current, &desired));
+        deployment = on_spoke.deployment;
+    }
+
+    let wanted = WantedCluster {
+        labels: &effective.labels,
+        lease_duration_seconds: effective.lease_duration_seconds,
+        taints: &spoke.spec.taints,
+    };
+    let facts = Facts {
+        deleting,
+        finalizers: spoke.finalizers().iter().cloned().collect(),
+        hub_as_spoke,
+        force_cluster_drain: spoke.spec.cleanup.force_cluster_drain,
+        agent_installed,
+        cluster_exists: cluster.is_some(),
+        accepted: cluster.as_ref().is_some_and(|c| c.hub_accepts_client()),
+        joined: cluster.as_ref().is_some_and(|c| c.is_joined()),
+        pivoted,
+        available: cluster.as_ref().is_some_and(|c| c.is_available()),
+        taints: cluster
+            .iter()
+            .flat_map(|c| c.spec.taints.iter().map(|taint| taint.key.clone()))
+            .collect(),
+        wanted_addons: effective.addons.clone(),
+        enabled_addons,
+        active_works,
+        cluster_spec_drifted: cluster.as_ref().is_some_and(|c| drifted(c, &wanted)),
+        agent_outdated,
+        hub_leftovers: cluster.is_some()
+            || namespace.is_some()
+            || !csrs.items.is_empty()
+            || !tokens.is_empty(),
+    };
+    Ok(Gathered {
+        facts,
+        effective,
+        cluster,
+        deployment,
+        tokens,
+    })
+}
+
+/// What of the agent is on the spoke.
+#[derive(Default)]
+struct SpokeAgent {
+    namespace: bool,
+    bootstrap_secret: bool,
+    deployment: Option<Deployment>,
+}
+
+impl SpokeAgent {
+    async fn read(spoke: &Client) -> Result<Self, ReconcileError> {
+        let unreachable = |what: &'static str| {
+            move |err: kube::Error| ReconcileError::Spoke(format!("cannot read {what}: {err}"))
+        };
+        let namespace = Api::<Namespace>::all(spoke.clone())
+            .get_opt(AGENT_NAMESPACE)
+            .await
+            .map_err(unreachable("the agent namespace"))?
+            .is_some_and(|namespace| namespace.metadata.deletion_timestamp.is_none());
+        let bootstrap_secret = Api::<Secret>::namespaced(spoke.clone(), AGENT_NAMESPACE)
+            .get_opt(BOOTSTRAP_HUB_KUBECONFIG_SECRET)
+            .await
+            .map_err(unreachable("the bootstrap secret"))?
+            .is_some();
+        let deployment = Api::<Deployment>::namespaced(spoke.clone(), AGENT_NAMESPACE)
+            .get_opt(AGENT_DEPLOYMENT)
+            .await
+            .map_err(unreachable("the agent Deployment"))?;
+        Ok(SpokeAgent {
+            namespace,
+            bootstrap_secret,
+            deployment,
+        })
+    }
+
+    fn installed(&self) -> bool {
+        self.namespace && self.bootstrap_secret && self.deployment.is_some()
+    }
+}

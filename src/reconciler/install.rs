@@ -1,0 +1,302 @@
+//! The objects that make up an installed agent (DESIGN §4.1), rendered without I/O.
+//!
+//! On the spoke: the agent namespace, its ServiceAccount and RBAC, the `bootstrap-hub-kubeconfig`
+//! Secret carrying the spoke's own bootstrap token, and the agent Deployment labelled with the
+//! agent version and configuration hash. On the hub: the `bootstrap-token-<id>` Secret that
+//! token authenticates against, labelled with the cluster it may register.
+//!
+//! The hub renders these to join a spoke; the agent renders the same Deployment to upgrade
+//! itself once it owns day 2, so both sides agree on what "up to date" means: the Deployment's
+//! [`LABEL_AGENT_TEMPLATE_HASH`].
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use serde_json::{Value, json};
+
+use crate::api::fleet::{GROUP, SYSTEM_NAMESPACE};
+use crate::api::vocabulary::{
+    AGENT_NAMESPACE, BOOTSTRAP_HUB_KUBECONFIG_SECRET, HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG,
+    LABEL_CLUSTER_NAME,
+};
+use crate::hub::approval::cluster_group;
+use crate::hub::approval_loop::BOOTSTRAP_TOKEN_ID_KEY;
+use crate::hub::bootstrap::{BOOTSTRAP_TOKEN_SECRET_KEY, BootstrapToken};
+use crate::plan::desired::{EffectiveSpoke, MANAGED_BY, MANAGED_BY_LABEL, stable_hash};
+
+/// Name of the agent's Deployment and ServiceAccount on a spoke.
+pub const AGENT_DEPLOYMENT: &str = "fleetform-agent";
+/// Name of the agent's ClusterRole and ClusterRoleBinding on a spoke.
+pub const AGENT_CLUSTER_ROLE: &str = "fleetform:agent";
+/// Label on the agent Deployment: the agent bundle version it runs.
+pub const LABEL_AGENT_VERSION: &str = "fleetform.io/agent-version";
+/// Label on the agent Deployment: the hash of the agent configuration it runs.
+pub const LABEL_AGENT_CONFIG_HASH: &str = "fleetform.io/agent-config-hash";
+/// Label on the agent Deployment: the hash of its whole rendered template, so a change of any
+/// setting the agent is started with (the claim limit too) rolls it.
+pub const LABEL_AGENT_TEMPLATE_HASH: &str = "fleetform.io/agent-template-hash";
+/// Label selecting agent pods (and, for `fleetform up`, the Deployments it plays kubelet for).
+pub const LABEL_APP: &str = "app";
+/// Value of [`LABEL_APP`] on the agent.
+pub const APP_AGENT: &str = "fleetform-agent";
+/// The image agents run when the fleet names none.
+pub const DEFAULT_AGENT_IMAGE: &str = "ghcr.io/fleetform/fleetform";
+
+/// The token a hub's `bootstrap-token-<id>` Secret holds, if it is one.
+pub fn stored_token(secret: &Secret) -> Option<BootstrapToken> {
+    let data = secret.data.as_ref()?;
+    let text = |key: &str| {
+        data.get(key)
+            .and_then(|value| String::from_utf8(value.0.clone()).ok())
+    };
+    Some(BootstrapToken {
+        id: text(BOOTSTRAP_TOKEN_ID_KEY)?,
+        secret: text(BOOTSTRAP_TOKEN_SECRET_KEY)?,
+    })
+}
+
+/// Where agents reach their hub: the API server URL and the CA bundle that verifies it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HubEndpoint {
+    pub server: String,
+    /// PEM; `None` trusts the system roots.
+    pub ca_pem: Option<String>,
+}
+
+/// A kubeconfig that authenticates to the hub with `token` (the agent's bootstrap identity).
+pub fn bootstrap_kubeconfig(hub: &HubEndpoint, token: &BootstrapToken) -> String {
+    crate::hub::bootstrap::bootstrap_kubeconfig(
+        &hub.server,
+        hub.ca_pem.as_deref().unwrap_or_default(),
+        &token.bearer(),
+    )
+}
+
+/// The spoke's `bootstrap-hub-kubeconfig` Secret.
+pub fn bootstrap_hub_kubeconfig_secret(kubeconfig: &str) -> Secret {
+    let mut secret: Secret = from_json(json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": BOOTSTRAP_HUB_KUBECONFIG_SECRET,
+            "namespace": AGENT_NAMESPACE,
+            "labels": managed_labels([]),
+        },
+        "type": "Opaque",
+    }))
+    .unwrap_or_default();
+    secret.data = Some(BTreeMap::from([(
+        HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG.to_string(),
+        ByteString(kubeconfig.as_bytes().to_vec()),
+    )]));
+    secret
+}
+
+/// The agent's namespace on the spoke.
+pub fn agent_namespace() -> Namespace {
+    from_json(json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": AGENT_NAMESPACE, "labels": managed_labels([])},
+    }))
+    .unwrap_or_default()
+}
+
+/// The agent's ServiceAccount.
+pub fn agent_service_account() -> ServiceAccount {
+    from_json(json!({
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": AGENT_DEPLOYMENT, "namespace": AGENT_NAMESPACE, "labels": managed_labels([])},
+    }))
+    .unwrap_or_default()
+}
+
+/// What the agent may do on its spoke: read nodes, claims and leases; keep its own and its
+/// addons' credentials; report events; upgrade and remove itself.
+pub fn agent_cluster_role() -> ClusterRole {
+    from_json(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": AGENT_CLUSTER_ROLE, "labels": managed_labels([])},
+        "rules": [
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["cluster.open-cluster-management.io"], "resources": ["clusterclaims"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+            {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "delete"]},
+            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch", "patch", "update", "delete"]},
+        ],
+    }))
+    .unwrap_or_default()
+}
+
+/// Binds [`agent_cluster_role`] to the agent's ServiceAccount.
+pub fn agent_cluster_role_binding() -> ClusterRoleBinding {
+    from_json(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": AGENT_CLUSTER_ROLE, "labels": managed_labels([])},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": AGENT_CLUSTER_ROLE},
+        "subjects": [{"kind": "ServiceAccount", "name": AGENT_DEPLOYMENT, "namespace": AGENT_NAMESPACE}],
+    }))
+    .unwrap_or_default()
+}
+
+/// The command line the agent container runs; `fleetform up` parses the same arguments to start
+/// its in-process agents, so they cannot disagree.
+pub fn agent_args(cluster: &str, effective: &EffectiveSpoke) -> Vec<String> {
+    vec![
+        "agent".to_string(),
+        "--cluster-name".to_string(),
+        cluster.to_string(),
+        "--cluster-claims-max".to_string(),
+        effective.cluster_claims_max.to_string(),
+        "--deployment".to_string(),
+        AGENT_DEPLOYMENT.to_string(),
+    ]
+}
+
+/// The agent Deployment for `cluster` with `effective` settings.
+pub fn agent_deployment(cluster: &str, effective: &EffectiveSpoke) -> Deployment {
+    let agent = &effective.agent;
+    let image = agent
+        .image
+        .clone()
+        .unwrap_or_else(|| format!("{DEFAULT_AGENT_IMAGE}:{}", agent.version));
+    let selector = BTreeMap::from([(LABEL_APP.to_string(), APP_AGENT.to_string())]);
+    let template = json!({
+        "metadata": {"labels": selector},
+        "spec": {
+            "serviceAccountName": AGENT_DEPLOYMENT,
+            "containers": [{
+                "name": "agent",
+                "image": image,
+                "args": agent_args(cluster, effective),
+                "env": [{"name": "RUST_LOG", "value": "info"}],
+            }],
+        },
+    });
+    let template_hash = stable_hash(&template.to_string());
+    from_json(json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": AGENT_DEPLOYMENT,
+            "namespace": AGENT_NAMESPACE,
+            "labels": managed_labels([
+                (LABEL_APP, APP_AGENT),
+                (LABEL_CLUSTER_NAME, cluster),
+                (LABEL_AGENT_VERSION, &agent.version),
+                (LABEL_AGENT_CONFIG_HASH, &agent.hash()),
+                (LABEL_AGENT_TEMPLATE_HASH, &template_hash),
+            ]),
+        },
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": selector},
+            "template": template,
+        },
+    }))
+    .unwrap_or_default()
+}
+
+/// A Deployment label's value.
+pub fn deployment_label<'a>(deployment: &'a Deployment, key: &str) -> Option<&'a str> {
+    deployment
+        .metadata
+        .labels
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+/// Whether `current` runs what `desired` describes.
+pub fn deployment_current(current: &Deployment, desired: &Deployment) -> bool {
+    deployment_label(current, LABEL_AGENT_TEMPLATE_HASH).is_some()
+        && deployment_label(current, LABEL_AGENT_TEMPLATE_HASH)
+            == deployment_label(desired, LABEL_AGENT_TEMPLATE_HASH)
+}
+
+fn managed_labels<'a>(
+    extra: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> BTreeMap<String, String> {
+    extra
+        .into_iter()
+        .chain([(MANAGED_BY_LABEL, MANAGED_BY)])
+        .map(|(key, value)| (key.to_string(), value.to_string()))
+        .collect()
+}
+
+/// Typed objects from literal JSON; the literals above are well-formed, so a failure is a bug
+/// caught by the tests below, and yields an empty object rather than a panic.
+fn from_json<T: serde::de::DeserializeOwned + Default>(value: Value) -> Option<T> {
+    serde_json::from_value(value).ok()
+}
+
+/// The agent's objects on a spoke as one YAML stream, for installing an agent by hand
+/// (`deploy/agent/agent.yaml`): exactly what the reconciler installs (the ClusterClaim CRD
+/// included), minus the bootstrap
+/// Secret, which carries a credential and is created from the hub's token.
+pub fn manual_install_yaml(cluster: &str, effective: &EffectiveSpoke) -> String {
+    let documents = [
+        serde_json::to_value(<crate::api::ClusterClaim as kube::CustomResourceExt>::crd()),
+        serde_json::to_value(agent_namespace()),
+        serde_json::to_value(agent_service_account()),
+        serde_json::to_value(agent_cluster_role()),
+        serde_json::to_value(agent_cluster_role_binding()),
+        serde_json::to_value(agent_deployment(cluster, effective)),
+    ];
+    documents
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter_map(|document| serde_yaml::to_string(&document).ok())
+        .map(|document| format!("---\n{document}"))
+        .collect()
+}
+
+/// Name of the Role (and RoleBinding) in `fleetform-system` on the hub that lets a spoke's agent
+/// read its Spoke and Hub and report on its Spoke — day 2 is the agent's.
+pub fn agent_hub_role_name(cluster: &str) -> String {
+    format!("fleetform:agent:{cluster}")
+}
+
+/// The Role of [`agent_hub_role_name`]: the agent's own Spoke (finalizer, status) and its Hub,
+/// by name, nothing else in the namespace.
+pub fn agent_hub_role(cluster: &str, hub: &str) -> Role {
+    from_json(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {
+            "name": agent_hub_role_name(cluster),
+            "namespace": SYSTEM_NAMESPACE,
+            "labels": managed_labels([(LABEL_CLUSTER_NAME, cluster)]),
+        },
+        "rules": [
+            {"apiGroups": [GROUP], "resources": ["spokes"], "resourceNames": [cluster], "verbs": ["get", "list", "watch", "patch", "update"]},
+            {"apiGroups": [GROUP], "resources": ["spokes/status"], "resourceNames": [cluster], "verbs": ["get", "patch", "update"]},
+            {"apiGroups": [GROUP], "resources": ["hubs"], "resourceNames": [hub], "verbs": ["get", "list", "watch"]},
+        ],
+    }))
+    .unwrap_or_default()
+}
+
+/// Binds [`agent_hub_role`] to the cluster's agents (the group of their certificates).
+pub fn agent_hub_role_binding(cluster: &str) -> RoleBinding {
+    from_json(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {
+            "name": agent_hub_role_name(cluster),
+            "namespace": SYSTEM_NAMESPACE,
+            "labels": managed_labels([(LABEL_CLUSTER_NAME, cluster)]),
+        },
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": agent_hub_role_name(cluster)},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": cluster_group(cluster)}],
+    }))
+    .unwrap_or_default()
+}

@@ -1,0 +1,813 @@
+//! The lifecycle reconciler's loop (seed 004, DESIGN §4.6): a controller over Spokes that gathers
+//! [`Facts`](super::lifecycle::Facts), asks [`decide`] what to do, does it and reports the phase
+//! and conditions on the Spoke. It is woken by the Spoke, its ManagedCluster, addons and
+//! ManifestWorks, and by changes of Hubs and AddOns; a pass that acted comes back at once, a
+//! settled one after [`RESYNC`] (the spoke side cannot be watched from here).
+//!
+//! A second controller keeps Hubs: their finalizer, phase, and on deletion the cascade to their
+//! spokes first.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action as Requeue, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, instrument, warn};
+
+use super::cluster_sync::{self, WantedCluster};
+use super::facts::{self, Gathered};
+use super::install::{self, HubEndpoint};
+use super::lifecycle::{Action, Decision, decide};
+use super::uninstall;
+use crate::access::Access;
+use crate::api::fleet::{Hub, Phase, SYSTEM_NAMESPACE, Spoke};
+use crate::api::vocabulary::{
+    AGENT_NAMESPACE, CONDITION_ADDONS_CONFIGURED, CONDITION_CLEANUP_FAILED, CONDITION_SPOKE_JOINED,
+    FINALIZER_HUB_CLEANUP, LABEL_CLUSTER_NAME, STATUS_FALSE, STATUS_TRUE,
+};
+use crate::api::{ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn, ManifestWork};
+use crate::hub::approval_loop::BOOTSTRAP_TOKEN_NAMESPACE;
+use crate::hub::bootstrap::BootstrapToken;
+use crate::hub::conditions::{is_not_found, set_conditions};
+
+/// Field manager of the reconciler's writes.
+pub const FIELD_MANAGER: &str = "fleetform";
+/// How long a settled Spoke waits before it is looked at again without a change.
+pub const RESYNC: Duration = Duration::from_secs(30);
+/// How soon a Spoke that is waiting on something it cannot watch is looked at again.
+const POLL: Duration = Duration::from_secs(1);
+
+/// What the reconciler runs against.
+#[derive(Clone)]
+pub struct ReconcilerConfig {
+    /// The hub.
+    pub client: Client,
+    /// How the reconciler reaches spokes (their kubeconfig sources).
+    pub access: Access,
+    /// How agents reach this hub when its Hub document names no `apiServer`.
+    pub hub_endpoint: HubEndpoint,
+}
+
+impl std::fmt::Debug for ReconcilerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReconcilerConfig")
+            .field("access", &self.access)
+            .field("hub_endpoint", &self.hub_endpoint.server)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a pass failed; the Spoke is retried.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("{object}: cannot {action}: {source}")]
+    Kube {
+        object: String,
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot reach the spoke: {0}")]
+    Access(String),
+    #[error("on the spoke: {0}")]
+    Spoke(String),
+    #[error("hub {0} is not declared (no Hub object)")]
+    NoHub(String),
+}
+
+impl ReconcileError {
+    pub(crate) fn kube(
+        object: impl Into<String>,
+        action: impl Into<String>,
+    ) -> impl FnOnce(kube::Error) -> Self {
+        let object = object.into();
+        let action = action.into();
+        move |source| ReconcileError::Kube {
+            object,
+            action,
+            source,
+        }
+    }
+}
+
+struct Context {
+    config: ReconcilerConfig,
+    spokes: Store<Spoke>,
+}
+
+/// Runs the Spoke and Hub controllers until `shutdown`.
+pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
+    let client = config.client.clone();
+    let spokes_api: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    let controller = Controller::new(spokes_api, watcher::Config::default());
+    let store = controller.store();
+    let ctx = Arc::new(Context {
+        config,
+        spokes: store.clone(),
+    });
+    let in_namespace = |namespace: Option<String>| {
+        namespace.map(|name| ObjectRef::<Spoke>::new(&name).within(SYSTEM_NAMESPACE))
+    };
+    let every_spoke = move |store: &Store<Spoke>| -> Vec<ObjectRef<Spoke>> {
+        store
+            .state()
+            .iter()
+            .map(|spoke| ObjectRef::from(&**spoke))
+            .collect()
+    };
+    let (hub_store, addon_store) = (store.clone(), store.clone());
+    let spoke_loop = controller
+        .watches(
+            Api::<ManagedCluster>::all(client.clone()),
+            watcher::Config::default(),
+            |cluster| Some(ObjectRef::new(&cluster.name_any()).within(SYSTEM_NAMESPACE)),
+        )
+        .watches(
+            Api::<ManagedClusterAddOn>::all(client.clone()),
+            watcher::Config::default(),
+            move |addon| in_namespace(addon.namespace()),
+        )
+        .watches(
+            Api::<ManifestWork>::all(client.clone()),
+            watcher::Config::default(),
+            move |work| in_namespace(work.namespace()),
+        )
+        .watches(
+            Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+            watcher::Config::default(),
+            move |_| every_spoke(&hub_store),
+        )
+        .watches(
+            Api::<ClusterManagementAddOn>::all(client.clone()),
+            watcher::Config::default(),
+            move |_| every_spoke(&addon_store),
+        )
+        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
+        .run(reconcile_spoke, spoke_error, ctx.clone())
+        .for_each(|result| async move {
+            log_failure(result.map(|_| ()), "lifecycle reconciler");
+        });
+    let hub_loop = Controller::new(
+        Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+        watcher::Config::default(),
+    )
+    .watches(
+        Api::<Spoke>::namespaced(client, SYSTEM_NAMESPACE),
+        watcher::Config::default(),
+        |spoke| Some(ObjectRef::new(&spoke.spec.hub_ref).within(SYSTEM_NAMESPACE)),
+    )
+    .graceful_shutdown_on(shutdown.cancelled_owned())
+    .run(reconcile_hub, hub_error, ctx)
+    .for_each(|result| async move {
+        log_failure(result.map(|_| ()), "hub reconciler");
+    });
+    futures::join!(spoke_loop, hub_loop);
+}
+
+/// Logs what the controller reports, except an object that was deleted while queued (a Spoke
+/// whose last finalizer was just removed, for one).
+fn log_failure<E: std::error::Error + 'static, Q: std::error::Error + 'static>(
+    result: Result<(), kube::runtime::controller::Error<E, Q>>,
+    what: &str,
+) {
+    match result {
+        Ok(()) | Err(kube::runtime::controller::Error::ObjectNotFound(_)) => {}
+        Err(err) => warn!(%err, "{what}"),
+    }
+}
+
+fn spoke_error(spoke: Arc<Spoke>, err: &ReconcileError, _: Arc<Context>) -> Requeue {
+    warn!(spoke = spoke.name_any(), %err, "lifecycle step failed; retrying");
+    Requeue::requeue(Duration::from_secs(2))
+}
+
+fn hub_error(hub: Arc<Hub>, err: &ReconcileError, _: Arc<Context>) -> Requeue {
+    warn!(hub = hub.name_any(), %err, "hub step failed; retrying");
+    Requeue::requeue(Duration::from_secs(2))
+}
+
+#[instrument(skip_all, fields(spoke = spoke.name_any()))]
+async fn reconcile_spoke(spoke: Arc<Spoke>, ctx: Arc<Context>) -> Result<Requeue, ReconcileError> {
+    let client = &ctx.config.client;
+    let hubs: Api<Hub> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    let hub = hubs
+        .get_opt(&spoke.spec.hub_ref)
+        .await
+        .map_err(ReconcileError::kube(
+            format!("Hub {}", spoke.spec.hub_ref),
+            "read",
+        ))?;
+    let Some(hub) = hub else {
+        // Waiting is right: the Hub watch brings the Spoke back once its hub is declared.
+        write_status(client, &spoke, Phase::Initializing, None, &[]).await?;
+        return Err(ReconcileError::NoHub(spoke.spec.hub_ref.clone()));
+    };
+    let addon_docs = facts::addons(client).await?;
+    let gathered = facts::gather(client, &ctx.config.access, &spoke, &hub, &addon_docs).await?;
+    let decision = decide(&gathered.facts);
+    let mut blocked = None;
+    // Finalizers go in one write: each write changes the resourceVersion the next is guarded by.
+    let added: Vec<String> = decision
+        .actions
+        .iter()
+        .filter_map(|action| match action {
+            Action::AddFinalizer(finalizer) => Some(finalizer.to_string()),
+            _ => None,
+        })
+        .collect();
+    if !added.is_empty() {
+        info!(finalizers = ?added, "lifecycle: adding finalizers");
+        let mut finalizers = spoke.finalizers().to_vec();
+        finalizers.extend(added);
+        patch_finalizers(client, &spoke, finalizers).await?;
+    }
+    for action in &decision.actions {
+        match action {
+            Action::AddFinalizer(_) => continue,
+            Action::Blocked(message) => {
+                blocked = Some(message.clone());
+                continue;
+            }
+            _ => {}
+        }
+        info!(?action, "lifecycle");
+        carry_out(&ctx, &spoke, &hub, &gathered, action).await?;
+    }
+    let conditions = spoke_conditions(&gathered, &decision, blocked.as_deref());
+    write_status(client, &spoke, decision.phase, Some(&gathered), &conditions).await?;
+    Ok(if blocked.is_some() {
+        Requeue::requeue(RESYNC)
+    } else if !decision.settled {
+        Requeue::requeue(Duration::ZERO)
+    } else if decision.phase == Phase::Joining || decision.phase == Phase::Deleting {
+        // Waiting on the agent: its ManagedCluster is watched, its install on the spoke is not.
+        Requeue::requeue(POLL)
+    } else {
+        Requeue::requeue(RESYNC)
+    })
+}
+
+/// The Spoke's conditions after a pass.
+fn spoke_conditions(
+    gathered: &Gathered,
+    decision: &Decision,
+    blocked: Option<&str>,
+) -> Vec<Condition> {
+    let now = Time(Timestamp::now());
+    let condition = |type_: &str, ok: bool, reason: &str, message: String| Condition {
+        type_: type_.to_string(),
+        status: if ok { STATUS_TRUE } else { STATUS_FALSE }.to_string(),
+        reason: reason.to_string(),
+        message,
+        observed_generation: None,
+        last_transition_time: now.clone(),
+    };
+    let facts = &gathered.facts;
+    let mut conditions = vec![];
+    if !facts.deleting {
+        conditions.push(if facts.joined {
+            condition(
+                CONDITION_SPOKE_JOINED,
+                true,
+                "Joined",
+                "the agent joined the hub".into(),
+            )
+        } else {
+            let waiting = if !facts.agent_installed {
+                "installing the agent"
+            } else if !facts.cluster_exists {
+                "waiting for the agent to register"
+            } else {
+                "waiting for the agent to join"
+            };
+            condition(CONDITION_SPOKE_JOINED, false, "Joining", waiting.into())
+        });
+        if facts.joined {
+            let missing: Vec<&str> = facts
+                .wanted_addons
+                .iter()
+                .filter(|(name, namespace)| facts.enabled_addons.get(*name) != Some(namespace))
+                .map(|(name, _)| name.as_str())
+                .collect();
+            conditions.push(if missing.is_empty() {
+                condition(
+                    CONDITION_ADDONS_CONFIGURED,
+                    true,
+                    "AddonsConfigured",
+                    format!("{} addon(s) enabled", facts.wanted_addons.len()),
+                )
+            } else {
+                condition(
+                    CONDITION_ADDONS_CONFIGURED,
+                    false,
+                    "AddonsPending",
+                    format!("enabling {}", missing.join(", ")),
+                )
+            });
+        }
+    }
+    match blocked {
+        Some(message) => conditions.push(condition(
+            CONDITION_CLEANUP_FAILED,
+            true,
+            "ManifestWorksActive",
+            message.to_string(),
+        )),
+        None if decision.phase == Phase::Deleting => conditions.push(condition(
+            CONDITION_CLEANUP_FAILED,
+            false,
+            "CleaningUp",
+            "cleanup in progress".into(),
+        )),
+        None => {}
+    }
+    conditions
+}
+
+/// Writes phase, observed generation, agent version and conditions, if they changed.
+async fn write_status(
+    client: &Client,
+    spoke: &Spoke,
+    phase: Phase,
+    gathered: Option<&Gathered>,
+    conditions: &[Condition],
+) -> Result<(), ReconcileError> {
+    let name = spoke.name_any();
+    let api: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    let status = spoke.status.clone().unwrap_or_default();
+    let mut fields = serde_json::Map::new();
+    if status.phase != Some(phase) {
+        fields.insert("phase".into(), json!(phase));
+    }
+    if status.observed_generation != spoke.metadata.generation {
+        fields.insert(
+            "observedGeneration".into(),
+            json!(spoke.metadata.generation),
+        );
+    }
+    if let Some(deployment) = gathered.and_then(|g| g.deployment.as_ref()) {
+        let version = install::deployment_label(deployment, install::LABEL_AGENT_VERSION);
+        let hash = install::deployment_label(deployment, install::LABEL_AGENT_CONFIG_HASH);
+        if status.agent_version.as_deref() != version {
+            fields.insert("agentVersion".into(), json!(version));
+        }
+        if status.agent_config_hash.as_deref() != hash {
+            fields.insert("agentConfigHash".into(), json!(hash));
+        }
+    }
+    if !fields.is_empty() {
+        let patch = json!({"status": fields});
+        match api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            // Gone in the meantime: its last finalizer was just removed.
+            Err(err) if is_not_found(&err) => return Ok(()),
+            Err(err) => {
+                return Err(ReconcileError::kube(
+                    format!("Spoke {name}"),
+                    "write status",
+                )(err));
+            }
+        }
+    }
+    if !conditions.is_empty() {
+        let wanted = conditions.to_vec();
+        match set_conditions(&api, &name, FIELD_MANAGER, move |_| wanted.clone()).await {
+            Ok(_) => {}
+            Err(err) if is_not_found(&err) => {}
+            Err(err) => {
+                return Err(ReconcileError::kube(
+                    format!("Spoke {name}"),
+                    "write conditions",
+                )(err));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Does one action of a decision.
+async fn carry_out(
+    ctx: &Context,
+    spoke: &Spoke,
+    hub: &Hub,
+    gathered: &Gathered,
+    action: &Action,
+) -> Result<(), ReconcileError> {
+    let client = &ctx.config.client;
+    let name = spoke.name_any();
+    let now = Timestamp::now();
+    match action {
+        Action::RemoveFinalizer(finalizer) => {
+            let finalizers = spoke
+                .finalizers()
+                .iter()
+                .filter(|f| f.as_str() != *finalizer)
+                .cloned()
+                .collect();
+            patch_finalizers(client, spoke, finalizers).await
+        }
+        Action::InstallAgent | Action::UpgradeAgent => {
+            install_agent(ctx, spoke, hub, gathered).await
+        }
+        Action::Accept | Action::SyncCluster => {
+            let Some(cluster) = &gathered.cluster else {
+                return Ok(());
+            };
+            grant_spoke_access(client, &name, &spoke.spec.hub_ref).await?;
+            let wanted = WantedCluster {
+                labels: &gathered.effective.labels,
+                lease_duration_seconds: gathered.effective.lease_duration_seconds,
+                taints: &spoke.spec.taints,
+            };
+            let patch = cluster_sync::patch(cluster, &wanted, true, now);
+            merge(&Api::<ManagedCluster>::all(client.clone()), &name, &patch).await
+        }
+        Action::AddTaint(key) => {
+            let Some(cluster) = &gathered.cluster else {
+                return Ok(());
+            };
+            match cluster_sync::add_taint(cluster, key, now) {
+                Some(patch) => {
+                    merge(&Api::<ManagedCluster>::all(client.clone()), &name, &patch).await
+                }
+                None => Ok(()),
+            }
+        }
+        Action::EnableAddon {
+            name: addon,
+            install_namespace,
+        } => {
+            let object = json!({
+                "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+                "kind": "ManagedClusterAddOn",
+                "metadata": {"name": addon, "namespace": name, "labels": {
+                    crate::plan::desired::MANAGED_BY_LABEL: crate::plan::desired::MANAGED_BY,
+                }},
+                "spec": {"installNamespace": install_namespace},
+            });
+            apply(
+                &Api::<ManagedClusterAddOn>::namespaced(client.clone(), &name),
+                addon,
+                &object,
+            )
+            .await
+        }
+        Action::DisableAddon { name: addon } => {
+            delete(
+                &Api::<ManagedClusterAddOn>::namespaced(client.clone(), &name),
+                addon,
+            )
+            .await
+        }
+        Action::AddFinalizer(_) | Action::Blocked(_) => Ok(()),
+        Action::UnjoinSpoke => unjoin_spoke(ctx, spoke).await,
+        Action::RemoveFromHub => remove_from_hub(client, &name, &gathered.tokens).await,
+    }
+}
+
+async fn patch_finalizers(
+    client: &Client,
+    spoke: &Spoke,
+    finalizers: Vec<String>,
+) -> Result<(), ReconcileError> {
+    let name = spoke.name_any();
+    let patch = json!({
+        "metadata": {"resourceVersion": spoke.resource_version(), "finalizers": finalizers},
+    });
+    merge(
+        &Api::<Spoke>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+        &name,
+        &patch,
+    )
+    .await
+}
+
+/// Namespace, RBAC, bootstrap secret with the spoke's own token, and the agent Deployment.
+async fn install_agent(
+    ctx: &Context,
+    spoke: &Spoke,
+    hub: &Hub,
+    gathered: &Gathered,
+) -> Result<(), ReconcileError> {
+    let client = &ctx.config.client;
+    let name = spoke.name_any();
+    let spoke_client = ctx
+        .config
+        .access
+        .spoke(spoke, client)
+        .await
+        .map_err(|err| ReconcileError::Access(err.to_string()))?;
+    let token = match gathered.tokens.iter().find_map(install::stored_token) {
+        Some(token) => token,
+        None => {
+            let token = BootstrapToken::generate();
+            let secret = crate::hub::bootstrap::token_secret(&name, &token.id, &token.secret);
+            Api::<Secret>::namespaced(client.clone(), BOOTSTRAP_TOKEN_NAMESPACE)
+                .create(&PostParams::default(), &secret)
+                .await
+                .map_err(ReconcileError::kube(
+                    format!("bootstrap token of {name}"),
+                    "create",
+                ))?;
+            info!(token = token.id, "bootstrap token created");
+            token
+        }
+    };
+    let endpoint = HubEndpoint {
+        server: hub
+            .spec
+            .api_server
+            .clone()
+            .unwrap_or_else(|| ctx.config.hub_endpoint.server.clone()),
+        ca_pem: ctx.config.hub_endpoint.ca_pem.clone(),
+    };
+    let kubeconfig = install::bootstrap_kubeconfig(&endpoint, &token);
+    grant_spoke_access(client, &name, &hub.name_any()).await?;
+    let on_spoke = |what: &'static str| {
+        move |err: kube::Error| ReconcileError::Spoke(format!("cannot apply {what}: {err}"))
+    };
+    apply_on(
+        &Api::<Namespace>::all(spoke_client.clone()),
+        &install::agent_namespace(),
+    )
+    .await
+    .map_err(on_spoke("the agent namespace"))?;
+    apply_on(
+        &Api::<ServiceAccount>::namespaced(spoke_client.clone(), AGENT_NAMESPACE),
+        &install::agent_service_account(),
+    )
+    .await
+    .map_err(on_spoke("the agent ServiceAccount"))?;
+    apply_on(
+        &Api::<ClusterRole>::all(spoke_client.clone()),
+        &install::agent_cluster_role(),
+    )
+    .await
+    .map_err(on_spoke("the agent ClusterRole"))?;
+    apply_on(
+        &Api::<ClusterRoleBinding>::all(spoke_client.clone()),
+        &install::agent_cluster_role_binding(),
+    )
+    .await
+    .map_err(on_spoke("the agent ClusterRoleBinding"))?;
+    // The agent reports ClusterClaims, as OCM's klusterlet does, so it brings their CRD.
+    let claims_crd = <crate::api::ClusterClaim as kube::CustomResourceExt>::crd();
+    apply_on(
+        &Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(spoke_client.clone()),
+        &claims_crd,
+    )
+    .await
+    .map_err(on_spoke("the ClusterClaim CRD"))?;
+    apply_on(
+        &Api::<Secret>::namespaced(spoke_client.clone(), AGENT_NAMESPACE),
+        &install::bootstrap_hub_kubeconfig_secret(&kubeconfig),
+    )
+    .await
+    .map_err(on_spoke("the bootstrap kubeconfig"))?;
+    apply_on(
+        &Api::<Deployment>::namespaced(spoke_client, AGENT_NAMESPACE),
+        &install::agent_deployment(&name, &gathered.effective),
+    )
+    .await
+    .map_err(on_spoke("the agent Deployment"))?;
+    info!(
+        version = gathered.effective.agent.version,
+        "agent installed"
+    );
+    Ok(())
+}
+
+/// Lets the spoke's agents read their Spoke and Hub and report on their Spoke.
+async fn grant_spoke_access(
+    client: &Client,
+    cluster: &str,
+    hub: &str,
+) -> Result<(), ReconcileError> {
+    let failed = |what: &str| {
+        ReconcileError::kube(
+            format!("{what} {}", install::agent_hub_role_name(cluster)),
+            "apply",
+        )
+    };
+    apply_on(
+        &Api::<Role>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+        &install::agent_hub_role(cluster, hub),
+    )
+    .await
+    .map_err(failed("Role"))?;
+    apply_on(
+        &Api::<RoleBinding>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+        &install::agent_hub_role_binding(cluster),
+    )
+    .await
+    .map_err(failed("RoleBinding"))
+}
+
+/// The spoke-side cleanup the agent would do, done by the hub (hub-as-spoke, failed pivot).
+async fn unjoin_spoke(ctx: &Context, spoke: &Spoke) -> Result<(), ReconcileError> {
+    let client = &ctx.config.client;
+    let spoke_client = match ctx.config.access.spoke(spoke, client).await {
+        Ok(spoke_client) => spoke_client,
+        Err(err) => {
+            // A spoke that is gone for good must not hold its Spoke forever.
+            warn!(%err, "the spoke cannot be reached; leaving its side as it is");
+            return Ok(());
+        }
+    };
+    uninstall::remove_credentials(&spoke_client)
+        .await
+        .map_err(ReconcileError::Spoke)?;
+    uninstall::remove_workload(&spoke_client, spoke.spec.cleanup.purge_agent_namespace)
+        .await
+        .map_err(ReconcileError::Spoke)?;
+    info!("agent removed from the spoke");
+    Ok(())
+}
+
+/// CSRs, ManagedCluster, cluster namespace and bootstrap tokens of the spoke on the hub.
+async fn remove_from_hub(
+    client: &Client,
+    name: &str,
+    tokens: &[Secret],
+) -> Result<(), ReconcileError> {
+    let by_cluster = ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}={name}"));
+    Api::<CertificateSigningRequest>::all(client.clone())
+        .delete_collection(&DeleteParams::default(), &by_cluster)
+        .await
+        .map_err(ReconcileError::kube(format!("CSRs of {name}"), "delete"))?;
+    let token_secrets = Api::<Secret>::namespaced(client.clone(), BOOTSTRAP_TOKEN_NAMESPACE);
+    for token in tokens {
+        delete(&token_secrets, &token.name_any()).await?;
+    }
+    let role = install::agent_hub_role_name(name);
+    delete(
+        &Api::<RoleBinding>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+        &role,
+    )
+    .await?;
+    delete(
+        &Api::<Role>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+        &role,
+    )
+    .await?;
+    delete(&Api::<ManagedCluster>::all(client.clone()), name).await?;
+    delete(&Api::<Namespace>::all(client.clone()), name).await?;
+    info!("removed from the hub");
+    Ok(())
+}
+
+#[instrument(skip_all, fields(hub = hub.name_any()))]
+async fn reconcile_hub(hub: Arc<Hub>, ctx: Arc<Context>) -> Result<Requeue, ReconcileError> {
+    let client = &ctx.config.client;
+    let name = hub.name_any();
+    let api: Api<Hub> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    let has_finalizer = hub.finalizers().iter().any(|f| f == FINALIZER_HUB_CLEANUP);
+    let spokes: Vec<Arc<Spoke>> = ctx
+        .spokes
+        .state()
+        .into_iter()
+        .filter(|spoke| spoke.spec.hub_ref == name)
+        .collect();
+    if hub.metadata.deletion_timestamp.is_some() {
+        if !spokes.is_empty() {
+            // Spokes first: each unjoins in its own finalizer order.
+            let spoke_api: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+            for spoke in spokes
+                .iter()
+                .filter(|s| s.metadata.deletion_timestamp.is_none())
+            {
+                delete(&spoke_api, &spoke.name_any()).await?;
+            }
+            write_hub_phase(&api, &hub, Phase::Deleting).await?;
+            return Ok(Requeue::await_change());
+        }
+        if has_finalizer {
+            let finalizers: Vec<String> = hub
+                .finalizers()
+                .iter()
+                .filter(|f| f.as_str() != FINALIZER_HUB_CLEANUP)
+                .cloned()
+                .collect();
+            let patch = json!({"metadata": {"resourceVersion": hub.resource_version(), "finalizers": finalizers}});
+            merge(&api, &name, &patch).await?;
+        }
+        return Ok(Requeue::await_change());
+    }
+    if !has_finalizer {
+        let mut finalizers = hub.finalizers().to_vec();
+        finalizers.push(FINALIZER_HUB_CLEANUP.to_string());
+        let patch = json!({"metadata": {"resourceVersion": hub.resource_version(), "finalizers": finalizers}});
+        merge(&api, &name, &patch).await?;
+    }
+    let all_running = spokes
+        .iter()
+        .all(|spoke| spoke.status.as_ref().and_then(|s| s.phase) == Some(Phase::Running));
+    let phase = if all_running {
+        Phase::Running
+    } else {
+        Phase::Joining
+    };
+    write_hub_phase(&api, &hub, phase).await?;
+    Ok(Requeue::await_change())
+}
+
+async fn write_hub_phase(api: &Api<Hub>, hub: &Hub, phase: Phase) -> Result<(), ReconcileError> {
+    if hub.status.as_ref().and_then(|s| s.phase) == Some(phase)
+        && hub.status.as_ref().and_then(|s| s.observed_generation) == hub.metadata.generation
+    {
+        return Ok(());
+    }
+    let patch = json!({"status": {"phase": phase, "observedGeneration": hub.metadata.generation}});
+    api.patch_status(
+        &hub.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map(|_| ())
+    .or_else(ignore_not_found)
+    .map_err(ReconcileError::kube(
+        format!("Hub {}", hub.name_any()),
+        "write status",
+    ))
+}
+
+async fn merge<K>(api: &Api<K>, name: &str, patch: &serde_json::Value) -> Result<(), ReconcileError>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map(|_| ())
+        .map_err(ReconcileError::kube(
+            format!("{} {name}", K::kind(&())),
+            "update",
+        ))
+}
+
+async fn apply<K>(
+    api: &Api<K>,
+    name: &str,
+    object: &serde_json::Value,
+) -> Result<(), ReconcileError>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch(name, &params, &Patch::Apply(object))
+        .await
+        .map(|_| ())
+        .map_err(ReconcileError::kube(
+            format!("{} {name}", K::kind(&())),
+            "apply",
+        ))
+}
+
+/// Server-side applies a typed object (its name from its metadata).
+async fn apply_on<K>(api: &Api<K>, object: &K) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+{
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let mut value = serde_json::to_value(object).map_err(kube::Error::SerdeError)?;
+    value["apiVersion"] = json!(K::api_version(&()));
+    value["kind"] = json!(K::kind(&()));
+    api.patch(&object.name_any(), &params, &Patch::Apply(&value))
+        .await
+        .map(|_| ())
+}
+
+async fn delete<K>(api: &Api<K>, name: &str) -> Result<(), ReconcileError>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    api.delete(name, &DeleteParams::background())
+        .await
+        .map(|_| ())
+        .or_else(ignore_not_found)
+        .map_err(ReconcileError::kube(
+            format!("{} {name}", K::kind(&())),
+            "delete",
+        ))
+}
+
+fn ignore_not_found(err: kube::Error) -> Result<(), kube::Error> {
+    if is_not_found(&err) { Ok(()) } else { Err(err) }
+}

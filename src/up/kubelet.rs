@@ -1,0 +1,234 @@
+//! Playing kubelet for agent Deployments on an embedded cluster.
+//!
+//! An embedded control plane runs no pods, so `fleetform up` runs each agent Deployment itself:
+//! one in-process agent per Deployment labelled `app=fleetform-agent`, started from the
+//! container's arguments (parsed exactly as `fleetform agent` parses them), restarted when the
+//! Deployment's template changes (an upgrade), stopped when it is deleted. The Deployment's
+//! status reports one available replica while its agent runs, as a kubelet's would.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, watcher};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::agent::HubConnection;
+use crate::plan::desired::stable_hash;
+use crate::reconciler::install::{APP_AGENT, LABEL_APP};
+
+/// How long a failed agent waits before it is started again.
+const RESTART_DELAY: Duration = Duration::from_secs(2);
+
+/// Runs the agents of `cluster`'s agent Deployments until `shutdown`; each reaches its hub
+/// through `hub` (the bootstrap flow reads the spoke's own secrets, so one value serves all).
+pub async fn run(
+    cluster_name: String,
+    client: Client,
+    hub: HubConnection,
+    shutdown: CancellationToken,
+) {
+    let deployments: Api<Deployment> = Api::all(client.clone());
+    let config = watcher::Config::default().labels(&format!("{LABEL_APP}={APP_AGENT}"));
+    let mut events = watcher(deployments, config).default_backoff().boxed();
+    let mut pods: HashMap<(String, String), Pod> = HashMap::new();
+    let mut listed: Vec<(String, String)> = Vec::new();
+    loop {
+        let event = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            event = events.next() => event,
+        };
+        match event {
+            None => break,
+            Some(Err(err)) => warn!(cluster = cluster_name, %err, "watching agent Deployments"),
+            Some(Ok(watcher::Event::Init)) => listed.clear(),
+            Some(Ok(watcher::Event::InitApply(deployment))) => {
+                listed.push(key(&deployment));
+                schedule(&cluster_name, &client, &hub, &mut pods, deployment).await;
+            }
+            Some(Ok(watcher::Event::InitDone)) => {
+                // Deployments deleted while the watch was down.
+                let gone: Vec<_> = pods
+                    .keys()
+                    .filter(|k| !listed.contains(k))
+                    .cloned()
+                    .collect();
+                for key in gone {
+                    if let Some(pod) = pods.remove(&key) {
+                        pod.stop().await;
+                    }
+                }
+            }
+            Some(Ok(watcher::Event::Apply(deployment))) => {
+                schedule(&cluster_name, &client, &hub, &mut pods, deployment).await;
+            }
+            Some(Ok(watcher::Event::Delete(deployment))) => {
+                if let Some(pod) = pods.remove(&key(&deployment)) {
+                    info!(
+                        cluster = cluster_name,
+                        deployment = deployment.name_any(),
+                        "agent Deployment deleted: stopping its agent"
+                    );
+                    pod.stop().await;
+                }
+            }
+        }
+    }
+    for (_, pod) in pods.drain() {
+        pod.stop().await;
+    }
+}
+
+/// One running agent.
+struct Pod {
+    template: String,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl Pod {
+    async fn stop(self) {
+        self.stop.cancel();
+        if let Err(err) = self.task.await {
+            warn!(%err, "an agent ended abnormally");
+        }
+    }
+}
+
+fn key(deployment: &Deployment) -> (String, String) {
+    (
+        deployment.namespace().unwrap_or_default(),
+        deployment.name_any(),
+    )
+}
+
+/// Starts the Deployment's agent, or restarts it when its template changed.
+async fn schedule(
+    cluster_name: &str,
+    client: &Client,
+    hub: &HubConnection,
+    pods: &mut HashMap<(String, String), Pod>,
+    deployment: Deployment,
+) {
+    if deployment.metadata.deletion_timestamp.is_some() {
+        return;
+    }
+    let template = deployment
+        .spec
+        .as_ref()
+        .map(|spec| stable_hash(&serde_json::to_string(&spec.template).unwrap_or_default()))
+        .unwrap_or_default();
+    let key = key(&deployment);
+    if pods.get(&key).is_some_and(|pod| pod.template == template) {
+        return;
+    }
+    if let Some(old) = pods.remove(&key) {
+        info!(
+            cluster = cluster_name,
+            deployment = key.1,
+            "agent Deployment changed: restarting its agent"
+        );
+        old.stop().await;
+    }
+    let args: Vec<String> = deployment
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.template.spec.as_ref())
+        .and_then(|pod| pod.containers.first())
+        .and_then(|container| container.args.clone())
+        .unwrap_or_default();
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(run_pod(
+        cluster_name.to_string(),
+        client.clone(),
+        hub.clone(),
+        deployment,
+        args,
+        stop.clone(),
+    ));
+    pods.insert(
+        key,
+        Pod {
+            template,
+            stop,
+            task,
+        },
+    );
+}
+
+/// Runs one agent and keeps its Deployment's status true, restarting it after a failure.
+async fn run_pod(
+    cluster_name: String,
+    client: Client,
+    hub: HubConnection,
+    deployment: Deployment,
+    args: Vec<String>,
+    stop: CancellationToken,
+) {
+    let name = deployment.name_any();
+    let namespace = deployment.namespace().unwrap_or_default();
+    let api: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
+    loop {
+        let parsed = match crate::cli::agent::parse_container_args(&args) {
+            Ok(parsed) => parsed,
+            Err(err) => {
+                warn!(
+                    cluster = cluster_name,
+                    deployment = name,
+                    "cannot start the agent: {err}"
+                );
+                report(&api, &deployment, false).await;
+                return;
+            }
+        };
+        let mut config = parsed.into_config(client.clone(), hub.clone());
+        config.agent_namespace = namespace.clone();
+        report(&api, &deployment, true).await;
+        info!(
+            cluster = cluster_name,
+            agent = config.cluster_name,
+            "agent started"
+        );
+        match crate::agent::run(config, stop.clone()).await {
+            Ok(()) => return,
+            Err(err) => {
+                warn!(cluster = cluster_name, deployment = name, %err, "agent failed; restarting");
+                report(&api, &deployment, false).await;
+            }
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(RESTART_DELAY) => {}
+        }
+    }
+}
+
+/// Writes the Deployment's status as a kubelet and the deployment controller would.
+async fn report(api: &Api<Deployment>, deployment: &Deployment, running: bool) {
+    let ready = i32::from(running);
+    let status = json!({"status": {
+        "observedGeneration": deployment.metadata.generation,
+        "replicas": 1,
+        "updatedReplicas": 1,
+        "readyReplicas": ready,
+        "availableReplicas": ready,
+        "unavailableReplicas": 1 - ready,
+    }});
+    if let Err(err) = api
+        .patch_status(
+            &deployment.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&status),
+        )
+        .await
+    {
+        warn!(deployment = deployment.name_any(), %err, "cannot report the agent Deployment's status");
+    }
+}

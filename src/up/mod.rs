@@ -1,0 +1,222 @@
+//! `fleetform up`: a whole fleet on one machine.
+//!
+//! Starts an embedded control plane for every hub and spoke whose kubeconfig is `embedded`
+//! (state under the data dir, so a restart resumes; each keeps its port), writes a kubeconfig per
+//! cluster, installs fleetform on each hub (day 0), points a FleetSync at the source, and runs on
+//! each hub the sync controller, the hub loops and the lifecycle reconciler, and on every cluster
+//! a [`kubelet`] for agent Deployments. From there the fleet converges on its own, and a new
+//! commit is picked up within the sync interval.
+
+pub mod kubelet;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use fleetform_controlplane::{ControlPlane, RunningControlPlane};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+use crate::access::{Access, ClusterRole, embedded_dir, embedded_kubeconfig};
+use crate::agent::HubConnection;
+use crate::fleet::Fleet;
+use crate::reconciler::install::HubEndpoint;
+
+/// What `up` runs.
+#[derive(Clone, Debug)]
+pub struct UpConfig {
+    /// Where the fleet's embedded clusters keep their state and kubeconfigs.
+    pub data_dir: PathBuf,
+    /// The FleetSync each hub follows: repo (a path or URL), ref and path inside it.
+    pub repo: String,
+    pub git_ref: String,
+    pub path: Option<String>,
+    /// How often each hub's sync fetches the repo.
+    pub interval: Duration,
+}
+
+/// Why `up` could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum UpError {
+    #[error("{cluster}: cannot start its embedded control plane: {message}")]
+    Start { cluster: String, message: String },
+    #[error("{cluster}: {message}")]
+    Setup { cluster: String, message: String },
+}
+
+/// One embedded cluster of the fleet.
+pub struct EmbeddedCluster {
+    pub role: ClusterRole,
+    pub name: String,
+    pub kubeconfig: PathBuf,
+    pub client: Client,
+    plane: RunningControlPlane,
+}
+
+impl EmbeddedCluster {
+    /// The URL its API server serves on.
+    pub fn url(&self) -> String {
+        self.plane.url()
+    }
+}
+
+/// A fleet running on this machine.
+pub struct Running {
+    pub hubs: Vec<EmbeddedCluster>,
+    pub spokes: Vec<EmbeddedCluster>,
+    shutdown: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops every loop, then every control plane.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        for task in self.tasks {
+            let _ = task.await;
+        }
+        for cluster in self.hubs.into_iter().chain(self.spokes) {
+            cluster.plane.shutdown().await;
+        }
+    }
+}
+
+/// Starts the embedded clusters `fleet` declares and everything that runs on them.
+pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> {
+    let shutdown = CancellationToken::new();
+    let mut hubs = Vec::new();
+    for (name, hub) in &fleet.hubs {
+        if hub.spec.kubeconfig.embedded.is_some() {
+            hubs.push(start_cluster(&config.data_dir, ClusterRole::Hub, name).await?);
+        }
+    }
+    let mut spokes = Vec::new();
+    for (name, spoke) in &fleet.spokes {
+        if spoke.spec.kubeconfig.embedded.is_some() {
+            spokes.push(start_cluster(&config.data_dir, ClusterRole::Spoke, name).await?);
+        }
+    }
+    let access = Access {
+        data_dir: config.data_dir.clone(),
+        ..Access::default()
+    };
+    let mut tasks = Vec::new();
+    for hub in &hubs {
+        let setup = |message: String| UpError::Setup {
+            cluster: format!("hub {}", hub.name),
+            message,
+        };
+        crate::apply::install_hub(&hub.name, &hub.client)
+            .await
+            .map_err(|err| setup(err.to_string()))?;
+        let endpoint = HubEndpoint {
+            server: hub.url(),
+            ca_pem: hub
+                .plane
+                .certificate_authority()
+                .map(|ca| ca.cert_pem().to_string()),
+        };
+        let reconciler = crate::reconciler::ReconcilerConfig {
+            client: hub.client.clone(),
+            access: access.clone(),
+            hub_endpoint: endpoint,
+        };
+        tasks.push(tokio::spawn(crate::reconciler::run(
+            reconciler,
+            shutdown.child_token(),
+        )));
+        let loops = crate::hub::run::HubConfig {
+            client: hub.client.clone(),
+            access: access.clone(),
+        };
+        tasks.push(tokio::spawn(crate::hub::run(loops, shutdown.child_token())));
+        info!(hub = hub.name, url = hub.url(), "hub running");
+    }
+    for cluster in hubs.iter().chain(&spokes) {
+        tasks.push(tokio::spawn(kubelet::run(
+            cluster.name.clone(),
+            cluster.client.clone(),
+            HubConnection::BootstrapSecret,
+            shutdown.child_token(),
+        )));
+    }
+    Ok(Running {
+        hubs,
+        spokes,
+        shutdown,
+        tasks,
+    })
+}
+
+/// Starts (or resumes) the embedded cluster `name`: its state and kubeconfig live in its own
+/// directory under the data dir, and it keeps the port it was first given, so kubeconfigs that
+/// point at it — agents' included — stay valid across restarts.
+async fn start_cluster(
+    data_dir: &Path,
+    role: ClusterRole,
+    name: &str,
+) -> Result<EmbeddedCluster, UpError> {
+    let cluster = format!("{} {name}", role.as_str());
+    let failed = |message: String| UpError::Start {
+        cluster: cluster.clone(),
+        message,
+    };
+    let dir = embedded_dir(data_dir, role, name);
+    std::fs::create_dir_all(&dir)
+        .map_err(|err| failed(format!("cannot create {}: {err}", dir.display())))?;
+    let port_file = dir.join("port");
+    let port: u16 = match std::fs::read_to_string(&port_file) {
+        Ok(text) => text.trim().parse().map_err(|_| {
+            failed(format!(
+                "{} does not hold a port number: {:?}",
+                port_file.display(),
+                text.trim()
+            ))
+        })?,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => 0,
+        Err(err) => {
+            return Err(failed(format!(
+                "cannot read {}: {err}",
+                port_file.display()
+            )));
+        }
+    };
+    let plane = ControlPlane::builder()
+        .data_dir(Some(dir.join("state")))
+        .listen(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+        .start()
+        .await
+        .map_err(|err| {
+            failed(if port == 0 {
+                err.to_string()
+            } else {
+                format!(
+                    "{err} (it keeps port {port}, recorded in {})",
+                    port_file.display()
+                )
+            })
+        })?;
+    if port == 0 {
+        std::fs::write(&port_file, plane.addr().port().to_string())
+            .map_err(|err| failed(format!("cannot write {}: {err}", port_file.display())))?;
+    }
+    let kubeconfig_path = embedded_kubeconfig(data_dir, role, name);
+    let kubeconfig = plane.kubeconfig();
+    crate::cli::write_private(&kubeconfig_path, &kubeconfig)
+        .map_err(|err| failed(format!("cannot write {}: {err}", kubeconfig_path.display())))?;
+    let parsed = Kubeconfig::from_yaml(&kubeconfig).map_err(|err| failed(err.to_string()))?;
+    let client_config = Config::from_custom_kubeconfig(parsed, &KubeConfigOptions::default())
+        .await
+        .map_err(|err| failed(err.to_string()))?;
+    let client = Client::try_from(client_config).map_err(|err| failed(err.to_string()))?;
+    info!(cluster, url = plane.url(), kubeconfig = %kubeconfig_path.display(), "embedded cluster started");
+    Ok(EmbeddedCluster {
+        role,
+        name: name.to_string(),
+        kubeconfig: kubeconfig_path,
+        client,
+        plane,
+    })
+}

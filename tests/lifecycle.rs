@@ -1,0 +1,486 @@
+//! End to end: an embedded fleet (`fleetform up`'s clusters, agents and loops, in-process) driven
+//! only by commits to a fleet repo and the CLI. Spokes join, accept, pivot, follow changes of
+//! their addons, lease, claim limit and agent version, and unjoin in finalizer order, leaving
+//! nothing behind on hub or spoke.
+
+mod support;
+
+use std::path::Path;
+use std::process::Output;
+
+use fleetform::api::fleet::{Phase, SYSTEM_NAMESPACE, Spoke};
+use fleetform::api::vocabulary::{AGENT_NAMESPACE, CONDITION_PIVOT_COMPLETE};
+use fleetform::api::{ManagedCluster, ManagedClusterAddOn, is_condition_true};
+use fleetform::reconciler::install::{AGENT_DEPLOYMENT, LABEL_AGENT_VERSION, deployment_label};
+use fleetform::up::{self, UpConfig};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::ListParams;
+use kube::runtime::wait::await_condition;
+use kube::{Api, Client};
+use support::{PATIENCE, wait_for};
+
+/// A fleet repo in a temporary git repository.
+struct Repo {
+    dir: tempfile::TempDir,
+    repo: git2::Repository,
+}
+
+impl Repo {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init(dir.path()).unwrap();
+        Repo { dir, repo }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes `files` (path → contents; `None` deletes) and commits them.
+    fn commit(&self, message: &str, files: &[(&str, Option<&str>)]) {
+        for (path, contents) in files {
+            let full = self.path().join(path);
+            match contents {
+                Some(contents) => {
+                    std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+                    std::fs::write(&full, contents).unwrap();
+                }
+                None => std::fs::remove_file(&full).unwrap(),
+            }
+        }
+        let mut index = self.repo.index().unwrap();
+        index
+            .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+            .unwrap();
+        index.update_all(["*"], None).unwrap();
+        index.write().unwrap();
+        let tree = self.repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let signature = git2::Signature::now("fleet", "fleet@example.com").unwrap();
+        let parent = self
+            .repo
+            .head()
+            .ok()
+            .and_then(|head| head.peel_to_commit().ok());
+        let parents: Vec<&git2::Commit> = parent.iter().collect();
+        self.repo
+            .commit(
+                Some("HEAD"),
+                &signature,
+                &signature,
+                message,
+                &tree,
+                &parents,
+            )
+            .unwrap();
+    }
+}
+
+const HUB: &str = "apiVersion: fleetform.io/v1alpha1
+kind: Hub
+metadata:
+  name: hub
+spec:
+  kubeconfig:
+    embedded: {}
+  registration:
+    leaseDurationSeconds: 1
+    clusterClaimsMax: 20
+";
+
+const ADDONS: &str = "apiVersion: fleetform.io/v1alpha1
+kind: AddOn
+metadata:
+  name: metrics
+spec:
+  installNamespace: metrics-agent
+---
+apiVersion: fleetform.io/v1alpha1
+kind: AddOn
+metadata:
+  name: logging
+spec:
+  installNamespace: logging-agent
+";
+
+fn spoke(name: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: fleetform.io/v1alpha1
+kind: Spoke
+metadata:
+  name: {name}
+  labels:
+    env: test
+spec:
+  hubRef: hub
+  kubeconfig:
+    embedded: {{}}
+{extra}"
+    )
+}
+
+/// The fleet running: its embedded clusters and loops, and the hub's client.
+struct Fleet {
+    repo: Repo,
+    data_dir: tempfile::TempDir,
+    running: Option<up::Running>,
+    hub: Client,
+}
+
+impl Fleet {
+    async fn up(repo: Repo) -> Self {
+        // RUST_LOG=fleetform=info shows what the loops do when a test fails.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+        let data_dir = tempfile::tempdir().unwrap();
+        let (_, fleet) = fleetform::source::load_fleet(&fleetform::source::SourceSpec {
+            location: repo.path().display().to_string(),
+            ..Default::default()
+        })
+        .expect("a valid fleet");
+        let running = up::start(
+            &fleet,
+            UpConfig {
+                data_dir: data_dir.path().to_path_buf(),
+                repo: repo.path().display().to_string(),
+                git_ref: "HEAD".to_string(),
+                path: None,
+                interval: std::time::Duration::from_secs(1),
+            },
+        )
+        .await
+        .expect("the fleet starts");
+        let hub = running.hubs[0].client.clone();
+        Fleet {
+            repo,
+            data_dir,
+            running: Some(running),
+            hub,
+        }
+    }
+
+    fn spoke_client(&self, name: &str) -> Client {
+        self.running
+            .as_ref()
+            .unwrap()
+            .spokes
+            .iter()
+            .find(|spoke| spoke.name == name)
+            .map(|spoke| spoke.client.clone())
+            .unwrap()
+    }
+
+    async fn fleetform(&self, args: &[&str]) -> Output {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_fleetform"))
+            .args(args)
+            .arg("--data-dir")
+            .arg(self.data_dir.path())
+            .env("NO_COLOR", "1")
+            .output()
+            .await
+            .expect("run fleetform")
+    }
+
+    /// `fleetform apply` of the repo's HEAD.
+    async fn apply(&self, extra: &[&str]) {
+        let repo = self.repo.path().display().to_string();
+        let mut args = vec!["apply", repo.as_str()];
+        args.extend_from_slice(extra);
+        let output = self.fleetform(&args).await;
+        assert!(
+            output.status.success(),
+            "fleetform apply failed:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    fn spokes(&self) -> Api<Spoke> {
+        Api::namespaced(self.hub.clone(), SYSTEM_NAMESPACE)
+    }
+
+    async fn wait_running(&self, name: &str) -> Spoke {
+        wait_for(
+            &self.spokes(),
+            name,
+            "Running and pivoted",
+            |spoke: &Spoke| {
+                let status = spoke.status.as_ref();
+                status.and_then(|s| s.phase) == Some(Phase::Running)
+                    && status
+                        .is_some_and(|s| is_condition_true(&s.conditions, CONDITION_PIVOT_COMPLETE))
+            },
+        )
+        .await
+    }
+
+    async fn shutdown(mut self) {
+        if let Some(running) = self.running.take() {
+            running.shutdown().await;
+        }
+    }
+}
+
+async fn wait_gone<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    tokio::time::timeout(
+        PATIENCE,
+        await_condition(api.clone(), name, |object: Option<&K>| object.is_none()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("timed out waiting for {name} to be gone"))
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_join_change_upgrade_and_unjoin_spokes() {
+    let repo = Repo::new();
+    repo.commit(
+        "a hub and two spokes",
+        &[
+            ("hubs/hub.yaml", Some(HUB)),
+            ("addons/addons.yaml", Some(ADDONS)),
+            (
+                "spokes/alpha.yaml",
+                Some(&spoke("alpha", "  addons: [metrics]\n")),
+            ),
+            ("spokes/beta.yaml", Some(&spoke("beta", ""))),
+        ],
+    );
+    let fleet = Fleet::up(repo).await;
+    fleet.apply(&[]).await;
+    for name in ["alpha", "beta"] {
+        fleet.wait_running(name).await;
+    }
+    let clusters: Api<ManagedCluster> = Api::all(fleet.hub.clone());
+    let alpha = clusters.get("alpha").await.unwrap();
+    assert!(alpha.hub_accepts_client() && alpha.is_joined());
+    assert_eq!(alpha.lease_duration_seconds(), 1);
+    assert_eq!(alpha.metadata.labels.as_ref().unwrap()["env"], "test");
+    let addons: Api<ManagedClusterAddOn> = Api::namespaced(fleet.hub.clone(), "alpha");
+    assert!(addons.get_opt("metrics").await.unwrap().is_some());
+
+    // Addons, lease duration and claim limit change in one commit.
+    fleet.repo.commit(
+        "alpha: logging instead of metrics, 2 s leases, 5 claims",
+        &[(
+            "spokes/alpha.yaml",
+            Some(&spoke(
+                "alpha",
+                "  addons: [logging]\n  leaseDurationSeconds: 2\n  clusterClaimsMax: 5\n",
+            )),
+        )],
+    );
+    fleet.apply(&[]).await;
+    wait_for(&addons, "logging", "enabled", |_| true).await;
+    wait_gone(&addons, "metrics").await;
+    wait_for(&clusters, "alpha", "lease 2 s", |c: &ManagedCluster| {
+        c.lease_duration_seconds() == 2
+    })
+    .await;
+    let alpha_deployments: Api<Deployment> =
+        Api::namespaced(fleet.spoke_client("alpha"), AGENT_NAMESPACE);
+    wait_for(
+        &alpha_deployments,
+        AGENT_DEPLOYMENT,
+        "claims max 5",
+        |d: &Deployment| {
+            let args = d
+                .spec
+                .as_ref()
+                .and_then(|s| s.template.spec.as_ref())
+                .map(|p| p.containers[0].args.clone().unwrap_or_default())
+                .unwrap_or_default();
+            args.windows(2)
+                .any(|pair| pair[0] == "--cluster-claims-max" && pair[1] == "5")
+        },
+    )
+    .await;
+
+    // An agent version bump: the agent, which owns day 2, upgrades itself.
+    fleet.repo.commit(
+        "agents 9.9.9",
+        &[(
+            "hubs/hub.yaml",
+            Some(&format!("{HUB}  agent:\n    version: 9.9.9\n")),
+        )],
+    );
+    fleet.apply(&[]).await;
+    for name in ["alpha", "beta"] {
+        let deployments: Api<Deployment> =
+            Api::namespaced(fleet.spoke_client(name), AGENT_NAMESPACE);
+        wait_for(
+            &deployments,
+            AGENT_DEPLOYMENT,
+            "upgraded",
+            |d: &Deployment| deployment_label(d, LABEL_AGENT_VERSION) == Some("9.9.9"),
+        )
+        .await;
+        wait_for(&fleet.spokes(), name, "reports 9.9.9", |s: &Spoke| {
+            s.status.as_ref().and_then(|s| s.agent_version.as_deref()) == Some("9.9.9")
+        })
+        .await;
+    }
+
+    // beta leaves the repo: it unjoins and nothing of it is left on hub or spoke.
+    fleet
+        .repo
+        .commit("beta leaves", &[("spokes/beta.yaml", None)]);
+    fleet.apply(&[]).await;
+    wait_gone(&fleet.spokes(), "beta").await;
+    wait_gone(&clusters, "beta").await;
+    wait_gone(&Api::<Namespace>::all(fleet.hub.clone()), "beta").await;
+    wait_gone(
+        &Api::<Namespace>::all(fleet.spoke_client("beta")),
+        AGENT_NAMESPACE,
+    )
+    .await;
+    let csrs: Api<k8s_openapi::api::certificates::v1::CertificateSigningRequest> =
+        Api::all(fleet.hub.clone());
+    let left = csrs
+        .list(&ListParams::default().labels("open-cluster-management.io/cluster-name=beta"))
+        .await
+        .unwrap();
+    assert!(left.items.is_empty(), "beta's CSRs are removed");
+    // alpha is untouched.
+    fleet.wait_running("alpha").await;
+    fleet.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hub_as_spoke_failed_pivot_blocking_work_and_hub_deletion() {
+    // `stuck`'s agent can never come up: its cluster runs no kubelet (fleetform up plays kubelet
+    // for embedded clusters only).
+    let stuck = support::Cluster::start().await;
+    let repo = Repo::new();
+    let stuck_spoke = "apiVersion: fleetform.io/v1alpha1
+kind: Spoke
+metadata:
+  name: stuck
+spec:
+  hubRef: hub
+  kubeconfig:
+    secretRef: {namespace: fleetform-system, name: stuck-kubeconfig, key: kubeconfig}
+";
+    let local_spoke = "apiVersion: fleetform.io/v1alpha1
+kind: Spoke
+metadata:
+  name: local
+spec:
+  hubRef: hub
+  kubeconfig:
+    inCluster: true
+";
+    repo.commit(
+        "a hub registered as its own spoke, a spoke whose agent never starts, and delta",
+        &[
+            ("hubs/hub.yaml", Some(HUB)),
+            ("spokes/local.yaml", Some(local_spoke)),
+            ("spokes/stuck.yaml", Some(stuck_spoke)),
+            ("spokes/delta.yaml", Some(&spoke("delta", ""))),
+        ],
+    );
+    let fleet = Fleet::up(repo).await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(fleet.hub.clone(), SYSTEM_NAMESPACE);
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "stuck-kubeconfig"},
+        "stringData": {"kubeconfig": stuck.kubeconfig()},
+    }))
+    .unwrap();
+    secrets
+        .create(&kube::api::PostParams::default(), &secret)
+        .await
+        .unwrap();
+    fleet.apply(&["--no-wait"]).await;
+    fleet.wait_running("local").await;
+    fleet.wait_running("delta").await;
+    let stuck_deployments: Api<Deployment> = Api::namespaced(stuck.client.clone(), AGENT_NAMESPACE);
+    wait_for(&stuck_deployments, AGENT_DEPLOYMENT, "installed", |_| true).await;
+    let stuck_now = fleet.spokes().get("stuck").await.unwrap();
+    assert_eq!(stuck_now.status.and_then(|s| s.phase), Some(Phase::Joining));
+    let local = fleet.spokes().get("local").await.unwrap();
+    assert!(
+        local
+            .metadata
+            .finalizers
+            .unwrap_or_default()
+            .iter()
+            .any(|f| f == "fleetform.io/spoke-cleanup"),
+        "the hub holds the spoke-cleanup finalizer of a hub-as-spoke"
+    );
+
+    // Both leave: the hub unjoins them itself, since no agent will.
+    fleet.repo.commit(
+        "local and stuck leave",
+        &[("spokes/local.yaml", None), ("spokes/stuck.yaml", None)],
+    );
+    let held = fleet
+        .fleetform(&[
+            "apply",
+            &fleet.repo.path().display().to_string(),
+            "--no-wait",
+        ])
+        .await;
+    assert_eq!(
+        held.status.code(),
+        Some(1),
+        "two of three spokes is past the prune guard"
+    );
+    fleet.apply(&["--allow-prune"]).await;
+    let clusters: Api<ManagedCluster> = Api::all(fleet.hub.clone());
+    wait_gone(&clusters, "local").await;
+    wait_gone(&Api::<Namespace>::all(fleet.hub.clone()), "local").await;
+    wait_gone(&fleet.spokes(), "stuck").await;
+    wait_gone(
+        &Api::<Namespace>::all(stuck.client.clone()),
+        AGENT_NAMESPACE,
+    )
+    .await;
+    let hub_agent: Api<Deployment> = Api::namespaced(fleet.hub.clone(), AGENT_NAMESPACE);
+    wait_gone(&hub_agent, AGENT_DEPLOYMENT).await;
+
+    // A ManifestWork of someone else's holds delta's unjoin until it is gone; deleting the Hub
+    // unjoins its spokes first.
+    let works: Api<fleetform::api::ManifestWork> = Api::namespaced(fleet.hub.clone(), "delta");
+    let work: fleetform::api::ManifestWork = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web-app", "namespace": "delta"},
+        "spec": {"workload": {"manifests": []}},
+    }))
+    .unwrap();
+    works
+        .create(&kube::api::PostParams::default(), &work)
+        .await
+        .unwrap();
+    let hubs: Api<fleetform::api::Hub> = Api::namespaced(fleet.hub.clone(), SYSTEM_NAMESPACE);
+    hubs.delete("hub", &Default::default()).await.unwrap();
+    let blocked = wait_for(
+        &fleet.spokes(),
+        "delta",
+        "blocked by web-app",
+        |s: &Spoke| {
+            s.status.as_ref().is_some_and(|status| {
+                status.conditions.iter().any(|c| {
+                    c.type_ == "CleanupFailed"
+                        && c.status == "True"
+                        && c.message.contains("web-app")
+                })
+            })
+        },
+    )
+    .await;
+    assert_eq!(blocked.status.and_then(|s| s.phase), Some(Phase::Deleting));
+    assert!(
+        hubs.get_opt("hub").await.unwrap().is_some(),
+        "the Hub waits for its spokes"
+    );
+    works.delete("web-app", &Default::default()).await.unwrap();
+    wait_gone(&fleet.spokes(), "delta").await;
+    wait_gone(&clusters, "delta").await;
+    wait_gone(&hubs, "hub").await;
+    fleet.shutdown().await;
+}
