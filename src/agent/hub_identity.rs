@@ -25,6 +25,7 @@ use crate::api::vocabulary::{
     HUB_KUBECONFIG_SECRET_KEY_TLS_CRT, HUB_KUBECONFIG_SECRET_KEY_TLS_KEY, LABEL_ADDON_NAME,
 };
 use crate::hub::approval::{CSR_APPROVED, CSR_DENIED};
+use crate::hub::signing::CSR_FAILED;
 
 /// Annotation of `hub-kubeconfig-secret`: the fingerprint of the bootstrap kubeconfig the
 /// identity was obtained with.
@@ -258,7 +259,7 @@ pub fn csr_state(csr: &CertificateSigningRequest) -> CsrState {
         .unwrap_or_default();
     if let Some(refused) = conditions
         .iter()
-        .find(|c| (c.type_ == CSR_DENIED || c.type_ == "Failed") && c.status == "True")
+        .find(|c| (c.type_ == CSR_DENIED || c.type_ == CSR_FAILED) && c.status == "True")
     {
         return CsrState::Refused(format!(
             "{}: {}",

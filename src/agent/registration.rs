@@ -323,7 +323,11 @@ async fn store(config: &AgentConfig, identity: &HubIdentity) {
         .patch(HUB_KUBECONFIG_SECRET, &params, &Patch::Apply(&secret))
         .await
     {
-        warn!(%err, "writing {HUB_KUBECONFIG_SECRET}; retrying");
+        warn!(
+            %err,
+            namespace = config.agent_namespace,
+            "writing Secret {HUB_KUBECONFIG_SECRET} in the agent's namespace on the spoke; retrying"
+        );
         tokio::time::sleep(RETRY_DELAY).await;
     }
 }
