@@ -6,27 +6,31 @@ mod support;
 
 use std::time::Duration;
 
-use fleetform::agent::registration::{BOOTSTRAP_KUBECONFIG_KEY, REASON_TOO_MANY_PENDING_CSRS};
+use fleetform::agent::registration::REASON_CERTIFICATE_CREATION_HALTED;
 use fleetform::agent::rotation::{CertificateLifetime, registration_csr};
 use fleetform::agent::{AgentConfig, HubConnection};
 use fleetform::api::ManagedCluster;
 use fleetform::api::ManagedClusterAddOn;
+use fleetform::api::addon::ClusterManagementAddOn;
 use fleetform::api::addon::ManagedClusterAddOnSpec;
-use fleetform::api::fleet::{KubeconfigSource, SYSTEM_NAMESPACE, Spoke, SpokeSpec};
+use fleetform::api::fleet::SYSTEM_NAMESPACE;
 use fleetform::api::vocabulary::{
-    AGENT_NAMESPACE, BOOTSTRAP_HUB_KUBECONFIG_SECRET, CLUSTER_LEASE_NAME,
-    CONDITION_CERTIFICATE_ROTATED, HUB_KUBECONFIG_SECRET, HUB_KUBECONFIG_SECRET_KEY_AGENT_NAME,
-    HUB_KUBECONFIG_SECRET_KEY_CLUSTER_NAME, HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG,
-    HUB_KUBECONFIG_SECRET_KEY_TLS_CRT, HUB_KUBECONFIG_SECRET_KEY_TLS_KEY, LABEL_CLUSTER_NAME,
-    REASON_CLIENT_CERTIFICATE_UPDATED, STATUS_TRUE,
+    AGENT_NAMESPACE, CLUSTER_LEASE_NAME, CONDITION_CERTIFICATE_ROTATED, HUB_KUBECONFIG_SECRET,
+    HUB_KUBECONFIG_SECRET_KEY_AGENT_NAME, HUB_KUBECONFIG_SECRET_KEY_CLUSTER_NAME,
+    HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG, HUB_KUBECONFIG_SECRET_KEY_TLS_CRT,
+    HUB_KUBECONFIG_SECRET_KEY_TLS_KEY, LABEL_ADDON_NAME, LABEL_CLUSTER_NAME,
+    REASON_CLIENT_CERTIFICATE_UPDATED, SIGNER_KUBE_APISERVER_CLIENT, STATUS_TRUE,
 };
 use fleetform::hub::approval::CSR_DENIED;
-use fleetform::hub::bootstrap::{BootstrapToken, bootstrap_kubeconfig, token_secret};
+use fleetform::hub::bootstrap::{BOOTSTRAP_GROUP, BOOTSTRAP_ROLE_NAME};
+use fleetform::plan::desired::ADDON_SPEC_ANNOTATION;
+use fleetform_controlplane::auth::ca::CertificateAuthority;
 use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Secret};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
@@ -38,6 +42,8 @@ use serde_json::json;
 use support::{
     Cluster, PATIENCE, Running, accept, client_for, start_agent, start_hub_loops, wait_for,
 };
+use x509_parser::certificate::X509Certificate;
+use x509_parser::prelude::FromDer;
 
 /// A hub with the hub loops running and `fleetform-system` present.
 async fn hub_with_loops(hub: Cluster) -> (Cluster, Running) {
@@ -48,66 +54,6 @@ async fn hub_with_loops(hub: Cluster) -> (Cluster, Running) {
     hub.namespace(SYSTEM_NAMESPACE).await;
     let loops = start_hub_loops(&hub);
     (hub, loops)
-}
-
-/// Declares a spoke in git, as sync does: the hub approves only declared spokes.
-async fn declare(hub: &Cluster, name: &str) {
-    let spoke = Spoke::new(
-        name,
-        SpokeSpec {
-            hub_ref: "hub".into(),
-            kubeconfig: KubeconfigSource {
-                in_cluster: Some(true),
-                ..Default::default()
-            },
-            lease_duration_seconds: None,
-            cluster_claims_max: None,
-            agent: None,
-            addons: Vec::new(),
-            availability: Default::default(),
-            cleanup: Default::default(),
-            taints: Vec::new(),
-        },
-    );
-    Api::<Spoke>::namespaced(hub.client.clone(), SYSTEM_NAMESPACE)
-        .create(&PostParams::default(), &spoke)
-        .await
-        .expect("declare the spoke");
-}
-
-/// Issues a bootstrap token of `cluster` on the hub, as the lifecycle reconciler does.
-async fn issue_token(hub: &Cluster, cluster: &str) -> BootstrapToken {
-    let token = BootstrapToken::generate();
-    Api::<Secret>::namespaced(hub.client.clone(), "kube-system")
-        .create(
-            &PostParams::default(),
-            &token_secret(cluster, &token.id, &token.secret),
-        )
-        .await
-        .expect("create the bootstrap token");
-    token
-}
-
-fn bootstrap_for(hub: &Cluster, token: &BootstrapToken) -> String {
-    let ca = hub.server.certificate_authority().expect("a secure hub");
-    bootstrap_kubeconfig(&hub.server.url(), ca.cert_pem(), &token.bearer())
-}
-
-/// Writes the spoke's `bootstrap-hub-kubeconfig` Secret, as the lifecycle reconciler does.
-async fn install_bootstrap(spoke: &Cluster, kubeconfig: &str) {
-    spoke.namespace(AGENT_NAMESPACE).await;
-    Api::<Secret>::namespaced(spoke.client.clone(), AGENT_NAMESPACE)
-        .patch(
-            BOOTSTRAP_HUB_KUBECONFIG_SECRET,
-            &PatchParams::apply("fleetform-test").force(),
-            &Patch::Apply(json!({
-                "apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": BOOTSTRAP_HUB_KUBECONFIG_SECRET},
-                "data": {BOOTSTRAP_KUBECONFIG_KEY: ByteString(kubeconfig.as_bytes().to_vec())},
-            })),
-        )
-        .await
-        .expect("write the bootstrap secret");
 }
 
 /// An agent of `name` on `spoke` registering with its bootstrap Secret.
@@ -215,9 +161,11 @@ async fn spokes_register_by_certificate_reuse_it_on_restart_and_touch_only_their
     let spoke_a = Cluster::start().await;
     let spoke_b = Cluster::start().await;
     for (spoke, name) in [(&spoke_a, "spoke-a"), (&spoke_b, "spoke-b")] {
-        declare(&hub, name).await;
-        let token = issue_token(&hub, name).await;
-        install_bootstrap(spoke, &bootstrap_for(&hub, &token)).await;
+        hub.declare_spoke(name).await;
+        let token = hub.issue_bootstrap_token(name).await;
+        spoke
+            .install_bootstrap(&hub.bootstrap_kubeconfig(&token))
+            .await;
     }
     let agent_a = start_agent(cert_agent(&spoke_a, "spoke-a"));
     let _agent_b = start_agent(cert_agent(&spoke_b, "spoke-b"));
@@ -232,6 +180,15 @@ async fn spokes_register_by_certificate_reuse_it_on_restart_and_touch_only_their
     for name in ["spoke-a", "spoke-b"] {
         wait_for(&clusters, name, "joined", ManagedCluster::is_joined).await;
     }
+
+    let binding = Api::<ClusterRoleBinding>::all(hub.client.clone())
+        .get(BOOTSTRAP_ROLE_NAME)
+        .await
+        .expect("the hub loops bind the bootstrap role");
+    assert_eq!(
+        binding.subjects.unwrap_or_default()[0].name,
+        BOOTSTRAP_GROUP
+    );
 
     let stored = wait_for(
         &hub_secrets(&spoke_a),
@@ -345,11 +302,13 @@ async fn spokes_register_by_certificate_reuse_it_on_restart_and_touch_only_their
 async fn a_bootstrap_token_of_one_spoke_cannot_register_another() {
     let (hub, _loops) = hub_with_loops(Cluster::start().await).await;
     let spoke_b = Cluster::start().await;
-    declare(&hub, "spoke-a").await;
-    declare(&hub, "spoke-b").await;
-    let token_a = issue_token(&hub, "spoke-a").await;
-    let token_b = issue_token(&hub, "spoke-b").await;
-    install_bootstrap(&spoke_b, &bootstrap_for(&hub, &token_a)).await;
+    hub.declare_spoke("spoke-a").await;
+    hub.declare_spoke("spoke-b").await;
+    let token_a = hub.issue_bootstrap_token("spoke-a").await;
+    let token_b = hub.issue_bootstrap_token("spoke-b").await;
+    spoke_b
+        .install_bootstrap(&hub.bootstrap_kubeconfig(&token_a))
+        .await;
     let _agent = start_agent(cert_agent(&spoke_b, "spoke-b"));
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     wait_for(&clusters, "spoke-b", "created", |_| true).await;
@@ -388,8 +347,10 @@ async fn restarts_never_leave_more_than_ten_registration_csrs_pending() {
     let (hub, _loops) = hub_with_loops(Cluster::start().await).await;
     let spoke = Cluster::start().await;
     // Never declared in git: its CSRs stay pending.
-    let token = issue_token(&hub, "spoke-a").await;
-    install_bootstrap(&spoke, &bootstrap_for(&hub, &token)).await;
+    let token = hub.issue_bootstrap_token("spoke-a").await;
+    spoke
+        .install_bootstrap(&hub.bootstrap_kubeconfig(&token))
+        .await;
     let csrs: Api<CertificateSigningRequest> = Api::all(hub.client.clone());
     for n in 0..9 {
         let earlier = registration_csr("spoke-a", &format!("earlier{n}"), None).unwrap();
@@ -410,7 +371,7 @@ async fn restarts_never_leave_more_than_ten_registration_csrs_pending() {
     wait_for_list(events, None, "the agent says it waits", |events| {
         events
             .iter()
-            .any(|e| e.reason.as_deref() == Some(REASON_TOO_MANY_PENDING_CSRS))
+            .any(|e| e.reason.as_deref() == Some(REASON_CERTIFICATE_CREATION_HALTED))
     })
     .await;
     let all = csrs_of(&hub, "spoke-a").await;
@@ -419,13 +380,16 @@ async fn restarts_never_leave_more_than_ten_registration_csrs_pending() {
 }
 
 #[tokio::test]
-async fn short_certificates_are_rotated_and_the_loops_keep_renewing_the_lease() {
+async fn short_certificates_of_the_agent_and_its_addons_are_rotated_and_the_lease_keeps_being_renewed()
+ {
     let (hub, _loops) =
         hub_with_loops(Cluster::start_signing_for(Duration::from_secs(12)).await).await;
     let spoke = Cluster::start().await;
-    declare(&hub, "spoke-a").await;
-    let token = issue_token(&hub, "spoke-a").await;
-    install_bootstrap(&spoke, &bootstrap_for(&hub, &token)).await;
+    hub.declare_spoke("spoke-a").await;
+    let token = hub.issue_bootstrap_token("spoke-a").await;
+    spoke
+        .install_bootstrap(&hub.bootstrap_kubeconfig(&token))
+        .await;
     let _agent = start_agent(cert_agent(&spoke, "spoke-a"));
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     wait_for(&clusters, "spoke-a", "created", |_| true).await;
@@ -448,6 +412,18 @@ async fn short_certificates_are_rotated_and_the_loops_keep_renewing_the_lease() 
             <= 14,
         "the hub issues short certificates"
     );
+
+    publish_addon(&hub, json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}])).await;
+    install_hello(&hub, &spoke).await;
+    set_registrations(&hub, json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}])).await;
+    let addon_secrets: Api<Secret> = Api::namespaced(spoke.client.clone(), "hello-ns");
+    let first_addon = wait_for(
+        &addon_secrets,
+        "hello-hub-kubeconfig",
+        "addon certificate",
+        |_| true,
+    )
+    .await;
 
     let rotated = wait_for(&clusters, "spoke-a", "certificate rotated", |c| {
         c.condition(CONDITION_CERTIFICATE_ROTATED)
@@ -479,6 +455,16 @@ async fn short_certificates_are_rotated_and_the_loops_keep_renewing_the_lease() 
         "the renewal is requested by the agent's own identity"
     );
 
+    // The addon's certificate is rotated too.
+    let first_addon_certificate = key(&first_addon, "tls.crt");
+    wait_for(
+        &addon_secrets,
+        "hello-hub-kubeconfig",
+        "addon certificate rotated",
+        move |s| key(s, "tls.crt") != first_addon_certificate,
+    )
+    .await;
+
     // Past the first certificate's end, the loops still renew the lease with the new one.
     let past_first = lifetime.not_after;
     let leases: Api<Lease> = Api::namespaced(hub.client.clone(), "spoke-a");
@@ -495,9 +481,11 @@ async fn short_certificates_are_rotated_and_the_loops_keep_renewing_the_lease() 
 async fn a_new_bootstrap_secret_registers_the_agent_again() {
     let (hub, _loops) = hub_with_loops(Cluster::start().await).await;
     let spoke = Cluster::start().await;
-    declare(&hub, "spoke-a").await;
-    let first_token = issue_token(&hub, "spoke-a").await;
-    install_bootstrap(&spoke, &bootstrap_for(&hub, &first_token)).await;
+    hub.declare_spoke("spoke-a").await;
+    let first_token = hub.issue_bootstrap_token("spoke-a").await;
+    spoke
+        .install_bootstrap(&hub.bootstrap_kubeconfig(&first_token))
+        .await;
     let _agent = start_agent(cert_agent(&spoke, "spoke-a"));
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     wait_for(&clusters, "spoke-a", "created", |_| true).await;
@@ -519,8 +507,10 @@ async fn a_new_bootstrap_secret_registers_the_agent_again() {
         )
         .await
         .unwrap();
-    let second_token = issue_token(&hub, "spoke-a").await;
-    install_bootstrap(&spoke, &bootstrap_for(&hub, &second_token)).await;
+    let second_token = hub.issue_bootstrap_token("spoke-a").await;
+    spoke
+        .install_bootstrap(&hub.bootstrap_kubeconfig(&second_token))
+        .await;
 
     let second = wait_for(
         &hub_secrets(&spoke),
@@ -547,4 +537,232 @@ async fn a_new_bootstrap_secret_registers_the_agent_again() {
         move |lease| renew_time(lease).is_some_and(|renewed| renewed > stored_at),
     )
     .await;
+}
+
+/// A spoke registered by certificate and joined: hub (with loops), spoke, running agent.
+async fn joined_spoke() -> (Cluster, Running, Cluster, Running) {
+    let (hub, loops) = hub_with_loops(Cluster::start().await).await;
+    let spoke = Cluster::start().await;
+    hub.declare_spoke("spoke-a").await;
+    let token = hub.issue_bootstrap_token("spoke-a").await;
+    spoke
+        .install_bootstrap(&hub.bootstrap_kubeconfig(&token))
+        .await;
+    let agent = start_agent(cert_agent(&spoke, "spoke-a"));
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    wait_for(&clusters, "spoke-a", "created", |_| true).await;
+    accept(&hub, "spoke-a", 1).await;
+    wait_for(&clusters, "spoke-a", "joined", ManagedCluster::is_joined).await;
+    (hub, loops, spoke, agent)
+}
+
+const CUSTOM_SIGNER: &str = "example.com/hello-signer";
+
+/// The AddOn document of `hello` on the hub, as sync writes it: its ClusterManagementAddOn with
+/// the spec annotation.
+async fn publish_addon(hub: &Cluster, registrations: serde_json::Value) {
+    let spec = json!({"installNamespace": "hello-ns", "registrations": registrations});
+    Api::<ClusterManagementAddOn>::all(hub.client.clone())
+        .patch(
+            "hello",
+            &PatchParams::apply("fleetform-test").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+                "kind": "ClusterManagementAddOn",
+                "metadata": {"name": "hello", "annotations": {ADDON_SPEC_ANNOTATION: spec.to_string()}},
+                "spec": {"addOnMeta": {"displayName": "hello"}},
+            })),
+        )
+        .await
+        .expect("publish the addon");
+}
+
+/// The addon `hello` enabled on spoke-a, installed in `hello-ns`.
+async fn install_hello(hub: &Cluster, spoke: &Cluster) {
+    spoke.namespace("hello-ns").await;
+    Api::<ManagedClusterAddOn>::namespaced(hub.client.clone(), "spoke-a")
+        .create(
+            &PostParams::default(),
+            &ManagedClusterAddOn::new(
+                "hello",
+                ManagedClusterAddOnSpec {
+                    install_namespace: Some("hello-ns".into()),
+                    ..Default::default()
+                },
+            ),
+        )
+        .await
+        .unwrap();
+}
+
+/// The registrations an addon controller writes into the ManagedClusterAddOn's status.
+async fn set_registrations(hub: &Cluster, registrations: serde_json::Value) {
+    Api::<ManagedClusterAddOn>::namespaced(hub.client.clone(), "spoke-a")
+        .patch_status(
+            "hello",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"registrations": registrations}})),
+        )
+        .await
+        .expect("write the registrations");
+}
+
+fn parse_certificate(pem_text: &str) -> (String, Vec<String>, Vec<u8>) {
+    let block = ::pem::parse(pem_text).unwrap();
+    let (_, cert) = X509Certificate::from_der(block.contents()).unwrap();
+    let common_name = cert
+        .subject()
+        .iter_common_name()
+        .next()
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_string();
+    let groups = cert
+        .subject()
+        .iter_organization()
+        .map(|o| o.as_str().unwrap().to_string())
+        .collect();
+    (common_name, groups, block.contents().to_vec())
+}
+
+fn common_name(secret: &Secret) -> String {
+    parse_certificate(&key(secret, "tls.crt")).0
+}
+
+#[tokio::test]
+async fn addon_registrations_get_certificates_from_the_kube_and_custom_signers() {
+    let (hub, _loops, spoke, _agent) = joined_spoke().await;
+    let (custom_ca, custom_ca_key) =
+        CertificateAuthority::generate(time::OffsetDateTime::now_utc()).unwrap();
+    Api::<Secret>::namespaced(hub.client.clone(), SYSTEM_NAMESPACE)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "hello-signer-ca"},
+                "data": {
+                    "tls.crt": ByteString(custom_ca.cert_pem().as_bytes().to_vec()),
+                    "tls.key": ByteString(custom_ca_key.as_bytes().to_vec()),
+                },
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let registrations = json!([
+        {"signerName": SIGNER_KUBE_APISERVER_CLIENT},
+        {"signerName": CUSTOM_SIGNER,
+         "signerSecretRef": {"namespace": SYSTEM_NAMESPACE, "name": "hello-signer-ca"}},
+    ]);
+    publish_addon(&hub, registrations).await;
+    install_hello(&hub, &spoke).await;
+    set_registrations(
+        &hub,
+        json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}, {"signerName": CUSTOM_SIGNER}]),
+    )
+    .await;
+
+    let addon_secrets: Api<Secret> = Api::namespaced(spoke.client.clone(), "hello-ns");
+    let kube_secret = wait_for(
+        &addon_secrets,
+        "hello-hub-kubeconfig",
+        "kube signer certificate",
+        |_| true,
+    )
+    .await;
+    let default_user = "system:open-cluster-management:cluster:spoke-a:addon:hello:agent:hello";
+    let (user, groups, _) = parse_certificate(&key(&kube_secret, "tls.crt"));
+    assert_eq!(user, default_user);
+    assert_eq!(
+        groups,
+        [
+            "system:open-cluster-management:cluster:spoke-a:addon:hello",
+            "system:open-cluster-management:addon:hello",
+            "system:authenticated"
+        ]
+    );
+    // The kubeconfig reaches the hub as the addon.
+    let as_addon = client_for(&key(&kube_secret, "kubeconfig")).await;
+    match Api::<ManagedCluster>::all(as_addon).get("spoke-a").await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 403);
+            assert!(status.message.contains(default_user), "{}", status.message);
+        }
+        other => panic!("the addon has no rights on ManagedClusters: {other:?}"),
+    }
+
+    let custom_secret = wait_for(
+        &addon_secrets,
+        "hello-example.com-hello-signer-client-cert",
+        "custom signer certificate",
+        |_| true,
+    )
+    .await;
+    assert!(key(&custom_secret, "kubeconfig").is_empty());
+    let (user, _, der) = parse_certificate(&key(&custom_secret, "tls.crt"));
+    assert_eq!(user, default_user);
+    let (_, issued) = X509Certificate::from_der(&der).unwrap();
+    let ca_block = ::pem::parse(custom_ca.cert_pem()).unwrap();
+    let (_, ca) = X509Certificate::from_der(ca_block.contents()).unwrap();
+    assert_eq!(issued.issuer(), ca.subject());
+    issued
+        .verify_signature(Some(ca.public_key()))
+        .expect("signed by the custom signer's CA");
+}
+
+#[tokio::test]
+async fn a_changed_registration_gets_a_new_certificate_and_an_undeclared_one_none() {
+    let (hub, _loops, spoke, _agent) = joined_spoke().await;
+    publish_addon(&hub, json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}])).await;
+    install_hello(&hub, &spoke).await;
+    set_registrations(&hub, json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}])).await;
+    let addon_secrets: Api<Secret> = Api::namespaced(spoke.client.clone(), "hello-ns");
+    let first = wait_for(
+        &addon_secrets,
+        "hello-hub-kubeconfig",
+        "first certificate",
+        |_| true,
+    )
+    .await;
+    assert!(common_name(&first).ends_with(":agent:hello"));
+
+    // The registration asks for a subject the AddOn document does not allow: denied, no secret
+    // change.
+    let greedy = json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT,
+                         "subject": {"user": "hello-agent", "groups": ["system:masters"]}}]);
+    set_registrations(&hub, greedy).await;
+    wait_for_list(
+        Api::<CertificateSigningRequest>::all(hub.client.clone()),
+        Some(&format!("{LABEL_ADDON_NAME}=hello")),
+        "the greedy addon CSR denied",
+        |csrs| {
+            csrs.iter()
+                .any(|csr| denial(csr).is_some_and(|m| m.contains("hello-agent")))
+        },
+    )
+    .await;
+    assert_eq!(
+        key(
+            &addon_secrets.get("hello-hub-kubeconfig").await.unwrap(),
+            "tls.crt"
+        ),
+        key(&first, "tls.crt")
+    );
+
+    // The AddOn document and the registration agree on a new subject: a new certificate.
+    let changed = json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT,
+                          "subject": {"user": "hello-agent", "groups": ["hello-group"]}}]);
+    publish_addon(&hub, changed.clone()).await;
+    set_registrations(&hub, changed).await;
+    let second = wait_for(
+        &addon_secrets,
+        "hello-hub-kubeconfig",
+        "a certificate for the new subject",
+        |secret| common_name(secret) == "hello-agent",
+    )
+    .await;
+    assert_eq!(
+        parse_certificate(&key(&second, "tls.crt")).1,
+        ["hello-group"]
+    );
 }

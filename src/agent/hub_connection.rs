@@ -68,6 +68,16 @@ impl HubConnection {
         )
     }
 
+    /// The kubeconfig text of credentials used as they are (a file is read; its current context
+    /// is the one used), `None` for a ready client or the bootstrap variants.
+    pub fn kubeconfig_text(&self) -> Option<String> {
+        match self {
+            HubConnection::Kubeconfig(text) => Some(text.clone()),
+            HubConnection::KubeconfigFile { path, .. } => std::fs::read_to_string(path).ok(),
+            _ => None,
+        }
+    }
+
     /// A client for the hub with credentials used as they are; an error for the bootstrap
     /// variants, whose client comes out of registration.
     pub async fn client(&self) -> Result<Client, HubConnectionError> {

@@ -25,6 +25,7 @@ use crate::api::vocabulary::{
     HUB_KUBECONFIG_SECRET_KEY_TLS_CRT, HUB_KUBECONFIG_SECRET_KEY_TLS_KEY, LABEL_ADDON_NAME,
 };
 use crate::hub::approval::{CSR_APPROVED, CSR_DENIED};
+use crate::hub::signing::CSR_FAILED;
 
 /// Annotation of `hub-kubeconfig-secret`: the fingerprint of the bootstrap kubeconfig the
 /// identity was obtained with.
@@ -258,7 +259,7 @@ pub fn csr_state(csr: &CertificateSigningRequest) -> CsrState {
         .unwrap_or_default();
     if let Some(refused) = conditions
         .iter()
-        .find(|c| (c.type_ == CSR_DENIED || c.type_ == "Failed") && c.status == "True")
+        .find(|c| (c.type_ == CSR_DENIED || c.type_ == CSR_FAILED) && c.status == "True")
     {
         return CsrState::Refused(format!(
             "{}: {}",
@@ -283,6 +284,16 @@ pub fn csr_state(csr: &CertificateSigningRequest) -> CsrState {
 /// count) are pending.
 pub fn may_request_certificate(cluster_csrs: &[CertificateSigningRequest]) -> bool {
     pending_registration_csrs(cluster_csrs) < MAX_PENDING_CSRS
+}
+
+/// Whether the agent may create another CSR for one addon, given that addon's CSRs on its
+/// cluster: only while fewer than [`MAX_PENDING_CSRS`] are pending.
+pub fn may_request_addon_certificate(addon_csrs: &[CertificateSigningRequest]) -> bool {
+    addon_csrs
+        .iter()
+        .filter(|csr| csr_state(csr) == CsrState::Pending)
+        .count()
+        < MAX_PENDING_CSRS
 }
 
 /// How many of these CSRs are pending registration CSRs.
@@ -455,6 +466,8 @@ mod tests {
         assert!(may_request_certificate(&csrs));
         csrs.push(pending());
         assert!(!may_request_certificate(&csrs));
+        assert!(!may_request_addon_certificate(&csrs));
+        assert!(may_request_addon_certificate(&csrs[2..]));
     }
 
     #[test]

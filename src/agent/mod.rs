@@ -9,13 +9,15 @@
 //!   cut at `clusterClaimsMax`), and the node summary (version, capacity, allocatable, health).
 //! - [`rotation`]: when a client certificate is due for rotation, when a registration needs a
 //!   new CSR, and the CSRs themselves (the agent's registration and its addons').
+//! - [`addon_secret`]: the Secret holding an addon registration's certificate on the spoke and
+//!   whether a stored one still serves the registration.
 //! - [`hub_identity`]: the agent's certificate identity as stored in `hub-kubeconfig-secret`,
 //!   whether a stored one is used again, where a CSR stands, the pending-CSR limit.
 //!
 //! The live loops around them, which own the watches, timers, probes and writes:
 //!
 //! - [`run`]: [`run::run`] starts an agent ([`AgentConfig`]) and its loops: registration and
-//!   joining, [`lease_loop`], [`status_loop`], [`addon_loop`]; [`hub_connection`] is how it
+//!   joining, [`lease_loop`], [`status_loop`], [`addon_loop`], [`addon_registration`]; [`hub_connection`] is how it
 //!   reaches the hub, and [`registration`] trades a bootstrap kubeconfig for a certificate,
 //!   rotates it and restarts the loops with each new one.
 //!
@@ -25,6 +27,8 @@
 
 pub mod addon_health;
 pub mod addon_loop;
+pub mod addon_registration;
+pub mod addon_secret;
 pub mod availability;
 pub mod claims;
 pub mod day2;

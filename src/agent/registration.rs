@@ -42,16 +42,18 @@ use crate::hub::conditions::set_conditions;
 
 /// Key of the bootstrap Secret holding the kubeconfig.
 pub const BOOTSTRAP_KUBECONFIG_KEY: &str = "kubeconfig";
-/// Reason of the spoke Event saying the agent waits because too many of its CSRs are pending.
-pub const REASON_TOO_MANY_PENDING_CSRS: &str = "TooManyPendingCSRs";
+/// Reason of the spoke Event saying the agent waits because too many of its CSRs are pending
+/// (OCM's).
+pub const REASON_CERTIFICATE_CREATION_HALTED: &str = "ClientCertificateCreationHalted";
 
 /// How long the agent waits before asking again after a refused CSR or a full pending queue.
 const REQUEST_AGAIN_DELAY: Duration = Duration::from_secs(5);
 
-/// How a wait ended when it did not produce what it waited for.
+/// Why the agent stopped using an identity.
 enum Interrupted {
     Shutdown,
-    BootstrapChanged,
+    /// The bootstrap kubeconfig changed, or the identity can no longer be used or renewed.
+    RegisterAgain,
 }
 
 /// Registers, runs the loops and rotates until `shutdown` is cancelled.
@@ -82,11 +84,8 @@ pub(crate) async fn run(config: AgentConfig, shutdown: CancellationToken) {
         };
         match serve(&config, &kubeconfig, obtained, &mut bootstrap, &shutdown).await {
             Interrupted::Shutdown => break,
-            Interrupted::BootstrapChanged => {
-                info!(
-                    cluster = config.cluster_name,
-                    "bootstrap kubeconfig changed; registering again"
-                );
+            Interrupted::RegisterAgain => {
+                info!(cluster = config.cluster_name, "registering again");
             }
         }
     }
@@ -233,20 +232,15 @@ async fn bootstrap_once(
     create_cluster(&Api::all(hub.clone()), config)
         .await
         .map_err(|err| err.to_string())?;
-    let csrs: Api<CertificateSigningRequest> = Api::all(hub.clone());
     let cluster = &config.cluster_name;
-    let listed = csrs
-        .list(&ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}={cluster}")))
-        .await
-        .map_err(|err| format!("cannot list the cluster's CSRs: {err}"))?;
-    if !may_request_certificate(&listed.items) {
+    if !may_request(&hub, cluster).await? {
         if !*warned_full {
             *warned_full = true;
             let message = format!(
                 "too many pending CSRs for cluster {cluster}; no new one until the hub answers"
             );
             warn!(cluster, "{message}");
-            record_event(config, REASON_TOO_MANY_PENDING_CSRS, &message).await;
+            record_event(config, REASON_CERTIFICATE_CREATION_HALTED, &message).await;
         }
         return Ok(None);
     }
@@ -261,6 +255,15 @@ async fn bootstrap_once(
     }
 }
 
+/// Whether fewer than the most registration CSRs of `cluster` are pending.
+async fn may_request(hub: &Client, cluster: &str) -> Result<bool, String> {
+    let listed = Api::<CertificateSigningRequest>::all(hub.clone())
+        .list(&ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}={cluster}")))
+        .await
+        .map_err(|err| format!("cannot list the cluster's CSRs: {err}"))?;
+    Ok(may_request_certificate(&listed.items))
+}
+
 /// Creates a registration CSR through `hub` and waits for its certificate: the certificate and
 /// key PEM, or `None` if the CSR was refused.
 async fn request_certificate(
@@ -268,8 +271,12 @@ async fn request_certificate(
     config: &AgentConfig,
     agent_id: &str,
 ) -> Result<Option<(String, String)>, String> {
-    let pending =
-        registration_csr(&config.cluster_name, agent_id, None).map_err(|err| err.to_string())?;
+    let pending = registration_csr(
+        &config.cluster_name,
+        agent_id,
+        config.client_cert_expiration_seconds,
+    )
+    .map_err(|err| err.to_string())?;
     let csrs: Api<CertificateSigningRequest> = Api::all(hub.clone());
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
@@ -316,7 +323,11 @@ async fn store(config: &AgentConfig, identity: &HubIdentity) {
         .patch(HUB_KUBECONFIG_SECRET, &params, &Patch::Apply(&secret))
         .await
     {
-        warn!(%err, "writing {HUB_KUBECONFIG_SECRET}; retrying");
+        warn!(
+            %err,
+            namespace = config.agent_namespace,
+            "writing Secret {HUB_KUBECONFIG_SECRET} in the agent's namespace on the spoke; retrying"
+        );
         tokio::time::sleep(RETRY_DELAY).await;
     }
 }
@@ -336,11 +347,16 @@ async fn serve(
             Ok(hub) => hub,
             Err(err) => {
                 warn!(%err, "cannot use the issued identity; registering again");
-                return Interrupted::BootstrapChanged;
+                return Interrupted::RegisterAgain;
             }
         };
         let session = shutdown.child_token();
-        let loops = tokio::spawn(run_loops(config.clone(), hub.clone(), session.clone()));
+        let loops = tokio::spawn(run_loops(
+            config.clone(),
+            hub.clone(),
+            Some(identity.kubeconfig.clone()),
+            session.clone(),
+        ));
         if rotated {
             tokio::spawn(report_rotation(
                 config.cluster_name.clone(),
@@ -352,7 +368,8 @@ async fn serve(
         let renewed = tokio::select! {
             _ = shutdown.cancelled() => Err(Interrupted::Shutdown),
             _ = bootstrap_changes(bootstrap_rx.clone(), &identity.bootstrap_fingerprint) => {
-                Err(Interrupted::BootstrapChanged)
+                info!(cluster = config.cluster_name, "the bootstrap kubeconfig changed");
+                Err(Interrupted::RegisterAgain)
             }
             renewed = renew(config, bootstrap, &hub, &identity) => renewed,
         };
@@ -362,7 +379,10 @@ async fn serve(
         }
         match renewed {
             Ok(next) => {
-                store(config, &next).await;
+                tokio::select! {
+                    _ = shutdown.cancelled() => return Interrupted::Shutdown,
+                    _ = store(config, &next) => {}
+                }
                 info!(
                     cluster = config.cluster_name,
                     "client certificate rotated; loops restart with it"
@@ -377,7 +397,7 @@ async fn serve(
 
 /// Waits until the identity is due for rotation, then renews it with itself. A failed renewal is
 /// reported on the ManagedCluster and retried; an identity that expires before it is renewed
-/// ends in [`Interrupted::BootstrapChanged`] (register again).
+/// ends in [`Interrupted::RegisterAgain`] (register again).
 async fn renew(
     config: &AgentConfig,
     bootstrap: &str,
@@ -386,7 +406,16 @@ async fn renew(
 ) -> Result<HubIdentity, Interrupted> {
     sleep_until(identity.lifetime.rotation_deadline(fastrand::f64())).await;
     loop {
-        let attempt = request_certificate(hub, config, &identity.agent_id);
+        let attempt = async {
+            match may_request(hub, &config.cluster_name).await {
+                Ok(true) => request_certificate(hub, config, &identity.agent_id).await,
+                Ok(false) => Err(
+                    "Stop creating csr since there are too many csr created already on hub"
+                        .to_string(),
+                ),
+                Err(err) => Err(err),
+            }
+        };
         let deadline = super::rotation::wait_until(identity.lifetime.not_after, Timestamp::now());
         let failure = match tokio::time::timeout(deadline, attempt).await {
             Err(_) => {
@@ -394,7 +423,7 @@ async fn renew(
                     cluster = config.cluster_name,
                     "the certificate expired before it was renewed; registering again"
                 );
-                return Err(Interrupted::BootstrapChanged);
+                return Err(Interrupted::RegisterAgain);
             }
             Ok(Ok(Some((certificate, key)))) => {
                 match HubIdentity::issued(
@@ -429,7 +458,7 @@ async fn renew(
             warn!(%err, "writing {CONDITION_CERTIFICATE_ROTATED}");
         }
         if Timestamp::now() >= identity.lifetime.not_after {
-            return Err(Interrupted::BootstrapChanged);
+            return Err(Interrupted::RegisterAgain);
         }
         tokio::time::sleep(REQUEST_AGAIN_DELAY).await;
     }

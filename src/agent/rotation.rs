@@ -539,7 +539,7 @@ mod tests {
             cluster: "spoke1".into(),
             declared: true,
             accepted: true,
-            bootstrap_token_id: Some("tok123".into()),
+            bootstrap_token_ids: vec!["tok123".into()],
         };
         assert_eq!(
             decide_registration(&csr, Some(&spoke)).verdict,

@@ -55,6 +55,10 @@ pub struct AgentConfig {
     pub addon_lease_duration: Duration,
     /// API server URLs of the spoke, for `spec.managedClusterClientConfigs` of a new cluster.
     pub spoke_urls: Vec<String>,
+    /// How long the client certificates the agent requests (its own and its addons') should live
+    /// (`spec.expirationSeconds`, the Hub's `clientCertExpirationSeconds`); `None` leaves it to
+    /// the signer.
+    pub client_cert_expiration_seconds: Option<i32>,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -67,6 +71,10 @@ impl std::fmt::Debug for AgentConfig {
             .field("failure_grace", &self.failure_grace)
             .field("cluster_claims_max", &self.cluster_claims_max)
             .field("addon_lease_duration", &self.addon_lease_duration)
+            .field(
+                "client_cert_expiration_seconds",
+                &self.client_cert_expiration_seconds,
+            )
             .finish_non_exhaustive()
     }
 }
@@ -84,6 +92,7 @@ impl AgentConfig {
             cluster_claims_max: 20,
             addon_lease_duration: super::addon_health::ADDON_LEASE_DURATION,
             spoke_urls: Vec::new(),
+            client_cert_expiration_seconds: None,
         }
     }
 }
@@ -123,6 +132,9 @@ impl AgentError {
 pub(crate) struct Context {
     pub config: AgentConfig,
     pub hub: Client,
+    /// The kubeconfig `hub` was made from, when there is one: addon kubeconfigs reach the hub
+    /// the way it does.
+    pub hub_kubeconfig: Option<String>,
     pub spoke: Client,
     /// The spoke's ManagedCluster as last seen by watch (`None` before it is seen or once it
     /// is deleted).
@@ -149,17 +161,25 @@ pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> Result<(),
         return Ok(());
     }
     let hub = config.hub.client().await?;
-    run_loops(config, hub, shutdown).await;
+    let hub_kubeconfig = config.hub.kubeconfig_text();
+    run_loops(config, hub, hub_kubeconfig, shutdown).await;
     Ok(())
 }
 
-/// Runs the agent's loops against `hub` until `shutdown` is cancelled, and waits for them to end.
-pub(crate) async fn run_loops(config: AgentConfig, hub: Client, shutdown: CancellationToken) {
+/// Runs the agent's loops against `hub` (made from `hub_kubeconfig`, when there is one) until
+/// `shutdown` is cancelled, and waits for them to end.
+pub(crate) async fn run_loops(
+    config: AgentConfig,
+    hub: Client,
+    hub_kubeconfig: Option<String>,
+    shutdown: CancellationToken,
+) {
     let spoke = config.spoke.clone();
     let (cluster_tx, cluster_rx) = watch::channel(None);
     let ctx = Arc::new(Context {
         config,
         hub,
+        hub_kubeconfig,
         spoke,
         cluster: cluster_rx,
     });
@@ -169,6 +189,10 @@ pub(crate) async fn run_loops(config: AgentConfig, hub: Client, shutdown: Cancel
         tokio::spawn(super::lease_loop::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(super::status_loop::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(super::addon_loop::run(ctx.clone(), shutdown.clone())),
+        tokio::spawn(super::addon_registration::run(
+            ctx.clone(),
+            shutdown.clone(),
+        )),
         tokio::spawn(super::day2::run(ctx.clone(), shutdown.clone())),
     ];
     shutdown.cancelled().await;

@@ -49,6 +49,10 @@ pub(crate) struct Args {
     /// API server URL of the spoke, for a new ManagedCluster (repeatable).
     #[arg(long)]
     spoke_url: Vec<String>,
+    /// Requested lifetime of the client certificates the agent asks for, its own and its
+    /// addons' (at least 600; default: the signer's).
+    #[arg(long, value_parser = clap::value_parser!(i32).range(600..))]
+    client_cert_expiration_seconds: Option<i32>,
 }
 
 pub async fn run(args: Args) -> u8 {
@@ -103,6 +107,7 @@ impl Args {
         config.cluster_claims_max = self.cluster_claims_max;
         config.failure_grace = Duration::from_secs(self.failure_grace_seconds);
         config.spoke_urls = self.spoke_url;
+        config.client_cert_expiration_seconds = self.client_cert_expiration_seconds;
         config
     }
 }

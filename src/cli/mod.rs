@@ -62,13 +62,16 @@ enum Command {
     Crds(crds::Args),
     /// Run an embedded Kubernetes-compatible API server until SIGTERM or Ctrl-C.
     Controlplane(controlplane::Args),
-    /// Run a spoke's agent: register, renew the lease, report status, claims and addon health.
+    /// Run a spoke's agent: register (by certificate with a bootstrap kubeconfig, or with a hub
+    /// kubeconfig as it is), renew the lease, report status, claims and addon health, keep addon
+    /// certificates.
     Agent(agent::Args),
     /// Run a whole fleet on this machine: embedded hubs and spokes, their agents, the hub loops
     /// and sync against SOURCE (default examples/fleet-repo), until Ctrl-C.
     Up(up::Args),
     /// Run the hub loops and the lifecycle reconciler: join, accept and unjoin spokes, judge
-    /// registration CSRs, expire leases, observe poll-mode spokes.
+    /// registration and addon CSRs, sign custom-signer CSRs, expire leases, observe poll-mode
+    /// spokes.
     Hub(hub::Args),
 }
 

@@ -135,16 +135,18 @@ pub struct SpokeIdentity {
     pub declared: bool,
     /// Whether its ManagedCluster has `hubAcceptsClient: true`.
     pub accepted: bool,
-    /// The id of the bootstrap token issued to this spoke only, if one was.
-    pub bootstrap_token_id: Option<String>,
+    /// The ids of the bootstrap tokens issued to this spoke only (two while one replaces
+    /// another), none if none was.
+    pub bootstrap_token_ids: Vec<String>,
 }
 
 impl SpokeIdentity {
-    /// The username the API server gives the holder of this spoke's bootstrap token.
-    pub fn bootstrap_user(&self) -> Option<String> {
-        self.bootstrap_token_id
-            .as_deref()
+    /// The usernames the API server gives the holders of this spoke's bootstrap tokens.
+    pub fn bootstrap_users(&self) -> Vec<String> {
+        self.bootstrap_token_ids
+            .iter()
             .map(|id| format!("{BOOTSTRAP_USER_PREFIX}{id}"))
+            .collect()
     }
 }
 
@@ -272,17 +274,21 @@ pub fn decide_registration(
             "renewal of cluster {cluster}'s agent {agent_id}, requested by itself"
         ));
     }
-    match spoke.bootstrap_user() {
-        Some(bootstrap) if requester == bootstrap => Decision::approve(format!(
+    let bootstrap_users = spoke.bootstrap_users();
+    if bootstrap_users.iter().any(|user| user == requester) {
+        return Decision::approve(format!(
             "registration of cluster {cluster}'s agent {agent_id} with the cluster's bootstrap token"
-        )),
-        Some(bootstrap) => Decision::deny(format!(
-            "requested by {requester:?}, but cluster {cluster} registers only with {bootstrap}"
-        )),
-        None => Decision::deny(format!(
-            "requested by {requester:?}, but cluster {cluster} has no bootstrap token"
-        )),
+        ));
     }
+    if bootstrap_users.is_empty() {
+        return Decision::deny(format!(
+            "requested by {requester:?}, but cluster {cluster} has no bootstrap token"
+        ));
+    }
+    Decision::deny(format!(
+        "requested by {requester:?}, but cluster {cluster} registers only with {}",
+        bootstrap_users.join(" or ")
+    ))
 }
 
 /// The cluster a CSR names by its `open-cluster-management.io/cluster-name` label, so the loop
@@ -487,7 +493,7 @@ mod tests {
             cluster: CLUSTER.into(),
             declared: true,
             accepted: true,
-            bootstrap_token_id: Some("abc123".into()),
+            bootstrap_token_ids: vec!["abc123".into()],
         }
     }
 
@@ -513,9 +519,34 @@ mod tests {
     }
 
     #[test]
+    fn while_a_spokes_token_is_replaced_either_token_registers_it() {
+        let spoke = SpokeIdentity {
+            bootstrap_token_ids: vec!["abc123".into(), "new456".into()],
+            ..spoke()
+        };
+        for requester in [BOOTSTRAP, "system:bootstrap:new456"] {
+            assert_eq!(
+                verdict(decide_registration(
+                    &registration_csr(requester),
+                    Some(&spoke)
+                )),
+                Verdict::Approve
+            );
+        }
+        let denied =
+            decide_registration(&registration_csr("system:bootstrap:other9"), Some(&spoke));
+        assert_eq!(denied.verdict, Verdict::Deny);
+        assert!(
+            denied.reason.contains("system:bootstrap:new456"),
+            "{}",
+            denied.reason
+        );
+    }
+
+    #[test]
     fn registration_of_a_spoke_without_bootstrap_token_is_denied() {
         let spoke = SpokeIdentity {
-            bootstrap_token_id: None,
+            bootstrap_token_ids: Vec::new(),
             ..spoke()
         };
         assert_eq!(

@@ -3,10 +3,11 @@
 //!
 //! The loop watches CSRs labelled `open-cluster-management.io/cluster-name` and looks up what the
 //! hub knows of the spoke each one names: whether a Spoke of that name is declared in
-//! `fleetform-system`, whether its ManagedCluster is accepted, and the id of the spoke's own
-//! bootstrap token (a `bootstrap.kubernetes.io/token` Secret in `kube-system` labelled with the
-//! cluster name). A CSR waiting for its spoke to be declared or accepted stays pending and is
-//! judged again when the Spoke or ManagedCluster changes. Addon CSRs are left alone here.
+//! `fleetform-system`, whether its ManagedCluster is accepted, and the ids of the spoke's own
+//! bootstrap tokens (`bootstrap.kubernetes.io/token` Secrets in `kube-system` labelled with the
+//! cluster name; two while one replaces the other). A CSR waiting for its spoke to be declared or accepted stays pending and is
+//! judged again when the Spoke or ManagedCluster changes. Addon CSRs are the
+//! [`super::signer_loop`]'s.
 
 use std::sync::Arc;
 
@@ -143,18 +144,20 @@ async fn spoke_identity(ctx: &Context, cluster: &str) -> Result<SpokeIdentity, H
             format!("bootstrap tokens of cluster {cluster}"),
             "list",
         ))?;
-    let bootstrap_token_id = tokens
+    let mut bootstrap_token_ids: Vec<String> = tokens
         .items
         .iter()
         .filter(|secret| secret.type_.as_deref() == Some(BOOTSTRAP_TOKEN_TYPE))
-        .find_map(|secret| {
+        .filter_map(|secret| {
             let ByteString(id) = secret.data.as_ref()?.get(BOOTSTRAP_TOKEN_ID_KEY)?;
             String::from_utf8(id.clone()).ok()
-        });
+        })
+        .collect();
+    bootstrap_token_ids.sort();
     Ok(SpokeIdentity {
         cluster: cluster.to_string(),
         declared,
         accepted,
-        bootstrap_token_id,
+        bootstrap_token_ids,
     })
 }

@@ -6,13 +6,19 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use fleetform::agent::registration::BOOTSTRAP_KUBECONFIG_KEY;
 use fleetform::agent::{AgentConfig, HubConnection};
 use fleetform::api::ManagedCluster;
+use fleetform::api::fleet::{KubeconfigSource, SYSTEM_NAMESPACE, Spoke, SpokeSpec};
+use fleetform::api::vocabulary::{AGENT_NAMESPACE, BOOTSTRAP_HUB_KUBECONFIG_SECRET};
 use fleetform::hub::HubConfig;
+use fleetform::hub::bootstrap::{BootstrapToken, bootstrap_kubeconfig, token_secret};
 use fleetform_controlplane::{ControlPlane, RunningControlPlane};
+use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Patch, PatchParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
@@ -75,6 +81,69 @@ impl Cluster {
             )
             .await
             .expect("apply namespace");
+    }
+
+    /// Declares a spoke in git, as sync does (the hub approves CSRs of declared spokes only).
+    pub async fn declare_spoke(&self, name: &str) {
+        self.namespace(SYSTEM_NAMESPACE).await;
+        let spoke = Spoke::new(
+            name,
+            SpokeSpec {
+                hub_ref: "hub".into(),
+                kubeconfig: KubeconfigSource {
+                    in_cluster: Some(true),
+                    ..Default::default()
+                },
+                lease_duration_seconds: None,
+                cluster_claims_max: None,
+                agent: None,
+                addons: Vec::new(),
+                availability: Default::default(),
+                cleanup: Default::default(),
+                taints: Vec::new(),
+            },
+        );
+        Api::<Spoke>::namespaced(self.client.clone(), SYSTEM_NAMESPACE)
+            .create(&PostParams::default(), &spoke)
+            .await
+            .expect("declare the spoke");
+    }
+
+    /// Issues a bootstrap token of `cluster` on this hub, as the lifecycle reconciler does.
+    pub async fn issue_bootstrap_token(&self, cluster: &str) -> BootstrapToken {
+        let token = BootstrapToken::generate();
+        Api::<Secret>::namespaced(self.client.clone(), "kube-system")
+            .create(
+                &PostParams::default(),
+                &token_secret(cluster, &token.id, &token.secret),
+            )
+            .await
+            .expect("create the bootstrap token");
+        token
+    }
+
+    /// A bootstrap kubeconfig reaching this hub with `token`.
+    pub fn bootstrap_kubeconfig(&self, token: &BootstrapToken) -> String {
+        let ca = self.server.certificate_authority().expect("a secure hub");
+        bootstrap_kubeconfig(&self.server.url(), ca.cert_pem(), &token.bearer())
+    }
+
+    /// Writes this spoke's `bootstrap-hub-kubeconfig` Secret (and the agent namespace), as the
+    /// lifecycle reconciler does.
+    pub async fn install_bootstrap(&self, kubeconfig: &str) {
+        self.namespace(AGENT_NAMESPACE).await;
+        Api::<Secret>::namespaced(self.client.clone(), AGENT_NAMESPACE)
+            .patch(
+                BOOTSTRAP_HUB_KUBECONFIG_SECRET,
+                &PatchParams::apply("fleetform-test").force(),
+                &Patch::Apply(json!({
+                    "apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": BOOTSTRAP_HUB_KUBECONFIG_SECRET},
+                    "data": {BOOTSTRAP_KUBECONFIG_KEY: ByteString(kubeconfig.as_bytes().to_vec())},
+                })),
+            )
+            .await
+            .expect("write the bootstrap secret");
     }
 }
 

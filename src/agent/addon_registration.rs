@@ -1,0 +1,320 @@
+//! Addon registrations (DESIGN §4.3, seed 001): for every entry of a ManagedClusterAddOn's
+//! `status.registrations`, a client certificate requested by the agent on the hub and kept in a
+//! Secret of the addon's install namespace on the spoke, rotated before it expires and requested
+//! again when the registration changes.
+//!
+//! The cluster's ManagedClusterAddOns are watched on the hub; each registration (addon and signer)
+//! gets a task, replaced when its registration or install namespace changes and stopped when it
+//! disappears. What a Secret holds and whether it still serves a registration is
+//! [`super::addon_secret`]'s decision, the CSR is [`super::rotation`]'s; this module waits,
+//! requests and writes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector;
+use kube::runtime::wait::await_condition;
+use kube::runtime::watcher::{self, watcher};
+use kube::{Api, ResourceExt};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::addon_secret::{AddonCertificate, stored_certificate};
+use super::hub_identity::{CsrState, csr_state, hub_kubeconfig, may_request_addon_certificate};
+use super::rotation::addon_registration_csr;
+use super::run::{Context, FIELD_MANAGER, sleep_until};
+use crate::api::ManagedClusterAddOn;
+use crate::api::addon::RegistrationConfig;
+use crate::api::vocabulary::{LABEL_ADDON_NAME, LABEL_CLUSTER_NAME, SIGNER_KUBE_APISERVER_CLIENT};
+
+/// How long a registration waits before asking again after a refused CSR or a failed write.
+const REQUEST_AGAIN_DELAY: Duration = Duration::from_secs(5);
+
+/// One registration of one addon: the addon, its install namespace and the registration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Wanted {
+    addon: String,
+    namespace: String,
+    registration: RegistrationConfig,
+}
+
+/// A running registration task.
+struct Running {
+    wanted: Wanted,
+    stop: CancellationToken,
+}
+
+pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
+    let addons: Api<ManagedClusterAddOn> = Api::namespaced(ctx.hub.clone(), ctx.name());
+    let (reader, writer) = reflector::store();
+    let mut events = watcher(addons, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .boxed();
+    let mut running: BTreeMap<(String, String), Running> = BTreeMap::new();
+    loop {
+        let event = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            event = events.next() => event,
+        };
+        match event {
+            None => break,
+            Some(Err(err)) => {
+                warn!(cluster = ctx.name(), %err, "watching ManagedClusterAddOns for registrations");
+                continue;
+            }
+            Some(Ok(watcher::Event::Init | watcher::Event::InitApply(_))) => continue,
+            Some(Ok(_)) => {}
+        }
+        let wanted = wanted_registrations(&reader.state());
+        running.retain(|key, task| {
+            let keep = wanted.get(key) == Some(&task.wanted);
+            if !keep {
+                task.stop.cancel();
+            }
+            keep
+        });
+        for (key, wanted) in wanted {
+            if running.contains_key(&key) {
+                continue;
+            }
+            let stop = shutdown.child_token();
+            tokio::spawn(keep_certificate(ctx.clone(), wanted.clone(), stop.clone()));
+            running.insert(key, Running { wanted, stop });
+        }
+    }
+    for task in running.values() {
+        task.stop.cancel();
+    }
+}
+
+/// Every registration of these addons, by addon and signer.
+fn wanted_registrations(addons: &[Arc<ManagedClusterAddOn>]) -> BTreeMap<(String, String), Wanted> {
+    addons
+        .iter()
+        .flat_map(|addon| {
+            let name = addon.name_any();
+            let namespace = addon.install_namespace().to_string();
+            addon.registrations().iter().map(move |registration| {
+                (
+                    (name.clone(), registration.signer_name.clone()),
+                    Wanted {
+                        addon: name.clone(),
+                        namespace: namespace.clone(),
+                        registration: registration.clone(),
+                    },
+                )
+            })
+        })
+        .collect()
+}
+
+/// Keeps a valid certificate for one registration in its Secret until `stop`.
+async fn keep_certificate(ctx: Arc<Context>, wanted: Wanted, stop: CancellationToken) {
+    let secret_name = wanted.registration.secret_name(&wanted.addon);
+    let secrets: Api<Secret> = Api::namespaced(ctx.spoke.clone(), &wanted.namespace);
+    loop {
+        let stored = match secrets.get_opt(&secret_name).await {
+            Ok(secret) => secret.and_then(|secret| {
+                stored_certificate(
+                    &secret,
+                    &wanted.registration,
+                    ctx.name(),
+                    &wanted.addon,
+                    Timestamp::now(),
+                )
+            }),
+            Err(err) => {
+                warn!(%err, namespace = wanted.namespace, "reading Secret {secret_name}");
+                None
+            }
+        };
+        if let Some(lifetime) = stored {
+            let deadline = lifetime.rotation_deadline(fastrand::f64());
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = sleep_until(deadline) => {}
+            }
+        }
+        let renewed = tokio::select! {
+            _ = stop.cancelled() => return,
+            renewed = request(&ctx, &wanted) => renewed,
+        };
+        match renewed {
+            Ok(secret) => {
+                let mut secret = serde_json::to_value(secret).unwrap_or_default();
+                secret["apiVersion"] = "v1".into();
+                secret["kind"] = "Secret".into();
+                match secrets
+                    .patch(
+                        &secret_name,
+                        &PatchParams::apply(FIELD_MANAGER).force(),
+                        &Patch::Apply(&secret),
+                    )
+                    .await
+                {
+                    Ok(_) => {
+                        info!(
+                            cluster = ctx.name(),
+                            addon = wanted.addon,
+                            signer = wanted.registration.signer_name,
+                            "addon certificate stored in {}/{secret_name}",
+                            wanted.namespace
+                        );
+                        continue;
+                    }
+                    Err(err) => warn!(%err, "writing Secret {}/{secret_name}", wanted.namespace),
+                }
+            }
+            Err(err) => warn!(
+                cluster = ctx.name(),
+                addon = wanted.addon,
+                signer = wanted.registration.signer_name,
+                "addon registration: {err}"
+            ),
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(REQUEST_AGAIN_DELAY) => {}
+        }
+    }
+}
+
+/// Requests a certificate for the registration and waits for it: the Secret to store.
+async fn request(ctx: &Context, wanted: &Wanted) -> Result<Secret, String> {
+    let cluster = ctx.name();
+    let pending = addon_registration_csr(
+        &wanted.registration,
+        cluster,
+        &wanted.addon,
+        ctx.config.client_cert_expiration_seconds,
+    )
+    .map_err(|err| err.to_string())?;
+    let csrs: Api<CertificateSigningRequest> = Api::all(ctx.hub.clone());
+    let selector = format!(
+        "{LABEL_CLUSTER_NAME}={cluster},{LABEL_ADDON_NAME}={}",
+        wanted.addon
+    );
+    let earlier = csrs
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|err| format!("cannot list the addon's CSRs: {err}"))?;
+    if !may_request_addon_certificate(&earlier.items) {
+        return Err(
+            "too many of the addon's CSRs are pending; no new one until the hub answers".into(),
+        );
+    }
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PostParams::default()
+    };
+    let name = csrs
+        .create(&params, &pending.csr)
+        .await
+        .map_err(|err| format!("cannot create a CSR: {err}"))?
+        .name_any();
+    let answered = await_condition(csrs, &name, |csr: Option<&CertificateSigningRequest>| {
+        csr.is_some_and(|csr| !matches!(csr_state(csr), CsrState::Pending | CsrState::Approved))
+    })
+    .await
+    .map_err(|err| format!("watching CSR {name}: {err}"))?;
+    let certificate = match answered.as_ref().map(csr_state) {
+        Some(CsrState::Issued(certificate)) => certificate,
+        Some(CsrState::Refused(why)) => return Err(format!("CSR {name} refused: {why}")),
+        _ => return Err(format!("CSR {name} is gone")),
+    };
+    let kubeconfig = if wanted.registration.signer_name == SIGNER_KUBE_APISERVER_CLIENT {
+        match &ctx.hub_kubeconfig {
+            Some(base) => Some(
+                hub_kubeconfig(base, &certificate, &pending.private_key_pem)
+                    .map_err(|err| err.to_string())?,
+            ),
+            None => {
+                warn!(
+                    addon = wanted.addon,
+                    "the agent's hub client has no kubeconfig; the addon's Secret holds no kubeconfig"
+                );
+                None
+            }
+        }
+    } else {
+        None
+    };
+    Ok(AddonCertificate {
+        cluster,
+        addon: &wanted.addon,
+        namespace: &wanted.namespace,
+        registration: &wanted.registration,
+        certificate_pem: &certificate,
+        key_pem: &pending.private_key_pem,
+        kubeconfig: kubeconfig.as_deref(),
+    }
+    .to_secret())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::addon::{ManagedClusterAddOnSpec, ManagedClusterAddOnStatus};
+
+    fn addon(name: &str, namespace: Option<&str>, signers: &[&str]) -> Arc<ManagedClusterAddOn> {
+        let mut addon = ManagedClusterAddOn::new(
+            name,
+            ManagedClusterAddOnSpec {
+                install_namespace: namespace.map(str::to_string),
+                ..Default::default()
+            },
+        );
+        addon.status = Some(ManagedClusterAddOnStatus {
+            registrations: signers
+                .iter()
+                .map(|signer| RegistrationConfig {
+                    signer_name: signer.to_string(),
+                    subject: None,
+                })
+                .collect(),
+            ..Default::default()
+        });
+        Arc::new(addon)
+    }
+
+    #[test]
+    fn every_registration_of_every_addon_is_wanted_once_in_its_install_namespace() {
+        let wanted = wanted_registrations(&[
+            addon(
+                "a",
+                Some("a-ns"),
+                &[SIGNER_KUBE_APISERVER_CLIENT, "example.com/x"],
+            ),
+            addon("b", None, &[SIGNER_KUBE_APISERVER_CLIENT]),
+            addon("c", Some("c-ns"), &[]),
+        ]);
+        let keys: Vec<(&str, &str)> = wanted
+            .keys()
+            .map(|(addon, signer)| (addon.as_str(), signer.as_str()))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("a", "example.com/x"),
+                ("a", SIGNER_KUBE_APISERVER_CLIENT),
+                ("b", SIGNER_KUBE_APISERVER_CLIENT)
+            ]
+        );
+        assert_eq!(
+            wanted[&("a".into(), "example.com/x".into())].namespace,
+            "a-ns"
+        );
+        assert_eq!(
+            wanted[&("b".into(), SIGNER_KUBE_APISERVER_CLIENT.into())].namespace,
+            crate::api::vocabulary::DEFAULT_ADDON_INSTALL_NAMESPACE
+        );
+    }
+}
