@@ -10,7 +10,7 @@ use std::process::Output;
 
 use fleetform::api::fleet::{Phase, SYSTEM_NAMESPACE, Spoke};
 use fleetform::api::vocabulary::{AGENT_NAMESPACE, CONDITION_PIVOT_COMPLETE};
-use fleetform::api::{ManagedCluster, ManagedClusterAddOn, is_condition_true};
+use fleetform::api::{FleetSync, ManagedCluster, ManagedClusterAddOn, is_condition_true};
 use fleetform::reconciler::install::{AGENT_DEPLOYMENT, LABEL_AGENT_VERSION, deployment_label};
 use fleetform::up::{self, UpConfig};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -164,12 +164,8 @@ impl Fleet {
     fn spoke_client(&self, name: &str) -> Client {
         self.running
             .as_ref()
-            .unwrap()
-            .spokes
-            .iter()
-            .find(|spoke| spoke.name == name)
-            .map(|spoke| spoke.client.clone())
-            .unwrap()
+            .and_then(|running| running.spoke_client(name))
+            .unwrap_or_else(|| panic!("no spoke cluster {name}"))
     }
 
     async fn fleetform(&self, args: &[&str]) -> Output {
@@ -183,18 +179,37 @@ impl Fleet {
             .expect("run fleetform")
     }
 
-    /// `fleetform apply` of the repo's HEAD.
-    async fn apply(&self, extra: &[&str]) {
-        let repo = self.repo.path().display().to_string();
-        let mut args = vec!["apply", repo.as_str()];
-        args.extend_from_slice(extra);
-        let output = self.fleetform(&args).await;
-        assert!(
-            output.status.success(),
-            "fleetform apply failed:\n{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
+    /// The commit the repo's HEAD is at.
+    fn head(&self) -> String {
+        self.repo
+            .repo
+            .head()
+            .unwrap()
+            .peel_to_commit()
+            .unwrap()
+            .id()
+            .to_string()
+    }
+
+    fn fleet_syncs(&self) -> Api<FleetSync> {
+        Api::namespaced(self.hub.clone(), SYSTEM_NAMESPACE)
+    }
+
+    /// Waits until `up`'s sync has applied the repo's HEAD.
+    async fn synced(&self) {
+        let head = self.head();
+        wait_for(
+            &self.fleet_syncs(),
+            up::FLEET_SYNC,
+            "HEAD applied",
+            move |sync: &FleetSync| {
+                sync.status
+                    .as_ref()
+                    .and_then(|s| s.last_applied_commit.as_deref())
+                    == Some(&head)
+            },
+        )
+        .await;
     }
 
     fn spokes(&self) -> Api<Spoke> {
@@ -252,7 +267,7 @@ async fn commits_join_change_upgrade_and_unjoin_spokes() {
         ],
     );
     let fleet = Fleet::up(repo).await;
-    fleet.apply(&[]).await;
+    fleet.synced().await;
     for name in ["alpha", "beta"] {
         fleet.wait_running(name).await;
     }
@@ -275,7 +290,7 @@ async fn commits_join_change_upgrade_and_unjoin_spokes() {
             )),
         )],
     );
-    fleet.apply(&[]).await;
+    fleet.synced().await;
     wait_for(&addons, "logging", "enabled", |_| true).await;
     wait_gone(&addons, "metrics").await;
     wait_for(&clusters, "alpha", "lease 2 s", |c: &ManagedCluster| {
@@ -309,7 +324,7 @@ async fn commits_join_change_upgrade_and_unjoin_spokes() {
             Some(&format!("{HUB}  agent:\n    version: 9.9.9\n")),
         )],
     );
-    fleet.apply(&[]).await;
+    fleet.synced().await;
     for name in ["alpha", "beta"] {
         let deployments: Api<Deployment> =
             Api::namespaced(fleet.spoke_client(name), AGENT_NAMESPACE);
@@ -330,7 +345,7 @@ async fn commits_join_change_upgrade_and_unjoin_spokes() {
     fleet
         .repo
         .commit("beta leaves", &[("spokes/beta.yaml", None)]);
-    fleet.apply(&[]).await;
+    fleet.synced().await;
     wait_gone(&fleet.spokes(), "beta").await;
     wait_gone(&clusters, "beta").await;
     wait_gone(&Api::<Namespace>::all(fleet.hub.clone()), "beta").await;
@@ -346,8 +361,19 @@ async fn commits_join_change_upgrade_and_unjoin_spokes() {
         .await
         .unwrap();
     assert!(left.items.is_empty(), "beta's CSRs are removed");
-    // alpha is untouched.
+    // alpha is untouched, and the CLI sees the fleet as the repo says: nothing to plan.
     fleet.wait_running("alpha").await;
+    let repo = fleet.repo.path().display().to_string();
+    let plan = fleet.fleetform(&["plan", &repo]).await;
+    assert_eq!(
+        plan.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&plan.stdout)
+    );
+    let status = fleet.fleetform(&["status", &repo]).await;
+    let rows = String::from_utf8_lossy(&status.stdout);
+    assert!(rows.contains("alpha") && !rows.contains("beta"), "{rows}");
     fleet.shutdown().await;
 }
 
@@ -396,7 +422,7 @@ spec:
         .create(&kube::api::PostParams::default(), &secret)
         .await
         .unwrap();
-    fleet.apply(&["--no-wait"]).await;
+    fleet.synced().await;
     fleet.wait_running("local").await;
     fleet.wait_running("delta").await;
     let stuck_deployments: Api<Deployment> = Api::namespaced(stuck.client.clone(), AGENT_NAMESPACE);
@@ -419,19 +445,37 @@ spec:
         "local and stuck leave",
         &[("spokes/local.yaml", None), ("spokes/stuck.yaml", None)],
     );
-    let held = fleet
-        .fleetform(&[
-            "apply",
-            &fleet.repo.path().display().to_string(),
-            "--no-wait",
-        ])
-        .await;
-    assert_eq!(
-        held.status.code(),
-        Some(1),
-        "two of three spokes is past the prune guard"
+    // Two of three spokes is past the prune guard: the sync holds the commit back until told.
+    let head = fleet.head();
+    let stalled = wait_for(
+        &fleet.fleet_syncs(),
+        up::FLEET_SYNC,
+        "held by the prune guard",
+        move |sync: &FleetSync| {
+            sync.status.as_ref().is_some_and(|status| {
+                status.last_attempted_commit.as_deref() == Some(&head)
+                    && status.conditions.iter().any(|c| {
+                        c.type_ == "Stalled" && c.status == "True" && c.reason == "PruneBlocked"
+                    })
+            })
+        },
+    )
+    .await;
+    assert_ne!(
+        stalled.status.and_then(|s| s.last_applied_commit),
+        Some(fleet.head())
     );
-    fleet.apply(&["--allow-prune"]).await;
+    assert!(fleet.spokes().get_opt("local").await.unwrap().is_some());
+    fleet
+        .fleet_syncs()
+        .patch(
+            up::FLEET_SYNC,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"spec": {"allowPrune": true}})),
+        )
+        .await
+        .unwrap();
+    fleet.synced().await;
     let clusters: Api<ManagedCluster> = Api::all(fleet.hub.clone());
     wait_gone(&clusters, "local").await;
     wait_gone(&Api::<Namespace>::all(fleet.hub.clone()), "local").await;
