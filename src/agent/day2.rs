@@ -114,6 +114,12 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
         retry = match step(&ctx, current, joined).await {
             Ok(Step::Continue) => false,
             Ok(Step::Unjoined) => return,
+            Err(AgentError::Kube { source, .. })
+                if crate::hub::conditions::is_conflict(&source) =>
+            {
+                // Someone wrote the Spoke meanwhile; its watch brings the fresh one.
+                false
+            }
             Err(err) => {
                 warn!(%err, "day 2; retrying");
                 true

@@ -95,13 +95,16 @@ pub async fn run(args: Args) -> u8 {
             .unwrap_or_default(),
         config.interval.as_secs()
     );
-    let progress = show_progress(&running);
+    let progress = show_progress(&running, &args.source);
     tokio::select! {
         _ = super::shutdown_signal() => {}
         _ = progress => {}
     }
-    println!("stopping");
-    running.shutdown().await;
+    println!("stopping (Ctrl-C again to stop at once)");
+    tokio::select! {
+        _ = running.shutdown() => {}
+        _ = super::shutdown_signal() => println!("stopped at once"),
+    }
     exit::OK
 }
 
@@ -136,23 +139,41 @@ fn follow(spec: &SourceSpec) -> (String, Option<String>) {
 }
 
 /// Prints a line whenever a spoke's phase, state, availability or addon health changes.
-async fn show_progress(running: &up::Running) {
+async fn show_progress(running: &up::Running, source: &str) {
     let mut shown: BTreeMap<(String, String), String> = BTreeMap::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut converged = false;
     loop {
         tick.tick().await;
+        let mut spokes = 0;
+        let mut running_spokes = 0;
+        let mut changed = false;
         for hub in &running.hubs {
             let Ok(state) = crate::status::gather(&hub.name, &hub.client).await else {
                 continue;
             };
             for row in crate::status::rows(&state, Timestamp::now()) {
+                spokes += 1;
+                running_spokes += usize::from(row.phase.as_deref() == Some("Running"));
                 let line = progress_line(&row);
                 let key = (row.hub.clone(), row.spoke.clone());
                 if shown.get(&key) != Some(&line) {
                     println!("{} {}", Timestamp::now().strftime("%H:%M:%S"), line);
                     shown.insert(key, line);
+                    changed = true;
                 }
             }
+        }
+        if changed {
+            converged = false;
+        }
+        if !converged && spokes > 0 && running_spokes == spokes {
+            converged = true;
+            println!(
+                "{} converged: {spokes} spoke(s) Running; `fleetform status {}` shows them, a commit changes them",
+                Timestamp::now().strftime("%H:%M:%S"),
+                source
+            );
         }
     }
 }

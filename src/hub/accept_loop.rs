@@ -23,11 +23,11 @@ use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, instrument, warn};
+use tracing::{info, instrument};
 
 use super::approval::cluster_group;
 use super::conditions::{is_conflict, is_not_found, set_conditions};
-use super::run::{Context, FIELD_MANAGER, HubError, RETRY_DELAY};
+use super::run::{Context, FIELD_MANAGER, HubError};
 use crate::api::ManagedCluster;
 use crate::api::vocabulary::{
     CLUSTER_LEASE_NAME, CONDITION_HUB_ACCEPTED, LABEL_CLUSTER_NAME,
@@ -39,17 +39,12 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     Controller::new(clusters, watcher::Config::default())
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(err) = result {
-                warn!(%err, "accept loop");
-            }
-        })
+        .for_each(|result| async move { super::run::log_outcome(result, "accept loop") })
         .await;
 }
 
 fn error_policy(_: Arc<ManagedCluster>, err: &HubError, _: Arc<Context>) -> Action {
-    warn!(%err, "accepting a cluster failed; retrying");
-    Action::requeue(RETRY_DELAY)
+    super::run::retry_after(err, "accepting a cluster")
 }
 
 /// Name of the ClusterRole and ClusterRoleBinding of a cluster's agent.

@@ -22,10 +22,10 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, instrument, warn};
+use tracing::{debug, info, instrument};
 
 use super::approval::{SpokeIdentity, Verdict, decide_registration, registration_cluster};
-use super::run::{Context, FIELD_MANAGER, HubError, RETRY_DELAY};
+use super::run::{Context, FIELD_MANAGER, HubError};
 use crate::api::ManagedCluster;
 use crate::api::fleet::{SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::LABEL_CLUSTER_NAME;
@@ -56,11 +56,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
         )
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(err) = result {
-                warn!(%err, "CSR approval loop");
-            }
-        })
+        .for_each(|result| async move { super::run::log_outcome(result, "CSR approval loop") })
         .await;
 }
 
@@ -78,8 +74,7 @@ fn requests_of(
 }
 
 fn error_policy(_: Arc<CertificateSigningRequest>, err: &HubError, _: Arc<Context>) -> Action {
-    warn!(%err, "judging a CSR failed; retrying");
-    Action::requeue(RETRY_DELAY)
+    super::run::retry_after(err, "judging a CSR")
 }
 
 #[instrument(skip(ctx, csr), fields(csr = csr.name_any()))]

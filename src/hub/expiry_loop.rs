@@ -22,13 +22,13 @@ use kube::runtime::watcher::{self, watcher};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, instrument, warn};
+use tracing::{info, instrument};
 
 use super::conditions::set_conditions;
 use super::lease::{
     LeaseVerdict, addon_unknown_condition, judge_cluster_lease, reconcile_availability_taints,
 };
-use super::run::{Context, FIELD_MANAGER, HubError, RETRY_DELAY};
+use super::run::{Context, FIELD_MANAGER, HubError};
 use crate::api::vocabulary::{CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, STATUS_UNKNOWN};
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
 
@@ -79,17 +79,12 @@ pub(crate) async fn run(ctx: Arc<Context>, addons: bool, shutdown: CancellationT
     controller
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, expiry)
-        .for_each(|result| async move {
-            if let Err(err) = result {
-                warn!(%err, "lease expiry loop");
-            }
-        })
+        .for_each(|result| async move { super::run::log_outcome(result, "lease expiry loop") })
         .await;
 }
 
 fn error_policy(_: Arc<ManagedCluster>, err: &HubError, _: Arc<ExpiryContext>) -> Action {
-    warn!(%err, "judging a cluster's lease failed; retrying");
-    Action::requeue(RETRY_DELAY)
+    super::run::retry_after(err, "judging a cluster's lease")
 }
 
 #[instrument(skip(ctx, cluster), fields(cluster = cluster.name_any()))]

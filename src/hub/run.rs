@@ -64,6 +64,11 @@ pub enum HubError {
 }
 
 impl HubError {
+    /// A write lost a race with another writer (409); the retry starts from a fresh read.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, HubError::Kube { source, .. } if super::conditions::is_conflict(source))
+    }
+
     pub(crate) fn kube(
         object: impl Into<String>,
         action: impl Into<String>,
@@ -180,5 +185,29 @@ pub(crate) async fn crd_installed<K: CustomResourceExt>(
             warn!(crd = name, %err, "cannot check the CRD; {consequence}");
             false
         }
+    }
+}
+
+/// What a hub loop does after a failed reconcile: a lost write race (409) is retried at once and
+/// quietly, anything else is logged as `what` failed and retried after [`RETRY_DELAY`].
+pub(crate) fn retry_after(err: &HubError, what: &str) -> kube::runtime::controller::Action {
+    if err.is_conflict() {
+        tracing::debug!(%err, "{what}: lost a write race; again from a fresh read");
+        return kube::runtime::controller::Action::requeue(Duration::ZERO);
+    }
+    warn!(%err, "{what} failed; retrying");
+    kube::runtime::controller::Action::requeue(RETRY_DELAY)
+}
+
+/// Logs what a hub loop's controller reports, except what its error policy has logged already
+/// and objects deleted while queued.
+pub(crate) fn log_outcome<T, Q: std::error::Error + 'static>(
+    result: Result<T, kube::runtime::controller::Error<HubError, Q>>,
+    what: &str,
+) {
+    use kube::runtime::controller::Error;
+    match result {
+        Ok(_) | Err(Error::ObjectNotFound(_)) | Err(Error::ReconcilerFailed(..)) => {}
+        Err(err) => warn!(%err, "{what}"),
     }
 }

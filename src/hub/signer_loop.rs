@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, instrument, warn};
 
 use super::approval::{AddOnRequestContext, Verdict, decide_addon};
-use super::run::{Context, FIELD_MANAGER, HubError, RETRY_DELAY};
+use super::run::{Context, FIELD_MANAGER, HubError};
 use super::signing::{CSR_FAILED, SIGNER_CA_CERT_KEY, SIGNER_CA_KEY_KEY, Signing, decide_signing};
 use crate::api::addon::ClusterManagementAddOn;
 use crate::api::fleet::{AddOnRegistration, AddOnSpec};
@@ -47,11 +47,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
         )
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(err) = result {
-                warn!(%err, "addon CSR loop");
-            }
-        })
+        .for_each(|result| async move { super::run::log_outcome(result, "addon CSR loop") })
         .await;
 }
 
@@ -73,8 +69,7 @@ fn requests_of(
 }
 
 fn error_policy(_: Arc<CertificateSigningRequest>, err: &HubError, _: Arc<Context>) -> Action {
-    warn!(%err, "handling an addon CSR failed; retrying");
-    Action::requeue(RETRY_DELAY)
+    super::run::retry_after(err, "handling an addon CSR")
 }
 
 #[instrument(skip(ctx, csr), fields(csr = csr.name_any()))]

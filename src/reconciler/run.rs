@@ -26,7 +26,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, instrument, warn};
+use tracing::{debug, info, instrument, warn};
 
 use super::clients::SpokeClients;
 use super::cluster_sync::{self, WantedCluster};
@@ -91,6 +91,12 @@ pub enum ReconcileError {
 }
 
 impl ReconcileError {
+    /// A write lost a race with another writer (409): the next pass starts from a fresh read,
+    /// which is optimistic concurrency working, not a failure worth a warning.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, ReconcileError::Kube { source, .. } if crate::hub::conditions::is_conflict(source))
+    }
+
     pub(crate) fn kube(
         object: impl Into<String>,
         action: impl Into<String>,
@@ -183,22 +189,33 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
 
 /// Logs what the controller reports, except an object that was deleted while queued (a Spoke
 /// whose last finalizer was just removed, for one).
-fn log_failure<E: std::error::Error + 'static, Q: std::error::Error + 'static>(
-    result: Result<(), kube::runtime::controller::Error<E, Q>>,
+fn log_failure<Q: std::error::Error + 'static>(
+    result: Result<(), kube::runtime::controller::Error<ReconcileError, Q>>,
     what: &str,
 ) {
+    use kube::runtime::controller::Error;
     match result {
-        Ok(()) | Err(kube::runtime::controller::Error::ObjectNotFound(_)) => {}
+        Ok(()) | Err(Error::ObjectNotFound(_)) => {}
+        // error_policy has said what failed already.
+        Err(Error::ReconcilerFailed(..)) => {}
         Err(err) => warn!(%err, "{what}"),
     }
 }
 
 fn spoke_error(spoke: Arc<Spoke>, err: &ReconcileError, _: Arc<Context>) -> Requeue {
+    if err.is_conflict() {
+        debug!(spoke = spoke.name_any(), %err, "lost a write race; again from a fresh read");
+        return Requeue::requeue(Duration::ZERO);
+    }
     warn!(spoke = spoke.name_any(), %err, "lifecycle step failed; retrying");
     Requeue::requeue(Duration::from_secs(2))
 }
 
 fn hub_error(hub: Arc<Hub>, err: &ReconcileError, _: Arc<Context>) -> Requeue {
+    if err.is_conflict() {
+        debug!(hub = hub.name_any(), %err, "lost a write race; again from a fresh read");
+        return Requeue::requeue(Duration::ZERO);
+    }
     warn!(hub = hub.name_any(), %err, "hub step failed; retrying");
     Requeue::requeue(Duration::from_secs(2))
 }

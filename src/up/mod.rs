@@ -78,7 +78,7 @@ pub struct Running {
     /// The spokes' clusters: those the fleet declared at start, and those later commits add.
     spokes: Arc<Mutex<Vec<EmbeddedCluster>>>,
     shutdown: CancellationToken,
-    tasks: Vec<JoinHandle<()>>,
+    tasks: Vec<(&'static str, JoinHandle<()>)>,
 }
 
 impl Running {
@@ -101,12 +101,30 @@ impl Running {
     /// Stops every loop, then every control plane.
     pub async fn shutdown(self) {
         self.shutdown.cancel();
-        for task in self.tasks {
+        for (name, task) in self.tasks {
+            tracing::debug!(task = name, "waiting for it to stop");
             let _ = task.await;
         }
+        tracing::debug!("every loop stopped; stopping the clusters");
         let spokes = std::mem::take(&mut *lock(&self.spokes));
-        for cluster in self.hubs.into_iter().chain(spokes) {
-            cluster.plane.shutdown().await;
+        for EmbeddedCluster {
+            name,
+            client,
+            plane,
+            ..
+        } in self.hubs.into_iter().chain(spokes)
+        {
+            // A server shuts down gracefully once its clients' connections close.
+            drop(client);
+            if tokio::time::timeout(PLANE_SHUTDOWN, plane.shutdown())
+                .await
+                .is_err()
+            {
+                warn!(
+                    cluster = name,
+                    "did not stop within {PLANE_SHUTDOWN:?}; its state is durable, leaving it"
+                );
+            }
         }
     }
 }
@@ -116,6 +134,9 @@ fn lock(spokes: &Mutex<Vec<EmbeddedCluster>>) -> std::sync::MutexGuard<'_, Vec<E
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+/// How long a cluster may take to stop once its loops have.
+const PLANE_SHUTDOWN: Duration = Duration::from_secs(5);
 
 /// Name of the FleetSync `up` creates on each hub.
 pub const FLEET_SYNC: &str = "fleet";
@@ -141,12 +162,15 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
     };
     let mut tasks = Vec::new();
     for cluster in hubs.iter().chain(&spokes) {
-        tasks.push(tokio::spawn(kubelet::run(
-            cluster.name.clone(),
-            cluster.client.clone(),
-            HubConnection::BootstrapSecret,
-            shutdown.child_token(),
-        )));
+        tasks.push((
+            "kubelet",
+            tokio::spawn(kubelet::run(
+                cluster.name.clone(),
+                cluster.client.clone(),
+                HubConnection::BootstrapSecret,
+                shutdown.child_token(),
+            )),
+        ));
     }
     let spokes = Arc::new(Mutex::new(spokes));
     for hub in &hubs {
@@ -172,30 +196,39 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
             access: access.clone(),
             hub_endpoint: endpoint,
         };
-        tasks.push(tokio::spawn(crate::reconciler::run(
-            reconciler,
-            shutdown.child_token(),
-        )));
+        tasks.push((
+            "reconciler",
+            tokio::spawn(crate::reconciler::run(reconciler, shutdown.child_token())),
+        ));
         let loops = crate::hub::run::HubConfig {
             client: hub.client.clone(),
             access: access.clone(),
         };
-        tasks.push(tokio::spawn(crate::hub::run(loops, shutdown.child_token())));
+        tasks.push((
+            "hub loops",
+            tokio::spawn(crate::hub::run(loops, shutdown.child_token())),
+        ));
         let mut sync = crate::sync::SyncConfig::new(hub.client.clone(), "fleetform-up");
         sync.hub = Some(hub.name.clone());
         let sync_token = shutdown.child_token();
         let hub_name = hub.name.clone();
-        tasks.push(tokio::spawn(async move {
-            if let Err(err) = crate::sync::run(sync, sync_token).await {
-                warn!(hub = hub_name, %err, "sync stopped");
-            }
-        }));
-        tasks.push(tokio::spawn(start_new_spokes(
-            hub.client.clone(),
-            config.data_dir.clone(),
-            spokes.clone(),
-            shutdown.child_token(),
-        )));
+        tasks.push((
+            "sync",
+            tokio::spawn(async move {
+                if let Err(err) = crate::sync::run(sync, sync_token).await {
+                    warn!(hub = hub_name, %err, "sync stopped");
+                }
+            }),
+        ));
+        tasks.push((
+            "new spokes",
+            tokio::spawn(start_new_spokes(
+                hub.client.clone(),
+                config.data_dir.clone(),
+                spokes.clone(),
+                shutdown.child_token(),
+            )),
+        ));
         info!(hub = hub.name, url = hub.url(), "hub running");
     }
     Ok(Running {
