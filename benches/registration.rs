@@ -45,7 +45,7 @@
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -572,31 +572,21 @@ fn agent_status(spoke_version: &str) -> Value {
     })
 }
 
-/// Renews, as their agents would, the cluster leases of clusters whose agent has not started
-/// yet (agents start in index order; `started` counts them), so none expires while the fleet
-/// is set up. Each lease is renewed about once per lease duration.
+/// Renews, as their agents would, every cluster lease about once per lease duration while the
+/// fleet is set up and its agents start, so no cluster expires because its agent's first renewal
+/// was held up by start-up load. Stopped before the measured window.
 async fn stand_in_renewals(
     hub: Client,
     spokes: usize,
     lease_seconds: i32,
-    started: Arc<AtomicUsize>,
     stop: CancellationToken,
 ) {
     let period = Duration::from_secs(u64::try_from(lease_seconds).unwrap_or(10));
     loop {
         let round = Instant::now();
-        let first = started.load(Ordering::Relaxed);
-        if first >= spokes {
-            return;
-        }
-        let pending: Vec<usize> = (first..spokes).collect();
-        let renewals = futures::stream::iter(pending).for_each_concurrent(16, |i| {
+        let renewals = futures::stream::iter(0..spokes).for_each_concurrent(16, |i| {
             let hub = hub.clone();
-            let started = started.clone();
             async move {
-                if i < started.load(Ordering::Relaxed) {
-                    return;
-                }
                 let name = cluster_name(i);
                 let patch = json!({"spec": {"renewTime": MicroTime(Timestamp::now())}});
                 let _ = Api::<Lease>::namespaced(hub, &name)
@@ -926,16 +916,15 @@ async fn run(settings: &Settings, hub_rt: &Runtime) -> Result<(), String> {
 
     // The fleet's objects first, then its agents: objects written while agents watch would
     // wake every agent's watch (one broadcast per resource), which is start-up cost, not the
-    // steady state measured here. Until its agent starts, a cluster's lease is renewed for it.
+    // steady state measured here. Until the window, the benchmark also renews every lease.
     let killed = Arc::new(Mutex::new(HashSet::new()));
     let addon_renewals = Arc::new(AtomicU64::new(0));
-    let started_agents = Arc::new(AtomicUsize::new(0));
+    let stand_in_stop = shutdown.child_token();
     let stand_in = tokio::spawn(stand_in_renewals(
         admin.clone(),
         settings.spokes,
         settings.lease_seconds,
-        started_agents.clone(),
-        shutdown.child_token(),
+        stand_in_stop.clone(),
     ));
     let spoke_version = planes[0]
         .client
@@ -974,7 +963,7 @@ async fn run(settings: &Settings, hub_rt: &Runtime) -> Result<(), String> {
     let objects_seconds = setup_started.elapsed().as_secs_f64();
     let rss_objects = rss_mib();
     let mut agents: Vec<RunningAgent> = Vec::with_capacity(settings.spokes);
-    let mut addon_tasks = vec![stand_in];
+    let mut addon_tasks = Vec::new();
     for i in 0..settings.spokes {
         let name = cluster_name(i);
         let plane = &planes[i / settings.spokes_per_plane];
@@ -988,7 +977,6 @@ async fn run(settings: &Settings, hub_rt: &Runtime) -> Result<(), String> {
                 start_simulated_agent(&name, agent_hub.clone(), settings.lease_seconds, stop)
             }
         });
-        started_agents.store(i + 1, Ordering::Relaxed);
         if (i + 1) % BATCH == 0 {
             if (i + 1) % 1000 == 0 {
                 eprintln!(
@@ -1055,6 +1043,9 @@ async fn run(settings: &Settings, hub_rt: &Runtime) -> Result<(), String> {
         }
         previous = Some(rate);
     }
+
+    stand_in_stop.cancel();
+    let _ = stand_in.await;
 
     // The steady state.
     let hub_before = hub.request_counts();
