@@ -209,6 +209,9 @@ struct AgentTraffic {
     cluster_writes: AtomicU64,
     other_writes: AtomicU64,
     reads: AtomicU64,
+    /// While set, how long each cluster-lease renewal took to be answered, in seconds.
+    recording: std::sync::atomic::AtomicBool,
+    renewal_latencies: Mutex<Vec<f64>>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -222,7 +225,8 @@ struct TrafficCounts {
 }
 
 impl AgentTraffic {
-    fn record(&self, method: &http::Method, path: &str) {
+    /// Counts a request; true when it is a cluster-lease renewal whose latency is wanted.
+    fn record(&self, method: &http::Method, path: &str) -> bool {
         let write = !matches!(*method, http::Method::GET | http::Method::HEAD);
         let counter = if !write {
             &self.reads
@@ -240,6 +244,24 @@ impl AgentTraffic {
             &self.other_writes
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        std::ptr::eq(counter, &self.cluster_lease_writes) && self.recording.load(Ordering::Relaxed)
+    }
+
+    fn renewal_answered(&self, seconds: f64) {
+        if let Ok(mut latencies) = self.renewal_latencies.lock() {
+            latencies.push(seconds);
+        }
+    }
+
+    /// The median and 99th percentile of the recorded renewal latencies, in seconds.
+    fn renewal_latency(&self) -> Option<(f64, f64)> {
+        let mut latencies = self.renewal_latencies.lock().ok()?.clone();
+        if latencies.is_empty() {
+            return None;
+        }
+        latencies.sort_by(f64::total_cmp);
+        let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
+        Some((at(0.5), at(0.99)))
     }
 
     fn snapshot(&self) -> TrafficCounts {
@@ -290,9 +312,11 @@ impl tower_service::Service<http::Request<kube::client::Body>> for HubTransport 
     }
 
     fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
-        if let Some(traffic) = &self.traffic {
-            traffic.record(request.method(), request.uri().path());
-        }
+        let timed = self
+            .traffic
+            .as_ref()
+            .filter(|traffic| traffic.record(request.method(), request.uri().path()))
+            .map(|traffic| (traffic.clone(), Instant::now()));
         let mut service = self.service.clone();
         let handled = self.hub.spawn(async move {
             match tower_service::Service::call(&mut service, request).await {
@@ -300,7 +324,13 @@ impl tower_service::Service<http::Request<kube::client::Body>> for HubTransport 
                 Err(never) => match never {},
             }
         });
-        Box::pin(async move { handled.await.map_err(|err| Box::new(err) as BoxError) })
+        Box::pin(async move {
+            let response = handled.await.map_err(|err| Box::new(err) as BoxError);
+            if let Some((traffic, sent)) = timed {
+                traffic.renewal_answered(sent.elapsed().as_secs_f64());
+            }
+            response
+        })
     }
 }
 
@@ -790,6 +820,8 @@ async fn simulated_addons(
 // ---- the run ----
 
 struct Window {
+    /// Median and 99th percentile of the agents' lease renewals, answered, in seconds.
+    renewal_latency: Option<(f64, f64)>,
     seconds: f64,
     hub_requests: RequestCounts,
     agents: TrafficCounts,
@@ -1052,6 +1084,7 @@ async fn run(settings: &Settings, hub_rt: &Runtime) -> Result<(), String> {
     let agents_before = traffic.snapshot();
     let cpu_before = cpu_times();
     let renewals_before = addon_renewals.load(Ordering::Relaxed);
+    traffic.recording.store(true, Ordering::Relaxed);
     let window_started = Instant::now();
     let rss_start = rss_mib();
     let mut rss_peak = rss_start;
@@ -1077,7 +1110,9 @@ async fn run(settings: &Settings, hub_rt: &Runtime) -> Result<(), String> {
             last_tick = Instant::now();
         }
     }
+    traffic.recording.store(false, Ordering::Relaxed);
     let measured = Window {
+        renewal_latency: traffic.renewal_latency(),
         seconds: window_started.elapsed().as_secs_f64(),
         hub_requests: hub.request_counts().since(&hub_before),
         agents: traffic.snapshot().since(&agents_before),
@@ -1268,6 +1303,13 @@ fn report(settings: &Settings, r: &Report) {
         format!("{target_rate:.0} (+ jitter)"),
     );
     row(
+        "cluster-lease renewal answered: p50 / p99",
+        w.renewal_latency.map_or("-".to_string(), |(p50, p99)| {
+            format!("{:.0} / {:.0} ms", p50 * 1e3, p99 * 1e3)
+        }),
+        String::new(),
+    );
+    row(
         "addon-lease renewals on the spokes (window)",
         format!("{}", w.addon_renewals),
         String::new(),
@@ -1372,6 +1414,8 @@ fn report(settings: &Settings, r: &Report) {
         "agent_addon_writes_to_hub": addon_lease_writes,
         "agent_other_hub_writes": w.agents.cluster_writes + w.agents.other_writes,
         "agent_hub_reads": w.agents.reads,
+        "renewal_latency_p50_seconds": w.renewal_latency.map(|l| l.0),
+        "renewal_latency_p99_seconds": w.renewal_latency.map(|l| l.1),
         "addon_lease_renewals_on_spokes": w.addon_renewals,
         "hub_cpu_core_fraction": w.cpu.hub / w.seconds,
         "fleet_cpu_core_fraction": w.cpu.fleet / w.seconds,
