@@ -29,8 +29,11 @@
 //!   watch per spoke plane (no hub watches, no probes, no status loop).
 //!
 //! The fleet starts as it stands after its agents restart: clusters accepted, joined and
-//! Available, addons Available (setting that up through the agents would cost minutes of
-//! start-up fan-out and measure nothing the steady state does not).
+//! Available with the status the agent reports, addons Available (setting that up through the
+//! agents would cost minutes of start-up fan-out and measure nothing the steady state does not).
+//! Until the measured window the benchmark also renews every cluster lease itself, so start-up
+//! load cannot expire a cluster; it then waits for the hub's write rate to settle. Start-up is
+//! not measured beyond its duration.
 //!
 //! Environment (defaults are the figures):
 //! `FLEETFORM_BENCH_SPOKES` [10000], `FLEETFORM_BENCH_SECONDS` [60] (steady-state window),
