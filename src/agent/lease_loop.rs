@@ -1,7 +1,8 @@
 //! The agent's lease and availability loop (seed 000, DESIGN §4.2).
 //!
 //! Once the hub accepts the cluster, the loop renews `managed-cluster-lease` in the cluster
-//! namespace every `leaseDurationSeconds` (up to 25% early, a fresh random draw per renewal) and,
+//! namespace every `leaseDurationSeconds` (up to 12.5% early or late, a fresh random draw per
+//! renewal, one duration apart on average) and,
 //! at each renewal, probes the spoke's `/livez` (`/healthz` where there is none) and the agent's
 //! Deployment, writing Available only when [`AvailabilityTracker`] says it changed. A change of
 //! `leaseDurationSeconds` on the ManagedCluster reaches the loop by watch and moves the next

@@ -293,7 +293,10 @@ impl ApiServer {
                     .map_err(|_| ApiError::ExpiredContinue)?;
                 (*at, items)
             }
-            None => self.store.list(&t.key(), ns, None),
+            None => match filter.fields.exact_name() {
+                Some(name) => self.store.list_named(&t.key(), ns, name),
+                None => self.store.list(&t.key(), ns, None),
+            },
         };
         let mut out = Vec::new();
         let mut next = None;

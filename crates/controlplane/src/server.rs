@@ -183,6 +183,7 @@ impl ControlPlaneBuilder {
             bookmark_every: self.bookmark_every,
             default_watch_timeout: self.watch_timeout,
             security,
+            requests: Default::default(),
         });
         let controllers = tokio::spawn(crate::controllers::run(api.clone(), shutdown_rx.clone()));
         let signer = ca.clone().map(|ca| {
@@ -414,6 +415,12 @@ impl RunningControlPlane {
             "current-context": "fleetform",
         });
         serde_json::to_string_pretty(&doc).unwrap_or_default()
+    }
+
+    /// The resource requests received so far, by verb and resource (for benchmarks, tests and
+    /// diagnostics).
+    pub fn request_counts(&self) -> crate::requests::RequestCounts {
+        self.fe.requests.snapshot()
     }
 
     /// The current resourceVersion (for tests and diagnostics).

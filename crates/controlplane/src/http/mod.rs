@@ -23,6 +23,7 @@ use crate::auth::tls::PeerIdentity;
 use crate::error::{ApiError, ApiResult};
 use crate::objects::{DeleteOptions, Part};
 use crate::patch::PatchType;
+use crate::requests::Verb;
 use crate::table::{IncludeObject, wants_table};
 
 /// Response body type.
@@ -40,6 +41,8 @@ pub struct Frontend {
     pub default_watch_timeout: Duration,
     /// Authentication and authorization; None serves everyone as an administrator.
     pub security: Option<Security>,
+    /// Resource requests received, by verb and resource.
+    pub requests: crate::requests::RequestCounter,
 }
 
 /// What a secured server checks requests against.
@@ -324,6 +327,9 @@ async fn resource(
         return Err(ApiError::NoRoute);
     }
     let part = Part::from_subresource(&info, sub).ok_or(ApiError::NoRoute)?;
+    if let Some(verb) = Verb::of(method, name.is_some(), legacy_watch || q.flag("watch")) {
+        fe.requests.record(verb, &info.group, &info.plural, sub);
+    }
     let target = Target {
         info: info.clone(),
         namespace: namespace.to_string(),

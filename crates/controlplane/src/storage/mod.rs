@@ -365,6 +365,30 @@ impl Store {
         (rv, raw.iter().map(parse).collect())
     }
 
+    /// Objects of one resource (in one namespace, or all) with this name, with the rv they were
+    /// read at: a `metadata.name` field selector picks by key, without decoding every other
+    /// object of the resource (a fleet's agents each list their own ManagedCluster this way).
+    pub fn list_named(&self, key: &str, ns: Option<&str>, name: &str) -> (i64, Vec<Arc<Value>>) {
+        let (rv, raw) = {
+            let inner = self.lock();
+            let raw: Vec<Bytes> = match (inner.objects.get(key), ns) {
+                (None, _) => Vec::new(),
+                (Some(map), Some(ns)) => map
+                    .get(&(ns.to_string(), name.to_string()))
+                    .cloned()
+                    .into_iter()
+                    .collect(),
+                (Some(map), None) => map
+                    .iter()
+                    .filter(|((_, oname), _)| oname == name)
+                    .map(|(_, v)| v.clone())
+                    .collect(),
+            };
+            (inner.rv, raw)
+        };
+        (rv, raw.iter().map(parse).collect())
+    }
+
     /// Objects of one resource as they were at resourceVersion `at` (for the later pages of
     /// a paginated list), reconstructed by undoing the changes made since from the history.
     pub fn list_at(
