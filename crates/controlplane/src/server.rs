@@ -241,7 +241,15 @@ impl ControlPlaneBuilder {
             now - time::Duration::minutes(5),
             now + time::Duration::days(365),
         )?;
-        Ok((Security { tokens }, tls, Arc::new(pki.ca), admin))
+        Ok((
+            Security {
+                tokens,
+                policy: Default::default(),
+            },
+            tls,
+            Arc::new(pki.ca),
+            admin,
+        ))
     }
 
     /// Runs a control plane until `signal` resolves, then shuts it down gracefully. `on_start`

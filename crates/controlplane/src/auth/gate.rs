@@ -6,6 +6,7 @@
 
 use http::{HeaderMap, Method, header};
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 use super::authn::{self, StaticTokens};
 use super::rbac::{Attributes, Binding, Policy, PolicyRule, SYSTEM_MASTERS, Target};
@@ -91,15 +92,45 @@ pub fn authenticate(
     }
 }
 
+/// The RBAC resources a policy is built from, with their kinds.
+const RBAC_RESOURCES: [(&str, &str); 4] = [
+    ("clusterroles", "ClusterRole"),
+    ("roles", "Role"),
+    ("rolebindings", "RoleBinding"),
+    ("clusterrolebindings", "ClusterRoleBinding"),
+];
+
+/// The policy every request is authorized against, built again only after a role or binding
+/// was written: rebuilding it per request costs every request the size of the whole RBAC set,
+/// which grows with a hub's clusters.
+#[derive(Default)]
+pub struct PolicyCache(std::sync::Mutex<Option<([i64; 4], Arc<Policy>)>>);
+
+impl PolicyCache {
+    /// The current policy.
+    pub fn get(&self, api: &ApiServer) -> Arc<Policy> {
+        // Stamped before reading: a write racing the build only makes the next call rebuild.
+        let stamp = RBAC_RESOURCES
+            .map(|(plural, _)| api.store.last_write(&format!("{RBAC_GROUP}/{plural}")));
+        let mut cached = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((built_at, policy)) = cached.as_ref()
+            && *built_at == stamp
+        {
+            return policy.clone();
+        }
+        let policy = Arc::new(policy(api));
+        *cached = Some((stamp, policy.clone()));
+        policy
+    }
+}
+
 /// Every stored role and binding plus the defaults.
 pub fn policy(api: &ApiServer) -> Policy {
     let mut p = Policy::with_defaults();
-    for (plural, kind) in [
-        ("clusterroles", "ClusterRole"),
-        ("roles", "Role"),
-        ("rolebindings", "RoleBinding"),
-        ("clusterrolebindings", "ClusterRoleBinding"),
-    ] {
+    for (plural, kind) in RBAC_RESOURCES {
         let (_, objs) = api
             .store
             .list(&format!("{RBAC_GROUP}/{plural}"), None, None);

@@ -48,6 +48,8 @@ pub struct Frontend {
 /// What a secured server checks requests against.
 pub struct Security {
     pub tokens: StaticTokens,
+    /// The RBAC policy, rebuilt when roles or bindings change.
+    pub policy: gate::PolicyCache,
 }
 
 /// Who a request comes from, as its transport knows it.
@@ -117,7 +119,7 @@ where
         headers: &parts.headers,
         body,
         user: &user,
-        policy: policy.as_ref(),
+        policy: policy.as_deref(),
     };
     match route(&fe, call, &path).await {
         Ok(r) => r,
@@ -137,7 +139,7 @@ fn admit(
     path: &str,
     q: &Query,
     headers: &HeaderMap,
-) -> ApiResult<(UserInfo, Option<Policy>)> {
+) -> ApiResult<(UserInfo, Option<Arc<Policy>>)> {
     let peer = match caller {
         Caller::Trusted(u) => return Ok((u, None)),
         Caller::Tls(peer) => peer,
@@ -147,7 +149,7 @@ fn admit(
     };
     let public = gate::is_public(method, path);
     let user = gate::authenticate(&fe.api, &security.tokens, headers, &peer, public)?;
-    let policy = gate::policy(&fe.api);
+    let policy = security.policy.get(&fe.api);
     let user = gate::impersonate(&policy, user, headers)?;
     let segs: Vec<String> = path
         .split('/')

@@ -163,6 +163,8 @@ struct Inner {
     channels: HashMap<String, broadcast::Sender<Arc<Event>>>,
     all: broadcast::Sender<Arc<Event>>,
     writer: Writer,
+    /// The resourceVersion of the last write to each resource since start (absent: none yet).
+    written: HashMap<String, i64>,
 }
 
 /// Where writes go after the cache.
@@ -269,6 +271,7 @@ impl Store {
             channels: HashMap::new(),
             all,
             writer: Writer::Memory,
+            written: HashMap::new(),
         };
         for (key, ns, name, obj) in loaded.objects {
             let slot = (key.clone(), ns.clone(), name.clone());
@@ -337,6 +340,12 @@ impl Store {
     /// The current resourceVersion.
     pub fn current_rv(&self) -> i64 {
         self.lock().rv
+    }
+
+    /// The resourceVersion of the last write to resource `key` since the store opened, 0 when
+    /// there was none: what a cache of anything derived from that resource is stamped with.
+    pub fn last_write(&self, key: &str) -> i64 {
+        self.lock().written.get(key).copied().unwrap_or(0)
     }
 
     /// One object.
@@ -564,6 +573,7 @@ impl Store {
             });
         }
         inner.rv = rv;
+        inner.written.insert(key.to_string(), rv);
         let slot = (key.to_string(), ns.to_string(), name.to_string());
         let new_ref = (kind != EventType::Deleted).then(|| object.clone());
         inner.index(&slot, current.as_deref(), new_ref.as_deref());
