@@ -182,6 +182,29 @@ async fn static_token_user_gets_exactly_what_rbac_grants() {
 }
 
 #[tokio::test]
+async fn a_granted_or_revoked_binding_holds_from_the_next_request() {
+    let s = start().await;
+    let alice = client_as(&s.plane, json!({"token": TOKEN})).await;
+    let configmaps = Api::<ConfigMap>::namespaced(alice.clone(), "team");
+    // Denied first, so that the server has a policy from before the binding.
+    assert_eq!(status(configmaps.list(&ListParams::default()).await).code, 403);
+    bind(&s.admin, "team", "view", "alice").await;
+    configmaps
+        .list(&ListParams::default())
+        .await
+        .expect("the new binding holds at once");
+    Api::<RoleBinding>::namespaced(s.admin.clone(), "team")
+        .delete("view-alice", &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        status(configmaps.list(&ListParams::default()).await).code,
+        403,
+        "the deleted binding no longer holds"
+    );
+}
+
+#[tokio::test]
 async fn self_subject_access_review_answers_for_the_caller() {
     let s = start().await;
     bind(&s.admin, "team", "edit", "alice").await;
