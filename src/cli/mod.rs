@@ -246,6 +246,33 @@ fn print_data(output: Output, value: &impl serde::Serialize) {
     }
 }
 
+/// Loads the fleet at `spec`; an unreadable source or an invalid fleet is reported (with every
+/// diagnostic) and becomes the exit code to return.
+pub(crate) fn load_fleet_or_report(
+    spec: &crate::source::SourceSpec,
+) -> Result<(crate::source::Origin, crate::fleet::Fleet), u8> {
+    use crate::source::LoadError;
+    match crate::source::load_fleet(spec) {
+        Ok(loaded) => Ok(loaded),
+        Err(LoadError::Source(err)) => {
+            eprintln!("error: {err}");
+            Err(if err.is_internal() {
+                exit::INTERNAL
+            } else {
+                exit::INVALID_INPUT
+            })
+        }
+        Err(LoadError::Invalid {
+            origin,
+            diagnostics,
+        }) => {
+            println!("source: {origin}");
+            print_diagnostics(&diagnostics);
+            Err(exit::INVALID_INPUT)
+        }
+    }
+}
+
 /// Writes `contents` to `path` readable by its owner only (kubeconfigs hold credentials),
 /// creating its directory.
 pub(crate) fn write_private(path: &std::path::Path, contents: &str) -> std::io::Result<()> {

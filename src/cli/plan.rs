@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use super::{ClusterArgs, SourceArgs, exit};
 use crate::observe::observe_hub;
 use crate::plan::{self, Observed, Plan, PruneGuard, render};
-use crate::source::{self, LoadError};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum PlanOutput {
@@ -87,25 +86,7 @@ pub async fn build(
     clusters: &ClusterArgs,
     guard: PruneGuard,
 ) -> Result<Plan, u8> {
-    let (origin, fleet) = match source::load_fleet(&source.spec()) {
-        Ok(loaded) => loaded,
-        Err(LoadError::Source(err)) => {
-            eprintln!("error: {err}");
-            return Err(if err.is_internal() {
-                exit::INTERNAL
-            } else {
-                exit::INVALID_INPUT
-            });
-        }
-        Err(LoadError::Invalid {
-            origin,
-            diagnostics,
-        }) => {
-            println!("source: {origin}");
-            super::print_diagnostics(&diagnostics);
-            return Err(exit::INVALID_INPUT);
-        }
-    };
+    let (origin, fleet) = super::load_fleet_or_report(&source.spec())?;
     let access = clusters.access();
     let mut observed = Observed::new();
     for (name, hub) in &fleet.hubs {

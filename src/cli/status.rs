@@ -8,7 +8,7 @@ use kube::{Api, Client};
 
 use super::{ClusterArgs, Output, SourceArgs, exit, print_data};
 use crate::api::{ManagedCluster, ManagedClusterAddOn, Spoke};
-use crate::source::{self, LoadError};
+
 use crate::status::{SpokeRow, gather, rows, table};
 
 #[derive(Debug, clap::Args)]
@@ -25,20 +25,9 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> u8 {
-    let fleet = match source::load_fleet(&args.source.spec()) {
-        Ok((_, fleet)) => fleet,
-        Err(LoadError::Source(err)) => {
-            eprintln!("error: {err}");
-            return exit::INVALID_INPUT;
-        }
-        Err(LoadError::Invalid {
-            origin,
-            diagnostics,
-        }) => {
-            println!("source: {origin}");
-            super::print_diagnostics(&diagnostics);
-            return exit::INVALID_INPUT;
-        }
+    let (_, fleet) = match super::load_fleet_or_report(&args.source.spec()) {
+        Ok(loaded) => loaded,
+        Err(code) => return code,
     };
     let access = args.clusters.access();
     let mut hubs = Vec::new();

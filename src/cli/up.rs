@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 
 use super::{ClusterArgs, exit};
-use crate::source::{self, LoadError, SourceSpec};
+use crate::source::SourceSpec;
 use crate::status::SpokeRow;
 use crate::up::{self, UpConfig};
 
@@ -36,20 +36,9 @@ pub async fn run(args: Args) -> u8 {
         git_ref: args.git_ref.clone(),
         path: args.path.clone(),
     };
-    let fleet = match source::load_fleet(&spec) {
-        Ok((_, fleet)) => fleet,
-        Err(LoadError::Source(err)) => {
-            eprintln!("error: {err}");
-            return exit::INVALID_INPUT;
-        }
-        Err(LoadError::Invalid {
-            origin,
-            diagnostics,
-        }) => {
-            println!("source: {origin}");
-            super::print_diagnostics(&diagnostics);
-            return exit::INVALID_INPUT;
-        }
+    let (_, fleet) = match super::load_fleet_or_report(&spec) {
+        Ok(loaded) => loaded,
+        Err(code) => return code,
     };
     let (repo, path) = follow(&spec);
     let access = args.clusters.access();

@@ -91,24 +91,6 @@ pub(crate) async fn gather(
         .filter(|work| !work.is_addon_work() && !work.is_deleting())
         .map(|work| work.name_any())
         .collect();
-    let by_cluster = ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}={name}"));
-    let tokens = Api::<Secret>::namespaced(client.clone(), BOOTSTRAP_TOKEN_NAMESPACE)
-        .list(&by_cluster)
-        .await
-        .map_err(ReconcileError::kube(
-            format!("bootstrap tokens of {name}"),
-            "list",
-        ))?
-        .items;
-    let csrs = Api::<CertificateSigningRequest>::all(client.clone())
-        .list(&by_cluster)
-        .await
-        .map_err(ReconcileError::kube(format!("CSRs of {name}"), "list"))?;
-    let namespace = Api::<Namespace>::all(client.clone())
-        .get_opt(&name)
-        .await
-        .map_err(ReconcileError::kube(format!("namespace {name}"), "read"))?;
-
     let status_conditions = spoke
         .status
         .as_ref()
@@ -117,6 +99,35 @@ pub(crate) async fn gather(
     let pivoted = is_condition_true(status_conditions, CONDITION_PIVOT_COMPLETE);
     let hub_as_spoke = spoke.spec.is_hub_as_spoke();
     let deleting = spoke.metadata.deletion_timestamp.is_some();
+    // Lists by label are filtered on the server but cost it every object of the kind, so a
+    // pass only makes those it needs: tokens while the hub owns the agent or cleans up, CSRs
+    // only when cleaning up.
+    let by_cluster = ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}={name}"));
+    let tokens = if !pivoted || hub_as_spoke || deleting {
+        Api::<Secret>::namespaced(client.clone(), BOOTSTRAP_TOKEN_NAMESPACE)
+            .list(&by_cluster)
+            .await
+            .map_err(ReconcileError::kube(
+                format!("bootstrap tokens of {name}"),
+                "list",
+            ))?
+            .items
+    } else {
+        Vec::new()
+    };
+    let csrs = if deleting {
+        Api::<CertificateSigningRequest>::all(client.clone())
+            .list(&by_cluster)
+            .await
+            .map_err(ReconcileError::kube(format!("CSRs of {name}"), "list"))?
+            .items
+    } else {
+        Vec::new()
+    };
+    let namespace = Api::<Namespace>::all(client.clone())
+        .get_opt(&name)
+        .await
+        .map_err(ReconcileError::kube(format!("namespace {name}"), "read"))?;
 
     // The hub looks at the spoke while it owns the agent.
     let mut deployment = None;
@@ -175,7 +186,7 @@ pub(crate) async fn gather(
         agent_outdated,
         hub_leftovers: cluster.is_some()
             || namespace.is_some()
-            || !csrs.items.is_empty()
+            || !csrs.is_empty()
             || !tokens.is_empty(),
     };
     Ok(Gathered {

@@ -20,7 +20,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::watcher::{self, watcher};
+use kube::runtime::{WatchStreamExt, predicates};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -155,14 +156,26 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
             watcher::Config::default(),
             move |work| in_namespace(work.namespace()),
         )
-        .watches(
-            Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE),
-            watcher::Config::default(),
+        // A Hub or AddOn concerns every spoke, but only when what it says changes: the Hub's
+        // own status writes must not set off a pass over the whole fleet.
+        .watches_stream(
+            watcher(
+                Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+                watcher::Config::default(),
+            )
+            .default_backoff()
+            .applied_objects()
+            .predicate_filter(predicates::generation, Default::default()),
             move |_| every_spoke(&hub_store),
         )
-        .watches(
-            Api::<ClusterManagementAddOn>::all(client.clone()),
-            watcher::Config::default(),
+        .watches_stream(
+            watcher(
+                Api::<ClusterManagementAddOn>::all(client.clone()),
+                watcher::Config::default(),
+            )
+            .default_backoff()
+            .applied_objects()
+            .predicate_filter(addon_spec, Default::default()),
             move |_| every_spoke(&addon_store),
         )
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
@@ -200,6 +213,17 @@ fn log_failure<Q: std::error::Error + 'static>(
         Err(Error::ReconcilerFailed(..)) => {}
         Err(err) => warn!(%err, "{what}"),
     }
+}
+
+/// What of a ClusterManagementAddOn the reconciler reads: the AddOn spec it carries.
+fn addon_spec(addon: &ClusterManagementAddOn) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    addon
+        .annotations()
+        .get(crate::plan::desired::ADDON_SPEC_ANNOTATION)
+        .hash(&mut hasher);
+    Some(hasher.finish())
 }
 
 fn spoke_error(spoke: Arc<Spoke>, err: &ReconcileError, _: Arc<Context>) -> Requeue {
@@ -273,8 +297,8 @@ async fn reconcile_spoke(spoke: Arc<Spoke>, ctx: Arc<Context>) -> Result<Requeue
         Requeue::requeue(RESYNC)
     } else if !decision.settled {
         Requeue::requeue(Duration::ZERO)
-    } else if decision.phase == Phase::Joining || decision.phase == Phase::Deleting {
-        // Waiting on the agent: its ManagedCluster is watched, its install on the spoke is not.
+    } else if decision.phase == Phase::Deleting {
+        // Waiting on namespaces to finish terminating, which nothing here watches.
         Requeue::requeue(POLL)
     } else {
         Requeue::requeue(RESYNC)

@@ -187,7 +187,10 @@ async fn a_granted_or_revoked_binding_holds_from_the_next_request() {
     let alice = client_as(&s.plane, json!({"token": TOKEN})).await;
     let configmaps = Api::<ConfigMap>::namespaced(alice.clone(), "team");
     // Denied first, so that the server has a policy from before the binding.
-    assert_eq!(status(configmaps.list(&ListParams::default()).await).code, 403);
+    assert_eq!(
+        status(configmaps.list(&ListParams::default()).await).code,
+        403
+    );
     bind(&s.admin, "team", "view", "alice").await;
     configmaps
         .list(&ListParams::default())
