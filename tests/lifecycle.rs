@@ -264,11 +264,12 @@ async fn commits_join_change_upgrade_and_unjoin_spokes() {
                 Some(&spoke("alpha", "  addons: [metrics]\n")),
             ),
             ("spokes/beta.yaml", Some(&spoke("beta", ""))),
+            ("spokes/gamma.yaml", Some(&spoke("gamma", ""))),
         ],
     );
     let fleet = Fleet::up(repo).await;
     fleet.synced().await;
-    for name in ["alpha", "beta"] {
+    for name in ["alpha", "beta", "gamma"] {
         fleet.wait_running(name).await;
     }
     let clusters: Api<ManagedCluster> = Api::all(fleet.hub.clone());
@@ -325,7 +326,7 @@ async fn commits_join_change_upgrade_and_unjoin_spokes() {
         )],
     );
     fleet.synced().await;
-    for name in ["alpha", "beta"] {
+    for name in ["alpha", "beta", "gamma"] {
         let deployments: Api<Deployment> =
             Api::namespaced(fleet.spoke_client(name), AGENT_NAMESPACE);
         wait_for(
@@ -374,6 +375,42 @@ async fn commits_join_change_upgrade_and_unjoin_spokes() {
     let status = fleet.fleetform(&["status", &repo]).await;
     let rows = String::from_utf8_lossy(&status.stdout);
     assert!(rows.contains("alpha") && !rows.contains("beta"), "{rows}");
+
+    // An invalid commit is never applied: the sync says why and the fleet stays as it was.
+    let good = fleet.head();
+    fleet.repo.commit(
+        "gamma without a hub",
+        &[("spokes/gamma.yaml", Some("apiVersion: fleetform.io/v1alpha1\nkind: Spoke\nmetadata:\n  name: gamma\nspec:\n  kubeconfig:\n    embedded: {}\n"))],
+    );
+    let bad = fleet.head();
+    let stalled = wait_for(
+        &fleet.fleet_syncs(),
+        up::FLEET_SYNC,
+        "invalid commit refused",
+        move |sync: &FleetSync| {
+            sync.status.as_ref().is_some_and(|status| {
+                status.last_attempted_commit.as_deref() == Some(&bad)
+                    && status
+                        .conditions
+                        .iter()
+                        .any(|c| c.type_ == "Stalled" && c.status == "True")
+            })
+        },
+    )
+    .await;
+    let status = stalled.status.unwrap();
+    assert_eq!(status.last_applied_commit.as_deref(), Some(good.as_str()));
+    let stalled_message = &status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Stalled")
+        .unwrap()
+        .message;
+    assert!(stalled_message.contains("gamma.yaml"), "{stalled_message}");
+    assert_eq!(
+        fleet.spokes().get("gamma").await.unwrap().spec.hub_ref,
+        "hub"
+    );
     fleet.shutdown().await;
 }
 

@@ -100,31 +100,84 @@ const RBAC_RESOURCES: [(&str, &str); 4] = [
     ("clusterrolebindings", "ClusterRoleBinding"),
 ];
 
-/// The policy every request is authorized against, built again only after a role or binding
-/// was written: rebuilding it per request costs every request the size of the whole RBAC set,
-/// which grows with a hub's clusters.
+/// The policy every request is authorized against, kept in step with the stored roles and
+/// bindings: a write to one of them updates the policy by that one object (from the store's
+/// history), so a request costs what it checks, not the size of the RBAC set, which grows with
+/// a hub's clusters. Rebuilt in full only when the history no longer reaches back far enough.
 #[derive(Default)]
-pub struct PolicyCache(std::sync::Mutex<Option<([i64; 4], Arc<Policy>)>>);
+pub struct PolicyCache(std::sync::Mutex<Option<CachedPolicy>>);
+
+struct CachedPolicy {
+    /// The resourceVersion up to which RBAC writes are in `policy`.
+    applied: i64,
+    policy: Policy,
+    shared: Arc<Policy>,
+}
 
 impl PolicyCache {
     /// The current policy.
     pub fn get(&self, api: &ApiServer) -> Arc<Policy> {
-        // Stamped before reading: a write racing the build only makes the next call rebuild.
-        let stamp = RBAC_RESOURCES
-            .map(|(plural, _)| api.store.last_write(&format!("{RBAC_GROUP}/{plural}")));
+        let keys = RBAC_RESOURCES.map(|(plural, _)| format!("{RBAC_GROUP}/{plural}"));
+        let last_write = keys
+            .iter()
+            .map(|key| api.store.last_write(key))
+            .max()
+            .unwrap_or(0);
         let mut cached = self
             .0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((built_at, policy)) = cached.as_ref()
-            && *built_at == stamp
-        {
-            return policy.clone();
+        if let Some(current) = cached.as_mut() {
+            if current.applied >= last_write {
+                return current.shared.clone();
+            }
+            if let Some(applied) = catch_up(api, &keys, current) {
+                current.applied = applied;
+                current.shared = Arc::new(current.policy.clone());
+                return current.shared.clone();
+            }
         }
-        let policy = Arc::new(policy(api));
-        *cached = Some((stamp, policy.clone()));
-        policy
+        // Stamped before reading: a write racing the build is applied again next time, which
+        // is harmless (objects replace themselves).
+        let applied = api.store.current_rv();
+        let policy = policy(api);
+        let shared = Arc::new(policy.clone());
+        *cached = Some(CachedPolicy {
+            applied,
+            policy,
+            shared: shared.clone(),
+        });
+        shared
     }
+}
+
+/// Applies the RBAC writes after `current.applied` to its policy; `None` when the history has
+/// been compacted past them.
+fn catch_up(api: &ApiServer, keys: &[String; 4], current: &mut CachedPolicy) -> Option<i64> {
+    let mut events = Vec::new();
+    for key in keys {
+        events.extend(api.store.replay(key, current.applied).ok()?);
+    }
+    events.sort_by_key(|event| event.rv);
+    let mut applied = current.applied;
+    for event in events {
+        let kind = RBAC_RESOURCES
+            .iter()
+            .find(|(plural, _)| event.key.ends_with(&format!("/{plural}")))
+            .map(|(_, kind)| *kind)
+            .unwrap_or_default();
+        if event.kind == crate::storage::EventType::Deleted {
+            current
+                .policy
+                .remove_object(kind, &event.namespace, &event.name);
+        } else {
+            let mut object = (*event.object).clone();
+            object["kind"] = json!(kind);
+            current.policy.add_object(&object);
+        }
+        applied = applied.max(event.rv);
+    }
+    Some(applied)
 }
 
 /// Every stored role and binding plus the defaults.

@@ -5,6 +5,7 @@
 //! reading them from storage and answering HTTP are the caller's job.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -310,10 +311,14 @@ fn rules_of(v: &Value) -> Vec<PolicyRule> {
 /// A snapshot of every role and binding the authorizer consults.
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
-    cluster_roles: HashMap<String, Vec<PolicyRule>>,
+    // Entries are shared, so that a policy is copied cheaply when one object changes.
+    cluster_roles: HashMap<String, Arc<Vec<PolicyRule>>>,
     /// (namespace, name) → rules
-    roles: HashMap<(String, String), Vec<PolicyRule>>,
-    bindings: Vec<Binding>,
+    roles: HashMap<(String, String), Arc<Vec<PolicyRule>>>,
+    /// The built-in bindings.
+    bindings: Vec<Arc<Binding>>,
+    /// Stored bindings by (kind, namespace, name).
+    stored_bindings: HashMap<(String, String, String), Arc<Binding>>,
 }
 
 impl Policy {
@@ -321,14 +326,15 @@ impl Policy {
     pub fn with_defaults() -> Self {
         let mut p = Policy::default();
         for (name, rules) in default_cluster_roles() {
-            p.cluster_roles.insert(name.into(), rules);
+            p.cluster_roles.insert(name.into(), Arc::new(rules));
         }
-        p.bindings = default_bindings();
+        p.bindings = default_bindings().into_iter().map(Arc::new).collect();
         p
     }
 
-    /// Adds stored objects (Role, ClusterRole, RoleBinding, ClusterRoleBinding, by `kind`).
-    /// A stored ClusterRole replaces a default of the same name.
+    /// Adds stored objects (Role, ClusterRole, RoleBinding, ClusterRoleBinding, by `kind`),
+    /// replacing an earlier version of the same object. A stored ClusterRole replaces a default
+    /// of the same name.
     pub fn add_object(&mut self, v: &Value) {
         let name = v
             .pointer("/metadata/name")
@@ -342,15 +348,45 @@ impl Policy {
             .to_string();
         match v.get("kind").and_then(Value::as_str) {
             Some("ClusterRole") => {
-                self.cluster_roles.insert(name, rules_of(v));
+                self.cluster_roles.insert(name, Arc::new(rules_of(v)));
             }
             Some("Role") => {
-                self.roles.insert((ns, name), rules_of(v));
+                self.roles.insert((ns, name), Arc::new(rules_of(v)));
             }
-            Some("RoleBinding") | Some("ClusterRoleBinding") => {
-                if let Some(b) = Binding::from_json(v) {
-                    self.bindings.push(b);
+            Some(kind @ ("RoleBinding" | "ClusterRoleBinding")) => {
+                let key = (kind.to_string(), ns, name);
+                match Binding::from_json(v) {
+                    Some(b) => {
+                        self.stored_bindings.insert(key, Arc::new(b));
+                    }
+                    None => {
+                        self.stored_bindings.remove(&key);
+                    }
                 }
+            }
+            _ => {}
+        }
+    }
+
+    /// Removes a stored object (of `kind`); a deleted ClusterRole that shadowed a default
+    /// brings the default back.
+    pub fn remove_object(&mut self, kind: &str, ns: &str, name: &str) {
+        match kind {
+            "ClusterRole" => {
+                self.cluster_roles.remove(name);
+                if let Some((_, rules)) = default_cluster_roles()
+                    .into_iter()
+                    .find(|(n, _)| *n == name)
+                {
+                    self.cluster_roles.insert(name.to_string(), Arc::new(rules));
+                }
+            }
+            "Role" => {
+                self.roles.remove(&(ns.to_string(), name.to_string()));
+            }
+            "RoleBinding" | "ClusterRoleBinding" => {
+                self.stored_bindings
+                    .remove(&(kind.to_string(), ns.to_string(), name.to_string()));
             }
             _ => {}
         }
@@ -365,7 +401,7 @@ impl Policy {
                 .get(&(binding.namespace.clone(), binding.role_name.clone())),
             _ => None,
         };
-        found.map(Vec::as_slice).unwrap_or(&[])
+        found.map(|rules| rules.as_slice()).unwrap_or(&[])
     }
 
     /// Every rule that applies to `user` in `namespace` (cluster-wide rules always; rules of
@@ -381,7 +417,7 @@ impl Policy {
                 ..Default::default()
             });
         }
-        for b in &self.bindings {
+        for b in self.bindings.iter().chain(self.stored_bindings.values()) {
             let in_scope =
                 b.namespace.is_empty() || (!namespace.is_empty() && b.namespace == namespace);
             if in_scope && b.applies_to(user) {
@@ -844,6 +880,37 @@ mod tests {
             "",
             ""
         )));
+    }
+
+    #[test]
+    fn objects_replace_and_remove_themselves_and_a_removed_override_restores_the_default() {
+        let mut p = policy(&[
+            role(
+                "a",
+                "reader",
+                json!([{"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"]}]),
+            ),
+            role_binding("a", "Role", "reader", "bob"),
+        ]);
+        let bob = user("bob", &[]);
+        assert!(p.authorize(&res(&bob, "get", "a", "", "configmaps", "", "x")));
+        // A new version of the role replaces the old one.
+        p.add_object(&role(
+            "a",
+            "reader",
+            json!([{"verbs": ["list"], "apiGroups": [""], "resources": ["configmaps"]}]),
+        ));
+        assert!(!p.authorize(&res(&bob, "get", "a", "", "configmaps", "", "x")));
+        assert!(p.authorize(&res(&bob, "list", "a", "", "configmaps", "", "")));
+        p.remove_object("RoleBinding", "a", "reader-bob");
+        assert!(!p.authorize(&res(&bob, "list", "a", "", "configmaps", "", "")));
+        // A stored `view` shadows the built-in one until it is deleted.
+        p.add_object(&role_binding("a", "ClusterRole", "view", "bob"));
+        assert!(p.authorize(&res(&bob, "get", "a", "", "configmaps", "", "x")));
+        p.add_object(&json!({"kind": "ClusterRole", "metadata": {"name": "view"}, "rules": []}));
+        assert!(!p.authorize(&res(&bob, "get", "a", "", "configmaps", "", "x")));
+        p.remove_object("ClusterRole", "", "view");
+        assert!(p.authorize(&res(&bob, "get", "a", "", "configmaps", "", "x")));
     }
 
     #[test]
