@@ -295,7 +295,14 @@ impl ApiServer {
             }
             None => match filter.fields.exact_name() {
                 Some(name) => self.store.list_named(&t.key(), ns, name),
-                None => self.store.list(&t.key(), ns, None),
+                None => {
+                    let needles = filter.labels.needles();
+                    if needles.is_empty() {
+                        self.store.list(&t.key(), ns, None)
+                    } else {
+                        self.store.list_containing(&t.key(), ns, &needles)
+                    }
+                }
             },
         };
         let mut out = Vec::new();

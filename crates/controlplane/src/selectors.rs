@@ -165,6 +165,25 @@ impl LabelSelector {
         })
     }
 
+    /// Byte strings the stored (compact JSON) form of every matching object contains: one
+    /// `"key":"value"` per equality requirement. An object without them all cannot match, so a
+    /// list can skip decoding it; one with them all is still checked by [`Self::matches`].
+    pub fn needles(&self) -> Vec<Vec<u8>> {
+        self.0
+            .iter()
+            .filter_map(|req| match req {
+                LabelReq::Eq(k, v) => Some((k, v)),
+                LabelReq::In(k, vs) if vs.len() == 1 => Some((k, &vs[0])),
+                _ => None,
+            })
+            .filter_map(|(k, v)| {
+                let key = serde_json::to_string(k).ok()?;
+                let value = serde_json::to_string(v).ok()?;
+                Some(format!("{key}:{value}").into_bytes())
+            })
+            .collect()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -244,6 +263,27 @@ impl FieldSelector {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn needles_are_the_stored_form_of_each_equality() {
+        let selector =
+            LabelSelector::parse("app=web,tier in (front),env!=prod,zone in (a,b)").unwrap();
+        let needles: Vec<String> = selector
+            .needles()
+            .into_iter()
+            .map(|n| String::from_utf8(n).unwrap())
+            .collect();
+        assert_eq!(needles, [r#""app":"web""#, r#""tier":"front""#]);
+        let object = serde_json::json!({"metadata": {"labels": {"tier": "front", "app": "web", "zone": "a"}}});
+        let stored = serde_json::to_string(&object).unwrap();
+        assert!(
+            needles
+                .iter()
+                .all(|needle| stored.contains(needle.as_str()))
+        );
+        assert!(selector.matches(&object));
+    }
+
     use super::*;
     use serde_json::json;
 
