@@ -62,20 +62,7 @@ impl FleetRepo {
     }
 
     fn commit(&self, message: &str) -> String {
-        let mut index = self.repo.index().unwrap();
-        index
-            .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
-            .unwrap();
-        index.update_all(["*"], None).expect("stage removed files");
-        index.write().unwrap();
-        let tree = self.repo.find_tree(index.write_tree().unwrap()).unwrap();
-        let author = git2::Signature::now("test", "test@example.com").unwrap();
-        let parent = self.repo.head().ok().and_then(|h| h.peel_to_commit().ok());
-        let parents: Vec<&git2::Commit> = parent.iter().collect();
-        self.repo
-            .commit(Some("HEAD"), &author, &author, message, &tree, &parents)
-            .unwrap()
-            .to_string()
+        support::commit_all(&self.repo, message)
     }
 }
 

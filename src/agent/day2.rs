@@ -32,12 +32,13 @@ use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::{
     CONDITION_PIVOT_COMPLETE, FINALIZER_HUB_CLEANUP_PREFLIGHT, FINALIZER_SPOKE_CLEANUP, STATUS_TRUE,
 };
-use crate::hub::conditions::{is_not_found, set_conditions};
+use crate::hub::conditions::set_conditions;
 use crate::plan::desired::effective;
 use crate::reconciler::install::{
     LABEL_AGENT_CONFIG_HASH, LABEL_AGENT_VERSION, agent_deployment, deployment_current,
     deployment_label,
 };
+use crate::reconciler::objects::set_finalizer;
 use crate::reconciler::uninstall;
 
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
@@ -227,31 +228,14 @@ async fn step(ctx: &Context, spoke: &Spoke, joined: bool) -> Result<Step, AgentE
     Ok(Step::Continue)
 }
 
-/// Adds or removes `spoke-cleanup`, guarded by the resourceVersion read.
+/// Adds or removes `spoke-cleanup`.
 async fn set_finalizers(spokes: &Api<Spoke>, spoke: &Spoke, add: bool) -> Result<(), AgentError> {
-    let name = spoke.name_any();
-    let mut finalizers: Vec<String> = spoke
-        .finalizers()
-        .iter()
-        .filter(|f| f.as_str() != FINALIZER_SPOKE_CLEANUP)
-        .cloned()
-        .collect();
-    if add {
-        finalizers.push(FINALIZER_SPOKE_CLEANUP.to_string());
-    }
-    let patch = json!({
-        "metadata": {"resourceVersion": spoke.resource_version(), "finalizers": finalizers},
-    });
-    match spokes
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+    set_finalizer(spokes, spoke, FINALIZER_SPOKE_CLEANUP, add)
         .await
-    {
-        Ok(_) => Ok(()),
-        Err(err) if !add && is_not_found(&err) => Ok(()),
-        Err(err) => Err(AgentError::kube(&name, "update its Spoke's finalizers")(
-            err,
-        )),
-    }
+        .map_err(AgentError::kube(
+            &spoke.name_any(),
+            "update its Spoke's finalizers",
+        ))
 }
 
 /// The version and configuration hash the agent runs, on the Spoke's status.

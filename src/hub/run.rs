@@ -199,12 +199,15 @@ pub(crate) fn retry_after(err: &HubError, what: &str) -> kube::runtime::controll
     kube::runtime::controller::Action::requeue(RETRY_DELAY)
 }
 
-/// Logs what a hub loop's controller reports, except what its error policy has logged already
+/// Logs what a controller (a hub loop's, the reconciler's) reports, except what its error policy has logged already
 /// and objects deleted while queued.
-pub(crate) fn log_outcome<T, Q: std::error::Error + 'static>(
-    result: Result<T, kube::runtime::controller::Error<HubError, Q>>,
+pub(crate) fn log_outcome<T, E, Q>(
+    result: Result<T, kube::runtime::controller::Error<E, Q>>,
     what: &str,
-) {
+) where
+    E: std::error::Error + 'static,
+    Q: std::error::Error + 'static,
+{
     use kube::runtime::controller::Error;
     match result {
         Ok(_) | Err(Error::ObjectNotFound(_)) | Err(Error::ReconcilerFailed(..)) => {}

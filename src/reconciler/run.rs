@@ -34,6 +34,7 @@ use super::cluster_sync::{self, WantedCluster};
 use super::facts::{self, Gathered};
 use super::install::{self, HubEndpoint};
 use super::lifecycle::{Action, Decision, decide};
+use super::objects::{delete_if_present, set_finalizer, set_finalizers};
 use super::uninstall;
 use crate::access::Access;
 use crate::api::fleet::{Hub, Phase, SYSTEM_NAMESPACE, Spoke};
@@ -181,7 +182,7 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(reconcile_spoke, spoke_error, ctx.clone())
         .for_each(|result| async move {
-            log_failure(result.map(|_| ()), "lifecycle reconciler");
+            crate::hub::run::log_outcome(result, "lifecycle reconciler");
         });
     let hub_loop = Controller::new(
         Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE),
@@ -195,24 +196,9 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     .graceful_shutdown_on(shutdown.cancelled_owned())
     .run(reconcile_hub, hub_error, ctx)
     .for_each(|result| async move {
-        log_failure(result.map(|_| ()), "hub reconciler");
+        crate::hub::run::log_outcome(result, "hub reconciler");
     });
     futures::join!(spoke_loop, hub_loop);
-}
-
-/// Logs what the controller reports, except an object that was deleted while queued (a Spoke
-/// whose last finalizer was just removed, for one).
-fn log_failure<Q: std::error::Error + 'static>(
-    result: Result<(), kube::runtime::controller::Error<ReconcileError, Q>>,
-    what: &str,
-) {
-    use kube::runtime::controller::Error;
-    match result {
-        Ok(()) | Err(Error::ObjectNotFound(_)) => {}
-        // error_policy has said what failed already.
-        Err(Error::ReconcilerFailed(..)) => {}
-        Err(err) => warn!(%err, "{what}"),
-    }
 }
 
 /// What of a ClusterManagementAddOn the reconciler reads: the AddOn spec it carries.
@@ -265,19 +251,22 @@ async fn reconcile_spoke(spoke: Arc<Spoke>, ctx: Arc<Context>) -> Result<Requeue
     let decision = decide(&gathered.facts);
     let mut blocked = None;
     // Finalizers go in one write: each write changes the resourceVersion the next is guarded by.
-    let added: Vec<String> = decision
+    let added: Vec<&str> = decision
         .actions
         .iter()
         .filter_map(|action| match action {
-            Action::AddFinalizer(finalizer) => Some(finalizer.to_string()),
+            Action::AddFinalizer(finalizer) => Some(*finalizer),
             _ => None,
         })
         .collect();
     if !added.is_empty() {
         info!(finalizers = ?added, "lifecycle: adding finalizers");
-        let mut finalizers = spoke.finalizers().to_vec();
-        finalizers.extend(added);
-        patch_finalizers(client, &spoke, finalizers).await?;
+        set_finalizers(&spokes_api(client), &spoke, &added, true)
+            .await
+            .map_err(ReconcileError::kube(
+                format!("Spoke {}", spoke.name_any()),
+                "add finalizers",
+            ))?;
     }
     for action in &decision.actions {
         match action {
@@ -459,13 +448,12 @@ async fn carry_out(
     let now = Timestamp::now();
     match action {
         Action::RemoveFinalizer(finalizer) => {
-            let finalizers = spoke
-                .finalizers()
-                .iter()
-                .filter(|f| f.as_str() != *finalizer)
-                .cloned()
-                .collect();
-            patch_finalizers(client, spoke, finalizers).await
+            set_finalizer(&spokes_api(client), spoke, finalizer, false)
+                .await
+                .map_err(ReconcileError::kube(
+                    format!("Spoke {name}"),
+                    "remove a finalizer",
+                ))
         }
         Action::InstallAgent | Action::UpgradeAgent => {
             install_agent(ctx, spoke, hub, gathered).await
@@ -526,21 +514,8 @@ async fn carry_out(
     }
 }
 
-async fn patch_finalizers(
-    client: &Client,
-    spoke: &Spoke,
-    finalizers: Vec<String>,
-) -> Result<(), ReconcileError> {
-    let name = spoke.name_any();
-    let patch = json!({
-        "metadata": {"resourceVersion": spoke.resource_version(), "finalizers": finalizers},
-    });
-    merge(
-        &Api::<Spoke>::namespaced(client.clone(), SYSTEM_NAMESPACE),
-        &name,
-        &patch,
-    )
-    .await
+fn spokes_api(client: &Client) -> Api<Spoke> {
+    Api::namespaced(client.clone(), SYSTEM_NAMESPACE)
 }
 
 /// Namespace, RBAC, bootstrap secret with the spoke's own token, and the agent Deployment.
@@ -721,7 +696,6 @@ async fn reconcile_hub(hub: Arc<Hub>, ctx: Arc<Context>) -> Result<Requeue, Reco
     let client = &ctx.config.client;
     let name = hub.name_any();
     let api: Api<Hub> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
-    let has_finalizer = hub.finalizers().iter().any(|f| f == FINALIZER_HUB_CLEANUP);
     let spokes: Vec<Arc<Spoke>> = ctx
         .spokes
         .state()
@@ -741,24 +715,20 @@ async fn reconcile_hub(hub: Arc<Hub>, ctx: Arc<Context>) -> Result<Requeue, Reco
             write_hub_phase(&api, &hub, Phase::Deleting).await?;
             return Ok(Requeue::await_change());
         }
-        if has_finalizer {
-            let finalizers: Vec<String> = hub
-                .finalizers()
-                .iter()
-                .filter(|f| f.as_str() != FINALIZER_HUB_CLEANUP)
-                .cloned()
-                .collect();
-            let patch = json!({"metadata": {"resourceVersion": hub.resource_version(), "finalizers": finalizers}});
-            merge(&api, &name, &patch).await?;
-        }
+        set_finalizer(&api, &*hub, FINALIZER_HUB_CLEANUP, false)
+            .await
+            .map_err(ReconcileError::kube(
+                format!("Hub {name}"),
+                "remove its finalizer",
+            ))?;
         return Ok(Requeue::await_change());
     }
-    if !has_finalizer {
-        let mut finalizers = hub.finalizers().to_vec();
-        finalizers.push(FINALIZER_HUB_CLEANUP.to_string());
-        let patch = json!({"metadata": {"resourceVersion": hub.resource_version(), "finalizers": finalizers}});
-        merge(&api, &name, &patch).await?;
-    }
+    set_finalizer(&api, &*hub, FINALIZER_HUB_CLEANUP, true)
+        .await
+        .map_err(ReconcileError::kube(
+            format!("Hub {name}"),
+            "add its finalizer",
+        ))?;
     let all_running = spokes
         .iter()
         .all(|spoke| spoke.status.as_ref().and_then(|s| s.phase) == Some(Phase::Running));
@@ -785,7 +755,7 @@ async fn write_hub_phase(api: &Api<Hub>, hub: &Hub, phase: Phase) -> Result<(), 
     )
     .await
     .map(|_| ())
-    .or_else(ignore_not_found)
+    .or_else(|err| if is_not_found(&err) { Ok(()) } else { Err(err) })
     .map_err(ReconcileError::kube(
         format!("Hub {}", hub.name_any()),
         "write status",
@@ -841,16 +811,10 @@ async fn delete<K>(api: &Api<K>, name: &str) -> Result<(), ReconcileError>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
 {
-    api.delete(name, &DeleteParams::background())
+    delete_if_present(api, name)
         .await
-        .map(|_| ())
-        .or_else(ignore_not_found)
         .map_err(ReconcileError::kube(
             format!("{} {name}", K::kind(&())),
             "delete",
         ))
-}
-
-fn ignore_not_found(err: kube::Error) -> Result<(), kube::Error> {
-    if is_not_found(&err) { Ok(()) } else { Err(err) }
 }

@@ -5,15 +5,14 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use kube::api::DeleteParams;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
 use super::install::{AGENT_CLUSTER_ROLE, AGENT_DEPLOYMENT};
+use super::objects::delete_if_present;
 use crate::api::vocabulary::{
     AGENT_NAMESPACE, BOOTSTRAP_HUB_KUBECONFIG_SECRET, HUB_KUBECONFIG_SECRET,
 };
-use crate::hub::conditions::is_not_found;
 
 /// Deletes the agent's hub credentials (bootstrap and issued) and its RBAC on the spoke.
 pub async fn remove_credentials(spoke: &Client) -> Result<(), String> {
@@ -47,9 +46,7 @@ async fn delete<K>(api: &Api<K>, name: &str) -> Result<(), String>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
 {
-    match api.delete(name, &DeleteParams::background()).await {
-        Ok(_) => Ok(()),
-        Err(err) if is_not_found(&err) => Ok(()),
-        Err(err) => Err(format!("cannot delete {} {name}: {err}", K::kind(&()))),
-    }
+    delete_if_present(api, name)
+        .await
+        .map_err(|err| format!("cannot delete {} {name}: {err}", K::kind(&())))
 }

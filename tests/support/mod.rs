@@ -262,3 +262,21 @@ where
     .unwrap_or_else(|_| panic!("timed out waiting for {name} to be deleted"))
     .unwrap_or_else(|err| panic!("watching {name}: {err}"));
 }
+
+/// Stages every change in `repo`'s work tree (removals too) and commits it on HEAD; returns the
+/// commit's id.
+pub fn commit_all(repo: &git2::Repository, message: &str) -> String {
+    let mut index = repo.index().unwrap();
+    index
+        .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+        .unwrap();
+    index.update_all(["*"], None).expect("stage removed files");
+    index.write().unwrap();
+    let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+    let author = git2::Signature::now("test", "test@example.com").unwrap();
+    let parent = repo.head().ok().and_then(|head| head.peel_to_commit().ok());
+    let parents: Vec<&git2::Commit> = parent.iter().collect();
+    repo.commit(Some("HEAD"), &author, &author, message, &tree, &parents)
+        .unwrap()
+        .to_string()
+}
