@@ -221,7 +221,7 @@ fn client_for(
     context: Option<String>,
     config: Config,
 ) -> Result<Client, AccessError> {
-    Client::try_from(config).map_err(|err| AccessError::Kubeconfig {
+    crate::transport::client(config).map_err(|err| AccessError::Kubeconfig {
         cluster: cluster.to_string(),
         context,
         message: err.to_string(),

@@ -29,4 +29,5 @@ pub mod reconciler;
 pub mod source;
 pub mod status;
 pub mod sync;
+pub mod transport;
 pub mod up;

@@ -131,5 +131,5 @@ async fn build_client(
     let config = Config::from_custom_kubeconfig(kubeconfig, &options)
         .await
         .map_err(|err| error(err.to_string()))?;
-    Client::try_from(config).map_err(|err| error(err.to_string()))
+    crate::transport::client(config).map_err(|err| error(err.to_string()))
 }

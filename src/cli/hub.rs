@@ -46,7 +46,7 @@ pub async fn run(args: Args) -> u8 {
                 .collect()
         }),
     };
-    let client = match Client::try_from(config) {
+    let client = match crate::transport::client(config) {
         Ok(client) => client,
         Err(err) => {
             eprintln!("error: hub: {err}");
@@ -87,7 +87,7 @@ pub(super) async fn kube_client(
     context: Option<String>,
 ) -> Result<Client, String> {
     let config = kube_config(path, context).await?;
-    Client::try_from(config).map_err(|err| err.to_string())
+    crate::transport::client(config).map_err(|err| err.to_string())
 }
 
 /// The client configuration [`kube_client`] builds its client from.

@@ -22,7 +22,7 @@ use kube::runtime::watcher::{self, watcher};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, instrument};
+use tracing::{debug, info, instrument};
 
 use super::conditions::set_conditions;
 use super::lease::{
@@ -103,6 +103,7 @@ async fn reconcile(
         .get(&ObjectRef::new(CLUSTER_LEASE_NAME).within(&name));
     let now = Timestamp::now();
     let mut verdict = judge_cluster_lease(&cluster, lease.as_deref(), now);
+    debug!(?verdict, "judged the cluster's lease");
     let mut cluster = (*cluster).clone();
     if let LeaseVerdict::Expired { deadline, unknown } = &verdict.clone() {
         // The store may lag a renewal that just happened: read the lease itself before writing.
@@ -144,12 +145,11 @@ async fn reconcile(
     {
         mark_addons_unknown(&ctx, &name, available).await?;
     }
-    Ok(match verdict.wake_at() {
-        Some(deadline) => Action::requeue(
-            Duration::try_from(now.duration_until(deadline)).unwrap_or(Duration::ZERO),
-        ),
-        None => Action::await_change(),
-    })
+    let wake_in = verdict
+        .wake_at()
+        .map(|deadline| Duration::try_from(now.duration_until(deadline)).unwrap_or(Duration::ZERO));
+    debug!(?wake_in, "judged");
+    Ok(wake_in.map_or_else(Action::await_change, Action::requeue))
 }
 
 /// Brings the availability taints in line with the Available condition, if they are not.

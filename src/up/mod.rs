@@ -21,8 +21,7 @@ use kube::runtime::watcher::{self, watcher};
 use kube::{Api, ResourceExt};
 
 use fleetform_controlplane::{ControlPlane, RunningControlPlane};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
+use kube::Client;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -63,6 +62,8 @@ pub struct EmbeddedCluster {
     pub kubeconfig: PathBuf,
     pub client: Client,
     plane: RunningControlPlane,
+    /// Clients of this process reach the plane without a socket while it is here.
+    _local: crate::transport::ServedLocally,
 }
 
 impl EmbeddedCluster {
@@ -367,15 +368,14 @@ async fn start_cluster(
         std::fs::write(&port_file, plane.addr().port().to_string())
             .map_err(|err| failed(format!("cannot write {}: {err}", port_file.display())))?;
     }
+    let local = crate::transport::serve_locally(&plane);
     let kubeconfig_path = embedded_kubeconfig(data_dir, role, name);
     let kubeconfig = plane.kubeconfig();
     crate::cli::write_private(&kubeconfig_path, &kubeconfig)
         .map_err(|err| failed(format!("cannot write {}: {err}", kubeconfig_path.display())))?;
-    let parsed = Kubeconfig::from_yaml(&kubeconfig).map_err(|err| failed(err.to_string()))?;
-    let client_config = Config::from_custom_kubeconfig(parsed, &KubeConfigOptions::default())
+    let client = crate::transport::client_from_kubeconfig(&kubeconfig)
         .await
-        .map_err(|err| failed(err.to_string()))?;
-    let client = Client::try_from(client_config).map_err(|err| failed(err.to_string()))?;
+        .map_err(failed)?;
     info!(cluster, url = plane.url(), kubeconfig = %kubeconfig_path.display(), "embedded cluster started");
     Ok(EmbeddedCluster {
         role,
@@ -383,5 +383,6 @@ async fn start_cluster(
         kubeconfig: kubeconfig_path,
         client,
         plane,
+        _local: local,
     })
 }

@@ -29,6 +29,16 @@ use tokio_util::sync::CancellationToken;
 /// How long a test waits for something that should happen within a few lease durations.
 pub const PATIENCE: Duration = Duration::from_secs(30);
 
+/// Logs fleetform's tracing to the test's output when `RUST_LOG` is set (to read a failure).
+fn log_if_asked() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+    }
+}
+
 /// An embedded cluster with fleetform's CRDs installed.
 pub struct Cluster {
     pub server: RunningControlPlane,
@@ -52,6 +62,7 @@ impl Cluster {
     }
 
     async fn start_with(builder: fleetform_controlplane::ControlPlaneBuilder) -> Self {
+        log_if_asked();
         let server = builder.start().await.expect("control plane starts");
         let client = client_for(&server.kubeconfig()).await;
         let params = PatchParams::apply("fleetform-test").force();

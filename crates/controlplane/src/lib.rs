@@ -38,5 +38,6 @@ pub mod watch;
 
 pub use api::UserInfo;
 pub use server::{
-    ControlPlane, ControlPlaneBuilder, InProcessService, RunningControlPlane, StartError,
+    ControlPlane, ControlPlaneBuilder, InProcessService, LocalEndpoint, RunningControlPlane,
+    StartError,
 };

@@ -176,6 +176,7 @@ impl ControlPlaneBuilder {
             Some((s, t, ca, admin)) => (Some(s), Some(t), Some(ca), Some(admin)),
             None => (None, None, None, None),
         };
+        let tls = tls.map(Arc::new);
         let fe = Arc::new(Frontend {
             api: api.clone(),
             addr: addr.to_string(),
@@ -195,7 +196,7 @@ impl ControlPlaneBuilder {
                 shutdown_rx.clone(),
             ))
         });
-        let server = tokio::spawn(serve(listener, fe.clone(), tls, shutdown_rx));
+        let server = tokio::spawn(serve(listener, fe.clone(), tls.clone(), shutdown_rx));
         Ok(RunningControlPlane {
             fe,
             addr,
@@ -206,6 +207,7 @@ impl ControlPlaneBuilder {
             api,
             ca,
             admin,
+            tls,
         })
     }
 
@@ -273,11 +275,10 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 async fn serve(
     listener: TcpListener,
     fe: Arc<Frontend>,
-    tls: Option<TlsSetup>,
+    tls: Option<Arc<TlsSetup>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let tls = tls.map(Arc::new);
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -334,9 +335,12 @@ where
 /// An in-process transport: a `tower::Service` answering HTTP requests without a socket.
 /// Hand it to `kube::Client::new(service, namespace)` to give many clients (for example
 /// thousands of simulated agents) one control plane without one TCP connection each.
+///
+/// Once the control plane has shut down, every request fails as a refused connection would.
 #[derive(Clone)]
 pub struct InProcessService {
     fe: Arc<Frontend>,
+    caller: Caller,
 }
 
 impl<B> tower_service::Service<http::Request<B>> for InProcessService
@@ -345,7 +349,7 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     type Response = http::Response<crate::http::Body>;
-    type Error = std::convert::Infallible;
+    type Error = std::io::Error;
     type Future = std::pin::Pin<
         Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send + 'static>,
     >;
@@ -359,8 +363,66 @@ where
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         let fe = self.fe.clone();
-        let caller = Caller::Trusted(UserInfo::anonymous_admin());
-        Box::pin(async move { Ok(crate::http::handle(fe, req, caller).await) })
+        let caller = self.caller.clone();
+        Box::pin(async move {
+            if *fe.shutdown.borrow() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionRefused,
+                    format!("the control plane at {} has shut down", fe.addr),
+                ));
+            }
+            Ok(crate::http::handle(fe, req, caller).await)
+        })
+    }
+}
+
+/// Reaches a control plane from inside its own process, with the credentials a network client
+/// would present: what a client certificate names is decided once, when a service is made (as
+/// at a TLS handshake, without it), and bearer tokens and impersonation headers are read from
+/// each request. Authentication and RBAC apply exactly as over TLS, so a client in the process
+/// costs no socket, no handshake and no HTTP framing, and is still only who it says it is.
+#[derive(Clone)]
+pub struct LocalEndpoint {
+    fe: Arc<Frontend>,
+    tls: Option<Arc<TlsSetup>>,
+}
+
+impl LocalEndpoint {
+    /// The address the control plane listens on (what its kubeconfig names).
+    pub fn addr(&self) -> &str {
+        &self.fe.addr
+    }
+
+    /// A service presenting this client certificate chain (PEM, leaf first), or none.
+    /// A chain that cannot be read is presented as untrusted, as a TLS peer's would be.
+    pub fn connect(&self, client_certificates_pem: Option<&[u8]>) -> InProcessService {
+        let caller = match &self.tls {
+            // Served without TLS: every client is an administrator, as over plain HTTP.
+            None => Caller::Trusted(UserInfo::anonymous_admin()),
+            Some(tls) => {
+                let chain = client_certificates_pem.map(|pem| {
+                    use rustls::pki_types::{CertificateDer, pem::PemObject};
+                    CertificateDer::pem_slice_iter(pem)
+                        .collect::<Result<Vec<_>, _>>()
+                        .unwrap_or_default()
+                });
+                match chain {
+                    Some(chain) if chain.is_empty() => {
+                        Caller::Tls(crate::auth::tls::PeerIdentity::Untrusted)
+                    }
+                    chain => Caller::Tls(tls.identify(chain.as_deref())),
+                }
+            }
+        };
+        InProcessService {
+            fe: self.fe.clone(),
+            caller,
+        }
+    }
+
+    /// Whether the control plane still answers (it has not shut down).
+    pub fn is_serving(&self) -> bool {
+        !*self.fe.shutdown.borrow()
     }
 }
 
@@ -375,6 +437,7 @@ pub struct RunningControlPlane {
     api: Arc<ApiServer>,
     ca: Option<Arc<CertificateAuthority>>,
     admin: Option<CertifiedKey>,
+    tls: Option<Arc<TlsSetup>>,
 }
 
 impl RunningControlPlane {
@@ -387,6 +450,16 @@ impl RunningControlPlane {
     pub fn in_process_service(&self) -> InProcessService {
         InProcessService {
             fe: self.fe.clone(),
+            caller: Caller::Trusted(UserInfo::anonymous_admin()),
+        }
+    }
+
+    /// The in-process endpoint through which clients in this process reach the control plane
+    /// with their own credentials (see [`LocalEndpoint`]).
+    pub fn local_endpoint(&self) -> LocalEndpoint {
+        LocalEndpoint {
+            fe: self.fe.clone(),
+            tls: self.tls.clone(),
         }
     }
 

@@ -1,0 +1,208 @@
+//! How fleetform's clients reach a cluster: over the network, as kube-rs does, or, for a control
+//! plane running in this very process (the embedded clusters of `fleetform up`), through that
+//! plane's in-process endpoint.
+//!
+//! An in-process client sends the same requests with the same credentials (client certificate,
+//! bearer token) and is authenticated and authorized exactly as over TLS; it only skips the
+//! socket, the handshake and the HTTP framing. That matters at fleet scale: kube-rs holds one
+//! HTTP/1.1 connection per watch, so every embedded spoke with its agent would otherwise cost a
+//! score of file descriptors (both ends live in this process) and a TLS session each.
+//!
+//! A control plane is served locally from [`serve_locally`] until the returned guard drops. A
+//! client keeps the plane's address, not the plane: when that plane stops, its requests fail as a
+//! refused connection would, and a plane started again at the address serves them again.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+use std::task::{Context, Poll};
+
+use base64::Engine;
+use fleetform_controlplane::{InProcessService, LocalEndpoint, RunningControlPlane};
+use http::{HeaderName, HeaderValue, Request, Response, header};
+use kube::{Client, Config};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The control planes of this process, by the `host:port` their kubeconfigs name, each with
+/// the generation it was registered at.
+static LOCAL: LazyLock<Mutex<HashMap<String, (u64, LocalEndpoint)>>> =
+    LazyLock::new(Default::default);
+
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+
+fn local() -> std::sync::MutexGuard<'static, HashMap<String, (u64, LocalEndpoint)>> {
+    // The map stays consistent whatever panicked while holding it: each access is one operation.
+    LOCAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Serves a control plane to this process's clients until the guard drops.
+#[must_use = "the plane is served locally only while the guard lives"]
+pub struct ServedLocally {
+    addr: String,
+    generation: u64,
+}
+
+/// Lets clients built by [`client`] for `plane`'s address reach it in-process.
+pub fn serve_locally(plane: &RunningControlPlane) -> ServedLocally {
+    let endpoint = plane.local_endpoint();
+    let addr = endpoint.addr().to_string();
+    let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
+    local().insert(addr.clone(), (generation, endpoint));
+    ServedLocally { addr, generation }
+}
+
+impl Drop for ServedLocally {
+    fn drop(&mut self) {
+        let mut planes = local();
+        if planes
+            .get(&self.addr)
+            .is_some_and(|(generation, _)| *generation == self.generation)
+        {
+            planes.remove(&self.addr);
+        }
+    }
+}
+
+/// A client for `config`: in-process when a control plane of this process serves its address
+/// and it authenticates by client certificate or bearer token only, over the network otherwise.
+pub fn client(config: Config) -> Result<Client, kube::Error> {
+    match LocalTransport::for_config(&config) {
+        Ok(Some(transport)) => Ok(Client::new(transport, config.default_namespace)),
+        Ok(None) => Client::try_from(config),
+        Err(message) => Err(kube::Error::Service(message.into())),
+    }
+}
+
+/// A client from kubeconfig text (at its current context), by [`client`].
+pub async fn client_from_kubeconfig(text: &str) -> Result<Client, String> {
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(text).map_err(|err| err.to_string())?;
+    let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .map_err(|err| err.to_string())?;
+    client(config).map_err(|err| err.to_string())
+}
+
+/// Requests to a control plane of this process, with a network client's credentials.
+#[derive(Clone)]
+struct LocalTransport {
+    addr: Arc<str>,
+    certificates: Option<Arc<[u8]>>,
+    headers: Arc<[(HeaderName, HeaderValue)]>,
+    /// The service made for the plane generation it was made for.
+    connected: Arc<Mutex<Option<(u64, InProcessService)>>>,
+}
+
+impl LocalTransport {
+    /// The transport for `config`, `None` when it is for the network; an error when its
+    /// credentials cannot be read.
+    fn for_config(config: &Config) -> Result<Option<Self>, String> {
+        let Some(authority) = config.cluster_url.authority() else {
+            return Ok(None);
+        };
+        if !local().contains_key(authority.as_str()) {
+            return Ok(None);
+        }
+        let auth = &config.auth_info;
+        let network_only = auth.username.is_some()
+            || auth.password.is_some()
+            || auth.exec.is_some()
+            || auth.auth_provider.is_some()
+            || auth.impersonate.is_some()
+            || auth.impersonate_groups.is_some()
+            || config.proxy_url.is_some();
+        if network_only {
+            return Ok(None);
+        }
+        let certificates = match (&auth.client_certificate_data, &auth.client_certificate) {
+            (Some(data), _) => Some(
+                base64::engine::general_purpose::STANDARD
+                    .decode(data.trim())
+                    .map_err(|err| format!("client-certificate-data is not base64: {err}"))?,
+            ),
+            (None, Some(path)) => Some(
+                std::fs::read(path)
+                    .map_err(|err| format!("cannot read client-certificate {path}: {err}"))?,
+            ),
+            (None, None) => None,
+        };
+        let token = match (&auth.token, &auth.token_file) {
+            (Some(token), _) => Some(secrecy_text(token)),
+            (None, Some(path)) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|err| format!("cannot read token file {path}: {err}"))?
+                    .trim()
+                    .to_string(),
+            ),
+            (None, None) => None,
+        };
+        let mut headers = config.headers.clone();
+        if let Some(token) = token.filter(|token| !token.is_empty()) {
+            let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| "the bearer token is not a valid header value".to_string())?;
+            value.set_sensitive(true);
+            headers.push((header::AUTHORIZATION, value));
+        }
+        Ok(Some(LocalTransport {
+            addr: Arc::from(authority.as_str()),
+            certificates: certificates.map(Arc::from),
+            headers: headers.into(),
+            connected: Arc::default(),
+        }))
+    }
+
+    /// The service of the plane now at the address, made anew when the plane changed.
+    fn service(&self) -> Result<InProcessService, std::io::Error> {
+        let endpoint = local().get(&*self.addr).cloned();
+        let Some((generation, endpoint)) = endpoint.filter(|(_, e)| e.is_serving()) else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionRefused,
+                format!("no control plane is serving {} in this process", self.addr),
+            ));
+        };
+        let mut connected = self
+            .connected
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match &*connected {
+            Some((made_for, service)) if *made_for == generation => Ok(service.clone()),
+            _ => {
+                let service = endpoint.connect(self.certificates.as_deref());
+                *connected = Some((generation, service.clone()));
+                Ok(service)
+            }
+        }
+    }
+}
+
+fn secrecy_text(token: &secrecy::SecretString) -> String {
+    use secrecy::ExposeSecret;
+    token.expose_secret().to_string()
+}
+
+impl tower_service::Service<Request<kube::client::Body>> for LocalTransport {
+    type Response = Response<fleetform_controlplane::http::Body>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut request: Request<kube::client::Body>) -> Self::Future {
+        let service = self.service();
+        for (name, value) in self.headers.iter() {
+            request.headers_mut().insert(name.clone(), value.clone());
+        }
+        Box::pin(async move {
+            let mut service = service?;
+            tower_service::Service::call(&mut service, request)
+                .await
+                .map_err(BoxError::from)
+        })
+    }
+}

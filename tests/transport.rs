@@ -1,0 +1,183 @@
+//! Clients for a control plane running in the same process reach it without a socket, and are
+//! still exactly who their credentials say: certificate users and bootstrap tokens get their own
+//! rights, a stopped plane refuses them, a plane started again at the address serves them again.
+//!
+//! One test, so that nothing else in this binary opens file descriptors while it counts them.
+
+use std::time::Duration;
+
+use base64::Engine;
+use fleetform::hub::bootstrap::{bootstrap_kubeconfig, token_secret};
+use fleetform::transport;
+use fleetform_controlplane::ControlPlane;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use kube::api::{ListParams, PostParams, WatchParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+/// Open file descriptors of this process.
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|dir| dir.count())
+        .unwrap_or(0)
+}
+
+/// A kubeconfig for `server` authenticating as `user` in `groups` by a certificate of the
+/// plane's CA.
+fn certificate_kubeconfig(
+    plane: &fleetform_controlplane::RunningControlPlane,
+    user: &str,
+    groups: &[&str],
+) -> String {
+    let ca = plane.certificate_authority().expect("a secured plane");
+    let now = time::OffsetDateTime::now_utc();
+    let issued = ca
+        .issue_client(
+            user,
+            groups,
+            now - time::Duration::minutes(1),
+            now + time::Duration::hours(1),
+        )
+        .expect("issue a client certificate");
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": plane.url(), "certificate-authority-data": b64(ca.cert_pem())}}],
+        "users": [{"name": "u", "user": {"client-certificate-data": b64(&issued.cert_pem), "client-key-data": b64(&issued.key_pem)}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "c",
+    })
+    .to_string()
+}
+
+#[tokio::test]
+async fn in_process_clients_need_no_socket_and_keep_their_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let plane = ControlPlane::builder()
+        .data_dir(Some(dir.path().to_path_buf()))
+        .start()
+        .await
+        .expect("control plane starts");
+    let addr = plane.addr();
+    let served = transport::serve_locally(&plane);
+    let admin = transport::client_from_kubeconfig(&plane.kubeconfig())
+        .await
+        .expect("admin client");
+
+    // Fifty watches cost no file descriptor (over the network, each is a connection, and both
+    // of its ends would be in this process).
+    let configmaps: Api<ConfigMap> = Api::namespaced(admin.clone(), "default");
+    configmaps.list(&ListParams::default()).await.expect("list");
+    let before = open_fds();
+    let mut watches = Vec::new();
+    for _ in 0..50 {
+        // Returned once the server has answered: the watch is established.
+        let stream = configmaps
+            .watch(&WatchParams::default(), "0")
+            .await
+            .expect("watching")
+            .boxed();
+        watches.push(stream);
+    }
+    let opened = open_fds().saturating_sub(before);
+    assert!(
+        opened < 10,
+        "50 in-process watches opened {opened} file descriptors"
+    );
+    drop(watches);
+
+    // A certificate user is only who the certificate names: no rights but its own.
+    let nobody = transport::client_from_kubeconfig(&certificate_kubeconfig(&plane, "nobody", &[]))
+        .await
+        .unwrap();
+    let denied = Api::<Namespace>::all(nobody)
+        .list(&ListParams::default())
+        .await
+        .expect_err("a user without rights lists namespaces");
+    assert!(
+        matches!(&denied, kube::Error::Api(status) if status.code == 403 && status.message.contains("\"nobody\"")),
+        "{denied:?}"
+    );
+
+    // A bootstrap token authenticates as its bootstrap group.
+    Api::<Secret>::namespaced(admin.clone(), "kube-system")
+        .create(
+            &PostParams::default(),
+            &token_secret("spoke-1", "abcdef", "0123456789abcdef"),
+        )
+        .await
+        .expect("store the bootstrap token");
+    let ca_pem = plane
+        .certificate_authority()
+        .unwrap()
+        .cert_pem()
+        .to_string();
+    let bootstrap = transport::client_from_kubeconfig(&bootstrap_kubeconfig(
+        &plane.url(),
+        &ca_pem,
+        "abcdef.0123456789abcdef",
+    ))
+    .await
+    .unwrap();
+    let denied = Api::<Namespace>::all(bootstrap)
+        .list(&ListParams::default())
+        .await
+        .expect_err("a bootstrap token lists namespaces");
+    assert!(
+        matches!(&denied, kube::Error::Api(status) if status.code == 403
+            && status.message.contains("system:bootstrap:abcdef")),
+        "{denied:?}"
+    );
+    // A token nobody issued authenticates nobody.
+    let stranger = transport::client_from_kubeconfig(&bootstrap_kubeconfig(
+        &plane.url(),
+        &ca_pem,
+        "abcdef.ffffffffffffffff",
+    ))
+    .await
+    .unwrap();
+    let unauthorized = Api::<Namespace>::all(stranger)
+        .list(&ListParams::default())
+        .await
+        .expect_err("a wrong token lists namespaces");
+    assert!(
+        matches!(&unauthorized, kube::Error::Api(status) if status.code == 401),
+        "{unauthorized:?}"
+    );
+
+    // A stopped plane refuses, as a closed port would.
+    plane.shutdown().await;
+    let refused = Api::<Namespace>::all(admin.clone())
+        .list(&ListParams::default())
+        .await
+        .expect_err("a stopped plane answers");
+    assert!(
+        format!("{refused:?}").contains("ConnectionRefused"),
+        "{refused:?}"
+    );
+    drop(served);
+
+    // Started again at its address, it serves the same client again.
+    let plane = ControlPlane::builder()
+        .data_dir(Some(dir.path().to_path_buf()))
+        .listen(addr)
+        .start()
+        .await
+        .expect("control plane restarts");
+    let _served = transport::serve_locally(&plane);
+    let listed = tokio::time::timeout(
+        Duration::from_secs(10),
+        Api::<Secret>::namespaced(admin.clone(), "kube-system").list(&ListParams::default()),
+    )
+    .await
+    .expect("an answer")
+    .expect("the restarted plane serves the old client");
+    assert!(
+        listed
+            .items
+            .iter()
+            .any(|s| s.metadata.name.as_deref() == Some("bootstrap-token-abcdef"))
+    );
+    let _: Client = admin;
+}
