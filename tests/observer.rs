@@ -168,13 +168,12 @@ async fn observer_walks_krakes_states_on_a_real_spoke() {
     expect_state(&mut states, "ONLINE").await;
 
     // The spoke's API server goes away: one retry (backoffLimit 1), then OFFLINE.
-    let addr = spoke.server.addr();
-    spoke.server.shutdown().await;
+    let stopped = spoke.stop().await;
     expect_state(&mut states, "DEGRADED").await;
     expect_state(&mut states, "OFFLINE").await;
 
     // It comes back on the same address: CONNECTING, then ONLINE.
-    let back = Cluster::start_at(addr).await;
+    let back = stopped.start().await;
     expect_state(&mut states, "CONNECTING").await;
     expect_state(&mut states, "ONLINE").await;
 
@@ -191,9 +190,9 @@ async fn observer_walks_krakes_states_on_a_real_spoke() {
     expect_state(&mut states, "ONLINE").await;
 
     // Down again: DEGRADED for as long as it takes, and straight back to ONLINE.
-    back.server.shutdown().await;
+    let stopped = back.stop().await;
     expect_state(&mut states, "DEGRADED").await;
-    let _back = Cluster::start_at(addr).await;
+    let _back = stopped.start().await;
     expect_state(&mut states, "ONLINE").await;
 
     // Deleting the Spoke stops its observer: the same Spoke created again gets a new one.

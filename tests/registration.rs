@@ -568,7 +568,6 @@ async fn addon_is_unknown_without_lease_available_while_renewed_and_unavailable_
 async fn spoke_api_down_makes_the_cluster_unavailable_after_the_grace_and_back_when_it_returns() {
     let hub = Cluster::start().await;
     let spoke = Cluster::start().await;
-    let addr = spoke.server.addr();
     let _loops = start_hub_loops(&hub);
     let mut config = agent_config(&hub, &spoke, "spoke-a");
     config.failure_grace = Duration::from_secs(1);
@@ -583,7 +582,7 @@ async fn spoke_api_down_makes_the_cluster_unavailable_after_the_grace_and_back_w
 
     // The spoke's API server stops; the agent keeps renewing its lease on the hub, so the
     // cluster is not Unknown but unavailable, with OCM's reason and the unavailable taint.
-    spoke.server.shutdown().await;
+    let stopped = spoke.stop().await;
     let unavailable = wait_for(&clusters, "spoke-a", "unavailable", |c| {
         available_status(c).as_deref() == Some(STATUS_FALSE) && c.taint(TAINT_UNAVAILABLE).is_some()
     })
@@ -597,7 +596,7 @@ async fn spoke_api_down_makes_the_cluster_unavailable_after_the_grace_and_back_w
     );
     assert!(unavailable.taint(TAINT_UNREACHABLE).is_none());
 
-    let _back = Cluster::start_at(addr).await;
+    let _back = stopped.start().await;
     wait_for(&clusters, "spoke-a", "available again", |c| {
         available_status(c).as_deref() == Some(STATUS_TRUE) && c.taint(TAINT_UNAVAILABLE).is_none()
     })

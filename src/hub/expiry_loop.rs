@@ -36,6 +36,10 @@ use crate::api::{ManagedCluster, ManagedClusterAddOn};
 struct ExpiryContext {
     hub: Arc<Context>,
     leases: Store<Lease>,
+    /// Whether the leases have been listed. Not `Store::wait_until_ready`: its future keeps the
+    /// waker of only the last reconcile to poll it, so of several reconciles waiting for the first
+    /// list all but one would wait forever (and that cluster would never expire).
+    leases_listed: tokio::sync::watch::Receiver<bool>,
     /// Whether ManagedClusterAddOns exist on this hub (their CRD is installed).
     addons: bool,
 }
@@ -44,12 +48,18 @@ struct ExpiryContext {
 /// clusters still expire and only the addon step is skipped).
 pub(crate) async fn run(ctx: Arc<Context>, addons: bool, shutdown: CancellationToken) {
     let (leases, writer) = reflector::store::<Lease>();
+    let (listed, leases_listed) = tokio::sync::watch::channel(false);
     let lease_config =
         watcher::Config::default().fields(&format!("metadata.name={CLUSTER_LEASE_NAME}"));
     let lease_events = reflector::reflector(
         writer,
         watcher(Api::<Lease>::all(ctx.client.clone()), lease_config),
     )
+    .inspect(move |event| {
+        if matches!(event, Ok(watcher::Event::InitDone)) {
+            listed.send_replace(true);
+        }
+    })
     .default_backoff()
     .touched_objects();
     let clusters: Api<ManagedCluster> = Api::all(ctx.client.clone());
@@ -57,6 +67,7 @@ pub(crate) async fn run(ctx: Arc<Context>, addons: bool, shutdown: CancellationT
     let expiry = Arc::new(ExpiryContext {
         hub: ctx,
         leases,
+        leases_listed,
         addons,
     });
     let controller = Controller::new(clusters, watcher::Config::default()).watches_stream(
@@ -95,7 +106,13 @@ async fn reconcile(
     let name = cluster.name_any();
     let clusters: Api<ManagedCluster> = Api::all(ctx.hub.client.clone());
     // Judging before the leases are listed would take every cluster for one without a lease.
-    if ctx.leases.wait_until_ready().await.is_err() {
+    if ctx
+        .leases_listed
+        .clone()
+        .wait_for(|listed| *listed)
+        .await
+        .is_err()
+    {
         return Ok(Action::await_change());
     }
     let lease = ctx

@@ -55,6 +55,18 @@ impl Cluster {
         Self::start_with(ControlPlane::builder().listen(addr)).await
     }
 
+    /// Stops the cluster's API server and keeps its address from other sockets (connections to it
+    /// are refused meanwhile, as to a cluster that is down) until [`Stopped::start`].
+    pub async fn stop(self) -> Stopped {
+        let addr = self.server.addr();
+        self.server.shutdown().await;
+        let hold = tokio::net::TcpSocket::new_v4().expect("a socket");
+        hold.set_reuseaddr(true).expect("SO_REUSEADDR");
+        // Bound but not listening: the port is ours, and nobody answers on it.
+        hold.bind(addr).expect("hold the stopped cluster's address");
+        Stopped { addr, hold }
+    }
+
     /// Starts a cluster whose CSR signer issues certificates of at most `max` (a hub whose agents
     /// rotate their certificates within a test).
     pub async fn start_signing_for(max: Duration) -> Self {
@@ -164,6 +176,20 @@ pub async fn client_for(kubeconfig: &str) -> Client {
         .await
         .unwrap();
     Client::try_from(config).unwrap()
+}
+
+/// A stopped cluster's address, held until it starts again.
+pub struct Stopped {
+    pub addr: SocketAddr,
+    hold: tokio::net::TcpSocket,
+}
+
+impl Stopped {
+    /// A new cluster on the stopped one's address.
+    pub async fn start(self) -> Cluster {
+        drop(self.hold);
+        Cluster::start_at(self.addr).await
+    }
 }
 
 /// A task run until its token is cancelled.
