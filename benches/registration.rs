@@ -321,14 +321,14 @@ impl tower_service::Service<http::Request<kube::client::Body>> for HubTransport 
             .filter(|traffic| traffic.record(request.method(), request.uri().path()))
             .map(|traffic| (traffic.clone(), Instant::now()));
         let mut service = self.service.clone();
-        let handled = self.hub.spawn(async move {
-            match tower_service::Service::call(&mut service, request).await {
-                Ok(response) => response,
-                Err(never) => match never {},
-            }
-        });
+        let handled = self
+            .hub
+            .spawn(async move { tower_service::Service::call(&mut service, request).await });
         Box::pin(async move {
-            let response = handled.await.map_err(|err| Box::new(err) as BoxError);
+            let response = handled
+                .await
+                .map_err(|err| Box::new(err) as BoxError)?
+                .map_err(|err| Box::new(err) as BoxError);
             if let Some((traffic, sent)) = timed {
                 traffic.renewal_answered(sent.elapsed().as_secs_f64());
             }

@@ -3,6 +3,7 @@
 //! `fleetform`) and deletion of the objects git no longer holds. The lifecycle steps those
 //! objects set off are the reconciler's: this module only writes what the plan says.
 
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
@@ -10,8 +11,8 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::json;
 
 use crate::api::fleet::SYSTEM_NAMESPACE;
-use crate::observe::{FIELD_MANAGER, api_resource};
-use crate::plan::{Action, HubPlan, ObjectKey, Step};
+use crate::observe::{FIELD_MANAGER, IN_FLIGHT, api_resource};
+use crate::plan::{Action, HubPlan, ObjectChange, ObjectKey, Step};
 
 /// Why a plan could not be carried out on a hub.
 #[derive(Debug, thiserror::Error)]
@@ -86,54 +87,78 @@ pub async fn install_hub(hub: &str, client: &Client) -> Result<Vec<String>, Appl
 }
 
 /// Writes a hub's plan: installation first when the plan asks for it, then object changes in
-/// plan order.
+/// plan order, up to [`IN_FLIGHT`] at once within each run of one kind and action.
 pub async fn apply_hub(plan: &HubPlan, client: &Client) -> Result<Applied, ApplyError> {
-    let failed = |action: String| {
-        let hub = plan.hub.clone();
-        move |source| ApplyError {
-            hub,
-            action,
-            source,
-        }
-    };
     let mut applied = Applied::default();
     let params = PatchParams::apply(FIELD_MANAGER).force();
     if plan.steps.contains(&Step::InstallHub) {
         applied.installed_crds = install_hub(&plan.hub, client).await?;
     }
-    for change in &plan.changes {
-        let api = dynamic(client, &change.key);
-        let uid = match (change.action, &change.desired) {
-            (Action::Create | Action::Update, Some(object)) => {
-                api.patch(&change.key.name, &params, &Patch::Apply(object))
-                    .await
-                    .map_err(failed(format!("apply {}", change.key)))?
-                    .metadata
-                    .uid
-            }
-            (Action::Delete, _) => {
-                // Deleting sets off the object's finalizers; a 404 means someone was first.
-                match api.delete(&change.key.name, &DeleteParams::default()).await {
-                    Ok(deleted) => deleted.left().and_then(|object| object.metadata.uid),
-                    Err(kube::Error::Api(status)) if status.code == 404 => None,
-                    Err(err) => return Err(failed(format!("delete {}", change.key))(err)),
-                }
-            }
-            (Action::Create | Action::Update, None) => continue,
-        };
-        let verb = match change.action {
-            Action::Create => "create",
-            Action::Update => "update",
-            Action::Delete => "delete",
-        };
-        applied.written.push(format!("{verb} {}", change.key));
-        applied.objects.push(WrittenObject {
-            action: change.action,
-            key: change.key.clone(),
-            uid,
-        });
+    // Plan order holds between runs of changes of one kind and action (hubs before their
+    // spokes, say); within a run the writes are independent and go out together.
+    for run in plan
+        .changes
+        .chunk_by(|a, b| a.key.kind == b.key.kind && a.action == b.action)
+    {
+        let writes: Vec<_> = run
+            .iter()
+            .map(|change| write_change(&plan.hub, client, change, &params))
+            .collect();
+        let written: Vec<Option<WrittenObject>> = futures::stream::iter(writes)
+            .buffered(IN_FLIGHT)
+            .try_collect()
+            .await?;
+        for object in written.into_iter().flatten() {
+            let verb = match object.action {
+                Action::Create => "create",
+                Action::Update => "update",
+                Action::Delete => "delete",
+            };
+            applied.written.push(format!("{verb} {}", object.key));
+            applied.objects.push(object);
+        }
     }
     Ok(applied)
+}
+
+/// Writes one change of a plan; `None` when it has nothing to write.
+async fn write_change(
+    hub: &str,
+    client: &Client,
+    change: &ObjectChange,
+    params: &PatchParams,
+) -> Result<Option<WrittenObject>, ApplyError> {
+    let failed = |action: String| {
+        move |source| ApplyError {
+            hub: hub.to_string(),
+            action,
+            source,
+        }
+    };
+    let api = dynamic(client, &change.key);
+    let uid = match (change.action, &change.desired) {
+        (Action::Create | Action::Update, Some(object)) => {
+            api.patch(&change.key.name, params, &Patch::Apply(object))
+                .await
+                .map_err(failed(format!("apply {}", change.key)))?
+                .metadata
+                .uid
+        }
+        (Action::Delete, _) => {
+            // Deleting sets off the object's finalizers; a 404 means someone was first.
+            match api.delete(&change.key.name, &DeleteParams::default()).await {
+                Ok(deleted) => deleted.left().and_then(|object| object.metadata.uid),
+                Err(kube::Error::Api(status)) if status.code == 404 => None,
+                Err(err) => return Err(failed(format!("delete {}", change.key))(err)),
+            }
+        }
+        (Action::Create | Action::Update, None) => return Ok(None),
+    };
+    Ok(Some(WrittenObject {
+        action: change.action,
+        key: change.key.clone(),
+        uid,
+    }))
 }
 
 fn dynamic(client: &Client, key: &ObjectKey) -> Api<DynamicObject> {

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
@@ -43,6 +44,10 @@ fn api(client: &Client, key_kind: ObjectKind, namespace: Option<&str>) -> Api<Dy
         None => Api::all_with(client.clone(), &resource),
     }
 }
+
+/// How many requests of one kind (dry runs here, writes in `apply`) are in flight at once: a
+/// fleet's thousands of objects are not read or written one round trip at a time.
+pub const IN_FLIGHT: usize = 16;
 
 /// Observes one hub against the objects the fleet wants there.
 pub async fn observe_hub(
@@ -108,19 +113,17 @@ pub async fn observe_hub(
         .map_err(failed("read namespaces"))?
         .is_some();
     let dry_run = PatchParams::apply(FIELD_MANAGER).force().dry_run();
+    let mut dry_runs = Vec::new();
     for (key, object) in desired {
         if key.namespace.is_some() && !namespace_exists {
             continue;
         }
-        let result = api(client, key.kind, key.namespace.as_deref())
-            .patch(&key.name, &dry_run, &Patch::Apply(object))
-            .await
-            .map_err(failed(&format!("dry-run apply {key}")))?;
-        observed.dry_run.insert(
-            key.clone(),
-            serde_json::to_value(&result).unwrap_or(Value::Null),
-        );
+        dry_runs.push(dry_run_apply(hub, client, key, object, &dry_run));
     }
+    observed.dry_run = futures::stream::iter(dry_runs)
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect()
+        .await?;
 
     let clusters = Api::<ManagedCluster>::all(client.clone())
         .list(&ListParams::default())
@@ -134,4 +137,26 @@ pub async fn observe_hub(
         observed.clusters.insert(name, registration);
     }
     Ok(observed)
+}
+
+/// What the server would make of `object` if fleetform applied it.
+async fn dry_run_apply(
+    hub: &str,
+    client: &Client,
+    key: &ObjectKey,
+    object: &Value,
+    params: &PatchParams,
+) -> Result<(ObjectKey, Value), ObserveError> {
+    let result = api(client, key.kind, key.namespace.as_deref())
+        .patch(&key.name, params, &Patch::Apply(object))
+        .await
+        .map_err(|source| ObserveError {
+            hub: hub.to_string(),
+            action: format!("dry-run apply {key}"),
+            source,
+        })?;
+    Ok((
+        key.clone(),
+        serde_json::to_value(&result).unwrap_or(Value::Null),
+    ))
 }

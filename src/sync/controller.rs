@@ -477,8 +477,12 @@ async fn report(
             publish(ctx, &fleetsync_ref, EventType::Normal, reason, "Sync", note).await;
             for object in objects {
                 ctx.metrics.object_changed(object.action);
-                publish_on_object(ctx, object, &name, commit_text).await;
             }
+            futures::stream::iter(objects)
+                .for_each_concurrent(crate::observe::IN_FLIGHT, |object| {
+                    publish_on_object(ctx, object, &name, commit_text)
+                })
+                .await;
         }
         Outcome::Applied { .. } => {}
         _ if changed || !fetched => {

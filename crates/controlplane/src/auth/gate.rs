@@ -110,8 +110,9 @@ pub struct PolicyCache(std::sync::Mutex<Option<CachedPolicy>>);
 struct CachedPolicy {
     /// The resourceVersion up to which RBAC writes are in `policy`.
     applied: i64,
-    policy: Policy,
-    shared: Arc<Policy>,
+    /// Handed out to requests, which hold it only while they check: a write is applied in place
+    /// when no request holds it, and to a copy otherwise.
+    policy: Arc<Policy>,
 }
 
 impl PolicyCache {
@@ -129,37 +130,40 @@ impl PolicyCache {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(current) = cached.as_mut() {
             if current.applied >= last_write {
-                return current.shared.clone();
+                return current.policy.clone();
             }
-            if let Some(applied) = catch_up(api, &keys, current) {
+            if let Some(applied) = catch_up(api, &keys, current.applied, &mut current.policy) {
                 current.applied = applied;
-                current.shared = Arc::new(current.policy.clone());
-                return current.shared.clone();
+                return current.policy.clone();
             }
         }
         // Stamped before reading: a write racing the build is applied again next time, which
         // is harmless (objects replace themselves).
         let applied = api.store.current_rv();
-        let policy = policy(api);
-        let shared = Arc::new(policy.clone());
+        let policy = Arc::new(policy(api));
         *cached = Some(CachedPolicy {
             applied,
-            policy,
-            shared: shared.clone(),
+            policy: policy.clone(),
         });
-        shared
+        policy
     }
 }
 
-/// Applies the RBAC writes after `current.applied` to its policy; `None` when the history has
-/// been compacted past them.
-fn catch_up(api: &ApiServer, keys: &[String; 4], current: &mut CachedPolicy) -> Option<i64> {
+/// Applies the RBAC writes after `applied` to `policy`; returns the resourceVersion it is now
+/// up to, `None` when the history has been compacted past them.
+fn catch_up(
+    api: &ApiServer,
+    keys: &[String; 4],
+    applied: i64,
+    policy: &mut Arc<Policy>,
+) -> Option<i64> {
     let mut events = Vec::new();
     for key in keys {
-        events.extend(api.store.replay(key, current.applied).ok()?);
+        events.extend(api.store.replay(key, applied).ok()?);
     }
     events.sort_by_key(|event| event.rv);
-    let mut applied = current.applied;
+    let policy = Arc::make_mut(policy);
+    let mut applied = applied;
     for event in events {
         let kind = RBAC_RESOURCES
             .iter()
@@ -167,13 +171,11 @@ fn catch_up(api: &ApiServer, keys: &[String; 4], current: &mut CachedPolicy) -> 
             .map(|(_, kind)| *kind)
             .unwrap_or_default();
         if event.kind == crate::storage::EventType::Deleted {
-            current
-                .policy
-                .remove_object(kind, &event.namespace, &event.name);
+            policy.remove_object(kind, &event.namespace, &event.name);
         } else {
             let mut object = (*event.object).clone();
             object["kind"] = json!(kind);
-            current.policy.add_object(&object);
+            policy.add_object(&object);
         }
         applied = applied.max(event.rv);
     }

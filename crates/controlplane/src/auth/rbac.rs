@@ -221,18 +221,27 @@ pub enum Subject {
     },
 }
 
+/// Who a subject grants to, as requests name themselves: a user (a service account by its
+/// `system:serviceaccount:<namespace>:<name>` user name) or a group.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Principal {
+    User(String),
+    Group(String),
+}
+
 impl Subject {
-    fn matches(&self, user: &UserInfo, binding_namespace: &str) -> bool {
+    /// The principal this subject of a binding in `binding_namespace` names.
+    fn principal(&self, binding_namespace: &str) -> Principal {
         match self {
-            Subject::User(n) => *n == user.name,
-            Subject::Group(g) => user.groups.iter().any(|ug| ug == g),
+            Subject::User(n) => Principal::User(n.clone()),
+            Subject::Group(g) => Principal::Group(g.clone()),
             Subject::ServiceAccount { namespace, name } => {
                 let ns = if namespace.is_empty() {
                     binding_namespace
                 } else {
                     namespace
                 };
-                user.name == format!("system:serviceaccount:{ns}:{name}")
+                Principal::User(format!("system:serviceaccount:{ns}:{name}"))
             }
         }
     }
@@ -294,12 +303,22 @@ impl Binding {
         }
     }
 
-    fn applies_to(&self, user: &UserInfo) -> bool {
-        self.subjects
+    /// Everyone this binding grants to (each once).
+    fn principals(&self) -> Vec<Principal> {
+        let mut principals: Vec<Principal> = self
+            .subjects
             .iter()
-            .any(|s| s.matches(user, &self.namespace))
+            .map(|s| s.principal(&self.namespace))
+            .collect();
+        principals.sort();
+        principals.dedup();
+        principals
     }
 }
+
+/// A binding's identity: (kind, namespace, name) for a stored one; a built-in one is named by
+/// its place among the defaults, with an empty kind.
+type BindingKey = (String, String, String);
 
 fn rules_of(v: &Value) -> Vec<PolicyRule> {
     v.get("rules")
@@ -309,16 +328,19 @@ fn rules_of(v: &Value) -> Vec<PolicyRule> {
 }
 
 /// A snapshot of every role and binding the authorizer consults.
+///
+/// Bindings are found by whom they grant to, so authorizing a request costs the bindings of its
+/// user and groups, not every binding stored (which grows with a hub's clusters).
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
     // Entries are shared, so that a policy is copied cheaply when one object changes.
     cluster_roles: HashMap<String, Arc<Vec<PolicyRule>>>,
     /// (namespace, name) → rules
     roles: HashMap<(String, String), Arc<Vec<PolicyRule>>>,
-    /// The built-in bindings.
-    bindings: Vec<Arc<Binding>>,
-    /// Stored bindings by (kind, namespace, name).
-    stored_bindings: HashMap<(String, String, String), Arc<Binding>>,
+    /// Every binding, built-in and stored.
+    bindings: HashMap<BindingKey, Arc<Binding>>,
+    /// The bindings granting to each principal.
+    grants: HashMap<Principal, HashMap<BindingKey, Arc<Binding>>>,
 }
 
 impl Policy {
@@ -328,8 +350,36 @@ impl Policy {
         for (name, rules) in default_cluster_roles() {
             p.cluster_roles.insert(name.into(), Arc::new(rules));
         }
-        p.bindings = default_bindings().into_iter().map(Arc::new).collect();
+        for (i, binding) in default_bindings().into_iter().enumerate() {
+            p.put_binding((String::new(), String::new(), i.to_string()), binding);
+        }
         p
+    }
+
+    fn put_binding(&mut self, key: BindingKey, binding: Binding) {
+        self.drop_binding(&key);
+        let binding = Arc::new(binding);
+        for principal in binding.principals() {
+            self.grants
+                .entry(principal)
+                .or_default()
+                .insert(key.clone(), binding.clone());
+        }
+        self.bindings.insert(key, binding);
+    }
+
+    fn drop_binding(&mut self, key: &BindingKey) {
+        let Some(old) = self.bindings.remove(key) else {
+            return;
+        };
+        for principal in old.principals() {
+            if let Some(granted) = self.grants.get_mut(&principal) {
+                granted.remove(key);
+                if granted.is_empty() {
+                    self.grants.remove(&principal);
+                }
+            }
+        }
     }
 
     /// Adds stored objects (Role, ClusterRole, RoleBinding, ClusterRoleBinding, by `kind`),
@@ -356,12 +406,8 @@ impl Policy {
             Some(kind @ ("RoleBinding" | "ClusterRoleBinding")) => {
                 let key = (kind.to_string(), ns, name);
                 match Binding::from_json(v) {
-                    Some(b) => {
-                        self.stored_bindings.insert(key, Arc::new(b));
-                    }
-                    None => {
-                        self.stored_bindings.remove(&key);
-                    }
+                    Some(b) => self.put_binding(key, b),
+                    None => self.drop_binding(&key),
                 }
             }
             _ => {}
@@ -385,8 +431,7 @@ impl Policy {
                 self.roles.remove(&(ns.to_string(), name.to_string()));
             }
             "RoleBinding" | "ClusterRoleBinding" => {
-                self.stored_bindings
-                    .remove(&(kind.to_string(), ns.to_string(), name.to_string()));
+                self.drop_binding(&(kind.to_string(), ns.to_string(), name.to_string()));
             }
             _ => {}
         }
@@ -404,6 +449,32 @@ impl Policy {
         found.map(|rules| rules.as_slice()).unwrap_or(&[])
     }
 
+    /// The rules granted to `user` in `namespace` (cluster-wide rules always; rules of
+    /// RoleBindings only in their namespace), a binding's rules once however many of the
+    /// user's names it grants to.
+    fn held<'a>(
+        &'a self,
+        user: &UserInfo,
+        namespace: &str,
+    ) -> impl Iterator<Item = &'a PolicyRule> {
+        let principals = std::iter::once(Principal::User(user.name.clone()))
+            .chain(user.groups.iter().cloned().map(Principal::Group));
+        let mut seen = std::collections::HashSet::new();
+        let mut bindings = Vec::new();
+        for principal in principals {
+            for (key, binding) in self.grants.get(&principal).into_iter().flatten() {
+                let in_scope = binding.namespace.is_empty()
+                    || (!namespace.is_empty() && binding.namespace == namespace);
+                if in_scope && seen.insert(key) {
+                    bindings.push(binding);
+                }
+            }
+        }
+        bindings
+            .into_iter()
+            .flat_map(|binding| self.role_rules(binding).iter())
+    }
+
     /// Every rule that applies to `user` in `namespace` (cluster-wide rules always; rules of
     /// RoleBindings only in their namespace).
     pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> Vec<PolicyRule> {
@@ -417,13 +488,7 @@ impl Policy {
                 ..Default::default()
             });
         }
-        for b in self.bindings.iter().chain(self.stored_bindings.values()) {
-            let in_scope =
-                b.namespace.is_empty() || (!namespace.is_empty() && b.namespace == namespace);
-            if in_scope && b.applies_to(user) {
-                out.extend(self.role_rules(b).iter().cloned());
-            }
-        }
+        out.extend(self.held(user, namespace).cloned());
         out
     }
 
@@ -432,9 +497,7 @@ impl Policy {
         if a.user.groups.iter().any(|g| g == SYSTEM_MASTERS) {
             return true;
         }
-        self.rules_for(&a.user, a.namespace())
-            .iter()
-            .any(|r| r.allows(a))
+        self.held(&a.user, a.namespace()).any(|r| r.allows(a))
     }
 
     /// Checks that `user` may create or update a role with these rules in `namespace` (""
@@ -911,6 +974,32 @@ mod tests {
         assert!(!p.authorize(&res(&bob, "get", "a", "", "configmaps", "", "x")));
         p.remove_object("ClusterRole", "", "view");
         assert!(p.authorize(&res(&bob, "get", "a", "", "configmaps", "", "x")));
+    }
+
+    #[test]
+    fn a_binding_changed_to_other_subjects_stops_granting_to_the_old_ones() {
+        let mut p = policy(&[role_binding("a", "ClusterRole", "view", "bob")]);
+        let bob = user("bob", &[]);
+        let eve = user("eve", &["auditors"]);
+        assert!(p.authorize(&res(&bob, "list", "a", "", "pods", "", "")));
+        // The same binding now names a group (and a service account) instead of bob.
+        p.add_object(
+            &json!({"kind": "RoleBinding", "metadata": {"namespace": "a", "name": "view-bob"},
+            "roleRef": {"kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "Group", "name": "auditors"},
+                         {"kind": "ServiceAccount", "name": "robot"}]}),
+        );
+        assert!(!p.authorize(&res(&bob, "list", "a", "", "pods", "", "")));
+        assert!(p.authorize(&res(&eve, "list", "a", "", "pods", "", "")));
+        let robot = user("system:serviceaccount:a:robot", &[]);
+        assert!(p.authorize(&res(&robot, "list", "a", "", "pods", "", "")));
+        // A binding whose roleRef is unusable grants nothing any more.
+        p.add_object(
+            &json!({"kind": "RoleBinding", "metadata": {"namespace": "a", "name": "view-bob"},
+            "subjects": [{"kind": "Group", "name": "auditors"}]}),
+        );
+        assert!(!p.authorize(&res(&eve, "list", "a", "", "pods", "", "")));
+        assert!(!p.authorize(&res(&robot, "list", "a", "", "pods", "", "")));
     }
 
     #[test]

@@ -18,7 +18,6 @@ use serde_json::Value;
 use crate::api::{ApiServer, Query, Render, Target, UserInfo, WriteOptions};
 use crate::auth::authn::StaticTokens;
 use crate::auth::gate;
-use crate::auth::rbac::Policy;
 use crate::auth::tls::PeerIdentity;
 use crate::error::{ApiError, ApiResult};
 use crate::objects::{DeleteOptions, Part};
@@ -119,7 +118,9 @@ where
         headers: &parts.headers,
         body,
         user: &user,
-        policy: policy.as_deref(),
+        policy: policy
+            .then(|| fe.security.as_ref().map(|s| &s.policy))
+            .flatten(),
     };
     match route(&fe, call, &path).await {
         Ok(r) => r,
@@ -130,8 +131,8 @@ where
     }
 }
 
-/// Establishes the requester and checks RBAC; returns the user the request runs as and, when
-/// authorization is on, the policy later checks consult.
+/// Establishes the requester and checks RBAC; returns the user the request runs as and whether
+/// authorization is on (then later checks consult the policy too).
 fn admit(
     fe: &Frontend,
     caller: Caller,
@@ -139,13 +140,13 @@ fn admit(
     path: &str,
     q: &Query,
     headers: &HeaderMap,
-) -> ApiResult<(UserInfo, Option<Arc<Policy>>)> {
+) -> ApiResult<(UserInfo, bool)> {
     let peer = match caller {
-        Caller::Trusted(u) => return Ok((u, None)),
+        Caller::Trusted(u) => return Ok((u, false)),
         Caller::Tls(peer) => peer,
     };
     let Some(security) = &fe.security else {
-        return Ok((UserInfo::anonymous_admin(), None));
+        return Ok((UserInfo::anonymous_admin(), false));
     };
     let public = gate::is_public(method, path);
     let user = gate::authenticate(&fe.api, &security.tokens, headers, &peer, public)?;
@@ -160,7 +161,7 @@ fn admit(
     let mut attrs = gate::attributes(method, &segs, q.flag("watch"), path, &user);
     gate::name_from_field_selector(&mut attrs, q.get("fieldSelector"));
     gate::authorize(&policy, &attrs)?;
-    Ok((user, Some(policy)))
+    Ok((user, true))
 }
 
 fn header_str(h: &HeaderMap, name: header::HeaderName) -> &str {
@@ -233,8 +234,8 @@ async fn route(fe: &Frontend, call: Call<'_>, path: &str) -> ApiResult<Response<
                 return Err(ApiError::MethodNotAllowed(Default::default()));
             }
             let policy = match call.policy {
-                Some(p) => p.clone(),
-                None => gate::policy(&fe.api),
+                Some(cache) => cache.get(&fe.api),
+                None => Arc::new(gate::policy(&fe.api)),
             };
             let review = decode_body(headers, &call.body)?;
             let out = gate::access_review(
@@ -282,7 +283,7 @@ struct Call<'a> {
     body: Bytes,
     user: &'a UserInfo,
     /// Set when authorization is on: RBAC and CSR writes get extra checks against it.
-    policy: Option<&'a Policy>,
+    policy: Option<&'a gate::PolicyCache>,
 }
 
 async fn resource(
@@ -427,7 +428,7 @@ async fn resource(
 #[allow(clippy::too_many_arguments)]
 async fn guard_write(
     fe: &Frontend,
-    policy: &Policy,
+    policy: &gate::PolicyCache,
     target: &Target,
     method: &Method,
     q: &Query,
@@ -454,7 +455,7 @@ async fn guard_write(
             } else {
                 "sign"
             };
-            gate::check_signer(policy, user, verb, signer, name)
+            gate::check_signer(&policy.get(&fe.api), user, verb, signer, name)
         }
         (
             "rbac.authorization.k8s.io",
@@ -480,7 +481,7 @@ async fn guard_write(
             {
                 meta.insert("namespace".into(), Value::String(target.namespace.clone()));
             }
-            gate::check_escalation(policy, user, plural, &obj)
+            gate::check_escalation(&policy.get(&fe.api), user, plural, &obj)
         }
         _ => Ok(()),
     }
