@@ -17,7 +17,7 @@ use crate::api::{ApiServer, Filter, Target};
 use crate::error::{ApiError, ApiResult};
 use crate::meta::ObjectMeta;
 use crate::objects::present;
-use crate::storage::{Event, EventType, Expired};
+use crate::storage::{Event, EventType, Expired, Scope};
 use crate::table::{self, IncludeObject};
 
 /// What a watch asked for.
@@ -187,9 +187,17 @@ pub fn start(
         Some(rv) if !spec.send_initial_events => Some(rv),
         _ => None,
     };
+    // What this watch can see: one namespace, or one object when its name is selected too.
+    let name = spec.filter.fields.exact_name().map(str::to_string);
+    let scope = match (spec.target.namespace.as_str(), name) {
+        ("", Some(name)) if !spec.target.info.namespaced => Scope::Object(String::new(), name),
+        ("", _) => Scope::All,
+        (ns, Some(name)) => Scope::Object(ns.to_string(), name),
+        (ns, None) => Scope::Namespace(ns.to_string()),
+    };
     let (mut last_rv, sub) = match start_from {
         None => {
-            let (rv, items, sub) = server.store.list_and_subscribe(&key, None);
+            let (rv, items, sub) = server.store.list_and_subscribe(&key, &scope);
             if spec.send_initial_events {
                 for obj in items.iter().filter(|o| matches(o, &spec.filter)) {
                     first.push(enc.event("ADDED", obj));
@@ -200,7 +208,7 @@ pub fn start(
             }
             (rv, Some(sub))
         }
-        Some(since) => match server.store.events_since(&key, since) {
+        Some(since) => match server.store.events_since(&key, since, &scope) {
             Ok((events, sub)) => {
                 let mut last = since;
                 for e in events {
@@ -243,32 +251,32 @@ pub fn start(
                         }
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => {
-                        match server.store.replay(&key, last_rv) {
-                            Ok(events) => {
-                                for e in events {
-                                    last_rv = e.rv;
-                                    if let Some(b) = translate(&mut enc, &e, &filter, &matches)
-                                        && tx.send(b).await.is_err() {
-                                        return;
-                                    }
-                                }
-                            }
-                            Err(expired) => {
-                                let _ = tx.send(expired_event(expired)).await;
-                                return;
-                            }
+                        if catch_up(&server, &key, &mut last_rv, &mut enc, &filter, &matches, &tx).await.is_err() {
+                            return;
                         }
                     }
                     Err(broadcast::error::RecvError::Closed) => return,
                 },
                 _ = tick.tick(), if bookmarks => {
+                    // Everything up to `rv` in this watch's scope is in its channel by now
+                    // (events are sent under the store's lock), so the bookmark may say `rv`.
                     let rv = server.store.current_rv();
-                    while let Ok(e) = sub.try_recv() {
-                        if e.rv <= last_rv { continue; }
-                        last_rv = e.rv;
-                        if let Some(b) = translate(&mut enc, &e, &filter, &matches)
-                            && tx.send(b).await.is_err() {
-                            return;
+                    loop {
+                        match sub.try_recv() {
+                            Ok(e) => {
+                                if e.rv <= last_rv { continue; }
+                                last_rv = e.rv;
+                                if let Some(b) = translate(&mut enc, &e, &filter, &matches)
+                                    && tx.send(b).await.is_err() {
+                                    return;
+                                }
+                            }
+                            Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                                if catch_up(&server, &key, &mut last_rv, &mut enc, &filter, &matches, &tx).await.is_err() {
+                                    return;
+                                }
+                            }
+                            Err(_) => break,
                         }
                     }
                     last_rv = last_rv.max(rv);
@@ -283,6 +291,37 @@ pub fn start(
         }
     });
     rx
+}
+
+/// Sends a watcher that fell behind its channel the events after `last_rv` from the store's
+/// history; `Err` when the watch has ended (its client left, or the history no longer reaches
+/// back that far, which the client is told).
+async fn catch_up(
+    server: &ApiServer,
+    key: &str,
+    last_rv: &mut i64,
+    enc: &mut Encoder,
+    filter: &Filter,
+    matches: &impl Fn(&Value, &Filter) -> bool,
+    tx: &mpsc::Sender<Bytes>,
+) -> Result<(), ()> {
+    match server.store.replay(key, *last_rv) {
+        Ok(events) => {
+            for e in events {
+                *last_rv = e.rv;
+                if let Some(b) = translate(enc, &e, filter, matches)
+                    && tx.send(b).await.is_err()
+                {
+                    return Err(());
+                }
+            }
+            Ok(())
+        }
+        Err(expired) => {
+            let _ = tx.send(expired_event(expired)).await;
+            Err(())
+        }
+    }
 }
 
 /// Turns a stored event into what this watcher sees, honouring selector transitions.

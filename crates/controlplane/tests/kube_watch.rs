@@ -481,3 +481,72 @@ async fn streaming_list_with_a_resource_version_sends_current_state() {
     }
     assert_eq!(names, ["a", "b"]);
 }
+
+#[tokio::test]
+async fn watches_of_one_object_or_namespace_get_all_of_its_events_even_after_falling_behind() {
+    let t = TestPlane::start().await;
+    // In-process, a watch whose client does not read fills the server's queue, so its channel
+    // overflows and it must catch up from the history.
+    let client = kube::Client::new(t.plane.in_process_service(), "default");
+    let here: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let elsewhere: Api<ConfigMap> = Api::namespaced(client.clone(), "elsewhere");
+    let namespace: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "elsewhere"}})).unwrap();
+    Api::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+    for (api, object) in [(&here, "target"), (&here, "other"), (&elsewhere, "target")] {
+        api.create(&PostParams::default(), &cm(object))
+            .await
+            .unwrap();
+    }
+    let rv = here
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let params = WatchParams::default().fields("metadata.name=target");
+    let one_object = here.watch(&params, &rv).await.unwrap().boxed();
+    let one_namespace = here
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    const WRITES: usize = 400;
+    for i in 0..WRITES {
+        for (api, object) in [(&here, "target"), (&here, "other"), (&elsewhere, "target")] {
+            let patch = json!({"data": {"k": i.to_string()}});
+            api.patch(object, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap();
+        }
+    }
+    let seen = |events: Vec<WatchEvent<ConfigMap>>| -> Vec<(String, String)> {
+        events
+            .into_iter()
+            .map(|event| match event {
+                WatchEvent::Modified(c) => (name(&c), c.data.unwrap()["k"].clone()),
+                other => panic!("expected MODIFIED, got {other:?}"),
+            })
+            .collect()
+    };
+    let within = |events| async move {
+        tokio::time::timeout(Duration::from_secs(30), events)
+            .await
+            .expect("every event within 30 s")
+    };
+    let object_events: Vec<_> = within(one_object.take(WRITES).map(Result::unwrap).collect()).await;
+    let expected: Vec<_> = (0..WRITES)
+        .map(|i| ("target".to_string(), i.to_string()))
+        .collect();
+    assert_eq!(seen(object_events), expected);
+    let namespace_events: Vec<_> =
+        within(one_namespace.take(2 * WRITES).map(Result::unwrap).collect()).await;
+    let expected: Vec<_> = (0..WRITES)
+        .flat_map(|i| ["target", "other"].map(|object| (object.to_string(), i.to_string())))
+        .collect();
+    assert_eq!(seen(namespace_events), expected);
+}

@@ -160,7 +160,8 @@ struct Inner {
     dependents: HashMap<String, HashSet<Slot>>,
     history: VecDeque<Arc<Event>>,
     history_cap: usize,
-    channels: HashMap<String, broadcast::Sender<Arc<Event>>>,
+    /// Watch channels by resource.
+    channels: HashMap<String, Channels>,
     all: broadcast::Sender<Arc<Event>>,
     writer: Writer,
     /// The resourceVersion of the last write to each resource since start (absent: none yet).
@@ -190,9 +191,78 @@ pub struct Store {
 /// A subscription to one resource's events.
 pub type EventReceiver = broadcast::Receiver<Arc<Event>>;
 
-/// The watch channel capacity per resource; a watcher that falls further behind catches up
-/// from the history window.
+/// The watch channel capacities, for a whole resource, one namespace of it and one object; a
+/// watcher that falls further behind catches up from the history window.
 const CHANNEL_CAPACITY: usize = 1024;
+const NAMESPACE_CHANNEL_CAPACITY: usize = 256;
+const OBJECT_CHANNEL_CAPACITY: usize = 16;
+
+/// Which events of a resource a watcher is sent: a fleet's agents each watch their own cluster
+/// object or namespace on a hub, so a write wakes the watchers it concerns, not all of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    All,
+    Namespace(String),
+    /// One object, by namespace ("" when cluster-scoped) and name.
+    Object(String, String),
+}
+
+/// The watch channels of one resource, by scope.
+#[derive(Default)]
+struct Channels {
+    all: Option<broadcast::Sender<Arc<Event>>>,
+    namespaces: HashMap<String, broadcast::Sender<Arc<Event>>>,
+    objects: HashMap<String, HashMap<String, broadcast::Sender<Arc<Event>>>>,
+}
+
+impl Channels {
+    fn subscribe(&mut self, scope: &Scope) -> EventReceiver {
+        let sender = match scope {
+            Scope::All => self
+                .all
+                .get_or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0),
+            Scope::Namespace(ns) => self
+                .namespaces
+                .entry(ns.clone())
+                .or_insert_with(|| broadcast::channel(NAMESPACE_CHANNEL_CAPACITY).0),
+            Scope::Object(ns, name) => self
+                .objects
+                .entry(ns.clone())
+                .or_default()
+                .entry(name.clone())
+                .or_insert_with(|| broadcast::channel(OBJECT_CHANNEL_CAPACITY).0),
+        };
+        sender.subscribe()
+    }
+
+    /// Sends `event` to every channel whose scope holds it, dropping channels nobody reads.
+    fn publish(&mut self, event: &Arc<Event>) {
+        if let Some(tx) = &self.all
+            && tx.send(event.clone()).is_err()
+        {
+            self.all = None;
+        }
+        if let Some(tx) = self.namespaces.get(&event.namespace)
+            && tx.send(event.clone()).is_err()
+        {
+            self.namespaces.remove(&event.namespace);
+        }
+        if let Some(names) = self.objects.get_mut(&event.namespace) {
+            if let Some(tx) = names.get(&event.name)
+                && tx.send(event.clone()).is_err()
+            {
+                names.remove(&event.name);
+            }
+            if names.is_empty() {
+                self.objects.remove(&event.namespace);
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.all.is_none() && self.namespaces.is_empty() && self.objects.is_empty()
+    }
+}
 
 /// Why a watch cannot start where it asked to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,10 +312,11 @@ impl Inner {
             self.compacted_rv = old.rv;
         }
         self.history.push_back(event.clone());
-        if let Some(tx) = self.channels.get(&*event.key)
-            && tx.send(event.clone()).is_err()
-        {
-            self.channels.remove(&*event.key);
+        if let Some(channels) = self.channels.get_mut(&*event.key) {
+            channels.publish(&event);
+            if channels.is_empty() {
+                self.channels.remove(&*event.key);
+            }
         }
         let _ = self.all.send(event);
     }
@@ -493,30 +564,43 @@ impl Store {
         raw.into_iter().map(|(k, r)| (k, parse(&r))).collect()
     }
 
-    /// A consistent snapshot plus a subscription to later events of one resource.
+    /// A consistent snapshot of the objects of one resource in `scope`, plus a subscription to
+    /// later events in it.
     pub fn list_and_subscribe(
         &self,
         key: &str,
-        ns: Option<&str>,
-    ) -> (i64, Vec<Arc<Value>>, broadcast::Receiver<Arc<Event>>) {
+        scope: &Scope,
+    ) -> (i64, Vec<Arc<Value>>, EventReceiver) {
         let (rv, raw, rx) = {
             let mut inner = self.lock();
-            let raw = collect(&inner, key, ns, None);
-            let rx = subscribe(&mut inner, key);
+            let raw = match scope {
+                Scope::All => collect(&inner, key, None, None),
+                Scope::Namespace(ns) => collect(&inner, key, Some(ns), None),
+                Scope::Object(ns, name) => inner
+                    .objects
+                    .get(key)
+                    .and_then(|objects| objects.get(&(ns.clone(), name.clone())))
+                    .cloned()
+                    .into_iter()
+                    .collect(),
+            };
+            let rx = subscribe(&mut inner, key, scope);
             (inner.rv, raw, rx)
         };
         (rv, raw.iter().map(parse).collect(), rx)
     }
 
-    /// Events of one resource after `since`, plus a subscription to the rest.
+    /// Events of one resource after `since`, plus a subscription to the rest of those in
+    /// `scope` (the events returned are of every scope).
     pub fn events_since(
         &self,
         key: &str,
         since: i64,
+        scope: &Scope,
     ) -> Result<(Vec<Arc<Event>>, EventReceiver), Expired> {
         let mut inner = self.lock();
         let events = history_since(&inner, key, since)?;
-        let rx = subscribe(&mut inner, key);
+        let rx = subscribe(&mut inner, key, scope);
         Ok((events, rx))
     }
 
@@ -661,12 +745,12 @@ fn collect(inner: &Inner, key: &str, ns: Option<&str>, after: Option<(&str, &str
         .collect()
 }
 
-fn subscribe(inner: &mut Inner, key: &str) -> broadcast::Receiver<Arc<Event>> {
+fn subscribe(inner: &mut Inner, key: &str, scope: &Scope) -> EventReceiver {
     inner
         .channels
         .entry(key.to_string())
-        .or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0)
-        .subscribe()
+        .or_default()
+        .subscribe(scope)
 }
 
 fn history_since(inner: &Inner, key: &str, since: i64) -> Result<Vec<Arc<Event>>, Expired> {
