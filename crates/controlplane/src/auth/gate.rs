@@ -6,7 +6,6 @@
 
 use http::{HeaderMap, Method, header};
 use serde_json::{Value, json};
-use std::sync::Arc;
 
 use super::authn::{self, StaticTokens};
 use super::rbac::{Attributes, Binding, Policy, PolicyRule, SYSTEM_MASTERS, Target};
@@ -101,68 +100,72 @@ const RBAC_RESOURCES: [(&str, &str); 4] = [
 ];
 
 /// The policy every request is authorized against, kept in step with the stored roles and
-/// bindings: a write to one of them updates the policy by that one object (from the store's
-/// history), so a request costs what it checks, not the size of the RBAC set, which grows with
-/// a hub's clusters. Rebuilt in full only when the history no longer reaches back far enough.
+/// bindings: a write to one of them updates the policy in place by that one object (from the
+/// store's history), so a request costs what it checks, not the size of the RBAC set, which
+/// grows with a hub's clusters. Requests read it under a lock for as long as a check takes; it
+/// is never copied. Rebuilt in full only when the history no longer reaches back far enough.
 #[derive(Default)]
-pub struct PolicyCache(std::sync::Mutex<Option<CachedPolicy>>);
+pub struct PolicyCache(std::sync::RwLock<Option<CachedPolicy>>);
 
 struct CachedPolicy {
     /// The resourceVersion up to which RBAC writes are in `policy`.
     applied: i64,
-    /// Handed out to requests, which hold it only while they check: a write is applied in place
-    /// when no request holds it, and to a copy otherwise.
-    policy: Arc<Policy>,
+    policy: Policy,
 }
 
 impl PolicyCache {
-    /// The current policy.
-    pub fn get(&self, api: &ApiServer) -> Arc<Policy> {
+    /// Runs `check` against the current policy.
+    pub fn check<R>(&self, api: &ApiServer, check: impl FnOnce(&Policy) -> R) -> R {
         let keys = RBAC_RESOURCES.map(|(plural, _)| format!("{RBAC_GROUP}/{plural}"));
         let last_write = keys
             .iter()
             .map(|key| api.store.last_write(key))
             .max()
             .unwrap_or(0);
+        {
+            let cached = self
+                .0
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(current) = cached.as_ref()
+                && current.applied >= last_write
+            {
+                return check(&current.policy);
+            }
+        }
         let mut cached = self
             .0
-            .lock()
+            .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(current) = cached.as_mut() {
             if current.applied >= last_write {
-                return current.policy.clone();
+                // Another request caught up while this one waited.
+                return check(&current.policy);
             }
             if let Some(applied) = catch_up(api, &keys, current.applied, &mut current.policy) {
                 current.applied = applied;
-                return current.policy.clone();
+                return check(&current.policy);
             }
         }
         // Stamped before reading: a write racing the build is applied again next time, which
         // is harmless (objects replace themselves).
         let applied = api.store.current_rv();
-        let policy = Arc::new(policy(api));
-        *cached = Some(CachedPolicy {
+        let current = cached.insert(CachedPolicy {
             applied,
-            policy: policy.clone(),
+            policy: policy(api),
         });
-        policy
+        check(&current.policy)
     }
 }
 
 /// Applies the RBAC writes after `applied` to `policy`; returns the resourceVersion it is now
 /// up to, `None` when the history has been compacted past them.
-fn catch_up(
-    api: &ApiServer,
-    keys: &[String; 4],
-    applied: i64,
-    policy: &mut Arc<Policy>,
-) -> Option<i64> {
+fn catch_up(api: &ApiServer, keys: &[String; 4], applied: i64, policy: &mut Policy) -> Option<i64> {
     let mut events = Vec::new();
     for key in keys {
         events.extend(api.store.replay(key, applied).ok()?);
     }
     events.sort_by_key(|event| event.rv);
-    let policy = Arc::make_mut(policy);
     let mut applied = applied;
     for event in events {
         let kind = RBAC_RESOURCES

@@ -150,18 +150,19 @@ fn admit(
     };
     let public = gate::is_public(method, path);
     let user = gate::authenticate(&fe.api, &security.tokens, headers, &peer, public)?;
-    let policy = security.policy.get(&fe.api);
-    let user = gate::impersonate(&policy, user, headers)?;
     let segs: Vec<String> = path
         .split('/')
         .filter(|s| !s.is_empty())
         .map(percent_decode)
         .collect();
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
-    let mut attrs = gate::attributes(method, &segs, q.flag("watch"), path, &user);
-    gate::name_from_field_selector(&mut attrs, q.get("fieldSelector"));
-    gate::authorize(&policy, &attrs)?;
-    Ok((user, true))
+    security.policy.check(&fe.api, |policy| {
+        let user = gate::impersonate(policy, user, headers)?;
+        let mut attrs = gate::attributes(method, &segs, q.flag("watch"), path, &user);
+        gate::name_from_field_selector(&mut attrs, q.get("fieldSelector"));
+        gate::authorize(policy, &attrs)?;
+        Ok((user, true))
+    })
 }
 
 fn header_str(h: &HeaderMap, name: header::HeaderName) -> &str {
@@ -233,17 +234,14 @@ async fn route(fe: &Frontend, call: Call<'_>, path: &str) -> ApiResult<Response<
             if method != Method::POST {
                 return Err(ApiError::MethodNotAllowed(Default::default()));
             }
-            let policy = match call.policy {
-                Some(cache) => cache.get(&fe.api),
-                None => Arc::new(gate::policy(&fe.api)),
-            };
             let review = decode_body(headers, &call.body)?;
-            let out = gate::access_review(
-                &policy,
-                call.user,
-                *kind == "selfsubjectaccessreviews",
-                &review,
-            )?;
+            let own = *kind == "selfsubjectaccessreviews";
+            let out = match call.policy {
+                Some(cache) => cache.check(&fe.api, |policy| {
+                    gate::access_review(policy, call.user, own, &review)
+                })?,
+                None => gate::access_review(&gate::policy(&fe.api), call.user, own, &review)?,
+            };
             Ok(json_response(201, &out))
         }
         ["api", "v1", rest @ ..] => resource(fe, call, "", "v1", rest).await,
@@ -455,7 +453,9 @@ async fn guard_write(
             } else {
                 "sign"
             };
-            gate::check_signer(&policy.get(&fe.api), user, verb, signer, name)
+            policy.check(&fe.api, |policy| {
+                gate::check_signer(policy, user, verb, signer, name)
+            })
         }
         (
             "rbac.authorization.k8s.io",
@@ -481,7 +481,9 @@ async fn guard_write(
             {
                 meta.insert("namespace".into(), Value::String(target.namespace.clone()));
             }
-            gate::check_escalation(&policy.get(&fe.api), user, plural, &obj)
+            policy.check(&fe.api, |policy| {
+                gate::check_escalation(policy, user, plural, &obj)
+            })
         }
         _ => Ok(()),
     }
