@@ -1057,13 +1057,16 @@ async fn run(settings: &Settings, hub_rt: &Runtime) -> Result<(), String> {
         settings.warmup.as_secs()
     );
     tokio::time::sleep(settings.warmup).await;
-    // Then until the hub's write rate has settled: two 5-s samples within 10% of each other.
+    // Then until the hub's write rate has settled: two samples of one lease duration each
+    // within 10% of each other (the stand-in renews every cluster once per duration, so shorter
+    // samples would alternate between holding its renewals and not).
     let settle_started = Instant::now();
     let mut previous: Option<f64> = None;
     while settle_started.elapsed() < SETTLE_LIMIT {
         let before = hub.request_counts().writes();
         let sampled = Instant::now();
-        tokio::time::sleep(Duration::from_secs(5)).await;
+        let lease = u64::try_from(settings.lease_seconds).unwrap_or(1).max(1);
+        tokio::time::sleep(Duration::from_secs(lease)).await;
         let rate =
             (hub.request_counts().writes() - before) as f64 / sampled.elapsed().as_secs_f64();
         eprintln!(

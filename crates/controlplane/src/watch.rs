@@ -258,39 +258,64 @@ pub fn start(
                     Err(broadcast::error::RecvError::Closed) => return,
                 },
                 _ = tick.tick(), if bookmarks => {
-                    // Everything up to `rv` in this watch's scope is in its channel by now
-                    // (events are sent under the store's lock), so the bookmark may say `rv`.
-                    let rv = server.store.current_rv();
-                    loop {
-                        match sub.try_recv() {
-                            Ok(e) => {
-                                if e.rv <= last_rv { continue; }
-                                last_rv = e.rv;
-                                if let Some(b) = translate(&mut enc, &e, &filter, &matches)
-                                    && tx.send(b).await.is_err() {
-                                    return;
-                                }
-                            }
-                            Err(broadcast::error::TryRecvError::Lagged(_)) => {
-                                if catch_up(&server, &key, &mut last_rv, &mut enc, &filter, &matches, &tx).await.is_err() {
-                                    return;
-                                }
-                            }
-                            Err(_) => break,
-                        }
-                    }
-                    last_rv = last_rv.max(rv);
-                    if tx.send(enc.bookmark(last_rv, false)).await.is_err() {
+                    if bookmark(&server, &key, &mut sub, &mut last_rv, &mut enc, &filter, &matches, &tx).await.is_err() {
                         return;
                     }
                 }
-                _ = &mut deadline => return,
+                _ = &mut deadline => {
+                    // As kube-apiserver does, a watch that times out ends with a bookmark, so
+                    // its client resumes from now rather than from a resourceVersion the history
+                    // may no longer reach (which would cost it a full list).
+                    if bookmarks {
+                        let _ = bookmark(&server, &key, &mut sub, &mut last_rv, &mut enc, &filter, &matches, &tx).await;
+                    }
+                    return;
+                }
                 _ = shutdown.changed() => return,
                 _ = tx.closed() => return,
             }
         }
     });
     rx
+}
+
+/// Sends what is in the watch's channel, then a bookmark at the store's current
+/// resourceVersion; `Err` when the watch has ended.
+#[allow(clippy::too_many_arguments)]
+async fn bookmark(
+    server: &ApiServer,
+    key: &str,
+    sub: &mut crate::storage::EventReceiver,
+    last_rv: &mut i64,
+    enc: &mut Encoder,
+    filter: &Filter,
+    matches: &impl Fn(&Value, &Filter) -> bool,
+    tx: &mpsc::Sender<Bytes>,
+) -> Result<(), ()> {
+    // Everything up to `rv` in this watch's scope is in its channel by now (events are sent
+    // under the store's lock), so the bookmark may say `rv`.
+    let rv = server.store.current_rv();
+    loop {
+        match sub.try_recv() {
+            Ok(e) => {
+                if e.rv <= *last_rv {
+                    continue;
+                }
+                *last_rv = e.rv;
+                if let Some(b) = translate(enc, &e, filter, matches)
+                    && tx.send(b).await.is_err()
+                {
+                    return Err(());
+                }
+            }
+            Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                catch_up(server, key, last_rv, enc, filter, matches, tx).await?;
+            }
+            Err(_) => break,
+        }
+    }
+    *last_rv = (*last_rv).max(rv);
+    tx.send(enc.bookmark(*last_rv, false)).await.map_err(|_| ())
 }
 
 /// Sends a watcher that fell behind its channel the events after `last_rv` from the store's

@@ -193,6 +193,44 @@ async fn bookmarks_and_timeouts() {
 }
 
 #[tokio::test]
+async fn a_watch_that_times_out_ends_with_a_bookmark_at_the_current_resource_version() {
+    let t = TestPlane::start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    let watched = api
+        .create(&PostParams::default(), &cm("watched"))
+        .await
+        .unwrap();
+    let rv = watched.metadata.resource_version.unwrap();
+    // Periodic bookmarks are a minute apart; this watch lasts a second.
+    let wp = WatchParams::default()
+        .timeout(1)
+        .fields("metadata.name=watched");
+    let mut s = api.watch(&wp, &rv).await.unwrap().boxed();
+    // Writes the watch does not see move the store on.
+    let other = api
+        .create(&PostParams::default(), &cm("other"))
+        .await
+        .unwrap();
+    let latest: i64 = other.metadata.resource_version.unwrap().parse().unwrap();
+    let mut events = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(event) = s.next().await {
+            events.push(event.unwrap());
+        }
+    })
+    .await
+    .expect("timeoutSeconds ends the watch");
+    match events.as_slice() {
+        [WatchEvent::Bookmark(b)] => assert!(
+            b.metadata.resource_version.parse::<i64>().unwrap() >= latest,
+            "the last bookmark is at {}, the store at {latest}",
+            b.metadata.resource_version
+        ),
+        other => panic!("expected one BOOKMARK, got {other:?}"),
+    }
+}
+
+#[tokio::test]
 async fn objects_leaving_a_selector_are_deleted_from_its_watch() {
     let t = TestPlane::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
