@@ -441,8 +441,11 @@ spec:
     fleet.wait_running("delta").await;
     let stuck_deployments: Api<Deployment> = Api::namespaced(stuck.client.clone(), AGENT_NAMESPACE);
     wait_for(&stuck_deployments, AGENT_DEPLOYMENT, "installed", |_| true).await;
-    let stuck_now = fleet.spokes().get("stuck").await.unwrap();
-    assert_eq!(stuck_now.status.and_then(|s| s.phase), Some(Phase::Joining));
+    // Installed, its agent never comes up (nothing runs it): the spoke stays Joining.
+    wait_for(&fleet.spokes(), "stuck", "Joining", |spoke: &Spoke| {
+        spoke.status.as_ref().and_then(|s| s.phase) == Some(Phase::Joining)
+    })
+    .await;
     let local = fleet.spokes().get("local").await.unwrap();
     assert!(
         local

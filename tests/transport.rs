@@ -51,6 +51,20 @@ fn certificate_kubeconfig(
     .to_string()
 }
 
+/// The status code and message of the refusal a client of `kubeconfig` gets listing namespaces.
+async fn listing_namespaces_refused(kubeconfig: &str) -> (u16, String) {
+    let client = transport::client_from_kubeconfig(kubeconfig)
+        .await
+        .expect("a client");
+    match Api::<Namespace>::all(client)
+        .list(&ListParams::default())
+        .await
+    {
+        Err(kube::Error::Api(status)) => (status.code, status.message),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn in_process_clients_need_no_socket_and_keep_their_identity() {
     let dir = tempfile::tempdir().unwrap();
@@ -88,19 +102,12 @@ async fn in_process_clients_need_no_socket_and_keep_their_identity() {
     drop(watches);
 
     // A certificate user is only who the certificate names: no rights but its own.
-    let nobody = transport::client_from_kubeconfig(&certificate_kubeconfig(&plane, "nobody", &[]))
-        .await
-        .unwrap();
-    let denied = Api::<Namespace>::all(nobody)
-        .list(&ListParams::default())
-        .await
-        .expect_err("a user without rights lists namespaces");
-    assert!(
-        matches!(&denied, kube::Error::Api(status) if status.code == 403 && status.message.contains("\"nobody\"")),
-        "{denied:?}"
-    );
+    let (code, message) =
+        listing_namespaces_refused(&certificate_kubeconfig(&plane, "nobody", &[])).await;
+    assert_eq!(code, 403, "{message}");
+    assert!(message.contains("\"nobody\""), "{message}");
 
-    // A bootstrap token authenticates as its bootstrap group.
+    // A bootstrap token authenticates as its bootstrap group; a token nobody issued as nobody.
     Api::<Secret>::namespaced(admin.clone(), "kube-system")
         .create(
             &PostParams::default(),
@@ -113,38 +120,12 @@ async fn in_process_clients_need_no_socket_and_keep_their_identity() {
         .unwrap()
         .cert_pem()
         .to_string();
-    let bootstrap = transport::client_from_kubeconfig(&bootstrap_kubeconfig(
-        &plane.url(),
-        &ca_pem,
-        "abcdef.0123456789abcdef",
-    ))
-    .await
-    .unwrap();
-    let denied = Api::<Namespace>::all(bootstrap)
-        .list(&ListParams::default())
-        .await
-        .expect_err("a bootstrap token lists namespaces");
-    assert!(
-        matches!(&denied, kube::Error::Api(status) if status.code == 403
-            && status.message.contains("system:bootstrap:abcdef")),
-        "{denied:?}"
-    );
-    // A token nobody issued authenticates nobody.
-    let stranger = transport::client_from_kubeconfig(&bootstrap_kubeconfig(
-        &plane.url(),
-        &ca_pem,
-        "abcdef.ffffffffffffffff",
-    ))
-    .await
-    .unwrap();
-    let unauthorized = Api::<Namespace>::all(stranger)
-        .list(&ListParams::default())
-        .await
-        .expect_err("a wrong token lists namespaces");
-    assert!(
-        matches!(&unauthorized, kube::Error::Api(status) if status.code == 401),
-        "{unauthorized:?}"
-    );
+    let with_token = |token: &str| bootstrap_kubeconfig(&plane.url(), &ca_pem, token);
+    let (code, message) = listing_namespaces_refused(&with_token("abcdef.0123456789abcdef")).await;
+    assert_eq!(code, 403, "{message}");
+    assert!(message.contains("system:bootstrap:abcdef"), "{message}");
+    let (code, message) = listing_namespaces_refused(&with_token("abcdef.ffffffffffffffff")).await;
+    assert_eq!(code, 401, "{message}");
 
     // A stopped plane refuses, as a closed port would.
     plane.shutdown().await;

@@ -169,24 +169,6 @@ pub fn start(
 ) -> mpsc::Receiver<Bytes> {
     let (tx, rx) = mpsc::channel::<Bytes>(256);
     let key = spec.target.key();
-    let ns = spec.target.namespace.clone();
-    let mut enc = Encoder {
-        api_version: spec.target.info.api_version(),
-        metadata_only: spec.metadata_only,
-        info: spec.target.info.clone(),
-        table: spec.table,
-        columns_sent: false,
-    };
-    let matches = move |obj: &Value, filter: &Filter| {
-        (ns.is_empty() || obj.namespace() == ns) && filter.matches(obj)
-    };
-    let mut first: Vec<Bytes> = Vec::new();
-    // A streaming list (sendInitialEvents) starts from the current state whatever
-    // resourceVersion it names: the state is at least as new as that.
-    let start_from = match spec.resource_version {
-        Some(rv) if !spec.send_initial_events => Some(rv),
-        _ => None,
-    };
     // What this watch can see: one namespace, or one object when its name is selected too.
     let name = spec.filter.fields.exact_name().map(str::to_string);
     let scope = match (spec.target.namespace.as_str(), name) {
@@ -195,42 +177,65 @@ pub fn start(
         (ns, Some(name)) => Scope::Object(ns.to_string(), name),
         (ns, None) => Scope::Namespace(ns.to_string()),
     };
-    let (mut last_rv, sub) = match start_from {
+    let mut feed = Feed {
+        enc: Encoder {
+            api_version: spec.target.info.api_version(),
+            metadata_only: spec.metadata_only,
+            info: spec.target.info.clone(),
+            table: spec.table,
+            columns_sent: false,
+        },
+        namespace: spec.target.namespace.clone(),
+        filter: spec.filter,
+        server: server.clone(),
+        key: key.clone(),
+        tx,
+        last_rv: 0,
+    };
+    // A streaming list (sendInitialEvents) starts from the current state whatever
+    // resourceVersion it names: the state is at least as new as that.
+    let start_from = match spec.resource_version {
+        Some(rv) if !spec.send_initial_events => Some(rv),
+        _ => None,
+    };
+    let mut initial: Vec<Bytes> = Vec::new();
+    let (missed, sub) = match start_from {
         None => {
             let (rv, items, sub) = server.store.list_and_subscribe(&key, &scope);
             if spec.send_initial_events {
-                for obj in items.iter().filter(|o| matches(o, &spec.filter)) {
-                    first.push(enc.event("ADDED", obj));
+                for obj in &items {
+                    if feed.matches(obj) {
+                        initial.push(feed.enc.event("ADDED", obj));
+                    }
                 }
                 if spec.bookmarks {
-                    first.push(enc.bookmark(rv, true));
+                    initial.push(feed.enc.bookmark(rv, true));
                 }
             }
-            (rv, Some(sub))
+            feed.last_rv = rv;
+            (Vec::new(), Some(sub))
         }
-        Some(since) => match server.store.events_since(&key, since, &scope) {
-            Ok((events, sub)) => {
-                let mut last = since;
-                for e in events {
-                    if let Some(b) = translate(&mut enc, &e, &spec.filter, &matches) {
-                        first.push(b);
-                    }
-                    last = e.rv;
+        Some(since) => {
+            feed.last_rv = since;
+            match server.store.events_since(&key, since, &scope) {
+                Ok((events, sub)) => (events, Some(sub)),
+                Err(expired) => {
+                    initial.push(expired_event(expired));
+                    (Vec::new(), None)
                 }
-                (last, Some(sub))
             }
-            Err(expired) => {
-                first.push(expired_event(expired));
-                (since, None)
-            }
-        },
+        }
     };
-    let filter = spec.filter;
     let timeout = spec.timeout;
     let bookmarks = spec.bookmarks;
     tokio::spawn(async move {
-        for b in first {
-            if tx.send(b).await.is_err() {
+        for b in initial {
+            if feed.tx.send(b).await.is_err() {
+                return;
+            }
+        }
+        for e in missed {
+            if feed.send(&e).await.is_err() {
                 return;
             }
         }
@@ -240,131 +245,112 @@ pub fn start(
         let mut tick = tokio::time::interval(bookmark_every);
         tick.tick().await;
         loop {
-            tokio::select! {
+            let sent = tokio::select! {
                 r = sub.recv() => match r {
-                    Ok(e) => {
-                        if e.rv <= last_rv { continue; }
-                        last_rv = e.rv;
-                        if let Some(b) = translate(&mut enc, &e, &filter, &matches)
-                            && tx.send(b).await.is_err() {
-                            return;
-                        }
-                    }
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        if catch_up(&server, &key, &mut last_rv, &mut enc, &filter, &matches, &tx).await.is_err() {
-                            return;
-                        }
-                    }
+                    Ok(e) => feed.send(&e).await,
+                    Err(broadcast::error::RecvError::Lagged(_)) => feed.catch_up().await,
                     Err(broadcast::error::RecvError::Closed) => return,
                 },
-                _ = tick.tick(), if bookmarks => {
-                    if bookmark(&server, &key, &mut sub, &mut last_rv, &mut enc, &filter, &matches, &tx).await.is_err() {
-                        return;
-                    }
-                }
+                _ = tick.tick(), if bookmarks => feed.bookmark(&mut sub).await,
                 _ = &mut deadline => {
                     // As kube-apiserver does, a watch that times out ends with a bookmark, so
                     // its client resumes from now rather than from a resourceVersion the history
                     // may no longer reach (which would cost it a full list).
                     if bookmarks {
-                        let _ = bookmark(&server, &key, &mut sub, &mut last_rv, &mut enc, &filter, &matches, &tx).await;
+                        let _ = feed.bookmark(&mut sub).await;
                     }
                     return;
                 }
                 _ = shutdown.changed() => return,
-                _ = tx.closed() => return,
+                _ = feed.tx.closed() => return,
+            };
+            if sent.is_err() {
+                return;
             }
         }
     });
     rx
 }
 
-/// Sends what is in the watch's channel, then a bookmark at the store's current
-/// resourceVersion; `Err` when the watch has ended.
-#[allow(clippy::too_many_arguments)]
-async fn bookmark(
-    server: &ApiServer,
-    key: &str,
-    sub: &mut crate::storage::EventReceiver,
-    last_rv: &mut i64,
-    enc: &mut Encoder,
-    filter: &Filter,
-    matches: &impl Fn(&Value, &Filter) -> bool,
-    tx: &mpsc::Sender<Bytes>,
-) -> Result<(), ()> {
-    // Everything up to `rv` in this watch's scope is in its channel by now (events are sent
-    // under the store's lock), so the bookmark may say `rv`.
-    let rv = server.store.current_rv();
-    loop {
-        match sub.try_recv() {
-            Ok(e) => {
-                if e.rv <= *last_rv {
-                    continue;
-                }
-                *last_rv = e.rv;
-                if let Some(b) = translate(enc, &e, filter, matches)
-                    && tx.send(b).await.is_err()
-                {
-                    return Err(());
-                }
-            }
-            Err(broadcast::error::TryRecvError::Lagged(_)) => {
-                catch_up(server, key, last_rv, enc, filter, matches, tx).await?;
-            }
-            Err(_) => break,
-        }
-    }
-    *last_rv = (*last_rv).max(rv);
-    tx.send(enc.bookmark(*last_rv, false)).await.map_err(|_| ())
+/// The watch has ended: its client left, or it was told its history is gone.
+struct Ended;
+
+/// What a running watch sends its client, and the resourceVersion it has sent up to.
+struct Feed {
+    server: Arc<ApiServer>,
+    key: String,
+    /// The watched namespace; empty for all.
+    namespace: String,
+    filter: Filter,
+    enc: Encoder,
+    tx: mpsc::Sender<Bytes>,
+    last_rv: i64,
 }
 
-/// Sends a watcher that fell behind its channel the events after `last_rv` from the store's
-/// history; `Err` when the watch has ended (its client left, or the history no longer reaches
-/// back that far, which the client is told).
-async fn catch_up(
-    server: &ApiServer,
-    key: &str,
-    last_rv: &mut i64,
-    enc: &mut Encoder,
-    filter: &Filter,
-    matches: &impl Fn(&Value, &Filter) -> bool,
-    tx: &mpsc::Sender<Bytes>,
-) -> Result<(), ()> {
-    match server.store.replay(key, *last_rv) {
-        Ok(events) => {
-            for e in events {
-                *last_rv = e.rv;
-                if let Some(b) = translate(enc, &e, filter, matches)
-                    && tx.send(b).await.is_err()
-                {
-                    return Err(());
-                }
-            }
-            Ok(())
+impl Feed {
+    fn matches(&self, obj: &Value) -> bool {
+        (self.namespace.is_empty() || obj.namespace() == self.namespace) && self.filter.matches(obj)
+    }
+
+    /// Sends a stored event as this watch sees it (if it sees it), unless it was sent already.
+    async fn send(&mut self, e: &Event) -> Result<(), Ended> {
+        if e.rv <= self.last_rv {
+            return Ok(());
         }
-        Err(expired) => {
-            let _ = tx.send(expired_event(expired)).await;
-            Err(())
+        self.last_rv = e.rv;
+        match self.translate(e) {
+            Some(b) => self.tx.send(b).await.map_err(|_| Ended),
+            None => Ok(()),
         }
     }
-}
 
-/// Turns a stored event into what this watcher sees, honouring selector transitions.
-fn translate(
-    enc: &mut Encoder,
-    e: &Event,
-    filter: &Filter,
-    matches: &impl Fn(&Value, &Filter) -> bool,
-) -> Option<Bytes> {
-    let now = matches(&e.object, filter);
-    let before = e.prev.as_deref().map(|p| matches(p, filter)).unwrap_or(now);
-    let kind = match e.kind {
-        EventType::Added if now => "ADDED",
-        EventType::Deleted if now || before => "DELETED",
-        EventType::Modified if now && before => "MODIFIED",
-        EventType::Modified if now => "ADDED",
-        EventType::Modified if before => "DELETED",
-        _ => return None,
-    };
-    Some(enc.stored_event(kind, e))
+    /// Turns a stored event into what this watch sees, honouring selector transitions.
+    fn translate(&mut self, e: &Event) -> Option<Bytes> {
+        let now = self.matches(&e.object);
+        let before = e.prev.as_deref().map(|p| self.matches(p)).unwrap_or(now);
+        let kind = match e.kind {
+            EventType::Added if now => "ADDED",
+            EventType::Deleted if now || before => "DELETED",
+            EventType::Modified if now && before => "MODIFIED",
+            EventType::Modified if now => "ADDED",
+            EventType::Modified if before => "DELETED",
+            _ => return None,
+        };
+        Some(self.enc.stored_event(kind, e))
+    }
+
+    /// After falling behind its channel: the events since the last one sent, from the store's
+    /// history (or, past it, the 410 that tells the client to list again).
+    async fn catch_up(&mut self) -> Result<(), Ended> {
+        match self.server.store.replay(&self.key, self.last_rv) {
+            Ok(events) => {
+                for e in events {
+                    self.send(&e).await?;
+                }
+                Ok(())
+            }
+            Err(expired) => {
+                let _ = self.tx.send(expired_event(expired)).await;
+                Err(Ended)
+            }
+        }
+    }
+
+    /// Sends what is waiting in the channel, then a bookmark at the store's current
+    /// resourceVersion.
+    async fn bookmark(&mut self, sub: &mut crate::storage::EventReceiver) -> Result<(), Ended> {
+        // Everything up to `rv` in this watch's scope is in its channel by now (events are sent
+        // under the store's lock), so the bookmark may say `rv`.
+        let rv = self.server.store.current_rv();
+        loop {
+            match sub.try_recv() {
+                Ok(e) => self.send(&e).await?,
+                Err(broadcast::error::TryRecvError::Lagged(_)) => self.catch_up().await?,
+                Err(_) => break,
+            }
+        }
+        self.last_rv = self.last_rv.max(rv);
+        let bookmark = self.enc.bookmark(self.last_rv, false);
+        self.tx.send(bookmark).await.map_err(|_| Ended)
+    }
 }
