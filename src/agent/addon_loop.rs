@@ -36,6 +36,10 @@ struct AddonTask {
 }
 
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
+    // Until the hub accepts the cluster, its agent may not read the cluster's addons there.
+    if !ctx.accepted(&shutdown).await {
+        return;
+    }
     let addons: Api<ManagedClusterAddOn> = Api::namespaced(ctx.hub.clone(), ctx.name());
     let mut events = watcher(addons, watcher::Config::default())
         .default_backoff()

@@ -52,6 +52,10 @@ struct Running {
 }
 
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
+    // Until the hub accepts the cluster, its agent may not read the cluster's addons there.
+    if !ctx.accepted(&shutdown).await {
+        return;
+    }
     let addons: Api<ManagedClusterAddOn> = Api::namespaced(ctx.hub.clone(), ctx.name());
     let (reader, writer) = reflector::store();
     let mut events = watcher(addons, watcher::Config::default())

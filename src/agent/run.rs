@@ -149,6 +149,22 @@ impl Context {
     pub fn clusters(&self) -> Api<ManagedCluster> {
         Api::all(self.hub.clone())
     }
+
+    /// Waits until the hub has accepted the cluster (HubAcceptedManagedCluster True): the hub
+    /// grants the RBAC first, so from then on the agent may read its addons there. `false` when
+    /// the agent stops first.
+    pub async fn accepted(&self, shutdown: &CancellationToken) -> bool {
+        let mut cluster = self.cluster.clone();
+        let accepted = |cluster: &Option<ManagedCluster>| {
+            cluster.as_ref().is_some_and(|cluster| {
+                crate::api::is_condition_true(cluster.conditions(), CONDITION_HUB_ACCEPTED)
+            })
+        };
+        tokio::select! {
+            seen = cluster.wait_for(accepted) => seen.is_ok(),
+            _ = shutdown.cancelled() => false,
+        }
+    }
 }
 
 /// Runs the agent until `shutdown` is cancelled. With hub credentials used as they are, fails
