@@ -382,19 +382,9 @@ async fn restarts_never_leave_more_than_ten_registration_csrs_pending() {
 #[tokio::test]
 async fn short_certificates_of_the_agent_and_its_addons_are_rotated_and_the_lease_keeps_being_renewed()
  {
-    let (hub, _loops) =
-        hub_with_loops(Cluster::start_signing_for(Duration::from_secs(12)).await).await;
-    let spoke = Cluster::start().await;
-    hub.declare_spoke("spoke-a").await;
-    let token = hub.issue_bootstrap_token("spoke-a").await;
-    spoke
-        .install_bootstrap(&hub.bootstrap_kubeconfig(&token))
-        .await;
-    let _agent = start_agent(cert_agent(&spoke, "spoke-a"));
+    let (hub, _loops, spoke, _agent) =
+        joined_spoke_on(Cluster::start_signing_for(Duration::from_secs(12)).await).await;
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
-    wait_for(&clusters, "spoke-a", "created", |_| true).await;
-    accept(&hub, "spoke-a", 1).await;
-    wait_for(&clusters, "spoke-a", "joined", ManagedCluster::is_joined).await;
     let first = wait_for(
         &hub_secrets(&spoke),
         HUB_KUBECONFIG_SECRET,
@@ -541,7 +531,12 @@ async fn a_new_bootstrap_secret_registers_the_agent_again() {
 
 /// A spoke registered by certificate and joined: hub (with loops), spoke, running agent.
 async fn joined_spoke() -> (Cluster, Running, Cluster, Running) {
-    let (hub, loops) = hub_with_loops(Cluster::start().await).await;
+    joined_spoke_on(Cluster::start().await).await
+}
+
+/// [`joined_spoke`] on a hub of the caller's.
+async fn joined_spoke_on(hub: Cluster) -> (Cluster, Running, Cluster, Running) {
+    let (hub, loops) = hub_with_loops(hub).await;
     let spoke = Cluster::start().await;
     hub.declare_spoke("spoke-a").await;
     let token = hub.issue_bootstrap_token("spoke-a").await;

@@ -9,7 +9,7 @@ mod support;
 use fleetform::agent::rotation::{CsrSubject, certificate_request_pem, registration_csr};
 use fleetform::api::ManagedCluster;
 use fleetform::api::cluster::ManagedClusterSpec;
-use fleetform::api::fleet::{KubeconfigSource, SYSTEM_NAMESPACE, Spoke, SpokeSpec};
+use fleetform::api::fleet::SYSTEM_NAMESPACE;
 use fleetform::api::vocabulary::LABEL_CLUSTER_NAME;
 use fleetform::hub::approval::{CSR_DENIED, cluster_group};
 use k8s_openapi::ByteString;
@@ -96,27 +96,7 @@ async fn registration_csr_waits_for_its_spoke_and_is_denied_without_its_bootstra
         )
         .await
         .unwrap();
-    let spoke = Spoke::new(
-        "spoke-a",
-        SpokeSpec {
-            hub_ref: "hub".into(),
-            kubeconfig: KubeconfigSource {
-                in_cluster: Some(true),
-                ..Default::default()
-            },
-            lease_duration_seconds: None,
-            cluster_claims_max: None,
-            agent: None,
-            addons: Vec::new(),
-            availability: Default::default(),
-            cleanup: Default::default(),
-            taints: Vec::new(),
-        },
-    );
-    Api::<Spoke>::namespaced(hub.client.clone(), SYSTEM_NAMESPACE)
-        .create(&post, &spoke)
-        .await
-        .unwrap();
+    hub.declare_spoke("spoke-a").await;
     let judged = wait_for(
         &csrs,
         &waiting,

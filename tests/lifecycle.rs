@@ -158,14 +158,7 @@ impl Fleet {
 
     /// The commit the repo's HEAD is at.
     fn head(&self) -> String {
-        self.repo
-            .repo
-            .head()
-            .unwrap()
-            .peel_to_commit()
-            .unwrap()
-            .id()
-            .to_string()
+        support::head_commit(&self.repo.repo)
     }
 
     fn fleet_syncs(&self) -> Api<FleetSync> {

@@ -42,6 +42,11 @@ impl FleetRepo {
         fleet
     }
 
+    /// The commit HEAD is at.
+    fn head(&self) -> String {
+        support::head_commit(&self.repo)
+    }
+
     fn location(&self) -> String {
         self.dir.path().display().to_string()
     }
@@ -194,14 +199,7 @@ async fn get(sync: &RunningSync, path: &str) -> (u16, String) {
 async fn a_commit_is_applied_with_events_and_a_new_commit_is_picked_up_on_the_interval() {
     let hub = hub().await;
     let repo = FleetRepo::example();
-    let first = repo
-        .repo
-        .head()
-        .unwrap()
-        .peel_to_commit()
-        .unwrap()
-        .id()
-        .to_string();
+    let first = repo.head();
     let (sync, stop) = start_sync(&hub, "only").await;
     let fleetsyncs = fleetsync(&hub, &repo, 1).await;
 
@@ -256,14 +254,7 @@ async fn a_commit_is_applied_with_events_and_a_new_commit_is_picked_up_on_the_in
 async fn an_invalid_commit_is_not_applied_and_its_status_names_the_file() {
     let hub = hub().await;
     let repo = FleetRepo::example();
-    let first = repo
-        .repo
-        .head()
-        .unwrap()
-        .peel_to_commit()
-        .unwrap()
-        .id()
-        .to_string();
+    let first = repo.head();
     let (sync, stop) = start_sync(&hub, "only").await;
     let fleetsyncs = fleetsync(&hub, &repo, 1).await;
     wait_applied(&fleetsyncs, &first).await;
@@ -336,14 +327,7 @@ async fn an_invalid_commit_is_not_applied_and_its_status_names_the_file() {
 async fn an_unreachable_repository_is_reported_and_the_applied_commit_stays() {
     let hub = hub().await;
     let repo = FleetRepo::example();
-    let first = repo
-        .repo
-        .head()
-        .unwrap()
-        .peel_to_commit()
-        .unwrap()
-        .id()
-        .to_string();
+    let first = repo.head();
     let (sync, stop) = start_sync(&hub, "only").await;
     let fleetsyncs = fleetsync(&hub, &repo, 3600).await;
     wait_applied(&fleetsyncs, &first).await;
@@ -394,14 +378,7 @@ async fn an_unreachable_repository_is_reported_and_the_applied_commit_stays() {
 async fn the_prune_guard_stalls_a_commit_until_allow_prune_is_set() {
     let hub = hub().await;
     let repo = FleetRepo::example();
-    let first = repo
-        .repo
-        .head()
-        .unwrap()
-        .peel_to_commit()
-        .unwrap()
-        .id()
-        .to_string();
+    let first = repo.head();
     let (sync, stop) = start_sync(&hub, "only").await;
     // An interval far beyond the test: only the spec change below can start the last sync.
     let fleetsyncs = fleetsync(&hub, &repo, 3600).await;
@@ -464,14 +441,7 @@ async fn the_prune_guard_stalls_a_commit_until_allow_prune_is_set() {
 async fn drift_of_managed_objects_is_reverted_without_waiting_for_the_interval() {
     let hub = hub().await;
     let repo = FleetRepo::example();
-    let first = repo
-        .repo
-        .head()
-        .unwrap()
-        .peel_to_commit()
-        .unwrap()
-        .id()
-        .to_string();
+    let first = repo.head();
     let (sync, stop) = start_sync(&hub, "only").await;
     let fleetsyncs = fleetsync(&hub, &repo, 3600).await;
     wait_applied(&fleetsyncs, &first).await;
@@ -519,14 +489,7 @@ async fn drift_of_managed_objects_is_reverted_without_waiting_for_the_interval()
 async fn after_a_restart_drift_is_reverted_to_the_last_applied_commit_not_an_invalid_newer_one() {
     let hub = hub().await;
     let repo = FleetRepo::example();
-    let first = repo
-        .repo
-        .head()
-        .unwrap()
-        .peel_to_commit()
-        .unwrap()
-        .id()
-        .to_string();
+    let first = repo.head();
     let (sync, stop) = start_sync(&hub, "first-run").await;
     let fleetsyncs = fleetsync(&hub, &repo, 3600).await;
     wait_applied(&fleetsyncs, &first).await;
@@ -623,14 +586,7 @@ async fn wait_for_holder(leases: &Api<Lease>, holder: &'static str) {
 async fn only_the_leader_syncs_and_a_follower_takes_over_when_it_stops() {
     let hub = hub().await;
     let repo = FleetRepo::example();
-    let first = repo
-        .repo
-        .head()
-        .unwrap()
-        .peel_to_commit()
-        .unwrap()
-        .id()
-        .to_string();
+    let first = repo.head();
     let leases: Api<Lease> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);
     let (a, stop_a) = start_sync(&hub, "a").await;
     wait_for_holder(&leases, "a").await;
@@ -714,14 +670,7 @@ async fn a_follower_takes_over_a_lease_its_holder_stopped_renewing() {
 async fn metrics_health_and_readiness_answer() {
     let hub = hub().await;
     let repo = FleetRepo::example();
-    let first = repo
-        .repo
-        .head()
-        .unwrap()
-        .peel_to_commit()
-        .unwrap()
-        .id()
-        .to_string();
+    let first = repo.head();
     let (sync, stop) = start_sync(&hub, "only").await;
     assert_eq!(get(&sync, "/healthz").await, (200, "ok\n".to_string()));
     let fleetsyncs = fleetsync(&hub, &repo, 3600).await;

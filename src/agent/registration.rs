@@ -14,8 +14,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
-use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Event, ObjectReference, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
@@ -516,33 +516,20 @@ async fn report_rotation(
 /// An Event on the spoke, in the agent's namespace, about that namespace.
 async fn record_event(config: &AgentConfig, reason: &str, message: &str) {
     let namespace = &config.agent_namespace;
-    let now = Time(Timestamp::now());
-    let event = Event {
-        metadata: ObjectMeta {
-            generate_name: Some(format!("{}.registration-", config.cluster_name)),
-            namespace: Some(namespace.clone()),
-            ..ObjectMeta::default()
-        },
-        involved_object: ObjectReference {
-            api_version: Some("v1".to_string()),
-            kind: Some("Namespace".to_string()),
-            name: Some(namespace.clone()),
-            ..ObjectReference::default()
-        },
-        reason: Some(reason.to_string()),
-        message: Some(message.to_string()),
-        type_: Some("Warning".to_string()),
-        source: Some(EventSource {
-            component: Some(FIELD_MANAGER.to_string()),
-            host: None,
-        }),
-        first_timestamp: Some(now.clone()),
-        last_timestamp: Some(now),
-        count: Some(1),
-        reporting_component: Some(FIELD_MANAGER.to_string()),
-        reporting_instance: Some(config.cluster_name.clone()),
-        ..Event::default()
+    let about = ObjectReference {
+        api_version: Some("v1".to_string()),
+        kind: Some("Namespace".to_string()),
+        name: Some(namespace.clone()),
+        ..ObjectReference::default()
     };
+    let event = super::run::warning_event(
+        namespace,
+        &format!("{}.registration-", config.cluster_name),
+        about,
+        reason,
+        message.to_string(),
+        &config.cluster_name,
+    );
     let events: Api<Event> = Api::namespaced(config.spoke.clone(), namespace);
     if let Err(err) = events.create(&PostParams::default(), &event).await {
         warn!(%err, "recording event {reason}");

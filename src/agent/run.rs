@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, watcher};
@@ -125,6 +126,40 @@ impl AgentError {
             action,
             source,
         }
+    }
+}
+
+/// A Warning Event the agent of `cluster` records in `namespace` about `involved`, its name
+/// generated from `name_prefix`.
+pub(crate) fn warning_event(
+    namespace: &str,
+    name_prefix: &str,
+    involved: ObjectReference,
+    reason: &str,
+    message: String,
+    cluster: &str,
+) -> Event {
+    let now = Time(Timestamp::now());
+    Event {
+        metadata: ObjectMeta {
+            generate_name: Some(name_prefix.to_string()),
+            namespace: Some(namespace.to_string()),
+            ..ObjectMeta::default()
+        },
+        involved_object: involved,
+        reason: Some(reason.to_string()),
+        message: Some(message),
+        type_: Some("Warning".to_string()),
+        source: Some(EventSource {
+            component: Some(FIELD_MANAGER.to_string()),
+            host: None,
+        }),
+        first_timestamp: Some(now.clone()),
+        last_timestamp: Some(now),
+        count: Some(1),
+        reporting_component: Some(FIELD_MANAGER.to_string()),
+        reporting_instance: Some(cluster.to_string()),
+        ..Event::default()
     }
 }
 

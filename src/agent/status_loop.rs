@@ -10,9 +10,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Event, EventSource, Node, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Event, Node, ObjectReference};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
@@ -159,33 +157,20 @@ async fn write_status(ctx: &Context, status: &Value) -> Result<(), AgentError> {
 /// An Event on the hub, about the ManagedCluster, saying which claims were cut.
 #[instrument(skip(ctx), fields(cluster = ctx.name()))]
 async fn announce_cut(ctx: &Context, note: String) -> Result<(), AgentError> {
-    let now = Time(Timestamp::now());
-    let event = Event {
-        metadata: ObjectMeta {
-            generate_name: Some(format!("{}.claims-", ctx.name())),
-            namespace: Some(ctx.name().to_string()),
-            ..ObjectMeta::default()
-        },
-        involved_object: ObjectReference {
-            api_version: Some(ManagedCluster::api_version(&()).to_string()),
-            kind: Some(ManagedCluster::kind(&()).to_string()),
-            name: Some(ctx.name().to_string()),
-            ..ObjectReference::default()
-        },
-        reason: Some(REASON_CLAIMS_TRUNCATED.to_string()),
-        message: Some(note),
-        type_: Some("Warning".to_string()),
-        source: Some(EventSource {
-            component: Some(FIELD_MANAGER.to_string()),
-            host: None,
-        }),
-        first_timestamp: Some(now.clone()),
-        last_timestamp: Some(now),
-        count: Some(1),
-        reporting_component: Some(FIELD_MANAGER.to_string()),
-        reporting_instance: Some(ctx.name().to_string()),
-        ..Event::default()
+    let about = ObjectReference {
+        api_version: Some(ManagedCluster::api_version(&()).to_string()),
+        kind: Some(ManagedCluster::kind(&()).to_string()),
+        name: Some(ctx.name().to_string()),
+        ..ObjectReference::default()
     };
+    let event = super::run::warning_event(
+        ctx.name(),
+        &format!("{}.claims-", ctx.name()),
+        about,
+        REASON_CLAIMS_TRUNCATED,
+        note,
+        ctx.name(),
+    );
     let events: Api<Event> = Api::namespaced(ctx.hub.clone(), ctx.name());
     events
         .create(&PostParams::default(), &event)

@@ -300,6 +300,15 @@ where
     .unwrap_or_else(|err| panic!("watching {name}: {err}"));
 }
 
+/// The commit `repo`'s HEAD is at.
+pub fn head_commit(repo: &git2::Repository) -> String {
+    repo.head()
+        .and_then(|head| head.peel_to_commit())
+        .expect("HEAD is a commit")
+        .id()
+        .to_string()
+}
+
 /// Stages every change in `repo`'s work tree (removals too) and commits it on HEAD; returns the
 /// commit's id.
 pub fn commit_all(repo: &git2::Repository, message: &str) -> String {
