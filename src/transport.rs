@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex, RwLock};
 use std::task::{Context, Poll};
 
 use base64::Engine;
@@ -28,15 +28,22 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The control planes of this process, by the `host:port` their kubeconfigs name, each with
 /// the generation it was registered at.
-static LOCAL: LazyLock<Mutex<HashMap<String, (u64, LocalEndpoint)>>> =
-    LazyLock::new(Default::default);
+static LOCAL: LazyLock<RwLock<Planes>> = LazyLock::new(Default::default);
+
+type Planes = HashMap<String, (u64, LocalEndpoint)>;
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
-fn local() -> std::sync::MutexGuard<'static, HashMap<String, (u64, LocalEndpoint)>> {
-    // The map stays consistent whatever panicked while holding it: each access is one operation.
+// The map stays consistent whatever panicked while holding it: each access is one operation.
+fn planes() -> std::sync::RwLockReadGuard<'static, Planes> {
     LOCAL
-        .lock()
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn planes_mut() -> std::sync::RwLockWriteGuard<'static, Planes> {
+    LOCAL
+        .write()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
@@ -52,13 +59,13 @@ pub fn serve_locally(plane: &RunningControlPlane) -> ServedLocally {
     let endpoint = plane.local_endpoint();
     let addr = endpoint.addr().to_string();
     let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
-    local().insert(addr.clone(), (generation, endpoint));
+    planes_mut().insert(addr.clone(), (generation, endpoint));
     ServedLocally { addr, generation }
 }
 
 impl Drop for ServedLocally {
     fn drop(&mut self) {
-        let mut planes = local();
+        let mut planes = planes_mut();
         if planes
             .get(&self.addr)
             .is_some_and(|(generation, _)| *generation == self.generation)
@@ -104,7 +111,7 @@ impl LocalTransport {
         let Some(authority) = config.cluster_url.authority() else {
             return Ok(None);
         };
-        if !local().contains_key(authority.as_str()) {
+        if !planes().contains_key(authority.as_str()) {
             return Ok(None);
         }
         let auth = &config.auth_info;
@@ -157,7 +164,7 @@ impl LocalTransport {
 
     /// The service of the plane now at the address, made anew when the plane changed.
     fn service(&self) -> Result<InProcessService, std::io::Error> {
-        let endpoint = local().get(&*self.addr).cloned();
+        let endpoint = planes().get(&*self.addr).cloned();
         let Some((generation, endpoint)) = endpoint.filter(|(_, e)| e.is_serving()) else {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::ConnectionRefused,

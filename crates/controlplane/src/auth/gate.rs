@@ -91,12 +91,15 @@ pub fn authenticate(
     }
 }
 
-/// The RBAC resources a policy is built from, with their kinds.
+/// The RBAC resources a policy is built from, by their store keys, with their kinds.
 const RBAC_RESOURCES: [(&str, &str); 4] = [
-    ("clusterroles", "ClusterRole"),
-    ("roles", "Role"),
-    ("rolebindings", "RoleBinding"),
-    ("clusterrolebindings", "ClusterRoleBinding"),
+    ("rbac.authorization.k8s.io/clusterroles", "ClusterRole"),
+    ("rbac.authorization.k8s.io/roles", "Role"),
+    ("rbac.authorization.k8s.io/rolebindings", "RoleBinding"),
+    (
+        "rbac.authorization.k8s.io/clusterrolebindings",
+        "ClusterRoleBinding",
+    ),
 ];
 
 /// The policy every request is authorized against, kept in step with the stored roles and
@@ -116,10 +119,9 @@ struct CachedPolicy {
 impl PolicyCache {
     /// Runs `check` against the current policy.
     pub fn check<R>(&self, api: &ApiServer, check: impl FnOnce(&Policy) -> R) -> R {
-        let keys = RBAC_RESOURCES.map(|(plural, _)| format!("{RBAC_GROUP}/{plural}"));
-        let last_write = keys
+        let last_write = RBAC_RESOURCES
             .iter()
-            .map(|key| api.store.last_write(key))
+            .map(|(key, _)| api.store.last_write(key))
             .max()
             .unwrap_or(0);
         {
@@ -142,7 +144,7 @@ impl PolicyCache {
                 // Another request caught up while this one waited.
                 return check(&current.policy);
             }
-            if let Some(applied) = catch_up(api, &keys, current.applied, &mut current.policy) {
+            if let Some(applied) = catch_up(api, current.applied, &mut current.policy) {
                 current.applied = applied;
                 return check(&current.policy);
             }
@@ -160,19 +162,15 @@ impl PolicyCache {
 
 /// Applies the RBAC writes after `applied` to `policy`; returns the resourceVersion it is now
 /// up to, `None` when the history has been compacted past them.
-fn catch_up(api: &ApiServer, keys: &[String; 4], applied: i64, policy: &mut Policy) -> Option<i64> {
+fn catch_up(api: &ApiServer, applied: i64, policy: &mut Policy) -> Option<i64> {
     let mut events = Vec::new();
-    for key in keys {
-        events.extend(api.store.replay(key, applied).ok()?);
+    for (key, kind) in RBAC_RESOURCES {
+        let written = api.store.replay(key, applied).ok()?;
+        events.extend(written.into_iter().map(|event| (kind, event)));
     }
-    events.sort_by_key(|event| event.rv);
+    events.sort_by_key(|(_, event)| event.rv);
     let mut applied = applied;
-    for event in events {
-        let kind = RBAC_RESOURCES
-            .iter()
-            .find(|(plural, _)| event.key.ends_with(&format!("/{plural}")))
-            .map(|(_, kind)| *kind)
-            .unwrap_or_default();
+    for (kind, event) in events {
         if event.kind == crate::storage::EventType::Deleted {
             policy.remove_object(kind, &event.namespace, &event.name);
         } else {
@@ -188,10 +186,8 @@ fn catch_up(api: &ApiServer, keys: &[String; 4], applied: i64, policy: &mut Poli
 /// Every stored role and binding plus the defaults.
 pub fn policy(api: &ApiServer) -> Policy {
     let mut p = Policy::with_defaults();
-    for (plural, kind) in RBAC_RESOURCES {
-        let (_, objs) = api
-            .store
-            .list(&format!("{RBAC_GROUP}/{plural}"), None, None);
+    for (key, kind) in RBAC_RESOURCES {
+        let (_, objs) = api.store.list(key, None, None);
         for o in objs {
             let mut o = (*o).clone();
             o["kind"] = json!(kind);
