@@ -120,7 +120,6 @@ async fn reconcile(
         .get(&ObjectRef::new(CLUSTER_LEASE_NAME).within(&name));
     let now = Timestamp::now();
     let mut verdict = judge_cluster_lease(&cluster, lease.as_deref(), now);
-    debug!(?verdict, "judged the cluster's lease");
     let mut cluster = (*cluster).clone();
     if let LeaseVerdict::Expired { deadline, unknown } = &verdict.clone() {
         // The store may lag a renewal that just happened: read the lease itself before writing.
@@ -165,7 +164,7 @@ async fn reconcile(
     let wake_in = verdict
         .wake_at()
         .map(|deadline| Duration::try_from(now.duration_until(deadline)).unwrap_or(Duration::ZERO));
-    debug!(?wake_in, "judged");
+    debug!(?verdict, ?wake_in, "judged the cluster's lease");
     Ok(wake_in.map_or_else(Action::await_change, Action::requeue))
 }
 
