@@ -69,6 +69,28 @@ impl FleetRepo {
     fn commit(&self, message: &str) -> String {
         support::commit_all(&self.repo, message)
     }
+
+    /// Writes a file of the fleet without committing it.
+    fn write_uncommitted(&self, file: &str, text: &str) {
+        std::fs::write(self.dir.path().join("fleet").join(file), text).unwrap();
+    }
+
+    /// Commits only `file` of the fleet, as `git commit fleet/FILE` would, leaving every other
+    /// change uncommitted; returns the commit.
+    fn commit_only(&self, file: &str, message: &str) -> String {
+        let mut index = self.repo.index().unwrap();
+        index
+            .add_path(&Path::new("fleet").join(file))
+            .expect("stage the file");
+        index.write().unwrap();
+        let tree = self.repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let author = git2::Signature::now("test", "test@example.com").unwrap();
+        let parent = self.repo.head().unwrap().peel_to_commit().unwrap();
+        self.repo
+            .commit(Some("HEAD"), &author, &author, message, &tree, &[&parent])
+            .unwrap()
+            .to_string()
+    }
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -92,11 +114,21 @@ async fn hub() -> Cluster {
 
 /// Creates the FleetSync `fleet` following `main` of `repo`.
 async fn fleetsync(hub: &Cluster, repo: &FleetRepo, interval_seconds: i32) -> Api<FleetSync> {
+    fleetsync_at(hub, repo, "main", interval_seconds).await
+}
+
+/// Creates the FleetSync `fleet` following `git_ref` of `repo`.
+async fn fleetsync_at(
+    hub: &Cluster,
+    repo: &FleetRepo,
+    git_ref: &str,
+    interval_seconds: i32,
+) -> Api<FleetSync> {
     let api: Api<FleetSync> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);
     let object: FleetSync = serde_json::from_value(json!({
         "apiVersion": "fleetform.io/v1alpha1", "kind": "FleetSync",
         "metadata": {"name": "fleet", "namespace": SYSTEM_NAMESPACE},
-        "spec": {"repo": repo.location(), "ref": "main", "path": "fleet", "intervalSeconds": interval_seconds},
+        "spec": {"repo": repo.location(), "ref": git_ref, "path": "fleet", "intervalSeconds": interval_seconds},
     }))
     .unwrap();
     api.create(&PostParams::default(), &object)
@@ -244,6 +276,51 @@ async fn a_commit_is_applied_with_events_and_a_new_commit_is_picked_up_on_the_in
     assert_eq!(
         reasons(&events(&hub, "Spoke", "dev").await),
         ["Created", "Updated"]
+    );
+    stop.cancel();
+    sync.stopped().await;
+    hub.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn uncommitted_edits_of_the_followed_work_tree_are_never_applied() {
+    let hub = hub().await;
+    let repo = FleetRepo::example();
+    let first = repo.head();
+    let (sync, stop) = start_sync(&hub, "only").await;
+    // HEAD of a local work tree, as `fleetform up` follows it.
+    let fleetsyncs = fleetsync_at(&hub, &repo, "HEAD", 1).await;
+    wait_applied(&fleetsyncs, &first).await;
+
+    // An untracked spoke and a typo, saved but never committed...
+    repo.write_uncommitted(
+        "spokes/qa.yaml",
+        "apiVersion: fleetform.io/v1alpha1\nkind: Spoke\nmetadata:\n  name: qa\nspec:\n  hubRef: hub\n  kubeconfig:\n    embedded: {}\n",
+    );
+    let hub_doc = std::fs::read_to_string(repo.dir.path().join("fleet/hubs/hub.yaml")).unwrap();
+    repo.write_uncommitted(
+        "hubs/hub.yaml",
+        &hub_doc.replace("spec:", "spec:\n  bogus: 1"),
+    );
+    // ...beside a commit of one other file.
+    repo.write_uncommitted(
+        "spokes/edge.yaml",
+        &std::fs::read_to_string(repo.dir.path().join("fleet/spokes/edge.yaml"))
+            .unwrap()
+            .replace("leaseDurationSeconds: 10", "leaseDurationSeconds: 15"),
+    );
+    let second = repo.commit_only("spokes/edge.yaml", "dev: longer leases");
+
+    let synced = wait_applied(&fleetsyncs, &second).await;
+    assert_eq!(
+        synced.status.unwrap().last_attempted_commit.as_deref(),
+        Some(second.as_str())
+    );
+    let spokes: Api<Spoke> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);
+    assert_eq!(lease_duration(&spokes.get("dev").await.unwrap()), Some(15));
+    assert!(
+        spokes.get_opt("qa").await.unwrap().is_none(),
+        "an uncommitted file became a Spoke"
     );
     stop.cancel();
     sync.stopped().await;

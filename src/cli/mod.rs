@@ -186,6 +186,7 @@ impl SourceArgs {
             location: self.source.clone(),
             git_ref: self.git_ref.clone(),
             path: self.path.clone(),
+            commits_only: false,
         }
     }
 }

@@ -35,6 +35,8 @@ pub async fn run(args: Args) -> u8 {
         location: args.source.clone(),
         git_ref: args.git_ref.clone(),
         path: args.path.clone(),
+        // `up` follows commits: it starts the clusters the committed fleet declares.
+        commits_only: true,
     };
     let (_, fleet) = match super::load_fleet_or_report(&spec) {
         Ok(loaded) => loaded,

@@ -71,7 +71,7 @@ pub(super) fn open_local(location: &Path) -> Option<LocalRepo> {
 impl LocalRepo {
     pub(super) fn read(self, spec: &SourceSpec, fleet_path: &str) -> Result<Snapshot, SourceError> {
         let in_repo = join(&self.prefix, fleet_path);
-        if spec.git_ref.is_none() && self.repo.workdir().is_some() {
+        if spec.git_ref.is_none() && !spec.commits_only && self.repo.workdir().is_some() {
             let unborn = self.repo.head().is_err();
             if unborn || self.has_changes(&in_repo, &spec.location)? {
                 return super::dir::read(&super::join_fleet_path(&self.location, fleet_path), true);

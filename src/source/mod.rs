@@ -23,6 +23,10 @@ pub struct SourceSpec {
     pub git_ref: Option<String>,
     /// Directory of the fleet inside the source.
     pub path: Option<String>,
+    /// Read only what is committed: a local work tree is read at its ref (default HEAD) even
+    /// with uncommitted changes, and a plain directory is refused. Whatever follows a repository
+    /// (sync, and so `up`) applies commits, never edits.
+    pub commits_only: bool,
 }
 
 /// The files of a fleet as read from one place at one moment.
@@ -112,6 +116,10 @@ pub enum SourceError {
         git_ref: String,
         known: String,
     },
+    #[error(
+        "{location}: not in a git repository; only commits are followed (run `git init && git add -A && git commit` there, or point at a repository)"
+    )]
+    NotARepository { location: String },
     #[error("{repository}: the repository has no commits")]
     NoCommits { repository: String },
     #[error("{location}: fleet path {path:?} {problem}")]
@@ -183,6 +191,11 @@ pub fn read(spec: &SourceSpec) -> Result<Snapshot, SourceError> {
     match git::open_local(location) {
         Some(local) => local.read(spec, &fleet_path),
         None => {
+            if spec.commits_only {
+                return Err(SourceError::NotARepository {
+                    location: spec.location.clone(),
+                });
+            }
             if let Some(git_ref) = &spec.git_ref {
                 return Err(SourceError::RefWithoutGit {
                     location: spec.location.clone(),
@@ -282,11 +295,56 @@ mod tests {
     }
 
     #[test]
+    fn following_commits_refuses_a_plain_directory_and_ignores_a_dirty_work_tree() {
+        let plain = tempfile::tempdir().unwrap();
+        let spec = SourceSpec {
+            location: plain.path().display().to_string(),
+            commits_only: true,
+            ..SourceSpec::default()
+        };
+        assert!(matches!(
+            read(&spec),
+            Err(SourceError::NotARepository { .. })
+        ));
+
+        let repo = git2::Repository::init(plain.path()).unwrap();
+        std::fs::write(plain.path().join("a.yaml"), "committed: true\n").unwrap();
+        let mut index = repo.index().unwrap();
+        index.add_path(Path::new("a.yaml")).unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let author = git2::Signature::now("t", "t@example.com").unwrap();
+        let commit = repo
+            .commit(Some("HEAD"), &author, &author, "one", &tree, &[])
+            .unwrap();
+        std::fs::write(plain.path().join("a.yaml"), "committed: false\n").unwrap();
+        std::fs::write(plain.path().join("b.yaml"), "untracked: true\n").unwrap();
+
+        let snapshot = read(&spec).unwrap();
+        assert_eq!(snapshot.origin.commit(), Some(commit.to_string().as_str()));
+        let files: Vec<&str> = snapshot.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(files, ["a.yaml"]);
+        assert_eq!(snapshot.files[0].content, b"committed: true\n");
+        // Without it, a directory shows its edits, saying so.
+        let edits = read(&SourceSpec {
+            commits_only: false,
+            ..spec
+        })
+        .unwrap();
+        assert!(matches!(
+            edits.origin,
+            Origin::Directory {
+                uncommitted_changes: true,
+                ..
+            }
+        ));
+    }
+
+    #[test]
     fn fleet_paths_may_not_leave_the_source() {
         let spec = |path: &str| SourceSpec {
             location: "repo".into(),
-            git_ref: None,
             path: Some(path.into()),
+            ..SourceSpec::default()
         };
         assert_eq!(
             normalize_fleet_path(&spec("./fleet//prod/")).unwrap(),

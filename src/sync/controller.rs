@@ -334,6 +334,8 @@ async fn fetch_commit(fleetsync: &FleetSync, commit: Option<String>) -> Result<L
         git_ref: commit
             .or_else(|| Some(spec.git_ref.clone()).filter(|r| r != "HEAD" && !r.is_empty())),
         path: spec.path.clone(),
+        // The tree of a resolved commit, never a work tree's edits.
+        commits_only: true,
     };
     // git2 blocks: fetching and reading a tree run off the async workers.
     let loaded = tokio::task::spawn_blocking(move || load_fleet(&source))
