@@ -8,6 +8,7 @@
 //! - [`access`]: reaching a hub's or spoke's cluster from its kubeconfig source.
 //! - [`observe`]: reading what a hub holds, for the planner.
 //! - [`apply`]: writing a plan's object changes to a hub.
+//! - [`deploy`]: the identity and RBAC fleetform runs with on a hub (`deploy/`).
 //! - [`reconciler`]: the Spoke lifecycle — join, accept, addons, unjoin in finalizer order.
 //! - [`hub`]: the hub loops' decisions: lease expiry, the cluster observer, CSR approval (pure).
 //! - [`agent`]: the agent's decisions: availability, addon health, claims, certificates (pure).
@@ -21,6 +22,7 @@ pub mod api;
 pub mod apply;
 pub mod cli;
 pub mod converge;
+pub mod deploy;
 pub mod fleet;
 pub mod hub;
 pub mod observe;

@@ -11,10 +11,13 @@ use std::process::Output;
 use fleetform::api::fleet::{Phase, SYSTEM_NAMESPACE, Spoke};
 use fleetform::api::vocabulary::{AGENT_NAMESPACE, CONDITION_PIVOT_COMPLETE};
 use fleetform::api::{FleetSync, ManagedCluster, ManagedClusterAddOn, is_condition_true};
-use fleetform::reconciler::install::{AGENT_DEPLOYMENT, LABEL_AGENT_VERSION, deployment_label};
+use fleetform::reconciler::install::{
+    AGENT_CLUSTER_ROLE, AGENT_DEPLOYMENT, LABEL_AGENT_VERSION, deployment_label,
+};
 use fleetform::up::{self, UpConfig};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::ListParams;
 use kube::runtime::wait::await_condition;
 use kube::{Api, Client};
@@ -323,6 +326,17 @@ async fn commits_join_change_upgrade_and_unjoin_spokes() {
     wait_gone(
         &Api::<Namespace>::all(fleet.spoke_client("beta")),
         AGENT_NAMESPACE,
+    )
+    .await;
+    // The agent unjoined with its own ServiceAccount's rights, and took its RBAC with it.
+    wait_gone(
+        &Api::<ClusterRole>::all(fleet.spoke_client("beta")),
+        AGENT_CLUSTER_ROLE,
+    )
+    .await;
+    wait_gone(
+        &Api::<ClusterRoleBinding>::all(fleet.spoke_client("beta")),
+        AGENT_CLUSTER_ROLE,
     )
     .await;
     let csrs: Api<k8s_openapi::api::certificates::v1::CertificateSigningRequest> =

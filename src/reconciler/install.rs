@@ -27,6 +27,8 @@ use crate::hub::approval_loop::BOOTSTRAP_TOKEN_ID_KEY;
 use crate::hub::bootstrap::{BOOTSTRAP_TOKEN_SECRET_KEY, BootstrapToken};
 use crate::plan::desired::{EffectiveSpoke, MANAGED_BY, MANAGED_BY_LABEL, stable_hash};
 
+/// The ClusterClaim CRD's name, the one CRD the agent reads.
+const CLUSTER_CLAIM_CRD: &str = "clusterclaims.cluster.open-cluster-management.io";
 /// Name of the agent's Deployment and ServiceAccount on a spoke.
 pub const AGENT_DEPLOYMENT: &str = "fleetform-agent";
 /// Name of the agent's ClusterRole and ClusterRoleBinding on a spoke.
@@ -116,7 +118,8 @@ pub fn agent_service_account() -> ServiceAccount {
 }
 
 /// What the agent may do on its spoke: read nodes, claims and leases; keep its own and its
-/// addons' credentials; report events; upgrade and remove itself.
+/// addons' credentials; report events; upgrade and remove itself (see
+/// [`super::uninstall`] for the order that makes removing itself possible).
 pub fn agent_cluster_role() -> ClusterRole {
     from_json(json!({
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -125,14 +128,31 @@ pub fn agent_cluster_role() -> ClusterRole {
         "rules": [
             {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
             {"apiGroups": ["cluster.open-cluster-management.io"], "resources": ["clusterclaims"], "verbs": ["get", "list", "watch"]},
+            // Whether ClusterClaims are served at all, before watching them.
+            {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "resourceNames": [CLUSTER_CLAIM_CRD], "verbs": ["get"]},
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch"]},
             {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
             {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
             {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "delete"]},
             {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch", "patch", "update", "delete"]},
+            // The last step of an unjoin; the garbage collector takes the binding with it.
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "resourceNames": [AGENT_CLUSTER_ROLE], "verbs": ["delete"]},
         ],
     }))
     .unwrap_or_default()
+}
+
+/// `object` owned by `owner`, so that it is garbage-collected when `owner` is deleted: the agent
+/// ClusterRole by the agent namespace, the binding by the ClusterRole. `object` unchanged when
+/// `owner` has no uid yet.
+pub fn owned_by<K: kube::Resource, O: kube::Resource<DynamicType = ()>>(
+    mut object: K,
+    owner: &O,
+) -> K {
+    if let Some(reference) = owner.owner_ref(&()) {
+        object.meta_mut().owner_references = Some(vec![reference]);
+    }
+    object
 }
 
 /// Binds [`agent_cluster_role`] to the agent's ServiceAccount.

@@ -561,7 +561,7 @@ async fn install_agent(
     let on_spoke = |what: &'static str| {
         move |err: kube::Error| ReconcileError::Spoke(format!("cannot apply {what}: {err}"))
     };
-    apply_on(
+    let namespace = apply_on(
         &Api::<Namespace>::all(spoke_client.clone()),
         &install::agent_namespace(),
     )
@@ -573,15 +573,17 @@ async fn install_agent(
     )
     .await
     .map_err(on_spoke("the agent ServiceAccount"))?;
-    apply_on(
+    // Owned so that the agent, unjoining with its own rights, can remove all of its RBAC: see
+    // `uninstall`.
+    let role = apply_on(
         &Api::<ClusterRole>::all(spoke_client.clone()),
-        &install::agent_cluster_role(),
+        &install::owned_by(install::agent_cluster_role(), &namespace),
     )
     .await
     .map_err(on_spoke("the agent ClusterRole"))?;
     apply_on(
         &Api::<ClusterRoleBinding>::all(spoke_client.clone()),
-        &install::agent_cluster_role_binding(),
+        &install::owned_by(install::agent_cluster_role_binding(), &role),
     )
     .await
     .map_err(on_spoke("the agent ClusterRoleBinding"))?;
@@ -635,6 +637,7 @@ async fn grant_spoke_access(
         &install::agent_hub_role_binding(cluster),
     )
     .await
+    .map(|_| ())
     .map_err(failed("RoleBinding"))
 }
 
@@ -793,8 +796,8 @@ where
         ))
 }
 
-/// Server-side applies a typed object (its name from its metadata).
-async fn apply_on<K>(api: &Api<K>, object: &K) -> Result<(), kube::Error>
+/// Server-side applies a typed object (its name from its metadata); returns it as stored.
+async fn apply_on<K>(api: &Api<K>, object: &K) -> Result<K, kube::Error>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
 {
@@ -804,7 +807,6 @@ where
     value["kind"] = json!(K::kind(&()));
     api.patch(&object.name_any(), &params, &Patch::Apply(&value))
         .await
-        .map(|_| ())
 }
 
 async fn delete<K>(api: &Api<K>, name: &str) -> Result<(), ReconcileError>

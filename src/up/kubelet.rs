@@ -2,7 +2,8 @@
 //!
 //! An embedded control plane runs no pods, so `fleetform up` runs each agent Deployment itself:
 //! one in-process agent per Deployment labelled `app=fleetform-agent`, started from the
-//! container's arguments (parsed exactly as `fleetform agent` parses them), restarted when the
+//! container's arguments (parsed exactly as `fleetform agent` parses them) under the identity of
+//! the pod's ServiceAccount (as a kubelet mounts its token), restarted when the
 //! Deployment's template changes (an upgrade), stopped when it is deleted. The Deployment's
 //! status reports one available replica while its agent runs, as a kubelet's would.
 
@@ -20,6 +21,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use fleetform_controlplane::Identities;
+
 use crate::agent::HubConnection;
 use crate::plan::desired::stable_hash;
 use crate::reconciler::install::{APP_AGENT, LABEL_APP};
@@ -28,14 +31,24 @@ use crate::reconciler::install::{APP_AGENT, LABEL_APP};
 const RESTART_DELAY: Duration = Duration::from_secs(2);
 
 /// Runs the agents of `cluster`'s agent Deployments until `shutdown`; each reaches its hub
-/// through `hub` (the bootstrap flow reads the spoke's own secrets, so one value serves all).
+/// through `hub` (the bootstrap flow reads the spoke's own secrets, so one value serves all) and
+/// its spoke as its pod's ServiceAccount, whose credentials `identities` issues (`client`, the
+/// kubelet's own, reports Deployment status; it also serves agents when there are no
+/// identities to issue, on a cluster serving plain HTTP).
 pub async fn run(
     cluster_name: String,
     client: Client,
+    identities: Option<Identities>,
     hub: HubConnection,
     shutdown: CancellationToken,
 ) {
-    let deployments: Api<Deployment> = Api::all(client.clone());
+    let node = Node {
+        cluster_name,
+        client,
+        identities,
+        hub,
+    };
+    let deployments: Api<Deployment> = Api::all(node.client.clone());
     let config = watcher::Config::default().labels(&format!("{LABEL_APP}={APP_AGENT}"));
     let mut events = watcher(deployments, config).default_backoff().boxed();
     let mut pods: HashMap<(String, String), Pod> = HashMap::new();
@@ -47,11 +60,13 @@ pub async fn run(
         };
         match event {
             None => break,
-            Some(Err(err)) => warn!(cluster = cluster_name, %err, "watching agent Deployments"),
+            Some(Err(err)) => {
+                warn!(cluster = node.cluster_name, %err, "watching agent Deployments")
+            }
             Some(Ok(watcher::Event::Init)) => listed.clear(),
             Some(Ok(watcher::Event::InitApply(deployment))) => {
                 listed.push(key(&deployment));
-                schedule(&cluster_name, &client, &hub, &mut pods, deployment).await;
+                schedule(&node, &mut pods, deployment).await;
             }
             Some(Ok(watcher::Event::InitDone)) => {
                 // Deployments deleted while the watch was down.
@@ -67,12 +82,12 @@ pub async fn run(
                 }
             }
             Some(Ok(watcher::Event::Apply(deployment))) => {
-                schedule(&cluster_name, &client, &hub, &mut pods, deployment).await;
+                schedule(&node, &mut pods, deployment).await;
             }
             Some(Ok(watcher::Event::Delete(deployment))) => {
                 if let Some(pod) = pods.remove(&key(&deployment)) {
                     info!(
-                        cluster = cluster_name,
+                        cluster = node.cluster_name,
                         deployment = deployment.name_any(),
                         "agent Deployment deleted: stopping its agent"
                     );
@@ -84,6 +99,15 @@ pub async fn run(
     for (_, pod) in pods.drain() {
         pod.stop().await;
     }
+}
+
+/// What the kubelet of one cluster runs pods with.
+#[derive(Clone)]
+struct Node {
+    cluster_name: String,
+    client: Client,
+    identities: Option<Identities>,
+    hub: HubConnection,
 }
 
 /// One running agent.
@@ -110,13 +134,7 @@ fn key(deployment: &Deployment) -> (String, String) {
 }
 
 /// Starts the Deployment's agent, or restarts it when its template changed.
-async fn schedule(
-    cluster_name: &str,
-    client: &Client,
-    hub: &HubConnection,
-    pods: &mut HashMap<(String, String), Pod>,
-    deployment: Deployment,
-) {
+async fn schedule(node: &Node, pods: &mut HashMap<(String, String), Pod>, deployment: Deployment) {
     if deployment.metadata.deletion_timestamp.is_some() {
         return;
     }
@@ -131,7 +149,7 @@ async fn schedule(
     }
     if let Some(old) = pods.remove(&key) {
         info!(
-            cluster = cluster_name,
+            cluster = node.cluster_name,
             deployment = key.1,
             "agent Deployment changed: restarting its agent"
         );
@@ -145,14 +163,7 @@ async fn schedule(
         .and_then(|container| container.args.clone())
         .unwrap_or_default();
     let stop = CancellationToken::new();
-    let task = tokio::spawn(run_pod(
-        cluster_name.to_string(),
-        client.clone(),
-        hub.clone(),
-        deployment,
-        args,
-        stop.clone(),
-    ));
+    let task = tokio::spawn(run_pod(node.clone(), deployment, args, stop.clone()));
     pods.insert(
         key,
         Pod {
@@ -164,17 +175,22 @@ async fn schedule(
 }
 
 /// Runs one agent and keeps its Deployment's status true, restarting it after a failure.
-async fn run_pod(
-    cluster_name: String,
-    client: Client,
-    hub: HubConnection,
-    deployment: Deployment,
-    args: Vec<String>,
-    stop: CancellationToken,
-) {
+async fn run_pod(node: Node, deployment: Deployment, args: Vec<String>, stop: CancellationToken) {
+    let Node {
+        cluster_name,
+        client,
+        identities,
+        hub,
+    } = node;
     let name = deployment.name_any();
     let namespace = deployment.namespace().unwrap_or_default();
     let api: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
+    let service_account = deployment
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.template.spec.as_ref())
+        .and_then(|pod| pod.service_account_name.clone())
+        .unwrap_or_else(|| "default".to_string());
     loop {
         let parsed = match crate::cli::agent::parse_container_args(&args) {
             Ok(parsed) => parsed,
@@ -188,7 +204,26 @@ async fn run_pod(
                 return;
             }
         };
-        let mut config = parsed.into_config(client.clone(), hub.clone());
+        let pod_client = match super::service_account_client(
+            identities.as_ref(),
+            &client,
+            &namespace,
+            &service_account,
+        )
+        .await
+        {
+            Ok(pod_client) => pod_client,
+            Err(err) => {
+                warn!(
+                    cluster = cluster_name,
+                    deployment = name,
+                    "cannot start the agent: {err}"
+                );
+                report(&api, &deployment, false).await;
+                return;
+            }
+        };
+        let mut config = parsed.into_config(pod_client, hub.clone());
         config.agent_namespace = namespace.clone();
         report(&api, &deployment, true).await;
         info!(

@@ -60,6 +60,7 @@ pub struct EmbeddedCluster {
     pub role: ClusterRole,
     pub name: String,
     pub kubeconfig: PathBuf,
+    /// An administrator of the cluster: what a person running `up` is.
     pub client: Client,
     plane: RunningControlPlane,
     /// Clients of this process reach the plane without a socket while it is here.
@@ -71,6 +72,42 @@ impl EmbeddedCluster {
     pub fn url(&self) -> String {
         self.plane.url()
     }
+
+    /// A client authenticated as the ServiceAccount `namespace`/`name` of this cluster, with the
+    /// rights RBAC gives that ServiceAccount and no more (an administrator's client when the
+    /// cluster serves plain HTTP, where everyone is one).
+    pub async fn service_account_client(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Client, String> {
+        service_account_client(
+            self.plane.identities().as_ref(),
+            &self.client,
+            namespace,
+            name,
+        )
+        .await
+    }
+}
+
+/// A client of the cluster `identities` issue for, authenticated as the ServiceAccount
+/// `namespace`/`name`; `admin` when the cluster has no identities to issue (plain HTTP).
+pub async fn service_account_client(
+    identities: Option<&fleetform_controlplane::Identities>,
+    admin: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Client, String> {
+    let Some(identities) = identities else {
+        return Ok(admin.clone());
+    };
+    let kubeconfig = identities
+        .service_account_kubeconfig(namespace, name)
+        .map_err(|err| {
+            format!("cannot issue the identity of ServiceAccount {namespace}/{name}: {err}")
+        })?;
+    crate::transport::client_from_kubeconfig(&kubeconfig).await
 }
 
 /// A fleet running on this machine.
@@ -168,6 +205,7 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
             tokio::spawn(kubelet::run(
                 cluster.name.clone(),
                 cluster.client.clone(),
+                cluster.plane.identities(),
                 HubConnection::BootstrapSecret,
                 shutdown.child_token(),
             )),
@@ -182,6 +220,18 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
         crate::apply::install_hub(&hub.name, &hub.client)
             .await
             .map_err(|err| setup(err.to_string()))?;
+        crate::deploy::install_hub_rbac(&hub.client)
+            .await
+            .map_err(|err| setup(err.to_string()))?;
+        // Everything fleetform runs on the hub runs as its ServiceAccount, with the RBAC
+        // deploy/ grants: what works here works on a real hub.
+        let hub_identity = hub
+            .service_account_client(
+                crate::deploy::HUB_SERVICE_ACCOUNT_NAMESPACE,
+                crate::deploy::HUB_SERVICE_ACCOUNT,
+            )
+            .await
+            .map_err(setup)?;
         follow(&hub.client, &config)
             .await
             .map_err(|err| setup(format!("cannot write FleetSync {FLEET_SYNC}: {err}")))?;
@@ -193,7 +243,7 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
                 .map(|ca| ca.cert_pem().to_string()),
         };
         let reconciler = crate::reconciler::ReconcilerConfig {
-            client: hub.client.clone(),
+            client: hub_identity.clone(),
             access: access.clone(),
             hub_endpoint: endpoint,
         };
@@ -202,14 +252,14 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
             tokio::spawn(crate::reconciler::run(reconciler, shutdown.child_token())),
         ));
         let loops = crate::hub::run::HubConfig {
-            client: hub.client.clone(),
+            client: hub_identity.clone(),
             access: access.clone(),
         };
         tasks.push((
             "hub loops",
             tokio::spawn(crate::hub::run(loops, shutdown.child_token())),
         ));
-        let mut sync = crate::sync::SyncConfig::new(hub.client.clone(), "fleetform-up");
+        let mut sync = crate::sync::SyncConfig::new(hub_identity, "fleetform-up");
         sync.hub = Some(hub.name.clone());
         let sync_token = shutdown.child_token();
         let hub_name = hub.name.clone();
@@ -306,6 +356,7 @@ async fn start_new_spokes(
                 tokio::spawn(kubelet::run(
                     name,
                     cluster.client.clone(),
+                    cluster.plane.identities(),
                     HubConnection::BootstrapSecret,
                     shutdown.child_token(),
                 ));

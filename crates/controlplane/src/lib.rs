@@ -38,6 +38,6 @@ pub mod watch;
 
 pub use api::UserInfo;
 pub use server::{
-    ControlPlane, ControlPlaneBuilder, InProcessService, LocalEndpoint, RunningControlPlane,
-    StartError,
+    ControlPlane, ControlPlaneBuilder, Identities, InProcessService, LocalEndpoint,
+    RunningControlPlane, StartError,
 };

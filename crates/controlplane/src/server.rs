@@ -426,6 +426,79 @@ impl LocalEndpoint {
     }
 }
 
+/// A kubeconfig (JSON, which is YAML) for `url`, trusting `ca` and authenticating with `key`
+/// when given.
+fn kubeconfig_document(
+    url: &str,
+    user_name: &str,
+    ca: Option<(&CertificateAuthority, &CertifiedKey)>,
+) -> String {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let mut cluster = json!({"server": url});
+    let mut user = json!({});
+    if let Some((ca, key)) = ca {
+        cluster["certificate-authority-data"] = json!(b64(ca.cert_pem()));
+        user = json!({
+            "client-certificate-data": b64(&key.cert_pem),
+            "client-key-data": b64(&key.key_pem),
+        });
+    }
+    let doc = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fleetform", "cluster": cluster}],
+        "users": [{"name": user_name, "user": user}],
+        "contexts": [{"name": "fleetform", "context": {"cluster": "fleetform", "user": user_name, "namespace": "default"}}],
+        "current-context": "fleetform",
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default()
+}
+
+/// Kubeconfigs for any user and groups, authenticated by client certificates a control plane's
+/// CA issues: how a test or an embedding process runs a component under the identity it has in
+/// production rather than as an administrator. Cheap to clone; valid while the CA is.
+#[derive(Clone)]
+pub struct Identities {
+    url: String,
+    ca: Arc<CertificateAuthority>,
+}
+
+impl std::fmt::Debug for Identities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Identities")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Identities {
+    /// A kubeconfig authenticating as `user` in `groups` (everyone is also in
+    /// `system:authenticated`) with a certificate issued now and valid for a year, or as long as
+    /// the CA. A ServiceAccount is user `system:serviceaccount:<namespace>:<name>` in groups
+    /// `system:serviceaccounts` and `system:serviceaccounts:<namespace>`, as RBAC sees it.
+    pub fn kubeconfig_for(&self, user: &str, groups: &[&str]) -> Result<String, CaError> {
+        let now = time::OffsetDateTime::now_utc();
+        let key = self.ca.issue_client(
+            user,
+            groups,
+            now - time::Duration::minutes(5),
+            now + time::Duration::days(365),
+        )?;
+        Ok(kubeconfig_document(&self.url, user, Some((&self.ca, &key))))
+    }
+
+    /// [`Self::kubeconfig_for`] the ServiceAccount `namespace`/`name`.
+    pub fn service_account_kubeconfig(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<String, CaError> {
+        let user = format!("system:serviceaccount:{namespace}:{name}");
+        let in_namespace = format!("system:serviceaccounts:{namespace}");
+        self.kubeconfig_for(&user, &["system:serviceaccounts", &in_namespace])
+    }
+}
+
 /// A control plane serving on a port.
 pub struct RunningControlPlane {
     fe: Arc<Frontend>,
@@ -477,25 +550,21 @@ impl RunningControlPlane {
     /// A kubeconfig (JSON, which is YAML) pointing at this server; when secure it trusts the
     /// CA and authenticates as an administrator (group `system:masters`) by client certificate.
     pub fn kubeconfig(&self) -> String {
-        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-        let mut cluster = json!({"server": self.url()});
-        let mut user = json!({});
-        if let (Some(ca), Some(admin)) = (&self.ca, &self.admin) {
-            cluster["certificate-authority-data"] = json!(b64(ca.cert_pem()));
-            user = json!({
-                "client-certificate-data": b64(&admin.cert_pem),
-                "client-key-data": b64(&admin.key_pem),
-            });
-        }
-        let doc = json!({
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "fleetform", "cluster": cluster}],
-            "users": [{"name": "admin", "user": user}],
-            "contexts": [{"name": "fleetform", "context": {"cluster": "fleetform", "user": "admin", "namespace": "default"}}],
-            "current-context": "fleetform",
-        });
-        serde_json::to_string_pretty(&doc).unwrap_or_default()
+        self.kubeconfig_with("admin", self.admin.as_ref())
+    }
+
+    /// Issues kubeconfigs for any identity this server authenticates (see [`Identities`]);
+    /// `None` when serving insecure HTTP, where every client is an administrator.
+    pub fn identities(&self) -> Option<Identities> {
+        Some(Identities {
+            url: self.url(),
+            ca: self.ca.clone()?,
+        })
+    }
+
+    fn kubeconfig_with(&self, user_name: &str, key: Option<&CertifiedKey>) -> String {
+        let ca = self.ca.as_deref().zip(key);
+        kubeconfig_document(&self.url(), user_name, ca)
     }
 
     /// The resource requests received so far, by verb and resource (for benchmarks, tests and
