@@ -52,13 +52,18 @@ async fn hub_with_loops(hub: Cluster) -> (Cluster, Running) {
         .with_test_writer()
         .try_init();
     hub.namespace(SYSTEM_NAMESPACE).await;
-    let loops = start_hub_loops(&hub);
+    let loops = start_hub_loops(&hub).await;
     (hub, loops)
 }
 
-/// An agent of `name` on `spoke` registering with its bootstrap Secret.
-fn cert_agent(spoke: &Cluster, name: &str) -> AgentConfig {
-    let mut config = AgentConfig::new(name, HubConnection::BootstrapSecret, spoke.client.clone());
+/// An agent of `name` on `spoke` registering with its bootstrap Secret, as the agent
+/// ServiceAccount.
+async fn cert_agent(spoke: &Cluster, name: &str) -> AgentConfig {
+    let mut config = AgentConfig::new(
+        name,
+        HubConnection::BootstrapSecret,
+        spoke.agent_identity().await,
+    );
     config.addon_lease_duration = Duration::from_secs(1);
     config
 }
@@ -167,8 +172,8 @@ async fn spokes_register_by_certificate_reuse_it_on_restart_and_touch_only_their
             .install_bootstrap(&hub.bootstrap_kubeconfig(&token))
             .await;
     }
-    let agent_a = start_agent(cert_agent(&spoke_a, "spoke-a"));
-    let _agent_b = start_agent(cert_agent(&spoke_b, "spoke-b"));
+    let agent_a = start_agent(cert_agent(&spoke_a, "spoke-a").await);
+    let _agent_b = start_agent(cert_agent(&spoke_b, "spoke-b").await);
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     for name in ["spoke-a", "spoke-b"] {
         wait_for(&clusters, name, "created with the bootstrap token", |_| {
@@ -233,7 +238,7 @@ async fn spokes_register_by_certificate_reuse_it_on_restart_and_touch_only_their
     agent_a.stop().await;
     let leases: Api<Lease> = Api::namespaced(hub.client.clone(), "spoke-a");
     let before = renew_time(&leases.get(CLUSTER_LEASE_NAME).await.unwrap());
-    let _agent_a = start_agent(cert_agent(&spoke_a, "spoke-a"));
+    let _agent_a = start_agent(cert_agent(&spoke_a, "spoke-a").await);
     wait_for(
         &leases,
         CLUSTER_LEASE_NAME,
@@ -309,7 +314,7 @@ async fn a_bootstrap_token_of_one_spoke_cannot_register_another() {
     spoke_b
         .install_bootstrap(&hub.bootstrap_kubeconfig(&token_a))
         .await;
-    let _agent = start_agent(cert_agent(&spoke_b, "spoke-b"));
+    let _agent = start_agent(cert_agent(&spoke_b, "spoke-b").await);
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     wait_for(&clusters, "spoke-b", "created", |_| true).await;
     accept(&hub, "spoke-b", 1).await;
@@ -359,14 +364,14 @@ async fn restarts_never_leave_more_than_ten_registration_csrs_pending() {
             .unwrap();
     }
     let labels = format!("{LABEL_CLUSTER_NAME}=spoke-a");
-    let agent = start_agent(cert_agent(&spoke, "spoke-a"));
+    let agent = start_agent(cert_agent(&spoke, "spoke-a").await);
     wait_for_list(csrs.clone(), Some(&labels), "the agent's CSR", |csrs| {
         csrs.len() == 10
     })
     .await;
     agent.stop().await;
 
-    let _agent = start_agent(cert_agent(&spoke, "spoke-a"));
+    let _agent = start_agent(cert_agent(&spoke, "spoke-a").await);
     let events: Api<Event> = Api::namespaced(spoke.client.clone(), AGENT_NAMESPACE);
     wait_for_list(events, None, "the agent says it waits", |events| {
         events
@@ -476,7 +481,7 @@ async fn a_new_bootstrap_secret_registers_the_agent_again() {
     spoke
         .install_bootstrap(&hub.bootstrap_kubeconfig(&first_token))
         .await;
-    let _agent = start_agent(cert_agent(&spoke, "spoke-a"));
+    let _agent = start_agent(cert_agent(&spoke, "spoke-a").await);
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     wait_for(&clusters, "spoke-a", "created", |_| true).await;
     accept(&hub, "spoke-a", 1).await;
@@ -543,7 +548,7 @@ async fn joined_spoke_on(hub: Cluster) -> (Cluster, Running, Cluster, Running) {
     spoke
         .install_bootstrap(&hub.bootstrap_kubeconfig(&token))
         .await;
-    let agent = start_agent(cert_agent(&spoke, "spoke-a"));
+    let agent = start_agent(cert_agent(&spoke, "spoke-a").await);
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     wait_for(&clusters, "spoke-a", "created", |_| true).await;
     accept(&hub, "spoke-a", 1).await;

@@ -33,7 +33,7 @@ fn decision(csr: &CertificateSigningRequest) -> Option<(String, String)> {
 async fn registration_csr_waits_for_its_spoke_and_is_denied_without_its_bootstrap_token() {
     let hub = Cluster::start().await;
     hub.namespace(SYSTEM_NAMESPACE).await;
-    let _loops = start_hub_loops(&hub);
+    let _loops = start_hub_loops(&hub).await;
     let csrs: Api<CertificateSigningRequest> = Api::all(hub.client.clone());
     let post = PostParams::default();
 

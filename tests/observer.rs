@@ -141,7 +141,7 @@ async fn observer_walks_krakes_states_on_a_real_spoke() {
         .create(&PostParams::default(), &secret)
         .await
         .unwrap();
-    let _loops = start_hub_loops(&hub);
+    let _loops = start_hub_loops(&hub).await;
     let mut states = follow_states(&hub, "polled").await;
 
     let spokes: Api<Spoke> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);

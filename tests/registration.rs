@@ -10,9 +10,10 @@ use fleetform::agent::status_loop::REASON_CLAIMS_TRUNCATED;
 use fleetform::api::addon::ManagedClusterAddOnSpec;
 use fleetform::api::cluster::ClusterClaimSpec;
 use fleetform::api::vocabulary::{
-    ADDON_CONDITION_AVAILABLE, CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_HUB_ACCEPTED,
-    LABEL_SPOKE_ONLY, REASON_ADDON_LEASE_NOT_FOUND, REASON_ADDON_LEASE_UPDATE_STOPPED,
-    REASON_ADDON_LEASE_UPDATED, REASON_HUB_CLUSTER_ADMIN_ACCEPTED, REASON_HUB_CLUSTER_ADMIN_DENIED,
+    ADDON_CONDITION_AVAILABLE, AGENT_NAMESPACE, CLUSTER_LEASE_NAME, CONDITION_AVAILABLE,
+    CONDITION_HUB_ACCEPTED, LABEL_SPOKE_ONLY, REASON_ADDON_LEASE_NOT_FOUND,
+    REASON_ADDON_LEASE_UPDATE_STOPPED, REASON_ADDON_LEASE_UPDATED,
+    REASON_HUB_CLUSTER_ADMIN_ACCEPTED, REASON_HUB_CLUSTER_ADMIN_DENIED,
     REASON_KUBE_API_SERVER_UNAVAILABLE, REASON_LEASE_UPDATE_STOPPED, STATUS_FALSE, STATUS_TRUE,
     STATUS_UNKNOWN, TAINT_UNAVAILABLE, TAINT_UNREACHABLE,
 };
@@ -31,8 +32,8 @@ use kube::runtime::watcher::{self, watcher};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use support::{
-    Cluster, PATIENCE, accept, agent_config, condition_status, start_agent, start_hub_loops,
-    wait_deleted, wait_for,
+    Cluster, PATIENCE, accept, agent_config, condition_status, registering_agent, start_agent,
+    start_hub_loops, wait_deleted, wait_for,
 };
 
 fn renew_time(lease: &Lease) -> Option<Timestamp> {
@@ -53,8 +54,8 @@ fn addon_available(addon: &ManagedClusterAddOn) -> Option<(String, String)> {
 async fn agent_registers_and_joins_once_the_hub_accepts_and_denial_removes_its_rbac() {
     let hub = Cluster::start().await;
     let spoke = Cluster::start().await;
-    let _loops = start_hub_loops(&hub);
-    let _agent = start_agent(agent_config(&hub, &spoke, "spoke-a"));
+    let _loops = start_hub_loops(&hub).await;
+    let _agent = start_agent(registering_agent(&hub, &spoke, "spoke-a").await);
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
 
     let created = wait_for(&clusters, "spoke-a", "created by the agent", |_| true).await;
@@ -154,9 +155,9 @@ async fn stopped_agent_goes_unknown_at_five_leases_with_its_addons_and_recovers(
     let hub = Cluster::start().await;
     let spoke_a = Cluster::start().await;
     let spoke_b = Cluster::start().await;
-    let _loops = start_hub_loops(&hub);
-    let agent_a = start_agent(agent_config(&hub, &spoke_a, "spoke-a"));
-    let _agent_b = start_agent(agent_config(&hub, &spoke_b, "spoke-b"));
+    let _loops = start_hub_loops(&hub).await;
+    let agent_a = start_agent(registering_agent(&hub, &spoke_a, "spoke-a").await);
+    let _agent_b = start_agent(registering_agent(&hub, &spoke_b, "spoke-b").await);
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     wait_for(&clusters, "spoke-a", "registered", |_| true).await;
     wait_for(&clusters, "spoke-b", "registered", |_| true).await;
@@ -258,7 +259,7 @@ async fn stopped_agent_goes_unknown_at_five_leases_with_its_addons_and_recovers(
         )
         .await
         .unwrap();
-    let _agent_a = start_agent(agent_config(&hub, &spoke_a, "spoke-a"));
+    let _agent_a = start_agent(agent_config(&spoke_a, "spoke-a").await);
     wait_for(
         &clusters,
         "spoke-a",
@@ -276,8 +277,8 @@ async fn stopped_agent_goes_unknown_at_five_leases_with_its_addons_and_recovers(
 async fn lease_duration_change_is_followed_without_restart() {
     let hub = Cluster::start().await;
     let spoke = Cluster::start().await;
-    let _loops = start_hub_loops(&hub);
-    let _agent = start_agent(agent_config(&hub, &spoke, "spoke-a"));
+    let _loops = start_hub_loops(&hub).await;
+    let _agent = start_agent(registering_agent(&hub, &spoke, "spoke-a").await);
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     wait_for(&clusters, "spoke-a", "registered", |_| true).await;
     accept(&hub, "spoke-a", 60).await;
@@ -359,8 +360,8 @@ async fn claims_are_reported_reserved_first_cut_at_the_limit_without_spoke_only_
         .insert(LABEL_SPOKE_ONLY.into(), "".into());
     claims.create(&post, &secret).await.unwrap();
 
-    let _loops = start_hub_loops(&hub);
-    let mut config = agent_config(&hub, &spoke, "spoke-a");
+    let _loops = start_hub_loops(&hub).await;
+    let mut config = registering_agent(&hub, &spoke, "spoke-a").await;
     config.cluster_claims_max = 6;
     let _agent = start_agent(config);
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
@@ -475,8 +476,8 @@ fn addon_lease(name: &str, renewed: Timestamp) -> Lease {
 async fn addon_is_unknown_without_lease_available_while_renewed_and_unavailable_once_stale() {
     let hub = Cluster::start().await;
     let spoke = Cluster::start().await;
-    let _loops = start_hub_loops(&hub);
-    let _agent = start_agent(agent_config(&hub, &spoke, "spoke-a"));
+    let _loops = start_hub_loops(&hub).await;
+    let _agent = start_agent(registering_agent(&hub, &spoke, "spoke-a").await);
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     wait_for(&clusters, "spoke-a", "registered", |_| true).await;
     accept(&hub, "spoke-a", 1).await;
@@ -568,8 +569,8 @@ async fn addon_is_unknown_without_lease_available_while_renewed_and_unavailable_
 async fn spoke_api_down_makes_the_cluster_unavailable_after_the_grace_and_back_when_it_returns() {
     let hub = Cluster::start().await;
     let spoke = Cluster::start().await;
-    let _loops = start_hub_loops(&hub);
-    let mut config = agent_config(&hub, &spoke, "spoke-a");
+    let _loops = start_hub_loops(&hub).await;
+    let mut config = registering_agent(&hub, &spoke, "spoke-a").await;
     config.failure_grace = Duration::from_secs(1);
     let _agent = start_agent(config);
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
@@ -607,8 +608,8 @@ async fn spoke_api_down_makes_the_cluster_unavailable_after_the_grace_and_back_w
 async fn agent_deployment_without_available_replicas_makes_the_cluster_unavailable() {
     let hub = Cluster::start().await;
     let spoke = Cluster::start().await;
-    spoke.namespace("fleetform-agent").await;
-    let deployments: Api<Deployment> = Api::namespaced(spoke.client.clone(), "fleetform-agent");
+    spoke.namespace(AGENT_NAMESPACE).await;
+    let deployments: Api<Deployment> = Api::namespaced(spoke.client.clone(), AGENT_NAMESPACE);
     let deployment: Deployment = serde_json::from_value(json!({
         "metadata": {"name": "agent"},
         "spec": {
@@ -638,10 +639,9 @@ async fn agent_deployment_without_available_replicas_makes_the_cluster_unavailab
         }
     };
     set_available(1).await;
-    let _loops = start_hub_loops(&hub);
-    let mut config = agent_config(&hub, &spoke, "spoke-a");
+    let _loops = start_hub_loops(&hub).await;
+    let mut config = registering_agent(&hub, &spoke, "spoke-a").await;
     config.failure_grace = Duration::from_secs(1);
-    config.agent_namespace = "fleetform-agent".into();
     config.deployment = Some("agent".into());
     let _agent = start_agent(config);
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
@@ -672,8 +672,8 @@ async fn agent_deployment_without_available_replicas_makes_the_cluster_unavailab
 async fn in_steady_state_and_across_an_agent_restart_the_hub_sees_only_lease_renewals() {
     let hub = Cluster::start().await;
     let spoke = Cluster::start().await;
-    let _loops = start_hub_loops(&hub);
-    let agent = start_agent(agent_config(&hub, &spoke, "spoke-a"));
+    let _loops = start_hub_loops(&hub).await;
+    let agent = start_agent(registering_agent(&hub, &spoke, "spoke-a").await);
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     wait_for(&clusters, "spoke-a", "registered", |_| true).await;
     accept(&hub, "spoke-a", 1).await;
@@ -745,7 +745,7 @@ async fn in_steady_state_and_across_an_agent_restart_the_hub_sees_only_lease_ren
             && let Some(agent) = agent.take()
         {
             agent.stop().await;
-            _restarted = Some(start_agent(agent_config(&hub, &spoke, "spoke-a")));
+            _restarted = Some(start_agent(agent_config(&spoke, "spoke-a").await));
         }
     }
     renewing.abort();
@@ -762,7 +762,7 @@ async fn in_steady_state_and_across_an_agent_restart_the_hub_sees_only_lease_ren
 #[tokio::test]
 async fn deleting_a_cluster_deletes_its_agents_rbac() {
     let hub = Cluster::start().await;
-    let _loops = start_hub_loops(&hub);
+    let _loops = start_hub_loops(&hub).await;
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     clusters
         .create(
@@ -801,8 +801,8 @@ async fn deleting_a_cluster_deletes_its_agents_rbac() {
 async fn restarted_hub_loops_leave_available_clusters_available() {
     let hub = Cluster::start().await;
     let spoke = Cluster::start().await;
-    let loops = start_hub_loops(&hub);
-    let _agent = start_agent(agent_config(&hub, &spoke, "spoke-a"));
+    let loops = start_hub_loops(&hub).await;
+    let _agent = start_agent(registering_agent(&hub, &spoke, "spoke-a").await);
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     wait_for(&clusters, "spoke-a", "registered", |_| true).await;
     accept(&hub, "spoke-a", 1).await;
@@ -827,7 +827,7 @@ async fn restarted_hub_loops_leave_available_clusters_available() {
     )
     .await;
     loops.stop().await;
-    let _loops = start_hub_loops(&hub);
+    let _loops = start_hub_loops(&hub).await;
     let restarted = Timestamp::now();
     let later = restarted + Duration::from_secs(3);
     wait_for(
@@ -875,8 +875,8 @@ async fn capacity_allocatable_and_node_health_are_reported_and_follow_node_chang
             .await
             .unwrap();
     }
-    let _loops = start_hub_loops(&hub);
-    let _agent = start_agent(agent_config(&hub, &spoke, "spoke-a"));
+    let _loops = start_hub_loops(&hub).await;
+    let _agent = start_agent(registering_agent(&hub, &spoke, "spoke-a").await);
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     wait_for(&clusters, "spoke-a", "registered", |_| true).await;
     accept(&hub, "spoke-a", 1).await;

@@ -144,7 +144,7 @@ async fn start_sync(hub: &Cluster, identity: &str) -> (RunningSync, Cancellation
     let config = SyncConfig {
         metrics_addr: Some("127.0.0.1:0".parse().unwrap()),
         lease_duration: Duration::from_secs(2),
-        ..SyncConfig::new(hub.client.clone(), identity)
+        ..SyncConfig::new(hub.hub_identity().await, identity)
     };
     let running = fleetform::sync::start(config, stop.clone())
         .await

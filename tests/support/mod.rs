@@ -106,6 +106,49 @@ impl Cluster {
             .expect("apply namespace");
     }
 
+    /// A client of the hub ServiceAccount with exactly the RBAC `deploy/hub/rbac.yaml` grants
+    /// (installed here): what the hub loops, the reconciler and sync run as in production.
+    pub async fn hub_identity(&self) -> Client {
+        self.namespace(SYSTEM_NAMESPACE).await;
+        fleetform::deploy::install_hub_rbac(&self.client)
+            .await
+            .expect("grant the hub ServiceAccount its RBAC");
+        self.service_account_client(
+            fleetform::deploy::HUB_SERVICE_ACCOUNT_NAMESPACE,
+            fleetform::deploy::HUB_SERVICE_ACCOUNT,
+        )
+        .await
+    }
+
+    /// A client of the agent ServiceAccount on this spoke with the RBAC the reconciler installs
+    /// (installed here): what an agent runs as on its spoke.
+    pub async fn agent_identity(&self) -> Client {
+        use fleetform::reconciler::install;
+        let objects = [
+            serde_json::to_value(install::agent_namespace()),
+            serde_json::to_value(install::agent_service_account()),
+            serde_json::to_value(install::agent_cluster_role()),
+            serde_json::to_value(install::agent_cluster_role_binding()),
+        ];
+        for object in objects {
+            fleetform::deploy::apply_document(&self.client, &object.unwrap())
+                .await
+                .expect("install the agent's RBAC");
+        }
+        self.service_account_client(AGENT_NAMESPACE, install::AGENT_DEPLOYMENT)
+            .await
+    }
+
+    async fn service_account_client(&self, namespace: &str, name: &str) -> Client {
+        let kubeconfig = self
+            .server
+            .identities()
+            .expect("a secure cluster")
+            .service_account_kubeconfig(namespace, name)
+            .expect("issue the ServiceAccount's identity");
+        client_for(&kubeconfig).await
+    }
+
     /// Declares a spoke in git, as sync does (the hub approves CSRs of declared spokes only).
     pub async fn declare_spoke(&self, name: &str) {
         self.namespace(SYSTEM_NAMESPACE).await;
@@ -206,26 +249,43 @@ impl Running {
     }
 }
 
-/// Runs the hub loops against `hub`.
-pub fn start_hub_loops(hub: &Cluster) -> Running {
+/// Runs the hub loops against `hub`, as the hub ServiceAccount.
+pub async fn start_hub_loops(hub: &Cluster) -> Running {
     let stop = CancellationToken::new();
     let config = HubConfig {
-        client: hub.client.clone(),
+        client: hub.hub_identity().await,
         access: fleetform::access::Access::default(),
     };
     let handle = tokio::spawn(fleetform::hub::run(config, stop.clone()));
     Running { stop, handle }
 }
 
-/// An agent for `name` on `spoke` registering to `hub`, with 1 s addon leases.
-pub fn agent_config(hub: &Cluster, spoke: &Cluster, name: &str) -> AgentConfig {
+/// Prepares `spoke` to register to `hub` as `name` the way the lifecycle reconciler does: the
+/// spoke declared on the hub, a bootstrap token of its own, and its bootstrap Secret.
+pub async fn prepare_registration(hub: &Cluster, spoke: &Cluster, name: &str) {
+    hub.declare_spoke(name).await;
+    let token = hub.issue_bootstrap_token(name).await;
+    spoke
+        .install_bootstrap(&hub.bootstrap_kubeconfig(&token))
+        .await;
+}
+
+/// An agent for `name` on `spoke` registering to `hub` with its bootstrap Secret (see
+/// [`prepare_registration`]), running as the agent ServiceAccount, with 1 s addon leases.
+pub async fn agent_config(spoke: &Cluster, name: &str) -> AgentConfig {
     let mut config = AgentConfig::new(
         name,
-        HubConnection::Kubeconfig(hub.kubeconfig()),
-        spoke.client.clone(),
+        HubConnection::BootstrapSecret,
+        spoke.agent_identity().await,
     );
     config.addon_lease_duration = Duration::from_secs(1);
     config
+}
+
+/// [`prepare_registration`], then [`agent_config`].
+pub async fn registering_agent(hub: &Cluster, spoke: &Cluster, name: &str) -> AgentConfig {
+    prepare_registration(hub, spoke, name).await;
+    agent_config(spoke, name).await
 }
 
 pub fn start_agent(config: AgentConfig) -> Running {
