@@ -19,7 +19,8 @@ use fleetform::api::vocabulary::{
     HUB_KUBECONFIG_SECRET_KEY_AGENT_NAME, HUB_KUBECONFIG_SECRET_KEY_CLUSTER_NAME,
     HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG, HUB_KUBECONFIG_SECRET_KEY_TLS_CRT,
     HUB_KUBECONFIG_SECRET_KEY_TLS_KEY, LABEL_ADDON_NAME, LABEL_CLUSTER_NAME,
-    REASON_CLIENT_CERTIFICATE_UPDATED, SIGNER_KUBE_APISERVER_CLIENT, STATUS_TRUE,
+    REASON_CLIENT_CERTIFICATE_UPDATE_FAILED, REASON_CLIENT_CERTIFICATE_UPDATED,
+    SIGNER_KUBE_APISERVER_CLIENT, STATUS_TRUE,
 };
 use fleetform::hub::approval::CSR_DENIED;
 use fleetform::hub::bootstrap::{BOOTSTRAP_GROUP, BOOTSTRAP_ROLE_NAME};
@@ -708,6 +709,62 @@ async fn addon_registrations_get_certificates_from_the_kube_and_custom_signers()
     issued
         .verify_signature(Some(ca.public_key()))
         .expect("signed by the custom signer's CA");
+}
+
+#[tokio::test]
+async fn no_certificate_is_requested_until_the_install_namespace_exists_and_then_one() {
+    let (hub, _loops, spoke, _agent) = joined_spoke().await;
+    publish_addon(&hub, json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}])).await;
+    let addons = Api::<ManagedClusterAddOn>::namespaced(hub.client.clone(), "spoke-a");
+    addons
+        .create(
+            &PostParams::default(),
+            &ManagedClusterAddOn::new(
+                "hello",
+                ManagedClusterAddOnSpec {
+                    install_namespace: Some("hello-ns".into()),
+                    ..Default::default()
+                },
+            ),
+        )
+        .await
+        .unwrap();
+    set_registrations(&hub, json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}])).await;
+
+    // The agent says why it waits, on the addon, and asks the hub for nothing meanwhile.
+    let waiting = wait_for(&addons, "hello", "waiting for its namespace", |addon| {
+        addon
+            .condition(CONDITION_CERTIFICATE_ROTATED)
+            .is_some_and(|c| c.status == "False" && c.message.contains("hello-ns"))
+    })
+    .await;
+    assert_eq!(
+        waiting
+            .condition(CONDITION_CERTIFICATE_ROTATED)
+            .unwrap()
+            .reason,
+        REASON_CLIENT_CERTIFICATE_UPDATE_FAILED
+    );
+    let csrs: Api<CertificateSigningRequest> = Api::all(hub.client.clone());
+    let hello_csrs = ListParams::default().labels(&format!("{LABEL_ADDON_NAME}=hello"));
+    assert!(csrs.list(&hello_csrs).await.unwrap().items.is_empty());
+
+    // Once the addon's deployer creates it, one CSR, one certificate.
+    spoke.namespace("hello-ns").await;
+    wait_for(
+        &Api::<Secret>::namespaced(spoke.client.clone(), "hello-ns"),
+        "hello-hub-kubeconfig",
+        "certificate stored",
+        |_| true,
+    )
+    .await;
+    wait_for(&addons, "hello", "reported stored", |addon| {
+        addon
+            .condition(CONDITION_CERTIFICATE_ROTATED)
+            .is_some_and(|c| c.status == "True")
+    })
+    .await;
+    assert_eq!(csrs.list(&hello_csrs).await.unwrap().items.len(), 1);
 }
 
 #[tokio::test]

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
@@ -32,10 +32,19 @@ use super::rotation::addon_registration_csr;
 use super::run::{Context, FIELD_MANAGER, sleep_until};
 use crate::api::ManagedClusterAddOn;
 use crate::api::addon::RegistrationConfig;
-use crate::api::vocabulary::{LABEL_ADDON_NAME, LABEL_CLUSTER_NAME, SIGNER_KUBE_APISERVER_CLIENT};
+use crate::api::vocabulary::{
+    CONDITION_CERTIFICATE_ROTATED, LABEL_ADDON_NAME, LABEL_CLUSTER_NAME,
+    REASON_CLIENT_CERTIFICATE_UPDATE_FAILED, REASON_CLIENT_CERTIFICATE_UPDATED,
+    SIGNER_KUBE_APISERVER_CLIENT, STATUS_FALSE, STATUS_TRUE,
+};
+use crate::hub::conditions::set_conditions;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-/// How long a registration waits before asking again after a refused CSR or a failed write.
+/// How long a registration waits before asking again after a refused CSR or a failed write; it
+/// doubles with every failure in a row.
 const REQUEST_AGAIN_DELAY: Duration = Duration::from_secs(5);
+/// The longest wait between two requests of one registration.
+const REQUEST_AGAIN_MAX: Duration = Duration::from_secs(300);
 
 /// One registration of one addon: the addon, its install namespace and the registration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -120,10 +129,14 @@ fn wanted_registrations(addons: &[Arc<ManagedClusterAddOn>]) -> BTreeMap<(String
         .collect()
 }
 
-/// Keeps a valid certificate for one registration in its Secret until `stop`.
+/// Keeps a valid certificate for one registration in its Secret until `stop`. A certificate is
+/// requested only once its install namespace exists (a Secret cannot be stored before), and one
+/// that was issued is written until it is stored, never requested again meanwhile: a missing
+/// namespace or a failing write must not become a CSR every few seconds.
 async fn keep_certificate(ctx: Arc<Context>, wanted: Wanted, stop: CancellationToken) {
     let secret_name = wanted.registration.secret_name(&wanted.addon);
     let secrets: Api<Secret> = Api::namespaced(ctx.spoke.clone(), &wanted.namespace);
+    let mut backoff = Backoff::default();
     loop {
         let stored = match secrets.get_opt(&secret_name).await {
             Ok(secret) => secret.and_then(|secret| {
@@ -147,47 +160,156 @@ async fn keep_certificate(ctx: Arc<Context>, wanted: Wanted, stop: CancellationT
                 _ = sleep_until(deadline) => {}
             }
         }
+        if !install_namespace_exists(&ctx, &wanted, &stop).await {
+            return;
+        }
         let renewed = tokio::select! {
             _ = stop.cancelled() => return,
             renewed = request(&ctx, &wanted) => renewed,
         };
         match renewed {
             Ok(secret) => {
-                let mut secret = serde_json::to_value(secret).unwrap_or_default();
-                secret["apiVersion"] = "v1".into();
-                secret["kind"] = "Secret".into();
-                match secrets
-                    .patch(
-                        &secret_name,
-                        &PatchParams::apply(FIELD_MANAGER).force(),
-                        &Patch::Apply(&secret),
-                    )
-                    .await
-                {
-                    Ok(_) => {
-                        info!(
-                            cluster = ctx.name(),
-                            addon = wanted.addon,
-                            signer = wanted.registration.signer_name,
-                            "addon certificate stored in {}/{secret_name}",
-                            wanted.namespace
-                        );
-                        continue;
-                    }
-                    Err(err) => warn!(%err, "writing Secret {}/{secret_name}", wanted.namespace),
+                if !store(&ctx, &wanted, &secrets, secret, &stop).await {
+                    return;
                 }
+                backoff = Backoff::default();
+                continue;
             }
             Err(err) => warn!(
                 cluster = ctx.name(),
                 addon = wanted.addon,
                 signer = wanted.registration.signer_name,
-                "addon registration: {err}"
+                "addon registration: {err}; asking again in {:?}",
+                backoff.peek()
             ),
         }
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(REQUEST_AGAIN_DELAY) => {}
+            _ = tokio::time::sleep(backoff.next_delay()) => {}
         }
+    }
+}
+
+/// Exponential delays between requests a hub refused: from [`REQUEST_AGAIN_DELAY`] doubling to
+/// [`REQUEST_AGAIN_MAX`].
+#[derive(Debug, Default)]
+struct Backoff {
+    failures: u32,
+}
+
+impl Backoff {
+    fn peek(&self) -> Duration {
+        REQUEST_AGAIN_DELAY
+            .saturating_mul(2u32.saturating_pow(self.failures.min(16)))
+            .min(REQUEST_AGAIN_MAX)
+    }
+
+    fn next_delay(&mut self) -> Duration {
+        let delay = self.peek();
+        self.failures = self.failures.saturating_add(1);
+        delay
+    }
+}
+
+/// Waits until the registration's install namespace exists on the spoke (whoever deploys the
+/// addon creates it); `false` when stopped first. Says so once, then looks again with backoff.
+async fn install_namespace_exists(
+    ctx: &Context,
+    wanted: &Wanted,
+    stop: &CancellationToken,
+) -> bool {
+    let namespaces: Api<Namespace> = Api::all(ctx.spoke.clone());
+    let mut backoff = Backoff::default();
+    loop {
+        match namespaces.get_opt(&wanted.namespace).await {
+            Ok(Some(_)) => return true,
+            Ok(None) if backoff.failures == 0 => {
+                let message = format!(
+                    "install namespace {} does not exist on the spoke; the {} certificate is requested once it does (whoever deploys the addon creates it)",
+                    wanted.namespace, wanted.registration.signer_name
+                );
+                info!(cluster = ctx.name(), addon = wanted.addon, "{message}");
+                report(ctx, wanted, false, message).await;
+            }
+            Ok(None) => {}
+            Err(err) => warn!(%err, "cannot read namespace {}", wanted.namespace),
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return false,
+            _ = tokio::time::sleep(backoff.next_delay()) => {}
+        }
+    }
+}
+
+/// Writes an issued certificate's Secret until it is stored; `false` when stopped first.
+async fn store(
+    ctx: &Context,
+    wanted: &Wanted,
+    secrets: &Api<Secret>,
+    secret: Secret,
+    stop: &CancellationToken,
+) -> bool {
+    let secret_name = wanted.registration.secret_name(&wanted.addon);
+    let mut secret = serde_json::to_value(secret).unwrap_or_default();
+    secret["apiVersion"] = "v1".into();
+    secret["kind"] = "Secret".into();
+    let mut backoff = Backoff::default();
+    loop {
+        match secrets
+            .patch(
+                &secret_name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&secret),
+            )
+            .await
+        {
+            Ok(_) => {
+                let message = format!(
+                    "the {} certificate is stored in Secret {}/{secret_name}",
+                    wanted.registration.signer_name, wanted.namespace
+                );
+                info!(cluster = ctx.name(), addon = wanted.addon, "{message}");
+                report(ctx, wanted, true, message).await;
+                return true;
+            }
+            Err(err) => warn!(
+                %err,
+                "writing Secret {}/{secret_name}; trying again in {:?}",
+                wanted.namespace,
+                backoff.peek()
+            ),
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return false,
+            _ = tokio::time::sleep(backoff.next_delay()) => {}
+        }
+    }
+}
+
+/// Says on the ManagedClusterAddOn, as OCM's agent does with `ClusterCertificateRotated`, whether
+/// the registration's certificate was stored and, if not, why. A failure to say it is logged:
+/// the certificate matters more than the report.
+async fn report(ctx: &Context, wanted: &Wanted, stored: bool, message: String) {
+    let (status, reason) = if stored {
+        (STATUS_TRUE, REASON_CLIENT_CERTIFICATE_UPDATED)
+    } else {
+        (STATUS_FALSE, REASON_CLIENT_CERTIFICATE_UPDATE_FAILED)
+    };
+    let condition = Condition {
+        type_: CONDITION_CERTIFICATE_ROTATED.to_string(),
+        status: status.to_string(),
+        reason: reason.to_string(),
+        message,
+        observed_generation: None,
+        last_transition_time: Time(Timestamp::now()),
+    };
+    let addons: Api<ManagedClusterAddOn> = Api::namespaced(ctx.hub.clone(), ctx.name());
+    if let Err(err) = set_conditions(&addons, &wanted.addon, FIELD_MANAGER, |_| {
+        vec![condition.clone()]
+    })
+    .await
+    {
+        warn!(%err, addon = wanted.addon, "cannot report the addon's certificate");
     }
 }
 
@@ -210,9 +332,9 @@ async fn request(ctx: &Context, wanted: &Wanted) -> Result<Secret, String> {
         .list(&ListParams::default().labels(&selector))
         .await
         .map_err(|err| format!("cannot list the addon's CSRs: {err}"))?;
-    if !may_request_addon_certificate(&earlier.items) {
+    if !may_request_addon_certificate(&earlier.items, &wanted.registration.signer_name) {
         return Err(
-            "too many of the addon's CSRs are pending; no new one until the hub answers".into(),
+            "a CSR of this registration is pending; no new one until the hub answers it".into(),
         );
     }
     let params = PostParams {

@@ -286,14 +286,16 @@ pub fn may_request_certificate(cluster_csrs: &[CertificateSigningRequest]) -> bo
     pending_registration_csrs(cluster_csrs) < MAX_PENDING_CSRS
 }
 
-/// Whether the agent may create another CSR for one addon, given that addon's CSRs on its
-/// cluster: only while fewer than [`MAX_PENDING_CSRS`] are pending.
-pub fn may_request_addon_certificate(addon_csrs: &[CertificateSigningRequest]) -> bool {
-    addon_csrs
+/// Whether the agent may create a CSR for one registration (an addon's signer), given that
+/// addon's CSRs on its cluster: only while none of that signer is pending, so a registration
+/// never has more than one CSR waiting for the hub.
+pub fn may_request_addon_certificate(
+    addon_csrs: &[CertificateSigningRequest],
+    signer_name: &str,
+) -> bool {
+    !addon_csrs
         .iter()
-        .filter(|csr| csr_state(csr) == CsrState::Pending)
-        .count()
-        < MAX_PENDING_CSRS
+        .any(|csr| csr.spec.signer_name == signer_name && csr_state(csr) == CsrState::Pending)
 }
 
 /// How many of these CSRs are pending registration CSRs.
@@ -466,8 +468,21 @@ mod tests {
         assert!(may_request_certificate(&csrs));
         csrs.push(pending());
         assert!(!may_request_certificate(&csrs));
-        assert!(!may_request_addon_certificate(&csrs));
-        assert!(may_request_addon_certificate(&csrs[2..]));
+    }
+
+    #[test]
+    fn a_registration_has_at_most_one_csr_pending() {
+        let signer = "example.com/signer";
+        let mut other_signer = registration_csr("spoke-a", "agent1", None).unwrap().csr;
+        other_signer.spec.signer_name = "example.com/other".into();
+        let mut csrs = vec![other_signer, with_condition(CSR_DENIED, None)];
+        csrs[1].spec.signer_name = signer.into();
+        assert!(may_request_addon_certificate(&csrs, signer));
+        let mut pending = registration_csr("spoke-a", "agent1", None).unwrap().csr;
+        pending.spec.signer_name = signer.into();
+        csrs.push(pending);
+        assert!(!may_request_addon_certificate(&csrs, signer));
+        assert!(may_request_addon_certificate(&csrs, "example.com/third"));
     }
 
     #[test]
