@@ -420,7 +420,11 @@ async fn status_shows_one_row_per_spoke_and_follows_changes_with_watch() {
         ])
         .args(["-o", "json"])
         .stdout(writer)
-        .output()
+        .stderr(std::process::Stdio::piped())
+        // Not `output()`: it would replace the closed stdout with a pipe of its own.
+        .spawn()
+        .unwrap()
+        .wait_with_output()
         .await
         .unwrap();
     assert_eq!(unread.status.code(), Some(0));
