@@ -70,7 +70,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Check a fleet repo: schema, then the rules across documents. Exit 0 valid, 1 invalid.
+    /// Check a fleet repo: schemas and the rules across documents, in one pass. Exit 0 valid, 1
+    /// invalid.
     Validate(validate::Args),
     /// Show what applying the fleet repo would change. Exit 0 no changes, 2 changes, 1 error.
     Plan(plan::Args),
