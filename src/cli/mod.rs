@@ -305,6 +305,16 @@ impl Empty {
     }
 }
 
+/// The exit code for a source that could not be read: fleetform's own failure (its cache), or
+/// the input's.
+fn source_error_code(err: &crate::source::SourceError) -> u8 {
+    if err.is_internal() {
+        exit::INTERNAL
+    } else {
+        exit::INVALID_INPUT
+    }
+}
+
 fn load_reported(
     spec: &crate::source::SourceSpec,
     empty: Empty,
@@ -320,11 +330,7 @@ fn load_reported(
         },
         Err(LoadError::Source(err)) => {
             errln!("error: {err}");
-            Err(if err.is_internal() {
-                exit::INTERNAL
-            } else {
-                exit::INVALID_INPUT
-            })
+            Err(source_error_code(&err))
         }
         Err(LoadError::Invalid {
             origin,

@@ -44,12 +44,11 @@ pub fn run(args: Args) -> u8 {
             diagnostics,
         }) => (origin, None, diagnostics),
         Err(LoadError::Source(err)) => {
-            let code = if err.is_internal() {
-                exit::INTERNAL
-            } else {
-                exit::INVALID_INPUT
-            };
-            return refuse(args.output, &err.to_string(), code);
+            return refuse(
+                args.output,
+                &err.to_string(),
+                super::source_error_code(&err),
+            );
         }
     };
     let report = Report {
