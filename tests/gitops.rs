@@ -149,6 +149,17 @@ async fn a_fresh_hub_plans_installation_joins_and_addons() {
         text.contains("Plan: 8 to create, 0 to update, 0 to delete; 18 lifecycle steps."),
         "{text}"
     );
+
+    for format in ["json", "yaml"] {
+        let output = hub.plan(&fleet, &["-o", format]).await;
+        assert_eq!(output.status.code(), Some(2), "{format}");
+        let plan: serde_json::Value = serde_yaml::from_slice(&output.stdout).unwrap();
+        assert_eq!(plan["formatVersion"], "1", "{format}");
+        let counts = serde_json::json!({"create": 8, "update": 0, "delete": 0, "steps": 18, "pendingClusters": 0});
+        assert_eq!(plan["summary"], counts, "{format}");
+        assert_eq!(plan["hubs"][0]["hub"], "hub", "{format}");
+        assert_eq!(plan["hubs"][0]["summary"], counts, "{format}");
+    }
     hub.server.shutdown().await;
 }
 
@@ -396,6 +407,28 @@ async fn status_shows_one_row_per_spoke_and_follows_changes_with_watch() {
         String::from_utf8_lossy(&status.stderr)
     );
     let rows: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+
+    // `status -o json | head`: the reader went away before fleetform wrote.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let unread = tokio::process::Command::new(env!("CARGO_BIN_EXE_fleetform"))
+        .args([
+            "status".as_ref(),
+            fleet.as_os_str(),
+            "--data-dir".as_ref(),
+            data_dir,
+        ])
+        .args(["-o", "json"])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        // Not `output()`: it would replace the closed stdout with a pipe of its own.
+        .spawn()
+        .unwrap()
+        .wait_with_output()
+        .await
+        .unwrap();
+    assert_eq!(unread.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&unread.stderr), "");
     let states: Vec<(&str, &str, bool)> = rows
         .as_array()
         .unwrap()

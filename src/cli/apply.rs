@@ -6,11 +6,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::plan::{GuardArgs, build, colour};
-use super::{ClusterArgs, SourceArgs, exit};
+use super::{ClusterArgs, Empty, SourceArgs, exit};
 use crate::apply::apply_hub;
 use crate::converge::{self, Progress};
 use crate::observe::observe_hub;
-use crate::plan::{Plan, render, stale_reasons};
+use crate::plan::render::{self, read_document};
+use crate::plan::{Plan, stale_reasons};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -21,6 +22,10 @@ pub struct Args {
     clusters: ClusterArgs,
     #[command(flatten)]
     guard: GuardArgs,
+    /// Accept a source without any fleet document (otherwise an error). Such a fleet names no
+    /// hub, so applying it changes nothing.
+    #[arg(long)]
+    allow_empty: bool,
     /// Only write the objects; do not wait for the spokes to converge.
     #[arg(long)]
     no_wait: bool,
@@ -37,14 +42,15 @@ pub async fn run(args: Args) -> u8 {
             Err(code) => return code,
         }
     } else {
-        match build(&args.source, &args.clusters, args.guard.guard()).await {
+        let empty = Empty::from_flag(args.allow_empty);
+        match build(&args.source, empty, &args.clusters, args.guard.guard()).await {
             Ok(plan) => plan,
             Err(code) => return code,
         }
     };
-    print!("{}", render::text(&plan, colour()));
+    out!("{}", render::text(&plan, colour()));
     if plan.prune_blocked() {
-        eprintln!(
+        errln!(
             "error: the prune guard holds this plan back; plan again with --allow-prune to unjoin that many spokes"
         );
         return exit::INVALID_INPUT;
@@ -57,7 +63,7 @@ pub async fn run(args: Args) -> u8 {
         .filter(|hub| !hub.changes.is_empty() || !hub.steps.is_empty())
     {
         let Some(source) = &hub.kubeconfig else {
-            eprintln!(
+            errln!(
                 "error: hub {}: the plan does not say how to reach it",
                 hub.hub
             );
@@ -66,7 +72,7 @@ pub async fn run(args: Args) -> u8 {
         let client = match access.hub_at(&hub.hub, source).await {
             Ok(client) => client,
             Err(err) => {
-                eprintln!("error: {err}");
+                errln!("error: {err}");
                 return exit::INVALID_INPUT;
             }
         };
@@ -74,19 +80,19 @@ pub async fn run(args: Args) -> u8 {
         match apply_hub(hub, &client).await {
             Ok(applied) => {
                 for crd in &applied.installed_crds {
-                    println!("hub {}: installed CRD {crd}", hub.hub);
+                    outln!("hub {}: installed CRD {crd}", hub.hub);
                 }
                 for written in &applied.written {
-                    println!("hub {}: {written}", hub.hub);
+                    outln!("hub {}: {written}", hub.hub);
                 }
             }
             Err(err) => {
-                eprintln!("error: {err}");
+                errln!("error: {err}");
                 return exit::INVALID_INPUT;
             }
         }
     }
-    println!("Applied {}.", plan.source);
+    outln!("Applied {}.", plan.source);
     if args.no_wait || clients.is_empty() {
         return exit::OK;
     }
@@ -94,11 +100,11 @@ pub async fn run(args: Args) -> u8 {
     let mut shown = ProgressView::new(std::io::stdout().is_terminal());
     match converge::wait(&clients, timeout, |progress| shown.update(progress)).await {
         Ok(()) => {
-            println!("Converged.");
+            outln!("Converged.");
             exit::OK
         }
         Err(err) => {
-            eprintln!("error: {err}");
+            errln!("error: {err}");
             exit::NOT_CONVERGED
         }
     }
@@ -125,13 +131,13 @@ impl ProgressView {
         if self.terminal {
             // Up over what was drawn, then every line cleared and written again.
             if self.drawn > 0 {
-                print!("\x1b[{}A", self.drawn);
+                out!("\x1b[{}A", self.drawn);
             }
             for line in progress {
-                println!("\x1b[2K{line}");
+                outln!("\x1b[2K{line}");
             }
             for _ in progress.len()..self.drawn {
-                println!("\x1b[2K");
+                outln!("\x1b[2K");
             }
             self.drawn = progress.len().max(self.drawn);
             return;
@@ -140,7 +146,7 @@ impl ProgressView {
             let key = format!("{}/{}", line.hub, line.spoke);
             let text = line.to_string();
             if self.last.get(&key) != Some(&text) {
-                println!("{text}");
+                outln!("{text}");
                 self.last.insert(key, text);
             }
         }
@@ -150,12 +156,12 @@ impl ProgressView {
 /// Reads a saved plan and checks it still matches every hub it covers.
 async fn read_saved(path: &Path, clusters: &ClusterArgs) -> Result<Plan, u8> {
     let text = std::fs::read(path).map_err(|err| {
-        eprintln!("error: cannot read {}: {err}", path.display());
+        errln!("error: cannot read {}: {err}", path.display());
         exit::INVALID_INPUT
     })?;
-    let plan: Plan = serde_json::from_slice(&text).map_err(|err| {
-        eprintln!(
-            "error: {} is not a saved plan (from `fleetform plan --out`): {err}",
+    let plan = read_document(&text).map_err(|err| {
+        errln!(
+            "error: {}: cannot read it as a saved plan (from `fleetform plan --out`): {err}",
             path.display()
         );
         exit::INVALID_INPUT
@@ -167,13 +173,13 @@ async fn read_saved(path: &Path, clusters: &ClusterArgs) -> Result<Plan, u8> {
             continue;
         };
         let client = access.hub_at(&hub.hub, source).await.map_err(|err| {
-            eprintln!("error: {err}");
+            errln!("error: {err}");
             exit::INVALID_INPUT
         })?;
         let observed = observe_hub(&hub.hub, &client, &Default::default())
             .await
             .map_err(|err| {
-                eprintln!("error: {err}");
+                errln!("error: {err}");
                 exit::INVALID_INPUT
             })?;
         stale.extend(
@@ -183,14 +189,14 @@ async fn read_saved(path: &Path, clusters: &ClusterArgs) -> Result<Plan, u8> {
         );
     }
     if !stale.is_empty() {
-        eprintln!(
+        errln!(
             "error: plan is stale: the hub changed since {} was made:",
             path.display()
         );
         for reason in stale {
-            eprintln!("  {reason}");
+            errln!("  {reason}");
         }
-        eprintln!("plan again to see what applying would do now");
+        errln!("plan again to see what applying would do now");
         return Err(exit::INVALID_INPUT);
     }
     Ok(plan)

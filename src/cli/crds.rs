@@ -14,18 +14,18 @@ pub struct Args {
 
 pub fn run(args: Args) -> u8 {
     let Some(dir) = args.out_dir else {
-        print!("{}", api::crds_yaml());
+        out!("{}", api::crds_yaml());
         return exit::OK;
     };
     match api::write_crds(&dir) {
         Ok(written) => {
             for path in written {
-                println!("wrote {}", path.display());
+                outln!("wrote {}", path.display());
             }
             exit::OK
         }
         Err(err) => {
-            eprintln!("error: cannot write CRDs to {}: {err}", dir.display());
+            errln!("error: cannot write CRDs to {}: {err}", dir.display());
             exit::INTERNAL
         }
     }

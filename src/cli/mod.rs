@@ -1,11 +1,29 @@
 //! The `fleetform` command line: argument parsing, output formats and exit codes. Commands are
 //! thin: they call into the library and render what it returns.
 
+/// `print!` for commands: a closed stdout ends the output quietly (see [`output`]).
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::cli::output::write_stdout(format_args!($($arg)*)) };
+}
+
+/// `println!` for commands: a closed stdout ends the output quietly (see [`output`]).
+macro_rules! outln {
+    () => { $crate::cli::output::write_stdout(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::cli::output::write_stdout(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+/// `eprintln!` that never panics, not even on a closed stderr.
+macro_rules! errln {
+    ($($arg:tt)*) => { $crate::cli::output::write_stderr(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
 pub(crate) mod agent;
 mod apply;
+mod completion;
 mod controlplane;
 mod crds;
 mod hub;
+pub(crate) mod output;
 mod plan;
 mod status;
 mod sync;
@@ -14,7 +32,10 @@ mod validate;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
+
+pub use output::Output;
+use output::print_data;
 
 /// Exit codes every command shares.
 pub mod exit {
@@ -39,16 +60,18 @@ pub mod exit {
     about = "Keep a fleet of Kubernetes clusters in line with a git repository"
 )]
 pub struct Cli {
-    /// Log filter (tracing's EnvFilter syntax); overrides RUST_LOG.
-    #[arg(long, global = true, env = "FLEETFORM_LOG", default_value = "warn")]
-    log: String,
+    /// Log filter (tracing's EnvFilter syntax, e.g. `info` or `warn,fleetform=debug`); overrides
+    /// RUST_LOG. Without it: RUST_LOG, else `warn`.
+    #[arg(long, global = true, env = "FLEETFORM_LOG", value_parser = parse_log_filter)]
+    log: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Check a fleet repo: schema, then the rules across documents. Exit 0 valid, 1 invalid.
+    /// Check a fleet repo: schemas and the rules across documents, in one pass. Exit 0 valid, 1
+    /// invalid.
     Validate(validate::Args),
     /// Show what applying the fleet repo would change. Exit 0 no changes, 2 changes, 1 error.
     Plan(plan::Args),
@@ -67,21 +90,14 @@ enum Command {
     /// certificates.
     Agent(agent::Args),
     /// Run a whole fleet on this machine: embedded hubs and spokes, their agents, the hub loops
-    /// and sync against SOURCE (default examples/fleet-repo), until Ctrl-C.
+    /// and sync against SOURCE, until Ctrl-C.
     Up(up::Args),
     /// Run the hub loops and the lifecycle reconciler: join, accept and unjoin spokes, judge
     /// registration and addon CSRs, sign custom-signer CSRs, expire leases, observe poll-mode
     /// spokes.
     Hub(hub::Args),
-}
-
-/// How a command renders data.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum Output {
-    #[default]
-    Text,
-    Json,
-    Yaml,
+    /// Print a shell completion script: `source <(fleetform completion bash)`.
+    Completion(completion::Args),
 }
 
 /// Whether `args` (without the program name) is a valid `fleetform` command line; the error is
@@ -106,7 +122,7 @@ pub fn main() -> ExitCode {
             });
         }
     };
-    init_tracing(&cli.log);
+    init_tracing(cli.log.as_deref());
     let code = match cli.command {
         Command::Validate(args) => validate::run(args),
         Command::Plan(args) => with_runtime(plan::run(args)),
@@ -118,8 +134,9 @@ pub fn main() -> ExitCode {
         Command::Agent(args) => with_runtime(agent::run(args)),
         Command::Hub(args) => with_runtime(hub::run(args)),
         Command::Up(args) => with_runtime(up::run(args)),
+        Command::Completion(args) => completion::run(args),
     };
-    ExitCode::from(code)
+    ExitCode::from(output::exit_code(code))
 }
 
 /// Runs an async command on a multi-threaded runtime; only the commands that talk to clusters
@@ -131,7 +148,7 @@ fn with_runtime(command: impl std::future::Future<Output = u8>) -> u8 {
     {
         Ok(runtime) => runtime.block_on(command),
         Err(err) => {
-            eprintln!("error: cannot start the async runtime: {err}");
+            errln!("error: cannot start the async runtime: {err}");
             exit::INTERNAL
         }
     }
@@ -153,23 +170,49 @@ async fn shutdown_signal() {
     }
 }
 
-fn init_tracing(filter: &str) {
-    let filter = std::env::var("RUST_LOG")
-        .ok()
-        .and_then(|env| tracing_subscriber::EnvFilter::try_new(env).ok())
-        .or_else(|| tracing_subscriber::EnvFilter::try_new(filter).ok())
-        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("warn"));
+/// Logs go to stderr, filtered by `--log` when it is given, else by RUST_LOG, else at `warn`;
+/// coloured only on a terminal without `NO_COLOR`.
+fn init_tracing(log: Option<&str>) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match log {
+        // Checked by `parse_log_filter` already.
+        Some(log) => EnvFilter::try_new(log).unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG)),
+        None => match std::env::var("RUST_LOG") {
+            Ok(env) if !env.trim().is_empty() => EnvFilter::try_new(&env).unwrap_or_else(|err| {
+                errln!("warning: RUST_LOG={env:?} is not a log filter ({err}); logging at {DEFAULT_LOG}");
+                EnvFilter::new(DEFAULT_LOG)
+            }),
+            _ => EnvFilter::new(DEFAULT_LOG),
+        },
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(output::colour_on(&std::io::stderr()))
         .try_init();
 }
 
-/// Where to read a fleet repo from: the arguments `validate`, `plan` and `apply` share.
+/// The log filter when neither `--log` nor RUST_LOG sets one.
+const DEFAULT_LOG: &str = "warn";
+
+fn parse_log_filter(filter: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(filter)
+        .map(|_| filter.to_string())
+        .map_err(|err| format!("not a log filter: {err}"))
+}
+
+/// The environment variable naming the fleet source of every command that reads one when no
+/// SOURCE is given.
+pub const SOURCE_ENV: &str = "FLEETFORM_SOURCE";
+/// The fleet source when neither SOURCE nor `$FLEETFORM_SOURCE` is given: the current directory.
+pub const DEFAULT_SOURCE: &str = ".";
+
+/// Where to read a fleet repo from: the arguments `validate`, `plan`, `apply` and `status`
+/// share (`up` takes SOURCE by the same rule).
 #[derive(Debug, clap::Args)]
 pub struct SourceArgs {
     /// A directory, a local git repository, or a git URL (file://, https://, ssh://).
-    #[arg(default_value = ".")]
+    #[arg(env = SOURCE_ENV, default_value = DEFAULT_SOURCE)]
     source: String,
     /// Branch, tag or commit to read (git sources only); default: HEAD or the remote's default
     /// branch.
@@ -219,56 +262,83 @@ impl ClusterArgs {
     }
 }
 
-/// Prints validation problems, one per line, and a count.
-fn print_diagnostics(errors: &[crate::fleet::Diagnostic]) {
-    for error in errors {
-        println!("{error}");
-    }
-    let files: std::collections::BTreeSet<&str> = errors.iter().map(|e| e.file.as_str()).collect();
-    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
-    println!(
-        "invalid: {} in {}",
-        plural(errors.len(), "error"),
-        plural(files.len(), "file")
-    );
-}
-
-/// Prints a value as JSON (for `text` and `json`) or YAML.
-fn print_data(output: Output, value: &impl serde::Serialize) {
-    let rendered = match output {
-        Output::Yaml => serde_yaml::to_string(value).map_err(|e| e.to_string()),
-        Output::Text | Output::Json => {
-            serde_json::to_string_pretty(value).map_err(|e| e.to_string())
-        }
-    };
-    match rendered {
-        Ok(text) => println!("{}", text.trim_end()),
-        Err(err) => eprintln!("error: cannot render output: {err}"),
-    }
-}
-
-/// Loads the fleet at `spec`; an unreadable source or an invalid fleet is reported (with every
-/// diagnostic) and becomes the exit code to return.
+/// Loads the fleet at `spec`; an unreadable source, an invalid fleet or one with no documents
+/// at all is reported (with every diagnostic) and becomes the exit code to return.
 pub(crate) fn load_fleet_or_report(
     spec: &crate::source::SourceSpec,
 ) -> Result<(crate::source::Origin, crate::fleet::Fleet), u8> {
+    load_reported(spec, Empty::Refuse)
+}
+
+/// What to do with a source that holds no fleet documents at all: a wrong directory, `--path`
+/// or ref far more often than a fleet meant to be empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Empty {
+    Refuse,
+    /// Refuse, naming `--allow-empty` as the way out.
+    RefuseUnlessAllowed,
+    Allow,
+}
+
+impl Empty {
+    fn from_flag(allow_empty: bool) -> Self {
+        if allow_empty {
+            Empty::Allow
+        } else {
+            Empty::RefuseUnlessAllowed
+        }
+    }
+
+    /// The error for an empty fleet read from `origin`, or `None` when it is accepted.
+    fn check(self, origin: &crate::source::Origin, fleet: &crate::fleet::Fleet) -> Option<String> {
+        if self == Empty::Allow || !fleet.is_empty() {
+            return None;
+        }
+        let hint = match self {
+            Empty::RefuseUnlessAllowed => "; --allow-empty accepts an empty fleet",
+            _ => "",
+        };
+        let under = match origin {
+            crate::source::Origin::Directory { path, .. } => path.display().to_string(),
+            crate::source::Origin::Git { .. } => origin.to_string(),
+        };
+        Some(format!("no fleet documents under {under}{hint}"))
+    }
+}
+
+/// The exit code for a source that could not be read: fleetform's own failure (its cache), or
+/// the input's.
+fn source_error_code(err: &crate::source::SourceError) -> u8 {
+    if err.is_internal() {
+        exit::INTERNAL
+    } else {
+        exit::INVALID_INPUT
+    }
+}
+
+fn load_reported(
+    spec: &crate::source::SourceSpec,
+    empty: Empty,
+) -> Result<(crate::source::Origin, crate::fleet::Fleet), u8> {
     use crate::source::LoadError;
     match crate::source::load_fleet(spec) {
-        Ok(loaded) => Ok(loaded),
+        Ok((origin, fleet)) => match empty.check(&origin, &fleet) {
+            None => Ok((origin, fleet)),
+            Some(message) => {
+                errln!("error: {message}");
+                Err(exit::INVALID_INPUT)
+            }
+        },
         Err(LoadError::Source(err)) => {
-            eprintln!("error: {err}");
-            Err(if err.is_internal() {
-                exit::INTERNAL
-            } else {
-                exit::INVALID_INPUT
-            })
+            errln!("error: {err}");
+            Err(source_error_code(&err))
         }
         Err(LoadError::Invalid {
             origin,
             diagnostics,
         }) => {
-            println!("source: {origin}");
-            print_diagnostics(&diagnostics);
+            outln!("source: {origin}");
+            output::print_diagnostics(&diagnostics);
             Err(exit::INVALID_INPUT)
         }
     }

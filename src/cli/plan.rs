@@ -1,9 +1,9 @@
 //! `fleetform plan`: what applying a commit of the fleet repo would change.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use super::{ClusterArgs, SourceArgs, exit};
+use super::output::{self, Output};
+use super::{ClusterArgs, Empty, SourceArgs, exit};
 use crate::observe::observe_hub;
 use crate::plan::{self, Observed, Plan, PruneGuard, render};
 
@@ -12,6 +12,7 @@ pub enum PlanOutput {
     #[default]
     Text,
     Json,
+    Yaml,
     Markdown,
 }
 
@@ -45,32 +46,32 @@ pub struct Args {
     guard: GuardArgs,
     #[arg(short, long, value_enum, default_value_t)]
     output: PlanOutput,
+    /// Accept a source without any fleet document (otherwise an error). Such a fleet names no
+    /// hub, so its plan changes nothing.
+    #[arg(long)]
+    allow_empty: bool,
     /// Save the plan (with the commit and every object version it read) for `fleetform apply FILE`.
     #[arg(long)]
     out: Option<PathBuf>,
 }
 
 pub async fn run(args: Args) -> u8 {
-    let plan = match build(&args.source, &args.clusters, args.guard.guard()).await {
+    let empty = Empty::from_flag(args.allow_empty);
+    let plan = match build(&args.source, empty, &args.clusters, args.guard.guard()).await {
         Ok(plan) => plan,
         Err(code) => return code,
     };
     if let Some(path) = &args.out
         && let Err(err) = save(&plan, path)
     {
-        eprintln!("error: cannot save the plan to {}: {err}", path.display());
+        errln!("error: cannot save the plan to {}: {err}", path.display());
         return exit::INTERNAL;
     }
     match args.output {
-        PlanOutput::Text => print!("{}", render::text(&plan, colour())),
-        PlanOutput::Markdown => print!("{}", render::markdown(&plan)),
-        PlanOutput::Json => match serde_json::to_string_pretty(&plan) {
-            Ok(json) => println!("{json}"),
-            Err(err) => {
-                eprintln!("error: cannot render the plan: {err}");
-                return exit::INTERNAL;
-            }
-        },
+        PlanOutput::Text => out!("{}", render::text(&plan, colour())),
+        PlanOutput::Markdown => out!("{}", render::markdown(&plan)),
+        PlanOutput::Json => output::print_data(Output::Json, &render::document(&plan)),
+        PlanOutput::Yaml => output::print_data(Output::Yaml, &render::document(&plan)),
     }
     if plan.has_changes() {
         exit::CHANGES
@@ -83,21 +84,22 @@ pub async fn run(args: Args) -> u8 {
 /// exit code.
 pub async fn build(
     source: &SourceArgs,
+    empty: Empty,
     clusters: &ClusterArgs,
     guard: PruneGuard,
 ) -> Result<Plan, u8> {
-    let (origin, fleet) = super::load_fleet_or_report(&source.spec())?;
+    let (origin, fleet) = super::load_reported(&source.spec(), empty)?;
     let access = clusters.access();
     let mut observed = Observed::new();
     for (name, hub) in &fleet.hubs {
         let client = access.hub(hub).await.map_err(|err| {
-            eprintln!("error: {err}");
+            errln!("error: {err}");
             exit::INVALID_INPUT
         })?;
         let hub = observe_hub(name, &client, &plan::desired::hub_objects(&fleet, name))
             .await
             .map_err(|err| {
-                eprintln!("error: {err}");
+                errln!("error: {err}");
                 exit::INVALID_INPUT
             })?;
         observed.insert(name.clone(), hub);
@@ -106,11 +108,11 @@ pub async fn build(
 }
 
 fn save(plan: &Plan, path: &std::path::Path) -> std::io::Result<()> {
-    let json = serde_json::to_vec_pretty(plan).map_err(std::io::Error::other)?;
+    let json = serde_json::to_vec_pretty(&render::document(plan)).map_err(std::io::Error::other)?;
     std::fs::write(path, json)
 }
 
-/// Colour only on a terminal, and never with `NO_COLOR` set.
+/// Whether plans printed to stdout are coloured.
 pub fn colour() -> bool {
-    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    output::colour_on(&std::io::stdout())
 }

@@ -35,7 +35,7 @@ pub async fn run(args: Args) -> u8 {
         match access.hub(hub).await {
             Ok(client) => hubs.push((name.clone(), client)),
             Err(err) => {
-                eprintln!("error: {err}");
+                errln!("error: {err}");
                 return exit::INVALID_INPUT;
             }
         }
@@ -57,21 +57,22 @@ pub async fn run(args: Args) -> u8 {
         let current = match collect(&hubs).await {
             Ok(current) => current,
             Err(message) => {
-                eprintln!("error: {message}");
+                errln!("error: {message}");
                 return exit::INVALID_INPUT;
             }
         };
         if last.as_ref() != Some(&current) {
             match args.output {
-                Output::Text => print!("{}", table(&current)),
+                Output::Text => out!("{}", table(&current)),
                 Output::Json | Output::Yaml => print_data(args.output, &current),
             }
             if changes.is_some() && args.output == Output::Text {
-                println!();
+                outln!();
             }
             last = Some(current);
         }
-        let Some(changes) = changes.as_mut() else {
+        // Nobody reads any more (`status --watch | head`): stop, as a SIGPIPE would.
+        let Some(changes) = changes.as_mut().filter(|_| !super::output::stdout_closed()) else {
             return exit::OK;
         };
         loop {

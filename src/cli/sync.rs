@@ -38,7 +38,7 @@ pub async fn run(args: Args) -> u8 {
         match super::hub::kube_client(access.kubeconfig.as_deref(), access.context.clone()).await {
             Ok(client) => client,
             Err(err) => {
-                eprintln!("error: sync: {err}");
+                errln!("error: sync: {err}");
                 return exit::INVALID_INPUT;
             }
         };
@@ -55,7 +55,7 @@ pub async fn run(args: Args) -> u8 {
     let running = match crate::sync::start(config, shutdown.clone()).await {
         Ok(running) => running,
         Err(err) => {
-            eprintln!("error: sync: {err}");
+            errln!("error: sync: {err}");
             return exit::INVALID_INPUT;
         }
     };

@@ -15,7 +15,7 @@ use crate::up::{self, UpConfig};
 pub struct Args {
     /// The fleet: a directory (in a git work tree: its repository is followed), a local git
     /// repository, or a git URL.
-    #[arg(default_value = "examples/fleet-repo")]
+    #[arg(env = super::SOURCE_ENV, default_value = super::DEFAULT_SOURCE)]
     source: String,
     /// Branch, tag or commit to follow (default: HEAD).
     #[arg(long = "ref")]

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::{Output, SourceArgs, exit, print_data};
+use super::{Empty, Output, SourceArgs, exit, print_data};
 use crate::fleet::{Diagnostic, Fleet};
 use crate::source::{self, LoadError, Origin};
 
@@ -12,6 +12,9 @@ pub struct Args {
     source: SourceArgs,
     #[arg(short, long, value_enum, default_value_t)]
     output: Output,
+    /// Accept a source without any fleet document (otherwise an error).
+    #[arg(long)]
+    allow_empty: bool,
 }
 
 #[derive(Serialize)]
@@ -32,26 +35,20 @@ struct Summary {
 
 pub fn run(args: Args) -> u8 {
     let (origin, fleet, errors) = match source::load_fleet(&args.source.spec()) {
-        Ok((origin, fleet)) => (origin, Some(fleet), Vec::new()),
+        Ok((origin, fleet)) => match Empty::from_flag(args.allow_empty).check(&origin, &fleet) {
+            None => (origin, Some(fleet), Vec::new()),
+            Some(message) => return refuse(args.output, &message, exit::INVALID_INPUT),
+        },
         Err(LoadError::Invalid {
             origin,
             diagnostics,
         }) => (origin, None, diagnostics),
         Err(LoadError::Source(err)) => {
-            match args.output {
-                Output::Text => eprintln!("error: {err}"),
-                Output::Json | Output::Yaml => {
-                    print_data(
-                        args.output,
-                        &serde_json::json!({ "valid": false, "error": err.to_string() }),
-                    );
-                }
-            }
-            return if err.is_internal() {
-                exit::INTERNAL
-            } else {
-                exit::INVALID_INPUT
-            };
+            return refuse(
+                args.output,
+                &err.to_string(),
+                super::source_error_code(&err),
+            );
         }
     };
     let report = Report {
@@ -66,10 +63,10 @@ pub fn run(args: Args) -> u8 {
     };
     match args.output {
         Output::Text => {
-            println!("source: {origin}");
+            outln!("source: {origin}");
             match &fleet {
-                Some(fleet) => println!("valid: {}", fleet.summary()),
-                None => super::print_diagnostics(&errors),
+                Some(fleet) => outln!("valid: {}", fleet.summary()),
+                None => super::output::print_diagnostics(&errors),
             }
         }
         Output::Json | Output::Yaml => print_data(args.output, &report),
@@ -79,4 +76,16 @@ pub fn run(args: Args) -> u8 {
     } else {
         exit::INVALID_INPUT
     }
+}
+
+/// Reports a fleet that could not be validated at all, in the output's format.
+fn refuse(output: Output, message: &str, code: u8) -> u8 {
+    match output {
+        Output::Text => errln!("error: {message}"),
+        Output::Json | Output::Yaml => print_data(
+            output,
+            &serde_json::json!({ "valid": false, "error": message }),
+        ),
+    }
+    code
 }

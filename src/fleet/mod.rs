@@ -91,6 +91,11 @@ pub struct Fleet {
 }
 
 impl Fleet {
+    /// Whether the repo declares nothing at all.
+    pub fn is_empty(&self) -> bool {
+        self.hubs.is_empty() && self.spokes.is_empty() && self.addons.is_empty()
+    }
+
     /// "1 hub, 4 spokes, 3 addons".
     pub fn summary(&self) -> String {
         let count =
@@ -120,6 +125,36 @@ pub(crate) struct Documents {
     /// Names of documents that failed their schema but still have a name: references to them
     /// must not be reported as dangling on top of the schema error.
     pub broken_names: Vec<(Kind, String)>,
+    /// Documents that failed their schema but are checked across documents all the same, with
+    /// what was left out of them (see [`salvage`]).
+    pub salvaged: Vec<Salvaged>,
+}
+
+/// A document checked across documents without the nodes that failed its schema.
+pub(crate) struct Salvaged {
+    file: String,
+    index: usize,
+    /// JSON pointers of the nodes left out or missing.
+    left_out: Vec<String>,
+}
+
+impl Salvaged {
+    /// Whether a cross-document finding is about what was left out of this document, and so
+    /// would only repeat its schema error in other words (a kubeconfig that "sets none" because
+    /// its one source had the wrong type).
+    fn repeats_schema_error(&self, diagnostic: &Diagnostic) -> bool {
+        let overlaps = |a: &str, b: &str| {
+            a.strip_prefix(b)
+                .or_else(|| b.strip_prefix(a))
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        };
+        diagnostic.file == self.file
+            && diagnostic.document == Some(self.index)
+            && self
+                .left_out
+                .iter()
+                .any(|pointer| overlaps(&diagnostic.pointer, pointer))
+    }
 }
 
 /// Loads a fleet from its files: schema validation, then semantic validation. Returns every
@@ -130,7 +165,13 @@ pub fn load(files: &[FleetFile]) -> Result<Fleet, Vec<Diagnostic>> {
     for file in files.iter().filter(|file| is_fleet_file(&file.path)) {
         read_file(file, &mut documents, &mut diagnostics);
     }
-    let fleet = validate::check(documents, &mut diagnostics);
+    // Schema and cross-document problems are reported in one pass, so that fixing the first
+    // kind does not reveal the second only on the next run.
+    let salvaged = std::mem::take(&mut documents.salvaged);
+    let mut across = Vec::new();
+    let fleet = validate::check(documents, &mut across);
+    across.retain(|found| !salvaged.iter().any(|doc| doc.repeats_schema_error(found)));
+    diagnostics.extend(across);
     if diagnostics.is_empty() {
         Ok(fleet)
     } else {
@@ -249,39 +290,107 @@ fn read_document(
         }
     };
     let problems = schema::validate(kind, &value, &origin);
-    if !problems.is_empty() {
-        diagnostics.extend(problems);
-        if let Some(name) = value.pointer("/metadata/name").and_then(Value::as_str) {
-            documents.broken_names.push((kind, name.to_string()));
+    if problems.is_empty() {
+        // The schema admits only what the types can hold; a failure here means they disagree.
+        if let Err(err) = typed(kind, value, origin.clone(), documents) {
+            diagnostics.push(origin.at("", format!("cannot read document: {err}")));
         }
         return;
     }
-    match kind {
-        Kind::Hub => typed(value, origin, &mut documents.hubs, diagnostics),
-        Kind::Spoke => typed(value, origin, &mut documents.spokes, diagnostics),
-        Kind::AddOn => typed(value, origin, &mut documents.addons, diagnostics),
-    }
-}
-
-fn typed<T: DeserializeOwned>(
-    value: Value,
-    origin: DocumentOrigin,
-    into: &mut Vec<Located<T>>,
-    diagnostics: &mut Vec<Diagnostic>,
-) {
     let name = value
         .pointer("/metadata/name")
         .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    // The schema admits only what the types can hold; a failure here means they disagree.
-    match serde_json::from_value(value) {
-        Ok(value) => into.push(Located {
+        .map(str::to_string);
+    let failed: Vec<String> = problems.iter().map(|p| p.pointer.clone()).collect();
+    diagnostics.extend(problems);
+    let kept = salvage(value, &failed).and_then(|(value, left_out)| {
+        let salvaged = Salvaged {
+            file: origin.file.clone(),
+            index: origin.index,
+            left_out,
+        };
+        typed(kind, value, origin, documents)
+            .ok()
+            .map(|()| salvaged)
+    });
+    match (kept, name) {
+        (Some(salvaged), _) => documents.salvaged.push(salvaged),
+        (None, Some(name)) => documents.broken_names.push((kind, name)),
+        (None, None) => {}
+    }
+}
+
+/// A document without the nodes that failed its schema, and the pointers of what it lacks now:
+/// a failing list goes as a whole (so the indexes of its other items still mean what they said).
+/// `None` when what is left has no name or is not a document: a failure at the root, or one of
+/// the name.
+fn salvage(mut value: Value, failed: &[String]) -> Option<(Value, Vec<String>)> {
+    let mut left_out = Vec::new();
+    for pointer in failed {
+        if pointer.is_empty() || pointer == "/metadata/name" {
+            return None;
+        }
+        let cut = outermost_list(&value, pointer);
+        if let Some((parent, key)) = cut.rsplit_once('/') {
+            let key = key.replace("~1", "/").replace("~0", "~");
+            if let Some(Value::Object(parent)) = value.pointer_mut(parent) {
+                parent.remove(&key);
+            }
+        }
+        left_out.push(pointer.clone());
+        left_out.push(cut);
+    }
+    value.pointer("/metadata/name")?.as_str()?;
+    Some((value, left_out))
+}
+
+/// The pointer of the outermost list `pointer` goes through, or `pointer` itself.
+fn outermost_list(value: &Value, pointer: &str) -> String {
+    let mut node = value;
+    let mut walked = String::new();
+    for token in pointer.split('/').skip(1) {
+        if node.is_array() {
+            return walked;
+        }
+        let key = token.replace("~1", "/").replace("~0", "~");
+        match node.get(&key) {
+            Some(next) => node = next,
+            None => break,
+        }
+        walked.push('/');
+        walked.push_str(token);
+    }
+    pointer.to_string()
+}
+
+/// Reads a document that passed its schema (or what is left of it) into its kind's type.
+fn typed(
+    kind: Kind,
+    value: Value,
+    origin: DocumentOrigin,
+    documents: &mut Documents,
+) -> Result<(), serde_json::Error> {
+    fn push<T: DeserializeOwned>(
+        value: Value,
+        origin: DocumentOrigin,
+        into: &mut Vec<Located<T>>,
+    ) -> Result<(), serde_json::Error> {
+        let name = value
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        into.push(Located {
             name,
-            value,
+            value: serde_json::from_value(value)?,
             origin,
-        }),
-        Err(err) => diagnostics.push(origin.at("", format!("cannot read document: {err}"))),
+        });
+        Ok(())
+    }
+    match kind {
+        Kind::Hub => push(value, origin, &mut documents.hubs),
+        Kind::Spoke => push(value, origin, &mut documents.spokes),
+        Kind::AddOn => push(value, origin, &mut documents.addons),
     }
 }
 

@@ -123,7 +123,14 @@ fn describe(
             return;
         }
         ValidationErrorKind::Required { property } => {
-            format!("missing required field {}", property)
+            // Said of the missing field itself, as kube-apiserver does ("metadata.name:
+            // Required value"); it has no place of its own, so it is shown where its mapping is.
+            let field = property.as_str().unwrap_or_default();
+            out.push(origin.at(
+                &format!("{pointer}/{}", escape_pointer_token(field)),
+                format!("{field} is required"),
+            ));
+            return;
         }
         ValidationErrorKind::Type { kind } => {
             let expected = match kind {
@@ -134,10 +141,15 @@ fn describe(
                     .collect::<Vec<_>>()
                     .join(" or "),
             };
-            format!(
-                "expected {expected}, got {}",
-                describe_value(error.instance())
-            )
+            let got = describe_value(error.instance());
+            match required(node) {
+                // An empty `metadata:` or `spec:` is missing what it must hold.
+                Some(fields) if error.instance().is_null() => {
+                    let verb = if fields.contains(", ") { "are" } else { "is" };
+                    format!("expected {expected}, got {got}; {fields} {verb} required")
+                }
+                _ => format!("expected {expected}, got {got}"),
+            }
         }
         ValidationErrorKind::Constant { expected_value } => {
             format!(
@@ -171,6 +183,17 @@ fn describe(
         _ => error.to_string(),
     };
     out.push(origin.at(pointer, message));
+}
+
+/// The fields a schema node requires, as "a, b", if any.
+fn required(node: Option<&Value>) -> Option<String> {
+    let fields: Vec<&str> = node?
+        .get("required")?
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    (!fields.is_empty()).then(|| fields.join(", "))
 }
 
 fn describe_value(value: &Value) -> String {

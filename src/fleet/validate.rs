@@ -25,6 +25,7 @@ pub(super) fn check(documents: Documents, diagnostics: &mut Vec<Diagnostic>) -> 
         spokes,
         addons,
         broken_names,
+        salvaged: _,
     } = documents;
     let mut fleet = Fleet::default();
 

@@ -268,30 +268,27 @@ impl Plan {
         self.hubs.iter().any(|hub| hub.prune_blocked.is_some())
     }
 
+    /// What the plan does on all hubs together.
+    pub fn counts(&self) -> Counts {
+        self.hubs.iter().map(HubPlan::counts).sum()
+    }
+
     /// "Plan: 2 to create, 1 to update, 0 to delete; 5 lifecycle steps; 1 cluster waiting outside git."
     pub fn summary(&self) -> String {
-        let count = |action| {
-            self.hubs
-                .iter()
-                .flat_map(|hub| &hub.changes)
-                .filter(|change| change.action == action)
-                .count()
-        };
-        let steps: usize = self.hubs.iter().map(|hub| hub.steps.len()).sum();
-        let pending: usize = self.hubs.iter().map(|hub| hub.pending_clusters.len()).sum();
+        let counts = self.counts();
         let plural =
             |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
         let mut summary = format!(
             "Plan: {} to create, {} to update, {} to delete; {}",
-            count(Action::Create),
-            count(Action::Update),
-            count(Action::Delete),
-            plural(steps, "lifecycle step", "lifecycle steps"),
+            counts.create,
+            counts.update,
+            counts.delete,
+            plural(counts.steps, "lifecycle step", "lifecycle steps"),
         );
-        if pending > 0 {
+        if counts.pending_clusters > 0 {
             summary.push_str(&format!(
                 "; {} waiting outside git",
-                plural(pending, "cluster", "clusters")
+                plural(counts.pending_clusters, "cluster", "clusters")
             ));
         }
         if self.prune_blocked() {
@@ -299,6 +296,49 @@ impl Plan {
         }
         summary.push('.');
         summary
+    }
+}
+
+impl HubPlan {
+    /// What the plan does on this hub.
+    pub fn counts(&self) -> Counts {
+        let changes = |action| {
+            self.changes
+                .iter()
+                .filter(|change| change.action == action)
+                .count()
+        };
+        Counts {
+            create: changes(Action::Create),
+            update: changes(Action::Update),
+            delete: changes(Action::Delete),
+            steps: self.steps.len(),
+            pending_clusters: self.pending_clusters.len(),
+        }
+    }
+}
+
+/// How many objects a plan creates, updates and deletes, how many lifecycle steps it sets off
+/// and how many clusters wait outside git: for one hub, or summed over a fleet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Counts {
+    pub create: usize,
+    pub update: usize,
+    pub delete: usize,
+    pub steps: usize,
+    pub pending_clusters: usize,
+}
+
+impl std::iter::Sum for Counts {
+    fn sum<I: Iterator<Item = Counts>>(iter: I) -> Counts {
+        iter.fold(Counts::default(), |total, hub| Counts {
+            create: total.create + hub.create,
+            update: total.update + hub.update,
+            delete: total.delete + hub.delete,
+            steps: total.steps + hub.steps,
+            pending_clusters: total.pending_clusters + hub.pending_clusters,
+        })
     }
 }
 

@@ -1,8 +1,76 @@
-//! Plans for people: terminal text (coloured when asked) and Markdown for a pull-request comment.
+//! Plans for people — terminal text (coloured when asked) and Markdown for a pull-request
+//! comment — and for programs: the versioned plan document that `plan -o json|yaml` prints and
+//! `plan --out` saves for `apply`.
 
 use std::fmt::Write;
 
-use super::{Action, HubPlan, ObjectChange, Plan};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{Action, Counts, HubPlan, ObjectChange, Plan};
+use crate::source::Origin;
+
+/// The version of the plan document's format. It changes when a field changes meaning or goes
+/// away (new fields may appear without a change); `apply` refuses a saved plan of another one.
+pub const FORMAT_VERSION: &str = "1";
+
+/// A plan as a document for programs: the plan itself with its format version and counts, for
+/// the whole fleet (`summary`) and for each hub (`hubs[].summary`).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Document<'a> {
+    format_version: &'static str,
+    summary: Counts,
+    source: &'a Origin,
+    hubs: Vec<HubDocument<'a>>,
+}
+
+#[derive(Serialize)]
+struct HubDocument<'a> {
+    #[serde(flatten)]
+    plan: &'a HubPlan,
+    summary: Counts,
+}
+
+/// The plan as a document (see [`Document`]).
+pub fn document(plan: &Plan) -> Document<'_> {
+    Document {
+        format_version: FORMAT_VERSION,
+        summary: plan.counts(),
+        source: &plan.source,
+        hubs: plan
+            .hubs
+            .iter()
+            .map(|hub| HubDocument {
+                plan: hub,
+                summary: hub.counts(),
+            })
+            .collect(),
+    }
+}
+
+/// Why a saved plan document cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum DocumentError {
+    #[error("not a plan document: {0}")]
+    Malformed(#[from] serde_json::Error),
+    #[error("plan format {found}, but this fleetform reads format {FORMAT_VERSION}: plan again")]
+    OtherFormat { found: String },
+}
+
+/// Reads a plan document saved as JSON, refusing other format versions.
+pub fn read_document(json: &[u8]) -> Result<Plan, DocumentError> {
+    let document: Value = serde_json::from_slice(json)?;
+    let found = match document.get("formatVersion") {
+        Some(Value::String(version)) => version.clone(),
+        Some(other) => other.to_string(),
+        None => "(none)".to_string(),
+    };
+    if found != FORMAT_VERSION {
+        return Err(DocumentError::OtherFormat { found });
+    }
+    Ok(serde_json::from_value(document)?)
+}
 
 /// Diffs longer than this are folded in Markdown.
 const FOLD_LINES: usize = 30;

@@ -14,6 +14,7 @@ use git2::{
 };
 
 use super::{Origin, Snapshot, SourceError, SourceSpec, join, resolve_link};
+use crate::fleet::names::did_you_mean;
 use crate::fleet::yaml::Position;
 use crate::fleet::{Diagnostic, FleetFile, MAX_FILE_SIZE, is_fleet_file};
 
@@ -259,6 +260,7 @@ fn resolve(
             .collect();
         branches.sort();
         branches.dedup();
+        let hint = did_you_mean(git_ref, branches.iter().map(String::as_str));
         branches.truncate(10);
         let known = if branches.is_empty() {
             String::new()
@@ -268,6 +270,7 @@ fn resolve(
         SourceError::UnknownRef {
             repository: location.to_string(),
             git_ref: git_ref.to_string(),
+            hint,
             known,
         }
     })

@@ -110,10 +110,13 @@ pub enum SourceError {
     NotFound(String),
     #[error("{location}: --ref {git_ref} needs a git repository, but this is a plain directory")]
     RefWithoutGit { location: String, git_ref: String },
-    #[error("{repository}: unknown ref {git_ref:?}{known}")]
+    #[error("{repository}: unknown ref {git_ref:?}{hint}{known}")]
     UnknownRef {
         repository: String,
         git_ref: String,
+        /// `; did you mean "main"?` for the nearest known ref, or nothing.
+        hint: String,
+        /// ` (known refs: …)`, or nothing.
         known: String,
     },
     #[error(
@@ -160,6 +163,7 @@ pub enum LoadError {
 /// Reads a fleet repo and loads the fleet it declares, or every problem found in it.
 pub fn load_fleet(spec: &SourceSpec) -> Result<(Origin, crate::fleet::Fleet), LoadError> {
     let snapshot = read(spec).map_err(LoadError::Source)?;
+    tracing::debug!(origin = %snapshot.origin, files = snapshot.files.len(), "read the fleet source");
     let mut diagnostics = snapshot.problems;
     match crate::fleet::load(&snapshot.files) {
         Ok(fleet) if diagnostics.is_empty() => Ok((snapshot.origin, fleet)),
