@@ -82,8 +82,15 @@ impl Access {
 
     /// A client for a spoke, given its hub's client (hub-as-spoke and secrets live there).
     pub async fn spoke(&self, spoke: &Spoke, hub: &Client) -> Result<Client, AccessError> {
+        self.reach_spoke(spoke, hub)
+            .await
+            .map(|reached| reached.client)
+    }
+
+    /// [`Self::spoke`], with the API server URL the client reaches.
+    pub async fn reach_spoke(&self, spoke: &Spoke, hub: &Client) -> Result<Reached, AccessError> {
         let name = spoke.metadata.name.as_deref().unwrap_or_default();
-        self.client(ClusterRole::Spoke, name, &spoke.spec.kubeconfig, Some(hub))
+        self.reach(ClusterRole::Spoke, name, &spoke.spec.kubeconfig, Some(hub))
             .await
     }
 
@@ -94,6 +101,18 @@ impl Access {
         source: &KubeconfigSource,
         hub: Option<&Client>,
     ) -> Result<Client, AccessError> {
+        self.reach(role, name, source, hub)
+            .await
+            .map(|reached| reached.client)
+    }
+
+    async fn reach(
+        &self,
+        role: ClusterRole,
+        name: &str,
+        source: &KubeconfigSource,
+        hub: Option<&Client>,
+    ) -> Result<Reached, AccessError> {
         let cluster = &format!("{} {name}", role.as_str());
         if let Some(context) = &source.context {
             return self
@@ -112,7 +131,10 @@ impl Access {
         }
         if source.is_in_cluster() {
             if let Some(hub) = hub {
-                return Ok(hub.clone());
+                return Ok(Reached {
+                    client: hub.clone(),
+                    url: None,
+                });
             }
             let config = Config::incluster().map_err(|err| AccessError::NotInCluster {
                 cluster: cluster.to_string(),
@@ -159,6 +181,7 @@ impl Access {
     async fn management(&self, cluster: &str) -> Result<Client, AccessError> {
         self.kubeconfig_client(cluster, self.kubeconfig.as_deref(), self.context.clone())
             .await
+            .map(|reached| reached.client)
     }
 
     async fn kubeconfig_client(
@@ -166,7 +189,7 @@ impl Access {
         cluster: &str,
         path: Option<&Path>,
         context: Option<String>,
-    ) -> Result<Client, AccessError> {
+    ) -> Result<Reached, AccessError> {
         let error = |message: String| AccessError::Kubeconfig {
             cluster: cluster.to_string(),
             context: context.clone(),
@@ -216,14 +239,27 @@ pub fn embedded_kubeconfig(data_dir: &Path, role: ClusterRole, name: &str) -> Pa
     embedded_dir(data_dir, role, name).join("kubeconfig")
 }
 
+/// A cluster reached: its client, and the URL of its API server when fleetform knows it (not for
+/// a hub-as-spoke, which is reached with the hub's own client).
+#[derive(Clone)]
+pub struct Reached {
+    pub client: Client,
+    pub url: Option<String>,
+}
+
 fn client_for(
     cluster: &str,
     context: Option<String>,
     config: Config,
-) -> Result<Client, AccessError> {
-    crate::transport::client(config).map_err(|err| AccessError::Kubeconfig {
+) -> Result<Reached, AccessError> {
+    let url = config.cluster_url.to_string();
+    let client = crate::transport::client(config).map_err(|err| AccessError::Kubeconfig {
         cluster: cluster.to_string(),
         context,
         message: err.to_string(),
+    })?;
+    Ok(Reached {
+        client,
+        url: Some(url.trim_end_matches('/').to_string()),
     })
 }

@@ -7,8 +7,11 @@ use std::time::Duration;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 
-use crate::api::fleet::{Phase, SYSTEM_NAMESPACE, Spoke};
-use crate::api::vocabulary::{CONDITION_CLEANUP_FAILED, CONDITION_SPOKE_JOINED, STATUS_TRUE};
+use crate::api::fleet::{Hub, Phase, SYSTEM_NAMESPACE, Spoke};
+use crate::api::vocabulary::{
+    CONDITION_CLEANUP_FAILED, CONDITION_RECONCILED, CONDITION_SPOKE_JOINED, STATUS_TRUE,
+};
+use crate::plan::desired::{AgentConfig, effective};
 
 /// Where one spoke stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,31 +39,52 @@ impl std::fmt::Display for Progress {
     }
 }
 
-/// Where a Spoke stands, from its object.
-pub fn progress(hub: &str, spoke: &Spoke) -> Progress {
+/// Where a Spoke stands, from its object and the agent its Hub (`None`: not declared) asks for.
+pub fn progress(hub: &str, spoke: &Spoke, wanted_agent: Option<&AgentConfig>) -> Progress {
     let status = spoke.status.as_ref();
     let phase = status.and_then(|status| status.phase);
     let condition =
         |type_: &str| status.and_then(|status| status.conditions.iter().find(|c| c.type_ == type_));
     let deleting = spoke.metadata.deletion_timestamp.is_some();
     let current = status.and_then(|status| status.observed_generation) == spoke.metadata.generation;
+    // The agent that runs, as it reports it: a Deployment asking for a version that never
+    // starts is not convergence.
+    let agent_runs = wanted_agent.is_some_and(|agent| {
+        status.and_then(|s| s.agent_version.as_deref()) == Some(agent.version.as_str())
+            && status.and_then(|s| s.agent_config_hash.as_deref()) == Some(agent.hash().as_str())
+    });
     let detail = if deleting {
         condition(CONDITION_CLEANUP_FAILED)
             .filter(|c| c.status == STATUS_TRUE)
             .map(|c| c.message.clone())
             .unwrap_or_else(|| "unjoining".to_string())
+    } else if let Some(failed) = condition(CONDITION_RECONCILED).filter(|c| c.status != STATUS_TRUE)
+    {
+        format!("{}: {}", failed.reason, failed.message)
+    } else if let Some(joining) =
+        condition(CONDITION_SPOKE_JOINED).filter(|c| c.status != STATUS_TRUE)
+    {
+        joining.message.clone()
+    } else if !agent_runs && phase == Some(Phase::Running) {
+        match (
+            wanted_agent,
+            status.and_then(|s| s.agent_version.as_deref()),
+        ) {
+            (Some(agent), Some(running)) => {
+                format!("agent {running} runs; waiting for {} to run", agent.version)
+            }
+            (Some(agent), None) => format!("waiting for agent {} to report", agent.version),
+            (None, _) => "its Hub is not declared".to_string(),
+        }
     } else {
-        condition(CONDITION_SPOKE_JOINED)
-            .filter(|c| c.status != STATUS_TRUE)
-            .map(|c| c.message.clone())
-            .unwrap_or_default()
+        String::new()
     };
     Progress {
         hub: hub.to_string(),
         spoke: spoke.name_any(),
         phase,
         detail,
-        done: !deleting && current && phase == Some(Phase::Running),
+        done: !deleting && current && agent_runs && phase == Some(Phase::Running),
     }
 }
 
@@ -69,10 +93,16 @@ pub fn progress(hub: &str, spoke: &Spoke) -> Progress {
 pub async fn snapshot(hubs: &[(String, Client)]) -> Result<Vec<Progress>, kube::Error> {
     let mut all = Vec::new();
     for (hub, client) in hubs {
+        let declared = Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE)
+            .get_opt(hub)
+            .await?;
         let spokes: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
         for spoke in spokes.list(&ListParams::default()).await? {
             if spoke.spec.hub_ref == *hub {
-                all.push(progress(hub, &spoke));
+                let wanted = declared
+                    .as_ref()
+                    .map(|declared| effective(&spoke, declared, &BTreeMap::new()).agent);
+                all.push(progress(hub, &spoke, wanted.as_ref()));
             }
         }
     }

@@ -75,12 +75,21 @@ fn the_agent_manifest_is_what_the_reconciler_installs() {
             image: None,
             hub_api_server: None,
             client_cert_expiration_seconds: 86400,
+            hub_ca_bundle: None,
+            hub_ca_bundle_secret_ref: None,
         },
         addons: Default::default(),
         labels: Default::default(),
     };
     let header = "# The agent of the spoke `spoke-1`, as the lifecycle reconciler installs it (see README.md).\n# Generated: FLEETFORM_BLESS=1 cargo test --test deploy\n";
-    let expected = format!("{header}{}", manual_install_yaml("spoke-1", &effective));
+    let expected = format!(
+        "{header}{}",
+        manual_install_yaml(
+            "spoke-1",
+            &effective,
+            Some("https://spoke-1.example.com:6443")
+        )
+    );
     let path = root().join("deploy/agent/agent.yaml");
     if std::env::var_os(BLESS_VAR).is_some() {
         std::fs::write(&path, &expected).unwrap();

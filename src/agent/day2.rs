@@ -5,7 +5,8 @@
 //!   the hub leaves the spoke side to it);
 //! - upgrades itself: when the Deployment the Spoke and its Hub call for differs from the one it
 //!   runs in, it applies the new one (whoever runs the Deployment restarts the agent);
-//! - reports the agent version and configuration hash it runs on the Spoke's status;
+//! - reports the agent version and configuration hash it runs (those its pod was started for)
+//!   on the Spoke's status;
 //! - unjoins when the Spoke is deleted and the hub has removed its preflight finalizer: removes
 //!   its credentials, drops `spoke-cleanup`, and removes its own workload last.
 //!
@@ -35,8 +36,7 @@ use crate::api::vocabulary::{
 use crate::hub::conditions::set_conditions;
 use crate::plan::desired::effective;
 use crate::reconciler::install::{
-    LABEL_AGENT_CONFIG_HASH, LABEL_AGENT_VERSION, agent_deployment, deployment_current,
-    deployment_label,
+    LABEL_AGENT_VERSION, agent_deployment, deployment_current, deployment_label, spoke_url_of,
 };
 use crate::reconciler::objects::set_finalizer;
 use crate::reconciler::uninstall;
@@ -191,7 +191,7 @@ async fn step(ctx: &Context, spoke: &Spoke, joined: bool) -> Result<Step, AgentE
     else {
         return Ok(Step::Continue);
     };
-    report_version(&spokes, spoke, &running).await?;
+    report_version(&spokes, spoke, &ctx.config).await?;
     if hub_as_spoke {
         return Ok(Step::Continue);
     }
@@ -203,7 +203,12 @@ async fn step(ctx: &Context, spoke: &Spoke, joined: bool) -> Result<Step, AgentE
     else {
         return Ok(Step::Continue);
     };
-    let desired = agent_deployment(name, &effective(spoke, &hub, &BTreeMap::new()));
+    // The spoke URL is the installer's to set; the agent keeps the one it was given.
+    let desired = agent_deployment(
+        name,
+        &effective(spoke, &hub, &BTreeMap::new()),
+        spoke_url_of(&running),
+    );
     if !deployment_current(&running, &desired) {
         info!(
             from = deployment_label(&running, LABEL_AGENT_VERSION),
@@ -238,14 +243,16 @@ async fn set_finalizers(spokes: &Api<Spoke>, spoke: &Spoke, add: bool) -> Result
         ))
 }
 
-/// The version and configuration hash the agent runs, on the Spoke's status.
+/// The version and configuration hash this agent runs (what its pod was started for, not what its
+/// Deployment asks for now: a new version that never starts is never reported), on the Spoke's
+/// status.
 async fn report_version(
     spokes: &Api<Spoke>,
     spoke: &Spoke,
-    running: &Deployment,
+    config: &super::AgentConfig,
 ) -> Result<(), AgentError> {
-    let version = deployment_label(running, LABEL_AGENT_VERSION);
-    let hash = deployment_label(running, LABEL_AGENT_CONFIG_HASH);
+    let version = Some(config.version.as_str());
+    let hash = config.config_hash.as_deref();
     let status = spoke.status.as_ref();
     if status.and_then(|s| s.agent_version.as_deref()) == version
         && status.and_then(|s| s.agent_config_hash.as_deref()) == hash

@@ -30,6 +30,7 @@ use crate::api::vocabulary::{
     CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_HUB_ACCEPTED, LABEL_CLUSTER_NAME,
 };
 use crate::hub::conditions::{is_not_found, set_conditions};
+use crate::reconciler::install::{LABEL_AGENT_CONFIG_HASH, LABEL_AGENT_VERSION};
 
 /// How long one probe may take before it counts as failed.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -115,14 +116,22 @@ fn same_condition(a: Option<&Condition>, b: Option<&Condition>) -> bool {
     }
 }
 
-/// Moves the lease's `renewTime` to now, creating the lease if the hub has not.
+/// Moves the lease's `renewTime` to now, creating the lease if the hub has not. The lease also
+/// says which agent version renews it (annotations, so that a hub without fleetform's Spokes, or
+/// a rollout, can tell what runs).
 #[instrument(skip(ctx), fields(cluster = ctx.name()))]
 async fn renew_lease(ctx: &Context, lease_duration_seconds: i32) -> Result<(), AgentError> {
     let leases: Api<Lease> = Api::namespaced(ctx.hub.clone(), ctx.name());
     let now = MicroTime(Timestamp::now());
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(LABEL_AGENT_VERSION.into(), json!(ctx.config.version));
+    if let Some(hash) = &ctx.config.config_hash {
+        annotations.insert(LABEL_AGENT_CONFIG_HASH.into(), json!(hash));
+    }
     let patch = json!({
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
+        "metadata": {"annotations": annotations},
         "spec": {"renewTime": now, "leaseDurationSeconds": lease_duration_seconds},
     });
     let params = PatchParams {
@@ -140,6 +149,7 @@ async fn renew_lease(ctx: &Context, lease_duration_seconds: i32) -> Result<(), A
                     "name": CLUSTER_LEASE_NAME,
                     "namespace": ctx.name(),
                     "labels": {LABEL_CLUSTER_NAME: ctx.name()},
+                    "annotations": annotations,
                 },
                 "spec": {"renewTime": now, "leaseDurationSeconds": lease_duration_seconds},
             }))

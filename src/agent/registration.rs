@@ -9,6 +9,7 @@
 //! Every decision (reuse, rotation time, CSR state, the pending-CSR limit) comes from
 //! [`super::hub_identity`] and [`super::rotation`]; this module only waits, reads and writes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -57,7 +58,11 @@ enum Interrupted {
 }
 
 /// Registers, runs the loops and rotates until `shutdown` is cancelled.
-pub(crate) async fn run(config: AgentConfig, shutdown: CancellationToken) {
+pub(crate) async fn run(
+    config: AgentConfig,
+    readiness: Arc<crate::health::Readiness>,
+    shutdown: CancellationToken,
+) {
     let (bootstrap_tx, mut bootstrap) = watch::channel(None::<String>);
     let follower = match &config.hub {
         HubConnection::Bootstrap(text) => {
@@ -82,7 +87,10 @@ pub(crate) async fn run(config: AgentConfig, shutdown: CancellationToken) {
             _ = bootstrap_changes(bootstrap.clone(), &fingerprint) => continue,
             identity = obtain(&config, &kubeconfig, &fingerprint) => identity,
         };
-        match serve(&config, &kubeconfig, obtained, &mut bootstrap, &shutdown).await {
+        readiness.set_ready();
+        let served = serve(&config, &kubeconfig, obtained, &mut bootstrap, &shutdown).await;
+        readiness.set_not_ready("the agent is registering again");
+        match served {
             Interrupted::Shutdown => break,
             Interrupted::RegisterAgain => {
                 info!(cluster = config.cluster_name, "registering again");

@@ -60,6 +60,12 @@ pub struct AgentConfig {
     /// (`spec.expirationSeconds`, the Hub's `clientCertExpirationSeconds`); `None` leaves it to
     /// the signer.
     pub client_cert_expiration_seconds: Option<i32>,
+    /// The agent version this agent runs, as it reports it: its pod's label, else its build.
+    pub version: String,
+    /// The configuration hash its pod was started for, if it has one.
+    pub config_hash: Option<String>,
+    /// Where it serves `/healthz` and `/readyz`, if anywhere.
+    pub health_addr: Option<std::net::SocketAddr>,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -76,6 +82,9 @@ impl std::fmt::Debug for AgentConfig {
                 "client_cert_expiration_seconds",
                 &self.client_cert_expiration_seconds,
             )
+            .field("version", &self.version)
+            .field("config_hash", &self.config_hash)
+            .field("health_addr", &self.health_addr)
             .finish_non_exhaustive()
     }
 }
@@ -94,6 +103,9 @@ impl AgentConfig {
             addon_lease_duration: super::addon_health::ADDON_LEASE_DURATION,
             spoke_urls: Vec::new(),
             client_cert_expiration_seconds: None,
+            version: crate::plan::desired::DEFAULT_AGENT_VERSION.to_string(),
+            config_hash: None,
+            health_addr: None,
         }
     }
 }
@@ -207,12 +219,22 @@ impl Context {
 /// ([`HubConnection::is_bootstrap`]) waits for the bootstrap kubeconfig and retries instead.
 /// Later errors are logged and retried.
 pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> Result<(), AgentError> {
+    let readiness = crate::health::Readiness::new("the agent has no hub connection yet");
+    if let Some(addr) = config.health_addr {
+        crate::health::serve(addr, readiness.clone(), shutdown.clone())
+            .await
+            .map_err(|err| AgentError::Local {
+                cluster: config.cluster_name.clone(),
+                message: format!("cannot serve its health endpoint on {addr}: {err}"),
+            })?;
+    }
     if config.hub.is_bootstrap() {
-        super::registration::run(config, shutdown).await;
+        super::registration::run(config, readiness, shutdown).await;
         return Ok(());
     }
     let hub = config.hub.client().await?;
     let hub_kubeconfig = config.hub.kubeconfig_text();
+    readiness.set_ready();
     run_loops(config, hub, hub_kubeconfig, shutdown).await;
     Ok(())
 }

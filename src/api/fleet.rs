@@ -147,6 +147,13 @@ pub struct HubSpec {
     /// The API server URL spokes use to reach this hub.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_server: Option<String>,
+    /// The CA bundle (PEM) spokes trust for `apiServer`, for a hub behind a load balancer or
+    /// proxy whose certificate the hub's own CA did not issue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<String>,
+    /// A Secret on the hub holding that CA bundle (PEM), instead of `caBundle`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle_secret_ref: Option<SecretKeyRef>,
     /// The agent bundle every spoke of this hub runs unless it overrides it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentSpec>,
@@ -283,6 +290,11 @@ pub struct CleanupSpec {
     /// Delete the agent's namespace on the spoke once it has unjoined.
     #[serde(default = "default_true")]
     pub purge_agent_namespace: bool,
+    /// How long a deletion waits for the agent to unjoin while the cluster is Unknown or cannot
+    /// be reached; then the hub completes the unjoin itself and lists what may be left on the
+    /// spoke. The annotation `fleetform.io/force-unjoin: "true"` does it at once.
+    #[serde(default = "default_unjoin_timeout")]
+    pub unjoin_timeout_seconds: i64,
 }
 
 impl Default for CleanupSpec {
@@ -290,8 +302,16 @@ impl Default for CleanupSpec {
         Self {
             force_cluster_drain: false,
             purge_agent_namespace: true,
+            unjoin_timeout_seconds: default_unjoin_timeout(),
         }
     }
+}
+
+/// [`CleanupSpec::unjoin_timeout_seconds`] when the fleet repo sets none: ten minutes.
+pub const DEFAULT_UNJOIN_TIMEOUT_SECONDS: i64 = 600;
+
+fn default_unjoin_timeout() -> i64 {
+    DEFAULT_UNJOIN_TIMEOUT_SECONDS
 }
 
 fn default_true() -> bool {

@@ -123,6 +123,25 @@ pub const CONDITION_STALLED: &str = "Stalled";
 /// Spoke condition the hub's observer writes for a poll-mode spoke: True when it is ONLINE; the
 /// reason is Krake's state name.
 pub const CONDITION_ONLINE: &str = "Online";
+/// Spoke condition: whether the reconciler's last pass went through; False names what failed
+/// (the reason is its category: `SpokeUnreachable`, `Forbidden`, `HubEndpointUnknown`, ...) and
+/// what to do, and the pass is retried with backoff.
+pub const CONDITION_RECONCILED: &str = "Reconciled";
+/// Spoke condition while it is deleted: False says what the unjoin waits on
+/// ([`REASON_WAITING_FOR_AGENT_UNJOIN`], [`REASON_MANIFEST_WORKS_REMAIN`], ...), True how it
+/// ended ([`REASON_UNJOINED_BY_HUB`] when the hub did the spoke's side itself).
+pub const CONDITION_UNJOINED: &str = "Unjoined";
+/// Reason of [`CONDITION_UNJOINED`] False: the agent is to remove itself from the spoke.
+pub const REASON_WAITING_FOR_AGENT_UNJOIN: &str = "WaitingForAgentUnjoin";
+/// Reason of [`CONDITION_UNJOINED`] False: active ManifestWorks block the unjoin.
+pub const REASON_MANIFEST_WORKS_REMAIN: &str = "ManifestWorksRemain";
+/// Reason of [`CONDITION_UNJOINED`] False: the unjoin is under way.
+pub const REASON_UNJOINING: &str = "Unjoining";
+/// Reason of [`CONDITION_UNJOINED`] True: the hub completed the unjoin without the agent.
+pub const REASON_UNJOINED_BY_HUB: &str = "UnjoinedByHub";
+/// Spoke annotation: `"true"` makes the hub complete an unjoin at once instead of waiting for
+/// the agent (a dead or destroyed spoke).
+pub const ANNOTATION_FORCE_UNJOIN: &str = "fleetform.io/force-unjoin";
 
 // --- Finalizers on the Spoke CR (seed 004's cleanup order) -----------------------------------
 

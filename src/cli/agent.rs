@@ -53,6 +53,15 @@ pub(crate) struct Args {
     /// addons' (at least 600; default: the signer's).
     #[arg(long, value_parser = clap::value_parser!(i32).range(600..))]
     client_cert_expiration_seconds: Option<i32>,
+    /// Serve `/healthz` and `/readyz` here (the Deployment's probes).
+    #[arg(long)]
+    health_addr: Option<std::net::SocketAddr>,
+    /// The agent version this agent reports running (its pod's label; default: this build's).
+    #[arg(long, env = crate::reconciler::install::ENV_AGENT_VERSION)]
+    agent_version: Option<String>,
+    /// The configuration hash this agent reports running (its pod's label).
+    #[arg(long, env = crate::reconciler::install::ENV_AGENT_CONFIG_HASH)]
+    agent_config_hash: Option<String>,
 }
 
 pub async fn run(args: Args) -> u8 {
@@ -108,6 +117,11 @@ impl Args {
         config.failure_grace = Duration::from_secs(self.failure_grace_seconds);
         config.spoke_urls = self.spoke_url;
         config.client_cert_expiration_seconds = self.client_cert_expiration_seconds;
+        config.health_addr = self.health_addr;
+        if let Some(version) = self.agent_version.filter(|v| !v.is_empty()) {
+            config.version = version;
+        }
+        config.config_hash = self.agent_config_hash.filter(|hash| !hash.is_empty());
         config
     }
 }
@@ -143,5 +157,19 @@ impl AgentArgs {
     /// The agent these arguments describe, on `spoke`, reaching its hub through `hub`.
     pub fn into_config(self, spoke: kube::Client, hub: HubConnection) -> AgentConfig {
         self.0.into_config(spoke, hub)
+    }
+
+    /// These arguments with what a container's environment gives (its `env`, resolved by
+    /// whoever runs it), where the command line says nothing, as clap does with the process's.
+    pub fn with_env(mut self, env: &std::collections::BTreeMap<String, String>) -> Self {
+        use crate::reconciler::install::{ENV_AGENT_CONFIG_HASH, ENV_AGENT_VERSION};
+        let args = &mut self.0;
+        if args.agent_version.is_none() {
+            args.agent_version = env.get(ENV_AGENT_VERSION).cloned();
+        }
+        if args.agent_config_hash.is_none() {
+            args.agent_config_hash = env.get(ENV_AGENT_CONFIG_HASH).cloned();
+        }
+        self
     }
 }

@@ -9,17 +9,22 @@ use tokio_util::sync::CancellationToken;
 use super::exit;
 use crate::hub::HubConfig;
 use crate::reconciler::ReconcilerConfig;
-use crate::reconciler::install::HubEndpoint;
+use crate::reconciler::install::KnownEndpoint;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
     cluster: super::ClusterArgs,
     /// The URL agents on spokes reach this hub at, written into their bootstrap kubeconfigs
-    /// (default: the server of the kubeconfig the hub runs with); a Hub's `spec.apiServer`
-    /// overrides it.
+    /// for Hubs that set no `spec.apiServer` (default: the server of the kubeconfig the hub runs
+    /// with, unless that is the in-cluster address, which spokes cannot reach: then a Hub must
+    /// set `spec.apiServer`).
     #[arg(long)]
     agent_hub_url: Option<String>,
+    /// A PEM file with the CA bundle agents trust for the hub, for Hubs that set no `caBundle`
+    /// (default: the CA of the kubeconfig the hub runs with).
+    #[arg(long)]
+    agent_hub_ca_file: Option<std::path::PathBuf>,
 }
 
 pub async fn run(args: Args) -> u8 {
@@ -31,19 +36,36 @@ pub async fn run(args: Args) -> u8 {
             return exit::INVALID_INPUT;
         }
     };
-    let hub_endpoint = HubEndpoint {
-        server: args.agent_hub_url.unwrap_or_else(|| {
-            config
-                .cluster_url
-                .to_string()
-                .trim_end_matches('/')
-                .to_string()
+    let ca_from_file = match &args.agent_hub_ca_file {
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(pem) => Some(pem),
+            Err(err) => {
+                eprintln!("error: --agent-hub-ca-file {}: {err}", path.display());
+                return exit::INVALID_INPUT;
+            }
+        },
+        None => None,
+    };
+    let in_cluster = Config::incluster()
+        .ok()
+        .is_some_and(|in_cluster| in_cluster.cluster_url == config.cluster_url);
+    let known_endpoint = KnownEndpoint {
+        server: args.agent_hub_url.or_else(|| {
+            (!in_cluster).then(|| {
+                config
+                    .cluster_url
+                    .to_string()
+                    .trim_end_matches('/')
+                    .to_string()
+            })
         }),
-        ca_pem: config.root_cert.as_ref().map(|certs| {
-            certs
-                .iter()
-                .map(|der| pem::encode(&pem::Pem::new("CERTIFICATE", der.clone())))
-                .collect()
+        ca_pem: ca_from_file.or_else(|| {
+            config.root_cert.as_ref().map(|certs| {
+                certs
+                    .iter()
+                    .map(|der| pem::encode(&pem::Pem::new("CERTIFICATE", der.clone())))
+                    .collect()
+            })
         }),
     };
     let client = match crate::transport::client(config) {
@@ -65,7 +87,7 @@ pub async fn run(args: Args) -> u8 {
         ReconcilerConfig {
             client,
             access,
-            hub_endpoint,
+            known_endpoint,
         },
         shutdown.clone(),
     ));

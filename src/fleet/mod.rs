@@ -414,6 +414,7 @@ metadata: {name: main, labels: {tier: core}, annotations: {owner: platform}}
 spec:
   kubeconfig: {secretRef: {namespace: fleetform-system, name: hub, key: kubeconfig}}
   apiServer: https://hub.example.com:6443
+  caBundleSecretRef: {namespace: fleetform-system, name: hub-ca, key: ca.crt}
   agent: {version: 1.2.3, image: fleetform:1.2.3}
   registration: {leaseDurationSeconds: 30, clusterClaimsMax: 10, clientCertExpirationSeconds: 3600}
 ---
@@ -428,7 +429,7 @@ spec:
   agent: {version: 1.2.4}
   addons: [metrics, {name: logging, installNamespace: logs}]
   availability: {mode: poll, pollIntervalSeconds: 15, backoff: 2, backoffDelaySeconds: 3, backoffLimit: 5}
-  cleanup: {forceClusterDrain: true, purgeAgentNamespace: false}
+  cleanup: {forceClusterDrain: true, purgeAgentNamespace: false, unjoinTimeoutSeconds: 900}
   taints: [{key: example.com/maintenance, value: "true", effect: PreferNoSelect}]
 ---
 apiVersion: fleetform.io/v1alpha1

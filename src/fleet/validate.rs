@@ -55,6 +55,7 @@ pub(super) fn check(documents: Documents, diagnostics: &mut Vec<Diagnostic>) -> 
             ));
         }
         check_kubeconfig(&hub.value.spec.kubeconfig, hub, diagnostics);
+        check_ca_bundle(&hub.value.spec, hub, diagnostics);
     }
 
     let hubs_by_name: HashMap<&str, &Located<_>> =
@@ -246,6 +247,34 @@ fn unique<T>(
         kept.push(document);
     }
     kept
+}
+
+/// A hub's CA bundle: inline or from a Secret, not both; inline, PEM certificates.
+fn check_ca_bundle<T>(
+    spec: &crate::api::fleet::HubSpec,
+    hub: &Located<T>,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    if spec.ca_bundle.is_some() && spec.ca_bundle_secret_ref.is_some() {
+        diagnostics.push(hub.origin.at(
+            "/spec/caBundleSecretRef",
+            "set caBundle or caBundleSecretRef, not both".to_string(),
+        ));
+    }
+    if let Some(bundle) = &spec.ca_bundle {
+        let certificates = pem::parse_many(bundle).map(|blocks| {
+            blocks
+                .iter()
+                .filter(|block| block.tag() == "CERTIFICATE")
+                .count()
+        });
+        if !matches!(certificates, Ok(n) if n > 0) {
+            diagnostics.push(hub.origin.at(
+                "/spec/caBundle",
+                "caBundle holds no PEM certificate (-----BEGIN CERTIFICATE----- ...)".to_string(),
+            ));
+        }
+    }
 }
 
 fn check_kubeconfig<T>(

@@ -86,6 +86,12 @@ pub struct AgentConfig {
     pub image: Option<String>,
     pub hub_api_server: Option<String>,
     pub client_cert_expiration_seconds: i32,
+    /// The hub's CA bundle as the fleet repo gives it (inline, or where the Secret is); left out
+    /// of the hash when unset, so hubs without one keep their agents' hashes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hub_ca_bundle: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hub_ca_bundle_secret_ref: Option<crate::api::fleet::SecretKeyRef>,
 }
 
 impl AgentConfig {
@@ -175,6 +181,8 @@ pub fn effective(spoke: &Spoke, hub: &Hub, addons: &BTreeMap<String, AddOn>) -> 
             image: agent_field(|agent| agent.image.as_ref()),
             hub_api_server: hub.spec.api_server.clone(),
             client_cert_expiration_seconds: registration.client_cert_expiration_seconds,
+            hub_ca_bundle: hub.spec.ca_bundle.clone(),
+            hub_ca_bundle_secret_ref: hub.spec.ca_bundle_secret_ref.clone(),
         },
         addons: spoke
             .spec

@@ -28,6 +28,8 @@ impl TestFleet {
             HubSpec {
                 kubeconfig: embedded(),
                 api_server: None,
+                ca_bundle: None,
+                ca_bundle_secret_ref: None,
                 agent: Some(AgentSpec {
                     version: Some("1.0.0".into()),
                     image: None,

@@ -6,13 +6,13 @@ use std::sync::Mutex;
 
 use kube::{Client, ResourceExt};
 
-use crate::access::Access;
+use crate::access::{Access, Reached};
 use crate::api::fleet::Spoke;
 
 /// Spoke clients by spoke name, each with the kubeconfig source it was built from.
 pub(crate) struct SpokeClients {
     access: Access,
-    cached: Mutex<HashMap<String, (String, Client)>>,
+    cached: Mutex<HashMap<String, (String, Reached)>>,
 }
 
 impl SpokeClients {
@@ -23,8 +23,9 @@ impl SpokeClients {
         }
     }
 
-    /// A client for `spoke`; `hub` serves a hub-as-spoke and holds kubeconfig Secrets.
-    pub async fn get(&self, spoke: &Spoke, hub: &Client) -> Result<Client, String> {
+    /// A client for `spoke` and the URL it reaches; `hub` serves a hub-as-spoke and holds
+    /// kubeconfig Secrets.
+    pub async fn get(&self, spoke: &Spoke, hub: &Client) -> Result<Reached, String> {
         let name = spoke.name_any();
         let source = serde_json::to_string(&spoke.spec.kubeconfig).unwrap_or_default();
         if let Ok(cached) = self.cached.lock()
@@ -33,15 +34,15 @@ impl SpokeClients {
         {
             return Ok(client.clone());
         }
-        let client = self
+        let reached = self
             .access
-            .spoke(spoke, hub)
+            .reach_spoke(spoke, hub)
             .await
             .map_err(|err| err.to_string())?;
         if let Ok(mut cached) = self.cached.lock() {
-            cached.insert(name, (source, client.clone()));
+            cached.insert(name, (source, reached.clone()));
         }
-        Ok(client)
+        Ok(reached)
     }
 
     /// Forgets the client of `spoke` (it failed; the next pass builds a new one).

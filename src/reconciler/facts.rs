@@ -5,31 +5,36 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use kube::api::ListParams;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 
 use super::clients::SpokeClients;
 use super::cluster_sync::{WantedCluster, drifted};
-use super::install::{AGENT_DEPLOYMENT, agent_deployment, deployment_current};
+use super::install::{
+    AGENT_DEPLOYMENT, HubEndpoint, agent_deployment, bootstrap_current, deployment_current,
+};
 use super::lifecycle::Facts;
 use crate::api::fleet::{AddOn, Hub, Spoke};
 use crate::api::vocabulary::{
-    AGENT_NAMESPACE, BOOTSTRAP_HUB_KUBECONFIG_SECRET, CONDITION_PIVOT_COMPLETE, LABEL_CLUSTER_NAME,
+    AGENT_NAMESPACE, ANNOTATION_FORCE_UNJOIN, BOOTSTRAP_HUB_KUBECONFIG_SECRET, CONDITION_AVAILABLE,
+    CONDITION_PIVOT_COMPLETE, HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG, LABEL_CLUSTER_NAME,
+    STATUS_TRUE,
 };
 use crate::api::{ManagedCluster, ManagedClusterAddOn, ManifestWork, is_condition_true};
 use crate::hub::approval_loop::BOOTSTRAP_TOKEN_NAMESPACE;
 use crate::plan::desired::{ADDON_SPEC_ANNOTATION, EffectiveSpoke, effective};
 
-use super::run::ReconcileError;
+use super::run::{FIELD_MANAGER, ReconcileError};
 
 /// What one pass knows about a Spoke: the facts and the objects they came from.
 pub(crate) struct Gathered {
     pub facts: Facts,
     pub effective: EffectiveSpoke,
     pub cluster: Option<ManagedCluster>,
-    /// The agent Deployment on the spoke, when the pass looked at the spoke.
-    pub deployment: Option<Deployment>,
     /// The hub's bootstrap token Secrets of this spoke.
     pub tokens: Vec<Secret>,
 }
@@ -64,6 +69,7 @@ pub(crate) async fn gather(
     spokes: &SpokeClients,
     spoke: &Spoke,
     hub: &Hub,
+    endpoint: &HubEndpoint,
     addon_docs: &BTreeMap<String, AddOn>,
 ) -> Result<Gathered, ReconcileError> {
     let name = spoke.name_any();
@@ -104,14 +110,7 @@ pub(crate) async fn gather(
     // only when cleaning up.
     let by_cluster = ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}={name}"));
     let tokens = if !pivoted || hub_as_spoke || deleting {
-        Api::<Secret>::namespaced(client.clone(), BOOTSTRAP_TOKEN_NAMESPACE)
-            .list(&by_cluster)
-            .await
-            .map_err(ReconcileError::kube(
-                format!("bootstrap tokens of {name}"),
-                "list",
-            ))?
-            .items
+        tokens(client, &name).await?
     } else {
         Vec::new()
     };
@@ -129,34 +128,44 @@ pub(crate) async fn gather(
         .await
         .map_err(ReconcileError::kube(format!("namespace {name}"), "read"))?;
 
-    // The hub looks at the spoke while it owns the agent.
-    let mut deployment = None;
+    // The hub looks at the spoke while it owns the agent, and afterwards to put back what was
+    // removed or changed there; not while the agent unjoins by itself.
     let mut agent_installed = pivoted;
     let mut agent_outdated = false;
-    if !pivoted || hub_as_spoke {
+    let mut agent_drifted = false;
+    if !deleting || !pivoted || hub_as_spoke {
         let on_spoke = match spokes.get(spoke, client).await {
-            Ok(spoke_client) => SpokeAgent::read(&spoke_client).await,
+            Ok(reached) => {
+                let spoke_url = reached.url.as_deref().unwrap_or(&endpoint.server);
+                let desired = agent_deployment(&name, &effective, Some(spoke_url));
+                SpokeAgent::read(&reached.client, &desired, endpoint)
+                    .await
+                    .map(|on_spoke| (on_spoke, desired))
+            }
             Err(err) => Err(ReconcileError::Access(err)),
         };
         if on_spoke.is_err() {
             spokes.forget(&name);
         }
-        let on_spoke = match on_spoke {
-            Ok(on_spoke) => on_spoke,
+        match on_spoke {
+            Ok((on_spoke, desired)) => {
+                agent_installed = on_spoke.installed() && (pivoted || !tokens.is_empty());
+                agent_outdated = on_spoke
+                    .deployment
+                    .as_ref()
+                    .is_some_and(|current| !deployment_current(current, &desired));
+                // After the pivot a new version is the agent's to roll out; anything else
+                // that differs was changed on the spoke.
+                agent_drifted = on_spoke.installed()
+                    && (!on_spoke.bootstrap_current
+                        || (on_spoke.edited && (!pivoted || !agent_outdated)));
+            }
             // A spoke that cannot be reached must not hold its own deletion forever.
             Err(err) if deleting => {
                 tracing::warn!(%err, "the spoke cannot be reached; taking its agent for gone");
-                SpokeAgent::default()
             }
             Err(err) => return Err(err),
-        };
-        let desired = agent_deployment(&name, &effective);
-        agent_installed = on_spoke.installed() && !tokens.is_empty();
-        agent_outdated = on_spoke
-            .deployment
-            .as_ref()
-            .is_some_and(|current| !deployment_current(current, &desired));
-        deployment = on_spoke.deployment;
+        }
     }
 
     let wanted = WantedCluster {
@@ -184,18 +193,49 @@ pub(crate) async fn gather(
         active_works,
         cluster_spec_drifted: cluster.as_ref().is_some_and(|c| drifted(c, &wanted)),
         agent_outdated,
+        agent_drifted,
         hub_leftovers: cluster.is_some()
             || namespace.is_some()
             || !csrs.is_empty()
             || !tokens.is_empty(),
+        now: Timestamp::now(),
+        unavailable_since: cluster.as_ref().and_then(unavailable_since),
+        unjoin_timeout: Duration::from_secs(
+            u64::try_from(spoke.spec.cleanup.unjoin_timeout_seconds).unwrap_or(0),
+        ),
+        force_unjoin: spoke
+            .annotations()
+            .get(ANNOTATION_FORCE_UNJOIN)
+            .is_some_and(|value| value == "true"),
     };
     Ok(Gathered {
         facts,
         effective,
         cluster,
-        deployment,
         tokens,
     })
+}
+
+/// The hub's bootstrap token Secrets of the spoke `name`.
+pub(crate) async fn tokens(client: &Client, name: &str) -> Result<Vec<Secret>, ReconcileError> {
+    let by_cluster = ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}={name}"));
+    Ok(
+        Api::<Secret>::namespaced(client.clone(), BOOTSTRAP_TOKEN_NAMESPACE)
+            .list(&by_cluster)
+            .await
+            .map_err(ReconcileError::kube(
+                format!("bootstrap tokens of {name}"),
+                "list",
+            ))?
+            .items,
+    )
+}
+
+/// Since when `cluster` has not been Available: the last transition of its Available condition,
+/// when that is not True.
+fn unavailable_since(cluster: &ManagedCluster) -> Option<Timestamp> {
+    let condition = cluster.condition(CONDITION_AVAILABLE)?;
+    (condition.status != STATUS_TRUE).then_some(condition.last_transition_time.0)
 }
 
 /// What of the agent is on the spoke.
@@ -203,11 +243,19 @@ pub(crate) async fn gather(
 struct SpokeAgent {
     namespace: bool,
     bootstrap_secret: bool,
+    /// The bootstrap kubeconfig reaches the hub where it is now.
+    bootstrap_current: bool,
     deployment: Option<Deployment>,
+    /// Applying the desired Deployment would change it: it was edited (or is outdated).
+    edited: bool,
 }
 
 impl SpokeAgent {
-    async fn read(spoke: &Client) -> Result<Self, ReconcileError> {
+    async fn read(
+        spoke: &Client,
+        desired: &Deployment,
+        endpoint: &HubEndpoint,
+    ) -> Result<Self, ReconcileError> {
         let unreachable = |what: &'static str| {
             move |err: kube::Error| ReconcileError::Spoke(format!("cannot read {what}: {err}"))
         };
@@ -216,23 +264,54 @@ impl SpokeAgent {
             .await
             .map_err(unreachable("the agent namespace"))?
             .is_some_and(|namespace| namespace.metadata.deletion_timestamp.is_none());
-        let bootstrap_secret = Api::<Secret>::namespaced(spoke.clone(), AGENT_NAMESPACE)
+        let bootstrap = Api::<Secret>::namespaced(spoke.clone(), AGENT_NAMESPACE)
             .get_opt(BOOTSTRAP_HUB_KUBECONFIG_SECRET)
             .await
-            .map_err(unreachable("the bootstrap secret"))?
-            .is_some();
-        let deployment = Api::<Deployment>::namespaced(spoke.clone(), AGENT_NAMESPACE)
+            .map_err(unreachable("the bootstrap secret"))?;
+        let bootstrap_current = bootstrap
+            .as_ref()
+            .and_then(|secret| secret.data.as_ref())
+            .and_then(|data| data.get(HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG))
+            .and_then(|bytes| std::str::from_utf8(&bytes.0).ok())
+            .is_some_and(|kubeconfig| bootstrap_current(kubeconfig, endpoint));
+        let deployments = Api::<Deployment>::namespaced(spoke.clone(), AGENT_NAMESPACE);
+        let deployment = deployments
             .get_opt(AGENT_DEPLOYMENT)
             .await
             .map_err(unreachable("the agent Deployment"))?;
+        let edited = match &deployment {
+            Some(live) => would_change(&deployments, live, desired)
+                .await
+                .map_err(unreachable("the agent Deployment (dry run)"))?,
+            None => false,
+        };
         Ok(SpokeAgent {
             namespace,
-            bootstrap_secret,
+            bootstrap_secret: bootstrap.is_some(),
+            bootstrap_current,
             deployment,
+            edited,
         })
     }
 
     fn installed(&self) -> bool {
         self.namespace && self.bootstrap_secret && self.deployment.is_some()
     }
+}
+
+/// Whether applying `desired` would change the spec of `live`: a server-side dry run, so that
+/// defaults the server fills in never count as a change.
+async fn would_change(
+    api: &Api<Deployment>,
+    live: &Deployment,
+    desired: &Deployment,
+) -> Result<bool, kube::Error> {
+    let mut object = serde_json::to_value(desired).map_err(kube::Error::SerdeError)?;
+    object["apiVersion"] = "apps/v1".into();
+    object["kind"] = "Deployment".into();
+    let params = PatchParams::apply(FIELD_MANAGER).force().dry_run();
+    let applied = api
+        .patch(AGENT_DEPLOYMENT, &params, &Patch::Apply(&object))
+        .await?;
+    Ok(applied.metadata.generation != live.metadata.generation)
 }

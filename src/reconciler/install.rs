@@ -68,6 +68,85 @@ pub struct HubEndpoint {
     pub ca_pem: Option<String>,
 }
 
+/// What the process running the reconciler knows of how spokes reach its hub, for Hubs that do
+/// not say: `fleetform up` knows its embedded hub's URL and CA; `fleetform hub` takes
+/// `--agent-hub-url` and `--agent-hub-ca-file`, or the kubeconfig it runs with when that is not
+/// the in-cluster one (whose address spokes cannot reach).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KnownEndpoint {
+    pub server: Option<String>,
+    pub ca_pem: Option<String>,
+}
+
+/// Why the endpoint agents of a hub use cannot be told.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EndpointError {
+    #[error(
+        "Hub {hub} sets no spec.apiServer and the hub process knows no address its spokes can reach (in a cluster, its own is the in-cluster one); set spec.apiServer (and caBundle if a proxy or load balancer serves another certificate) in the Hub's document, or run `fleetform hub --agent-hub-url URL`"
+    )]
+    Unknown { hub: String },
+}
+
+/// The endpoint agents of `hub` use: `spec.apiServer`, else what the process knows; the CA from
+/// `spec.caBundle`, else `secret_ca` (the bundle `spec.caBundleSecretRef` names, read by the
+/// caller), else what the process knows.
+pub fn hub_endpoint(
+    hub: &str,
+    spec: &crate::api::fleet::HubSpec,
+    known: &KnownEndpoint,
+    secret_ca: Option<String>,
+) -> Result<HubEndpoint, EndpointError> {
+    let server = spec
+        .api_server
+        .clone()
+        .or_else(|| known.server.clone())
+        .ok_or_else(|| EndpointError::Unknown {
+            hub: hub.to_string(),
+        })?;
+    let ca_pem = spec
+        .ca_bundle
+        .clone()
+        .or(secret_ca)
+        .or_else(|| known.ca_pem.clone());
+    Ok(HubEndpoint { server, ca_pem })
+}
+
+/// Whether the spoke's bootstrap kubeconfig reaches the hub at `endpoint`: the one the hub would
+/// write now for the token it holds. A kubeconfig that does not parse is not current.
+pub fn bootstrap_current(kubeconfig: &str, endpoint: &HubEndpoint) -> bool {
+    let Ok(parsed) = serde_yaml::from_str::<Value>(kubeconfig) else {
+        return false;
+    };
+    let Some(bearer) = parsed
+        .pointer("/users/0/user/token")
+        .and_then(Value::as_str)
+    else {
+        return false;
+    };
+    crate::hub::bootstrap::bootstrap_kubeconfig(
+        &endpoint.server,
+        endpoint.ca_pem.as_deref().unwrap_or_default(),
+        bearer,
+    ) == kubeconfig
+}
+
+/// The `--spoke-url` an agent Deployment was started with, if any.
+pub fn spoke_url_of(deployment: &Deployment) -> Option<&str> {
+    let args = deployment
+        .spec
+        .as_ref()?
+        .template
+        .spec
+        .as_ref()?
+        .containers
+        .first()?
+        .args
+        .as_ref()?;
+    args.windows(2)
+        .find(|pair| pair[0] == "--spoke-url")
+        .map(|pair| pair[1].as_str())
+}
+
 /// A kubeconfig that authenticates to the hub with `token` (the agent's bootstrap identity).
 pub fn bootstrap_kubeconfig(hub: &HubEndpoint, token: &BootstrapToken) -> String {
     crate::hub::bootstrap::bootstrap_kubeconfig(
@@ -167,37 +246,96 @@ pub fn agent_cluster_role_binding() -> ClusterRoleBinding {
     .unwrap_or_default()
 }
 
+/// Port of the agent's health endpoint (`/healthz`, `/readyz`) in its pod.
+pub const AGENT_HEALTH_PORT: u16 = 8000;
+/// Environment variable carrying the agent version its pod was started for (from the pod's
+/// labels, so the agent reports the version that runs, not one merely asked for).
+pub const ENV_AGENT_VERSION: &str = "FLEETFORM_AGENT_VERSION";
+/// Environment variable carrying the agent configuration hash its pod was started for.
+pub const ENV_AGENT_CONFIG_HASH: &str = "FLEETFORM_AGENT_CONFIG_HASH";
+
 /// The command line the agent container runs; `fleetform up` parses the same arguments to start
-/// its in-process agents, so they cannot disagree.
-pub fn agent_args(cluster: &str, effective: &EffectiveSpoke) -> Vec<String> {
-    vec![
+/// its in-process agents, so they cannot disagree. `spoke_url` is the spoke's API server as the
+/// hub reaches it, for the ManagedCluster's `managedClusterClientConfigs`.
+pub fn agent_args(
+    cluster: &str,
+    effective: &EffectiveSpoke,
+    spoke_url: Option<&str>,
+) -> Vec<String> {
+    let mut args = vec![
         "agent".to_string(),
         "--cluster-name".to_string(),
         cluster.to_string(),
         "--cluster-claims-max".to_string(),
         effective.cluster_claims_max.to_string(),
+        "--client-cert-expiration-seconds".to_string(),
+        effective.agent.client_cert_expiration_seconds.to_string(),
         "--deployment".to_string(),
         AGENT_DEPLOYMENT.to_string(),
-    ]
+        "--health-addr".to_string(),
+        format!("0.0.0.0:{AGENT_HEALTH_PORT}"),
+    ];
+    if let Some(url) = spoke_url {
+        args.extend(["--spoke-url".to_string(), url.to_string()]);
+    }
+    args
 }
 
-/// The agent Deployment for `cluster` with `effective` settings.
-pub fn agent_deployment(cluster: &str, effective: &EffectiveSpoke) -> Deployment {
+/// The agent Deployment for `cluster` with `effective` settings: one replica, replaced rather
+/// than rolled (two agents of one cluster must never run at once), probed on its health
+/// endpoint, with requests and limits, and the version and configuration hash it is started for
+/// in its pod's labels, which the agent reads back to report what actually runs.
+pub fn agent_deployment(
+    cluster: &str,
+    effective: &EffectiveSpoke,
+    spoke_url: Option<&str>,
+) -> Deployment {
     let agent = &effective.agent;
     let image = agent
         .image
         .clone()
         .unwrap_or_else(|| format!("{DEFAULT_AGENT_IMAGE}:{}", agent.version));
     let selector = BTreeMap::from([(LABEL_APP.to_string(), APP_AGENT.to_string())]);
+    let config_hash = agent.hash();
+    let pod_labels = BTreeMap::from([
+        (LABEL_APP.to_string(), APP_AGENT.to_string()),
+        (LABEL_AGENT_VERSION.to_string(), agent.version.clone()),
+        (LABEL_AGENT_CONFIG_HASH.to_string(), config_hash.clone()),
+    ]);
+    let from_label = |name: &str, label: &str| json!({"name": name, "valueFrom": {"fieldRef": {"fieldPath": format!("metadata.labels['{label}']")}}});
+    let probe = |path: &str| {
+        json!({
+            "httpGet": {"path": path, "port": "health"},
+            "periodSeconds": 10,
+            "failureThreshold": 3,
+        })
+    };
     let template = json!({
-        "metadata": {"labels": selector},
+        "metadata": {"labels": pod_labels},
         "spec": {
             "serviceAccountName": AGENT_DEPLOYMENT,
             "containers": [{
                 "name": "agent",
                 "image": image,
-                "args": agent_args(cluster, effective),
-                "env": [{"name": "RUST_LOG", "value": "info"}],
+                "args": agent_args(cluster, effective, spoke_url),
+                "env": [
+                    {"name": "FLEETFORM_LOG", "value": "info"},
+                    from_label(ENV_AGENT_VERSION, LABEL_AGENT_VERSION),
+                    from_label(ENV_AGENT_CONFIG_HASH, LABEL_AGENT_CONFIG_HASH),
+                ],
+                "ports": [{"name": "health", "containerPort": AGENT_HEALTH_PORT}],
+                "readinessProbe": probe("/readyz"),
+                "livenessProbe": probe("/healthz"),
+                "resources": {
+                    "requests": {"cpu": "50m", "memory": "64Mi"},
+                    "limits": {"memory": "256Mi"},
+                },
+                "securityContext": {
+                    "allowPrivilegeEscalation": false,
+                    "readOnlyRootFilesystem": true,
+                    "runAsNonRoot": true,
+                    "capabilities": {"drop": ["ALL"]},
+                },
             }],
         },
     });
@@ -212,12 +350,13 @@ pub fn agent_deployment(cluster: &str, effective: &EffectiveSpoke) -> Deployment
                 (LABEL_APP, APP_AGENT),
                 (LABEL_CLUSTER_NAME, cluster),
                 (LABEL_AGENT_VERSION, &agent.version),
-                (LABEL_AGENT_CONFIG_HASH, &agent.hash()),
+                (LABEL_AGENT_CONFIG_HASH, &config_hash),
                 (LABEL_AGENT_TEMPLATE_HASH, &template_hash),
             ]),
         },
         "spec": {
             "replicas": 1,
+            "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": selector},
             "template": template,
         },
@@ -260,16 +399,22 @@ fn from_json<T: serde::de::DeserializeOwned + Default>(value: Value) -> Option<T
 
 /// The agent's objects on a spoke as one YAML stream, for installing an agent by hand
 /// (`deploy/agent/agent.yaml`): exactly what the reconciler installs (the ClusterClaim CRD
-/// included), minus the bootstrap
-/// Secret, which carries a credential and is created from the hub's token.
-pub fn manual_install_yaml(cluster: &str, effective: &EffectiveSpoke) -> String {
+/// included), minus the bootstrap Secret, which carries a credential and is created from the
+/// hub's token, and the owner references that let the agent remove all of its RBAC (they name
+/// uids only a live cluster has): an agent installed by hand leaves its ClusterRoleBinding behind
+/// when it unjoins.
+pub fn manual_install_yaml(
+    cluster: &str,
+    effective: &EffectiveSpoke,
+    spoke_url: Option<&str>,
+) -> String {
     let documents = [
         serde_json::to_value(<crate::api::ClusterClaim as kube::CustomResourceExt>::crd()),
         serde_json::to_value(agent_namespace()),
         serde_json::to_value(agent_service_account()),
         serde_json::to_value(agent_cluster_role()),
         serde_json::to_value(agent_cluster_role_binding()),
-        serde_json::to_value(agent_deployment(cluster, effective)),
+        serde_json::to_value(agent_deployment(cluster, effective, spoke_url)),
     ];
     documents
         .into_iter()

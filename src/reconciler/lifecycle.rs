@@ -12,12 +12,23 @@
 //! hub-as-spoke or a failed pivot the hub unjoins the spoke itself and removes the spoke-cleanup
 //! finalizer; once that finalizer is gone, CSRs, ManagedCluster and cluster namespace are
 //! removed, and last the hub-cleanup finalizer.
+//!
+//! Waiting for an agent to unjoin is bounded (seed 004 lets the hub do the spoke's side when the
+//! agent cannot): once the cluster has not been Available for the Spoke's unjoin timeout, or when
+//! the Spoke carries the force-unjoin annotation, the hub completes the unjoin itself.
+//!
+//! After the pivot the agent upgrades itself, but a Deployment that is gone or was edited, or a
+//! bootstrap kubeconfig that no longer reaches the hub, is put back by the hub.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
 
 use crate::api::fleet::Phase;
 use crate::api::vocabulary::{
-    FINALIZER_HUB_CLEANUP, FINALIZER_HUB_CLEANUP_PREFLIGHT, FINALIZER_SPOKE_CLEANUP,
+    ANNOTATION_FORCE_UNJOIN, FINALIZER_HUB_CLEANUP, FINALIZER_HUB_CLEANUP_PREFLIGHT,
+    FINALIZER_SPOKE_CLEANUP, REASON_MANIFEST_WORKS_REMAIN, REASON_WAITING_FOR_AGENT_UNJOIN,
     TAINT_TERMINATING, TAINT_WORKLOAD_CLEANUP,
 };
 
@@ -56,8 +67,20 @@ pub struct Facts {
     pub cluster_spec_drifted: bool,
     /// The agent's running version or configuration hash differs from the Spoke's.
     pub agent_outdated: bool,
+    /// On the spoke, the agent Deployment is gone or was edited, or the bootstrap kubeconfig does
+    /// not reach the hub as it should (its address or CA changed): the hub puts them back.
+    pub agent_drifted: bool,
     /// CSRs, ManagedCluster or cluster namespace of the spoke still exist on the hub.
     pub hub_leftovers: bool,
+    /// When the pass runs.
+    pub now: Timestamp,
+    /// Since when the cluster has not been Available (its condition's last transition), if it
+    /// is not.
+    pub unavailable_since: Option<Timestamp>,
+    /// How long a deletion waits for the agent to unjoin while the cluster is not Available.
+    pub unjoin_timeout: Duration,
+    /// The Spoke asks the hub to complete its unjoin at once.
+    pub force_unjoin: bool,
 }
 
 /// One thing the loop does for the Spoke.
@@ -84,9 +107,30 @@ pub enum Action {
     /// Set CleanupFailed with this message and try again later.
     Blocked(String),
     /// The spoke-side cleanup, done by the hub: unjoin and remove the agent from the spoke.
-    UnjoinSpoke,
+    UnjoinSpoke(UnjoinBy),
     /// Remove the spoke's CSRs, ManagedCluster and cluster namespace from the hub.
     RemoveFromHub,
+}
+
+/// Why the hub does a spoke's side of an unjoin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnjoinBy {
+    /// The spoke is the hub itself: the hub owns both sides.
+    HubAsSpoke,
+    /// The agent never took the spoke over.
+    FailedPivot,
+    /// The agent did not unjoin while its cluster was not Available for the unjoin timeout.
+    AgentGone,
+    /// The Spoke carries the force-unjoin annotation.
+    Forced,
+}
+
+impl UnjoinBy {
+    /// Whether the agent could have done it: then what it would have removed may be left on the
+    /// spoke, and the operator is told.
+    pub fn instead_of_the_agent(self) -> bool {
+        matches!(self, UnjoinBy::AgentGone | UnjoinBy::Forced)
+    }
 }
 
 /// The decision for one pass: what to do now, and the phase to report.
@@ -94,8 +138,13 @@ pub enum Action {
 pub struct Decision {
     pub phase: Phase,
     pub actions: Vec<Action>,
-    /// Nothing left to do until something changes.
+    /// Nothing left to do until something changes (or until `wake_at`).
     pub settled: bool,
+    /// What a deletion waits on: an [`CONDITION_UNJOINED`](crate::api::vocabulary::CONDITION_UNJOINED)
+    /// reason and a message that says what to do.
+    pub waiting: Option<(&'static str, String)>,
+    /// When to look again even if nothing changes (a wait that times out).
+    pub wake_at: Option<Timestamp>,
 }
 
 impl Decision {
@@ -104,6 +153,8 @@ impl Decision {
             phase,
             actions,
             settled: false,
+            waiting: None,
+            wake_at: None,
         }
     }
 
@@ -112,6 +163,16 @@ impl Decision {
             phase,
             actions: Vec::new(),
             settled: true,
+            waiting: None,
+            wake_at: None,
+        }
+    }
+
+    fn waiting_on(reason: &'static str, message: String, wake_at: Option<Timestamp>) -> Self {
+        Decision {
+            waiting: Some((reason, message)),
+            wake_at,
+            ..Decision::wait(Phase::Deleting)
         }
     }
 }
@@ -133,6 +194,18 @@ pub fn decide(facts: &Facts) -> Decision {
     }
     if !facts.agent_installed {
         return Decision::act(Phase::Joining, vec![Action::InstallAgent]);
+    }
+    if facts.agent_drifted && !(facts.hub_as_spoke && facts.agent_outdated) {
+        // Put back what someone removed or changed on the spoke (an upgrade of a hub-as-spoke
+        // does the same below).
+        let phase = if facts.joined && facts.available {
+            Phase::Running
+        } else if facts.joined {
+            Phase::Unhealthy
+        } else {
+            Phase::Joining
+        };
+        return Decision::act(phase, vec![Action::InstallAgent]);
     }
     if !facts.cluster_exists {
         // The agent registers the ManagedCluster itself.
@@ -188,10 +261,13 @@ fn cleanup(facts: &Facts) -> Decision {
                 return act(vec![Action::AddTaint(TAINT_WORKLOAD_CLEANUP)]);
             }
             if !facts.active_works.is_empty() {
-                return act(vec![Action::Blocked(format!(
-                    "cannot unjoin while ManifestWorks are active: {}",
+                let message = format!(
+                    "cannot unjoin while ManifestWorks are active: {}; delete them, or set cleanup.forceClusterDrain to drain the cluster first",
                     facts.active_works.join(", ")
-                ))]);
+                );
+                let mut blocked = act(vec![Action::Blocked(message.clone())]);
+                blocked.waiting = Some((REASON_MANIFEST_WORKS_REMAIN, message));
+                return blocked;
             }
             if !facts.taints.contains(TAINT_TERMINATING) {
                 return act(vec![Action::AddTaint(TAINT_TERMINATING)]);
@@ -209,20 +285,61 @@ fn cleanup(facts: &Facts) -> Decision {
         )]);
     }
     if has(FINALIZER_SPOKE_CLEANUP) {
-        // The agent unjoins by itself, unless there is none to do it: the hub is the spoke, or
-        // the agent never came up.
-        if facts.hub_as_spoke || !facts.pivoted {
+        // The agent unjoins by itself, unless there is none to do it: the hub is the spoke, the
+        // agent never came up, or it is gone.
+        let by = if facts.hub_as_spoke {
+            Some(UnjoinBy::HubAsSpoke)
+        } else if !facts.pivoted {
+            Some(UnjoinBy::FailedPivot)
+        } else if facts.force_unjoin {
+            Some(UnjoinBy::Forced)
+        } else {
+            None
+        };
+        if let Some(by) = by {
             return act(vec![
-                Action::UnjoinSpoke,
+                Action::UnjoinSpoke(by),
                 Action::RemoveFinalizer(FINALIZER_SPOKE_CLEANUP),
             ]);
         }
-        return Decision::wait(Phase::Deleting);
+        let timeout = facts.unjoin_timeout;
+        let deadline = facts
+            .unavailable_since
+            .and_then(|since| since.checked_add(timeout).ok());
+        if deadline.is_some_and(|deadline| deadline <= facts.now) {
+            return act(vec![
+                Action::UnjoinSpoke(UnjoinBy::AgentGone),
+                Action::RemoveFinalizer(FINALIZER_SPOKE_CLEANUP),
+            ]);
+        }
+        let how_long = match deadline {
+            Some(deadline) => format!(
+                "the cluster is not Available; the hub completes the unjoin itself at {} ({} s after it stopped being Available)",
+                deadline.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                timeout.as_secs()
+            ),
+            None => format!(
+                "if the cluster stops being Available, the hub completes the unjoin itself {} s later",
+                timeout.as_secs()
+            ),
+        };
+        return Decision::waiting_on(
+            REASON_WAITING_FOR_AGENT_UNJOIN,
+            format!(
+                "waiting for the agent on the spoke to unjoin; {how_long}; `kubectl annotate spoke -n fleetform-system NAME {ANNOTATION_FORCE_UNJOIN}=true` does it now"
+            ),
+            deadline,
+        );
     }
     // A failed pivot: the agent never took the spoke over (nor its finalizer), so the hub
     // removes what it installed.
     if (facts.hub_as_spoke || !facts.pivoted) && facts.agent_installed {
-        return act(vec![Action::UnjoinSpoke]);
+        let by = if facts.hub_as_spoke {
+            UnjoinBy::HubAsSpoke
+        } else {
+            UnjoinBy::FailedPivot
+        };
+        return act(vec![Action::UnjoinSpoke(by)]);
     }
     if has(FINALIZER_HUB_CLEANUP) {
         if facts.hub_leftovers {
@@ -291,7 +408,7 @@ mod tests {
                         facts.hub_leftovers = false;
                         facts.cluster_exists = false;
                     }
-                    Action::UnjoinSpoke => facts.agent_installed = false,
+                    Action::UnjoinSpoke(_) => facts.agent_installed = false,
                     Action::Blocked(_) => {
                         done.push(action);
                         return done;
@@ -313,7 +430,7 @@ mod tests {
         let done = run_cleanup(facts, false);
         let unjoin = done
             .iter()
-            .position(|a| *a == Action::UnjoinSpoke)
+            .position(|a| *a == Action::UnjoinSpoke(UnjoinBy::FailedPivot))
             .expect("unjoined");
         let remove = done
             .iter()
@@ -431,12 +548,13 @@ mod tests {
             active_works: vec!["web".into(), "db".into()],
             ..running()
         };
-        assert_eq!(
-            run_cleanup(facts, true),
-            [Action::Blocked(
-                "cannot unjoin while ManifestWorks are active: web, db".into()
-            )]
-        );
+        match run_cleanup(facts, true).as_slice() {
+            [Action::Blocked(message)] => assert!(
+                message.starts_with("cannot unjoin while ManifestWorks are active: web, db;"),
+                "{message}"
+            ),
+            other => panic!("not blocked: {other:?}"),
+        }
     }
 
     #[test]
@@ -449,11 +567,14 @@ mod tests {
             pivoted: false,
             ..running()
         };
-        for facts in [hub_as_spoke, never_pivoted] {
+        for (facts, by) in [
+            (hub_as_spoke, UnjoinBy::HubAsSpoke),
+            (never_pivoted, UnjoinBy::FailedPivot),
+        ] {
             let actions = run_cleanup(facts, false);
             let unjoin = actions
                 .iter()
-                .position(|a| *a == Action::UnjoinSpoke)
+                .position(|a| *a == Action::UnjoinSpoke(by))
                 .expect("hub unjoins");
             assert_eq!(
                 actions[unjoin - 1],
@@ -470,12 +591,113 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_pivoted_spoke_waits_for_its_agent_to_unjoin() {
+    /// A running spoke being deleted, past its preflight: the agent's turn to unjoin.
+    fn awaiting_the_agent() -> Facts {
         let mut facts = running();
         facts.deleting = true;
         facts.finalizers.remove(FINALIZER_HUB_CLEANUP_PREFLIGHT);
         facts.enabled_addons.clear();
-        assert_eq!(decide(&facts), Decision::wait(Phase::Deleting));
+        facts.now = "2026-11-26T12:00:00Z".parse().unwrap();
+        facts.unjoin_timeout = Duration::from_secs(600);
+        facts
+    }
+
+    #[test]
+    fn a_pivoted_spoke_waits_for_its_agent_to_unjoin_and_says_so() {
+        let decision = decide(&awaiting_the_agent());
+        assert!(decision.settled && decision.actions.is_empty());
+        assert_eq!(decision.phase, Phase::Deleting);
+        let (reason, message) = decision.waiting.expect("says what it waits on");
+        assert_eq!(reason, REASON_WAITING_FOR_AGENT_UNJOIN);
+        assert!(message.contains(ANNOTATION_FORCE_UNJOIN), "{message}");
+        assert_eq!(
+            decision.wake_at, None,
+            "nothing to time out while Available"
+        );
+    }
+
+    #[test]
+    fn the_hub_unjoins_a_spoke_whose_cluster_stayed_unavailable_past_the_timeout() {
+        let mut facts = awaiting_the_agent();
+        facts.available = false;
+        facts.unavailable_since = Some("2026-11-26T11:55:00Z".parse().unwrap());
+        let waiting = decide(&facts);
+        assert_eq!(
+            waiting.wake_at,
+            Some("2026-11-26T12:05:00Z".parse().unwrap()),
+            "looks again when the timeout is up"
+        );
+        assert!(waiting.actions.is_empty());
+
+        facts.now = "2026-11-26T12:05:00Z".parse().unwrap();
+        assert_eq!(
+            decide(&facts).actions,
+            [
+                Action::UnjoinSpoke(UnjoinBy::AgentGone),
+                Action::RemoveFinalizer(FINALIZER_SPOKE_CLEANUP)
+            ]
+        );
+    }
+
+    #[test]
+    fn the_force_annotation_unjoins_at_once_and_the_rest_of_the_order_holds() {
+        let facts = Facts {
+            force_unjoin: true,
+            ..awaiting_the_agent()
+        };
+        let decision = decide(&facts);
+        assert_eq!(
+            decision.actions,
+            [
+                Action::UnjoinSpoke(UnjoinBy::Forced),
+                Action::RemoveFinalizer(FINALIZER_SPOKE_CLEANUP)
+            ]
+        );
+        assert!(UnjoinBy::Forced.instead_of_the_agent());
+        assert!(!UnjoinBy::HubAsSpoke.instead_of_the_agent());
+        // Forcing never skips what comes before the agent's turn.
+        let mut early = running();
+        early.deleting = true;
+        early.force_unjoin = true;
+        assert_eq!(
+            decide(&early).actions,
+            [Action::AddTaint(TAINT_TERMINATING)]
+        );
+    }
+
+    #[test]
+    fn a_removed_or_edited_agent_is_put_back_after_the_pivot_but_not_while_deleting() {
+        let facts = Facts {
+            agent_drifted: true,
+            ..running()
+        };
+        let decision = decide(&facts);
+        assert_eq!(decision.actions, [Action::InstallAgent]);
+        assert_eq!(decision.phase, Phase::Running);
+        let gone = Facts {
+            agent_installed: false,
+            ..running()
+        };
+        assert_eq!(decide(&gone).actions, [Action::InstallAgent]);
+        let deleting = Facts {
+            deleting: true,
+            agent_drifted: true,
+            ..awaiting_the_agent()
+        };
+        assert!(!decide(&deleting).actions.contains(&Action::InstallAgent));
+    }
+
+    #[test]
+    fn active_manifest_works_say_what_remains() {
+        let mut facts = running();
+        facts.deleting = true;
+        facts.active_works = vec!["web".into()];
+        let decision = decide(&facts);
+        let (reason, message) = decision.waiting.expect("says what blocks");
+        assert_eq!(reason, REASON_MANIFEST_WORKS_REMAIN);
+        assert!(
+            message.contains("web") && message.contains("forceClusterDrain"),
+            "{message}"
+        );
     }
 }

@@ -7,7 +7,8 @@
 //! A second controller keeps Hubs: their finalizer, phase, and on deletion the cascade to their
 //! spokes first.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -32,17 +33,20 @@ use tracing::{debug, info, instrument, warn};
 use super::clients::SpokeClients;
 use super::cluster_sync::{self, WantedCluster};
 use super::facts::{self, Gathered};
-use super::install::{self, HubEndpoint};
-use super::lifecycle::{Action, Decision, decide};
+use super::install::{self, EndpointError, HubEndpoint, KnownEndpoint};
+use super::lifecycle::{Action, Decision, UnjoinBy, decide};
 use super::objects::{delete_if_present, set_finalizer, set_finalizers};
 use super::uninstall;
 use crate::access::Access;
 use crate::api::fleet::{Hub, Phase, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::{
-    AGENT_NAMESPACE, CONDITION_ADDONS_CONFIGURED, CONDITION_CLEANUP_FAILED, CONDITION_SPOKE_JOINED,
-    FINALIZER_HUB_CLEANUP, LABEL_CLUSTER_NAME, STATUS_FALSE, STATUS_TRUE,
+    AGENT_NAMESPACE, CONDITION_ADDONS_CONFIGURED, CONDITION_CLEANUP_FAILED, CONDITION_RECONCILED,
+    CONDITION_SPOKE_JOINED, CONDITION_UNJOINED, FINALIZER_HUB_CLEANUP, LABEL_CLUSTER_NAME,
+    REASON_MANIFEST_WORKS_REMAIN, REASON_UNJOINED_BY_HUB, REASON_UNJOINING, STATUS_FALSE,
+    STATUS_TRUE,
 };
 use crate::api::{ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn, ManifestWork};
+use crate::events::{self, EventType, Reporter};
 use crate::hub::approval_loop::BOOTSTRAP_TOKEN_NAMESPACE;
 use crate::hub::bootstrap::BootstrapToken;
 use crate::hub::conditions::{is_not_found, set_conditions};
@@ -61,15 +65,15 @@ pub struct ReconcilerConfig {
     pub client: Client,
     /// How the reconciler reaches spokes (their kubeconfig sources).
     pub access: Access,
-    /// How agents reach this hub when its Hub document names no `apiServer`.
-    pub hub_endpoint: HubEndpoint,
+    /// How agents reach this hub when its Hub document names no `apiServer` or CA.
+    pub known_endpoint: KnownEndpoint,
 }
 
 impl std::fmt::Debug for ReconcilerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReconcilerConfig")
             .field("access", &self.access)
-            .field("hub_endpoint", &self.hub_endpoint.server)
+            .field("known_endpoint", &self.known_endpoint.server)
             .finish_non_exhaustive()
     }
 }
@@ -90,6 +94,16 @@ pub enum ReconcileError {
     Spoke(String),
     #[error("hub {0} is not declared (no Hub object)")]
     NoHub(String),
+    #[error(transparent)]
+    Endpoint(#[from] EndpointError),
+    #[error("Hub {hub}: caBundleSecretRef {namespace}/{name} key {key:?}: {message}")]
+    CaSecret {
+        hub: String,
+        namespace: String,
+        name: String,
+        key: String,
+        message: String,
+    },
 }
 
 impl ReconcileError {
@@ -97,6 +111,25 @@ impl ReconcileError {
     /// which is optimistic concurrency working, not a failure worth a warning.
     pub fn is_conflict(&self) -> bool {
         matches!(self, ReconcileError::Kube { source, .. } if crate::hub::conditions::is_conflict(source))
+    }
+
+    /// What kind of failure this is, for the Spoke's `Reconciled` condition and its Event: an
+    /// operator reads what to fix from it.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ReconcileError::Kube { source, .. } => match source {
+                kube::Error::Api(status) if status.code == 403 => "Forbidden",
+                kube::Error::Api(status) if status.code == 404 => "NotFound",
+                kube::Error::Api(_) => "HubApiError",
+                _ => "HubUnreachable",
+            },
+            ReconcileError::Access(_) => "SpokeUnreachable",
+            ReconcileError::Spoke(message) if message.contains("forbidden") => "SpokeForbidden",
+            ReconcileError::Spoke(_) => "SpokeApiError",
+            ReconcileError::NoHub(_) => "HubNotDeclared",
+            ReconcileError::Endpoint(_) => "HubEndpointUnknown",
+            ReconcileError::CaSecret { .. } => "HubCABundleUnreadable",
+        }
     }
 
     pub(crate) fn kube(
@@ -117,6 +150,29 @@ struct Context {
     config: ReconcilerConfig,
     spokes: Store<Spoke>,
     clients: SpokeClients,
+    /// Publishes the reconciler's Events.
+    events: Reporter,
+    /// Spokes whose last passes failed: how many times in a row, and the last error's text.
+    failures: Mutex<HashMap<String, (u32, String)>>,
+}
+
+impl Context {
+    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u32, String)>> {
+        self.failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The longest wait before a failing Spoke is tried again.
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// How long a Spoke that failed `failures` passes in a row waits: 2 s doubling to
+/// [`MAX_BACKOFF`].
+fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(2)
+        .saturating_mul(2u32.saturating_pow(failures.saturating_sub(1).min(16)))
+        .min(MAX_BACKOFF)
 }
 
 /// Runs the Spoke and Hub controllers until `shutdown`.
@@ -127,8 +183,10 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     let store = controller.store();
     let ctx = Arc::new(Context {
         clients: SpokeClients::new(config.access.clone()),
+        events: Reporter::new(client.clone(), FIELD_MANAGER, "fleetform-hub"),
         config,
         spokes: store.clone(),
+        failures: Mutex::default(),
     });
     let in_namespace = |namespace: Option<String>| {
         namespace.map(|name| ObjectRef::<Spoke>::new(&name).within(SYSTEM_NAMESPACE))
@@ -212,13 +270,24 @@ fn addon_spec(addon: &ClusterManagementAddOn) -> Option<u64> {
     Some(hasher.finish())
 }
 
-fn spoke_error(spoke: Arc<Spoke>, err: &ReconcileError, _: Arc<Context>) -> Requeue {
+fn spoke_error(spoke: Arc<Spoke>, err: &ReconcileError, ctx: Arc<Context>) -> Requeue {
     if err.is_conflict() {
         debug!(spoke = spoke.name_any(), %err, "lost a write race; again from a fresh read");
         return Requeue::requeue(Duration::ZERO);
     }
-    warn!(spoke = spoke.name_any(), %err, "lifecycle step failed; retrying");
-    Requeue::requeue(Duration::from_secs(2))
+    let failures = ctx
+        .failures()
+        .get(&spoke.name_any())
+        .map_or(1, |(count, _)| *count);
+    let wait = backoff(failures);
+    // The Spoke's conditions and an Event carry the error; the log says it once, not on every
+    // retry.
+    if failures == 1 {
+        warn!(spoke = spoke.name_any(), %err, "lifecycle step failed; retrying in {wait:?} and backing off");
+    } else {
+        debug!(spoke = spoke.name_any(), %err, failures, "lifecycle step failed again; retrying in {wait:?}");
+    }
+    Requeue::requeue(wait)
 }
 
 fn hub_error(hub: Arc<Hub>, err: &ReconcileError, _: Arc<Context>) -> Requeue {
@@ -232,6 +301,77 @@ fn hub_error(hub: Arc<Hub>, err: &ReconcileError, _: Arc<Context>) -> Requeue {
 
 #[instrument(skip_all, fields(spoke = spoke.name_any()))]
 async fn reconcile_spoke(spoke: Arc<Spoke>, ctx: Arc<Context>) -> Result<Requeue, ReconcileError> {
+    let result = spoke_pass(&spoke, &ctx).await;
+    let name = spoke.name_any();
+    match &result {
+        Ok(_) => {
+            let recovered = ctx.failures().remove(&name);
+            if let Some((failures, last)) = recovered {
+                ctx.events
+                    .publish(
+                        &events::reference(&*spoke),
+                        EventType::Normal,
+                        "Recovered",
+                        "Reconcile",
+                        format!(
+                            "reconciled again after {failures} failed pass(es); the last: {last}"
+                        ),
+                    )
+                    .await;
+            }
+        }
+        Err(err) if err.is_conflict() => {}
+        Err(err) => {
+            let message = err.to_string();
+            let changed = {
+                let mut failures = ctx.failures();
+                let entry = failures.entry(name).or_insert((0, String::new()));
+                entry.0 = entry.0.saturating_add(1);
+                let changed = entry.1 != message;
+                entry.1.clone_from(&message);
+                changed
+            };
+            if changed {
+                report_failure(&ctx, &spoke, err.reason(), &message).await;
+            }
+        }
+    }
+    result
+}
+
+/// Puts a failed pass on the Spoke: `Reconciled` False with the error's category and text, and
+/// a Warning Event. Both are best effort: the failure itself is what the caller returns.
+async fn report_failure(ctx: &Context, spoke: &Spoke, reason: &str, message: &str) {
+    let condition = Condition {
+        type_: CONDITION_RECONCILED.to_string(),
+        status: STATUS_FALSE.to_string(),
+        reason: reason.to_string(),
+        message: message.to_string(),
+        observed_generation: spoke.metadata.generation,
+        last_transition_time: Time(Timestamp::now()),
+    };
+    let api = spokes_api(&ctx.config.client);
+    if let Err(err) = set_conditions(&api, &spoke.name_any(), FIELD_MANAGER, |_| {
+        vec![condition.clone()]
+    })
+    .await
+    {
+        debug!(%err, "cannot report the failure on the Spoke");
+    }
+    ctx.events
+        .publish(
+            &events::reference(spoke),
+            EventType::Warning,
+            reason,
+            "Reconcile",
+            message,
+        )
+        .await;
+}
+
+/// One pass over a Spoke: gather, decide, act, report.
+async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, ReconcileError> {
+    let spoke = spoke.clone();
     let client = &ctx.config.client;
     let hubs: Api<Hub> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
     let hub = hubs
@@ -243,11 +383,13 @@ async fn reconcile_spoke(spoke: Arc<Spoke>, ctx: Arc<Context>) -> Result<Requeue
         ))?;
     let Some(hub) = hub else {
         // Waiting is right: the Hub watch brings the Spoke back once its hub is declared.
-        write_status(client, &spoke, Phase::Initializing, None, &[]).await?;
+        write_status(client, &spoke, Phase::Initializing, &[]).await?;
         return Err(ReconcileError::NoHub(spoke.spec.hub_ref.clone()));
     };
+    let endpoint = hub_endpoint_of(client, &hub, &ctx.config.known_endpoint).await?;
     let addon_docs = facts::addons(client).await?;
-    let gathered = facts::gather(client, &ctx.clients, &spoke, &hub, &addon_docs).await?;
+    let gathered =
+        facts::gather(client, &ctx.clients, &spoke, &hub, &endpoint, &addon_docs).await?;
     let decision = decide(&gathered.facts);
     let mut blocked = None;
     // Finalizers go in one write: each write changes the resourceVersion the next is guarded by.
@@ -268,6 +410,7 @@ async fn reconcile_spoke(spoke: Arc<Spoke>, ctx: Arc<Context>) -> Result<Requeue
                 "add finalizers",
             ))?;
     }
+    let mut unjoined_by_hub = None;
     for action in &decision.actions {
         match action {
             Action::AddFinalizer(_) => continue,
@@ -275,18 +418,40 @@ async fn reconcile_spoke(spoke: Arc<Spoke>, ctx: Arc<Context>) -> Result<Requeue
                 blocked = Some(message.clone());
                 continue;
             }
+            Action::UnjoinSpoke(by) => {
+                info!(?action, "lifecycle");
+                let outcome = unjoin_spoke(ctx, &spoke, *by).await?;
+                if by.instead_of_the_agent() {
+                    ctx.events
+                        .publish(
+                            &events::reference(&*spoke),
+                            EventType::Warning,
+                            REASON_UNJOINED_BY_HUB,
+                            "Unjoin",
+                            outcome.clone(),
+                        )
+                        .await;
+                    unjoined_by_hub = Some(outcome);
+                }
+                continue;
+            }
             _ => {}
         }
         info!(?action, "lifecycle");
-        carry_out(&ctx, &spoke, &hub, &gathered, action).await?;
+        carry_out(ctx, &spoke, &hub, &endpoint, &gathered, action).await?;
     }
-    let conditions = spoke_conditions(&gathered, &decision, blocked.as_deref());
-    write_status(client, &spoke, decision.phase, Some(&gathered), &conditions).await?;
+    let conditions = spoke_conditions(&gathered, &decision, unjoined_by_hub.as_deref());
+    write_status(client, &spoke, decision.phase, &conditions).await?;
+    let until_wake = decision.wake_at.map(|at| {
+        Duration::try_from(at.duration_since(Timestamp::now())).unwrap_or(Duration::ZERO)
+    });
     Ok(if blocked.is_some() {
         Requeue::requeue(RESYNC)
     } else if !decision.settled {
         Requeue::requeue(Duration::ZERO)
-    } else if decision.phase == Phase::Deleting {
+    } else if let Some(wait) = until_wake {
+        Requeue::requeue(wait.min(RESYNC))
+    } else if decision.phase == Phase::Deleting && decision.waiting.is_none() {
         // Waiting on namespaces to finish terminating, which nothing here watches.
         Requeue::requeue(POLL)
     } else {
@@ -294,11 +459,48 @@ async fn reconcile_spoke(spoke: Arc<Spoke>, ctx: Arc<Context>) -> Result<Requeue
     })
 }
 
-/// The Spoke's conditions after a pass.
+/// The endpoint agents of `hub` use: its document's, or what this process knows, with the CA
+/// bundle `caBundleSecretRef` names read from the hub.
+async fn hub_endpoint_of(
+    client: &Client,
+    hub: &Hub,
+    known: &KnownEndpoint,
+) -> Result<HubEndpoint, ReconcileError> {
+    let name = hub.name_any();
+    let secret_ca = match &hub.spec.ca_bundle_secret_ref {
+        None => None,
+        Some(reference) => {
+            let failed = |message: String| ReconcileError::CaSecret {
+                hub: name.clone(),
+                namespace: reference.namespace.clone(),
+                name: reference.name.clone(),
+                key: reference.key.clone(),
+                message,
+            };
+            let secret = Api::<Secret>::namespaced(client.clone(), &reference.namespace)
+                .get_opt(&reference.name)
+                .await
+                .map_err(|err| failed(err.to_string()))?
+                .ok_or_else(|| failed("no such Secret".to_string()))?;
+            let bytes = secret
+                .data
+                .as_ref()
+                .and_then(|data| data.get(&reference.key))
+                .ok_or_else(|| failed("no such key".to_string()))?;
+            Some(
+                String::from_utf8(bytes.0.clone())
+                    .map_err(|_| failed("not UTF-8 PEM".to_string()))?,
+            )
+        }
+    };
+    Ok(install::hub_endpoint(&name, &hub.spec, known, secret_ca)?)
+}
+
+/// The Spoke's conditions after a pass that went through.
 fn spoke_conditions(
     gathered: &Gathered,
     decision: &Decision,
-    blocked: Option<&str>,
+    unjoined_by_hub: Option<&str>,
 ) -> Vec<Condition> {
     let now = Time(Timestamp::now());
     let condition = |type_: &str, ok: bool, reason: &str, message: String| Condition {
@@ -310,7 +512,12 @@ fn spoke_conditions(
         last_transition_time: now.clone(),
     };
     let facts = &gathered.facts;
-    let mut conditions = vec![];
+    let mut conditions = vec![condition(
+        CONDITION_RECONCILED,
+        true,
+        "Reconciled",
+        "the last pass went through".into(),
+    )];
     if !facts.deleting {
         conditions.push(if facts.joined {
             condition(
@@ -353,30 +560,45 @@ fn spoke_conditions(
             });
         }
     }
-    match blocked {
-        Some(message) => conditions.push(condition(
-            CONDITION_CLEANUP_FAILED,
+    if let Some(outcome) = unjoined_by_hub {
+        conditions.push(condition(
+            CONDITION_UNJOINED,
             true,
-            "ManifestWorksActive",
-            message.to_string(),
-        )),
-        None if decision.phase == Phase::Deleting => conditions.push(condition(
-            CONDITION_CLEANUP_FAILED,
+            REASON_UNJOINED_BY_HUB,
+            outcome.to_string(),
+        ));
+    } else if decision.phase == Phase::Deleting {
+        let (reason, message) = decision.waiting.clone().unwrap_or((
+            REASON_UNJOINING,
+            "unjoining in seed 004's order".to_string(),
+        ));
+        let blocked = reason == REASON_MANIFEST_WORKS_REMAIN;
+        conditions.push(condition(
+            CONDITION_UNJOINED,
             false,
-            "CleaningUp",
-            "cleanup in progress".into(),
-        )),
-        None => {}
+            reason,
+            message.clone(),
+        ));
+        conditions.push(if blocked {
+            condition(CONDITION_CLEANUP_FAILED, true, reason, message)
+        } else {
+            condition(
+                CONDITION_CLEANUP_FAILED,
+                false,
+                "CleaningUp",
+                "cleanup in progress".into(),
+            )
+        });
     }
     conditions
 }
 
-/// Writes phase, observed generation, agent version and conditions, if they changed.
+/// Writes phase, observed generation and conditions, if they changed. The agent version is the
+/// agent's to report: it says what runs, not what was asked for.
 async fn write_status(
     client: &Client,
     spoke: &Spoke,
     phase: Phase,
-    gathered: Option<&Gathered>,
     conditions: &[Condition],
 ) -> Result<(), ReconcileError> {
     let name = spoke.name_any();
@@ -391,16 +613,6 @@ async fn write_status(
             "observedGeneration".into(),
             json!(spoke.metadata.generation),
         );
-    }
-    if let Some(deployment) = gathered.and_then(|g| g.deployment.as_ref()) {
-        let version = install::deployment_label(deployment, install::LABEL_AGENT_VERSION);
-        let hash = install::deployment_label(deployment, install::LABEL_AGENT_CONFIG_HASH);
-        if status.agent_version.as_deref() != version {
-            fields.insert("agentVersion".into(), json!(version));
-        }
-        if status.agent_config_hash.as_deref() != hash {
-            fields.insert("agentConfigHash".into(), json!(hash));
-        }
     }
     if !fields.is_empty() {
         let patch = json!({"status": fields});
@@ -440,6 +652,7 @@ async fn carry_out(
     ctx: &Context,
     spoke: &Spoke,
     hub: &Hub,
+    endpoint: &HubEndpoint,
     gathered: &Gathered,
     action: &Action,
 ) -> Result<(), ReconcileError> {
@@ -456,7 +669,7 @@ async fn carry_out(
                 ))
         }
         Action::InstallAgent | Action::UpgradeAgent => {
-            install_agent(ctx, spoke, hub, gathered).await
+            install_agent(ctx, spoke, hub, endpoint, gathered).await
         }
         Action::Accept | Action::SyncCluster => {
             let Some(cluster) = &gathered.cluster else {
@@ -508,8 +721,8 @@ async fn carry_out(
             )
             .await
         }
-        Action::AddFinalizer(_) | Action::Blocked(_) => Ok(()),
-        Action::UnjoinSpoke => unjoin_spoke(ctx, spoke).await,
+        // Done by the pass itself, which reports what they came to.
+        Action::AddFinalizer(_) | Action::Blocked(_) | Action::UnjoinSpoke(_) => Ok(()),
         Action::RemoveFromHub => remove_from_hub(client, &name, &gathered.tokens).await,
     }
 }
@@ -523,16 +736,25 @@ async fn install_agent(
     ctx: &Context,
     spoke: &Spoke,
     hub: &Hub,
+    endpoint: &HubEndpoint,
     gathered: &Gathered,
 ) -> Result<(), ReconcileError> {
     let client = &ctx.config.client;
     let name = spoke.name_any();
-    let spoke_client = ctx
+    let reached = ctx
         .clients
         .get(spoke, client)
         .await
         .map_err(ReconcileError::Access)?;
-    let token = match gathered.tokens.iter().find_map(install::stored_token) {
+    let spoke_client = reached.client.clone();
+    let spoke_url = reached.url.as_deref().unwrap_or(&endpoint.server);
+    // A pass after the pivot does not list tokens; putting the agent back needs one.
+    let tokens = if gathered.tokens.is_empty() {
+        facts::tokens(client, &name).await?
+    } else {
+        gathered.tokens.clone()
+    };
+    let token = match tokens.iter().find_map(install::stored_token) {
         Some(token) => token,
         None => {
             let token = BootstrapToken::generate();
@@ -548,15 +770,7 @@ async fn install_agent(
             token
         }
     };
-    let endpoint = HubEndpoint {
-        server: hub
-            .spec
-            .api_server
-            .clone()
-            .unwrap_or_else(|| ctx.config.hub_endpoint.server.clone()),
-        ca_pem: ctx.config.hub_endpoint.ca_pem.clone(),
-    };
-    let kubeconfig = install::bootstrap_kubeconfig(&endpoint, &token);
+    let kubeconfig = install::bootstrap_kubeconfig(endpoint, &token);
     grant_spoke_access(client, &name, &hub.name_any()).await?;
     let on_spoke = |what: &'static str| {
         move |err: kube::Error| ReconcileError::Spoke(format!("cannot apply {what}: {err}"))
@@ -603,7 +817,7 @@ async fn install_agent(
     .map_err(on_spoke("the bootstrap kubeconfig"))?;
     apply_on(
         &Api::<Deployment>::namespaced(spoke_client, AGENT_NAMESPACE),
-        &install::agent_deployment(&name, &gathered.effective),
+        &install::agent_deployment(&name, &gathered.effective, Some(spoke_url)),
     )
     .await
     .map_err(on_spoke("the agent Deployment"))?;
@@ -641,25 +855,51 @@ async fn grant_spoke_access(
     .map_err(failed("RoleBinding"))
 }
 
-/// The spoke-side cleanup the agent would do, done by the hub (hub-as-spoke, failed pivot).
-async fn unjoin_spoke(ctx: &Context, spoke: &Spoke) -> Result<(), ReconcileError> {
+/// The spoke-side cleanup the agent would do, done by the hub; returns what happened, for the
+/// Spoke's last status and its Event. A spoke that cannot be reached (or, when the hub acts
+/// instead of a gone agent, refuses) does not hold its Spoke forever: what may be left on it is
+/// listed instead.
+async fn unjoin_spoke(
+    ctx: &Context,
+    spoke: &Spoke,
+    by: UnjoinBy,
+) -> Result<String, ReconcileError> {
     let client = &ctx.config.client;
-    let spoke_client = match ctx.clients.get(spoke, client).await {
-        Ok(spoke_client) => spoke_client,
-        Err(err) => {
-            // A spoke that is gone for good must not hold its Spoke forever.
-            warn!(%err, "the spoke cannot be reached; leaving its side as it is");
-            return Ok(());
+    let purge = spoke.spec.cleanup.purge_agent_namespace;
+    let why = match by {
+        UnjoinBy::HubAsSpoke => "the hub is its own spoke",
+        UnjoinBy::FailedPivot => "the agent never took the spoke over",
+        UnjoinBy::AgentGone => {
+            "the agent did not unjoin and the cluster was not Available for the unjoin timeout"
         }
+        UnjoinBy::Forced => "the Spoke carries fleetform.io/force-unjoin",
     };
-    uninstall::remove_credentials(&spoke_client)
-        .await
-        .map_err(ReconcileError::Spoke)?;
-    uninstall::remove_workload(&spoke_client, spoke.spec.cleanup.purge_agent_namespace)
-        .await
-        .map_err(ReconcileError::Spoke)?;
-    info!("agent removed from the spoke");
-    Ok(())
+    let left = |problem: String| {
+        warn!(%problem, "the spoke's side is left as it is");
+        format!(
+            "the hub completed the unjoin ({why}) but could not clean the spoke: {problem}; remove by hand what may be left there: {}",
+            uninstall::leftovers(purge).join("; ")
+        )
+    };
+    let spoke_client = match ctx.clients.get(spoke, client).await {
+        Ok(reached) => reached.client,
+        Err(err) => return Ok(left(format!("cannot reach it: {err}"))),
+    };
+    let cleaned = async {
+        uninstall::remove_credentials(&spoke_client).await?;
+        uninstall::remove_workload(&spoke_client, purge).await
+    }
+    .await;
+    match cleaned {
+        Ok(()) => {
+            info!("agent removed from the spoke");
+            Ok(format!(
+                "the hub completed the unjoin ({why}) and removed the agent from the spoke"
+            ))
+        }
+        Err(problem) if by.instead_of_the_agent() => Ok(left(problem)),
+        Err(problem) => Err(ReconcileError::Spoke(problem)),
+    }
 }
 
 /// CSRs, ManagedCluster, cluster namespace and bootstrap tokens of the spoke on the hub.

@@ -223,8 +223,13 @@ async fn run_pod(node: Node, deployment: Deployment, args: Vec<String>, stop: Ca
                 return;
             }
         };
-        let mut config = parsed.into_config(pod_client, hub.clone());
+        let mut config = parsed
+            .with_env(&container_env(&deployment))
+            .into_config(pod_client, hub.clone());
         config.agent_namespace = namespace.clone();
+        // Pods of one node share this process: each would bind the same health port. The
+        // kubelet stand-in knows whether its agent runs without probing it.
+        config.health_addr = None;
         report(&api, &deployment, true).await;
         info!(
             cluster = cluster_name,
@@ -243,6 +248,35 @@ async fn run_pod(node: Node, deployment: Deployment, args: Vec<String>, stop: Ca
             _ = tokio::time::sleep(RESTART_DELAY) => {}
         }
     }
+}
+
+/// The environment of the Deployment's agent container as a kubelet gives it: literal values,
+/// and `fieldRef`s to the pod's labels (how an agent learns the version it was started for).
+fn container_env(deployment: &Deployment) -> std::collections::BTreeMap<String, String> {
+    let Some(template) = deployment.spec.as_ref().map(|spec| &spec.template) else {
+        return Default::default();
+    };
+    let labels = template.metadata.as_ref().and_then(|m| m.labels.as_ref());
+    let label = |path: &str| {
+        let key = path.strip_prefix("metadata.labels['")?.strip_suffix("']")?;
+        labels?.get(key).cloned()
+    };
+    template
+        .spec
+        .as_ref()
+        .and_then(|pod| pod.containers.first())
+        .and_then(|container| container.env.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|var| {
+            let value = match (&var.value, &var.value_from) {
+                (Some(value), _) => Some(value.clone()),
+                (None, Some(from)) => label(&from.field_ref.as_ref()?.field_path),
+                (None, None) => None,
+            }?;
+            Some((var.name.clone(), value))
+        })
+        .collect()
 }
 
 /// Writes the Deployment's status as a kubelet and the deployment controller would.

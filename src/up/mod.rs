@@ -31,7 +31,7 @@ use crate::agent::HubConnection;
 use crate::api::FleetSync;
 use crate::api::fleet::{SYSTEM_NAMESPACE, Spoke};
 use crate::fleet::Fleet;
-use crate::reconciler::install::HubEndpoint;
+use crate::reconciler::install::KnownEndpoint;
 
 /// What `up` runs.
 #[derive(Clone, Debug)]
@@ -235,8 +235,8 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
         follow(&hub.client, &config)
             .await
             .map_err(|err| setup(format!("cannot write FleetSync {FLEET_SYNC}: {err}")))?;
-        let endpoint = HubEndpoint {
-            server: hub.url(),
+        let known_endpoint = KnownEndpoint {
+            server: Some(hub.url()),
             ca_pem: hub
                 .plane
                 .certificate_authority()
@@ -245,7 +245,7 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
         let reconciler = crate::reconciler::ReconcilerConfig {
             client: hub_identity.clone(),
             access: access.clone(),
-            hub_endpoint: endpoint,
+            known_endpoint,
         };
         tasks.push((
             "reconciler",
