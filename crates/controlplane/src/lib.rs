@@ -9,7 +9,7 @@
 //! Layout: [`registry`] (what is served), [`storage`] (objects, history, durability),
 //! [`objects`] (create/update/delete rules), [`api`] (operations), [`watch`], [`patch`]
 //! (JSON, merge, strategic, server-side apply), [`crd_schema`], [`selectors`], [`table`],
-//! [`openapi`], [`requests`] (request counts), [`controllers`] (GC, namespace and CRD cleanup), [`auth`] (TLS, authentication,
+//! [`openapi`], [`private_files`] (owner-only state on disk), [`requests`] (request counts), [`controllers`] (GC, namespace and CRD cleanup), [`auth`] (TLS, authentication,
 //! RBAC, CSR signing), [`http`] (routing) and [`server`] (lifecycle).
 
 // ApiError carries the Status details it renders; errors are the cold path, so their size
@@ -26,6 +26,7 @@ pub mod meta;
 pub mod objects;
 pub mod openapi;
 pub mod patch;
+pub mod private_files;
 pub mod protobuf;
 pub mod registry;
 pub mod requests;

@@ -445,7 +445,10 @@ async fn roles_and_bindings_granting_more_than_held_are_refused() {
 
 #[tokio::test]
 async fn key_files_readable_by_others_refuse_start_and_are_reused_otherwise() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .unwrap();
     let first = ControlPlane::builder()
         .data_dir(Some(dir.path().into()))
         .secure()
