@@ -21,12 +21,16 @@ use crate::selectors::{FieldSelector, LabelSelector};
 use crate::storage::{Store, WriteOp};
 use crate::table::{self, IncludeObject};
 
-/// Who is making a request (see [`crate::auth`]); plain-HTTP and in-process requests are an
-/// administrator.
-#[derive(Debug, Clone, PartialEq)]
+/// Who is making a request (see [`crate::auth`]), as kube-apiserver's `user.Info`; plain-HTTP
+/// and in-process requests are an administrator.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct UserInfo {
     pub name: String,
+    /// Empty when the authenticator knows none (client certificates, bootstrap tokens).
+    pub uid: String,
     pub groups: Vec<String>,
+    /// Extra attributes the authenticator attaches (none of this server's do yet).
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl UserInfo {
@@ -35,6 +39,7 @@ impl UserInfo {
         UserInfo {
             name: "system:admin".into(),
             groups: vec!["system:masters".into(), "system:authenticated".into()],
+            ..Default::default()
         }
     }
 }
@@ -560,6 +565,9 @@ impl ApiServer {
                     crate::meta::meta_mut(&mut with_name).insert("name".into(), json!(name));
                     let mf = with_name.pointer("/metadata/managedFields").cloned();
                     let mut obj = prepare_create(&info, &ns, with_name, &now)?;
+                    if let Some(user) = &opts.user {
+                        objects::record_requester(&info, &mut obj, user);
+                    }
                     if let Some(mf) = mf {
                         crate::meta::meta_mut(&mut obj).insert("managedFields".into(), mf);
                     }

@@ -240,10 +240,15 @@ fn crd_status(obj: &mut Value, now: &str) {
     }
 }
 
-/// Records who created a CertificateSigningRequest, as kube-apiserver does: the requester's
-/// name, uid and groups replace whatever the client put in the spec.
+fn is_csr(info: &ResourceInfo) -> bool {
+    info.group == "certificates.k8s.io" && info.plural == "certificatesigningrequests"
+}
+
+/// Records who created a CertificateSigningRequest, as kube-apiserver's CSR strategy does: the
+/// requester's name, uid, groups and extra replace whatever the client put in the spec (an
+/// empty uid or extra is left out, as Kubernetes' omitempty does), and no status is kept.
 pub fn record_requester(info: &ResourceInfo, obj: &mut Value, user: &crate::api::UserInfo) {
-    if info.group != "certificates.k8s.io" || info.plural != "certificatesigningrequests" {
+    if !is_csr(info) {
         return;
     }
     if let Some(Value::Object(spec)) = obj.get_mut("spec") {
@@ -251,9 +256,29 @@ pub fn record_requester(info: &ResourceInfo, obj: &mut Value, user: &crate::api:
         spec.insert("groups".into(), json!(user.groups));
         spec.remove("uid");
         spec.remove("extra");
+        if !user.uid.is_empty() {
+            spec.insert("uid".into(), json!(user.uid));
+        }
+        if !user.extra.is_empty() {
+            spec.insert("extra".into(), json!(user.extra));
+        }
     }
     if let Some(o) = obj.as_object_mut() {
         o.remove("status");
+    }
+}
+
+/// A CertificateSigningRequest's spec, requester included, never changes after creation:
+/// as kube-apiserver's CSR strategy, every update keeps the stored spec whatever it was sent.
+fn keep_csr_spec(info: &ResourceInfo, cur: &Value, next: &mut Value) {
+    if !is_csr(info) {
+        return;
+    }
+    if let Some(o) = next.as_object_mut() {
+        match cur.get("spec") {
+            Some(spec) => o.insert("spec".into(), spec.clone()),
+            None => o.remove("spec"),
+        };
     }
 }
 
@@ -342,23 +367,6 @@ pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Ap
                 .is_none()
             {
                 errs.push(FieldError::required("spec.signerName", ""));
-            }
-            if let Some(old) = old {
-                for f in [
-                    "request",
-                    "signerName",
-                    "username",
-                    "usages",
-                    "expirationSeconds",
-                ] {
-                    if old.pointer(&format!("/spec/{f}")) != obj.pointer(&format!("/spec/{f}")) {
-                        errs.push(FieldError::invalid(
-                            format!("spec.{f}"),
-                            obj.pointer(&format!("/spec/{f}")).unwrap_or(&Value::Null),
-                            "field is immutable",
-                        ));
-                    }
-                }
             }
         }
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
@@ -680,6 +688,7 @@ pub fn decide_update(
             next
         }
     };
+    keep_csr_spec(info, cur, &mut next);
     {
         let cur_meta = cur.meta().cloned().unwrap_or_default();
         let m = meta_mut(&mut next);

@@ -30,6 +30,7 @@ pub fn anonymous() -> UserInfo {
     UserInfo {
         name: "system:anonymous".into(),
         groups: vec!["system:unauthenticated".into()],
+        ..Default::default()
     }
 }
 
@@ -376,6 +377,7 @@ pub fn impersonate(
     Ok(UserInfo {
         name: target.into(),
         groups: as_groups,
+        ..Default::default()
     })
 }
 
@@ -454,6 +456,7 @@ pub fn access_review(
         UserInfo {
             name: name.into(),
             groups,
+            ..Default::default()
         }
     };
     let kind = if self_review {
@@ -573,7 +576,7 @@ mod tests {
     fn u() -> UserInfo {
         UserInfo {
             name: "bob".into(),
-            groups: vec![],
+            ..Default::default()
         }
     }
 
@@ -730,6 +733,7 @@ mod tests {
         let admin = UserInfo {
             name: "root".into(),
             groups: vec![SYSTEM_MASTERS.into()],
+            ..Default::default()
         };
         h.append("impersonate-group", "team".parse().unwrap());
         let as_alice = impersonate(&p, admin, &h).unwrap();
@@ -747,6 +751,7 @@ mod tests {
         let admin = UserInfo {
             name: "root".into(),
             groups: vec![SYSTEM_MASTERS.into()],
+            ..Default::default()
         };
         assert_eq!(
             access_review(&p, &admin, true, &body).unwrap()["status"]["allowed"],
