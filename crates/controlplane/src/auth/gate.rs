@@ -481,6 +481,27 @@ pub fn access_review(
     Ok(out)
 }
 
+/// Answers a SelfSubjectReview (`kubectl auth whoami`): the requester as authenticated, or as
+/// impersonated, in `status.userInfo` (empty fields left out, as Kubernetes' omitempty does).
+pub fn self_subject_review(user: &UserInfo) -> Value {
+    let mut info = json!({"username": user.name});
+    if !user.uid.is_empty() {
+        info["uid"] = json!(user.uid);
+    }
+    if !user.groups.is_empty() {
+        info["groups"] = json!(user.groups);
+    }
+    if !user.extra.is_empty() {
+        info["extra"] = json!(user.extra);
+    }
+    json!({
+        "kind": "SelfSubjectReview",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"creationTimestamp": crate::meta::now_rfc3339()},
+        "status": {"userInfo": info},
+    })
+}
+
 /// Checks `approve` (approval) or `sign` (status) on a CSR's signer, as kube-apiserver's
 /// admission does: on `signers` named the signer, or `<domain>/*`.
 pub fn check_signer(

@@ -244,6 +244,13 @@ async fn route(fe: &Frontend, call: Call<'_>, path: &str) -> ApiResult<Response<
             };
             Ok(json_response(201, &out))
         }
+        ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"] => {
+            if method != Method::POST {
+                return Err(ApiError::MethodNotAllowed(Default::default()));
+            }
+            // The review asks nothing: its answer comes from the request's credentials alone.
+            Ok(json_response(201, &gate::self_subject_review(call.user)))
+        }
         ["api", "v1", rest @ ..] => resource(fe, call, "", "v1", rest).await,
         ["apis", g, v, rest @ ..] => resource(fe, call, g, v, rest).await,
         _ => Err(ApiError::NoRoute),
