@@ -9,11 +9,12 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::admission::{Admission, Attempt, Operation};
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{ObjectMeta, now_rfc3339};
 use crate::objects::{
     self, DeleteOptions, DeleteOutcome, Part, decide_delete, decide_update, prepare_create,
-    present, subject,
+    prepare_update, present, settle_update, subject,
 };
 use crate::patch::{self, PatchType, apply as ssa};
 use crate::registry::{Registry, ResourceInfo};
@@ -48,6 +49,8 @@ impl UserInfo {
 pub struct ApiServer {
     pub registry: Arc<Registry>,
     pub store: Arc<Store>,
+    /// The embedder's admission plugins and the RBAC policy they consult.
+    pub admission: Admission,
 }
 
 /// A routed resource request.
@@ -79,7 +82,8 @@ pub struct WriteOptions {
     pub strict: bool,
     /// Manager name derived from the User-Agent when none is given.
     pub user_agent_manager: String,
-    /// Who asks (recorded as the requester of CertificateSigningRequests).
+    /// Who asks (recorded as the requester of CertificateSigningRequests, and shown to
+    /// admission plugins); None for the server's own writes, which are not admitted.
     pub user: Option<UserInfo>,
 }
 
@@ -429,6 +433,7 @@ impl ApiServer {
         }
         let name = obj.name().to_string();
         self.check_namespace(t, &name)?;
+        let mut obj = self.admit_create(t, obj, opts)?;
         ssa::record_update(
             None,
             &mut obj,
@@ -473,19 +478,18 @@ impl ApiServer {
         let manager = opts.manager().to_string();
         let sub = subresource_name(part);
         check_strict(&info, &body, opts.strict)?;
-        let written = self
-            .store
-            .write(&t.key(), &t.namespace, t.name(), opts.dry_run, |cur| {
-                let cur = cur.ok_or_else(|| Self::not_found(t))?;
-                let op = match (part, &info.scale) {
-                    (Part::Scale, Some(paths)) => {
-                        let next = crate::scale::apply_scale(&info, paths, cur, &body)?;
-                        decide_update(&info, cur, next, Part::Main, false)?
-                    }
-                    _ => decide_update(&info, cur, body, part, true)?,
-                };
-                Ok(record(op, cur, &manager, &info, sub, &now))
-            })?;
+        let written = self.write_decided(t, opts.dry_run, |cur| {
+            let cur = cur.ok_or_else(|| Self::not_found(t))?;
+            let next = match (part, &info.scale) {
+                (Part::Scale, Some(paths)) => {
+                    let next = crate::scale::apply_scale(&info, paths, cur, &body)?;
+                    prepare_update(&info, cur, next, Part::Main, false)?
+                }
+                _ => prepare_update(&info, cur, body.clone(), part, true)?,
+            };
+            let op = self.admit_update(t, cur, next, opts)?;
+            Ok(record(op, cur, &manager, &info, sub, &now))
+        })?;
         let obj = self.finish(t, written).await?;
         Ok(Answer::ok(self.render_written(t, &obj)))
     }
@@ -552,12 +556,9 @@ impl ApiServer {
         let ns = t.namespace.clone();
         let name = t.name().to_string();
         let mut created = false;
-        let written = self.store.write(
-            &t.key(),
-            &t.namespace,
-            t.name(),
-            opts.dry_run,
-            |cur| match (cur, &config) {
+        let written = self.write_decided(t, opts.dry_run, |cur| {
+            created = false;
+            match (cur, &config) {
                 (None, Some(config)) => {
                     let merged = ssa::apply(None, config, &manager, &api_version, force, &now)
                         .map_err(|c| apply_conflict(&info, &name, &c))?;
@@ -568,6 +569,7 @@ impl ApiServer {
                     if let Some(user) = &opts.user {
                         objects::record_requester(&info, &mut obj, user);
                     }
+                    let mut obj = self.admit_create(t, obj, opts)?;
                     if let Some(mf) = mf {
                         crate::meta::meta_mut(&mut obj).insert("managedFields".into(), mf);
                     }
@@ -580,27 +582,29 @@ impl ApiServer {
                     let merged =
                         ssa::apply(Some(&shown), config, &manager, &api_version, force, &now)
                             .map_err(|c| apply_conflict(&info, &name, &c))?;
-                    decide_update(&info, cur, merged, part, false)
+                    let next = prepare_update(&info, cur, merged, part, false)?;
+                    self.admit_update(t, cur, next, opts)
                 }
                 (Some(cur), None) => {
-                    let shown = present(&info, cur);
-                    let op = match (part, &info.scale) {
+                    let next = match (part, &info.scale) {
                         (Part::Scale, Some(paths)) => {
                             let shown = crate::scale::to_scale(paths, cur);
                             let patched = patch::apply_patch(kind, &shown, body)?;
                             let next = crate::scale::apply_scale(&info, paths, cur, &patched)?;
-                            decide_update(&info, cur, next, Part::Main, false)?
+                            prepare_update(&info, cur, next, Part::Main, false)?
                         }
                         _ => {
+                            let shown = present(&info, cur);
                             let patched = patch::apply_patch(kind, &shown, body)?;
                             check_strict(&info, &patched, strict)?;
-                            decide_update(&info, cur, patched, part, false)?
+                            prepare_update(&info, cur, patched, part, false)?
                         }
                     };
+                    let op = self.admit_update(t, cur, next, opts)?;
                     Ok(record(op, cur, &manager, &info, sub, &now))
                 }
-            },
-        )?;
+            }
+        })?;
         let obj = self.finish(t, written).await?;
         Ok(Answer {
             code: if created { 201 } else { 200 },
@@ -613,14 +617,13 @@ impl ApiServer {
         let now = now_rfc3339();
         let info = t.info.clone();
         let mut outcome = DeleteOutcome::Removed;
-        let written = self
-            .store
-            .write(&t.key(), &t.namespace, t.name(), opts.dry_run, |cur| {
-                let cur = cur.ok_or_else(|| Self::not_found(t))?;
-                let (op, o) = decide_delete(&info, cur, opts, &now)?;
-                outcome = o;
-                Ok(op)
-            })?;
+        let written = self.write_decided(t, opts.dry_run, |cur| {
+            let cur = cur.ok_or_else(|| Self::not_found(t))?;
+            let (op, o) = decide_delete(&info, cur, opts, &now)?;
+            self.admit_delete(t, cur, opts)?;
+            outcome = o;
+            Ok(op)
+        })?;
         let obj = self.finish(t, written).await?;
         if outcome == DeleteOutcome::Removed && t.info.custom.is_none() {
             return Ok(Answer::ok(objects::delete_success(&t.info, &obj)));
@@ -657,6 +660,120 @@ impl ApiServer {
             "metadata": {"resourceVersion": rv.to_string()},
             "items": out,
         })))
+    }
+
+    /// Stores what `decide` makes of the current object. `decide` runs outside the store's lock,
+    /// so admission plugins may run in it; the result is stored only if the object is still as
+    /// `decide` saw it, and otherwise `decide` runs again on the new state (as kube-apiserver's
+    /// GuaranteedUpdate retries).
+    fn write_decided<F>(
+        &self,
+        t: &Target,
+        dry_run: bool,
+        mut decide: F,
+    ) -> ApiResult<crate::storage::Written>
+    where
+        F: FnMut(Option<&Arc<Value>>) -> ApiResult<WriteOp>,
+    {
+        let key = t.key();
+        loop {
+            let read = self.store.get(&key, &t.namespace, t.name());
+            let op = decide(read.as_ref())?;
+            let seen = read.as_ref().map(|o| o.resource_version().to_string());
+            let mut moved = false;
+            let written = self
+                .store
+                .write(&key, &t.namespace, t.name(), dry_run, |now| {
+                    if now.map(|o| o.resource_version()) != seen.as_deref() {
+                        moved = true;
+                        return Err(ApiError::Conflict(subject(&t.info, t.name())));
+                    }
+                    Ok(op)
+                });
+            if !moved {
+                return written;
+            }
+        }
+    }
+
+    /// Admits a new object (its create); a plugin's changes are validated again.
+    fn admit_create(&self, t: &Target, obj: Value, opts: &WriteOptions) -> ApiResult<Value> {
+        let Some(user) = opts.user.as_ref().filter(|_| !self.admission.is_empty()) else {
+            return Ok(obj);
+        };
+        let name = obj.name().to_string();
+        let attempt = Attempt {
+            operation: Operation::Create,
+            user,
+            info: &t.info,
+            subresource: "",
+            namespace: &t.namespace,
+            name: &name,
+            old_object: None,
+            dry_run: opts.dry_run,
+        };
+        let admitted = self.admission.admit(self, &attempt, Some(obj.clone()))?;
+        match admitted {
+            Some(mut changed) if changed != obj => {
+                objects::keep_server_metadata(&obj, &mut changed);
+                objects::validate(&t.info, &mut changed, None)?;
+                Ok(changed)
+            }
+            _ => Ok(obj),
+        }
+    }
+
+    /// Admits an update of `cur` to `next` (as [`prepare_update`] made it) and settles what it
+    /// comes to; a plugin's changes are validated again.
+    fn admit_update(
+        &self,
+        t: &Target,
+        cur: &Value,
+        next: Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<WriteOp> {
+        let Some(user) = opts.user.as_ref().filter(|_| !self.admission.is_empty()) else {
+            return settle_update(&t.info, cur, next);
+        };
+        let attempt = Attempt {
+            operation: Operation::Update,
+            user,
+            info: &t.info,
+            subresource: subresource_name(t.part),
+            namespace: &t.namespace,
+            name: t.name(),
+            old_object: Some(cur),
+            dry_run: opts.dry_run,
+        };
+        let next = match self.admission.admit(self, &attempt, Some(next.clone()))? {
+            Some(mut changed) if changed != next => {
+                objects::keep_server_metadata(&next, &mut changed);
+                if matches!(t.part, Part::Main | Part::Status | Part::Scale) {
+                    objects::validate(&t.info, &mut changed, Some(cur))?;
+                }
+                changed
+            }
+            _ => next,
+        };
+        settle_update(&t.info, cur, next)
+    }
+
+    /// Admits the delete of `cur`.
+    fn admit_delete(&self, t: &Target, cur: &Value, opts: &DeleteOptions) -> ApiResult<()> {
+        let Some(user) = opts.user.as_ref().filter(|_| !self.admission.is_empty()) else {
+            return Ok(());
+        };
+        let attempt = Attempt {
+            operation: Operation::Delete,
+            user,
+            info: &t.info,
+            subresource: "",
+            namespace: &t.namespace,
+            name: t.name(),
+            old_object: Some(cur),
+            dry_run: opts.dry_run,
+        };
+        self.admission.admit(self, &attempt, None).map(|_| ())
     }
 
     /// Internal write used by the server's controllers: re-reads, changes, stores.

@@ -6,7 +6,7 @@
 //! with client-certificate and token authentication and RBAC (or, when asked, plain HTTP) so
 //! kubectl and kube-rs work against it unchanged.
 //!
-//! Layout: [`registry`] (what is served), [`storage`] (objects, history, durability),
+//! Layout: [`admission`] (the embedder's plugins), [`registry`] (what is served), [`storage`] (objects, history, durability),
 //! [`objects`] (create/update/delete rules), [`api`] (operations), [`watch`], [`patch`]
 //! (JSON, merge, strategic, server-side apply), [`crd_schema`], [`selectors`], [`table`],
 //! [`openapi`], [`private_files`] (owner-only state on disk), [`requests`] (request counts), [`controllers`] (GC, namespace and CRD cleanup), [`auth`] (TLS, authentication,
@@ -16,6 +16,7 @@
 // is not worth boxing for.
 #![allow(clippy::result_large_err)]
 
+pub mod admission;
 pub mod api;
 pub mod auth;
 pub mod controllers;

@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 
 use base64::Engine;
 
+use crate::admission::{Admission, AdmissionPlugin};
 use crate::api::{ApiServer, UserInfo};
 use crate::auth::authn::{StaticTokens, TokenFileError};
 use crate::auth::ca::{CaError, CertificateAuthority, CertifiedKey};
@@ -70,6 +71,7 @@ pub struct ControlPlaneBuilder {
     watch_timeout: Duration,
     transport: Transport,
     cluster_signing_duration: Option<Duration>,
+    admission: Admission,
 }
 
 /// Entry point: `ControlPlane::builder()`.
@@ -85,6 +87,7 @@ impl ControlPlane {
             watch_timeout: Duration::from_secs(1800),
             transport: Transport::Secure { token_file: None },
             cluster_signing_duration: None,
+            admission: Admission::default(),
         }
     }
 }
@@ -120,6 +123,13 @@ impl ControlPlaneBuilder {
         self
     }
 
+    /// Adds an admission plugin (see [`crate::admission`]): it sees every write a client sends,
+    /// after the plugins added before it, and may change the object or deny the request.
+    pub fn admission(mut self, plugin: Arc<dyn AdmissionPlugin>) -> Self {
+        self.admission.register(plugin);
+        self
+    }
+
     /// Serve HTTPS with authentication and RBAC (the default): a CA and serving certificate
     /// are created at first start (in `DIR/pki` when there is a data dir) and
     /// [`RunningControlPlane::kubeconfig`] carries an administrator's client certificate.
@@ -151,7 +161,11 @@ impl ControlPlaneBuilder {
         };
         let store = Store::open(backend, self.history_window, self.data_dir.is_some())?;
         let registry = Arc::new(Registry::with_builtins());
-        let api = Arc::new(ApiServer { registry, store });
+        let api = Arc::new(ApiServer {
+            registry,
+            store,
+            admission: self.admission.clone(),
+        });
         api.restore_crds();
         api.ensure_system_namespaces().await;
         let listener =
@@ -246,7 +260,7 @@ impl ControlPlaneBuilder {
         Ok((
             Security {
                 tokens,
-                policy: Default::default(),
+                policy: self.admission.policy().clone(),
             },
             tls,
             Arc::new(pki.ca),

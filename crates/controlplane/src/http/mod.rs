@@ -47,8 +47,8 @@ pub struct Frontend {
 /// What a secured server checks requests against.
 pub struct Security {
     pub tokens: StaticTokens,
-    /// The RBAC policy, rebuilt when roles or bindings change.
-    pub policy: gate::PolicyCache,
+    /// The RBAC policy, rebuilt when roles or bindings change (shared with admission).
+    pub policy: Arc<gate::PolicyCache>,
 }
 
 /// Who a request comes from, as its transport knows it.
@@ -119,7 +119,7 @@ where
         body,
         user: &user,
         policy: policy
-            .then(|| fe.security.as_ref().map(|s| &s.policy))
+            .then(|| fe.security.as_ref().map(|s| s.policy.as_ref()))
             .flatten(),
     };
     match route(&fe, call, &path).await {
@@ -401,6 +401,7 @@ async fn resource(
             let mut opts = DeleteOptions {
                 propagation: q.get("propagationPolicy").map(str::to_string),
                 dry_run: WriteOptions::from_query(q, user_agent, user)?.dry_run,
+                user: Some(user.clone()),
                 ..Default::default()
             };
             if q.get("orphanDependents") == Some("true") {
@@ -474,7 +475,9 @@ async fn guard_write(
                 let kind = PatchType::from_content_type(ct, true)?;
                 let mut opts =
                     WriteOptions::from_query(q, header_str(headers, header::USER_AGENT), user)?;
+                // Only to see what the patch makes: admission runs on the real write.
                 opts.dry_run = true;
+                opts.user = None;
                 fe.api.patch(target, kind, body, &opts).await?.body
             } else {
                 decode_body(headers, body)?
