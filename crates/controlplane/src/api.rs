@@ -5,11 +5,13 @@
 //! [`crate::objects`] and [`crate::patch`]; it does not parse HTTP (see [`crate::http`]) and
 //! does not stream watches (see [`crate::watch`]).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use crate::admission::{Admission, Attempt, Operation};
+use crate::conversion::Converters;
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{ObjectMeta, now_rfc3339};
 use crate::objects::{
@@ -51,6 +53,8 @@ pub struct ApiServer {
     pub store: Arc<Store>,
     /// The embedder's admission plugins and the RBAC policy they consult.
     pub admission: Admission,
+    /// The embedder's converters between the versions of CRDs with webhook conversion.
+    pub conversions: Converters,
 }
 
 /// A routed resource request.
@@ -258,10 +262,10 @@ impl ApiServer {
             .store
             .get(&t.key(), &t.namespace, t.name())
             .ok_or_else(|| Self::not_found(t))?;
+        let obj = self.conversions.served_one(&t.info, &obj)?;
         if let (Part::Scale, Some(paths)) = (t.part, &t.info.scale) {
             return Ok(Answer::ok(crate::scale::to_scale(paths, &obj)));
         }
-        let obj = present(&t.info, &obj);
         if render.metadata_only {
             return Ok(Answer::ok(table::partial(&obj)));
         }
@@ -329,8 +333,9 @@ impl ApiServer {
                 remaining += 1;
                 continue;
             }
-            out.push(present(&t.info, obj));
+            out.push((**obj).clone());
         }
+        let out = self.conversions.served(&t.info, out)?;
         let mut meta = json!({"resourceVersion": rv.to_string()});
         if let Some(n) = next {
             meta["continue"] = json!(n);
@@ -442,6 +447,7 @@ impl ApiServer {
             "",
             &now,
         );
+        let obj = self.conversions.stored(&t.info, obj)?;
         let info = t.info.clone();
         let written = self
             .store
@@ -454,7 +460,7 @@ impl ApiServer {
         let obj = self.finish(t, written).await?;
         Ok(Answer {
             code: 201,
-            body: present(&t.info, &obj),
+            body: self.conversions.served_one(&t.info, &obj)?,
         })
     }
 
@@ -480,24 +486,44 @@ impl ApiServer {
         check_strict(&info, &body, opts.strict)?;
         let written = self.write_decided(t, opts.dry_run, |cur| {
             let cur = cur.ok_or_else(|| Self::not_found(t))?;
+            let cur = self.as_served(&info, cur)?;
             let next = match (part, &info.scale) {
                 (Part::Scale, Some(paths)) => {
-                    let next = crate::scale::apply_scale(&info, paths, cur, &body)?;
-                    prepare_update(&info, cur, next, Part::Main, false)?
+                    let next = crate::scale::apply_scale(&info, paths, &cur, &body)?;
+                    prepare_update(&info, &cur, next, Part::Main, false)?
                 }
-                _ => prepare_update(&info, cur, body.clone(), part, true)?,
+                _ => prepare_update(&info, &cur, body.clone(), part, true)?,
             };
-            let op = self.admit_update(t, cur, next, opts)?;
-            Ok(record(op, cur, &manager, &info, sub, &now))
+            let op = self.admit_update(t, &cur, next, opts)?;
+            self.to_stored(&info, record(op, &cur, &manager, &info, sub, &now))
         })?;
         let obj = self.finish(t, written).await?;
-        Ok(Answer::ok(self.render_written(t, &obj)))
+        Ok(Answer::ok(self.render_written(t, &obj)?))
     }
 
-    fn render_written(&self, t: &Target, obj: &Value) -> Value {
-        match (t.part, &t.info.scale) {
-            (Part::Scale, Some(paths)) => crate::scale::to_scale(paths, obj),
-            _ => present(&t.info, obj),
+    fn render_written(&self, t: &Target, obj: &Value) -> ApiResult<Value> {
+        let obj = self.conversions.served_one(&t.info, obj)?;
+        Ok(match (t.part, &t.info.scale) {
+            (Part::Scale, Some(paths)) => crate::scale::to_scale(paths, &obj),
+            _ => obj,
+        })
+    }
+
+    /// `cur` (as stored) as served at `info`'s version: borrowed unless its CRD's converter
+    /// must change it.
+    fn as_served<'a>(&self, info: &ResourceInfo, cur: &'a Value) -> ApiResult<Cow<'a, Value>> {
+        if Converters::needed(info, cur) {
+            Ok(Cow::Owned(self.conversions.served_one(info, cur)?))
+        } else {
+            Ok(Cow::Borrowed(cur))
+        }
+    }
+
+    /// What a decided write stores: the object at its CRD's storage version.
+    fn to_stored(&self, info: &ResourceInfo, op: WriteOp) -> ApiResult<WriteOp> {
+        match op {
+            WriteOp::Put(next) => Ok(WriteOp::Put(self.conversions.stored(info, next)?)),
+            other => Ok(other),
         }
     }
 
@@ -574,41 +600,44 @@ impl ApiServer {
                         crate::meta::meta_mut(&mut obj).insert("managedFields".into(), mf);
                     }
                     created = true;
-                    Ok(WriteOp::Put(obj))
+                    Ok(WriteOp::Put(self.conversions.stored(&info, obj)?))
                 }
                 (None, None) => Err(Self::not_found(t)),
                 (Some(cur), Some(config)) => {
-                    let shown = present(&info, cur);
+                    let cur = self.as_served(&info, cur)?;
+                    let shown = present(&info, &cur);
                     let merged =
                         ssa::apply(Some(&shown), config, &manager, &api_version, force, &now)
                             .map_err(|c| apply_conflict(&info, &name, &c))?;
-                    let next = prepare_update(&info, cur, merged, part, false)?;
-                    self.admit_update(t, cur, next, opts)
+                    let next = prepare_update(&info, &cur, merged, part, false)?;
+                    let op = self.admit_update(t, &cur, next, opts)?;
+                    self.to_stored(&info, op)
                 }
                 (Some(cur), None) => {
+                    let cur = self.as_served(&info, cur)?;
                     let next = match (part, &info.scale) {
                         (Part::Scale, Some(paths)) => {
-                            let shown = crate::scale::to_scale(paths, cur);
+                            let shown = crate::scale::to_scale(paths, &cur);
                             let patched = patch::apply_patch(kind, &shown, body)?;
-                            let next = crate::scale::apply_scale(&info, paths, cur, &patched)?;
-                            prepare_update(&info, cur, next, Part::Main, false)?
+                            let next = crate::scale::apply_scale(&info, paths, &cur, &patched)?;
+                            prepare_update(&info, &cur, next, Part::Main, false)?
                         }
                         _ => {
-                            let shown = present(&info, cur);
+                            let shown = present(&info, &cur);
                             let patched = patch::apply_patch(kind, &shown, body)?;
                             check_strict(&info, &patched, strict)?;
-                            prepare_update(&info, cur, patched, part, false)?
+                            prepare_update(&info, &cur, patched, part, false)?
                         }
                     };
-                    let op = self.admit_update(t, cur, next, opts)?;
-                    Ok(record(op, cur, &manager, &info, sub, &now))
+                    let op = self.admit_update(t, &cur, next, opts)?;
+                    self.to_stored(&info, record(op, &cur, &manager, &info, sub, &now))
                 }
             }
         })?;
         let obj = self.finish(t, written).await?;
         Ok(Answer {
             code: if created { 201 } else { 200 },
-            body: self.render_written(t, &obj),
+            body: self.render_written(t, &obj)?,
         })
     }
 
@@ -628,7 +657,7 @@ impl ApiServer {
         if outcome == DeleteOutcome::Removed && t.info.custom.is_none() {
             return Ok(Answer::ok(objects::delete_success(&t.info, &obj)));
         }
-        Ok(Answer::ok(present(&t.info, &obj)))
+        Ok(Answer::ok(self.conversions.served_one(&t.info, &obj)?))
     }
 
     /// DELETE of a collection.
@@ -649,7 +678,7 @@ impl ApiServer {
                 ..t.clone()
             };
             match self.delete(&one, opts).await {
-                Ok(_) => out.push(present(&t.info, obj)),
+                Ok(_) => out.push((**obj).clone()),
                 Err(ApiError::NotFound(_)) => {}
                 Err(e) => return Err(e),
             }
@@ -658,7 +687,7 @@ impl ApiServer {
             "kind": t.info.list_kind,
             "apiVersion": t.info.api_version(),
             "metadata": {"resourceVersion": rv.to_string()},
-            "items": out,
+            "items": self.conversions.served(&t.info, out)?,
         })))
     }
 

@@ -6,11 +6,13 @@
 //! with client-certificate and token authentication and RBAC (or, when asked, plain HTTP) so
 //! kubectl and kube-rs work against it unchanged.
 //!
-//! Layout: [`admission`] (the embedder's plugins), [`registry`] (what is served), [`storage`] (objects, history, durability),
-//! [`objects`] (create/update/delete rules), [`api`] (operations), [`watch`], [`patch`]
-//! (JSON, merge, strategic, server-side apply), [`crd_schema`], [`selectors`], [`table`],
-//! [`openapi`], [`private_files`] (owner-only state on disk), [`requests`] (request counts), [`controllers`] (GC, namespace and CRD cleanup), [`auth`] (TLS, authentication,
-//! RBAC, CSR signing), [`http`] (routing) and [`server`] (lifecycle).
+//! Layout: [`registry`] (what is served), [`storage`] (objects, history, durability),
+//! [`objects`] (create/update/delete rules), [`api`] (operations), [`admission`] (the
+//! embedder's plugins), [`conversion`] (CRD versions), [`watch`], [`patch`] (JSON, merge,
+//! strategic, server-side apply), [`crd_schema`], [`selectors`], [`table`], [`openapi`],
+//! [`private_files`] (owner-only state on disk), [`requests`] (request counts),
+//! [`controllers`] (GC, namespace and CRD cleanup), [`auth`] (TLS, authentication, RBAC, CSR
+//! signing), [`http`] (routing) and [`server`] (lifecycle).
 
 // ApiError carries the Status details it renders; errors are the cold path, so their size
 // is not worth boxing for.
@@ -20,6 +22,7 @@ pub mod admission;
 pub mod api;
 pub mod auth;
 pub mod controllers;
+pub mod conversion;
 pub mod crd_schema;
 pub mod error;
 pub mod http;

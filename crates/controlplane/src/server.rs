@@ -22,6 +22,7 @@ use crate::api::{ApiServer, UserInfo};
 use crate::auth::authn::{StaticTokens, TokenFileError};
 use crate::auth::ca::{CaError, CertificateAuthority, CertifiedKey};
 use crate::auth::tls::{TlsError, TlsSetup};
+use crate::conversion::{Converter, Converters};
 use crate::http::{Caller, Frontend, Security};
 use crate::registry::Registry;
 use crate::storage::{Backend, StorageError, Store, memory::MemoryBackend, sqlite::SqliteBackend};
@@ -72,6 +73,7 @@ pub struct ControlPlaneBuilder {
     transport: Transport,
     cluster_signing_duration: Option<Duration>,
     admission: Admission,
+    conversions: Converters,
 }
 
 /// Entry point: `ControlPlane::builder()`.
@@ -88,6 +90,7 @@ impl ControlPlane {
             transport: Transport::Secure { token_file: None },
             cluster_signing_duration: None,
             admission: Admission::default(),
+            conversions: Converters::default(),
         }
     }
 }
@@ -130,6 +133,14 @@ impl ControlPlaneBuilder {
         self
     }
 
+    /// Converts the objects of the CRD named `crd_name` (`plural.group`) between its versions
+    /// with `converter` when its `spec.conversion.strategy` is `Webhook`, in place of calling
+    /// its webhook (see [`crate::conversion`]).
+    pub fn conversion(mut self, crd_name: &str, converter: Arc<dyn Converter>) -> Self {
+        self.conversions.register(crd_name, converter);
+        self
+    }
+
     /// Serve HTTPS with authentication and RBAC (the default): a CA and serving certificate
     /// are created at first start (in `DIR/pki` when there is a data dir) and
     /// [`RunningControlPlane::kubeconfig`] carries an administrator's client certificate.
@@ -165,6 +176,7 @@ impl ControlPlaneBuilder {
             registry,
             store,
             admission: self.admission.clone(),
+            conversions: self.conversions.clone(),
         });
         api.restore_crds();
         api.ensure_system_namespaces().await;
