@@ -897,7 +897,11 @@ async fn run(settings: &Settings, hub_rt: &Runtime) -> Result<(), String> {
     let rss_empty = rss_mib();
 
     // The hub: a durable control plane and the hub loops, on the hub's runtime.
-    let data_dir = tempfile::tempdir().map_err(|err| format!("temporary directory: {err}"))?;
+    // Owner-only, as a control plane's data directory must be.
+    let data_dir = tempfile::Builder::new()
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .map_err(|err| format!("temporary directory: {err}"))?;
     let hub_dir = data_dir.path().to_path_buf();
     let hub = hub_rt
         .spawn(async move {

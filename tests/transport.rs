@@ -67,7 +67,11 @@ async fn listing_namespaces_refused(kubeconfig: &str) -> (u16, String) {
 
 #[tokio::test]
 async fn in_process_clients_need_no_socket_and_keep_their_identity() {
-    let dir = tempfile::tempdir().unwrap();
+    // Owner-only, as a control plane's data directory must be.
+    let dir = tempfile::Builder::new()
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .unwrap();
     let plane = ControlPlane::builder()
         .data_dir(Some(dir.path().to_path_buf()))
         .start()

@@ -10,7 +10,8 @@ use super::exit;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Directory holding the server's SQLite database; without it, state lives in memory and is
-    /// gone when the server stops.
+    /// gone when the server stops. Created owner-only (0700, files 0600); one that group or
+    /// others may read is refused.
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// Address to serve on; port 0 picks a free port.

@@ -24,7 +24,13 @@ struct Server {
 
 impl Server {
     async fn start(durable: bool) -> Server {
-        let dir = durable.then(|| tempfile::tempdir().expect("tempdir"));
+        // Owner-only, as a control plane's data directory must be.
+        let dir = durable.then(|| {
+            tempfile::Builder::new()
+                .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+                .tempdir()
+                .expect("tempdir")
+        });
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_controlplane-serve"));
         if let Some(d) = &dir {
             cmd.arg("--data-dir").arg(d.path());

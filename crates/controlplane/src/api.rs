@@ -5,15 +5,18 @@
 //! [`crate::objects`] and [`crate::patch`]; it does not parse HTTP (see [`crate::http`]) and
 //! does not stream watches (see [`crate::watch`]).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::admission::{Admission, Attempt, Operation};
+use crate::conversion::Converters;
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{ObjectMeta, now_rfc3339};
 use crate::objects::{
     self, DeleteOptions, DeleteOutcome, Part, decide_delete, decide_update, prepare_create,
-    present, subject,
+    prepare_update, present, settle_update, subject,
 };
 use crate::patch::{self, PatchType, apply as ssa};
 use crate::registry::{Registry, ResourceInfo};
@@ -21,12 +24,16 @@ use crate::selectors::{FieldSelector, LabelSelector};
 use crate::storage::{Store, WriteOp};
 use crate::table::{self, IncludeObject};
 
-/// Who is making a request (see [`crate::auth`]); plain-HTTP and in-process requests are an
-/// administrator.
-#[derive(Debug, Clone, PartialEq)]
+/// Who is making a request (see [`crate::auth`]), as kube-apiserver's `user.Info`; plain-HTTP
+/// and in-process requests are an administrator.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct UserInfo {
     pub name: String,
+    /// Empty when the authenticator knows none (client certificates, bootstrap tokens).
+    pub uid: String,
     pub groups: Vec<String>,
+    /// Extra attributes the authenticator attaches (none of this server's do yet).
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl UserInfo {
@@ -35,6 +42,7 @@ impl UserInfo {
         UserInfo {
             name: "system:admin".into(),
             groups: vec!["system:masters".into(), "system:authenticated".into()],
+            ..Default::default()
         }
     }
 }
@@ -43,6 +51,10 @@ impl UserInfo {
 pub struct ApiServer {
     pub registry: Arc<Registry>,
     pub store: Arc<Store>,
+    /// The embedder's admission plugins and the RBAC policy they consult.
+    pub admission: Admission,
+    /// The embedder's converters between the versions of CRDs with webhook conversion.
+    pub conversions: Converters,
 }
 
 /// A routed resource request.
@@ -74,7 +86,8 @@ pub struct WriteOptions {
     pub strict: bool,
     /// Manager name derived from the User-Agent when none is given.
     pub user_agent_manager: String,
-    /// Who asks (recorded as the requester of CertificateSigningRequests).
+    /// Who asks (recorded as the requester of CertificateSigningRequests, and shown to
+    /// admission plugins); None for the server's own writes, which are not admitted.
     pub user: Option<UserInfo>,
 }
 
@@ -249,10 +262,10 @@ impl ApiServer {
             .store
             .get(&t.key(), &t.namespace, t.name())
             .ok_or_else(|| Self::not_found(t))?;
+        let obj = self.conversions.served_one(&t.info, &obj)?;
         if let (Part::Scale, Some(paths)) = (t.part, &t.info.scale) {
             return Ok(Answer::ok(crate::scale::to_scale(paths, &obj)));
         }
-        let obj = present(&t.info, &obj);
         if render.metadata_only {
             return Ok(Answer::ok(table::partial(&obj)));
         }
@@ -320,8 +333,9 @@ impl ApiServer {
                 remaining += 1;
                 continue;
             }
-            out.push(present(&t.info, obj));
+            out.push((**obj).clone());
         }
+        let out = self.conversions.served(&t.info, out)?;
         let mut meta = json!({"resourceVersion": rv.to_string()});
         if let Some(n) = next {
             meta["continue"] = json!(n);
@@ -424,6 +438,7 @@ impl ApiServer {
         }
         let name = obj.name().to_string();
         self.check_namespace(t, &name)?;
+        let mut obj = self.admit_create(t, obj, opts)?;
         ssa::record_update(
             None,
             &mut obj,
@@ -432,6 +447,7 @@ impl ApiServer {
             "",
             &now,
         );
+        let obj = self.conversions.stored(&t.info, obj)?;
         let info = t.info.clone();
         let written = self
             .store
@@ -444,7 +460,7 @@ impl ApiServer {
         let obj = self.finish(t, written).await?;
         Ok(Answer {
             code: 201,
-            body: present(&t.info, &obj),
+            body: self.conversions.served_one(&t.info, &obj)?,
         })
     }
 
@@ -468,27 +484,46 @@ impl ApiServer {
         let manager = opts.manager().to_string();
         let sub = subresource_name(part);
         check_strict(&info, &body, opts.strict)?;
-        let written = self
-            .store
-            .write(&t.key(), &t.namespace, t.name(), opts.dry_run, |cur| {
-                let cur = cur.ok_or_else(|| Self::not_found(t))?;
-                let op = match (part, &info.scale) {
-                    (Part::Scale, Some(paths)) => {
-                        let next = crate::scale::apply_scale(&info, paths, cur, &body)?;
-                        decide_update(&info, cur, next, Part::Main, false)?
-                    }
-                    _ => decide_update(&info, cur, body, part, true)?,
-                };
-                Ok(record(op, cur, &manager, &info, sub, &now))
-            })?;
+        let written = self.write_decided(t, opts.dry_run, |cur| {
+            let cur = cur.ok_or_else(|| Self::not_found(t))?;
+            let cur = self.as_served(&info, cur)?;
+            let next = match (part, &info.scale) {
+                (Part::Scale, Some(paths)) => {
+                    let next = crate::scale::apply_scale(&info, paths, &cur, &body)?;
+                    prepare_update(&info, &cur, next, Part::Main, false)?
+                }
+                _ => prepare_update(&info, &cur, body.clone(), part, true)?,
+            };
+            let op = self.admit_update(t, &cur, next, opts)?;
+            self.to_stored(&info, record(op, &cur, &manager, &info, sub, &now))
+        })?;
         let obj = self.finish(t, written).await?;
-        Ok(Answer::ok(self.render_written(t, &obj)))
+        Ok(Answer::ok(self.render_written(t, &obj)?))
     }
 
-    fn render_written(&self, t: &Target, obj: &Value) -> Value {
-        match (t.part, &t.info.scale) {
-            (Part::Scale, Some(paths)) => crate::scale::to_scale(paths, obj),
-            _ => present(&t.info, obj),
+    fn render_written(&self, t: &Target, obj: &Value) -> ApiResult<Value> {
+        let obj = self.conversions.served_one(&t.info, obj)?;
+        Ok(match (t.part, &t.info.scale) {
+            (Part::Scale, Some(paths)) => crate::scale::to_scale(paths, &obj),
+            _ => obj,
+        })
+    }
+
+    /// `cur` (as stored) as served at `info`'s version: borrowed unless its CRD's converter
+    /// must change it.
+    fn as_served<'a>(&self, info: &ResourceInfo, cur: &'a Value) -> ApiResult<Cow<'a, Value>> {
+        if Converters::needed(info, cur) {
+            Ok(Cow::Owned(self.conversions.served_one(info, cur)?))
+        } else {
+            Ok(Cow::Borrowed(cur))
+        }
+    }
+
+    /// What a decided write stores: the object at its CRD's storage version.
+    fn to_stored(&self, info: &ResourceInfo, op: WriteOp) -> ApiResult<WriteOp> {
+        match op {
+            WriteOp::Put(next) => Ok(WriteOp::Put(self.conversions.stored(info, next)?)),
+            other => Ok(other),
         }
     }
 
@@ -547,12 +582,9 @@ impl ApiServer {
         let ns = t.namespace.clone();
         let name = t.name().to_string();
         let mut created = false;
-        let written = self.store.write(
-            &t.key(),
-            &t.namespace,
-            t.name(),
-            opts.dry_run,
-            |cur| match (cur, &config) {
+        let written = self.write_decided(t, opts.dry_run, |cur| {
+            created = false;
+            match (cur, &config) {
                 (None, Some(config)) => {
                     let merged = ssa::apply(None, config, &manager, &api_version, force, &now)
                         .map_err(|c| apply_conflict(&info, &name, &c))?;
@@ -560,43 +592,52 @@ impl ApiServer {
                     crate::meta::meta_mut(&mut with_name).insert("name".into(), json!(name));
                     let mf = with_name.pointer("/metadata/managedFields").cloned();
                     let mut obj = prepare_create(&info, &ns, with_name, &now)?;
+                    if let Some(user) = &opts.user {
+                        objects::record_requester(&info, &mut obj, user);
+                    }
+                    let mut obj = self.admit_create(t, obj, opts)?;
                     if let Some(mf) = mf {
                         crate::meta::meta_mut(&mut obj).insert("managedFields".into(), mf);
                     }
                     created = true;
-                    Ok(WriteOp::Put(obj))
+                    Ok(WriteOp::Put(self.conversions.stored(&info, obj)?))
                 }
                 (None, None) => Err(Self::not_found(t)),
                 (Some(cur), Some(config)) => {
-                    let shown = present(&info, cur);
+                    let cur = self.as_served(&info, cur)?;
+                    let shown = present(&info, &cur);
                     let merged =
                         ssa::apply(Some(&shown), config, &manager, &api_version, force, &now)
                             .map_err(|c| apply_conflict(&info, &name, &c))?;
-                    decide_update(&info, cur, merged, part, false)
+                    let next = prepare_update(&info, &cur, merged, part, false)?;
+                    let op = self.admit_update(t, &cur, next, opts)?;
+                    self.to_stored(&info, op)
                 }
                 (Some(cur), None) => {
-                    let shown = present(&info, cur);
-                    let op = match (part, &info.scale) {
+                    let cur = self.as_served(&info, cur)?;
+                    let next = match (part, &info.scale) {
                         (Part::Scale, Some(paths)) => {
-                            let shown = crate::scale::to_scale(paths, cur);
+                            let shown = crate::scale::to_scale(paths, &cur);
                             let patched = patch::apply_patch(kind, &shown, body)?;
-                            let next = crate::scale::apply_scale(&info, paths, cur, &patched)?;
-                            decide_update(&info, cur, next, Part::Main, false)?
+                            let next = crate::scale::apply_scale(&info, paths, &cur, &patched)?;
+                            prepare_update(&info, &cur, next, Part::Main, false)?
                         }
                         _ => {
+                            let shown = present(&info, &cur);
                             let patched = patch::apply_patch(kind, &shown, body)?;
                             check_strict(&info, &patched, strict)?;
-                            decide_update(&info, cur, patched, part, false)?
+                            prepare_update(&info, &cur, patched, part, false)?
                         }
                     };
-                    Ok(record(op, cur, &manager, &info, sub, &now))
+                    let op = self.admit_update(t, &cur, next, opts)?;
+                    self.to_stored(&info, record(op, &cur, &manager, &info, sub, &now))
                 }
-            },
-        )?;
+            }
+        })?;
         let obj = self.finish(t, written).await?;
         Ok(Answer {
             code: if created { 201 } else { 200 },
-            body: self.render_written(t, &obj),
+            body: self.render_written(t, &obj)?,
         })
     }
 
@@ -605,19 +646,18 @@ impl ApiServer {
         let now = now_rfc3339();
         let info = t.info.clone();
         let mut outcome = DeleteOutcome::Removed;
-        let written = self
-            .store
-            .write(&t.key(), &t.namespace, t.name(), opts.dry_run, |cur| {
-                let cur = cur.ok_or_else(|| Self::not_found(t))?;
-                let (op, o) = decide_delete(&info, cur, opts, &now)?;
-                outcome = o;
-                Ok(op)
-            })?;
+        let written = self.write_decided(t, opts.dry_run, |cur| {
+            let cur = cur.ok_or_else(|| Self::not_found(t))?;
+            let (op, o) = decide_delete(&info, cur, opts, &now)?;
+            self.admit_delete(t, cur, opts)?;
+            outcome = o;
+            Ok(op)
+        })?;
         let obj = self.finish(t, written).await?;
         if outcome == DeleteOutcome::Removed && t.info.custom.is_none() {
             return Ok(Answer::ok(objects::delete_success(&t.info, &obj)));
         }
-        Ok(Answer::ok(present(&t.info, &obj)))
+        Ok(Answer::ok(self.conversions.served_one(&t.info, &obj)?))
     }
 
     /// DELETE of a collection.
@@ -638,7 +678,7 @@ impl ApiServer {
                 ..t.clone()
             };
             match self.delete(&one, opts).await {
-                Ok(_) => out.push(present(&t.info, obj)),
+                Ok(_) => out.push((**obj).clone()),
                 Err(ApiError::NotFound(_)) => {}
                 Err(e) => return Err(e),
             }
@@ -647,8 +687,122 @@ impl ApiServer {
             "kind": t.info.list_kind,
             "apiVersion": t.info.api_version(),
             "metadata": {"resourceVersion": rv.to_string()},
-            "items": out,
+            "items": self.conversions.served(&t.info, out)?,
         })))
+    }
+
+    /// Stores what `decide` makes of the current object. `decide` runs outside the store's lock,
+    /// so admission plugins may run in it; the result is stored only if the object is still as
+    /// `decide` saw it, and otherwise `decide` runs again on the new state (as kube-apiserver's
+    /// GuaranteedUpdate retries).
+    fn write_decided<F>(
+        &self,
+        t: &Target,
+        dry_run: bool,
+        mut decide: F,
+    ) -> ApiResult<crate::storage::Written>
+    where
+        F: FnMut(Option<&Arc<Value>>) -> ApiResult<WriteOp>,
+    {
+        let key = t.key();
+        loop {
+            let read = self.store.get(&key, &t.namespace, t.name());
+            let op = decide(read.as_ref())?;
+            let seen = read.as_ref().map(|o| o.resource_version().to_string());
+            let mut moved = false;
+            let written = self
+                .store
+                .write(&key, &t.namespace, t.name(), dry_run, |now| {
+                    if now.map(|o| o.resource_version()) != seen.as_deref() {
+                        moved = true;
+                        return Err(ApiError::Conflict(subject(&t.info, t.name())));
+                    }
+                    Ok(op)
+                });
+            if !moved {
+                return written;
+            }
+        }
+    }
+
+    /// Admits a new object (its create); a plugin's changes are validated again.
+    fn admit_create(&self, t: &Target, obj: Value, opts: &WriteOptions) -> ApiResult<Value> {
+        let Some(user) = opts.user.as_ref().filter(|_| !self.admission.is_empty()) else {
+            return Ok(obj);
+        };
+        let name = obj.name().to_string();
+        let attempt = Attempt {
+            operation: Operation::Create,
+            user,
+            info: &t.info,
+            subresource: "",
+            namespace: &t.namespace,
+            name: &name,
+            old_object: None,
+            dry_run: opts.dry_run,
+        };
+        let admitted = self.admission.admit(self, &attempt, Some(obj.clone()))?;
+        match admitted {
+            Some(mut changed) if changed != obj => {
+                objects::keep_server_metadata(&obj, &mut changed);
+                objects::validate(&t.info, &mut changed, None)?;
+                Ok(changed)
+            }
+            _ => Ok(obj),
+        }
+    }
+
+    /// Admits an update of `cur` to `next` (as [`prepare_update`] made it) and settles what it
+    /// comes to; a plugin's changes are validated again.
+    fn admit_update(
+        &self,
+        t: &Target,
+        cur: &Value,
+        next: Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<WriteOp> {
+        let Some(user) = opts.user.as_ref().filter(|_| !self.admission.is_empty()) else {
+            return settle_update(&t.info, cur, next);
+        };
+        let attempt = Attempt {
+            operation: Operation::Update,
+            user,
+            info: &t.info,
+            subresource: subresource_name(t.part),
+            namespace: &t.namespace,
+            name: t.name(),
+            old_object: Some(cur),
+            dry_run: opts.dry_run,
+        };
+        let next = match self.admission.admit(self, &attempt, Some(next.clone()))? {
+            Some(mut changed) if changed != next => {
+                objects::keep_server_metadata(&next, &mut changed);
+                if matches!(t.part, Part::Main | Part::Status | Part::Scale) {
+                    objects::validate(&t.info, &mut changed, Some(cur))?;
+                }
+                changed
+            }
+            _ => next,
+        };
+        settle_update(&t.info, cur, next)
+    }
+
+    /// Admits the delete of `cur`.
+    fn admit_delete(&self, t: &Target, cur: &Value, opts: &DeleteOptions) -> ApiResult<()> {
+        let Some(user) = opts.user.as_ref().filter(|_| !self.admission.is_empty()) else {
+            return Ok(());
+        };
+        let attempt = Attempt {
+            operation: Operation::Delete,
+            user,
+            info: &t.info,
+            subresource: "",
+            namespace: &t.namespace,
+            name: t.name(),
+            old_object: Some(cur),
+            dry_run: opts.dry_run,
+        };
+        self.admission.admit(self, &attempt, None).map(|_| ())
     }
 
     /// Internal write used by the server's controllers: re-reads, changes, stores.

@@ -180,8 +180,24 @@ pub enum ApiError {
     TooLarge,
     #[error("Internal error occurred: {0}")]
     Internal(String),
+    /// An admission plugin refused the request (worded as a webhook's denial).
+    #[error("{}", denied_message(.plugin, .message))]
+    AdmissionDenied {
+        plugin: String,
+        code: u16,
+        reason: &'static str,
+        message: String,
+    },
     #[error("{0}")]
     ServiceUnavailable(String),
+}
+
+fn denied_message(plugin: &str, message: &str) -> String {
+    if message.is_empty() {
+        format!("admission webhook {plugin:?} denied the request without explanation")
+    } else {
+        format!("admission webhook {plugin:?} denied the request: {message}")
+    }
 }
 
 fn invalid_message(subject: &Subject, errors: &[FieldError]) -> String {
@@ -213,6 +229,7 @@ impl ApiError {
             ApiError::NotAcceptable => 406,
             ApiError::TooLarge => 413,
             ApiError::Internal(_) => 500,
+            ApiError::AdmissionDenied { code, .. } => *code,
             ApiError::ServiceUnavailable(_) => 503,
         }
     }
@@ -234,6 +251,7 @@ impl ApiError {
             ApiError::NotAcceptable => "NotAcceptable",
             ApiError::TooLarge => "RequestEntityTooLarge",
             ApiError::Internal(_) => "InternalError",
+            ApiError::AdmissionDenied { reason, .. } => reason,
             ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
         }
     }

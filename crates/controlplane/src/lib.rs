@@ -7,18 +7,22 @@
 //! kubectl and kube-rs work against it unchanged.
 //!
 //! Layout: [`registry`] (what is served), [`storage`] (objects, history, durability),
-//! [`objects`] (create/update/delete rules), [`api`] (operations), [`watch`], [`patch`]
-//! (JSON, merge, strategic, server-side apply), [`crd_schema`], [`selectors`], [`table`],
-//! [`openapi`], [`requests`] (request counts), [`controllers`] (GC, namespace and CRD cleanup), [`auth`] (TLS, authentication,
-//! RBAC, CSR signing), [`http`] (routing) and [`server`] (lifecycle).
+//! [`objects`] (create/update/delete rules), [`api`] (operations), [`admission`] (the
+//! embedder's plugins), [`conversion`] (CRD versions), [`watch`], [`patch`] (JSON, merge,
+//! strategic, server-side apply), [`crd_schema`], [`selectors`], [`table`], [`openapi`],
+//! [`private_files`] (owner-only state on disk), [`requests`] (request counts),
+//! [`controllers`] (GC, namespace and CRD cleanup), [`auth`] (TLS, authentication, RBAC, CSR
+//! signing), [`http`] (routing) and [`server`] (lifecycle).
 
 // ApiError carries the Status details it renders; errors are the cold path, so their size
 // is not worth boxing for.
 #![allow(clippy::result_large_err)]
 
+pub mod admission;
 pub mod api;
 pub mod auth;
 pub mod controllers;
+pub mod conversion;
 pub mod crd_schema;
 pub mod error;
 pub mod http;
@@ -26,6 +30,7 @@ pub mod meta;
 pub mod objects;
 pub mod openapi;
 pub mod patch;
+pub mod private_files;
 pub mod protobuf;
 pub mod registry;
 pub mod requests;

@@ -240,10 +240,15 @@ fn crd_status(obj: &mut Value, now: &str) {
     }
 }
 
-/// Records who created a CertificateSigningRequest, as kube-apiserver does: the requester's
-/// name, uid and groups replace whatever the client put in the spec.
+fn is_csr(info: &ResourceInfo) -> bool {
+    info.group == "certificates.k8s.io" && info.plural == "certificatesigningrequests"
+}
+
+/// Records who created a CertificateSigningRequest, as kube-apiserver's CSR strategy does: the
+/// requester's name, uid, groups and extra replace whatever the client put in the spec (an
+/// empty uid or extra is left out, as Kubernetes' omitempty does), and no status is kept.
 pub fn record_requester(info: &ResourceInfo, obj: &mut Value, user: &crate::api::UserInfo) {
-    if info.group != "certificates.k8s.io" || info.plural != "certificatesigningrequests" {
+    if !is_csr(info) {
         return;
     }
     if let Some(Value::Object(spec)) = obj.get_mut("spec") {
@@ -251,9 +256,29 @@ pub fn record_requester(info: &ResourceInfo, obj: &mut Value, user: &crate::api:
         spec.insert("groups".into(), json!(user.groups));
         spec.remove("uid");
         spec.remove("extra");
+        if !user.uid.is_empty() {
+            spec.insert("uid".into(), json!(user.uid));
+        }
+        if !user.extra.is_empty() {
+            spec.insert("extra".into(), json!(user.extra));
+        }
     }
     if let Some(o) = obj.as_object_mut() {
         o.remove("status");
+    }
+}
+
+/// A CertificateSigningRequest's spec, requester included, never changes after creation:
+/// as kube-apiserver's CSR strategy, every update keeps the stored spec whatever it was sent.
+fn keep_csr_spec(info: &ResourceInfo, cur: &Value, next: &mut Value) {
+    if !is_csr(info) {
+        return;
+    }
+    if let Some(o) = next.as_object_mut() {
+        match cur.get("spec") {
+            Some(spec) => o.insert("spec".into(), spec.clone()),
+            None => o.remove("spec"),
+        };
     }
 }
 
@@ -342,23 +367,6 @@ pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Ap
                 .is_none()
             {
                 errs.push(FieldError::required("spec.signerName", ""));
-            }
-            if let Some(old) = old {
-                for f in [
-                    "request",
-                    "signerName",
-                    "username",
-                    "usages",
-                    "expirationSeconds",
-                ] {
-                    if old.pointer(&format!("/spec/{f}")) != obj.pointer(&format!("/spec/{f}")) {
-                        errs.push(FieldError::invalid(
-                            format!("spec.{f}"),
-                            obj.pointer(&format!("/spec/{f}")).unwrap_or(&Value::Null),
-                            "field is immutable",
-                        ));
-                    }
-                }
             }
         }
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
@@ -588,15 +596,27 @@ impl Part {
     }
 }
 
-/// Decides an update of `cur` to `new`: conflicts, immutable metadata, subresource splitting,
-/// generation, finalizer rules, and removal once the last finalizer of a deleting object goes.
+/// Decides an update of `cur` to `new`: [`prepare_update`], then [`settle_update`].
 pub fn decide_update(
+    info: &ResourceInfo,
+    cur: &Value,
+    new: Value,
+    part: Part,
+    require_rv: bool,
+) -> ApiResult<WriteOp> {
+    let next = prepare_update(info, cur, new, part, require_rv)?;
+    settle_update(info, cur, next)
+}
+
+/// The object an update of `cur` to `new` would store (what admission sees): conflicts,
+/// immutable metadata, subresource splitting, defaults and validation.
+pub fn prepare_update(
     info: &ResourceInfo,
     cur: &Value,
     mut new: Value,
     part: Part,
     require_rv: bool,
-) -> ApiResult<WriteOp> {
+) -> ApiResult<Value> {
     check_type_meta(info, &new)?;
     let name = cur.name().to_string();
     if new.name() != name {
@@ -680,6 +700,7 @@ pub fn decide_update(
             next
         }
     };
+    keep_csr_spec(info, cur, &mut next);
     {
         let cur_meta = cur.meta().cloned().unwrap_or_default();
         let m = meta_mut(&mut next);
@@ -701,34 +722,6 @@ pub fn decide_update(
         );
         o.insert("kind".into(), json!(info.kind));
     }
-    if cur.is_deleting() {
-        let old: Vec<String> = cur.finalizers();
-        let added: Vec<String> = next
-            .finalizers()
-            .into_iter()
-            .filter(|f| !old.contains(f))
-            .collect();
-        if !added.is_empty() {
-            let list: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
-            return Err(ApiError::invalid(
-                kind_subject(info, &name),
-                vec![FieldError::forbidden(
-                    "metadata.finalizers",
-                    &format!(
-                        "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
-                        list.join(", ")
-                    ),
-                )],
-            ));
-        }
-    }
-    if info.has_generation && without_meta_and_status(&next) != without_meta_and_status(cur) {
-        let g = cur
-            .pointer("/metadata/generation")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        meta_mut(&mut next).insert("generation".into(), json!(g + 1));
-    }
     if info.plural == "customresourcedefinitions" && part == Part::Main {
         let now = cur
             .meta_str("creationTimestamp")
@@ -746,6 +739,41 @@ pub fn decide_update(
     if part == Part::Main || part == Part::Status {
         validate(info, &mut next, Some(cur))?;
     }
+    Ok(next)
+}
+
+/// What storing `next` over `cur` comes to: finalizer rules, generation, removal once the last
+/// finalizer of a deleting object goes, or no change at all.
+pub fn settle_update(info: &ResourceInfo, cur: &Value, mut next: Value) -> ApiResult<WriteOp> {
+    let name = cur.name();
+    if cur.is_deleting() {
+        let old: Vec<String> = cur.finalizers();
+        let added: Vec<String> = next
+            .finalizers()
+            .into_iter()
+            .filter(|f| !old.contains(f))
+            .collect();
+        if !added.is_empty() {
+            let list: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
+            return Err(ApiError::invalid(
+                kind_subject(info, name),
+                vec![FieldError::forbidden(
+                    "metadata.finalizers",
+                    &format!(
+                        "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                        list.join(", ")
+                    ),
+                )],
+            ));
+        }
+    }
+    if info.has_generation && without_meta_and_status(&next) != without_meta_and_status(cur) {
+        let g = cur
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        meta_mut(&mut next).insert("generation".into(), json!(g + 1));
+    }
     if cur.is_deleting() && next.finalizers().is_empty() && info.plural != "namespaces" {
         return Ok(WriteOp::Delete);
     }
@@ -753,6 +781,30 @@ pub fn decide_update(
         return Ok(WriteOp::Unchanged);
     }
     Ok(WriteOp::Put(next))
+}
+
+/// Puts back what only the server sets (uid, timestamps, generation, resourceVersion, name,
+/// namespace, apiVersion, kind) after someone else, such as an admission plugin, had the object.
+pub fn keep_server_metadata(before: &Value, after: &mut Value) {
+    let kept = before.meta().cloned().unwrap_or_default();
+    let m = meta_mut(after);
+    for f in SERVER_OWNED
+        .iter()
+        .chain(["name", "namespace", "resourceVersion"].iter())
+    {
+        match kept.get(*f) {
+            Some(v) => m.insert((*f).to_string(), v.clone()),
+            None => m.remove(*f),
+        };
+    }
+    if let Some(o) = after.as_object_mut() {
+        for f in ["apiVersion", "kind"] {
+            match before.get(f) {
+                Some(v) => o.insert(f.into(), v.clone()),
+                None => o.remove(f),
+            };
+        }
+    }
 }
 
 /// Like kube-apiserver, a status write keeps the stored metadata except managedFields.
@@ -769,6 +821,8 @@ pub struct DeleteOptions {
     pub precondition_uid: Option<String>,
     pub precondition_rv: Option<String>,
     pub dry_run: bool,
+    /// Who asks (shown to admission plugins); None for the server's own deletes.
+    pub user: Option<crate::api::UserInfo>,
 }
 
 impl DeleteOptions {

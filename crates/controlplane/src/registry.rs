@@ -109,6 +109,18 @@ pub struct CustomInfo {
     pub storage_version: String,
     /// openAPIV3Schema of this version, if any.
     pub schema: Option<Arc<Value>>,
+    /// How objects move between versions (`spec.conversion.strategy`).
+    pub conversion: ConversionStrategy,
+}
+
+/// A CRD's `spec.conversion.strategy`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ConversionStrategy {
+    /// Versions share one schema: only `apiVersion` changes.
+    #[default]
+    None,
+    /// Objects are converted by the CRD's conversion webhook (see [`crate::conversion`]).
+    Webhook,
 }
 
 impl ResourceInfo {
@@ -484,6 +496,7 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
         ));
     }
     let storage_version = storage[0].to_string();
+    let conversion = conversion_strategy(spec.get("conversion"))?;
     let crd_name = format!("{plural}.{group}");
     let mut out = Vec::new();
     for v in versions {
@@ -553,10 +566,70 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
                 crd_name: crd_name.clone(),
                 storage_version: storage_version.clone(),
                 schema: v.pointer("/schema/openAPIV3Schema").cloned().map(Arc::new),
+                conversion,
             }),
         });
     }
     Ok(out)
+}
+
+/// Reads `spec.conversion` as kube-apiserver validates it: `None` (the default) or `Webhook`,
+/// which needs exactly one of `webhook.clientConfig.url` and `.service`, and
+/// `webhook.conversionReviewVersions` naming `v1` or `v1beta1` (errors name the fields as
+/// kube-apiserver's internal version does).
+fn conversion_strategy(conversion: Option<&Value>) -> Result<ConversionStrategy, CrdError> {
+    let field = |f: &str, m: String| CrdError::Field {
+        field: format!("spec.conversion.{f}"),
+        message: m,
+    };
+    let Some(conversion) = conversion.filter(|c| !c.is_null()) else {
+        return Ok(ConversionStrategy::None);
+    };
+    let webhook = conversion.get("webhook").filter(|w| !w.is_null());
+    match conversion.get("strategy").and_then(Value::as_str) {
+        None | Some("None") if webhook.and_then(|w| w.get("clientConfig")).is_some() => Err(field(
+            "webhookClientConfig",
+            "Forbidden: should not be set when strategy is not set to Webhook".into(),
+        )),
+        None | Some("None") => Ok(ConversionStrategy::None),
+        Some("Webhook") => {
+            let client = webhook.and_then(|w| w.get("clientConfig"));
+            let Some(client) = client else {
+                return Err(field(
+                    "webhookClientConfig",
+                    "Required value: required when strategy is set to Webhook".into(),
+                ));
+            };
+            if client.get("url").is_some() == client.get("service").is_some() {
+                return Err(field(
+                    "webhookClientConfig",
+                    "Required value: exactly one of url or service is required".into(),
+                ));
+            }
+            let versions = webhook
+                .and_then(|w| w.get("conversionReviewVersions"))
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if versions.is_empty() {
+                return Err(field("conversionReviewVersions", "Required value".into()));
+            }
+            if !versions.iter().any(|v| v == "v1" || v == "v1beta1") {
+                return Err(field(
+                    "conversionReviewVersions",
+                    format!(
+                        "Invalid value: {}: must include at least one of v1, v1beta1",
+                        crate::error::render_value(&Value::Array(versions))
+                    ),
+                ));
+            }
+            Ok(ConversionStrategy::Webhook)
+        }
+        Some(other) => Err(field(
+            "strategy",
+            format!("Unsupported value: {other:?}: supported values: \"None\", \"Webhook\""),
+        )),
+    }
 }
 
 type Key = (String, String, String);

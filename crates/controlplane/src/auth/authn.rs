@@ -68,10 +68,9 @@ impl StaticTokens {
                         .collect()
                 })
                 .unwrap_or_default();
-            users.insert(
-                cols[0].trim().to_string(),
-                authenticated(cols[1].trim().to_string(), groups),
-            );
+            let mut user = authenticated(cols[1].trim().to_string(), groups);
+            user.uid = cols[2].trim().to_string();
+            users.insert(cols[0].trim().to_string(), user);
         }
         Ok(StaticTokens { users })
     }
@@ -118,7 +117,11 @@ pub fn authenticated(name: String, mut groups: Vec<String>) -> UserInfo {
     if !groups.iter().any(|g| g == AUTHENTICATED) {
         groups.push(AUTHENTICATED.into());
     }
-    UserInfo { name, groups }
+    UserInfo {
+        name,
+        groups,
+        ..Default::default()
+    }
 }
 
 /// A bearer token split as a bootstrap token: `<6 [a-z0-9]>.<16 [a-z0-9]>`.

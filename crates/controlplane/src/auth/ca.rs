@@ -27,10 +27,8 @@ const BACKDATE: Duration = Duration::minutes(5);
 /// Why the CA or its files could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum CaError {
-    #[error(
-        "refusing to start: private key {path} is readable by group or others (mode {mode:o}); run `chmod 600 {path}`"
-    )]
-    KeyPermissions { path: PathBuf, mode: u32 },
+    #[error(transparent)]
+    KeyPermissions(#[from] crate::private_files::PrivateError),
     #[error("cannot {action} {path}: {source}")]
     Io {
         action: &'static str,
@@ -496,17 +494,7 @@ fn read(path: &Path) -> Result<String, CaError> {
 
 /// Refuses key files that group or others may read or write.
 fn check_private(path: &Path) -> Result<(), CaError> {
-    let mode = fs::metadata(path)
-        .map_err(io("read", path))?
-        .permissions()
-        .mode()
-        & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(CaError::KeyPermissions {
-            path: path.to_path_buf(),
-            mode,
-        });
-    }
+    crate::private_files::check("private key", path, crate::private_files::FILE_MODE)?;
     Ok(())
 }
 
@@ -609,7 +597,12 @@ mod tests {
         let key = dir.path().join("pki").join(CA_KEY);
         fs::set_permissions(&key, fs::Permissions::from_mode(0o644)).unwrap();
         let err = load_or_create(Some(dir.path()), &hosts()).unwrap_err();
-        assert!(matches!(err, CaError::KeyPermissions { mode: 0o644, .. }));
+        assert!(matches!(
+            err,
+            CaError::KeyPermissions(crate::private_files::PrivateError::Exposed(
+                crate::private_files::Exposed { mode: 0o644, .. }
+            ))
+        ));
         let msg = err.to_string();
         assert!(msg.contains("readable by group or others"), "{msg}");
         assert!(msg.contains("chmod 600"), "{msg}");

@@ -30,6 +30,7 @@ pub fn anonymous() -> UserInfo {
     UserInfo {
         name: "system:anonymous".into(),
         groups: vec!["system:unauthenticated".into()],
+        ..Default::default()
     }
 }
 
@@ -376,6 +377,7 @@ pub fn impersonate(
     Ok(UserInfo {
         name: target.into(),
         groups: as_groups,
+        ..Default::default()
     })
 }
 
@@ -454,6 +456,7 @@ pub fn access_review(
         UserInfo {
             name: name.into(),
             groups,
+            ..Default::default()
         }
     };
     let kind = if self_review {
@@ -476,6 +479,27 @@ pub fn access_review(
         o.insert("status".into(), status);
     }
     Ok(out)
+}
+
+/// Answers a SelfSubjectReview (`kubectl auth whoami`): the requester as authenticated, or as
+/// impersonated, in `status.userInfo` (empty fields left out, as Kubernetes' omitempty does).
+pub fn self_subject_review(user: &UserInfo) -> Value {
+    let mut info = json!({"username": user.name});
+    if !user.uid.is_empty() {
+        info["uid"] = json!(user.uid);
+    }
+    if !user.groups.is_empty() {
+        info["groups"] = json!(user.groups);
+    }
+    if !user.extra.is_empty() {
+        info["extra"] = json!(user.extra);
+    }
+    json!({
+        "kind": "SelfSubjectReview",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"creationTimestamp": crate::meta::now_rfc3339()},
+        "status": {"userInfo": info},
+    })
 }
 
 /// Checks `approve` (approval) or `sign` (status) on a CSR's signer, as kube-apiserver's
@@ -573,7 +597,7 @@ mod tests {
     fn u() -> UserInfo {
         UserInfo {
             name: "bob".into(),
-            groups: vec![],
+            ..Default::default()
         }
     }
 
@@ -730,6 +754,7 @@ mod tests {
         let admin = UserInfo {
             name: "root".into(),
             groups: vec![SYSTEM_MASTERS.into()],
+            ..Default::default()
         };
         h.append("impersonate-group", "team".parse().unwrap());
         let as_alice = impersonate(&p, admin, &h).unwrap();
@@ -747,6 +772,7 @@ mod tests {
         let admin = UserInfo {
             name: "root".into(),
             groups: vec![SYSTEM_MASTERS.into()],
+            ..Default::default()
         };
         assert_eq!(
             access_review(&p, &admin, true, &body).unwrap()["status"]["allowed"],

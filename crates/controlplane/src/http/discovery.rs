@@ -1,11 +1,66 @@
 //! Discovery and health documents: /version, /api, /api/v1, /apis, /apis/G, /apis/G/V,
 //! /healthz, /livez, /readyz. `/api` and `/apis` answer aggregated discovery
 //! (`apidiscovery.k8s.io/v2` APIGroupDiscoveryList) to clients that ask for it, and the
-//! legacy documents otherwise.
+//! legacy documents otherwise. Besides the registry's resources they list the reviews, which
+//! are answered by handlers of their own and can only be created.
 
 use serde_json::{Value, json};
 
-use crate::registry::{Registry, ResourceInfo};
+use crate::registry::{GroupVersions, Registry, ResourceInfo};
+
+/// A create-only resource answered from the request alone, never stored.
+struct Review {
+    group: &'static str,
+    version: &'static str,
+    plural: &'static str,
+    kind: &'static str,
+}
+
+/// The reviews this server answers (see [`crate::http`]'s routes).
+const REVIEWS: [Review; 3] = [
+    Review {
+        group: "authentication.k8s.io",
+        version: "v1",
+        plural: "selfsubjectreviews",
+        kind: "SelfSubjectReview",
+    },
+    Review {
+        group: "authorization.k8s.io",
+        version: "v1",
+        plural: "selfsubjectaccessreviews",
+        kind: "SelfSubjectAccessReview",
+    },
+    Review {
+        group: "authorization.k8s.io",
+        version: "v1",
+        plural: "subjectaccessreviews",
+        kind: "SubjectAccessReview",
+    },
+];
+
+fn reviews_in<'a>(group: &'a str, version: &'a str) -> impl Iterator<Item = &'static Review> + 'a {
+    REVIEWS
+        .iter()
+        .filter(move |r| r.group == group && r.version == version)
+}
+
+/// The registry's groups plus the reviews' groups.
+fn served_groups(registry: &Registry) -> Vec<GroupVersions> {
+    let mut groups = registry.groups();
+    for r in &REVIEWS {
+        match groups.iter_mut().find(|g| g.group == r.group) {
+            Some(g) if !g.versions.iter().any(|v| v == r.version) => {
+                g.versions.push(r.version.to_string())
+            }
+            Some(_) => {}
+            None => groups.push(GroupVersions {
+                group: r.group.to_string(),
+                versions: vec![r.version.to_string()],
+            }),
+        }
+    }
+    groups
+}
 
 /// The Kubernetes version this server speaks.
 pub fn version() -> Value {
@@ -39,8 +94,7 @@ fn group_doc(group: &str, versions: &[String]) -> Value {
 
 /// GET /apis
 pub fn group_list(registry: &Registry) -> Value {
-    let groups: Vec<Value> = registry
-        .groups()
+    let groups: Vec<Value> = served_groups(registry)
         .iter()
         .map(|g| group_doc(&g.group, &g.versions))
         .collect();
@@ -49,7 +103,9 @@ pub fn group_list(registry: &Registry) -> Value {
 
 /// GET /apis/G
 pub fn group(registry: &Registry, name: &str) -> Option<Value> {
-    let g = registry.groups().into_iter().find(|g| g.group == name)?;
+    let g = served_groups(registry)
+        .into_iter()
+        .find(|g| g.group == name)?;
     let mut doc = group_doc(&g.group, &g.versions);
     doc["kind"] = json!("APIGroup");
     doc["apiVersion"] = json!("v1");
@@ -97,7 +153,13 @@ fn resource_entries(info: &ResourceInfo) -> Vec<Value> {
 /// GET /api/v1 or /apis/G/V; None when the group-version is not served.
 pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<Value> {
     let infos = registry.resources_in(group, version);
-    if infos.is_empty() {
+    let reviews: Vec<Value> = reviews_in(group, version)
+        .map(|r| {
+            json!({"name": r.plural, "singularName": r.kind.to_lowercase(), "namespaced": false,
+                "kind": r.kind, "verbs": ["create"]})
+        })
+        .collect();
+    if infos.is_empty() && reviews.is_empty() {
         return None;
     }
     let gv = if group.is_empty() {
@@ -105,7 +167,8 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<
     } else {
         format!("{group}/{version}")
     };
-    let resources: Vec<Value> = infos.iter().flat_map(|i| resource_entries(i)).collect();
+    let mut resources: Vec<Value> = infos.iter().flat_map(|i| resource_entries(i)).collect();
+    resources.extend(reviews);
     Some(
         json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
         "resources": resources}),
@@ -174,11 +237,16 @@ fn group_discovery(registry: &Registry, group: &str, versions: &[String]) -> Val
     let vs: Vec<Value> = versions
         .iter()
         .map(|v| {
-            let resources: Vec<Value> = registry
+            let mut resources: Vec<Value> = registry
                 .resources_in(group, v)
                 .iter()
                 .map(|i| resource_discovery(i))
                 .collect();
+            resources.extend(reviews_in(group, v).map(|r| {
+                json!({"resource": r.plural, "responseKind": gvk(r.group, r.version, r.kind),
+                    "scope": "Cluster", "singularResource": r.kind.to_lowercase(),
+                    "verbs": ["create"]})
+            }));
             json!({"version": v, "resources": resources, "freshness": "Current"})
         })
         .collect();
@@ -190,8 +258,7 @@ pub fn aggregated(registry: &Registry, core: bool) -> Value {
     let items = if core {
         vec![group_discovery(registry, "", &["v1".to_string()])]
     } else {
-        registry
-            .groups()
+        served_groups(registry)
             .iter()
             .map(|g| group_discovery(registry, &g.group, &g.versions))
             .collect()

@@ -47,8 +47,8 @@ pub struct Frontend {
 /// What a secured server checks requests against.
 pub struct Security {
     pub tokens: StaticTokens,
-    /// The RBAC policy, rebuilt when roles or bindings change.
-    pub policy: gate::PolicyCache,
+    /// The RBAC policy, rebuilt when roles or bindings change (shared with admission).
+    pub policy: Arc<gate::PolicyCache>,
 }
 
 /// Who a request comes from, as its transport knows it.
@@ -119,7 +119,7 @@ where
         body,
         user: &user,
         policy: policy
-            .then(|| fe.security.as_ref().map(|s| &s.policy))
+            .then(|| fe.security.as_ref().map(|s| s.policy.as_ref()))
             .flatten(),
     };
     match route(&fe, call, &path).await {
@@ -243,6 +243,13 @@ async fn route(fe: &Frontend, call: Call<'_>, path: &str) -> ApiResult<Response<
                 None => gate::access_review(&gate::policy(&fe.api), call.user, own, &review)?,
             };
             Ok(json_response(201, &out))
+        }
+        ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"] => {
+            if method != Method::POST {
+                return Err(ApiError::MethodNotAllowed(Default::default()));
+            }
+            // The review asks nothing: its answer comes from the request's credentials alone.
+            Ok(json_response(201, &gate::self_subject_review(call.user)))
         }
         ["api", "v1", rest @ ..] => resource(fe, call, "", "v1", rest).await,
         ["apis", g, v, rest @ ..] => resource(fe, call, g, v, rest).await,
@@ -394,6 +401,7 @@ async fn resource(
             let mut opts = DeleteOptions {
                 propagation: q.get("propagationPolicy").map(str::to_string),
                 dry_run: WriteOptions::from_query(q, user_agent, user)?.dry_run,
+                user: Some(user.clone()),
                 ..Default::default()
             };
             if q.get("orphanDependents") == Some("true") {
@@ -467,7 +475,9 @@ async fn guard_write(
                 let kind = PatchType::from_content_type(ct, true)?;
                 let mut opts =
                     WriteOptions::from_query(q, header_str(headers, header::USER_AGENT), user)?;
+                // Only to see what the patch makes: admission runs on the real write.
                 opts.dry_run = true;
+                opts.user = None;
                 fe.api.patch(target, kind, body, &opts).await?.body
             } else {
                 decode_body(headers, body)?

@@ -89,6 +89,8 @@ pub enum StorageError {
     Corrupt { dir: String, detail: String },
     #[error("data directory {dir} is in use by another control plane")]
     InUse { dir: String },
+    #[error(transparent)]
+    Private(#[from] crate::private_files::PrivateError),
     #[error("storage: {0}")]
     Sqlite(#[from] rusqlite::Error),
     #[error("storage: stored object is not valid JSON: {0}")]

@@ -5,6 +5,7 @@
 //! objects) and `history` (recent events, compacted to the store's window). The database is
 //! opened with an exclusive lock so two control planes cannot share a directory.
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
 use super::{Backend, Event, EventType, Loaded, StorageError};
+use crate::private_files;
 
 /// The value of `meta.format` that marks a database as ours.
 const FORMAT: &str = "fleetform-controlplane/1";
@@ -41,16 +43,28 @@ fn classify(dir: &str, e: rusqlite::Error) -> StorageError {
     }
 }
 
+/// The database and the files SQLite keeps beside it, all of which hold objects.
+fn state_files(db: &Path) -> [PathBuf; 3] {
+    let with = |suffix: &str| {
+        let mut name = db.as_os_str().to_owned();
+        name.push(suffix);
+        PathBuf::from(name)
+    };
+    [db.to_path_buf(), with("-wal"), with("-shm")]
+}
+
 impl SqliteBackend {
     /// Opens (or creates) the store in `dir`, refusing foreign or corrupt contents.
     pub fn open(dir: &Path) -> Result<Self, StorageError> {
         let dir_s = dir.display().to_string();
-        std::fs::create_dir_all(dir).map_err(|e| StorageError::DataDir {
-            dir: dir_s.clone(),
-            message: e.to_string(),
-        })?;
+        private_files::create_or_check_dir("data directory", dir)?;
         let path: PathBuf = dir.join(DB_FILE);
         let fresh = !path.exists();
+        if !fresh {
+            for file in state_files(&path).iter().filter(|f| f.exists()) {
+                private_files::check("database", file, private_files::FILE_MODE)?;
+            }
+        }
         if fresh {
             let others: Vec<String> = std::fs::read_dir(dir)
                 .map_err(|e| StorageError::DataDir {
@@ -69,6 +83,19 @@ impl SqliteBackend {
                     ),
                 });
             }
+        }
+        if fresh {
+            // Created owner-only before SQLite opens it: SQLite gives its -wal and -shm files
+            // the database file's mode, and an empty file is an empty database.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(private_files::FILE_MODE)
+                .open(&path)
+                .map_err(|e| StorageError::DataDir {
+                    dir: dir_s.clone(),
+                    message: format!("cannot create {}: {e}", path.display()),
+                })?;
         }
         let conn = Connection::open(&path).map_err(|e| classify(&dir_s, e))?;
         let setup = |conn: &Connection| -> rusqlite::Result<()> {
@@ -126,6 +153,10 @@ impl SqliteBackend {
                     });
                 }
             }
+        }
+        // SQLite creates -wal and -shm itself; whatever mode they got, they are made private.
+        for file in state_files(&path).iter().filter(|f| f.exists()) {
+            private_files::set_mode(file, private_files::FILE_MODE)?;
         }
         Ok(SqliteBackend { conn, dir: dir_s })
     }
@@ -278,10 +309,18 @@ mod tests {
         })
     }
 
+    /// A new owner-only data directory in `tmp`.
+    fn data_dir(tmp: &tempfile::TempDir) -> PathBuf {
+        let dir = tmp.path().join("data");
+        private_files::create_or_check_dir("data directory", &dir).unwrap();
+        dir
+    }
+
     #[test]
     fn committed_batches_are_read_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut b = SqliteBackend::open(dir.path()).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let mut b = SqliteBackend::open(&dir).unwrap();
         b.commit(
             &[
                 event(1, "a", EventType::Added),
@@ -292,7 +331,7 @@ mod tests {
         )
         .unwrap();
         drop(b);
-        let mut b = SqliteBackend::open(dir.path()).unwrap();
+        let mut b = SqliteBackend::open(&dir).unwrap();
         let loaded = b.load().unwrap();
         assert_eq!(loaded.rv, 3);
         assert_eq!(loaded.objects.len(), 1);
@@ -301,28 +340,33 @@ mod tests {
 
     #[test]
     fn a_foreign_directory_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("member"), "etcd").unwrap();
-        let err = SqliteBackend::open(dir.path()).err().unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = data_dir(&tmp);
+        std::fs::write(dir.join("member"), "etcd").unwrap();
+        let err = SqliteBackend::open(&dir).err().unwrap();
         assert!(matches!(err, StorageError::Foreign { .. }), "{err}");
     }
 
     #[test]
     fn a_corrupt_database_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(DB_FILE), vec![0x5a; 8192]).unwrap();
-        let err = SqliteBackend::open(dir.path()).err().unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = data_dir(&tmp);
+        std::fs::write(dir.join(DB_FILE), vec![0x5a; 8192]).unwrap();
+        private_files::set_mode(&dir.join(DB_FILE), private_files::FILE_MODE).unwrap();
+        let err = SqliteBackend::open(&dir).err().unwrap();
         assert!(matches!(err, StorageError::Corrupt { .. }), "{err}");
     }
 
     #[test]
     fn another_sqlite_database_is_foreign() {
-        let dir = tempfile::tempdir().unwrap();
-        let c = Connection::open(dir.path().join(DB_FILE)).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = data_dir(&tmp);
+        let c = Connection::open(dir.join(DB_FILE)).unwrap();
         c.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
             .unwrap();
         drop(c);
-        let err = SqliteBackend::open(dir.path()).err().unwrap();
+        private_files::set_mode(&dir.join(DB_FILE), private_files::FILE_MODE).unwrap();
+        let err = SqliteBackend::open(&dir).err().unwrap();
         assert!(matches!(err, StorageError::Foreign { .. }), "{err}");
     }
 }

@@ -42,6 +42,15 @@ pub fn client_for(url: &str) -> kube::Client {
     kube::Client::try_from(config).expect("client builds")
 }
 
+/// An owner-only temporary directory, as a control plane's data directory must be.
+pub fn private_dir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .expect("temporary directory")
+}
+
 /// Unwraps an API error response.
 pub fn api_error<T: std::fmt::Debug>(r: kube::Result<T>) -> kube::core::Status {
     match r {
