@@ -1,0 +1,126 @@
+//! OCM's cluster sets (`cluster.open-cluster-management.io/v1beta2`, on the hub):
+//! ManagedClusterSet, a named group of ManagedClusters, and ManagedClusterSetBinding, which makes
+//! a set usable by placements in one namespace.
+//!
+//! A set holds either the clusters labelled [`LABEL_CLUSTER_SET`] with its name (the default) or
+//! those its label selector picks. Shapes and validation are OCM's (see [`super::schema`]).
+//!
+//! [`LABEL_CLUSTER_SET`]: super::vocabulary::LABEL_CLUSTER_SET
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::schema::{self, DNS_LABEL};
+
+/// Which clusters are in a ManagedClusterSet, and what namespaces they get. The set is
+/// cluster-scoped. The default spec, as the API server defaults it, chooses clusters by label.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "cluster.open-cluster-management.io",
+    version = "v1beta2",
+    kind = "ManagedClusterSet",
+    status = "ManagedClusterSetStatus",
+    derive = "Default",
+    derive = "PartialEq",
+    shortname = "mclset",
+    shortname = "mclsets",
+    doc = "A named group of managed clusters; placements choose clusters from the sets bound to their namespace.",
+    printcolumn = r#"{"name":"Empty","type":"string","jsonPath":".status.conditions[?(@.type==\"ClusterSetEmpty\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase", remote = "Self")]
+#[schemars(extend("default" = {"clusterSelector": {"selectorType": "ExclusiveClusterSetLabel"}}))]
+pub struct ManagedClusterSetSpec {
+    /// How the set's clusters are chosen.
+    #[serde(default)]
+    pub cluster_selector: ManagedClusterSelector,
+    /// Namespaces every cluster of the set gets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub managed_namespaces: Vec<ManagedNamespace>,
+}
+
+super::spec_may_be_absent!(ManagedClusterSetSpec);
+
+/// How a ManagedClusterSet chooses its clusters.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedClusterSelector {
+    #[schemars(extend("default" = "ExclusiveClusterSetLabel"))]
+    pub selector_type: SelectorType,
+    /// The clusters of a `LabelSelector` set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "schema::label_selector")]
+    pub label_selector: Option<LabelSelector>,
+}
+
+/// How a ManagedClusterSet's clusters are chosen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum SelectorType {
+    /// The clusters labelled `cluster.open-cluster-management.io/clusterset=<set>`; a cluster is
+    /// in at most one such set.
+    #[default]
+    ExclusiveClusterSetLabel,
+    /// The clusters `labelSelector` picks.
+    LabelSelector,
+}
+
+/// A namespace a ManagedClusterSet's clusters get.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ManagedNamespace {
+    #[schemars(length(max = 63), pattern(DNS_LABEL))]
+    pub name: String,
+}
+
+/// What OCM's hub reports about a ManagedClusterSet.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ManagedClusterSetStatus {
+    /// Conditions of the set; `ClusterSetEmpty` says whether it has clusters.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "super::null_as_default"
+    )]
+    #[schemars(schema_with = "schema::condition_list")]
+    pub conditions: Vec<Condition>,
+}
+
+/// Makes a ManagedClusterSet usable by placements in the binding's namespace. The binding's
+/// name must be the set's name.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "cluster.open-cluster-management.io",
+    version = "v1beta2",
+    kind = "ManagedClusterSetBinding",
+    namespaced,
+    status = "ManagedClusterSetBindingStatus",
+    derive = "Default",
+    derive = "PartialEq",
+    shortname = "mclsetbinding",
+    shortname = "mclsetbindings",
+    doc = "Binds a ManagedClusterSet to a namespace, so placements there may choose its clusters."
+)]
+#[serde(rename_all = "camelCase", remote = "Self")]
+pub struct ManagedClusterSetBindingSpec {
+    /// The ManagedClusterSet bound.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(min = 1))]
+    pub cluster_set: String,
+}
+
+super::spec_may_be_absent!(ManagedClusterSetBindingSpec);
+
+/// What OCM's hub reports about a ManagedClusterSetBinding.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ManagedClusterSetBindingStatus {
+    /// Conditions of the binding; `Bound` says whether its set exists.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "super::null_as_default"
+    )]
+    #[schemars(schema_with = "schema::condition_list")]
+    pub conditions: Vec<Condition>,
+}
