@@ -2,7 +2,8 @@
 //! one per addon enabled on a cluster, in that cluster's namespace.
 //!
 //! OCM serves both at `addon.open-cluster-management.io/v1alpha1`, the version stored, and at
-//! `v1beta1` ([`v1beta1`]); fleetform reads and writes `v1alpha1`, the types of this module. Shapes and validation are OCM's (see
+//! `v1beta1` ([`v1beta1`]); fleetform reads and writes `v1alpha1`, the types of this module, and
+//! [`super::conversion`] converts between the two. Shapes and validation are OCM's (see
 //! [`super::schema`]). The types that are the same in both versions are defined here once.
 
 pub mod v1beta1;

@@ -41,6 +41,7 @@ pub(crate) use spec_may_be_absent;
 pub mod addon;
 pub mod cluster;
 pub mod clusterset;
+pub mod conversion;
 pub mod fleet;
 pub mod schema;
 pub mod vocabulary;

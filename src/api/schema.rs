@@ -78,7 +78,8 @@ pub(crate) fn served_together(
 }
 
 /// The conversion between the versions of a CRD: a webhook at `/convert` of the `fleetform-hub`
-/// Service in `fleetform-system`, as an OCM hub's addon manager serves one.
+/// Service in `fleetform-system`, as an OCM hub's addon manager serves one, converting with
+/// [`super::conversion::convert_addon`].
 pub(crate) fn conversion_webhook() -> CustomResourceConversion {
     CustomResourceConversion {
         strategy: "Webhook".into(),

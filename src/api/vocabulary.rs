@@ -107,6 +107,15 @@ pub const LABEL_CLUSTER_SET: &str = "cluster.open-cluster-management.io/clusters
 /// write it.
 pub const ANNOTATION_NODE_HEALTH: &str = "fleetform.io/node-health";
 
+/// Annotation that carries a ManagedClusterAddOn's `spec.installNamespace` while it is read or
+/// written as `v1beta1`, which has no such field (OCM's conversion uses it too).
+pub const ANNOTATION_V1ALPHA1_INSTALL_NAMESPACE: &str =
+    "addon.open-cluster-management.io/v1alpha1-install-namespace";
+
+/// The `name` a `v1beta1` ClusterManagementAddOn's default config has when its `v1alpha1`
+/// supported config had no default (OCM's conversion reserves it; it is no valid object name).
+pub const RESERVED_NO_DEFAULT_CONFIG_NAME: &str = "__reserved_no_default__";
+
 // --- ManagedClusterSets ----------------------------------------------------------------------
 
 /// The ManagedClusterSet OCM's hub puts every cluster in that no other set claims.

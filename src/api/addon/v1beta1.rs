@@ -1,5 +1,5 @@
 //! OCM's addon kinds at `addon.open-cluster-management.io/v1beta1`, the version OCM's newer
-//! tools use. The API server stores `v1alpha1`.
+//! tools use. The API server stores `v1alpha1`; [`crate::api::conversion`] converts.
 //!
 //! What differs from `v1alpha1`: a ManagedClusterAddOn has no `spec.installNamespace` (OCM keeps
 //! it in an annotation), its registrations say `kubeClient` or `customSigner` instead of naming
