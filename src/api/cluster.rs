@@ -428,6 +428,50 @@ mod tests {
     }
 
     #[test]
+    fn kinds_without_spec_read_as_the_default_spec() {
+        for spec in [None, Some(serde_json::Value::Null)] {
+            let mut value = json!({
+                "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+                "metadata": {"name": "c1"}
+            });
+            if let Some(spec) = spec.clone() {
+                value["spec"] = spec;
+            }
+            let cluster: ManagedCluster = serde_json::from_value(value).unwrap();
+            assert_eq!(cluster.spec, ManagedClusterSpec::default());
+            let claim: ClusterClaim = serde_json::from_value(json!({
+                "apiVersion": "cluster.open-cluster-management.io/v1alpha1", "kind": "ClusterClaim",
+                "metadata": {"name": "id.k8s.io"}, "spec": spec
+            }))
+            .unwrap();
+            assert_eq!(claim.spec, ClusterClaimSpec::default());
+        }
+        let written = serde_json::to_value(ManagedCluster::new("c1", Default::default())).unwrap();
+        assert_eq!(written["spec"], json!({}));
+    }
+
+    #[test]
+    fn node_health_is_read_from_its_annotation() {
+        let mut cluster = ManagedCluster::new("c1", ManagedClusterSpec::default());
+        assert_eq!(cluster.node_health(), None);
+        let health = NodeHealthStatus {
+            total: 3,
+            ready: 2,
+            memory_pressure: 1,
+            under_pressure: 1,
+            ..NodeHealthStatus::default()
+        };
+        cluster
+            .annotations_mut()
+            .insert(ANNOTATION_NODE_HEALTH.into(), health.to_annotation());
+        assert_eq!(cluster.node_health(), Some(health));
+        cluster
+            .annotations_mut()
+            .insert(ANNOTATION_NODE_HEALTH.into(), "three nodes".into());
+        assert_eq!(cluster.node_health(), None, "unreadable means unknown");
+    }
+
+    #[test]
     fn spoke_only_claims_are_recognised_by_label() {
         let mut claim = ClusterClaim::new("region", ClusterClaimSpec { value: "eu".into() });
         assert!(!claim.is_spoke_only());

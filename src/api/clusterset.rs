@@ -124,3 +124,58 @@ pub struct ManagedClusterSetBindingStatus {
     #[schemars(schema_with = "schema::condition_list")]
     pub conditions: Vec<Condition>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::schema_check::schema_errors;
+    use serde_json::json;
+
+    #[test]
+    fn a_set_without_spec_chooses_its_clusters_by_label() {
+        let set: ManagedClusterSet = serde_json::from_value(json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSet",
+            "metadata": {"name": "default"}
+        }))
+        .unwrap();
+        assert_eq!(
+            set.spec.cluster_selector.selector_type,
+            SelectorType::ExclusiveClusterSetLabel
+        );
+        assert_eq!(
+            serde_json::to_value(&set.spec).unwrap(),
+            json!({"clusterSelector": {"selectorType": "ExclusiveClusterSetLabel"}})
+        );
+    }
+
+    #[test]
+    fn reads_the_global_set_and_a_binding_as_ocm_writes_them() {
+        let global = json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSet",
+            "metadata": {"name": "global"},
+            "spec": {"clusterSelector": {"selectorType": "LabelSelector", "labelSelector": {}}},
+            "status": {"conditions": [{"type": "ClusterSetEmpty", "status": "False",
+                                       "reason": "ClustersSelected", "message": "2 ManagedClusters selected",
+                                       "lastTransitionTime": "2026-01-02T03:04:05Z"}]}
+        });
+        assert_eq!(schema_errors(&global), Vec::<String>::new());
+        let set: ManagedClusterSet = serde_json::from_value(global).unwrap();
+        assert_eq!(
+            set.spec.cluster_selector.selector_type,
+            SelectorType::LabelSelector
+        );
+        assert_eq!(
+            set.spec.cluster_selector.label_selector,
+            Some(LabelSelector::default())
+        );
+        let binding = json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1beta2",
+            "kind": "ManagedClusterSetBinding",
+            "metadata": {"name": "global", "namespace": "default"},
+            "spec": {"clusterSet": "global"}
+        });
+        assert_eq!(schema_errors(&binding), Vec::<String>::new());
+        let binding: ManagedClusterSetBinding = serde_json::from_value(binding).unwrap();
+        assert_eq!(binding.spec.cluster_set, "global");
+    }
+}
