@@ -474,38 +474,17 @@ pub enum RolloutType {
 
 /// Settings of an `All` rollout.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
 pub struct RolloutAll {
-    /// How long a cluster must stay healthy to count as done (a duration such as `5m`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("default" = "0"))]
-    pub min_success_time: Option<String>,
-    /// How long a cluster may take before it counts as failed (`10m`), or `None`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(pattern(PROGRESS_DEADLINE), extend("default" = "None"))]
-    pub progress_deadline: Option<String>,
-    /// How many clusters (or what percentage) may fail before the rollout stops.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "schema::count_or_percent", extend("default" = 0))]
-    pub max_failures: Option<IntOrString>,
+    #[serde(flatten)]
+    pub config: RolloutConfig,
 }
 
 /// Settings of a `Progressive` rollout.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutProgressive {
-    /// How long a cluster must stay healthy to count as done (a duration such as `5m`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("default" = "0"))]
-    pub min_success_time: Option<String>,
-    /// How long a cluster may take before it counts as failed (`10m`), or `None`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(pattern(PROGRESS_DEADLINE), extend("default" = "None"))]
-    pub progress_deadline: Option<String>,
-    /// How many clusters (or what percentage) may fail before the rollout stops.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "schema::count_or_percent", extend("default" = 0))]
-    pub max_failures: Option<IntOrString>,
+    #[serde(flatten)]
+    pub config: RolloutConfig,
     /// Decision groups rolled out first, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mandatory_decision_groups: Vec<MandatoryDecisionGroup>,
@@ -519,6 +498,17 @@ pub struct RolloutProgressive {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutProgressivePerGroup {
+    #[serde(flatten)]
+    pub config: RolloutConfig,
+    /// Decision groups rolled out first, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mandatory_decision_groups: Vec<MandatoryDecisionGroup>,
+}
+
+/// What every kind of rollout says: how long a cluster has, and how many may fail.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutConfig {
     /// How long a cluster must stay healthy to count as done (a duration such as `5m`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = "0"))]
@@ -531,9 +521,6 @@ pub struct RolloutProgressivePerGroup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::count_or_percent", extend("default" = 0))]
     pub max_failures: Option<IntOrString>,
-    /// Decision groups rolled out first, in order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub mandatory_decision_groups: Vec<MandatoryDecisionGroup>,
 }
 
 /// `pattern` of a rollout's progress deadline.

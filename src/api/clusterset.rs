@@ -74,10 +74,11 @@ pub struct ManagedNamespace {
     pub name: String,
 }
 
-/// What OCM's hub reports about a ManagedClusterSet.
+/// What OCM's hub reports about a ManagedClusterSet or a ManagedClusterSetBinding.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ManagedClusterSetStatus {
-    /// Conditions of the set; `ClusterSetEmpty` says whether it has clusters.
+    /// Conditions: a set's `ClusterSetEmpty` says whether it has clusters, a binding's `Bound`
+    /// whether its set exists.
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
@@ -112,18 +113,8 @@ pub struct ManagedClusterSetBindingSpec {
 
 super::spec_may_be_absent!(ManagedClusterSetBindingSpec);
 
-/// What OCM's hub reports about a ManagedClusterSetBinding.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct ManagedClusterSetBindingStatus {
-    /// Conditions of the binding; `Bound` says whether its set exists.
-    #[serde(
-        default,
-        skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "super::null_as_default"
-    )]
-    #[schemars(schema_with = "schema::condition_list")]
-    pub conditions: Vec<Condition>,
-}
+/// What OCM's hub reports about a ManagedClusterSetBinding: its conditions, as for a set.
+pub type ManagedClusterSetBindingStatus = ManagedClusterSetStatus;
 
 #[cfg(test)]
 mod tests {
