@@ -61,9 +61,10 @@ use fleetform::agent::{AgentConfig, HubConnection};
 use fleetform::api::addon::HealthCheckMode;
 use fleetform::api::cluster::NodeHealthStatus;
 use fleetform::api::vocabulary::{
-    ADDON_CONDITION_AVAILABLE, CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_HUB_ACCEPTED,
-    CONDITION_JOINED, LABEL_CLUSTER_NAME, REASON_ADDON_LEASE_UPDATED, REASON_AVAILABLE,
-    REASON_HUB_CLUSTER_ADMIN_ACCEPTED, REASON_JOINED, STATUS_TRUE, STATUS_UNKNOWN,
+    ADDON_CONDITION_AVAILABLE, ANNOTATION_NODE_HEALTH, CLUSTER_LEASE_NAME, CONDITION_AVAILABLE,
+    CONDITION_HUB_ACCEPTED, CONDITION_JOINED, LABEL_CLUSTER_NAME, REASON_ADDON_LEASE_UPDATED,
+    REASON_AVAILABLE, REASON_HUB_CLUSTER_ADMIN_ACCEPTED, REASON_JOINED, STATUS_TRUE,
+    STATUS_UNKNOWN,
 };
 use fleetform::api::{ManagedCluster, ManagedClusterAddOn};
 use fleetform::hub::HubConfig;
@@ -536,7 +537,12 @@ async fn set_up_cluster(
         json!({
             "apiVersion": "cluster.open-cluster-management.io/v1",
             "kind": "ManagedCluster",
-            "metadata": {"name": name, "labels": {LABEL_CLUSTER_NAME: name}},
+            "metadata": {
+                "name": name,
+                "labels": {LABEL_CLUSTER_NAME: name},
+                // What the agent reports for a spoke with no Nodes.
+                "annotations": {ANNOTATION_NODE_HEALTH: NodeHealthStatus::default().to_annotation()},
+            },
             "spec": {"hubAcceptsClient": true, "leaseDurationSeconds": settings.lease_seconds},
         }),
     )
@@ -584,7 +590,6 @@ async fn set_up_cluster(
 fn agent_status(spoke_version: &str) -> Value {
     let summary = summarize_nodes(Some(spoke_version), &[]);
     let selection = select_claims(&[], 20);
-    let health = summary.health;
     json!({
         "apiVersion": "cluster.open-cluster-management.io/v1",
         "kind": "ManagedCluster",
@@ -593,14 +598,6 @@ fn agent_status(spoke_version: &str) -> Value {
             "capacity": summary.capacity,
             "allocatable": summary.allocatable,
             "clusterClaims": selection.reported,
-            "nodeHealth": NodeHealthStatus {
-                total: health.total,
-                ready: health.ready,
-                pid_pressure: health.pid_pressure,
-                memory_pressure: health.memory_pressure,
-                disk_pressure: health.disk_pressure,
-                under_pressure: health.under_pressure,
-            },
         },
     })
 }

@@ -96,9 +96,7 @@ pub fn rows(state: &HubState, now: Timestamp) -> Vec<SpokeRow> {
                 joined: condition(CONDITION_JOINED).is_some_and(|c| c.status == STATUS_TRUE),
                 agent_version: status.and_then(|status| status.agent_version.clone()),
                 lease_age_seconds,
-                nodes: cluster
-                    .and_then(|cluster| cluster.status.as_ref())
-                    .and_then(|status| status.node_health),
+                nodes: cluster.and_then(ManagedCluster::node_health),
                 addons_available: addons.iter().filter(|addon| addon.is_available()).count(),
                 addons: addons.len(),
                 claims: cluster
@@ -251,10 +249,12 @@ mod tests {
     fn a_joined_available_spoke_shows_online_with_its_lease_age_nodes_addons_and_claims() {
         let mut cluster: ManagedCluster = serde_json::from_value(json!({
             "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
-            "metadata": {"name": "dev"}, "spec": {"hubAcceptsClient": true},
+            "metadata": {"name": "dev", "annotations": {
+                "fleetform.io/node-health": r#"{"total":3,"ready":2,"pidPressure":0,"memoryPressure":1,"diskPressure":0,"underPressure":1}"#,
+            }},
+            "spec": {"hubAcceptsClient": true},
             "status": {
                 "clusterClaims": [{"name": "id.k8s.io", "value": "dev"}, {"name": "region", "value": "eu"}],
-                "nodeHealth": {"total": 3, "ready": 2, "pidPressure": 0, "memoryPressure": 1, "diskPressure": 0, "underPressure": 1},
             },
         }))
         .unwrap();

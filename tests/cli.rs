@@ -258,7 +258,7 @@ fn crds_in_deploy_are_what_fleetform_crds_prints() {
         .map(|entry| entry.unwrap().path())
         .collect();
     files.sort();
-    assert_eq!(files.len(), 8, "{files:?}");
+    assert_eq!(files.len(), 10, "{files:?}");
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(

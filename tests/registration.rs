@@ -901,8 +901,12 @@ async fn capacity_allocatable_and_node_health_are_reported_and_follow_node_chang
         status.allocatable.get("cpu").map(|q| q.0.as_str()),
         Some("6500m")
     );
-    let health = |c: &ManagedCluster| c.status.as_ref().and_then(|s| s.node_health);
-    let reported_health = health(&reported).expect("node health reported");
+    let health = |c: &ManagedCluster| c.node_health();
+    let reported = wait_for(&clusters, "spoke-a", "node health reported", move |c| {
+        health(c).is_some()
+    })
+    .await;
+    let reported_health = health(&reported).unwrap();
     assert_eq!((reported_health.total, reported_health.ready), (3, 2));
 
     nodes

@@ -1,10 +1,11 @@
-//! The agent's status loop (seed 003, DESIGN §4.4): the spoke's ClusterClaims, version, capacity,
-//! allocatable and node health, in its ManagedCluster's status.
+//! The agent's status loop (seed 003, DESIGN §4.4): the spoke's ClusterClaims, version, capacity
+//! and allocatable in its ManagedCluster's status, and its node health in the ManagedCluster's
+//! annotation [`ANNOTATION_NODE_HEALTH`] (an OCM CRD prunes status fields OCM does not define).
 //!
 //! ClusterClaims and Nodes are watched on the spoke; every change recomputes the status with
-//! [`select_claims`] and [`summarize_nodes`] and, once the cluster has joined, writes it by
-//! server-side apply if it differs from what was last written, so a changed claim reaches the
-//! hub as soon as the watch delivers it. Claims cut by `clusterClaimsMax` are announced once per
+//! [`select_claims`] and [`summarize_nodes`] and, once the cluster has joined, writes the status by
+//! server-side apply and the annotation by merge patch, each if it differs from what was last
+//! written, so a changed claim reaches the hub as soon as the watch delivers it. Claims cut by `clusterClaimsMax` are announced once per
 //! change of the cut set by an Event on the hub, in the cluster namespace.
 
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use tracing::{instrument, warn};
 use super::claims::{ClaimSelection, select_claims, summarize_nodes};
 use super::run::{AgentError, Context, FIELD_MANAGER};
 use crate::api::cluster::NodeHealthStatus;
+use crate::api::vocabulary::ANNOTATION_NODE_HEALTH;
 use crate::api::{ClusterClaim, ManagedCluster};
 
 /// Reason of the Event that says which claims were cut.
@@ -55,6 +57,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let mut cluster_rx = ctx.cluster.clone();
     let mut server_version: Option<String> = None;
     let mut written: Option<Value> = None;
+    let mut written_health: Option<NodeHealthStatus> = None;
     let mut announced_cut: Vec<String> = Vec::new();
     let (mut claims_ready, mut nodes_ready) = (!claims_installed, false);
     loop {
@@ -87,11 +90,18 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
                 Err(err) => warn!(%err, "reading the spoke's version"),
             }
         }
-        let (status, selection) = desired_status(&ctx, &claims, &nodes, server_version.as_deref());
+        let (status, health, selection) =
+            desired_status(&ctx, &claims, &nodes, server_version.as_deref());
         if written.as_ref() != Some(&status) {
             match write_status(&ctx, &status).await {
                 Ok(()) => written = Some(status),
                 Err(err) => warn!(%err, "writing the cluster status"),
+            }
+        }
+        if written_health != Some(health) {
+            match write_node_health(&ctx, &health).await {
+                Ok(()) => written_health = Some(health),
+                Err(err) => warn!(%err, "writing the node health"),
             }
         }
         if selection.cut != announced_cut {
@@ -105,13 +115,13 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     }
 }
 
-/// The agent's part of the ManagedCluster's status, as an apply patch body.
+/// The agent's part of the ManagedCluster's status, as an apply patch body, and the node health.
 fn desired_status(
     ctx: &Context,
     claims: &Store<ClusterClaim>,
     nodes: &Store<Node>,
     server_version: Option<&str>,
-) -> (Value, ClaimSelection) {
+) -> (Value, NodeHealthStatus, ClaimSelection) {
     let claims: Vec<ClusterClaim> = claims.state().iter().map(|c| (**c).clone()).collect();
     let nodes: Vec<Node> = nodes.state().iter().map(|n| (**n).clone()).collect();
     let selection = select_claims(&claims, ctx.config.cluster_claims_max);
@@ -122,7 +132,6 @@ fn desired_status(
             "node quantity cannot be read; left out of the sums"
         );
     }
-    let health = summary.health;
     let status = json!({
         "apiVersion": ManagedCluster::api_version(&()),
         "kind": ManagedCluster::kind(&()),
@@ -131,17 +140,18 @@ fn desired_status(
             "capacity": summary.capacity,
             "allocatable": summary.allocatable,
             "clusterClaims": selection.reported,
-            "nodeHealth": NodeHealthStatus {
-                total: health.total,
-                ready: health.ready,
-                pid_pressure: health.pid_pressure,
-                memory_pressure: health.memory_pressure,
-                disk_pressure: health.disk_pressure,
-                under_pressure: health.under_pressure,
-            },
         },
     });
-    (status, selection)
+    let health = summary.health;
+    let health = NodeHealthStatus {
+        total: health.total,
+        ready: health.ready,
+        pid_pressure: health.pid_pressure,
+        memory_pressure: health.memory_pressure,
+        disk_pressure: health.disk_pressure,
+        under_pressure: health.under_pressure,
+    };
+    (status, health, selection)
 }
 
 #[instrument(skip(ctx, status), fields(cluster = ctx.name()))]
@@ -152,6 +162,24 @@ async fn write_status(ctx: &Context, status: &Value) -> Result<(), AgentError> {
         .await
         .map(|_| ())
         .map_err(AgentError::kube(ctx.name(), "write its status"))
+}
+
+/// Sets the ManagedCluster's node health annotation. A merge patch of the one key, so other
+/// annotations and their owners are left alone.
+#[instrument(skip(ctx), fields(cluster = ctx.name()))]
+async fn write_node_health(ctx: &Context, health: &NodeHealthStatus) -> Result<(), AgentError> {
+    let patch = json!({"metadata": {"annotations": {
+        ANNOTATION_NODE_HEALTH: health.to_annotation(),
+    }}});
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    };
+    ctx.clusters()
+        .patch(ctx.name(), &params, &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(AgentError::kube(ctx.name(), "write its node health"))
 }
 
 /// An Event on the hub, about the ManagedCluster, saying which claims were cut.

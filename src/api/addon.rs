@@ -1,15 +1,20 @@
-//! OCM's addon kinds (`addon.open-cluster-management.io/v1alpha1`): ClusterManagementAddOn, one
-//! per addon on the hub, and ManagedClusterAddOn, one per addon enabled on a cluster, in that
-//! cluster's namespace.
+//! OCM's addon kinds: ClusterManagementAddOn, one per addon on the hub, and ManagedClusterAddOn,
+//! one per addon enabled on a cluster, in that cluster's namespace.
 //!
-//! As in [`super::cluster`], names and shapes are OCM's; fields fleetform does not use are left
-//! out of the types but kept by the CRD schema, so write with server-side apply or merge patches.
+//! OCM serves both at `addon.open-cluster-management.io/v1alpha1`, the version stored, and at
+//! `v1beta1` ([`v1beta1`]); fleetform reads and writes `v1alpha1`, the types of this module, and
+//! [`super::conversion`] converts between the two. Shapes and validation are OCM's (see
+//! [`super::schema`]). The types that are the same in both versions are defined here once.
+
+pub mod v1beta1;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::schema::{self, DNS_LABEL};
 use super::vocabulary::{
     ADDON_CONDITION_AVAILABLE, DEFAULT_ADDON_INSTALL_NAMESPACE, SIGNER_KUBE_APISERVER_CLIENT,
 };
@@ -42,7 +47,7 @@ pub struct ManagedClusterAddOnSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
         length(max = 63),
-        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
+        pattern(DNS_LABEL),
         extend("default" = "open-cluster-management-agent-addon")
     )]
     pub install_namespace: Option<String>,
@@ -56,7 +61,6 @@ pub struct ManagedClusterAddOnSpec {
 pub struct AddOnConfig {
     /// API group of the configuration's resource; empty for the core group.
     #[serde(default)]
-    #[schemars(extend("default" = ""))]
     pub group: String,
     #[schemars(length(min = 1))]
     pub resource: String,
@@ -70,7 +74,6 @@ pub struct AddOnConfig {
 /// What the addon's agent, the hub and the addon's manager report about an addon on a cluster.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct ManagedClusterAddOnStatus {
     /// Conditions of the addon, one per type; `Available` tells whether its agent is alive.
     #[serde(
@@ -78,7 +81,7 @@ pub struct ManagedClusterAddOnStatus {
         skip_serializing_if = "Vec::is_empty",
         deserialize_with = "super::null_as_default"
     )]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    #[schemars(schema_with = "schema::conditions")]
     pub conditions: Vec<Condition>,
     /// Objects related to the addon (its ClusterManagementAddOn, its namespaces...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -86,6 +89,9 @@ pub struct ManagedClusterAddOnStatus {
     /// Copied from the addon's ClusterManagementAddOn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub add_on_meta: Option<AddOnMeta>,
+    /// Deprecated: where the addon's configuration CRD and CR are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub add_on_configuration: Option<ConfigCoordinates>,
     /// Configuration kinds a ManagedClusterAddOn may override.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend(
@@ -93,6 +99,9 @@ pub struct ManagedClusterAddOnStatus {
         "x-kubernetes-list-map-keys" = ["group", "resource"]
     ))]
     pub supported_configs: Vec<ConfigGroupResource>,
+    /// The configurations in effect, and how far their rollout got.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config_references: Vec<ConfigReference>,
     /// Namespace on the spoke holding the addon's registration secrets and lease.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
@@ -102,6 +111,9 @@ pub struct ManagedClusterAddOnStatus {
     /// How the addon's health is judged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_check: Option<HealthCheck>,
+    /// How the addon's agent gets its kube-apiserver client credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kube_client_driver: Option<KubeClientDriver>,
 }
 
 /// A reference to an object related to an addon.
@@ -128,10 +140,45 @@ pub struct AddOnMeta {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ConfigGroupResource {
     #[serde(default)]
-    #[schemars(extend("default" = ""))]
     pub group: String,
     #[schemars(length(min = 1))]
     pub resource: String,
+}
+
+/// A configuration of an addon on a cluster and the state of its rollout there. The top-level
+/// `namespace` and `name` are deprecated copies of `desiredConfig`'s.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigReference {
+    #[serde(default)]
+    pub group: String,
+    #[schemars(length(min = 1))]
+    pub resource: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// Generation of the configuration last seen by the addon's manager.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_observed_generation: Option<i64>,
+    /// The configuration the cluster should have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_config: Option<ConfigSpecHash>,
+    /// The configuration the cluster last applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_applied_config: Option<ConfigSpecHash>,
+}
+
+/// A configuration object and the hash of its spec.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigSpecHash {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[schemars(length(min = 1))]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub spec_hash: String,
 }
 
 /// One client certificate an addon's agent registers with.
@@ -174,7 +221,7 @@ impl RegistrationConfig {
 /// The identity in an addon's client certificate.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Subject {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub user: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<String>,
@@ -274,6 +321,17 @@ impl ManagedClusterAddOn {
     }
 }
 
+/// How an addon's agent gets its kube-apiserver client credentials.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum KubeClientDriver {
+    /// A client certificate, by CSR.
+    #[default]
+    Csr,
+    /// A service account token.
+    Token,
+}
+
 /// What the hub knows of an addon it offers. The ClusterManagementAddOn is cluster-scoped; its
 /// name is the addon's name.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -291,12 +349,10 @@ impl ManagedClusterAddOn {
     printcolumn = r#"{"name":"CRD NAME","type":"string","jsonPath":".spec.addOnConfiguration.crdName"}"#
 )]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct ClusterManagementAddOnSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub add_on_meta: Option<AddOnMeta>,
     /// Deprecated: where the addon's configuration CRD and CR are.
-    // Modelled only because OCM still prints `crdName`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub add_on_configuration: Option<ConfigCoordinates>,
     /// Configuration kinds the addon takes, with their defaults.
@@ -330,7 +386,6 @@ pub struct ConfigCoordinates {
 #[serde(rename_all = "camelCase")]
 pub struct ConfigMeta {
     #[serde(default)]
-    #[schemars(extend("default" = ""))]
     pub group: String,
     #[schemars(length(min = 1))]
     pub resource: String,
@@ -351,7 +406,6 @@ pub struct ConfigReferent {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct InstallStrategy {
     #[serde(default, rename = "type")]
-    #[schemars(extend("default" = "Manual"))]
     pub type_: InstallStrategyType,
     /// Placements whose clusters get the addon (type `Placements`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -374,21 +428,178 @@ pub enum InstallStrategyType {
 
 /// A placement whose clusters get an addon, with its configuration there.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+#[serde(rename_all = "camelCase")]
 pub struct PlacementStrategy {
     #[schemars(length(min = 1))]
     pub namespace: String,
     #[schemars(length(min = 1))]
     pub name: String,
+    /// Configurations of the addon on this placement's clusters, over the defaults.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub configs: Vec<AddOnConfig>,
+    /// How configuration changes roll out over the placement's clusters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = {"type": "All"}))]
+    pub rollout_strategy: Option<RolloutStrategy>,
+}
+
+/// How a change rolls out over the clusters of a placement.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStrategy {
+    #[serde(default, rename = "type")]
+    pub type_: RolloutType,
+    /// Settings of an `All` rollout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all: Option<RolloutAll>,
+    /// Settings of a `Progressive` rollout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progressive: Option<RolloutProgressive>,
+    /// Settings of a `ProgressivePerGroup` rollout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progressive_per_group: Option<RolloutProgressivePerGroup>,
+}
+
+/// Kind of rollout.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum RolloutType {
+    /// Every cluster at once.
+    #[default]
+    All,
+    /// A bounded number of clusters at a time.
+    Progressive,
+    /// One decision group of the placement at a time.
+    ProgressivePerGroup,
+}
+
+/// Settings of an `All` rollout.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RolloutAll {
+    #[serde(flatten)]
+    pub config: RolloutConfig,
+}
+
+/// Settings of a `Progressive` rollout.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutProgressive {
+    #[serde(flatten)]
+    pub config: RolloutConfig,
+    /// Decision groups rolled out first, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mandatory_decision_groups: Vec<MandatoryDecisionGroup>,
+    /// How many clusters (or what percentage) roll out at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "schema::count_or_percent")]
+    pub max_concurrency: Option<IntOrString>,
+}
+
+/// Settings of a `ProgressivePerGroup` rollout.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutProgressivePerGroup {
+    #[serde(flatten)]
+    pub config: RolloutConfig,
+    /// Decision groups rolled out first, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mandatory_decision_groups: Vec<MandatoryDecisionGroup>,
+}
+
+/// What every kind of rollout says: how long a cluster has, and how many may fail.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutConfig {
+    /// How long a cluster must stay healthy to count as done (a duration such as `5m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "0"))]
+    pub min_success_time: Option<String>,
+    /// How long a cluster may take before it counts as failed (`10m`), or `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(PROGRESS_DEADLINE), extend("default" = "None"))]
+    pub progress_deadline: Option<String>,
+    /// How many clusters (or what percentage) may fail before the rollout stops.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "schema::count_or_percent", extend("default" = 0))]
+    pub max_failures: Option<IntOrString>,
+}
+
+/// `pattern` of a rollout's progress deadline.
+const PROGRESS_DEADLINE: &str = "^(([0-9])+[h|m|s])|None$";
+
+/// A decision group of a placement, by name or by index.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MandatoryDecisionGroup {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_index: Option<i32>,
 }
 
 /// Configuration references and install progress, written by OCM's addon manager.
-// fleetform reads none of it; the schema keeps whatever OCM writes.
+// OCM spells the first field `defaultconfigReferences` in this version only.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterManagementAddOnStatus {
+    /// The default configuration of each configuration kind.
+    #[serde(
+        default,
+        rename = "defaultconfigReferences",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub default_config_references: Vec<DefaultConfigReference>,
+    /// The rollout of the addon's configurations over each placement.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub install_progressions: Vec<InstallProgression>,
+}
+
+/// The default configuration of a configuration kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
-pub struct ClusterManagementAddOnStatus {}
+#[serde(rename_all = "camelCase")]
+pub struct DefaultConfigReference {
+    #[serde(default)]
+    pub group: String,
+    #[schemars(length(min = 1))]
+    pub resource: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_config: Option<ConfigSpecHash>,
+}
+
+/// The rollout of an addon's configurations over one placement.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstallProgression {
+    #[schemars(length(min = 1))]
+    pub namespace: String,
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// Each configuration's desired, last applied and last known good object.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config_references: Vec<InstallConfigReference>,
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "super::null_as_default"
+    )]
+    #[schemars(schema_with = "schema::conditions")]
+    pub conditions: Vec<Condition>,
+}
+
+/// A configuration's rollout over one placement.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstallConfigReference {
+    #[serde(default)]
+    pub group: String,
+    #[schemars(length(min = 1))]
+    pub resource: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_config: Option<ConfigSpecHash>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_applied_config: Option<ConfigSpecHash>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_known_good_config: Option<ConfigSpecHash>,
+}
 
 #[cfg(test)]
 mod tests {

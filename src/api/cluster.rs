@@ -1,11 +1,10 @@
 //! OCM's cluster kinds: ManagedCluster (`cluster.open-cluster-management.io/v1`, on the hub) and
 //! ClusterClaim (`cluster.open-cluster-management.io/v1alpha1`, on the spoke).
 //!
-//! Field names, scopes, short names and printer columns are OCM's, so OCM tools read what
-//! fleetform writes and the other way round. Only the fields fleetform or a typical OCM tool reads
-//! are modelled; the CRD schema keeps OCM's other fields (`x-kubernetes-preserve-unknown-fields`)
-//! so installing these CRDs never prunes what OCM components write. Write with server-side apply
-//! or merge patches: a full replace from these types would drop the unmodelled fields.
+//! Field names, scopes, short names, printer columns and validation are OCM's, field for field,
+//! so OCM tools read what fleetform writes and the other way round, and the CRDs accept and
+//! reject what OCM's do (see [`super::schema`]). fleetform's own facts about a cluster (its node
+//! health) travel in annotations: an OCM CRD prunes status fields it does not declare.
 
 use std::collections::BTreeMap;
 
@@ -17,7 +16,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::fleet::TaintEffect;
-use super::vocabulary::{CONDITION_AVAILABLE, CONDITION_JOINED, LABEL_SPOKE_ONLY};
+use super::schema::{self, DNS_LABEL, QUALIFIED_NAME};
+use super::vocabulary::{
+    ANNOTATION_NODE_HEALTH, CONDITION_AVAILABLE, CONDITION_JOINED, LABEL_SPOKE_ONLY,
+};
 
 /// API group of ManagedCluster and ClusterClaim.
 pub const GROUP: &str = "cluster.open-cluster-management.io";
@@ -44,7 +46,7 @@ pub const DEFAULT_LEASE_DURATION_SECONDS: i32 = 60;
     printcolumn = r#"{"name":"Available","type":"string","jsonPath":".status.conditions[?(@.type==\"ManagedClusterConditionAvailable\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", remote = "Self")]
 pub struct ManagedClusterSpec {
     /// API server addresses of the spoke; empty when the hub cannot reach it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -62,6 +64,8 @@ pub struct ManagedClusterSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub taints: Vec<Taint>,
 }
+
+super::spec_may_be_absent!(ManagedClusterSpec);
 
 /// An API server address of a managed cluster.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -83,7 +87,7 @@ fn base64_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 #[serde(rename_all = "camelCase")]
 pub struct Taint {
     /// What the taint says, e.g. `cluster.open-cluster-management.io/unreachable`.
-    #[schemars(length(max = 316))]
+    #[schemars(length(max = 316), pattern(QUALIFIED_NAME))]
     pub key: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 1024))]
@@ -100,7 +104,6 @@ pub struct Taint {
 /// What the agent and the hub report about a managed cluster.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct ManagedClusterStatus {
     /// Conditions of the cluster, one per type.
     // Go writes `null` for none.
@@ -109,26 +112,34 @@ pub struct ManagedClusterStatus {
         skip_serializing_if = "Vec::is_empty",
         deserialize_with = "super::null_as_default"
     )]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    #[schemars(schema_with = "schema::conditions")]
     pub conditions: Vec<Condition>,
     /// Total resources of the cluster's schedulable nodes, by resource name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "schema::resource_list")]
     pub capacity: BTreeMap<String, Quantity>,
     /// Allocatable resources of the cluster's schedulable nodes, by resource name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "schema::resource_list")]
     pub allocatable: BTreeMap<String, Quantity>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<ManagedClusterVersion>,
     /// Claims synced from the cluster's ClusterClaims: reserved names first, then custom ones.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cluster_claims: Vec<ManagedClusterClaim>,
-    /// fleetform's summary of the cluster's nodes (not an OCM field; OCM tools ignore it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_health: Option<NodeHealthStatus>,
+    /// Namespaces the cluster's ManagedClusterSets ask to have on it, with their state there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend(
+        "x-kubernetes-list-type" = "map",
+        "x-kubernetes-list-map-keys" = ["clusterSet", "name"]
+    ))]
+    pub managed_namespaces: Vec<ClusterSetManagedNamespace>,
 }
 
-/// How many of a cluster's nodes are ready, and how many report each kind of pressure.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// How many of a cluster's nodes are ready, and how many report each kind of pressure. It is
+/// fleetform's, not OCM's, so it travels in the ManagedCluster's annotation
+/// [`ANNOTATION_NODE_HEALTH`] (an OCM CRD would prune it from the status).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeHealthStatus {
     pub total: u32,
@@ -138,6 +149,13 @@ pub struct NodeHealthStatus {
     pub disk_pressure: u32,
     /// Nodes reporting any pressure condition (also kinds beyond the three counted).
     pub under_pressure: u32,
+}
+
+impl NodeHealthStatus {
+    /// The value of annotation [`ANNOTATION_NODE_HEALTH`].
+    pub fn to_annotation(&self) -> String {
+        serde_json::to_string(self).expect("node counts always serialise")
+    }
 }
 
 /// Versions of a managed cluster.
@@ -163,6 +181,21 @@ pub struct ManagedClusterClaim {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(min = 1, max = 1024))]
     pub value: String,
+}
+
+/// A namespace a ManagedClusterSet asks its clusters to have, as one cluster reports it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterSetManagedNamespace {
+    /// The namespace.
+    #[schemars(length(max = 63), pattern(DNS_LABEL))]
+    pub name: String,
+    /// The ManagedClusterSet that asks for it.
+    pub cluster_set: String,
+    /// The namespace's state on the cluster.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "schema::conditions")]
+    pub conditions: Vec<Condition>,
 }
 
 impl ManagedCluster {
@@ -201,6 +234,13 @@ impl ManagedCluster {
         }
     }
 
+    /// The node health the agent last reported (annotation [`ANNOTATION_NODE_HEALTH`]); `None`
+    /// when there is none or it cannot be read.
+    pub fn node_health(&self) -> Option<NodeHealthStatus> {
+        let value = self.annotations().get(ANNOTATION_NODE_HEALTH)?;
+        serde_json::from_str(value).ok()
+    }
+
     /// The taint with this key, if the cluster has one.
     pub fn taint(&self, key: &str) -> Option<&Taint> {
         self.spec.taints.iter().find(|taint| taint.key == key)
@@ -221,12 +261,15 @@ impl ManagedCluster {
     derive = "PartialEq",
     doc = "A fact a managed cluster states about itself; the agent reports it to the hub unless it is labelled spoke-only."
 )]
+#[serde(remote = "Self")]
 pub struct ClusterClaimSpec {
     /// The claimed value.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(min = 1, max = 1024))]
     pub value: String,
 }
+
+super::spec_may_be_absent!(ClusterClaimSpec);
 
 impl ClusterClaim {
     /// Whether the claim stays on the spoke (labelled `open-cluster-management.io/spoke-only`).
@@ -382,6 +425,50 @@ mod tests {
         });
         let cluster: ManagedCluster = serde_json::from_value(value).unwrap();
         assert!(cluster.is_joined());
+    }
+
+    #[test]
+    fn kinds_without_spec_read_as_the_default_spec() {
+        for spec in [None, Some(serde_json::Value::Null)] {
+            let mut value = json!({
+                "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+                "metadata": {"name": "c1"}
+            });
+            if let Some(spec) = spec.clone() {
+                value["spec"] = spec;
+            }
+            let cluster: ManagedCluster = serde_json::from_value(value).unwrap();
+            assert_eq!(cluster.spec, ManagedClusterSpec::default());
+            let claim: ClusterClaim = serde_json::from_value(json!({
+                "apiVersion": "cluster.open-cluster-management.io/v1alpha1", "kind": "ClusterClaim",
+                "metadata": {"name": "id.k8s.io"}, "spec": spec
+            }))
+            .unwrap();
+            assert_eq!(claim.spec, ClusterClaimSpec::default());
+        }
+        let written = serde_json::to_value(ManagedCluster::new("c1", Default::default())).unwrap();
+        assert_eq!(written["spec"], json!({}));
+    }
+
+    #[test]
+    fn node_health_is_read_from_its_annotation() {
+        let mut cluster = ManagedCluster::new("c1", ManagedClusterSpec::default());
+        assert_eq!(cluster.node_health(), None);
+        let health = NodeHealthStatus {
+            total: 3,
+            ready: 2,
+            memory_pressure: 1,
+            under_pressure: 1,
+            ..NodeHealthStatus::default()
+        };
+        cluster
+            .annotations_mut()
+            .insert(ANNOTATION_NODE_HEALTH.into(), health.to_annotation());
+        assert_eq!(cluster.node_health(), Some(health));
+        cluster
+            .annotations_mut()
+            .insert(ANNOTATION_NODE_HEALTH.into(), "three nodes".into());
+        assert_eq!(cluster.node_health(), None, "unreadable means unknown");
     }
 
     #[test]

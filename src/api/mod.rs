@@ -1,15 +1,49 @@
 //! Kubernetes API types: fleetform's own kinds (Hub, Spoke, FleetSync) and the Open Cluster
-//! Management kinds it reads and writes (ManagedCluster, ClusterClaim, ManagedClusterAddOn,
-//! ClusterManagementAddOn, ManifestWork), their CRDs, the condition helpers every loop uses, and
-//! the shared vocabulary of condition types, reasons, taints, labels and finalizers.
+//! Management kinds it reads and writes (ManagedCluster, ClusterClaim, ManagedClusterSet,
+//! ManagedClusterSetBinding, ManagedClusterAddOn, ClusterManagementAddOn, ManifestWork), their
+//! CRDs (OCM's with OCM's validation, [`schema`]), the conversion between the addon kinds'
+//! versions, the condition helpers every loop uses, and the shared vocabulary of condition types,
+//! reasons, taints, labels, annotations and finalizers.
 //!
 //! This module only describes objects. It never talks to a cluster and holds no policy: what a
 //! condition or taint means for a spoke's lifecycle belongs to the reconciler, agent and hub
 //! loops.
 
+/// Lets the spec of a kind be absent (or `null`) on the wire and read as the default spec, as
+/// OCM's CRDs allow for most kinds. The spec type carries `#[serde(remote = "Self")]`, which
+/// turns serde's derived code into inherent functions that these trait impls wrap.
+macro_rules! spec_may_be_absent {
+    ($spec:ty) => {
+        impl<'de> serde::Deserialize<'de> for $spec {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                struct Present($spec);
+                impl<'de> serde::Deserialize<'de> for Present {
+                    fn deserialize<D: serde::Deserializer<'de>>(
+                        deserializer: D,
+                    ) -> Result<Self, D::Error> {
+                        <$spec>::deserialize(deserializer).map(Present)
+                    }
+                }
+                let present = Option::<Present>::deserialize(deserializer)?;
+                Ok(present.map_or_else(Default::default, |Present(spec)| spec))
+            }
+        }
+
+        impl serde::Serialize for $spec {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                <$spec>::serialize(self, serializer)
+            }
+        }
+    };
+}
+pub(crate) use spec_may_be_absent;
+
 pub mod addon;
 pub mod cluster;
+pub mod clusterset;
+pub mod conversion;
 pub mod fleet;
+pub mod schema;
 pub mod vocabulary;
 pub mod work;
 
@@ -23,20 +57,35 @@ use serde::{Deserialize, Deserializer};
 
 pub use addon::{ClusterManagementAddOn, ManagedClusterAddOn};
 pub use cluster::{ClusterClaim, ManagedCluster};
+pub use clusterset::{ManagedClusterSet, ManagedClusterSetBinding};
 pub use fleet::{FleetSync, Hub, Spoke};
 pub use work::ManifestWork;
 
 /// Every CRD fleetform uses: its own kinds first, then OCM's, in a fixed order.
 pub fn crds() -> Vec<CustomResourceDefinition> {
+    use schema::Spec::{Optional, Required};
+    let addon_kind = |versions| {
+        let mut crd = schema::served_together(versions, "v1alpha1");
+        crd.spec.conversion = Some(schema::conversion_webhook());
+        crd
+    };
     vec![
         Hub::crd(),
         Spoke::crd(),
         FleetSync::crd(),
-        ManagedCluster::crd(),
-        ClusterClaim::crd(),
-        ManagedClusterAddOn::crd(),
-        ClusterManagementAddOn::crd(),
-        ManifestWork::crd(),
+        schema::crd::<ManagedCluster>(Optional),
+        schema::crd::<ClusterClaim>(Optional),
+        schema::crd::<ManagedClusterSet>(Optional),
+        schema::crd::<ManagedClusterSetBinding>(Optional),
+        addon_kind(vec![
+            schema::crd::<ManagedClusterAddOn>(Required),
+            schema::crd::<addon::v1beta1::ManagedClusterAddOn>(Required),
+        ]),
+        addon_kind(vec![
+            schema::crd::<ClusterManagementAddOn>(Required),
+            schema::crd::<addon::v1beta1::ClusterManagementAddOn>(Required),
+        ]),
+        schema::crd::<ManifestWork>(Optional),
     ]
 }
 
@@ -130,7 +179,8 @@ where
 }
 
 /// Checks objects against the CRD schemas of [`crds`] the way an API server would, as far as
-/// JSON Schema can: OpenAPI's `nullable` becomes a `null` type, `x-kubernetes-*` keys are ignored.
+/// JSON Schema can: `null`s of fields that are not nullable are dropped first (as an API server
+/// does), OpenAPI's `nullable` becomes a `null` type, `x-kubernetes-*` keys are ignored.
 #[cfg(test)]
 pub(crate) mod schema_check {
     use serde_json::{Value, json};
@@ -138,28 +188,52 @@ pub(crate) mod schema_check {
     use super::crds;
 
     /// Why the API server would reject this object under fleetform's CRDs (empty if it would
-    /// not). The CRD is found by the object's `apiVersion` group and `kind`.
+    /// not). The CRD and version are found by the object's `apiVersion` and `kind`.
     pub(crate) fn schema_errors(object: &Value) -> Vec<String> {
-        let group = object["apiVersion"]
+        let (group, version) = object["apiVersion"]
             .as_str()
             .unwrap_or_default()
-            .split('/')
-            .next()
+            .split_once('/')
             .unwrap_or_default();
         let kind = object["kind"].as_str().unwrap_or_default();
         let crd = crds()
             .into_iter()
             .find(|crd| crd.spec.group == group && crd.spec.names.kind == kind)
             .unwrap_or_else(|| panic!("no CRD for {group} {kind}"));
-        let schema = serde_json::to_value(
-            &crd.spec.versions[0]
-                .schema
-                .as_ref()
-                .unwrap()
-                .open_api_v3_schema,
-        )
-        .unwrap();
-        errors(&schema, object)
+        let served = crd
+            .spec
+            .versions
+            .iter()
+            .find(|served| served.name == version)
+            .unwrap_or_else(|| panic!("{kind} is not served at {version}"));
+        let schema =
+            serde_json::to_value(&served.schema.as_ref().unwrap().open_api_v3_schema).unwrap();
+        let mut object = object.clone();
+        drop_nulls(&schema, &mut object);
+        errors(&schema, &object)
+    }
+
+    /// Removes the `null`s the schema does not allow, as an API server does before validating.
+    fn drop_nulls(schema: &Value, instance: &mut Value) {
+        match instance {
+            Value::Object(map) => {
+                map.retain(|key, value| {
+                    let field = &schema["properties"][key];
+                    !value.is_null() || field["nullable"] == true
+                });
+                for (key, value) in map.iter_mut() {
+                    let field = match &schema["properties"][key] {
+                        Value::Null => &schema["additionalProperties"],
+                        field => field,
+                    };
+                    drop_nulls(field, value);
+                }
+            }
+            Value::Array(items) => items
+                .iter_mut()
+                .for_each(|item| drop_nulls(&schema["items"], item)),
+            _ => {}
+        }
     }
 
     /// Errors of `instance` against one OpenAPI v3 schema node.
@@ -281,6 +355,8 @@ mod tests {
                 "fleetsyncs.fleetform.io.yaml",
                 "managedclusters.cluster.open-cluster-management.io.yaml",
                 "clusterclaims.cluster.open-cluster-management.io.yaml",
+                "managedclustersets.cluster.open-cluster-management.io.yaml",
+                "managedclustersetbindings.cluster.open-cluster-management.io.yaml",
                 "managedclusteraddons.addon.open-cluster-management.io.yaml",
                 "clustermanagementaddons.addon.open-cluster-management.io.yaml",
                 "manifestworks.work.open-cluster-management.io.yaml",
@@ -308,56 +384,87 @@ mod tests {
         name: &'static str,
         scope: &'static str,
         short_names: &'static [&'static str],
-        columns: &'static [&'static str],
+        /// Served versions, the stored one first, each with its printer columns.
+        versions: &'static [(&'static str, &'static [&'static str])],
         status_subresource: bool,
+        spec_required: bool,
     }
 
-    const OCM_CRDS: [OcmCrd; 5] = [
+    const ADDON_COLUMNS: &[&str] = &["Available", "Degraded", "Progressing"];
+
+    const OCM_CRDS: [OcmCrd; 7] = [
         OcmCrd {
             name: "managedclusters.cluster.open-cluster-management.io",
             scope: "Cluster",
             short_names: &["mcl", "mcls"],
-            columns: &[
-                "Hub Accepted",
-                "Managed Cluster URLs",
-                "Joined",
-                "Available",
-                "Age",
-            ],
+            versions: &[(
+                "v1",
+                &[
+                    "Hub Accepted",
+                    "Managed Cluster URLs",
+                    "Joined",
+                    "Available",
+                    "Age",
+                ],
+            )],
             status_subresource: true,
+            spec_required: false,
         },
         OcmCrd {
             name: "clusterclaims.cluster.open-cluster-management.io",
             scope: "Cluster",
             short_names: &[],
-            columns: &[],
+            versions: &[("v1alpha1", &[])],
             status_subresource: false,
+            spec_required: false,
+        },
+        OcmCrd {
+            name: "managedclustersets.cluster.open-cluster-management.io",
+            scope: "Cluster",
+            short_names: &["mclset", "mclsets"],
+            versions: &[("v1beta2", &["Empty", "Age"])],
+            status_subresource: true,
+            spec_required: false,
+        },
+        OcmCrd {
+            name: "managedclustersetbindings.cluster.open-cluster-management.io",
+            scope: "Namespaced",
+            short_names: &["mclsetbinding", "mclsetbindings"],
+            versions: &[("v1beta2", &[])],
+            status_subresource: true,
+            spec_required: false,
         },
         OcmCrd {
             name: "managedclusteraddons.addon.open-cluster-management.io",
             scope: "Namespaced",
             short_names: &["mca", "mcas"],
-            columns: &["Available", "Degraded", "Progressing"],
+            versions: &[("v1alpha1", ADDON_COLUMNS), ("v1beta1", ADDON_COLUMNS)],
             status_subresource: true,
+            spec_required: true,
         },
         OcmCrd {
             name: "clustermanagementaddons.addon.open-cluster-management.io",
             scope: "Cluster",
             short_names: &["cma", "cmas"],
-            columns: &["DISPLAY NAME", "CRD NAME"],
+            versions: &[
+                ("v1alpha1", &["DISPLAY NAME", "CRD NAME"]),
+                ("v1beta1", &["DISPLAY NAME"]),
+            ],
             status_subresource: true,
+            spec_required: true,
         },
         OcmCrd {
             name: "manifestworks.work.open-cluster-management.io",
             scope: "Namespaced",
             short_names: &[],
-            columns: &[],
+            versions: &[("v1", &[])],
             status_subresource: true,
+            spec_required: false,
         },
     ];
 
     #[test]
-    fn ocm_crds_match_ocms_names_scopes_and_columns() {
+    fn ocm_crds_match_ocms_names_scopes_versions_and_columns() {
         let crds = crds();
         for expected in OCM_CRDS {
             let name = expected.name;
@@ -368,39 +475,100 @@ mod tests {
             assert_eq!(crd.spec.scope, expected.scope, "{name}");
             let short_names = crd.spec.names.short_names.as_deref().unwrap_or_default();
             assert_eq!(short_names, expected.short_names, "{name}");
-            let version = &crd.spec.versions[0];
-            let printed: Vec<&str> = version
-                .additional_printer_columns
+            assert_eq!(crd.spec.names.categories, None, "{name}");
+            let served: Vec<(&str, bool, bool)> = crd
+                .spec
+                .versions
                 .iter()
-                .flatten()
-                .map(|column| column.name.as_str())
+                .map(|version| (version.name.as_str(), version.served, version.storage))
                 .collect();
-            assert_eq!(printed, expected.columns, "{name}");
-            let status = version
-                .subresources
-                .as_ref()
-                .and_then(|s| s.status.as_ref());
-            assert_eq!(status.is_some(), expected.status_subresource, "{name}");
+            let wanted: Vec<(&str, bool, bool)> = expected
+                .versions
+                .iter()
+                .enumerate()
+                .map(|(index, (version, _))| (*version, true, index == 0))
+                .collect();
+            assert_eq!(served, wanted, "{name}");
+            for (version, (_, columns)) in crd.spec.versions.iter().zip(expected.versions) {
+                let printed: Vec<&str> = version
+                    .additional_printer_columns
+                    .iter()
+                    .flatten()
+                    .map(|column| column.name.as_str())
+                    .collect();
+                assert_eq!(printed, *columns, "{name} {}", version.name);
+                let status = version
+                    .subresources
+                    .as_ref()
+                    .and_then(|s| s.status.as_ref());
+                assert_eq!(status.is_some(), expected.status_subresource, "{name}");
+                let schema = version.schema.as_ref().unwrap();
+                let root = schema.open_api_v3_schema.as_ref().unwrap();
+                let required = root.required.as_deref().unwrap_or_default();
+                assert_eq!(
+                    required.contains(&"spec".to_string()),
+                    expected.spec_required,
+                    "{name} {}",
+                    version.name
+                );
+            }
         }
     }
 
     #[test]
-    fn ocm_schemas_keep_fields_fleetform_does_not_model() {
-        for crd in crds()
-            .iter()
-            .filter(|crd| !crd.spec.group.ends_with("fleetform.io"))
-        {
-            let schema = serde_json::to_value(&crd.spec.versions[0].schema).unwrap();
-            let root = &schema["openAPIV3Schema"]["properties"];
-            let name = crd.metadata.name.as_deref().unwrap();
-            let open = |part: &str| root[part]["x-kubernetes-preserve-unknown-fields"] == true;
-            match crd.spec.names.kind.as_str() {
-                "ManagedCluster" | "ManagedClusterAddOn" => assert!(open("status"), "{name}"),
-                "ClusterManagementAddOn" => assert!(open("spec") && open("status"), "{name}"),
-                "ManifestWork" => assert!(open("spec"), "{name}"),
-                _ => {}
+    fn addon_crds_convert_through_the_hub_webhook() {
+        for crd in crds().iter().filter(|crd| crd.spec.versions.len() > 1) {
+            let conversion = serde_json::to_value(&crd.spec.conversion).unwrap();
+            assert_eq!(
+                conversion,
+                serde_json::json!({
+                    "strategy": "Webhook",
+                    "webhook": {
+                        "conversionReviewVersions": ["v1"],
+                        "clientConfig": {"service": {
+                            "namespace": "fleetform-system", "name": "fleetform-hub",
+                            "path": "/convert", "port": 9443,
+                        }},
+                    },
+                }),
+                "{}",
+                crd.spec.names.kind
+            );
+        }
+    }
+
+    /// OCM's CRDs keep unknown fields only inside a ManifestWork's manifests; anything else an
+    /// OCM CRD does not declare (such as a fleetform-only status field) is pruned.
+    #[test]
+    fn ocm_schemas_keep_unknown_fields_only_in_manifests() {
+        fn open_paths(node: &Value, path: &str, found: &mut Vec<String>) {
+            let Value::Object(map) = node else { return };
+            if map.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
+                found.push(path.to_string());
+            }
+            for (name, child) in map
+                .get("properties")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+            {
+                open_paths(child, &format!("{path}.{name}"), found);
+            }
+            for key in ["items", "additionalProperties"] {
+                if let Some(child) = map.get(key) {
+                    open_paths(child, &format!("{path}[]"), found);
+                }
             }
         }
+        let mut found = Vec::new();
+        for crd in crds().iter().filter(|crd| crd.spec.group != fleet::GROUP) {
+            for version in &crd.spec.versions {
+                let schema = serde_json::to_value(&version.schema).unwrap();
+                let path = format!("{}/{}", crd.spec.names.kind, version.name);
+                open_paths(&schema["openAPIV3Schema"], &path, &mut found);
+            }
+        }
+        assert_eq!(found, ["ManifestWork/v1.spec.workload.manifests[]"]);
     }
 
     /// The API server refuses a CRD whose defaults do not satisfy their own schema.
@@ -424,12 +592,11 @@ mod tests {
         }
         let mut problems = Vec::new();
         for crd in crds() {
-            let schema = serde_json::to_value(&crd.spec.versions[0].schema).unwrap();
-            check(
-                &schema,
-                crd.metadata.name.as_deref().unwrap(),
-                &mut problems,
-            );
+            for version in &crd.spec.versions {
+                let schema = serde_json::to_value(&version.schema).unwrap();
+                let name = crd.metadata.name.as_deref().unwrap();
+                check(&schema, &format!("{name}/{}", version.name), &mut problems);
+            }
         }
         assert!(problems.is_empty(), "{problems:#?}");
     }
@@ -469,19 +636,12 @@ mod tests {
         }
         let mut problems = Vec::new();
         for crd in crds() {
-            let schema = serde_json::to_value(
-                &crd.spec.versions[0]
-                    .schema
-                    .as_ref()
-                    .unwrap()
-                    .open_api_v3_schema,
-            )
-            .unwrap();
-            check(
-                &schema,
-                crd.metadata.name.as_deref().unwrap(),
-                &mut problems,
-            );
+            for version in &crd.spec.versions {
+                let schema = version.schema.as_ref().unwrap();
+                let schema = serde_json::to_value(&schema.open_api_v3_schema).unwrap();
+                let name = crd.metadata.name.as_deref().unwrap();
+                check(&schema, &format!("{name}/{}", version.name), &mut problems);
+            }
         }
         assert!(problems.is_empty(), "{problems:#?}");
     }

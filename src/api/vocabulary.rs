@@ -34,6 +34,10 @@ pub const REASON_KUBE_API_SERVER_UNAVAILABLE: &str = "ManagedClusterKubeAPIServe
 /// Reason of [`CONDITION_AVAILABLE`] Unknown: the hub saw no lease renewal for five durations.
 pub const REASON_LEASE_UPDATE_STOPPED: &str = "ManagedClusterLeaseUpdateStopped";
 
+/// ManagedCluster condition: the agent's clock agrees with the hub's (lease renewals are judged
+/// by it).
+pub const CONDITION_CLOCK_SYNCED: &str = "ManagedClusterConditionClockSynced";
+
 /// ManagedCluster condition: the agent's last client certificate rotation.
 pub const CONDITION_CERTIFICATE_ROTATED: &str = "ClusterCertificateRotated";
 /// Reason of [`CONDITION_CERTIFICATE_ROTATED`] True: a new certificate was stored.
@@ -56,6 +60,13 @@ pub const REASON_ADDON_LEASE_UPDATE_STOPPED: &str = "ManagedClusterAddOnLeaseUpd
 /// Reason of [`ADDON_CONDITION_AVAILABLE`] Unknown: the addon has no lease (or its cluster is
 /// itself Unknown).
 pub const REASON_ADDON_LEASE_NOT_FOUND: &str = "ManagedClusterAddOnLeaseNotFound";
+
+// --- ManagedClusterSet and ManagedClusterSetBinding conditions ------------------------------
+
+/// ManagedClusterSet condition: True when no cluster is in the set.
+pub const CLUSTER_SET_CONDITION_EMPTY: &str = "ClusterSetEmpty";
+/// ManagedClusterSetBinding condition: True when the set it names exists.
+pub const CLUSTER_SET_BINDING_CONDITION_BOUND: &str = "Bound";
 
 // --- ManifestWork conditions -----------------------------------------------------------------
 
@@ -84,6 +95,33 @@ pub const LABEL_CLUSTER_NAME: &str = "open-cluster-management.io/cluster-name";
 pub const LABEL_SPOKE_ONLY: &str = "open-cluster-management.io/spoke-only";
 /// Label naming the addon on hub objects that belong to it, ManifestWorks included.
 pub const LABEL_ADDON_NAME: &str = "open-cluster-management.io/addon-name";
+
+/// Label putting a ManagedCluster in the ManagedClusterSet it names.
+pub const LABEL_CLUSTER_SET: &str = "cluster.open-cluster-management.io/clusterset";
+
+// --- Annotations -----------------------------------------------------------------------------
+
+/// Annotation of a ManagedCluster holding fleetform's summary of its nodes as JSON (ready, PID,
+/// memory and disk pressure counts). An annotation, because an OCM CRD prunes unknown status
+/// fields, and because both the agent (which may patch its own ManagedCluster) and the hub can
+/// write it.
+pub const ANNOTATION_NODE_HEALTH: &str = "fleetform.io/node-health";
+
+/// Annotation that carries a ManagedClusterAddOn's `spec.installNamespace` while it is read or
+/// written as `v1beta1`, which has no such field (OCM's conversion uses it too).
+pub const ANNOTATION_V1ALPHA1_INSTALL_NAMESPACE: &str =
+    "addon.open-cluster-management.io/v1alpha1-install-namespace";
+
+/// The `name` a `v1beta1` ClusterManagementAddOn's default config has when its `v1alpha1`
+/// supported config had no default (OCM's conversion reserves it; it is no valid object name).
+pub const RESERVED_NO_DEFAULT_CONFIG_NAME: &str = "__reserved_no_default__";
+
+// --- ManagedClusterSets ----------------------------------------------------------------------
+
+/// The ManagedClusterSet OCM's hub puts every cluster in that no other set claims.
+pub const CLUSTER_SET_DEFAULT: &str = "default";
+/// The ManagedClusterSet OCM's hub keeps that selects every cluster (by an empty label selector).
+pub const CLUSTER_SET_GLOBAL: &str = "global";
 
 // --- Cluster claims --------------------------------------------------------------------------
 
