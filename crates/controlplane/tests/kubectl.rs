@@ -516,6 +516,96 @@ async fn kubectl_crd_wait_explain_and_api_resources() {
         .await;
 }
 
+/// A ManagedCluster-shaped CRD whose JOINED and AVAILABLE columns pick a condition by type, as
+/// OCM's does.
+const CLUSTER_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: managedclusters.cluster.open-cluster-management.io}
+spec:
+  group: cluster.open-cluster-management.io
+  scope: Cluster
+  names: {plural: managedclusters, singular: managedcluster, kind: ManagedCluster}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    additionalPrinterColumns:
+    - {name: Hub Accepted, type: boolean, jsonPath: .spec.hubAcceptsClient}
+    - {name: Joined, type: string, jsonPath: '.status.conditions[?(@.type=="ManagedClusterJoined")].status'}
+    - {name: Available, type: string, jsonPath: '.status.conditions[?(@.type=="ManagedClusterConditionAvailable")].status'}
+    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              hubAcceptsClient: {type: boolean}
+          status:
+            type: object
+            properties:
+              conditions:
+                type: array
+                x-kubernetes-list-type: map
+                x-kubernetes-list-map-keys: [type]
+                items:
+                  type: object
+                  required: [type, status]
+                  properties:
+                    type: {type: string}
+                    status: {type: string}
+                    reason: {type: string}
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_get_prints_a_condition_picked_by_a_jsonpath_filter() {
+    let Some(k) =
+        Kubectl::start("kubectl_get_prints_a_condition_picked_by_a_jsonpath_filter").await
+    else {
+        return;
+    };
+    let crd = k.file("crd.yaml", CLUSTER_CRD);
+    k.ok(&["apply", "-f", &crd]).await;
+    k.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/managedclusters.cluster.open-cluster-management.io",
+        "--timeout=30s",
+    ])
+    .await;
+    let mc = k.file(
+        "mc.yaml",
+        "apiVersion: cluster.open-cluster-management.io/v1\nkind: ManagedCluster\nmetadata: {name: spoke1}\nspec: {hubAcceptsClient: true}\n",
+    );
+    k.ok(&["apply", "-f", &mc]).await;
+    k.ok(&[
+        "patch",
+        "managedcluster",
+        "spoke1",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"conditions":[{"type":"ManagedClusterJoined","status":"True","reason":"ManagedClusterJoined"},{"type":"ManagedClusterConditionAvailable","status":"False"}]}}"#,
+    ])
+    .await;
+    let table = k.ok(&["get", "managedclusters"]).await;
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[0],
+        ["NAME", "HUB", "ACCEPTED", "JOINED", "AVAILABLE", "AGE"]
+    );
+    assert_eq!(
+        &rows[1][..4],
+        ["spoke1", "true", "True", "False"],
+        "{table}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn kubectl_imperative_create_sends_protobuf() {
     let Some(k) = Kubectl::start("kubectl_imperative_create_sends_protobuf").await else {
