@@ -34,6 +34,7 @@ pub mod selectors;
 pub mod server;
 pub mod storage;
 pub mod table;
+pub mod validation_rules;
 pub mod watch;
 
 pub use api::UserInfo;

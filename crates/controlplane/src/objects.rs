@@ -394,7 +394,24 @@ pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Ap
     if let Some(custom) = &info.custom
         && let Some(schema) = &custom.schema
     {
-        errs.extend(crate::crd_schema::validate_object(schema, obj));
+        let schema_errs = crate::crd_schema::validate_object(schema, obj);
+        // As kube-apiserver, CEL rules run only when every value has its schema's type: they
+        // rely on it.
+        let mistyped = schema_errs
+            .iter()
+            .any(|e| e.message.contains(" must be of type "));
+        errs.extend(schema_errs);
+        if let Some(rules) = &custom.rules {
+            if mistyped {
+                errs.push(FieldError::invalid(
+                    "<nil>",
+                    &Value::Null,
+                    "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+                ));
+            } else {
+                errs.extend(rules.validate(obj, old));
+            }
+        }
     }
     if errs.is_empty() {
         Ok(())

@@ -109,6 +109,8 @@ pub struct CustomInfo {
     pub storage_version: String,
     /// openAPIV3Schema of this version, if any.
     pub schema: Option<Arc<Value>>,
+    /// The schema's `x-kubernetes-validations`, compiled when the CRD was read.
+    pub rules: Option<Arc<crate::validation_rules::RuleSet>>,
 }
 
 impl ResourceInfo {
@@ -486,7 +488,7 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
     let storage_version = storage[0].to_string();
     let crd_name = format!("{plural}.{group}");
     let mut out = Vec::new();
-    for v in versions {
+    for (i, v) in versions.iter().enumerate() {
         let name = v
             .get("name")
             .and_then(Value::as_str)
@@ -532,6 +534,18 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
                 source: CellSource::JsonPath(path),
             });
         }
+        let schema = v.pointer("/schema/openAPIV3Schema");
+        let rules = match schema {
+            Some(s) => crate::validation_rules::RuleSet::compile(
+                s,
+                &format!("spec.versions[{i}].schema.openAPIV3Schema"),
+            )
+            .map_err(|e| CrdError::Field {
+                field: e.field,
+                message: e.message,
+            })?,
+            None => None,
+        };
         out.push(ResourceInfo {
             group: group.to_string(),
             version: name.to_string(),
@@ -552,7 +566,8 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
             custom: Some(CustomInfo {
                 crd_name: crd_name.clone(),
                 storage_version: storage_version.clone(),
-                schema: v.pointer("/schema/openAPIV3Schema").cloned().map(Arc::new),
+                schema: schema.cloned().map(Arc::new),
+                rules: rules.map(Arc::new),
             }),
         });
     }
