@@ -21,6 +21,7 @@ pub mod auth;
 pub mod controllers;
 pub mod crd_schema;
 pub mod error;
+pub mod events;
 pub mod http;
 pub mod meta;
 pub mod objects;

@@ -48,7 +48,7 @@ pub const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
 
 /// Gives the object the apiVersion and kind of the version it is served at.
 pub fn present(info: &ResourceInfo, obj: &Value) -> Value {
-    let mut out = obj.clone();
+    let mut out = crate::events::to_served(info, obj.clone());
     if let Some(m) = out.as_object_mut() {
         m.insert("apiVersion".into(), Value::String(info.api_version()));
         m.insert("kind".into(), Value::String(info.kind.clone()));
@@ -96,13 +96,9 @@ fn check_type_meta(info: &ResourceInfo, obj: &Value) -> ApiResult<()> {
 }
 
 /// Turns a create request body into the object to store (without resourceVersion).
-pub fn prepare_create(
-    info: &ResourceInfo,
-    ns: &str,
-    mut obj: Value,
-    now: &str,
-) -> ApiResult<Value> {
+pub fn prepare_create(info: &ResourceInfo, ns: &str, obj: Value, now: &str) -> ApiResult<Value> {
     check_type_meta(info, &obj)?;
+    let mut obj = crate::events::to_stored(info, obj);
     let body_ns = obj.namespace().to_string();
     if info.namespaced && !body_ns.is_empty() && body_ns != ns {
         return Err(ApiError::BadRequest(
@@ -610,11 +606,12 @@ impl Part {
 pub fn decide_update(
     info: &ResourceInfo,
     cur: &Value,
-    mut new: Value,
+    new: Value,
     part: Part,
     require_rv: bool,
 ) -> ApiResult<WriteOp> {
     check_type_meta(info, &new)?;
+    let mut new = crate::events::to_stored(info, new);
     let name = cur.name().to_string();
     if new.name() != name {
         return Err(ApiError::BadRequest(format!(

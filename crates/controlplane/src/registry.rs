@@ -123,8 +123,12 @@ impl ResourceInfo {
         }
     }
 
-    /// The key objects are stored under: shared by every version of a resource.
+    /// The key objects are stored under: shared by every version of a resource, and by
+    /// core/v1 and events.k8s.io/v1 Events (see [`crate::events`]).
     pub fn storage_key(&self) -> String {
+        if crate::events::is_events_v1(self) {
+            return "/events".into();
+        }
         format!("{}/{}", self.group, self.plural)
     }
 
@@ -134,6 +138,9 @@ impl ResourceInfo {
 
     /// The apiVersion objects are stored with.
     pub fn storage_api_version(&self) -> String {
+        if crate::events::is_events_v1(self) {
+            return "v1".into();
+        }
         match &self.custom {
             Some(c) if c.storage_version != self.version => {
                 format!("{}/{}", self.group, c.storage_version)
