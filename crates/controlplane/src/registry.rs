@@ -574,7 +574,7 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
                 crd_name: crd_name.clone(),
                 storage_version: storage_version.clone(),
                 schema: schema.cloned().map(Arc::new),
-                rules: rules.map(Arc::new),
+                rules,
             }),
         });
     }

@@ -13,7 +13,7 @@
 //! [`PER_OBJECT_BUDGET`].
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, mpsc};
 
 use kube_cel::KubeCelExt;
 use kube_cel::cel::common::ast::{EntryExpr, Expr, IdedExpr};
@@ -136,10 +136,50 @@ pub const PER_CALL_LIMIT: u64 = 1_000_000;
 pub const PER_OBJECT_BUDGET: u64 = 10_000_000;
 /// kube-apiserver's limit on an evaluated messageExpression.
 const MAX_MESSAGE_BYTES: usize = 5 * 1024;
+/// The longest rule or messageExpression accepted, and the deepest nesting of brackets in it:
+/// cel-rust's parser and interpreter recurse once per level, and a stack overflow would end
+/// the process.
+const MAX_EXPRESSION_BYTES: usize = 4096;
+const MAX_NESTING: usize = 32;
+/// The stack of the thread rules are compiled and run on: room for the largest expression
+/// allowed above (reserved, not committed, memory).
+const STACK_BYTES: usize = 256 << 20;
 
 thread_local! {
-    /// The functions rules may call, registered once per thread (a CEL context is not `Sync`).
+    /// The functions rules may call, registered once on the CEL thread (a CEL context is not
+    /// `Sync`).
     static ROOT: Context<'static> = Context::default().with_all();
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Runs CEL work on the CEL thread (one, with [`STACK_BYTES`] of stack, started on first use)
+/// and waits for it; None if the thread cannot start or the work panicked (cel-rust's parser
+/// can, on some malformed input; the thread survives it).
+fn on_cel_stack<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    static WORKER: OnceLock<Option<mpsc::Sender<Job>>> = OnceLock::new();
+    let worker = WORKER
+        .get_or_init(|| {
+            let (tx, rx) = mpsc::channel::<Job>();
+            std::thread::Builder::new()
+                .name("cel".into())
+                .stack_size(STACK_BYTES)
+                .spawn(move || {
+                    for job in rx {
+                        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                    }
+                })
+                .ok()?;
+            Some(tx)
+        })
+        .as_ref()?;
+    let (reply, answer) = mpsc::sync_channel(1);
+    worker
+        .send(Box::new(move || {
+            let _ = reply.send(work());
+        }))
+        .ok()?;
+    answer.recv().ok()
 }
 
 /// The compiled rules of one schema, laid out as the schema is.
@@ -191,9 +231,15 @@ impl RuleSet {
     /// Compiles every `x-kubernetes-validations` rule under `schema`; None when there are
     /// none. `at` names the schema in errors, e.g.
     /// `spec.versions[0].schema.openAPIV3Schema`.
-    pub fn compile(schema: &Value, at: &str) -> Result<Option<RuleSet>, CompileError> {
-        let set = compile_node(schema, at)?;
-        Ok(set.has_rules().then_some(set))
+    pub fn compile(schema: &Value, at: &str) -> Result<Option<Arc<RuleSet>>, CompileError> {
+        let (schema, place) = (schema.clone(), at.to_string());
+        let set = on_cel_stack(move || compile_node(&schema, &place)).unwrap_or_else(|| {
+            Err(CompileError {
+                field: at.to_string(),
+                message: "Internal error: compiling its x-kubernetes-validations failed".into(),
+            })
+        })?;
+        Ok(set.has_rules().then(|| Arc::new(set)))
     }
 
     fn has_rules(&self) -> bool {
@@ -206,7 +252,7 @@ impl RuleSet {
 
     /// Evaluates every rule against a custom resource (after pruning and defaulting); `old` is
     /// the stored object on update. Returns every field error.
-    pub fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    pub fn validate(self: &Arc<Self>, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
         let mut run = Run {
             errs: Vec::new(),
             budget: PER_OBJECT_BUDGET,
@@ -214,8 +260,18 @@ impl RuleSet {
         };
         let obj = resource_root(obj);
         let old = old.map(resource_root);
-        run.node(self, "", &obj, old.as_ref());
-        run.errs
+        let rules = self.clone();
+        on_cel_stack(move || {
+            run.node(&rules, "", &obj, old.as_ref());
+            run.errs
+        })
+        .unwrap_or_else(|| {
+            vec![FieldError::invalid(
+                "",
+                &Value::Null,
+                "internal error evaluating x-kubernetes-validations rules",
+            )]
+        })
     }
 }
 
@@ -353,10 +409,45 @@ fn compile_rule(r: &Value, at: &str) -> Result<Rule, CompileError> {
 /// Parses an expression and checks that it names only `self`, `oldSelf`, the variables its
 /// macros bind and the functions of [`FUNCTIONS`].
 fn compile_expression(source: &str) -> Result<Program, String> {
+    check_size(source)?;
     let program = Program::compile(source).map_err(|e| e.to_string())?;
     let mut scope = vec!["self".to_string(), "oldSelf".to_string()];
     check_references(program.expression(), &mut scope)?;
     Ok(program)
+}
+
+/// Refuses expressions longer than [`MAX_EXPRESSION_BYTES`] or nested deeper than
+/// [`MAX_NESTING`] brackets (outside string literals).
+fn check_size(source: &str) -> Result<(), String> {
+    if source.len() > MAX_EXPRESSION_BYTES {
+        return Err(format!(
+            "ERROR: <input>: expression of {} bytes is longer than the {MAX_EXPRESSION_BYTES} allowed",
+            source.len()
+        ));
+    }
+    let (mut depth, mut quote, mut escaped) = (0usize, None, false);
+    for c in source.chars() {
+        match quote {
+            Some(_) if escaped => escaped = false,
+            Some(_) if c == '\\' => escaped = true,
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None => match c {
+                '\'' | '"' => quote = Some(c),
+                '(' | '[' | '{' => {
+                    depth += 1;
+                    if depth > MAX_NESTING {
+                        return Err(format!(
+                            "ERROR: <input>: expression nests deeper than {MAX_NESTING} levels"
+                        ));
+                    }
+                }
+                ')' | ']' | '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+        }
+    }
+    Ok(())
 }
 
 fn undeclared(name: &str) -> String {
@@ -906,6 +997,26 @@ mod tests {
                 "s.properties[spec].x-kubernetes-validations[0].rule"
             );
             assert!(err.message.contains("compilation failed"), "{err:?}");
+        }
+        let deep = format!("{}true{}", "(".repeat(40), ")".repeat(40));
+        let long = vec!["1"; 3000].join("+") + " > 0";
+        for (rule, why) in [(deep, "nests deeper"), (long, "is longer than")] {
+            let err =
+                RuleSet::compile(&spec_rule(json!({"rule": rule}), json!({})), "s").unwrap_err();
+            assert!(err.message.contains(why), "{err:?}");
+        }
+        // cel-rust's parser gives up on (or, in debug builds, panics at) deep right-nested
+        // conditionals; either way the CRD is refused and the server goes on.
+        let conditionals = format!("{}true", "true ? true : ".repeat(300));
+        assert!(
+            RuleSet::compile(&spec_rule(json!({"rule": conditionals}), json!({})), "s").is_err()
+        );
+        // Deep but allowed expressions compile and run.
+        let nested = format!("{}self.a{} == 'y'", "(".repeat(32), ")".repeat(32));
+        let chained = vec!["1"; 2000].join("+") + " > 0";
+        for rule in [nested, chained] {
+            let schema = spec_rule(json!({"rule": rule}), json!({}));
+            assert!(messages(schema, json!({"spec": {"a": "y"}}), None).is_empty());
         }
         let err = RuleSet::compile(
             &spec_rule(json!({"rule": "true", "reason": "Nope"}), json!({})),
