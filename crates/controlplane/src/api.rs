@@ -210,8 +210,12 @@ impl Filter {
             "metadata.namespace".to_string(),
         ];
         supported.extend(info.extra_field_selectors.iter().cloned());
-        let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or(""), &supported)
+        let mut fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or(""), &supported)
             .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        // Selectors are matched against stored objects.
+        for req in &mut fields.0 {
+            req.path = crate::events::stored_field(info, &req.path);
+        }
         Ok(Filter { labels, fields })
     }
     pub fn matches(&self, obj: &Value) -> bool {

@@ -21,6 +21,7 @@ const NS_KEY: &str = "/namespaces";
 /// Runs until shutdown.
 pub async fn run(api: Arc<ApiServer>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
     let mut rx = api.store.subscribe_all();
+    crate::events::migrate_stored_apart(&api.store).await;
     resync(&api).await;
     loop {
         tokio::select! {

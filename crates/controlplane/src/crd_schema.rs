@@ -366,6 +366,7 @@ pub fn check(schema: &Value, v: &Value, path: &str, errs: &mut Vec<FieldError>) 
                     check(s, item, &format!("{path}[{i}]"), errs);
                 }
             }
+            check_list_type(schema, items, path, errs);
         }
         Value::Object(map) => check_object(schema, map, path, errs),
         _ => {}
@@ -409,6 +410,49 @@ pub fn check(schema: &Value, v: &Value, path: &str, errs: &mut Vec<FieldError>) 
                 v,
                 format!("{shown} in body must not validate the schema (not)"),
             ));
+        }
+    }
+}
+
+/// `x-kubernetes-list-type`: a `set` holds no item twice, a `map` no two items with the same
+/// `x-kubernetes-list-map-keys` values (an absent key counts as a value of its own). Each
+/// repeated value is reported once, at its second occurrence, as kube-apiserver does.
+fn check_list_type(schema: &Value, items: &[Value], path: &str, errs: &mut Vec<FieldError>) {
+    let keyed: Vec<Value> = match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
+        Some("set") => items.to_vec(),
+        Some("map") => {
+            if let Some(i) = items.iter().position(|x| !x.is_object() && !x.is_null()) {
+                errs.push(FieldError::invalid(
+                    format!("{path}[{i}]"),
+                    &items[i],
+                    "must be an object for an array of list-type map",
+                ));
+                return;
+            }
+            let keys: Vec<&str> = schema
+                .get("x-kubernetes-list-map-keys")
+                .and_then(Value::as_array)
+                .map(|k| k.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            items
+                .iter()
+                .map(|item| {
+                    Value::Object(
+                        keys.iter()
+                            .filter_map(|k| Some((k.to_string(), item.get(*k)?.clone())))
+                            .collect(),
+                    )
+                })
+                .collect()
+        }
+        _ => return,
+    };
+    let mut seen: std::collections::HashMap<String, usize> = Default::default();
+    for (i, key) in keyed.iter().enumerate() {
+        let times = seen.entry(key.to_string()).or_default();
+        *times += 1;
+        if *times == 2 {
+            errs.push(FieldError::duplicate(format!("{path}[{i}]"), key));
         }
     }
 }

@@ -75,6 +75,18 @@ impl FieldError {
         }
     }
 
+    /// `field: Duplicate value: <value>`, the value printed as Go's field errors print it
+    /// (`"a"`, `map[string]interface {}{"type":"Joined"}`).
+    pub fn duplicate(field: impl Into<String>, value: &Value) -> Self {
+        let field = field.into();
+        let message = format!("{field}: Duplicate value: {}", go_syntax(value));
+        FieldError {
+            reason: "FieldValueDuplicate",
+            field,
+            message,
+        }
+    }
+
     /// `field: Too long: may not be more than N bytes`
     pub fn too_long(field: impl Into<String>, max: u64) -> Self {
         let field = field.into();
@@ -99,6 +111,28 @@ pub fn render_value(v: &Value) -> String {
         Value::Array(_) | Value::Object(_) => {
             format!("{:?}", serde_json::to_string(v).unwrap_or_default())
         }
+    }
+}
+
+/// Go's `%#v` of a decoded JSON value, which is how kube-apiserver prints compound values in
+/// field errors: `map[string]interface {}{"k":"v", "n":1}`, `[]interface {}{"a"}`.
+fn go_syntax(v: &Value) -> String {
+    match v {
+        Value::Null => "interface {}(nil)".to_string(),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(go_syntax).collect();
+            format!("[]interface {{}}{{{}}}", items.join(", "))
+        }
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by_key(|(k, _)| *k);
+            let entries: Vec<String> = entries
+                .into_iter()
+                .map(|(k, v)| format!("{k:?}:{}", go_syntax(v)))
+                .collect();
+            format!("map[string]interface {{}}{{{}}}", entries.join(", "))
+        }
+        scalar => render_value(scalar),
     }
 }
 

@@ -25,6 +25,7 @@ pub mod controllers;
 pub mod conversion;
 pub mod crd_schema;
 pub mod error;
+pub mod events;
 pub mod http;
 pub mod meta;
 pub mod objects;
@@ -39,6 +40,7 @@ pub mod selectors;
 pub mod server;
 pub mod storage;
 pub mod table;
+pub mod validation_rules;
 pub mod watch;
 
 pub use api::UserInfo;

@@ -48,7 +48,7 @@ pub const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
 
 /// Gives the object the apiVersion and kind of the version it is served at.
 pub fn present(info: &ResourceInfo, obj: &Value) -> Value {
-    let mut out = obj.clone();
+    let mut out = crate::events::to_served(info, obj.clone());
     if let Some(m) = out.as_object_mut() {
         m.insert("apiVersion".into(), Value::String(info.api_version()));
         m.insert("kind".into(), Value::String(info.kind.clone()));
@@ -96,13 +96,9 @@ fn check_type_meta(info: &ResourceInfo, obj: &Value) -> ApiResult<()> {
 }
 
 /// Turns a create request body into the object to store (without resourceVersion).
-pub fn prepare_create(
-    info: &ResourceInfo,
-    ns: &str,
-    mut obj: Value,
-    now: &str,
-) -> ApiResult<Value> {
+pub fn prepare_create(info: &ResourceInfo, ns: &str, obj: Value, now: &str) -> ApiResult<Value> {
     check_type_meta(info, &obj)?;
+    let mut obj = crate::events::to_stored(info, obj);
     let body_ns = obj.namespace().to_string();
     if info.namespaced && !body_ns.is_empty() && body_ns != ns {
         return Err(ApiError::BadRequest(
@@ -402,7 +398,24 @@ pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Ap
     if let Some(custom) = &info.custom
         && let Some(schema) = &custom.schema
     {
-        errs.extend(crate::crd_schema::validate_object(schema, obj));
+        let schema_errs = crate::crd_schema::validate_object(schema, obj);
+        // As kube-apiserver, CEL rules run only when every value has its schema's type: they
+        // rely on it.
+        let mistyped = schema_errs
+            .iter()
+            .any(|e| e.message.contains(" must be of type "));
+        errs.extend(schema_errs);
+        if let Some(rules) = &custom.rules {
+            if mistyped {
+                errs.push(FieldError::invalid(
+                    "<nil>",
+                    &Value::Null,
+                    "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+                ));
+            } else {
+                errs.extend(rules.validate(obj, old));
+            }
+        }
     }
     if errs.is_empty() {
         Ok(())
@@ -613,11 +626,12 @@ pub fn decide_update(
 pub fn prepare_update(
     info: &ResourceInfo,
     cur: &Value,
-    mut new: Value,
+    new: Value,
     part: Part,
     require_rv: bool,
 ) -> ApiResult<Value> {
     check_type_meta(info, &new)?;
+    let mut new = crate::events::to_stored(info, new);
     let name = cur.name().to_string();
     if new.name() != name {
         return Err(ApiError::BadRequest(format!(

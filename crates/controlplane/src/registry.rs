@@ -109,6 +109,8 @@ pub struct CustomInfo {
     pub storage_version: String,
     /// openAPIV3Schema of this version, if any.
     pub schema: Option<Arc<Value>>,
+    /// The schema's `x-kubernetes-validations`, compiled when the CRD was read.
+    pub rules: Option<Arc<crate::validation_rules::RuleSet>>,
     /// How objects move between versions (`spec.conversion.strategy`).
     pub conversion: ConversionStrategy,
 }
@@ -133,8 +135,12 @@ impl ResourceInfo {
         }
     }
 
-    /// The key objects are stored under: shared by every version of a resource.
+    /// The key objects are stored under: shared by every version of a resource, and by
+    /// core/v1 and events.k8s.io/v1 Events (see [`crate::events`]).
     pub fn storage_key(&self) -> String {
+        if crate::events::is_events_v1(self) {
+            return "/events".into();
+        }
         format!("{}/{}", self.group, self.plural)
     }
 
@@ -144,6 +150,9 @@ impl ResourceInfo {
 
     /// The apiVersion objects are stored with.
     pub fn storage_api_version(&self) -> String {
+        if crate::events::is_events_v1(self) {
+            return "v1".into();
+        }
         match &self.custom {
             Some(c) if c.storage_version != self.version => {
                 format!("{}/{}", self.group, c.storage_version)
@@ -499,7 +508,7 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
     let conversion = conversion_strategy(spec.get("conversion"))?;
     let crd_name = format!("{plural}.{group}");
     let mut out = Vec::new();
-    for v in versions {
+    for (i, v) in versions.iter().enumerate() {
         let name = v
             .get("name")
             .and_then(Value::as_str)
@@ -545,6 +554,18 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
                 source: CellSource::JsonPath(path),
             });
         }
+        let schema = v.pointer("/schema/openAPIV3Schema");
+        let rules = match schema {
+            Some(s) => crate::validation_rules::RuleSet::compile(
+                s,
+                &format!("spec.versions[{i}].schema.openAPIV3Schema"),
+            )
+            .map_err(|e| CrdError::Field {
+                field: e.field,
+                message: e.message,
+            })?,
+            None => None,
+        };
         out.push(ResourceInfo {
             group: group.to_string(),
             version: name.to_string(),
@@ -565,7 +586,8 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
             custom: Some(CustomInfo {
                 crd_name: crd_name.clone(),
                 storage_version: storage_version.clone(),
-                schema: v.pointer("/schema/openAPIV3Schema").cloned().map(Arc::new),
+                schema: schema.cloned().map(Arc::new),
+                rules,
                 conversion,
             }),
         });

@@ -101,52 +101,249 @@ fn age_of(ts: Option<&str>, now: i64) -> String {
         .unwrap_or_else(|| "<unknown>".into())
 }
 
-/// Evaluates a simple JSONPath (`.a.b[0].c`, `.a[*].b`) to cell text.
+/// Evaluates a printer column's JSONPath (kubectl's syntax: `.a.b`, `['a']`, `[0]`, `[-1]`,
+/// `[*]`, `..a`, filters `[?(@.type=="Ready")]` with `==`, `!=`, `<`, `<=`, `>`, `>=` or bare
+/// existence) and, as kube-apiserver's table convertor does, keeps only its first result.
 pub fn eval_path(obj: &Value, path: &str) -> Value {
-    let mut cur: Vec<&Value> = vec![obj];
-    let path = path.trim().trim_start_matches('{').trim_end_matches('}');
-    for raw in path.trim_start_matches('.').split('.') {
-        if raw.is_empty() {
-            continue;
-        }
-        let (field, index) = match raw.split_once('[') {
-            Some((f, rest)) => (f, Some(rest.trim_end_matches(']'))),
-            None => (raw, None),
-        };
-        let mut next = Vec::new();
-        for v in cur {
-            let v = if field.is_empty() {
-                Some(v)
+    let path = path.trim();
+    let path = path
+        .strip_prefix('{')
+        .and_then(|p| p.strip_suffix('}'))
+        .unwrap_or(path);
+    match jsonpath::parse(path) {
+        Some(steps) => jsonpath::find(obj, &steps)
+            .first()
+            .map(|v| (*v).clone())
+            .unwrap_or(Value::Null),
+        None => Value::Null,
+    }
+}
+
+/// The JSONPath subset kubectl and kube-apiserver use for printer columns.
+mod jsonpath {
+    use serde_json::Value;
+
+    #[derive(Debug, PartialEq)]
+    pub enum Step {
+        Field(String),
+        /// `..name`: the field at any depth.
+        Descend(String),
+        Index(i64),
+        All,
+        Filter(Filter),
+    }
+
+    #[derive(Debug, PartialEq)]
+    pub struct Filter {
+        path: Vec<String>,
+        /// None: the path only has to exist.
+        compare: Option<(Op, Value)>,
+    }
+
+    #[derive(Debug, PartialEq, Clone, Copy)]
+    enum Op {
+        Eq,
+        Ne,
+        Lt,
+        Le,
+        Gt,
+        Ge,
+    }
+
+    /// Parses a path such as `.status.conditions[?(@.type=="Ready")].status`; None when it is
+    /// not in the supported syntax.
+    pub fn parse(path: &str) -> Option<Vec<Step>> {
+        let mut steps = Vec::new();
+        let mut rest = path;
+        while !rest.is_empty() {
+            if let Some(r) = rest.strip_prefix("..") {
+                let (name, r) = take_name(r);
+                steps.push(Step::Descend(name.to_string()));
+                rest = r;
+            } else if let Some(r) = rest.strip_prefix('.') {
+                let (name, r) = take_name(r);
+                if name == "*" {
+                    steps.push(Step::All);
+                } else if !name.is_empty() {
+                    steps.push(Step::Field(name.to_string()));
+                }
+                rest = r;
+            } else if let Some(r) = rest.strip_prefix('[') {
+                let (inner, r) = bracket(r)?;
+                steps.push(bracket_step(inner.trim())?);
+                rest = r;
             } else {
-                v.get(field)
-            };
-            let Some(v) = v else { continue };
-            match index {
-                None => next.push(v),
-                Some("*") => next.extend(v.as_array().into_iter().flatten()),
-                Some(i) => {
-                    if let (Ok(i), Some(a)) = (i.parse::<usize>(), v.as_array())
-                        && let Some(x) = a.get(i)
-                    {
-                        next.push(x);
+                let (name, r) = take_name(rest);
+                if name.is_empty() {
+                    return None;
+                }
+                steps.push(Step::Field(name.to_string()));
+                rest = r;
+            }
+        }
+        Some(steps)
+    }
+
+    fn take_name(s: &str) -> (&str, &str) {
+        let end = s.find(['.', '[']).unwrap_or(s.len());
+        s.split_at(end)
+    }
+
+    /// The text up to the `]` closing a bracket, skipping quoted strings and nested brackets.
+    fn bracket(s: &str) -> Option<(&str, &str)> {
+        let mut depth = 0usize;
+        let mut quote = None;
+        for (i, c) in s.char_indices() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), _) => {}
+                (None, '\'' | '"') => quote = Some(c),
+                (None, '[') => depth += 1,
+                (None, ']') if depth == 0 => return Some((&s[..i], &s[i + 1..])),
+                (None, ']') => depth -= 1,
+                _ => {}
+            }
+        }
+        None
+    }
+
+    fn unquote(s: &str) -> Option<&str> {
+        let s = s.trim();
+        s.strip_prefix('\'')
+            .and_then(|s| s.strip_suffix('\''))
+            .or_else(|| s.strip_prefix('"').and_then(|s| s.strip_suffix('"')))
+    }
+
+    fn bracket_step(inner: &str) -> Option<Step> {
+        if inner == "*" {
+            return Some(Step::All);
+        }
+        if let Some(name) = unquote(inner) {
+            return Some(Step::Field(name.to_string()));
+        }
+        if let Some(f) = inner.strip_prefix("?(").and_then(|f| f.strip_suffix(')')) {
+            return filter(f.trim()).map(Step::Filter);
+        }
+        inner.parse().ok().map(Step::Index)
+    }
+
+    fn filter(f: &str) -> Option<Filter> {
+        const OPS: [(&str, Op); 6] = [
+            ("==", Op::Eq),
+            ("!=", Op::Ne),
+            ("<=", Op::Le),
+            (">=", Op::Ge),
+            ("<", Op::Lt),
+            (">", Op::Gt),
+        ];
+        let (lhs, compare) = match OPS.iter().find_map(|(t, op)| {
+            let at = f.find(t)?;
+            Some((&f[..at], (*op, &f[at + t.len()..])))
+        }) {
+            Some((lhs, (op, rhs))) => (lhs, Some((op, literal(rhs.trim())?))),
+            None => (f, None),
+        };
+        let path = lhs.trim().strip_prefix('@')?;
+        let path = path
+            .split('.')
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .collect();
+        Some(Filter { path, compare })
+    }
+
+    fn literal(s: &str) -> Option<Value> {
+        if let Some(text) = unquote(s) {
+            return Some(Value::String(text.to_string()));
+        }
+        serde_json::from_str(s).ok()
+    }
+
+    /// Every value the path selects, in document order.
+    pub fn find<'a>(root: &'a Value, steps: &[Step]) -> Vec<&'a Value> {
+        let mut cur = vec![root];
+        for step in steps {
+            let mut next = Vec::new();
+            for v in cur {
+                match step {
+                    Step::Field(name) => next.extend(v.get(name.as_str())),
+                    Step::Descend(name) => descend(v, name, &mut next),
+                    Step::All => match v {
+                        Value::Array(items) => next.extend(items),
+                        Value::Object(map) => next.extend(map.values()),
+                        _ => {}
+                    },
+                    Step::Index(i) => {
+                        if let Some(items) = v.as_array() {
+                            let at = if *i < 0 {
+                                usize::try_from(items.len() as i64 + i).ok()
+                            } else {
+                                usize::try_from(*i).ok()
+                            };
+                            next.extend(at.and_then(|at| items.get(at)));
+                        }
+                    }
+                    Step::Filter(f) => {
+                        let items: Vec<&Value> = match v {
+                            Value::Array(items) => items.iter().collect(),
+                            other => vec![other],
+                        };
+                        next.extend(items.into_iter().filter(|item| f.holds(item)));
                     }
                 }
             }
+            cur = next;
         }
-        cur = next;
+        cur
     }
-    match cur.as_slice() {
-        [] => Value::Null,
-        [one] => (*one).clone(),
-        many => Value::String(
-            many.iter()
-                .map(|v| match v {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                })
-                .collect::<Vec<_>>()
-                .join(","),
-        ),
+
+    fn descend<'a>(v: &'a Value, name: &str, out: &mut Vec<&'a Value>) {
+        match v {
+            Value::Object(map) => {
+                out.extend(map.get(name));
+                for child in map.values() {
+                    descend(child, name, out);
+                }
+            }
+            Value::Array(items) => {
+                for child in items {
+                    descend(child, name, out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    impl Filter {
+        fn holds(&self, item: &Value) -> bool {
+            let mut v = item;
+            for k in &self.path {
+                match v.get(k.as_str()) {
+                    Some(next) => v = next,
+                    None => return false,
+                }
+            }
+            let Some((op, want)) = &self.compare else {
+                return true;
+            };
+            let order = match (v, want) {
+                (Value::Number(a), Value::Number(b)) => a
+                    .as_f64()
+                    .zip(b.as_f64())
+                    .and_then(|(a, b)| a.partial_cmp(&b)),
+                (Value::String(a), Value::String(b)) => Some(a.cmp(b)),
+                (a, b) => (a == b).then_some(std::cmp::Ordering::Equal),
+            };
+            use std::cmp::Ordering::*;
+            match op {
+                Op::Eq => order == Some(Equal),
+                Op::Ne => order != Some(Equal),
+                Op::Lt => order == Some(Less),
+                Op::Le => matches!(order, Some(Less | Equal)),
+                Op::Gt => order == Some(Greater),
+                Op::Ge => matches!(order, Some(Greater | Equal)),
+            }
+        }
     }
 }
 
@@ -337,8 +534,36 @@ mod tests {
         let o = json!({"spec": {"a": [{"n": 1}, {"n": 2}]}, "status": {"phase": "Ok"}});
         assert_eq!(eval_path(&o, ".status.phase"), json!("Ok"));
         assert_eq!(eval_path(&o, ".spec.a[1].n"), json!(2));
-        assert_eq!(eval_path(&o, ".spec.a[*].n"), json!("1,2"));
+        // kube-apiserver's table convertor keeps the first of several results.
+        assert_eq!(eval_path(&o, ".spec.a[*].n"), json!(1));
+        assert_eq!(eval_path(&o, ".spec.a[-1].n"), json!(2));
+        assert_eq!(eval_path(&o, "{.spec['a'][1]['n']}"), json!(2));
+        assert_eq!(eval_path(&o, "..phase"), json!("Ok"));
         assert_eq!(eval_path(&o, ".nope"), Value::Null);
+        assert_eq!(eval_path(&o, ".spec.a[?(@.n>1)].n"), json!(2));
+        assert_eq!(eval_path(&o, ".spec.a[?(@.n)].n"), json!(1));
+        assert_eq!(eval_path(&o, ".spec.a[?(@.m)].n"), Value::Null);
+    }
+
+    #[test]
+    fn json_path_filters_pick_the_condition_of_a_type() {
+        let o = json!({"status": {"conditions": [
+            {"type": "ManagedClusterJoined", "status": "True"},
+            {"type": "ManagedClusterConditionAvailable", "status": "Unknown"}]}});
+        let path = |t: &str| format!(".status.conditions[?(@.type==\"{t}\")].status");
+        assert_eq!(eval_path(&o, &path("ManagedClusterJoined")), json!("True"));
+        assert_eq!(
+            eval_path(&o, &path("ManagedClusterConditionAvailable")),
+            json!("Unknown")
+        );
+        assert_eq!(eval_path(&o, &path("Missing")), Value::Null);
+        assert_eq!(
+            eval_path(
+                &o,
+                ".status.conditions[?(@.type!='ManagedClusterJoined')].type"
+            ),
+            json!("ManagedClusterConditionAvailable")
+        );
     }
 
     #[test]

@@ -516,6 +516,174 @@ async fn kubectl_crd_wait_explain_and_api_resources() {
         .await;
 }
 
+/// A ManagedCluster-shaped CRD whose JOINED and AVAILABLE columns pick a condition by type, as
+/// OCM's does.
+const CLUSTER_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: managedclusters.cluster.open-cluster-management.io}
+spec:
+  group: cluster.open-cluster-management.io
+  scope: Cluster
+  names: {plural: managedclusters, singular: managedcluster, kind: ManagedCluster}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    additionalPrinterColumns:
+    - {name: Hub Accepted, type: boolean, jsonPath: .spec.hubAcceptsClient}
+    - {name: Joined, type: string, jsonPath: '.status.conditions[?(@.type=="ManagedClusterJoined")].status'}
+    - {name: Available, type: string, jsonPath: '.status.conditions[?(@.type=="ManagedClusterConditionAvailable")].status'}
+    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              hubAcceptsClient: {type: boolean}
+          status:
+            type: object
+            properties:
+              conditions:
+                type: array
+                x-kubernetes-list-type: map
+                x-kubernetes-list-map-keys: [type]
+                items:
+                  type: object
+                  required: [type, status]
+                  properties:
+                    type: {type: string}
+                    status: {type: string}
+                    reason: {type: string}
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_get_prints_a_condition_picked_by_a_jsonpath_filter() {
+    let Some(k) =
+        Kubectl::start("kubectl_get_prints_a_condition_picked_by_a_jsonpath_filter").await
+    else {
+        return;
+    };
+    let crd = k.file("crd.yaml", CLUSTER_CRD);
+    k.ok(&["apply", "-f", &crd]).await;
+    k.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/managedclusters.cluster.open-cluster-management.io",
+        "--timeout=30s",
+    ])
+    .await;
+    let mc = k.file(
+        "mc.yaml",
+        "apiVersion: cluster.open-cluster-management.io/v1\nkind: ManagedCluster\nmetadata: {name: spoke1}\nspec: {hubAcceptsClient: true}\n",
+    );
+    k.ok(&["apply", "-f", &mc]).await;
+    k.ok(&[
+        "patch",
+        "managedcluster",
+        "spoke1",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"conditions":[{"type":"ManagedClusterJoined","status":"True","reason":"ManagedClusterJoined"},{"type":"ManagedClusterConditionAvailable","status":"False"}]}}"#,
+    ])
+    .await;
+    let table = k.ok(&["get", "managedclusters"]).await;
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[0],
+        ["NAME", "HUB", "ACCEPTED", "JOINED", "AVAILABLE", "AGE"]
+    );
+    assert_eq!(
+        &rows[1][..4],
+        ["spoke1", "true", "True", "False"],
+        "{table}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_shows_events_a_recorder_wrote_through_events_k8s_io() {
+    let Some(k) =
+        Kubectl::start("kubectl_shows_events_a_recorder_wrote_through_events_k8s_io").await
+    else {
+        return;
+    };
+    let crd = k.file("crd.yaml", CLUSTER_CRD);
+    k.ok(&["apply", "-f", &crd]).await;
+    k.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/managedclusters.cluster.open-cluster-management.io",
+        "--timeout=30s",
+    ])
+    .await;
+    let mc = k.file(
+        "mc.yaml",
+        "apiVersion: cluster.open-cluster-management.io/v1\nkind: ManagedCluster\nmetadata: {name: spoke1}\nspec: {hubAcceptsClient: true}\n",
+    );
+    k.ok(&["apply", "-f", &mc]).await;
+    let client = k._plane.client.clone();
+    let ar = kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk(
+            "cluster.open-cluster-management.io",
+            "v1",
+            "ManagedCluster",
+        ),
+        "managedclusters",
+    );
+    let clusters: kube::Api<kube::core::DynamicObject> = kube::Api::all_with(client.clone(), &ar);
+    let spoke = clusters.get("spoke1").await.unwrap();
+    let recorder = kube::runtime::events::Recorder::new(
+        client,
+        kube::runtime::events::Reporter {
+            controller: "fleetform-hub".into(),
+            instance: None,
+        },
+    );
+    recorder
+        .publish(
+            &kube::runtime::events::Event {
+                type_: kube::runtime::events::EventType::Normal,
+                reason: "SpokeJoined".into(),
+                note: Some("the spoke joined the hub".into()),
+                action: "Join".into(),
+                secondary: None,
+            },
+            &kube::Resource::object_ref(&spoke, &ar),
+        )
+        .await
+        .unwrap();
+    let events = k.ok(&["get", "events", "-A"]).await;
+    let row = events
+        .lines()
+        .find(|l| l.contains("SpokeJoined"))
+        .unwrap_or_else(|| panic!("no SpokeJoined event in:\n{events}"));
+    assert!(
+        row.contains("managedcluster/spoke1") && row.contains("the spoke joined the hub"),
+        "{events}"
+    );
+    let described = k.ok(&["describe", "managedcluster", "spoke1"]).await;
+    let listed = described
+        .split_once("Events:")
+        .map(|(_, e)| e)
+        .unwrap_or_else(|| panic!("no Events section:\n{described}"));
+    let line = listed
+        .lines()
+        .find(|l| l.contains("SpokeJoined"))
+        .unwrap_or_else(|| panic!("describe lists no SpokeJoined event:\n{described}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words[0], "Normal", "{line}");
+    assert!(
+        line.contains("fleetform-hub") && line.ends_with("the spoke joined the hub"),
+        "{line}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn kubectl_imperative_create_sends_protobuf() {
     let Some(k) = Kubectl::start("kubectl_imperative_create_sends_protobuf").await else {

@@ -1,0 +1,174 @@
+//! core/v1 Events and events.k8s.io/v1 Events are one set of stored objects, as in
+//! kube-apiserver: both resources are stored as core/v1 Events under one storage key, and
+//! events.k8s.io/v1 requests are converted on the way in (writes) and out (reads, lists,
+//! watches), field by field as kubernetes' `pkg/apis/events/v1` conversion does.
+
+use serde_json::{Map, Value};
+
+use crate::meta::ObjectMeta;
+use crate::registry::ResourceInfo;
+use crate::storage::{Store, WriteOp};
+
+/// Where earlier versions stored events.k8s.io/v1 Events, apart from core/v1 Events.
+const STORED_APART: &str = "events.k8s.io/events";
+
+/// Fields renamed between the two schemas: (events.k8s.io/v1, core/v1). Every other field
+/// (eventTime, series, related, action, reason, type, reportingInstance, metadata) is the
+/// same in both.
+const RENAMED: [(&str, &str); 7] = [
+    ("regarding", "involvedObject"),
+    ("note", "message"),
+    ("reportingController", "reportingComponent"),
+    ("deprecatedSource", "source"),
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+    ("deprecatedCount", "count"),
+];
+
+/// Whether a resource is events.k8s.io's view of the core Events.
+pub fn is_events_v1(info: &ResourceInfo) -> bool {
+    info.group == "events.k8s.io" && info.plural == "events"
+}
+
+fn rename(obj: Value, to_core: bool) -> Value {
+    let Value::Object(fields) = obj else {
+        return obj;
+    };
+    let out: Map<String, Value> = fields
+        .into_iter()
+        .map(|(k, v)| {
+            let renamed = RENAMED.iter().find_map(|(v1, core)| {
+                let (from, to) = if to_core { (v1, core) } else { (core, v1) };
+                (k == *from).then_some(*to)
+            });
+            (renamed.map_or(k, str::to_string), v)
+        })
+        .collect();
+    Value::Object(out)
+}
+
+/// The stored (core/v1) form of an object written through `info`.
+pub fn to_stored(info: &ResourceInfo, obj: Value) -> Value {
+    if is_events_v1(info) {
+        rename(obj, true)
+    } else {
+        obj
+    }
+}
+
+/// The form `info` serves a stored object in (before apiVersion and kind are set).
+pub fn to_served(info: &ResourceInfo, obj: Value) -> Value {
+    if is_events_v1(info) {
+        rename(obj, false)
+    } else {
+        obj
+    }
+}
+
+/// The stored field a field selector of `info` names (`regarding.name` →
+/// `involvedObject.name`).
+pub fn stored_field(info: &ResourceInfo, path: &str) -> String {
+    if !is_events_v1(info) {
+        return path.to_string();
+    }
+    let (head, rest) = path.split_once('.').unwrap_or((path, ""));
+    match RENAMED.iter().find(|(v1, _)| *v1 == head) {
+        Some((_, core)) if rest.is_empty() => core.to_string(),
+        Some((_, core)) => format!("{core}.{rest}"),
+        None => path.to_string(),
+    }
+}
+
+/// Moves Events that earlier versions stored apart under `events.k8s.io/events` into the
+/// shared core/v1 storage, converted (an Event of the same name there wins). Runs at start.
+pub async fn migrate_stored_apart(store: &Store) {
+    let (_, apart) = store.list(STORED_APART, None, None);
+    for event in apart {
+        let (ns, name) = (event.namespace().to_string(), event.name().to_string());
+        let mut core = rename((*event).clone(), true);
+        if let Some(o) = core.as_object_mut() {
+            o.insert("apiVersion".into(), Value::String("v1".into()));
+        }
+        let moved = store.write("/events", &ns, &name, false, |cur| {
+            Ok(match cur {
+                Some(_) => WriteOp::Unchanged,
+                None => WriteOp::Put(core),
+            })
+        });
+        let removed = store.write(STORED_APART, &ns, &name, false, |_| Ok(WriteOp::Delete));
+        for written in [moved, removed].into_iter().flatten() {
+            if let Err(e) = written.ack.wait().await {
+                tracing::warn!(%ns, %name, error = %e, "moving an events.k8s.io Event into core/v1 storage failed");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn events_v1() -> ResourceInfo {
+        crate::registry::Registry::with_builtins()
+            .lookup("events.k8s.io", "v1", "events")
+            .map(|i| (*i).clone())
+            .expect("events.k8s.io/v1 events are served")
+    }
+
+    #[test]
+    fn events_v1_fields_map_to_core_and_back() {
+        let v1 = json!({"metadata": {"name": "e"}, "eventTime": "2026-01-01T00:00:00.000000Z",
+            "series": {"count": 2, "lastObservedTime": "2026-01-01T00:00:01.000000Z"},
+            "reportingController": "fleetform.io/agent", "reportingInstance": "agent-1",
+            "action": "Join", "reason": "Joined", "type": "Normal", "note": "joined the hub",
+            "regarding": {"kind": "Spoke", "name": "s1", "namespace": "fleetform-system", "uid": "u"},
+            "related": {"kind": "Hub", "name": "h"},
+            "deprecatedSource": {"component": "agent", "host": "n1"},
+            "deprecatedFirstTimestamp": "2026-01-01T00:00:00Z",
+            "deprecatedLastTimestamp": "2026-01-01T00:00:01Z", "deprecatedCount": 2});
+        let info = events_v1();
+        let core = to_stored(&info, v1.clone());
+        assert_eq!(
+            core,
+            json!({"metadata": {"name": "e"}, "eventTime": "2026-01-01T00:00:00.000000Z",
+            "series": {"count": 2, "lastObservedTime": "2026-01-01T00:00:01.000000Z"},
+            "reportingComponent": "fleetform.io/agent", "reportingInstance": "agent-1",
+            "action": "Join", "reason": "Joined", "type": "Normal", "message": "joined the hub",
+            "involvedObject": {"kind": "Spoke", "name": "s1", "namespace": "fleetform-system", "uid": "u"},
+            "related": {"kind": "Hub", "name": "h"},
+            "source": {"component": "agent", "host": "n1"},
+            "firstTimestamp": "2026-01-01T00:00:00Z",
+            "lastTimestamp": "2026-01-01T00:00:01Z", "count": 2})
+        );
+        assert_eq!(to_served(&info, core), v1);
+    }
+
+    #[test]
+    fn field_selectors_name_the_stored_fields() {
+        let info = events_v1();
+        assert_eq!(stored_field(&info, "regarding.name"), "involvedObject.name");
+        assert_eq!(stored_field(&info, "reason"), "reason");
+        assert_eq!(stored_field(&info, "metadata.name"), "metadata.name");
+    }
+
+    #[tokio::test]
+    async fn events_stored_apart_move_into_core_storage() {
+        let store =
+            Store::open(Box::new(crate::storage::memory::MemoryBackend), 100, false).unwrap();
+        let apart = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": "e1", "namespace": "ns"}, "note": "old", "reason": "R",
+            "regarding": {"kind": "Spoke", "name": "s"}});
+        store
+            .write(STORED_APART, "ns", "e1", false, |_| Ok(WriteOp::Put(apart)))
+            .unwrap();
+        migrate_stored_apart(&store).await;
+        assert!(store.list(STORED_APART, None, None).1.is_empty());
+        let moved = store
+            .get("/events", "ns", "e1")
+            .expect("moved into core storage");
+        assert_eq!(moved["apiVersion"], "v1");
+        assert_eq!(moved["message"], "old");
+        assert_eq!(moved["involvedObject"]["name"], "s");
+    }
+}
