@@ -69,7 +69,7 @@ use fleetform::api::vocabulary::{
 use fleetform::api::{ManagedCluster, ManagedClusterAddOn};
 use fleetform::hub::HubConfig;
 use fleetform_controlplane::requests::RequestCounts;
-use fleetform_controlplane::{ControlPlane, InProcessService, RunningControlPlane};
+use fleetform_controlplane::{InProcessService, RunningControlPlane};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
@@ -902,7 +902,7 @@ async fn run(settings: &Settings, hub_rt: &Runtime) -> Result<(), String> {
     let hub_dir = data_dir.path().to_path_buf();
     let hub = hub_rt
         .spawn(async move {
-            ControlPlane::builder()
+            fleetform::embedded::builder()
                 .insecure_http()
                 .data_dir(Some(hub_dir))
                 .start()
@@ -934,7 +934,7 @@ async fn run(settings: &Settings, hub_rt: &Runtime) -> Result<(), String> {
     // The spoke planes, on the fleet's runtime.
     let mut planes = Vec::new();
     for _ in 0..settings.planes() {
-        let server = ControlPlane::builder()
+        let server = fleetform::embedded::builder()
             .insecure_http()
             .start()
             .await

@@ -23,6 +23,7 @@ pub mod apply;
 pub mod cli;
 pub mod converge;
 pub mod deploy;
+pub mod embedded;
 pub mod events;
 pub mod fleet;
 pub mod health;

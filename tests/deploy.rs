@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use fleetform::plan::desired::{AgentConfig, DEFAULT_AGENT_VERSION, EffectiveSpoke};
 use fleetform::reconciler::install::{DEFAULT_AGENT_IMAGE, manual_install_yaml};
-use fleetform_controlplane::ControlPlane;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::discovery::Discovery;
 use kube::{Api, Client};
@@ -209,7 +208,7 @@ fn the_dockerfile_copies_what_the_repository_has_and_builds_fleetform() {
 
 #[tokio::test]
 async fn every_manifest_applies_to_an_api_server() {
-    let server = ControlPlane::builder()
+    let server = fleetform::embedded::builder()
         .listen("127.0.0.1:0".parse().unwrap())
         .start()
         .await

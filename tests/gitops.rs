@@ -9,7 +9,7 @@ use fleetform::access::{ClusterRole, embedded_kubeconfig};
 use fleetform::api::fleet::SYSTEM_NAMESPACE;
 use fleetform::observe::{FIELD_MANAGER, api_resource};
 use fleetform::plan::desired::hub_objects;
-use fleetform_controlplane::{ControlPlane, RunningControlPlane};
+use fleetform_controlplane::RunningControlPlane;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -24,7 +24,7 @@ struct EmbeddedHub {
 
 impl EmbeddedHub {
     async fn start() -> Self {
-        let server = ControlPlane::builder()
+        let server = fleetform::embedded::builder()
             .listen("127.0.0.1:0".parse().unwrap())
             .start()
             .await

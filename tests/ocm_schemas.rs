@@ -791,7 +791,7 @@ async fn ocm_kinds_accept_and_reject_what_ocms_crds_do() {
 }
 
 #[tokio::test]
-#[ignore = "needs the control plane's CEL (x-kubernetes-validations) and list-type enforcement"]
+
 async fn ocm_kinds_apply_ocms_cel_rules_and_list_types() {
     let hub = hub().await;
     let differing = disagreements(&hub.client, &cel_and_list_type_cases(), "cel").await;

@@ -9,7 +9,6 @@ use std::time::Duration;
 use base64::Engine;
 use fleetform::hub::bootstrap::{bootstrap_kubeconfig, token_secret};
 use fleetform::transport;
-use fleetform_controlplane::ControlPlane;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{ListParams, PostParams, WatchParams};
@@ -72,7 +71,7 @@ async fn in_process_clients_need_no_socket_and_keep_their_identity() {
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir()
         .unwrap();
-    let plane = ControlPlane::builder()
+    let plane = fleetform::embedded::builder()
         .data_dir(Some(dir.path().to_path_buf()))
         .start()
         .await
@@ -144,7 +143,7 @@ async fn in_process_clients_need_no_socket_and_keep_their_identity() {
     drop(served);
 
     // Started again at its address, it serves the same client again.
-    let plane = ControlPlane::builder()
+    let plane = fleetform::embedded::builder()
         .data_dir(Some(dir.path().to_path_buf()))
         .listen(addr)
         .start()

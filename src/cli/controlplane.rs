@@ -3,8 +3,6 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use fleetform_controlplane::ControlPlane;
-
 use super::exit;
 
 #[derive(Debug, clap::Args)]
@@ -31,7 +29,7 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> u8 {
-    let mut builder = ControlPlane::builder()
+    let mut builder = crate::embedded::builder()
         .data_dir(args.data_dir.clone())
         .listen(args.listen);
     if args.insecure_http {

@@ -20,7 +20,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, ResourceExt};
 
-use fleetform_controlplane::{ControlPlane, RunningControlPlane};
+use fleetform_controlplane::RunningControlPlane;
 use kube::Client;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -400,7 +400,7 @@ async fn start_cluster(
             )));
         }
     };
-    let plane = ControlPlane::builder()
+    let plane = crate::embedded::builder()
         .data_dir(Some(dir.join("state")))
         .listen(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
         .start()

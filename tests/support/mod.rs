@@ -13,7 +13,7 @@ use fleetform::api::fleet::{KubeconfigSource, SYSTEM_NAMESPACE, Spoke, SpokeSpec
 use fleetform::api::vocabulary::{AGENT_NAMESPACE, BOOTSTRAP_HUB_KUBECONFIG_SECRET};
 use fleetform::hub::HubConfig;
 use fleetform::hub::bootstrap::{BootstrapToken, bootstrap_kubeconfig, token_secret};
-use fleetform_controlplane::{ControlPlane, RunningControlPlane};
+use fleetform_controlplane::RunningControlPlane;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::core::v1::Secret;
@@ -52,7 +52,7 @@ impl Cluster {
 
     /// Starts a cluster on a given address (to bring a stopped one back on its port).
     pub async fn start_at(addr: SocketAddr) -> Self {
-        Self::start_with(ControlPlane::builder().listen(addr)).await
+        Self::start_with(fleetform::embedded::builder().listen(addr)).await
     }
 
     /// Stops the cluster's API server and keeps its address from other sockets (connections to it
@@ -70,7 +70,7 @@ impl Cluster {
     /// Starts a cluster whose CSR signer issues certificates of at most `max` (a hub whose agents
     /// rotate their certificates within a test).
     pub async fn start_signing_for(max: Duration) -> Self {
-        Self::start_with(ControlPlane::builder().cluster_signing_duration(max)).await
+        Self::start_with(fleetform::embedded::builder().cluster_signing_duration(max)).await
     }
 
     async fn start_with(builder: fleetform_controlplane::ControlPlaneBuilder) -> Self {

@@ -83,12 +83,11 @@ impl Converters {
     pub fn served(&self, info: &ResourceInfo, objects: Vec<Value>) -> ApiResult<Vec<Value>> {
         let desired = info.api_version();
         if !converted_by_webhook(info) {
-            let mut objects = objects;
-            for o in objects.iter_mut().filter_map(Value::as_object_mut) {
-                o.insert("apiVersion".into(), Value::String(desired.clone()));
-                o.insert("kind".into(), Value::String(info.kind.clone()));
-            }
-            return Ok(objects);
+            // One schema for every version (and events.k8s.io's view of core Events).
+            return Ok(objects
+                .iter()
+                .map(|obj| crate::objects::present(info, obj))
+                .collect());
         }
         self.convert(info, &desired, objects)
     }
