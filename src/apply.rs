@@ -5,7 +5,6 @@
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::json;
@@ -44,8 +43,9 @@ pub struct WrittenObject {
     pub uid: Option<String>,
 }
 
-/// Day 0 on the hub `hub`: fleetform's CRDs (OCM's own, where the hub already serves them, are
-/// left as they are) and its namespace. Returns the CRDs written; running it again is harmless.
+/// Day 0 on the hub `hub`: fleetform's CRDs (any CRD of the same name that fleetform did not
+/// write, OCM's own included, is left as it is) and its namespace. Returns the CRDs written;
+/// running it again is harmless.
 pub async fn install_hub(hub: &str, client: &Client) -> Result<Vec<String>, ApplyError> {
     let failed = |action: String| {
         let hub = hub.to_string();
@@ -57,25 +57,14 @@ pub async fn install_hub(hub: &str, client: &Client) -> Result<Vec<String>, Appl
     };
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let mut installed = Vec::new();
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in crate::api::crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
-        // An OCM hub may serve its kinds in more versions than fleetform knows; replacing
-        // its CRD would stop serving them.
-        let ours = crd.spec.group == crate::api::fleet::GROUP;
-        if !ours
-            && crds
-                .get_opt(&name)
-                .await
-                .map_err(failed(format!("read CRD {name}")))?
-                .is_some()
-        {
-            continue;
-        }
-        crds.patch(&name, &params, &Patch::Apply(&crd))
+        let written = crate::deploy::install_crd(client, &crd)
             .await
-            .map_err(failed(format!("install CRD {name}")))?;
-        installed.push(name);
+            .map_err(|err| failed(format!("install CRD {name}"))(err.source))?;
+        if written == crate::deploy::CrdInstall::Written {
+            installed.push(name);
+        }
     }
     let namespace =
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}});

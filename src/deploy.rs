@@ -1,13 +1,20 @@
-//! What fleetform runs as on a hub: the hub ServiceAccount and the RBAC `deploy/hub/rbac.yaml`
-//! grants it. That file is the one source: the binary carries it, so `fleetform up` and the
-//! integration tests run the hub loops, the lifecycle reconciler and sync with exactly the rights
-//! a real installation gives them, never as an administrator.
+//! What fleetform installs on a cluster besides the fleet's own objects.
+//!
+//! - The hub ServiceAccount and the RBAC `deploy/hub/rbac.yaml` grants it. That file is the one
+//!   source: the binary carries it, so `fleetform up` and the integration tests run the hub
+//!   loops, the lifecycle reconciler and sync with exactly the rights a real installation gives
+//!   them, never as an administrator.
+//! - CRDs, written only where fleetform owns them: a CRD of that name that fleetform did not
+//!   write (OCM's own, or another installer's) is left as it is.
 
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::Value;
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
 use crate::api::fleet::SYSTEM_NAMESPACE;
+use crate::api::vocabulary::{MANAGED_BY, MANAGED_BY_LABEL};
 
 /// The ServiceAccount the hub side (`fleetform hub`, `fleetform sync`) runs as.
 pub const HUB_SERVICE_ACCOUNT: &str = "fleetform";
@@ -46,6 +53,54 @@ pub async fn install_hub_rbac(client: &Client) -> Result<(), InstallError> {
         apply_document(client, &document).await?;
     }
     Ok(())
+}
+
+/// What [`install_crd`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrdInstall {
+    /// The CRD was absent, or carried fleetform's mark, and was written.
+    Written,
+    /// A CRD of that name without fleetform's mark is there: left alone.
+    LeftAlone,
+}
+
+/// Writes `crd` (server-side apply, field manager `fleetform`) unless the cluster already has a
+/// CRD of that name without fleetform's mark: an OCM hub's own CRDs may serve more versions or
+/// other schemas than fleetform knows, and are not fleetform's to rewrite.
+pub async fn install_crd(
+    client: &Client,
+    crd: &CustomResourceDefinition,
+) -> Result<CrdInstall, InstallError> {
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    let failed = |source| InstallError {
+        kind: "CustomResourceDefinition".to_string(),
+        name: name.clone(),
+        source,
+    };
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    if let Some(existing) = crds.get_opt(&name).await.map_err(failed)? {
+        let ours = existing
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|labels| labels.get(MANAGED_BY_LABEL))
+            .is_some_and(|value| value == MANAGED_BY);
+        if !ours {
+            return Ok(CrdInstall::LeftAlone);
+        }
+    }
+    let mut object =
+        serde_json::to_value(crd).map_err(|err| failed(kube::Error::SerdeError(err)))?;
+    object["apiVersion"] = "apiextensions.k8s.io/v1".into();
+    object["kind"] = "CustomResourceDefinition".into();
+    crds.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&object),
+    )
+    .await
+    .map_err(failed)?;
+    Ok(CrdInstall::Written)
 }
 
 /// Server-side applies one manifest of a built-in kind.

@@ -61,7 +61,8 @@ pub use clusterset::{ManagedClusterSet, ManagedClusterSetBinding};
 pub use fleet::{FleetSync, Hub, Spoke};
 pub use work::ManifestWork;
 
-/// Every CRD fleetform uses: its own kinds first, then OCM's, in a fixed order.
+/// Every CRD fleetform uses: its own kinds first, then OCM's, in a fixed order, each carrying
+/// fleetform's mark.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     use schema::Spec::{Optional, Required};
     let addon_kind = |versions| {
@@ -69,7 +70,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         crd.spec.conversion = Some(schema::conversion_webhook());
         crd
     };
-    vec![
+    let crds = vec![
         Hub::crd(),
         Spoke::crd(),
         FleetSync::crd(),
@@ -86,7 +87,29 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
             schema::crd::<addon::v1beta1::ClusterManagementAddOn>(Required),
         ]),
         schema::crd::<ManifestWork>(Optional),
-    ]
+    ];
+    // Marked, so that an upgrade rewrites only the CRDs fleetform installed.
+    crds.into_iter()
+        .map(|mut crd| {
+            crd.metadata
+                .labels
+                .get_or_insert_with(Default::default)
+                .insert(
+                    vocabulary::MANAGED_BY_LABEL.to_string(),
+                    vocabulary::MANAGED_BY.to_string(),
+                );
+            crd
+        })
+        .collect()
+}
+
+/// The ClusterClaim CRD as [`crds`] has it: the one CRD an agent brings to its spoke.
+pub fn cluster_claim_crd() -> CustomResourceDefinition {
+    let name = <ClusterClaim as CustomResourceExt>::crd_name();
+    crds()
+        .into_iter()
+        .find(|crd| crd.metadata.name.as_deref() == Some(name))
+        .unwrap_or_else(ClusterClaim::crd)
 }
 
 /// One CRD as a YAML document.

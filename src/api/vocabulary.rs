@@ -142,6 +142,14 @@ pub fn is_reserved_claim(name: &str) -> bool {
     RESERVED_CLAIM_NAMES.contains(&name)
 }
 
+// --- fleetform's mark ------------------------------------------------------------------------
+
+/// Label on everything fleetform creates (with the value [`MANAGED_BY`]): pruning, drift
+/// correction and upgrades select on it and leave anything without it alone.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Value of [`MANAGED_BY_LABEL`].
+pub const MANAGED_BY: &str = "fleetform";
+
 // --- fleetform's own conditions --------------------------------------------------------------
 
 /// Spoke condition: the spoke's ManagedCluster is accepted and joined.

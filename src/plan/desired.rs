@@ -9,10 +9,8 @@ use serde_json::{Value, json};
 use crate::api::fleet::{API_VERSION, AddOn, Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::fleet::Fleet;
 
-/// Label on every object fleetform writes, so that objects it no longer wants can be found.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-/// Value of [`MANAGED_BY_LABEL`].
-pub const MANAGED_BY: &str = "fleetform";
+pub use crate::api::vocabulary::{MANAGED_BY, MANAGED_BY_LABEL};
+
 /// Annotation of a ClusterManagementAddOn carrying its AddOn document's spec, which the hub
 /// loops read to approve and sign the addon's CSRs.
 pub const ADDON_SPEC_ANNOTATION: &str = "fleetform.io/addon-spec";

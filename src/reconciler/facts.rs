@@ -26,7 +26,9 @@ use crate::api::vocabulary::{
 };
 use crate::api::{ManagedCluster, ManagedClusterAddOn, ManifestWork, is_condition_true};
 use crate::hub::approval_loop::BOOTSTRAP_TOKEN_NAMESPACE;
-use crate::plan::desired::{ADDON_SPEC_ANNOTATION, EffectiveSpoke, effective};
+use crate::plan::desired::{
+    ADDON_SPEC_ANNOTATION, EffectiveSpoke, MANAGED_BY, MANAGED_BY_LABEL, effective,
+};
 
 use super::run::{FIELD_MANAGER, ReconcileError};
 
@@ -79,8 +81,10 @@ pub(crate) async fn gather(
         format!("ManagedCluster {name}"),
         "read",
     ))?;
+    // Only the addons fleetform enabled (its mark): one an OCM tool or a person enabled is not
+    // fleetform's to disable.
     let enabled_addons = Api::<ManagedClusterAddOn>::namespaced(client.clone(), &name)
-        .list(&ListParams::default())
+        .list(&ListParams::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}")))
         .await
         .map_err(ReconcileError::kube(format!("addons of {name}"), "list"))?
         .into_iter()

@@ -409,7 +409,7 @@ pub fn manual_install_yaml(
     spoke_url: Option<&str>,
 ) -> String {
     let documents = [
-        serde_json::to_value(<crate::api::ClusterClaim as kube::CustomResourceExt>::crd()),
+        serde_json::to_value(crate::api::cluster_claim_crd()),
         serde_json::to_value(agent_namespace()),
         serde_json::to_value(agent_service_account()),
         serde_json::to_value(agent_cluster_role()),

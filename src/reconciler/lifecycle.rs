@@ -59,7 +59,8 @@ pub struct Facts {
     pub taints: BTreeSet<String>,
     /// Addons the Spoke asks for, with their install namespaces.
     pub wanted_addons: BTreeMap<String, String>,
-    /// ManagedClusterAddOns in the cluster namespace, with their install namespaces.
+    /// ManagedClusterAddOns fleetform enabled (its mark) in the cluster namespace, with their
+    /// install namespaces; those others enabled are not its to disable.
     pub enabled_addons: BTreeMap<String, String>,
     /// Names of active ManifestWorks in the cluster namespace that addons did not create.
     pub active_works: Vec<String>,

@@ -801,14 +801,11 @@ async fn install_agent(
     )
     .await
     .map_err(on_spoke("the agent ClusterRoleBinding"))?;
-    // The agent reports ClusterClaims, as OCM's klusterlet does, so it brings their CRD.
-    let claims_crd = <crate::api::ClusterClaim as kube::CustomResourceExt>::crd();
-    apply_on(
-        &Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(spoke_client.clone()),
-        &claims_crd,
-    )
-    .await
-    .map_err(on_spoke("the ClusterClaim CRD"))?;
+    // The agent reports ClusterClaims, as OCM's klusterlet does, so it brings their CRD (unless
+    // the spoke has one it did not write, such as OCM's own).
+    crate::deploy::install_crd(&spoke_client, &crate::api::cluster_claim_crd())
+        .await
+        .map_err(|err| ReconcileError::Spoke(err.to_string()))?;
     apply_on(
         &Api::<Secret>::namespaced(spoke_client.clone(), AGENT_NAMESPACE),
         &install::bootstrap_hub_kubeconfig_secret(&kubeconfig),

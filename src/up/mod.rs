@@ -65,6 +65,8 @@ pub struct EmbeddedCluster {
     plane: RunningControlPlane,
     /// Clients of this process reach the plane without a socket while it is here.
     _local: crate::transport::ServedLocally,
+    /// Stops what runs on the cluster (its kubelet, so its pods).
+    stop: CancellationToken,
 }
 
 impl EmbeddedCluster {
@@ -115,6 +117,8 @@ pub struct Running {
     pub hubs: Vec<EmbeddedCluster>,
     /// The spokes' clusters: those the fleet declared at start, and those later commits add.
     spokes: Arc<Mutex<Vec<EmbeddedCluster>>>,
+    /// Spokes whose clusters [`Running::stop_spoke`] destroyed: never started again.
+    destroyed: Arc<Mutex<Vec<String>>>,
     shutdown: CancellationToken,
     tasks: Vec<(&'static str, JoinHandle<()>)>,
 }
@@ -134,6 +138,23 @@ impl Running {
             .iter()
             .find(|spoke| spoke.name == name)
             .map(|spoke| spoke.client.clone())
+    }
+
+    /// Stops the spoke cluster `name` as if it were destroyed: its API server goes away with
+    /// everything on it (its agent stops answering for it). `false` when no such cluster runs.
+    pub async fn stop_spoke(&self, name: &str) -> bool {
+        let cluster = {
+            let mut spokes = lock(&self.spokes);
+            let Some(index) = spokes.iter().position(|spoke| spoke.name == name) else {
+                return false;
+            };
+            spokes.remove(index)
+        };
+        lock(&self.destroyed).push(name.to_string());
+        cluster.stop.cancel();
+        drop(cluster.client);
+        cluster.plane.shutdown().await;
+        true
     }
 
     /// Stops every loop, then every control plane.
@@ -167,8 +188,8 @@ impl Running {
     }
 }
 
-fn lock(spokes: &Mutex<Vec<EmbeddedCluster>>) -> std::sync::MutexGuard<'_, Vec<EmbeddedCluster>> {
-    spokes
+fn lock<T>(shared: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    shared
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -185,13 +206,14 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
     let mut hubs = Vec::new();
     for (name, hub) in &fleet.hubs {
         if hub.spec.kubeconfig.embedded.is_some() {
-            hubs.push(start_cluster(&config.data_dir, ClusterRole::Hub, name).await?);
+            hubs.push(start_cluster(&config.data_dir, ClusterRole::Hub, name, &shutdown).await?);
         }
     }
     let mut spokes = Vec::new();
     for (name, spoke) in &fleet.spokes {
         if spoke.spec.kubeconfig.embedded.is_some() {
-            spokes.push(start_cluster(&config.data_dir, ClusterRole::Spoke, name).await?);
+            spokes
+                .push(start_cluster(&config.data_dir, ClusterRole::Spoke, name, &shutdown).await?);
         }
     }
     let access = Access {
@@ -207,11 +229,12 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
                 cluster.client.clone(),
                 cluster.plane.identities(),
                 HubConnection::BootstrapSecret,
-                shutdown.child_token(),
+                cluster.stop.clone(),
             )),
         ));
     }
     let spokes = Arc::new(Mutex::new(spokes));
+    let destroyed = Arc::new(Mutex::new(Vec::new()));
     for hub in &hubs {
         let setup = |message: String| UpError::Setup {
             cluster: format!("hub {}", hub.name),
@@ -277,6 +300,7 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
                 hub.client.clone(),
                 config.data_dir.clone(),
                 spokes.clone(),
+                destroyed.clone(),
                 shutdown.child_token(),
             )),
         ));
@@ -285,6 +309,7 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
     Ok(Running {
         hubs,
         spokes,
+        destroyed,
         shutdown,
         tasks,
     })
@@ -319,6 +344,7 @@ async fn start_new_spokes(
     hub: Client,
     data_dir: PathBuf,
     spokes: Arc<Mutex<Vec<EmbeddedCluster>>>,
+    destroyed: Arc<Mutex<Vec<String>>>,
     shutdown: CancellationToken,
 ) {
     let api: Api<Spoke> = Api::namespaced(hub, SYSTEM_NAMESPACE);
@@ -339,14 +365,15 @@ async fn start_new_spokes(
             },
         };
         let name = spoke.name_any();
-        let running = lock(&spokes).iter().any(|cluster| cluster.name == name);
+        let running = lock(&spokes).iter().any(|cluster| cluster.name == name)
+            || lock(&destroyed).contains(&name);
         if running
             || spoke.spec.kubeconfig.embedded.is_none()
             || spoke.metadata.deletion_timestamp.is_some()
         {
             continue;
         }
-        match start_cluster(&data_dir, ClusterRole::Spoke, &name).await {
+        match start_cluster(&data_dir, ClusterRole::Spoke, &name, &shutdown).await {
             Ok(cluster) => {
                 info!(
                     spoke = name,
@@ -358,7 +385,7 @@ async fn start_new_spokes(
                     cluster.client.clone(),
                     cluster.plane.identities(),
                     HubConnection::BootstrapSecret,
-                    shutdown.child_token(),
+                    cluster.stop.clone(),
                 ));
                 lock(&spokes).push(cluster);
             }
@@ -374,6 +401,7 @@ async fn start_cluster(
     data_dir: &Path,
     role: ClusterRole,
     name: &str,
+    shutdown: &CancellationToken,
 ) -> Result<EmbeddedCluster, UpError> {
     let cluster = format!("{} {name}", role.as_str());
     let failed = |message: String| UpError::Start {
@@ -435,5 +463,6 @@ async fn start_cluster(
         client,
         plane,
         _local: local,
+        stop: shutdown.child_token(),
     })
 }
