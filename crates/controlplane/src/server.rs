@@ -498,6 +498,17 @@ impl std::fmt::Debug for Identities {
 }
 
 impl Identities {
+    /// Identities of the control plane at `url` whose state is in `data_dir`: its CA, read from
+    /// `DIR/pki` (what an administrator of a `fleetform controlplane` holds, as a cluster's admin
+    /// holds its CA).
+    pub fn from_data_dir(url: &str, data_dir: &std::path::Path) -> Result<Self, CaError> {
+        let ca = crate::auth::ca::load_ca(data_dir)?;
+        Ok(Identities {
+            url: url.to_string(),
+            ca: Arc::new(ca),
+        })
+    }
+
     /// A kubeconfig authenticating as `user` in `groups` (everyone is also in
     /// `system:authenticated`) with a certificate issued now and valid for a year, or as long as
     /// the CA. A ServiceAccount is user `system:serviceaccount:<namespace>:<name>` in groups

@@ -405,6 +405,15 @@ fn process_ca(now: OffsetDateTime) -> Result<CertificateAuthority, CaError> {
     }
 }
 
+/// Loads the CA a control plane with the data dir `dir` created (`DIR/pki`), refusing a key
+/// file others may read.
+pub fn load_ca(dir: &Path) -> Result<CertificateAuthority, CaError> {
+    let pki = dir.join("pki");
+    let (ca_cert, ca_key) = (pki.join(CA_CERT), pki.join(CA_KEY));
+    check_private(&ca_key)?;
+    CertificateAuthority::from_pem(&read(&ca_cert)?, &read(&ca_key)?, &ca_cert)
+}
+
 /// Loads the CA and serving certificate from `DIR/pki`, creating them at first start (and
 /// the serving certificate again when a host is missing from it). With no directory, the CA
 /// is the process's (see [`process_ca`]) and the serving certificate is new.
