@@ -5,12 +5,12 @@
 
 mod support;
 
-use fleetform::api::ManagedClusterAddOn;
 use fleetform::api::fleet::{SYSTEM_NAMESPACE, Spoke};
 use fleetform::api::vocabulary::{
     AGENT_NAMESPACE, ANNOTATION_FORCE_UNJOIN, CONDITION_RECONCILED, CONDITION_UNJOINED,
-    REASON_UNJOINED_BY_HUB, REASON_WAITING_FOR_AGENT_UNJOIN,
+    LABEL_CLUSTER_SET, REASON_UNJOINED_BY_HUB, REASON_WAITING_FOR_AGENT_UNJOIN,
 };
+use fleetform::api::{ManagedCluster, ManagedClusterAddOn, ManagedClusterSet};
 use fleetform::reconciler::install::AGENT_DEPLOYMENT;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::events::v1::Event;
@@ -66,6 +66,30 @@ async fn three_spokes(gamma_extra: &str) -> Fleet {
         fleet.wait_running(name).await;
     }
     fleet
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spokes_join_their_cluster_sets_and_the_hub_keeps_the_default_and_global_sets() {
+    let fleet = three_spokes("  clusterSet: edge-sites\n").await;
+    let clusters: Api<ManagedCluster> = Api::all(fleet.hub.clone());
+    let set_of = |cluster: &ManagedCluster| cluster.labels().get(LABEL_CLUSTER_SET).cloned();
+    assert_eq!(
+        set_of(&clusters.get("alpha").await.unwrap()).as_deref(),
+        Some("default")
+    );
+    let gamma = wait_for(&clusters, "gamma", "in its set", move |c| {
+        c.labels().get(LABEL_CLUSTER_SET).map(String::as_str) == Some("edge-sites")
+    })
+    .await;
+    assert!(gamma.is_joined());
+    let sets: Api<ManagedClusterSet> = Api::all(fleet.hub.clone());
+    let global = sets.get("global").await.expect("the global set");
+    assert_eq!(
+        serde_json::to_value(&global.spec).unwrap()["clusterSelector"]["selectorType"],
+        "LabelSelector"
+    );
+    sets.get("default").await.expect("the default set");
+    fleet.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -98,6 +98,7 @@ fn poll_spoke(interval: i32) -> Spoke {
             },
             cleanup: Default::default(),
             taints: Vec::new(),
+            cluster_set: None,
         },
     )
 }

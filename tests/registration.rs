@@ -11,7 +11,7 @@ use fleetform::api::addon::ManagedClusterAddOnSpec;
 use fleetform::api::cluster::ClusterClaimSpec;
 use fleetform::api::vocabulary::{
     ADDON_CONDITION_AVAILABLE, AGENT_NAMESPACE, CLUSTER_LEASE_NAME, CONDITION_AVAILABLE,
-    CONDITION_HUB_ACCEPTED, LABEL_SPOKE_ONLY, REASON_ADDON_LEASE_NOT_FOUND,
+    CONDITION_CLOCK_SYNCED, CONDITION_HUB_ACCEPTED, LABEL_SPOKE_ONLY, REASON_ADDON_LEASE_NOT_FOUND,
     REASON_ADDON_LEASE_UPDATE_STOPPED, REASON_ADDON_LEASE_UPDATED,
     REASON_HUB_CLUSTER_ADMIN_ACCEPTED, REASON_HUB_CLUSTER_ADMIN_DENIED,
     REASON_KUBE_API_SERVER_UNAVAILABLE, REASON_LEASE_UPDATE_STOPPED, STATUS_FALSE, STATUS_TRUE,
@@ -67,6 +67,15 @@ async fn agent_registers_and_joins_once_the_hub_accepts_and_denial_removes_its_r
 
     accept(&hub, "spoke-a", 1).await;
     let joined = wait_for(&clusters, "spoke-a", "joined", ManagedCluster::is_joined).await;
+    // Renewals arrive in time: the hub says the clocks agree, as OCM's hub does.
+    let synced = wait_for(&clusters, "spoke-a", "ClockSynced", |c| {
+        condition_status(c, CONDITION_CLOCK_SYNCED).as_deref() == Some(STATUS_TRUE)
+    })
+    .await;
+    assert_eq!(
+        synced.condition(CONDITION_CLOCK_SYNCED).unwrap().reason,
+        "ManagedClusterClockSynced"
+    );
     let accepted = joined.condition(CONDITION_HUB_ACCEPTED).unwrap();
     assert_eq!(
         (accepted.status.as_str(), accepted.reason.as_str()),

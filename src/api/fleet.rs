@@ -371,9 +371,20 @@ pub struct SpokeSpec {
     pub cleanup: CleanupSpec,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub taints: Vec<SpokeTaint>,
+    /// The ManagedClusterSet the spoke's cluster belongs to (OCM's `clusterset` label, which
+    /// placements select on); `default` when unset, as OCM puts a cluster no one placed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_set: Option<String>,
 }
 
 impl SpokeSpec {
+    /// The spoke's cluster set: [`SpokeSpec::cluster_set`], else OCM's `default`.
+    pub fn cluster_set(&self) -> &str {
+        self.cluster_set
+            .as_deref()
+            .unwrap_or(crate::api::vocabulary::CLUSTER_SET_DEFAULT)
+    }
+
     /// Whether this spoke is its hub registered as a spoke of itself.
     pub fn is_hub_as_spoke(&self) -> bool {
         self.kubeconfig.is_in_cluster()

@@ -431,6 +431,7 @@ spec:
   availability: {mode: poll, pollIntervalSeconds: 15, backoff: 2, backoffDelaySeconds: 3, backoffLimit: 5}
   cleanup: {forceClusterDrain: true, purgeAgentNamespace: false, unjoinTimeoutSeconds: 900}
   taints: [{key: example.com/maintenance, value: "true", effect: PreferNoSelect}]
+  clusterSet: edge-sites
 ---
 apiVersion: fleetform.io/v1alpha1
 kind: AddOn

@@ -73,6 +73,21 @@ pub(super) fn check(documents: Documents, diagnostics: &mut Vec<Diagnostic>) -> 
             ));
         }
         check_kubeconfig(&spec.kubeconfig, spoke, diagnostics);
+        if spoke
+            .value
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|labels| labels.contains_key(crate::api::vocabulary::LABEL_CLUSTER_SET))
+        {
+            diagnostics.push(spoke.origin.at(
+                &format!(
+                    "/metadata/labels/{}",
+                    crate::api::vocabulary::LABEL_CLUSTER_SET.replace('/', "~1")
+                ),
+                "the cluster set is spec.clusterSet, not a label".to_string(),
+            ));
+        }
 
         if !hub_names.contains(&spec.hub_ref) {
             let hint = did_you_mean(&spec.hub_ref, hub_names.iter().map(String::as_str));

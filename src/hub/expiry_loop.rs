@@ -26,10 +26,13 @@ use tracing::{debug, info, instrument};
 
 use super::conditions::set_conditions;
 use super::lease::{
-    LeaseVerdict, addon_unknown_condition, judge_cluster_lease, reconcile_availability_taints,
+    LeaseVerdict, addon_unknown_condition, clock_synced, clock_synced_condition,
+    judge_cluster_lease, reconcile_availability_taints,
 };
 use super::run::{Context, FIELD_MANAGER, HubError};
-use crate::api::vocabulary::{CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, STATUS_UNKNOWN};
+use crate::api::vocabulary::{
+    CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_CLOCK_SYNCED, STATUS_UNKNOWN,
+};
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
 
 /// What the expiry loop shares between reconciles: the cluster leases, kept by watch.
@@ -155,6 +158,13 @@ async fn reconcile(
         }
     }
     reconcile_taints(&clusters, &cluster, now).await?;
+    if let LeaseVerdict::Fresh { .. } = verdict
+        && let Some(renewed) = lease
+            .as_ref()
+            .and_then(|lease| lease.spec.as_ref()?.renew_time.as_ref().map(|time| time.0))
+    {
+        report_clock(&clusters, &cluster, renewed, now).await?;
+    }
     if ctx.addons
         && let Some(available) = cluster.condition(CONDITION_AVAILABLE)
         && available.status == STATUS_UNKNOWN
@@ -166,6 +176,37 @@ async fn reconcile(
         .map(|deadline| Duration::try_from(now.duration_until(deadline)).unwrap_or(Duration::ZERO));
     debug!(?verdict, ?wake_in, "judged the cluster's lease");
     Ok(wake_in.map_or_else(Action::await_change, Action::requeue))
+}
+
+/// Sets `ManagedClusterConditionClockSynced` from a renewal seen now, when it changes (OCM's
+/// registration hub does the same; placement reads it).
+async fn report_clock(
+    clusters: &Api<ManagedCluster>,
+    cluster: &ManagedCluster,
+    renewed: Timestamp,
+    now: Timestamp,
+) -> Result<(), HubError> {
+    let synced = clock_synced(renewed, cluster.lease_duration_seconds(), now);
+    let wanted = clock_synced_condition(synced, now);
+    if cluster
+        .condition(CONDITION_CLOCK_SYNCED)
+        .is_some_and(|current| current.status == wanted.status)
+    {
+        return Ok(());
+    }
+    let name = cluster.name_any();
+    set_conditions(clusters, &name, FIELD_MANAGER, |fresh| {
+        match fresh.condition(CONDITION_CLOCK_SYNCED) {
+            Some(current) if current.status == wanted.status => Vec::new(),
+            _ => vec![wanted.clone()],
+        }
+    })
+    .await
+    .map(|_| ())
+    .map_err(HubError::kube(
+        format!("ManagedCluster {name}"),
+        "report whether its clock is synced",
+    ))
 }
 
 /// Brings the availability taints in line with the Available condition, if they are not.

@@ -20,8 +20,9 @@ use crate::api::ManagedCluster;
 use crate::api::cluster::{DEFAULT_LEASE_DURATION_SECONDS, Taint};
 use crate::api::fleet::TaintEffect;
 use crate::api::vocabulary::{
-    ADDON_CONDITION_AVAILABLE, CONDITION_AVAILABLE, REASON_LEASE_UPDATE_STOPPED, STATUS_FALSE,
-    STATUS_TRUE, STATUS_UNKNOWN, TAINT_UNAVAILABLE, TAINT_UNREACHABLE,
+    ADDON_CONDITION_AVAILABLE, CONDITION_AVAILABLE, CONDITION_CLOCK_SYNCED,
+    REASON_LEASE_UPDATE_STOPPED, STATUS_FALSE, STATUS_TRUE, STATUS_UNKNOWN, TAINT_UNAVAILABLE,
+    TAINT_UNREACHABLE,
 };
 
 /// How many lease durations the hub waits for a renewal before it stops vouching for a cluster.
@@ -136,6 +137,44 @@ pub fn judge_cluster_lease(
         cluster.lease_duration_seconds(),
         now,
     )
+}
+
+/// Whether a lease renewal the hub sees at `now` says the cluster's clock agrees with the hub's:
+/// OCM's clock sync check, the renewal time within one lease duration either side of `now`.
+pub fn clock_synced(renewed: Timestamp, lease_duration_seconds: i32, now: Timestamp) -> bool {
+    let duration = Duration::from_secs(u64::try_from(lease_duration_seconds.max(1)).unwrap_or(1));
+    let apart = if now >= renewed {
+        now.duration_since(renewed)
+    } else {
+        renewed.duration_since(now)
+    };
+    Duration::try_from(apart).is_ok_and(|apart| apart < duration)
+}
+
+/// The ManagedCluster's `ManagedClusterConditionClockSynced`, with OCM's reasons and messages
+/// (placement and OCM's tools read it).
+pub fn clock_synced_condition(synced: bool, now: Timestamp) -> Condition {
+    let (status, reason, message) = if synced {
+        (
+            STATUS_TRUE,
+            "ManagedClusterClockSynced",
+            "The clock of the managed cluster is synced with the hub.",
+        )
+    } else {
+        (
+            STATUS_FALSE,
+            "ManagedClusterClockOutOfSync",
+            "The clock of hub and agent is out of sync. This may cause the Unknown status and affect agent functionalities.",
+        )
+    };
+    Condition {
+        type_: CONDITION_CLOCK_SYNCED.to_string(),
+        status: status.to_string(),
+        reason: reason.to_string(),
+        message: message.to_string(),
+        observed_generation: None,
+        last_transition_time: Time(now),
+    }
 }
 
 /// The cluster's Available=Unknown condition the hub writes once the lease has stopped.
@@ -424,6 +463,39 @@ mod tests {
         assert_eq!(
             reconcile_availability_taints(&[], Some(&available(STATUS_TRUE)), at(9)),
             None
+        );
+    }
+
+    #[test]
+    fn the_clock_is_synced_while_renewals_arrive_within_one_lease_duration_either_side() {
+        let now: Timestamp = "2026-11-26T12:00:00Z".parse().unwrap();
+        let at = |offset: i64| {
+            now.checked_add(k8s_openapi::jiff::SignedDuration::from_secs(offset))
+                .unwrap()
+        };
+        assert!(clock_synced(at(-9), 10, now));
+        assert!(clock_synced(at(9), 10, now), "a spoke a little ahead");
+        assert!(
+            !clock_synced(at(-10), 10, now),
+            "a renewal seen a whole lease late"
+        );
+        assert!(!clock_synced(at(30), 10, now), "a spoke from the future");
+        let synced = clock_synced_condition(true, now);
+        assert_eq!(
+            (
+                synced.type_.as_str(),
+                synced.status.as_str(),
+                synced.reason.as_str()
+            ),
+            (
+                CONDITION_CLOCK_SYNCED,
+                STATUS_TRUE,
+                "ManagedClusterClockSynced"
+            )
+        );
+        assert_eq!(
+            clock_synced_condition(false, now).reason,
+            "ManagedClusterClockOutOfSync"
         );
     }
 }

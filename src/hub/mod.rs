@@ -30,6 +30,7 @@ pub mod accept_loop;
 pub mod approval;
 pub mod approval_loop;
 pub mod bootstrap;
+pub mod cluster_sets;
 pub mod conditions;
 pub mod expiry_loop;
 pub mod lease;

@@ -17,7 +17,7 @@ use tracing::{info, warn};
 use crate::access::Access;
 use crate::api::addon::ClusterManagementAddOn;
 use crate::api::fleet::Spoke;
-use crate::api::{ManagedCluster, ManagedClusterAddOn};
+use crate::api::{ManagedCluster, ManagedClusterAddOn, ManagedClusterSet};
 
 /// Field manager of every write the hub loops make.
 pub const FIELD_MANAGER: &str = "fleetform-hub";
@@ -101,6 +101,14 @@ pub async fn run(config: HubConfig, shutdown: CancellationToken) {
     ))];
     let clusters = crd_installed::<ManagedCluster>(&ctx.client, LOOP_NOT_STARTED).await;
     let spokes = crd_installed::<Spoke>(&ctx.client, LOOP_NOT_STARTED).await;
+    if crd_installed::<ManagedClusterSet>(&ctx.client, "the default and global sets are not kept")
+        .await
+    {
+        tasks.push(tokio::spawn(super::cluster_sets::ensure_built_in_sets(
+            ctx.client.clone(),
+            shutdown.clone(),
+        )));
+    }
     if clusters {
         tasks.push(tokio::spawn(super::accept_loop::run(
             ctx.clone(),

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use crate::api::fleet::{API_VERSION, AddOn, Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::fleet::Fleet;
 
+use crate::api::vocabulary::LABEL_CLUSTER_SET;
 pub use crate::api::vocabulary::{MANAGED_BY, MANAGED_BY_LABEL};
 
 /// Annotation of a ClusterManagementAddOn carrying its AddOn document's spec, which the hub
@@ -201,6 +202,10 @@ pub fn effective(spoke: &Spoke, hub: &Hub, addons: &BTreeMap<String, AddOn>) -> 
             .flatten()
             .filter(|(key, _)| key.as_str() != MANAGED_BY_LABEL)
             .map(|(key, value)| (key.clone(), value.clone()))
+            .chain([(
+                LABEL_CLUSTER_SET.to_string(),
+                spoke.spec.cluster_set().to_string(),
+            )])
             .collect(),
     }
 }

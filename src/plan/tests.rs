@@ -67,6 +67,7 @@ impl TestFleet {
             availability: Default::default(),
             cleanup: Default::default(),
             taints: Vec::new(),
+            cluster_set: None,
         };
         edit(&mut spec);
         self.0.spokes.insert(name.into(), Spoke::new(name, spec));

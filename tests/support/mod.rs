@@ -169,6 +169,7 @@ impl Cluster {
                 availability: Default::default(),
                 cleanup: Default::default(),
                 taints: Vec::new(),
+                cluster_set: None,
             },
         );
         Api::<Spoke>::namespaced(self.client.clone(), SYSTEM_NAMESPACE)
