@@ -14,6 +14,7 @@
 //! - [`agent`]: the agent's decisions: availability, addon health, claims, certificates (pure).
 //! - [`status`]: one row per spoke, from what its hub holds.
 //! - [`sync`]: the in-cluster GitOps controller (`fleetform sync`).
+//! - [`runtime`]: the API machinery every component shares (CRD presence, ...).
 //! - [`cli`]: the `fleetform` command line.
 
 pub mod access;
@@ -31,6 +32,7 @@ pub mod hub;
 pub mod observe;
 pub mod plan;
 pub mod reconciler;
+pub mod runtime;
 pub mod source;
 pub mod status;
 pub mod sync;

@@ -26,6 +26,7 @@ use super::run::{AgentError, Context, FIELD_MANAGER};
 use crate::api::cluster::NodeHealthStatus;
 use crate::api::vocabulary::ANNOTATION_NODE_HEALTH;
 use crate::api::{ClusterClaim, ManagedCluster};
+use crate::runtime::crd::{Presence, presence};
 
 /// Reason of the Event that says which claims were cut.
 pub const REASON_CLAIMS_TRUNCATED: &str = "ClusterClaimsTruncated";
@@ -33,11 +34,20 @@ pub const REASON_CLAIMS_TRUNCATED: &str = "ClusterClaimsTruncated";
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let (claims, claims_writer) = reflector::store::<ClusterClaim>();
     let (nodes, nodes_writer) = reflector::store::<Node>();
-    let claims_installed = crate::hub::run::crd_installed::<ClusterClaim>(
-        &ctx.spoke,
-        "the spoke's cluster claims are not reported",
-    )
-    .await;
+    let claims_installed = match presence::<ClusterClaim>(&ctx.spoke).await {
+        Presence::Installed => true,
+        Presence::Missing => {
+            warn!(
+                cluster = ctx.name(),
+                "the ClusterClaim CRD is not installed on the spoke; its cluster claims are not reported"
+            );
+            false
+        }
+        Presence::Unknown(err) => {
+            warn!(cluster = ctx.name(), %err, "cannot check the ClusterClaim CRD on the spoke; its cluster claims are not reported");
+            false
+        }
+    };
     let mut claim_events = if claims_installed {
         reflector::reflector(
             claims_writer,

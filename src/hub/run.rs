@@ -9,8 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::{Api, Client, CustomResourceExt};
+use kube::{Client, CustomResourceExt};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -176,20 +175,18 @@ pub(crate) async fn crd_installed<K: CustomResourceExt>(
     client: &Client,
     consequence: &str,
 ) -> bool {
+    use crate::runtime::crd::{Presence, presence};
     let name = K::crd_name();
-    match Api::<CustomResourceDefinition>::all(client.clone())
-        .get_opt(name)
-        .await
-    {
-        Ok(Some(_)) => true,
-        Ok(None) => {
+    match presence::<K>(client).await {
+        Presence::Installed => true,
+        Presence::Missing => {
             warn!(
                 crd = name,
                 "CRD not installed; {consequence} (install it with `fleetform crds | kubectl apply -f -`)"
             );
             false
         }
-        Err(err) => {
+        Presence::Unknown(err) => {
             warn!(crd = name, %err, "cannot check the CRD; {consequence}");
             false
         }
