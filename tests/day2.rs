@@ -7,12 +7,14 @@ mod support;
 
 use fleetform::api::fleet::{SYSTEM_NAMESPACE, Spoke};
 use fleetform::api::vocabulary::{
-    AGENT_NAMESPACE, ANNOTATION_FORCE_UNJOIN, CONDITION_RECONCILED, CONDITION_UNJOINED,
-    LABEL_CLUSTER_SET, REASON_UNJOINED_BY_HUB, REASON_WAITING_FOR_AGENT_UNJOIN,
+    AGENT_NAMESPACE, ANNOTATION_FORCE_UNJOIN, BOOTSTRAP_HUB_KUBECONFIG_SECRET,
+    CONDITION_RECONCILED, CONDITION_UNJOINED, HUB_KUBECONFIG_SECRET, LABEL_CLUSTER_SET,
+    REASON_UNJOINED_BY_HUB, REASON_WAITING_FOR_AGENT_UNJOIN,
 };
 use fleetform::api::{ManagedCluster, ManagedClusterAddOn, ManagedClusterSet};
 use fleetform::reconciler::install::AGENT_DEPLOYMENT;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -260,5 +262,68 @@ spec:
         .await;
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(text.contains("lost"), "{text}");
+    fleet.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_hub_endpoint_reaches_agents_that_have_pivoted() {
+    let fleet = three_spokes("").await;
+    let hub_url = fleet.running().hubs[0].url();
+    let localhost = hub_url.replace("127.0.0.1", "localhost");
+    let hash_of = |spoke: &Spoke| {
+        spoke
+            .status
+            .as_ref()
+            .and_then(|s| s.agent_config_hash.clone())
+    };
+    let before = hash_of(&fleet.spokes().get("alpha").await.unwrap());
+    fleet.repo.commit(
+        "the hub behind another name",
+        &[(
+            "hubs/hub.yaml",
+            Some(&format!("{HUB}  apiServer: {localhost}\n")),
+        )],
+    );
+    fleet.synced().await;
+    for name in ["alpha", "beta", "gamma"] {
+        let secrets: Api<Secret> = Api::namespaced(fleet.spoke_client(name), AGENT_NAMESPACE);
+        for secret in [BOOTSTRAP_HUB_KUBECONFIG_SECRET, HUB_KUBECONFIG_SECRET] {
+            let expected = localhost.clone();
+            wait_for(&secrets, secret, "the new endpoint", move |secret| {
+                secret
+                    .data
+                    .as_ref()
+                    .and_then(|data| data.get("kubeconfig"))
+                    .is_some_and(|kubeconfig| {
+                        String::from_utf8_lossy(&kubeconfig.0).contains(&expected)
+                    })
+            })
+            .await;
+        }
+    }
+    // The agents run the new configuration and say so; nothing is left to plan.
+    let clusters: Api<ManagedCluster> = Api::all(fleet.hub.clone());
+    for name in ["alpha", "beta", "gamma"] {
+        let before = before.clone();
+        wait_for(
+            &fleet.spokes(),
+            name,
+            "reports the new configuration",
+            move |s| hash_of(s).is_some() && hash_of(s) != before,
+        )
+        .await;
+        wait_for(&clusters, name, "available", |c| {
+            c.is_joined() && c.is_available()
+        })
+        .await;
+    }
+    let repo = fleet.repo.path().display().to_string();
+    let plan = fleet.fleetform(&["plan", &repo]).await;
+    assert_eq!(
+        plan.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&plan.stdout)
+    );
     fleet.shutdown().await;
 }
