@@ -120,6 +120,7 @@ fn converged(fleet: &Fleet) -> Observed {
             objects,
             dry_run: BTreeMap::new(),
             clusters,
+            fleet_syncs: Vec::new(),
         },
     )])
 }
