@@ -125,6 +125,7 @@ fn main() {
                 objects,
                 dry_run: BTreeMap::new(),
                 clusters,
+                fleet_syncs: Vec::new(),
             },
         )])
     };

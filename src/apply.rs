@@ -41,6 +41,9 @@ pub struct WrittenObject {
     pub action: Action,
     pub key: ObjectKey,
     pub uid: Option<String>,
+    /// The object's `metadata.generation` as written: a later one means someone changed its
+    /// spec since (see [`crate::converge`]).
+    pub generation: Option<i64>,
 }
 
 /// Day 0 on the hub `hub`: fleetform's CRDs (any CRD of the same name that fleetform did not
@@ -125,19 +128,20 @@ async fn write_change(
         }
     };
     let api = dynamic(client, &change.key);
-    let uid = match (change.action, &change.desired) {
+    let (uid, generation) = match (change.action, &change.desired) {
         (Action::Create | Action::Update, Some(object)) => {
-            api.patch(&change.key.name, params, &Patch::Apply(object))
+            let written = api
+                .patch(&change.key.name, params, &Patch::Apply(object))
                 .await
                 .map_err(failed(format!("apply {}", change.key)))?
-                .metadata
-                .uid
+                .metadata;
+            (written.uid, written.generation)
         }
         (Action::Delete, _) => {
             // Deleting sets off the object's finalizers; a 404 means someone was first.
             match api.delete(&change.key.name, &DeleteParams::default()).await {
-                Ok(deleted) => deleted.left().and_then(|object| object.metadata.uid),
-                Err(kube::Error::Api(status)) if status.code == 404 => None,
+                Ok(deleted) => (deleted.left().and_then(|object| object.metadata.uid), None),
+                Err(kube::Error::Api(status)) if status.code == 404 => (None, None),
                 Err(err) => return Err(failed(format!("delete {}", change.key))(err)),
             }
         }
@@ -147,6 +151,7 @@ async fn write_change(
         action: change.action,
         key: change.key.clone(),
         uid,
+        generation,
     }))
 }
 

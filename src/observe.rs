@@ -1,5 +1,6 @@
 //! Reading what a hub holds, for the planner: fleetform's objects there, what a server-side
-//! apply of the desired objects would store (dry run), and the ManagedClusters registered.
+//! apply of the desired objects would store (dry run), the ManagedClusters registered, and the
+//! FleetSyncs that keep the hub at a commit.
 //! Reads only; it never changes a cluster.
 
 use std::collections::BTreeMap;
@@ -10,10 +11,10 @@ use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::Value;
 
-use crate::api::fleet::SYSTEM_NAMESPACE;
+use crate::api::fleet::{FleetSync, SYSTEM_NAMESPACE};
 use crate::api::{ClusterManagementAddOn, Hub, ManagedCluster, Spoke};
 use crate::plan::desired::{MANAGED_BY, MANAGED_BY_LABEL};
-use crate::plan::{ClusterRegistration, ObjectKey, ObjectKind, ObservedHub};
+use crate::plan::{ClusterRegistration, ManagingSync, ObjectKey, ObjectKind, ObservedHub};
 
 /// The field manager of every object fleetform applies.
 pub const FIELD_MANAGER: &str = "fleetform";
@@ -107,6 +108,14 @@ pub async fn observe_hub(
         }
     }
 
+    observed.fleet_syncs = Api::<FleetSync>::namespaced(client.clone(), SYSTEM_NAMESPACE)
+        .list(&ListParams::default())
+        .await
+        .map_err(failed("list FleetSyncs"))?
+        .into_iter()
+        .map(|fleetsync| managing(&fleetsync))
+        .collect();
+
     let namespace_exists = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
         .get_opt(SYSTEM_NAMESPACE)
         .await
@@ -159,4 +168,18 @@ async fn dry_run_apply(
         key.clone(),
         serde_json::to_value(&result).unwrap_or(Value::Null),
     ))
+}
+
+/// A FleetSync as the planner names it: which repo, ref and commit keep the hub.
+pub(crate) fn managing(fleetsync: &FleetSync) -> ManagingSync {
+    ManagingSync {
+        fleet_sync: fleetsync.metadata.name.clone().unwrap_or_default(),
+        repo: fleetsync.spec.repo.clone(),
+        git_ref: fleetsync.spec.git_ref.clone(),
+        path: fleetsync.spec.path.clone(),
+        last_applied_commit: fleetsync
+            .status
+            .as_ref()
+            .and_then(|status| status.last_applied_commit.clone()),
+    }
 }

@@ -1,6 +1,8 @@
 //! `fleetform status`: one row per spoke, gathered from its hub — lifecycle phase, Krake-style
-//! state, availability, agent version, lease age, node health, addon health and claims.
-//! [`rows`] is pure; [`gather`] only reads.
+//! state, availability, agent version, lease age, node health, addon health, claims and the
+//! reason it needs attention — and one line per FleetSync: Ready or Stalled, the commits it
+//! applied and attempted, and why. [`rows`] and [`fleet_sync_rows`] are pure; [`gather`] only
+//! reads.
 
 use std::collections::BTreeMap;
 
@@ -11,12 +13,15 @@ use kube::{Api, Client};
 use serde::Serialize;
 
 use crate::api::cluster::NodeHealthStatus;
-use crate::api::fleet::{AvailabilityMode, SYSTEM_NAMESPACE};
+use crate::api::fleet::{AvailabilityMode, FleetSync, SYSTEM_NAMESPACE};
 use crate::api::vocabulary::{
-    CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_JOINED, CONDITION_ONLINE, STATUS_TRUE,
+    CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_CLEANUP_FAILED, CONDITION_JOINED,
+    CONDITION_ONLINE, CONDITION_READY, CONDITION_RECONCILED, CONDITION_SPOKE_JOINED,
+    CONDITION_STALLED, CONDITION_UNJOINED, STATUS_FALSE, STATUS_TRUE,
 };
 use crate::api::{ManagedCluster, ManagedClusterAddOn, Spoke};
 use crate::hub::observer::{ClusterState, state_from_conditions};
+use crate::plan::short_commit;
 
 /// What a hub holds about its spokes.
 #[derive(Clone, Debug, Default)]
@@ -27,6 +32,7 @@ pub struct HubState {
     pub addons: Vec<ManagedClusterAddOn>,
     /// `managed-cluster-lease` of each cluster, by cluster namespace.
     pub leases: BTreeMap<String, Lease>,
+    pub fleet_syncs: Vec<FleetSync>,
 }
 
 /// One spoke's line of `fleetform status`.
@@ -49,6 +55,161 @@ pub struct SpokeRow {
     pub addons_available: usize,
     pub addons: usize,
     pub claims: usize,
+    /// Why the spoke needs attention (see [`attention`]), `None` when nothing says so.
+    pub reason: Option<String>,
+    /// What that condition says.
+    pub message: Option<String>,
+}
+
+/// Why a spoke needs attention, as a condition's reason and message, the first of:
+///
+/// 1. the reconciler's last pass failed (`Reconciled` False: `SpokeUnreachable`, `Forbidden`,
+///    `HubEndpointUnknown`, …);
+/// 2. its cleanup failed (`CleanupFailed` True);
+/// 3. its deletion waits (`Unjoined` False: `WaitingForAgentUnjoin`, `ManifestWorksRemain`, …);
+/// 4. it has not joined yet (`SpokeJoined` False);
+/// 5. its ManagedCluster is not Available (`ManagedClusterLeaseUpdateStopped`,
+///    `ManagedClusterKubeAPIServerUnavailable`, …).
+pub fn attention(spoke: &Spoke, cluster: Option<&ManagedCluster>) -> Option<(String, String)> {
+    let conditions = spoke
+        .status
+        .as_ref()
+        .map(|status| status.conditions.as_slice())
+        .unwrap_or_default();
+    let on_spoke = |type_: &str, status: &str| {
+        conditions
+            .iter()
+            .find(|c| c.type_ == type_ && c.status == status)
+    };
+    on_spoke(CONDITION_RECONCILED, STATUS_FALSE)
+        .or_else(|| on_spoke(CONDITION_CLEANUP_FAILED, STATUS_TRUE))
+        .or_else(|| on_spoke(CONDITION_UNJOINED, STATUS_FALSE))
+        .or_else(|| on_spoke(CONDITION_SPOKE_JOINED, STATUS_FALSE))
+        .or_else(|| {
+            cluster
+                .and_then(|cluster| cluster.condition(CONDITION_AVAILABLE))
+                .filter(|c| c.status != STATUS_TRUE)
+        })
+        .map(|c| (c.reason.clone(), c.message.clone()))
+}
+
+/// One FleetSync's line of `fleetform status`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetSyncRow {
+    pub fleet_sync: String,
+    pub hub: String,
+    pub repo: String,
+    #[serde(rename = "ref")]
+    pub git_ref: String,
+    /// `Ready`, `Stalled` (only a change to git or the FleetSync helps), `NotReady` (retrying)
+    /// or `Pending` (not synced yet).
+    pub state: String,
+    pub last_applied_commit: Option<String>,
+    pub last_attempted_commit: Option<String>,
+    /// The Ready condition's reason and message.
+    pub reason: Option<String>,
+    pub message: Option<String>,
+}
+
+/// The lines of one hub's FleetSyncs, sorted by name.
+pub fn fleet_sync_rows(state: &HubState) -> Vec<FleetSyncRow> {
+    let mut rows: Vec<FleetSyncRow> = state
+        .fleet_syncs
+        .iter()
+        .map(|fleetsync| {
+            let status = fleetsync.status.clone().unwrap_or_default();
+            let condition = |type_: &str| status.conditions.iter().find(|c| c.type_ == type_);
+            let ready = condition(CONDITION_READY);
+            let shown = if condition(CONDITION_STALLED).is_some_and(|c| c.status == STATUS_TRUE) {
+                "Stalled"
+            } else {
+                match ready {
+                    Some(ready) if ready.status == STATUS_TRUE => "Ready",
+                    Some(_) => "NotReady",
+                    None => "Pending",
+                }
+            };
+            FleetSyncRow {
+                fleet_sync: fleetsync.metadata.name.clone().unwrap_or_default(),
+                hub: state.hub.clone(),
+                repo: fleetsync.spec.repo.clone(),
+                git_ref: fleetsync.spec.git_ref.clone(),
+                state: shown.to_string(),
+                last_applied_commit: status.last_applied_commit.clone(),
+                last_attempted_commit: status.last_attempted_commit.clone(),
+                reason: ready.map(|c| c.reason.clone()),
+                message: ready.map(|c| c.message.clone()),
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| a.fleet_sync.cmp(&b.fleet_sync));
+    rows
+}
+
+/// Everything `fleetform status` shows of the fleet's hubs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub spokes: Vec<SpokeRow>,
+    pub fleet_syncs: Vec<FleetSyncRow>,
+}
+
+impl Report {
+    /// Adds a hub's spokes and FleetSyncs.
+    pub fn add(&mut self, state: &HubState, now: Timestamp) {
+        self.spokes.extend(rows(state, now));
+        self.fleet_syncs.extend(fleet_sync_rows(state));
+    }
+
+    /// The report for a terminal: the spokes' table, what each spoke that needs attention
+    /// says, and a line per FleetSync.
+    pub fn text(&self) -> String {
+        let mut out = table(&self.spokes);
+        let why: Vec<String> = self
+            .spokes
+            .iter()
+            .filter_map(|row| {
+                let reason = row.reason.as_deref()?;
+                let message = row.message.as_deref().filter(|m| !m.is_empty())?;
+                Some(format!("{}/{}: {reason}: {message}\n", row.hub, row.spoke))
+            })
+            .collect();
+        if !why.is_empty() {
+            out.push('\n');
+            out.extend(why);
+        }
+        if !self.fleet_syncs.is_empty() {
+            out.push('\n');
+        }
+        for sync in &self.fleet_syncs {
+            let commit = |commit: &Option<String>| {
+                commit
+                    .as_deref()
+                    .map_or_else(|| "-".to_string(), |c| short_commit(c).to_string())
+            };
+            out.push_str(&format!(
+                "FleetSync {} on hub {} ({} at {}): {}, applied {}, attempted {}",
+                sync.fleet_sync,
+                sync.hub,
+                sync.repo,
+                sync.git_ref,
+                sync.state,
+                commit(&sync.last_applied_commit),
+                commit(&sync.last_attempted_commit),
+            ));
+            if sync.state != "Ready"
+                && let Some(reason) = &sync.reason
+            {
+                out.push_str(&format!(": {reason}"));
+                if let Some(message) = sync.message.as_deref().filter(|m| !m.is_empty()) {
+                    out.push_str(&format!(": {message}"));
+                }
+            }
+            out.push('\n');
+        }
+        out
+    }
 }
 
 /// The rows of one hub's spokes, sorted by name.
@@ -81,6 +242,7 @@ pub fn rows(state: &HubState, now: Timestamp) -> Vec<SpokeRow> {
                 .iter()
                 .filter(|addon| addon.metadata.namespace.as_deref() == Some(name.as_str()))
                 .collect();
+            let why = attention(spoke, cluster);
             let lease_age_seconds = state
                 .leases
                 .get(&name)
@@ -102,6 +264,8 @@ pub fn rows(state: &HubState, now: Timestamp) -> Vec<SpokeRow> {
                 claims: cluster
                     .and_then(|cluster| cluster.status.as_ref())
                     .map_or(0, |status| status.cluster_claims.len()),
+                reason: why.as_ref().map(|(reason, _)| reason.clone()),
+                message: why.map(|(_, message)| message),
                 spoke: name,
             }
         })
@@ -125,8 +289,18 @@ pub async fn gather(hub: &str, client: &Client) -> Result<HubState, kube::Error>
     let leases = Api::<Lease>::all(client.clone())
         .list(&ListParams::default().fields(&format!("metadata.name={CLUSTER_LEASE_NAME}")))
         .await?;
+    // A hub installed before FleetSyncs existed has no FleetSync CRD: it has none.
+    let fleet_syncs = match Api::<FleetSync>::namespaced(client.clone(), SYSTEM_NAMESPACE)
+        .list(&all)
+        .await
+    {
+        Ok(list) => list.items,
+        Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
+        Err(err) => return Err(err),
+    };
     Ok(HubState {
         hub: hub.to_string(),
+        fleet_syncs,
         spokes: spokes.items,
         clusters: clusters
             .items
@@ -156,9 +330,10 @@ pub fn table(rows: &[SpokeRow]) -> String {
         "NODES",
         "ADDONS",
         "CLAIMS",
+        "REASON",
     ];
     let dash = || "-".to_string();
-    let lines: Vec<[String; 11]> = rows
+    let lines: Vec<[String; 12]> = rows
         .iter()
         .map(|row| {
             [
@@ -186,6 +361,7 @@ pub fn table(rows: &[SpokeRow]) -> String {
                 }),
                 format!("{}/{}", row.addons_available, row.addons),
                 row.claims.to_string(),
+                row.reason.clone().unwrap_or_else(dash),
             ]
         })
         .collect();
@@ -287,6 +463,7 @@ mod tests {
             clusters: BTreeMap::from([("dev".to_string(), cluster)]),
             addons: vec![addon("metrics", "True"), addon("logging", "False")],
             leases: BTreeMap::from([("dev".to_string(), lease)]),
+            fleet_syncs: Vec::new(),
         };
         let rows = rows(&state, now());
         assert_eq!(
@@ -310,6 +487,8 @@ mod tests {
                 addons_available: 1,
                 addons: 2,
                 claims: 2,
+                reason: None,
+                message: None,
             }]
         );
         let table = table(&rows);
@@ -334,5 +513,120 @@ mod tests {
             [("a", "PENDING", false), ("b", "DEGRADED", false)]
         );
         assert!(table(&rows).lines().nth(1).unwrap().contains("-"));
+    }
+
+    fn with_conditions(conditions: &[(&str, &str, &str)], deleting: bool) -> Spoke {
+        let conditions: Vec<Condition> = conditions
+            .iter()
+            .map(|(type_, status, reason)| {
+                let mut condition = condition(type_, status, reason);
+                condition.message = format!("{reason} says so");
+                condition
+            })
+            .collect();
+        let mut spoke = spoke("dev", "lease", json!({"conditions": conditions}));
+        if deleting {
+            spoke.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+        }
+        spoke
+    }
+
+    #[test]
+    fn the_reason_is_the_first_failing_condition_in_the_documented_order() {
+        let unavailable: ManagedCluster = serde_json::from_value(json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+            "metadata": {"name": "dev"}, "spec": {},
+            "status": {"conditions": [condition(CONDITION_AVAILABLE, "Unknown", "ManagedClusterLeaseUpdateStopped")]},
+        }))
+        .unwrap();
+        let failing = [
+            (CONDITION_RECONCILED, "False", "SpokeUnreachable"),
+            (CONDITION_CLEANUP_FAILED, "True", "ManifestWorksRemain"),
+            (CONDITION_UNJOINED, "False", "WaitingForAgentUnjoin"),
+            (CONDITION_SPOKE_JOINED, "False", "Joining"),
+        ];
+        for first in 0..failing.len() {
+            let spoke = with_conditions(&failing[first..], first > 0);
+            let (reason, message) = attention(&spoke, Some(&unavailable)).unwrap();
+            assert_eq!(reason, failing[first].2);
+            assert_eq!(message, format!("{reason} says so"));
+        }
+        let healthy = with_conditions(
+            &[
+                (CONDITION_RECONCILED, "True", "Reconciled"),
+                (CONDITION_SPOKE_JOINED, "True", "Joined"),
+                (CONDITION_CLEANUP_FAILED, "False", "CleaningUp"),
+            ],
+            false,
+        );
+        assert_eq!(
+            attention(&healthy, Some(&unavailable)).map(|(reason, _)| reason),
+            Some("ManagedClusterLeaseUpdateStopped".to_string()),
+            "then the cluster's availability"
+        );
+        assert_eq!(attention(&healthy, None), None);
+    }
+
+    fn fleet_sync(conditions: &[(&str, &str, &str)]) -> FleetSync {
+        let conditions: Vec<Condition> = conditions
+            .iter()
+            .map(|(type_, status, reason)| condition(type_, status, reason))
+            .collect();
+        serde_json::from_value(json!({
+            "apiVersion": "fleetform.io/v1alpha1", "kind": "FleetSync",
+            "metadata": {"name": "fleet", "namespace": SYSTEM_NAMESPACE},
+            "spec": {"repo": "https://git.example/fleet.git", "ref": "main"},
+            "status": {"conditions": conditions, "lastAppliedCommit": "0123456789abcdef"},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_fleetsync_is_stalled_ready_not_ready_or_pending_and_says_why_unless_ready() {
+        let states: Vec<String> = [
+            fleet_sync(&[
+                (CONDITION_READY, "False", "InvalidCommit"),
+                (CONDITION_STALLED, "True", "InvalidCommit"),
+            ]),
+            fleet_sync(&[
+                (CONDITION_READY, "True", "Applied"),
+                (CONDITION_STALLED, "False", "Applied"),
+            ]),
+            fleet_sync(&[
+                (CONDITION_READY, "False", "SourceUnavailable"),
+                (CONDITION_STALLED, "False", "SourceUnavailable"),
+            ]),
+            fleet_sync(&[]),
+        ]
+        .into_iter()
+        .map(|fleetsync| {
+            let state = HubState {
+                hub: "hub".into(),
+                fleet_syncs: vec![fleetsync],
+                ..HubState::default()
+            };
+            Report {
+                spokes: Vec::new(),
+                fleet_syncs: fleet_sync_rows(&state),
+            }
+            .text()
+            .lines()
+            .last()
+            .unwrap()
+            .to_string()
+        })
+        .collect();
+        let line = |rest: &str| {
+            format!("FleetSync fleet on hub hub (https://git.example/fleet.git at main): {rest}")
+        };
+        assert_eq!(
+            states,
+            [
+                line("Stalled, applied 0123456, attempted -: InvalidCommit"),
+                line("Ready, applied 0123456, attempted -"),
+                line("NotReady, applied 0123456, attempted -: SourceUnavailable"),
+                line("Pending, applied 0123456, attempted -"),
+            ]
+        );
     }
 }

@@ -2,6 +2,8 @@
 //! joins, a converged hub plans nothing, a commit's changes show as steps and diffs), `apply`
 //! (from a source or a saved plan, refusing stale ones) and `status`.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -79,42 +81,45 @@ impl EmbeddedHub {
     }
 
     async fn plan(&self, fleet_dir: &Path, extra: &[&str]) -> Output {
+        self.run("plan", fleet_dir, extra).await
+    }
+
+    /// `fleetform COMMAND FLEET_DIR EXTRA…` against this hub.
+    async fn run(&self, command_name: &str, fleet_dir: &Path, extra: &[&str]) -> Output {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_fleetform"));
         command
-            .arg("plan")
+            .arg(command_name)
             .arg(fleet_dir)
             .arg("--data-dir")
             .arg(self.data_dir.path())
             .args(extra)
             .env("NO_COLOR", "1");
-        command.output().await.expect("run fleetform plan")
+        command.output().await.expect("run fleetform")
     }
 }
 
 fn example_copy() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let fleet = dir.path().join("fleet");
-    copy_dir(
+    support::copy_dir(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet-repo"),
         &fleet,
     );
     (dir, fleet)
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &to.join(entry.file_name()));
-        } else {
-            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-        }
-    }
-}
-
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Stdout and stderr of a run that must have exited with `code`.
+fn exited(output: &Output, code: i32) -> (String, String) {
+    let (out, err) = (
+        stdout(output),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    );
+    assert_eq!(output.status.code(), Some(code), "{out}{err}");
+    (out, err)
 }
 
 #[tokio::test]
@@ -266,6 +271,7 @@ async fn apply_installs_the_hub_writes_the_plan_and_refuses_a_stale_saved_plan()
         fleet.as_os_str(),
         "--data-dir".as_ref(),
         data_dir,
+        "--auto-approve".as_ref(),
         // No lifecycle reconciler runs on this hub: nothing would converge.
         "--no-wait".as_ref(),
     ])
@@ -312,6 +318,7 @@ async fn apply_installs_the_hub_writes_the_plan_and_refuses_a_stale_saved_plan()
     let other = dir.path().join("other.json");
     hub.plan(&fleet, &["--out", other.to_str().unwrap()]).await;
 
+    // A saved plan was reviewed when it was made: it applies without --auto-approve.
     let from_file = fleetform(&[
         "apply".as_ref(),
         saved.as_os_str(),
@@ -391,15 +398,7 @@ async fn status_shows_one_row_per_spoke_and_follows_changes_with_watch() {
     hub.converge(&fleet).await;
     let data_dir = hub.data_dir.path().as_os_str();
 
-    let status = fleetform(&[
-        "status".as_ref(),
-        fleet.as_os_str(),
-        "--data-dir".as_ref(),
-        data_dir,
-        "-o".as_ref(),
-        "json".as_ref(),
-    ])
-    .await;
+    let status = hub.run("status", &fleet, &["-o", "json"]).await;
     assert_eq!(
         status.status.code(),
         Some(0),
@@ -429,7 +428,7 @@ async fn status_shows_one_row_per_spoke_and_follows_changes_with_watch() {
         .unwrap();
     assert_eq!(unread.status.code(), Some(0));
     assert_eq!(String::from_utf8_lossy(&unread.stderr), "");
-    let states: Vec<(&str, &str, bool)> = rows
+    let states: Vec<(&str, &str, bool)> = rows["spokes"]
         .as_array()
         .unwrap()
         .iter()
@@ -492,5 +491,330 @@ async fn status_shows_one_row_per_spoke_and_follows_changes_with_watch() {
         .find(|line| line.starts_with("dev "))
         .expect("a row for dev");
     assert!(dev.contains("ONLINE") && dev.contains("yes"), "{second:#?}");
+    hub.server.shutdown().await;
+}
+
+/// A pseudo-terminal: the end a program reads as its terminal, and the end that types into it.
+fn terminal() -> (std::fs::File, std::fs::File) {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    // SAFETY: plain libc calls on a descriptor this function owns; each result is checked
+    // before the descriptor is used or handed to `File`.
+    let (keyboard, path) = unsafe {
+        let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(fd >= 0, "posix_openpt");
+        assert_eq!(libc::grantpt(fd), 0, "grantpt");
+        assert_eq!(libc::unlockpt(fd), 0, "unlockpt");
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(libc::ptsname_r(fd, name.as_mut_ptr(), name.len()), 0);
+        let path = std::ffi::CStr::from_ptr(name.as_ptr())
+            .to_string_lossy()
+            .into_owned();
+        (std::fs::File::from_raw_fd(fd), path)
+    };
+    let screen = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOCTTY)
+        .open(path)
+        .expect("open the terminal");
+    (screen, keyboard)
+}
+
+/// `fleetform apply FLEET --no-wait` with a terminal for stdin, answering `answer`.
+async fn apply_answering(hub: &EmbeddedHub, fleet: &Path, answer: &str) -> Output {
+    use std::io::Write;
+    let (screen, mut keyboard) = terminal();
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_fleetform"))
+        .arg("apply")
+        .arg(fleet)
+        .arg("--data-dir")
+        .arg(hub.data_dir.path())
+        // No lifecycle reconciler runs on this hub: nothing would converge.
+        .arg("--no-wait")
+        .env("NO_COLOR", "1")
+        .stdin(screen)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run fleetform apply");
+    // The terminal keeps the line until apply reads it.
+    keyboard
+        .write_all(format!("{answer}\n").as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().await.unwrap();
+    drop(keyboard);
+    output
+}
+
+#[tokio::test]
+async fn apply_asks_on_a_terminal_and_without_one_needs_auto_approve() {
+    let hub = EmbeddedHub::start().await;
+    let (_dir, fleet) = example_copy();
+    let installed = || async {
+        Api::<CustomResourceDefinition>::all(hub.client.clone())
+            .get_opt("spokes.fleetform.io")
+            .await
+            .unwrap()
+            .is_some()
+    };
+
+    // No terminal to ask on (stdin is /dev/null here), and no --auto-approve.
+    let unasked = tokio::process::Command::new(env!("CARGO_BIN_EXE_fleetform"))
+        .arg("apply")
+        .arg(&fleet)
+        .arg("--data-dir")
+        .arg(hub.data_dir.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let (shown, stderr) = exited(&unasked, 1);
+    assert!(
+        stderr.contains("stdin is not a terminal") && stderr.contains("--auto-approve"),
+        "{stderr}"
+    );
+    assert!(
+        shown.contains("+ create Spoke fleetform-system/dev"),
+        "the plan is shown: {shown}"
+    );
+    assert!(!installed().await, "nothing is written");
+
+    let (shown, stderr) = exited(&apply_answering(&hub, &fleet, "no").await, 1);
+    assert!(
+        shown.contains("Do you want to perform these actions?")
+            && shown.contains("Only 'yes' will be accepted to approve."),
+        "{shown}"
+    );
+    assert!(stderr.contains("Apply cancelled."), "{stderr}");
+    assert!(!installed().await, "a declined plan writes nothing");
+
+    let (shown, _) = exited(&apply_answering(&hub, &fleet, "yes").await, 0);
+    assert!(
+        shown.contains("hub hub: create Spoke fleetform-system/dev"),
+        "{shown}"
+    );
+    assert!(installed().await);
+    hub.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn apply_is_not_converged_when_a_spoke_it_wrote_is_deleted() {
+    use tokio::io::AsyncBufReadExt;
+
+    let hub = EmbeddedHub::start().await;
+    let (_dir, fleet) = example_copy();
+    // A fleet of one spoke, dev: once it is gone, no spoke is left to wait for.
+    std::fs::remove_file(fleet.join("spokes/local-cluster.yaml")).unwrap();
+    let spokes_file = fleet.join("spokes/edge.yaml");
+    let all = std::fs::read_to_string(&spokes_file).unwrap();
+    let dev = all.split("\n---\n").next().unwrap().to_string();
+    std::fs::write(&spokes_file, dev).unwrap();
+
+    let mut apply = tokio::process::Command::new(env!("CARGO_BIN_EXE_fleetform"))
+        .arg("apply")
+        .arg(&fleet)
+        .arg("--data-dir")
+        .arg(hub.data_dir.path())
+        .args(["--auto-approve", "--timeout", "120"])
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run fleetform apply");
+    let mut lines = tokio::io::BufReader::new(apply.stdout.take().unwrap()).lines();
+    let mut shown = Vec::new();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        let applied = line.starts_with("Applied ");
+        shown.push(line);
+        if applied {
+            break;
+        }
+    }
+    // Someone else deletes the spoke while apply waits for it (no reconciler runs here).
+    let spokes: Api<DynamicObject> = Api::namespaced_with(
+        hub.client.clone(),
+        SYSTEM_NAMESPACE,
+        &api_resource(fleetform::plan::ObjectKind::Spoke),
+    );
+    spokes
+        .delete("dev", &Default::default())
+        .await
+        .expect("delete dev");
+    while let Some(line) = lines.next_line().await.unwrap() {
+        shown.push(line);
+    }
+    let output = apply.wait_with_output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(4), "{shown:#?}{stderr}");
+    assert!(!shown.iter().any(|line| line == "Converged."), "{shown:#?}");
+    assert!(
+        stderr.contains("hub hub: Spoke fleetform-system/dev was deleted after apply wrote it"),
+        "{stderr}"
+    );
+    hub.server.shutdown().await;
+}
+
+/// Puts `status` (conditions and the rest) on a fleetform object, as its controller would.
+async fn set_status(api: &Api<DynamicObject>, name: &str, kind: &str, status: serde_json::Value) {
+    let patch =
+        serde_json::json!({"apiVersion": "fleetform.io/v1alpha1", "kind": kind, "status": status});
+    api.patch_status(
+        name,
+        &PatchParams::apply("test-controller").force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .unwrap_or_else(|err| panic!("status of {kind} {name}: {err}"));
+}
+
+#[tokio::test]
+async fn status_shows_why_a_spoke_needs_attention_and_each_fleetsync() {
+    let hub = EmbeddedHub::start().await;
+    let (_dir, fleet) = example_copy();
+    hub.converge(&fleet).await;
+    let now = "2026-01-01T00:00:00Z";
+    let spokes: Api<DynamicObject> = Api::namespaced_with(
+        hub.client.clone(),
+        SYSTEM_NAMESPACE,
+        &api_resource(fleetform::plan::ObjectKind::Spoke),
+    );
+    let unreachable = "cannot reach the spoke: spoke dev: cannot use kubeconfig Secret fleetform-system/dev key \"kubeconfig\": no such key";
+    set_status(
+        &spokes,
+        "dev",
+        "Spoke",
+        serde_json::json!({"phase": "Joining", "conditions": [
+            {"type": "Reconciled", "status": "False", "reason": "SpokeUnreachable", "message": unreachable, "lastTransitionTime": now},
+            {"type": "SpokeJoined", "status": "False", "reason": "Joining", "message": "installing the agent", "lastTransitionTime": now},
+        ]}),
+    )
+    .await;
+    set_status(
+        &spokes,
+        "prod",
+        "Spoke",
+        serde_json::json!({"phase": "Joining", "conditions": [
+            {"type": "Reconciled", "status": "True", "reason": "Reconciled", "message": "the last pass went through", "lastTransitionTime": now},
+            {"type": "SpokeJoined", "status": "False", "reason": "Joining", "message": "waiting for the agent to register", "lastTransitionTime": now},
+        ]}),
+    )
+    .await;
+    let fleetsyncs: Api<DynamicObject> = Api::namespaced_with(
+        hub.client.clone(),
+        SYSTEM_NAMESPACE,
+        &kube::api::ApiResource::erase::<fleetform::api::FleetSync>(&()),
+    );
+    let fleetsync = serde_json::json!({
+        "apiVersion": "fleetform.io/v1alpha1", "kind": "FleetSync",
+        "metadata": {"name": "fleet"},
+        "spec": {"repo": "https://git.example/fleet.git", "ref": "main"},
+    });
+    fleetsyncs
+        .patch(
+            "fleet",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&fleetsync),
+        )
+        .await
+        .unwrap();
+    let (good, bad) = ("1".repeat(40), "2".repeat(40));
+    let stalled = format!(
+        "commit {bad} is invalid; commit {good} stays in force:\n  spokes/gamma.yaml:6:3: /spec/hubRef: hubRef is required"
+    );
+    set_status(
+        &fleetsyncs,
+        "fleet",
+        "FleetSync",
+        serde_json::json!({
+            "lastAppliedCommit": good, "lastAttemptedCommit": bad,
+            "conditions": [
+                {"type": "Ready", "status": "False", "reason": "InvalidCommit", "message": stalled, "lastTransitionTime": now},
+                {"type": "Stalled", "status": "True", "reason": "InvalidCommit", "message": stalled, "lastTransitionTime": now},
+            ],
+        }),
+    )
+    .await;
+
+    let text = hub.run("status", &fleet, &[]).await;
+    let (shown, _) = exited(&text, 0);
+    let lines: Vec<&str> = shown.lines().collect();
+    assert!(lines[0].ends_with("CLAIMS  REASON"), "{shown}");
+    let row = |spoke: &str| {
+        lines
+            .iter()
+            .find(|line| line.starts_with(&format!("{spoke} ")))
+            .unwrap_or_else(|| panic!("a row for {spoke}: {shown}"))
+            .to_string()
+    };
+    assert!(row("dev").ends_with("SpokeUnreachable"), "{shown}");
+    assert!(row("prod").ends_with("Joining"), "{shown}");
+    assert!(row("staging").ends_with('-'), "{shown}");
+    assert!(
+        lines.contains(&format!("hub/dev: SpokeUnreachable: {unreachable}").as_str()),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!(
+            "FleetSync fleet on hub hub (https://git.example/fleet.git at main): Stalled, applied 1111111, attempted 2222222: InvalidCommit: {stalled}"
+        )),
+        "{shown}"
+    );
+
+    let json = hub.run("status", &fleet, &["-o", "json"]).await;
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let dev = report["spokes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["spoke"] == "dev")
+        .unwrap();
+    assert_eq!(dev["reason"], "SpokeUnreachable");
+    assert_eq!(dev["message"], unreachable);
+    assert_eq!(
+        report["fleetSyncs"],
+        serde_json::json!([{
+            "fleetSync": "fleet", "hub": "hub", "repo": "https://git.example/fleet.git", "ref": "main",
+            "state": "Stalled", "lastAppliedCommit": good, "lastAttemptedCommit": bad,
+            "reason": "InvalidCommit", "message": stalled,
+        }])
+    );
+    hub.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn status_of_an_invalid_source_shows_the_live_fleet_then_the_problems() {
+    let hub = EmbeddedHub::start().await;
+    let (_dir, fleet) = example_copy();
+    hub.converge(&fleet).await;
+    let spokes_file = fleet.join("spokes/edge.yaml");
+    let broken = std::fs::read_to_string(&spokes_file).unwrap().replacen(
+        "leaseDurationSeconds: 10",
+        "leaseDurationSeconds: 0",
+        1,
+    );
+    std::fs::write(&spokes_file, broken).unwrap();
+
+    let text = hub.run("status", &fleet, &[]).await;
+    let (shown, _) = exited(&text, 1);
+    let position = |needle: &str| {
+        shown
+            .find(needle)
+            .unwrap_or_else(|| panic!("{needle:?} in {shown}"))
+    };
+    let table = position("SPOKE ");
+    let dev = position("\ndev ");
+    let problem = position(
+        "spokes/edge.yaml:13:25: /spec/leaseDurationSeconds: must be between 1 and 3600, got 0",
+    );
+    assert!(table < dev && dev < problem, "{shown}");
+    assert!(shown.contains("invalid: 1 error in 1 file"), "{shown}");
+
+    let json = hub.run("status", &fleet, &["-o", "json"]).await;
+    assert_eq!(json.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(report["spokes"].as_array().unwrap().len(), 4, "{report}");
+    assert_eq!(report["errors"][0]["file"], "spokes/edge.yaml", "{report}");
     hub.server.shutdown().await;
 }

@@ -29,17 +29,8 @@ struct FleetRepo {
 
 impl FleetRepo {
     fn example() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let mut init = git2::RepositoryInitOptions::new();
-        init.initial_head("main");
-        let repo = git2::Repository::init_opts(dir.path(), &init).unwrap();
-        copy_dir(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet-repo"),
-            &dir.path().join("fleet"),
-        );
-        let fleet = FleetRepo { dir, repo };
-        fleet.commit("example fleet");
-        fleet
+        let (dir, repo) = support::example_fleet_repo();
+        FleetRepo { dir, repo }
     }
 
     /// The commit HEAD is at.
@@ -90,18 +81,6 @@ impl FleetRepo {
             .commit(Some("HEAD"), &author, &author, message, &tree, &[&parent])
             .unwrap()
             .to_string()
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &to.join(entry.file_name()));
-        } else {
-            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-        }
     }
 }
 

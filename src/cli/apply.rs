@@ -8,10 +8,10 @@ use std::time::Duration;
 use super::plan::{GuardArgs, build, colour};
 use super::{ClusterArgs, Empty, SourceArgs, exit};
 use crate::apply::apply_hub;
-use crate::converge::{self, Progress};
+use crate::converge::{self, HubWrites, Progress};
 use crate::observe::observe_hub;
 use crate::plan::render::{self, read_document};
-use crate::plan::{Plan, stale_reasons};
+use crate::plan::{HubPlan, ManagingSync, Plan, stale_reasons};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -26,6 +26,14 @@ pub struct Args {
     /// hub, so applying it changes nothing.
     #[arg(long)]
     allow_empty: bool,
+    /// Apply without asking first. Without it, apply shows the plan and asks on the terminal,
+    /// and refuses when stdin is not one. A saved plan file is applied without asking.
+    #[arg(long)]
+    auto_approve: bool,
+    /// Write even to a hub a FleetSync manages. The FleetSync reverts whatever is not in its
+    /// commit, so this only lasts until its next sync.
+    #[arg(long)]
+    force: bool,
     /// Only write the objects; do not wait for the spokes to converge.
     #[arg(long)]
     no_wait: bool,
@@ -36,7 +44,8 @@ pub struct Args {
 
 pub async fn run(args: Args) -> u8 {
     let saved = Path::new(&args.source.source);
-    let plan = if saved.is_file() {
+    let from_file = saved.is_file();
+    let plan = if from_file {
         match read_saved(saved, &args.clusters).await {
             Ok(plan) => plan,
             Err(code) => return code,
@@ -55,13 +64,25 @@ pub async fn run(args: Args) -> u8 {
         );
         return exit::INVALID_INPUT;
     }
-    let access = args.clusters.access();
-    let mut clients = Vec::new();
-    for hub in plan
+    let changing: Vec<&HubPlan> = plan
         .hubs
         .iter()
         .filter(|hub| !hub.changes.is_empty() || !hub.steps.is_empty())
+        .collect();
+    if let Err(code) = beside_fleet_syncs(&changing, args.force) {
+        return code;
+    }
+    // A saved plan was reviewed when it was saved (terraform applies one without asking).
+    if !changing.is_empty()
+        && !from_file
+        && !args.auto_approve
+        && let Err(code) = approved().await
     {
+        return code;
+    }
+    let access = args.clusters.access();
+    let mut hubs = Vec::new();
+    for hub in changing {
         let Some(source) = &hub.kubeconfig else {
             errln!(
                 "error: hub {}: the plan does not say how to reach it",
@@ -69,15 +90,14 @@ pub async fn run(args: Args) -> u8 {
             );
             return exit::INVALID_INPUT;
         };
-        let client = match access.hub_at(&hub.hub, source).await {
-            Ok(client) => client,
+        let reached = match access.hub_at(&hub.hub, source).await {
+            Ok(reached) => reached,
             Err(err) => {
                 errln!("error: {err}");
                 return exit::INVALID_INPUT;
             }
         };
-        clients.push((hub.hub.clone(), client.clone()));
-        match apply_hub(hub, &client).await {
+        match apply_hub(hub, &reached.client).await {
             Ok(applied) => {
                 for crd in &applied.installed_crds {
                     outln!("hub {}: installed CRD {crd}", hub.hub);
@@ -85,27 +105,96 @@ pub async fn run(args: Args) -> u8 {
                 for written in &applied.written {
                     outln!("hub {}: {written}", hub.hub);
                 }
+                hubs.push(HubWrites {
+                    hub: hub.hub.clone(),
+                    client: reached.client.clone(),
+                    written: applied.objects,
+                });
             }
             Err(err) => {
-                errln!("error: {err}");
+                errln!("error: {}", super::at(&err, &reached));
                 return exit::INVALID_INPUT;
             }
         }
     }
     outln!("Applied {}.", plan.source);
-    if args.no_wait || clients.is_empty() {
+    if args.no_wait || hubs.is_empty() {
         return exit::OK;
     }
     let timeout = Duration::from_secs(args.timeout);
     let mut shown = ProgressView::new(std::io::stdout().is_terminal());
-    match converge::wait(&clients, timeout, |progress| shown.update(progress)).await {
+    match converge::wait(&hubs, timeout, |progress| shown.update(progress)).await {
         Ok(()) => {
             outln!("Converged.");
             exit::OK
         }
         Err(err) => {
             errln!("error: {err}");
+            if err.reverted_by_sync() {
+                errln!(
+                    "a FleetSync keeps this hub at its commit: commit and push the change for it to apply"
+                );
+            }
             exit::NOT_CONVERGED
+        }
+    }
+}
+
+/// Refuses to write to hubs a FleetSync manages, unless `force`; with it, warns that the
+/// FleetSync will revert what is not in its commit.
+fn beside_fleet_syncs(changing: &[&HubPlan], force: bool) -> Result<(), u8> {
+    let managed: Vec<(&str, &ManagingSync)> = changing
+        .iter()
+        .flat_map(|hub| hub.managed_by.iter().map(|sync| (hub.hub.as_str(), sync)))
+        .collect();
+    if managed.is_empty() {
+        return Ok(());
+    }
+    let level = if force { "warning" } else { "error" };
+    for (hub, sync) in &managed {
+        errln!(
+            "{level}: hub {hub}: {sync} manages this hub and reverts whatever is not in its commit within seconds"
+        );
+    }
+    if force {
+        return Ok(());
+    }
+    errln!(
+        "commit and push the change for the FleetSync to apply it, or pass --force to write it anyway until the FleetSync reverts it"
+    );
+    Err(exit::INVALID_INPUT)
+}
+
+/// Asks on the terminal whether to carry out the plan shown; without a terminal to ask on, it
+/// refuses (`--auto-approve` says yes ahead of time).
+async fn approved() -> Result<(), u8> {
+    if !std::io::stdin().is_terminal() {
+        errln!(
+            "error: apply asks before it writes, and stdin is not a terminal to ask on: pass --auto-approve to apply this plan"
+        );
+        return Err(exit::INVALID_INPUT);
+    }
+    outln!();
+    outln!("Do you want to perform these actions?");
+    outln!(
+        "  fleetform will write the changes shown above. Only 'yes' will be accepted to approve."
+    );
+    outln!();
+    out!("  Enter a value: ");
+    super::output::flush_stdout();
+    let answer = tokio::task::spawn_blocking(|| {
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer).map(|_| answer)
+    })
+    .await;
+    match answer {
+        Ok(Ok(answer)) if answer.trim() == "yes" => {
+            outln!();
+            Ok(())
+        }
+        _ => {
+            errln!("Apply cancelled.");
+            Err(exit::INVALID_INPUT)
         }
     }
 }
@@ -159,7 +248,7 @@ async fn read_saved(path: &Path, clusters: &ClusterArgs) -> Result<Plan, u8> {
         errln!("error: cannot read {}: {err}", path.display());
         exit::INVALID_INPUT
     })?;
-    let plan = read_document(&text).map_err(|err| {
+    let mut plan = read_document(&text).map_err(|err| {
         errln!(
             "error: {}: cannot read it as a saved plan (from `fleetform plan --out`): {err}",
             path.display()
@@ -168,18 +257,18 @@ async fn read_saved(path: &Path, clusters: &ClusterArgs) -> Result<Plan, u8> {
     })?;
     let access = clusters.access();
     let mut stale = Vec::new();
-    for hub in &plan.hubs {
+    for hub in &mut plan.hubs {
         let Some(source) = &hub.kubeconfig else {
             continue;
         };
-        let client = access.hub_at(&hub.hub, source).await.map_err(|err| {
+        let reached = access.hub_at(&hub.hub, source).await.map_err(|err| {
             errln!("error: {err}");
             exit::INVALID_INPUT
         })?;
-        let observed = observe_hub(&hub.hub, &client, &Default::default())
+        let observed = observe_hub(&hub.hub, &reached.client, &Default::default())
             .await
             .map_err(|err| {
-                errln!("error: {err}");
+                errln!("error: {}", super::at(&err, &reached));
                 exit::INVALID_INPUT
             })?;
         stale.extend(
@@ -187,6 +276,8 @@ async fn read_saved(path: &Path, clusters: &ClusterArgs) -> Result<Plan, u8> {
                 .into_iter()
                 .map(|reason| format!("hub {}: {reason}", hub.hub)),
         );
+        // Who manages the hub now, not when the plan was saved.
+        hub.managed_by = observed.fleet_syncs;
     }
     if !stale.is_empty() {
         errln!(

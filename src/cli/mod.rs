@@ -344,6 +344,12 @@ fn load_reported(
     }
 }
 
+/// An error from talking to a cluster, with where the requests went and the kubeconfig that
+/// said so.
+pub(crate) fn at(err: &impl std::fmt::Display, reached: &crate::access::Reached) -> String {
+    format!("{err} (at {})", reached.describe())
+}
+
 /// Writes `contents` to `path` readable by its owner only (kubeconfigs hold credentials),
 /// creating its directory.
 pub(crate) fn write_private(path: &std::path::Path, contents: &str) -> std::io::Result<()> {

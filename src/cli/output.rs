@@ -36,6 +36,13 @@ pub fn write_stdout(args: fmt::Arguments<'_>) {
     }
 }
 
+/// Sends what was written to stdout on (a prompt without a line end, say).
+pub fn flush_stdout() {
+    if !stdout_closed() {
+        let _ = std::io::stdout().lock().flush();
+    }
+}
+
 /// Writes to stderr; a stderr that cannot be written is ignored (there is nowhere left to say
 /// so). Use [`errln!`].
 pub fn write_stderr(args: fmt::Arguments<'_>) {

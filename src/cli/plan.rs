@@ -92,14 +92,15 @@ pub async fn build(
     let access = clusters.access();
     let mut observed = Observed::new();
     for (name, hub) in &fleet.hubs {
-        let client = access.hub(hub).await.map_err(|err| {
+        let reached = access.hub(hub).await.map_err(|err| {
             errln!("error: {err}");
             exit::INVALID_INPUT
         })?;
-        let hub = observe_hub(name, &client, &plan::desired::hub_objects(&fleet, name))
+        let desired = plan::desired::hub_objects(&fleet, name);
+        let hub = observe_hub(name, &reached.client, &desired)
             .await
             .map_err(|err| {
-                errln!("error: {err}");
+                errln!("error: {}", super::at(&err, &reached));
                 exit::INVALID_INPUT
             })?;
         observed.insert(name.clone(), hub);

@@ -1,15 +1,18 @@
-//! `fleetform status`: one row per spoke of every hub of the fleet.
+//! `fleetform status`: one row per spoke of every hub of the fleet, and a line per FleetSync;
+//! when the source is invalid, the hubs of its valid documents, then its problems.
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
+use kube::Api;
 use kube::runtime::watcher;
-use kube::{Api, Client};
+use serde::Serialize;
 
-use super::{ClusterArgs, Output, SourceArgs, exit, print_data};
-use crate::api::{ManagedCluster, ManagedClusterAddOn, Spoke};
-
-use crate::status::{SpokeRow, gather, rows, table};
+use super::{ClusterArgs, Empty, Output, SourceArgs, exit, print_data};
+use crate::access::Reached;
+use crate::api::{FleetSync, ManagedCluster, ManagedClusterAddOn, Spoke};
+use crate::fleet::Diagnostic;
+use crate::status::{Report, gather};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -25,15 +28,31 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> u8 {
-    let (_, fleet) = match super::load_fleet_or_report(&args.source.spec()) {
+    // A fleet whose newest commit is invalid still has a live fleet to show: the hubs of the
+    // documents that are valid are read, and the problems printed after them.
+    let (origin, fleet, problems) = match crate::source::load_fleet_partial(&args.source.spec()) {
         Ok(loaded) => loaded,
-        Err(code) => return code,
+        Err(err) => {
+            errln!("error: {err}");
+            return super::source_error_code(&err);
+        }
+    };
+    if problems.is_empty()
+        && let Some(message) = Empty::Refuse.check(&origin, &fleet)
+    {
+        errln!("error: {message}");
+        return exit::INVALID_INPUT;
+    }
+    let code = if problems.is_empty() {
+        exit::OK
+    } else {
+        exit::INVALID_INPUT
     };
     let access = args.clusters.access();
     let mut hubs = Vec::new();
     for (name, hub) in &fleet.hubs {
         match access.hub(hub).await {
-            Ok(client) => hubs.push((name.clone(), client)),
+            Ok(reached) => hubs.push((name.clone(), reached)),
             Err(err) => {
                 errln!("error: {err}");
                 return exit::INVALID_INPUT;
@@ -48,7 +67,7 @@ pub async fn run(args: Args) -> u8 {
             match changes.next().await {
                 Some(Signal::Ready) => ready += 1,
                 Some(Signal::Change) => {}
-                None => return exit::OK,
+                None => return code,
             }
         }
     }
@@ -63,8 +82,21 @@ pub async fn run(args: Args) -> u8 {
         };
         if last.as_ref() != Some(&current) {
             match args.output {
-                Output::Text => out!("{}", table(&current)),
-                Output::Json | Output::Yaml => print_data(args.output, &current),
+                Output::Text => {
+                    out!("{}", current.text());
+                    if !problems.is_empty() {
+                        outln!();
+                        outln!("source: {origin}");
+                        super::output::print_diagnostics(&problems);
+                    }
+                }
+                Output::Json | Output::Yaml => print_data(
+                    args.output,
+                    &Document {
+                        report: &current,
+                        errors: &problems,
+                    },
+                ),
             }
             if changes.is_some() && args.output == Output::Text {
                 outln!();
@@ -73,34 +105,43 @@ pub async fn run(args: Args) -> u8 {
         }
         // Nobody reads any more (`status --watch | head`): stop, as a SIGPIPE would.
         let Some(changes) = changes.as_mut().filter(|_| !super::output::stdout_closed()) else {
-            return exit::OK;
+            return code;
         };
         loop {
             tokio::select! {
                 signal = changes.next() => match signal {
                     Some(Signal::Change) => break,
                     Some(Signal::Ready) => {}
-                    None => return exit::OK,
+                    None => return code,
                 },
-                _ = super::shutdown_signal() => return exit::OK,
+                _ = super::shutdown_signal() => return code,
             }
         }
     }
 }
 
-async fn collect(hubs: &[(String, Client)]) -> Result<Vec<SpokeRow>, String> {
-    let mut all = Vec::new();
-    for (name, client) in hubs {
-        let state = gather(name, client)
+/// `status -o json|yaml`: the report, and the problems of the source when it is invalid.
+#[derive(Serialize)]
+struct Document<'a> {
+    #[serde(flatten)]
+    report: &'a Report,
+    #[serde(skip_serializing_if = "<[Diagnostic]>::is_empty")]
+    errors: &'a [Diagnostic],
+}
+
+async fn collect(hubs: &[(String, Reached)]) -> Result<Report, String> {
+    let mut report = Report::default();
+    for (name, reached) in hubs {
+        let state = gather(name, &reached.client)
             .await
-            .map_err(|err| format!("hub {name}: {err}"))?;
-        all.extend(rows(&state, Timestamp::now()));
+            .map_err(|err| super::at(&format!("hub {name}: {err}"), reached))?;
+        report.add(&state, Timestamp::now());
     }
-    Ok(all)
+    Ok(report)
 }
 
 /// How many kinds `--watch` follows on each hub (see [`changes`]).
-const WATCHED_KINDS: usize = 4;
+const WATCHED_KINDS: usize = 5;
 
 /// What the watches behind `--watch` report.
 enum Signal {
@@ -110,8 +151,8 @@ enum Signal {
     Change,
 }
 
-/// Watches of Spokes, ManagedClusters, ManagedClusterAddOns and Leases on every hub.
-fn changes(hubs: &[(String, Client)]) -> impl futures::Stream<Item = Signal> + Unpin {
+/// Watches of Spokes, ManagedClusters, ManagedClusterAddOns, Leases and FleetSyncs on every hub.
+fn changes(hubs: &[(String, Reached)]) -> impl futures::Stream<Item = Signal> + Unpin {
     fn changes_of<K>(api: Api<K>) -> futures::stream::BoxStream<'static, Signal>
     where
         K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
@@ -128,12 +169,14 @@ fn changes(hubs: &[(String, Client)]) -> impl futures::Stream<Item = Signal> + U
             })
             .boxed()
     }
-    futures::stream::select_all(hubs.iter().flat_map(|(_, client)| -> [_; WATCHED_KINDS] {
+    futures::stream::select_all(hubs.iter().flat_map(|(_, reached)| -> [_; WATCHED_KINDS] {
+        let client = &reached.client;
         [
             changes_of(Api::<Spoke>::all(client.clone())),
             changes_of(Api::<ManagedCluster>::all(client.clone())),
             changes_of(Api::<ManagedClusterAddOn>::all(client.clone())),
             changes_of(Api::<Lease>::all(client.clone())),
+            changes_of(Api::<FleetSync>::all(client.clone())),
         ]
     }))
 }

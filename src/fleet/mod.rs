@@ -160,6 +160,18 @@ impl Salvaged {
 /// Loads a fleet from its files: schema validation, then semantic validation. Returns every
 /// problem of the repo, sorted by file and position, when there is any.
 pub fn load(files: &[FleetFile]) -> Result<Fleet, Vec<Diagnostic>> {
+    let (fleet, diagnostics) = load_partial(files);
+    if diagnostics.is_empty() {
+        Ok(fleet)
+    } else {
+        Err(diagnostics)
+    }
+}
+
+/// [`load`], keeping what is valid of an invalid repo: the fleet of the documents that passed
+/// their schema, and every problem, sorted (none: the fleet is valid). For reading the live
+/// fleet of a repo whose newest commit is broken, never for applying it.
+pub fn load_partial(files: &[FleetFile]) -> (Fleet, Vec<Diagnostic>) {
     let mut documents = Documents::default();
     let mut diagnostics = Vec::new();
     for file in files.iter().filter(|file| is_fleet_file(&file.path)) {
@@ -172,13 +184,9 @@ pub fn load(files: &[FleetFile]) -> Result<Fleet, Vec<Diagnostic>> {
     let fleet = validate::check(documents, &mut across);
     across.retain(|found| !salvaged.iter().any(|doc| doc.repeats_schema_error(found)));
     diagnostics.extend(across);
-    if diagnostics.is_empty() {
-        Ok(fleet)
-    } else {
-        diagnostics.sort();
-        diagnostics.dedup();
-        Err(diagnostics)
-    }
+    diagnostics.sort();
+    diagnostics.dedup();
+    (fleet, diagnostics)
 }
 
 fn read_file(file: &FleetFile, documents: &mut Documents, diagnostics: &mut Vec<Diagnostic>) {

@@ -36,6 +36,50 @@ pub struct ObservedHub {
     /// ManagedClusters registered on the hub, by name.
     #[serde(default)]
     pub clusters: BTreeMap<String, ClusterRegistration>,
+    /// The FleetSyncs on the hub: `fleetform sync` keeps it at their commits.
+    #[serde(default)]
+    pub fleet_syncs: Vec<ManagingSync>,
+}
+
+/// A FleetSync on a hub: `fleetform sync` applies its repo's commits there and reverts any other
+/// change to the objects it manages, so whatever `apply` writes that is not in that commit is
+/// undone within seconds.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagingSync {
+    /// The FleetSync's name (in `fleetform-system`).
+    pub fleet_sync: String,
+    pub repo: String,
+    #[serde(rename = "ref")]
+    pub git_ref: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The commit in force, as the FleetSync reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_applied_commit: Option<String>,
+}
+
+impl std::fmt::Display for ManagingSync {
+    /// `FleetSync fleet (https://… at main, commit 1a2b3c4 in force)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "FleetSync {} ({} at {}",
+            self.fleet_sync, self.repo, self.git_ref
+        )?;
+        if let Some(path) = &self.path {
+            write!(f, ", path {path}")?;
+        }
+        match &self.last_applied_commit {
+            Some(commit) => write!(f, ", commit {} in force)", short_commit(commit)),
+            None => write!(f, ", nothing applied yet)"),
+        }
+    }
+}
+
+/// The first 7 characters of a commit SHA, as git shows it.
+pub fn short_commit(commit: &str) -> &str {
+    commit.get(..7).unwrap_or(commit)
 }
 
 /// A ManagedCluster as the planner sees it.
@@ -245,6 +289,10 @@ pub struct HubPlan {
     pub prune_blocked: Option<PruneBlock>,
     /// Every object the plan read, so a saved plan can tell when it is stale.
     pub read_versions: BTreeMap<String, ReadVersion>,
+    /// The FleetSyncs that keep this hub at their commits: what `apply` writes beyond that is
+    /// reverted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub managed_by: Vec<ManagingSync>,
 }
 
 /// An ordered plan for a whole fleet.
@@ -369,6 +417,7 @@ fn plan_hub(fleet: &Fleet, hub_name: &str, observed: &ObservedHub, guard: PruneG
             .get(hub_name)
             .or(live_hub.as_ref())
             .map(|hub| hub.spec.kubeconfig.clone()),
+        managed_by: observed.fleet_syncs.clone(),
         ..HubPlan::default()
     };
     plan.read_versions = observed

@@ -7,7 +7,7 @@ use std::fmt::Write;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Action, Counts, HubPlan, ObjectChange, Plan};
+use super::{Action, Counts, HubPlan, ManagingSync, ObjectChange, Plan};
 use crate::source::Origin;
 
 /// The version of the plan document's format. It changes when a field changes meaning or goes
@@ -106,6 +106,13 @@ pub fn text(plan: &Plan, colour: bool) -> String {
             continue;
         }
         let _ = writeln!(out, "\n{}", paint(BOLD, &format!("hub {}", hub.hub)));
+        for sync in &hub.managed_by {
+            let _ = writeln!(
+                out,
+                "  {}",
+                paint(YELLOW, &format!("! {}", managed_note(sync)))
+            );
+        }
         if !hub.steps.is_empty() {
             let _ = writeln!(out, "  steps:");
             for (index, step) in hub.steps.iter().enumerate() {
@@ -185,6 +192,9 @@ pub fn markdown(plan: &Plan) -> String {
                 block.limit
             );
         }
+        for sync in &hub.managed_by {
+            let _ = writeln!(out, "> [!NOTE]\n> {}\n", managed_note(sync));
+        }
         for (index, step) in hub.steps.iter().enumerate() {
             let _ = writeln!(out, "{}. {step}", index + 1);
         }
@@ -206,6 +216,13 @@ pub fn markdown(plan: &Plan) -> String {
         }
     }
     out
+}
+
+/// What a FleetSync on the hub means for this plan.
+fn managed_note(sync: &ManagingSync) -> String {
+    format!(
+        "{sync} manages this hub: it reverts whatever is not in its commit, so commit and push this change rather than apply it"
+    )
 }
 
 fn is_empty(hub: &HubPlan) -> bool {

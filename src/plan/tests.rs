@@ -121,6 +121,7 @@ fn converged(fleet: &Fleet) -> Observed {
             objects,
             dry_run: BTreeMap::new(),
             clusters,
+            fleet_syncs: Vec::new(),
         },
     )])
 }

@@ -18,6 +18,7 @@ use super::install::{
     AGENT_DEPLOYMENT, HubEndpoint, agent_deployment, bootstrap_current, deployment_current,
 };
 use super::lifecycle::Facts;
+use crate::access::Reached;
 use crate::api::fleet::{AddOn, Hub, Spoke};
 use crate::api::vocabulary::{
     AGENT_NAMESPACE, ANNOTATION_FORCE_UNJOIN, BOOTSTRAP_HUB_KUBECONFIG_SECRET, CONDITION_AVAILABLE,
@@ -142,7 +143,7 @@ pub(crate) async fn gather(
             Ok(reached) => {
                 let spoke_url = reached.url.as_deref().unwrap_or(&endpoint.server);
                 let desired = agent_deployment(&name, &effective, Some(spoke_url));
-                SpokeAgent::read(&reached.client, &desired, endpoint)
+                SpokeAgent::read(&reached, &desired, endpoint)
                     .await
                     .map(|on_spoke| (on_spoke, desired))
             }
@@ -256,12 +257,18 @@ struct SpokeAgent {
 
 impl SpokeAgent {
     async fn read(
-        spoke: &Client,
+        reached: &Reached,
         desired: &Deployment,
         endpoint: &HubEndpoint,
     ) -> Result<Self, ReconcileError> {
+        let spoke = &reached.client;
         let unreachable = |what: &'static str| {
-            move |err: kube::Error| ReconcileError::Spoke(format!("cannot read {what}: {err}"))
+            move |err: kube::Error| {
+                ReconcileError::Spoke(format!(
+                    "cannot read {what} at {}: {err}",
+                    reached.describe()
+                ))
+            }
         };
         let namespace = Api::<Namespace>::all(spoke.clone())
             .get_opt(AGENT_NAMESPACE)

@@ -773,7 +773,8 @@ async fn install_agent(
     let kubeconfig = install::bootstrap_kubeconfig(endpoint, &token);
     grant_spoke_access(client, &name, &hub.name_any()).await?;
     let on_spoke = |what: &'static str| {
-        move |err: kube::Error| ReconcileError::Spoke(format!("cannot apply {what}: {err}"))
+        let at = reached.describe();
+        move |err: kube::Error| ReconcileError::Spoke(format!("cannot apply {what} at {at}: {err}"))
     };
     let namespace = apply_on(
         &Api::<Namespace>::all(spoke_client.clone()),

@@ -162,24 +162,29 @@ pub enum LoadError {
 
 /// Reads a fleet repo and loads the fleet it declares, or every problem found in it.
 pub fn load_fleet(spec: &SourceSpec) -> Result<(Origin, crate::fleet::Fleet), LoadError> {
-    let snapshot = read(spec).map_err(LoadError::Source)?;
+    let (origin, fleet, diagnostics) = load_fleet_partial(spec).map_err(LoadError::Source)?;
+    if diagnostics.is_empty() {
+        Ok((origin, fleet))
+    } else {
+        Err(LoadError::Invalid {
+            origin,
+            diagnostics,
+        })
+    }
+}
+
+/// Reads a fleet repo and loads what is valid of it (see [`crate::fleet::load_partial`]), with
+/// every problem found in it (none: the fleet is valid).
+pub fn load_fleet_partial(
+    spec: &SourceSpec,
+) -> Result<(Origin, crate::fleet::Fleet, Vec<Diagnostic>), SourceError> {
+    let snapshot = read(spec)?;
     tracing::debug!(origin = %snapshot.origin, files = snapshot.files.len(), "read the fleet source");
     let mut diagnostics = snapshot.problems;
-    match crate::fleet::load(&snapshot.files) {
-        Ok(fleet) if diagnostics.is_empty() => Ok((snapshot.origin, fleet)),
-        Ok(_) => Err(LoadError::Invalid {
-            origin: snapshot.origin,
-            diagnostics,
-        }),
-        Err(found) => {
-            diagnostics.extend(found);
-            diagnostics.sort();
-            Err(LoadError::Invalid {
-                origin: snapshot.origin,
-                diagnostics,
-            })
-        }
-    }
+    let (fleet, found) = crate::fleet::load_partial(&snapshot.files);
+    diagnostics.extend(found);
+    diagnostics.sort();
+    Ok((snapshot.origin, fleet, diagnostics))
 }
 
 /// Reads a fleet repo from wherever `spec` says.

@@ -389,3 +389,31 @@ pub fn commit_all(repo: &git2::Repository, message: &str) -> String {
         .unwrap()
         .to_string()
 }
+
+/// Copies the directory `from` (files and subdirectories) to `to`.
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &to.join(entry.file_name()));
+        } else {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}
+
+/// A new git repository (branch `main`) whose first commit holds the example fleet under
+/// `fleet/`.
+pub fn example_fleet_repo() -> (tempfile::TempDir, git2::Repository) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut init = git2::RepositoryInitOptions::new();
+    init.initial_head("main");
+    let repo = git2::Repository::init_opts(dir.path(), &init).unwrap();
+    copy_dir(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet-repo"),
+        &dir.path().join("fleet"),
+    );
+    commit_all(&repo, "example fleet");
+    (dir, repo)
+}
