@@ -632,6 +632,34 @@ async fn publish_addon(hub: &Cluster, registrations: serde_json::Value) {
         .expect("publish the addon");
 }
 
+/// `hello` published with a registration of the kube signer and one of [`CUSTOM_SIGNER`], whose
+/// CA (returned) is in a hub Secret its `signerSecretRef` names.
+async fn publish_addon_with_a_custom_signer(hub: &Cluster) -> CertificateAuthority {
+    let (custom_ca, custom_ca_key) =
+        CertificateAuthority::generate(time::OffsetDateTime::now_utc()).unwrap();
+    Api::<Secret>::namespaced(hub.client.clone(), SYSTEM_NAMESPACE)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "hello-signer-ca"},
+                "data": {
+                    "tls.crt": ByteString(custom_ca.cert_pem().as_bytes().to_vec()),
+                    "tls.key": ByteString(custom_ca_key.as_bytes().to_vec()),
+                },
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let registrations = json!([
+        {"signerName": SIGNER_KUBE_APISERVER_CLIENT},
+        {"signerName": CUSTOM_SIGNER,
+         "signerSecretRef": {"namespace": SYSTEM_NAMESPACE, "name": "hello-signer-ca"}},
+    ]);
+    publish_addon(hub, registrations).await;
+    custom_ca
+}
+
 /// The addon `hello` enabled on spoke-a, installed in `hello-ns`.
 async fn install_hello(hub: &Cluster, spoke: &Cluster) {
     spoke.namespace("hello-ns").await;
@@ -688,28 +716,7 @@ fn common_name(secret: &Secret) -> String {
 #[tokio::test]
 async fn addon_registrations_get_certificates_from_the_kube_and_custom_signers() {
     let (hub, _loops, spoke, _agent) = joined_spoke().await;
-    let (custom_ca, custom_ca_key) =
-        CertificateAuthority::generate(time::OffsetDateTime::now_utc()).unwrap();
-    Api::<Secret>::namespaced(hub.client.clone(), SYSTEM_NAMESPACE)
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": "hello-signer-ca"},
-                "data": {
-                    "tls.crt": ByteString(custom_ca.cert_pem().as_bytes().to_vec()),
-                    "tls.key": ByteString(custom_ca_key.as_bytes().to_vec()),
-                },
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    let registrations = json!([
-        {"signerName": SIGNER_KUBE_APISERVER_CLIENT},
-        {"signerName": CUSTOM_SIGNER,
-         "signerSecretRef": {"namespace": SYSTEM_NAMESPACE, "name": "hello-signer-ca"}},
-    ]);
-    publish_addon(&hub, registrations).await;
+    let custom_ca = publish_addon_with_a_custom_signer(&hub).await;
     install_hello(&hub, &spoke).await;
 
     let addon_secrets: Api<Secret> = Api::namespaced(spoke.client.clone(), "hello-ns");
@@ -892,6 +899,17 @@ async fn judged(hub: &Cluster, name: &str) -> CertificateSigningRequestCondition
     verdict_of(&csr).unwrap()
 }
 
+/// Waits until `hello`'s kube signer certificate is stored on the spoke: its Secret.
+async fn hello_certificate(spoke: &Cluster) -> Secret {
+    wait_for(
+        &Api::<Secret>::namespaced(spoke.client.clone(), "hello-ns"),
+        "hello-hub-kubeconfig",
+        "the addon's certificate",
+        |_| true,
+    )
+    .await
+}
+
 fn hello_on_spoke_a(hub: &Cluster) -> Api<ManagedClusterAddOn> {
     Api::namespaced(hub.client.clone(), "spoke-a")
 }
@@ -989,13 +1007,7 @@ async fn the_hub_writes_ocms_registrations_and_approves_the_subjects_ocms_approv
     );
 
     // The agent asks for OCM's two groups, and the hub approves them.
-    let secret = wait_for(
-        &Api::<Secret>::namespaced(spoke.client.clone(), "hello-ns"),
-        "hello-hub-kubeconfig",
-        "the addon's certificate",
-        |_| true,
-    )
-    .await;
+    let secret = hello_certificate(&spoke).await;
     let (user, groups, _) = parse_certificate(&key(&secret, "tls.crt"));
     assert_eq!(user, ocm_user);
     assert_eq!(groups, ocm_groups);
@@ -1013,13 +1025,7 @@ async fn a_denied_addon_csr_is_explained_on_its_addon_and_the_next_denial_waits(
     let (hub, _loops, spoke, _agent) = joined_spoke().await;
     publish_addon(&hub, json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}])).await;
     install_hello(&hub, &spoke).await;
-    wait_for(
-        &Api::<Secret>::namespaced(spoke.client.clone(), "hello-ns"),
-        "hello-hub-kubeconfig",
-        "the addon's certificate",
-        |_| true,
-    )
-    .await;
+    hello_certificate(&spoke).await;
 
     // The cluster's agent asks for more than the AddOn document allows.
     let agent = as_agent(&spoke).await;
@@ -1127,13 +1133,7 @@ async fn registrations_of_an_addon_fleetform_does_not_manage_are_left_to_its_man
     )
     .await
     .expect("the addon manager approves");
-    let secret = wait_for(
-        &Api::<Secret>::namespaced(spoke.client.clone(), "hello-ns"),
-        "hello-hub-kubeconfig",
-        "the addon's certificate",
-        |_| true,
-    )
-    .await;
+    let secret = hello_certificate(&spoke).await;
     assert!(common_name(&secret).ends_with(":agent:hello-agent"));
     let conditions = csrs.get(&name).await.unwrap().status.unwrap().conditions;
     assert_eq!(
@@ -1165,31 +1165,7 @@ async fn certificates_last_what_the_agent_asks_for_up_to_a_year() {
     assert_lasts_a_year("agent", &agent);
 
     // The addon's certificates too, from the hub's signer for its custom signer alike.
-    let (custom_ca, custom_ca_key) =
-        CertificateAuthority::generate(time::OffsetDateTime::now_utc()).unwrap();
-    Api::<Secret>::namespaced(hub.client.clone(), SYSTEM_NAMESPACE)
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": "hello-signer-ca"},
-                "data": {
-                    "tls.crt": ByteString(custom_ca.cert_pem().as_bytes().to_vec()),
-                    "tls.key": ByteString(custom_ca_key.as_bytes().to_vec()),
-                },
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    publish_addon(
-        &hub,
-        json!([
-            {"signerName": SIGNER_KUBE_APISERVER_CLIENT},
-            {"signerName": CUSTOM_SIGNER,
-             "signerSecretRef": {"namespace": SYSTEM_NAMESPACE, "name": "hello-signer-ca"}},
-        ]),
-    )
-    .await;
+    publish_addon_with_a_custom_signer(&hub).await;
     install_hello(&hub, &spoke).await;
     let addon_secrets: Api<Secret> = Api::namespaced(spoke.client.clone(), "hello-ns");
     for (what, name) in [

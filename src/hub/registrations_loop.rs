@@ -87,24 +87,29 @@ async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result
     let (Some(cluster), name) = (addon.namespace(), addon.name_any()) else {
         return Ok(Action::await_change());
     };
-    let addons: Api<ManagedClusterAddOn> = Api::namespaced(ctx.client.clone(), &cluster);
-    let object = format!("ManagedClusterAddOn {cluster}/{name}");
-    // Read afresh: the patch carries the resourceVersion, and the cache may be behind.
-    let addon = addons
-        .get_opt(&name)
-        .await
-        .map_err(HubError::kube(&object, "read"))?;
-    let Some(addon) = addon.filter(|addon| addon.metadata.deletion_timestamp.is_none()) else {
-        return Ok(Action::await_change());
-    };
     let Some(spec) = addon_spec(&ctx.client, &name).await? else {
         debug!("not an addon of fleetform's; its registrations are left alone");
         return Ok(Action::await_change());
     };
     let wanted = status_registrations(&spec.registrations, &cluster, &name);
-    if addon.registrations() == wanted.as_slice() {
+    let nothing_to_write = |addon: &ManagedClusterAddOn| {
+        addon.metadata.deletion_timestamp.is_some() || addon.registrations() == wanted.as_slice()
+    };
+    if nothing_to_write(&addon) {
         return Ok(Action::await_change());
     }
+    // Read afresh before writing: the patch carries the resourceVersion, and the cache may be
+    // behind.
+    let addons: Api<ManagedClusterAddOn> = Api::namespaced(ctx.client.clone(), &cluster);
+    let object = format!("ManagedClusterAddOn {cluster}/{name}");
+    let Some(addon) = addons
+        .get_opt(&name)
+        .await
+        .map_err(HubError::kube(&object, "read"))?
+        .filter(|addon| !nothing_to_write(addon))
+    else {
+        return Ok(Action::await_change());
+    };
     let patch = json!({
         "metadata": {"resourceVersion": addon.resource_version()},
         "status": {"registrations": wanted},
