@@ -1,18 +1,21 @@
-//! Registration by certificate against embedded control planes (DESIGN §4.1): per-spoke
+//! Registration by certificate against embedded control planes (DESIGN §4.1, §4.3): per-spoke
 //! bootstrap tokens traded for CSR-issued identities, their reuse on restart, the pending-CSR
-//! limit, rotation with short certificates, re-bootstrapping, and what an identity may not do.
+//! limit, certificate lifetimes and rotation, re-bootstrapping, and what an identity may not do;
+//! addon registrations written by the hub from the AddOn document (or by an addon manager), the
+//! addon CSRs it approves, denies, explains and paces.
 
 mod support;
 
 use std::time::Duration;
 
 use fleetform::agent::registration::REASON_CERTIFICATE_CREATION_HALTED;
-use fleetform::agent::rotation::{CertificateLifetime, registration_csr};
+use fleetform::agent::rotation::{CertificateLifetime, addon_registration_csr, registration_csr};
 use fleetform::agent::{AgentConfig, HubConnection};
 use fleetform::api::ManagedCluster;
 use fleetform::api::ManagedClusterAddOn;
-use fleetform::api::addon::ClusterManagementAddOn;
-use fleetform::api::addon::ManagedClusterAddOnSpec;
+use fleetform::api::addon::{
+    ClusterManagementAddOn, ManagedClusterAddOnSpec, RegistrationConfig, Subject,
+};
 use fleetform::api::fleet::SYSTEM_NAMESPACE;
 use fleetform::api::vocabulary::{
     AGENT_NAMESPACE, CLUSTER_LEASE_NAME, CONDITION_CERTIFICATE_ROTATED, HUB_KUBECONFIG_SECRET,
@@ -22,13 +25,15 @@ use fleetform::api::vocabulary::{
     REASON_CLIENT_CERTIFICATE_UPDATE_FAILED, REASON_CLIENT_CERTIFICATE_UPDATED,
     SIGNER_KUBE_APISERVER_CLIENT, STATUS_TRUE,
 };
-use fleetform::hub::approval::CSR_DENIED;
+use fleetform::hub::approval::{CSR_APPROVED, CSR_DENIED};
 use fleetform::hub::bootstrap::{BOOTSTRAP_GROUP, BOOTSTRAP_ROLE_NAME};
 use fleetform::plan::desired::ADDON_SPEC_ANNOTATION;
 use fleetform_controlplane::auth::ca::CertificateAuthority;
 use futures::StreamExt;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use k8s_openapi::api::certificates::v1::{
+    CertificateSigningRequest, CertificateSigningRequestCondition,
+};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Secret};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
@@ -37,7 +42,7 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector;
 use kube::runtime::watcher::{self, watcher};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 use support::{
@@ -67,6 +72,30 @@ async fn cert_agent(spoke: &Cluster, name: &str) -> AgentConfig {
     );
     config.addon_lease_duration = Duration::from_secs(1);
     config
+}
+
+/// One year, in seconds.
+const YEAR: i32 = 365 * 24 * 3600;
+
+/// Asserts that `renewal` was requested once no more than a quarter of `lifetime` (the real
+/// certificate's, as issued) was left. Both times are whole seconds: the renewal's creation time
+/// is truncated, so it is compared with the truncated deadline.
+fn assert_rotated_late_enough(renewal: &CertificateSigningRequest, lifetime: &CertificateLifetime) {
+    let created = renewal
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .expect("a creation time")
+        .0;
+    let whole = lifetime.not_before.duration_until(lifetime.not_after);
+    let earliest = lifetime.not_before + whole.mul_f64(0.75);
+    assert!(
+        created.as_second() >= earliest.as_second(),
+        "renewal {} requested at {created}, before 75% of the certificate's life ({} to {}) was over",
+        renewal.metadata.name.as_deref().unwrap_or_default(),
+        lifetime.not_before,
+        lifetime.not_after
+    );
 }
 
 fn hub_secrets(spoke: &Cluster) -> Api<Secret> {
@@ -388,8 +417,9 @@ async fn restarts_never_leave_more_than_ten_registration_csrs_pending() {
 #[tokio::test]
 async fn short_certificates_of_the_agent_and_its_addons_are_rotated_and_the_lease_keeps_being_renewed()
  {
-    let (hub, _loops, spoke, _agent) =
-        joined_spoke_on(Cluster::start_signing_for(Duration::from_secs(12)).await).await;
+    // The agent asks for a year; the hub signs for at most 12 s.
+    let hub = Cluster::start_signing_for(Duration::from_secs(12)).await;
+    let (hub, _loops, spoke, _agent) = joined_spoke_asking(hub, Some(YEAR)).await;
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     let first = wait_for(
         &hub_secrets(&spoke),
@@ -406,12 +436,11 @@ async fn short_certificates_of_the_agent_and_its_addons_are_rotated_and_the_leas
             .duration_until(lifetime.not_after)
             .as_secs()
             <= 14,
-        "the hub issues short certificates"
+        "the hub caps the year asked for at its 12 s"
     );
 
     publish_addon(&hub, json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}])).await;
     install_hello(&hub, &spoke).await;
-    set_registrations(&hub, json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}])).await;
     let addon_secrets: Api<Secret> = Api::namespaced(spoke.client.clone(), "hello-ns");
     let first_addon = wait_for(
         &addon_secrets,
@@ -442,17 +471,26 @@ async fn short_certificates_of_the_agent_and_its_addons_are_rotated_and_the_leas
         "a renewal keeps the agent's identity"
     );
     let renewals = csrs_of(&hub, "spoke-a").await;
-    assert!(
-        renewals.iter().any(|csr| csr
-            .spec
-            .username
-            .as_deref()
-            .is_some_and(|u| u.starts_with("system:open-cluster-management:spoke-a:"))),
-        "the renewal is requested by the agent's own identity"
-    );
+    let renewal = renewals
+        .iter()
+        .filter(|csr| {
+            csr.metadata
+                .labels
+                .as_ref()
+                .is_none_or(|labels| !labels.contains_key(LABEL_ADDON_NAME))
+        })
+        .find(|csr| {
+            csr.spec
+                .username
+                .as_deref()
+                .is_some_and(|u| u.starts_with("system:open-cluster-management:spoke-a:"))
+        })
+        .expect("the renewal is requested by the agent's own identity");
+    assert_rotated_late_enough(renewal, &lifetime);
 
-    // The addon's certificate is rotated too.
+    // The addon's certificate is rotated too, as late.
     let first_addon_certificate = key(&first_addon, "tls.crt");
+    let addon_lifetime = CertificateLifetime::from_pem(first_addon_certificate.as_bytes()).unwrap();
     wait_for(
         &addon_secrets,
         "hello-hub-kubeconfig",
@@ -460,6 +498,16 @@ async fn short_certificates_of_the_agent_and_its_addons_are_rotated_and_the_leas
         move |s| key(s, "tls.crt") != first_addon_certificate,
     )
     .await;
+    let addon_csrs = Api::<CertificateSigningRequest>::all(hub.client.clone())
+        .list(&ListParams::default().labels(&format!("{LABEL_ADDON_NAME}=hello")))
+        .await
+        .unwrap()
+        .items;
+    let addon_renewal = addon_csrs
+        .iter()
+        .max_by_key(|csr| csr.metadata.creation_timestamp.clone())
+        .expect("the addon's renewal");
+    assert_rotated_late_enough(addon_renewal, &addon_lifetime);
 
     // Past the first certificate's end, the loops still renew the lease with the new one.
     let past_first = lifetime.not_after;
@@ -537,11 +585,15 @@ async fn a_new_bootstrap_secret_registers_the_agent_again() {
 
 /// A spoke registered by certificate and joined: hub (with loops), spoke, running agent.
 async fn joined_spoke() -> (Cluster, Running, Cluster, Running) {
-    joined_spoke_on(Cluster::start().await).await
+    joined_spoke_asking(Cluster::start().await, None).await
 }
 
-/// [`joined_spoke`] on a hub of the caller's.
-async fn joined_spoke_on(hub: Cluster) -> (Cluster, Running, Cluster, Running) {
+/// [`joined_spoke`] on a hub of the caller's, its agent asking for certificates of `seconds`
+/// (`--client-cert-expiration-seconds`; `None` leaves it to the signer).
+async fn joined_spoke_asking(
+    hub: Cluster,
+    seconds: Option<i32>,
+) -> (Cluster, Running, Cluster, Running) {
     let (hub, loops) = hub_with_loops(hub).await;
     let spoke = Cluster::start().await;
     hub.declare_spoke("spoke-a").await;
@@ -549,7 +601,9 @@ async fn joined_spoke_on(hub: Cluster) -> (Cluster, Running, Cluster, Running) {
     spoke
         .install_bootstrap(&hub.bootstrap_kubeconfig(&token))
         .await;
-    let agent = start_agent(cert_agent(&spoke, "spoke-a").await);
+    let mut config = cert_agent(&spoke, "spoke-a").await;
+    config.client_cert_expiration_seconds = seconds;
+    let agent = start_agent(config);
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     wait_for(&clusters, "spoke-a", "created", |_| true).await;
     accept(&hub, "spoke-a", 1).await;
@@ -576,6 +630,34 @@ async fn publish_addon(hub: &Cluster, registrations: serde_json::Value) {
         )
         .await
         .expect("publish the addon");
+}
+
+/// `hello` published with a registration of the kube signer and one of [`CUSTOM_SIGNER`], whose
+/// CA (returned) is in a hub Secret its `signerSecretRef` names.
+async fn publish_addon_with_a_custom_signer(hub: &Cluster) -> CertificateAuthority {
+    let (custom_ca, custom_ca_key) =
+        CertificateAuthority::generate(time::OffsetDateTime::now_utc()).unwrap();
+    Api::<Secret>::namespaced(hub.client.clone(), SYSTEM_NAMESPACE)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "hello-signer-ca"},
+                "data": {
+                    "tls.crt": ByteString(custom_ca.cert_pem().as_bytes().to_vec()),
+                    "tls.key": ByteString(custom_ca_key.as_bytes().to_vec()),
+                },
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let registrations = json!([
+        {"signerName": SIGNER_KUBE_APISERVER_CLIENT},
+        {"signerName": CUSTOM_SIGNER,
+         "signerSecretRef": {"namespace": SYSTEM_NAMESPACE, "name": "hello-signer-ca"}},
+    ]);
+    publish_addon(hub, registrations).await;
+    custom_ca
 }
 
 /// The addon `hello` enabled on spoke-a, installed in `hello-ns`.
@@ -634,34 +716,8 @@ fn common_name(secret: &Secret) -> String {
 #[tokio::test]
 async fn addon_registrations_get_certificates_from_the_kube_and_custom_signers() {
     let (hub, _loops, spoke, _agent) = joined_spoke().await;
-    let (custom_ca, custom_ca_key) =
-        CertificateAuthority::generate(time::OffsetDateTime::now_utc()).unwrap();
-    Api::<Secret>::namespaced(hub.client.clone(), SYSTEM_NAMESPACE)
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": "hello-signer-ca"},
-                "data": {
-                    "tls.crt": ByteString(custom_ca.cert_pem().as_bytes().to_vec()),
-                    "tls.key": ByteString(custom_ca_key.as_bytes().to_vec()),
-                },
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    let registrations = json!([
-        {"signerName": SIGNER_KUBE_APISERVER_CLIENT},
-        {"signerName": CUSTOM_SIGNER,
-         "signerSecretRef": {"namespace": SYSTEM_NAMESPACE, "name": "hello-signer-ca"}},
-    ]);
-    publish_addon(&hub, registrations).await;
+    let custom_ca = publish_addon_with_a_custom_signer(&hub).await;
     install_hello(&hub, &spoke).await;
-    set_registrations(
-        &hub,
-        json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}, {"signerName": CUSTOM_SIGNER}]),
-    )
-    .await;
 
     let addon_secrets: Api<Secret> = Api::namespaced(spoke.client.clone(), "hello-ns");
     let kube_secret = wait_for(
@@ -679,7 +735,6 @@ async fn addon_registrations_get_certificates_from_the_kube_and_custom_signers()
         [
             "system:open-cluster-management:cluster:spoke-a:addon:hello",
             "system:open-cluster-management:addon:hello",
-            "system:authenticated"
         ]
     );
     // The kubeconfig reaches the hub as the addon.
@@ -729,7 +784,6 @@ async fn no_certificate_is_requested_until_the_install_namespace_exists_and_then
         )
         .await
         .unwrap();
-    set_registrations(&hub, json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}])).await;
 
     // The agent says why it waits, on the addon, and asks the hub for nothing meanwhile.
     let waiting = wait_for(&addons, "hello", "waiting for its namespace", |addon| {
@@ -768,11 +822,10 @@ async fn no_certificate_is_requested_until_the_install_namespace_exists_and_then
 }
 
 #[tokio::test]
-async fn a_changed_registration_gets_a_new_certificate_and_an_undeclared_one_none() {
+async fn a_changed_addon_document_gets_the_spoke_a_new_certificate() {
     let (hub, _loops, spoke, _agent) = joined_spoke().await;
     publish_addon(&hub, json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}])).await;
     install_hello(&hub, &spoke).await;
-    set_registrations(&hub, json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}])).await;
     let addon_secrets: Api<Secret> = Api::namespaced(spoke.client.clone(), "hello-ns");
     let first = wait_for(
         &addon_secrets,
@@ -783,34 +836,11 @@ async fn a_changed_registration_gets_a_new_certificate_and_an_undeclared_one_non
     .await;
     assert!(common_name(&first).ends_with(":agent:hello"));
 
-    // The registration asks for a subject the AddOn document does not allow: denied, no secret
-    // change.
-    let greedy = json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT,
-                         "subject": {"user": "hello-agent", "groups": ["system:masters"]}}]);
-    set_registrations(&hub, greedy).await;
-    wait_for_list(
-        Api::<CertificateSigningRequest>::all(hub.client.clone()),
-        Some(&format!("{LABEL_ADDON_NAME}=hello")),
-        "the greedy addon CSR denied",
-        |csrs| {
-            csrs.iter()
-                .any(|csr| denial(csr).is_some_and(|m| m.contains("hello-agent")))
-        },
-    )
-    .await;
-    assert_eq!(
-        key(
-            &addon_secrets.get("hello-hub-kubeconfig").await.unwrap(),
-            "tls.crt"
-        ),
-        key(&first, "tls.crt")
-    );
-
-    // The AddOn document and the registration agree on a new subject: a new certificate.
+    // The AddOn document names a subject of its own: the hub writes it into the registrations,
+    // the agent asks for it and gets it.
     let changed = json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT,
                           "subject": {"user": "hello-agent", "groups": ["hello-group"]}}]);
-    publish_addon(&hub, changed.clone()).await;
-    set_registrations(&hub, changed).await;
+    publish_addon(&hub, changed).await;
     let second = wait_for(
         &addon_secrets,
         "hello-hub-kubeconfig",
@@ -821,5 +851,354 @@ async fn a_changed_registration_gets_a_new_certificate_and_an_undeclared_one_non
     assert_eq!(
         parse_certificate(&key(&second, "tls.crt")).1,
         ["hello-group"]
+    );
+}
+
+/// A client of the agent's hub identity: the certificate it stored in `hub-kubeconfig-secret`.
+async fn as_agent(spoke: &Cluster) -> Client {
+    let stored = wait_for(&hub_secrets(spoke), HUB_KUBECONFIG_SECRET, "stored", |_| {
+        true
+    })
+    .await;
+    client_for(&key(&stored, HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG)).await
+}
+
+/// Creates, as `agent`, a CSR of addon `hello` on spoke-a for `subject` from `signer`, as the
+/// agent does for a registration: its name.
+async fn request_for_hello(agent: &Client, signer: &str, subject: Subject) -> String {
+    let registration = RegistrationConfig {
+        signer_name: signer.into(),
+        subject: Some(subject),
+    };
+    let pending = addon_registration_csr(&registration, "spoke-a", "hello", None).unwrap();
+    Api::<CertificateSigningRequest>::all(agent.clone())
+        .create(&PostParams::default(), &pending.csr)
+        .await
+        .expect("the agent may create CSRs")
+        .name_any()
+}
+
+/// The Approved or Denied condition of a CSR, once it has one.
+fn verdict_of(csr: &CertificateSigningRequest) -> Option<CertificateSigningRequestCondition> {
+    csr.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == CSR_APPROVED || c.type_ == CSR_DENIED)
+        .cloned()
+}
+
+/// Waits until the CSR is approved or denied: that condition.
+async fn judged(hub: &Cluster, name: &str) -> CertificateSigningRequestCondition {
+    let csrs: Api<CertificateSigningRequest> = Api::all(hub.client.clone());
+    let csr = wait_for(&csrs, name, "approved or denied", |csr| {
+        verdict_of(csr).is_some()
+    })
+    .await;
+    verdict_of(&csr).unwrap()
+}
+
+/// Waits until `hello`'s kube signer certificate is stored on the spoke: its Secret.
+async fn hello_certificate(spoke: &Cluster) -> Secret {
+    wait_for(
+        &Api::<Secret>::namespaced(spoke.client.clone(), "hello-ns"),
+        "hello-hub-kubeconfig",
+        "the addon's certificate",
+        |_| true,
+    )
+    .await
+}
+
+fn hello_on_spoke_a(hub: &Cluster) -> Api<ManagedClusterAddOn> {
+    Api::namespaced(hub.client.clone(), "spoke-a")
+}
+
+#[tokio::test]
+async fn addon_csrs_are_denied_for_an_addon_not_enabled_on_the_cluster_or_being_disabled() {
+    let (hub, _loops, spoke, _agent) = joined_spoke().await;
+    publish_addon(&hub, json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}])).await;
+    let agent = as_agent(&spoke).await;
+    let default = Subject::default_for("spoke-a", "hello");
+
+    // Not enabled on spoke-a: no ManagedClusterAddOn, no certificate in the addon's groups.
+    let unasked = request_for_hello(&agent, SIGNER_KUBE_APISERVER_CLIENT, default.clone()).await;
+    let verdict = judged(&hub, &unasked).await;
+    assert_eq!(verdict.type_, CSR_DENIED);
+    let message = verdict.message.unwrap_or_default();
+    assert!(
+        message.contains("not enabled on cluster spoke-a"),
+        "{message}"
+    );
+
+    // Enabled, then being disabled (a finalizer holds it): denied too, and said on the addon.
+    let addons = hello_on_spoke_a(&hub);
+    let mut held = ManagedClusterAddOn::new(
+        "hello",
+        ManagedClusterAddOnSpec {
+            install_namespace: Some("hello-ns".into()),
+            ..Default::default()
+        },
+    );
+    held.metadata.finalizers = Some(vec!["test.fleetform.io/hold".into()]);
+    addons.create(&PostParams::default(), &held).await.unwrap();
+    addons
+        .delete("hello", &DeleteParams::default())
+        .await
+        .unwrap();
+    let leaving = request_for_hello(&agent, SIGNER_KUBE_APISERVER_CLIENT, default).await;
+    let verdict = judged(&hub, &leaving).await;
+    assert_eq!(verdict.type_, CSR_DENIED);
+    let message = verdict.message.unwrap_or_default();
+    assert!(message.contains("being deleted"), "{message}");
+    wait_for(&addons, "hello", "the denial explained", move |addon| {
+        addon
+            .condition(CONDITION_CERTIFICATE_ROTATED)
+            .is_some_and(|c| c.status == "False" && c.message.contains(&leaving))
+    })
+    .await;
+    assert!(
+        Api::<Secret>::namespaced(spoke.client.clone(), "hello-ns")
+            .get_opt("hello-hub-kubeconfig")
+            .await
+            .is_ok_and(|secret| secret.is_none()),
+        "no certificate for the addon"
+    );
+}
+
+#[tokio::test]
+async fn the_hub_writes_ocms_registrations_and_approves_the_subjects_ocms_approver_does() {
+    let (hub, _loops, spoke, _agent) = joined_spoke().await;
+    publish_addon(&hub, json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}])).await;
+    install_hello(&hub, &spoke).await;
+
+    // The hub copies the AddOn document's registration, with OCM's default subject filled in.
+    let addons = hello_on_spoke_a(&hub);
+    let written = wait_for(&addons, "hello", "registrations written", |addon| {
+        !addon.registrations().is_empty()
+    })
+    .await;
+    let ocm_user = "system:open-cluster-management:cluster:spoke-a:addon:hello:agent:hello";
+    let ocm_groups = [
+        "system:open-cluster-management:cluster:spoke-a:addon:hello",
+        "system:open-cluster-management:addon:hello",
+    ];
+    assert_eq!(
+        written.registrations(),
+        [RegistrationConfig {
+            signer_name: SIGNER_KUBE_APISERVER_CLIENT.into(),
+            subject: Some(Subject {
+                user: ocm_user.into(),
+                groups: ocm_groups.map(String::from).to_vec(),
+                organization_units: Vec::new(),
+            }),
+        }]
+    );
+    assert!(
+        written
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .any(|entry| entry.manager.as_deref() == Some("fleetform-hub")
+                && entry.subresource.as_deref() == Some("status")),
+        "written by the hub as fleetform-hub: {:?}",
+        written.metadata.managed_fields
+    );
+
+    // The agent asks for OCM's two groups, and the hub approves them.
+    let secret = hello_certificate(&spoke).await;
+    let (user, groups, _) = parse_certificate(&key(&secret, "tls.crt"));
+    assert_eq!(user, ocm_user);
+    assert_eq!(groups, ocm_groups);
+
+    // An older agent's third group, system:authenticated, is accepted too, as OCM's approver does.
+    let mut three = Subject::default_for("spoke-a", "hello");
+    three.groups.push("system:authenticated".into());
+    let older =
+        request_for_hello(&as_agent(&spoke).await, SIGNER_KUBE_APISERVER_CLIENT, three).await;
+    assert_eq!(judged(&hub, &older).await.type_, CSR_APPROVED);
+}
+
+#[tokio::test]
+async fn a_denied_addon_csr_is_explained_on_its_addon_and_the_next_denial_waits() {
+    let (hub, _loops, spoke, _agent) = joined_spoke().await;
+    publish_addon(&hub, json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT}])).await;
+    install_hello(&hub, &spoke).await;
+    hello_certificate(&spoke).await;
+
+    // The cluster's agent asks for more than the AddOn document allows.
+    let agent = as_agent(&spoke).await;
+    let mut greedy = Subject::default_for("spoke-a", "hello");
+    greedy.groups.push("system:masters".into());
+    let first = request_for_hello(&agent, SIGNER_KUBE_APISERVER_CLIENT, greedy.clone()).await;
+    let first_verdict = judged(&hub, &first).await;
+    assert_eq!(first_verdict.type_, CSR_DENIED);
+    let addons = hello_on_spoke_a(&hub);
+    let first_name = first.clone();
+    let explained = wait_for(&addons, "hello", "the denial explained", move |addon| {
+        addon
+            .condition(CONDITION_CERTIFICATE_ROTATED)
+            .is_some_and(|c| c.message.contains(&first_name))
+    })
+    .await;
+    let condition = explained.condition(CONDITION_CERTIFICATE_ROTATED).unwrap();
+    assert_eq!(condition.status, "False");
+    assert_eq!(condition.reason, REASON_CLIENT_CERTIFICATE_UPDATE_FAILED);
+    assert!(
+        condition.message.contains("system:masters"),
+        "{}",
+        condition.message
+    );
+
+    // Asked again at once, the hub denies again, but not before its first wait has passed.
+    let second = request_for_hello(&agent, SIGNER_KUBE_APISERVER_CLIENT, greedy).await;
+    let second_verdict = judged(&hub, &second).await;
+    assert_eq!(second_verdict.type_, CSR_DENIED);
+    let at = |verdict: &CertificateSigningRequestCondition| {
+        verdict.last_update_time.as_ref().expect("a time").0
+    };
+    let waited = at(&first_verdict).duration_until(at(&second_verdict));
+    assert!(
+        waited.as_secs() >= 5,
+        "the second denial came {waited:#} after the first"
+    );
+    let second_name = second.clone();
+    wait_for(
+        &addons,
+        "hello",
+        "the second denial explained",
+        move |addon| {
+            addon
+                .condition(CONDITION_CERTIFICATE_ROTATED)
+                .is_some_and(|c| c.message.contains(&second_name))
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn registrations_of_an_addon_fleetform_does_not_manage_are_left_to_its_manager() {
+    let (hub, _loops, spoke, _agent) = joined_spoke().await;
+    // OCM's addon manager's ClusterManagementAddOn: no AddOn document on it.
+    Api::<ClusterManagementAddOn>::all(hub.client.clone())
+        .patch(
+            "hello",
+            &PatchParams::apply("addon-manager").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+                "kind": "ClusterManagementAddOn",
+                "metadata": {"name": "hello"},
+                "spec": {"addOnMeta": {"displayName": "hello"}},
+            })),
+        )
+        .await
+        .unwrap();
+    install_hello(&hub, &spoke).await;
+    // The addon manager writes the registrations, as addon-framework's
+    // KubeClientSignerConfigurations does for an agent named `hello-agent`.
+    let framework = json!([{"signerName": SIGNER_KUBE_APISERVER_CLIENT, "subject": {
+        "user": "system:open-cluster-management:cluster:spoke-a:addon:hello:agent:hello-agent",
+        "groups": ["system:open-cluster-management:cluster:spoke-a:addon:hello",
+                   "system:open-cluster-management:addon:hello"],
+    }}]);
+    set_registrations(&hub, framework.clone()).await;
+
+    // The agent asks; fleetform leaves the request to the addon manager, which approves it.
+    let csrs: Api<CertificateSigningRequest> = Api::all(hub.client.clone());
+    let asked = wait_for_list(
+        csrs.clone(),
+        Some(&format!("{LABEL_ADDON_NAME}=hello")),
+        "the agent's CSR",
+        |csrs| !csrs.is_empty(),
+    )
+    .await;
+    let mut approved = asked[0].clone();
+    approved
+        .status
+        .get_or_insert_with(Default::default)
+        .conditions = Some(vec![CertificateSigningRequestCondition {
+        type_: CSR_APPROVED.into(),
+        status: STATUS_TRUE.into(),
+        reason: Some("AutoApprovedByHubCSRApprovingController".into()),
+        message: Some("Auto approving addon agent certificate.".into()),
+        ..Default::default()
+    }]);
+    let name = approved.name_any();
+    csrs.replace_subresource::<CertificateSigningRequest>(
+        "approval",
+        &name,
+        &PostParams::default(),
+        &approved,
+    )
+    .await
+    .expect("the addon manager approves");
+    let secret = hello_certificate(&spoke).await;
+    assert!(common_name(&secret).ends_with(":agent:hello-agent"));
+    let conditions = csrs.get(&name).await.unwrap().status.unwrap().conditions;
+    assert_eq!(
+        conditions.unwrap_or_default().len(),
+        1,
+        "only the addon manager judged the CSR"
+    );
+    let addon = hello_on_spoke_a(&hub).get("hello").await.unwrap();
+    assert_eq!(
+        serde_json::to_value(addon.registrations()).unwrap(),
+        framework,
+        "the addon manager's registrations stay"
+    );
+}
+
+#[tokio::test]
+async fn certificates_last_what_the_agent_asks_for_up_to_a_year() {
+    let (hub, _loops, spoke, _agent) =
+        joined_spoke_asking(Cluster::start().await, Some(2 * YEAR)).await;
+    // Two years asked; a year (and the signer's five minutes of backdating) given, by the API
+    // server's signer as kube-controller-manager's default --cluster-signing-duration would.
+    let agent = wait_for(
+        &hub_secrets(&spoke),
+        HUB_KUBECONFIG_SECRET,
+        "stored",
+        |_| true,
+    )
+    .await;
+    assert_lasts_a_year("agent", &agent);
+
+    // The addon's certificates too, from the hub's signer for its custom signer alike.
+    publish_addon_with_a_custom_signer(&hub).await;
+    install_hello(&hub, &spoke).await;
+    let addon_secrets: Api<Secret> = Api::namespaced(spoke.client.clone(), "hello-ns");
+    for (what, name) in [
+        ("kube signer", "hello-hub-kubeconfig"),
+        (
+            "custom signer",
+            "hello-example.com-hello-signer-client-cert",
+        ),
+    ] {
+        let secret = wait_for(&addon_secrets, name, what, |_| true).await;
+        assert_lasts_a_year(what, &secret);
+    }
+    let asked: Vec<Option<i32>> = csrs_of(&hub, "spoke-a")
+        .await
+        .iter()
+        .map(|csr| csr.spec.expiration_seconds)
+        .collect();
+    assert!(
+        asked.len() >= 3 && asked.iter().all(|seconds| *seconds == Some(2 * YEAR)),
+        "every CSR asks for what the agent was told: {asked:?}"
+    );
+}
+
+/// Asserts that the certificate in `secret` lasts a year, backdated by the signer's five minutes.
+fn assert_lasts_a_year(what: &str, secret: &Secret) {
+    let lifetime = CertificateLifetime::from_pem(key(secret, "tls.crt").as_bytes()).unwrap();
+    let seconds = lifetime
+        .not_before
+        .duration_until(lifetime.not_after)
+        .as_secs();
+    let year = i64::from(YEAR);
+    assert!(
+        (year..=year + 300).contains(&seconds),
+        "the {what} certificate lasts {seconds} s"
     );
 }

@@ -552,3 +552,77 @@ spec:
     wait_gone(&hubs, "hub").await;
     fleet.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificates_last_the_hubs_client_cert_expiration_seconds() {
+    use fleetform::agent::rotation::CertificateLifetime;
+    use fleetform::api::vocabulary::HUB_KUBECONFIG_SECRET;
+    use k8s_openapi::api::core::v1::Secret;
+
+    let repo = Repo::new();
+    let hub = HUB.replace(
+        "    clusterClaimsMax: 20\n",
+        "    clusterClaimsMax: 20\n    clientCertExpirationSeconds: 600\n",
+    );
+    let addon = "apiVersion: fleetform.io/v1alpha1
+kind: AddOn
+metadata:
+  name: metrics
+spec:
+  installNamespace: metrics-agent
+  registrations:
+    - signerName: kubernetes.io/kube-apiserver-client
+";
+    repo.commit(
+        "a hub whose certificates last ten minutes, a spoke with an addon that registers",
+        &[
+            ("hubs/hub.yaml", Some(&hub)),
+            ("addons/metrics.yaml", Some(addon)),
+            (
+                "spokes/alpha.yaml",
+                Some(&spoke("alpha", "  addons: [metrics]\n")),
+            ),
+        ],
+    );
+    let fleet = Fleet::up(repo).await;
+    fleet.synced().await;
+    fleet.wait_running("alpha").await;
+    let spoke = fleet.spoke_client("alpha");
+    // Whoever deploys the addon creates its namespace; the agent stores its certificate there.
+    Api::<Namespace>::all(spoke.clone())
+        .create(
+            &Default::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": "metrics-agent"}}))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+
+    // 600 s, and the signer's backdating of a tenth of that.
+    let lasts = |secret: &Secret| {
+        let certificate = &secret.data.as_ref().unwrap()["tls.crt"].0;
+        let lifetime = CertificateLifetime::from_pem(certificate).unwrap();
+        lifetime
+            .not_before
+            .duration_until(lifetime.not_after)
+            .as_secs()
+    };
+    for (namespace, name) in [
+        (AGENT_NAMESPACE, HUB_KUBECONFIG_SECRET),
+        ("metrics-agent", "metrics-hub-kubeconfig"),
+    ] {
+        let secret = wait_for(
+            &Api::<Secret>::namespaced(spoke.clone(), namespace),
+            name,
+            "a certificate",
+            |_| true,
+        )
+        .await;
+        let seconds = lasts(&secret);
+        assert!(
+            (600..=660).contains(&seconds),
+            "{namespace}/{name}: the certificate lasts {seconds} s"
+        );
+    }
+    fleet.shutdown().await;
+}

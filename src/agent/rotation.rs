@@ -8,8 +8,8 @@
 //! on an ECDSA P-256 key; an addon's asks for the subject of its registration.
 //!
 //! Certificate requests are written here rather than with rcgen's request builder because
-//! rcgen keeps one value per attribute type and the agent's subject needs two organisations
-//! (an addon's default subject, three). The key pair is rcgen's.
+//! rcgen keeps one value per attribute type and the agent's subject needs two organisations (as
+//! does an addon's default subject). The key pair is rcgen's.
 //!
 //! This module builds and decides; it must not create, read or store anything on a cluster.
 //! Names of the addon secrets come from [`RegistrationConfig::secret_name`].
@@ -334,7 +334,7 @@ mod tests {
     use crate::api::addon::Subject;
     use crate::api::fleet::AddOnRegistration;
     use crate::hub::approval::{
-        AddOnRequestContext, SpokeIdentity, Verdict, decide_addon, decide_registration,
+        AddOnRequestContext, Enablement, SpokeIdentity, Verdict, decide_addon, decide_registration,
         read_request,
     };
 
@@ -586,8 +586,9 @@ mod tests {
             .unwrap()
             .csr;
         csr.spec.username = Some("system:open-cluster-management:spoke1:agent-7".into());
+        csr.spec.groups = Some(crate::hub::approval::agent_organizations("spoke1").to_vec());
         let subject = read_request(&csr.spec.request.0).unwrap();
-        assert_eq!(subject.organizations.len(), 3, "OCM's default subject");
+        assert_eq!(subject.organizations.len(), 2, "OCM's default subject");
         let registrations = [AddOnRegistration {
             signer_name: SIGNER_KUBE_APISERVER_CLIENT.into(),
             subject: None,
@@ -599,6 +600,7 @@ mod tests {
                 cluster: "spoke1",
                 addon: "observability",
                 registrations: &registrations,
+                enablement: Enablement::Enabled,
             },
         );
         assert_eq!(decision.verdict, Verdict::Approve, "{}", decision.reason);

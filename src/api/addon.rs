@@ -237,7 +237,8 @@ pub struct Subject {
 }
 
 impl Subject {
-    /// OCM's default subject of an addon agent whose agent name is the addon's name.
+    /// OCM's default subject of an addon agent whose agent name is the addon's name, with the two
+    /// groups OCM's addon manager writes (older agents also asked for `system:authenticated`).
     pub fn default_for(cluster: &str, addon: &str) -> Self {
         Self {
             user: format!(
@@ -246,7 +247,6 @@ impl Subject {
             groups: vec![
                 format!("system:open-cluster-management:cluster:{cluster}:addon:{addon}"),
                 format!("system:open-cluster-management:addon:{addon}"),
-                "system:authenticated".to_string(),
             ],
             organization_units: Vec::new(),
         }
@@ -733,7 +733,6 @@ mod tests {
             [
                 "system:open-cluster-management:cluster:c1:addon:hello",
                 "system:open-cluster-management:addon:hello",
-                "system:authenticated",
             ]
         );
         let custom = RegistrationConfig {

@@ -8,8 +8,12 @@
 //!   that spoke's own bootstrap token (OCM lets any bootstrap holder register under any name;
 //!   fleetform does not). A renewal, requested by the identity it renews, needs no bootstrap token.
 //! - **addon** CSRs, by which the agent gets a certificate for one of its addons. fleetform
-//!   approves one only if signer, user, groups and organisational units match a registration of
-//!   the AddOn document, and the requester is the agent of the cluster it names.
+//!   approves one only if the addon is enabled on the cluster it names (its ManagedClusterAddOn
+//!   is in the cluster's namespace and not being deleted), signer, user, groups and
+//!   organisational units match a registration of the AddOn document, and the requester is the
+//!   agent of that cluster. OCM's default subject is accepted as OCM's approver accepts it: its
+//!   two groups, with or without `system:authenticated`. Denials of one registration are paced
+//!   ([`DenialPacer`]) so that a spoke asking again and again is not answered in a tight loop.
 //!
 //! Every decision carries a reason meant for the CSR's Approved or Denied condition (or the log,
 //! when the CSR is left alone). CSRs that are not fleetform's, or that wait for something (a spoke
@@ -17,12 +21,13 @@
 //! are denied. Unreadable requests are denied, never a panic. This module only decides: it must
 //! not approve, sign or read anything itself.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestCondition,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use x509_parser::certification_request::X509CertificationRequest;
 use x509_parser::prelude::FromDer;
@@ -30,7 +35,9 @@ use x509_parser::prelude::FromDer;
 use crate::api::addon::{RegistrationConfig, Subject};
 use crate::api::fleet::AddOnRegistration;
 use crate::api::vocabulary::{
-    LABEL_ADDON_NAME, LABEL_CLUSTER_NAME, SIGNER_KUBE_APISERVER_CLIENT, STATUS_TRUE,
+    CONDITION_CERTIFICATE_ROTATED, LABEL_ADDON_NAME, LABEL_CLUSTER_NAME,
+    REASON_CLIENT_CERTIFICATE_UPDATE_FAILED, SIGNER_KUBE_APISERVER_CLIENT, STATUS_FALSE,
+    STATUS_TRUE,
 };
 
 /// Prefix of every OCM identity: `system:open-cluster-management:`.
@@ -39,6 +46,9 @@ pub const OCM_IDENTITY_PREFIX: &str = "system:open-cluster-management:";
 pub const MANAGED_CLUSTERS_GROUP: &str = "system:open-cluster-management:managed-clusters";
 /// Username prefix the API server gives bootstrap token holders.
 pub const BOOTSTRAP_USER_PREFIX: &str = "system:bootstrap:";
+/// The group of every authenticated user, which older addon agents also ask for in their
+/// certificates (OCM's approver still accepts it as a third group of the default subject).
+pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
 
 /// CSR usage a client certificate must have.
 pub const USAGE_CLIENT_AUTH: &str = "client auth";
@@ -297,6 +307,17 @@ pub fn registration_cluster(csr: &CertificateSigningRequest) -> Option<&str> {
     label(csr, LABEL_CLUSTER_NAME).filter(|name| !name.is_empty())
 }
 
+/// Whether the addon an addon CSR names is enabled on the cluster it names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Enablement {
+    /// Its ManagedClusterAddOn is in the cluster's namespace.
+    Enabled,
+    /// There is no ManagedClusterAddOn of that name in the cluster's namespace.
+    NotEnabled,
+    /// Its ManagedClusterAddOn is being deleted.
+    BeingDeleted,
+}
+
 /// What the hub knows about the addon an addon CSR names.
 #[derive(Clone, Copy, Debug)]
 pub struct AddOnRequestContext<'a> {
@@ -304,6 +325,17 @@ pub struct AddOnRequestContext<'a> {
     pub addon: &'a str,
     /// The AddOn document's registrations.
     pub registrations: &'a [AddOnRegistration],
+    /// Whether the addon is enabled on the cluster.
+    pub enablement: Enablement,
+}
+
+/// Whether a registration of the AddOn document leaves the subject to OCM's default (it names no
+/// user).
+fn uses_default_subject(registration: &AddOnRegistration) -> bool {
+    registration
+        .subject
+        .as_ref()
+        .is_none_or(|subject| subject.user.as_deref().is_none_or(str::is_empty))
 }
 
 /// The subject an addon's certificate must carry for one registration of the AddOn document:
@@ -324,12 +356,51 @@ pub fn expected_addon_subject(
     config.effective_subject(cluster, addon)
 }
 
-/// Decides an addon CSR against the AddOn document's registrations.
+/// What the hub writes into a ManagedClusterAddOn's `status.registrations` for the AddOn
+/// document's registrations, as OCM's addon manager does: each registration's signer and the
+/// subject its certificate must carry, OCM's default subject filled in where the document names
+/// no user.
+pub fn status_registrations(
+    registrations: &[AddOnRegistration],
+    cluster: &str,
+    addon: &str,
+) -> Vec<RegistrationConfig> {
+    registrations
+        .iter()
+        .map(|registration| RegistrationConfig {
+            signer_name: registration.signer_name.clone(),
+            subject: Some(expected_addon_subject(registration, cluster, addon)),
+        })
+        .collect()
+}
+
+/// Whether the CSR was requested by the agent of `cluster`: a user
+/// `system:open-cluster-management:<cluster>:<agent-id>` in the cluster's group, as the API
+/// server recorded them in `spec.username` and `spec.groups`.
+pub fn requested_by_cluster_agent(csr: &CertificateSigningRequest, cluster: &str) -> bool {
+    let user_is_agent = csr
+        .spec
+        .username
+        .as_deref()
+        .and_then(|user| user.strip_prefix(&cluster_group(cluster)))
+        .and_then(|rest| rest.strip_prefix(':'))
+        .is_some_and(|id| !id.is_empty() && !id.contains(':'));
+    let in_cluster_group = csr
+        .spec
+        .groups
+        .as_deref()
+        .unwrap_or_default()
+        .contains(&cluster_group(cluster));
+    user_is_agent && in_cluster_group
+}
+
+/// Decides an addon CSR against the AddOn document's registrations and the addon's enablement.
 pub fn decide_addon(csr: &CertificateSigningRequest, context: AddOnRequestContext<'_>) -> Decision {
     let AddOnRequestContext {
         cluster,
         addon,
         registrations,
+        enablement,
     } = context;
     if let Some(decided) = already_decided(csr) {
         return decided;
@@ -341,18 +412,31 @@ pub fn decide_addon(csr: &CertificateSigningRequest, context: AddOnRequestContex
             "not labelled as a request of addon {addon} on cluster {cluster}"
         ));
     }
+    if !requested_by_cluster_agent(csr, cluster) {
+        let requester = csr.spec.username.as_deref().unwrap_or_default();
+        return Decision::deny(format!(
+            "requested by {requester:?}, not by the agent of cluster {cluster}"
+        ));
+    }
+    match enablement {
+        Enablement::Enabled => {}
+        Enablement::NotEnabled => {
+            return Decision::deny(format!(
+                "addon {addon} is not enabled on cluster {cluster}: there is no ManagedClusterAddOn {addon} in namespace {cluster}"
+            ));
+        }
+        Enablement::BeingDeleted => {
+            return Decision::deny(format!(
+                "addon {addon} is being disabled on cluster {cluster}: ManagedClusterAddOn {cluster}/{addon} is being deleted"
+            ));
+        }
+    }
     let signer = csr.spec.signer_name.as_str();
     let Some(registration) = registrations.iter().find(|r| r.signer_name == signer) else {
         return Decision::deny(format!(
             "addon {addon} has no registration for signer {signer}"
         ));
     };
-    let requester = csr.spec.username.as_deref().unwrap_or_default();
-    if !requester.starts_with(&format!("{}:", cluster_group(cluster))) {
-        return Decision::deny(format!(
-            "requested by {requester:?}, not by the agent of cluster {cluster}"
-        ));
-    }
     let subject = match read_request(&csr.spec.request.0) {
         Ok(subject) => subject,
         Err(error) => return Decision::deny(error.to_string()),
@@ -364,7 +448,15 @@ pub fn decide_addon(csr: &CertificateSigningRequest, context: AddOnRequestContex
             subject.common_name, expected.user
         ));
     }
-    if !same_set(&subject.organizations, &expected.groups) {
+    let with_authenticated = [
+        expected.groups.as_slice(),
+        &[AUTHENTICATED_GROUP.to_string()],
+    ]
+    .concat();
+    let groups_allowed = same_set(&subject.organizations, &expected.groups)
+        || (uses_default_subject(registration)
+            && same_set(&subject.organizations, &with_authenticated));
+    if !groups_allowed {
         return Decision::deny(format!(
             "groups {:?} are not {:?}",
             subject.organizations, expected.groups
@@ -382,6 +474,86 @@ pub fn decide_addon(csr: &CertificateSigningRequest, context: AddOnRequestContex
     Decision::approve(format!(
         "addon {addon} of cluster {cluster} registering with signer {signer}"
     ))
+}
+
+/// The condition the hub sets on a ManagedClusterAddOn whose CSR it denied, so that whoever looks
+/// at the addon sees why it has no certificate: OCM's `ClusterCertificateRotated` False (the
+/// condition the agent sets True once it stores a certificate), the denial as its message.
+pub fn denial_condition(csr_name: &str, signer: &str, reason: &str, now: Timestamp) -> Condition {
+    Condition {
+        type_: CONDITION_CERTIFICATE_ROTATED.to_string(),
+        status: STATUS_FALSE.to_string(),
+        reason: REASON_CLIENT_CERTIFICATE_UPDATE_FAILED.to_string(),
+        message: format!("the hub denied CSR {csr_name} for signer {signer}: {reason}"),
+        observed_generation: None,
+        last_transition_time: Time(now),
+    }
+}
+
+/// The first wait between two denials of one addon registration; it doubles with every denial in
+/// a row.
+pub const DENY_AGAIN_DELAY: Duration = Duration::from_secs(5);
+/// The longest wait between two denials of one addon registration; a registration not denied for
+/// twice as long starts again from [`DENY_AGAIN_DELAY`].
+pub const DENY_AGAIN_MAX: Duration = Duration::from_secs(300);
+
+/// One addon registration on one cluster: cluster, addon and signer.
+pub type RegistrationKey = (String, String, String);
+
+/// Paces the denials of each addon registration: after one, the next waits [`DENY_AGAIN_DELAY`],
+/// doubling up to [`DENY_AGAIN_MAX`], so a spoke that asks again at once for what it may not have
+/// is answered at a falling rate, and its addon's condition is not rewritten in a tight loop. An
+/// approval forgets the registration's denials. Approvals are never paced.
+#[derive(Debug, Default)]
+pub struct DenialPacer {
+    recent: BTreeMap<RegistrationKey, Denied>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Denied {
+    at: Timestamp,
+    in_a_row: u32,
+}
+
+impl DenialPacer {
+    /// Takes a denial of `key` at `now` if one may be written: `Ok` records it, `Err` says how
+    /// long the denial must wait.
+    pub fn try_deny(&mut self, key: &RegistrationKey, now: Timestamp) -> Result<(), Duration> {
+        let forget_after = DENY_AGAIN_MAX.saturating_mul(2);
+        self.recent
+            .retain(|_, denied| elapsed(denied.at, now) < forget_after);
+        let in_a_row = match self.recent.get(key) {
+            None => 0,
+            Some(denied) => {
+                let delay = DENY_AGAIN_DELAY
+                    .saturating_mul(2u32.saturating_pow(denied.in_a_row.saturating_sub(1).min(16)))
+                    .min(DENY_AGAIN_MAX);
+                let waited = elapsed(denied.at, now);
+                if waited < delay {
+                    return Err(delay - waited);
+                }
+                denied.in_a_row
+            }
+        };
+        self.recent.insert(
+            key.clone(),
+            Denied {
+                at: now,
+                in_a_row: in_a_row.saturating_add(1),
+            },
+        );
+        Ok(())
+    }
+
+    /// Forgets the denials of `key`: it was approved.
+    pub fn approved(&mut self, key: &RegistrationKey) {
+        self.recent.remove(key);
+    }
+}
+
+/// How long from `then` to `now`; zero if `now` is earlier.
+fn elapsed(then: Timestamp, now: Timestamp) -> Duration {
+    Duration::try_from(then.duration_until(now)).unwrap_or(Duration::ZERO)
 }
 
 fn already_decided(csr: &CertificateSigningRequest) -> Option<Decision> {
@@ -827,6 +999,18 @@ mod tests {
         ]
     }
 
+    /// The groups the API server records for `username`: an agent's are its cluster's.
+    fn groups_of(username: &str) -> Vec<String> {
+        let cluster = username
+            .strip_prefix(OCM_IDENTITY_PREFIX)
+            .and_then(|rest| rest.split(':').next());
+        let mut groups = cluster
+            .map(|cluster| agent_organizations(cluster).to_vec())
+            .unwrap_or_default();
+        groups.push(AUTHENTICATED_GROUP.into());
+        groups
+    }
+
     fn addon_csr(subject: &CsrSubject, signer: &str, username: &str) -> CertificateSigningRequest {
         let mut csr = csr(
             subject,
@@ -834,6 +1018,7 @@ mod tests {
             &[(LABEL_CLUSTER_NAME, CLUSTER), (LABEL_ADDON_NAME, ADDON)],
         );
         csr.spec.signer_name = signer.into();
+        csr.spec.groups = Some(groups_of(username));
         csr
     }
 
@@ -849,7 +1034,7 @@ mod tests {
         }
     }
 
-    fn decide(csr: &CertificateSigningRequest) -> Decision {
+    fn decide_when(csr: &CertificateSigningRequest, enablement: Enablement) -> Decision {
         let registrations = addon_registrations();
         decide_addon(
             csr,
@@ -857,25 +1042,81 @@ mod tests {
                 cluster: CLUSTER,
                 addon: ADDON,
                 registrations: &registrations,
+                enablement,
             },
         )
     }
 
+    fn decide(csr: &CertificateSigningRequest) -> Decision {
+        decide_when(csr, Enablement::Enabled)
+    }
+
     #[test]
-    fn addon_csr_with_the_default_subject_is_approved_for_the_kube_signer() {
-        let csr = addon_csr(
-            &default_addon_subject(),
-            SIGNER_KUBE_APISERVER_CLIENT,
-            AGENT,
+    fn addon_csr_with_ocms_default_subject_is_approved_with_or_without_system_authenticated() {
+        let default = default_addon_subject();
+        assert_eq!(
+            default.common_name,
+            "system:open-cluster-management:cluster:spoke1:addon:observability:agent:observability"
         );
-        let decision = decide(&csr);
-        assert_eq!(decision.verdict, Verdict::Approve, "{}", decision.reason);
+        assert_eq!(
+            default.organizations,
+            [
+                "system:open-cluster-management:cluster:spoke1:addon:observability",
+                "system:open-cluster-management:addon:observability",
+            ],
+            "OCM's addon manager writes these two groups"
+        );
+        let mut with_authenticated = default.clone();
+        with_authenticated
+            .organizations
+            .insert(1, AUTHENTICATED_GROUP.into());
+        for subject in [default, with_authenticated] {
+            let csr = addon_csr(&subject, SIGNER_KUBE_APISERVER_CLIENT, AGENT);
+            let decision = decide(&csr);
+            assert_eq!(
+                decision.verdict,
+                Verdict::Approve,
+                "{subject:?}: {}",
+                decision.reason
+            );
+        }
     }
 
     #[test]
     fn addon_csr_with_the_registrations_own_subject_is_approved_for_its_signer() {
         let csr = addon_csr(&custom_subject(), CUSTOM_SIGNER, AGENT);
         assert_eq!(verdict(decide(&csr)), Verdict::Approve);
+    }
+
+    #[test]
+    fn a_registrations_own_subject_admits_no_extra_group() {
+        let mut subject = custom_subject();
+        subject.organizations.push(AUTHENTICATED_GROUP.into());
+        let csr = addon_csr(&subject, CUSTOM_SIGNER, AGENT);
+        assert_eq!(verdict(decide(&csr)), Verdict::Deny);
+    }
+
+    #[test]
+    fn addon_csr_for_an_addon_not_enabled_or_being_disabled_is_denied() {
+        let csr = addon_csr(
+            &default_addon_subject(),
+            SIGNER_KUBE_APISERVER_CLIENT,
+            AGENT,
+        );
+        let not_enabled = decide_when(&csr, Enablement::NotEnabled);
+        assert_eq!(not_enabled.verdict, Verdict::Deny);
+        assert!(
+            not_enabled.reason.contains("not enabled on cluster spoke1"),
+            "{}",
+            not_enabled.reason
+        );
+        let deleting = decide_when(&csr, Enablement::BeingDeleted);
+        assert_eq!(deleting.verdict, Verdict::Deny);
+        assert!(
+            deleting.reason.contains("being deleted"),
+            "{}",
+            deleting.reason
+        );
     }
 
     #[test]
@@ -898,12 +1139,35 @@ mod tests {
 
     #[test]
     fn addon_csr_with_other_groups_is_denied() {
-        let mut subject = default_addon_subject();
-        subject.organizations.push("system:masters".into());
-        let csr = addon_csr(&subject, SIGNER_KUBE_APISERVER_CLIENT, AGENT);
-        let decision = decide(&csr);
-        assert_eq!(decision.verdict, Verdict::Deny);
-        assert!(decision.reason.contains("groups"));
+        let [own, all] = [
+            format!("system:open-cluster-management:cluster:{CLUSTER}:addon:{ADDON}"),
+            format!("system:open-cluster-management:addon:{ADDON}"),
+        ];
+        for groups in [
+            vec![own.clone(), all.clone(), "system:masters".into()],
+            vec![
+                own.clone(),
+                "system:masters".into(),
+                AUTHENTICATED_GROUP.into(),
+            ],
+            vec![own.clone(), AUTHENTICATED_GROUP.into()],
+            vec![own.clone()],
+            vec![
+                own,
+                all,
+                AUTHENTICATED_GROUP.into(),
+                "system:masters".into(),
+            ],
+        ] {
+            let subject = CsrSubject {
+                organizations: groups.clone(),
+                ..default_addon_subject()
+            };
+            let csr = addon_csr(&subject, SIGNER_KUBE_APISERVER_CLIENT, AGENT);
+            let decision = decide(&csr);
+            assert_eq!(decision.verdict, Verdict::Deny, "{groups:?}");
+            assert!(decision.reason.contains("groups"));
+        }
     }
 
     #[test]
@@ -922,6 +1186,7 @@ mod tests {
     fn addon_csr_from_someone_else_than_the_clusters_agent_is_denied() {
         for requester in [
             "system:open-cluster-management:spoke2:agent-1",
+            "system:open-cluster-management:spoke1:agent-1:extra",
             "system:bootstrap:abc123",
             "",
         ] {
@@ -932,6 +1197,18 @@ mod tests {
             );
             assert_eq!(verdict(decide(&csr)), Verdict::Deny, "{requester}");
         }
+        // An addon's own identity on another cluster named `cluster` has the agent's prefix but
+        // not its group.
+        let mut csr = addon_csr(
+            &default_addon_subject(),
+            SIGNER_KUBE_APISERVER_CLIENT,
+            AGENT,
+        );
+        csr.spec.groups = Some(vec![
+            "system:open-cluster-management:cluster:spoke9:addon:observability".into(),
+        ]);
+        assert!(!requested_by_cluster_agent(&csr, CLUSTER));
+        assert_eq!(verdict(decide(&csr)), Verdict::Deny);
     }
 
     #[test]
@@ -981,6 +1258,92 @@ mod tests {
         assert_eq!(
             expected_addon_subject(&registration, CLUSTER, ADDON),
             Subject::default_for(CLUSTER, ADDON)
+        );
+    }
+
+    #[test]
+    fn status_registrations_carry_each_signer_and_the_subject_it_must_ask_for() {
+        let written = status_registrations(&addon_registrations(), CLUSTER, ADDON);
+        assert_eq!(
+            written,
+            [
+                RegistrationConfig {
+                    signer_name: SIGNER_KUBE_APISERVER_CLIENT.into(),
+                    subject: Some(Subject::default_for(CLUSTER, ADDON)),
+                },
+                RegistrationConfig {
+                    signer_name: CUSTOM_SIGNER.into(),
+                    subject: Some(Subject {
+                        user: "observability-spoke1".into(),
+                        groups: vec!["observability".into()],
+                        organization_units: vec!["acm".into()],
+                    }),
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_denial_becomes_the_addons_certificate_condition() {
+        let now = Timestamp::from_second(100).unwrap();
+        let condition = denial_condition("addon-spoke1-x", CUSTOM_SIGNER, "groups are wrong", now);
+        assert_eq!(condition.type_, CONDITION_CERTIFICATE_ROTATED);
+        assert_eq!(condition.status, STATUS_FALSE);
+        assert_eq!(condition.reason, REASON_CLIENT_CERTIFICATE_UPDATE_FAILED);
+        assert!(condition.message.contains("addon-spoke1-x"));
+        assert!(condition.message.contains("groups are wrong"));
+    }
+
+    fn key() -> RegistrationKey {
+        (CLUSTER.into(), ADDON.into(), CUSTOM_SIGNER.into())
+    }
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(seconds).unwrap()
+    }
+
+    #[test]
+    fn denials_of_one_registration_wait_longer_and_longer() {
+        let mut pacer = DenialPacer::default();
+        assert_eq!(pacer.try_deny(&key(), at(0)), Ok(()));
+        assert_eq!(pacer.try_deny(&key(), at(1)), Err(Duration::from_secs(4)));
+        assert_eq!(pacer.try_deny(&key(), at(5)), Ok(()));
+        assert_eq!(pacer.try_deny(&key(), at(6)), Err(Duration::from_secs(9)));
+        assert_eq!(pacer.try_deny(&key(), at(15)), Ok(()));
+        assert_eq!(pacer.try_deny(&key(), at(15)), Err(Duration::from_secs(20)));
+        let other = (
+            CLUSTER.into(),
+            ADDON.into(),
+            SIGNER_KUBE_APISERVER_CLIENT.into(),
+        );
+        assert_eq!(
+            pacer.try_deny(&other, at(15)),
+            Ok(()),
+            "each registration apart"
+        );
+    }
+
+    #[test]
+    fn denial_waits_never_exceed_five_minutes_and_end_with_an_approval_or_quiet() {
+        let mut pacer = DenialPacer::default();
+        let mut now = 0;
+        for _ in 0..12 {
+            while let Err(wait) = pacer.try_deny(&key(), at(now)) {
+                assert!(wait <= DENY_AGAIN_MAX);
+                now += i64::try_from(wait.as_secs()).unwrap();
+            }
+        }
+        assert_eq!(
+            pacer.try_deny(&key(), at(now + 1)),
+            Err(DENY_AGAIN_MAX - Duration::from_secs(1))
+        );
+        pacer.approved(&key());
+        assert_eq!(pacer.try_deny(&key(), at(now + 1)), Ok(()));
+        assert_eq!(pacer.try_deny(&key(), at(now + 601)), Ok(()), "forgotten");
+        assert_eq!(
+            pacer.try_deny(&key(), at(now + 602)),
+            Err(Duration::from_secs(4)),
+            "starts again from the first delay"
         );
     }
 }

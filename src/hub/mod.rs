@@ -18,7 +18,8 @@
 //! - [`run`]: [`run::run`] starts the hub loops ([`HubConfig`]): [`accept_loop`] (namespace,
 //!   RBAC, lease and HubAcceptedManagedCluster of accepted clusters), [`expiry_loop`] (lease
 //!   expiry, availability taints, addons of Unknown clusters), [`approval_loop`] (registration
-//!   CSRs), [`signer_loop`] (addon CSRs: approval and custom signers) and [`observer_loop`]
+//!   CSRs), [`signer_loop`] (addon CSRs: approval and custom signers), [`registrations_loop`]
+//!   (ManagedClusterAddOns' registrations from their AddOn documents) and [`observer_loop`]
 //!   (poll-mode spokes); [`conditions`] is how they all write conditions.
 //!
 //! Every function in the decision modules is pure: it takes the objects and the current time as arguments and
@@ -36,6 +37,7 @@ pub mod expiry_loop;
 pub mod lease;
 pub mod observer;
 pub mod observer_loop;
+pub mod registrations_loop;
 pub mod run;
 pub mod signer_loop;
 pub mod signing;

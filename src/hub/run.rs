@@ -1,6 +1,6 @@
 //! The hub's live loops (DESIGN §4.1–§4.3, §4.5): [`run`] applies the bootstrap RBAC and starts
-//! the accept loop, the lease expiry loop, the registration and addon CSR loops and the poll-mode
-//! observer loop, and stops them on shutdown.
+//! the accept loop, the lease expiry loop, the registration and addon CSR loops, the addon
+//! registrations loop and the poll-mode observer loop, and stops them on shutdown.
 //!
 //! The loops own the watches, timers and writes; every decision comes from the pure modules
 //! ([`super::lease`], [`super::observer`]). A loop whose CRD is not installed is not started:
@@ -136,10 +136,22 @@ pub async fn run(config: HubConfig, shutdown: CancellationToken) {
             shutdown.clone(),
         )));
     }
-    if crd_installed::<ClusterManagementAddOn>(&ctx.client, "addon CSRs are not approved or signed")
-        .await
-    {
+    let addon_kinds = crd_installed::<ClusterManagementAddOn>(
+        &ctx.client,
+        "addon CSRs are not approved or signed and addon registrations not written",
+    )
+    .await
+        && crd_installed::<ManagedClusterAddOn>(
+            &ctx.client,
+            "addon CSRs are not approved or signed and addon registrations not written",
+        )
+        .await;
+    if addon_kinds {
         tasks.push(tokio::spawn(super::signer_loop::run(
+            ctx.clone(),
+            shutdown.clone(),
+        )));
+        tasks.push(tokio::spawn(super::registrations_loop::run(
             ctx.clone(),
             shutdown.clone(),
         )));

@@ -4,11 +4,15 @@
 //!
 //! The loop watches CSRs labelled `open-cluster-management.io/addon-name`; what an addon may
 //! register with comes from its AddOn document, carried on its ClusterManagementAddOn as the
-//! `fleetform.io/addon-spec` annotation. A CSR of an addon the hub does not know stays pending and
-//! is judged again when the ClusterManagementAddOn changes. Registration CSRs are the
+//! `fleetform.io/addon-spec` annotation, and whether it is enabled on the cluster from its
+//! ManagedClusterAddOn, read when the CSR is judged. A CSR of an addon the hub does not know (or
+//! whose ClusterManagementAddOn is not fleetform's) stays pending and is judged again when the
+//! ClusterManagementAddOn changes. A denial of the cluster's agent is explained on the
+//! ManagedClusterAddOn, and denials of one registration are paced by a [`DenialPacer`]: a CSR to
+//! deny too soon after the last waits its turn. Registration CSRs are the
 //! [`super::approval_loop`]'s.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use k8s_openapi::ByteString;
@@ -22,23 +26,41 @@ use kube::api::PostParams;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
-use kube::{Api, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, instrument, warn};
 
-use super::approval::{AddOnRequestContext, Verdict, decide_addon};
+use super::approval::{
+    AddOnRequestContext, DenialPacer, Enablement, Verdict, decide_addon, denial_condition,
+    requested_by_cluster_agent,
+};
+use super::conditions::set_conditions;
 use super::run::{Context, FIELD_MANAGER, HubError};
-use super::signing::{CSR_FAILED, SIGNER_CA_CERT_KEY, SIGNER_CA_KEY_KEY, Signing, decide_signing};
+use super::signing::{
+    CSR_FAILED, MAX_CUSTOM_SIGNER_SECONDS, SIGNER_CA_CERT_KEY, SIGNER_CA_KEY_KEY, Signing,
+    decide_signing,
+};
+use crate::api::ManagedClusterAddOn;
 use crate::api::addon::ClusterManagementAddOn;
-use crate::api::fleet::{AddOnRegistration, AddOnSpec};
+use crate::api::fleet::AddOnSpec;
 use crate::api::vocabulary::{LABEL_ADDON_NAME, LABEL_CLUSTER_NAME};
 use crate::plan::desired::ADDON_SPEC_ANNOTATION;
 use fleetform_controlplane::auth::ca::CertificateAuthority;
+
+/// The loop's context: the hub, and the pace of its denials.
+struct Signer {
+    hub: Arc<Context>,
+    denials: Mutex<DenialPacer>,
+}
 
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let csrs: Api<CertificateSigningRequest> = Api::all(ctx.client.clone());
     let controller = Controller::new(csrs, watcher::Config::default().labels(LABEL_ADDON_NAME));
     let store = controller.store();
+    let signer = Arc::new(Signer {
+        hub: ctx.clone(),
+        denials: Mutex::new(DenialPacer::default()),
+    });
     controller
         .watches(
             Api::<ClusterManagementAddOn>::all(ctx.client.clone()),
@@ -46,7 +68,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
             move |addon| requests_of(&store, &addon.name_any()),
         )
         .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(reconcile, error_policy, ctx)
+        .run(reconcile, error_policy, signer)
         .for_each(|result| async move { super::run::log_outcome(result, "addon CSR loop") })
         .await;
 }
@@ -68,41 +90,66 @@ fn requests_of(
         .collect()
 }
 
-fn error_policy(_: Arc<CertificateSigningRequest>, err: &HubError, _: Arc<Context>) -> Action {
+fn error_policy(_: Arc<CertificateSigningRequest>, err: &HubError, _: Arc<Signer>) -> Action {
     super::run::retry_after(err, "handling an addon CSR")
 }
 
-#[instrument(skip(ctx, csr), fields(csr = csr.name_any()))]
+#[instrument(skip(signer, csr), fields(csr = csr.name_any()))]
 async fn reconcile(
     csr: Arc<CertificateSigningRequest>,
-    ctx: Arc<Context>,
+    signer: Arc<Signer>,
 ) -> Result<Action, HubError> {
+    let ctx = &signer.hub;
     let (Some(cluster), Some(addon)) = (
         label(&csr, LABEL_CLUSTER_NAME),
         label(&csr, LABEL_ADDON_NAME),
     ) else {
         return Ok(Action::await_change());
     };
-    let Some(registrations) = addon_registrations(&ctx, addon).await? else {
+    let Some(spec) = addon_spec(&ctx.client, addon).await? else {
         debug!(
             addon,
             "no AddOn document for this addon; the CSR stays pending"
         );
         return Ok(Action::await_change());
     };
+    let registrations = spec.registrations;
+    let enablement = enablement(ctx, cluster, addon).await?;
     let decision = decide_addon(
         &csr,
         AddOnRequestContext {
             cluster,
             addon,
             registrations: &registrations,
+            enablement,
         },
     );
-    if let Some(condition) = decision.condition(Timestamp::now()) {
-        write_approval(&ctx, &csr, condition).await?;
-        match decision.verdict {
-            Verdict::Approve => info!(reason = decision.reason, "addon CSR approved"),
-            _ => info!(reason = decision.reason, "addon CSR denied"),
+    let now = Timestamp::now();
+    if let Some(condition) = decision.condition(now) {
+        let key = (
+            cluster.to_string(),
+            addon.to_string(),
+            csr.spec.signer_name.clone(),
+        );
+        if decision.verdict == Verdict::Deny {
+            let paced = lock(&signer.denials).try_deny(&key, now);
+            if let Err(wait) = paced {
+                debug!(
+                    reason = decision.reason,
+                    "addon CSR to deny; this registration was denied moments ago, so not before {wait:?}"
+                );
+                return Ok(Action::requeue(wait));
+            }
+        }
+        write_approval(ctx, &csr, condition).await?;
+        if decision.verdict == Verdict::Approve {
+            lock(&signer.denials).approved(&key);
+            info!(reason = decision.reason, "addon CSR approved");
+        } else {
+            info!(reason = decision.reason, "addon CSR denied");
+            if enablement != Enablement::NotEnabled && requested_by_cluster_agent(&csr, cluster) {
+                explain_denial(ctx, &csr, cluster, addon, &decision.reason, now).await;
+            }
         }
         // The approval arrives as a new version of the CSR, which is then signed.
         return Ok(Action::await_change());
@@ -111,30 +158,76 @@ async fn reconcile(
         Signing::Skip => {}
         Signing::Sign(secret_ref) => {
             let name = csr.name_any();
-            match sign(&ctx, &csr, &secret_ref).await? {
+            match sign(ctx, &csr, &secret_ref).await? {
                 Ok(certificate) => {
                     let mut signed = (*csr).clone();
                     signed
                         .status
                         .get_or_insert_with(Default::default)
                         .certificate = Some(ByteString(certificate.into_bytes()));
-                    write_status(&ctx, &name, &signed).await?;
+                    write_status(ctx, &name, &signed).await?;
                     info!(signer = csr.spec.signer_name, "addon CSR signed");
                 }
-                Err(message) => fail(&ctx, &csr, message).await?,
+                Err(message) => fail(ctx, &csr, message).await?,
             }
         }
-        Signing::Fail(message) => fail(&ctx, &csr, message).await?,
+        Signing::Fail(message) => fail(ctx, &csr, message).await?,
     }
     Ok(Action::await_change())
 }
 
-/// The registrations of the AddOn document of `addon`; `None` if the hub has no such addon.
-async fn addon_registrations(
+/// The pacer, whether or not a reconcile panicked while holding it (it holds no invariant a
+/// panic could break).
+fn lock(denials: &Mutex<DenialPacer>) -> std::sync::MutexGuard<'_, DenialPacer> {
+    denials
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Whether `addon` is enabled on `cluster`: its ManagedClusterAddOn in the cluster's namespace,
+/// read now (a cache could still hold one just deleted).
+async fn enablement(ctx: &Context, cluster: &str, addon: &str) -> Result<Enablement, HubError> {
+    let found = Api::<ManagedClusterAddOn>::namespaced(ctx.client.clone(), cluster)
+        .get_opt(addon)
+        .await
+        .map_err(HubError::kube(
+            format!("ManagedClusterAddOn {cluster}/{addon}"),
+            "read",
+        ))?;
+    Ok(match found {
+        None => Enablement::NotEnabled,
+        Some(found) if found.metadata.deletion_timestamp.is_some() => Enablement::BeingDeleted,
+        Some(_) => Enablement::Enabled,
+    })
+}
+
+/// Says on the ManagedClusterAddOn why its agent's CSR was denied. A failure to say it is logged:
+/// the CSR carries the reason too.
+async fn explain_denial(
     ctx: &Context,
+    csr: &CertificateSigningRequest,
+    cluster: &str,
     addon: &str,
-) -> Result<Option<Vec<AddOnRegistration>>, HubError> {
-    let Some(found) = Api::<ClusterManagementAddOn>::all(ctx.client.clone())
+    reason: &str,
+    now: Timestamp,
+) {
+    let condition = denial_condition(&csr.name_any(), &csr.spec.signer_name, reason, now);
+    let addons: Api<ManagedClusterAddOn> = Api::namespaced(ctx.client.clone(), cluster);
+    if let Err(err) =
+        set_conditions(&addons, addon, FIELD_MANAGER, |_| vec![condition.clone()]).await
+    {
+        warn!(%err, cluster, addon, "cannot say on the ManagedClusterAddOn why its CSR was denied");
+    }
+}
+
+/// The AddOn document of `addon`, carried by its ClusterManagementAddOn; `None` if the hub has no
+/// such addon or its ClusterManagementAddOn is not fleetform's (OCM's addon manager, or whoever
+/// wrote it, handles that addon's registrations).
+pub(crate) async fn addon_spec(
+    client: &Client,
+    addon: &str,
+) -> Result<Option<AddOnSpec>, HubError> {
+    let Some(found) = Api::<ClusterManagementAddOn>::all(client.clone())
         .get_opt(addon)
         .await
         .map_err(HubError::kube(
@@ -148,12 +241,12 @@ async fn addon_registrations(
         return Ok(None);
     };
     match serde_json::from_str::<AddOnSpec>(text) {
-        Ok(spec) => Ok(Some(spec.registrations)),
+        Ok(spec) => Ok(Some(spec)),
         Err(err) => {
             warn!(
                 addon,
                 %err,
-                "annotation {ADDON_SPEC_ANNOTATION} of ClusterManagementAddOn {addon} is not an AddOn spec; its CSRs stay pending"
+                "annotation {ADDON_SPEC_ANNOTATION} of ClusterManagementAddOn {addon} is not an AddOn spec; its registrations are left alone and its CSRs pending"
             );
             Ok(None)
         }
@@ -194,7 +287,12 @@ async fn sign(
     let request = String::from_utf8_lossy(&csr.spec.request.0).into_owned();
     let expiration = csr.spec.expiration_seconds.map(i64::from);
     Ok(ca
-        .sign_client_csr(&request, expiration, None, time::OffsetDateTime::now_utc())
+        .sign_client_csr(
+            &request,
+            expiration,
+            Some(MAX_CUSTOM_SIGNER_SECONDS),
+            time::OffsetDateTime::now_utc(),
+        )
         .map_err(|err| err.to_string()))
 }
 

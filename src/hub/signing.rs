@@ -1,7 +1,9 @@
 //! Whether the hub signs an addon CSR itself (DESIGN §4.3, seed 001): approved CSRs of a custom
 //! signer that an AddOn document declares with a `signerSecretRef` are signed with the CA in that
-//! Secret. CSRs of `kubernetes.io/kube-apiserver-client` are the API server's to sign; CSRs that
-//! are pending, refused or already signed are left alone. This module only decides.
+//! Secret, for the lifetime they ask for (`spec.expirationSeconds`, at least 600 s) up to
+//! [`MAX_CUSTOM_SIGNER_SECONDS`]. CSRs of `kubernetes.io/kube-apiserver-client` are the API
+//! server's to sign; CSRs that are pending, refused or already signed are left alone. This module
+//! only decides.
 
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 
@@ -15,6 +17,10 @@ pub const SIGNER_CA_CERT_KEY: &str = "tls.crt";
 pub const SIGNER_CA_KEY_KEY: &str = "tls.key";
 /// CSR condition type of a request the signer could not sign.
 pub const CSR_FAILED: &str = "Failed";
+/// The longest life of a certificate the hub signs for a custom signer, and the life of one whose
+/// CSR asks for none: one year, as kube-controller-manager's default `--cluster-signing-duration`
+/// caps those of `kubernetes.io/kube-apiserver-client`. A CSR asking for more gets this much.
+pub const MAX_CUSTOM_SIGNER_SECONDS: i64 = 365 * 24 * 3600;
 
 /// What the hub does about signing one CSR.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -120,7 +120,7 @@ impl ControlPlaneBuilder {
     /// The longest life of a certificate the CSR signer issues, as kube-controller-manager's
     /// `--cluster-signing-duration`: a CSR asking for more (or for nothing) gets this much, and
     /// it wins over the 600 s floor of `spec.expirationSeconds` so tests can use certificates of
-    /// a few seconds. Default: no cap (a CSR without `expirationSeconds` gets one year).
+    /// a few seconds. Default: one year, kube-controller-manager's default.
     pub fn cluster_signing_duration(mut self, max: Duration) -> Self {
         self.cluster_signing_duration = Some(max);
         self

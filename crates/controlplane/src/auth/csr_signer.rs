@@ -1,6 +1,8 @@
 //! The signer for `kubernetes.io/kube-apiserver-client`: approved CSRs of that signer get a
-//! client certificate from the control plane's CA in `status.certificate`. Denied or failed
-//! CSRs are never signed; CSRs for other signers are left to their owners.
+//! client certificate from the control plane's CA in `status.certificate`, for the lifetime they
+//! ask for (`spec.expirationSeconds`) up to the control plane's `--cluster-signing-duration`
+//! (kube-controller-manager's default, one year, unless the builder sets another). Denied or
+//! failed CSRs are never signed; CSRs for other signers are left to their owners.
 
 use std::sync::Arc;
 
@@ -8,7 +10,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::ca::{CertificateAuthority, check_client_usages};
+use super::ca::{CertificateAuthority, DEFAULT_CLIENT_SECONDS, check_client_usages};
 use crate::api::{ApiServer, Target, WriteOptions};
 use crate::error::ApiError;
 use crate::meta::now_rfc3339;
@@ -88,7 +90,9 @@ pub fn decide(csr: &Value) -> Decision {
 }
 
 /// Runs until shutdown, signing what [`decide`] says to.
-/// `max_seconds` caps every certificate's lifetime (`--cluster-signing-duration`).
+/// `max_seconds` caps every certificate's lifetime (`--cluster-signing-duration`); `None` caps it
+/// at kube-controller-manager's default, [`DEFAULT_CLIENT_SECONDS`], so that a CSR asking for
+/// more gets one year, as from kube-apiserver.
 pub async fn run(
     api: Arc<ApiServer>,
     ca: Arc<CertificateAuthority>,
@@ -98,7 +102,7 @@ pub async fn run(
     let signer = Signer {
         api: &api,
         ca: &ca,
-        max_seconds,
+        max_seconds: max_seconds.unwrap_or(DEFAULT_CLIENT_SECONDS),
     };
     let mut rx = api.store.subscribe_all();
     resync(&signer).await;
@@ -119,7 +123,7 @@ pub async fn run(
 struct Signer<'a> {
     api: &'a ApiServer,
     ca: &'a CertificateAuthority,
-    max_seconds: Option<i64>,
+    max_seconds: i64,
 }
 
 async fn resync(signer: &Signer<'_>) {
@@ -144,7 +148,7 @@ async fn handle(signer: &Signer<'_>, csr: &Value) {
         } => match ca.sign_client_csr(
             &request_pem,
             expiration_seconds,
-            signer.max_seconds,
+            Some(signer.max_seconds),
             time::OffsetDateTime::now_utc(),
         ) {
             Ok(cert) => {

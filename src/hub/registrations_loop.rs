@@ -1,0 +1,130 @@
+//! The hub's addon registrations loop (DESIGN §4.3, seed 001): writes each ManagedClusterAddOn's
+//! `status.registrations` from its AddOn document, as OCM's addon manager writes them from an
+//! addon's registration options, so that the agent — fleetform's, or OCM's registration agent —
+//! requests the certificates the hub approves.
+//!
+//! What is written is [`status_registrations`]: each registration's signer and subject, OCM's
+//! default subject where the document names no user. It is written only when it differs from what
+//! the ManagedClusterAddOn says, with a merge patch carrying the `resourceVersion` read (a lost
+//! race is retried from a fresh read). ManagedClusterAddOns whose ClusterManagementAddOn is not
+//! fleetform's (no `fleetform.io/addon-spec` annotation) are left alone: OCM's addon manager owns
+//! their registrations. The loop wakes for a new ManagedClusterAddOn, for a change of its
+//! registrations (not for every condition its agent writes), and for every ManagedClusterAddOn of
+//! an addon whose ClusterManagementAddOn changes.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, watcher};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, instrument};
+
+use super::approval::status_registrations;
+use super::run::{Context, FIELD_MANAGER, HubError};
+use super::signer_loop::addon_spec;
+use crate::api::ManagedClusterAddOn;
+use crate::api::addon::ClusterManagementAddOn;
+
+pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
+    let addons: Api<ManagedClusterAddOn> = Api::all(ctx.client.clone());
+    let (reader, writer) = reflector::store();
+    let changed = watcher(addons, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(registrations_hash, Default::default());
+    let by_addon = reader.clone();
+    Controller::for_stream(changed, reader)
+        .watches(
+            Api::<ClusterManagementAddOn>::all(ctx.client.clone()),
+            watcher::Config::default(),
+            move |addon| enabled_on(&by_addon, &addon.name_any()),
+        )
+        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .run(reconcile, error_policy, ctx)
+        .for_each(
+            |result| async move { super::run::log_outcome(result, "addon registrations loop") },
+        )
+        .await;
+}
+
+/// What the loop looks at in a ManagedClusterAddOn: which one it is and its registrations.
+fn registrations_hash(addon: &ManagedClusterAddOn) -> Option<u64> {
+    let mut hasher = DefaultHasher::new();
+    addon.uid().hash(&mut hasher);
+    serde_json::to_string(addon.registrations())
+        .ok()?
+        .hash(&mut hasher);
+    Some(hasher.finish())
+}
+
+/// The ManagedClusterAddOns of `addon` on every cluster.
+fn enabled_on(
+    store: &Store<ManagedClusterAddOn>,
+    addon: &str,
+) -> Vec<ObjectRef<ManagedClusterAddOn>> {
+    store
+        .state()
+        .iter()
+        .filter(|found| found.name_any() == addon)
+        .map(|found| ObjectRef::from_obj(found.as_ref()))
+        .collect()
+}
+
+fn error_policy(_: Arc<ManagedClusterAddOn>, err: &HubError, _: Arc<Context>) -> Action {
+    super::run::retry_after(err, "writing an addon's registrations")
+}
+
+#[instrument(skip(ctx, addon), fields(addon = addon.name_any(), cluster = addon.namespace()))]
+async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result<Action, HubError> {
+    let (Some(cluster), name) = (addon.namespace(), addon.name_any()) else {
+        return Ok(Action::await_change());
+    };
+    let Some(spec) = addon_spec(&ctx.client, &name).await? else {
+        debug!("not an addon of fleetform's; its registrations are left alone");
+        return Ok(Action::await_change());
+    };
+    let wanted = status_registrations(&spec.registrations, &cluster, &name);
+    let nothing_to_write = |addon: &ManagedClusterAddOn| {
+        addon.metadata.deletion_timestamp.is_some() || addon.registrations() == wanted.as_slice()
+    };
+    if nothing_to_write(&addon) {
+        return Ok(Action::await_change());
+    }
+    // Read afresh before writing: the patch carries the resourceVersion, and the cache may be
+    // behind.
+    let addons: Api<ManagedClusterAddOn> = Api::namespaced(ctx.client.clone(), &cluster);
+    let object = format!("ManagedClusterAddOn {cluster}/{name}");
+    let Some(addon) = addons
+        .get_opt(&name)
+        .await
+        .map_err(HubError::kube(&object, "read"))?
+        .filter(|addon| !nothing_to_write(addon))
+    else {
+        return Ok(Action::await_change());
+    };
+    let patch = json!({
+        "metadata": {"resourceVersion": addon.resource_version()},
+        "status": {"registrations": wanted},
+    });
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    };
+    addons
+        .patch_status(&name, &params, &Patch::Merge(&patch))
+        .await
+        .map_err(HubError::kube(&object, "write its registrations"))?;
+    info!(
+        registrations = wanted.len(),
+        "registrations written from the AddOn document"
+    );
+    Ok(Action::await_change())
+}
