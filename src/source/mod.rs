@@ -62,6 +62,10 @@ pub enum Origin {
         commit: String,
         /// Directory of the fleet inside the repository ("" for its root).
         path: String,
+        /// The commit's subject (its message's first paragraph on one line, as `git log --format=%s`
+        /// shows it), for people: events, `up`'s console.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        subject: String,
     },
 }
 
@@ -70,6 +74,14 @@ impl Origin {
     pub fn commit(&self) -> Option<&str> {
         match self {
             Origin::Git { commit, .. } => Some(commit),
+            Origin::Directory { .. } => None,
+        }
+    }
+
+    /// The commit's subject, if the snapshot is pinned to a commit.
+    pub fn subject(&self) -> Option<&str> {
+        match self {
+            Origin::Git { subject, .. } => Some(subject),
             Origin::Directory { .. } => None,
         }
     }
@@ -92,6 +104,7 @@ impl fmt::Display for Origin {
                 git_ref,
                 commit,
                 path,
+                ..
             } => {
                 write!(f, "{repository} at {git_ref}, commit {commit}")?;
                 if !path.is_empty() {
