@@ -182,33 +182,32 @@ fn lease_duration(spoke: &Spoke) -> Option<i32> {
     spoke.spec.lease_duration_seconds
 }
 
-/// The events fleetform-sync published in `fleetform-system` about `kind` `name`.
+/// The events fleetform-sync published in `fleetform-system` about `kind` `name`, oldest first.
 async fn events(hub: &Cluster, kind: &str, name: &str) -> Vec<Event> {
     let api: Api<Event> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);
-    api.list(&Default::default())
-        .await
-        .expect("list events")
-        .items
-        .into_iter()
-        .filter(|event| event.reporting_controller.as_deref() == Some("fleetform-sync"))
-        .filter(|event| {
-            event
-                .regarding
-                .as_ref()
-                .is_some_and(|r| r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name))
-        })
-        .collect()
-}
-
-/// The notes of `events` with this reason, oldest first.
-fn notes(events: &[Event], reason: &str) -> Vec<String> {
-    let mut events: Vec<&Event> = events
-        .iter()
-        .filter(|event| event.reason.as_deref() == Some(reason))
-        .collect();
+    let mut events: Vec<Event> =
+        api.list(&Default::default())
+            .await
+            .expect("list events")
+            .items
+            .into_iter()
+            .filter(|event| event.reporting_controller.as_deref() == Some("fleetform-sync"))
+            .filter(|event| {
+                event.regarding.as_ref().is_some_and(|r| {
+                    r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name)
+                })
+            })
+            .collect();
+    // Listed by name, which is random: the time they happened is their order.
     events.sort_by_key(|event| event.event_time.as_ref().map(|time| time.0));
     events
-        .into_iter()
+}
+
+/// The notes of `events` with this reason.
+fn notes(events: &[Event], reason: &str) -> Vec<String> {
+    events
+        .iter()
+        .filter(|event| event.reason.as_deref() == Some(reason))
         .map(|event| event.note.clone().unwrap_or_default())
         .collect()
 }

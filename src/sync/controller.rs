@@ -413,7 +413,7 @@ async fn converge(ctx: &Context, loaded: &Loaded, guard: PruneGuard, drift: bool
     let mut observed = Observed::new();
     observed.insert(hub.clone(), observed_hub);
     let plan = plan::plan(&loaded.fleet, loaded.origin.clone(), &observed, guard);
-    let Some(hub_plan) = plan.hubs.into_iter().find(|plan| plan.hub == hub) else {
+    let Some(mut hub_plan) = plan.hubs.into_iter().find(|plan| plan.hub == hub) else {
         return Outcome::Applied {
             commit,
             objects: Vec::new(),
@@ -423,6 +423,17 @@ async fn converge(ctx: &Context, loaded: &Loaded, guard: PruneGuard, drift: bool
     if let Some(block) = hub_plan.prune_blocked {
         return Outcome::PruneBlocked { commit, block };
     }
+    // An object already being deleted (a Spoke whose finalizers run its unjoin) changes on its
+    // way out: deleting it again is no news and no drift put right.
+    let terminating = |key: &crate::plan::ObjectKey| {
+        observed
+            .get(&hub)
+            .and_then(|observed| observed.objects.get(key))
+            .is_some_and(|live| live.pointer("/metadata/deletionTimestamp").is_some())
+    };
+    hub_plan.changes.retain(|change| {
+        !(change.action == crate::plan::Action::Delete && terminating(&change.key))
+    });
     if let Some(prepare) = &ctx.prepare
         && let Err(message) = prepare(&loaded.fleet, &hub).await
     {

@@ -209,9 +209,21 @@ async fn run_agent(
             return;
         }
     }
-    if let Ok(Runs::Here(reach)) = where_it_runs(&deployer, &cluster).await {
-        agent.undeploy(&reach.admin).await;
-        info!(cluster, addon, "addon disabled: its agent stopped");
+    let Ok(Runs::Here(reach)) = where_it_runs(&deployer, &cluster).await else {
+        return;
+    };
+    match agent.undeploy(&reach.admin).await {
+        Ok(()) => info!(
+            cluster,
+            addon, "addon disabled: its agent stopped and removed"
+        ),
+        // Its spoke went with it (unjoined, its cluster stopped): nothing is left to remove.
+        Err(err) if !matches!(where_it_runs(&deployer, &cluster).await, Ok(Runs::Here(_))) => {
+            debug!(cluster, addon, %err, "addon disabled with its spoke");
+        }
+        Err(err) => {
+            warn!(cluster, addon, %err, "addon disabled: its agent stopped, but what it left could not all be removed")
+        }
     }
 }
 
@@ -425,28 +437,31 @@ impl Agent<'_> {
 
     /// Deletes the lease and the agent's identity (those fleetform created), as the cluster's
     /// administrator; the namespace stays.
-    async fn undeploy(&self, admin: &Client) {
+    async fn undeploy(&self, admin: &Client) -> Result<(), kube::Error> {
         let identity = self.identity();
-        delete_marked(
-            Api::<Lease>::namespaced(admin.clone(), self.namespace),
-            self.addon,
-        )
-        .await;
-        delete_marked(
-            Api::<RoleBinding>::namespaced(admin.clone(), self.namespace),
-            &identity,
-        )
-        .await;
-        delete_marked(
-            Api::<Role>::namespaced(admin.clone(), self.namespace),
-            &identity,
-        )
-        .await;
-        delete_marked(
-            Api::<ServiceAccount>::namespaced(admin.clone(), self.namespace),
-            &identity,
-        )
-        .await;
+        let results = [
+            delete_marked(
+                Api::<Lease>::namespaced(admin.clone(), self.namespace),
+                self.addon,
+            )
+            .await,
+            delete_marked(
+                Api::<RoleBinding>::namespaced(admin.clone(), self.namespace),
+                &identity,
+            )
+            .await,
+            delete_marked(
+                Api::<Role>::namespaced(admin.clone(), self.namespace),
+                &identity,
+            )
+            .await,
+            delete_marked(
+                Api::<ServiceAccount>::namespaced(admin.clone(), self.namespace),
+                &identity,
+            )
+            .await,
+        ];
+        results.into_iter().collect()
     }
 }
 
@@ -461,23 +476,19 @@ fn marked(name: &str, namespace: Option<&str>) -> ObjectMeta {
 }
 
 /// Deletes `name` if it carries fleetform's mark: what someone else made is left alone.
-async fn delete_marked<K>(api: Api<K>, name: &str)
+async fn delete_marked<K>(api: Api<K>, name: &str) -> Result<(), kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
-    let ours = match api.get_opt(name).await {
-        Ok(object) => object.is_some_and(|object| {
-            object.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY)
-        }),
-        Err(err) => {
-            warn!(%err, name, "cannot read what the addon's agent left");
-            false
-        }
-    };
-    if ours
-        && let Err(err) = api.delete(name, &DeleteParams::default()).await
-        && !matches!(&err, kube::Error::Api(status) if status.code == 404)
-    {
-        warn!(%err, name, "cannot delete what the addon's agent left");
+    let ours = api.get_opt(name).await?.is_some_and(|object| {
+        object.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY)
+    });
+    if !ours {
+        return Ok(());
+    }
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(err) => Err(err),
     }
 }
