@@ -168,7 +168,8 @@ impl SourceError {
 pub enum LoadError {
     Source(SourceError),
     Invalid {
-        origin: Origin,
+        /// Boxed: the error would otherwise be larger than what it is the error of.
+        origin: Box<Origin>,
         diagnostics: Vec<Diagnostic>,
     },
 }
@@ -181,14 +182,14 @@ pub fn load_fleet(spec: &SourceSpec) -> Result<(Origin, crate::fleet::Fleet), Lo
     match crate::fleet::load(&snapshot.files) {
         Ok(fleet) if diagnostics.is_empty() => Ok((snapshot.origin, fleet)),
         Ok(_) => Err(LoadError::Invalid {
-            origin: snapshot.origin,
+            origin: Box::new(snapshot.origin),
             diagnostics,
         }),
         Err(found) => {
             diagnostics.extend(found);
             diagnostics.sort();
             Err(LoadError::Invalid {
-                origin: snapshot.origin,
+                origin: Box::new(snapshot.origin),
                 diagnostics,
             })
         }
