@@ -741,6 +741,8 @@ struct UpProcess {
     stderr: tokio::task::JoinHandle<String>,
     /// Every line read so far, to show when an expected one does not come.
     seen: Vec<String>,
+    /// Where in `seen` the lines [`Self::expect`] looks at begin.
+    since: usize,
 }
 
 impl UpProcess {
@@ -779,15 +781,21 @@ impl UpProcess {
             reader,
             stderr,
             seen: Vec::new(),
+            since: 0,
         }
     }
 
-    /// Waits for a line of stdout with every one of `parts`, and returns it.
+    /// Waits for a line of stdout with every one of `parts`, printed since the last
+    /// [`Self::mark`] (before or after the lines found so far: some come in no fixed order).
     async fn expect(&mut self, parts: &[&str]) -> String {
+        let matches = |line: &str| parts.iter().all(|part| line.contains(part));
+        if let Some(line) = self.seen[self.since..].iter().find(|line| matches(line)) {
+            return line.clone();
+        }
         let found = tokio::time::timeout(PATIENCE, async {
             while let Some(line) = self.lines.recv().await {
                 self.seen.push(line.clone());
-                if parts.iter().all(|part| line.contains(part)) {
+                if matches(&line) {
                     return Some(line);
                 }
             }
@@ -801,6 +809,14 @@ impl UpProcess {
                 self.seen.join("\n")
             ),
         }
+    }
+
+    /// What is printed from now on is what [`Self::expect`] looks at.
+    fn mark(&mut self) {
+        while let Ok(line) = self.lines.try_recv() {
+            self.seen.push(line);
+        }
+        self.since = self.seen.len();
     }
 }
 
@@ -843,6 +859,7 @@ async fn up_tells_the_story_of_each_commit_on_its_console() {
     }
 
     // A new embedded spoke: its cluster starts before its Spoke is written.
+    up.mark();
     repo.commit(
         "beta joins",
         &[("spokes/beta.yaml", Some(&spoke("beta", "")))],
@@ -857,6 +874,7 @@ async fn up_tells_the_story_of_each_commit_on_its_console() {
     up.expect(&["hub/beta: Running"]).await;
 
     // An invalid commit stalls the sync; the next one recovers it and removes beta.
+    up.mark();
     repo.commit(
         "gamma without a hub",
         &[(
@@ -870,6 +888,7 @@ async fn up_tells_the_story_of_each_commit_on_its_console() {
         short(&bad)
     )])
     .await;
+    up.mark();
     repo.commit(
         "beta leaves, gamma too",
         &[("spokes/beta.yaml", None), ("spokes/gamma.yaml", None)],

@@ -334,6 +334,7 @@ struct Console {
     /// The last line shown per (hub, spoke), and whether that spoke is Running.
     rows: BTreeMap<(String, String), (String, bool)>,
     events: HashSet<String>,
+    /// Every spoke was Running when last looked at.
     converged: bool,
 }
 
@@ -406,7 +407,6 @@ impl Console {
         for key in gone {
             self.rows.remove(&key);
             outln!("{} {}/{}: removed", now(), key.0, key.1);
-            self.converged = false;
         }
         for row in rows {
             let line = progress_line(row);
@@ -415,15 +415,16 @@ impl Console {
                 outln!("{} {line}", now());
                 let running = row.phase.as_deref() == Some("Running");
                 self.rows.insert(key, (line, running));
-                self.converged = false;
             }
         }
     }
 
-    /// Says `converged` once every spoke is Running, again after each change.
+    /// Says `converged` when every spoke is Running, where one was not before.
     fn converged(&mut self, source: &str) {
         let spokes = self.rows.len();
-        if self.converged || spokes == 0 || !self.rows.values().all(|(_, running)| *running) {
+        let all_running = spokes > 0 && self.rows.values().all(|(_, running)| *running);
+        if !all_running || self.converged {
+            self.converged = all_running;
             return;
         }
         self.converged = true;
