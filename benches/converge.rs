@@ -113,11 +113,9 @@ fn main() {
         let running = up::start(
             &fleet,
             UpConfig {
-                data_dir: data.path().to_path_buf(),
-                repo: repo.path().display().to_string(),
-                git_ref: "HEAD".into(),
-                path: None,
                 interval: Duration::from_secs(1),
+                // `up` makes its data dir owner-only; a temporary directory is not.
+                ..UpConfig::new(data.path().join("up"), repo.path().display().to_string())
             },
         )
         .await

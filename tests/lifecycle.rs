@@ -1,228 +1,30 @@
 //! End to end: an embedded fleet (`fleetform up`'s clusters, agents and loops, in-process) driven
 //! only by commits to a fleet repo and the CLI. Spokes join, accept, pivot, follow changes of
 //! their addons, lease, claim limit and agent version, and unjoin in finalizer order, leaving
-//! nothing behind on hub or spoke.
+//! nothing behind on hub or spoke (their clusters stopped, their directories deleted). Each
+//! enabled addon gets a minimal agent that renews its lease, so it is Available. And `fleetform
+//! up` as a process tells the story of each commit on its console.
 
 mod support;
 
 use std::path::Path;
-use std::process::Output;
 
 use fleetform::api::fleet::{Phase, SYSTEM_NAMESPACE, Spoke};
-use fleetform::api::vocabulary::{AGENT_NAMESPACE, CONDITION_PIVOT_COMPLETE};
-use fleetform::api::{FleetSync, ManagedCluster, ManagedClusterAddOn, is_condition_true};
+use fleetform::api::vocabulary::AGENT_NAMESPACE;
+use fleetform::api::{FleetSync, ManagedCluster, ManagedClusterAddOn};
 use fleetform::reconciler::install::{
     AGENT_CLUSTER_ROLE, AGENT_DEPLOYMENT, LABEL_AGENT_VERSION, deployment_label,
 };
-use fleetform::up::{self, UpConfig};
+use fleetform::up::{self};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
 use kube::api::ListParams;
-use kube::runtime::wait::await_condition;
 use kube::{Api, Client};
+use support::fleet::{ADDONS, Fleet, HUB, Repo, spoke, wait_gone};
 use support::{PATIENCE, wait_for};
-
-/// A fleet repo in a temporary git repository.
-struct Repo {
-    dir: tempfile::TempDir,
-    repo: git2::Repository,
-}
-
-impl Repo {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = git2::Repository::init(dir.path()).unwrap();
-        Repo { dir, repo }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Writes `files` (path → contents; `None` deletes) and commits them.
-    fn commit(&self, message: &str, files: &[(&str, Option<&str>)]) {
-        for (path, contents) in files {
-            let full = self.path().join(path);
-            match contents {
-                Some(contents) => {
-                    std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-                    std::fs::write(&full, contents).unwrap();
-                }
-                None => std::fs::remove_file(&full).unwrap(),
-            }
-        }
-        support::commit_all(&self.repo, message);
-    }
-}
-
-const HUB: &str = "apiVersion: fleetform.io/v1alpha1
-kind: Hub
-metadata:
-  name: hub
-spec:
-  kubeconfig:
-    embedded: {}
-  registration:
-    leaseDurationSeconds: 1
-    clusterClaimsMax: 20
-";
-
-const ADDONS: &str = "apiVersion: fleetform.io/v1alpha1
-kind: AddOn
-metadata:
-  name: metrics
-spec:
-  installNamespace: metrics-agent
----
-apiVersion: fleetform.io/v1alpha1
-kind: AddOn
-metadata:
-  name: logging
-spec:
-  installNamespace: logging-agent
-";
-
-fn spoke(name: &str, extra: &str) -> String {
-    format!(
-        "apiVersion: fleetform.io/v1alpha1
-kind: Spoke
-metadata:
-  name: {name}
-  labels:
-    env: test
-spec:
-  hubRef: hub
-  kubeconfig:
-    embedded: {{}}
-{extra}"
-    )
-}
-
-/// The fleet running: its embedded clusters and loops, and the hub's client.
-struct Fleet {
-    repo: Repo,
-    data_dir: tempfile::TempDir,
-    running: Option<up::Running>,
-    hub: Client,
-}
-
-impl Fleet {
-    async fn up(repo: Repo) -> Self {
-        // RUST_LOG=fleetform=info shows what the loops do when a test fails.
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_test_writer()
-            .try_init();
-        let data_dir = tempfile::tempdir().unwrap();
-        let (_, fleet) = fleetform::source::load_fleet(&fleetform::source::SourceSpec {
-            location: repo.path().display().to_string(),
-            ..Default::default()
-        })
-        .expect("a valid fleet");
-        let running = up::start(
-            &fleet,
-            UpConfig {
-                data_dir: data_dir.path().to_path_buf(),
-                repo: repo.path().display().to_string(),
-                git_ref: "HEAD".to_string(),
-                path: None,
-                interval: std::time::Duration::from_secs(1),
-            },
-        )
-        .await
-        .expect("the fleet starts");
-        let hub = running.hubs[0].client.clone();
-        Fleet {
-            repo,
-            data_dir,
-            running: Some(running),
-            hub,
-        }
-    }
-
-    fn spoke_client(&self, name: &str) -> Client {
-        self.running
-            .as_ref()
-            .and_then(|running| running.spoke_client(name))
-            .unwrap_or_else(|| panic!("no spoke cluster {name}"))
-    }
-
-    async fn fleetform(&self, args: &[&str]) -> Output {
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_fleetform"))
-            .args(args)
-            .arg("--data-dir")
-            .arg(self.data_dir.path())
-            .env("NO_COLOR", "1")
-            .output()
-            .await
-            .expect("run fleetform")
-    }
-
-    /// The commit the repo's HEAD is at.
-    fn head(&self) -> String {
-        support::head_commit(&self.repo.repo)
-    }
-
-    fn fleet_syncs(&self) -> Api<FleetSync> {
-        Api::namespaced(self.hub.clone(), SYSTEM_NAMESPACE)
-    }
-
-    /// Waits until `up`'s sync has applied the repo's HEAD.
-    async fn synced(&self) {
-        let head = self.head();
-        wait_for(
-            &self.fleet_syncs(),
-            up::FLEET_SYNC,
-            "HEAD applied",
-            move |sync: &FleetSync| {
-                sync.status
-                    .as_ref()
-                    .and_then(|s| s.last_applied_commit.as_deref())
-                    == Some(&head)
-            },
-        )
-        .await;
-    }
-
-    fn spokes(&self) -> Api<Spoke> {
-        Api::namespaced(self.hub.clone(), SYSTEM_NAMESPACE)
-    }
-
-    async fn wait_running(&self, name: &str) -> Spoke {
-        wait_for(
-            &self.spokes(),
-            name,
-            "Running and pivoted",
-            |spoke: &Spoke| {
-                let status = spoke.status.as_ref();
-                status.and_then(|s| s.phase) == Some(Phase::Running)
-                    && status
-                        .is_some_and(|s| is_condition_true(&s.conditions, CONDITION_PIVOT_COMPLETE))
-            },
-        )
-        .await
-    }
-
-    async fn shutdown(mut self) {
-        if let Some(running) = self.running.take() {
-            running.shutdown().await;
-        }
-    }
-}
-
-async fn wait_gone<K>(api: &Api<K>, name: &str)
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    tokio::time::timeout(
-        PATIENCE,
-        await_condition(api.clone(), name, |object: Option<&K>| object.is_none()),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("timed out waiting for {name} to be gone"))
-    .unwrap();
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commits_join_change_upgrade_and_unjoin_spokes() {
@@ -315,30 +117,50 @@ async fn commits_join_change_upgrade_and_unjoin_spokes() {
         .await;
     }
 
-    // beta leaves the repo: it unjoins and nothing of it is left on hub or spoke.
+    // beta leaves the repo: it unjoins and nothing of it is left on hub or spoke; once its
+    // Spoke is gone, `up` stops its cluster and deletes its directory.
+    let beta = fleet.spoke_client("beta");
+    let beta_dir = fleet.data_dir.path().join("spokes/beta");
+    assert!(beta_dir.join("kubeconfig").exists());
+    let mut changes = fleet.running().cluster_changes();
     fleet
         .repo
         .commit("beta leaves", &[("spokes/beta.yaml", None)]);
-    fleet.synced().await;
-    wait_gone(&fleet.spokes(), "beta").await;
+    // What the agent removes from beta is watched while beta still runs. The agent unjoined
+    // with its own ServiceAccount's rights, and took its RBAC with it.
+    let (namespaces, roles, bindings) = (
+        Api::<Namespace>::all(beta.clone()),
+        Api::<ClusterRole>::all(beta.clone()),
+        Api::<ClusterRoleBinding>::all(beta),
+    );
+    tokio::join!(
+        wait_gone(&namespaces, AGENT_NAMESPACE),
+        wait_gone(&roles, AGENT_CLUSTER_ROLE),
+        wait_gone(&bindings, AGENT_CLUSTER_ROLE),
+        async {
+            fleet.synced().await;
+            wait_gone(&fleet.spokes(), "beta").await;
+        },
+    );
     wait_gone(&clusters, "beta").await;
     wait_gone(&Api::<Namespace>::all(fleet.hub.clone()), "beta").await;
-    wait_gone(
-        &Api::<Namespace>::all(fleet.spoke_client("beta")),
-        AGENT_NAMESPACE,
-    )
-    .await;
-    // The agent unjoined with its own ServiceAccount's rights, and took its RBAC with it.
-    wait_gone(
-        &Api::<ClusterRole>::all(fleet.spoke_client("beta")),
-        AGENT_CLUSTER_ROLE,
-    )
-    .await;
-    wait_gone(
-        &Api::<ClusterRoleBinding>::all(fleet.spoke_client("beta")),
-        AGENT_CLUSTER_ROLE,
-    )
-    .await;
+    let removed = tokio::time::timeout(PATIENCE, changes.recv())
+        .await
+        .expect("beta's cluster removed")
+        .unwrap();
+    assert_eq!(
+        removed,
+        up::ClusterChange::Removed {
+            spoke: "beta".to_string(),
+            dir: beta_dir.clone(),
+            error: None
+        }
+    );
+    assert!(!beta_dir.exists(), "beta's directory is deleted");
+    assert!(
+        fleet.running().spoke_client("beta").is_none(),
+        "beta's cluster is stopped"
+    );
     let csrs: Api<k8s_openapi::api::certificates::v1::CertificateSigningRequest> =
         Api::all(fleet.hub.clone());
     let left = csrs
@@ -553,6 +375,355 @@ spec:
     fleet.shutdown().await;
 }
 
+fn addon_available(addon: &ManagedClusterAddOn) -> bool {
+    addon.condition("Available").is_some_and(|c| {
+        c.status == "True" && c.reason == fleetform::api::vocabulary::REASON_ADDON_LEASE_UPDATED
+    })
+}
+
+/// Whether the ServiceAccount `namespace`/`name` of `cluster` may `verb` the Lease `lease` of
+/// `lease_namespace`.
+async fn may(
+    cluster: &Client,
+    (namespace, name): (&str, &str),
+    verb: &str,
+    (lease_namespace, lease): (&str, &str),
+) -> bool {
+    let review: SubjectAccessReview = serde_json::from_value(serde_json::json!({
+        "spec": {
+            "user": format!("system:serviceaccount:{namespace}:{name}"),
+            "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{namespace}"), "system:authenticated"],
+            "resourceAttributes": {
+                "group": "coordination.k8s.io", "resource": "leases", "verb": verb,
+                "namespace": lease_namespace, "name": lease,
+            },
+        },
+    }))
+    .unwrap();
+    Api::<SubjectAccessReview>::all(cluster.clone())
+        .create(&kube::api::PostParams::default(), &review)
+        .await
+        .expect("review access")
+        .status
+        .is_some_and(|status| status.allowed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_runs_an_agent_per_enabled_addon_until_the_addon_is_disabled() {
+    let repo = Repo::new();
+    repo.commit(
+        "a spoke with two addons",
+        &[
+            ("hubs/hub.yaml", Some(HUB)),
+            ("addons/addons.yaml", Some(ADDONS)),
+            (
+                "spokes/alpha.yaml",
+                Some(&spoke("alpha", "  addons: [metrics, logging]\n")),
+            ),
+        ],
+    );
+    let fleet = Fleet::up(repo).await;
+    fleet.synced().await;
+    fleet.wait_running("alpha").await;
+    let addons: Api<ManagedClusterAddOn> = Api::namespaced(fleet.hub.clone(), "alpha");
+    for name in ["metrics", "logging"] {
+        wait_for(&addons, name, "Available by its lease", addon_available).await;
+    }
+    let repo_path = fleet.repo.path().display().to_string();
+    let status = fleet.fleetform(&["status", &repo_path]).await;
+    let table = String::from_utf8_lossy(&status.stdout);
+    let alpha_row = table
+        .lines()
+        .find(|line| line.starts_with("alpha "))
+        .unwrap_or_else(|| panic!("no row for alpha in\n{table}"));
+    assert!(
+        alpha_row.split_whitespace().any(|cell| cell == "2/2"),
+        "{table}"
+    );
+
+    // Each addon's agent runs as a ServiceAccount of its own that may renew its lease only.
+    let alpha = fleet.spoke_client("alpha");
+    let metrics_agent = ("metrics-agent", "metrics-agent");
+    let metrics_leases: Api<Lease> = Api::namespaced(alpha.clone(), "metrics-agent");
+    let lease = metrics_leases.get("metrics").await.unwrap();
+    assert_eq!(lease.spec.unwrap().lease_duration_seconds, Some(1));
+    assert!(
+        may(
+            &alpha,
+            metrics_agent,
+            "update",
+            ("metrics-agent", "metrics")
+        )
+        .await
+    );
+    assert!(!may(&alpha, metrics_agent, "update", ("metrics-agent", "other")).await);
+    assert!(
+        !may(
+            &alpha,
+            metrics_agent,
+            "delete",
+            ("metrics-agent", "metrics")
+        )
+        .await
+    );
+    assert!(
+        !may(
+            &alpha,
+            metrics_agent,
+            "update",
+            ("logging-agent", "logging")
+        )
+        .await
+    );
+
+    // metrics disabled: its agent stops and what was made for it goes, but its namespace stays.
+    fleet.repo.commit(
+        "alpha: logging only",
+        &[(
+            "spokes/alpha.yaml",
+            Some(&spoke("alpha", "  addons: [logging]\n")),
+        )],
+    );
+    fleet.synced().await;
+    wait_gone(&addons, "metrics").await;
+    wait_gone(&metrics_leases, "metrics").await;
+    wait_gone(
+        &Api::<ServiceAccount>::namespaced(alpha.clone(), "metrics-agent"),
+        "metrics-agent",
+    )
+    .await;
+    wait_gone(
+        &Api::<RoleBinding>::namespaced(alpha.clone(), "metrics-agent"),
+        "metrics-agent",
+    )
+    .await;
+    assert!(
+        Api::<Namespace>::all(alpha.clone())
+            .get_opt("metrics-agent")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // Two renewals of logging's lease later, nothing renewed metrics' again.
+    let logging_leases: Api<Lease> = Api::namespaced(alpha.clone(), "logging-agent");
+    for _ in 0..2 {
+        let renewed = logging_leases.get("logging").await.unwrap();
+        let before = renewed.spec.and_then(|spec| spec.renew_time);
+        wait_for(
+            &logging_leases,
+            "logging",
+            "renewed",
+            move |lease: &Lease| {
+                lease.spec.as_ref().and_then(|spec| spec.renew_time.clone()) != before
+            },
+        )
+        .await;
+    }
+    assert!(metrics_leases.get_opt("metrics").await.unwrap().is_none());
+    assert!(addon_available(&addons.get("logging").await.unwrap()));
+    fleet.shutdown().await;
+}
+
+/// `fleetform up` as a process, its stdout read line by line.
+struct UpProcess {
+    child: tokio::process::Child,
+    lines: tokio::sync::mpsc::UnboundedReceiver<String>,
+    reader: tokio::task::JoinHandle<()>,
+    stderr: tokio::task::JoinHandle<String>,
+    /// Every line read so far, to show when an expected one does not come.
+    seen: Vec<String>,
+    /// Where in `seen` the lines [`Self::expect`] looks at begin.
+    since: usize,
+}
+
+impl UpProcess {
+    fn start(repo: &Path, data_dir: &Path) -> Self {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_fleetform"))
+            .arg("up")
+            .arg(repo)
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["--interval", "1", "--log", "info"])
+            // Not a terminal, and NO_COLOR unset: no escapes either way.
+            .env_remove("NO_COLOR")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start fleetform up");
+        let (sender, lines) = tokio::sync::mpsc::unbounded_channel();
+        let stdout = child.stdout.take().unwrap();
+        let reader = tokio::spawn(async move {
+            let mut stdout = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = stdout.next_line().await {
+                let _ = sender.send(line);
+            }
+        });
+        let mut stderr = child.stderr.take().unwrap();
+        let stderr = tokio::spawn(async move {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text).await;
+            text
+        });
+        UpProcess {
+            child,
+            lines,
+            reader,
+            stderr,
+            seen: Vec::new(),
+            since: 0,
+        }
+    }
+
+    /// Waits for a line of stdout with every one of `parts`, printed since the last
+    /// [`Self::mark`] (before or after the lines found so far: some come in no fixed order).
+    async fn expect(&mut self, parts: &[&str]) -> String {
+        let matches = |line: &str| parts.iter().all(|part| line.contains(part));
+        if let Some(line) = self.seen[self.since..].iter().find(|line| matches(line)) {
+            return line.clone();
+        }
+        let found = tokio::time::timeout(PATIENCE, async {
+            while let Some(line) = self.lines.recv().await {
+                self.seen.push(line.clone());
+                if matches(&line) {
+                    return Some(line);
+                }
+            }
+            None
+        })
+        .await;
+        match found {
+            Ok(Some(line)) => line,
+            _ => panic!(
+                "no line with {parts:?} in what `up` printed:\n{}",
+                self.seen.join("\n")
+            ),
+        }
+    }
+
+    /// What is printed from now on is what [`Self::expect`] looks at.
+    fn mark(&mut self) {
+        while let Ok(line) = self.lines.try_recv() {
+            self.seen.push(line);
+        }
+        self.since = self.seen.len();
+    }
+}
+
+fn short(sha: &str) -> &str {
+    &sha[..7]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_tells_the_story_of_each_commit_on_its_console() {
+    use std::os::unix::fs::PermissionsExt;
+    let repo = Repo::new();
+    repo.commit(
+        "a hub and alpha",
+        &[
+            ("hubs/hub.yaml", Some(HUB)),
+            ("addons/addons.yaml", Some(ADDONS)),
+            (
+                "spokes/alpha.yaml",
+                Some(&spoke("alpha", "  addons: [metrics]\n")),
+            ),
+        ],
+    );
+    let home = tempfile::tempdir().unwrap();
+    let data_dir = home.path().join("fleetform");
+    let mut up = UpProcess::start(repo.path(), &data_dir);
+    let head = support::head_commit(&repo.repo);
+    up.expect(&[&format!(
+        "hub: applied {} \"a hub and alpha\": ",
+        short(&head)
+    )])
+    .await;
+    up.expect(&["hub/alpha: Running", "addons 1/1"]).await;
+    up.expect(&["converged: 1 spoke(s) Running"]).await;
+    for dir in ["", "hubs", "hubs/hub", "spokes", "spokes/alpha"] {
+        let mode = std::fs::metadata(data_dir.join(dir))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700, "{dir}");
+    }
+
+    // A new embedded spoke: its cluster starts before its Spoke is written.
+    up.mark();
+    repo.commit(
+        "beta joins",
+        &[("spokes/beta.yaml", Some(&spoke("beta", "")))],
+    );
+    up.expect(&["spoke cluster beta started"]).await;
+    let head = support::head_commit(&repo.repo);
+    up.expect(&[&format!(
+        "hub: applied {} \"beta joins\": 1 created",
+        short(&head)
+    )])
+    .await;
+    up.expect(&["hub/beta: Running"]).await;
+
+    // An invalid commit stalls the sync; the next one recovers it and removes beta.
+    up.mark();
+    repo.commit(
+        "gamma without a hub",
+        &[(
+            "spokes/gamma.yaml",
+            Some("apiVersion: fleetform.io/v1alpha1\nkind: Spoke\nmetadata:\n  name: gamma\nspec:\n  kubeconfig:\n    embedded: {}\n"),
+        )],
+    );
+    let bad = support::head_commit(&repo.repo);
+    up.expect(&[&format!(
+        "hub: InvalidCommit: commit {} \"gamma without a hub\" is invalid",
+        short(&bad)
+    )])
+    .await;
+    up.mark();
+    repo.commit(
+        "beta leaves, gamma too",
+        &[("spokes/beta.yaml", None), ("spokes/gamma.yaml", None)],
+    );
+    let fixed = support::head_commit(&repo.repo);
+    up.expect(&[&format!(
+        "hub: commit {} \"beta leaves, gamma too\" is applied; Ready again after InvalidCommit",
+        short(&fixed)
+    )])
+    .await;
+    up.expect(&["hub/beta: removed"]).await;
+    let beta_dir = data_dir.join("spokes/beta");
+    up.expect(&[&format!(
+        "spoke cluster beta stopped, {} deleted",
+        beta_dir.display()
+    )])
+    .await;
+    assert!(!beta_dir.exists());
+
+    // Nobody reads stdout any more (`fleetform up | head`): it goes on, and stops cleanly.
+    up.reader.abort();
+    drop(up.lines);
+    let pid = up.child.id().expect("still running").to_string();
+    let sent = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(sent.success());
+    let status = tokio::time::timeout(PATIENCE, up.child.wait())
+        .await
+        .expect("up stops on SIGTERM")
+        .unwrap();
+    let stderr = up.stderr.await.unwrap();
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(!stderr.contains("no kubeconfig"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let printed = up.seen.join("\n");
+    assert!(
+        !stderr.contains('\x1b') && !printed.contains('\x1b'),
+        "escapes where no terminal reads:\n{printed}\n{stderr}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificates_last_the_hubs_client_cert_expiration_seconds() {
     use fleetform::agent::rotation::CertificateLifetime;
@@ -587,16 +758,8 @@ spec:
     let fleet = Fleet::up(repo).await;
     fleet.synced().await;
     fleet.wait_running("alpha").await;
+    // up deploys the addon (its namespace too); the agent stores its certificate there.
     let spoke = fleet.spoke_client("alpha");
-    // Whoever deploys the addon creates its namespace; the agent stores its certificate there.
-    Api::<Namespace>::all(spoke.clone())
-        .create(
-            &Default::default(),
-            &serde_json::from_value(serde_json::json!({"metadata": {"name": "metrics-agent"}}))
-                .unwrap(),
-        )
-        .await
-        .unwrap();
 
     // 600 s, and the signer's backdating of a tenth of that.
     let lasts = |secret: &Secret| {

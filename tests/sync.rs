@@ -161,22 +161,39 @@ fn lease_duration(spoke: &Spoke) -> Option<i32> {
     spoke.spec.lease_duration_seconds
 }
 
-/// The events fleetform-sync published in `fleetform-system` about `kind` `name`.
+/// The events fleetform-sync published in `fleetform-system` about `kind` `name`, oldest first.
 async fn events(hub: &Cluster, kind: &str, name: &str) -> Vec<Event> {
     let api: Api<Event> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);
-    api.list(&Default::default())
-        .await
-        .expect("list events")
-        .items
-        .into_iter()
-        .filter(|event| event.reporting_controller.as_deref() == Some("fleetform-sync"))
-        .filter(|event| {
-            event
-                .regarding
-                .as_ref()
-                .is_some_and(|r| r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name))
-        })
+    let mut events: Vec<Event> =
+        api.list(&Default::default())
+            .await
+            .expect("list events")
+            .items
+            .into_iter()
+            .filter(|event| event.reporting_controller.as_deref() == Some("fleetform-sync"))
+            .filter(|event| {
+                event.regarding.as_ref().is_some_and(|r| {
+                    r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name)
+                })
+            })
+            .collect();
+    // Listed by name, which is random: the time they happened is their order.
+    events.sort_by_key(|event| event.event_time.as_ref().map(|time| time.0));
+    events
+}
+
+/// The notes of `events` with this reason.
+fn notes(events: &[Event], reason: &str) -> Vec<String> {
+    events
+        .iter()
+        .filter(|event| event.reason.as_deref() == Some(reason))
+        .map(|event| event.note.clone().unwrap_or_default())
         .collect()
+}
+
+/// A commit as events and messages name it: short SHA and subject.
+fn named(sha: &str, subject: &str) -> String {
+    format!("{} {subject:?}", &sha[..7])
 }
 
 fn reasons(events: &[Event]) -> Vec<String> {
@@ -204,6 +221,26 @@ async fn get(sync: &RunningSync, path: &str) -> (u16, String) {
         .map(|(_, body)| body.to_string())
         .unwrap_or_default();
     (code, body)
+}
+
+/// Waits until the counter `series` of the metrics endpoint reaches `at_least`.
+async fn wait_for_metric(sync: &RunningSync, series: &str, at_least: u64) {
+    let reached = async {
+        loop {
+            let (_, metrics) = get(sync, "/metrics").await;
+            let value = metrics
+                .lines()
+                .find_map(|line| line.strip_prefix(series)?.trim().parse::<u64>().ok());
+            if value.is_some_and(|value| value >= at_least) {
+                return;
+            }
+            // The endpoint has no watch: look again shortly.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    tokio::time::timeout(support::PATIENCE, reached)
+        .await
+        .unwrap_or_else(|_| panic!("{series} never reached {at_least}"));
 }
 
 #[tokio::test]
@@ -236,13 +273,12 @@ async fn a_commit_is_applied_with_events_and_a_new_commit_is_picked_up_on_the_in
     assert_eq!(reasons(&events(&hub, "Spoke", "dev").await), ["Created"]);
     let on_fleetsync = events(&hub, "FleetSync", "fleet").await;
     assert_eq!(reasons(&on_fleetsync), ["Applied"]);
-    assert!(
-        on_fleetsync[0]
-            .note
-            .as_deref()
-            .is_some_and(|note| note.contains(&first) && note.contains("8 created")),
-        "{:?}",
-        on_fleetsync[0].note
+    assert_eq!(
+        notes(&on_fleetsync, "Applied"),
+        [format!(
+            "applied {}: 8 created, 0 updated, 0 deleted",
+            named(&first, "example fleet")
+        )]
     );
 
     let second = repo.edit(
@@ -255,6 +291,51 @@ async fn a_commit_is_applied_with_events_and_a_new_commit_is_picked_up_on_the_in
     assert_eq!(
         reasons(&events(&hub, "Spoke", "dev").await),
         ["Created", "Updated"]
+    );
+    stop.cancel();
+    sync.stopped().await;
+    hub.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn each_applied_commit_is_an_event_of_its_own_with_its_subject_and_counts() {
+    let hub = hub().await;
+    let repo = FleetRepo::example();
+    let first = repo.head();
+    let (sync, stop) = start_sync(&hub, "only").await;
+    let fleetsyncs = fleetsync(&hub, &repo, 1).await;
+    wait_applied(&fleetsyncs, &first).await;
+
+    // Eleven commits, each applied before the next: eleven Events, none folded into another.
+    let mut expected = Vec::new();
+    for lease in 11..=21 {
+        let path = repo.dir.path().join("fleet/spokes/edge.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let before = format!(
+            "leaseDurationSeconds: {}",
+            if lease == 11 { 10 } else { lease - 1 }
+        );
+        std::fs::write(
+            &path,
+            text.replacen(&before, &format!("leaseDurationSeconds: {lease}"), 1),
+        )
+        .unwrap();
+        let subject = format!("dev: {lease} s leases");
+        let commit = repo.commit(&subject);
+        wait_applied(&fleetsyncs, &commit).await;
+        expected.push(format!(
+            "applied {}: 0 created, 1 updated, 0 deleted",
+            named(&commit, &subject)
+        ));
+    }
+    let applied = notes(&events(&hub, "FleetSync", "fleet").await, "Applied");
+    assert_eq!(applied[1..], expected[..], "{applied:#?}");
+    assert_eq!(
+        notes(&events(&hub, "Spoke", "dev").await, "Updated").last(),
+        Some(&format!(
+            "updated by FleetSync fleet from {}",
+            named(&repo.head(), "dev: 21 s leases")
+        ))
     );
     stop.cancel();
     sync.stopped().await;
@@ -343,7 +424,9 @@ async fn an_invalid_commit_is_not_applied_and_its_status_names_the_file() {
     );
     assert!(
         message.contains(&format!(
-            "commit {bad} is invalid; commit {first} stays in force"
+            "commit {} is invalid; commit {} stays in force",
+            named(&bad, "edit spokes/edge.yaml"),
+            &first[..7]
         )),
         "{message}"
     );
@@ -362,11 +445,24 @@ async fn an_invalid_commit_is_not_applied_and_its_status_names_the_file() {
         .await
         .expect("nothing is deleted because a commit failed to load");
     assert_eq!(lease_duration(&spokes.get("dev").await.unwrap()), Some(10));
+    // Every interval fetches the invalid commit again; the Warning said so once.
+    wait_for_metric(
+        &sync,
+        "fleetform_sync_syncs_total{result=\"invalid_commit\"}",
+        3,
+    )
+    .await;
+    let warnings = notes(&events(&hub, "FleetSync", "fleet").await, "InvalidCommit");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(
-        reasons(&events(&hub, "FleetSync", "fleet").await).contains(&"InvalidCommit".to_string())
+        warnings[0].starts_with(&format!(
+            "commit {} is invalid",
+            named(&bad, "edit spokes/edge.yaml")
+        )) && warnings[0].contains("spokes/edge.yaml:"),
+        "{warnings:?}"
     );
 
-    // Fixing it in a later commit applies that one.
+    // Fixing it in a later commit applies that one, and the sync says it recovered.
     let fixed = repo.edit(
         "spokes/edge.yaml",
         "leaseDurationSeconds: 0",
@@ -374,6 +470,21 @@ async fn an_invalid_commit_is_not_applied_and_its_status_names_the_file() {
     );
     wait_applied(&fleetsyncs, &fixed).await;
     wait_deleted(&spokes, &local).await;
+    let on_fleetsync = events(&hub, "FleetSync", "fleet").await;
+    assert_eq!(
+        notes(&on_fleetsync, "Recovered"),
+        [format!(
+            "commit {} is applied; Ready again after InvalidCommit",
+            named(&fixed, "edit spokes/edge.yaml")
+        )]
+    );
+    assert_eq!(
+        on_fleetsync
+            .iter()
+            .find(|event| event.reason.as_deref() == Some("InvalidCommit"))
+            .and_then(|event| event.type_.as_deref()),
+        Some("Warning")
+    );
     stop.cancel();
     sync.stopped().await;
     hub.server.shutdown().await;
@@ -408,7 +519,7 @@ async fn an_unreachable_repository_is_reported_and_the_applied_commit_stays() {
     assert_eq!(reason, "SourceUnavailable");
     assert!(
         message.contains(&format!("{gone}: no such file, directory or repository"))
-            && message.contains(&format!("commit {first} stays in force")),
+            && message.contains(&format!("commit {} stays in force", &first[..7])),
         "{message}"
     );
     assert_eq!(
@@ -424,6 +535,33 @@ async fn an_unreachable_repository_is_reported_and_the_applied_commit_stays() {
     assert_eq!(
         spokes.list(&Default::default()).await.unwrap().items.len(),
         4
+    );
+
+    // The repository back where it was: Ready again, and an Event says so.
+    fleetsyncs
+        .patch(
+            "fleet",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"repo": repo.location()}})),
+        )
+        .await
+        .unwrap();
+    wait_for(&fleetsyncs, "fleet", "Ready again", |fs| {
+        condition(fs, CONDITION_READY).is_some_and(|(status, ..)| status == "True")
+    })
+    .await;
+    let on_fleetsync = events(&hub, "FleetSync", "fleet").await;
+    let warnings = notes(&on_fleetsync, "SourceUnavailable");
+    assert!(
+        warnings.len() == 1 && warnings[0].contains(&gone),
+        "{warnings:?}"
+    );
+    assert_eq!(
+        notes(&on_fleetsync, "Recovered"),
+        [format!(
+            "commit {} is applied; Ready again after SourceUnavailable",
+            named(&first, "example fleet")
+        )]
     );
     stop.cancel();
     sync.stopped().await;
@@ -487,6 +625,23 @@ async fn the_prune_guard_stalls_a_commit_until_allow_prune_is_set() {
     assert!(
         reasons(&events(&hub, "Spoke", "dev").await).contains(&"Deleted".to_string()),
         "the deletion is an event on the Spoke"
+    );
+    let on_fleetsync = events(&hub, "FleetSync", "fleet").await;
+    let held = notes(&on_fleetsync, "PruneBlocked");
+    assert!(
+        held.len() == 1
+            && held[0].starts_with(&format!(
+                "commit {} would unjoin 3",
+                named(&pruning, "remove spokes/edge.yaml")
+            )),
+        "{held:?}"
+    );
+    assert_eq!(
+        notes(&on_fleetsync, "Recovered"),
+        [format!(
+            "commit {} is applied; Ready again after PruneBlocked",
+            named(&pruning, "remove spokes/edge.yaml")
+        )]
     );
     stop.cancel();
     sync.stopped().await;

@@ -42,7 +42,7 @@ pub fn run(args: Args) -> u8 {
         Err(LoadError::Invalid {
             origin,
             diagnostics,
-        }) => (origin, None, diagnostics),
+        }) => (*origin, None, diagnostics),
         Err(LoadError::Source(err)) => {
             return refuse(
                 args.output,

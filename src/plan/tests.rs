@@ -90,6 +90,7 @@ fn origin() -> Origin {
         git_ref: "main".into(),
         commit: "0123456789abcdef0123456789abcdef01234567".into(),
         path: String::new(),
+        subject: "a test fleet".into(),
     }
 }
 

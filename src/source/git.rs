@@ -319,6 +319,8 @@ fn read_commit(
             git_ref: git_ref.to_string(),
             commit: commit.id().to_string(),
             path: fleet_path.to_string(),
+            subject: String::from_utf8_lossy(commit.summary_bytes().unwrap_or_default())
+                .into_owned(),
         },
         files: walk.files,
         problems: walk.problems,

@@ -62,6 +62,10 @@ pub enum Origin {
         commit: String,
         /// Directory of the fleet inside the repository ("" for its root).
         path: String,
+        /// The commit's subject (its message's first paragraph on one line, as `git log --format=%s`
+        /// shows it), for people: events, `up`'s console.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        subject: String,
     },
 }
 
@@ -70,6 +74,14 @@ impl Origin {
     pub fn commit(&self) -> Option<&str> {
         match self {
             Origin::Git { commit, .. } => Some(commit),
+            Origin::Directory { .. } => None,
+        }
+    }
+
+    /// The commit's subject, if the snapshot is pinned to a commit.
+    pub fn subject(&self) -> Option<&str> {
+        match self {
+            Origin::Git { subject, .. } => Some(subject),
             Origin::Directory { .. } => None,
         }
     }
@@ -92,6 +104,7 @@ impl fmt::Display for Origin {
                 git_ref,
                 commit,
                 path,
+                ..
             } => {
                 write!(f, "{repository} at {git_ref}, commit {commit}")?;
                 if !path.is_empty() {
@@ -155,7 +168,8 @@ impl SourceError {
 pub enum LoadError {
     Source(SourceError),
     Invalid {
-        origin: Origin,
+        /// Boxed: the error would otherwise be larger than what it is the error of.
+        origin: Box<Origin>,
         diagnostics: Vec<Diagnostic>,
     },
 }
@@ -167,7 +181,7 @@ pub fn load_fleet(spec: &SourceSpec) -> Result<(Origin, crate::fleet::Fleet), Lo
         Ok((origin, fleet))
     } else {
         Err(LoadError::Invalid {
-            origin,
+            origin: Box::new(origin),
             diagnostics,
         })
     }

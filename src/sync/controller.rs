@@ -16,7 +16,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -26,12 +25,14 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, instrument, warn};
 
+use super::Prepare;
 use super::health::Readiness;
 use super::metrics::Metrics;
-use super::status::{Outcome, next_status};
+use super::status::{Commit, Outcome, REASON_RECOVERED, Transition, next_status, transition};
 use crate::api::fleet::{FleetSync, SYSTEM_NAMESPACE};
 use crate::api::{ClusterManagementAddOn, Hub, Spoke};
 use crate::apply::{WrittenObject, apply_hub};
+use crate::events::{EventType, Reporter};
 use crate::fleet::Fleet;
 use crate::observe::observe_hub;
 use crate::plan::desired::{MANAGED_BY, MANAGED_BY_LABEL, hub_objects};
@@ -77,11 +78,13 @@ pub struct Context {
     pub hub: Option<String>,
     /// The prune guard's percentage (see [`PruneGuard`]).
     pub max_prune_percent: u32,
-    /// Publishes events as `fleetform-sync`.
-    pub recorder: Recorder,
+    /// Publishes events as `fleetform-sync`, one per occurrence.
+    pub events: Reporter,
     pub metrics: Metrics,
     /// Told when a sync finished, for `/readyz`.
     pub readiness: Arc<Readiness>,
+    /// What must happen before a commit's objects are written (see [`Prepare`]).
+    pub prepare: Option<Prepare>,
     memory: Mutex<HashMap<ObjectRef<FleetSync>, Memory>>,
 }
 
@@ -91,17 +94,19 @@ impl Context {
         client: Client,
         hub: Option<String>,
         max_prune_percent: u32,
-        recorder: Recorder,
+        events: Reporter,
         metrics: Metrics,
         readiness: Arc<Readiness>,
+        prepare: Option<Prepare>,
     ) -> Self {
         Context {
             client,
             hub,
             max_prune_percent,
-            recorder,
+            events,
             metrics,
             readiness,
+            prepare,
             memory: Mutex::default(),
         }
     }
@@ -353,7 +358,7 @@ async fn fetch_commit(fleetsync: &FleetSync, commit: Option<String>) -> Result<L
             origin,
             diagnostics,
         }) => Err(Outcome::Invalid {
-            commit: origin.commit().map(str::to_string),
+            commit: Commit::of(&origin),
             problems: diagnostics.iter().map(ToString::to_string).collect(),
         }),
     }
@@ -385,7 +390,7 @@ fn hub_name(fleet: &Fleet, configured: Option<&str>) -> Result<String, String> {
 /// Observes this hub, plans `loaded` against it and applies the plan unless the prune guard
 /// holds it back.
 async fn converge(ctx: &Context, loaded: &Loaded, guard: PruneGuard, drift: bool) -> Outcome {
-    let commit = loaded.origin.commit().map(str::to_string);
+    let commit = Commit::of(&loaded.origin);
     let hub = match hub_name(&loaded.fleet, ctx.hub.as_deref()) {
         Ok(hub) => hub,
         Err(problem) => {
@@ -408,7 +413,7 @@ async fn converge(ctx: &Context, loaded: &Loaded, guard: PruneGuard, drift: bool
     let mut observed = Observed::new();
     observed.insert(hub.clone(), observed_hub);
     let plan = plan::plan(&loaded.fleet, loaded.origin.clone(), &observed, guard);
-    let Some(hub_plan) = plan.hubs.into_iter().find(|plan| plan.hub == hub) else {
+    let Some(mut hub_plan) = plan.hubs.into_iter().find(|plan| plan.hub == hub) else {
         return Outcome::Applied {
             commit,
             objects: Vec::new(),
@@ -417,6 +422,22 @@ async fn converge(ctx: &Context, loaded: &Loaded, guard: PruneGuard, drift: bool
     };
     if let Some(block) = hub_plan.prune_blocked {
         return Outcome::PruneBlocked { commit, block };
+    }
+    // An object already being deleted (a Spoke whose finalizers run its unjoin) changes on its
+    // way out: deleting it again is no news and no drift put right.
+    let terminating = |key: &crate::plan::ObjectKey| {
+        observed
+            .get(&hub)
+            .and_then(|observed| observed.objects.get(key))
+            .is_some_and(|live| live.pointer("/metadata/deletionTimestamp").is_some())
+    };
+    hub_plan.changes.retain(|change| {
+        !(change.action == crate::plan::Action::Delete && terminating(&change.key))
+    });
+    if let Some(prepare) = &ctx.prepare
+        && let Err(message) = prepare(&loaded.fleet, &hub).await
+    {
+        return Outcome::Failed { commit, message };
     }
     match apply_hub(&hub_plan, &ctx.client).await {
         Ok(applied) => Outcome::Applied {
@@ -435,7 +456,10 @@ async fn converge(ctx: &Context, loaded: &Loaded, guard: PruneGuard, drift: bool
 /// the sync.
 ///
 /// Only a fetch writes the status: re-applying the commit in force after drift leaves what the
-/// last fetch found (an invalid newer commit, say) on display.
+/// last fetch found (an invalid newer commit, say) on display. Events: one per applied commit
+/// (and per drift put right), with the commit and what changed; a Warning when the sync stops
+/// being Ready, or fails for another reason or commit, and `Recovered` when it is Ready again —
+/// a retry that fails as the last one did is no news.
 async fn report(
     fleetsync: &FleetSync,
     ctx: &Context,
@@ -457,50 +481,82 @@ async fn report(
         ctx.metrics
             .applied_commit(&name, current.last_applied_commit.as_deref(), commit);
     }
-    let commit_text = outcome.commit().unwrap_or("the fleet");
-    let fleetsync_ref = fleetsync.object_ref(&());
-    match outcome {
-        Outcome::Applied { objects, drift, .. } if !objects.is_empty() => {
+    let fleetsync_ref = crate::events::reference(fleetsync);
+    let in_force = current.last_applied_commit.as_deref();
+    if let Outcome::Applied {
+        commit,
+        objects,
+        drift,
+    } = outcome
+    {
+        let newly_applied = fetched && next.last_applied_commit != current.last_applied_commit;
+        if newly_applied || !objects.is_empty() {
+            let commit_text = commit
+                .as_ref()
+                .map_or_else(|| "the fleet".to_string(), ToString::to_string);
+            let changes = if objects.is_empty() {
+                "nothing to change on the hub".to_string()
+            } else {
+                Outcome::counts(objects)
+            };
             let (reason, note) = if *drift {
                 (
                     "DriftReverted",
-                    format!(
-                        "put {commit_text} back in force: {}",
-                        Outcome::counts(objects)
-                    ),
+                    format!("put {commit_text} back in force: {changes}"),
                 )
             } else {
-                (
-                    "Applied",
-                    format!("applied {commit_text}: {}", Outcome::counts(objects)),
-                )
+                ("Applied", format!("applied {commit_text}: {changes}"))
             };
-            info!(commit = commit_text, drift, "{note}");
-            publish(ctx, &fleetsync_ref, EventType::Normal, reason, "Sync", note).await;
+            info!(commit = outcome.sha(), drift, "{note}");
+            ctx.events
+                .publish(&fleetsync_ref, EventType::Normal, reason, "Sync", note)
+                .await;
             for object in objects {
                 ctx.metrics.object_changed(object.action);
             }
             futures::stream::iter(objects)
                 .for_each_concurrent(crate::observe::IN_FLIGHT, |object| {
-                    publish_on_object(ctx, object, &name, commit_text)
+                    publish_on_object(ctx, object, &name, &commit_text)
                 })
                 .await;
         }
-        Outcome::Applied { .. } => {}
-        _ if changed || !fetched => {
-            let note = outcome.message(current.last_applied_commit.as_deref());
+    }
+    let news = if fetched {
+        transition(&current, &next)
+    } else if matches!(outcome, Outcome::Applied { .. }) {
+        None
+    } else {
+        // Putting the commit in force back failed: each drift is its own occurrence.
+        Some(Transition::NotReady)
+    };
+    match news {
+        Some(Transition::NotReady) => {
+            let note = outcome.message(in_force);
             warn!(reason = outcome.reason(), "{note}");
-            publish(
-                ctx,
-                &fleetsync_ref,
-                EventType::Warning,
-                outcome.reason(),
-                "Sync",
-                note,
-            )
-            .await;
+            ctx.events
+                .publish(
+                    &fleetsync_ref,
+                    EventType::Warning,
+                    outcome.reason(),
+                    "Sync",
+                    note,
+                )
+                .await;
         }
-        _ => {}
+        Some(Transition::Recovered { after }) => {
+            let note = format!("{}; Ready again after {after}", outcome.message(in_force));
+            info!("{note}");
+            ctx.events
+                .publish(
+                    &fleetsync_ref,
+                    EventType::Normal,
+                    REASON_RECOVERED,
+                    "Sync",
+                    note,
+                )
+                .await;
+        }
+        None => {}
     }
     // Status last: whoever waits for it finds the events and metrics already there.
     if changed {
@@ -543,28 +599,10 @@ async fn publish_on_object(ctx: &Context, object: &WrittenObject, fleetsync: &st
         ..ObjectReference::default()
     };
     let note = format!("{verb} by FleetSync {fleetsync} from {commit}");
-    publish(ctx, &reference, EventType::Normal, reason, action, note).await;
-}
-
-async fn publish(
-    ctx: &Context,
-    reference: &ObjectReference,
-    type_: EventType,
-    reason: &str,
-    action: &str,
-    note: String,
-) {
-    let event = Event {
-        type_,
-        reason: reason.to_string(),
-        note: Some(note),
-        action: action.to_string(),
-        secondary: None,
-    };
-    // Events are for people; failing to write one never fails a sync.
-    if let Err(err) = ctx.recorder.publish(&event, reference).await {
-        warn!(%err, reason, "cannot publish an event");
-    }
+    // Events are for people: the reporter logs one it cannot write, the sync goes on.
+    ctx.events
+        .publish(&reference, EventType::Normal, reason, action, note)
+        .await;
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //! of the fleet in line with the commit each FleetSync names, and reports on the FleetSync.
 //!
 //! - [`controller`]: fetch, load, plan and apply per FleetSync (interval, spec changes, drift of
-//!   the managed Hub, Spoke and ClusterManagementAddOn objects); status and events.
+//!   the managed Hub, Spoke and ClusterManagementAddOn objects); status and events (one per
+//!   applied commit, stall and recovery, through [`crate::events`]).
 //! - [`status`]: the outcome of a sync and the FleetSync status it writes (pure).
 //! - [`leader`]: leader election on a Lease; only the holder syncs.
 //! - [`metrics`], [`health`]: `/metrics`, `/healthz`, `/readyz`.
@@ -33,8 +34,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use kube::Client;
-use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -42,6 +43,8 @@ use tracing::info;
 
 use crate::api::fleet::{FleetSync, SYSTEM_NAMESPACE};
 use crate::api::{ClusterManagementAddOn, Hub, Spoke};
+use crate::events::Reporter;
+use crate::fleet::Fleet;
 use crate::hub::run::crd_installed;
 
 /// The controller name on events (`reportingController`) and the default leader Lease name.
@@ -50,6 +53,13 @@ pub const CONTROLLER_NAME: &str = "fleetform-sync";
 pub const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:9090";
 /// How long a leader's Lease holds without renewal.
 pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
+
+/// Work that must be done before a commit's objects are written to the hub, given the commit's
+/// fleet and this hub's name; an error fails the sync (it is retried). `fleetform up` starts the
+/// embedded clusters of the spokes a commit declares here, so no loop ever finds a Spoke whose
+/// cluster is not running yet.
+pub type Prepare =
+    Arc<dyn Fn(&Fleet, &str) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
 
 /// What a sync controller runs with.
 #[derive(Clone)]
@@ -73,6 +83,8 @@ pub struct SyncConfig {
     /// Percentage of the hub's spokes a commit may unjoin unless the FleetSync sets
     /// `allowPrune` (at least one always may).
     pub max_prune_percent: u32,
+    /// Run before each write of a commit's objects; `None`: nothing to prepare.
+    pub prepare: Option<Prepare>,
 }
 
 impl SyncConfig {
@@ -88,6 +100,7 @@ impl SyncConfig {
             lease_name: CONTROLLER_NAME.to_string(),
             lease_duration: DEFAULT_LEASE_DURATION,
             max_prune_percent: crate::plan::PruneGuard::default().max_percent,
+            prepare: None,
         }
     }
 }
@@ -102,6 +115,7 @@ impl std::fmt::Debug for SyncConfig {
             .field("lease_name", &self.lease_name)
             .field("lease_duration", &self.lease_duration)
             .field("max_prune_percent", &self.max_prune_percent)
+            .field("prepare", &self.prepare.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -210,13 +224,7 @@ async fn lead_and_sync(
     // The election outlives the controller, so the Lease is released only once no sync runs.
     let election_stop = CancellationToken::new();
     let election = tokio::spawn(leader::run(lock, leader_tx, election_stop.clone()));
-    let recorder = Recorder::new(
-        config.client.clone(),
-        Reporter {
-            controller: CONTROLLER_NAME.to_string(),
-            instance: Some(config.identity.clone()),
-        },
-    );
+    let events = Reporter::new(config.client.clone(), CONTROLLER_NAME, &config.identity);
     // Undecided (not ready) until the election's first round; then followers are ready at once.
     let decided = tokio::select! {
         biased;
@@ -230,7 +238,7 @@ async fn lead_and_sync(
             drift,
             &metrics,
             &readiness,
-            &recorder,
+            &events,
             &mut leader_rx,
             &shutdown,
         )
@@ -247,7 +255,7 @@ async fn lead_while_elected(
     drift: controller::DriftWatches,
     metrics: &metrics::Metrics,
     readiness: &Arc<health::Readiness>,
-    recorder: &Recorder,
+    events: &Reporter,
     leader_rx: &mut watch::Receiver<bool>,
     shutdown: &CancellationToken,
 ) {
@@ -266,9 +274,10 @@ async fn lead_while_elected(
             config.client.clone(),
             config.hub.clone(),
             config.max_prune_percent,
-            recorder.clone(),
+            events.clone(),
             metrics.clone(),
             readiness.clone(),
+            config.prepare.clone(),
         ));
         let stop = shutdown.child_token();
         let mut syncing = tokio::spawn(controller::run(

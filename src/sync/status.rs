@@ -3,8 +3,12 @@
 //! Ready is True once the commit is applied and the hub matches it; False with the reason
 //! otherwise. Stalled is True when only a change to git or to the FleetSync can help (an invalid
 //! commit, a prune the guard holds back), False while retrying can (an unreachable repository, a
-//! failed write). Messages name the commit still in force, and depend only on what happened, not
-//! on when, so an unchanged outcome writes nothing.
+//! failed write). Messages name commits as people read them (short SHA and subject; the status
+//! fields keep the full SHAs), and depend only on what happened, not on when, so an unchanged
+//! outcome writes nothing. [`transition`] says which status changes are news: the sync stopped
+//! being Ready (or now fails for another reason or commit), or is Ready again.
+
+use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
@@ -13,6 +17,7 @@ use crate::api::set_condition;
 use crate::api::vocabulary::{CONDITION_READY, CONDITION_STALLED, STATUS_FALSE, STATUS_TRUE};
 use crate::apply::WrittenObject;
 use crate::plan::{Action, PruneBlock};
+use crate::source::Origin;
 
 /// Reason: the commit is applied and the hub matches it.
 pub const REASON_APPLIED: &str = "Applied";
@@ -24,9 +29,46 @@ pub const REASON_SOURCE_UNAVAILABLE: &str = "SourceUnavailable";
 pub const REASON_PRUNE_BLOCKED: &str = "PruneBlocked";
 /// Reason: observing or writing the hub failed; retried.
 pub const REASON_APPLY_FAILED: &str = "ApplyFailed";
+/// Event reason: the sync is Ready again after it was not.
+pub const REASON_RECOVERED: &str = "Recovered";
 
 /// How many validation problems a status message lists.
 const PROBLEMS_SHOWN: usize = 5;
+/// How many hex digits of a SHA people are shown (`git log --oneline`'s default).
+const SHORT_SHA: usize = 7;
+
+/// The abbreviated form of `sha`.
+pub fn short_sha(sha: &str) -> &str {
+    sha.get(..SHORT_SHA).unwrap_or(sha)
+}
+
+/// A commit as people name it: its SHA and the first line of its message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Commit {
+    pub sha: String,
+    pub subject: String,
+}
+
+impl Commit {
+    /// The commit a fleet was read at, if it was read from git.
+    pub fn of(origin: &Origin) -> Option<Commit> {
+        Some(Commit {
+            sha: origin.commit()?.to_string(),
+            subject: origin.subject().unwrap_or_default().to_string(),
+        })
+    }
+}
+
+impl fmt::Display for Commit {
+    /// `1a2b3c4 "subject"`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(short_sha(&self.sha))?;
+        if !self.subject.is_empty() {
+            write!(f, " {:?}", self.subject)?;
+        }
+        Ok(())
+    }
+}
 
 /// What one sync came to.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,25 +76,25 @@ pub enum Outcome {
     /// The commit's fleet is applied; `objects` are what had to be written (none: in sync).
     /// `drift` when this re-applied the commit in force after someone changed the hub.
     Applied {
-        commit: Option<String>,
+        commit: Option<Commit>,
         objects: Vec<WrittenObject>,
         drift: bool,
     },
     /// The commit cannot be applied as it is: every problem, `file:line:column: …` first.
     Invalid {
-        commit: Option<String>,
+        commit: Option<Commit>,
         problems: Vec<String>,
     },
     /// The repository or ref could not be read.
     SourceUnavailable { message: String },
     /// The prune guard holds the commit back.
     PruneBlocked {
-        commit: Option<String>,
+        commit: Option<Commit>,
         block: PruneBlock,
     },
     /// Observing or writing the hub failed.
     Failed {
-        commit: Option<String>,
+        commit: Option<Commit>,
         message: String,
     },
 }
@@ -83,14 +125,19 @@ impl Outcome {
     }
 
     /// The commit this sync tried, if it got as far as one.
-    pub fn commit(&self) -> Option<&str> {
+    pub fn commit(&self) -> Option<&Commit> {
         match self {
             Outcome::Applied { commit, .. }
             | Outcome::Invalid { commit, .. }
             | Outcome::PruneBlocked { commit, .. }
-            | Outcome::Failed { commit, .. } => commit.as_deref(),
+            | Outcome::Failed { commit, .. } => commit.as_ref(),
             Outcome::SourceUnavailable { .. } => None,
         }
+    }
+
+    /// The full SHA of [`Self::commit`].
+    pub fn sha(&self) -> Option<&str> {
+        self.commit().map(|commit| commit.sha.as_str())
     }
 
     /// Whether only a change to git or to the FleetSync can help.
@@ -100,13 +147,13 @@ impl Outcome {
 
     /// What happened, in a sentence or a few lines; `in_force` is the commit applied before.
     pub fn message(&self, in_force: Option<&str>) -> String {
-        let commit = |commit: &Option<String>| {
+        let commit = |commit: &Option<Commit>| {
             commit
-                .as_deref()
+                .as_ref()
                 .map_or_else(|| "the fleet".to_string(), |c| format!("commit {c}"))
         };
         let kept = match in_force {
-            Some(in_force) => format!("; commit {in_force} stays in force"),
+            Some(in_force) => format!("; commit {} stays in force", short_sha(in_force)),
             None => "; nothing was applied".to_string(),
         };
         match self {
@@ -167,15 +214,15 @@ pub fn next_status(
 ) -> FleetSyncStatus {
     let mut next = current.clone();
     next.observed_generation = generation;
-    if let Some(commit) = outcome.commit() {
-        next.last_attempted_commit = Some(commit.to_string());
+    if let Some(sha) = outcome.sha() {
+        next.last_attempted_commit = Some(sha.to_string());
     }
     if let Outcome::Applied {
         commit: Some(commit),
         ..
     } = outcome
     {
-        next.last_applied_commit = Some(commit.clone());
+        next.last_applied_commit = Some(commit.sha.clone());
     }
     let message = outcome.message(current.last_applied_commit.as_deref());
     let condition = |type_: &str, status: &str, message: String| Condition {
@@ -207,6 +254,35 @@ pub fn next_status(
     next
 }
 
+/// A change of a FleetSync's status worth an Event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Transition {
+    /// Not Ready, where it was Ready before, or failing for another reason or commit.
+    NotReady,
+    /// Ready again; `after` is the reason it was not.
+    Recovered { after: String },
+}
+
+/// What changed from `before` to `after` that people should hear of; `None` for a retry that
+/// failed as the last one did, and for a sync that stays Ready.
+pub fn transition(before: &FleetSyncStatus, after: &FleetSyncStatus) -> Option<Transition> {
+    let ready = |status: &FleetSyncStatus| {
+        crate::api::find_condition(&status.conditions, CONDITION_READY)
+            .map(|ready| (ready.status == STATUS_TRUE, ready.reason.clone()))
+    };
+    match (ready(before), ready(after)?) {
+        (Some((false, reason)), (true, _)) => Some(Transition::Recovered { after: reason }),
+        (_, (true, _)) => None,
+        (Some((false, before_reason)), (false, after_reason))
+            if before_reason == after_reason
+                && before.last_attempted_commit == after.last_attempted_commit =>
+        {
+            None
+        }
+        (_, (false, _)) => Some(Transition::NotReady),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,13 +296,23 @@ mod tests {
             .expect("condition set")
     }
 
-    fn applied(commit: &str) -> Outcome {
+    fn commit(sha: &str, subject: &str) -> Option<Commit> {
+        Some(Commit {
+            sha: sha.to_string(),
+            subject: subject.to_string(),
+        })
+    }
+
+    fn applied(sha: &str) -> Outcome {
         Outcome::Applied {
-            commit: Some(commit.to_string()),
+            commit: commit(sha, "a change"),
             objects: Vec::new(),
             drift: false,
         }
     }
+
+    const GOOD: &str = "600d000000000000000000000000000000000000";
+    const BAD: &str = "bad0000000000000000000000000000000000000";
 
     #[test]
     fn an_applied_commit_is_ready_and_recorded_as_applied_and_attempted() {
@@ -247,7 +333,7 @@ mod tests {
     fn an_invalid_commit_stalls_and_keeps_the_commit_in_force() {
         let before = next_status(
             &FleetSyncStatus::default(),
-            &applied("good"),
+            &applied(GOOD),
             Some(1),
             Time(Timestamp::now()),
         );
@@ -255,12 +341,12 @@ mod tests {
             .map(|line| format!("spokes/edge.yaml:{line}:3: /spec: wrong"))
             .collect();
         let invalid = Outcome::Invalid {
-            commit: Some("bad".to_string()),
+            commit: commit(BAD, "dev: shorter leases"),
             problems,
         };
         let after = next_status(&before, &invalid, Some(1), Time(Timestamp::now()));
-        assert_eq!(after.last_applied_commit.as_deref(), Some("good"));
-        assert_eq!(after.last_attempted_commit.as_deref(), Some("bad"));
+        assert_eq!(after.last_applied_commit.as_deref(), Some(GOOD));
+        assert_eq!(after.last_attempted_commit.as_deref(), Some(BAD));
         let ready = condition(&after, CONDITION_READY);
         assert_eq!(
             (ready.status.as_str(), ready.reason.as_str()),
@@ -268,7 +354,7 @@ mod tests {
         );
         assert!(
             ready.message.starts_with(
-                "commit bad is invalid; commit good stays in force:\n  spokes/edge.yaml:1:3"
+                "commit bad0000 \"dev: shorter leases\" is invalid; commit 600d000 stays in force:\n  spokes/edge.yaml:1:3"
             ),
             "{}",
             ready.message
@@ -299,8 +385,56 @@ mod tests {
     #[test]
     fn the_same_outcome_twice_changes_nothing() {
         let now = Time(Timestamp::now());
-        let once = next_status(&FleetSyncStatus::default(), &applied("abc"), Some(2), now);
+        let once = next_status(&FleetSyncStatus::default(), &applied(GOOD), Some(2), now);
         let later = Time(Timestamp::now());
-        assert_eq!(next_status(&once, &applied("abc"), Some(2), later), once);
+        assert_eq!(next_status(&once, &applied(GOOD), Some(2), later), once);
+    }
+
+    fn after(before: &FleetSyncStatus, outcome: &Outcome) -> FleetSyncStatus {
+        next_status(before, outcome, Some(1), Time(Timestamp::now()))
+    }
+
+    #[test]
+    fn not_ready_is_news_once_per_reason_and_commit_and_ready_again_is_a_recovery() {
+        let unreachable = |message: &str| Outcome::SourceUnavailable {
+            message: message.to_string(),
+        };
+        let invalid = |sha: &str| Outcome::Invalid {
+            commit: commit(sha, "broken"),
+            problems: vec!["spokes/edge.yaml:1:1: /spec: wrong".to_string()],
+        };
+        let first = after(&FleetSyncStatus::default(), &applied(GOOD));
+        assert_eq!(transition(&FleetSyncStatus::default(), &first), None);
+        let down = after(&first, &unreachable("timed out"));
+        assert_eq!(transition(&first, &down), Some(Transition::NotReady));
+        // Retries that fail the same way are no news, whatever the error text says this time.
+        let again = after(&down, &unreachable("connection refused"));
+        assert_ne!(again, down);
+        assert_eq!(transition(&down, &again), None);
+        // Another reason, or another commit for the same reason, is.
+        let broken = after(&again, &invalid(BAD));
+        assert_eq!(transition(&again, &broken), Some(Transition::NotReady));
+        let other = "0dd0000000000000000000000000000000000000";
+        assert_eq!(
+            transition(&broken, &after(&broken, &invalid(other))),
+            Some(Transition::NotReady)
+        );
+        assert_eq!(transition(&broken, &after(&broken, &invalid(BAD))), None);
+        let fixed = after(&broken, &applied(other));
+        assert_eq!(
+            transition(&broken, &fixed),
+            Some(Transition::Recovered {
+                after: REASON_INVALID_COMMIT.to_string()
+            })
+        );
+        assert_eq!(transition(&fixed, &after(&fixed, &applied(other))), None);
+    }
+
+    #[test]
+    fn commits_are_named_by_short_sha_and_subject() {
+        let named = commit(GOOD, "dev: fewer addons").unwrap();
+        assert_eq!(named.to_string(), "600d000 \"dev: fewer addons\"");
+        assert_eq!(commit(GOOD, "").unwrap().to_string(), "600d000");
+        assert_eq!(short_sha("abc"), "abc");
     }
 }

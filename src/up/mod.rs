@@ -3,25 +3,37 @@
 //! Starts an embedded control plane for every hub and spoke whose kubeconfig is `embedded`
 //! (state under the data dir, so a restart resumes; each keeps its port), writes a kubeconfig per
 //! cluster, installs fleetform on each hub (day 0), points a FleetSync at the source, and runs on
-//! each hub the sync controller, the hub loops and the lifecycle reconciler, and on every cluster
-//! a [`kubelet`] for agent Deployments. From there the fleet converges on its own, and a new
-//! commit is picked up within the sync interval — a commit declaring a new embedded spoke gets
-//! its cluster started too.
+//! each hub the sync controller, the hub loops and the lifecycle reconciler, on every cluster a
+//! [`kubelet`] for agent Deployments, and an [`addons`] deployer that runs a minimal agent per
+//! enabled addon. From there the fleet converges on its own, and a new commit is picked up
+//! within the sync interval. A commit declaring a new embedded spoke gets its cluster started
+//! before the sync writes its Spoke (the sync's [`Prepare`](crate::sync::Prepare) hook), so no
+//! loop finds a Spoke whose cluster is not running; a Spoke that is gone (unjoined, deleted)
+//! has its cluster stopped and its directory deleted. [`ClusterChange`]s tell the console.
+//!
+//! **Private state.** The data dir and every directory `up` makes in it (`hubs`, `spokes`, one
+//! per cluster) are created 0700, kubeconfigs 0600, as the control plane keeps its own state.
+//! A directory there that group or others may read (as fleetform before this made them) is
+//! refused before anything starts, with the one `chmod` that fixes them all.
 
+pub mod addons;
 pub mod kubelet;
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, ResourceExt};
 
-use fleetform_controlplane::RunningControlPlane;
+use fleetform_controlplane::{Identities, RunningControlPlane};
 use kube::Client;
+use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -44,6 +56,24 @@ pub struct UpConfig {
     pub path: Option<String>,
     /// How often each hub's sync fetches the repo.
     pub interval: Duration,
+    /// How often each addon's agent renews its lease, and the `leaseDurationSeconds` it writes
+    /// there (OCM's addon lease updater: 60 s).
+    pub addon_lease_duration: Duration,
+}
+
+impl UpConfig {
+    /// Following `repo`'s HEAD every 5 s, with state under `data_dir` and addon leases renewed
+    /// every 60 s.
+    pub fn new(data_dir: impl Into<PathBuf>, repo: impl Into<String>) -> Self {
+        UpConfig {
+            data_dir: data_dir.into(),
+            repo: repo.into(),
+            git_ref: "HEAD".to_string(),
+            path: None,
+            interval: Duration::from_secs(5),
+            addon_lease_duration: crate::agent::addon_health::ADDON_LEASE_DURATION,
+        }
+    }
 }
 
 /// Why `up` could not start.
@@ -53,6 +83,20 @@ pub enum UpError {
     Start { cluster: String, message: String },
     #[error("{cluster}: {message}")]
     Setup { cluster: String, message: String },
+    #[error("cannot {action} {}: {source}", path.display())]
+    DataDir {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "refusing to start: {} readable by group or others ({}); nothing was started, run `chmod 700 {}`",
+        if .0.len() == 1 { "a directory of the data dir is" } else { "directories of the data dir are" },
+        .0.iter().map(|(path, mode)| format!("{} mode {mode:o}", path.display())).collect::<Vec<_>>().join(", "),
+        .0.iter().map(|(path, _)| path.display().to_string()).collect::<Vec<_>>().join(" ")
+    )]
+    Exposed(Vec<(PathBuf, u32)>),
 }
 
 /// One embedded cluster of the fleet.
@@ -65,8 +109,6 @@ pub struct EmbeddedCluster {
     plane: RunningControlPlane,
     /// Clients of this process reach the plane without a socket while it is here.
     _local: crate::transport::ServedLocally,
-    /// Stops what runs on the cluster (its kubelet, so its pods).
-    stop: CancellationToken,
 }
 
 impl EmbeddedCluster {
@@ -83,20 +125,62 @@ impl EmbeddedCluster {
         namespace: &str,
         name: &str,
     ) -> Result<Client, String> {
-        service_account_client(
-            self.plane.identities().as_ref(),
-            &self.client,
-            namespace,
+        self.reach().service_account_client(namespace, name).await
+    }
+
+    fn reach(&self) -> ClusterReach {
+        ClusterReach {
+            admin: self.client.clone(),
+            identities: self.plane.identities(),
+        }
+    }
+
+    /// Stops its control plane once its clients are dropped.
+    async fn stop(self) {
+        let EmbeddedCluster {
             name,
-        )
-        .await
+            client,
+            plane,
+            ..
+        } = self;
+        // A server shuts down gracefully once its clients' connections close.
+        drop(client);
+        if tokio::time::timeout(PLANE_SHUTDOWN, plane.shutdown())
+            .await
+            .is_err()
+        {
+            warn!(
+                cluster = name,
+                "did not stop within {PLANE_SHUTDOWN:?}; its state is durable, leaving it"
+            );
+        }
+    }
+}
+
+/// What reaches one running embedded cluster: its administrator, and the identities it issues
+/// to run a component as itself.
+#[derive(Clone)]
+pub struct ClusterReach {
+    pub admin: Client,
+    identities: Option<Identities>,
+}
+
+impl ClusterReach {
+    /// A client of the ServiceAccount `namespace`/`name` (see
+    /// [`EmbeddedCluster::service_account_client`]).
+    pub async fn service_account_client(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Client, String> {
+        service_account_client(self.identities.as_ref(), &self.admin, namespace, name).await
     }
 }
 
 /// A client of the cluster `identities` issue for, authenticated as the ServiceAccount
 /// `namespace`/`name`; `admin` when the cluster has no identities to issue (plain HTTP).
 pub async fn service_account_client(
-    identities: Option<&fleetform_controlplane::Identities>,
+    identities: Option<&Identities>,
     admin: &Client,
     namespace: &str,
     name: &str,
@@ -112,49 +196,225 @@ pub async fn service_account_client(
     crate::transport::client_from_kubeconfig(&kubeconfig).await
 }
 
+/// What happened to a spoke's cluster while `up` runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClusterChange {
+    /// A commit declared the embedded spoke: its cluster started.
+    Started {
+        spoke: String,
+        url: String,
+        kubeconfig: PathBuf,
+    },
+    /// The spoke is gone: its cluster stopped and its directory was deleted, unless `error` says
+    /// why it could not be.
+    Removed {
+        spoke: String,
+        dir: PathBuf,
+        error: Option<String>,
+    },
+}
+
+/// The spokes' embedded clusters, each with its kubelet: those the fleet declared at start, and
+/// those later commits add, until their Spoke is gone.
+pub(crate) struct SpokeClusters {
+    data_dir: PathBuf,
+    running: Mutex<BTreeMap<String, SpokeCluster>>,
+    /// One start or removal at a time: a name is never started while it is being removed.
+    changing: tokio::sync::Mutex<()>,
+    changes: broadcast::Sender<ClusterChange>,
+    /// Spokes whose clusters [`Running::stop_spoke`] destroyed: never started again.
+    destroyed: Mutex<std::collections::BTreeSet<String>>,
+    shutdown: CancellationToken,
+}
+
+struct SpokeCluster {
+    cluster: EmbeddedCluster,
+    kubelet_stop: CancellationToken,
+    kubelet: JoinHandle<()>,
+}
+
+/// How many cluster changes a slow listener may fall behind by.
+const CHANGES_BUFFERED: usize = 256;
+
+impl SpokeClusters {
+    fn new(data_dir: PathBuf, shutdown: CancellationToken) -> Self {
+        SpokeClusters {
+            data_dir,
+            running: Mutex::default(),
+            changing: tokio::sync::Mutex::default(),
+            changes: broadcast::channel(CHANGES_BUFFERED).0,
+            destroyed: Mutex::default(),
+            shutdown,
+        }
+    }
+
+    fn running(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, SpokeCluster>> {
+        self.running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// How to reach the spoke cluster `name`, if it runs.
+    pub(crate) fn reach(&self, name: &str) -> Option<ClusterReach> {
+        self.running().get(name).map(|spoke| spoke.cluster.reach())
+    }
+
+    /// Tells of every cluster started or removed from now on.
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<ClusterChange> {
+        self.changes.subscribe()
+    }
+
+    /// Starts the cluster of the embedded spoke `name` and its kubelet, unless it runs.
+    async fn ensure(&self, name: &str) -> Result<(), UpError> {
+        if self.running().contains_key(name) {
+            return Ok(());
+        }
+        let _changing = self.changing.lock().await;
+        if self.running().contains_key(name)
+            || self.shutdown.is_cancelled()
+            || self.is_destroyed(name)
+        {
+            return Ok(());
+        }
+        let cluster = start_cluster(&self.data_dir, ClusterRole::Spoke, name).await?;
+        let change = ClusterChange::Started {
+            spoke: name.to_string(),
+            url: cluster.url(),
+            kubeconfig: cluster.kubeconfig.clone(),
+        };
+        self.run(cluster);
+        let _ = self.changes.send(change);
+        Ok(())
+    }
+
+    /// Runs an already started cluster's kubelet and keeps it.
+    fn run(&self, cluster: EmbeddedCluster) {
+        let kubelet_stop = self.shutdown.child_token();
+        let kubelet = tokio::spawn(kubelet::run(
+            cluster.name.clone(),
+            cluster.client.clone(),
+            cluster.plane.identities(),
+            HubConnection::BootstrapSecret,
+            kubelet_stop.clone(),
+        ));
+        self.running().insert(
+            cluster.name.clone(),
+            SpokeCluster {
+                cluster,
+                kubelet_stop,
+                kubelet,
+            },
+        );
+    }
+
+    /// Stops the cluster of the spoke `name` (gone from its hub) and deletes its directory.
+    async fn remove(&self, name: &str) {
+        let _changing = self.changing.lock().await;
+        let Some(spoke) = self.running().remove(name) else {
+            return;
+        };
+        spoke.stop().await;
+        let dir = embedded_dir(&self.data_dir, ClusterRole::Spoke, name);
+        let error = match std::fs::remove_dir_all(&dir) {
+            Ok(()) => None,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+            Err(err) => Some(err.to_string()),
+        };
+        match &error {
+            None => {
+                info!(spoke = name, dir = %dir.display(), "spoke gone: its cluster stopped and its directory deleted")
+            }
+            Some(err) => {
+                warn!(spoke = name, dir = %dir.display(), %err, "spoke gone: its cluster stopped, but its directory could not be deleted")
+            }
+        }
+        let _ = self.changes.send(ClusterChange::Removed {
+            spoke: name.to_string(),
+            dir,
+            error,
+        });
+    }
+
+    fn is_destroyed(&self, name: &str) -> bool {
+        self.destroyed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(name)
+    }
+
+    /// Stops the cluster of the spoke `name` as if it were destroyed, and never starts it again
+    /// (its state stays); `false` when it does not run.
+    async fn destroy(&self, name: &str) -> bool {
+        let _changing = self.changing.lock().await;
+        let Some(spoke) = self.running().remove(name) else {
+            return false;
+        };
+        self.destroyed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(name.to_string());
+        spoke.stop().await;
+        true
+    }
+
+    /// Stops every cluster (their state stays).
+    async fn stop_all(&self) {
+        let _changing = self.changing.lock().await;
+        let spokes = std::mem::take(&mut *self.running());
+        for spoke in spokes.into_values() {
+            spoke.stop().await;
+        }
+    }
+}
+
+impl SpokeCluster {
+    async fn stop(self) {
+        self.kubelet_stop.cancel();
+        let _ = self.kubelet.await;
+        self.cluster.stop().await;
+    }
+}
+
 /// A fleet running on this machine.
 pub struct Running {
     pub hubs: Vec<EmbeddedCluster>,
-    /// The spokes' clusters: those the fleet declared at start, and those later commits add.
-    spokes: Arc<Mutex<Vec<EmbeddedCluster>>>,
-    /// Spokes whose clusters [`Running::stop_spoke`] destroyed: never started again.
-    destroyed: Arc<Mutex<Vec<String>>>,
+    spokes: Arc<SpokeClusters>,
     shutdown: CancellationToken,
     tasks: Vec<(&'static str, JoinHandle<()>)>,
 }
 
 impl Running {
+    /// Stops the spoke cluster `name` as if it were destroyed: its API server goes away with
+    /// everything on it (its agent with it), and it is not started again. `false` when no such
+    /// cluster runs.
+    pub async fn stop_spoke(&self, name: &str) -> bool {
+        self.spokes.destroy(name).await
+    }
+
     /// The name, URL and kubeconfig of every spoke cluster running now.
     pub fn spokes(&self) -> Vec<(String, String, PathBuf)> {
-        lock(&self.spokes)
-            .iter()
-            .map(|spoke| (spoke.name.clone(), spoke.url(), spoke.kubeconfig.clone()))
+        self.spokes
+            .running()
+            .values()
+            .map(|spoke| {
+                let cluster = &spoke.cluster;
+                (
+                    cluster.name.clone(),
+                    cluster.url(),
+                    cluster.kubeconfig.clone(),
+                )
+            })
             .collect()
     }
 
     /// A client of the spoke cluster `name`, if it runs.
     pub fn spoke_client(&self, name: &str) -> Option<Client> {
-        lock(&self.spokes)
-            .iter()
-            .find(|spoke| spoke.name == name)
-            .map(|spoke| spoke.client.clone())
+        self.spokes.reach(name).map(|reach| reach.admin)
     }
 
-    /// Stops the spoke cluster `name` as if it were destroyed: its API server goes away with
-    /// everything on it (its agent stops answering for it). `false` when no such cluster runs.
-    pub async fn stop_spoke(&self, name: &str) -> bool {
-        let cluster = {
-            let mut spokes = lock(&self.spokes);
-            let Some(index) = spokes.iter().position(|spoke| spoke.name == name) else {
-                return false;
-            };
-            spokes.remove(index)
-        };
-        lock(&self.destroyed).push(name.to_string());
-        cluster.stop.cancel();
-        drop(cluster.client);
-        cluster.plane.shutdown().await;
-        true
+    /// Tells of every spoke cluster started or removed from now on.
+    pub fn cluster_changes(&self) -> broadcast::Receiver<ClusterChange> {
+        self.spokes.subscribe()
     }
 
     /// Stops every loop, then every control plane.
@@ -165,33 +425,11 @@ impl Running {
             let _ = task.await;
         }
         tracing::debug!("every loop stopped; stopping the clusters");
-        let spokes = std::mem::take(&mut *lock(&self.spokes));
-        for EmbeddedCluster {
-            name,
-            client,
-            plane,
-            ..
-        } in self.hubs.into_iter().chain(spokes)
-        {
-            // A server shuts down gracefully once its clients' connections close.
-            drop(client);
-            if tokio::time::timeout(PLANE_SHUTDOWN, plane.shutdown())
-                .await
-                .is_err()
-            {
-                warn!(
-                    cluster = name,
-                    "did not stop within {PLANE_SHUTDOWN:?}; its state is durable, leaving it"
-                );
-            }
+        self.spokes.stop_all().await;
+        for hub in self.hubs {
+            hub.stop().await;
         }
     }
-}
-
-fn lock<T>(shared: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    shared
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// How long a cluster may take to stop once its loops have.
@@ -202,18 +440,21 @@ pub const FLEET_SYNC: &str = "fleet";
 
 /// Starts the embedded clusters `fleet` declares and everything that runs on them.
 pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> {
+    prepare_data_dir(&config.data_dir)?;
     let shutdown = CancellationToken::new();
     let mut hubs = Vec::new();
     for (name, hub) in &fleet.hubs {
         if hub.spec.kubeconfig.embedded.is_some() {
-            hubs.push(start_cluster(&config.data_dir, ClusterRole::Hub, name, &shutdown).await?);
+            hubs.push(start_cluster(&config.data_dir, ClusterRole::Hub, name).await?);
         }
     }
-    let mut spokes = Vec::new();
+    let spokes = Arc::new(SpokeClusters::new(
+        config.data_dir.clone(),
+        shutdown.clone(),
+    ));
     for (name, spoke) in &fleet.spokes {
         if spoke.spec.kubeconfig.embedded.is_some() {
-            spokes
-                .push(start_cluster(&config.data_dir, ClusterRole::Spoke, name, &shutdown).await?);
+            spokes.run(start_cluster(&config.data_dir, ClusterRole::Spoke, name).await?);
         }
     }
     let access = Access {
@@ -221,20 +462,18 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
         ..Access::default()
     };
     let mut tasks = Vec::new();
-    for cluster in hubs.iter().chain(&spokes) {
+    for hub in &hubs {
         tasks.push((
             "kubelet",
             tokio::spawn(kubelet::run(
-                cluster.name.clone(),
-                cluster.client.clone(),
-                cluster.plane.identities(),
+                hub.name.clone(),
+                hub.client.clone(),
+                hub.plane.identities(),
                 HubConnection::BootstrapSecret,
-                cluster.stop.clone(),
+                shutdown.child_token(),
             )),
         ));
     }
-    let spokes = Arc::new(Mutex::new(spokes));
-    let destroyed = Arc::new(Mutex::new(Vec::new()));
     for hub in &hubs {
         let setup = |message: String| UpError::Setup {
             cluster: format!("hub {}", hub.name),
@@ -284,6 +523,7 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
         ));
         let mut sync = crate::sync::SyncConfig::new(hub_identity, "fleetform-up");
         sync.hub = Some(hub.name.clone());
+        sync.prepare = Some(start_declared_spokes(spokes.clone()));
         let sync_token = shutdown.child_token();
         let hub_name = hub.name.clone();
         tasks.push((
@@ -295,13 +535,26 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
             }),
         ));
         tasks.push((
-            "new spokes",
-            tokio::spawn(start_new_spokes(
+            "spoke clusters",
+            tokio::spawn(follow_spokes(
                 hub.client.clone(),
-                config.data_dir.clone(),
                 spokes.clone(),
-                destroyed.clone(),
                 shutdown.child_token(),
+            )),
+        ));
+        // The addon deployer plays OCM's addon manager, a component of the hub's own: it reads
+        // ManagedClusterAddOns as the person running `up` does, and deploys each addon on its
+        // spoke as that cluster's administrator, as OCM's work agent applies addon manifests.
+        tasks.push((
+            "addons",
+            tokio::spawn(addons::run(
+                addons::Deployer {
+                    hub: hub.client.clone(),
+                    hub_cluster: hub.reach(),
+                    spokes: spokes.clone(),
+                    lease_duration: config.addon_lease_duration,
+                },
+                shutdown.clone(),
             )),
         ));
         info!(hub = hub.name, url = hub.url(), "hub running");
@@ -309,10 +562,69 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
     Ok(Running {
         hubs,
         spokes,
-        destroyed,
         shutdown,
         tasks,
     })
+}
+
+/// Creates the data dir and its `hubs` and `spokes` directories 0700, and refuses one of them,
+/// or of the clusters' directories already there, that group or others may read: they hold
+/// every cluster's state and an administrator's kubeconfig.
+fn prepare_data_dir(data_dir: &Path) -> Result<(), UpError> {
+    private_dir(data_dir)?;
+    let mut exposed = Vec::new();
+    let mut look_at = vec![data_dir.to_path_buf()];
+    for role in [ClusterRole::Hub, ClusterRole::Spoke] {
+        let parent = data_dir.join(format!("{}s", role.as_str()));
+        private_dir(&parent)?;
+        let entries = std::fs::read_dir(&parent).map_err(|source| UpError::DataDir {
+            action: "read",
+            path: parent.clone(),
+            source,
+        })?;
+        look_at.push(parent);
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                look_at.push(entry.path());
+            }
+        }
+    }
+    for dir in look_at {
+        let mode = std::fs::metadata(&dir)
+            .map_err(|source| UpError::DataDir {
+                action: "read",
+                path: dir.clone(),
+                source,
+            })?
+            .permissions()
+            .mode()
+            & 0o777;
+        if mode & 0o077 != 0 {
+            exposed.push((dir, mode));
+        }
+    }
+    if exposed.is_empty() {
+        Ok(())
+    } else {
+        Err(UpError::Exposed(exposed))
+    }
+}
+
+/// Creates `dir` (and missing parents) 0700 if it does not exist; an existing one is left as it
+/// is, for [`prepare_data_dir`] to judge.
+fn private_dir(dir: &Path) -> Result<(), UpError> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|source| UpError::DataDir {
+            action: "create",
+            path: dir.to_path_buf(),
+            source,
+        })
 }
 
 /// Points the hub's FleetSync at the source `up` follows (server-side apply: a restart with
@@ -339,69 +651,91 @@ async fn follow(hub: &Client, config: &UpConfig) -> Result<(), kube::Error> {
         .map(|_| ())
 }
 
-/// Starts the cluster of every embedded spoke a later commit declares, and its kubelet.
-async fn start_new_spokes(
-    hub: Client,
-    data_dir: PathBuf,
-    spokes: Arc<Mutex<Vec<EmbeddedCluster>>>,
-    destroyed: Arc<Mutex<Vec<String>>>,
-    shutdown: CancellationToken,
-) {
+/// The sync's [`Prepare`](crate::sync::Prepare) hook: before a commit's objects are written to
+/// a hub, the clusters of the embedded spokes it declares for that hub run.
+fn start_declared_spokes(spokes: Arc<SpokeClusters>) -> crate::sync::Prepare {
+    Arc::new(move |fleet: &Fleet, hub: &str| {
+        let declared: Vec<String> = fleet
+            .spokes
+            .iter()
+            .filter(|(_, spoke)| {
+                spoke.spec.hub_ref == hub && spoke.spec.kubeconfig.embedded.is_some()
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        let spokes = spokes.clone();
+        async move {
+            for name in declared {
+                spokes.ensure(&name).await.map_err(|err| err.to_string())?;
+            }
+            Ok(())
+        }
+        .boxed()
+    })
+}
+
+/// Keeps the spoke clusters in step with the hub's embedded Spokes: one written by other means
+/// than `up`'s sync gets its cluster started, and one that is gone has its cluster stopped and
+/// its directory deleted.
+async fn follow_spokes(hub: Client, spokes: Arc<SpokeClusters>, shutdown: CancellationToken) {
     let api: Api<Spoke> = Api::namespaced(hub, SYSTEM_NAMESPACE);
     let mut events = watcher(api, watcher::Config::default())
         .default_backoff()
-        .applied_objects()
         .boxed();
+    // This hub's embedded spokes, and those of the listing in progress.
+    let mut known: BTreeSet<String> = BTreeSet::new();
+    let mut listed: BTreeSet<String> = BTreeSet::new();
     loop {
-        let spoke = tokio::select! {
+        let event = tokio::select! {
             _ = shutdown.cancelled() => return,
             event = events.next() => match event {
                 None => return,
-                Some(Ok(spoke)) => spoke,
+                Some(Ok(event)) => event,
                 Some(Err(err)) => {
-                    warn!(%err, "watching Spokes for new embedded clusters");
+                    warn!(%err, "watching Spokes for embedded clusters");
                     continue;
                 }
             },
         };
-        let name = spoke.name_any();
-        let running = lock(&spokes).iter().any(|cluster| cluster.name == name)
-            || lock(&destroyed).contains(&name);
-        if running
-            || spoke.spec.kubeconfig.embedded.is_none()
-            || spoke.metadata.deletion_timestamp.is_some()
-        {
-            continue;
-        }
-        match start_cluster(&data_dir, ClusterRole::Spoke, &name, &shutdown).await {
-            Ok(cluster) => {
-                info!(
-                    spoke = name,
-                    url = cluster.url(),
-                    "a new embedded spoke cluster started"
-                );
-                tokio::spawn(kubelet::run(
-                    name,
-                    cluster.client.clone(),
-                    cluster.plane.identities(),
-                    HubConnection::BootstrapSecret,
-                    cluster.stop.clone(),
-                ));
-                lock(&spokes).push(cluster);
+        match event {
+            watcher::Event::Init => listed.clear(),
+            watcher::Event::InitApply(spoke) | watcher::Event::Apply(spoke) => {
+                if spoke.spec.kubeconfig.embedded.is_none() {
+                    continue;
+                }
+                let name = spoke.name_any();
+                listed.insert(name.clone());
+                known.insert(name.clone());
+                if spoke.metadata.deletion_timestamp.is_none()
+                    && let Err(err) = spokes.ensure(&name).await
+                {
+                    warn!(%err, "cannot start the cluster of an embedded spoke");
+                }
             }
-            Err(err) => warn!(%err, "cannot start a new embedded spoke"),
+            watcher::Event::InitDone => {
+                // Spokes that went while the watch was down.
+                for name in known.difference(&listed).cloned().collect::<Vec<_>>() {
+                    known.remove(&name);
+                    spokes.remove(&name).await;
+                }
+            }
+            watcher::Event::Delete(spoke) => {
+                let name = spoke.name_any();
+                if known.remove(&name) {
+                    spokes.remove(&name).await;
+                }
+            }
         }
     }
 }
 
 /// Starts (or resumes) the embedded cluster `name`: its state and kubeconfig live in its own
-/// directory under the data dir, and it keeps the port it was first given, so kubeconfigs that
-/// point at it — agents' included — stay valid across restarts.
+/// directory under the data dir (0700), and it keeps the port it was first given, so kubeconfigs
+/// that point at it — agents' included — stay valid across restarts.
 async fn start_cluster(
     data_dir: &Path,
     role: ClusterRole,
     name: &str,
-    shutdown: &CancellationToken,
 ) -> Result<EmbeddedCluster, UpError> {
     let cluster = format!("{} {name}", role.as_str());
     let failed = |message: String| UpError::Start {
@@ -409,8 +743,7 @@ async fn start_cluster(
         message,
     };
     let dir = embedded_dir(data_dir, role, name);
-    std::fs::create_dir_all(&dir)
-        .map_err(|err| failed(format!("cannot create {}: {err}", dir.display())))?;
+    private_dir(&dir)?;
     let port_file = dir.join("port");
     let port: u16 = match std::fs::read_to_string(&port_file) {
         Ok(text) => text.trim().parse().map_err(|_| {
@@ -444,7 +777,7 @@ async fn start_cluster(
             })
         })?;
     if port == 0 {
-        std::fs::write(&port_file, plane.addr().port().to_string())
+        crate::cli::write_private(&port_file, &plane.addr().port().to_string())
             .map_err(|err| failed(format!("cannot write {}: {err}", port_file.display())))?;
     }
     let local = crate::transport::serve_locally(&plane);
@@ -463,6 +796,59 @@ async fn start_cluster(
         client,
         plane,
         _local: local,
-        stop: shutdown.child_token(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    fn set_mode(path: &Path, mode: u32) {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn a_new_data_dir_and_its_cluster_directories_are_owner_only() {
+        let home = tempfile::tempdir().unwrap();
+        let data_dir = home.path().join("share/fleetform");
+        prepare_data_dir(&data_dir).unwrap();
+        for dir in [&data_dir, &data_dir.join("hubs"), &data_dir.join("spokes")] {
+            assert_eq!(mode(dir), 0o700, "{}", dir.display());
+        }
+        let cluster = embedded_dir(&data_dir, ClusterRole::Spoke, "dev");
+        private_dir(&cluster).unwrap();
+        assert_eq!(mode(&cluster), 0o700);
+        prepare_data_dir(&data_dir).expect("an owner-only data dir is taken as it is");
+    }
+
+    #[test]
+    fn a_data_dir_group_or_others_may_read_is_refused_with_one_chmod_for_all() {
+        // As fleetform up left it before it made its directories owner-only.
+        let home = tempfile::tempdir().unwrap();
+        let data_dir = home.path().join("fleetform");
+        let hub = embedded_dir(&data_dir, ClusterRole::Hub, "hub");
+        std::fs::create_dir_all(&hub).unwrap();
+        std::fs::create_dir_all(data_dir.join("spokes")).unwrap();
+        for dir in [&data_dir, &data_dir.join("hubs"), &hub] {
+            set_mode(dir, 0o755);
+        }
+        set_mode(&data_dir.join("spokes"), 0o700);
+        let err = prepare_data_dir(&data_dir).unwrap_err().to_string();
+        let (d, hubs, hub) = (
+            data_dir.display(),
+            data_dir.join("hubs").display().to_string(),
+            hub.display(),
+        );
+        assert_eq!(
+            err,
+            format!(
+                "refusing to start: directories of the data dir are readable by group or others ({d} mode 755, {hubs} mode 755, {hub} mode 755); nothing was started, run `chmod 700 {d} {hubs} {hub}`"
+            )
+        );
+        assert_eq!(mode(&data_dir), 0o755, "left as it was");
+    }
 }

@@ -109,7 +109,11 @@ impl Fleet {
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .with_test_writer()
             .try_init();
-        let data_dir = tempfile::tempdir().unwrap();
+        // Owner-only, as `up` wants its data dir (a temporary directory is not by default).
+        let data_dir = tempfile::Builder::new()
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir()
+            .unwrap();
         let (_, fleet) = fleetform::source::load_fleet(&fleetform::source::SourceSpec {
             location: repo.path().display().to_string(),
             ..Default::default()
@@ -118,11 +122,9 @@ impl Fleet {
         let running = up::start(
             &fleet,
             UpConfig {
-                data_dir: data_dir.path().to_path_buf(),
-                repo: repo.path().display().to_string(),
-                git_ref: "HEAD".to_string(),
-                path: None,
                 interval: std::time::Duration::from_secs(1),
+                addon_lease_duration: std::time::Duration::from_secs(1),
+                ..UpConfig::new(data_dir.path(), repo.path().display().to_string())
             },
         )
         .await
