@@ -91,6 +91,15 @@ async fn spokes_join_their_cluster_sets_and_the_hub_keeps_the_default_and_global
         "LabelSelector"
     );
     sets.get("default").await.expect("the default set");
+    // up's kubelet registers a Node, so placement has capacity and node health to read.
+    let alpha = wait_for(&clusters, "alpha", "capacity reported", |c| {
+        c.status
+            .as_ref()
+            .is_some_and(|status| status.capacity.contains_key("cpu"))
+    })
+    .await;
+    let health = alpha.node_health().expect("node health");
+    assert_eq!((health.ready, health.total), (1, 1), "{health:?}");
     fleet.shutdown().await;
 }
 

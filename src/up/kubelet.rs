@@ -48,6 +48,7 @@ pub async fn run(
         identities,
         hub,
     };
+    register_node(&node).await;
     let deployments: Api<Deployment> = Api::all(node.client.clone());
     let config = watcher::Config::default().labels(&format!("{LABEL_APP}={APP_AGENT}"));
     let mut events = watcher(deployments, config).default_backoff().boxed();
@@ -277,6 +278,65 @@ fn container_env(deployment: &Deployment) -> std::collections::BTreeMap<String, 
             Some((var.name.clone(), value))
         })
         .collect()
+}
+
+/// Registers this kubelet's Node, as a kubelet does, with this machine's CPUs and memory as its
+/// capacity and every condition healthy, so that the agent reports capacity and node health
+/// (OCM's placement reads them) for an embedded cluster too.
+async fn register_node(node: &Node) {
+    let name = format!("{}-node", node.cluster_name);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let memory_kib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|meminfo| {
+            meminfo
+                .lines()
+                .find_map(|line| line.strip_prefix("MemTotal:"))
+                .and_then(|value| {
+                    value
+                        .trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
+        })
+        .unwrap_or(0);
+    let capacity =
+        json!({"cpu": cpus.to_string(), "memory": format!("{memory_kib}Ki"), "pods": "110"});
+    let condition = |type_: &str, status: &str, reason: &str| {
+        json!({"type": type_, "status": status, "reason": reason,
+               "message": "fleetform up plays kubelet for this embedded cluster",
+               "lastHeartbeatTime": k8s_openapi::jiff::Timestamp::now(),
+               "lastTransitionTime": k8s_openapi::jiff::Timestamp::now()})
+    };
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(node.client.clone());
+    let object = json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "node-role.kubernetes.io/worker": ""}},
+    });
+    let status = json!({"status": {
+        "capacity": capacity,
+        "allocatable": capacity,
+        "conditions": [
+            condition("Ready", "True", "KubeletReady"),
+            condition("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+            condition("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+            condition("PIDPressure", "False", "KubeletHasSufficientPID"),
+        ],
+    }});
+    let params = PatchParams::apply("fleetform-up-kubelet").force();
+    let registered = match nodes.patch(&name, &params, &Patch::Apply(&object)).await {
+        Ok(_) => nodes
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .map(|_| ()),
+        Err(err) => Err(err),
+    };
+    if let Err(err) = registered {
+        warn!(cluster = node.cluster_name, %err, "cannot register the embedded cluster's Node");
+    }
 }
 
 /// Writes the Deployment's status as a kubelet and the deployment controller would.
