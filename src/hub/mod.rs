@@ -20,6 +20,8 @@
 //!   expiry, availability taints, addons of Unknown clusters), [`approval_loop`] (registration
 //!   CSRs), [`signer_loop`] (addon CSRs: approval and custom signers) and [`observer_loop`]
 //!   (poll-mode spokes); [`conditions`] is how they all write conditions.
+//! - [`conversion_webhook`]: the addon kinds' conversion webhook (`fleetform hub
+//!   --webhook-addr`) and its self-managed certificate, started apart from the loops.
 //!
 //! Every function in the decision modules is pure: it takes the objects and the current time as arguments and
 //! returns decisions (conditions to set, taints to write, the next instant to wake up). The loops
@@ -32,6 +34,7 @@ pub mod approval_loop;
 pub mod bootstrap;
 pub mod cluster_sets;
 pub mod conditions;
+pub mod conversion_webhook;
 pub mod expiry_loop;
 pub mod lease;
 pub mod observer;
