@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::exit;
 use crate::hub::HubConfig;
+use crate::hub::conversion_webhook::{self, WebhookConfig};
 use crate::reconciler::ReconcilerConfig;
 use crate::reconciler::install::KnownEndpoint;
 
@@ -25,6 +26,20 @@ pub struct Args {
     /// (default: the CA of the kubeconfig the hub runs with).
     #[arg(long)]
     agent_hub_ca_file: Option<std::path::PathBuf>,
+    /// Serve the addon kinds' conversion webhook (HTTPS `POST /convert`, `/healthz`) at this
+    /// address, e.g. `0.0.0.0:9443` behind Service `fleetform-hub`; its certificate is kept in
+    /// Secret `fleetform-system/fleetform-hub-webhook` and its CA in the addon CRDs fleetform
+    /// installed (default: not served).
+    #[arg(long, value_name = "ADDR")]
+    webhook_addr: Option<std::net::SocketAddr>,
+    /// A name (DNS name or IP address) the webhook's certificate carries besides
+    /// `fleetform-hub.fleetform-system.svc` and `.svc.cluster.local`; repeatable.
+    #[arg(
+        long = "webhook-dns-name",
+        value_name = "NAME",
+        requires = "webhook_addr"
+    )]
+    webhook_dns_names: Vec<String>,
 }
 
 pub async fn run(args: Args) -> u8 {
@@ -76,6 +91,23 @@ pub async fn run(args: Args) -> u8 {
         }
     };
     let shutdown = CancellationToken::new();
+    let webhook = match args.webhook_addr {
+        Some(addr) => {
+            let config = WebhookConfig {
+                client: client.clone(),
+                addr,
+                extra_names: args.webhook_dns_names,
+            };
+            match conversion_webhook::serve(config, shutdown.clone()).await {
+                Ok(webhook) => Some(webhook),
+                Err(err) => {
+                    eprintln!("error: hub: the conversion webhook: {err}");
+                    return exit::INTERNAL;
+                }
+            }
+        }
+        None => None,
+    };
     let loops = tokio::spawn(crate::hub::run(
         HubConfig {
             client: client.clone(),
@@ -93,6 +125,9 @@ pub async fn run(args: Args) -> u8 {
     ));
     super::shutdown_signal().await;
     shutdown.cancel();
+    if let Some(webhook) = webhook {
+        webhook.stopped().await;
+    }
     match (loops.await, reconciler.await) {
         (Ok(()), Ok(())) => exit::OK,
         (Err(err), _) | (_, Err(err)) => {

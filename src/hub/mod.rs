@@ -21,6 +21,8 @@
 //!   CSRs), [`signer_loop`] (addon CSRs: approval and custom signers), [`registrations_loop`]
 //!   (ManagedClusterAddOns' registrations from their AddOn documents) and [`observer_loop`]
 //!   (poll-mode spokes); [`conditions`] is how they all write conditions.
+//! - [`conversion_webhook`]: the addon kinds' conversion webhook (`fleetform hub
+//!   --webhook-addr`) and its self-managed certificate, started apart from the loops.
 //!
 //! Every function in the decision modules is pure: it takes the objects and the current time as arguments and
 //! returns decisions (conditions to set, taints to write, the next instant to wake up). The loops
@@ -33,6 +35,7 @@ pub mod approval_loop;
 pub mod bootstrap;
 pub mod cluster_sets;
 pub mod conditions;
+pub mod conversion_webhook;
 pub mod expiry_loop;
 pub mod lease;
 pub mod observer;

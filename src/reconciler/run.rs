@@ -342,6 +342,16 @@ async fn reconcile_spoke(spoke: Arc<Spoke>, ctx: Arc<Context>) -> Result<Requeue
 /// Puts a failed pass on the Spoke: `Reconciled` False with the error's category and text, and
 /// a Warning Event. Both are best effort: the failure itself is what the caller returns.
 async fn report_failure(ctx: &Context, spoke: &Spoke, reason: &str, message: &str) {
+    // The Event first: whoever sees the condition can find the Event too.
+    ctx.events
+        .publish(
+            &events::reference(spoke),
+            EventType::Warning,
+            reason,
+            "Reconcile",
+            message,
+        )
+        .await;
     let condition = Condition {
         type_: CONDITION_RECONCILED.to_string(),
         status: STATUS_FALSE.to_string(),
@@ -358,15 +368,6 @@ async fn report_failure(ctx: &Context, spoke: &Spoke, reason: &str, message: &st
     {
         debug!(%err, "cannot report the failure on the Spoke");
     }
-    ctx.events
-        .publish(
-            &events::reference(spoke),
-            EventType::Warning,
-            reason,
-            "Reconcile",
-            message,
-        )
-        .await;
 }
 
 /// One pass over a Spoke: gather, decide, act, report.

@@ -163,6 +163,27 @@ fn defaults_on_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
         {
             o.insert("type".into(), json!("Opaque"));
         }
+        ("", "services") => {
+            let spec = o.entry("spec").or_insert(json!({}));
+            if let Some(s) = spec.as_object_mut() {
+                s.entry("type").or_insert(json!("ClusterIP"));
+                s.entry("sessionAffinity").or_insert(json!("None"));
+                s.entry("internalTrafficPolicy").or_insert(json!("Cluster"));
+                for port in s
+                    .get_mut("ports")
+                    .and_then(Value::as_array_mut)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_object_mut)
+                {
+                    port.entry("protocol").or_insert(json!("TCP"));
+                    if let Some(number) = port.get("port").cloned() {
+                        port.entry("targetPort").or_insert(number);
+                    }
+                }
+            }
+            o.insert("status".into(), json!({"loadBalancer": {}}));
+        }
         ("apps", "deployments") => {
             let spec = o.entry("spec").or_insert(json!({}));
             if let Some(s) = spec.as_object_mut() {
@@ -1023,6 +1044,25 @@ mod tests {
         assert_eq!(o.uid().len(), 36);
         assert_eq!(o["metadata"]["generation"], 1);
         assert_eq!(o["spec"]["replicas"], 1);
+    }
+
+    #[test]
+    fn a_service_gets_kube_apiserver_s_spec_defaults() {
+        let o = prepare_create(
+            &info("", "services"),
+            "ns",
+            json!({"metadata": {"name": "web"}, "spec": {"selector": {"a": "b"},
+                "ports": [{"port": 443}, {"port": 9443, "targetPort": "webhook", "protocol": "UDP"}]}}),
+            "t",
+        )
+        .unwrap();
+        assert_eq!(o["spec"]["type"], "ClusterIP");
+        assert_eq!(o["spec"]["sessionAffinity"], "None");
+        assert_eq!(
+            o["spec"]["ports"],
+            json!([{"port": 443, "targetPort": 443, "protocol": "TCP"},
+                {"port": 9443, "targetPort": "webhook", "protocol": "UDP"}])
+        );
     }
 
     #[test]

@@ -247,6 +247,17 @@ fn builtins() -> Vec<ResourceInfo> {
             &[],
             false,
         ),
+        // Stored with kube-apiserver's spec defaults; nothing routes to a Service here, so it
+        // gets no cluster IP.
+        b(
+            "",
+            "Service",
+            "services",
+            true,
+            &["svc"],
+            &["status"],
+            false,
+        ),
         b("", "Event", "events", true, &["ev"], &[], false),
         b("", "Node", "nodes", false, &["no"], &["status"], false),
         b(
@@ -810,6 +821,7 @@ mod tests {
             ("", "secrets"),
             ("", "configmaps"),
             ("", "serviceaccounts"),
+            ("", "services"),
             ("", "events"),
             ("", "nodes"),
             ("apps", "deployments"),
