@@ -154,7 +154,7 @@ async fn reconcile(
             verdict = judge_cluster_lease(&cluster, lease.as_ref(), now);
         }
     }
-    reconcile_taints(&clusters, &cluster, now).await?;
+    reconcile_taints(&clusters, &cluster).await?;
     if ctx.addons
         && let Some(available) = cluster.condition(CONDITION_AVAILABLE)
         && available.status == STATUS_UNKNOWN
@@ -172,14 +172,11 @@ async fn reconcile(
 async fn reconcile_taints(
     clusters: &Api<ManagedCluster>,
     cluster: &ManagedCluster,
-    now: Timestamp,
 ) -> Result<(), HubError> {
     let name = cluster.name_any();
-    let Some(taints) = reconcile_availability_taints(
-        &cluster.spec.taints,
-        cluster.condition(CONDITION_AVAILABLE),
-        now,
-    ) else {
+    let Some(taints) =
+        reconcile_availability_taints(&cluster.spec.taints, cluster.condition(CONDITION_AVAILABLE))
+    else {
         return Ok(());
     };
     let patch = json!({

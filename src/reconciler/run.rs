@@ -658,7 +658,6 @@ async fn carry_out(
 ) -> Result<(), ReconcileError> {
     let client = &ctx.config.client;
     let name = spoke.name_any();
-    let now = Timestamp::now();
     match action {
         Action::RemoveFinalizer(finalizer) => {
             set_finalizer(&spokes_api(client), spoke, finalizer, false)
@@ -681,14 +680,14 @@ async fn carry_out(
                 lease_duration_seconds: gathered.effective.lease_duration_seconds,
                 taints: &spoke.spec.taints,
             };
-            let patch = cluster_sync::patch(cluster, &wanted, true, now);
+            let patch = cluster_sync::patch(cluster, &wanted, true);
             merge(&Api::<ManagedCluster>::all(client.clone()), &name, &patch).await
         }
         Action::AddTaint(key) => {
             let Some(cluster) = &gathered.cluster else {
                 return Ok(());
             };
-            match cluster_sync::add_taint(cluster, key, now) {
+            match cluster_sync::add_taint(cluster, key) {
                 Some(patch) => {
                     merge(&Api::<ManagedCluster>::all(client.clone()), &name, &patch).await
                 }
