@@ -489,6 +489,19 @@ async fn an_unjoined_clusters_old_certificate_is_useless_when_its_name_joins_aga
     assert_eq!(code, 403);
 }
 
+/// Has the reconciler look at `spoke-a` now rather than at its next resync.
+async fn nudge(hub: &Cluster) {
+    let nudged = Timestamp::now().to_string();
+    Api::<Spoke>::namespaced(hub.client.clone(), SYSTEM_NAMESPACE)
+        .patch(
+            "spoke-a",
+            &PatchParams::default(),
+            &merge(json!({"metadata": {"annotations": {"test/nudged": nudged}}})),
+        )
+        .await
+        .unwrap();
+}
+
 /// The hub's bootstrap token Secrets of `cluster`, once `done` holds for them.
 async fn tokens_of(
     hub: &Cluster,
@@ -569,14 +582,7 @@ async fn bootstrap_tokens_expire_are_renewed_until_the_spoke_joins_and_are_delet
         )
         .await
         .unwrap();
-    Api::<Spoke>::namespaced(hub.client.clone(), SYSTEM_NAMESPACE)
-        .patch(
-            "spoke-a",
-            &PatchParams::default(),
-            &merge(json!({"metadata": {"annotations": {"test/nudge": "1"}}})),
-        )
-        .await
-        .unwrap();
+    nudge(&hub).await;
     let renewed = tokens_of(&hub, "spoke-a", "the token renewed", |tokens| {
         tokens.iter().any(|token| {
             token_expiration(token)
@@ -588,7 +594,7 @@ async fn bootstrap_tokens_expire_are_renewed_until_the_spoke_joins_and_are_delet
     assert_eq!(renewed[0].name_any(), name);
 
     // The agent joins with it; then it is deleted, and the agent goes on with its certificate.
-    let _agent = start_agent(agent_config(&spoke, "spoke-a").await);
+    let agent = start_agent(agent_config(&spoke, "spoke-a").await);
     let gone = tokens_of(&hub, "spoke-a", "the token deleted", <[Secret]>::is_empty).await;
     assert!(gone.is_empty());
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
@@ -615,6 +621,28 @@ async fn bootstrap_tokens_expire_are_renewed_until_the_spoke_joins_and_are_delet
             .map(|c| c.status.as_str()),
         Some(STATUS_TRUE)
     );
+
+    // The agent loses its certificate: it must bootstrap again, and gets a new token for that.
+    agent.stop().await;
+    Api::<Secret>::namespaced(spoke.client.clone(), AGENT_NAMESPACE)
+        .delete(HUB_KUBECONFIG_SECRET, &DeleteParams::default())
+        .await
+        .unwrap();
+    nudge(&hub).await;
+    let reissued = tokens_of(&hub, "spoke-a", "a new token", |tokens| !tokens.is_empty()).await;
+    assert_ne!(reissued[0].name_any(), name);
+    let _agent = start_agent(agent_config(&spoke, "spoke-a").await);
+    tokens_of(
+        &hub,
+        "spoke-a",
+        "the new token deleted",
+        <[Secret]>::is_empty,
+    )
+    .await;
+    Api::<ManagedCluster>::all(agent_identity(&spoke).await)
+        .get("spoke-a")
+        .await
+        .expect("registered again with the new token");
     stop.cancel();
     reconciler.await.unwrap();
 }
