@@ -6,12 +6,15 @@
 
 mod support;
 
+use std::time::Duration;
+
 use base64::Engine;
 use fleetform::access::Access;
 use fleetform::api::fleet::SYSTEM_NAMESPACE;
 use fleetform::api::vocabulary::{
     AGENT_NAMESPACE, CLUSTER_LEASE_NAME, CONDITION_HUB_ACCEPTED, HUB_KUBECONFIG_SECRET,
-    HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG, LABEL_CLUSTER_NAME, LABEL_CLUSTER_SET, STATUS_TRUE,
+    HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG, HUB_KUBECONFIG_SECRET_KEY_TLS_CRT, LABEL_CLUSTER_NAME,
+    LABEL_CLUSTER_SET, STATUS_TRUE,
 };
 use fleetform::api::{Hub, ManagedCluster, Spoke, is_condition_true};
 use fleetform::hub::accept_loop::cluster_role_name;
@@ -520,7 +523,8 @@ async fn tokens_of(
 
 #[tokio::test]
 async fn bootstrap_tokens_expire_are_renewed_until_the_spoke_joins_and_are_deleted_after() {
-    let hub = Cluster::start().await;
+    // Short certificates: the agent renews its own within the test, after its token is gone.
+    let hub = Cluster::start_signing_for(Duration::from_secs(12)).await;
     let spoke = Cluster::start().await;
     let _loops = start_hub_loops(&hub).await;
     let hub_identity = hub.hub_identity().await;
@@ -621,6 +625,20 @@ async fn bootstrap_tokens_expire_are_renewed_until_the_spoke_joins_and_are_delet
             .map(|c| c.status.as_str()),
         Some(STATUS_TRUE)
     );
+    let identities: Api<Secret> = Api::namespaced(spoke.client.clone(), AGENT_NAMESPACE);
+    let certificate = |secret: &Secret| {
+        secret.data.as_ref().unwrap()[HUB_KUBECONFIG_SECRET_KEY_TLS_CRT]
+            .0
+            .clone()
+    };
+    let before = certificate(&identities.get(HUB_KUBECONFIG_SECRET).await.unwrap());
+    wait_for(
+        &identities,
+        HUB_KUBECONFIG_SECRET,
+        "the certificate renewed without a token",
+        move |secret| certificate(secret) != before,
+    )
+    .await;
 
     // The agent loses its certificate: it must bootstrap again, and gets a new token for that.
     agent.stop().await;
