@@ -114,6 +114,7 @@ fn main() {
                     name.clone(),
                     ClusterRegistration {
                         hub_accepts_client: true,
+                        accepted: true,
                     },
                 )
             })

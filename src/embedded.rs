@@ -2,7 +2,8 @@
 //! what OCM's hub adds to kube-apiserver for OCM's kinds, so that every cluster fleetform starts
 //! (`up`, `fleetform controlplane`, the tests) behaves as an OCM hub would: the addon kinds'
 //! conversion between `v1alpha1` and `v1beta1` (OCM's addon manager serves it as a conversion
-//! webhook; here it is registered in-process).
+//! webhook) and OCM's ManagedCluster admission webhooks ([`crate::admission`]), both registered
+//! in-process.
 
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use fleetform_controlplane::conversion::Converter;
 use fleetform_controlplane::{ControlPlane, ControlPlaneBuilder};
 use serde_json::Value;
 
+use crate::admission::{ManagedClusterMutator, ManagedClusterValidator};
 use crate::api::conversion::convert_addon;
 
 /// The CRDs whose versions [`AddonConversion`] converts between.
@@ -18,7 +20,8 @@ pub const CONVERTED_CRDS: [&str; 2] = [
     "clustermanagementaddons.addon.open-cluster-management.io",
 ];
 
-/// A control plane builder with fleetform's conversions registered; the rest is the caller's.
+/// A control plane builder with fleetform's conversions and admission plugins registered; the
+/// rest is the caller's.
 pub fn builder() -> ControlPlaneBuilder {
     let conversion: Arc<dyn Converter> = Arc::new(AddonConversion);
     CONVERTED_CRDS
@@ -26,6 +29,9 @@ pub fn builder() -> ControlPlaneBuilder {
         .fold(ControlPlane::builder(), |builder, crd| {
             builder.conversion(crd, conversion.clone())
         })
+        // Mutating before validating, as kube-apiserver calls webhooks.
+        .admission(Arc::new(ManagedClusterMutator))
+        .admission(Arc::new(ManagedClusterValidator))
 }
 
 /// Converts ManagedClusterAddOns and ClusterManagementAddOns between `v1alpha1` and `v1beta1`,

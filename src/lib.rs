@@ -7,6 +7,8 @@
 //! - [`api`]: the Kubernetes types fleetform reads and writes (OCM's and its own).
 //! - [`access`]: reaching a hub's or spoke's cluster from its kubeconfig source.
 //! - [`observe`]: reading what a hub holds, for the planner.
+//! - [`admission`]: OCM's ManagedCluster admission webhooks, in every control plane fleetform
+//!   starts ([`embedded`]).
 //! - [`apply`]: writing a plan's object changes to a hub.
 //! - [`deploy`]: the identity and RBAC fleetform runs with on a hub (`deploy/`).
 //! - [`reconciler`]: the Spoke lifecycle — join, accept, addons, unjoin in finalizer order.
@@ -18,6 +20,7 @@
 //! - [`cli`]: the `fleetform` command line.
 
 pub mod access;
+pub mod admission;
 pub mod agent;
 pub mod api;
 pub mod apply;

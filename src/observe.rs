@@ -142,6 +142,10 @@ pub async fn observe_hub(
         let name = cluster.metadata.name.clone().unwrap_or_default();
         let registration = ClusterRegistration {
             hub_accepts_client: cluster.spec.hub_accepts_client.unwrap_or(false),
+            accepted: crate::api::is_condition_true(
+                cluster.conditions(),
+                crate::api::vocabulary::CONDITION_HUB_ACCEPTED,
+            ),
         };
         observed.clusters.insert(name, registration);
     }

@@ -53,6 +53,8 @@ async fn terminate(child: Child, what: &str) {
 async fn hub_and_agent_commands_join_a_spoke_and_stop_on_sigterm() {
     let hub = Cluster::start().await;
     let spoke = Cluster::start().await;
+    // The hub accepts only clusters git declares.
+    hub.declare_spoke("spoke-a").await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("hub.kubeconfig"), hub.kubeconfig()).unwrap();
     std::fs::write(dir.path().join("spoke.kubeconfig"), spoke.kubeconfig()).unwrap();

@@ -29,24 +29,19 @@ use fleetform::hub::approval::{CSR_APPROVED, CSR_DENIED};
 use fleetform::hub::bootstrap::{BOOTSTRAP_GROUP, BOOTSTRAP_ROLE_NAME};
 use fleetform::plan::desired::ADDON_SPEC_ANNOTATION;
 use fleetform_controlplane::auth::ca::CertificateAuthority;
-use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestCondition,
 };
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Secret};
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector;
-use kube::runtime::watcher::{self, watcher};
-use kube::{Api, Client, Resource, ResourceExt};
-use serde::de::DeserializeOwned;
+use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use support::{
-    Cluster, PATIENCE, Running, accept, client_for, start_agent, start_hub_loops, wait_for,
+    Cluster, Running, accept, client_for, start_agent, start_hub_loops, wait_for, wait_for_list,
 };
 use x509_parser::certificate::X509Certificate;
 use x509_parser::prelude::FromDer;
@@ -134,48 +129,6 @@ async fn csrs_of(hub: &Cluster, cluster: &str) -> Vec<CertificateSigningRequest>
         .await
         .unwrap()
         .items
-}
-
-/// Waits, by watch, until the objects (with `labels`, if any) satisfy `done`; fails after
-/// [`PATIENCE`].
-async fn wait_for_list<K>(
-    api: Api<K>,
-    labels: Option<&str>,
-    what: &str,
-    done: impl Fn(&[K]) -> bool,
-) -> Vec<K>
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let mut config = watcher::Config::default();
-    if let Some(labels) = labels {
-        config = config.labels(labels);
-    }
-    let (reader, writer) = reflector::store();
-    let mut events = watcher(api, config).reflect(writer).boxed();
-    let mut synced = false;
-    let found = tokio::time::timeout(PATIENCE, async {
-        while let Some(event) = events.next().await {
-            match event.expect("watch") {
-                watcher::Event::InitDone => synced = true,
-                watcher::Event::Init | watcher::Event::InitApply(_) => continue,
-                _ => {}
-            }
-            let objects: Vec<K> = reader.state().iter().map(|o| (**o).clone()).collect();
-            if synced && done(&objects) {
-                return objects;
-            }
-        }
-        panic!("watch ended while waiting for: {what}");
-    })
-    .await;
-    found.unwrap_or_else(|_| panic!("timed out waiting for: {what}"))
 }
 
 fn renew_time(lease: &Lease) -> Option<Timestamp> {
@@ -377,10 +330,39 @@ async fn a_bootstrap_token_of_one_spoke_cannot_register_another() {
     );
 }
 
+/// What OCM's bootstrap role grants bootstrap tokens beyond fleetform's: listing CSRs.
+async fn grant_ocm_bootstrap_csr_listing(hub: &Cluster) {
+    let name = "ocm-bootstrap-lists-csrs";
+    let role = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": name},
+        "rules": [{"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests"],
+                   "verbs": ["list", "watch"]}],
+    });
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": BOOTSTRAP_GROUP}],
+    });
+    let params = PatchParams::apply("fleetform-test").force();
+    Api::<ClusterRole>::all(hub.client.clone())
+        .patch(name, &params, &Patch::Apply(&role))
+        .await
+        .unwrap();
+    Api::<ClusterRoleBinding>::all(hub.client.clone())
+        .patch(name, &params, &Patch::Apply(&binding))
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn restarts_never_leave_more_than_ten_registration_csrs_pending() {
     let (hub, _loops) = hub_with_loops(Cluster::start().await).await;
     let spoke = Cluster::start().await;
+    // fleetform's tokens list no CSR, so they cannot count pending ones; OCM's bootstrap role
+    // lets every token list them all, and the agent keeps the limit there.
+    grant_ocm_bootstrap_csr_listing(&hub).await;
     // Never declared in git: its CSRs stay pending.
     let token = hub.issue_bootstrap_token("spoke-a").await;
     spoke

@@ -11,7 +11,8 @@ use fleetform::api::addon::ManagedClusterAddOnSpec;
 use fleetform::api::cluster::ClusterClaimSpec;
 use fleetform::api::vocabulary::{
     ADDON_CONDITION_AVAILABLE, AGENT_NAMESPACE, CLUSTER_LEASE_NAME, CONDITION_AVAILABLE,
-    CONDITION_CLOCK_SYNCED, CONDITION_HUB_ACCEPTED, LABEL_SPOKE_ONLY, REASON_ADDON_LEASE_NOT_FOUND,
+    CONDITION_CLOCK_SYNCED, CONDITION_HUB_ACCEPTED, HUB_KUBECONFIG_SECRET,
+    HUB_KUBECONFIG_SECRET_KEY_AGENT_NAME, LABEL_SPOKE_ONLY, REASON_ADDON_LEASE_NOT_FOUND,
     REASON_ADDON_LEASE_UPDATE_STOPPED, REASON_ADDON_LEASE_UPDATED,
     REASON_HUB_CLUSTER_ADMIN_ACCEPTED, REASON_HUB_CLUSTER_ADMIN_DENIED,
     REASON_KUBE_API_SERVER_UNAVAILABLE, REASON_LEASE_UPDATE_STOPPED, STATUS_FALSE, STATUS_TRUE,
@@ -22,7 +23,7 @@ use fleetform::hub::accept_loop::{cluster_role_name, registration_role_name};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Namespace, Node};
+use k8s_openapi::api::core::v1::{Event, Namespace, Node, Secret};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
@@ -112,9 +113,27 @@ async fn agent_registers_and_joins_once_the_hub_accepts_and_denial_removes_its_r
         .get(&registration_role_name("spoke-a"))
         .await
         .expect("role binding");
+    let subjects = binding.subjects.unwrap_or_default();
+    let agent = Api::<Secret>::namespaced(spoke.client.clone(), AGENT_NAMESPACE)
+        .get(HUB_KUBECONFIG_SECRET)
+        .await
+        .expect("the agent's identity");
+    let agent_name = String::from_utf8(
+        agent.data.unwrap()[HUB_KUBECONFIG_SECRET_KEY_AGENT_NAME]
+            .0
+            .clone(),
+    )
+    .unwrap();
     assert_eq!(
-        binding.subjects.unwrap_or_default()[0].name,
-        "system:open-cluster-management:spoke-a"
+        subjects
+            .iter()
+            .map(|s| (s.kind.as_str(), s.name.as_str()))
+            .collect::<Vec<_>>(),
+        [(
+            "User",
+            format!("system:open-cluster-management:spoke-a:{agent_name}").as_str()
+        )],
+        "bound: the certificate of this join, not every certificate naming the cluster's group"
     );
 
     clusters
@@ -772,6 +791,7 @@ async fn in_steady_state_and_across_an_agent_restart_the_hub_sees_only_lease_ren
 async fn deleting_a_cluster_deletes_its_agents_rbac() {
     let hub = Cluster::start().await;
     let _loops = start_hub_loops(&hub).await;
+    hub.declare_spoke("spoke-a").await;
     let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     clusters
         .create(

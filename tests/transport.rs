@@ -7,10 +7,11 @@
 use std::time::Duration;
 
 use base64::Engine;
-use fleetform::hub::bootstrap::{bootstrap_kubeconfig, token_secret};
+use fleetform::hub::bootstrap::{BOOTSTRAP_TOKEN_TTL, bootstrap_kubeconfig, token_secret};
 use fleetform::transport;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, PostParams, WatchParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -114,7 +115,12 @@ async fn in_process_clients_need_no_socket_and_keep_their_identity() {
     Api::<Secret>::namespaced(admin.clone(), "kube-system")
         .create(
             &PostParams::default(),
-            &token_secret("spoke-1", "abcdef", "0123456789abcdef"),
+            &token_secret(
+                "spoke-1",
+                "abcdef",
+                "0123456789abcdef",
+                Timestamp::now().checked_add(BOOTSTRAP_TOKEN_TTL).unwrap(),
+            ),
         )
         .await
         .expect("store the bootstrap token");

@@ -20,7 +20,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::wait::await_condition;
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
@@ -263,13 +262,19 @@ async fn bootstrap_once(
     }
 }
 
-/// Whether fewer than the most registration CSRs of `cluster` are pending.
+/// Whether fewer than the most registration CSRs of `cluster` are pending. An identity that may
+/// not list CSRs cannot count them and requests anyway: fleetform's bootstrap tokens see no CSR
+/// but their own (on a hub with OCM's bootstrap role, which lets every token list them all, the
+/// limit holds at bootstrap too).
 async fn may_request(hub: &Client, cluster: &str) -> Result<bool, String> {
     let listed = Api::<CertificateSigningRequest>::all(hub.clone())
         .list(&ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}={cluster}")))
-        .await
-        .map_err(|err| format!("cannot list the cluster's CSRs: {err}"))?;
-    Ok(may_request_certificate(&listed.items))
+        .await;
+    match listed {
+        Ok(listed) => Ok(may_request_certificate(&listed.items)),
+        Err(kube::Error::Api(status)) if status.code == 403 => Ok(true),
+        Err(err) => Err(format!("cannot list the cluster's CSRs: {err}")),
+    }
 }
 
 /// Creates a registration CSR through `hub` and waits for its certificate: the certificate and
@@ -300,11 +305,7 @@ async fn request_certificate(
         csr = name,
         "CSR created; waiting for the hub"
     );
-    let answered = await_condition(csrs, &name, |csr: Option<&CertificateSigningRequest>| {
-        csr.is_some_and(|csr| !matches!(csr_state(csr), CsrState::Pending | CsrState::Approved))
-    })
-    .await
-    .map_err(|err| format!("watching CSR {name}: {err}"))?;
+    let answered = await_answer(csrs, &name).await?;
     match answered.as_ref().map(csr_state) {
         Some(CsrState::Issued(certificate)) => Ok(Some((certificate, pending.private_key_pem))),
         Some(CsrState::Refused(why)) => {
@@ -317,6 +318,37 @@ async fn request_certificate(
         }
         _ => Err(format!("CSR {name} is gone")),
     }
+}
+
+/// Waits until the CSR `name` is answered (refused or issued); `None` if it is gone. The watch
+/// names the CSR and streams its current state itself, with no list: a bootstrap token may
+/// watch its own CSR but list none.
+async fn await_answer(
+    csrs: Api<CertificateSigningRequest>,
+    name: &str,
+) -> Result<Option<CertificateSigningRequest>, String> {
+    let config = watcher::Config::default()
+        .fields(&format!("metadata.name={name}"))
+        .streaming_lists();
+    let mut events = watcher(csrs, config).boxed();
+    let mut seen = false;
+    while let Some(event) = events.next().await {
+        let csr = match event.map_err(|err| format!("watching CSR {name}: {err}"))? {
+            watcher::Event::Apply(csr) | watcher::Event::InitApply(csr) => csr,
+            watcher::Event::Delete(_) => return Ok(None),
+            watcher::Event::Init => {
+                seen = false;
+                continue;
+            }
+            watcher::Event::InitDone if !seen => return Ok(None),
+            watcher::Event::InitDone => continue,
+        };
+        seen = true;
+        if !matches!(csr_state(&csr), CsrState::Pending | CsrState::Approved) {
+            return Ok(Some(csr));
+        }
+    }
+    Ok(None)
 }
 
 /// Writes the identity to `hub-kubeconfig-secret`, retrying until it is stored.

@@ -105,6 +105,9 @@ pub struct RegistrationSpec {
     /// Lifetime of the client certificates the hub issues to agents.
     #[serde(default = "default_client_cert_expiration_seconds")]
     pub client_cert_expiration_seconds: i32,
+    /// Clusters the hub accepts without a Spoke in git.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_approval: Option<AutoApprovalSpec>,
 }
 
 impl Default for RegistrationSpec {
@@ -113,8 +116,19 @@ impl Default for RegistrationSpec {
             lease_duration_seconds: default_lease_duration_seconds(),
             cluster_claims_max: default_cluster_claims_max(),
             client_cert_expiration_seconds: default_client_cert_expiration_seconds(),
+            auto_approval: None,
         }
     }
+}
+
+/// Which clusters a hub accepts without a Spoke in git, as OCM's ManagedClusterAutoApproval
+/// does: a cluster whose registration CSR one of `users` requested (the requester the API server
+/// records, which no client can forge) is accepted once; a later denial stands.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AutoApprovalSpec {
+    /// Usernames, e.g. `system:serviceaccount:open-cluster-management:cluster-bootstrap`.
+    #[serde(default)]
+    pub users: Vec<String>,
 }
 
 fn default_lease_duration_seconds() -> i32 {

@@ -1,49 +1,119 @@
 //! The hub's accept loop (DESIGN §4.1): what `hubAcceptsClient` means on the hub.
 //!
-//! For a ManagedCluster with `hubAcceptsClient: true` the loop creates the cluster namespace, the
-//! RBAC that lets the cluster's agent (group `system:open-cluster-management:<cluster>`) touch
-//! only its own ManagedCluster and status, its lease, its addons' status, CSRs and Events, the
+//! For each ManagedCluster it gathers what [`super::acceptance`] decides on — whether a Spoke
+//! declares it, whether the hub accepted it before, whether a Hub's auto-approval lists the
+//! requester of one of its registration CSRs — and does what that says. Accepting creates the
+//! cluster namespace, the RBAC that lets the cluster's agent touch only its own ManagedCluster
+//! and status, its lease, its addons' status, CSRs and Events (and, on a fleetform hub, read its
+//! Spoke and Hub), bound to the users of this join's certificates (kept on the namespace), the
 //! `managed-cluster-lease` (renewed now, so a new cluster gets five durations to report), and
-//! then sets HubAcceptedManagedCluster True. When `hubAcceptsClient` is false, or was true and is
-//! no longer, the RBAC is removed and the condition set False. The namespace is kept: it holds
-//! the cluster's addons and history, and removing it is the unjoin's job (seed 004).
+//! then sets HubAcceptedManagedCluster True. CSRs are watched, so a newly approved certificate is
+//! bound as soon as it is issued. When `hubAcceptsClient` is false, or was true and is no longer,
+//! the RBAC is removed and the condition set False. The namespace is kept: it holds the
+//! cluster's addons and history, and removing it is the unjoin's job (seed 004). A cluster that
+//! asks to join and is not in git gets nothing, and one Normal Event saying so.
 
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashSet};
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, watcher};
+use kube::runtime::{WatchStreamExt, predicates};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, instrument};
 
-use super::approval::cluster_group;
+use super::acceptance::{
+    ANNOTATION_AUTOMATICALLY_ACCEPTED_ON, ANNOTATION_JOIN_USERS, Acceptance, Facts, JoinRecord,
+    REASON_NOT_IN_GIT, decide, join_users, requested_by_one_of,
+};
+use super::approval::registration_cluster;
 use super::conditions::{is_conflict, is_not_found, set_conditions};
 use super::run::{Context, FIELD_MANAGER, HubError};
 use crate::api::ManagedCluster;
+use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::{
     CLUSTER_LEASE_NAME, CONDITION_HUB_ACCEPTED, LABEL_CLUSTER_NAME,
     REASON_HUB_CLUSTER_ADMIN_ACCEPTED, REASON_HUB_CLUSTER_ADMIN_DENIED, STATUS_FALSE, STATUS_TRUE,
 };
+use crate::events::{self, EventType, Reporter};
+use crate::reconciler::install::{agent_hub_role_binding, agent_hub_role_name};
 
-pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
-    let clusters: Api<ManagedCluster> = Api::all(ctx.client.clone());
-    Controller::new(clusters, watcher::Config::default())
+/// What the accept loop keeps besides the hub loops' context.
+struct AcceptContext {
+    hub: Arc<Context>,
+    /// The hub's CSRs that name a cluster, as the watch last saw them.
+    csrs: Store<CertificateSigningRequest>,
+    /// fleetform's CRDs (Hub, Spoke) are installed: clusters can be declared, and agents get
+    /// their Spoke's RBAC in `fleetform-system`.
+    fleet_crds: bool,
+    events: Reporter,
+    /// Clusters (by uid, and whether `hubAcceptsClient` was set) already reported as not in
+    /// git, so each is reported once: when it asks, and if someone sets `hubAcceptsClient`.
+    reported: Mutex<HashSet<(String, bool)>>,
+}
+
+pub(crate) async fn run(ctx: Arc<Context>, fleet_crds: bool, shutdown: CancellationToken) {
+    let client = ctx.client.clone();
+    let (csrs, writer) = reflector::store();
+    let csr_changes = watcher(
+        Api::<CertificateSigningRequest>::all(client.clone()),
+        watcher::Config::default().labels(LABEL_CLUSTER_NAME),
+    )
+    .default_backoff()
+    .reflect(writer)
+    .touched_objects();
+    let controller = Controller::new(
+        Api::<ManagedCluster>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let clusters = controller.store();
+    let mut controller = controller.watches_stream(csr_changes, |csr| {
+        registration_cluster(&csr).map(ObjectRef::new)
+    });
+    if fleet_crds {
+        // A Hub's auto-approval users may now allow clusters that asked earlier.
+        let hubs = watcher(
+            Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .applied_objects()
+        .predicate_filter(predicates::generation, Default::default());
+        controller = controller.watches_stream(hubs, move |_| {
+            clusters
+                .state()
+                .iter()
+                .map(|cluster| ObjectRef::from(&**cluster))
+                .collect::<Vec<_>>()
+        });
+    }
+    let accept_ctx = Arc::new(AcceptContext {
+        hub: ctx,
+        csrs,
+        fleet_crds,
+        events: Reporter::new(client, FIELD_MANAGER, "accept-loop"),
+        reported: Mutex::default(),
+    });
+    controller
         .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(reconcile, error_policy, ctx)
+        .run(reconcile, error_policy, accept_ctx)
         .for_each(|result| async move { super::run::log_outcome(result, "accept loop") })
         .await;
 }
 
-fn error_policy(_: Arc<ManagedCluster>, err: &HubError, _: Arc<Context>) -> Action {
+fn error_policy(_: Arc<ManagedCluster>, err: &HubError, _: Arc<AcceptContext>) -> Action {
     super::run::retry_after(err, "accepting a cluster")
 }
 
@@ -58,72 +128,264 @@ pub fn registration_role_name(cluster: &str) -> String {
 }
 
 #[instrument(skip(ctx, cluster), fields(cluster = cluster.name_any()))]
-async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Result<Action, HubError> {
+async fn reconcile(
+    cluster: Arc<ManagedCluster>,
+    ctx: Arc<AcceptContext>,
+) -> Result<Action, HubError> {
     let name = cluster.name_any();
     let accepted_before =
         crate::api::is_condition_true(cluster.conditions(), CONDITION_HUB_ACCEPTED);
-    if cluster.hub_accepts_client() {
-        accept(&ctx, &cluster).await?;
-        set_accepted(&ctx, &name, true).await?;
-        if !accepted_before {
-            info!("cluster accepted");
+    let mut facts = Facts {
+        hub_accepts_client: cluster.spec.hub_accepts_client,
+        accepted_before,
+        auto_accepted_before: cluster
+            .annotations()
+            .contains_key(ANNOTATION_AUTOMATICALLY_ACCEPTED_ON),
+        ..Facts::default()
+    };
+    // An accepted cluster stays accepted whatever else holds: nothing more to read.
+    if !(cluster.hub_accepts_client() && accepted_before) {
+        facts.declared = declared(&ctx, &name).await?;
+        if !facts.declared && !accepted_before {
+            facts.auto_approved = auto_approved(&ctx, &name).await?;
         }
-    } else if cluster.spec.hub_accepts_client == Some(false) || accepted_before {
-        revoke(&ctx, &name).await?;
-        set_accepted(&ctx, &name, false).await?;
-        if accepted_before {
-            info!("cluster no longer accepted; its agent's RBAC is removed");
+    }
+    match decide(&facts) {
+        Acceptance::Accept => {
+            accept(&ctx, &cluster).await?;
+            set_accepted(&ctx.hub, &name, true).await?;
+            if !accepted_before {
+                info!("cluster accepted");
+            }
         }
+        Acceptance::AutoAccept => auto_accept(&ctx.hub, &cluster).await?,
+        Acceptance::Revoke => {
+            revoke(&ctx, &name).await?;
+            set_accepted(&ctx.hub, &name, false).await?;
+            if accepted_before {
+                info!("cluster no longer accepted; its agent's RBAC is removed");
+            }
+        }
+        Acceptance::NotInGit => report_not_in_git(&ctx, &cluster).await,
+        Acceptance::Wait => {}
     }
     Ok(Action::await_change())
 }
 
-async fn accept(ctx: &Context, managed_cluster: &ManagedCluster) -> Result<(), HubError> {
+/// Whether a Spoke declares the cluster `name`.
+async fn declared(ctx: &AcceptContext, name: &str) -> Result<bool, HubError> {
+    if !ctx.fleet_crds {
+        return Ok(false);
+    }
+    Api::<Spoke>::namespaced(ctx.hub.client.clone(), SYSTEM_NAMESPACE)
+        .get_opt(name)
+        .await
+        .map(|spoke| spoke.is_some())
+        .map_err(HubError::kube(
+            format!("Spoke {SYSTEM_NAMESPACE}/{name}"),
+            "read",
+        ))
+}
+
+/// Whether a user a Hub's `registration.autoApproval.users` lists requested a registration CSR
+/// of the cluster `name`.
+async fn auto_approved(ctx: &AcceptContext, name: &str) -> Result<bool, HubError> {
+    if !ctx.fleet_crds {
+        return Ok(false);
+    }
+    let hubs = Api::<Hub>::namespaced(ctx.hub.client.clone(), SYSTEM_NAMESPACE)
+        .list(&ListParams::default())
+        .await
+        .map_err(HubError::kube(
+            format!("Hubs in {SYSTEM_NAMESPACE}"),
+            "list",
+        ))?;
+    let users: Vec<String> = hubs
+        .items
+        .iter()
+        .filter_map(|hub| hub.spec.registration.auto_approval.as_ref())
+        .flat_map(|approval| approval.users.iter().cloned())
+        .collect();
+    Ok(!users.is_empty()
+        && ctx
+            .csrs
+            .state()
+            .iter()
+            .any(|csr| requested_by_one_of(csr, name, &users)))
+}
+
+/// Accepts the cluster as OCM's auto-approval does: `hubAcceptsClient` and the annotation that
+/// it was done once, so a later denial is not undone.
+async fn auto_accept(ctx: &Context, cluster: &ManagedCluster) -> Result<(), HubError> {
+    let name = cluster.name_any();
+    let now = Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let patch = json!({
+        "metadata": {
+            "resourceVersion": cluster.resource_version(),
+            "annotations": {ANNOTATION_AUTOMATICALLY_ACCEPTED_ON: now},
+        },
+        "spec": {"hubAcceptsClient": true},
+    });
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    };
+    Api::<ManagedCluster>::all(ctx.client.clone())
+        .patch(&name, &params, &Patch::Merge(&patch))
+        .await
+        .map_err(HubError::kube(
+            format!("ManagedCluster {name}"),
+            "auto-accept",
+        ))?;
+    info!("cluster auto-approved: a Hub's registration.autoApproval lists its requester");
+    Ok(())
+}
+
+/// One Normal Event per cluster (and per process) saying it stays un-accepted, and one more if
+/// someone sets `hubAcceptsClient` on it all the same.
+async fn report_not_in_git(ctx: &AcceptContext, cluster: &ManagedCluster) {
+    let set_anyway = cluster.hub_accepts_client();
+    let first = ctx
+        .reported
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert((cluster.uid().unwrap_or_default(), set_anyway));
+    if !first {
+        return;
+    }
+    let name = cluster.name_any();
+    let note = if set_anyway {
+        info!("hubAcceptsClient is set, but the cluster is not in git; it stays un-accepted");
+        format!(
+            "cluster {name} has hubAcceptsClient set, but is not in git: it is not accepted until a Spoke declares it (or a Hub's registration.autoApproval lists its requester)"
+        )
+    } else {
+        info!("cluster asked to join, not in git; it stays un-accepted");
+        format!(
+            "cluster {name} asked to join, not in git: it stays un-accepted until a Spoke declares it (or a Hub's registration.autoApproval lists its requester)"
+        )
+    };
+    ctx.events
+        .publish(
+            &events::reference(cluster),
+            EventType::Normal,
+            REASON_NOT_IN_GIT,
+            "Accept",
+            note,
+        )
+        .await;
+}
+
+async fn accept(ctx: &AcceptContext, managed_cluster: &ManagedCluster) -> Result<(), HubError> {
+    let client = &ctx.hub.client;
     let cluster = managed_cluster.name_any();
     let cluster = cluster.as_str();
+    let uid = managed_cluster.uid().unwrap_or_default();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace = namespaces
+        .get_opt(cluster)
+        .await
+        .map_err(HubError::kube(format!("namespace {cluster}"), "read"))?;
+    let recorded = JoinRecord::of_join(
+        namespace
+            .as_ref()
+            .and_then(|namespace| namespace.annotations().get(ANNOTATION_JOIN_USERS))
+            .map(String::as_str),
+        &uid,
+    );
+    let since = managed_cluster
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or(Timestamp::UNIX_EPOCH, |created| created.0);
+    let csrs = ctx.csrs.state();
+    let users = join_users(cluster, since, csrs.iter().map(|csr| &**csr), recorded);
+    let record = JoinRecord {
+        cluster: uid,
+        users: users.clone(),
+    };
     let labels = json!({ LABEL_CLUSTER_NAME: cluster });
     apply::<Namespace>(
-        &Api::all(ctx.client.clone()),
+        &namespaces,
         cluster,
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster, "labels": labels}}),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": cluster,
+            "labels": labels,
+            "annotations": {ANNOTATION_JOIN_USERS: record.to_annotation()},
+        }}),
     )
     .await?;
     let owner = managed_cluster
         .controller_owner_ref(&())
         .map(|owner| json!([owner]));
-    for (name, mut object) in rbac(cluster) {
+    let objects = rbac(cluster, &users);
+    for (name, mut object) in objects {
         if let Some(owner) = &owner {
             object["metadata"]["ownerReferences"] = owner.clone();
         }
         match object["kind"].as_str() {
             Some("ClusterRole") => {
-                apply::<ClusterRole>(&Api::all(ctx.client.clone()), &name, object).await?
+                apply::<ClusterRole>(&Api::all(client.clone()), &name, object).await?
             }
             Some("ClusterRoleBinding") => {
-                apply::<ClusterRoleBinding>(&Api::all(ctx.client.clone()), &name, object).await?
+                apply::<ClusterRoleBinding>(&Api::all(client.clone()), &name, object).await?
             }
             Some("Role") => {
-                apply::<Role>(&Api::namespaced(ctx.client.clone(), cluster), &name, object).await?
+                apply::<Role>(&Api::namespaced(client.clone(), cluster), &name, object).await?
             }
             _ => {
-                apply::<RoleBinding>(&Api::namespaced(ctx.client.clone(), cluster), &name, object)
+                apply::<RoleBinding>(&Api::namespaced(client.clone(), cluster), &name, object)
                     .await?
             }
         }
     }
-    ensure_lease(ctx, cluster).await
+    if ctx.fleet_crds {
+        bind_spoke_role(ctx, cluster, &users, owner).await?;
+    }
+    ensure_lease(&ctx.hub, cluster).await
+}
+
+/// Binds the Role in `fleetform-system` that lets the cluster's agent read its Spoke and Hub
+/// (the reconciler's, see [`agent_hub_role_binding`]) to this join's users. A hub without that
+/// namespace declares no Spoke: nothing to bind.
+async fn bind_spoke_role(
+    ctx: &AcceptContext,
+    cluster: &str,
+    users: &BTreeSet<String>,
+    owner: Option<Value>,
+) -> Result<(), HubError> {
+    let name = agent_hub_role_name(cluster);
+    let mut binding =
+        serde_json::to_value(agent_hub_role_binding(cluster, users)).map_err(|source| {
+            HubError::Build {
+                object: format!("RoleBinding {name}"),
+                source,
+            }
+        })?;
+    binding["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
+    binding["kind"] = json!("RoleBinding");
+    if let Some(owner) = owner {
+        binding["metadata"]["ownerReferences"] = owner;
+    }
+    let bindings = Api::<RoleBinding>::namespaced(ctx.hub.client.clone(), SYSTEM_NAMESPACE);
+    match apply(&bindings, &name, binding).await {
+        Err(HubError::Kube { source, .. }) if is_not_found(&source) => Ok(()),
+        result => result,
+    }
 }
 
 /// The RBAC of a cluster's agent, by name: a ClusterRole and binding for its own ManagedCluster
-/// and CSRs, a Role and binding in its namespace for its lease, addons and Events. The loop makes
-/// the ManagedCluster their owner, so deleting the cluster deletes them.
-fn rbac(cluster: &str) -> Vec<(String, Value)> {
-    let group = cluster_group(cluster);
+/// and CSRs, a Role and binding in its namespace for its lease, addons and Events, all bound to
+/// `users` (this join's certificates). The loop makes the ManagedCluster their owner, so
+/// deleting the cluster deletes them.
+fn rbac(cluster: &str, users: &BTreeSet<String>) -> Vec<(String, Value)> {
     let cluster_role = cluster_role_name(cluster);
     let role = registration_role_name(cluster);
     let labels = json!({ LABEL_CLUSTER_NAME: cluster });
-    let subjects =
-        json!([{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": group}]);
+    let subjects: Vec<Value> = users
+        .iter()
+        .map(|user| json!({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}))
+        .collect();
     vec![
         (
             cluster_role.clone(),
@@ -229,29 +491,39 @@ async fn ensure_lease(ctx: &Context, cluster: &str) -> Result<(), HubError> {
     }
 }
 
-/// Deletes the RBAC of a cluster's agent; what is already gone is fine.
-async fn revoke(ctx: &Context, cluster: &str) -> Result<(), HubError> {
+/// Deletes the RBAC of a cluster's agent; what is already gone is fine. The namespace and its
+/// record of this join's users stay: accepted again, the same agent is bound again.
+async fn revoke(ctx: &AcceptContext, cluster: &str) -> Result<(), HubError> {
+    let client = &ctx.hub.client;
     let params = DeleteParams::default();
     let cluster_role = cluster_role_name(cluster);
     let role = registration_role_name(cluster);
-    let results = [
-        Api::<ClusterRoleBinding>::all(ctx.client.clone())
+    let mut results = vec![
+        Api::<ClusterRoleBinding>::all(client.clone())
             .delete(&cluster_role, &params)
             .await
             .map(|_| ()),
-        Api::<ClusterRole>::all(ctx.client.clone())
+        Api::<ClusterRole>::all(client.clone())
             .delete(&cluster_role, &params)
             .await
             .map(|_| ()),
-        Api::<RoleBinding>::namespaced(ctx.client.clone(), cluster)
+        Api::<RoleBinding>::namespaced(client.clone(), cluster)
             .delete(&role, &params)
             .await
             .map(|_| ()),
-        Api::<Role>::namespaced(ctx.client.clone(), cluster)
+        Api::<Role>::namespaced(client.clone(), cluster)
             .delete(&role, &params)
             .await
             .map(|_| ()),
     ];
+    if ctx.fleet_crds {
+        results.push(
+            Api::<RoleBinding>::namespaced(client.clone(), SYSTEM_NAMESPACE)
+                .delete(&agent_hub_role_name(cluster), &params)
+                .await
+                .map(|_| ()),
+        );
+    }
     for result in results {
         match result {
             Ok(()) => {}
@@ -304,8 +576,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn agent_rbac_names_only_its_own_cluster_and_binds_only_its_group() {
-        let objects = rbac("c1");
+    fn agent_rbac_names_only_its_own_cluster_and_binds_only_this_joins_users() {
+        let users = BTreeSet::from(["system:open-cluster-management:c1:agent1".to_string()]);
+        let objects = rbac("c1", &users);
         let kinds: Vec<&str> = objects
             .iter()
             .filter_map(|(_, object)| object["kind"].as_str())
@@ -332,8 +605,8 @@ mod tests {
             if let Some(subjects) = object.get("subjects") {
                 assert_eq!(
                     subjects,
-                    &json!([{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io",
-                             "name": "system:open-cluster-management:c1"}])
+                    &json!([{"kind": "User", "apiGroup": "rbac.authorization.k8s.io",
+                             "name": "system:open-cluster-management:c1:agent1"}])
                 );
             }
         }

@@ -4,19 +4,28 @@
 //! A bootstrap token is issued to one spoke only: its Secret `bootstrap-token-<id>` in
 //! `kube-system` carries the cluster-name label the approval loop reads, so the hub approves a
 //! registration CSR only when it comes from the token of the spoke it names. Every token holder is
-//! in the group [`BOOTSTRAP_GROUP`], which the hub-wide bootstrap ClusterRole lets create its
-//! ManagedCluster and CSRs and read both, and nothing else.
+//! in the group [`BOOTSTRAP_GROUP`], which the hub-wide bootstrap ClusterRole lets create a
+//! ManagedCluster and CSRs and read one by name, and nothing else: it lists and watches no
+//! ManagedCluster, and lists no CSR (the agent watches its own CSR by name).
+//!
+//! A token lives [`BOOTSTRAP_TOKEN_TTL`] (its Secret's `expiration`, which the API server
+//! honours). [`token_upkeep`] says what the lifecycle reconciler does with a spoke's tokens: while
+//! the spoke has not joined, push the expiration out again when less than a quarter of the
+//! lifetime is left; once it has joined and holds its certificate, delete them (renewals are
+//! requested by the certificate itself). A spoke that must bootstrap again gets a new token.
 //!
 //! The builders here are pure (the lifecycle reconciler installs their output); [`ensure_rbac`]
 //! is the one write, made by the hub loops at start.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use base64::Engine;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -33,6 +42,13 @@ pub const BOOTSTRAP_GROUP: &str = "system:bootstrappers:managedcluster";
 pub const BOOTSTRAP_ROLE_NAME: &str = "system:open-cluster-management:bootstrap";
 /// Key of a bootstrap token Secret holding the token's secret half.
 pub const BOOTSTRAP_TOKEN_SECRET_KEY: &str = "token-secret";
+/// Key of a bootstrap token Secret holding the instant (RFC 3339) after which the API server no
+/// longer accepts the token.
+pub const BOOTSTRAP_TOKEN_EXPIRATION_KEY: &str = "expiration";
+/// How long a bootstrap token is valid when issued or renewed: a day, so a token that leaks
+/// before its spoke joins (or whose spoke never does) is useless a day after fleetform stops
+/// renewing it.
+pub const BOOTSTRAP_TOKEN_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
 const TOKEN_ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
 
@@ -72,13 +88,21 @@ impl BootstrapToken {
     }
 }
 
-/// The hub Secret that makes `token_id.token_secret` a bootstrap token of `cluster` only:
-/// `bootstrap-token-<id>` in `kube-system`, usable for authentication, in [`BOOTSTRAP_GROUP`],
-/// labelled with the cluster name (what the approval loop looks the spoke's token up by).
-pub fn token_secret(cluster: &str, token_id: &str, token_secret: &str) -> Secret {
+/// The hub Secret that makes `token_id.token_secret` a bootstrap token of `cluster` only, until
+/// `expires`: `bootstrap-token-<id>` in `kube-system`, usable for authentication, in
+/// [`BOOTSTRAP_GROUP`], labelled with the cluster name (what the approval loop looks the spoke's
+/// token up by).
+pub fn token_secret(
+    cluster: &str,
+    token_id: &str,
+    token_secret: &str,
+    expires: Timestamp,
+) -> Secret {
+    let expiration = rfc3339(expires);
     let data = [
         (BOOTSTRAP_TOKEN_ID_KEY, token_id),
         (BOOTSTRAP_TOKEN_SECRET_KEY, token_secret),
+        (BOOTSTRAP_TOKEN_EXPIRATION_KEY, expiration.as_str()),
         ("usage-bootstrap-authentication", "true"),
         ("auth-extra-groups", BOOTSTRAP_GROUP),
     ]
@@ -101,6 +125,65 @@ pub fn token_secret(cluster: &str, token_id: &str, token_secret: &str) -> Secret
     }
 }
 
+fn rfc3339(instant: Timestamp) -> String {
+    instant.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// When the token of a `bootstrap-token-<id>` Secret expires; `None` if it never does (no
+/// `expiration`) or the value is not an RFC 3339 instant (which the API server treats as
+/// expired).
+pub fn token_expiration(secret: &Secret) -> Option<Timestamp> {
+    let ByteString(bytes) = secret.data.as_ref()?.get(BOOTSTRAP_TOKEN_EXPIRATION_KEY)?;
+    std::str::from_utf8(bytes).ok()?.parse().ok()
+}
+
+/// One thing to do with a spoke's bootstrap token Secret.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TokenUpkeep {
+    /// Set the Secret's `expiration` to this instant.
+    Extend { secret: String, until: Timestamp },
+    /// Delete the Secret.
+    Delete { secret: String },
+}
+
+/// What to do with a spoke's bootstrap token Secrets at `now`. `bootstrapped`: the spoke has
+/// joined and its agent holds a certificate it can keep using, so it needs no token any more
+/// (renewals are requested by the certificate itself). Otherwise each token whose expiration is
+/// less than a quarter of [`BOOTSTRAP_TOKEN_TTL`] away (or past, or unreadable, or missing) is
+/// extended to a full lifetime from `now`.
+pub fn token_upkeep(tokens: &[Secret], bootstrapped: bool, now: Timestamp) -> Vec<TokenUpkeep> {
+    let name = |secret: &Secret| secret.metadata.name.clone().unwrap_or_default();
+    if bootstrapped {
+        return tokens
+            .iter()
+            .map(|token| TokenUpkeep::Delete {
+                secret: name(token),
+            })
+            .collect();
+    }
+    let renew_within =
+        SignedDuration::try_from(BOOTSTRAP_TOKEN_TTL / 4).unwrap_or(SignedDuration::MAX);
+    let until = now
+        .checked_add(BOOTSTRAP_TOKEN_TTL)
+        .unwrap_or(Timestamp::MAX);
+    tokens
+        .iter()
+        .filter(|token| {
+            token_expiration(token).is_none_or(|expires| expires.duration_since(now) < renew_within)
+        })
+        .map(|token| TokenUpkeep::Extend {
+            secret: name(token),
+            until,
+        })
+        .collect()
+}
+
+/// The merge patch setting a token Secret's `expiration` to `until`.
+pub fn expiration_patch(until: Timestamp) -> serde_json::Value {
+    let encoded = base64::engine::general_purpose::STANDARD.encode(rfc3339(until));
+    json!({"data": {BOOTSTRAP_TOKEN_EXPIRATION_KEY: encoded}})
+}
+
 /// A kubeconfig reaching the hub at `server_url` (trusting `ca_pem`) with a bootstrap `token`
 /// (`<id>.<secret>`): what the spoke's `bootstrap-hub-kubeconfig` Secret holds.
 pub fn bootstrap_kubeconfig(server_url: &str, ca_pem: &str, token: &str) -> String {
@@ -116,8 +199,10 @@ pub fn bootstrap_kubeconfig(server_url: &str, ca_pem: &str, token: &str) -> Stri
     serde_json::to_string_pretty(&doc).unwrap_or_default()
 }
 
-/// The hub-wide ClusterRole of bootstrap token holders (OCM's bootstrap role, no more): create a
-/// ManagedCluster and read ManagedClusters, create and read CSRs.
+/// The hub-wide ClusterRole of bootstrap token holders, less than OCM's bootstrap role: create a
+/// ManagedCluster and get one by name; create a CSR, get one by name and watch one (the agent
+/// narrows its watch to its own CSR's name). No list of either, no watch of ManagedClusters, no
+/// clusterset join: a token holder cannot see the fleet.
 pub fn bootstrap_cluster_role() -> ClusterRole {
     let rule = |group: &str, resource: &str, verbs: &[&str]| PolicyRule {
         api_groups: Some(vec![group.to_string()]),
@@ -134,12 +219,12 @@ pub fn bootstrap_cluster_role() -> ClusterRole {
             rule(
                 "cluster.open-cluster-management.io",
                 "managedclusters",
-                &["create", "get", "list", "watch"],
+                &["create", "get"],
             ),
             rule(
                 "certificates.k8s.io",
                 "certificatesigningrequests",
-                &["create", "get", "list", "watch"],
+                &["create", "get", "watch"],
             ),
         ]),
         ..ClusterRole::default()
@@ -212,7 +297,8 @@ mod tests {
 
     #[test]
     fn token_secret_is_a_bootstrap_token_of_one_cluster() {
-        let secret = token_secret("spoke-a", "abc123", "0123456789abcdef");
+        let expires = Timestamp::from_second(1_800_000_000).unwrap();
+        let secret = token_secret("spoke-a", "abc123", "0123456789abcdef", expires);
         assert_eq!(
             secret.metadata.name.as_deref(),
             Some("bootstrap-token-abc123")
@@ -227,6 +313,74 @@ mod tests {
         assert_eq!(data(&secret, "token-secret"), "0123456789abcdef");
         assert_eq!(data(&secret, "usage-bootstrap-authentication"), "true");
         assert_eq!(data(&secret, "auth-extra-groups"), BOOTSTRAP_GROUP);
+        assert_eq!(data(&secret, "expiration"), "2027-01-15T08:00:00Z");
+        assert_eq!(token_expiration(&secret), Some(expires));
+    }
+
+    #[test]
+    fn tokens_are_extended_in_their_last_quarter_and_deleted_once_the_spoke_holds_its_certificate()
+    {
+        let now = Timestamp::from_second(1_800_000_000).unwrap();
+        let expiring_in = |hours: i64| {
+            let expires = now.checked_add(SignedDuration::from_hours(hours)).unwrap();
+            token_secret(
+                "spoke-a",
+                &format!("tok{hours:03}"),
+                "0123456789abcdef",
+                expires,
+            )
+        };
+        let mut unlimited = expiring_in(24);
+        unlimited
+            .data
+            .as_mut()
+            .unwrap()
+            .remove(BOOTSTRAP_TOKEN_EXPIRATION_KEY);
+        let tokens = [
+            expiring_in(24),
+            expiring_in(7),
+            expiring_in(5),
+            expiring_in(-1),
+            unlimited,
+        ];
+        let until = now.checked_add(BOOTSTRAP_TOKEN_TTL).unwrap();
+        let extended: Vec<TokenUpkeep> = token_upkeep(&tokens, false, now);
+        assert_eq!(
+            extended,
+            [
+                "bootstrap-token-tok005",
+                "bootstrap-token-tok-01",
+                "bootstrap-token-tok024"
+            ]
+            .map(|secret| TokenUpkeep::Extend {
+                secret: secret.to_string(),
+                until
+            })
+        );
+        let deleted = token_upkeep(&tokens[..2], true, now);
+        assert_eq!(
+            deleted,
+            ["bootstrap-token-tok024", "bootstrap-token-tok007"].map(|secret| {
+                TokenUpkeep::Delete {
+                    secret: secret.to_string(),
+                }
+            })
+        );
+        let mut renewed = tokens[2].clone();
+        let patch = expiration_patch(until);
+        let encoded = patch["data"][BOOTSTRAP_TOKEN_EXPIRATION_KEY]
+            .as_str()
+            .unwrap();
+        renewed.data.as_mut().unwrap().insert(
+            BOOTSTRAP_TOKEN_EXPIRATION_KEY.to_string(),
+            ByteString(
+                base64::engine::general_purpose::STANDARD
+                    .decode(encoded)
+                    .unwrap(),
+            ),
+        );
+        assert_eq!(token_expiration(&renewed), Some(until));
+        assert!(token_upkeep(&[renewed], false, now).is_empty());
     }
 
     #[test]
@@ -275,12 +429,21 @@ mod tests {
                 }
             }
         }
-        assert!(
-            granted
-                .iter()
-                .all(|(_, verb)| { ["create", "get", "list", "watch"].contains(&verb.as_str()) })
+        let granted: Vec<(&str, &str)> = granted
+            .iter()
+            .map(|(resource, verb)| (resource.as_str(), verb.as_str()))
+            .collect();
+        assert_eq!(
+            granted,
+            [
+                ("managedclusters", "create"),
+                ("managedclusters", "get"),
+                ("certificatesigningrequests", "create"),
+                ("certificatesigningrequests", "get"),
+                ("certificatesigningrequests", "watch"),
+            ],
+            "no list of anything, no watch of ManagedClusters"
         );
-        assert_eq!(granted.len(), 8);
         let binding = bootstrap_cluster_role_binding();
         assert_eq!(binding.subjects.unwrap()[0].name, BOOTSTRAP_GROUP);
         assert_eq!(binding.role_ref.name, BOOTSTRAP_ROLE_NAME);

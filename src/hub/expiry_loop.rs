@@ -157,7 +157,7 @@ async fn reconcile(
             verdict = judge_cluster_lease(&cluster, lease.as_ref(), now);
         }
     }
-    reconcile_taints(&clusters, &cluster, now).await?;
+    reconcile_taints(&clusters, &cluster).await?;
     if let LeaseVerdict::Fresh { .. } = verdict
         && let Some(renewed) = lease
             .as_ref()
@@ -213,14 +213,11 @@ async fn report_clock(
 async fn reconcile_taints(
     clusters: &Api<ManagedCluster>,
     cluster: &ManagedCluster,
-    now: Timestamp,
 ) -> Result<(), HubError> {
     let name = cluster.name_any();
-    let Some(taints) = reconcile_availability_taints(
-        &cluster.spec.taints,
-        cluster.condition(CONDITION_AVAILABLE),
-        now,
-    ) else {
+    let Some(taints) =
+        reconcile_availability_taints(&cluster.spec.taints, cluster.condition(CONDITION_AVAILABLE))
+    else {
         return Ok(());
     };
     let patch = json!({

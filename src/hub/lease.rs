@@ -216,12 +216,11 @@ pub fn availability_taint_key(available: Option<&Condition>) -> Option<&'static 
 
 /// The cluster's taints after bringing the availability taints in line with its Available
 /// condition, or `None` when they already are (so the loop writes nothing). Other taints are kept
-/// as they are; a taint already present keeps its `timeAdded`, a new one gets `now` and effect
-/// NoSelect.
+/// as they are; a taint already present keeps its `timeAdded`, a new one gets effect NoSelect and
+/// no `timeAdded`, which the server sets (OCM's webhook refuses one from a client).
 pub fn reconcile_availability_taints(
     taints: &[Taint],
     available: Option<&Condition>,
-    now: Timestamp,
 ) -> Option<Vec<Taint>> {
     let wanted = availability_taint_key(available);
     let is_availability_taint = |key: &str| key == TAINT_UNREACHABLE || key == TAINT_UNAVAILABLE;
@@ -237,7 +236,7 @@ pub fn reconcile_availability_taints(
             key: key.to_string(),
             value: None,
             effect: TaintEffect::NoSelect,
-            time_added: Some(Time(now)),
+            time_added: None,
         });
     }
     (updated != taints).then_some(updated)
@@ -259,6 +258,14 @@ mod tests {
             message: "said the agent".into(),
             observed_generation: None,
             last_transition_time: Time(at(0)),
+        }
+    }
+
+    /// A taint as the loop adds it: `timeAdded` is the server's to set.
+    fn new_taint(key: &str) -> Taint {
+        Taint {
+            time_added: None,
+            ..taint(key, 0)
         }
     }
 
@@ -419,24 +426,23 @@ mod tests {
         let other = taint("fleetform.io/terminating", 1);
         let taints = vec![other.clone(), taint(TAINT_UNAVAILABLE, 2)];
         let updated =
-            reconcile_availability_taints(&taints, Some(&available(STATUS_UNKNOWN)), at(9))
-                .unwrap();
-        assert_eq!(updated, vec![other, taint(TAINT_UNREACHABLE, 9)]);
+            reconcile_availability_taints(&taints, Some(&available(STATUS_UNKNOWN))).unwrap();
+        assert_eq!(updated, vec![other, new_taint(TAINT_UNREACHABLE)]);
         assert_eq!(updated[1].effect, TaintEffect::NoSelect);
     }
 
     #[test]
     fn cluster_without_available_condition_is_unreachable() {
-        let updated = reconcile_availability_taints(&[], None, at(3)).unwrap();
-        assert_eq!(updated, vec![taint(TAINT_UNREACHABLE, 3)]);
+        let updated = reconcile_availability_taints(&[], None).unwrap();
+        assert_eq!(updated, vec![new_taint(TAINT_UNREACHABLE)]);
     }
 
     #[test]
     fn unavailable_cluster_gets_the_unavailable_taint_only() {
         let taints = vec![taint(TAINT_UNREACHABLE, 2)];
         let updated =
-            reconcile_availability_taints(&taints, Some(&available(STATUS_FALSE)), at(9)).unwrap();
-        assert_eq!(updated, vec![taint(TAINT_UNAVAILABLE, 9)]);
+            reconcile_availability_taints(&taints, Some(&available(STATUS_FALSE))).unwrap();
+        assert_eq!(updated, vec![new_taint(TAINT_UNAVAILABLE)]);
     }
 
     #[test]
@@ -448,7 +454,7 @@ mod tests {
             taint(TAINT_UNAVAILABLE, 3),
         ];
         let updated =
-            reconcile_availability_taints(&taints, Some(&available(STATUS_TRUE)), at(9)).unwrap();
+            reconcile_availability_taints(&taints, Some(&available(STATUS_TRUE))).unwrap();
         assert_eq!(updated, vec![other]);
     }
 
@@ -456,12 +462,12 @@ mod tests {
     fn taints_already_in_line_are_not_rewritten() {
         let taints = vec![taint(TAINT_UNREACHABLE, 2)];
         assert_eq!(
-            reconcile_availability_taints(&taints, Some(&available(STATUS_UNKNOWN)), at(9)),
+            reconcile_availability_taints(&taints, Some(&available(STATUS_UNKNOWN))),
             None,
             "the existing taint keeps its timeAdded, so nothing changes"
         );
         assert_eq!(
-            reconcile_availability_taints(&[], Some(&available(STATUS_TRUE)), at(9)),
+            reconcile_availability_taints(&[], Some(&available(STATUS_TRUE))),
             None
         );
     }

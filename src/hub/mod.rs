@@ -6,17 +6,19 @@
 //!   cluster's addons; the one instant the loop must wake up next.
 //! - [`observer`]: Krake's cluster observer for `availability.mode: poll` spokes — its eight states,
 //!   backoff and node health — and the same state names derived from lease-mode conditions.
+//! - [`acceptance`]: whether the hub accepts a cluster (declared in git, or auto-approved) and
+//!   which certificates' users its RBAC binds (those of its current join only).
 //! - [`approval`]: whether the hub approves, denies or leaves alone a registration or addon CSR,
 //!   with the reason that goes into the CSR's condition; [`signing`]: whether the hub signs an
 //!   addon CSR of a custom signer itself, and with which CA.
 //! - [`bootstrap`]: the per-spoke bootstrap token Secret, the bootstrap kubeconfig and the
-//!   hub-wide bootstrap RBAC.
+//!   hub-wide bootstrap RBAC, and when a spoke's token is renewed or deleted.
 //!
 //! The live loops around them, which own the watches, timers and writes and decide nothing
 //! themselves:
 //!
-//! - [`run`]: [`run::run`] starts the hub loops ([`HubConfig`]): [`accept_loop`] (namespace,
-//!   RBAC, lease and HubAcceptedManagedCluster of accepted clusters), [`expiry_loop`] (lease
+//! - [`run`]: [`run::run`] starts the hub loops ([`HubConfig`]): [`accept_loop`] (acceptance,
+//!   namespace, RBAC, lease and HubAcceptedManagedCluster of accepted clusters), [`expiry_loop`] (lease
 //!   expiry, availability taints, addons of Unknown clusters), [`approval_loop`] (registration
 //!   CSRs), [`signer_loop`] (addon CSRs: approval and custom signers), [`registrations_loop`]
 //!   (ManagedClusterAddOns' registrations from their AddOn documents) and [`observer_loop`]
@@ -30,6 +32,7 @@
 //! module must not talk to a cluster, read the clock or sleep.
 
 pub mod accept_loop;
+pub mod acceptance;
 pub mod approval;
 pub mod approval_loop;
 pub mod bootstrap;

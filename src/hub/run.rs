@@ -111,6 +111,7 @@ pub async fn run(config: HubConfig, shutdown: CancellationToken) {
     if clusters {
         tasks.push(tokio::spawn(super::accept_loop::run(
             ctx.clone(),
+            spokes,
             shutdown.clone(),
         )));
         let addons = crd_installed::<ManagedClusterAddOn>(

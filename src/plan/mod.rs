@@ -87,6 +87,10 @@ pub fn short_commit(commit: &str) -> &str {
 #[serde(rename_all = "camelCase")]
 pub struct ClusterRegistration {
     pub hub_accepts_client: bool,
+    /// HubAcceptedManagedCluster is True: the hub's accept loop accepted it (`hubAcceptsClient`
+    /// alone is not acceptance: anyone who may create a ManagedCluster may set it).
+    #[serde(default)]
+    pub accepted: bool,
 }
 
 /// The observed state of every hub the caller could reach, by hub name.
@@ -532,7 +536,7 @@ fn plan_hub(fleet: &Fleet, hub_name: &str, observed: &ObservedHub, guard: PruneG
         .clusters
         .iter()
         .filter(|(name, cluster)| {
-            !cluster.hub_accepts_client
+            !(cluster.hub_accepts_client && cluster.accepted)
                 && fleet
                     .spokes
                     .get(*name)

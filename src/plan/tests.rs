@@ -111,6 +111,7 @@ fn converged(fleet: &Fleet) -> Observed {
                 name.clone(),
                 ClusterRegistration {
                     hub_accepts_client: true,
+                    accepted: true,
                 },
             )
         })
@@ -355,9 +356,17 @@ fn clusters_that_asked_to_join_but_are_not_in_git_are_listed() {
         .unwrap()
         .clusters
         .insert("stranger".into(), ClusterRegistration::default());
+    // It set hubAcceptsClient itself (a hub without OCM's webhook lets it): still not accepted.
+    observed.get_mut("hub").unwrap().clusters.insert(
+        "self-accepted".into(),
+        ClusterRegistration {
+            hub_accepts_client: true,
+            accepted: false,
+        },
+    );
     let plan = plan(&fleet, origin(), &observed, guard());
-    assert_eq!(plan.hubs[0].pending_clusters, ["stranger"]);
-    assert!(plan.summary().contains("1 cluster waiting outside git"));
+    assert_eq!(plan.hubs[0].pending_clusters, ["self-accepted", "stranger"]);
+    assert!(plan.summary().contains("2 clusters waiting outside git"));
 }
 
 #[test]

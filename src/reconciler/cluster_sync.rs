@@ -7,8 +7,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
@@ -72,13 +70,10 @@ pub fn drifted(cluster: &ManagedCluster, wanted: &WantedCluster<'_>) -> bool {
 }
 
 /// The merge patch that brings the ManagedCluster in line (guarded by its resourceVersion, since
-/// it replaces the taint list others write too), with `hubAcceptsClient` when accepting.
-pub fn patch(
-    cluster: &ManagedCluster,
-    wanted: &WantedCluster<'_>,
-    accept: bool,
-    now: Timestamp,
-) -> Value {
+/// it replaces the taint list others write too), with `hubAcceptsClient` when accepting. Taints
+/// already there keep their `timeAdded`; new ones carry none: the server sets it (OCM's webhook
+/// refuses one from a client).
+pub fn patch(cluster: &ManagedCluster, wanted: &WantedCluster<'_>, accept: bool) -> Value {
     let mut labels = serde_json::Map::new();
     for key in owned_keys(cluster, ANNOTATION_SPOKE_LABELS) {
         if !wanted.labels.contains_key(&key) {
@@ -106,7 +101,7 @@ pub fn patch(
             key: want.key.clone(),
             value: want.value.clone(),
             effect: want.effect,
-            time_added: Some(Time(now)),
+            time_added: None,
         }));
     }
     let mut spec = json!({
@@ -129,8 +124,9 @@ pub fn patch(
     })
 }
 
-/// The merge patch adding the taint `key` (effect NoSelect) unless it is there.
-pub fn add_taint(cluster: &ManagedCluster, key: &str, now: Timestamp) -> Option<Value> {
+/// The merge patch adding the taint `key` (effect NoSelect, `timeAdded` the server's) unless it
+/// is there.
+pub fn add_taint(cluster: &ManagedCluster, key: &str) -> Option<Value> {
     if cluster.spec.taints.iter().any(|taint| taint.key == key) {
         return None;
     }
@@ -139,7 +135,7 @@ pub fn add_taint(cluster: &ManagedCluster, key: &str, now: Timestamp) -> Option<
         key: key.to_string(),
         value: None,
         effect: TaintEffect::NoSelect,
-        time_added: Some(Time(now)),
+        time_added: None,
     });
     Some(json!({
         "metadata": {"resourceVersion": cluster.resource_version()},
@@ -197,10 +193,7 @@ mod tests {
         })));
         assert!(drifted(&start, &wanted));
         let mut value = serde_json::to_value(&start).unwrap();
-        json_merge(
-            &mut value,
-            &patch(&start, &wanted, true, Timestamp::UNIX_EPOCH),
-        );
+        json_merge(&mut value, &patch(&start, &wanted, true));
         start = serde_json::from_value(value).unwrap();
         assert!(!drifted(&start, &wanted));
         assert!(start.hub_accepts_client());
@@ -214,10 +207,7 @@ mod tests {
         };
         assert!(drifted(&start, &dropped));
         let mut value = serde_json::to_value(&start).unwrap();
-        json_merge(
-            &mut value,
-            &patch(&start, &dropped, false, Timestamp::UNIX_EPOCH),
-        );
+        json_merge(&mut value, &patch(&start, &dropped, false));
         let after: ManagedCluster = serde_json::from_value(value).unwrap();
         assert!(!drifted(&after, &dropped));
         assert!(!after.labels().contains_key("env"));
@@ -234,12 +224,7 @@ mod tests {
             lease_duration_seconds: 60,
             taints: &[],
         };
-        let start = cluster(Some(&patch(
-            &cluster(None),
-            &wanted,
-            false,
-            Timestamp::UNIX_EPOCH,
-        )));
+        let start = cluster(Some(&patch(&cluster(None), &wanted, false)));
         assert!(!drifted(&start, &wanted));
         wanted.lease_duration_seconds = 5;
         assert!(drifted(&start, &wanted));
@@ -248,8 +233,8 @@ mod tests {
     #[test]
     fn add_taint_is_idempotent() {
         let start = cluster(None);
-        let patched = add_taint(&start, "fleetform.io/terminating", Timestamp::UNIX_EPOCH).unwrap();
+        let patched = add_taint(&start, "fleetform.io/terminating").unwrap();
         let tainted = cluster(Some(&patched));
-        assert!(add_taint(&tainted, "fleetform.io/terminating", Timestamp::UNIX_EPOCH).is_none());
+        assert!(add_taint(&tainted, "fleetform.io/terminating").is_none());
     }
 }

@@ -19,11 +19,12 @@ use super::install::{
 };
 use super::lifecycle::Facts;
 use crate::access::Reached;
+use crate::agent::hub_identity::{HubIdentity, bootstrap_fingerprint};
 use crate::api::fleet::{AddOn, Hub, Spoke};
 use crate::api::vocabulary::{
     AGENT_NAMESPACE, ANNOTATION_FORCE_UNJOIN, BOOTSTRAP_HUB_KUBECONFIG_SECRET, CONDITION_AVAILABLE,
-    CONDITION_PIVOT_COMPLETE, HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG, LABEL_CLUSTER_NAME,
-    STATUS_TRUE,
+    CONDITION_PIVOT_COMPLETE, HUB_KUBECONFIG_SECRET, HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG,
+    LABEL_CLUSTER_NAME, STATUS_TRUE,
 };
 use crate::api::{ManagedCluster, ManagedClusterAddOn, ManifestWork, is_condition_true};
 use crate::hub::approval_loop::BOOTSTRAP_TOKEN_NAMESPACE;
@@ -38,8 +39,14 @@ pub(crate) struct Gathered {
     pub facts: Facts,
     pub effective: EffectiveSpoke,
     pub cluster: Option<ManagedCluster>,
-    /// The hub's bootstrap token Secrets of this spoke.
+    /// The hub's bootstrap token Secrets of this spoke (not listed once the spoke is bootstrapped
+    /// and they were seen gone).
     pub tokens: Vec<Secret>,
+    /// The spoke has joined and its agent holds a certificate it can keep using: it needs no
+    /// bootstrap token.
+    pub bootstrapped: bool,
+    /// The spoke's bootstrap kubeconfig reaches the hub as the hub would write it now.
+    pub bootstrap_current: bool,
 }
 
 /// The AddOn documents as the hub holds them: ClusterManagementAddOns carrying their spec.
@@ -65,8 +72,10 @@ pub(crate) async fn addons(hub: &Client) -> Result<BTreeMap<String, AddOn>, Reco
         .collect())
 }
 
-/// Gathers the facts about `spoke` of `hub`. `spoke_client` is consulted only while the hub owns
-/// the agent (before the pivot, for a hub-as-spoke) — afterwards the agent reports itself.
+/// Gathers the facts about `spoke` of `hub`. The spoke is read unless its agent unjoins by itself
+/// (after the pivot, the agent reports itself; the hub only puts back what was removed or
+/// changed there). `tokens_cleared`: this process saw the spoke's tokens deleted after it
+/// joined, so a bootstrapped spoke's tokens need not be listed again.
 pub(crate) async fn gather(
     client: &Client,
     spokes: &SpokeClients,
@@ -74,6 +83,7 @@ pub(crate) async fn gather(
     hub: &Hub,
     endpoint: &HubEndpoint,
     addon_docs: &BTreeMap<String, AddOn>,
+    tokens_cleared: bool,
 ) -> Result<Gathered, ReconcileError> {
     let name = spoke.name_any();
     let effective = effective(spoke, hub, addon_docs);
@@ -110,15 +120,7 @@ pub(crate) async fn gather(
     let pivoted = is_condition_true(status_conditions, CONDITION_PIVOT_COMPLETE);
     let hub_as_spoke = spoke.spec.is_hub_as_spoke();
     let deleting = spoke.metadata.deletion_timestamp.is_some();
-    // Lists by label are filtered on the server but cost it every object of the kind, so a
-    // pass only makes those it needs: tokens while the hub owns the agent or cleans up, CSRs
-    // only when cleaning up.
     let by_cluster = ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}={name}"));
-    let tokens = if !pivoted || hub_as_spoke || deleting {
-        tokens(client, &name).await?
-    } else {
-        Vec::new()
-    };
     let csrs = if deleting {
         Api::<CertificateSigningRequest>::all(client.clone())
             .list(&by_cluster)
@@ -135,42 +137,59 @@ pub(crate) async fn gather(
 
     // The hub looks at the spoke while it owns the agent, and afterwards to put back what was
     // removed or changed there; not while the agent unjoins by itself.
-    let mut agent_installed = pivoted;
-    let mut agent_outdated = false;
-    let mut agent_drifted = false;
+    let mut on_spoke = None;
     if !deleting || !pivoted || hub_as_spoke {
-        let on_spoke = match spokes.get(spoke, client).await {
+        let read = match spokes.get(spoke, client).await {
             Ok(reached) => {
                 let spoke_url = reached.url.as_deref().unwrap_or(&endpoint.server);
                 let desired = agent_deployment(&name, &effective, Some(spoke_url));
-                SpokeAgent::read(&reached, &desired, endpoint)
+                SpokeAgent::read(&reached, &name, &desired, endpoint)
                     .await
-                    .map(|on_spoke| (on_spoke, desired))
+                    .map(|read| (read, desired))
             }
             Err(err) => Err(ReconcileError::Access(err)),
         };
-        if on_spoke.is_err() {
+        if read.is_err() {
             spokes.forget(&name);
         }
-        match on_spoke {
-            Ok((on_spoke, desired)) => {
-                agent_installed = on_spoke.installed() && (pivoted || !tokens.is_empty());
-                agent_outdated = on_spoke
-                    .deployment
-                    .as_ref()
-                    .is_some_and(|current| !deployment_current(current, &desired));
-                // After the pivot a new version is the agent's to roll out; anything else
-                // that differs was changed on the spoke.
-                agent_drifted = on_spoke.installed()
-                    && (!on_spoke.bootstrap_current
-                        || (on_spoke.edited && (!pivoted || !agent_outdated)));
-            }
+        match read {
+            Ok(read) => on_spoke = Some(read),
             // A spoke that cannot be reached must not hold its own deletion forever.
             Err(err) if deleting => {
                 tracing::warn!(%err, "the spoke cannot be reached; taking its agent for gone");
             }
             Err(err) => return Err(err),
         }
+    }
+    // The spoke needs no bootstrap token any more: it has joined and its agent holds a
+    // certificate it can keep using (and renew by itself).
+    let bootstrapped = cluster.as_ref().is_some_and(|c| c.is_joined())
+        && on_spoke
+            .as_ref()
+            .is_some_and(|(on_spoke, _)| on_spoke.identity_held);
+    // Lists by label are filtered on the server but cost it every object of the kind, so a
+    // pass only makes those it needs: tokens unless the spoke is bootstrapped and its tokens
+    // were seen gone (cleaning up removes them too), CSRs only when cleaning up.
+    let tokens = if deleting || !bootstrapped || !tokens_cleared {
+        tokens(client, &name).await?
+    } else {
+        Vec::new()
+    };
+    let mut agent_installed = pivoted;
+    let mut agent_outdated = false;
+    let mut agent_drifted = false;
+    let mut bootstrap_current = false;
+    if let Some((on_spoke, desired)) = &on_spoke {
+        agent_installed = on_spoke.installed() && (bootstrapped || !tokens.is_empty());
+        agent_outdated = on_spoke
+            .deployment
+            .as_ref()
+            .is_some_and(|current| !deployment_current(current, desired));
+        // After the pivot a new version is the agent's to roll out; anything else that differs
+        // was changed on the spoke.
+        agent_drifted = on_spoke.installed()
+            && (!on_spoke.bootstrap_current || (on_spoke.edited && (!pivoted || !agent_outdated)));
+        bootstrap_current = on_spoke.bootstrap_current;
     }
 
     let wanted = WantedCluster {
@@ -218,6 +237,8 @@ pub(crate) async fn gather(
         effective,
         cluster,
         tokens,
+        bootstrapped,
+        bootstrap_current,
     })
 }
 
@@ -250,6 +271,9 @@ struct SpokeAgent {
     bootstrap_secret: bool,
     /// The bootstrap kubeconfig reaches the hub where it is now.
     bootstrap_current: bool,
+    /// `hub-kubeconfig-secret` holds a certificate the agent would keep using: of this cluster,
+    /// obtained with the current bootstrap kubeconfig, not expired.
+    identity_held: bool,
     deployment: Option<Deployment>,
     /// Applying the desired Deployment would change it: it was edited (or is outdated).
     edited: bool,
@@ -258,6 +282,7 @@ struct SpokeAgent {
 impl SpokeAgent {
     async fn read(
         reached: &Reached,
+        cluster: &str,
         desired: &Deployment,
         endpoint: &HubEndpoint,
     ) -> Result<Self, ReconcileError> {
@@ -279,12 +304,29 @@ impl SpokeAgent {
             .get_opt(BOOTSTRAP_HUB_KUBECONFIG_SECRET)
             .await
             .map_err(unreachable("the bootstrap secret"))?;
-        let bootstrap_current = bootstrap
+        let bootstrap_kubeconfig = bootstrap
             .as_ref()
             .and_then(|secret| secret.data.as_ref())
             .and_then(|data| data.get(HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG))
-            .and_then(|bytes| std::str::from_utf8(&bytes.0).ok())
-            .is_some_and(|kubeconfig| bootstrap_current(kubeconfig, endpoint));
+            .and_then(|bytes| std::str::from_utf8(&bytes.0).ok());
+        let bootstrap_current =
+            bootstrap_kubeconfig.is_some_and(|kubeconfig| bootstrap_current(kubeconfig, endpoint));
+        let identity = Api::<Secret>::namespaced(spoke.clone(), AGENT_NAMESPACE)
+            .get_opt(HUB_KUBECONFIG_SECRET)
+            .await
+            .map_err(unreachable("the agent's hub identity"))?;
+        let identity_held =
+            identity
+                .zip(bootstrap_kubeconfig)
+                .is_some_and(|(identity, bootstrap)| {
+                    HubIdentity::from_secret(
+                        &identity,
+                        cluster,
+                        &bootstrap_fingerprint(bootstrap),
+                        Timestamp::now(),
+                    )
+                    .is_ok()
+                });
         let deployments = Api::<Deployment>::namespaced(spoke.clone(), AGENT_NAMESPACE);
         let deployment = deployments
             .get_opt(AGENT_DEPLOYMENT)
@@ -300,6 +342,7 @@ impl SpokeAgent {
             namespace,
             bootstrap_secret: bootstrap.is_some(),
             bootstrap_current,
+            identity_held,
             deployment,
             edited,
         })

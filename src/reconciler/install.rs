@@ -22,7 +22,6 @@ use crate::api::vocabulary::{
     AGENT_NAMESPACE, BOOTSTRAP_HUB_KUBECONFIG_SECRET, HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG,
     LABEL_CLUSTER_NAME,
 };
-use crate::hub::approval::cluster_group;
 use crate::hub::approval_loop::BOOTSTRAP_TOKEN_ID_KEY;
 use crate::hub::bootstrap::{BOOTSTRAP_TOKEN_SECRET_KEY, BootstrapToken};
 use crate::plan::desired::{EffectiveSpoke, MANAGED_BY, MANAGED_BY_LABEL, stable_hash};
@@ -450,8 +449,16 @@ pub fn agent_hub_role(cluster: &str, hub: &str) -> Role {
     .unwrap_or_default()
 }
 
-/// Binds [`agent_hub_role`] to the cluster's agents (the group of their certificates).
-pub fn agent_hub_role_binding(cluster: &str) -> RoleBinding {
+/// Binds [`agent_hub_role`] to `users`, the certificates of the cluster's current join (the
+/// accept loop writes it as it binds the cluster's other RBAC: see [`crate::hub::acceptance`]).
+pub fn agent_hub_role_binding<'a>(
+    cluster: &str,
+    users: impl IntoIterator<Item = &'a String>,
+) -> RoleBinding {
+    let subjects: Vec<Value> = users
+        .into_iter()
+        .map(|user| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}))
+        .collect();
     from_json(json!({
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
@@ -461,7 +468,7 @@ pub fn agent_hub_role_binding(cluster: &str) -> RoleBinding {
             "labels": managed_labels([(LABEL_CLUSTER_NAME, cluster)]),
         },
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": agent_hub_role_name(cluster)},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": cluster_group(cluster)}],
+        "subjects": subjects,
     }))
     .unwrap_or_default()
 }

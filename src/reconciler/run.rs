@@ -7,7 +7,7 @@
 //! A second controller keeps Hubs: their finalizer, phase, and on deletion the cascade to their
 //! spokes first.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -48,7 +48,10 @@ use crate::api::vocabulary::{
 use crate::api::{ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn, ManifestWork};
 use crate::events::{self, EventType, Reporter};
 use crate::hub::approval_loop::BOOTSTRAP_TOKEN_NAMESPACE;
-use crate::hub::bootstrap::BootstrapToken;
+use crate::hub::bootstrap::{
+    BOOTSTRAP_TOKEN_TTL, BootstrapToken, TokenUpkeep, expiration_patch, token_expiration,
+    token_secret, token_upkeep,
+};
 use crate::hub::conditions::{is_not_found, set_conditions};
 
 /// Field manager of the reconciler's writes.
@@ -154,11 +157,20 @@ struct Context {
     events: Reporter,
     /// Spokes whose last passes failed: how many times in a row, and the last error's text.
     failures: Mutex<HashMap<String, (u32, String)>>,
+    /// Spokes that joined and whose bootstrap tokens this process saw deleted: their tokens are
+    /// not listed again while they stay joined.
+    tokens_cleared: Mutex<HashSet<String>>,
 }
 
 impl Context {
     fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u32, String)>> {
         self.failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn tokens_cleared(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.tokens_cleared
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -187,6 +199,7 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
         config,
         spokes: store.clone(),
         failures: Mutex::default(),
+        tokens_cleared: Mutex::default(),
     });
     let in_namespace = |namespace: Option<String>| {
         namespace.map(|name| ObjectRef::<Spoke>::new(&name).within(SYSTEM_NAMESPACE))
@@ -389,8 +402,17 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
     };
     let endpoint = hub_endpoint_of(client, &hub, &ctx.config.known_endpoint).await?;
     let addon_docs = facts::addons(client).await?;
-    let gathered =
-        facts::gather(client, &ctx.clients, &spoke, &hub, &endpoint, &addon_docs).await?;
+    let tokens_cleared = ctx.tokens_cleared().contains(&spoke.name_any());
+    let gathered = facts::gather(
+        client,
+        &ctx.clients,
+        &spoke,
+        &hub,
+        &endpoint,
+        &addon_docs,
+        tokens_cleared,
+    )
+    .await?;
     let decision = decide(&gathered.facts);
     let mut blocked = None;
     // Finalizers go in one write: each write changes the resourceVersion the next is guarded by.
@@ -441,6 +463,13 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
         info!(?action, "lifecycle");
         carry_out(ctx, &spoke, &hub, &endpoint, &gathered, action).await?;
     }
+    let installed = decision
+        .actions
+        .iter()
+        .any(|action| matches!(action, Action::InstallAgent | Action::UpgradeAgent));
+    if !gathered.facts.deleting && !installed {
+        keep_tokens(ctx, &spoke.name_any(), &gathered).await?;
+    }
     let conditions = spoke_conditions(&gathered, &decision, unjoined_by_hub.as_deref());
     write_status(client, &spoke, decision.phase, &conditions).await?;
     let until_wake = decision.wake_at.map(|at| {
@@ -458,6 +487,33 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
     } else {
         Requeue::requeue(RESYNC)
     })
+}
+
+/// Renews the spoke's bootstrap tokens while it has not joined, deletes them once it holds its
+/// certificate (see [`token_upkeep`]).
+async fn keep_tokens(ctx: &Context, name: &str, gathered: &Gathered) -> Result<(), ReconcileError> {
+    let secrets = Api::<Secret>::namespaced(ctx.config.client.clone(), BOOTSTRAP_TOKEN_NAMESPACE);
+    for step in token_upkeep(&gathered.tokens, gathered.bootstrapped, Timestamp::now()) {
+        match step {
+            TokenUpkeep::Extend { secret, until } => {
+                merge(&secrets, &secret, &expiration_patch(until)).await?;
+                info!(token = secret, %until, "bootstrap token renewed: the spoke has not joined yet");
+            }
+            TokenUpkeep::Delete { secret } => {
+                delete(&secrets, &secret).await?;
+                info!(
+                    token = secret,
+                    "bootstrap token deleted: the spoke holds its certificate"
+                );
+            }
+        }
+    }
+    if gathered.bootstrapped {
+        ctx.tokens_cleared().insert(name.to_string());
+    } else {
+        ctx.tokens_cleared().remove(name);
+    }
+    Ok(())
 }
 
 /// The endpoint agents of `hub` use: its document's, or what this process knows, with the CA
@@ -659,7 +715,6 @@ async fn carry_out(
 ) -> Result<(), ReconcileError> {
     let client = &ctx.config.client;
     let name = spoke.name_any();
-    let now = Timestamp::now();
     match action {
         Action::RemoveFinalizer(finalizer) => {
             set_finalizer(&spokes_api(client), spoke, finalizer, false)
@@ -682,14 +737,14 @@ async fn carry_out(
                 lease_duration_seconds: gathered.effective.lease_duration_seconds,
                 taints: &spoke.spec.taints,
             };
-            let patch = cluster_sync::patch(cluster, &wanted, true, now);
+            let patch = cluster_sync::patch(cluster, &wanted, true);
             merge(&Api::<ManagedCluster>::all(client.clone()), &name, &patch).await
         }
         Action::AddTaint(key) => {
             let Some(cluster) = &gathered.cluster else {
                 return Ok(());
             };
-            match cluster_sync::add_taint(cluster, key, now) {
+            match cluster_sync::add_taint(cluster, key) {
                 Some(patch) => {
                     merge(&Api::<ManagedCluster>::all(client.clone()), &name, &patch).await
                 }
@@ -749,29 +804,16 @@ async fn install_agent(
         .map_err(ReconcileError::Access)?;
     let spoke_client = reached.client.clone();
     let spoke_url = reached.url.as_deref().unwrap_or(&endpoint.server);
-    // A pass after the pivot does not list tokens; putting the agent back needs one.
-    let tokens = if gathered.tokens.is_empty() {
-        facts::tokens(client, &name).await?
+    // A spoke that holds its certificate keeps the bootstrap kubeconfig it has (its token is
+    // gone); any other needs a token.
+    let kubeconfig = if gathered.bootstrapped && gathered.bootstrap_current {
+        None
     } else {
-        gathered.tokens.clone()
+        Some(install::bootstrap_kubeconfig(
+            endpoint,
+            &bootstrap_token(client, &name, gathered).await?,
+        ))
     };
-    let token = match tokens.iter().find_map(install::stored_token) {
-        Some(token) => token,
-        None => {
-            let token = BootstrapToken::generate();
-            let secret = crate::hub::bootstrap::token_secret(&name, &token.id, &token.secret);
-            Api::<Secret>::namespaced(client.clone(), BOOTSTRAP_TOKEN_NAMESPACE)
-                .create(&PostParams::default(), &secret)
-                .await
-                .map_err(ReconcileError::kube(
-                    format!("bootstrap token of {name}"),
-                    "create",
-                ))?;
-            info!(token = token.id, "bootstrap token created");
-            token
-        }
-    };
-    let kubeconfig = install::bootstrap_kubeconfig(endpoint, &token);
     grant_spoke_access(client, &name, &hub.name_any()).await?;
     let on_spoke = |what: &'static str| {
         let at = reached.describe();
@@ -808,12 +850,14 @@ async fn install_agent(
     crate::deploy::install_crd(&spoke_client, &crate::api::cluster_claim_crd())
         .await
         .map_err(|err| ReconcileError::Spoke(err.to_string()))?;
-    apply_on(
-        &Api::<Secret>::namespaced(spoke_client.clone(), AGENT_NAMESPACE),
-        &install::bootstrap_hub_kubeconfig_secret(&kubeconfig),
-    )
-    .await
-    .map_err(on_spoke("the bootstrap kubeconfig"))?;
+    if let Some(kubeconfig) = &kubeconfig {
+        apply_on(
+            &Api::<Secret>::namespaced(spoke_client.clone(), AGENT_NAMESPACE),
+            &install::bootstrap_hub_kubeconfig_secret(kubeconfig),
+        )
+        .await
+        .map_err(on_spoke("the bootstrap kubeconfig"))?;
+    }
     apply_on(
         &Api::<Deployment>::namespaced(spoke_client, AGENT_NAMESPACE),
         &install::agent_deployment(&name, &gathered.effective, Some(spoke_url)),
@@ -827,31 +871,60 @@ async fn install_agent(
     Ok(())
 }
 
-/// Lets the spoke's agents read their Spoke and Hub and report on their Spoke.
+/// A bootstrap token of the spoke `name` that has not expired, or a new one (valid for
+/// [`BOOTSTRAP_TOKEN_TTL`]).
+async fn bootstrap_token(
+    client: &Client,
+    name: &str,
+    gathered: &Gathered,
+) -> Result<BootstrapToken, ReconcileError> {
+    // A pass after the pivot may not have listed tokens; putting the agent back needs one.
+    let tokens = if gathered.tokens.is_empty() {
+        facts::tokens(client, name).await?
+    } else {
+        gathered.tokens.clone()
+    };
+    let now = Timestamp::now();
+    let usable = tokens
+        .iter()
+        .filter(|token| token_expiration(token).is_none_or(|expires| expires > now))
+        .find_map(install::stored_token);
+    if let Some(token) = usable {
+        return Ok(token);
+    }
+    let token = BootstrapToken::generate();
+    let expires = now
+        .checked_add(BOOTSTRAP_TOKEN_TTL)
+        .unwrap_or(Timestamp::MAX);
+    let secret = token_secret(name, &token.id, &token.secret, expires);
+    Api::<Secret>::namespaced(client.clone(), BOOTSTRAP_TOKEN_NAMESPACE)
+        .create(&PostParams::default(), &secret)
+        .await
+        .map_err(ReconcileError::kube(
+            format!("bootstrap token of {name}"),
+            "create",
+        ))?;
+    info!(token = token.id, %expires, "bootstrap token created");
+    Ok(token)
+}
+
+/// The Role that lets the spoke's agents read their Spoke and Hub and report on their Spoke; the
+/// accept loop binds it to the certificates of the cluster's current join.
 async fn grant_spoke_access(
     client: &Client,
     cluster: &str,
     hub: &str,
 ) -> Result<(), ReconcileError> {
-    let failed = |what: &str| {
-        ReconcileError::kube(
-            format!("{what} {}", install::agent_hub_role_name(cluster)),
-            "apply",
-        )
-    };
     apply_on(
         &Api::<Role>::namespaced(client.clone(), SYSTEM_NAMESPACE),
         &install::agent_hub_role(cluster, hub),
     )
     .await
-    .map_err(failed("Role"))?;
-    apply_on(
-        &Api::<RoleBinding>::namespaced(client.clone(), SYSTEM_NAMESPACE),
-        &install::agent_hub_role_binding(cluster),
-    )
-    .await
     .map(|_| ())
-    .map_err(failed("RoleBinding"))
+    .map_err(ReconcileError::kube(
+        format!("Role {}", install::agent_hub_role_name(cluster)),
+        "apply",
+    ))
 }
 
 /// The spoke-side cleanup the agent would do, done by the hub; returns what happened, for the

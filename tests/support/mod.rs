@@ -14,14 +14,21 @@ use fleetform::api::ManagedCluster;
 use fleetform::api::fleet::{KubeconfigSource, SYSTEM_NAMESPACE, Spoke, SpokeSpec};
 use fleetform::api::vocabulary::{AGENT_NAMESPACE, BOOTSTRAP_HUB_KUBECONFIG_SECRET};
 use fleetform::hub::HubConfig;
-use fleetform::hub::bootstrap::{BootstrapToken, bootstrap_kubeconfig, token_secret};
+use fleetform::hub::bootstrap::{
+    BOOTSTRAP_TOKEN_TTL, BootstrapToken, bootstrap_kubeconfig, token_secret,
+};
 use fleetform_controlplane::RunningControlPlane;
+use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector;
 use kube::runtime::wait::await_condition;
+use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -184,7 +191,12 @@ impl Cluster {
         Api::<Secret>::namespaced(self.client.clone(), "kube-system")
             .create(
                 &PostParams::default(),
-                &token_secret(cluster, &token.id, &token.secret),
+                &token_secret(
+                    cluster,
+                    &token.id,
+                    &token.secret,
+                    Timestamp::now().checked_add(BOOTSTRAP_TOKEN_TTL).unwrap(),
+                ),
             )
             .await
             .expect("create the bootstrap token");
@@ -322,6 +334,48 @@ where
     .unwrap_or_else(|_| panic!("timed out waiting for {name}: {what}"))
     .unwrap_or_else(|err| panic!("watching {name}: {err}"));
     found.unwrap_or_else(|| panic!("{name} is gone while waiting for: {what}"))
+}
+
+/// Waits, by watch, until the objects (with `labels`, if any) satisfy `done`; fails after
+/// [`PATIENCE`].
+pub async fn wait_for_list<K>(
+    api: Api<K>,
+    labels: Option<&str>,
+    what: &str,
+    done: impl Fn(&[K]) -> bool,
+) -> Vec<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let mut config = watcher::Config::default();
+    if let Some(labels) = labels {
+        config = config.labels(labels);
+    }
+    let (reader, writer) = reflector::store();
+    let mut events = watcher(api, config).reflect(writer).boxed();
+    let mut synced = false;
+    let found = tokio::time::timeout(PATIENCE, async {
+        while let Some(event) = events.next().await {
+            match event.expect("watch") {
+                watcher::Event::InitDone => synced = true,
+                watcher::Event::Init | watcher::Event::InitApply(_) => continue,
+                _ => {}
+            }
+            let objects: Vec<K> = reader.state().iter().map(|o| (**o).clone()).collect();
+            if synced && done(&objects) {
+                return objects;
+            }
+        }
+        panic!("watch ended while waiting for: {what}");
+    })
+    .await;
+    found.unwrap_or_else(|_| panic!("timed out waiting for: {what}"))
 }
 
 /// Accepts a cluster the way the lifecycle reconciler will: `hubAcceptsClient` and the lease

@@ -105,6 +105,18 @@ async fn bootstrap_secret(admin: &kube::Client, expiration: &str) {
         .create(&PostParams::default(), &s)
         .await
         .unwrap();
+    // The token's group may create CSRs, as kubeadm binds its node bootstrap tokens' group.
+    let binding: ClusterRoleBinding = obj(json!({
+        "metadata": {"name": "fleet-bootstrap"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+            "name": "system:node-bootstrapper"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+            "name": "system:bootstrappers:fleet"}],
+    }));
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]

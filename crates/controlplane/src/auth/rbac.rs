@@ -841,10 +841,6 @@ fn default_bindings() -> Vec<Binding> {
                 group("system:unauthenticated"),
             ],
         ),
-        Binding::cluster(
-            "system:node-bootstrapper",
-            vec![group("system:bootstrappers")],
-        ),
     ]
 }
 
@@ -1127,30 +1123,25 @@ mod tests {
     }
 
     #[test]
-    fn bootstrappers_may_create_csrs_only() {
+    fn bootstrappers_get_no_csr_rights_unless_bound_as_kube_apiserver_gives_none() {
         let p = Policy::with_defaults();
         let b = user(
             "system:bootstrap:abcdef",
             &["system:bootstrappers", "system:authenticated"],
         );
-        assert!(p.authorize(&res(
-            &b,
-            "create",
-            "",
-            "certificates.k8s.io",
-            "certificatesigningrequests",
-            "",
-            ""
-        )));
-        assert!(!p.authorize(&res(
-            &b,
-            "update",
-            "",
-            "certificates.k8s.io",
-            "certificatesigningrequests",
-            "approval",
-            "x"
-        )));
+        let csrs = |verb| {
+            res(
+                &b,
+                verb,
+                "",
+                "certificates.k8s.io",
+                "certificatesigningrequests",
+                "",
+                "",
+            )
+        };
+        assert!(!p.authorize(&csrs("create")));
+        assert!(!p.authorize(&csrs("list")));
         assert!(!p.authorize(&res(&b, "list", "default", "", "secrets", "", "")));
     }
 

@@ -1,0 +1,342 @@
+//! Whether the hub accepts a cluster, and which certificates speak for an accepted one (DESIGN
+//! §4.1). Pure: the accept loop gathers the facts and does what this module says.
+//!
+//! **Acceptance.** fleetform accepts a cluster only when git declares it (a Spoke of its name) or
+//! a Hub's `registration.autoApproval.users` lists the requester of one of its registration CSRs
+//! (OCM's ManagedClusterAutoApproval: accepted once, marked with OCM's annotation, so a later
+//! denial stands). `hubAcceptsClient: true` alone is not enough: on a hub without OCM's
+//! admission webhook anyone who may create a ManagedCluster could set it. A cluster that asks to
+//! join and is neither stays un-accepted, and the loop says so once.
+//!
+//! **Join identities.** An accepted cluster's RBAC binds the users (common names) of the
+//! registration certificates approved for its current join, not the cluster's group: a
+//! certificate issued before the cluster was last unjoined names the same group and would
+//! otherwise regain every right when a cluster of the same name joins again. A join is one
+//! ManagedCluster object (its uid); its users are the common names of the approved registration
+//! CSRs created since that object was, kept in a record across CSR cleanup (kube-controller-manager
+//! deletes approved CSRs after an hour) and a denial. A renewal keeps the common name, so a
+//! rotated certificate keeps its rights.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use serde::{Deserialize, Serialize};
+
+use super::approval::{
+    CSR_APPROVED, CSR_DENIED, cluster_group, read_request, registration_cluster,
+};
+use crate::api::vocabulary::{LABEL_ADDON_NAME, SIGNER_KUBE_APISERVER_CLIENT};
+
+/// OCM's annotation on a ManagedCluster that auto-approval accepted once (RFC 3339 time).
+pub const ANNOTATION_AUTOMATICALLY_ACCEPTED_ON: &str =
+    "open-cluster-management.io/automatically-accepted-on";
+/// Annotation on a cluster's namespace: the users of this join, as a [`JoinRecord`] (JSON).
+pub const ANNOTATION_JOIN_USERS: &str = "fleetform.io/join-users";
+/// Reason of the Event about a cluster that asked to join and is not in git.
+pub const REASON_NOT_IN_GIT: &str = "NotInGit";
+/// CSR condition of a certificate the signer could not issue.
+const CSR_FAILED: &str = "Failed";
+
+/// What the accept loop knows about one ManagedCluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// `spec.hubAcceptsClient`.
+    pub hub_accepts_client: Option<bool>,
+    /// HubAcceptedManagedCluster is True: this hub accepted this cluster before (only the hub
+    /// writes it while a cluster is not accepted).
+    pub accepted_before: bool,
+    /// A Spoke of the cluster's name is declared in git.
+    pub declared: bool,
+    /// The cluster carries [`ANNOTATION_AUTOMATICALLY_ACCEPTED_ON`].
+    pub auto_accepted_before: bool,
+    /// A user of a Hub's `autoApproval.users` requested a registration CSR of this cluster.
+    pub auto_approved: bool,
+}
+
+/// What the accept loop does with a cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acceptance {
+    /// Namespace, RBAC for this join's users, lease; HubAcceptedManagedCluster True.
+    Accept,
+    /// Auto-approval: set `hubAcceptsClient: true` and [`ANNOTATION_AUTOMATICALLY_ACCEPTED_ON`]
+    /// (the pass that follows accepts).
+    AutoAccept,
+    /// Remove the RBAC; HubAcceptedManagedCluster False (denied).
+    Revoke,
+    /// Neither in git nor auto-approved: nothing is granted, and the loop reports it once.
+    NotInGit,
+    /// Declared, and waiting for the lifecycle reconciler to set `hubAcceptsClient`.
+    Wait,
+}
+
+/// What to do with a cluster.
+pub fn decide(facts: &Facts) -> Acceptance {
+    let allowed = facts.declared || facts.accepted_before || facts.auto_approved;
+    match facts.hub_accepts_client {
+        Some(true) if allowed => Acceptance::Accept,
+        _ if facts.auto_approved && !facts.auto_accepted_before => Acceptance::AutoAccept,
+        Some(true) => Acceptance::NotInGit,
+        Some(false) => Acceptance::Revoke,
+        None if facts.accepted_before => Acceptance::Revoke,
+        None if facts.declared => Acceptance::Wait,
+        None => Acceptance::NotInGit,
+    }
+}
+
+/// Whether `csr` is a registration request of `cluster` requested by one of `users`.
+pub fn requested_by_one_of(
+    csr: &CertificateSigningRequest,
+    cluster: &str,
+    users: &[String],
+) -> bool {
+    is_registration_of(csr, cluster)
+        && csr
+            .spec
+            .username
+            .as_ref()
+            .is_some_and(|requester| users.contains(requester))
+}
+
+fn is_registration_of(csr: &CertificateSigningRequest, cluster: &str) -> bool {
+    registration_cluster(csr) == Some(cluster)
+        && csr.spec.signer_name == SIGNER_KUBE_APISERVER_CLIENT
+        && csr
+            .metadata
+            .labels
+            .as_ref()
+            .is_none_or(|labels| !labels.contains_key(LABEL_ADDON_NAME))
+}
+
+/// The users of one join, as kept on the cluster's namespace.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinRecord {
+    /// The uid of the ManagedCluster of this join.
+    pub cluster: String,
+    pub users: BTreeSet<String>,
+}
+
+impl JoinRecord {
+    /// The record in the annotation `text`, if it is one of the join of the ManagedCluster
+    /// `uid` (a record of an earlier join, or one that does not parse, counts for nothing).
+    pub fn of_join(text: Option<&str>, uid: &str) -> BTreeSet<String> {
+        text.and_then(|text| serde_json::from_str::<JoinRecord>(text).ok())
+            .filter(|record| record.cluster == uid)
+            .map(|record| record.users)
+            .unwrap_or_default()
+    }
+
+    /// The annotation's value.
+    pub fn to_annotation(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// The users of `cluster`'s join that began at its ManagedCluster's creation `since`: those
+/// already `recorded` for it, and the common name of every registration CSR of the cluster
+/// created since then that was approved (and neither denied nor failed), whose subject names an
+/// agent of this cluster.
+pub fn join_users<'a>(
+    cluster: &str,
+    since: k8s_openapi::jiff::Timestamp,
+    csrs: impl IntoIterator<Item = &'a CertificateSigningRequest>,
+    recorded: BTreeSet<String>,
+) -> BTreeSet<String> {
+    let agent_prefix = format!("{}:", cluster_group(cluster));
+    let mut users = recorded;
+    for csr in csrs {
+        let created = csr.metadata.creation_timestamp.as_ref().map(|time| time.0);
+        let conditions = csr
+            .status
+            .as_ref()
+            .and_then(|status| status.conditions.as_deref())
+            .unwrap_or_default();
+        let has = |type_: &str| conditions.iter().any(|c| c.type_ == type_);
+        if !is_registration_of(csr, cluster)
+            || created.is_none_or(|created| created < since)
+            || !has(CSR_APPROVED)
+            || has(CSR_DENIED)
+            || has(CSR_FAILED)
+        {
+            continue;
+        }
+        let Ok(subject) = read_request(&csr.spec.request.0) else {
+            continue;
+        };
+        let agent = subject.common_name.strip_prefix(&agent_prefix);
+        if agent.is_some_and(|agent| !agent.is_empty() && !agent.contains(':')) {
+            users.insert(subject.common_name);
+        }
+    }
+    users
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::certificates::v1::{
+        CertificateSigningRequestCondition, CertificateSigningRequestSpec,
+        CertificateSigningRequestStatus,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+    use k8s_openapi::jiff::Timestamp;
+
+    use crate::agent::rotation::registration_csr;
+    use crate::api::vocabulary::LABEL_CLUSTER_NAME;
+
+    fn facts(hub_accepts_client: Option<bool>) -> Facts {
+        Facts {
+            hub_accepts_client,
+            ..Facts::default()
+        }
+    }
+
+    #[test]
+    fn only_declared_previously_accepted_or_auto_approved_clusters_are_accepted() {
+        let declared = Facts {
+            declared: true,
+            ..facts(Some(true))
+        };
+        assert_eq!(decide(&declared), Acceptance::Accept);
+        assert_eq!(
+            decide(&Facts {
+                hub_accepts_client: None,
+                ..declared.clone()
+            }),
+            Acceptance::Wait
+        );
+        // Whoever set hubAcceptsClient, git did not declare the cluster.
+        assert_eq!(decide(&facts(Some(true))), Acceptance::NotInGit);
+        assert_eq!(decide(&facts(None)), Acceptance::NotInGit);
+        let accepted = Facts {
+            accepted_before: true,
+            ..facts(Some(true))
+        };
+        assert_eq!(decide(&accepted), Acceptance::Accept);
+        assert_eq!(
+            decide(&Facts {
+                hub_accepts_client: None,
+                ..accepted
+            }),
+            Acceptance::Revoke
+        );
+        assert_eq!(decide(&facts(Some(false))), Acceptance::Revoke);
+    }
+
+    #[test]
+    fn auto_approval_accepts_once_and_a_later_denial_stands() {
+        let requested = Facts {
+            auto_approved: true,
+            ..facts(None)
+        };
+        assert_eq!(decide(&requested), Acceptance::AutoAccept);
+        let accepted = Facts {
+            hub_accepts_client: Some(true),
+            auto_accepted_before: true,
+            ..requested.clone()
+        };
+        assert_eq!(decide(&accepted), Acceptance::Accept);
+        let denied = Facts {
+            hub_accepts_client: Some(false),
+            accepted_before: true,
+            ..accepted
+        };
+        assert_eq!(decide(&denied), Acceptance::Revoke);
+    }
+
+    fn csr(
+        cluster: &str,
+        agent: &str,
+        created: i64,
+        conditions: &[&str],
+    ) -> CertificateSigningRequest {
+        let mut csr = registration_csr(cluster, agent, None).unwrap().csr;
+        csr.metadata = ObjectMeta {
+            creation_timestamp: Some(Time(Timestamp::from_second(created).unwrap())),
+            ..csr.metadata
+        };
+        csr.status = Some(CertificateSigningRequestStatus {
+            conditions: Some(
+                conditions
+                    .iter()
+                    .map(|type_| CertificateSigningRequestCondition {
+                        type_: type_.to_string(),
+                        status: "True".into(),
+                        ..CertificateSigningRequestCondition::default()
+                    })
+                    .collect(),
+            ),
+            ..CertificateSigningRequestStatus::default()
+        });
+        csr
+    }
+
+    #[test]
+    fn a_join_binds_the_agents_approved_since_it_began_and_keeps_those_recorded() {
+        let since = Timestamp::from_second(1_000).unwrap();
+        let mut addon = csr("c1", "addon", 1_100, &[CSR_APPROVED]);
+        addon
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert(LABEL_ADDON_NAME.into(), "hello".into());
+        let mut other_label = csr("c1", "relabelled", 1_100, &[CSR_APPROVED]);
+        other_label
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert(LABEL_CLUSTER_NAME.into(), "c2".into());
+        let mut unreadable = csr("c1", "garbled", 1_100, &[CSR_APPROVED]);
+        unreadable.spec = CertificateSigningRequestSpec {
+            request: ByteString(b"not a request".to_vec()),
+            ..unreadable.spec
+        };
+        let csrs = [
+            csr("c1", "now", 1_000, &[CSR_APPROVED]),
+            csr("c1", "earlier", 999, &[CSR_APPROVED]),
+            csr("c1", "pending", 1_100, &[]),
+            csr("c1", "denied", 1_100, &[CSR_DENIED]),
+            csr("c1", "failed", 1_100, &[CSR_APPROVED, CSR_FAILED]),
+            csr("c2", "elsewhere", 1_100, &[CSR_APPROVED]),
+            addon,
+            other_label,
+            unreadable,
+        ];
+        let recorded = BTreeSet::from(["system:open-cluster-management:c1:cleaned".to_string()]);
+        let users = join_users("c1", since, &csrs, recorded);
+        assert_eq!(
+            users.into_iter().collect::<Vec<_>>(),
+            [
+                "system:open-cluster-management:c1:cleaned",
+                "system:open-cluster-management:c1:now"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_record_counts_only_for_its_own_join() {
+        let record = JoinRecord {
+            cluster: "uid-1".into(),
+            users: BTreeSet::from(["u".to_string()]),
+        };
+        let text = record.to_annotation();
+        assert_eq!(JoinRecord::of_join(Some(&text), "uid-1"), record.users);
+        assert!(JoinRecord::of_join(Some(&text), "uid-2").is_empty());
+        assert!(JoinRecord::of_join(Some("{not json"), "uid-1").is_empty());
+        assert!(JoinRecord::of_join(None, "uid-1").is_empty());
+    }
+
+    #[test]
+    fn auto_approval_matches_the_requester_the_api_server_recorded() {
+        let mut request = csr("c1", "a", 1, &[]);
+        request.spec.username = Some("system:bootstrap:abc123".into());
+        let users = ["system:bootstrap:abc123".to_string()];
+        assert!(requested_by_one_of(&request, "c1", &users));
+        assert!(!requested_by_one_of(&request, "c2", &users));
+        assert!(!requested_by_one_of(
+            &request,
+            "c1",
+            &["someone".to_string()]
+        ));
+    }
+}
