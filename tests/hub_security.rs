@@ -400,6 +400,8 @@ async fn a_hubs_auto_approval_accepts_clusters_its_users_register() {
             .annotations()
             .contains_key(ANNOTATION_AUTOMATICALLY_ACCEPTED_ON)
     );
+    // Its registration is approved too: it joins, as OCM's auto-approved clusters do.
+    wait_for(&clusters, "edge-7", "joined", ManagedCluster::is_joined).await;
 }
 
 #[tokio::test]

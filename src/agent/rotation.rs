@@ -540,6 +540,7 @@ mod tests {
             declared: true,
             accepted: true,
             bootstrap_token_ids: vec!["tok123".into()],
+            auto_approval_users: Vec::new(),
         };
         assert_eq!(
             decide_registration(&csr, Some(&spoke)).verdict,

@@ -148,6 +148,10 @@ pub struct SpokeIdentity {
     /// The ids of the bootstrap tokens issued to this spoke only (two while one replaces
     /// another), none if none was.
     pub bootstrap_token_ids: Vec<String>,
+    /// The users a Hub's `registration.autoApproval.users` lists: their registration requests
+    /// of a cluster no Spoke declares are approved once the cluster is accepted, as OCM's
+    /// ManagedClusterAutoApproval does.
+    pub auto_approval_users: Vec<String>,
 }
 
 impl SpokeIdentity {
@@ -265,8 +269,21 @@ pub fn decide_registration(
     if let Err(reason) = check_usages(csr) {
         return Decision::deny(reason);
     }
+    let requester = csr.spec.username.as_deref().unwrap_or_default();
     let spoke = match spoke {
         Some(spoke) if spoke.cluster == cluster && spoke.declared => spoke,
+        Some(spoke)
+            if spoke.cluster == cluster
+                && spoke.accepted
+                && spoke
+                    .auto_approval_users
+                    .iter()
+                    .any(|user| user == requester) =>
+        {
+            return Decision::approve(format!(
+                "registration of cluster {cluster}'s agent {agent_id}, requested by {requester}, whom a Hub's autoApproval lists"
+            ));
+        }
         _ => {
             return Decision::ignore(format!(
                 "cluster {cluster} is not declared in the fleet repo; the request stays pending"
@@ -278,7 +295,6 @@ pub fn decide_registration(
             "cluster {cluster} is not accepted yet; the request stays pending"
         ));
     }
-    let requester = csr.spec.username.as_deref().unwrap_or_default();
     if requester == subject.common_name {
         return Decision::approve(format!(
             "renewal of cluster {cluster}'s agent {agent_id}, requested by itself"
@@ -666,10 +682,46 @@ mod tests {
             declared: true,
             accepted: true,
             bootstrap_token_ids: vec!["abc123".into()],
+            auto_approval_users: Vec::new(),
         }
     }
 
     const BOOTSTRAP: &str = "system:bootstrap:abc123";
+
+    #[test]
+    fn an_accepted_undeclared_cluster_registers_only_through_an_auto_approval_user() {
+        let auto = "system:bootstrap:edge99";
+        let undeclared = |accepted: bool| SpokeIdentity {
+            declared: false,
+            accepted,
+            bootstrap_token_ids: Vec::new(),
+            auto_approval_users: vec![auto.to_string()],
+            ..spoke()
+        };
+        assert_eq!(
+            verdict(decide_registration(
+                &registration_csr(auto),
+                Some(&undeclared(true))
+            )),
+            Verdict::Approve
+        );
+        assert_eq!(
+            verdict(decide_registration(
+                &registration_csr(auto),
+                Some(&undeclared(false))
+            )),
+            Verdict::Ignore,
+            "not before the hub accepted the cluster"
+        );
+        assert_eq!(
+            verdict(decide_registration(
+                &registration_csr("system:bootstrap:other"),
+                Some(&undeclared(true))
+            )),
+            Verdict::Ignore,
+            "nobody else's request"
+        );
+    }
 
     fn verdict(decision: Decision) -> Verdict {
         decision.verdict

@@ -27,7 +27,7 @@ use tracing::{debug, info, instrument};
 use super::approval::{SpokeIdentity, Verdict, decide_registration, registration_cluster};
 use super::run::{Context, FIELD_MANAGER, HubError};
 use crate::api::ManagedCluster;
-use crate::api::fleet::{SYSTEM_NAMESPACE, Spoke};
+use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::LABEL_CLUSTER_NAME;
 
 /// Namespace of bootstrap token Secrets.
@@ -149,10 +149,28 @@ async fn spoke_identity(ctx: &Context, cluster: &str) -> Result<SpokeIdentity, H
         })
         .collect();
     bootstrap_token_ids.sort();
+    // Only an undeclared, accepted cluster needs to know who may register it.
+    let auto_approval_users = if declared || !accepted {
+        Vec::new()
+    } else {
+        Api::<Hub>::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE)
+            .list(&ListParams::default())
+            .await
+            .map_err(HubError::kube(
+                format!("Hubs in {SYSTEM_NAMESPACE}"),
+                "list",
+            ))?
+            .items
+            .into_iter()
+            .filter_map(|hub| hub.spec.registration.auto_approval)
+            .flat_map(|approval| approval.users)
+            .collect()
+    };
     Ok(SpokeIdentity {
         cluster: cluster.to_string(),
         declared,
         accepted,
         bootstrap_token_ids,
+        auto_approval_users,
     })
 }
