@@ -107,7 +107,7 @@ pub const CONVERSION_PORT: i32 = 9443;
 
 /// Removes the `null` schemars adds to an `Option`'s schema, so an unset field is simply absent.
 #[derive(Clone, Copy, Debug, Default)]
-struct OmitNull;
+pub(crate) struct OmitNull;
 
 impl Transform for OmitNull {
     fn transform(&mut self, schema: &mut Schema) {

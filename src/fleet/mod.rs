@@ -404,6 +404,8 @@ fn typed(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
     use serde_json::json;
 
@@ -414,7 +416,8 @@ mod tests {
         }
     }
 
-    /// Every field the schemas know, so a field the Rust types drop or rename fails this test.
+    /// Every field the schemas know (`the_kitchen_sink_sets_every_field_the_schemas_know`), so a
+    /// field the Rust types drop or rename fails `every_schema_field_survives_into_the_typed_fleet`.
     const KITCHEN_SINK: &str = r#"
 apiVersion: fleetform.io/v1alpha1
 kind: Hub
@@ -427,8 +430,17 @@ spec:
   registration: {leaseDurationSeconds: 30, clusterClaimsMax: 10, clientCertExpirationSeconds: 3600}
 ---
 apiVersion: fleetform.io/v1alpha1
+kind: Hub
+metadata: {name: local}
+spec:
+  kubeconfig: {inCluster: true}
+  caBundle: "-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----\n"
+  registration:
+    autoApproval: {users: ["system:serviceaccount:open-cluster-management:cluster-bootstrap"]}
+---
+apiVersion: fleetform.io/v1alpha1
 kind: Spoke
-metadata: {name: edge, labels: {env: prod}}
+metadata: {name: edge, labels: {env: prod}, annotations: {owner: edge-team}}
 spec:
   hubRef: main
   kubeconfig: {context: edge}
@@ -442,8 +454,15 @@ spec:
   clusterSet: edge-sites
 ---
 apiVersion: fleetform.io/v1alpha1
+kind: Spoke
+metadata: {name: lab}
+spec:
+  hubRef: local
+  kubeconfig: {embedded: {}}
+---
+apiVersion: fleetform.io/v1alpha1
 kind: AddOn
-metadata: {name: metrics}
+metadata: {name: metrics, labels: {team: observability}, annotations: {owner: sre}}
 spec:
   installNamespace: metrics
   healthCheck: {mode: Customized}
@@ -457,22 +476,105 @@ kind: AddOn
 metadata: {name: logging}
 "#;
 
+    /// `part` with everything it holds found, equal, in `whole`.
+    fn assert_within(part: &Value, whole: &Value, at: &str) {
+        match (part, whole) {
+            (Value::Object(part), Value::Object(whole)) => {
+                for (key, value) in part {
+                    let found = whole.get(key).unwrap_or(&Value::Null);
+                    assert_within(value, found, &format!("{at}/{key}"));
+                }
+            }
+            _ => assert_eq!(part, whole, "{at}"),
+        }
+    }
+
     #[test]
     fn every_schema_field_survives_into_the_typed_fleet() {
         let fleet = load(&[file("fleet.yaml", KITCHEN_SINK)]).expect("valid fleet");
-        let documents = yaml::parse_documents(KITCHEN_SINK).unwrap();
-        let typed = [
-            serde_json::to_value(&fleet.hubs["main"].spec).unwrap(),
-            serde_json::to_value(&fleet.spokes["edge"].spec).unwrap(),
-            serde_json::to_value(&fleet.addons["metrics"].spec).unwrap(),
-        ];
-        for (document, typed) in documents.iter().zip(typed) {
-            assert_eq!(document.value["spec"], typed);
+        for document in yaml::parse_documents(KITCHEN_SINK).unwrap() {
+            let name = document.value["metadata"]["name"].as_str().unwrap();
+            let typed = match document.value["kind"].as_str().unwrap() {
+                "Hub" => serde_json::to_value(&fleet.hubs[name]).unwrap(),
+                "Spoke" => serde_json::to_value(&fleet.spokes[name]).unwrap(),
+                _ => serde_json::to_value(&fleet.addons[name]).unwrap(),
+            };
+            for part in ["metadata", "spec"] {
+                if let Some(written) = document.value.get(part) {
+                    assert_within(written, &typed[part], &format!("{name}/{part}"));
+                }
+            }
         }
-        assert_eq!(
-            fleet.hubs["main"].metadata.annotations.as_ref().unwrap()["owner"],
-            "platform"
-        );
+    }
+
+    /// A schema node with its `$ref` followed, and its name: a definition's own, else `at`.
+    fn follow<'s>(root: &'s Value, node: &'s Value, at: String) -> (String, &'s Value) {
+        match node.get("$ref").and_then(Value::as_str) {
+            Some(target) => (
+                target.rsplit('/').next().unwrap().to_string(),
+                root.pointer(target.strip_prefix('#').unwrap()).unwrap(),
+            ),
+            None => (at, node),
+        }
+    }
+
+    /// Every field a schema node knows, as (where, field): a definition by its name, any other
+    /// node by its pointer below its kind.
+    fn schema_fields(root: &Value, node: &Value, at: String, out: &mut BTreeSet<(String, String)>) {
+        let (at, node) = follow(root, node, at);
+        if let Some(properties) = node.get("properties").and_then(Value::as_object) {
+            for (field, child) in properties {
+                if out.insert((at.clone(), field.clone())) {
+                    schema_fields(root, child, format!("{at}/{field}"), out);
+                }
+            }
+        }
+        if let Some(items) = node.get("items") {
+            schema_fields(root, items, format!("{at}/*"), out);
+        }
+    }
+
+    /// The fields `value` sets, named as [`schema_fields`] names them.
+    fn set_fields(
+        root: &Value,
+        node: &Value,
+        at: String,
+        value: &Value,
+        out: &mut BTreeSet<(String, String)>,
+    ) {
+        let (at, node) = follow(root, node, at);
+        match value {
+            Value::Object(fields) => {
+                for (field, child) in fields {
+                    if let Some(schema) = node.get("properties").and_then(|p| p.get(field)) {
+                        out.insert((at.clone(), field.clone()));
+                        set_fields(root, schema, format!("{at}/{field}"), child, out);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                for item in items {
+                    set_fields(root, &node["items"], format!("{at}/*"), item, out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn the_kitchen_sink_sets_every_field_the_schemas_know() {
+        let (mut known, mut set) = (BTreeSet::new(), BTreeSet::new());
+        for kind in Kind::ALL {
+            let root = schema::schema(kind);
+            schema_fields(root, root, kind.to_string(), &mut known);
+        }
+        for document in yaml::parse_documents(KITCHEN_SINK).unwrap() {
+            let kind = Kind::parse(document.value["kind"].as_str().unwrap()).unwrap();
+            let root = schema::schema(kind);
+            set_fields(root, root, kind.to_string(), &document.value, &mut set);
+        }
+        let missing: Vec<_> = known.difference(&set).collect();
+        assert!(missing.is_empty(), "KITCHEN_SINK does not set {missing:?}");
     }
 
     #[test]
@@ -516,8 +618,8 @@ metadata: {name: logging}
             file("fleet.yml", KITCHEN_SINK),
         ])
         .expect("valid fleet");
-        assert_eq!(fleet.summary(), "1 hub, 1 spoke, 2 addons");
+        assert_eq!(fleet.summary(), "2 hubs, 2 spokes, 2 addons");
         let edge = &fleet.locations[&(Kind::Spoke, "edge".to_string())];
-        assert_eq!(edge.to_string(), "fleet.yml (document 2)");
+        assert_eq!(edge.to_string(), "fleet.yml (document 3)");
     }
 }

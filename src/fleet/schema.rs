@@ -1,5 +1,7 @@
-//! The JSON Schemas of the fleet repo format, embedded from `schemas/`, and schema validation
-//! whose errors say what is wrong in a user's words.
+//! The JSON Schemas of the fleet repo format, generated from its types ([`generate`]), and
+//! schema validation whose errors say what is wrong in a user's words.
+
+mod generate;
 
 use std::sync::OnceLock;
 
@@ -11,18 +13,18 @@ use super::Kind;
 use super::diagnostic::{Diagnostic, DocumentOrigin};
 use super::names::{closest, did_you_mean};
 use super::yaml::escape_pointer_token;
+pub use generate::file_name;
 
-const HUB: &str = include_str!("../../schemas/hub.schema.json");
-const SPOKE: &str = include_str!("../../schemas/spoke.schema.json");
-const ADDON: &str = include_str!("../../schemas/addon.schema.json");
+/// The JSON Schema of a kind's documents, as validation uses it.
+pub fn schema(kind: Kind) -> &'static Value {
+    &compiled(kind).schema
+}
 
-/// The JSON Schema text of a kind, as shipped in `schemas/`.
-pub fn schema_text(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Hub => HUB,
-        Kind::Spoke => SPOKE,
-        Kind::AddOn => ADDON,
-    }
+/// The JSON Schema of a kind as published in `schemas/` (its [`file_name`] there).
+pub fn schema_json(kind: Kind) -> String {
+    let mut text = serde_json::to_string_pretty(schema(kind)).unwrap_or_default();
+    text.push('\n');
+    text
 }
 
 struct CompiledSchema {
@@ -39,10 +41,10 @@ fn compiled(kind: Kind) -> &'static CompiledSchema {
         Kind::AddOn => &SCHEMAS[2],
     };
     slot.get_or_init(|| {
-        // The schemas are part of the binary and covered by tests: failing here is a build defect.
-        let schema: Value =
-            serde_json::from_str(schema_text(kind)).expect("embedded schema is JSON");
-        let validator = jsonschema::draft202012::new(&schema).expect("embedded schema compiles");
+        // The schemas depend on the types and the overlay alone, and tests generate them: failing
+        // here is a build defect.
+        let schema = generate::schema(kind).unwrap_or_else(|err| panic!("fleet schema: {err}"));
+        let validator = jsonschema::draft202012::new(&schema).expect("fleet schema compiles");
         CompiledSchema { schema, validator }
     })
 }
@@ -245,7 +247,142 @@ fn resolve_ref<'s>(root: &'s Value, node: &'s Value) -> Option<&'s Value> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
     use super::*;
+
+    fn repo_path(path: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+    }
+
+    /// Fails when `schemas/` differs from what the types generate. To regenerate:
+    /// `FLEETFORM_BLESS=1 cargo test --lib schemas_are_current`.
+    #[test]
+    fn schemas_are_current() {
+        let dir = repo_path("schemas");
+        let bless = std::env::var_os("FLEETFORM_BLESS").is_some();
+        let mut problems = Vec::new();
+        for kind in Kind::ALL {
+            let (name, generated) = (file_name(kind), schema_json(kind));
+            if bless {
+                std::fs::write(dir.join(&name), &generated).unwrap();
+            }
+            match std::fs::read_to_string(dir.join(&name)) {
+                Ok(found) if found == generated => {}
+                Ok(_) => problems.push(format!("{name} is out of date")),
+                Err(_) => problems.push(format!("{name} is missing")),
+            }
+        }
+        let generated: BTreeSet<String> = Kind::ALL.into_iter().map(file_name).collect();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+            if !generated.contains(&name) {
+                problems.push(format!("{name} is not a schema fleetform generates"));
+            }
+        }
+        assert!(
+            problems.is_empty(),
+            "schemas/ differs from the fleet types:\n  {}\nregenerate with \
+             `FLEETFORM_BLESS=1 cargo test --lib schemas_are_current`",
+            problems.join("\n  ")
+        );
+    }
+
+    /// The defaults the README's tables of a kind's fields give in brackets, by dotted path: a
+    /// bracket opening a row's meaning is the row field's default, one after `` `name` `` (or
+    /// `` `name: values` ``) is that subfield's.
+    fn readme_defaults() -> BTreeSet<(Kind, String, String)> {
+        let readme = std::fs::read_to_string(repo_path("README.md")).unwrap();
+        let mut kind = None;
+        let mut defaults = BTreeSet::new();
+        for line in readme.lines() {
+            if let Some((heading, _)) = line
+                .strip_prefix("**")
+                .and_then(|rest| rest.split_once("**"))
+            {
+                kind = Kind::parse(heading);
+                continue;
+            }
+            let (Some(kind), Some(row)) = (kind, line.strip_prefix("| `")) else {
+                if !line.is_empty() && !line.starts_with('|') {
+                    kind = None;
+                }
+                continue;
+            };
+            let (fields, meaning) = row.split_once(" | ").unwrap();
+            let field = fields.trim_end_matches('`');
+            let mut rest = meaning;
+            while let Some(open) = rest.find('[') {
+                let close = open + rest[open..].find(']').unwrap();
+                let (before, value) = (rest[..open].trim_end(), &rest[open + 1..close]);
+                let path = if before.is_empty() && rest.len() == meaning.len() {
+                    field.to_string()
+                } else {
+                    let token = before
+                        .strip_suffix('`')
+                        .and_then(|before| before.rsplit_once('`'))
+                        .map(|(_, token)| token.split(':').next().unwrap_or_default())
+                        .filter(|name| name.starts_with(|c: char| c.is_ascii_lowercase()))
+                        .unwrap_or_else(|| panic!("README: which field is [{value}] of {field}?"));
+                    format!("{field}.{token}")
+                };
+                assert!(
+                    !path.contains(','),
+                    "README: [{value}] of several fields: {path}"
+                );
+                defaults.insert((kind, path, value.to_string()));
+                rest = &rest[close + 1..];
+            }
+        }
+        defaults
+    }
+
+    /// Every scalar default below `node`, by dotted path.
+    fn schema_defaults(
+        root: &Value,
+        node: &Value,
+        path: &str,
+        kind: Kind,
+        out: &mut BTreeSet<(Kind, String, String)>,
+    ) {
+        match node.get("default") {
+            Some(Value::String(value)) => {
+                out.insert((kind, path.to_string(), value.clone()));
+            }
+            Some(value @ (Value::Number(_) | Value::Bool(_))) => {
+                out.insert((kind, path.to_string(), value.to_string()));
+            }
+            _ => {}
+        }
+        let properties = resolve_ref(root, node).and_then(|node| node.get("properties"));
+        for (name, field) in properties.and_then(Value::as_object).into_iter().flatten() {
+            schema_defaults(root, field, &format!("{path}.{name}"), kind, out);
+        }
+    }
+
+    #[test]
+    fn the_readme_gives_the_schemas_defaults() {
+        let mut generated = BTreeSet::new();
+        for kind in Kind::ALL {
+            let root = schema(kind);
+            schema_defaults(
+                root,
+                &root["properties"]["spec"],
+                "spec",
+                kind,
+                &mut generated,
+            );
+        }
+        assert!(generated.len() >= 10, "{generated:#?}");
+        let readme = readme_defaults();
+        let only_readme: Vec<_> = readme.difference(&generated).collect();
+        let only_types: Vec<_> = generated.difference(&readme).collect();
+        assert!(
+            only_readme.is_empty() && only_types.is_empty(),
+            "the README's bracketed defaults differ from the types':\n  README only: {only_readme:?}\n  types only: {only_types:?}"
+        );
+    }
 
     #[test]
     fn embedded_schemas_compile_as_draft_2020_12() {
@@ -264,10 +401,10 @@ mod tests {
 
     #[test]
     fn schema_nodes_follow_refs_and_items() {
-        let schema: Value = serde_json::from_str(SPOKE).unwrap();
-        let node = schema_node(&schema, "/spec/kubeconfig/secretRef").unwrap();
+        let schema = schema(Kind::Spoke);
+        let node = schema_node(schema, "/spec/kubeconfig/secretRef").unwrap();
         assert!(node["properties"].get("key").is_some());
-        let node = schema_node(&schema, "/spec/addons/0").unwrap();
+        let node = schema_node(schema, "/spec/addons/0").unwrap();
         assert!(node["properties"].get("installNamespace").is_some());
     }
 }
