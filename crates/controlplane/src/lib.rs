@@ -10,7 +10,8 @@
 //! [`objects`] (create/update/delete rules), [`api`] (operations), [`admission`] (the
 //! embedder's plugins), [`conversion`] (CRD versions), [`watch`], [`patch`] (JSON, merge,
 //! strategic, server-side apply), [`crd_schema`], [`selectors`], [`table`], [`openapi`],
-//! [`private_files`] (owner-only state on disk), [`requests`] (request counts),
+//! [`private_files`] (owner-only state on disk), [`request_info`] (what a request asks, read
+//! once for authorization, routing and counting), [`requests`] (request counts),
 //! [`controllers`] (GC, namespace and CRD cleanup), [`auth`] (TLS, authentication, RBAC, CSR
 //! signing), [`http`] (routing) and [`server`] (lifecycle).
 
@@ -34,6 +35,7 @@ pub mod patch;
 pub mod private_files;
 pub mod protobuf;
 pub mod registry;
+pub mod request_info;
 pub mod requests;
 pub mod scale;
 pub mod selectors;
