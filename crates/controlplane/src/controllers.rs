@@ -12,8 +12,9 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::api::{ApiServer, Target};
 use crate::meta::ObjectMeta;
-use crate::objects::{CRD_CLEANUP, DeleteOptions, FOREGROUND, ORPHAN, Part};
+use crate::objects::{DeleteOptions, FOREGROUND, ORPHAN, Part};
 use crate::storage::{Event, EventType};
+use crate::strategy::apiextensions::CRD_CLEANUP;
 
 const CRD_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
 const NS_KEY: &str = "/namespaces";

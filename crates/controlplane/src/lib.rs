@@ -7,7 +7,8 @@
 //! kubectl and kube-rs work against it unchanged.
 //!
 //! Layout: [`registry`] (what is served), [`storage`] (objects, history, durability),
-//! [`objects`] (create/update/delete rules), [`api`] (operations), [`admission`] (the
+//! [`objects`] (create/update/delete rules every object shares), [`strategy`] (what is
+//! particular to each resource), [`api`] (operations), [`admission`] (the
 //! embedder's plugins), [`conversion`] (CRD versions), [`watch`], [`patch`] (JSON, merge,
 //! strategic, server-side apply), [`crd_schema`], [`selectors`], [`table`], [`openapi`],
 //! [`private_files`] (owner-only state on disk), [`request_info`] (what a request asks, read
@@ -41,6 +42,7 @@ pub mod scale;
 pub mod selectors;
 pub mod server;
 pub mod storage;
+pub mod strategy;
 pub mod table;
 pub mod validation_rules;
 pub mod watch;

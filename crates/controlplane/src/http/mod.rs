@@ -25,6 +25,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::objects::{DeleteOptions, Part};
 use crate::patch::PatchType;
 use crate::request_info::{RequestInfo, Verb};
+use crate::strategy::WriteCheck;
 use crate::table::{IncludeObject, wants_table};
 
 /// Response body type.
@@ -378,7 +379,7 @@ async fn resource(
         }
         Verb::Patch if name.is_some() => {
             let ct = header_str(headers, header::CONTENT_TYPE);
-            let kind = PatchType::from_content_type(ct, info.custom.is_none())?;
+            let kind = PatchType::from_content_type(ct, info.strategy.accepts_strategic_merge())?;
             let opts = WriteOptions::from_query(q, user_agent, user)?;
             if body.is_empty() {
                 return Err(ApiError::BadRequest("the request body is empty".into()));
@@ -427,8 +428,9 @@ async fn guard_write(
     }
     let info = &target.info;
     let name = target.name.as_deref().unwrap_or("");
-    match (info.group.as_str(), info.plural.as_str(), target.part) {
-        ("certificates.k8s.io", "certificatesigningrequests", Part::Approval | Part::Status) => {
+    match info.strategy.write_check(target.part) {
+        None => Ok(()),
+        Some(WriteCheck::Signer(verb)) => {
             let Some(csr) = fe.api.store.get(&target.key(), "", name) else {
                 return Ok(());
             };
@@ -436,23 +438,15 @@ async fn guard_write(
                 .pointer("/spec/signerName")
                 .and_then(Value::as_str)
                 .unwrap_or("");
-            let verb = if target.part == Part::Approval {
-                "approve"
-            } else {
-                "sign"
-            };
             policy.check(&fe.api, |policy| {
                 gate::check_signer(policy, user, verb, signer, name)
             })
         }
-        (
-            "rbac.authorization.k8s.io",
-            plural @ ("roles" | "clusterroles" | "rolebindings" | "clusterrolebindings"),
-            Part::Main,
-        ) => {
+        Some(WriteCheck::Escalation) => {
             let mut obj = if request.verb == Verb::Patch {
                 let ct = header_str(headers, header::CONTENT_TYPE);
-                let kind = PatchType::from_content_type(ct, true)?;
+                let kind =
+                    PatchType::from_content_type(ct, info.strategy.accepts_strategic_merge())?;
                 let mut opts =
                     WriteOptions::from_query(q, header_str(headers, header::USER_AGENT), user)?;
                 // Only to see what the patch makes: admission runs on the real write.
@@ -472,10 +466,9 @@ async fn guard_write(
                 meta.insert("namespace".into(), Value::String(target.namespace.clone()));
             }
             policy.check(&fe.api, |policy| {
-                gate::check_escalation(policy, user, plural, &obj)
+                gate::check_escalation(policy, user, &info.plural, &obj)
             })
         }
-        _ => Ok(()),
     }
 }
 
