@@ -21,7 +21,7 @@ use crate::objects::{
 use crate::patch::{self, PatchType, apply as ssa};
 use crate::registry::{Registry, ResourceInfo};
 use crate::selectors::{FieldSelector, LabelSelector};
-use crate::storage::{Store, WriteOp};
+use crate::storage::{Store, WriteError, WriteOp};
 use crate::table::{self, IncludeObject};
 
 /// Who is making a request (see [`crate::auth`]), as kube-apiserver's `user.Info`; plain-HTTP
@@ -729,7 +729,7 @@ impl ApiServer {
                     Ok(op)
                 });
             if !moved {
-                return written;
+                return written.map_err(ApiError::from);
             }
         }
     }
@@ -844,8 +844,8 @@ impl ApiServer {
                 };
                 self.finish(&t, w).await.map(|_| ())
             }
-            Err(ApiError::NotFound(_)) => Ok(()),
-            Err(e) => Err(e),
+            Err(WriteError::Refused(ApiError::NotFound(_))) => Ok(()),
+            Err(e) => Err(e.into()),
         }
     }
 }

@@ -4,6 +4,7 @@
 //! watches), field by field as kubernetes' `pkg/apis/events/v1` conversion does.
 
 use std::borrow::Cow;
+use std::convert::Infallible;
 
 use serde_json::{Map, Value};
 
@@ -75,12 +76,14 @@ pub async fn migrate_stored_apart(store: &Store) {
             o.insert("apiVersion".into(), Value::String("v1".into()));
         }
         let moved = store.write("/events", &ns, &name, false, |cur| {
-            Ok(match cur {
+            Ok::<_, Infallible>(match cur {
                 Some(_) => WriteOp::Unchanged,
                 None => WriteOp::Put(core),
             })
         });
-        let removed = store.write(STORED_APART, &ns, &name, false, |_| Ok(WriteOp::Delete));
+        let removed = store.write(STORED_APART, &ns, &name, false, |_| {
+            Ok::<_, Infallible>(WriteOp::Delete)
+        });
         for written in [moved, removed].into_iter().flatten() {
             if let Err(e) = written.ack.wait().await {
                 tracing::warn!(%ns, %name, error = %e, "moving an events.k8s.io Event into core/v1 storage failed");
@@ -145,7 +148,9 @@ mod tests {
             "metadata": {"name": "e1", "namespace": "ns"}, "note": "old", "reason": "R",
             "regarding": {"kind": "Spoke", "name": "s"}});
         store
-            .write(STORED_APART, "ns", "e1", false, |_| Ok(WriteOp::Put(apart)))
+            .write(STORED_APART, "ns", "e1", false, |_| {
+                Ok::<_, Infallible>(WriteOp::Put(apart))
+            })
             .unwrap();
         migrate_stored_apart(&store).await;
         assert!(store.list(STORED_APART, None, None).1.is_empty());
