@@ -12,6 +12,7 @@ use crate::error::{ApiError, ApiResult, FieldError, Subject};
 use crate::meta::{ObjectMeta, meta_mut, new_uid, validate_labels, validate_name};
 use crate::registry::ResourceInfo;
 use crate::storage::WriteOp;
+use crate::strategy::Validation;
 
 /// The subject of NotFound/AlreadyExists/Conflict errors: plural resource and group.
 pub fn subject(info: &ResourceInfo, name: &str) -> Subject {
@@ -178,14 +179,16 @@ pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Ap
             "must be a list of strings",
         ));
     }
-    if let Some(old) = old {
-        info.strategy.validate_update(old, obj, &mut errs);
-    }
-    info.strategy.validate(info, obj, old, &mut errs);
-    if errs.is_empty() {
+    let mut check = Validation {
+        info,
+        old,
+        errors: errs,
+    };
+    info.strategy.validate(obj, &mut check);
+    if check.errors.is_empty() {
         Ok(())
     } else {
-        Err(ApiError::invalid(kind_subject(info, &name), errs))
+        Err(ApiError::invalid(kind_subject(info, &name), check.errors))
     }
 }
 

@@ -573,17 +573,6 @@ mod tests {
                 },
             }
         );
-        let finalize = request(Method::PUT, "/api/v1/namespaces/a/finalize");
-        assert_eq!(
-            attributes(&finalize, &user).target,
-            Target::Resource {
-                namespace: "a",
-                group: "",
-                resource: "namespaces",
-                subresource: "finalize",
-                name: "a",
-            }
-        );
         let discovery = request(Method::GET, "/apis/apps/v1");
         assert_eq!(
             attributes(&discovery, &user).target,

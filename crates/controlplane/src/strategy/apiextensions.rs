@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::ResourceStrategy;
+use super::{ResourceStrategy, Validation};
 use crate::error::FieldError;
 use crate::meta::{ObjectMeta, meta_mut};
 use crate::objects::Part;
@@ -55,13 +55,8 @@ impl ResourceStrategy for CustomResourceDefinitions {
         }
     }
 
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        obj: &mut Value,
-        _old: Option<&Value>,
-        errs: &mut Vec<FieldError>,
-    ) {
+    fn validate(&self, obj: &mut Value, check: &mut Validation<'_>) {
+        let errs = &mut check.errors;
         match resources_from_crd(obj) {
             Err(CrdError::Field { field, message }) => {
                 errs.push(FieldError {
@@ -170,14 +165,9 @@ impl ResourceStrategy for CustomResources {
         }
     }
 
-    fn validate(
-        &self,
-        info: &ResourceInfo,
-        obj: &mut Value,
-        old: Option<&Value>,
-        errs: &mut Vec<FieldError>,
-    ) {
-        let Some(custom) = &info.custom else {
+    fn validate(&self, obj: &mut Value, check: &mut Validation<'_>) {
+        let (old, errs) = (check.old, &mut check.errors);
+        let Some(custom) = &check.info.custom else {
             return;
         };
         let Some(schema) = &custom.schema else {

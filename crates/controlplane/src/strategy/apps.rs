@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::ResourceStrategy;
+use super::{ResourceStrategy, Validation};
 use crate::error::FieldError;
 use crate::registry::{CellSource, PrinterColumn, ResourceInfo};
 use crate::scale::{ScalePaths, SelectorSource};
@@ -57,13 +57,8 @@ impl ResourceStrategy for Deployments {
         o.remove("status");
     }
 
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        obj: &mut Value,
-        _old: Option<&Value>,
-        errs: &mut Vec<FieldError>,
-    ) {
+    fn validate(&self, obj: &mut Value, check: &mut Validation<'_>) {
+        let errs = &mut check.errors;
         if obj.pointer("/spec/selector").is_none() {
             errs.push(FieldError::required("spec.selector", ""));
         }

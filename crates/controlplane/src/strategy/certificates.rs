@@ -3,11 +3,11 @@
 
 use serde_json::{Value, json};
 
-use super::{ResourceStrategy, WriteCheck};
+use super::{ResourceStrategy, Validation, WriteCheck};
 use crate::api::UserInfo;
 use crate::error::FieldError;
 use crate::objects::Part;
-use crate::registry::{CellSource, PrinterColumn, ResourceInfo};
+use crate::registry::{CellSource, PrinterColumn};
 
 /// CertificateSigningRequests: the requester recorded at creation, the spec fixed from then on,
 /// and approval and status writes checked against the signer.
@@ -64,19 +64,13 @@ impl ResourceStrategy for CertificateSigningRequests {
         }
     }
 
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        obj: &mut Value,
-        _old: Option<&Value>,
-        errs: &mut Vec<FieldError>,
-    ) {
+    fn validate(&self, obj: &mut Value, check: &mut Validation<'_>) {
         for (pointer, field) in [
             ("/spec/request", "spec.request"),
             ("/spec/signerName", "spec.signerName"),
         ] {
             if obj.pointer(pointer).and_then(Value::as_str).is_none() {
-                errs.push(FieldError::required(field, ""));
+                check.errors.push(FieldError::required(field, ""));
             }
         }
     }

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::ResourceStrategy;
+use super::{ResourceStrategy, Validation};
 use crate::error::{ApiError, ApiResult, FieldError};
 use crate::meta::{NameRule, ObjectMeta, meta_mut};
 use crate::objects::{DeleteOptions, DeleteOutcome, base64_decode, base64_encode, subject};
@@ -93,25 +93,18 @@ impl ResourceStrategy for Secrets {
         }
     }
 
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        obj: &mut Value,
-        _old: Option<&Value>,
-        errs: &mut Vec<FieldError>,
-    ) {
-        secret_data(obj, errs);
-    }
-
-    fn validate_update(&self, old: &Value, new: &Value, errs: &mut Vec<FieldError>) {
-        if old.get("type") != new.get("type") {
-            errs.push(FieldError::invalid(
-                "type",
-                new.get("type").unwrap_or(&Value::Null),
-                "field is immutable",
-            ));
+    fn validate(&self, obj: &mut Value, check: &mut Validation<'_>) {
+        if let Some(old) = check.old {
+            if old.get("type") != obj.get("type") {
+                check.errors.push(FieldError::invalid(
+                    "type",
+                    obj.get("type").unwrap_or(&Value::Null),
+                    "field is immutable",
+                ));
+            }
+            immutable_contents(old, obj, &mut check.errors);
         }
-        immutable_contents(old, new, errs);
+        secret_data(obj, &mut check.errors);
     }
 }
 
@@ -127,13 +120,10 @@ impl ResourceStrategy for ConfigMaps {
         )]
     }
 
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        obj: &mut Value,
-        _old: Option<&Value>,
-        errs: &mut Vec<FieldError>,
-    ) {
+    fn validate(&self, obj: &mut Value, check: &mut Validation<'_>) {
+        if let Some(old) = check.old {
+            immutable_contents(old, obj, &mut check.errors);
+        }
         for field in ["data", "binaryData"] {
             if let Some(d) = obj.get(field)
                 && !d.is_null()
@@ -141,13 +131,11 @@ impl ResourceStrategy for ConfigMaps {
                     .as_object()
                     .is_some_and(|m| m.values().all(Value::is_string))
             {
-                errs.push(FieldError::invalid(field, d, "must be a map of strings"));
+                check
+                    .errors
+                    .push(FieldError::invalid(field, d, "must be a map of strings"));
             }
         }
-    }
-
-    fn validate_update(&self, old: &Value, new: &Value, errs: &mut Vec<FieldError>) {
-        immutable_contents(old, new, errs);
     }
 }
 

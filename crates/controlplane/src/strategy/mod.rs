@@ -41,6 +41,14 @@ pub enum WriteCheck {
     Escalation,
 }
 
+/// An object being validated: the resource it is written through, the stored object when it
+/// is an update, and the field errors found so far.
+pub struct Validation<'a> {
+    pub info: &'a ResourceInfo,
+    pub old: Option<&'a Value>,
+    pub errors: Vec<FieldError>,
+}
+
 /// Where a resource's objects are stored when that is not under their own resource: the
 /// storage key and the apiVersion stored objects carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,19 +135,9 @@ pub trait ResourceStrategy: fmt::Debug + Send + Sync {
     /// not change), before it is validated: what the resource keeps or recomputes itself.
     fn prepare_for_update(&self, _cur: &Value, _next: &mut Value, _part: Part) {}
 
-    /// Validates (and normalises) an object of this resource; `old` is the stored object on
-    /// update.
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        _obj: &mut Value,
-        _old: Option<&Value>,
-        _errs: &mut Vec<FieldError>,
-    ) {
-    }
-
-    /// Refuses changes to fields that may not change once set.
-    fn validate_update(&self, _old: &Value, _new: &Value, _errs: &mut Vec<FieldError>) {}
+    /// Validates (and normalises) an object of this resource, adding what is wrong to
+    /// `check.errors`; an update is first refused changes to what may not change once set.
+    fn validate(&self, _obj: &mut Value, _check: &mut Validation<'_>) {}
 
     /// What a write through `part` needs checked beyond RBAC.
     fn write_check(&self, _part: Part) -> Option<WriteCheck> {

@@ -3,11 +3,11 @@
 
 use serde_json::Value;
 
-use super::{ResourceStrategy, WriteCheck};
+use super::{ResourceStrategy, Validation, WriteCheck};
 use crate::error::FieldError;
 use crate::meta::NameRule;
 use crate::objects::Part;
-use crate::registry::{CellSource, PrinterColumn, ResourceInfo};
+use crate::registry::{CellSource, PrinterColumn};
 
 /// Roles and ClusterRoles: any path segment as a name (`system:...`), and no rule granted
 /// that its author does not hold.
@@ -42,25 +42,18 @@ impl ResourceStrategy for Bindings {
         vec![PrinterColumn::computed("Role", CellSource::RoleRef)]
     }
 
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        obj: &mut Value,
-        _old: Option<&Value>,
-        errs: &mut Vec<FieldError>,
-    ) {
-        if obj.get("roleRef").is_none_or(Value::is_null) {
-            errs.push(FieldError::required("roleRef", ""));
-        }
-    }
-
-    fn validate_update(&self, old: &Value, new: &Value, errs: &mut Vec<FieldError>) {
-        if old.get("roleRef") != new.get("roleRef") {
-            errs.push(FieldError::invalid(
+    fn validate(&self, obj: &mut Value, check: &mut Validation<'_>) {
+        if let Some(old) = check.old
+            && old.get("roleRef") != obj.get("roleRef")
+        {
+            check.errors.push(FieldError::invalid(
                 "roleRef",
-                new.get("roleRef").unwrap_or(&Value::Null),
+                obj.get("roleRef").unwrap_or(&Value::Null),
                 "cannot change roleRef",
             ));
+        }
+        if obj.get("roleRef").is_none_or(Value::is_null) {
+            check.errors.push(FieldError::required("roleRef", ""));
         }
     }
 
