@@ -149,14 +149,14 @@ impl Authorizer<'_> {
     /// Whether `user` may do `access`.
     pub fn allowed(&self, user: &UserInfo, access: &ResourceAccess<'_>) -> bool {
         let attributes = Attributes {
-            user: user.clone(),
-            verb: access.verb.to_string(),
+            user,
+            verb: access.verb,
             target: Target::Resource {
-                namespace: access.namespace.to_string(),
-                group: access.group.to_string(),
-                resource: access.resource.to_string(),
-                subresource: access.subresource.to_string(),
-                name: access.name.to_string(),
+                namespace: access.namespace,
+                group: access.group,
+                resource: access.resource,
+                subresource: access.subresource,
+                name: access.name,
             },
         };
         self.policy

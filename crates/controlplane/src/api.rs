@@ -21,7 +21,7 @@ use crate::objects::{
 use crate::patch::{self, PatchType, apply as ssa};
 use crate::registry::{Registry, ResourceInfo};
 use crate::selectors::{FieldSelector, LabelSelector};
-use crate::storage::{Store, WriteOp};
+use crate::storage::{Store, WriteError, WriteOp};
 use crate::table::{self, IncludeObject};
 
 /// Who is making a request (see [`crate::auth`]), as kube-apiserver's `user.Info`; plain-HTTP
@@ -209,12 +209,17 @@ impl Filter {
             "metadata.name".to_string(),
             "metadata.namespace".to_string(),
         ];
-        supported.extend(info.extra_field_selectors.iter().cloned());
+        supported.extend(
+            info.strategy
+                .field_selectors()
+                .iter()
+                .map(|f| f.to_string()),
+        );
         let mut fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or(""), &supported)
             .map_err(|e| ApiError::BadRequest(e.to_string()))?;
         // Selectors are matched against stored objects.
         for req in &mut fields.0 {
-            req.path = crate::events::stored_field(info, &req.path);
+            req.path = info.strategy.stored_field(&req.path).into_owned();
         }
         Ok(Filter { labels, fields })
     }
@@ -405,7 +410,7 @@ impl ApiServer {
             .wait()
             .await
             .map_err(|e| ApiError::Internal(e.to_string()))?;
-        if t.info.plural == "customresourcedefinitions" && t.info.group == "apiextensions.k8s.io" {
+        if t.info.strategy.defines_resources() {
             self.sync_crd(written.object.name());
         }
         Ok(written.object)
@@ -438,7 +443,7 @@ impl ApiServer {
         }
         let mut obj = prepare_create(&t.info, &t.namespace, body, &now)?;
         if let Some(user) = &opts.user {
-            objects::record_requester(&t.info, &mut obj, user);
+            t.info.strategy.record_requester(&mut obj, user);
         }
         let name = obj.name().to_string();
         self.check_namespace(t, &name)?;
@@ -597,7 +602,7 @@ impl ApiServer {
                     let mf = with_name.pointer("/metadata/managedFields").cloned();
                     let mut obj = prepare_create(&info, &ns, with_name, &now)?;
                     if let Some(user) = &opts.user {
-                        objects::record_requester(&info, &mut obj, user);
+                        info.strategy.record_requester(&mut obj, user);
                     }
                     let mut obj = self.admit_create(t, obj, opts)?;
                     if let Some(mf) = mf {
@@ -658,7 +663,7 @@ impl ApiServer {
             Ok(op)
         })?;
         let obj = self.finish(t, written).await?;
-        if outcome == DeleteOutcome::Removed && t.info.custom.is_none() {
+        if outcome == DeleteOutcome::Removed && !t.info.strategy.returns_deleted_object() {
             return Ok(Answer::ok(objects::delete_success(&t.info, &obj)));
         }
         Ok(Answer::ok(self.conversions.served_one(&t.info, &obj)?))
@@ -724,7 +729,7 @@ impl ApiServer {
                     Ok(op)
                 });
             if !moved {
-                return written;
+                return written.map_err(ApiError::from);
             }
         }
     }
@@ -839,8 +844,8 @@ impl ApiServer {
                 };
                 self.finish(&t, w).await.map(|_| ())
             }
-            Err(ApiError::NotFound(_)) => Ok(()),
-            Err(e) => Err(e),
+            Err(WriteError::Refused(ApiError::NotFound(_))) => Ok(()),
+            Err(e) => Err(e.into()),
         }
     }
 }

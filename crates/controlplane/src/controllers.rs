@@ -5,6 +5,7 @@
 //!
 //! They act only through [`ApiServer`] writes, so their effects are ordinary events.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -12,8 +13,9 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::api::{ApiServer, Target};
 use crate::meta::ObjectMeta;
-use crate::objects::{CRD_CLEANUP, DeleteOptions, FOREGROUND, ORPHAN, Part};
-use crate::storage::{Event, EventType};
+use crate::objects::{DeleteOptions, FOREGROUND, ORPHAN, Part};
+use crate::storage::{Event, EventType, WriteOp};
+use crate::strategy::apiextensions::CRD_CLEANUP;
 
 const CRD_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
 const NS_KEY: &str = "/namespaces";
@@ -230,9 +232,11 @@ async fn reconcile_namespace(api: &ApiServer, ns: &str) {
     if contents.is_empty() {
         let t = target_for(api, NS_KEY, "", ns);
         if let Some(t) = t {
-            let written = api.store.write(NS_KEY, "", ns, false, |cur| match cur {
-                Some(c) if c.is_deleting() => Ok(crate::storage::WriteOp::Delete),
-                _ => Ok(crate::storage::WriteOp::Unchanged),
+            let written = api.store.write(NS_KEY, "", ns, false, |cur| {
+                Ok::<_, Infallible>(match cur {
+                    Some(c) if c.is_deleting() => WriteOp::Delete,
+                    _ => WriteOp::Unchanged,
+                })
             });
             if let Ok(w) = written {
                 let _ = w.ack.wait().await;

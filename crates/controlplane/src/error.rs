@@ -6,6 +6,8 @@
 
 use serde_json::{Value, json};
 
+use crate::storage::{StorageError, WriteError};
+
 /// One field-level validation failure, as listed under `details.causes` of an Invalid status.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FieldError {
@@ -226,6 +228,29 @@ pub enum ApiError {
     ServiceUnavailable(String),
 }
 
+/// The store's failures as clients see them: unavailable while it takes no writes, an
+/// internal error otherwise.
+impl From<StorageError> for ApiError {
+    fn from(e: StorageError) -> Self {
+        match e {
+            StorageError::Failed | StorageError::ShuttingDown | StorageError::WriterGone => {
+                ApiError::ServiceUnavailable(e.to_string())
+            }
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+/// A write refused by its own decision answers that decision's error.
+impl From<WriteError<ApiError>> for ApiError {
+    fn from(e: WriteError<ApiError>) -> Self {
+        match e {
+            WriteError::Refused(e) => e,
+            WriteError::Storage(e) => e.into(),
+        }
+    }
+}
+
 fn denied_message(plugin: &str, message: &str) -> String {
     if message.is_empty() {
         format!("admission webhook {plugin:?} denied the request without explanation")
@@ -383,6 +408,30 @@ mod tests {
             kind: "configmaps".into(),
             name: name.into(),
         }
+    }
+
+    #[test]
+    fn storage_failures_answer_unavailable_or_internal_and_refusals_their_own_error() {
+        let answered = |e: WriteError<ApiError>| {
+            let e = ApiError::from(e);
+            (e.code(), e.to_string())
+        };
+        assert_eq!(
+            answered(WriteError::Storage(StorageError::ShuttingDown)),
+            (503, "the server is shutting down".into())
+        );
+        assert_eq!(
+            answered(WriteError::Storage(StorageError::Failed)),
+            (
+                503,
+                "storage failed; the control plane no longer accepts writes".into()
+            )
+        );
+        assert_eq!(
+            answered(WriteError::Storage(StorageError::NoObject("delete"))),
+            (500, "Internal error occurred: no object to delete".into())
+        );
+        assert_eq!(answered(WriteError::Refused(ApiError::NoRoute)).0, 404);
     }
 
     #[test]

@@ -3,10 +3,12 @@
 //! events.k8s.io/v1 requests are converted on the way in (writes) and out (reads, lists,
 //! watches), field by field as kubernetes' `pkg/apis/events/v1` conversion does.
 
+use std::borrow::Cow;
+use std::convert::Infallible;
+
 use serde_json::{Map, Value};
 
 use crate::meta::ObjectMeta;
-use crate::registry::ResourceInfo;
 use crate::storage::{Store, WriteOp};
 
 /// Where earlier versions stored events.k8s.io/v1 Events, apart from core/v1 Events.
@@ -25,11 +27,6 @@ const RENAMED: [(&str, &str); 7] = [
     ("deprecatedCount", "count"),
 ];
 
-/// Whether a resource is events.k8s.io's view of the core Events.
-pub fn is_events_v1(info: &ResourceInfo) -> bool {
-    info.group == "events.k8s.io" && info.plural == "events"
-}
-
 fn rename(obj: Value, to_core: bool) -> Value {
     let Value::Object(fields) = obj else {
         return obj;
@@ -47,35 +44,24 @@ fn rename(obj: Value, to_core: bool) -> Value {
     Value::Object(out)
 }
 
-/// The stored (core/v1) form of an object written through `info`.
-pub fn to_stored(info: &ResourceInfo, obj: Value) -> Value {
-    if is_events_v1(info) {
-        rename(obj, true)
-    } else {
-        obj
-    }
+/// An events.k8s.io/v1 Event in its core/v1 form.
+pub fn to_core(obj: Value) -> Value {
+    rename(obj, true)
 }
 
-/// The form `info` serves a stored object in (before apiVersion and kind are set).
-pub fn to_served(info: &ResourceInfo, obj: Value) -> Value {
-    if is_events_v1(info) {
-        rename(obj, false)
-    } else {
-        obj
-    }
+/// A core/v1 Event in its events.k8s.io/v1 form (before apiVersion and kind are set).
+pub fn to_events_v1(obj: Value) -> Value {
+    rename(obj, false)
 }
 
-/// The stored field a field selector of `info` names (`regarding.name` →
+/// The core/v1 field an events.k8s.io/v1 field selector names (`regarding.name` →
 /// `involvedObject.name`).
-pub fn stored_field(info: &ResourceInfo, path: &str) -> String {
-    if !is_events_v1(info) {
-        return path.to_string();
-    }
+pub fn core_field(path: &str) -> Cow<'_, str> {
     let (head, rest) = path.split_once('.').unwrap_or((path, ""));
     match RENAMED.iter().find(|(v1, _)| *v1 == head) {
-        Some((_, core)) if rest.is_empty() => core.to_string(),
-        Some((_, core)) => format!("{core}.{rest}"),
-        None => path.to_string(),
+        Some((_, core)) if rest.is_empty() => Cow::Borrowed(core),
+        Some((_, core)) => Cow::Owned(format!("{core}.{rest}")),
+        None => Cow::Borrowed(path),
     }
 }
 
@@ -85,17 +71,19 @@ pub async fn migrate_stored_apart(store: &Store) {
     let (_, apart) = store.list(STORED_APART, None, None);
     for event in apart {
         let (ns, name) = (event.namespace().to_string(), event.name().to_string());
-        let mut core = rename((*event).clone(), true);
+        let mut core = to_core((*event).clone());
         if let Some(o) = core.as_object_mut() {
             o.insert("apiVersion".into(), Value::String("v1".into()));
         }
         let moved = store.write("/events", &ns, &name, false, |cur| {
-            Ok(match cur {
+            Ok::<_, Infallible>(match cur {
                 Some(_) => WriteOp::Unchanged,
                 None => WriteOp::Put(core),
             })
         });
-        let removed = store.write(STORED_APART, &ns, &name, false, |_| Ok(WriteOp::Delete));
+        let removed = store.write(STORED_APART, &ns, &name, false, |_| {
+            Ok::<_, Infallible>(WriteOp::Delete)
+        });
         for written in [moved, removed].into_iter().flatten() {
             if let Err(e) = written.ack.wait().await {
                 tracing::warn!(%ns, %name, error = %e, "moving an events.k8s.io Event into core/v1 storage failed");
@@ -109,10 +97,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn events_v1() -> ResourceInfo {
+    fn events_v1() -> std::sync::Arc<crate::registry::ResourceInfo> {
         crate::registry::Registry::with_builtins()
             .lookup("events.k8s.io", "v1", "events")
-            .map(|i| (*i).clone())
             .expect("events.k8s.io/v1 events are served")
     }
 
@@ -128,7 +115,7 @@ mod tests {
             "deprecatedFirstTimestamp": "2026-01-01T00:00:00Z",
             "deprecatedLastTimestamp": "2026-01-01T00:00:01Z", "deprecatedCount": 2});
         let info = events_v1();
-        let core = to_stored(&info, v1.clone());
+        let core = info.strategy.to_stored(v1.clone());
         assert_eq!(
             core,
             json!({"metadata": {"name": "e"}, "eventTime": "2026-01-01T00:00:00.000000Z",
@@ -141,15 +128,16 @@ mod tests {
             "firstTimestamp": "2026-01-01T00:00:00Z",
             "lastTimestamp": "2026-01-01T00:00:01Z", "count": 2})
         );
-        assert_eq!(to_served(&info, core), v1);
+        assert_eq!(info.strategy.to_served(core), v1);
     }
 
     #[test]
     fn field_selectors_name_the_stored_fields() {
         let info = events_v1();
-        assert_eq!(stored_field(&info, "regarding.name"), "involvedObject.name");
-        assert_eq!(stored_field(&info, "reason"), "reason");
-        assert_eq!(stored_field(&info, "metadata.name"), "metadata.name");
+        let stored = |path| info.strategy.stored_field(path).into_owned();
+        assert_eq!(stored("regarding.name"), "involvedObject.name");
+        assert_eq!(stored("reason"), "reason");
+        assert_eq!(stored("metadata.name"), "metadata.name");
     }
 
     #[tokio::test]
@@ -160,7 +148,9 @@ mod tests {
             "metadata": {"name": "e1", "namespace": "ns"}, "note": "old", "reason": "R",
             "regarding": {"kind": "Spoke", "name": "s"}});
         store
-            .write(STORED_APART, "ns", "e1", false, |_| Ok(WriteOp::Put(apart)))
+            .write(STORED_APART, "ns", "e1", false, |_| {
+                Ok::<_, Infallible>(WriteOp::Put(apart))
+            })
             .unwrap();
         migrate_stored_apart(&store).await;
         assert!(store.list(STORED_APART, None, None).1.is_empty());

@@ -7,10 +7,12 @@
 //! kubectl and kube-rs work against it unchanged.
 //!
 //! Layout: [`registry`] (what is served), [`storage`] (objects, history, durability),
-//! [`objects`] (create/update/delete rules), [`api`] (operations), [`admission`] (the
+//! [`objects`] (create/update/delete rules every object shares), [`strategy`] (what is
+//! particular to each resource), [`api`] (operations), [`admission`] (the
 //! embedder's plugins), [`conversion`] (CRD versions), [`watch`], [`patch`] (JSON, merge,
 //! strategic, server-side apply), [`crd_schema`], [`selectors`], [`table`], [`openapi`],
-//! [`private_files`] (owner-only state on disk), [`requests`] (request counts),
+//! [`private_files`] (owner-only state on disk), [`request_info`] (what a request asks, read
+//! once for authorization, routing and counting), [`requests`] (request counts),
 //! [`controllers`] (GC, namespace and CRD cleanup), [`auth`] (TLS, authentication, RBAC, CSR
 //! signing), [`http`] (routing) and [`server`] (lifecycle).
 
@@ -34,11 +36,13 @@ pub mod patch;
 pub mod private_files;
 pub mod protobuf;
 pub mod registry;
+pub mod request_info;
 pub mod requests;
 pub mod scale;
 pub mod selectors;
 pub mod server;
 pub mod storage;
+pub mod strategy;
 pub mod table;
 pub mod validation_rules;
 pub mod watch;

@@ -1,7 +1,8 @@
 //! Object semantics shared by every resource, as kube-apiserver applies them: what create,
 //! update and delete do to metadata (uid, creationTimestamp, generation, finalizers,
-//! deletionTimestamp), how subresources split spec from status, per-resource defaults and
-//! validation, and the Status errors each rule produces.
+//! deletionTimestamp), how subresources split spec from status, preconditions and
+//! propagation, and the Status errors each rule produces. What is particular to one resource
+//! is its [`crate::strategy`]'s, which these rules call at kube-apiserver's points.
 //!
 //! Pure functions over JSON: no storage, no HTTP. Handlers call them inside a store write.
 
@@ -11,6 +12,7 @@ use crate::error::{ApiError, ApiResult, FieldError, Subject};
 use crate::meta::{ObjectMeta, meta_mut, new_uid, validate_labels, validate_name};
 use crate::registry::ResourceInfo;
 use crate::storage::WriteOp;
+use crate::strategy::Validation;
 
 /// The subject of NotFound/AlreadyExists/Conflict errors: plural resource and group.
 pub fn subject(info: &ResourceInfo, name: &str) -> Subject {
@@ -43,12 +45,10 @@ const SERVER_OWNED: [&str; 5] = [
 pub const FOREGROUND: &str = "foregroundDeletion";
 /// The finalizer asking the collector to orphan dependents.
 pub const ORPHAN: &str = "orphan";
-/// The finalizer that keeps a CRD until its objects are gone.
-pub const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
 
 /// Gives the object the apiVersion and kind of the version it is served at.
 pub fn present(info: &ResourceInfo, obj: &Value) -> Value {
-    let mut out = crate::events::to_served(info, obj.clone());
+    let mut out = info.strategy.to_served(obj.clone());
     if let Some(m) = out.as_object_mut() {
         m.insert("apiVersion".into(), Value::String(info.api_version()));
         m.insert("kind".into(), Value::String(info.kind.clone()));
@@ -98,7 +98,7 @@ fn check_type_meta(info: &ResourceInfo, obj: &Value) -> ApiResult<()> {
 /// Turns a create request body into the object to store (without resourceVersion).
 pub fn prepare_create(info: &ResourceInfo, ns: &str, obj: Value, now: &str) -> ApiResult<Value> {
     check_type_meta(info, &obj)?;
-    let mut obj = crate::events::to_stored(info, obj);
+    let mut obj = info.strategy.to_stored(obj);
     let body_ns = obj.namespace().to_string();
     if info.namespaced && !body_ns.is_empty() && body_ns != ns {
         return Err(ApiError::BadRequest(
@@ -134,176 +134,24 @@ pub fn prepare_create(info: &ResourceInfo, ns: &str, obj: Value, now: &str) -> A
         m.remove("resourceVersion");
         m.insert("uid".into(), json!(new_uid()));
         m.insert("creationTimestamp".into(), json!(now));
-        if info.has_generation {
+        if info.strategy.tracks_generation() {
             m.insert("generation".into(), json!(1));
         }
     }
     let o = obj.as_object_mut().expect("checked object above");
     o.insert("apiVersion".into(), json!(info.storage_api_version()));
     o.insert("kind".into(), json!(info.kind));
-    if info.has_status() && info.custom.is_some() {
-        o.remove("status");
-    }
-    defaults_on_create(info, &mut obj, now);
+    info.strategy.prepare_for_create(info, &mut obj, now);
     validate(info, &mut obj, None)?;
     Ok(obj)
 }
 
-fn defaults_on_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
-    let o = obj.as_object_mut().expect("objects are JSON objects here");
-    match (info.group.as_str(), info.plural.as_str()) {
-        ("", "namespaces") => {
-            o.insert("spec".into(), json!({"finalizers": ["kubernetes"]}));
-            o.insert("status".into(), json!({"phase": "Active"}));
-        }
-        ("", "secrets")
-            if o.get("type")
-                .and_then(Value::as_str)
-                .is_none_or(str::is_empty) =>
-        {
-            o.insert("type".into(), json!("Opaque"));
-        }
-        ("", "services") => {
-            let spec = o.entry("spec").or_insert(json!({}));
-            if let Some(s) = spec.as_object_mut() {
-                s.entry("type").or_insert(json!("ClusterIP"));
-                s.entry("sessionAffinity").or_insert(json!("None"));
-                s.entry("internalTrafficPolicy").or_insert(json!("Cluster"));
-                for port in s
-                    .get_mut("ports")
-                    .and_then(Value::as_array_mut)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_object_mut)
-                {
-                    port.entry("protocol").or_insert(json!("TCP"));
-                    if let Some(number) = port.get("port").cloned() {
-                        port.entry("targetPort").or_insert(number);
-                    }
-                }
-            }
-            o.insert("status".into(), json!({"loadBalancer": {}}));
-        }
-        ("apps", "deployments") => {
-            let spec = o.entry("spec").or_insert(json!({}));
-            if let Some(s) = spec.as_object_mut() {
-                s.entry("replicas").or_insert(json!(1));
-                s.entry("revisionHistoryLimit").or_insert(json!(10));
-                s.entry("progressDeadlineSeconds").or_insert(json!(600));
-                s.entry("strategy")
-                    .or_insert(json!({"type": "RollingUpdate",
-                    "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}));
-            }
-            o.remove("status");
-        }
-        ("apiextensions.k8s.io", "customresourcedefinitions") => {
-            crd_status(obj, now);
-            let m = meta_mut(obj);
-            let fin = m.entry("finalizers").or_insert(json!([]));
-            if let Some(a) = fin.as_array_mut()
-                && !a.iter().any(|f| f == CRD_CLEANUP)
-            {
-                a.push(json!(CRD_CLEANUP));
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Sets a CRD's status as the apiextensions controllers would once its names are accepted.
-fn crd_status(obj: &mut Value, now: &str) {
-    let names = obj.pointer("/spec/names").cloned().unwrap_or(json!({}));
-    let mut accepted = names.clone();
-    if let Some(a) = accepted.as_object_mut() {
-        let kind = a
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        a.entry("singular").or_insert(json!(kind.to_lowercase()));
-        a.entry("listKind").or_insert(json!(format!("{kind}List")));
-    }
-    let storage: Vec<Value> = obj
-        .pointer("/spec/versions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
-        .filter_map(|v| v.get("name").cloned())
-        .collect();
-    let mut stored: Vec<Value> = obj
-        .pointer("/status/storedVersions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    for s in storage {
-        if !stored.contains(&s) {
-            stored.push(s);
-        }
-    }
-    let cond = |t: &str, reason: &str, msg: &str| json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": msg});
-    if let Some(o) = obj.as_object_mut() {
-        o.insert(
-            "status".into(),
-            json!({
-                "conditions": [
-                    cond("NamesAccepted", "NoConflicts", "no conflicts found"),
-                    cond("Established", "InitialNamesAccepted", "the initial names have been accepted"),
-                ],
-                "acceptedNames": accepted,
-                "storedVersions": stored,
-            }),
-        );
-    }
-}
-
-fn is_csr(info: &ResourceInfo) -> bool {
-    info.group == "certificates.k8s.io" && info.plural == "certificatesigningrequests"
-}
-
-/// Records who created a CertificateSigningRequest, as kube-apiserver's CSR strategy does: the
-/// requester's name, uid, groups and extra replace whatever the client put in the spec (an
-/// empty uid or extra is left out, as Kubernetes' omitempty does), and no status is kept.
-pub fn record_requester(info: &ResourceInfo, obj: &mut Value, user: &crate::api::UserInfo) {
-    if !is_csr(info) {
-        return;
-    }
-    if let Some(Value::Object(spec)) = obj.get_mut("spec") {
-        spec.insert("username".into(), json!(user.name));
-        spec.insert("groups".into(), json!(user.groups));
-        spec.remove("uid");
-        spec.remove("extra");
-        if !user.uid.is_empty() {
-            spec.insert("uid".into(), json!(user.uid));
-        }
-        if !user.extra.is_empty() {
-            spec.insert("extra".into(), json!(user.extra));
-        }
-    }
-    if let Some(o) = obj.as_object_mut() {
-        o.remove("status");
-    }
-}
-
-/// A CertificateSigningRequest's spec, requester included, never changes after creation:
-/// as kube-apiserver's CSR strategy, every update keeps the stored spec whatever it was sent.
-fn keep_csr_spec(info: &ResourceInfo, cur: &Value, next: &mut Value) {
-    if !is_csr(info) {
-        return;
-    }
-    if let Some(o) = next.as_object_mut() {
-        match cur.get("spec") {
-            Some(spec) => o.insert("spec".into(), spec.clone()),
-            None => o.remove("spec"),
-        };
-    }
-}
-
-/// Per-resource validation and normalisation; Invalid lists every field error.
+/// Validation and normalisation: the metadata every object shares, then the resource's own
+/// (see [`crate::strategy::ResourceStrategy::validate`]); Invalid lists every field error.
 pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> ApiResult<()> {
     let name = obj.name().to_string();
     let mut errs = Vec::new();
-    if let Some(e) = validate_name(&name, info.name_rule, "metadata.name") {
+    if let Some(e) = validate_name(&name, info.strategy.name_rule(), "metadata.name") {
         errs.push(e);
     }
     if let Some(labels) = obj.pointer("/metadata/labels") {
@@ -331,201 +179,16 @@ pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Ap
             "must be a list of strings",
         ));
     }
-    if let Some(old) = old {
-        immutable_fields(info, old, obj, &mut errs);
-    }
-    match (info.group.as_str(), info.plural.as_str()) {
-        ("", "secrets") => secret_data(obj, &mut errs),
-        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings")
-            if obj.get("roleRef").is_none_or(Value::is_null) =>
-        {
-            errs.push(FieldError::required("roleRef", ""));
-        }
-        ("", "configmaps") => {
-            for field in ["data", "binaryData"] {
-                if let Some(d) = obj.get(field)
-                    && !d.is_null()
-                    && !d
-                        .as_object()
-                        .is_some_and(|m| m.values().all(Value::is_string))
-                {
-                    errs.push(FieldError::invalid(field, d, "must be a map of strings"));
-                }
-            }
-        }
-        ("apps", "deployments") => {
-            if obj.pointer("/spec/selector").is_none() {
-                errs.push(FieldError::required("spec.selector", ""));
-            }
-            if obj.pointer("/spec/template/metadata/labels").is_none() {
-                errs.push(FieldError::required("spec.template.metadata.labels", ""));
-            }
-            if let Some(r) = obj.pointer("/spec/replicas")
-                && r.as_i64().is_none_or(|n| n < 0)
-            {
-                errs.push(FieldError::invalid(
-                    "spec.replicas",
-                    r,
-                    "must be greater than or equal to 0",
-                ));
-            }
-        }
-        ("certificates.k8s.io", "certificatesigningrequests") => {
-            if obj
-                .pointer("/spec/request")
-                .and_then(Value::as_str)
-                .is_none()
-            {
-                errs.push(FieldError::required("spec.request", ""));
-            }
-            if obj
-                .pointer("/spec/signerName")
-                .and_then(Value::as_str)
-                .is_none()
-            {
-                errs.push(FieldError::required("spec.signerName", ""));
-            }
-        }
-        ("apiextensions.k8s.io", "customresourcedefinitions") => {
-            match crate::registry::resources_from_crd(obj) {
-                Err(crate::registry::CrdError::Field { field, message }) => {
-                    errs.push(FieldError {
-                        reason: "FieldValueInvalid",
-                        message: format!("{field}: {message}"),
-                        field,
-                    });
-                }
-                Ok(_) => {
-                    let group = obj
-                        .pointer("/spec/group")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    let plural = obj
-                        .pointer("/spec/names/plural")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    if name != format!("{plural}.{group}") {
-                        errs.push(FieldError::invalid(
-                            "metadata.name",
-                            &json!(name),
-                            "must be spec.names.plural+\".\"+spec.group",
-                        ));
-                    }
-                }
-            }
-        }
-        _ => {}
-    }
-    if let Some(custom) = &info.custom
-        && let Some(schema) = &custom.schema
-    {
-        let schema_errs = crate::crd_schema::validate_object(schema, obj);
-        // As kube-apiserver, CEL rules run only when every value has its schema's type: they
-        // rely on it.
-        let mistyped = schema_errs
-            .iter()
-            .any(|e| e.message.contains(" must be of type "));
-        errs.extend(schema_errs);
-        if let Some(rules) = &custom.rules {
-            if mistyped {
-                errs.push(FieldError::invalid(
-                    "<nil>",
-                    &Value::Null,
-                    "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
-                ));
-            } else {
-                errs.extend(rules.validate(obj, old));
-            }
-        }
-    }
-    if errs.is_empty() {
+    let mut check = Validation {
+        info,
+        old,
+        errors: errs,
+    };
+    info.strategy.validate(obj, &mut check);
+    if check.errors.is_empty() {
         Ok(())
     } else {
-        Err(ApiError::invalid(kind_subject(info, &name), errs))
-    }
-}
-
-/// Fields kube-apiserver refuses to change once set: a binding's roleRef, a Secret's type,
-/// and the contents of ConfigMaps and Secrets marked `immutable`.
-fn immutable_fields(info: &ResourceInfo, old: &Value, new: &Value, errs: &mut Vec<FieldError>) {
-    match (info.group.as_str(), info.plural.as_str()) {
-        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings")
-            if old.get("roleRef") != new.get("roleRef") =>
-        {
-            errs.push(FieldError::invalid(
-                "roleRef",
-                new.get("roleRef").unwrap_or(&Value::Null),
-                "cannot change roleRef",
-            ));
-        }
-        ("", "secrets" | "configmaps") => {
-            if info.plural == "secrets" && old.get("type") != new.get("type") {
-                errs.push(FieldError::invalid(
-                    "type",
-                    new.get("type").unwrap_or(&Value::Null),
-                    "field is immutable",
-                ));
-            }
-            if old.get("immutable").and_then(Value::as_bool) == Some(true) {
-                for f in ["data", "binaryData"] {
-                    if old.get(f) != new.get(f) {
-                        errs.push(FieldError::forbidden(
-                            f,
-                            "field is immutable when `immutable` is set",
-                        ));
-                    }
-                }
-                if new.get("immutable").and_then(Value::as_bool) != Some(true) {
-                    errs.push(FieldError::forbidden(
-                        "immutable",
-                        "field is immutable when `immutable` is set",
-                    ));
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Moves `stringData` into `data` and checks that `data` holds base64.
-fn secret_data(obj: &mut Value, errs: &mut Vec<FieldError>) {
-    let Some(o) = obj.as_object_mut() else { return };
-    if let Some(sd) = o.remove("stringData") {
-        let Some(sd) = sd.as_object() else {
-            errs.push(FieldError::invalid(
-                "stringData",
-                &sd,
-                "must be a map of strings",
-            ));
-            return;
-        };
-        let data = o.entry("data").or_insert(json!({}));
-        if let Some(d) = data.as_object_mut() {
-            for (k, v) in sd {
-                d.insert(
-                    k.clone(),
-                    json!(base64_encode(v.as_str().unwrap_or("").as_bytes())),
-                );
-            }
-        }
-    }
-    if let Some(d) = o.get("data")
-        && !d.is_null()
-    {
-        match d.as_object() {
-            Some(m) => {
-                for (k, v) in m {
-                    if v.as_str().and_then(base64_decode).is_none() {
-                        errs.push(FieldError::invalid(
-                            format!("data[{k}]"),
-                            v,
-                            "illegal base64 data",
-                        ));
-                    }
-                }
-            }
-            None => errs.push(FieldError::invalid("data", d, "must be a map of strings")),
-        }
+        Err(ApiError::invalid(kind_subject(info, &name), check.errors))
     }
 }
 
@@ -652,7 +315,7 @@ pub fn prepare_update(
     require_rv: bool,
 ) -> ApiResult<Value> {
     check_type_meta(info, &new)?;
-    let mut new = crate::events::to_stored(info, new);
+    let mut new = info.strategy.to_stored(new);
     let name = cur.name().to_string();
     if new.name() != name {
         return Err(ApiError::BadRequest(format!(
@@ -667,7 +330,7 @@ pub fn prepare_update(
         ));
     }
     match new.resource_version() {
-        "" if require_rv && !info.allow_unconditional_update => {
+        "" if require_rv && !info.strategy.allows_unconditional_update() => {
             return Err(ApiError::invalid(
                 kind_subject(info, &name),
                 vec![FieldError {
@@ -735,7 +398,6 @@ pub fn prepare_update(
             next
         }
     };
-    keep_csr_spec(info, cur, &mut next);
     {
         let cur_meta = cur.meta().cloned().unwrap_or_default();
         let m = meta_mut(&mut next);
@@ -757,20 +419,7 @@ pub fn prepare_update(
         );
         o.insert("kind".into(), json!(info.kind));
     }
-    if info.plural == "customresourcedefinitions" && part == Part::Main {
-        let now = cur
-            .meta_str("creationTimestamp")
-            .unwrap_or_default()
-            .to_string();
-        let status = cur.get("status").cloned();
-        crd_status(&mut next, &now);
-        if let (Some(old), Some(o)) = (status, next.as_object_mut())
-            && let Some(conds) = old.get("conditions")
-            && let Some(Value::Object(s)) = o.get_mut("status")
-        {
-            s.insert("conditions".into(), conds.clone());
-        }
-    }
+    info.strategy.prepare_for_update(cur, &mut next, part);
     if part == Part::Main || part == Part::Status {
         validate(info, &mut next, Some(cur))?;
     }
@@ -802,14 +451,16 @@ pub fn settle_update(info: &ResourceInfo, cur: &Value, mut next: Value) -> ApiRe
             ));
         }
     }
-    if info.has_generation && without_meta_and_status(&next) != without_meta_and_status(cur) {
+    if info.strategy.tracks_generation()
+        && without_meta_and_status(&next) != without_meta_and_status(cur)
+    {
         let g = cur
             .pointer("/metadata/generation")
             .and_then(Value::as_i64)
             .unwrap_or(0);
         meta_mut(&mut next).insert("generation".into(), json!(g + 1));
     }
-    if cur.is_deleting() && next.finalizers().is_empty() && info.plural != "namespaces" {
+    if cur.is_deleting() && next.finalizers().is_empty() && info.strategy.removed_once_finalized() {
         return Ok(WriteOp::Delete);
     }
     if comparable(&next) == comparable(cur) {
@@ -904,7 +555,7 @@ pub enum DeleteOutcome {
     Pending,
 }
 
-/// Decides a delete: preconditions, finalizers and propagation.
+/// Decides a delete: preconditions, then what the resource's strategy makes of it.
 pub fn decide_delete(
     info: &ResourceInfo,
     cur: &Value,
@@ -929,27 +580,18 @@ pub fn decide_delete(
     {
         return Err(precondition("ResourceVersion", r, cur.resource_version()));
     }
-    if info.plural == "namespaces" && info.group.is_empty() {
-        if matches!(name.as_str(), "default" | "kube-system" | "kube-public") {
-            return Err(ApiError::Forbidden {
-                subject: subject(info, &name),
-                message: format!(
-                    "namespaces {name:?} is forbidden: this namespace may not be deleted"
-                ),
-                cause: None,
-            });
-        }
-        if cur.is_deleting() {
-            return Ok((WriteOp::Unchanged, DeleteOutcome::Pending));
-        }
-        let mut next = cur.clone();
-        meta_mut(&mut next).insert("deletionTimestamp".into(), json!(now));
-        meta_mut(&mut next).insert("deletionGracePeriodSeconds".into(), json!(0));
-        if let Some(o) = next.as_object_mut() {
-            o.insert("status".into(), json!({"phase": "Terminating"}));
-        }
-        return Ok((WriteOp::Put(next), DeleteOutcome::Pending));
-    }
+    info.strategy.delete(info, cur, opts, now)
+}
+
+/// What deleting `cur` does for most resources: with no finalizers (and none the propagation
+/// policy adds) the object goes at once; otherwise it is marked deleted and waits for them.
+pub fn delete_by_finalizers(
+    info: &ResourceInfo,
+    cur: &Value,
+    opts: &DeleteOptions,
+    now: &str,
+) -> ApiResult<(WriteOp, DeleteOutcome)> {
+    let name = cur.name();
     let mut finalizers = cur.finalizers();
     let extra = match opts.propagation.as_deref() {
         Some("Foreground") => Some(FOREGROUND),
@@ -957,7 +599,7 @@ pub fn decide_delete(
         Some("Background") | None => None,
         Some(other) => {
             return Err(ApiError::invalid(
-                kind_subject(info, &name),
+                kind_subject(info, name),
                 vec![FieldError::not_supported(
                     "propagationPolicy",
                     &json!(other),
@@ -987,7 +629,7 @@ pub fn decide_delete(
         m.insert("deletionTimestamp".into(), json!(now));
         m.insert("deletionGracePeriodSeconds".into(), json!(0));
     }
-    if info.has_generation {
+    if info.strategy.tracks_generation() {
         let g = cur
             .pointer("/metadata/generation")
             .and_then(Value::as_i64)

@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock};
 
 use serde_json::{Value, json};
 
-use crate::meta::NameRule;
+use crate::strategy::{self, ResourceStrategy};
 
 /// How a printer column's cell is computed from an object.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,7 +50,8 @@ pub struct PrinterColumn {
 }
 
 impl PrinterColumn {
-    fn path(name: &str, type_: &str, path: &str) -> Self {
+    /// A column showing the value at a simple JSONPath.
+    pub fn path(name: &str, type_: &str, path: &str) -> Self {
         PrinterColumn {
             name: name.into(),
             type_: type_.into(),
@@ -60,7 +61,13 @@ impl PrinterColumn {
             source: CellSource::JsonPath(path.into()),
         }
     }
-    fn computed(name: &str, source: CellSource) -> Self {
+    /// When the object was created, as CRDs and roles show it.
+    pub fn created_at() -> Self {
+        PrinterColumn::path("Created At", "date-time", ".metadata.creationTimestamp")
+    }
+
+    /// A string column computed from the object.
+    pub fn computed(name: &str, source: CellSource) -> Self {
         PrinterColumn {
             name: name.into(),
             type_: "string".into(),
@@ -84,16 +91,11 @@ pub struct ResourceInfo {
     pub namespaced: bool,
     pub short_names: Vec<String>,
     pub categories: Vec<String>,
-    /// Subresources besides the main resource: `status`, `approval`, `finalize`.
+    /// Subresources besides the main resource: `status`, `approval`, `finalize`, `scale`.
     pub subresources: Vec<String>,
-    /// `metadata.generation` tracks changes outside metadata and status.
-    pub has_generation: bool,
-    pub name_rule: NameRule,
     pub printer_columns: Vec<PrinterColumn>,
-    /// Field selectors accepted beyond metadata.name and metadata.namespace.
-    pub extra_field_selectors: Vec<String>,
-    /// PUT without a resourceVersion is allowed (built-ins yes, custom resources no).
-    pub allow_unconditional_update: bool,
+    /// What is particular about the resource's objects (see [`crate::strategy`]).
+    pub strategy: &'static dyn ResourceStrategy,
     /// Served from a CustomResourceDefinition.
     pub custom: Option<CustomInfo>,
     /// What the `/scale` subresource reads and writes, when there is one.
@@ -138,10 +140,10 @@ impl ResourceInfo {
     /// The key objects are stored under: shared by every version of a resource, and by
     /// core/v1 and events.k8s.io/v1 Events (see [`crate::events`]).
     pub fn storage_key(&self) -> String {
-        if crate::events::is_events_v1(self) {
-            return "/events".into();
+        match self.strategy.stored_as() {
+            Some(stored) => stored.key.into(),
+            None => format!("{}/{}", self.group, self.plural),
         }
-        format!("{}/{}", self.group, self.plural)
     }
 
     pub fn has_status(&self) -> bool {
@@ -150,8 +152,8 @@ impl ResourceInfo {
 
     /// The apiVersion objects are stored with.
     pub fn storage_api_version(&self) -> String {
-        if crate::events::is_events_v1(self) {
-            return "v1".into();
+        if let Some(stored) = self.strategy.stored_as() {
+            return stored.api_version.into();
         }
         match &self.custom {
             Some(c) if c.storage_version != self.version => {
@@ -176,17 +178,23 @@ impl ResourceInfo {
     }
 }
 
-struct Builtin<'a> {
-    group: &'a str,
-    kind: &'a str,
-    plural: &'a str,
+/// One built-in resource: its names, scope and subresources; the rest is its strategy's.
+struct Builtin {
+    group: &'static str,
+    kind: &'static str,
+    plural: &'static str,
     namespaced: bool,
-    short: &'a [&'a str],
-    subresources: &'a [&'a str],
-    has_generation: bool,
+    short: &'static [&'static str],
+    subresources: &'static [&'static str],
+    strategy: &'static dyn ResourceStrategy,
 }
 
-fn builtin(b: Builtin<'_>) -> ResourceInfo {
+fn builtin(b: Builtin) -> ResourceInfo {
+    let mut subresources: Vec<String> = b.subresources.iter().map(|s| s.to_string()).collect();
+    let scale = b.strategy.scale();
+    if scale.is_some() {
+        subresources.push("scale".into());
+    }
     ResourceInfo {
         group: b.group.into(),
         version: "v1".into(),
@@ -196,26 +204,23 @@ fn builtin(b: Builtin<'_>) -> ResourceInfo {
         singular: b.kind.to_lowercase(),
         namespaced: b.namespaced,
         short_names: b.short.iter().map(|s| s.to_string()).collect(),
-        categories: Vec::new(),
-        subresources: b.subresources.iter().map(|s| s.to_string()).collect(),
-        has_generation: b.has_generation,
-        name_rule: if b.group == "rbac.authorization.k8s.io" {
-            NameRule::PathSegment
-        } else if b.plural == "namespaces" {
-            NameRule::Label
-        } else {
-            NameRule::Subdomain
-        },
-        printer_columns: Vec::new(),
-        extra_field_selectors: Vec::new(),
-        allow_unconditional_update: true,
+        categories: b
+            .strategy
+            .categories()
+            .iter()
+            .map(|c| c.to_string())
+            .collect(),
+        subresources,
+        printer_columns: b.strategy.printer_columns(),
+        strategy: b.strategy,
         custom: None,
-        scale: None,
+        scale,
     }
 }
 
 fn builtins() -> Vec<ResourceInfo> {
-    let b = |group, kind, plural, namespaced, short, subresources, has_generation| {
+    use strategy::{apiextensions, apps, certificates, coordination, core, events, rbac};
+    let b = |group, kind, plural, namespaced, short, subresources, strategy| {
         builtin(Builtin {
             group,
             kind,
@@ -223,10 +228,10 @@ fn builtins() -> Vec<ResourceInfo> {
             namespaced,
             short,
             subresources,
-            has_generation,
+            strategy,
         })
     };
-    let mut out = vec![
+    vec![
         b(
             "",
             "Namespace",
@@ -234,10 +239,18 @@ fn builtins() -> Vec<ResourceInfo> {
             false,
             &["ns"],
             &["status", "finalize"],
-            false,
+            &core::Namespaces,
         ),
-        b("", "Secret", "secrets", true, &[], &[], false),
-        b("", "ConfigMap", "configmaps", true, &["cm"], &[], false),
+        b("", "Secret", "secrets", true, &[], &[], &core::Secrets),
+        b(
+            "",
+            "ConfigMap",
+            "configmaps",
+            true,
+            &["cm"],
+            &[],
+            &core::ConfigMaps,
+        ),
         b(
             "",
             "ServiceAccount",
@@ -245,7 +258,7 @@ fn builtins() -> Vec<ResourceInfo> {
             true,
             &["sa"],
             &[],
-            false,
+            &core::ServiceAccounts,
         ),
         // Stored with kube-apiserver's spec defaults; nothing routes to a Service here, so it
         // gets no cluster IP.
@@ -256,10 +269,26 @@ fn builtins() -> Vec<ResourceInfo> {
             true,
             &["svc"],
             &["status"],
-            false,
+            &core::Services,
         ),
-        b("", "Event", "events", true, &["ev"], &[], false),
-        b("", "Node", "nodes", false, &["no"], &["status"], false),
+        b(
+            "",
+            "Event",
+            "events",
+            true,
+            &["ev"],
+            &[],
+            &events::CoreEvents,
+        ),
+        b(
+            "",
+            "Node",
+            "nodes",
+            false,
+            &["no"],
+            &["status"],
+            &core::Nodes,
+        ),
         b(
             "apps",
             "Deployment",
@@ -267,7 +296,7 @@ fn builtins() -> Vec<ResourceInfo> {
             true,
             &["deploy"],
             &["status"],
-            true,
+            &apps::Deployments,
         ),
         b(
             "coordination.k8s.io",
@@ -276,10 +305,17 @@ fn builtins() -> Vec<ResourceInfo> {
             true,
             &[],
             &[],
-            false,
+            &coordination::Leases,
         ),
-        // Stored apart from core/v1 events (no conversion between the two shapes).
-        b("events.k8s.io", "Event", "events", true, &[], &[], false),
+        b(
+            "events.k8s.io",
+            "Event",
+            "events",
+            true,
+            &[],
+            &[],
+            &events::EventsV1,
+        ),
         b(
             "certificates.k8s.io",
             "CertificateSigningRequest",
@@ -287,7 +323,7 @@ fn builtins() -> Vec<ResourceInfo> {
             false,
             &["csr"],
             &["approval", "status"],
-            false,
+            &certificates::CertificateSigningRequests,
         ),
         b(
             "apiextensions.k8s.io",
@@ -296,7 +332,7 @@ fn builtins() -> Vec<ResourceInfo> {
             false,
             &["crd", "crds"],
             &["status"],
-            true,
+            &apiextensions::CustomResourceDefinitions,
         ),
         b(
             "rbac.authorization.k8s.io",
@@ -305,7 +341,7 @@ fn builtins() -> Vec<ResourceInfo> {
             true,
             &[],
             &[],
-            false,
+            &rbac::Roles,
         ),
         b(
             "rbac.authorization.k8s.io",
@@ -314,7 +350,7 @@ fn builtins() -> Vec<ResourceInfo> {
             false,
             &[],
             &[],
-            false,
+            &rbac::Roles,
         ),
         b(
             "rbac.authorization.k8s.io",
@@ -323,7 +359,7 @@ fn builtins() -> Vec<ResourceInfo> {
             true,
             &[],
             &[],
-            false,
+            &rbac::Bindings,
         ),
         b(
             "rbac.authorization.k8s.io",
@@ -332,117 +368,9 @@ fn builtins() -> Vec<ResourceInfo> {
             false,
             &[],
             &[],
-            false,
+            &rbac::Bindings,
         ),
-    ];
-    for r in &mut out {
-        use CellSource::*;
-        let cols = match r.plural.as_str() {
-            "namespaces" => vec![PrinterColumn::path("Status", "string", ".status.phase")],
-            "secrets" => vec![
-                PrinterColumn::path("Type", "string", ".type"),
-                PrinterColumn::computed("Data", Count(vec!["data"])),
-            ],
-            "configmaps" => vec![PrinterColumn::computed("Data", Count(vec!["data"]))],
-            "serviceaccounts" => vec![PrinterColumn::computed("Secrets", Count(vec!["secrets"]))],
-            "deployments" => vec![
-                PrinterColumn::computed(
-                    "Ready",
-                    Ratio(vec!["status", "readyReplicas"], vec!["spec", "replicas"]),
-                ),
-                PrinterColumn::path("Up-to-date", "integer", ".status.updatedReplicas"),
-                PrinterColumn::path("Available", "integer", ".status.availableReplicas"),
-            ],
-            "nodes" => vec![
-                PrinterColumn::computed("Status", NodeStatus),
-                PrinterColumn::computed("Roles", NodeRoles),
-                PrinterColumn::path("Age", "date", ".metadata.creationTimestamp"),
-                PrinterColumn::path("Version", "string", ".status.nodeInfo.kubeletVersion"),
-            ],
-            "leases" => vec![PrinterColumn::path(
-                "Holder",
-                "string",
-                ".spec.holderIdentity",
-            )],
-            "certificatesigningrequests" => vec![
-                PrinterColumn::path("Age", "date", ".metadata.creationTimestamp"),
-                PrinterColumn::path("SignerName", "string", ".spec.signerName"),
-                PrinterColumn::path("Requestor", "string", ".spec.username"),
-                PrinterColumn::computed(
-                    "RequestedDuration",
-                    Seconds(vec!["spec", "expirationSeconds"]),
-                ),
-                PrinterColumn::computed("Condition", TrueConditions),
-            ],
-            "customresourcedefinitions" | "roles" | "clusterroles" => vec![PrinterColumn::path(
-                "Created At",
-                "date-time",
-                ".metadata.creationTimestamp",
-            )],
-            "events" => vec![
-                PrinterColumn::computed("Last Seen", LastSeen),
-                PrinterColumn::path("Type", "string", ".type"),
-                PrinterColumn::path("Reason", "string", ".reason"),
-                PrinterColumn::computed("Object", EventObject("involvedObject")),
-                PrinterColumn::path("Message", "string", ".message"),
-                PrinterColumn {
-                    priority: 1,
-                    ..PrinterColumn::path("Name", "string", ".metadata.name")
-                },
-            ],
-            "rolebindings" | "clusterrolebindings" => {
-                vec![PrinterColumn::computed("Role", RoleRef)]
-            }
-            _ => Vec::new(),
-        };
-        r.printer_columns = cols;
-        if r.plural == "deployments" {
-            r.categories = vec!["all".into()];
-            r.subresources.push("scale".into());
-            r.scale = Some(crate::scale::ScalePaths {
-                spec_replicas: "/spec/replicas".into(),
-                status_replicas: "/status/replicas".into(),
-                selector: crate::scale::SelectorSource::MatchLabelsAt("/spec/selector".into()),
-            });
-        }
-        if r.plural == "certificatesigningrequests" {
-            r.extra_field_selectors = vec!["spec.signerName".into()];
-        }
-        if r.plural == "events" && r.group == "events.k8s.io" {
-            r.printer_columns = vec![
-                PrinterColumn::computed("Last Seen", LastSeen),
-                PrinterColumn::path("Type", "string", ".type"),
-                PrinterColumn::path("Reason", "string", ".reason"),
-                PrinterColumn::computed("Object", EventObject("regarding")),
-                PrinterColumn::path("Note", "string", ".note"),
-                PrinterColumn {
-                    priority: 1,
-                    ..PrinterColumn::path("Name", "string", ".metadata.name")
-                },
-            ];
-            r.extra_field_selectors = vec![
-                "regarding.kind".into(),
-                "regarding.name".into(),
-                "regarding.namespace".into(),
-                "regarding.uid".into(),
-                "reason".into(),
-                "type".into(),
-            ];
-        } else if r.plural == "events" {
-            r.extra_field_selectors = vec![
-                "involvedObject.kind".into(),
-                "involvedObject.name".into(),
-                "involvedObject.namespace".into(),
-                "involvedObject.uid".into(),
-                "reason".into(),
-                "type".into(),
-            ];
-        }
-        if r.plural == "secrets" {
-            r.extra_field_selectors = vec!["type".into()];
-        }
-    }
-    out
+    ]
 }
 
 /// Why a CRD could not be turned into served resources.
@@ -588,11 +516,8 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
             short_names: short_names.clone(),
             categories: categories.clone(),
             subresources,
-            has_generation: true,
-            name_rule: NameRule::Subdomain,
             printer_columns,
-            extra_field_selectors: Vec::new(),
-            allow_unconditional_update: false,
+            strategy: &strategy::apiextensions::CustomResources,
             scale,
             custom: Some(CustomInfo {
                 crd_name: crd_name.clone(),

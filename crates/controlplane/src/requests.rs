@@ -8,56 +8,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-use http::Method;
-
-/// What a request asks of a resource, as kube-apiserver's audit log names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Verb {
-    Get,
-    List,
-    Watch,
-    Create,
-    Update,
-    Patch,
-    Delete,
-    DeleteCollection,
-}
-
-impl Verb {
-    /// The verb of a request by its method, whether it names an object and whether it watches;
-    /// `None` for methods that are not resource operations.
-    pub fn of(method: &Method, named: bool, watch: bool) -> Option<Verb> {
-        Some(match *method {
-            Method::GET if watch => Verb::Watch,
-            Method::GET if named => Verb::Get,
-            Method::GET => Verb::List,
-            Method::POST => Verb::Create,
-            Method::PUT => Verb::Update,
-            Method::PATCH => Verb::Patch,
-            Method::DELETE if named => Verb::Delete,
-            Method::DELETE => Verb::DeleteCollection,
-            _ => return None,
-        })
-    }
-
-    /// Whether the verb changes stored state.
-    pub fn is_write(self) -> bool {
-        !matches!(self, Verb::Get | Verb::List | Verb::Watch)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verb::Get => "get",
-            Verb::List => "list",
-            Verb::Watch => "watch",
-            Verb::Create => "create",
-            Verb::Update => "update",
-            Verb::Patch => "patch",
-            Verb::Delete => "delete",
-            Verb::DeleteCollection => "deletecollection",
-        }
-    }
-}
+use crate::request_info::RequestInfo;
+pub use crate::request_info::Verb;
 
 /// A verb on a resource: `group` is empty for the core group; `resource` is the plural,
 /// followed by `/subresource` when there is one (`managedclusters/status`).
@@ -71,26 +23,42 @@ pub struct RequestKind {
 /// The live counters of one control plane.
 #[derive(Debug, Default)]
 pub struct RequestCounter {
-    counts: Mutex<HashMap<RequestKind, u64>>,
+    counts: Mutex<Counts>,
+}
+
+/// Counts by group, resource, subresource and verb, nested so that a request finds its counter
+/// by its own strings and copies none of them once the counter exists.
+type Counts = HashMap<String, HashMap<String, HashMap<String, HashMap<Verb, u64>>>>;
+
+/// The entry for `key`, made empty when there is none.
+fn slot<'m, V: Default>(map: &'m mut HashMap<String, V>, key: &str) -> &'m mut V {
+    if !map.contains_key(key) {
+        map.insert(key.to_string(), V::default());
+    }
+    map.get_mut(key).expect("inserted above")
 }
 
 impl RequestCounter {
-    pub fn record(&self, verb: Verb, group: &str, plural: &str, subresource: Option<&str>) {
-        let resource = match subresource {
-            Some(sub) => format!("{plural}/{sub}"),
-            None => plural.to_string(),
-        };
-        let kind = RequestKind {
-            verb,
-            group: group.to_string(),
-            resource,
-        };
+    /// Counts a request to a served resource (a verb that is no API operation is not counted).
+    pub fn record(&self, request: &RequestInfo) {
+        if matches!(request.verb, Verb::Other(_)) {
+            return;
+        }
         // A poisoned lock only means another request panicked mid-increment; counts stay usable.
         let mut counts = self
             .counts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        *counts.entry(kind).or_insert(0) += 1;
+        let by_verb = slot(
+            slot(slot(&mut counts, &request.api_group), &request.resource),
+            &request.subresource,
+        );
+        match by_verb.get_mut(&request.verb) {
+            Some(n) => *n += 1,
+            None => {
+                by_verb.insert(request.verb.clone(), 1);
+            }
+        }
     }
 
     pub fn snapshot(&self) -> RequestCounts {
@@ -98,7 +66,27 @@ impl RequestCounter {
             .counts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        RequestCounts(counts.iter().map(|(k, v)| (k.clone(), *v)).collect())
+        let mut out = BTreeMap::new();
+        for (group, resources) in counts.iter() {
+            for (resource, subresources) in resources {
+                for (subresource, by_verb) in subresources {
+                    let resource = if subresource.is_empty() {
+                        resource.clone()
+                    } else {
+                        format!("{resource}/{subresource}")
+                    };
+                    for (verb, n) in by_verb {
+                        let kind = RequestKind {
+                            verb: verb.clone(),
+                            group: group.clone(),
+                            resource: resource.clone(),
+                        };
+                        out.insert(kind, *n);
+                    }
+                }
+            }
+        }
+        RequestCounts(out)
     }
 }
 
@@ -154,38 +142,32 @@ impl RequestCounts {
 mod tests {
     use super::*;
 
-    #[test]
-    fn verbs_follow_method_name_and_watch() {
-        assert_eq!(Verb::of(&Method::GET, true, false), Some(Verb::Get));
-        assert_eq!(Verb::of(&Method::GET, false, false), Some(Verb::List));
-        assert_eq!(Verb::of(&Method::GET, false, true), Some(Verb::Watch));
-        assert_eq!(Verb::of(&Method::GET, true, true), Some(Verb::Watch));
-        assert_eq!(Verb::of(&Method::POST, false, false), Some(Verb::Create));
-        assert_eq!(Verb::of(&Method::PUT, true, false), Some(Verb::Update));
-        assert_eq!(Verb::of(&Method::PATCH, true, false), Some(Verb::Patch));
-        assert_eq!(Verb::of(&Method::DELETE, true, false), Some(Verb::Delete));
-        assert_eq!(
-            Verb::of(&Method::DELETE, false, false),
-            Some(Verb::DeleteCollection)
-        );
-        assert_eq!(Verb::of(&Method::OPTIONS, false, false), None);
+    fn request(method: http::Method, path: &str) -> RequestInfo {
+        RequestInfo::new(&method, path, &crate::api::Query::default())
     }
 
     #[test]
     fn writes_and_differences_count_only_what_changed_state_in_between() {
+        use http::Method;
+        let lease = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l";
         let counter = RequestCounter::default();
-        counter.record(Verb::Create, "coordination.k8s.io", "leases", None);
-        counter.record(Verb::Get, "coordination.k8s.io", "leases", None);
+        counter.record(&request(
+            Method::POST,
+            "/apis/coordination.k8s.io/v1/namespaces/ns/leases",
+        ));
+        counter.record(&request(Method::GET, lease));
         let before = counter.snapshot();
-        counter.record(Verb::Patch, "coordination.k8s.io", "leases", None);
-        counter.record(Verb::Patch, "coordination.k8s.io", "leases", None);
-        counter.record(
-            Verb::Patch,
-            "cluster.open-cluster-management.io",
-            "managedclusters",
-            Some("status"),
-        );
-        counter.record(Verb::Watch, "coordination.k8s.io", "leases", None);
+        counter.record(&request(Method::PATCH, lease));
+        counter.record(&request(Method::PATCH, lease));
+        counter.record(&request(
+            Method::PATCH,
+            "/apis/cluster.open-cluster-management.io/v1/managedclusters/c/status",
+        ));
+        counter.record(&request(
+            Method::GET,
+            "/apis/coordination.k8s.io/v1/watch/leases",
+        ));
+        counter.record(&request(Method::OPTIONS, lease));
         let after = counter.snapshot();
         assert_eq!(after.total(), 6);
         assert_eq!(after.writes(), 4);

@@ -4,7 +4,7 @@
 //!
 //! Reads roles, bindings and bootstrap Secrets from the store; never logs a credential.
 
-use http::{HeaderMap, Method, header};
+use http::{HeaderMap, header};
 use serde_json::{Value, json};
 
 use super::authn::{self, StaticTokens};
@@ -12,15 +12,17 @@ use super::rbac::{Attributes, Binding, Policy, PolicyRule, SYSTEM_MASTERS, Targe
 use super::tls::PeerIdentity;
 use crate::api::{ApiServer, UserInfo};
 use crate::error::{ApiError, FieldError, Subject};
+use crate::request_info::RequestInfo;
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 const CSR_GROUP: &str = "certificates.k8s.io";
 
-/// Paths anyone may read without credentials.
-pub fn is_public(method: &Method, path: &str) -> bool {
-    (method == Method::GET || method == Method::HEAD)
+/// Whether anyone may send `request` without credentials: reading a health or version path.
+pub fn is_public(request: &RequestInfo) -> bool {
+    !request.is_resource_request
+        && request.verb.as_str() == "get"
         && matches!(
-            path.trim_end_matches('/'),
+            request.path.trim_end_matches('/'),
             "/healthz" | "/livez" | "/readyz" | "/version"
         )
 }
@@ -198,102 +200,41 @@ pub fn policy(api: &ApiServer) -> Policy {
     p
 }
 
-/// What a request asks, in RBAC's terms, from its method and (decoded) path segments.
-pub fn attributes(
-    method: &Method,
-    segs: &[&str],
-    watch: bool,
-    path: &str,
-    user: &UserInfo,
-) -> Attributes {
-    let resource_parts = match segs {
-        ["api", _v, rest @ ..] if !rest.is_empty() => Some(("", rest)),
-        ["apis", g, _v, rest @ ..] if !rest.is_empty() => Some((*g, rest)),
-        _ => None,
-    };
-    let Some((group, rest)) = resource_parts else {
-        let verb = match *method {
-            Method::GET | Method::HEAD => "get".to_string(),
-            ref m => m.as_str().to_ascii_lowercase(),
-        };
-        return Attributes {
-            user: user.clone(),
-            verb,
-            target: Target::NonResource { path: path.into() },
-        };
-    };
-    let (watch_prefix, rest) = match rest {
-        ["watch", r @ ..] => (true, r),
-        r => (false, r),
-    };
-    let mut namespace = "";
-    let mut parts = rest;
-    if let ["namespaces", ns, more @ ..] = rest {
-        namespace = ns;
-        if !more.is_empty() && more[0] != "status" && more[0] != "finalize" {
-            parts = more;
+/// What `request` asks of `user`'s rights, in RBAC's terms: a view of the request, so RBAC
+/// checks exactly what the handler is routed by.
+pub fn attributes<'a>(request: &'a RequestInfo, user: &'a UserInfo) -> Attributes<'a> {
+    let target = if request.is_resource_request {
+        Target::Resource {
+            namespace: &request.namespace,
+            group: &request.api_group,
+            resource: &request.resource,
+            subresource: &request.subresource,
+            name: &request.name,
         }
-    }
-    let resource = parts.first().copied().unwrap_or("");
-    let name = parts.get(1).copied().unwrap_or("");
-    let subresource = parts.get(2).copied().unwrap_or("");
-    let verb = match *method {
-        _ if watch_prefix || (watch && *method == Method::GET) => "watch",
-        Method::GET | Method::HEAD if name.is_empty() => "list",
-        Method::GET | Method::HEAD => "get",
-        Method::POST => "create",
-        Method::PUT => "update",
-        Method::PATCH => "patch",
-        Method::DELETE if name.is_empty() => "deletecollection",
-        Method::DELETE => "delete",
-        _ => "",
+    } else {
+        Target::NonResource {
+            path: &request.path,
+        }
     };
     Attributes {
-        user: user.clone(),
-        verb: verb.into(),
-        target: Target::Resource {
-            namespace: namespace.into(),
-            group: group.into(),
-            resource: resource.into(),
-            subresource: subresource.into(),
-            name: name.into(),
-        },
-    }
-}
-
-/// A list or watch narrowed to one object by `fieldSelector=metadata.name=<name>` is authorized
-/// as a request for that name, as kube-apiserver does, so a role limited by `resourceNames` may
-/// list and watch the objects it names.
-pub fn name_from_field_selector(attributes: &mut Attributes, field_selector: Option<&str>) {
-    let Target::Resource { name, .. } = &mut attributes.target else {
-        return;
-    };
-    if !name.is_empty() || !matches!(attributes.verb.as_str(), "list" | "watch") {
-        return;
-    }
-    let Some(selector) = field_selector else {
-        return;
-    };
-    let wanted = selector
-        .strip_prefix("metadata.name==")
-        .or_else(|| selector.strip_prefix("metadata.name="));
-    if let Some(wanted) = wanted.filter(|w| !w.is_empty() && !w.contains(',')) {
-        *name = wanted.to_string();
+        user,
+        verb: request.verb.as_str(),
+        target,
     }
 }
 
 /// 403 with kube-apiserver's Status for a denied request.
-pub fn forbidden(a: &Attributes) -> ApiError {
-    let subject = match &a.target {
+pub fn forbidden(a: &Attributes<'_>) -> ApiError {
+    let subject = match a.target {
         Target::Resource {
             group,
             resource,
             name,
             ..
         } => Subject {
-            group: group.clone(),
-            kind: resource.clone(),
-            name: name.clone(),
+            group: group.to_string(),
+            kind: resource.to_string(),
+            name: name.to_string(),
         },
         Target::NonResource { .. } => Subject::default(),
     };
@@ -305,7 +246,7 @@ pub fn forbidden(a: &Attributes) -> ApiError {
 }
 
 /// Allows or refuses with 403.
-pub fn authorize(policy: &Policy, a: &Attributes) -> Result<(), ApiError> {
+pub fn authorize(policy: &Policy, a: &Attributes<'_>) -> Result<(), ApiError> {
     if policy.authorize(a) {
         Ok(())
     } else {
@@ -341,14 +282,14 @@ pub fn impersonate(
         authorize(
             policy,
             &Attributes {
-                user: user.clone(),
-                verb: "impersonate".into(),
+                user: &user,
+                verb: "impersonate",
                 target: Target::Resource {
-                    namespace: namespace.into(),
-                    group: String::new(),
-                    resource: resource.into(),
-                    subresource: String::new(),
-                    name: name.into(),
+                    namespace,
+                    group: "",
+                    resource,
+                    subresource: "",
+                    name,
                 },
             },
         )
@@ -389,8 +330,12 @@ fn review_subject(kind: &str) -> Subject {
     }
 }
 
-fn review_attributes(spec: &Value, user: UserInfo, kind: &str) -> Result<Attributes, ApiError> {
-    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+fn review_attributes<'a>(
+    spec: &'a Value,
+    user: &'a UserInfo,
+    kind: &str,
+) -> Result<Attributes<'a>, ApiError> {
+    let s = |v: &'a Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("");
     if let Some(r) = spec.get("resourceAttributes") {
         return Ok(Attributes {
             user,
@@ -464,7 +409,7 @@ pub fn access_review(
     } else {
         "SubjectAccessReview"
     };
-    let a = review_attributes(&spec, user, kind)?;
+    let a = review_attributes(&spec, &user, kind)?;
     let allowed = policy.authorize(&a);
     let mut out = body.clone();
     if let Some(o) = out.as_object_mut() {
@@ -515,16 +460,16 @@ pub fn check_signer(
     if let Some((domain, _)) = signer.split_once('/') {
         names.push(format!("{domain}/*"));
     }
-    let allowed = names.iter().any(|n| {
+    let allowed = names.iter().any(|name| {
         policy.authorize(&Attributes {
-            user: user.clone(),
-            verb: verb.into(),
+            user,
+            verb,
             target: Target::Resource {
-                namespace: String::new(),
-                group: CSR_GROUP.into(),
-                resource: "signers".into(),
-                subresource: String::new(),
-                name: n.clone(),
+                namespace: "",
+                group: CSR_GROUP,
+                resource: "signers",
+                subresource: "",
+                name,
             },
         })
     });
@@ -601,144 +546,47 @@ mod tests {
         }
     }
 
-    fn attrs(method: Method, path: &str, watch: bool) -> Attributes {
-        let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-        attributes(&method, &segs, watch, path, &u())
-    }
-
-    fn res(a: &Attributes) -> (String, String, String, String, String, String) {
-        match &a.target {
-            Target::Resource {
-                namespace,
-                group,
-                resource,
-                subresource,
-                name,
-            } => (
-                a.verb.clone(),
-                namespace.clone(),
-                group.clone(),
-                resource.clone(),
-                subresource.clone(),
-                name.clone(),
-            ),
-            Target::NonResource { path } => (
-                a.verb.clone(),
-                path.clone(),
-                "".into(),
-                "".into(),
-                "".into(),
-                "".into(),
-            ),
-        }
-    }
-
-    fn t(v: [&str; 6]) -> (String, String, String, String, String, String) {
-        (
-            v[0].into(),
-            v[1].into(),
-            v[2].into(),
-            v[3].into(),
-            v[4].into(),
-            v[5].into(),
-        )
+    fn request(method: http::Method, url: &str) -> RequestInfo {
+        let (path, query) = url.split_once('?').unwrap_or((url, ""));
+        RequestInfo::new(&method, path, &crate::api::Query::parse(Some(query)))
     }
 
     #[test]
-    fn list_and_watch_by_metadata_name_are_authorized_as_that_name() {
-        let named = |method: Method, path: &str, watch: bool, selector: &str| {
-            let mut a = attrs(method, path, watch);
-            name_from_field_selector(&mut a, Some(selector));
-            res(&a).5
-        };
-        let path = "/apis/cluster.open-cluster-management.io/v1/managedclusters";
-        assert_eq!(named(Method::GET, path, false, "metadata.name=c1"), "c1");
-        assert_eq!(named(Method::GET, path, true, "metadata.name==c1"), "c1");
-        assert_eq!(named(Method::GET, path, false, "metadata.name=c1,a=b"), "");
-        assert_eq!(named(Method::GET, path, false, "spec.x=c1"), "");
-        assert_eq!(named(Method::POST, path, false, "metadata.name=c1"), "");
-    }
-
-    #[test]
-    fn request_paths_map_to_kubernetes_request_attributes() {
-        assert_eq!(
-            res(&attrs(
-                Method::GET,
-                "/api/v1/namespaces/a/configmaps",
-                false
-            )),
-            t(["list", "a", "", "configmaps", "", ""])
+    fn rbac_sees_the_request_as_it_was_read() {
+        use http::Method;
+        let user = u();
+        let list = request(
+            Method::GET,
+            "/apis/cluster.open-cluster-management.io/v1/managedclusters?fieldSelector=metadata.name%3Dc1",
         );
         assert_eq!(
-            res(&attrs(Method::GET, "/api/v1/namespaces/a/configmaps", true)),
-            t(["watch", "a", "", "configmaps", "", ""])
-        );
-        assert_eq!(
-            res(&attrs(
-                Method::GET,
-                "/api/v1/namespaces/a/configmaps/x",
-                false
-            )),
-            t(["get", "a", "", "configmaps", "", "x"])
-        );
-        assert_eq!(
-            res(&attrs(
-                Method::DELETE,
-                "/apis/apps/v1/namespaces/a/deployments",
-                false
-            )),
-            t(["deletecollection", "a", "apps", "deployments", "", ""])
-        );
-        assert_eq!(
-            res(&attrs(
-                Method::PUT,
-                "/apis/apps/v1/namespaces/a/deployments/d/scale",
-                false
-            )),
-            t(["update", "a", "apps", "deployments", "scale", "d"])
-        );
-        assert_eq!(
-            res(&attrs(Method::GET, "/api/v1/namespaces/a", false)),
-            t(["get", "a", "", "namespaces", "", "a"])
-        );
-        assert_eq!(
-            res(&attrs(Method::PUT, "/api/v1/namespaces/a/finalize", false)),
-            t(["update", "a", "", "namespaces", "finalize", "a"])
-        );
-        assert_eq!(
-            res(&attrs(Method::GET, "/api/v1/namespaces", false)),
-            t(["list", "", "", "namespaces", "", ""])
-        );
-        assert_eq!(
-            res(&attrs(
-                Method::PUT,
-                "/apis/certificates.k8s.io/v1/certificatesigningrequests/c/approval",
-                false
-            )),
-            t([
-                "update",
-                "",
-                "certificates.k8s.io",
-                "certificatesigningrequests",
-                "approval",
-                "c"
-            ])
-        );
-        assert_eq!(
-            res(&attrs(
-                Method::GET,
-                "/api/v1/watch/namespaces/a/pods",
-                false
-            )),
-            t(["watch", "a", "", "pods", "", ""])
-        );
-        assert_eq!(
-            attrs(Method::GET, "/apis/apps/v1", false).target,
-            Target::NonResource {
-                path: "/apis/apps/v1".into()
+            attributes(&list, &user),
+            Attributes {
+                user: &user,
+                verb: "list",
+                target: Target::Resource {
+                    namespace: "",
+                    group: "cluster.open-cluster-management.io",
+                    resource: "managedclusters",
+                    subresource: "",
+                    name: "c1",
+                },
             }
         );
-        assert_eq!(attrs(Method::POST, "/metrics", false).verb, "post");
+        let discovery = request(Method::GET, "/apis/apps/v1");
+        assert_eq!(
+            attributes(&discovery, &user).target,
+            Target::NonResource {
+                path: "/apis/apps/v1"
+            }
+        );
+        assert_eq!(
+            attributes(&request(Method::POST, "/metrics"), &user).verb,
+            "post"
+        );
+        assert!(is_public(&request(Method::HEAD, "/healthz/")));
+        assert!(!is_public(&request(Method::POST, "/healthz")));
+        assert!(!is_public(&request(Method::GET, "/api/v1/namespaces")));
     }
 
     #[test]

@@ -77,8 +77,8 @@ impl PolicyRule {
     }
 
     /// Whether this rule allows the request.
-    pub fn allows(&self, a: &Attributes) -> bool {
-        if !has(&self.verbs, &a.verb) {
+    pub fn allows(&self, a: &Attributes<'_>) -> bool {
+        if !has(&self.verbs, a.verb) {
             return false;
         }
         match &a.target {
@@ -92,7 +92,7 @@ impl PolicyRule {
                 has(&self.api_groups, group)
                     && resource_matches(&self.resources, resource, subresource)
                     && (self.resource_names.is_empty()
-                        || (!name.is_empty() && self.resource_names.contains(name)))
+                        || (!name.is_empty() && self.resource_names.iter().any(|n| n == name)))
             }
             Target::NonResource { path } => self.non_resource_urls.iter().any(|u| {
                 u == "*" || u == path || u.strip_suffix('*').is_some_and(|p| path.starts_with(p))
@@ -105,43 +105,45 @@ fn has(list: &[String], want: &str) -> bool {
     list.iter().any(|v| v == "*" || v == want)
 }
 
+/// Whether a rule's resource names `resource`, or `resource/subresource` when a subresource is
+/// asked for (`*/subresource` names that subresource of every resource).
 fn resource_matches(rule: &[String], resource: &str, subresource: &str) -> bool {
-    let combined = if subresource.is_empty() {
-        resource.to_string()
-    } else {
-        format!("{resource}/{subresource}")
-    };
     rule.iter().any(|r| {
         r == "*"
-            || *r == combined
-            || (!subresource.is_empty() && r.strip_prefix("*/") == Some(subresource))
+            || if subresource.is_empty() {
+                r == resource
+            } else {
+                r.strip_prefix(resource).and_then(|s| s.strip_prefix('/')) == Some(subresource)
+                    || r.strip_prefix("*/") == Some(subresource)
+            }
     })
 }
 
-/// What a request does, as the authorizer sees it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Attributes {
-    pub user: UserInfo,
-    pub verb: String,
-    pub target: Target,
+/// What a request does, as the authorizer sees it: a view of the request (or review) it is
+/// about, so authorizing copies nothing.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Attributes<'a> {
+    pub user: &'a UserInfo,
+    pub verb: &'a str,
+    pub target: Target<'a>,
 }
 
 /// A resource (possibly namespaced, possibly named) or a non-resource path.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Target {
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Target<'a> {
     Resource {
-        namespace: String,
-        group: String,
-        resource: String,
-        subresource: String,
-        name: String,
+        namespace: &'a str,
+        group: &'a str,
+        resource: &'a str,
+        subresource: &'a str,
+        name: &'a str,
     },
     NonResource {
-        path: String,
+        path: &'a str,
     },
 }
 
-impl Attributes {
+impl Attributes<'_> {
     /// The namespace the request is in ("" for cluster scope and non-resource paths).
     pub fn namespace(&self) -> &str {
         match &self.target {
@@ -165,7 +167,7 @@ impl Attributes {
                 ..
             } => {
                 let resource = if subresource.is_empty() {
-                    resource.clone()
+                    resource.to_string()
                 } else {
                     format!("{resource}/{subresource}")
                 };
@@ -195,7 +197,7 @@ impl Attributes {
                 ..
             } => {
                 let qualified = if group.is_empty() {
-                    resource.clone()
+                    resource.to_string()
                 } else {
                     format!("{resource}.{group}")
                 };
@@ -493,11 +495,11 @@ impl Policy {
     }
 
     /// Whether the request is allowed.
-    pub fn authorize(&self, a: &Attributes) -> bool {
+    pub fn authorize(&self, a: &Attributes<'_>) -> bool {
         if a.user.groups.iter().any(|g| g == SYSTEM_MASTERS) {
             return true;
         }
-        self.held(&a.user, a.namespace()).any(|r| r.allows(a))
+        self.held(a.user, a.namespace()).any(|r| r.allows(a))
     }
 
     /// Checks that `user` may create or update a role with these rules in `namespace` (""
@@ -552,14 +554,14 @@ impl Policy {
         name: &str,
     ) -> bool {
         self.authorize(&Attributes {
-            user: user.clone(),
-            verb: verb.into(),
+            user,
+            verb,
             target: Target::Resource {
-                namespace: namespace.into(),
-                group: "rbac.authorization.k8s.io".into(),
-                resource: resource.into(),
-                subresource: String::new(),
-                name: name.into(),
+                namespace,
+                group: "rbac.authorization.k8s.io",
+                resource,
+                subresource: "",
+                name,
             },
         })
     }
@@ -857,33 +859,33 @@ mod tests {
         }
     }
 
-    fn res(
-        u: &UserInfo,
-        verb: &str,
-        ns: &str,
-        group: &str,
-        resource: &str,
-        sub: &str,
-        name: &str,
-    ) -> Attributes {
+    fn res<'a>(
+        user: &'a UserInfo,
+        verb: &'a str,
+        namespace: &'a str,
+        group: &'a str,
+        resource: &'a str,
+        subresource: &'a str,
+        name: &'a str,
+    ) -> Attributes<'a> {
         Attributes {
-            user: u.clone(),
-            verb: verb.into(),
+            user,
+            verb,
             target: Target::Resource {
-                namespace: ns.into(),
-                group: group.into(),
-                resource: resource.into(),
-                subresource: sub.into(),
-                name: name.into(),
+                namespace,
+                group,
+                resource,
+                subresource,
+                name,
             },
         }
     }
 
-    fn path(u: &UserInfo, p: &str) -> Attributes {
+    fn path<'a>(user: &'a UserInfo, path: &'a str) -> Attributes<'a> {
         Attributes {
-            user: u.clone(),
-            verb: "get".into(),
-            target: Target::NonResource { path: p.into() },
+            user,
+            verb: "get",
+            target: Target::NonResource { path },
         }
     }
 

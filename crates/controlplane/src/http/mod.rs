@@ -1,7 +1,9 @@
 //! The HTTP front: routes requests to discovery, health, OpenAPI, resource operations and
 //! watches, negotiates content types, and writes every error as a `Status` body.
 //!
-//! Owns URL and header parsing only; what an operation does is [`crate::api`]'s.
+//! Owns routing and header parsing only: what a request asks is read once into a
+//! [`RequestInfo`], which authorization, routing and the request counter share; what an
+//! operation does is [`crate::api`]'s.
 
 pub mod discovery;
 
@@ -22,7 +24,8 @@ use crate::auth::tls::PeerIdentity;
 use crate::error::{ApiError, ApiResult};
 use crate::objects::{DeleteOptions, Part};
 use crate::patch::PatchType;
-use crate::requests::Verb;
+use crate::request_info::{RequestInfo, Verb};
+use crate::strategy::WriteCheck;
 use crate::table::{IncludeObject, wants_table};
 
 /// Response body type.
@@ -77,12 +80,6 @@ fn error_response(e: &ApiError) -> Response<Body> {
     json_response(e.code(), &e.to_status())
 }
 
-fn percent_decode(s: &str) -> String {
-    percent_encoding::percent_decode_str(s)
-        .decode_utf8_lossy()
-        .into_owned()
-}
-
 /// Authenticates, authorizes, routes and answers one request.
 pub async fn handle<B>(fe: Arc<Frontend>, req: Request<B>, caller: Caller) -> Response<Body>
 where
@@ -103,12 +100,13 @@ where
             )));
         }
     };
-    let path = parts.uri.path().to_string();
     let query = Query::parse(parts.uri.query());
-    let (user, policy) = match admit(&fe, caller, &parts.method, &path, &query, &parts.headers) {
+    let request = RequestInfo::new(&parts.method, parts.uri.path(), &query);
+    let (user, policy) = match admit(&fe, caller, &request, &parts.headers) {
         Ok(admitted) => admitted,
         Err(e) => {
-            tracing::debug!(method = %parts.method, %path, code = e.code(), error = %e, "request refused");
+            tracing::debug!(method = %parts.method, path = %request.path, verb = %request.verb,
+                code = e.code(), error = %e, "request refused");
             return error_response(&e);
         }
     };
@@ -122,23 +120,23 @@ where
             .then(|| fe.security.as_ref().map(|s| s.policy.as_ref()))
             .flatten(),
     };
-    match route(&fe, call, &path).await {
+    match route(&fe, call, &request).await {
         Ok(r) => r,
         Err(e) => {
-            tracing::debug!(method = %parts.method, %path, code = e.code(), error = %e, "request failed");
+            tracing::debug!(method = %parts.method, path = %request.path, verb = %request.verb,
+                resource = %request.resource, namespace = %request.namespace, name = %request.name,
+                code = e.code(), error = %e, "request failed");
             error_response(&e)
         }
     }
 }
 
-/// Establishes the requester and checks RBAC; returns the user the request runs as and whether
-/// authorization is on (then later checks consult the policy too).
+/// Establishes the requester and checks RBAC on `request`; returns the user the request runs
+/// as and whether authorization is on (then later checks consult the policy too).
 fn admit(
     fe: &Frontend,
     caller: Caller,
-    method: &Method,
-    path: &str,
-    q: &Query,
+    request: &RequestInfo,
     headers: &HeaderMap,
 ) -> ApiResult<(UserInfo, bool)> {
     let peer = match caller {
@@ -148,19 +146,11 @@ fn admit(
     let Some(security) = &fe.security else {
         return Ok((UserInfo::anonymous_admin(), false));
     };
-    let public = gate::is_public(method, path);
+    let public = gate::is_public(request);
     let user = gate::authenticate(&fe.api, &security.tokens, headers, &peer, public)?;
-    let segs: Vec<String> = path
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .map(percent_decode)
-        .collect();
-    let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
     security.policy.check(&fe.api, |policy| {
         let user = gate::impersonate(policy, user, headers)?;
-        let mut attrs = gate::attributes(method, &segs, q.flag("watch"), path, &user);
-        gate::name_from_field_selector(&mut attrs, q.get("fieldSelector"));
-        gate::authorize(policy, &attrs)?;
+        gate::authorize(policy, &gate::attributes(request, &user))?;
         Ok((user, true))
     })
 }
@@ -180,14 +170,17 @@ fn accepts_json(accept: &str) -> bool {
         })
 }
 
-async fn route(fe: &Frontend, call: Call<'_>, path: &str) -> ApiResult<Response<Body>> {
+async fn route(fe: &Frontend, call: Call<'_>, request: &RequestInfo) -> ApiResult<Response<Body>> {
+    if request.is_resource_request {
+        return match (request.api_group.as_str(), request.api_version.as_str()) {
+            ("authorization.k8s.io" | "authentication.k8s.io", "v1") => {
+                review(fe, call, request).await
+            }
+            _ => resource(fe, call, request).await,
+        };
+    }
     let (method, q, headers) = (call.method, call.q, call.headers);
-    let segs: Vec<String> = path
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .map(percent_decode)
-        .collect();
-    let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+    let segs: Vec<&str> = request.parts.iter().map(String::as_str).collect();
     let accept = header_str(headers, header::ACCEPT);
     let registry = &fe.api.registry;
     let get_only = |r: Option<Value>| -> ApiResult<Response<Body>> {
@@ -225,36 +218,37 @@ async fn route(fe: &Frontend, call: Call<'_>, path: &str) -> ApiResult<Response<
             }
             crate::openapi::serve(registry, rest, q, accept).map(|(ct, body)| full(200, ct, body))
         }
-        [
-            "apis",
-            "authorization.k8s.io",
-            "v1",
-            kind @ ("selfsubjectaccessreviews" | "subjectaccessreviews"),
-        ] => {
-            if method != Method::POST {
-                return Err(ApiError::MethodNotAllowed(Default::default()));
-            }
-            let review = decode_body(headers, &call.body)?;
-            let own = *kind == "selfsubjectaccessreviews";
-            let out = match call.policy {
-                Some(cache) => cache.check(&fe.api, |policy| {
-                    gate::access_review(policy, call.user, own, &review)
-                })?,
-                None => gate::access_review(&gate::policy(&fe.api), call.user, own, &review)?,
-            };
-            Ok(json_response(201, &out))
-        }
-        ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"] => {
-            if method != Method::POST {
+        _ => Err(ApiError::NoRoute),
+    }
+}
+
+/// The reviews answered without storing anything: access reviews (`kubectl auth can-i`) and
+/// SelfSubjectReview (`kubectl auth whoami`); other resources of their groups are not served.
+async fn review(fe: &Frontend, call: Call<'_>, request: &RequestInfo) -> ApiResult<Response<Body>> {
+    let top_level = request.namespace.is_empty() && request.parts.len() == 1;
+    let own_access = match (request.api_group.as_str(), request.resource.as_str()) {
+        ("authorization.k8s.io", "selfsubjectaccessreviews") if top_level => true,
+        ("authorization.k8s.io", "subjectaccessreviews") if top_level => false,
+        ("authentication.k8s.io", "selfsubjectreviews") if top_level => {
+            if request.verb != Verb::Create {
                 return Err(ApiError::MethodNotAllowed(Default::default()));
             }
             // The review asks nothing: its answer comes from the request's credentials alone.
-            Ok(json_response(201, &gate::self_subject_review(call.user)))
+            return Ok(json_response(201, &gate::self_subject_review(call.user)));
         }
-        ["api", "v1", rest @ ..] => resource(fe, call, "", "v1", rest).await,
-        ["apis", g, v, rest @ ..] => resource(fe, call, g, v, rest).await,
-        _ => Err(ApiError::NoRoute),
+        _ => return resource(fe, call, request).await,
+    };
+    if request.verb != Verb::Create {
+        return Err(ApiError::MethodNotAllowed(Default::default()));
     }
+    let review = decode_body(call.headers, &call.body)?;
+    let out = match call.policy {
+        Some(cache) => cache.check(&fe.api, |policy| {
+            gate::access_review(policy, call.user, own_access, &review)
+        })?,
+        None => gate::access_review(&gate::policy(&fe.api), call.user, own_access, &review)?,
+    };
+    Ok(json_response(201, &out))
 }
 
 /// Decodes a create or update body: JSON (or YAML-free JSON), or Kubernetes protobuf for the
@@ -291,12 +285,11 @@ struct Call<'a> {
     policy: Option<&'a gate::PolicyCache>,
 }
 
+/// A request to a served resource, done as its verb says: the verb RBAC allowed.
 async fn resource(
     fe: &Frontend,
     call: Call<'_>,
-    group: &str,
-    version: &str,
-    rest: &[&str],
+    request: &RequestInfo,
 ) -> ApiResult<Response<Body>> {
     let Call {
         method,
@@ -306,38 +299,24 @@ async fn resource(
         user,
         policy,
     } = call;
-    let (legacy_watch, rest) = match rest {
-        ["watch", r @ ..] => (true, r),
-        r => (false, r),
-    };
-    let (namespace, rest): (&str, &[&str]) = match rest {
-        ["namespaces", ns, r, more @ ..] if *r != "status" && *r != "finalize" => {
-            let _ = more;
-            (ns, &rest[2..])
-        }
-        r => ("", r),
-    };
-    let (plural, name, sub) = match rest {
-        [p] => (*p, None, None),
-        [p, n] => (*p, Some(*n), None),
-        [p, n, s] => (*p, Some(*n), Some(*s)),
-        _ => return Err(ApiError::NoRoute),
-    };
+    if request.parts.is_empty() || request.parts.len() > 3 {
+        return Err(ApiError::NoRoute);
+    }
     let info = fe
         .api
         .registry
-        .lookup(group, version, plural)
+        .lookup(&request.api_group, &request.api_version, &request.resource)
         .ok_or(ApiError::NoRoute)?;
-    if !info.namespaced && !namespace.is_empty() {
-        return Err(ApiError::NoRoute);
-    }
-    if name.is_some_and(str::is_empty) {
-        return Err(ApiError::NoRoute);
-    }
+    // A cluster-scoped object lives in no namespace, whatever scope RBAC saw the request in.
+    let namespace = match info.namespaced {
+        true => request.namespace.as_str(),
+        false if request.namespace.is_empty() || request.names_its_namespace() => "",
+        false => return Err(ApiError::NoRoute),
+    };
+    let sub = request.parts.get(2).map(String::as_str);
     let part = Part::from_subresource(&info, sub).ok_or(ApiError::NoRoute)?;
-    if let Some(verb) = Verb::of(method, name.is_some(), legacy_watch || q.flag("watch")) {
-        fe.requests.record(verb, &info.group, &info.plural, sub);
-    }
+    fe.requests.record(request);
+    let name = request.path_name();
     let target = Target {
         info: info.clone(),
         namespace: namespace.to_string(),
@@ -356,48 +335,58 @@ async fn resource(
     };
     let user_agent = header_str(headers, header::USER_AGENT);
     if let Some(policy) = policy {
-        guard_write(fe, policy, &target, method, q, headers, &body, user).await?;
+        guard_write(fe, policy, &target, request, q, headers, &body, user).await?;
     }
-    let answer = match (method.clone(), name) {
-        (Method::GET, Some(_)) if !legacy_watch => fe.api.get(&target, render)?,
-        (Method::GET, _) if legacy_watch || q.flag("watch") => {
-            let mut t = target;
-            if let Some(n) = name {
-                t.name = None;
-                let mut q2 = q.clone();
-                q2.0.push(("fieldSelector".into(), format!("metadata.name={n}")));
-                return watch_response(fe, t, &q2, render);
-            }
-            return watch_response(fe, t, q, render);
+    let not_allowed = || ApiError::MethodNotAllowed(crate::objects::subject(&info, ""));
+    // Reads are GETs (a HEAD, or a POST to a legacy watch path, is no read).
+    if matches!(request.verb, Verb::Get | Verb::List | Verb::Watch) && *method != Method::GET {
+        return Err(not_allowed());
+    }
+    let answer = match &request.verb {
+        Verb::Get => fe.api.get(&target, render)?,
+        Verb::List => fe.api.list(&target, q, render)?,
+        Verb::Watch => {
+            let t = Target {
+                name: None,
+                ..target
+            };
+            return match name {
+                // A legacy watch of one object is a watch of the collection narrowed to it.
+                Some(n) => {
+                    let mut narrowed = q.clone();
+                    narrowed
+                        .0
+                        .push(("fieldSelector".into(), format!("metadata.name={n}")));
+                    watch_response(fe, t, &narrowed, render)
+                }
+                None => watch_response(fe, t, q, render),
+            };
         }
-        (Method::GET, None) => fe.api.list(&target, q, render)?,
-        (Method::POST, None) => {
+        Verb::Create if name.is_none() => {
             if info.namespaced && namespace.is_empty() {
-                return Err(ApiError::MethodNotAllowed(crate::objects::subject(
-                    &info, "",
-                )));
+                return Err(not_allowed());
             }
             let opts = WriteOptions::from_query(q, user_agent, user)?;
             fe.api
                 .create(&target, decode_body(headers, &body)?, &opts)
                 .await?
         }
-        (Method::PUT, Some(_)) => {
+        Verb::Update if name.is_some() => {
             let opts = WriteOptions::from_query(q, user_agent, user)?;
             fe.api
                 .update(&target, decode_body(headers, &body)?, &opts)
                 .await?
         }
-        (Method::PATCH, Some(_)) => {
+        Verb::Patch if name.is_some() => {
             let ct = header_str(headers, header::CONTENT_TYPE);
-            let kind = PatchType::from_content_type(ct, info.custom.is_none())?;
+            let kind = PatchType::from_content_type(ct, info.strategy.accepts_strategic_merge())?;
             let opts = WriteOptions::from_query(q, user_agent, user)?;
             if body.is_empty() {
                 return Err(ApiError::BadRequest("the request body is empty".into()));
             }
             fe.api.patch(&target, kind, &body, &opts).await?
         }
-        (Method::DELETE, n) => {
+        verb @ (Verb::Delete | Verb::DeleteCollection) => {
             let mut opts = DeleteOptions {
                 propagation: q.get("propagationPolicy").map(str::to_string),
                 dry_run: WriteOptions::from_query(q, user_agent, user)?.dry_run,
@@ -410,21 +399,13 @@ async fn resource(
             if !body.is_empty() {
                 opts.merge_body(&parse_body(&body)?)?;
             }
-            match n {
-                Some(_) if part == Part::Main => fe.api.delete(&target, &opts).await?,
-                Some(_) => {
-                    return Err(ApiError::MethodNotAllowed(crate::objects::subject(
-                        &info, "",
-                    )));
-                }
-                None => fe.api.delete_collection(&target, q, &opts).await?,
+            match verb {
+                Verb::Delete if part == Part::Main => fe.api.delete(&target, &opts).await?,
+                Verb::Delete => return Err(not_allowed()),
+                _ => fe.api.delete_collection(&target, q, &opts).await?,
             }
         }
-        _ => {
-            return Err(ApiError::MethodNotAllowed(crate::objects::subject(
-                &info, "",
-            )));
-        }
+        _ => return Err(not_allowed()),
     };
     Ok(json_response(answer.code, &answer.body))
 }
@@ -436,19 +417,20 @@ async fn guard_write(
     fe: &Frontend,
     policy: &gate::PolicyCache,
     target: &Target,
-    method: &Method,
+    request: &RequestInfo,
     q: &Query,
     headers: &HeaderMap,
     body: &Bytes,
     user: &UserInfo,
 ) -> ApiResult<()> {
-    if !matches!(*method, Method::POST | Method::PUT | Method::PATCH) {
+    if !matches!(request.verb, Verb::Create | Verb::Update | Verb::Patch) {
         return Ok(());
     }
     let info = &target.info;
     let name = target.name.as_deref().unwrap_or("");
-    match (info.group.as_str(), info.plural.as_str(), target.part) {
-        ("certificates.k8s.io", "certificatesigningrequests", Part::Approval | Part::Status) => {
+    match info.strategy.write_check(target.part) {
+        None => Ok(()),
+        Some(WriteCheck::Signer(verb)) => {
             let Some(csr) = fe.api.store.get(&target.key(), "", name) else {
                 return Ok(());
             };
@@ -456,23 +438,15 @@ async fn guard_write(
                 .pointer("/spec/signerName")
                 .and_then(Value::as_str)
                 .unwrap_or("");
-            let verb = if target.part == Part::Approval {
-                "approve"
-            } else {
-                "sign"
-            };
             policy.check(&fe.api, |policy| {
                 gate::check_signer(policy, user, verb, signer, name)
             })
         }
-        (
-            "rbac.authorization.k8s.io",
-            plural @ ("roles" | "clusterroles" | "rolebindings" | "clusterrolebindings"),
-            Part::Main,
-        ) => {
-            let mut obj = if *method == Method::PATCH {
+        Some(WriteCheck::Escalation) => {
+            let mut obj = if request.verb == Verb::Patch {
                 let ct = header_str(headers, header::CONTENT_TYPE);
-                let kind = PatchType::from_content_type(ct, true)?;
+                let kind =
+                    PatchType::from_content_type(ct, info.strategy.accepts_strategic_merge())?;
                 let mut opts =
                     WriteOptions::from_query(q, header_str(headers, header::USER_AGENT), user)?;
                 // Only to see what the patch makes: admission runs on the real write.
@@ -492,10 +466,9 @@ async fn guard_write(
                 meta.insert("namespace".into(), Value::String(target.namespace.clone()));
             }
             policy.check(&fe.api, |policy| {
-                gate::check_escalation(policy, user, plural, &obj)
+                gate::check_escalation(policy, user, &info.plural, &obj)
             })
         }
-        _ => Ok(()),
     }
 }
 

@@ -6,7 +6,8 @@
 //! cache, records the event and publishes it; the returned [`Ack`] resolves once the backend
 //! has made the write durable, and only then may the write be acknowledged to a client.
 //! The backend commits in resourceVersion order, so what survives a crash is always a prefix
-//! of the acknowledged history. This module knows nothing of HTTP or of resource semantics.
+//! of the acknowledged history. This module knows nothing of HTTP or of resource semantics:
+//! its failures are [`StorageError`]s, which the API layer words for clients.
 
 pub mod memory;
 pub mod sqlite;
@@ -74,7 +75,7 @@ impl Event {
     }
 }
 
-/// Failures of the durable backend.
+/// Failures of the store and its durable backend.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
     #[error("data directory {dir}: {message}")]
@@ -97,6 +98,24 @@ pub enum StorageError {
     Json(#[from] serde_json::Error),
     #[error("storage writer has stopped")]
     WriterGone,
+    /// A commit failed earlier: later writes would build on state that is not durable.
+    #[error("storage failed; the control plane no longer accepts writes")]
+    Failed,
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    /// A write decided to leave alone or delete an object that is not there.
+    #[error("no object to {0}")]
+    NoObject(&'static str),
+}
+
+/// Why [`Store::write`] stored nothing: its caller's decision refused the write, or the store
+/// could not take it.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError<E> {
+    #[error(transparent)]
+    Refused(E),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
 }
 
 /// What a backend holds at start.
@@ -617,28 +636,27 @@ impl Store {
     }
 
     /// Reads the object at `(key, ns, name)`, lets `decide` choose what to do, and applies it.
-    /// `decide` runs under the store lock: it must be quick and must not touch the store.
-    /// With `dry_run` the decision is returned as if stored, but nothing changes.
-    pub fn write<F>(
+    /// `decide` runs under the store lock: it must be quick and must not touch the store; its
+    /// error refuses the write ([`WriteError::Refused`]). With `dry_run` the decision is
+    /// returned as if stored, but nothing changes.
+    pub fn write<F, E>(
         &self,
         key: &str,
         ns: &str,
         name: &str,
         dry_run: bool,
         decide: F,
-    ) -> Result<Written, crate::error::ApiError>
+    ) -> Result<Written, WriteError<E>>
     where
-        F: FnOnce(Option<&Arc<Value>>) -> Result<WriteOp, crate::error::ApiError>,
+        F: FnOnce(Option<&Arc<Value>>) -> Result<WriteOp, E>,
     {
         let mut inner = self.lock();
         let id = (ns.to_string(), name.to_string());
         let current = inner.objects.get(key).and_then(|m| m.get(&id)).map(parse);
-        let op = decide(current.as_ref())?;
+        let op = decide(current.as_ref()).map_err(WriteError::Refused)?;
         let (kind, mut object) = match op {
             WriteOp::Unchanged => {
-                let object = current.ok_or_else(|| {
-                    crate::error::ApiError::Internal("no object to leave unchanged".into())
-                })?;
+                let object = current.ok_or(StorageError::NoObject("leave unchanged"))?;
                 return Ok(Written {
                     object,
                     ack: Ack(None),
@@ -654,22 +672,14 @@ impl Store {
             ),
             WriteOp::Delete => match &current {
                 Some(c) => (EventType::Deleted, (**c).clone()),
-                None => {
-                    return Err(crate::error::ApiError::Internal(
-                        "no object to delete".into(),
-                    ));
-                }
+                None => return Err(StorageError::NoObject("delete").into()),
             },
         };
         if self.failed.load(std::sync::atomic::Ordering::SeqCst) && !dry_run {
-            return Err(crate::error::ApiError::ServiceUnavailable(
-                "storage failed; the control plane no longer accepts writes".into(),
-            ));
+            return Err(StorageError::Failed.into());
         }
         if matches!(inner.writer, Writer::Closed) && !dry_run {
-            return Err(crate::error::ApiError::ServiceUnavailable(
-                "the server is shutting down".into(),
-            ));
+            return Err(StorageError::ShuttingDown.into());
         }
         let rv = inner.rv + 1;
         crate::meta::meta_mut(&mut object)
@@ -711,9 +721,7 @@ impl Store {
                 let (atx, arx) = oneshot::channel();
                 // Sent under the lock so the writer sees events in resourceVersion order.
                 if tx.send((event, compact_below, Some(atx))).is_err() {
-                    return Err(crate::error::ApiError::ServiceUnavailable(
-                        "storage writer has stopped".into(),
-                    ));
+                    return Err(StorageError::WriterGone.into());
                 }
                 Ack(Some(arx))
             }
@@ -810,6 +818,8 @@ fn run_writer(
 
 #[cfg(test)]
 mod tests {
+    use std::convert::Infallible;
+
     use super::*;
     use serde_json::json;
 
@@ -819,7 +829,7 @@ mod tests {
 
     fn put(s: &Store, name: &str) -> Arc<Value> {
         s.write("/configmaps", "ns", name, false, |_| {
-            Ok(WriteOp::Put(
+            Ok::<_, Infallible>(WriteOp::Put(
                 json!({"metadata": {"name": name, "namespace": "ns"}}),
             ))
         })
@@ -845,10 +855,27 @@ mod tests {
     fn dry_run_changes_nothing() {
         let s = store(10);
         s.write("/configmaps", "ns", "a", true, |_| {
-            Ok(WriteOp::Put(json!({})))
+            Ok::<_, Infallible>(WriteOp::Put(json!({})))
         })
         .unwrap();
         assert_eq!(s.current_rv(), 0);
+        assert!(s.get("/configmaps", "ns", "a").is_none());
+    }
+
+    #[test]
+    fn a_closed_store_refuses_writes_but_answers_dry_runs() {
+        let s = store(10);
+        s.close();
+        let write = |dry_run| {
+            s.write("/configmaps", "ns", "a", dry_run, |_| {
+                Ok::<_, Infallible>(WriteOp::Put(json!({})))
+            })
+        };
+        assert!(matches!(
+            write(false),
+            Err(WriteError::Storage(StorageError::ShuttingDown))
+        ));
+        assert!(write(true).is_ok());
         assert!(s.get("/configmaps", "ns", "a").is_none());
     }
 

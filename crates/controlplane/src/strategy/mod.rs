@@ -1,0 +1,176 @@
+//! Per-resource behaviour, as kube-apiserver's registry strategies: each built-in kind has a
+//! [`ResourceStrategy`] (one module per API group), and every custom resource shares one
+//! ([`apiextensions::CustomResources`]). A strategy says what is particular about its resource:
+//! defaults and server-set fields on create, what an update keeps of the stored object,
+//! validation, generation, what a delete does, the checks its writes need beyond RBAC, how it
+//! is stored and printed, and which field selectors it takes. What every object shares
+//! (metadata, subresources, finalizers, preconditions) is [`crate::objects`]'.
+//!
+//! The registry names each resource's strategy ([`crate::registry::ResourceInfo::strategy`]);
+//! nothing else asks which resource it is handling. Pure: JSON in and out, no storage, no HTTP.
+
+pub mod apiextensions;
+pub mod apps;
+pub mod certificates;
+pub mod coordination;
+pub mod core;
+pub mod events;
+pub mod rbac;
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde_json::Value;
+
+use crate::api::UserInfo;
+use crate::error::{ApiResult, FieldError};
+use crate::meta::NameRule;
+use crate::objects::{DeleteOptions, DeleteOutcome, Part};
+use crate::registry::{PrinterColumn, ResourceInfo};
+use crate::scale::ScalePaths;
+use crate::storage::WriteOp;
+
+/// A check a write needs beyond RBAC's on its own verb (kube-apiserver's admission for CSRs,
+/// and RBAC's escalation check on roles and bindings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteCheck {
+    /// The requester needs this verb (`approve`, `sign`) on the CSR's signer.
+    Signer(&'static str),
+    /// The object, as it would be stored, may grant only what the requester holds, unless they
+    /// may `escalate` (roles) or `bind` (bindings).
+    Escalation,
+}
+
+/// An object being validated: the resource it is written through, the stored object when it
+/// is an update, and the field errors found so far.
+pub struct Validation<'a> {
+    pub info: &'a ResourceInfo,
+    pub old: Option<&'a Value>,
+    pub errors: Vec<FieldError>,
+}
+
+/// Where a resource's objects are stored when that is not under their own resource: the
+/// storage key and the apiVersion stored objects carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredAs {
+    pub key: &'static str,
+    pub api_version: &'static str,
+}
+
+/// What is particular about one resource. Every method has the behaviour most resources share
+/// as its default.
+pub trait ResourceStrategy: fmt::Debug + Send + Sync {
+    /// How object names are checked.
+    fn name_rule(&self) -> NameRule {
+        NameRule::Subdomain
+    }
+
+    /// Whether `metadata.generation` counts changes outside metadata and status.
+    fn tracks_generation(&self) -> bool {
+        false
+    }
+
+    /// Whether a PUT without a resourceVersion may replace the stored object
+    /// (kube-apiserver's `AllowUnconditionalUpdate`).
+    fn allows_unconditional_update(&self) -> bool {
+        true
+    }
+
+    /// Whether patches may be strategic merge patches (built-in kinds know their merge keys;
+    /// custom resources do not).
+    fn accepts_strategic_merge(&self) -> bool {
+        true
+    }
+
+    /// Field selectors accepted beyond `metadata.name` and `metadata.namespace`.
+    fn field_selectors(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// The columns `kubectl get` shows for a built-in kind (a custom resource's come from its
+    /// CRD).
+    fn printer_columns(&self) -> Vec<PrinterColumn> {
+        Vec::new()
+    }
+
+    /// The categories a built-in kind is listed under (`kubectl get all`).
+    fn categories(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Where a built-in kind's `/scale` subresource reads and writes, when it has one.
+    fn scale(&self) -> Option<ScalePaths> {
+        None
+    }
+
+    /// Where objects are stored, when not under their own resource.
+    fn stored_as(&self) -> Option<StoredAs> {
+        None
+    }
+
+    /// An object written through this resource, in its stored form.
+    fn to_stored(&self, obj: Value) -> Value {
+        obj
+    }
+
+    /// A stored object in the form this resource serves it (before apiVersion and kind are
+    /// set).
+    fn to_served(&self, obj: Value) -> Value {
+        obj
+    }
+
+    /// The stored field a field selector of this resource names.
+    fn stored_field<'p>(&self, path: &'p str) -> Cow<'p, str> {
+        Cow::Borrowed(path)
+    }
+
+    /// Sets defaults and server-owned fields of a new object, once its metadata is set and
+    /// before it is validated.
+    fn prepare_for_create(&self, _info: &ResourceInfo, _obj: &mut Value, _now: &str) {}
+
+    /// Records who creates the object, when the resource keeps that.
+    fn record_requester(&self, _obj: &mut Value, _user: &UserInfo) {}
+
+    /// Adjusts an update of `cur` through `part` (made of the request and what the part may
+    /// not change), before it is validated: what the resource keeps or recomputes itself.
+    fn prepare_for_update(&self, _cur: &Value, _next: &mut Value, _part: Part) {}
+
+    /// Validates (and normalises) an object of this resource, adding what is wrong to
+    /// `check.errors`; an update is first refused changes to what may not change once set.
+    fn validate(&self, _obj: &mut Value, _check: &mut Validation<'_>) {}
+
+    /// What a write through `part` needs checked beyond RBAC.
+    fn write_check(&self, _part: Part) -> Option<WriteCheck> {
+        None
+    }
+
+    /// Whether objects of this resource define served resources (CRDs): the registry follows
+    /// each write.
+    fn defines_resources(&self) -> bool {
+        false
+    }
+
+    /// What deleting `cur` does once its preconditions hold: by default finalizers and the
+    /// propagation policy decide (see [`crate::objects::delete_by_finalizers`]).
+    fn delete(
+        &self,
+        info: &ResourceInfo,
+        cur: &Value,
+        opts: &DeleteOptions,
+        now: &str,
+    ) -> ApiResult<(WriteOp, DeleteOutcome)> {
+        crate::objects::delete_by_finalizers(info, cur, opts, now)
+    }
+
+    /// Whether an object being deleted is removed once its last finalizer goes (a Namespace
+    /// is removed by the namespace controller once its contents are gone).
+    fn removed_once_finalized(&self) -> bool {
+        true
+    }
+
+    /// Whether a delete that removed the object answers with the object rather than a
+    /// `Status`.
+    fn returns_deleted_object(&self) -> bool {
+        false
+    }
+}
