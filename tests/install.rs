@@ -121,10 +121,24 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// The documents of a YAML stream, numbers compared by value (kustomize writes `0.0` as `0`).
 fn documents(yaml: &str) -> Vec<Value> {
+    fn by_value(value: Value) -> Value {
+        match value {
+            Value::Number(number) => match number.as_f64() {
+                Some(float) if float.fract() == 0.0 && float.abs() < 1e15 => json!(float as i64),
+                _ => Value::Number(number),
+            },
+            Value::Array(items) => Value::Array(items.into_iter().map(by_value).collect()),
+            Value::Object(map) => {
+                Value::Object(map.into_iter().map(|(k, v)| (k, by_value(v))).collect())
+            }
+            other => other,
+        }
+    }
     serde_yaml::Deserializer::from_str(yaml)
-        .map(|document| serde::Deserialize::deserialize(document).unwrap())
-        .filter(|document: &Value| !document.is_null())
+        .map(|document| by_value(serde::Deserialize::deserialize(document).unwrap()))
+        .filter(|document| !document.is_null())
         .collect()
 }
 
@@ -142,7 +156,11 @@ fn deployment_controller(client: Client) -> JoinHandle<()> {
             if status.observed_generation == generation {
                 continue;
             }
-            let replicas = deployment.spec.and_then(|spec| spec.replicas).unwrap_or(1);
+            let replicas = deployment
+                .spec
+                .as_ref()
+                .and_then(|spec| spec.replicas)
+                .unwrap_or(1);
             let status = json!({"status": {
                 "observedGeneration": generation,
                 "replicas": replicas, "updatedReplicas": replicas,
