@@ -198,6 +198,8 @@ async fn crds_established<R: FnMut(Event)>(
     let total = names.len();
     let mut pending = names;
     let mut listed = false;
+    // What a timeout names before the first list is in.
+    progress.waiting = WHAT.to_string();
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut events = watcher(api, watcher::Config::default()).boxed();
     // Said only once the CRDs there are listed, so an upgrade's already served ones say nothing.
