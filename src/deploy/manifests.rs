@@ -197,6 +197,11 @@ pub fn hub_rbac() -> Vec<Value> {
                 {"apiGroups": ["apiextensions.k8s.io"],
                  "resources": ["customresourcedefinitions"],
                  "verbs": ["get", "list", "watch", "create", "update", "patch"]},
+                // Read only, and only because the agent's ClusterRole on a hub that is its own
+                // spoke (inCluster) reads nodes, and the hub may grant only what it holds.
+                {"apiGroups": [""],
+                 "resources": ["nodes"],
+                 "verbs": read},
                 // The agent Deployment of the hub as its own spoke (inCluster).
                 {"apiGroups": ["apps"],
                  "resources": ["deployments", "deployments/status"],
