@@ -227,9 +227,16 @@ impl Access {
 
     /// The cluster fleetform runs with.
     async fn management(&self, cluster: &str) -> Result<Client, AccessError> {
-        self.kubeconfig_client(cluster, self.kubeconfig.as_deref(), self.context.clone())
+        self.own_cluster(cluster)
             .await
             .map(|reached| reached.client)
+    }
+
+    /// The cluster fleetform runs with (`--kubeconfig` and `--context`; in a pod without a
+    /// kubeconfig, the one it runs in), with where it reaches; `cluster` names it in errors.
+    pub async fn own_cluster(&self, cluster: &str) -> Result<Reached, AccessError> {
+        self.kubeconfig_client(cluster, self.kubeconfig.as_deref(), self.context.clone())
+            .await
     }
 
     /// A client from the kubeconfig at `path` (else `$KUBECONFIG`, else `~/.kube/config`), at

@@ -7,7 +7,6 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
-use serde_json::json;
 
 use crate::api::fleet::SYSTEM_NAMESPACE;
 use crate::observe::{FIELD_MANAGER, IN_FLIGHT, api_resource};
@@ -65,12 +64,11 @@ pub async fn install_hub(hub: &str, client: &Client) -> Result<Vec<String>, Appl
         let written = crate::deploy::install_crd(client, &crd)
             .await
             .map_err(|err| failed(format!("install CRD {name}"))(err.source))?;
-        if written == crate::deploy::CrdInstall::Written {
+        if written.changed() {
             installed.push(name);
         }
     }
-    let namespace =
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}});
+    let namespace = crate::deploy::manifests::namespace();
     Api::<Namespace>::all(client.clone())
         .patch(SYSTEM_NAMESPACE, &params, &Patch::Apply(&namespace))
         .await

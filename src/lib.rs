@@ -10,7 +10,8 @@
 //! - [`admission`]: OCM's ManagedCluster admission webhooks, in every control plane fleetform
 //!   starts ([`embedded`]).
 //! - [`apply`]: writing a plan's object changes to a hub.
-//! - [`deploy`]: the identity and RBAC fleetform runs with on a hub (`deploy/`).
+//! - [`deploy`]: what fleetform installs on a hub (the install set, its RBAC, `deploy/`), and
+//!   installing and uninstalling it.
 //! - [`reconciler`]: the Spoke lifecycle — join, accept, addons, unjoin in finalizer order.
 //! - [`hub`]: the hub loops' decisions: lease expiry, the cluster observer, CSR approval (pure).
 //! - [`agent`]: the agent's decisions: availability, addon health, claims, certificates (pure).

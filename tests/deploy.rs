@@ -1,13 +1,13 @@
-//! `deploy/` and the Dockerfile: every manifest parses and applies to a Kubernetes API server,
-//! references only what exists (ServiceAccounts, ClusterRoles, fleetform commands and flags,
-//! the image), the agent manifest is exactly what the reconciler installs, and the Dockerfile
-//! copies only what the repository has.
+//! `deploy/` and the Dockerfile: `deploy/` is exactly what fleetform renders (the install set of
+//! `fleetform install`, the agent as the reconciler installs it), every manifest parses and
+//! applies to a Kubernetes API server and references only what exists (ServiceAccounts,
+//! ClusterRoles, fleetform commands and flags, the image), and the Dockerfile copies only what
+//! the repository has.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use fleetform::plan::desired::{AgentConfig, DEFAULT_AGENT_VERSION, EffectiveSpoke};
-use fleetform::reconciler::install::{DEFAULT_AGENT_IMAGE, manual_install_yaml};
+use fleetform::reconciler::install::DEFAULT_AGENT_IMAGE;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::discovery::Discovery;
 use kube::{Api, Client};
@@ -19,23 +19,33 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Every document of every YAML file under `deploy/`, with the file it came from.
-fn manifests() -> Vec<(PathBuf, Value)> {
+/// Every file under `dir`, sorted.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
-    let mut dirs = vec![root().join("deploy")];
+    let mut dirs = vec![dir.to_path_buf()];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             if path.is_dir() {
                 dirs.push(path);
-            } else if path.extension().is_some_and(|ext| ext == "yaml") {
+            } else {
                 files.push(path);
             }
         }
     }
     files.sort();
+    files
+}
+
+/// Every document of every manifest under `deploy/` (the kustomization is not one), with the
+/// file it came from.
+fn manifests() -> Vec<(PathBuf, Value)> {
     let mut documents = Vec::new();
-    for path in files {
+    for path in files_under(&root().join("deploy")) {
+        if path.extension().is_none_or(|ext| ext != "yaml") || path.ends_with("kustomization.yaml")
+        {
+            continue;
+        }
         let text = std::fs::read_to_string(&path).unwrap();
         for document in serde_yaml::Deserializer::from_str(&text) {
             let value: Value = serde::Deserialize::deserialize(document)
@@ -65,40 +75,33 @@ fn name(value: &Value) -> String {
 }
 
 #[test]
-fn the_agent_manifest_is_what_the_reconciler_installs() {
-    let effective = EffectiveSpoke {
-        lease_duration_seconds: 60,
-        cluster_claims_max: 20,
-        agent: AgentConfig {
-            version: DEFAULT_AGENT_VERSION.to_string(),
-            image: None,
-            hub_api_server: None,
-            client_cert_expiration_seconds: 86400,
-            hub_ca_bundle: None,
-            hub_ca_bundle_secret_ref: None,
-        },
-        addons: Default::default(),
-        labels: Default::default(),
-    };
-    let header = "# The agent of the spoke `spoke-1`, as the lifecycle reconciler installs it (see README.md).\n# Generated: FLEETFORM_BLESS=1 cargo test --test deploy\n";
-    let expected = format!(
-        "{header}{}",
-        manual_install_yaml(
-            "spoke-1",
-            &effective,
-            Some("https://spoke-1.example.com:6443")
-        )
-    );
-    let path = root().join("deploy/agent/agent.yaml");
-    if std::env::var_os(BLESS_VAR).is_some() {
-        std::fs::write(&path, &expected).unwrap();
+fn deploy_is_what_fleetform_renders() {
+    let bless = std::env::var_os(BLESS_VAR).is_some();
+    let mut stale = Vec::new();
+    let mut generated = BTreeSet::new();
+    for (path, contents) in fleetform::deploy::manifests::deploy_files() {
+        let file = root().join("deploy").join(&path);
+        if bless {
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, &contents).unwrap();
+        }
+        if std::fs::read_to_string(&file).ok().as_deref() != Some(contents.as_str()) {
+            stale.push(path.clone());
+        }
+        generated.insert(file);
     }
-    let found = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
-        found == expected,
-        "deploy/agent/agent.yaml differs from what the reconciler installs; regenerate with \
-         `{BLESS_VAR}=1 cargo test --test deploy`"
+        stale.is_empty(),
+        "deploy/ differs from what fleetform renders ({}); regenerate with `{BLESS_VAR}=1 cargo \
+         test --test deploy`",
+        stale.join(", ")
     );
+    // Nothing else in deploy/ but the READMEs: a manifest left there would be in no install.
+    let others: Vec<PathBuf> = files_under(&root().join("deploy"))
+        .into_iter()
+        .filter(|file| !generated.contains(file) && !file.ends_with("README.md"))
+        .collect();
+    assert!(others.is_empty(), "not generated: {others:?}");
 }
 
 #[test]

@@ -548,6 +548,7 @@ async fn bootstrap_tokens_expire_are_renewed_until_the_spoke_joins_and_are_delet
             .unwrap();
     }
     let stop = CancellationToken::new();
+    let before = Timestamp::now();
     let reconciler = tokio::spawn(fleetform::reconciler::run(
         ReconcilerConfig {
             client: hub_identity,
@@ -562,17 +563,17 @@ async fn bootstrap_tokens_expire_are_renewed_until_the_spoke_joins_and_are_delet
         },
         stop.clone(),
     ));
-    let issued_at = Timestamp::now();
     let tokens = tokens_of(&hub, "spoke-a", "a token issued", |tokens| {
         !tokens.is_empty()
     })
     .await;
+    let after = Timestamp::now();
     let expires = token_expiration(&tokens[0]).expect("the token expires");
-    let lifetime = expires.duration_since(issued_at);
     let ttl = SignedDuration::try_from(BOOTSTRAP_TOKEN_TTL).unwrap();
+    // Issued between `before` and `after`, to the second (RFC 3339 drops the fraction).
     assert!(
-        lifetime <= ttl && lifetime > ttl - SignedDuration::from_mins(1),
-        "expires in {lifetime}, not in {ttl}"
+        expires >= before + ttl - SignedDuration::from_secs(1) && expires <= after + ttl,
+        "expires at {expires}, not {ttl} after it was issued (between {before} and {after})"
     );
 
     // Near its end, and the spoke has not joined (no agent runs): the token is renewed.

@@ -23,6 +23,7 @@ mod completion;
 mod controlplane;
 mod crds;
 mod hub;
+mod install;
 pub(crate) mod output;
 mod plan;
 mod status;
@@ -48,8 +49,8 @@ pub mod exit {
     pub const CHANGES: u8 = 2;
     /// fleetform itself failed (its cache, an output it could not write, a bug).
     pub const INTERNAL: u8 = 3;
-    /// `apply` only: the objects were written but the fleet did not converge within
-    /// `--timeout`.
+    /// `apply`, `install`, `uninstall`: the objects were written but what they wait for did not
+    /// come within `--timeout` (the fleet converged, fleetform running, the spokes unjoined).
     pub const NOT_CONVERGED: u8 = 4;
 }
 
@@ -96,6 +97,12 @@ enum Command {
     /// registration and addon CSRs, sign custom-signer CSRs, expire leases, observe poll-mode
     /// spokes.
     Hub(hub::Args),
+    /// Install or upgrade fleetform on a hub cluster (CRDs, namespace, RBAC, the hub
+    /// Deployment, optionally a FleetSync) and wait until it runs; or print its manifests
+    /// (`--export`), or an agent's (`install agent --export`).
+    Install(install::Args),
+    /// Remove fleetform from a hub cluster, after unjoining every spoke with `--unjoin-all`.
+    Uninstall(install::UninstallArgs),
     /// Print a shell completion script: `source <(fleetform completion bash)`.
     Completion(completion::Args),
 }
@@ -134,6 +141,8 @@ pub fn main() -> ExitCode {
         Command::Agent(args) => with_runtime(agent::run(args)),
         Command::Hub(args) => with_runtime(hub::run(args)),
         Command::Up(args) => with_runtime(up::run(args)),
+        Command::Install(args) => with_runtime(install::run(args)),
+        Command::Uninstall(args) => with_runtime(install::uninstall(args)),
         Command::Completion(args) => completion::run(args),
     };
     ExitCode::from(output::exit_code(code))

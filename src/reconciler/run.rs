@@ -1011,16 +1011,20 @@ async fn reconcile_hub(hub: Arc<Hub>, ctx: Arc<Context>) -> Result<Requeue, Reco
     let client = &ctx.config.client;
     let name = hub.name_any();
     let api: Api<Hub> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
-    let spokes: Vec<Arc<Spoke>> = ctx
-        .spokes
-        .state()
-        .into_iter()
-        .filter(|spoke| spoke.spec.hub_ref == name)
-        .collect();
     if hub.metadata.deletion_timestamp.is_some() {
+        // Read afresh, not from the spoke loop's store: this pass may run on the last Spoke's
+        // deletion before that store has seen it, and nothing would wake the Hub again.
+        let spoke_api: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+        let spokes: Vec<Spoke> = spoke_api
+            .list(&ListParams::default())
+            .await
+            .map_err(ReconcileError::kube("Spokes".to_string(), "list"))?
+            .items
+            .into_iter()
+            .filter(|spoke| spoke.spec.hub_ref == name)
+            .collect();
         if !spokes.is_empty() {
             // Spokes first: each unjoins in its own finalizer order.
-            let spoke_api: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
             for spoke in spokes
                 .iter()
                 .filter(|s| s.metadata.deletion_timestamp.is_none())
@@ -1044,6 +1048,12 @@ async fn reconcile_hub(hub: Arc<Hub>, ctx: Arc<Context>) -> Result<Requeue, Reco
             format!("Hub {name}"),
             "add its finalizer",
         ))?;
+    let spokes: Vec<Arc<Spoke>> = ctx
+        .spokes
+        .state()
+        .into_iter()
+        .filter(|spoke| spoke.spec.hub_ref == name)
+        .collect();
     let all_running = spokes
         .iter()
         .all(|spoke| spoke.status.as_ref().and_then(|s| s.phase) == Some(Phase::Running));
