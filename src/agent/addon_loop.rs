@@ -26,6 +26,7 @@ use super::addon_health::{addon_grace_period, judge_addon_lease, needs_hub_write
 use super::run::{AgentError, Context, FIELD_MANAGER, RETRY_DELAY, after, sleep_until};
 use crate::api::ManagedClusterAddOn;
 use crate::hub::conditions::set_conditions;
+use crate::runtime::error::KubeError;
 
 /// One addon's running health task.
 struct AddonTask {
@@ -201,7 +202,7 @@ async fn write_available(
     available: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition,
 ) -> Result<(), AgentError> {
     let addons: Api<ManagedClusterAddOn> = Api::namespaced(ctx.hub.clone(), ctx.name());
-    set_conditions(&addons, addon_name, FIELD_MANAGER, |fresh| {
+    Ok(set_conditions(&addons, addon_name, FIELD_MANAGER, |fresh| {
         if needs_hub_write(fresh.conditions(), available) {
             vec![available.clone()]
         } else {
@@ -210,8 +211,8 @@ async fn write_available(
     })
     .await
     .map(|_| ())
-    .map_err(AgentError::kube(
-        ctx.name(),
+    .map_err(KubeError::on(
+        format!("cluster {}", ctx.name()),
         format!("write Available of addon {addon_name}"),
-    ))
+    ))?)
 }

@@ -40,6 +40,7 @@ use crate::reconciler::install::{
 };
 use crate::reconciler::objects::set_finalizer;
 use crate::reconciler::uninstall;
+use crate::runtime::error::KubeError;
 
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let spokes: Api<Spoke> = Api::namespaced(ctx.hub.clone(), SYSTEM_NAMESPACE);
@@ -115,9 +116,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
         retry = match step(&ctx, current, joined).await {
             Ok(Step::Continue) => false,
             Ok(Step::Unjoined) => return,
-            Err(AgentError::Kube { source, .. })
-                if crate::hub::conditions::is_conflict(&source) =>
-            {
+            Err(AgentError::Kube(err)) if err.is_conflict() => {
                 // Someone wrote the Spoke meanwhile; its watch brings the fresh one.
                 false
             }
@@ -178,7 +177,10 @@ async fn step(ctx: &Context, spoke: &Spoke, joined: bool) -> Result<Step, AgentE
     };
     set_conditions(&spokes, name, FIELD_MANAGER, |_| vec![pivot.clone()])
         .await
-        .map_err(AgentError::kube(name, "report PivotComplete"))?;
+        .map_err(KubeError::on(
+            format!("cluster {name}"),
+            "report PivotComplete",
+        ))?;
     let Some(deployment_name) = ctx.config.deployment.as_deref() else {
         return Ok(Step::Continue);
     };
@@ -187,7 +189,10 @@ async fn step(ctx: &Context, spoke: &Spoke, joined: bool) -> Result<Step, AgentE
     let Some(running) = deployments
         .get_opt(deployment_name)
         .await
-        .map_err(AgentError::kube(name, "read its Deployment"))?
+        .map_err(KubeError::on(
+            format!("cluster {name}"),
+            "read its Deployment",
+        ))?
     else {
         return Ok(Step::Continue);
     };
@@ -199,7 +204,7 @@ async fn step(ctx: &Context, spoke: &Spoke, joined: bool) -> Result<Step, AgentE
     let Some(hub) = hubs
         .get_opt(&spoke.spec.hub_ref)
         .await
-        .map_err(AgentError::kube(name, "read its Hub"))?
+        .map_err(KubeError::on(format!("cluster {name}"), "read its Hub"))?
     else {
         return Ok(Step::Continue);
     };
@@ -228,19 +233,22 @@ async fn step(ctx: &Context, spoke: &Spoke, joined: bool) -> Result<Step, AgentE
                 &Patch::Apply(&object),
             )
             .await
-            .map_err(AgentError::kube(name, "upgrade its Deployment"))?;
+            .map_err(KubeError::on(
+                format!("cluster {name}"),
+                "upgrade its Deployment",
+            ))?;
     }
     Ok(Step::Continue)
 }
 
 /// Adds or removes `spoke-cleanup`.
 async fn set_finalizers(spokes: &Api<Spoke>, spoke: &Spoke, add: bool) -> Result<(), AgentError> {
-    set_finalizer(spokes, spoke, FINALIZER_SPOKE_CLEANUP, add)
+    Ok(set_finalizer(spokes, spoke, FINALIZER_SPOKE_CLEANUP, add)
         .await
-        .map_err(AgentError::kube(
-            &spoke.name_any(),
+        .map_err(KubeError::on(
+            format!("cluster {}", &spoke.name_any()),
             "update its Spoke's finalizers",
-        ))
+        ))?)
 }
 
 /// The version and configuration hash this agent runs (what its pod was started for, not what its
@@ -260,7 +268,7 @@ async fn report_version(
         return Ok(());
     }
     let patch = json!({"status": {"agentVersion": version, "agentConfigHash": hash}});
-    spokes
+    Ok(spokes
         .patch_status(
             &spoke.name_any(),
             &PatchParams::default(),
@@ -268,5 +276,8 @@ async fn report_version(
         )
         .await
         .map(|_| ())
-        .map_err(AgentError::kube(&spoke.name_any(), "report its version"))
+        .map_err(KubeError::on(
+            format!("cluster {}", &spoke.name_any()),
+            "report its version",
+        ))?)
 }

@@ -27,6 +27,7 @@ use crate::api::cluster::NodeHealthStatus;
 use crate::api::vocabulary::ANNOTATION_NODE_HEALTH;
 use crate::api::{ClusterClaim, ManagedCluster};
 use crate::runtime::crd::{Presence, presence};
+use crate::runtime::error::KubeError;
 
 /// Reason of the Event that says which claims were cut.
 pub const REASON_CLAIMS_TRUNCATED: &str = "ClusterClaimsTruncated";
@@ -167,11 +168,15 @@ fn desired_status(
 #[instrument(skip(ctx, status), fields(cluster = ctx.name()))]
 async fn write_status(ctx: &Context, status: &Value) -> Result<(), AgentError> {
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    ctx.clusters()
+    Ok(ctx
+        .clusters()
         .patch_status(ctx.name(), &params, &Patch::Apply(status))
         .await
         .map(|_| ())
-        .map_err(AgentError::kube(ctx.name(), "write its status"))
+        .map_err(KubeError::on(
+            format!("cluster {}", ctx.name()),
+            "write its status",
+        ))?)
 }
 
 /// Sets the ManagedCluster's node health annotation. A merge patch of the one key, so other
@@ -185,11 +190,15 @@ async fn write_node_health(ctx: &Context, health: &NodeHealthStatus) -> Result<(
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..PatchParams::default()
     };
-    ctx.clusters()
+    Ok(ctx
+        .clusters()
         .patch(ctx.name(), &params, &Patch::Merge(&patch))
         .await
         .map(|_| ())
-        .map_err(AgentError::kube(ctx.name(), "write its node health"))
+        .map_err(KubeError::on(
+            format!("cluster {}", ctx.name()),
+            "write its node health",
+        ))?)
 }
 
 /// An Event on the hub, about the ManagedCluster, saying which claims were cut.
@@ -210,12 +219,12 @@ async fn announce_cut(ctx: &Context, note: String) -> Result<(), AgentError> {
         ctx.name(),
     );
     let events: Api<Event> = Api::namespaced(ctx.hub.clone(), ctx.name());
-    events
+    Ok(events
         .create(&PostParams::default(), &event)
         .await
         .map(|_| ())
-        .map_err(AgentError::kube(
-            ctx.name(),
+        .map_err(KubeError::on(
+            format!("cluster {}", ctx.name()),
             "create an Event about cut claims",
-        ))
+        ))?)
 }

@@ -35,6 +35,7 @@ use super::approval_loop::{
 };
 use super::run::{FIELD_MANAGER, HubError};
 use crate::api::vocabulary::LABEL_CLUSTER_NAME;
+use crate::runtime::error::KubeError;
 
 /// The group of every spoke's bootstrap token (its `auth-extra-groups`).
 pub const BOOTSTRAP_GROUP: &str = "system:bootstrappers:managedcluster";
@@ -265,7 +266,7 @@ pub async fn ensure_rbac(client: &Client) -> Result<(), HubError> {
     Api::<ClusterRole>::all(client.clone())
         .patch(BOOTSTRAP_ROLE_NAME, &params, &Patch::Apply(&role))
         .await
-        .map_err(HubError::kube(
+        .map_err(KubeError::on(
             format!("ClusterRole {BOOTSTRAP_ROLE_NAME}"),
             "apply",
         ))?;
@@ -280,7 +281,7 @@ pub async fn ensure_rbac(client: &Client) -> Result<(), HubError> {
     Api::<ClusterRoleBinding>::all(client.clone())
         .patch(BOOTSTRAP_ROLE_NAME, &params, &Patch::Apply(&binding))
         .await
-        .map_err(HubError::kube(
+        .map_err(KubeError::on(
             format!("ClusterRoleBinding {BOOTSTRAP_ROLE_NAME}"),
             "apply",
         ))?;

@@ -33,6 +33,7 @@ use crate::agent::rotation::wait_until;
 use crate::api::fleet::{SYSTEM_NAMESPACE, Spoke, SpokeSpec};
 pub use crate::api::vocabulary::CONDITION_ONLINE;
 use crate::api::vocabulary::{STATUS_FALSE, STATUS_TRUE, STATUS_UNKNOWN};
+use crate::runtime::error::KubeError;
 
 /// The longest a poll may take; a slower spoke counts as unreachable.
 const MAX_POLL_TIME: Duration = Duration::from_secs(10);
@@ -234,13 +235,15 @@ async fn write_state(
 ) -> Result<(), HubError> {
     let condition = online_condition(observer, health, Timestamp::now());
     let spokes: Api<Spoke> = Api::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE);
-    set_conditions(&spokes, name, FIELD_MANAGER, |_| vec![condition.clone()])
-        .await
-        .map(|_| ())
-        .map_err(HubError::kube(
-            format!("Spoke {SYSTEM_NAMESPACE}/{name}"),
-            "write the observed state",
-        ))
+    Ok(
+        set_conditions(&spokes, name, FIELD_MANAGER, |_| vec![condition.clone()])
+            .await
+            .map(|_| ())
+            .map_err(KubeError::on(
+                format!("Spoke {SYSTEM_NAMESPACE}/{name}"),
+                "write the observed state",
+            ))?,
+    )
 }
 
 #[cfg(test)]

@@ -17,12 +17,21 @@ use crate::access::Access;
 use crate::api::addon::ClusterManagementAddOn;
 use crate::api::fleet::Spoke;
 use crate::api::{ManagedCluster, ManagedClusterAddOn, ManagedClusterSet};
+use crate::runtime::controller::ErrorPolicy;
+use crate::runtime::error::{Failure, KubeError};
 
 /// Field manager of every write the hub loops make.
 pub const FIELD_MANAGER: &str = "fleetform-hub";
 
-/// How long a loop waits before retrying a failed reconcile.
+/// How long a loop waits before retrying a failed reconcile, at first.
 pub(crate) const RETRY_DELAY: Duration = Duration::from_secs(1);
+/// The longest a hub loop waits before retrying an object that keeps failing.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
+
+/// The error policy of the hub loop `name` (see [`crate::runtime::controller`]).
+pub(crate) fn error_policy(name: &'static str) -> Arc<ErrorPolicy> {
+    ErrorPolicy::new(name, RETRY_DELAY, MAX_RETRY_DELAY)
+}
 
 /// What a hub loop without its CRD does.
 const LOOP_NOT_STARTED: &str = "the hub loops that need it are not started";
@@ -47,13 +56,8 @@ impl std::fmt::Debug for HubConfig {
 /// Why a hub loop failed to handle an object.
 #[derive(Debug, thiserror::Error)]
 pub enum HubError {
-    #[error("{object}: cannot {action}: {source}")]
-    Kube {
-        object: String,
-        action: String,
-        #[source]
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Kube(#[from] KubeError),
     #[error("cannot build {object}: {source}")]
     Build {
         object: String,
@@ -62,22 +66,11 @@ pub enum HubError {
     },
 }
 
-impl HubError {
-    /// A write lost a race with another writer (409); the retry starts from a fresh read.
-    pub fn is_conflict(&self) -> bool {
-        matches!(self, HubError::Kube { source, .. } if super::conditions::is_conflict(source))
-    }
-
-    pub(crate) fn kube(
-        object: impl Into<String>,
-        action: impl Into<String>,
-    ) -> impl FnOnce(kube::Error) -> Self {
-        let object = object.into();
-        let action = action.into();
-        move |source| HubError::Kube {
-            object,
-            action,
-            source,
+impl Failure for HubError {
+    fn kube(&self) -> Option<&KubeError> {
+        match self {
+            HubError::Kube(err) => Some(err),
+            HubError::Build { .. } => None,
         }
     }
 }
@@ -203,32 +196,5 @@ pub(crate) async fn crd_installed<K: CustomResourceExt>(
             warn!(crd = name, %err, "cannot check the CRD; {consequence}");
             false
         }
-    }
-}
-
-/// What a hub loop does after a failed reconcile: a lost write race (409) is retried at once and
-/// quietly, anything else is logged as `what` failed and retried after [`RETRY_DELAY`].
-pub(crate) fn retry_after(err: &HubError, what: &str) -> kube::runtime::controller::Action {
-    if err.is_conflict() {
-        tracing::debug!(%err, "{what}: lost a write race; again from a fresh read");
-        return kube::runtime::controller::Action::requeue(Duration::ZERO);
-    }
-    warn!(%err, "{what} failed; retrying");
-    kube::runtime::controller::Action::requeue(RETRY_DELAY)
-}
-
-/// Logs what a controller (a hub loop's, the reconciler's) reports, except what its error policy has logged already
-/// and objects deleted while queued.
-pub(crate) fn log_outcome<T, E, Q>(
-    result: Result<T, kube::runtime::controller::Error<E, Q>>,
-    what: &str,
-) where
-    E: std::error::Error + 'static,
-    Q: std::error::Error + 'static,
-{
-    use kube::runtime::controller::Error;
-    match result {
-        Ok(_) | Err(Error::ObjectNotFound(_)) | Err(Error::ReconcilerFailed(..)) => {}
-        Err(err) => warn!(%err, "{what}"),
     }
 }

@@ -45,6 +45,7 @@ use crate::api::addon::ClusterManagementAddOn;
 use crate::api::fleet::AddOnSpec;
 use crate::api::vocabulary::{LABEL_ADDON_NAME, LABEL_CLUSTER_NAME};
 use crate::plan::desired::ADDON_SPEC_ANNOTATION;
+use crate::runtime::error::KubeError;
 use fleetform_controlplane::auth::ca::CertificateAuthority;
 
 /// The loop's context: the hub, and the pace of its denials.
@@ -54,6 +55,7 @@ struct Signer {
 }
 
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
+    let errors = super::run::error_policy("addon CSR loop");
     let csrs: Api<CertificateSigningRequest> = Api::all(ctx.client.clone());
     let controller = Controller::new(csrs, watcher::Config::default().labels(LABEL_ADDON_NAME));
     let store = controller.store();
@@ -68,8 +70,8 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
             move |addon| requests_of(&store, &addon.name_any()),
         )
         .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(reconcile, error_policy, signer)
-        .for_each(|result| async move { super::run::log_outcome(result, "addon CSR loop") })
+        .run(reconcile, errors.policy(), signer)
+        .for_each(errors.outcomes())
         .await;
 }
 
@@ -88,10 +90,6 @@ fn requests_of(
         .filter(|csr| label(csr, LABEL_ADDON_NAME) == Some(addon))
         .map(|csr| ObjectRef::from_obj(csr.as_ref()))
         .collect()
-}
-
-fn error_policy(_: Arc<CertificateSigningRequest>, err: &HubError, _: Arc<Signer>) -> Action {
-    super::run::retry_after(err, "handling an addon CSR")
 }
 
 #[instrument(skip(signer, csr), fields(csr = csr.name_any()))]
@@ -190,7 +188,7 @@ async fn enablement(ctx: &Context, cluster: &str, addon: &str) -> Result<Enablem
     let found = Api::<ManagedClusterAddOn>::namespaced(ctx.client.clone(), cluster)
         .get_opt(addon)
         .await
-        .map_err(HubError::kube(
+        .map_err(KubeError::on(
             format!("ManagedClusterAddOn {cluster}/{addon}"),
             "read",
         ))?;
@@ -230,7 +228,7 @@ pub(crate) async fn addon_spec(
     let Some(found) = Api::<ClusterManagementAddOn>::all(client.clone())
         .get_opt(addon)
         .await
-        .map_err(HubError::kube(
+        .map_err(KubeError::on(
             format!("ClusterManagementAddOn {addon}"),
             "read",
         ))?
@@ -263,7 +261,7 @@ async fn sign(
     let secret = Api::<Secret>::namespaced(ctx.client.clone(), &secret_ref.namespace)
         .get_opt(&secret_ref.name)
         .await
-        .map_err(HubError::kube(&object, "read"))?;
+        .map_err(KubeError::on(&object, "read"))?;
     let Some(secret) = secret else {
         return Ok(Err(format!("signer CA {object} does not exist")));
     };
@@ -333,14 +331,14 @@ async fn write_status(
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..PostParams::default()
     };
-    Api::<CertificateSigningRequest>::all(ctx.client.clone())
+    Ok(Api::<CertificateSigningRequest>::all(ctx.client.clone())
         .replace_status(name, &params, csr)
         .await
         .map(|_| ())
-        .map_err(HubError::kube(
+        .map_err(KubeError::on(
             format!("CertificateSigningRequest {name}"),
             "write its status",
-        ))
+        ))?)
 }
 
 async fn write_approval(
@@ -360,12 +358,12 @@ async fn write_approval(
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..PostParams::default()
     };
-    Api::<CertificateSigningRequest>::all(ctx.client.clone())
+    Ok(Api::<CertificateSigningRequest>::all(ctx.client.clone())
         .replace_subresource::<CertificateSigningRequest>("approval", &name, &params, &decided)
         .await
         .map(|_| ())
-        .map_err(HubError::kube(
+        .map_err(KubeError::on(
             format!("CertificateSigningRequest {name}"),
             "write its approval",
-        ))
+        ))?)
 }

@@ -1,5 +1,14 @@
 //! The layer between fleetform's decisions and kube-rs that every component shares: what a
-//! controller, loop or agent needs from the API machinery and is not itself a decision. Each
-//! caller logs under its own target; nothing here logs.
+//! controller, loop or agent needs from the API machinery and is not itself a decision.
+//!
+//! - [`error`]: a failed Kubernetes call ([`error::KubeError`]) and its category, which metric
+//!   labels and Event reasons use.
+//! - [`controller`]: the one error policy of every controller and what it does with their
+//!   outcomes.
+//! - [`crd`]: whether a CRD is installed.
+//!
+//! It depends on no component and decides nothing about fleets.
 
+pub mod controller;
 pub mod crd;
+pub mod error;
