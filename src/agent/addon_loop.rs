@@ -25,7 +25,7 @@ use tracing::{instrument, warn};
 use super::addon_health::{addon_grace_period, judge_addon_lease, needs_hub_write};
 use super::run::{AgentError, Context, FIELD_MANAGER, RETRY_DELAY, after, sleep_until};
 use crate::api::ManagedClusterAddOn;
-use crate::hub::conditions::set_conditions;
+use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
 
 /// One addon's running health task.

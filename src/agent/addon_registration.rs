@@ -37,7 +37,7 @@ use crate::api::vocabulary::{
     REASON_CLIENT_CERTIFICATE_UPDATE_FAILED, REASON_CLIENT_CERTIFICATE_UPDATED,
     SIGNER_KUBE_APISERVER_CLIENT, STATUS_FALSE, STATUS_TRUE,
 };
-use crate::hub::conditions::set_conditions;
+use crate::runtime::conditions::set_conditions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 /// How long a registration waits before asking again after a refused CSR or a failed write; it

@@ -33,14 +33,15 @@ use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::{
     CONDITION_PIVOT_COMPLETE, FINALIZER_HUB_CLEANUP_PREFLIGHT, FINALIZER_SPOKE_CLEANUP, STATUS_TRUE,
 };
-use crate::hub::conditions::set_conditions;
 use crate::plan::desired::effective;
 use crate::reconciler::install::{
     LABEL_AGENT_VERSION, agent_deployment, deployment_current, deployment_label, spoke_url_of,
 };
-use crate::reconciler::objects::set_finalizer;
 use crate::reconciler::uninstall;
+use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
+use crate::runtime::error::is_not_found;
+use crate::runtime::finalizers::set_finalizer;
 
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let spokes: Api<Spoke> = Api::namespaced(ctx.hub.clone(), SYSTEM_NAMESPACE);
@@ -92,9 +93,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
             event = events.next() => match event {
                 None => return,
                 Some(Ok(seen)) => spoke = Some(seen),
-                Some(Err(watcher::Error::InitialListFailed(kube::Error::Api(status))))
-                    if status.code == 404 =>
-                {
+                Some(Err(watcher::Error::InitialListFailed(err))) if is_not_found(&err) => {
                     info!("the hub has no Spoke objects: day 2 stays with whoever installed this agent");
                     return;
                 }

@@ -29,9 +29,10 @@ use crate::api::ManagedCluster;
 use crate::api::vocabulary::{
     CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_HUB_ACCEPTED, LABEL_CLUSTER_NAME,
 };
-use crate::hub::conditions::{is_not_found, set_conditions};
 use crate::reconciler::install::{LABEL_AGENT_CONFIG_HASH, LABEL_AGENT_VERSION};
+use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
+use crate::runtime::error::is_not_found;
 
 /// How long one probe may take before it counts as failed.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);

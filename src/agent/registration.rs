@@ -38,7 +38,7 @@ use crate::api::vocabulary::{
     LABEL_CLUSTER_NAME, REASON_CLIENT_CERTIFICATE_UPDATE_FAILED, REASON_CLIENT_CERTIFICATE_UPDATED,
     STATUS_FALSE, STATUS_TRUE,
 };
-use crate::hub::conditions::set_conditions;
+use crate::runtime::conditions::set_conditions;
 
 /// Key of the bootstrap Secret holding the kubeconfig.
 pub const BOOTSTRAP_KUBECONFIG_KEY: &str = "kubeconfig";

@@ -26,8 +26,9 @@ use crate::api::cluster::{ClientConfig, ManagedClusterSpec};
 use crate::api::vocabulary::{
     AGENT_NAMESPACE, CONDITION_HUB_ACCEPTED, CONDITION_JOINED, REASON_JOINED, STATUS_TRUE,
 };
-use crate::hub::conditions::{is_conflict, set_conditions};
+use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
+use crate::runtime::error::is_conflict;
 
 /// Field manager of every write the agent makes.
 pub const FIELD_MANAGER: &str = "fleetform-agent";

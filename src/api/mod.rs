@@ -153,6 +153,31 @@ pub fn write_crds(dir: &Path) -> io::Result<Vec<PathBuf>> {
         .collect()
 }
 
+/// Objects with a `status.conditions` list (what [`crate::runtime::conditions`] writes).
+pub trait HasConditions {
+    fn current_conditions(&self) -> &[Condition];
+}
+
+impl HasConditions for ManagedCluster {
+    fn current_conditions(&self) -> &[Condition] {
+        self.conditions()
+    }
+}
+
+impl HasConditions for ManagedClusterAddOn {
+    fn current_conditions(&self) -> &[Condition] {
+        self.conditions()
+    }
+}
+
+impl HasConditions for Spoke {
+    fn current_conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .map_or(&[], |status| status.conditions.as_slice())
+    }
+}
+
 /// The condition of this type in a list of conditions.
 pub fn find_condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|condition| condition.type_ == type_)

@@ -39,7 +39,6 @@ use super::acceptance::{
     REASON_NOT_IN_GIT, decide, join_users, requested_by_one_of,
 };
 use super::approval::registration_cluster;
-use super::conditions::{is_conflict, is_not_found, set_conditions};
 use super::run::{Context, FIELD_MANAGER, HubError};
 use crate::api::ManagedCluster;
 use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
@@ -49,7 +48,9 @@ use crate::api::vocabulary::{
 };
 use crate::events::{self, EventType, Reporter};
 use crate::reconciler::install::{agent_hub_role_binding, agent_hub_role_name};
+use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
+use crate::runtime::error::{is_conflict, is_not_found};
 
 /// What the accept loop keeps besides the hub loops' context.
 struct AcceptContext {

@@ -24,7 +24,6 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, instrument};
 
-use super::conditions::set_conditions;
 use super::lease::{
     LeaseVerdict, addon_unknown_condition, clock_synced, clock_synced_condition,
     judge_cluster_lease, reconcile_availability_taints,
@@ -34,6 +33,7 @@ use crate::api::vocabulary::{
     CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_CLOCK_SYNCED, STATUS_UNKNOWN,
 };
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
+use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
 
 /// What the expiry loop shares between reconciles: the cluster leases, kept by watch.

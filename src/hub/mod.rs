@@ -22,7 +22,7 @@
 //!   expiry, availability taints, addons of Unknown clusters), [`approval_loop`] (registration
 //!   CSRs), [`signer_loop`] (addon CSRs: approval and custom signers), [`registrations_loop`]
 //!   (ManagedClusterAddOns' registrations from their AddOn documents) and [`observer_loop`]
-//!   (poll-mode spokes); [`conditions`] is how they all write conditions.
+//!   (poll-mode spokes).
 //! - [`conversion_webhook`]: the addon kinds' conversion webhook (`fleetform hub
 //!   --webhook-addr`) and its self-managed certificate, started apart from the loops.
 //!
@@ -37,7 +37,6 @@ pub mod approval;
 pub mod approval_loop;
 pub mod bootstrap;
 pub mod cluster_sets;
-pub mod conditions;
 pub mod conversion_webhook;
 pub mod expiry_loop;
 pub mod lease;

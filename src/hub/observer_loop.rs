@@ -23,7 +23,6 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, instrument, warn};
 
-use super::conditions::set_conditions;
 use super::observer::{
     ClusterState, NodeHealth, Observer, ObserverEvent, ObserverLifecycle, PollOutcome, PollPolicy,
     observer_lifecycle,
@@ -33,6 +32,7 @@ use crate::agent::rotation::wait_until;
 use crate::api::fleet::{SYSTEM_NAMESPACE, Spoke, SpokeSpec};
 pub use crate::api::vocabulary::CONDITION_ONLINE;
 use crate::api::vocabulary::{STATUS_FALSE, STATUS_TRUE, STATUS_UNKNOWN};
+use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
 
 /// The longest a poll may take; a slower spoke counts as unreachable.

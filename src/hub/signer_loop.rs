@@ -34,7 +34,6 @@ use super::approval::{
     AddOnRequestContext, DenialPacer, Enablement, Verdict, decide_addon, denial_condition,
     requested_by_cluster_agent,
 };
-use super::conditions::set_conditions;
 use super::run::{Context, FIELD_MANAGER, HubError};
 use super::signing::{
     CSR_FAILED, MAX_CUSTOM_SIGNER_SECONDS, SIGNER_CA_CERT_KEY, SIGNER_CA_KEY_KEY, Signing,
@@ -45,6 +44,7 @@ use crate::api::addon::ClusterManagementAddOn;
 use crate::api::fleet::AddOnSpec;
 use crate::api::vocabulary::{LABEL_ADDON_NAME, LABEL_CLUSTER_NAME};
 use crate::plan::desired::ADDON_SPEC_ANNOTATION;
+use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
 use fleetform_controlplane::auth::ca::CertificateAuthority;
 

@@ -13,7 +13,6 @@ pub mod cluster_sync;
 mod facts;
 pub mod install;
 pub mod lifecycle;
-pub mod objects;
 pub mod run;
 pub mod uninstall;
 

@@ -35,7 +35,6 @@ use super::cluster_sync::{self, WantedCluster};
 use super::facts::{self, Gathered};
 use super::install::{self, EndpointError, HubEndpoint, KnownEndpoint};
 use super::lifecycle::{Action, Decision, UnjoinBy, decide};
-use super::objects::{delete_if_present, set_finalizer, set_finalizers};
 use super::uninstall;
 use crate::access::Access;
 use crate::api::fleet::{Hub, Phase, SYSTEM_NAMESPACE, Spoke};
@@ -52,9 +51,11 @@ use crate::hub::bootstrap::{
     BOOTSTRAP_TOKEN_TTL, BootstrapToken, TokenUpkeep, expiration_patch, token_expiration,
     token_secret, token_upkeep,
 };
-use crate::hub::conditions::{is_not_found, set_conditions};
+use crate::runtime::conditions::set_conditions;
 use crate::runtime::controller::ErrorPolicy;
+use crate::runtime::error::is_not_found;
 use crate::runtime::error::{Category, Failure, KubeError};
+use crate::runtime::finalizers::{delete_if_present, set_finalizer, set_finalizers};
 
 /// Field manager of the reconciler's writes.
 pub const FIELD_MANAGER: &str = "fleetform";

@@ -5,10 +5,14 @@
 //!   labels and Event reasons use.
 //! - [`controller`]: the one error policy of every controller and what it does with their
 //!   outcomes.
+//! - [`conditions`]: writing an object's conditions without losing another writer's.
+//! - [`finalizers`]: adding and removing finalizers, and deleting what may be gone already.
 //! - [`crd`]: whether a CRD is installed.
 //!
 //! It depends on no component and decides nothing about fleets.
 
+pub mod conditions;
 pub mod controller;
 pub mod crd;
 pub mod error;
+pub mod finalizers;

@@ -29,7 +29,7 @@ use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -44,6 +44,8 @@ use crate::api::ManagedClusterAddOn;
 use crate::api::addon::HealthCheckMode;
 use crate::api::fleet::{SYSTEM_NAMESPACE, Spoke};
 use crate::plan::desired::{MANAGED_BY, MANAGED_BY_LABEL};
+use crate::runtime::error::is_conflict;
+use crate::runtime::finalizers::delete_if_present;
 
 /// Field manager of what the deployer writes on spokes.
 const FIELD_MANAGER: &str = "fleetform-up";
@@ -348,7 +350,7 @@ impl Agent<'_> {
             };
             match namespaces.create(&PostParams::default(), &namespace).await {
                 Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.code == 409 => {}
+                Err(err) if is_conflict(&err) => {}
                 Err(err) => return Err(failed("create its install namespace")(err)),
             }
         }
@@ -486,9 +488,5 @@ where
     if !ours {
         return Ok(());
     }
-    match api.delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(err) => Err(err),
-    }
+    delete_if_present(&api, name).await
 }
