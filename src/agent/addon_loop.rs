@@ -23,8 +23,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{instrument, warn};
 
 use super::addon_health::{addon_grace_period, judge_addon_lease, needs_hub_write};
-use super::run::{AgentError, Context, FIELD_MANAGER, RETRY_DELAY, after, sleep_until};
+use super::run::{AgentError, Context, FIELD_MANAGER, RETRY_DELAY};
 use crate::api::ManagedClusterAddOn;
+use crate::runtime::clock::{after, sleep_until};
 use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
 

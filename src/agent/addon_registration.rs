@@ -29,7 +29,7 @@ use tracing::{info, warn};
 use super::addon_secret::{AddonCertificate, stored_certificate};
 use super::hub_identity::{CsrState, csr_state, hub_kubeconfig, may_request_addon_certificate};
 use super::rotation::addon_registration_csr;
-use super::run::{Context, FIELD_MANAGER, sleep_until};
+use super::run::{Context, FIELD_MANAGER};
 use crate::api::ManagedClusterAddOn;
 use crate::api::addon::RegistrationConfig;
 use crate::api::vocabulary::{
@@ -37,6 +37,7 @@ use crate::api::vocabulary::{
     REASON_CLIENT_CERTIFICATE_UPDATE_FAILED, REASON_CLIENT_CERTIFICATE_UPDATED,
     SIGNER_KUBE_APISERVER_CLIENT, STATUS_FALSE, STATUS_TRUE,
 };
+use crate::runtime::clock::sleep_until;
 use crate::runtime::conditions::set_conditions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 

@@ -24,12 +24,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::{instrument, warn};
 
 use super::availability::{AvailabilityTracker, Probe, next_lease_renewal};
-use super::run::{AgentError, Context, FIELD_MANAGER, RETRY_DELAY, after, sleep_until};
+use super::run::{AgentError, Context, FIELD_MANAGER, RETRY_DELAY};
 use crate::api::ManagedCluster;
 use crate::api::vocabulary::{
     CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_HUB_ACCEPTED, LABEL_CLUSTER_NAME,
 };
 use crate::reconciler::install::{LABEL_AGENT_CONFIG_HASH, LABEL_AGENT_VERSION};
+use crate::runtime::clock::{after, sleep_until};
 use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
 use crate::runtime::error::is_not_found;

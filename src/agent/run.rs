@@ -401,13 +401,3 @@ async fn join(ctx: &Context, cluster: &ManagedCluster) -> Result<(), AgentError>
         }
     }
 }
-
-/// Sleeps until `deadline` (a past one returns at once).
-pub(crate) async fn sleep_until(deadline: Timestamp) {
-    tokio::time::sleep(super::rotation::wait_until(deadline, Timestamp::now())).await;
-}
-
-/// `now + wait`, saturating at the end of time.
-pub(crate) fn after(now: Timestamp, wait: Duration) -> Timestamp {
-    now.checked_add(wait).unwrap_or(Timestamp::MAX)
-}

@@ -27,16 +27,12 @@ use tracing::{debug, info, instrument};
 use super::approval::{SpokeIdentity, Verdict, decide_registration, registration_cluster};
 use super::run::{Context, FIELD_MANAGER, HubError};
 use crate::api::ManagedCluster;
+use crate::api::bootstrap_token::{
+    BOOTSTRAP_TOKEN_ID_KEY, BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_TYPE,
+};
 use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::LABEL_CLUSTER_NAME;
 use crate::runtime::error::KubeError;
-
-/// Namespace of bootstrap token Secrets.
-pub const BOOTSTRAP_TOKEN_NAMESPACE: &str = "kube-system";
-/// Type of a bootstrap token Secret.
-pub const BOOTSTRAP_TOKEN_TYPE: &str = "bootstrap.kubernetes.io/token";
-/// Key of a bootstrap token Secret holding the token's id.
-pub const BOOTSTRAP_TOKEN_ID_KEY: &str = "token-id";
 
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let errors = super::run::error_policy("CSR approval loop");

@@ -11,8 +11,8 @@
 //! - [`approval`]: whether the hub approves, denies or leaves alone a registration or addon CSR,
 //!   with the reason that goes into the CSR's condition; [`signing`]: whether the hub signs an
 //!   addon CSR of a custom signer itself, and with which CA.
-//! - [`bootstrap`]: the per-spoke bootstrap token Secret, the bootstrap kubeconfig and the
-//!   hub-wide bootstrap RBAC, and when a spoke's token is renewed or deleted.
+//! - [`bootstrap`]: the hub-wide RBAC of bootstrap token holders (the token itself is
+//!   [`crate::api::bootstrap_token`]).
 //!
 //! The live loops around them, which own the watches, timers and writes and decide nothing
 //! themselves:

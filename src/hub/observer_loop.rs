@@ -24,14 +24,15 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, instrument, warn};
 
 use super::observer::{
-    ClusterState, NodeHealth, Observer, ObserverEvent, ObserverLifecycle, PollOutcome, PollPolicy,
+    ClusterState, Observer, ObserverEvent, ObserverLifecycle, PollOutcome, PollPolicy,
     observer_lifecycle,
 };
 use super::run::{Context, FIELD_MANAGER, HubError};
-use crate::agent::rotation::wait_until;
+use crate::api::cluster::NodeHealth;
 use crate::api::fleet::{SYSTEM_NAMESPACE, Spoke, SpokeSpec};
 pub use crate::api::vocabulary::CONDITION_ONLINE;
 use crate::api::vocabulary::{STATUS_FALSE, STATUS_TRUE, STATUS_UNKNOWN};
+use crate::runtime::clock::sleep_until;
 use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
 
@@ -147,7 +148,7 @@ async fn observe(ctx: Arc<Context>, spoke: Spoke, stop: CancellationToken) {
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(wait_until(observer.next_poll, Timestamp::now())) => {}
+            _ = sleep_until(observer.next_poll) => {}
         }
         let outcome = tokio::select! {
             _ = stop.cancelled() => return,

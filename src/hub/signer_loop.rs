@@ -36,13 +36,12 @@ use super::approval::{
 };
 use super::run::{Context, FIELD_MANAGER, HubError};
 use super::signing::{
-    CSR_FAILED, MAX_CUSTOM_SIGNER_SECONDS, SIGNER_CA_CERT_KEY, SIGNER_CA_KEY_KEY, Signing,
-    decide_signing,
+    MAX_CUSTOM_SIGNER_SECONDS, SIGNER_CA_CERT_KEY, SIGNER_CA_KEY_KEY, Signing, decide_signing,
 };
 use crate::api::ManagedClusterAddOn;
 use crate::api::addon::ClusterManagementAddOn;
 use crate::api::fleet::AddOnSpec;
-use crate::api::vocabulary::{LABEL_ADDON_NAME, LABEL_CLUSTER_NAME};
+use crate::api::vocabulary::{CSR_FAILED, LABEL_ADDON_NAME, LABEL_CLUSTER_NAME};
 use crate::plan::desired::ADDON_SPEC_ANNOTATION;
 use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;

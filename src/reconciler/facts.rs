@@ -20,6 +20,7 @@ use super::install::{
 use super::lifecycle::Facts;
 use crate::access::Reached;
 use crate::agent::hub_identity::{HubIdentity, bootstrap_fingerprint};
+use crate::api::bootstrap_token::BOOTSTRAP_TOKEN_NAMESPACE;
 use crate::api::fleet::{AddOn, Hub, Spoke};
 use crate::api::vocabulary::{
     AGENT_NAMESPACE, ANNOTATION_FORCE_UNJOIN, BOOTSTRAP_HUB_KUBECONFIG_SECRET, CONDITION_AVAILABLE,
@@ -27,7 +28,6 @@ use crate::api::vocabulary::{
     LABEL_CLUSTER_NAME, STATUS_TRUE,
 };
 use crate::api::{ManagedCluster, ManagedClusterAddOn, ManifestWork, is_condition_true};
-use crate::hub::approval_loop::BOOTSTRAP_TOKEN_NAMESPACE;
 use crate::plan::desired::{
     ADDON_SPEC_ANNOTATION, EffectiveSpoke, MANAGED_BY, MANAGED_BY_LABEL, effective,
 };

@@ -35,8 +35,12 @@ use super::cluster_sync::{self, WantedCluster};
 use super::facts::{self, Gathered};
 use super::install::{self, EndpointError, HubEndpoint, KnownEndpoint};
 use super::lifecycle::{Action, Decision, UnjoinBy, decide};
+use super::tokens::{BOOTSTRAP_TOKEN_TTL, TokenUpkeep, token_upkeep};
 use super::uninstall;
 use crate::access::Access;
+use crate::api::bootstrap_token::{
+    BOOTSTRAP_TOKEN_NAMESPACE, BootstrapToken, expiration_patch, token_expiration, token_secret,
+};
 use crate::api::fleet::{Hub, Phase, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::{
     AGENT_NAMESPACE, CONDITION_ADDONS_CONFIGURED, CONDITION_CLEANUP_FAILED, CONDITION_RECONCILED,
@@ -46,11 +50,6 @@ use crate::api::vocabulary::{
 };
 use crate::api::{ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn, ManifestWork};
 use crate::events::{self, EventType, Reporter};
-use crate::hub::approval_loop::BOOTSTRAP_TOKEN_NAMESPACE;
-use crate::hub::bootstrap::{
-    BOOTSTRAP_TOKEN_TTL, BootstrapToken, TokenUpkeep, expiration_patch, token_expiration,
-    token_secret, token_upkeep,
-};
 use crate::runtime::conditions::set_conditions;
 use crate::runtime::controller::ErrorPolicy;
 use crate::runtime::error::is_not_found;

@@ -8,9 +8,11 @@
 //! - [`conditions`]: writing an object's conditions without losing another writer's.
 //! - [`finalizers`]: adding and removing finalizers, and deleting what may be gone already.
 //! - [`crd`]: whether a CRD is installed.
+//! - [`clock`]: sleeping until the instant a decision named.
 //!
 //! It depends on no component and decides nothing about fleets.
 
+pub mod clock;
 pub mod conditions;
 pub mod controller;
 pub mod crd;

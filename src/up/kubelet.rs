@@ -193,7 +193,7 @@ async fn run_pod(node: Node, deployment: Deployment, args: Vec<String>, stop: Ca
         .and_then(|pod| pod.service_account_name.clone())
         .unwrap_or_else(|| "default".to_string());
     loop {
-        let parsed = match crate::cli::agent::parse_container_args(&args) {
+        let parsed = match crate::agent::args::parse_container_args(&args) {
             Ok(parsed) => parsed,
             Err(err) => {
                 warn!(
