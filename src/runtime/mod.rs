@@ -9,6 +9,9 @@
 //! - [`finalizers`]: adding and removing finalizers, and deleting what may be gone already.
 //! - [`crd`]: whether a CRD is installed.
 //! - [`clock`]: sleeping until the instant a decision named.
+//! - [`task_set`]: one task per watched object (or per anything keyed), started, restarted and
+//!   stopped as what it runs with changes; [`watch`]: the changes of each watched object that
+//!   drive it, deletions missed while the watch was away included.
 //!
 //! It depends on no component and decides nothing about fleets.
 
@@ -18,3 +21,5 @@ pub mod controller;
 pub mod crd;
 pub mod error;
 pub mod finalizers;
+pub mod task_set;
+pub mod watch;
