@@ -27,7 +27,7 @@ use crate::runtime::clock::{after, sleep_until};
 use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
 use crate::runtime::task_set::TaskSet;
-use crate::runtime::watch::{Change, changes};
+use crate::runtime::watch::{Change, object_changes};
 
 /// What an addon's health task runs with: the install namespace its lease is watched in, and
 /// the addon as last seen (sent to the task as it changes, which needs no restart).
@@ -42,10 +42,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
         return;
     }
     let addons: Api<ManagedClusterAddOn> = Api::namespaced(ctx.hub.clone(), ctx.name());
-    let mut changes = std::pin::pin!(
-        changes(watcher(addons, watcher::Config::default()).default_backoff())
-            .take_until(shutdown.cancelled())
-    );
+    let mut changes = object_changes(addons, watcher::Config::default(), &shutdown);
     let mut tasks = TaskSet::new("addon health");
     while let Some(change) = changes.next().await {
         match change {

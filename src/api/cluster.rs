@@ -333,6 +333,28 @@ impl ClusterClaim {
     }
 }
 
+/// A Node reporting these conditions (type, status), for tests of what is read from nodes.
+#[cfg(test)]
+pub(crate) fn node_with_conditions(conditions: &[(&str, &str)]) -> Node {
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+    Node {
+        status: Some(NodeStatus {
+            conditions: Some(
+                conditions
+                    .iter()
+                    .map(|(type_, status)| NodeCondition {
+                        type_: (*type_).into(),
+                        status: (*status).into(),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -535,28 +557,9 @@ mod tests {
         assert!(claim.is_spoke_only());
     }
 
-    fn node(conditions: &[(&str, &str)]) -> k8s_openapi::api::core::v1::Node {
-        use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
-        k8s_openapi::api::core::v1::Node {
-            status: Some(NodeStatus {
-                conditions: Some(
-                    conditions
-                        .iter()
-                        .map(|(type_, status)| NodeCondition {
-                            type_: (*type_).into(),
-                            status: (*status).into(),
-                            ..Default::default()
-                        })
-                        .collect(),
-                ),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
-
     #[test]
     fn node_health_counts_each_pressure_out_of_all_nodes() {
+        let node = node_with_conditions;
         let nodes = [
             node(&[
                 ("MemoryPressure", "False"),

@@ -283,9 +283,10 @@ pub fn state_from_conditions(cluster: &ManagedCluster) -> ClusterState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::cluster::node_with_conditions as node;
     use crate::api::cluster::{ManagedClusterSpec, ManagedClusterStatus};
     use crate::api::vocabulary::CONDITION_JOINED;
-    use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
+    use k8s_openapi::api::core::v1::Node;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
     fn at(seconds: i64) -> Timestamp {
@@ -298,25 +299,6 @@ mod tests {
             backoff: 2,
             backoff_delay: Duration::from_secs(5),
             backoff_limit: limit,
-        }
-    }
-
-    fn node(conditions: &[(&str, &str)]) -> Node {
-        Node {
-            status: Some(NodeStatus {
-                conditions: Some(
-                    conditions
-                        .iter()
-                        .map(|(type_, status)| NodeCondition {
-                            type_: (*type_).into(),
-                            status: (*status).into(),
-                            ..Default::default()
-                        })
-                        .collect(),
-                ),
-                ..Default::default()
-            }),
-            ..Default::default()
         }
     }
 

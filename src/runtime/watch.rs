@@ -7,10 +7,13 @@
 use std::collections::HashSet;
 use std::hash::Hash;
 
+use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
 
 /// What happened to one watched object.
 pub enum Change<K: Resource> {
@@ -18,6 +21,22 @@ pub enum Change<K: Resource> {
     Applied(K),
     /// Deleted, or missing from the list after the watch reconnected.
     Deleted(ObjectRef<K>),
+}
+
+/// The [`Change`]s of the objects of `api` that `config` selects, watched (with kube's default
+/// backoff) until `shutdown`.
+pub fn object_changes<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    shutdown: &CancellationToken,
+) -> BoxStream<'static, Result<Change<K>, watcher::Error>>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send,
+{
+    changes(watcher(api, config).default_backoff())
+        .take_until(shutdown.clone().cancelled_owned())
+        .boxed()
 }
 
 /// The [`Change`]s of the objects `events` (a watcher's) reports, its errors passed on.

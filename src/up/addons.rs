@@ -29,9 +29,8 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher::{self, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -46,7 +45,7 @@ use crate::plan::desired::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::runtime::error::is_conflict;
 use crate::runtime::finalizers::delete_if_present;
 use crate::runtime::task_set::TaskSet;
-use crate::runtime::watch::{Change, changes};
+use crate::runtime::watch::{Change, object_changes};
 
 /// Field manager of what the deployer writes on spokes.
 const FIELD_MANAGER: &str = "fleetform-up";
@@ -69,10 +68,7 @@ pub(crate) struct Deployer {
 pub(crate) async fn run(deployer: Deployer, shutdown: CancellationToken) {
     let deployer = Arc::new(deployer);
     let api: Api<ManagedClusterAddOn> = Api::all(deployer.hub.clone());
-    let mut changes = std::pin::pin!(
-        changes(watcher(api, watcher::Config::default()).default_backoff())
-            .take_until(shutdown.cancelled())
-    );
+    let mut changes = object_changes(api, watcher::Config::default(), &shutdown);
     // Each agent runs in the install namespace it was started for.
     let mut agents = TaskSet::new("addon agent");
     while let Some(change) = changes.next().await {

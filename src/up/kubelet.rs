@@ -12,9 +12,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher::{self, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -26,7 +25,7 @@ use crate::agent::HubConnection;
 use crate::plan::desired::stable_hash;
 use crate::reconciler::install::{APP_AGENT, LABEL_APP};
 use crate::runtime::task_set::{TaskChange, TaskSet};
-use crate::runtime::watch::{Change, changes};
+use crate::runtime::watch::{Change, object_changes};
 
 /// How long a failed agent waits before it is started again.
 const RESTART_DELAY: Duration = Duration::from_secs(2);
@@ -52,9 +51,7 @@ pub async fn run(
     register_node(&node).await;
     let deployments: Api<Deployment> = Api::all(node.client.clone());
     let config = watcher::Config::default().labels(&format!("{LABEL_APP}={APP_AGENT}"));
-    let mut changes = std::pin::pin!(
-        changes(watcher(deployments, config).default_backoff()).take_until(shutdown.cancelled())
-    );
+    let mut changes = object_changes(deployments, config, &shutdown);
     let mut pods = TaskSet::new("agent");
     while let Some(change) = changes.next().await {
         match change {
