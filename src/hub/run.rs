@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::{Client, CustomResourceExt};
+use kube::Client;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -18,6 +18,7 @@ use crate::api::addon::ClusterManagementAddOn;
 use crate::api::fleet::Spoke;
 use crate::api::{ManagedCluster, ManagedClusterAddOn, ManagedClusterSet};
 use crate::runtime::controller::ErrorPolicy;
+use crate::runtime::crd;
 use crate::runtime::error::{Failure, KubeError};
 
 /// Field manager of every write the hub loops make.
@@ -91,9 +92,9 @@ pub async fn run(config: HubConfig, shutdown: CancellationToken) {
         ctx.client.clone(),
         shutdown.clone(),
     ))];
-    let clusters = crd_installed::<ManagedCluster>(&ctx.client, LOOP_NOT_STARTED).await;
-    let spokes = crd_installed::<Spoke>(&ctx.client, LOOP_NOT_STARTED).await;
-    if crd_installed::<ManagedClusterSet>(&ctx.client, "the default and global sets are not kept")
+    let clusters = crd::installed::<ManagedCluster>(&ctx.client, LOOP_NOT_STARTED).await;
+    let spokes = crd::installed::<Spoke>(&ctx.client, LOOP_NOT_STARTED).await;
+    if crd::installed::<ManagedClusterSet>(&ctx.client, "the default and global sets are not kept")
         .await
     {
         tasks.push(tokio::spawn(super::cluster_sets::ensure_built_in_sets(
@@ -107,7 +108,7 @@ pub async fn run(config: HubConfig, shutdown: CancellationToken) {
             spokes,
             shutdown.clone(),
         )));
-        let addons = crd_installed::<ManagedClusterAddOn>(
+        let addons = crd::installed::<ManagedClusterAddOn>(
             &ctx.client,
             "the addons of Unknown clusters are not marked Unknown",
         )
@@ -130,12 +131,12 @@ pub async fn run(config: HubConfig, shutdown: CancellationToken) {
             shutdown.clone(),
         )));
     }
-    let addon_kinds = crd_installed::<ClusterManagementAddOn>(
+    let addon_kinds = crd::installed::<ClusterManagementAddOn>(
         &ctx.client,
         "addon CSRs are not approved or signed and addon registrations not written",
     )
     .await
-        && crd_installed::<ManagedClusterAddOn>(
+        && crd::installed::<ManagedClusterAddOn>(
             &ctx.client,
             "addon CSRs are not approved or signed and addon registrations not written",
         )
@@ -172,29 +173,6 @@ async fn ensure_bootstrap_rbac(client: Client, shutdown: CancellationToken) {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(RETRY_DELAY) => {}
-        }
-    }
-}
-
-/// Whether the CRD of `K` is installed; says so when it is not, or cannot be told.
-pub(crate) async fn crd_installed<K: CustomResourceExt>(
-    client: &Client,
-    consequence: &str,
-) -> bool {
-    use crate::runtime::crd::{Presence, presence};
-    let name = K::crd_name();
-    match presence::<K>(client).await {
-        Presence::Installed => true,
-        Presence::Missing => {
-            warn!(
-                crd = name,
-                "CRD not installed; {consequence} (install it with `fleetform crds | kubectl apply -f -`)"
-            );
-            false
-        }
-        Presence::Unknown(err) => {
-            warn!(crd = name, %err, "cannot check the CRD; {consequence}");
-            false
         }
     }
 }

@@ -7,7 +7,7 @@
 //!   outcomes.
 //! - [`conditions`]: writing an object's conditions without losing another writer's.
 //! - [`finalizers`]: adding and removing finalizers, and deleting what may be gone already.
-//! - [`crd`]: whether a CRD is installed.
+//! - [`crd`]: whether a CRD is installed, said when it is not.
 //! - [`clock`]: sleeping until the instant a decision named.
 //! - [`task_set`]: one task per watched object (or per anything keyed), started, restarted and
 //!   stopped as what it runs with changes; [`watch`]: the changes of each watched object that
