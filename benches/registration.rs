@@ -59,7 +59,7 @@ use fleetform::agent::availability::next_lease_renewal;
 use fleetform::agent::claims::{select_claims, summarize_nodes};
 use fleetform::agent::{AgentConfig, HubConnection};
 use fleetform::api::addon::HealthCheckMode;
-use fleetform::api::cluster::NodeHealthStatus;
+use fleetform::api::cluster::NodeHealth;
 use fleetform::api::vocabulary::{
     ADDON_CONDITION_AVAILABLE, ANNOTATION_NODE_HEALTH, CLUSTER_LEASE_NAME, CONDITION_AVAILABLE,
     CONDITION_HUB_ACCEPTED, CONDITION_JOINED, LABEL_CLUSTER_NAME, REASON_ADDON_LEASE_UPDATED,
@@ -541,7 +541,7 @@ async fn set_up_cluster(
                 "name": name,
                 "labels": {LABEL_CLUSTER_NAME: name},
                 // What the agent reports for a spoke with no Nodes.
-                "annotations": {ANNOTATION_NODE_HEALTH: NodeHealthStatus::default().to_annotation()},
+                "annotations": {ANNOTATION_NODE_HEALTH: NodeHealth::default().to_annotation()},
             },
             "spec": {"hubAcceptsClient": true, "leaseDurationSeconds": settings.lease_seconds},
         }),

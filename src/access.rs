@@ -8,6 +8,8 @@
 //! - `inCluster` — the cluster fleetform runs in; for a Spoke, its hub (hub-as-spoke).
 //! - `embedded` — a control plane `fleetform up` runs, whose kubeconfig it keeps at
 //!   `<data dir>/hubs/<name>/kubeconfig` or `<data dir>/spokes/<name>/kubeconfig`.
+//!
+//! A kubeconfig fleetform writes ([`write_private`]) only its owner may read.
 
 use std::path::{Path, PathBuf};
 
@@ -404,6 +406,23 @@ fn client_for(
         url: Some(url),
         origin,
     })
+}
+
+/// Writes `contents` to `path` readable by its owner only (kubeconfigs hold credentials),
+/// creating its directory.
+pub fn write_private(path: &std::path::Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(contents.as_bytes())
 }
 
 #[cfg(test)]

@@ -17,7 +17,8 @@
 //! - [`agent`]: the agent's decisions: availability, addon health, claims, certificates (pure).
 //! - [`status`]: one row per spoke, from what its hub holds.
 //! - [`sync`]: the in-cluster GitOps controller (`fleetform sync`).
-//! - [`runtime`]: the API machinery every component shares (CRD presence, ...).
+//! - [`runtime`]: the machinery between decisions and kube-rs every component shares: Kubernetes
+//!   errors and the error policy, conditions, finalizers, CRD presence, one task per object.
 //! - [`cli`]: the `fleetform` command line.
 
 pub mod access;

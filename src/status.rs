@@ -12,7 +12,7 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 use serde::Serialize;
 
-use crate::api::cluster::NodeHealthStatus;
+use crate::api::cluster::NodeHealth;
 use crate::api::fleet::{AvailabilityMode, FleetSync, SYSTEM_NAMESPACE};
 use crate::api::vocabulary::{
     CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_CLEANUP_FAILED, CONDITION_JOINED,
@@ -51,7 +51,7 @@ pub struct SpokeRow {
     pub agent_version: Option<String>,
     /// Seconds since the agent last renewed its lease.
     pub lease_age_seconds: Option<i64>,
-    pub nodes: Option<NodeHealthStatus>,
+    pub nodes: Option<NodeHealth>,
     pub addons_available: usize,
     pub addons: usize,
     pub claims: usize,
@@ -477,12 +477,12 @@ mod tests {
                 joined: true,
                 agent_version: Some("1.0.0".into()),
                 lease_age_seconds: Some(7),
-                nodes: Some(NodeHealthStatus {
+                nodes: Some(NodeHealth {
                     ready: 2,
                     total: 3,
                     memory_pressure: 1,
                     under_pressure: 1,
-                    ..NodeHealthStatus::default()
+                    ..NodeHealth::default()
                 }),
                 addons_available: 1,
                 addons: 2,

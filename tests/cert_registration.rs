@@ -16,6 +16,7 @@ use fleetform::api::ManagedClusterAddOn;
 use fleetform::api::addon::{
     ClusterManagementAddOn, ManagedClusterAddOnSpec, RegistrationConfig, Subject,
 };
+use fleetform::api::bootstrap_token::BOOTSTRAP_GROUP;
 use fleetform::api::fleet::SYSTEM_NAMESPACE;
 use fleetform::api::vocabulary::{
     AGENT_NAMESPACE, CLUSTER_LEASE_NAME, CONDITION_CERTIFICATE_ROTATED, HUB_KUBECONFIG_SECRET,
@@ -25,8 +26,8 @@ use fleetform::api::vocabulary::{
     REASON_CLIENT_CERTIFICATE_UPDATE_FAILED, REASON_CLIENT_CERTIFICATE_UPDATED,
     SIGNER_KUBE_APISERVER_CLIENT, STATUS_TRUE,
 };
-use fleetform::hub::approval::{CSR_APPROVED, CSR_DENIED};
-use fleetform::hub::bootstrap::{BOOTSTRAP_GROUP, BOOTSTRAP_ROLE_NAME};
+use fleetform::api::vocabulary::{CSR_APPROVED, CSR_DENIED};
+use fleetform::hub::bootstrap::BOOTSTRAP_ROLE_NAME;
 use fleetform::plan::desired::ADDON_SPEC_ANNOTATION;
 use fleetform_controlplane::auth::ca::CertificateAuthority;
 use k8s_openapi::ByteString;

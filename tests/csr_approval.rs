@@ -10,8 +10,9 @@ use fleetform::agent::rotation::{CsrSubject, certificate_request_pem, registrati
 use fleetform::api::ManagedCluster;
 use fleetform::api::cluster::ManagedClusterSpec;
 use fleetform::api::fleet::SYSTEM_NAMESPACE;
+use fleetform::api::identity::cluster_group;
+use fleetform::api::vocabulary::CSR_DENIED;
 use fleetform::api::vocabulary::LABEL_CLUSTER_NAME;
-use fleetform::hub::approval::{CSR_DENIED, cluster_group};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::Secret;

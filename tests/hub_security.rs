@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use fleetform::access::Access;
+use fleetform::api::bootstrap_token::{BootstrapToken, expiration_patch, token_expiration};
 use fleetform::api::fleet::SYSTEM_NAMESPACE;
 use fleetform::api::vocabulary::{
     AGENT_NAMESPACE, CLUSTER_LEASE_NAME, CONDITION_HUB_ACCEPTED, HUB_KUBECONFIG_SECRET,
@@ -19,11 +20,10 @@ use fleetform::api::vocabulary::{
 use fleetform::api::{Hub, ManagedCluster, Spoke, is_condition_true};
 use fleetform::hub::accept_loop::cluster_role_name;
 use fleetform::hub::acceptance::{ANNOTATION_AUTOMATICALLY_ACCEPTED_ON, REASON_NOT_IN_GIT};
-use fleetform::hub::bootstrap::{
-    BOOTSTRAP_ROLE_NAME, BOOTSTRAP_TOKEN_TTL, BootstrapToken, expiration_patch, token_expiration,
-};
+use fleetform::hub::bootstrap::BOOTSTRAP_ROLE_NAME;
 use fleetform::reconciler::ReconcilerConfig;
 use fleetform::reconciler::install::KnownEndpoint;
+use fleetform::reconciler::tokens::BOOTSTRAP_TOKEN_TTL;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;

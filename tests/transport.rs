@@ -7,7 +7,8 @@
 use std::time::Duration;
 
 use base64::Engine;
-use fleetform::hub::bootstrap::{BOOTSTRAP_TOKEN_TTL, bootstrap_kubeconfig, token_secret};
+use fleetform::api::bootstrap_token::{bootstrap_kubeconfig, token_secret};
+use fleetform::reconciler::tokens::BOOTSTRAP_TOKEN_TTL;
 use fleetform::transport;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};

@@ -7,7 +7,6 @@
 //! changed, so addon liveness costs the hub nothing while it holds. A task is replaced when its
 //! addon's install namespace changes and stopped when the addon is deleted.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -18,21 +17,23 @@ use kube::ResourceExt;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, watcher};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{instrument, warn};
 
 use super::addon_health::{addon_grace_period, judge_addon_lease, needs_hub_write};
-use super::run::{AgentError, Context, FIELD_MANAGER, RETRY_DELAY, after, sleep_until};
+use super::run::{AgentError, Context, FIELD_MANAGER, RETRY_DELAY};
 use crate::api::ManagedClusterAddOn;
-use crate::hub::conditions::set_conditions;
+use crate::runtime::clock::{after, sleep_until};
+use crate::runtime::conditions::set_conditions;
+use crate::runtime::error::KubeError;
+use crate::runtime::task_set::TaskSet;
+use crate::runtime::watch::{Change, object_changes};
 
-/// One addon's running health task.
+/// What an addon's health task runs with: the install namespace its lease is watched in, and
+/// the addon as last seen (sent to the task as it changes, which needs no restart).
 struct AddonTask {
     namespace: String,
     addon: watch::Sender<ManagedClusterAddOn>,
-    stop: CancellationToken,
-    handle: JoinHandle<()>,
 }
 
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
@@ -41,90 +42,46 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
         return;
     }
     let addons: Api<ManagedClusterAddOn> = Api::namespaced(ctx.hub.clone(), ctx.name());
-    let mut events = watcher(addons, watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    let mut tasks: HashMap<String, AddonTask> = HashMap::new();
-    let mut listed: Vec<String> = Vec::new();
-    loop {
-        let event = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            event = events.next() => event,
-        };
-        match event {
-            None => break,
-            Some(Err(err)) => warn!(%err, "watching ManagedClusterAddOns"),
-            Some(Ok(watcher::Event::Init)) => listed.clear(),
-            Some(Ok(watcher::Event::InitApply(addon))) => {
-                listed.push(addon.name_any());
-                ensure_task(&ctx, &mut tasks, addon, &shutdown);
-            }
-            Some(Ok(watcher::Event::InitDone)) => {
-                let gone: Vec<String> = tasks
-                    .keys()
-                    .filter(|name| !listed.contains(name))
-                    .cloned()
-                    .collect();
-                for name in gone {
-                    stop_task(&mut tasks, &name).await;
-                }
-            }
-            Some(Ok(watcher::Event::Apply(addon))) => {
-                ensure_task(&ctx, &mut tasks, addon, &shutdown);
-            }
-            Some(Ok(watcher::Event::Delete(addon))) => {
-                stop_task(&mut tasks, &addon.name_any()).await;
+    let mut changes = object_changes(addons, watcher::Config::default(), &shutdown);
+    let mut tasks = TaskSet::new("addon health");
+    while let Some(change) = changes.next().await {
+        match change {
+            Err(err) => warn!(%err, "watching ManagedClusterAddOns"),
+            Ok(Change::Applied(addon)) => follow(&ctx, &mut tasks, addon).await,
+            Ok(Change::Deleted(addon)) => {
+                tasks.stop(&addon.name).await;
             }
         }
     }
-    for (_, task) in tasks.drain() {
-        task.stop.cancel();
-        let _ = task.handle.await;
-    }
+    tasks.shutdown().await;
 }
 
-fn ensure_task(
+/// Starts the addon's task, hands it the addon as it changed, or restarts it in another
+/// install namespace.
+async fn follow(
     ctx: &Arc<Context>,
-    tasks: &mut HashMap<String, AddonTask>,
+    tasks: &mut TaskSet<String, AddonTask>,
     addon: ManagedClusterAddOn,
-    shutdown: &CancellationToken,
 ) {
     let name = addon.name_any();
     let namespace = addon.install_namespace().to_string();
-    if let Some(task) = tasks.get(&name)
+    if let Some(task) = tasks.spec(&name)
         && task.namespace == namespace
     {
         task.addon.send_replace(addon);
         return;
     }
-    if let Some(old) = tasks.remove(&name) {
-        old.stop.cancel();
-    }
     let (addon_tx, addon_rx) = watch::channel(addon);
-    let stop = shutdown.child_token();
-    let handle = tokio::spawn(watch_addon_lease(
-        ctx.clone(),
-        name.clone(),
-        namespace.clone(),
-        addon_rx,
-        stop.clone(),
-    ));
-    tasks.insert(
-        name,
-        AddonTask {
-            namespace,
-            addon: addon_tx,
-            stop,
-            handle,
-        },
-    );
-}
-
-async fn stop_task(tasks: &mut HashMap<String, AddonTask>, name: &str) {
-    if let Some(task) = tasks.remove(name) {
-        task.stop.cancel();
-        let _ = task.handle.await;
-    }
+    let task = AddonTask {
+        namespace: namespace.clone(),
+        addon: addon_tx,
+    };
+    let (ctx, addon_name) = (ctx.clone(), name.clone());
+    tasks
+        .start(name, task, |stop| {
+            watch_addon_lease(ctx, addon_name, namespace, addon_rx, stop)
+        })
+        .await;
 }
 
 /// Follows one addon's lease and keeps its Available condition on the hub.
@@ -201,7 +158,7 @@ async fn write_available(
     available: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition,
 ) -> Result<(), AgentError> {
     let addons: Api<ManagedClusterAddOn> = Api::namespaced(ctx.hub.clone(), ctx.name());
-    set_conditions(&addons, addon_name, FIELD_MANAGER, |fresh| {
+    Ok(set_conditions(&addons, addon_name, FIELD_MANAGER, |fresh| {
         if needs_hub_write(fresh.conditions(), available) {
             vec![available.clone()]
         } else {
@@ -210,8 +167,8 @@ async fn write_available(
     })
     .await
     .map(|_| ())
-    .map_err(AgentError::kube(
-        ctx.name(),
+    .map_err(KubeError::on(
+        format!("cluster {}", ctx.name()),
         format!("write Available of addon {addon_name}"),
-    ))
+    ))?)
 }

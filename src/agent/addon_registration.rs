@@ -29,7 +29,7 @@ use tracing::{info, warn};
 use super::addon_secret::{AddonCertificate, stored_certificate};
 use super::hub_identity::{CsrState, csr_state, hub_kubeconfig, may_request_addon_certificate};
 use super::rotation::addon_registration_csr;
-use super::run::{Context, FIELD_MANAGER, sleep_until};
+use super::run::{Context, FIELD_MANAGER};
 use crate::api::ManagedClusterAddOn;
 use crate::api::addon::RegistrationConfig;
 use crate::api::vocabulary::{
@@ -37,7 +37,9 @@ use crate::api::vocabulary::{
     REASON_CLIENT_CERTIFICATE_UPDATE_FAILED, REASON_CLIENT_CERTIFICATE_UPDATED,
     SIGNER_KUBE_APISERVER_CLIENT, STATUS_FALSE, STATUS_TRUE,
 };
-use crate::hub::conditions::set_conditions;
+use crate::runtime::clock::sleep_until;
+use crate::runtime::conditions::set_conditions;
+use crate::runtime::task_set::TaskSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 /// How long a registration waits before asking again after a refused CSR or a failed write; it
@@ -54,12 +56,6 @@ struct Wanted {
     registration: RegistrationConfig,
 }
 
-/// A running registration task.
-struct Running {
-    wanted: Wanted,
-    stop: CancellationToken,
-}
-
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     // Until the hub accepts the cluster, its agent may not read the cluster's addons there.
     if !ctx.accepted(&shutdown).await {
@@ -67,45 +63,30 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     }
     let addons: Api<ManagedClusterAddOn> = Api::namespaced(ctx.hub.clone(), ctx.name());
     let (reader, writer) = reflector::store();
-    let mut events = watcher(addons, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
-        .boxed();
-    let mut running: BTreeMap<(String, String), Running> = BTreeMap::new();
-    loop {
-        let event = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            event = events.next() => event,
-        };
+    let mut events = std::pin::pin!(
+        watcher(addons, watcher::Config::default())
+            .default_backoff()
+            .reflect(writer)
+            .take_until(shutdown.cancelled())
+    );
+    let mut registrations = TaskSet::new("addon registration");
+    while let Some(event) = events.next().await {
         match event {
-            None => break,
-            Some(Err(err)) => {
+            Err(err) => {
                 warn!(cluster = ctx.name(), %err, "watching ManagedClusterAddOns for registrations");
                 continue;
             }
-            Some(Ok(watcher::Event::Init | watcher::Event::InitApply(_))) => continue,
-            Some(Ok(_)) => {}
+            // The store is complete once the listing is done.
+            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => continue,
+            Ok(_) => {}
         }
-        let wanted = wanted_registrations(&reader.state());
-        running.retain(|key, task| {
-            let keep = wanted.get(key) == Some(&task.wanted);
-            if !keep {
-                task.stop.cancel();
-            }
-            keep
-        });
-        for (key, wanted) in wanted {
-            if running.contains_key(&key) {
-                continue;
-            }
-            let stop = shutdown.child_token();
-            tokio::spawn(keep_certificate(ctx.clone(), wanted.clone(), stop.clone()));
-            running.insert(key, Running { wanted, stop });
-        }
+        registrations
+            .converge(wanted_registrations(&reader.state()), |_, wanted, stop| {
+                keep_certificate(ctx.clone(), wanted.clone(), stop)
+            })
+            .await;
     }
-    for task in running.values() {
-        task.stop.cancel();
-    }
+    registrations.shutdown().await;
 }
 
 /// Every registration of these addons, by addon and signer.

@@ -20,9 +20,9 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::api::ClusterClaim;
+use crate::api::cluster::NodeHealth;
 use crate::api::cluster::{ManagedClusterClaim, ManagedClusterVersion};
 use crate::api::vocabulary::is_reserved_claim;
-use crate::hub::observer::NodeHealth;
 
 /// The claims to report and the custom claims left out.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -33,13 +33,15 @@ use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::{
     CONDITION_PIVOT_COMPLETE, FINALIZER_HUB_CLEANUP_PREFLIGHT, FINALIZER_SPOKE_CLEANUP, STATUS_TRUE,
 };
-use crate::hub::conditions::set_conditions;
 use crate::plan::desired::effective;
 use crate::reconciler::install::{
     LABEL_AGENT_VERSION, agent_deployment, deployment_current, deployment_label, spoke_url_of,
 };
-use crate::reconciler::objects::set_finalizer;
 use crate::reconciler::uninstall;
+use crate::runtime::conditions::set_conditions;
+use crate::runtime::error::KubeError;
+use crate::runtime::error::is_not_found;
+use crate::runtime::finalizers::set_finalizer;
 
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let spokes: Api<Spoke> = Api::namespaced(ctx.hub.clone(), SYSTEM_NAMESPACE);
@@ -91,9 +93,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
             event = events.next() => match event {
                 None => return,
                 Some(Ok(seen)) => spoke = Some(seen),
-                Some(Err(watcher::Error::InitialListFailed(kube::Error::Api(status))))
-                    if status.code == 404 =>
-                {
+                Some(Err(watcher::Error::InitialListFailed(err))) if is_not_found(&err) => {
                     info!("the hub has no Spoke objects: day 2 stays with whoever installed this agent");
                     return;
                 }
@@ -115,9 +115,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
         retry = match step(&ctx, current, joined).await {
             Ok(Step::Continue) => false,
             Ok(Step::Unjoined) => return,
-            Err(AgentError::Kube { source, .. })
-                if crate::hub::conditions::is_conflict(&source) =>
-            {
+            Err(AgentError::Kube(err)) if err.is_conflict() => {
                 // Someone wrote the Spoke meanwhile; its watch brings the fresh one.
                 false
             }
@@ -178,7 +176,10 @@ async fn step(ctx: &Context, spoke: &Spoke, joined: bool) -> Result<Step, AgentE
     };
     set_conditions(&spokes, name, FIELD_MANAGER, |_| vec![pivot.clone()])
         .await
-        .map_err(AgentError::kube(name, "report PivotComplete"))?;
+        .map_err(KubeError::on(
+            format!("cluster {name}"),
+            "report PivotComplete",
+        ))?;
     let Some(deployment_name) = ctx.config.deployment.as_deref() else {
         return Ok(Step::Continue);
     };
@@ -187,7 +188,10 @@ async fn step(ctx: &Context, spoke: &Spoke, joined: bool) -> Result<Step, AgentE
     let Some(running) = deployments
         .get_opt(deployment_name)
         .await
-        .map_err(AgentError::kube(name, "read its Deployment"))?
+        .map_err(KubeError::on(
+            format!("cluster {name}"),
+            "read its Deployment",
+        ))?
     else {
         return Ok(Step::Continue);
     };
@@ -199,7 +203,7 @@ async fn step(ctx: &Context, spoke: &Spoke, joined: bool) -> Result<Step, AgentE
     let Some(hub) = hubs
         .get_opt(&spoke.spec.hub_ref)
         .await
-        .map_err(AgentError::kube(name, "read its Hub"))?
+        .map_err(KubeError::on(format!("cluster {name}"), "read its Hub"))?
     else {
         return Ok(Step::Continue);
     };
@@ -228,19 +232,22 @@ async fn step(ctx: &Context, spoke: &Spoke, joined: bool) -> Result<Step, AgentE
                 &Patch::Apply(&object),
             )
             .await
-            .map_err(AgentError::kube(name, "upgrade its Deployment"))?;
+            .map_err(KubeError::on(
+                format!("cluster {name}"),
+                "upgrade its Deployment",
+            ))?;
     }
     Ok(Step::Continue)
 }
 
 /// Adds or removes `spoke-cleanup`.
 async fn set_finalizers(spokes: &Api<Spoke>, spoke: &Spoke, add: bool) -> Result<(), AgentError> {
-    set_finalizer(spokes, spoke, FINALIZER_SPOKE_CLEANUP, add)
+    Ok(set_finalizer(spokes, spoke, FINALIZER_SPOKE_CLEANUP, add)
         .await
-        .map_err(AgentError::kube(
-            &spoke.name_any(),
+        .map_err(KubeError::on(
+            format!("cluster {}", &spoke.name_any()),
             "update its Spoke's finalizers",
-        ))
+        ))?)
 }
 
 /// The version and configuration hash this agent runs (what its pod was started for, not what its
@@ -260,7 +267,7 @@ async fn report_version(
         return Ok(());
     }
     let patch = json!({"status": {"agentVersion": version, "agentConfigHash": hash}});
-    spokes
+    Ok(spokes
         .patch_status(
             &spoke.name_any(),
             &PatchParams::default(),
@@ -268,5 +275,8 @@ async fn report_version(
         )
         .await
         .map(|_| ())
-        .map_err(AgentError::kube(&spoke.name_any(), "report its version"))
+        .map_err(KubeError::on(
+            format!("cluster {}", &spoke.name_any()),
+            "report its version",
+        ))?)
 }

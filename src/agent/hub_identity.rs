@@ -19,13 +19,12 @@ use kube::config::{Kubeconfig, NamedCluster};
 use serde_json::json;
 
 use super::rotation::{CertificateError, CertificateLifetime};
+use crate::api::vocabulary::{CSR_APPROVED, CSR_DENIED, CSR_FAILED};
 use crate::api::vocabulary::{
     HUB_KUBECONFIG_SECRET, HUB_KUBECONFIG_SECRET_KEY_AGENT_NAME,
     HUB_KUBECONFIG_SECRET_KEY_CLUSTER_NAME, HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG,
     HUB_KUBECONFIG_SECRET_KEY_TLS_CRT, HUB_KUBECONFIG_SECRET_KEY_TLS_KEY, LABEL_ADDON_NAME,
 };
-use crate::hub::approval::{CSR_APPROVED, CSR_DENIED};
-use crate::hub::signing::CSR_FAILED;
 
 /// Annotation of `hub-kubeconfig-secret`: the fingerprint of the bootstrap kubeconfig the
 /// identity was obtained with.

@@ -24,13 +24,16 @@ use tokio_util::sync::CancellationToken;
 use tracing::{instrument, warn};
 
 use super::availability::{AvailabilityTracker, Probe, next_lease_renewal};
-use super::run::{AgentError, Context, FIELD_MANAGER, RETRY_DELAY, after, sleep_until};
+use super::run::{AgentError, Context, FIELD_MANAGER, RETRY_DELAY};
 use crate::api::ManagedCluster;
 use crate::api::vocabulary::{
     CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_HUB_ACCEPTED, LABEL_CLUSTER_NAME,
 };
-use crate::hub::conditions::{is_not_found, set_conditions};
 use crate::reconciler::install::{LABEL_AGENT_CONFIG_HASH, LABEL_AGENT_VERSION};
+use crate::runtime::clock::{after, sleep_until};
+use crate::runtime::conditions::set_conditions;
+use crate::runtime::error::KubeError;
+use crate::runtime::error::is_not_found;
 
 /// How long one probe may take before it counts as failed.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -153,18 +156,25 @@ async fn renew_lease(ctx: &Context, lease_duration_seconds: i32) -> Result<(), A
                 },
                 "spec": {"renewTime": now, "leaseDurationSeconds": lease_duration_seconds},
             }))
-            .map_err(|err| AgentError::Kube {
-                cluster: ctx.name().to_string(),
-                action: "build the cluster lease".to_string(),
-                source: kube::Error::SerdeError(err),
+            .map_err(|err| {
+                KubeError::on(format!("cluster {}", ctx.name()), "build the cluster lease")(
+                    kube::Error::SerdeError(err),
+                )
             })?;
-            leases
+            Ok(leases
                 .create(&PostParams::default(), &lease)
                 .await
                 .map(|_| ())
-                .map_err(AgentError::kube(ctx.name(), "create the cluster lease"))
+                .map_err(KubeError::on(
+                    format!("cluster {}", ctx.name()),
+                    "create the cluster lease",
+                ))?)
         }
-        Err(err) => Err(AgentError::kube(ctx.name(), "renew the cluster lease")(err)),
+        Err(err) => Err(KubeError::on(
+            format!("cluster {}", ctx.name()),
+            "renew the cluster lease",
+        )(err)
+        .into()),
     }
 }
 
@@ -220,10 +230,13 @@ async fn probe_api_server(spoke: &kube::Client) -> Option<String> {
 #[instrument(skip(ctx, condition), fields(cluster = ctx.name(), status = %condition.status))]
 async fn write_available(ctx: &Context, condition: Condition) -> Result<(), AgentError> {
     let clusters: Api<ManagedCluster> = ctx.clusters();
-    set_conditions(&clusters, ctx.name(), FIELD_MANAGER, |_| {
+    Ok(set_conditions(&clusters, ctx.name(), FIELD_MANAGER, |_| {
         vec![condition.clone()]
     })
     .await
     .map(|_| ())
-    .map_err(AgentError::kube(ctx.name(), "write Available"))
+    .map_err(KubeError::on(
+        format!("cluster {}", ctx.name()),
+        "write Available",
+    ))?)
 }

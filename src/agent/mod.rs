@@ -19,7 +19,8 @@
 //! - [`run`]: [`run::run`] starts an agent ([`AgentConfig`]) and its loops: registration and
 //!   joining, [`lease_loop`], [`status_loop`], [`addon_loop`], [`addon_registration`]; [`hub_connection`] is how it
 //!   reaches the hub, and [`registration`] trades a bootstrap kubeconfig for a certificate,
-//!   rotates it and restarts the loops with each new one.
+//!   rotates it and restarts the loops with each new one. [`args`] is its command line, which
+//!   `fleetform agent` and `fleetform up`'s kubelet stand-in both parse.
 //!
 //! Everything in the decision modules is pure: objects, probe results and the current time in;
 //! conditions, CSRs and instants out. They must not talk to a cluster, read the clock or draw
@@ -29,6 +30,7 @@ pub mod addon_health;
 pub mod addon_loop;
 pub mod addon_registration;
 pub mod addon_secret;
+pub mod args;
 pub mod availability;
 pub mod claims;
 pub mod day2;

@@ -31,14 +31,15 @@ use super::hub_identity::{
     CsrState, HubIdentity, bootstrap_fingerprint, csr_state, may_request_certificate, new_agent_id,
 };
 use super::rotation::registration_csr;
-use super::run::{AgentConfig, FIELD_MANAGER, RETRY_DELAY, create_cluster, run_loops, sleep_until};
+use super::run::{AgentConfig, FIELD_MANAGER, RETRY_DELAY, create_cluster, run_loops};
 use crate::api::ManagedCluster;
 use crate::api::vocabulary::{
     BOOTSTRAP_HUB_KUBECONFIG_SECRET, CONDITION_CERTIFICATE_ROTATED, HUB_KUBECONFIG_SECRET,
     LABEL_CLUSTER_NAME, REASON_CLIENT_CERTIFICATE_UPDATE_FAILED, REASON_CLIENT_CERTIFICATE_UPDATED,
     STATUS_FALSE, STATUS_TRUE,
 };
-use crate::hub::conditions::set_conditions;
+use crate::runtime::clock::{sleep_until, wait_until};
+use crate::runtime::conditions::set_conditions;
 
 /// Key of the bootstrap Secret holding the kubeconfig.
 pub const BOOTSTRAP_KUBECONFIG_KEY: &str = "kubeconfig";
@@ -456,7 +457,7 @@ async fn renew(
                 Err(err) => Err(err),
             }
         };
-        let deadline = super::rotation::wait_until(identity.lifetime.not_after, Timestamp::now());
+        let deadline = wait_until(identity.lifetime.not_after, Timestamp::now());
         let failure = match tokio::time::timeout(deadline, attempt).await {
             Err(_) => {
                 warn!(

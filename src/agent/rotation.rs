@@ -15,7 +15,6 @@
 //! Names of the addon secrets come from [`RegistrationConfig::secret_name`].
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::{
@@ -28,10 +27,10 @@ use x509_parser::certificate::X509Certificate;
 use x509_parser::prelude::FromDer;
 
 use crate::api::addon::{RegistrationConfig, Subject};
-use crate::api::vocabulary::{LABEL_ADDON_NAME, LABEL_CLUSTER_NAME, SIGNER_KUBE_APISERVER_CLIENT};
-use crate::hub::approval::{
+use crate::api::identity::{
     USAGE_CLIENT_AUTH, USAGES_ALSO_ALLOWED, agent_common_name, agent_organizations,
 };
+use crate::api::vocabulary::{LABEL_ADDON_NAME, LABEL_CLUSTER_NAME, SIGNER_KUBE_APISERVER_CLIENT};
 
 /// Rotation starts once this share of the lifetime is left (jitter 0)...
 const ROTATE_WITH_MOST_LEFT: f64 = 0.25;
@@ -323,11 +322,6 @@ fn pending_certificate(
     })
 }
 
-/// How long until `deadline`, zero if it has passed: what a loop sleeps before rotating.
-pub fn wait_until(deadline: Timestamp, now: Timestamp) -> Duration {
-    Duration::try_from(now.duration_until(deadline)).unwrap_or(Duration::ZERO)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -382,12 +376,6 @@ mod tests {
             not_after: at(50),
         };
         assert!(cert.needs_rotation(at(100), 0.5));
-    }
-
-    #[test]
-    fn wait_until_the_deadline_never_goes_negative() {
-        assert_eq!(wait_until(at(10), at(4)), Duration::from_secs(6));
-        assert_eq!(wait_until(at(10), at(40)), Duration::ZERO);
     }
 
     #[test]
@@ -587,7 +575,7 @@ mod tests {
             .unwrap()
             .csr;
         csr.spec.username = Some("system:open-cluster-management:spoke1:agent-7".into());
-        csr.spec.groups = Some(crate::hub::approval::agent_organizations("spoke1").to_vec());
+        csr.spec.groups = Some(agent_organizations("spoke1").to_vec());
         let subject = read_request(&csr.spec.request.0).unwrap();
         assert_eq!(subject.organizations.len(), 2, "OCM's default subject");
         let registrations = [AddOnRegistration {

@@ -26,7 +26,9 @@ use crate::api::cluster::{ClientConfig, ManagedClusterSpec};
 use crate::api::vocabulary::{
     AGENT_NAMESPACE, CONDITION_HUB_ACCEPTED, CONDITION_JOINED, REASON_JOINED, STATUS_TRUE,
 };
-use crate::hub::conditions::{is_conflict, set_conditions};
+use crate::runtime::conditions::set_conditions;
+use crate::runtime::error::KubeError;
+use crate::runtime::error::is_conflict;
 
 /// Field manager of every write the agent makes.
 pub const FIELD_MANAGER: &str = "fleetform-agent";
@@ -115,30 +117,10 @@ impl AgentConfig {
 pub enum AgentError {
     #[error(transparent)]
     HubConnection(#[from] HubConnectionError),
-    #[error("cluster {cluster}: cannot {action}: {source}")]
-    Kube {
-        cluster: String,
-        action: String,
-        #[source]
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Kube(#[from] KubeError),
     #[error("cluster {cluster}: {message}")]
     Local { cluster: String, message: String },
-}
-
-impl AgentError {
-    pub(crate) fn kube(
-        cluster: &str,
-        action: impl Into<String>,
-    ) -> impl FnOnce(kube::Error) -> Self {
-        let cluster = cluster.to_string();
-        let action = action.into();
-        move |source| AgentError::Kube {
-            cluster,
-            action,
-            source,
-        }
-    }
 }
 
 /// A Warning Event the agent of `cluster` records in `namespace` about `involved`, its name
@@ -376,10 +358,11 @@ pub(crate) async fn create_cluster(
             Ok(())
         }
         Err(err) if is_conflict(&err) => Ok(()),
-        Err(err) => Err(AgentError::kube(
-            &config.cluster_name,
+        Err(err) => Err(KubeError::on(
+            format!("cluster {}", &config.cluster_name),
             "create its ManagedCluster",
-        )(err)),
+        )(err)
+        .into()),
     }
 }
 
@@ -403,7 +386,10 @@ async fn join(ctx: &Context, cluster: &ManagedCluster) -> Result<(), AgentError>
         vec![joined.clone()]
     })
     .await
-    .map_err(AgentError::kube(ctx.name(), "set ManagedClusterJoined"));
+    .map_err(KubeError::on(
+        format!("cluster {}", ctx.name()),
+        "set ManagedClusterJoined",
+    ));
     match written {
         Ok(_) => {
             info!("joined");
@@ -411,17 +397,7 @@ async fn join(ctx: &Context, cluster: &ManagedCluster) -> Result<(), AgentError>
         }
         Err(err) => {
             warn!(%err, "setting ManagedClusterJoined; retrying");
-            Err(err)
+            Err(err.into())
         }
     }
-}
-
-/// Sleeps until `deadline` (a past one returns at once).
-pub(crate) async fn sleep_until(deadline: Timestamp) {
-    tokio::time::sleep(super::rotation::wait_until(deadline, Timestamp::now())).await;
-}
-
-/// `now + wait`, saturating at the end of time.
-pub(crate) fn after(now: Timestamp, wait: Duration) -> Timestamp {
-    now.checked_add(wait).unwrap_or(Timestamp::MAX)
 }

@@ -23,10 +23,11 @@ use tracing::{instrument, warn};
 
 use super::claims::{ClaimSelection, select_claims, summarize_nodes};
 use super::run::{AgentError, Context, FIELD_MANAGER};
-use crate::api::cluster::NodeHealthStatus;
+use crate::api::cluster::NodeHealth;
 use crate::api::vocabulary::ANNOTATION_NODE_HEALTH;
 use crate::api::{ClusterClaim, ManagedCluster};
 use crate::runtime::crd::{Presence, presence};
+use crate::runtime::error::KubeError;
 
 /// Reason of the Event that says which claims were cut.
 pub const REASON_CLAIMS_TRUNCATED: &str = "ClusterClaimsTruncated";
@@ -67,7 +68,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let mut cluster_rx = ctx.cluster.clone();
     let mut server_version: Option<String> = None;
     let mut written: Option<Value> = None;
-    let mut written_health: Option<NodeHealthStatus> = None;
+    let mut written_health: Option<NodeHealth> = None;
     let mut announced_cut: Vec<String> = Vec::new();
     let (mut claims_ready, mut nodes_ready) = (!claims_installed, false);
     loop {
@@ -131,7 +132,7 @@ fn desired_status(
     claims: &Store<ClusterClaim>,
     nodes: &Store<Node>,
     server_version: Option<&str>,
-) -> (Value, NodeHealthStatus, ClaimSelection) {
+) -> (Value, NodeHealth, ClaimSelection) {
     let claims: Vec<ClusterClaim> = claims.state().iter().map(|c| (**c).clone()).collect();
     let nodes: Vec<Node> = nodes.state().iter().map(|n| (**n).clone()).collect();
     let selection = select_claims(&claims, ctx.config.cluster_claims_max);
@@ -152,32 +153,27 @@ fn desired_status(
             "clusterClaims": selection.reported,
         },
     });
-    let health = summary.health;
-    let health = NodeHealthStatus {
-        total: health.total,
-        ready: health.ready,
-        pid_pressure: health.pid_pressure,
-        memory_pressure: health.memory_pressure,
-        disk_pressure: health.disk_pressure,
-        under_pressure: health.under_pressure,
-    };
-    (status, health, selection)
+    (status, summary.health, selection)
 }
 
 #[instrument(skip(ctx, status), fields(cluster = ctx.name()))]
 async fn write_status(ctx: &Context, status: &Value) -> Result<(), AgentError> {
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    ctx.clusters()
+    Ok(ctx
+        .clusters()
         .patch_status(ctx.name(), &params, &Patch::Apply(status))
         .await
         .map(|_| ())
-        .map_err(AgentError::kube(ctx.name(), "write its status"))
+        .map_err(KubeError::on(
+            format!("cluster {}", ctx.name()),
+            "write its status",
+        ))?)
 }
 
 /// Sets the ManagedCluster's node health annotation. A merge patch of the one key, so other
 /// annotations and their owners are left alone.
 #[instrument(skip(ctx), fields(cluster = ctx.name()))]
-async fn write_node_health(ctx: &Context, health: &NodeHealthStatus) -> Result<(), AgentError> {
+async fn write_node_health(ctx: &Context, health: &NodeHealth) -> Result<(), AgentError> {
     let patch = json!({"metadata": {"annotations": {
         ANNOTATION_NODE_HEALTH: health.to_annotation(),
     }}});
@@ -185,11 +181,15 @@ async fn write_node_health(ctx: &Context, health: &NodeHealthStatus) -> Result<(
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..PatchParams::default()
     };
-    ctx.clusters()
+    Ok(ctx
+        .clusters()
         .patch(ctx.name(), &params, &Patch::Merge(&patch))
         .await
         .map(|_| ())
-        .map_err(AgentError::kube(ctx.name(), "write its node health"))
+        .map_err(KubeError::on(
+            format!("cluster {}", ctx.name()),
+            "write its node health",
+        ))?)
 }
 
 /// An Event on the hub, about the ManagedCluster, saying which claims were cut.
@@ -210,12 +210,12 @@ async fn announce_cut(ctx: &Context, note: String) -> Result<(), AgentError> {
         ctx.name(),
     );
     let events: Api<Event> = Api::namespaced(ctx.hub.clone(), ctx.name());
-    events
+    Ok(events
         .create(&PostParams::default(), &event)
         .await
         .map(|_| ())
-        .map_err(AgentError::kube(
-            ctx.name(),
+        .map_err(KubeError::on(
+            format!("cluster {}", ctx.name()),
             "create an Event about cut claims",
-        ))
+        ))?)
 }

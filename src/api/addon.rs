@@ -14,6 +14,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::identity;
 use super::schema::{self, DNS_LABEL};
 use super::vocabulary::{
     ADDON_CONDITION_AVAILABLE, DEFAULT_ADDON_INSTALL_NAMESPACE, SIGNER_KUBE_APISERVER_CLIENT,
@@ -241,12 +242,10 @@ impl Subject {
     /// groups OCM's addon manager writes (older agents also asked for `system:authenticated`).
     pub fn default_for(cluster: &str, addon: &str) -> Self {
         Self {
-            user: format!(
-                "system:open-cluster-management:cluster:{cluster}:addon:{addon}:agent:{addon}"
-            ),
+            user: identity::addon_agent_user(cluster, addon),
             groups: vec![
-                format!("system:open-cluster-management:cluster:{cluster}:addon:{addon}"),
-                format!("system:open-cluster-management:addon:{addon}"),
+                identity::addon_cluster_group(cluster, addon),
+                identity::addon_group(addon),
             ],
             organization_units: Vec::new(),
         }

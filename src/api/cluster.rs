@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, ResourceExt};
@@ -18,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::fleet::TaintEffect;
 use super::schema::{self, DNS_LABEL, QUALIFIED_NAME};
 use super::vocabulary::{
-    ANNOTATION_NODE_HEALTH, CONDITION_AVAILABLE, CONDITION_JOINED, LABEL_SPOKE_ONLY,
+    ANNOTATION_NODE_HEALTH, CONDITION_AVAILABLE, CONDITION_JOINED, LABEL_SPOKE_ONLY, STATUS_TRUE,
 };
 
 /// API group of ManagedCluster and ClusterClaim.
@@ -136,22 +137,68 @@ pub struct ManagedClusterStatus {
     pub managed_namespaces: Vec<ClusterSetManagedNamespace>,
 }
 
-/// How many of a cluster's nodes are ready, and how many report each kind of pressure. It is
-/// fleetform's, not OCM's, so it travels in the ManagedCluster's annotation
-/// [`ANNOTATION_NODE_HEALTH`] (an OCM CRD would prune it from the status).
+/// Health of a cluster's nodes, seed 002's "Node Health": how many are ready and how many are
+/// under each kind of pressure, out of how many. It is fleetform's, not OCM's, so it travels in
+/// the ManagedCluster's annotation [`ANNOTATION_NODE_HEALTH`] (an OCM CRD would prune it from the
+/// status); the agent and the hub's observer count it the same way.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct NodeHealthStatus {
+pub struct NodeHealth {
     pub total: u32,
+    /// Nodes whose Ready condition is not anything but True. Like Krake, a node that reports no
+    /// Ready condition at all is counted ready.
     pub ready: u32,
     pub pid_pressure: u32,
     pub memory_pressure: u32,
     pub disk_pressure: u32,
-    /// Nodes reporting any pressure condition (also kinds beyond the three counted).
+    /// Nodes reporting any condition whose type ends in `Pressure` (Krake's UNHEALTHY test,
+    /// which also catches pressure kinds beyond the three counted above).
     pub under_pressure: u32,
 }
 
-impl NodeHealthStatus {
+impl NodeHealth {
+    /// Summarises a node list.
+    pub fn from_nodes(nodes: &[Node]) -> Self {
+        nodes
+            .iter()
+            .fold(NodeHealth::default(), |mut health, node| {
+                let conditions = node
+                    .status
+                    .as_ref()
+                    .and_then(|status| status.conditions.as_deref())
+                    .unwrap_or_default();
+                let pressing = |kind: &str| {
+                    conditions
+                        .iter()
+                        .any(|c| c.type_.eq_ignore_ascii_case(kind) && c.status == STATUS_TRUE)
+                };
+                let not_ready = conditions
+                    .iter()
+                    .any(|c| c.type_.eq_ignore_ascii_case("Ready") && c.status != STATUS_TRUE);
+                let any_pressure = conditions.iter().any(|c| {
+                    c.type_.to_ascii_lowercase().ends_with("pressure") && c.status == STATUS_TRUE
+                });
+                health.total += 1;
+                health.ready += u32::from(!not_ready);
+                health.pid_pressure += u32::from(pressing("PIDPressure"));
+                health.memory_pressure += u32::from(pressing("MemoryPressure"));
+                health.disk_pressure += u32::from(pressing("DiskPressure"));
+                health.under_pressure += u32::from(any_pressure);
+                health
+            })
+    }
+
+    /// Seed 002's table rows: `nodes 3/3`, `nodes_pid_pressure 0/3`, and so on.
+    pub fn rows(&self) -> [(&'static str, String); 4] {
+        let of = |count: u32| format!("{count}/{}", self.total);
+        [
+            ("nodes", of(self.ready)),
+            ("nodes_pid_pressure", of(self.pid_pressure)),
+            ("nodes_memory_pressure", of(self.memory_pressure)),
+            ("nodes_disk_pressure", of(self.disk_pressure)),
+        ]
+    }
+
     /// The value of annotation [`ANNOTATION_NODE_HEALTH`].
     pub fn to_annotation(&self) -> String {
         serde_json::to_string(self).expect("node counts always serialise")
@@ -236,7 +283,7 @@ impl ManagedCluster {
 
     /// The node health the agent last reported (annotation [`ANNOTATION_NODE_HEALTH`]); `None`
     /// when there is none or it cannot be read.
-    pub fn node_health(&self) -> Option<NodeHealthStatus> {
+    pub fn node_health(&self) -> Option<NodeHealth> {
         let value = self.annotations().get(ANNOTATION_NODE_HEALTH)?;
         serde_json::from_str(value).ok()
     }
@@ -283,6 +330,28 @@ impl ClusterClaim {
             name: self.name_any(),
             value: self.spec.value.clone(),
         }
+    }
+}
+
+/// A Node reporting these conditions (type, status), for tests of what is read from nodes.
+#[cfg(test)]
+pub(crate) fn node_with_conditions(conditions: &[(&str, &str)]) -> Node {
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+    Node {
+        status: Some(NodeStatus {
+            conditions: Some(
+                conditions
+                    .iter()
+                    .map(|(type_, status)| NodeCondition {
+                        type_: (*type_).into(),
+                        status: (*status).into(),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }),
+        ..Default::default()
     }
 }
 
@@ -454,12 +523,12 @@ mod tests {
     fn node_health_is_read_from_its_annotation() {
         let mut cluster = ManagedCluster::new("c1", ManagedClusterSpec::default());
         assert_eq!(cluster.node_health(), None);
-        let health = NodeHealthStatus {
+        let health = NodeHealth {
             total: 3,
             ready: 2,
             memory_pressure: 1,
             under_pressure: 1,
-            ..NodeHealthStatus::default()
+            ..NodeHealth::default()
         };
         cluster
             .annotations_mut()
@@ -486,5 +555,42 @@ mod tests {
             .labels_mut()
             .insert(LABEL_SPOKE_ONLY.into(), "".into());
         assert!(claim.is_spoke_only());
+    }
+
+    #[test]
+    fn node_health_counts_each_pressure_out_of_all_nodes() {
+        let node = node_with_conditions;
+        let nodes = [
+            node(&[
+                ("MemoryPressure", "False"),
+                ("DiskPressure", "False"),
+                ("PIDPressure", "False"),
+                ("Ready", "True"),
+            ]),
+            node(&[("PIDPressure", "True"), ("MemoryPressure", "True")]),
+            node(&[("DiskPressure", "True"), ("Ready", "False")]),
+            node(&[]),
+        ];
+        let health = NodeHealth::from_nodes(&nodes);
+        assert_eq!(
+            health,
+            NodeHealth {
+                total: 4,
+                ready: 3,
+                pid_pressure: 1,
+                memory_pressure: 1,
+                disk_pressure: 1,
+                under_pressure: 2,
+            }
+        );
+        assert_eq!(
+            health.rows().map(|(name, value)| format!("{name} {value}")),
+            [
+                "nodes 3/4",
+                "nodes_pid_pressure 1/4",
+                "nodes_memory_pressure 1/4",
+                "nodes_disk_pressure 1/4"
+            ]
+        );
     }
 }

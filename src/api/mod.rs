@@ -3,7 +3,9 @@
 //! ManagedClusterSetBinding, ManagedClusterAddOn, ClusterManagementAddOn, ManifestWork), their
 //! CRDs (OCM's with OCM's validation, [`schema`]), the conversion between the addon kinds'
 //! versions, the condition helpers every loop uses, and the shared vocabulary of condition types,
-//! reasons, taints, labels, annotations and finalizers.
+//! reasons, taints, labels, annotations and finalizers ([`vocabulary`]), of OCM identities
+//! ([`identity`]) and of bootstrap tokens ([`bootstrap_token`]): whatever two components must
+//! spell alike is here, so that none imports it from the other.
 //!
 //! This module only describes objects. It never talks to a cluster and holds no policy: what a
 //! condition or taint means for a spoke's lifecycle belongs to the reconciler, agent and hub
@@ -39,10 +41,12 @@ macro_rules! spec_may_be_absent {
 pub(crate) use spec_may_be_absent;
 
 pub mod addon;
+pub mod bootstrap_token;
 pub mod cluster;
 pub mod clusterset;
 pub mod conversion;
 pub mod fleet;
+pub mod identity;
 pub mod schema;
 pub mod vocabulary;
 pub mod work;
@@ -151,6 +155,31 @@ pub fn write_crds(dir: &Path) -> io::Result<Vec<PathBuf>> {
             Ok(path)
         })
         .collect()
+}
+
+/// Objects with a `status.conditions` list (what [`crate::runtime::conditions`] writes).
+pub trait HasConditions {
+    fn current_conditions(&self) -> &[Condition];
+}
+
+impl HasConditions for ManagedCluster {
+    fn current_conditions(&self) -> &[Condition] {
+        self.conditions()
+    }
+}
+
+impl HasConditions for ManagedClusterAddOn {
+    fn current_conditions(&self) -> &[Condition] {
+        self.conditions()
+    }
+}
+
+impl HasConditions for Spoke {
+    fn current_conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .map_or(&[], |status| status.conditions.as_slice())
+    }
 }
 
 /// The condition of this type in a list of conditions.

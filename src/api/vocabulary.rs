@@ -61,6 +61,15 @@ pub const REASON_ADDON_LEASE_UPDATE_STOPPED: &str = "ManagedClusterAddOnLeaseUpd
 /// itself Unknown).
 pub const REASON_ADDON_LEASE_NOT_FOUND: &str = "ManagedClusterAddOnLeaseNotFound";
 
+// --- CertificateSigningRequest conditions ------------------------------------------------------
+
+/// CSR condition type of an approval.
+pub const CSR_APPROVED: &str = "Approved";
+/// CSR condition type of a denial.
+pub const CSR_DENIED: &str = "Denied";
+/// CSR condition type a signer writes when it cannot sign an approved request.
+pub const CSR_FAILED: &str = "Failed";
+
 // --- ManagedClusterSet and ManagedClusterSetBinding conditions ------------------------------
 
 /// ManagedClusterSet condition: True when no cluster is in the set.

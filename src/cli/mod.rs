@@ -89,7 +89,7 @@ enum Command {
     /// Run a spoke's agent: register (by certificate with a bootstrap kubeconfig, or with a hub
     /// kubeconfig as it is), renew the lease, report status, claims and addon health, keep addon
     /// certificates.
-    Agent(agent::Args),
+    Agent(crate::agent::args::AgentArgs),
     /// Run a whole fleet on this machine: embedded hubs and spokes, their agents, the hub loops
     /// and sync against SOURCE, until Ctrl-C.
     Up(up::Args),
@@ -359,19 +359,4 @@ pub(crate) fn at(err: &impl std::fmt::Display, reached: &crate::access::Reached)
     format!("{err} (at {})", reached.describe())
 }
 
-/// Writes `contents` to `path` readable by its owner only (kubeconfigs hold credentials),
-/// creating its directory.
-pub(crate) fn write_private(path: &std::path::Path, contents: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)?;
-    }
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(contents.as_bytes())
-}
+pub(crate) use crate::access::write_private;

@@ -39,7 +39,6 @@ use super::acceptance::{
     REASON_NOT_IN_GIT, decide, join_users, requested_by_one_of,
 };
 use super::approval::registration_cluster;
-use super::conditions::{is_conflict, is_not_found, set_conditions};
 use super::run::{Context, FIELD_MANAGER, HubError};
 use crate::api::ManagedCluster;
 use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
@@ -49,6 +48,9 @@ use crate::api::vocabulary::{
 };
 use crate::events::{self, EventType, Reporter};
 use crate::reconciler::install::{agent_hub_role_binding, agent_hub_role_name};
+use crate::runtime::conditions::set_conditions;
+use crate::runtime::error::KubeError;
+use crate::runtime::error::{is_conflict, is_not_found};
 
 /// What the accept loop keeps besides the hub loops' context.
 struct AcceptContext {
@@ -65,6 +67,7 @@ struct AcceptContext {
 }
 
 pub(crate) async fn run(ctx: Arc<Context>, fleet_crds: bool, shutdown: CancellationToken) {
+    let errors = super::run::error_policy("accept loop");
     let client = ctx.client.clone();
     let (csrs, writer) = reflector::store();
     let csr_changes = watcher(
@@ -108,13 +111,9 @@ pub(crate) async fn run(ctx: Arc<Context>, fleet_crds: bool, shutdown: Cancellat
     });
     controller
         .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(reconcile, error_policy, accept_ctx)
-        .for_each(|result| async move { super::run::log_outcome(result, "accept loop") })
+        .run(reconcile, errors.policy(), accept_ctx)
+        .for_each(errors.outcomes())
         .await;
-}
-
-fn error_policy(_: Arc<ManagedCluster>, err: &HubError, _: Arc<AcceptContext>) -> Action {
-    super::run::retry_after(err, "accepting a cluster")
 }
 
 /// Name of the ClusterRole and ClusterRoleBinding of a cluster's agent.
@@ -177,14 +176,16 @@ async fn declared(ctx: &AcceptContext, name: &str) -> Result<bool, HubError> {
     if !ctx.fleet_crds {
         return Ok(false);
     }
-    Api::<Spoke>::namespaced(ctx.hub.client.clone(), SYSTEM_NAMESPACE)
-        .get_opt(name)
-        .await
-        .map(|spoke| spoke.is_some())
-        .map_err(HubError::kube(
-            format!("Spoke {SYSTEM_NAMESPACE}/{name}"),
-            "read",
-        ))
+    Ok(
+        Api::<Spoke>::namespaced(ctx.hub.client.clone(), SYSTEM_NAMESPACE)
+            .get_opt(name)
+            .await
+            .map(|spoke| spoke.is_some())
+            .map_err(KubeError::on(
+                format!("Spoke {SYSTEM_NAMESPACE}/{name}"),
+                "read",
+            ))?,
+    )
 }
 
 /// Whether a user a Hub's `registration.autoApproval.users` lists requested a registration CSR
@@ -196,10 +197,7 @@ async fn auto_approved(ctx: &AcceptContext, name: &str) -> Result<bool, HubError
     let hubs = Api::<Hub>::namespaced(ctx.hub.client.clone(), SYSTEM_NAMESPACE)
         .list(&ListParams::default())
         .await
-        .map_err(HubError::kube(
-            format!("Hubs in {SYSTEM_NAMESPACE}"),
-            "list",
-        ))?;
+        .map_err(KubeError::on(format!("Hubs in {SYSTEM_NAMESPACE}"), "list"))?;
     let users: Vec<String> = hubs
         .items
         .iter()
@@ -233,7 +231,7 @@ async fn auto_accept(ctx: &Context, cluster: &ManagedCluster) -> Result<(), HubE
     Api::<ManagedCluster>::all(ctx.client.clone())
         .patch(&name, &params, &Patch::Merge(&patch))
         .await
-        .map_err(HubError::kube(
+        .map_err(KubeError::on(
             format!("ManagedCluster {name}"),
             "auto-accept",
         ))?;
@@ -285,7 +283,7 @@ async fn accept(ctx: &AcceptContext, managed_cluster: &ManagedCluster) -> Result
     let namespace = namespaces
         .get_opt(cluster)
         .await
-        .map_err(HubError::kube(format!("namespace {cluster}"), "read"))?;
+        .map_err(KubeError::on(format!("namespace {cluster}"), "read"))?;
     let recorded = JoinRecord::of_join(
         namespace
             .as_ref()
@@ -369,7 +367,7 @@ async fn bind_spoke_role(
     }
     let bindings = Api::<RoleBinding>::namespaced(ctx.hub.client.clone(), SYSTEM_NAMESPACE);
     match apply(&bindings, &name, binding).await {
-        Err(HubError::Kube { source, .. }) if is_not_found(&source) => Ok(()),
+        Err(HubError::Kube(err)) if is_not_found(&err.source) => Ok(()),
         result => result,
     }
 }
@@ -446,14 +444,15 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
     let kind = object["kind"].as_str().unwrap_or("object").to_string();
-    api.patch(
-        name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&object),
-    )
-    .await
-    .map(|_| ())
-    .map_err(HubError::kube(format!("{kind} {name}"), "apply"))
+    Ok(api
+        .patch(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .map(|_| ())
+        .map_err(KubeError::on(format!("{kind} {name}"), "apply"))?)
 }
 
 /// Creates the cluster's lease, renewed now, unless it exists.
@@ -463,7 +462,7 @@ async fn ensure_lease(ctx: &Context, cluster: &str) -> Result<(), HubError> {
     if leases
         .get_opt(CLUSTER_LEASE_NAME)
         .await
-        .map_err(HubError::kube(&object, "read"))?
+        .map_err(KubeError::on(&object, "read"))?
         .is_some()
     {
         return Ok(());
@@ -487,7 +486,7 @@ async fn ensure_lease(ctx: &Context, cluster: &str) -> Result<(), HubError> {
     match leases.create(&params, &lease).await {
         Ok(_) => Ok(()),
         Err(err) if is_conflict(&err) => Ok(()),
-        Err(err) => Err(HubError::kube(object, "create")(err)),
+        Err(err) => Err(KubeError::on(object, "create")(err).into()),
     }
 }
 
@@ -529,10 +528,9 @@ async fn revoke(ctx: &AcceptContext, cluster: &str) -> Result<(), HubError> {
             Ok(()) => {}
             Err(err) if is_not_found(&err) => {}
             Err(err) => {
-                return Err(HubError::kube(
-                    format!("RBAC of cluster {cluster}"),
-                    "delete",
-                )(err));
+                return Err(
+                    KubeError::on(format!("RBAC of cluster {cluster}"), "delete")(err).into(),
+                );
             }
         }
     }
@@ -560,15 +558,15 @@ async fn set_accepted(ctx: &Context, cluster: &str, accepted: bool) -> Result<()
         }
     };
     let clusters: Api<ManagedCluster> = Api::all(ctx.client.clone());
-    set_conditions(&clusters, cluster, FIELD_MANAGER, |_| {
+    Ok(set_conditions(&clusters, cluster, FIELD_MANAGER, |_| {
         vec![condition.clone()]
     })
     .await
     .map(|_| ())
-    .map_err(HubError::kube(
+    .map_err(KubeError::on(
         format!("ManagedCluster {cluster}"),
         "set HubAcceptedManagedCluster",
-    ))
+    ))?)
 }
 
 #[cfg(test)]

@@ -22,10 +22,11 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use serde::{Deserialize, Serialize};
 
-use super::approval::{
-    CSR_APPROVED, CSR_DENIED, cluster_group, read_request, registration_cluster,
+use super::approval::{read_request, registration_cluster};
+use crate::api::identity::cluster_group;
+use crate::api::vocabulary::{
+    CSR_APPROVED, CSR_DENIED, CSR_FAILED, LABEL_ADDON_NAME, SIGNER_KUBE_APISERVER_CLIENT,
 };
-use crate::api::vocabulary::{LABEL_ADDON_NAME, SIGNER_KUBE_APISERVER_CLIENT};
 
 /// OCM's annotation on a ManagedCluster that auto-approval accepted once (RFC 3339 time).
 pub const ANNOTATION_AUTOMATICALLY_ACCEPTED_ON: &str =
@@ -34,8 +35,6 @@ pub const ANNOTATION_AUTOMATICALLY_ACCEPTED_ON: &str =
 pub const ANNOTATION_JOIN_USERS: &str = "fleetform.io/join-users";
 /// Reason of the Event about a cluster that asked to join and is not in git.
 pub const REASON_NOT_IN_GIT: &str = "NotInGit";
-/// CSR condition of a certificate the signer could not issue.
-const CSR_FAILED: &str = "Failed";
 
 /// What the accept loop knows about one ManagedCluster.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

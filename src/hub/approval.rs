@@ -34,50 +34,20 @@ use x509_parser::prelude::FromDer;
 
 use crate::api::addon::{RegistrationConfig, Subject};
 use crate::api::fleet::AddOnRegistration;
+use crate::api::identity::{
+    AUTHENTICATED_GROUP, BOOTSTRAP_USER_PREFIX, USAGE_CLIENT_AUTH, USAGES_ALSO_ALLOWED,
+    agent_common_name, agent_organizations, cluster_group,
+};
 use crate::api::vocabulary::{
-    CONDITION_CERTIFICATE_ROTATED, LABEL_ADDON_NAME, LABEL_CLUSTER_NAME,
+    CONDITION_CERTIFICATE_ROTATED, CSR_APPROVED, CSR_DENIED, LABEL_ADDON_NAME, LABEL_CLUSTER_NAME,
     REASON_CLIENT_CERTIFICATE_UPDATE_FAILED, SIGNER_KUBE_APISERVER_CLIENT, STATUS_FALSE,
     STATUS_TRUE,
 };
 
-/// Prefix of every OCM identity: `system:open-cluster-management:`.
-pub const OCM_IDENTITY_PREFIX: &str = "system:open-cluster-management:";
-/// The group every registered cluster's agent is in.
-pub const MANAGED_CLUSTERS_GROUP: &str = "system:open-cluster-management:managed-clusters";
-/// Username prefix the API server gives bootstrap token holders.
-pub const BOOTSTRAP_USER_PREFIX: &str = "system:bootstrap:";
-/// The group of every authenticated user, which older addon agents also ask for in their
-/// certificates (OCM's approver still accepts it as a third group of the default subject).
-pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
-
-/// CSR usage a client certificate must have.
-pub const USAGE_CLIENT_AUTH: &str = "client auth";
-/// Usages a client certificate may have besides client auth.
-pub const USAGES_ALSO_ALLOWED: [&str; 2] = ["digital signature", "key encipherment"];
-
-/// CSR condition type of an approval.
-pub const CSR_APPROVED: &str = "Approved";
-/// CSR condition type of a denial.
-pub const CSR_DENIED: &str = "Denied";
 /// Reason of the Approved condition fleetform's hub writes.
 pub const REASON_APPROVED: &str = "AutoApprovedByFleetform";
 /// Reason of the Denied condition fleetform's hub writes.
 pub const REASON_DENIED: &str = "DeniedByFleetform";
-
-/// The common name of a spoke agent's hub identity: `system:open-cluster-management:<cluster>:<agent-id>`.
-pub fn agent_common_name(cluster: &str, agent_id: &str) -> String {
-    format!("{OCM_IDENTITY_PREFIX}{cluster}:{agent_id}")
-}
-
-/// The group of one cluster's agent: `system:open-cluster-management:<cluster>`.
-pub fn cluster_group(cluster: &str) -> String {
-    format!("{OCM_IDENTITY_PREFIX}{cluster}")
-}
-
-/// The organisations of a spoke agent's hub identity, in the order the agent writes them.
-pub fn agent_organizations(cluster: &str) -> [String; 2] {
-    [cluster_group(cluster), MANAGED_CLUSTERS_GROUP.to_string()]
-}
 
 /// What the hub does with a CSR.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -615,6 +585,7 @@ mod tests {
     use super::*;
     use crate::agent::rotation::{CsrSubject, certificate_request_pem};
     use crate::api::fleet::RegistrationSubject;
+    use crate::api::identity::OCM_IDENTITY_PREFIX;
     use k8s_openapi::ByteString;
     use k8s_openapi::api::certificates::v1::{
         CertificateSigningRequestSpec, CertificateSigningRequestStatus,

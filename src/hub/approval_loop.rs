@@ -27,17 +27,15 @@ use tracing::{debug, info, instrument};
 use super::approval::{SpokeIdentity, Verdict, decide_registration, registration_cluster};
 use super::run::{Context, FIELD_MANAGER, HubError};
 use crate::api::ManagedCluster;
+use crate::api::bootstrap_token::{
+    BOOTSTRAP_TOKEN_ID_KEY, BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_TYPE,
+};
 use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::LABEL_CLUSTER_NAME;
-
-/// Namespace of bootstrap token Secrets.
-pub const BOOTSTRAP_TOKEN_NAMESPACE: &str = "kube-system";
-/// Type of a bootstrap token Secret.
-pub const BOOTSTRAP_TOKEN_TYPE: &str = "bootstrap.kubernetes.io/token";
-/// Key of a bootstrap token Secret holding the token's id.
-pub const BOOTSTRAP_TOKEN_ID_KEY: &str = "token-id";
+use crate::runtime::error::KubeError;
 
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
+    let errors = super::run::error_policy("CSR approval loop");
     let csrs: Api<CertificateSigningRequest> = Api::all(ctx.client.clone());
     let controller = Controller::new(csrs, watcher::Config::default().labels(LABEL_CLUSTER_NAME));
     let store = controller.store();
@@ -55,8 +53,8 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
             move |cluster| requests_of(&by_cluster, &cluster.name_any()),
         )
         .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move { super::run::log_outcome(result, "CSR approval loop") })
+        .run(reconcile, errors.policy(), ctx)
+        .for_each(errors.outcomes())
         .await;
 }
 
@@ -71,10 +69,6 @@ fn requests_of(
         .filter(|csr| registration_cluster(csr) == Some(cluster))
         .map(|csr| ObjectRef::from_obj(csr.as_ref()))
         .collect()
-}
-
-fn error_policy(_: Arc<CertificateSigningRequest>, err: &HubError, _: Arc<Context>) -> Action {
-    super::run::retry_after(err, "judging a CSR")
 }
 
 #[instrument(skip(ctx, csr), fields(csr = csr.name_any()))]
@@ -106,7 +100,7 @@ async fn reconcile(
     Api::<CertificateSigningRequest>::all(ctx.client.clone())
         .replace_subresource::<CertificateSigningRequest>("approval", &name, &params, &decided)
         .await
-        .map_err(HubError::kube(
+        .map_err(KubeError::on(
             format!("CertificateSigningRequest {name}"),
             "write its approval",
         ))?;
@@ -122,7 +116,7 @@ async fn spoke_identity(ctx: &Context, cluster: &str) -> Result<SpokeIdentity, H
     let declared = Api::<Spoke>::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE)
         .get_opt(cluster)
         .await
-        .map_err(HubError::kube(
+        .map_err(KubeError::on(
             format!("Spoke {SYSTEM_NAMESPACE}/{cluster}"),
             "read",
         ))?
@@ -130,12 +124,12 @@ async fn spoke_identity(ctx: &Context, cluster: &str) -> Result<SpokeIdentity, H
     let accepted = Api::<ManagedCluster>::all(ctx.client.clone())
         .get_opt(cluster)
         .await
-        .map_err(HubError::kube(format!("ManagedCluster {cluster}"), "read"))?
+        .map_err(KubeError::on(format!("ManagedCluster {cluster}"), "read"))?
         .is_some_and(|cluster| cluster.hub_accepts_client());
     let tokens = Api::<Secret>::namespaced(ctx.client.clone(), BOOTSTRAP_TOKEN_NAMESPACE)
         .list(&ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}={cluster}")))
         .await
-        .map_err(HubError::kube(
+        .map_err(KubeError::on(
             format!("bootstrap tokens of cluster {cluster}"),
             "list",
         ))?;
@@ -156,10 +150,7 @@ async fn spoke_identity(ctx: &Context, cluster: &str) -> Result<SpokeIdentity, H
         Api::<Hub>::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE)
             .list(&ListParams::default())
             .await
-            .map_err(HubError::kube(
-                format!("Hubs in {SYSTEM_NAMESPACE}"),
-                "list",
-            ))?
+            .map_err(KubeError::on(format!("Hubs in {SYSTEM_NAMESPACE}"), "list"))?
             .items
             .into_iter()
             .filter_map(|hub| hub.spec.registration.auto_approval)

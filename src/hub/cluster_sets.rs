@@ -49,7 +49,7 @@ pub(crate) async fn ensure_built_in_sets(client: Client, shutdown: CancellationT
         loop {
             match sets.create(&PostParams::default(), &set).await {
                 Ok(_) => break,
-                Err(err) if super::conditions::is_conflict(&err) => break,
+                Err(err) if crate::runtime::error::is_conflict(&err) => break,
                 Err(err) => warn!(
                     %err,
                     set = set.metadata.name.as_deref().unwrap_or_default(),

@@ -24,7 +24,6 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, instrument};
 
-use super::conditions::set_conditions;
 use super::lease::{
     LeaseVerdict, addon_unknown_condition, clock_synced, clock_synced_condition,
     judge_cluster_lease, reconcile_availability_taints,
@@ -34,6 +33,8 @@ use crate::api::vocabulary::{
     CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_CLOCK_SYNCED, STATUS_UNKNOWN,
 };
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
+use crate::runtime::conditions::set_conditions;
+use crate::runtime::error::KubeError;
 
 /// What the expiry loop shares between reconciles: the cluster leases, kept by watch.
 struct ExpiryContext {
@@ -50,6 +51,7 @@ struct ExpiryContext {
 /// Runs the loop; `addons` says whether the ManagedClusterAddOn CRD is installed (without it,
 /// clusters still expire and only the addon step is skipped).
 pub(crate) async fn run(ctx: Arc<Context>, addons: bool, shutdown: CancellationToken) {
+    let errors = super::run::error_policy("lease expiry loop");
     let (leases, writer) = reflector::store::<Lease>();
     let (listed, leases_listed) = tokio::sync::watch::channel(false);
     let lease_config =
@@ -92,13 +94,9 @@ pub(crate) async fn run(ctx: Arc<Context>, addons: bool, shutdown: CancellationT
     };
     controller
         .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(reconcile, error_policy, expiry)
-        .for_each(|result| async move { super::run::log_outcome(result, "lease expiry loop") })
+        .run(reconcile, errors.policy(), expiry)
+        .for_each(errors.outcomes())
         .await;
-}
-
-fn error_policy(_: Arc<ManagedCluster>, err: &HubError, _: Arc<ExpiryContext>) -> Action {
-    super::run::retry_after(err, "judging a cluster's lease")
 }
 
 #[instrument(skip(ctx, cluster), fields(cluster = cluster.name_any()))]
@@ -130,7 +128,7 @@ async fn reconcile(
         let lease = leases
             .get_opt(CLUSTER_LEASE_NAME)
             .await
-            .map_err(HubError::kube(
+            .map_err(KubeError::on(
                 format!("Lease {name}/{CLUSTER_LEASE_NAME}"),
                 "read",
             ))?;
@@ -145,7 +143,7 @@ async fn reconcile(
                 },
             )
             .await
-            .map_err(HubError::kube(
+            .map_err(KubeError::on(
                 format!("ManagedCluster {name}"),
                 "set Available Unknown",
             ))?;
@@ -195,7 +193,7 @@ async fn report_clock(
         return Ok(());
     }
     let name = cluster.name_any();
-    set_conditions(clusters, &name, FIELD_MANAGER, |fresh| {
+    Ok(set_conditions(clusters, &name, FIELD_MANAGER, |fresh| {
         match fresh.condition(CONDITION_CLOCK_SYNCED) {
             Some(current) if current.status == wanted.status => Vec::new(),
             _ => vec![wanted.clone()],
@@ -203,10 +201,10 @@ async fn report_clock(
     })
     .await
     .map(|_| ())
-    .map_err(HubError::kube(
+    .map_err(KubeError::on(
         format!("ManagedCluster {name}"),
         "report whether its clock is synced",
-    ))
+    ))?)
 }
 
 /// Brings the availability taints in line with the Available condition, if they are not.
@@ -230,14 +228,14 @@ async fn reconcile_taints(
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..PatchParams::default()
     };
-    clusters
+    Ok(clusters
         .patch(&name, &params, &Patch::Merge(&patch))
         .await
         .map(|_| ())
-        .map_err(HubError::kube(
+        .map_err(KubeError::on(
             format!("ManagedCluster {name}"),
             "write availability taints",
-        ))
+        ))?)
 }
 
 /// Every addon of an Unknown cluster becomes Unknown with the cluster's reason (seed 001).
@@ -253,7 +251,7 @@ async fn mark_addons_unknown(
     let listed = addons
         .list(&ListParams::default())
         .await
-        .map_err(HubError::kube(
+        .map_err(KubeError::on(
             format!("addons of cluster {cluster}"),
             "list",
         ))?;
@@ -270,7 +268,7 @@ async fn mark_addons_unknown(
             }
         })
         .await
-        .map_err(HubError::kube(
+        .map_err(KubeError::on(
             format!("ManagedClusterAddOn {cluster}/{name}"),
             "set Available Unknown",
         ))?;

@@ -11,8 +11,8 @@
 //! - [`approval`]: whether the hub approves, denies or leaves alone a registration or addon CSR,
 //!   with the reason that goes into the CSR's condition; [`signing`]: whether the hub signs an
 //!   addon CSR of a custom signer itself, and with which CA.
-//! - [`bootstrap`]: the per-spoke bootstrap token Secret, the bootstrap kubeconfig and the
-//!   hub-wide bootstrap RBAC, and when a spoke's token is renewed or deleted.
+//! - [`bootstrap`]: the hub-wide RBAC of bootstrap token holders (the token itself is
+//!   [`crate::api::bootstrap_token`]).
 //!
 //! The live loops around them, which own the watches, timers and writes and decide nothing
 //! themselves:
@@ -22,7 +22,7 @@
 //!   expiry, availability taints, addons of Unknown clusters), [`approval_loop`] (registration
 //!   CSRs), [`signer_loop`] (addon CSRs: approval and custom signers), [`registrations_loop`]
 //!   (ManagedClusterAddOns' registrations from their AddOn documents) and [`observer_loop`]
-//!   (poll-mode spokes); [`conditions`] is how they all write conditions.
+//!   (poll-mode spokes).
 //! - [`conversion_webhook`]: the addon kinds' conversion webhook (`fleetform hub
 //!   --webhook-addr`) and its self-managed certificate, started apart from the loops.
 //!
@@ -37,7 +37,6 @@ pub mod approval;
 pub mod approval_loop;
 pub mod bootstrap;
 pub mod cluster_sets;
-pub mod conditions;
 pub mod conversion_webhook;
 pub mod expiry_loop;
 pub mod lease;

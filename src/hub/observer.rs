@@ -30,10 +30,10 @@
 use std::fmt;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::ManagedCluster;
+use crate::api::cluster::NodeHealth;
 use crate::api::fleet::{AvailabilityMode, AvailabilitySpec, SpokeSpec};
 use crate::api::vocabulary::{CONDITION_AVAILABLE, STATUS_FALSE, STATUS_TRUE, STATUS_UNKNOWN};
 
@@ -80,75 +80,15 @@ impl fmt::Display for ClusterState {
     }
 }
 
-/// Health of a cluster's nodes, seed 002's "Node Health": how many nodes are ready and how many
-/// are under each kind of pressure, out of how many.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct NodeHealth {
-    pub total: u32,
-    /// Nodes whose Ready condition is not anything but True. Like Krake, a node that reports no
-    /// Ready condition at all is counted ready.
-    pub ready: u32,
-    pub pid_pressure: u32,
-    pub memory_pressure: u32,
-    pub disk_pressure: u32,
-    /// Nodes reporting any condition whose type ends in `Pressure` (Krake's UNHEALTHY test,
-    /// which also catches pressure kinds beyond the three counted above).
-    pub under_pressure: u32,
-}
-
-impl NodeHealth {
-    /// Summarises a node list.
-    pub fn from_nodes(nodes: &[Node]) -> Self {
-        nodes
-            .iter()
-            .fold(NodeHealth::default(), |mut health, node| {
-                let conditions = node
-                    .status
-                    .as_ref()
-                    .and_then(|status| status.conditions.as_deref())
-                    .unwrap_or_default();
-                let pressing = |kind: &str| {
-                    conditions
-                        .iter()
-                        .any(|c| c.type_.eq_ignore_ascii_case(kind) && c.status == STATUS_TRUE)
-                };
-                let not_ready = conditions
-                    .iter()
-                    .any(|c| c.type_.eq_ignore_ascii_case("Ready") && c.status != STATUS_TRUE);
-                let any_pressure = conditions.iter().any(|c| {
-                    c.type_.to_ascii_lowercase().ends_with("pressure") && c.status == STATUS_TRUE
-                });
-                health.total += 1;
-                health.ready += u32::from(!not_ready);
-                health.pid_pressure += u32::from(pressing("PIDPressure"));
-                health.memory_pressure += u32::from(pressing("MemoryPressure"));
-                health.disk_pressure += u32::from(pressing("DiskPressure"));
-                health.under_pressure += u32::from(any_pressure);
-                health
-            })
-    }
-
-    /// The state these nodes put a reachable cluster in. Pressure wins over not-ready: Krake
-    /// returns whichever it meets first, and kubelets list the pressure conditions before Ready.
-    pub fn state(&self) -> ClusterState {
-        if self.under_pressure > 0 {
-            ClusterState::Unhealthy
-        } else if self.ready < self.total {
-            ClusterState::NotReady
-        } else {
-            ClusterState::Online
-        }
-    }
-
-    /// Seed 002's table rows: `nodes 3/3`, `nodes_pid_pressure 0/3`, and so on.
-    pub fn rows(&self) -> [(&'static str, String); 4] {
-        let of = |count: u32| format!("{count}/{}", self.total);
-        [
-            ("nodes", of(self.ready)),
-            ("nodes_pid_pressure", of(self.pid_pressure)),
-            ("nodes_memory_pressure", of(self.memory_pressure)),
-            ("nodes_disk_pressure", of(self.disk_pressure)),
-        ]
+/// The state a reachable cluster's nodes put it in. Pressure wins over not-ready: Krake
+/// returns whichever it meets first, and kubelets list the pressure conditions before Ready.
+pub fn node_state(nodes: &NodeHealth) -> ClusterState {
+    if nodes.under_pressure > 0 {
+        ClusterState::Unhealthy
+    } else if nodes.ready < nodes.total {
+        ClusterState::NotReady
+    } else {
+        ClusterState::Online
     }
 }
 
@@ -253,7 +193,7 @@ impl Observer {
                 self.state = match self.state {
                     ClusterState::FailingMetrics => ClusterState::FailingMetrics,
                     ClusterState::Offline => ClusterState::Connecting,
-                    _ => nodes.state(),
+                    _ => node_state(&nodes),
                 };
                 self.next_poll = after(now, self.policy.interval);
             }
@@ -343,9 +283,10 @@ pub fn state_from_conditions(cluster: &ManagedCluster) -> ClusterState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::cluster::node_with_conditions as node;
     use crate::api::cluster::{ManagedClusterSpec, ManagedClusterStatus};
     use crate::api::vocabulary::CONDITION_JOINED;
-    use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+    use k8s_openapi::api::core::v1::Node;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
     fn at(seconds: i64) -> Timestamp {
@@ -358,25 +299,6 @@ mod tests {
             backoff: 2,
             backoff_delay: Duration::from_secs(5),
             backoff_limit: limit,
-        }
-    }
-
-    fn node(conditions: &[(&str, &str)]) -> Node {
-        Node {
-            status: Some(NodeStatus {
-                conditions: Some(
-                    conditions
-                        .iter()
-                        .map(|(type_, status)| NodeCondition {
-                            type_: (*type_).into(),
-                            status: (*status).into(),
-                            ..Default::default()
-                        })
-                        .collect(),
-                ),
-                ..Default::default()
-            }),
-            ..Default::default()
         }
     }
 
@@ -639,37 +561,6 @@ mod tests {
         observer.next_poll = at(42);
         let step = observer.on_event(ObserverEvent::MetricsFailed, at(1));
         assert_eq!(step.next_poll, at(42));
-    }
-
-    #[test]
-    fn node_health_counts_each_pressure_out_of_all_nodes() {
-        let nodes = [
-            healthy_node(),
-            node(&[("PIDPressure", "True"), ("MemoryPressure", "True")]),
-            node(&[("DiskPressure", "True"), ("Ready", "False")]),
-            node(&[]),
-        ];
-        let health = NodeHealth::from_nodes(&nodes);
-        assert_eq!(
-            health,
-            NodeHealth {
-                total: 4,
-                ready: 3,
-                pid_pressure: 1,
-                memory_pressure: 1,
-                disk_pressure: 1,
-                under_pressure: 2,
-            }
-        );
-        assert_eq!(
-            health.rows().map(|(name, value)| format!("{name} {value}")),
-            [
-                "nodes 3/4",
-                "nodes_pid_pressure 1/4",
-                "nodes_memory_pressure 1/4",
-                "nodes_disk_pressure 1/4"
-            ]
-        );
     }
 
     #[test]

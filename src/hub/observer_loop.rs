@@ -7,7 +7,6 @@
 //! True only when ONLINE, with Krake's state name as its reason and the node health rows and the
 //! last poll error as its message.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,118 +15,70 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, instrument, warn};
 
-use super::conditions::set_conditions;
 use super::observer::{
-    ClusterState, NodeHealth, Observer, ObserverEvent, ObserverLifecycle, PollOutcome, PollPolicy,
+    ClusterState, Observer, ObserverEvent, ObserverLifecycle, PollOutcome, PollPolicy,
     observer_lifecycle,
 };
 use super::run::{Context, FIELD_MANAGER, HubError};
-use crate::agent::rotation::wait_until;
+use crate::api::cluster::NodeHealth;
 use crate::api::fleet::{SYSTEM_NAMESPACE, Spoke, SpokeSpec};
 pub use crate::api::vocabulary::CONDITION_ONLINE;
 use crate::api::vocabulary::{STATUS_FALSE, STATUS_TRUE, STATUS_UNKNOWN};
+use crate::runtime::clock::sleep_until;
+use crate::runtime::conditions::set_conditions;
+use crate::runtime::error::KubeError;
+use crate::runtime::task_set::TaskSet;
+use crate::runtime::watch::{Change, object_changes};
 
 /// The longest a poll may take; a slower spoke counts as unreachable.
 const MAX_POLL_TIME: Duration = Duration::from_secs(10);
 
-/// A running observer and the spec it was started with.
-struct Running {
-    spec: SpokeSpec,
-    stop: CancellationToken,
-    handle: JoinHandle<()>,
-}
-
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let spokes: Api<Spoke> = Api::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE);
-    let mut events = watcher(spokes, watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    let mut running: HashMap<String, Running> = HashMap::new();
-    let mut listed: Vec<String> = Vec::new();
-    loop {
-        let event = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            event = events.next() => event,
-        };
-        match event {
-            None => break,
-            Some(Err(err)) => warn!(%err, "watching Spokes"),
-            Some(Ok(watcher::Event::Init)) => listed.clear(),
-            Some(Ok(watcher::Event::InitApply(spoke))) => {
-                listed.push(spoke.name_any());
-                follow(
-                    &ctx,
-                    &mut running,
-                    &spoke.name_any(),
-                    Some(spoke),
-                    &shutdown,
-                )
-                .await;
+    let mut changes = object_changes(spokes, watcher::Config::default(), &shutdown);
+    // Each observer runs with the spec it was started with.
+    let mut observers = TaskSet::new("observer");
+    while let Some(change) = changes.next().await {
+        match change {
+            Err(err) => warn!(%err, "watching Spokes"),
+            Ok(Change::Applied(spoke)) => {
+                follow(&ctx, &mut observers, spoke.name_any(), Some(spoke)).await;
             }
-            Some(Ok(watcher::Event::Apply(spoke))) => {
-                follow(
-                    &ctx,
-                    &mut running,
-                    &spoke.name_any(),
-                    Some(spoke),
-                    &shutdown,
-                )
-                .await;
-            }
-            Some(Ok(watcher::Event::Delete(spoke))) => {
-                follow(&ctx, &mut running, &spoke.name_any(), None, &shutdown).await;
-            }
-            Some(Ok(watcher::Event::InitDone)) => {
-                let gone: Vec<String> = running
-                    .keys()
-                    .filter(|name| !listed.contains(name))
-                    .cloned()
-                    .collect();
-                for name in gone {
-                    follow(&ctx, &mut running, &name, None, &shutdown).await;
-                }
-            }
+            Ok(Change::Deleted(spoke)) => follow(&ctx, &mut observers, spoke.name, None).await,
         }
     }
-    for (_, observer) in running.drain() {
-        observer.stop.cancel();
-        let _ = observer.handle.await;
-    }
+    observers.shutdown().await;
 }
 
 /// Applies seed 002's lifecycle table to one spoke change (`None`: the spoke is gone).
 async fn follow(
     ctx: &Arc<Context>,
-    running: &mut HashMap<String, Running>,
-    name: &str,
+    observers: &mut TaskSet<String, SpokeSpec>,
+    name: String,
     spoke: Option<Spoke>,
-    shutdown: &CancellationToken,
 ) {
-    let old = running.get(name).map(|observer| &observer.spec);
-    let lifecycle = observer_lifecycle(old, spoke.as_ref().map(|spoke| &spoke.spec));
-    if matches!(
-        lifecycle,
-        ObserverLifecycle::Stop | ObserverLifecycle::Restart
-    ) && let Some(observer) = running.remove(name)
-    {
-        observer.stop.cancel();
-        let _ = observer.handle.await;
-        info!(spoke = name, "observer stopped");
-    }
-    if let (ObserverLifecycle::Start | ObserverLifecycle::Restart, Some(spoke)) = (lifecycle, spoke)
-    {
-        let stop = shutdown.child_token();
-        let spec = spoke.spec.clone();
-        let handle = tokio::spawn(observe(ctx.clone(), spoke, stop.clone()));
-        running.insert(name.to_string(), Running { spec, stop, handle });
-        info!(spoke = name, "observer started");
+    let lifecycle = observer_lifecycle(
+        observers.spec(&name),
+        spoke.as_ref().map(|spoke| &spoke.spec),
+    );
+    match (lifecycle, spoke) {
+        (ObserverLifecycle::Start | ObserverLifecycle::Restart, Some(spoke)) => {
+            let (ctx, spec) = (ctx.clone(), spoke.spec.clone());
+            observers
+                .start(name.clone(), spec, |stop| observe(ctx, spoke, stop))
+                .await;
+            info!(spoke = name, ?lifecycle, "observer started");
+        }
+        (ObserverLifecycle::Stop, _) => {
+            observers.stop(&name).await;
+            info!(spoke = name, "observer stopped");
+        }
+        _ => {}
     }
 }
 
@@ -146,7 +97,7 @@ async fn observe(ctx: Arc<Context>, spoke: Spoke, stop: CancellationToken) {
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(wait_until(observer.next_poll, Timestamp::now())) => {}
+            _ = sleep_until(observer.next_poll) => {}
         }
         let outcome = tokio::select! {
             _ = stop.cancelled() => return,
@@ -234,13 +185,15 @@ async fn write_state(
 ) -> Result<(), HubError> {
     let condition = online_condition(observer, health, Timestamp::now());
     let spokes: Api<Spoke> = Api::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE);
-    set_conditions(&spokes, name, FIELD_MANAGER, |_| vec![condition.clone()])
-        .await
-        .map(|_| ())
-        .map_err(HubError::kube(
-            format!("Spoke {SYSTEM_NAMESPACE}/{name}"),
-            "write the observed state",
-        ))
+    Ok(
+        set_conditions(&spokes, name, FIELD_MANAGER, |_| vec![condition.clone()])
+            .await
+            .map(|_| ())
+            .map_err(KubeError::on(
+                format!("Spoke {SYSTEM_NAMESPACE}/{name}"),
+                "write the observed state",
+            ))?,
+    )
 }
 
 #[cfg(test)]

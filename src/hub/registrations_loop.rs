@@ -31,8 +31,10 @@ use super::run::{Context, FIELD_MANAGER, HubError};
 use super::signer_loop::addon_spec;
 use crate::api::ManagedClusterAddOn;
 use crate::api::addon::ClusterManagementAddOn;
+use crate::runtime::error::KubeError;
 
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
+    let errors = super::run::error_policy("addon registrations loop");
     let addons: Api<ManagedClusterAddOn> = Api::all(ctx.client.clone());
     let (reader, writer) = reflector::store();
     let changed = watcher(addons, watcher::Config::default())
@@ -48,10 +50,8 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
             move |addon| enabled_on(&by_addon, &addon.name_any()),
         )
         .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(reconcile, error_policy, ctx)
-        .for_each(
-            |result| async move { super::run::log_outcome(result, "addon registrations loop") },
-        )
+        .run(reconcile, errors.policy(), ctx)
+        .for_each(errors.outcomes())
         .await;
 }
 
@@ -78,10 +78,6 @@ fn enabled_on(
         .collect()
 }
 
-fn error_policy(_: Arc<ManagedClusterAddOn>, err: &HubError, _: Arc<Context>) -> Action {
-    super::run::retry_after(err, "writing an addon's registrations")
-}
-
 #[instrument(skip(ctx, addon), fields(addon = addon.name_any(), cluster = addon.namespace()))]
 async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result<Action, HubError> {
     let (Some(cluster), name) = (addon.namespace(), addon.name_any()) else {
@@ -105,7 +101,7 @@ async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result
     let Some(addon) = addons
         .get_opt(&name)
         .await
-        .map_err(HubError::kube(&object, "read"))?
+        .map_err(KubeError::on(&object, "read"))?
         .filter(|addon| !nothing_to_write(addon))
     else {
         return Ok(Action::await_change());
@@ -121,7 +117,7 @@ async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result
     addons
         .patch_status(&name, &params, &Patch::Merge(&patch))
         .await
-        .map_err(HubError::kube(&object, "write its registrations"))?;
+        .map_err(KubeError::on(&object, "write its registrations"))?;
     info!(
         registrations = wanted.len(),
         "registrations written from the AddOn document"

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::{Client, CustomResourceExt};
+use kube::Client;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -17,12 +17,22 @@ use crate::access::Access;
 use crate::api::addon::ClusterManagementAddOn;
 use crate::api::fleet::Spoke;
 use crate::api::{ManagedCluster, ManagedClusterAddOn, ManagedClusterSet};
+use crate::runtime::controller::ErrorPolicy;
+use crate::runtime::crd;
+use crate::runtime::error::{Failure, KubeError};
 
 /// Field manager of every write the hub loops make.
 pub const FIELD_MANAGER: &str = "fleetform-hub";
 
-/// How long a loop waits before retrying a failed reconcile.
+/// How long a loop waits before retrying a failed reconcile, at first.
 pub(crate) const RETRY_DELAY: Duration = Duration::from_secs(1);
+/// The longest a hub loop waits before retrying an object that keeps failing.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
+
+/// The error policy of the hub loop `name` (see [`crate::runtime::controller`]).
+pub(crate) fn error_policy(name: &'static str) -> Arc<ErrorPolicy> {
+    ErrorPolicy::new(name, RETRY_DELAY, MAX_RETRY_DELAY)
+}
 
 /// What a hub loop without its CRD does.
 const LOOP_NOT_STARTED: &str = "the hub loops that need it are not started";
@@ -47,13 +57,8 @@ impl std::fmt::Debug for HubConfig {
 /// Why a hub loop failed to handle an object.
 #[derive(Debug, thiserror::Error)]
 pub enum HubError {
-    #[error("{object}: cannot {action}: {source}")]
-    Kube {
-        object: String,
-        action: String,
-        #[source]
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Kube(#[from] KubeError),
     #[error("cannot build {object}: {source}")]
     Build {
         object: String,
@@ -62,22 +67,11 @@ pub enum HubError {
     },
 }
 
-impl HubError {
-    /// A write lost a race with another writer (409); the retry starts from a fresh read.
-    pub fn is_conflict(&self) -> bool {
-        matches!(self, HubError::Kube { source, .. } if super::conditions::is_conflict(source))
-    }
-
-    pub(crate) fn kube(
-        object: impl Into<String>,
-        action: impl Into<String>,
-    ) -> impl FnOnce(kube::Error) -> Self {
-        let object = object.into();
-        let action = action.into();
-        move |source| HubError::Kube {
-            object,
-            action,
-            source,
+impl Failure for HubError {
+    fn kube(&self) -> Option<&KubeError> {
+        match self {
+            HubError::Kube(err) => Some(err),
+            HubError::Build { .. } => None,
         }
     }
 }
@@ -98,9 +92,9 @@ pub async fn run(config: HubConfig, shutdown: CancellationToken) {
         ctx.client.clone(),
         shutdown.clone(),
     ))];
-    let clusters = crd_installed::<ManagedCluster>(&ctx.client, LOOP_NOT_STARTED).await;
-    let spokes = crd_installed::<Spoke>(&ctx.client, LOOP_NOT_STARTED).await;
-    if crd_installed::<ManagedClusterSet>(&ctx.client, "the default and global sets are not kept")
+    let clusters = crd::installed::<ManagedCluster>(&ctx.client, LOOP_NOT_STARTED).await;
+    let spokes = crd::installed::<Spoke>(&ctx.client, LOOP_NOT_STARTED).await;
+    if crd::installed::<ManagedClusterSet>(&ctx.client, "the default and global sets are not kept")
         .await
     {
         tasks.push(tokio::spawn(super::cluster_sets::ensure_built_in_sets(
@@ -114,7 +108,7 @@ pub async fn run(config: HubConfig, shutdown: CancellationToken) {
             spokes,
             shutdown.clone(),
         )));
-        let addons = crd_installed::<ManagedClusterAddOn>(
+        let addons = crd::installed::<ManagedClusterAddOn>(
             &ctx.client,
             "the addons of Unknown clusters are not marked Unknown",
         )
@@ -137,12 +131,12 @@ pub async fn run(config: HubConfig, shutdown: CancellationToken) {
             shutdown.clone(),
         )));
     }
-    let addon_kinds = crd_installed::<ClusterManagementAddOn>(
+    let addon_kinds = crd::installed::<ClusterManagementAddOn>(
         &ctx.client,
         "addon CSRs are not approved or signed and addon registrations not written",
     )
     .await
-        && crd_installed::<ManagedClusterAddOn>(
+        && crd::installed::<ManagedClusterAddOn>(
             &ctx.client,
             "addon CSRs are not approved or signed and addon registrations not written",
         )
@@ -180,55 +174,5 @@ async fn ensure_bootstrap_rbac(client: Client, shutdown: CancellationToken) {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(RETRY_DELAY) => {}
         }
-    }
-}
-
-/// Whether the CRD of `K` is installed; says so when it is not, or cannot be told.
-pub(crate) async fn crd_installed<K: CustomResourceExt>(
-    client: &Client,
-    consequence: &str,
-) -> bool {
-    use crate::runtime::crd::{Presence, presence};
-    let name = K::crd_name();
-    match presence::<K>(client).await {
-        Presence::Installed => true,
-        Presence::Missing => {
-            warn!(
-                crd = name,
-                "CRD not installed; {consequence} (install it with `fleetform crds | kubectl apply -f -`)"
-            );
-            false
-        }
-        Presence::Unknown(err) => {
-            warn!(crd = name, %err, "cannot check the CRD; {consequence}");
-            false
-        }
-    }
-}
-
-/// What a hub loop does after a failed reconcile: a lost write race (409) is retried at once and
-/// quietly, anything else is logged as `what` failed and retried after [`RETRY_DELAY`].
-pub(crate) fn retry_after(err: &HubError, what: &str) -> kube::runtime::controller::Action {
-    if err.is_conflict() {
-        tracing::debug!(%err, "{what}: lost a write race; again from a fresh read");
-        return kube::runtime::controller::Action::requeue(Duration::ZERO);
-    }
-    warn!(%err, "{what} failed; retrying");
-    kube::runtime::controller::Action::requeue(RETRY_DELAY)
-}
-
-/// Logs what a controller (a hub loop's, the reconciler's) reports, except what its error policy has logged already
-/// and objects deleted while queued.
-pub(crate) fn log_outcome<T, E, Q>(
-    result: Result<T, kube::runtime::controller::Error<E, Q>>,
-    what: &str,
-) where
-    E: std::error::Error + 'static,
-    Q: std::error::Error + 'static,
-{
-    use kube::runtime::controller::Error;
-    match result {
-        Ok(_) | Err(Error::ObjectNotFound(_)) | Err(Error::ReconcilerFailed(..)) => {}
-        Err(err) => warn!(%err, "{what}"),
     }
 }

@@ -34,17 +34,17 @@ use super::approval::{
     AddOnRequestContext, DenialPacer, Enablement, Verdict, decide_addon, denial_condition,
     requested_by_cluster_agent,
 };
-use super::conditions::set_conditions;
 use super::run::{Context, FIELD_MANAGER, HubError};
 use super::signing::{
-    CSR_FAILED, MAX_CUSTOM_SIGNER_SECONDS, SIGNER_CA_CERT_KEY, SIGNER_CA_KEY_KEY, Signing,
-    decide_signing,
+    MAX_CUSTOM_SIGNER_SECONDS, SIGNER_CA_CERT_KEY, SIGNER_CA_KEY_KEY, Signing, decide_signing,
 };
 use crate::api::ManagedClusterAddOn;
 use crate::api::addon::ClusterManagementAddOn;
 use crate::api::fleet::AddOnSpec;
-use crate::api::vocabulary::{LABEL_ADDON_NAME, LABEL_CLUSTER_NAME};
+use crate::api::vocabulary::{CSR_FAILED, LABEL_ADDON_NAME, LABEL_CLUSTER_NAME};
 use crate::plan::desired::ADDON_SPEC_ANNOTATION;
+use crate::runtime::conditions::set_conditions;
+use crate::runtime::error::KubeError;
 use fleetform_controlplane::auth::ca::CertificateAuthority;
 
 /// The loop's context: the hub, and the pace of its denials.
@@ -54,6 +54,7 @@ struct Signer {
 }
 
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
+    let errors = super::run::error_policy("addon CSR loop");
     let csrs: Api<CertificateSigningRequest> = Api::all(ctx.client.clone());
     let controller = Controller::new(csrs, watcher::Config::default().labels(LABEL_ADDON_NAME));
     let store = controller.store();
@@ -68,8 +69,8 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
             move |addon| requests_of(&store, &addon.name_any()),
         )
         .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(reconcile, error_policy, signer)
-        .for_each(|result| async move { super::run::log_outcome(result, "addon CSR loop") })
+        .run(reconcile, errors.policy(), signer)
+        .for_each(errors.outcomes())
         .await;
 }
 
@@ -88,10 +89,6 @@ fn requests_of(
         .filter(|csr| label(csr, LABEL_ADDON_NAME) == Some(addon))
         .map(|csr| ObjectRef::from_obj(csr.as_ref()))
         .collect()
-}
-
-fn error_policy(_: Arc<CertificateSigningRequest>, err: &HubError, _: Arc<Signer>) -> Action {
-    super::run::retry_after(err, "handling an addon CSR")
 }
 
 #[instrument(skip(signer, csr), fields(csr = csr.name_any()))]
@@ -190,7 +187,7 @@ async fn enablement(ctx: &Context, cluster: &str, addon: &str) -> Result<Enablem
     let found = Api::<ManagedClusterAddOn>::namespaced(ctx.client.clone(), cluster)
         .get_opt(addon)
         .await
-        .map_err(HubError::kube(
+        .map_err(KubeError::on(
             format!("ManagedClusterAddOn {cluster}/{addon}"),
             "read",
         ))?;
@@ -230,7 +227,7 @@ pub(crate) async fn addon_spec(
     let Some(found) = Api::<ClusterManagementAddOn>::all(client.clone())
         .get_opt(addon)
         .await
-        .map_err(HubError::kube(
+        .map_err(KubeError::on(
             format!("ClusterManagementAddOn {addon}"),
             "read",
         ))?
@@ -263,7 +260,7 @@ async fn sign(
     let secret = Api::<Secret>::namespaced(ctx.client.clone(), &secret_ref.namespace)
         .get_opt(&secret_ref.name)
         .await
-        .map_err(HubError::kube(&object, "read"))?;
+        .map_err(KubeError::on(&object, "read"))?;
     let Some(secret) = secret else {
         return Ok(Err(format!("signer CA {object} does not exist")));
     };
@@ -333,14 +330,14 @@ async fn write_status(
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..PostParams::default()
     };
-    Api::<CertificateSigningRequest>::all(ctx.client.clone())
+    Ok(Api::<CertificateSigningRequest>::all(ctx.client.clone())
         .replace_status(name, &params, csr)
         .await
         .map(|_| ())
-        .map_err(HubError::kube(
+        .map_err(KubeError::on(
             format!("CertificateSigningRequest {name}"),
             "write its status",
-        ))
+        ))?)
 }
 
 async fn write_approval(
@@ -360,12 +357,12 @@ async fn write_approval(
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..PostParams::default()
     };
-    Api::<CertificateSigningRequest>::all(ctx.client.clone())
+    Ok(Api::<CertificateSigningRequest>::all(ctx.client.clone())
         .replace_subresource::<CertificateSigningRequest>("approval", &name, &params, &decided)
         .await
         .map(|_| ())
-        .map_err(HubError::kube(
+        .map_err(KubeError::on(
             format!("CertificateSigningRequest {name}"),
             "write its approval",
-        ))
+        ))?)
 }

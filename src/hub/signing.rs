@@ -7,16 +7,13 @@
 
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 
-use super::approval::{CSR_APPROVED, CSR_DENIED};
 use crate::api::fleet::{AddOnRegistration, SecretRef};
-use crate::api::vocabulary::SIGNER_KUBE_APISERVER_CLIENT;
+use crate::api::vocabulary::{CSR_APPROVED, CSR_DENIED, CSR_FAILED, SIGNER_KUBE_APISERVER_CLIENT};
 
 /// Key of a signer Secret holding the CA certificate (PEM).
 pub const SIGNER_CA_CERT_KEY: &str = "tls.crt";
 /// Key of a signer Secret holding the CA's private key (PEM).
 pub const SIGNER_CA_KEY_KEY: &str = "tls.key";
-/// CSR condition type of a request the signer could not sign.
-pub const CSR_FAILED: &str = "Failed";
 /// The longest life of a certificate the hub signs for a custom signer, and the life of one whose
 /// CSR asks for none: one year, as kube-controller-manager's default `--cluster-signing-duration`
 /// caps those of `kubernetes.io/kube-apiserver-client`. A CSR asking for more gets this much.

@@ -20,6 +20,7 @@ use super::install::{
 use super::lifecycle::Facts;
 use crate::access::Reached;
 use crate::agent::hub_identity::{HubIdentity, bootstrap_fingerprint};
+use crate::api::bootstrap_token::BOOTSTRAP_TOKEN_NAMESPACE;
 use crate::api::fleet::{AddOn, Hub, Spoke};
 use crate::api::vocabulary::{
     AGENT_NAMESPACE, ANNOTATION_FORCE_UNJOIN, BOOTSTRAP_HUB_KUBECONFIG_SECRET, CONDITION_AVAILABLE,
@@ -27,12 +28,12 @@ use crate::api::vocabulary::{
     LABEL_CLUSTER_NAME, STATUS_TRUE,
 };
 use crate::api::{ManagedCluster, ManagedClusterAddOn, ManifestWork, is_condition_true};
-use crate::hub::approval_loop::BOOTSTRAP_TOKEN_NAMESPACE;
 use crate::plan::desired::{
     ADDON_SPEC_ANNOTATION, EffectiveSpoke, MANAGED_BY, MANAGED_BY_LABEL, effective,
 };
 
 use super::run::{FIELD_MANAGER, ReconcileError};
+use crate::runtime::error::KubeError;
 
 /// What one pass knows about a Spoke: the facts and the objects they came from.
 pub(crate) struct Gathered {
@@ -55,7 +56,7 @@ pub(crate) async fn addons(hub: &Client) -> Result<BTreeMap<String, AddOn>, Reco
     let listed = api
         .list(&ListParams::default())
         .await
-        .map_err(ReconcileError::kube("ClusterManagementAddOns", "list"))?;
+        .map_err(KubeError::on("ClusterManagementAddOns", "list"))?;
     Ok(listed
         .into_iter()
         .filter_map(|cma| {
@@ -88,26 +89,23 @@ pub(crate) async fn gather(
     let name = spoke.name_any();
     let effective = effective(spoke, hub, addon_docs);
     let clusters: Api<ManagedCluster> = Api::all(client.clone());
-    let cluster = clusters.get_opt(&name).await.map_err(ReconcileError::kube(
-        format!("ManagedCluster {name}"),
-        "read",
-    ))?;
+    let cluster = clusters
+        .get_opt(&name)
+        .await
+        .map_err(KubeError::on(format!("ManagedCluster {name}"), "read"))?;
     // Only the addons fleetform enabled (its mark): one an OCM tool or a person enabled is not
     // fleetform's to disable.
     let enabled_addons = Api::<ManagedClusterAddOn>::namespaced(client.clone(), &name)
         .list(&ListParams::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}")))
         .await
-        .map_err(ReconcileError::kube(format!("addons of {name}"), "list"))?
+        .map_err(KubeError::on(format!("addons of {name}"), "list"))?
         .into_iter()
         .map(|addon| (addon.name_any(), addon.install_namespace().to_string()))
         .collect();
     let active_works = Api::<ManifestWork>::namespaced(client.clone(), &name)
         .list(&ListParams::default())
         .await
-        .map_err(ReconcileError::kube(
-            format!("ManifestWorks of {name}"),
-            "list",
-        ))?
+        .map_err(KubeError::on(format!("ManifestWorks of {name}"), "list"))?
         .into_iter()
         .filter(|work| !work.is_addon_work() && !work.is_deleting())
         .map(|work| work.name_any())
@@ -125,7 +123,7 @@ pub(crate) async fn gather(
         Api::<CertificateSigningRequest>::all(client.clone())
             .list(&by_cluster)
             .await
-            .map_err(ReconcileError::kube(format!("CSRs of {name}"), "list"))?
+            .map_err(KubeError::on(format!("CSRs of {name}"), "list"))?
             .items
     } else {
         Vec::new()
@@ -133,7 +131,7 @@ pub(crate) async fn gather(
     let namespace = Api::<Namespace>::all(client.clone())
         .get_opt(&name)
         .await
-        .map_err(ReconcileError::kube(format!("namespace {name}"), "read"))?;
+        .map_err(KubeError::on(format!("namespace {name}"), "read"))?;
 
     // The hub looks at the spoke while it owns the agent, and afterwards to put back what was
     // removed or changed there; not while the agent unjoins by itself.
@@ -249,10 +247,7 @@ pub(crate) async fn tokens(client: &Client, name: &str) -> Result<Vec<Secret>, R
         Api::<Secret>::namespaced(client.clone(), BOOTSTRAP_TOKEN_NAMESPACE)
             .list(&by_cluster)
             .await
-            .map_err(ReconcileError::kube(
-                format!("bootstrap tokens of {name}"),
-                "list",
-            ))?
+            .map_err(KubeError::on(format!("bootstrap tokens of {name}"), "list"))?
             .items,
     )
 }

@@ -17,13 +17,14 @@ use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use serde_json::{Value, json};
 
+use crate::api::bootstrap_token::{
+    BOOTSTRAP_TOKEN_ID_KEY, BOOTSTRAP_TOKEN_SECRET_KEY, BootstrapToken,
+};
 use crate::api::fleet::{GROUP, SYSTEM_NAMESPACE};
 use crate::api::vocabulary::{
     AGENT_NAMESPACE, BOOTSTRAP_HUB_KUBECONFIG_SECRET, HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG,
     LABEL_CLUSTER_NAME,
 };
-use crate::hub::approval_loop::BOOTSTRAP_TOKEN_ID_KEY;
-use crate::hub::bootstrap::{BOOTSTRAP_TOKEN_SECRET_KEY, BootstrapToken};
 use crate::plan::desired::{EffectiveSpoke, MANAGED_BY, MANAGED_BY_LABEL, stable_hash};
 
 /// The ClusterClaim CRD's name, the one CRD the agent reads.
@@ -122,7 +123,7 @@ pub fn bootstrap_current(kubeconfig: &str, endpoint: &HubEndpoint) -> bool {
     else {
         return false;
     };
-    crate::hub::bootstrap::bootstrap_kubeconfig(
+    crate::api::bootstrap_token::bootstrap_kubeconfig(
         &endpoint.server,
         endpoint.ca_pem.as_deref().unwrap_or_default(),
         bearer,
@@ -148,7 +149,7 @@ pub fn spoke_url_of(deployment: &Deployment) -> Option<&str> {
 
 /// A kubeconfig that authenticates to the hub with `token` (the agent's bootstrap identity).
 pub fn bootstrap_kubeconfig(hub: &HubEndpoint, token: &BootstrapToken) -> String {
-    crate::hub::bootstrap::bootstrap_kubeconfig(
+    crate::api::bootstrap_token::bootstrap_kubeconfig(
         &hub.server,
         hub.ca_pem.as_deref().unwrap_or_default(),
         &token.bearer(),

@@ -6,6 +6,7 @@
 //! - [`install`] renders the agent's objects (spoke and hub side) without I/O; the agent renders
 //!   the same Deployment when it upgrades itself.
 //! - [`cluster_sync`] computes the ManagedCluster's labels, lease duration and taints.
+//! - [`tokens`] decides when a spoke's bootstrap tokens are renewed or deleted.
 //! - [`run`] is the loop: it gathers facts ([`facts`]), carries out the actions and reports.
 
 mod clients;
@@ -13,8 +14,8 @@ pub mod cluster_sync;
 mod facts;
 pub mod install;
 pub mod lifecycle;
-pub mod objects;
 pub mod run;
+pub mod tokens;
 pub mod uninstall;
 
 pub use run::{ReconcilerConfig, run};

@@ -7,7 +7,7 @@
 //! A second controller keeps Hubs: their finalizer, phase, and on deletion the cascade to their
 //! spokes first.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -35,9 +35,12 @@ use super::cluster_sync::{self, WantedCluster};
 use super::facts::{self, Gathered};
 use super::install::{self, EndpointError, HubEndpoint, KnownEndpoint};
 use super::lifecycle::{Action, Decision, UnjoinBy, decide};
-use super::objects::{delete_if_present, set_finalizer, set_finalizers};
+use super::tokens::{BOOTSTRAP_TOKEN_TTL, TokenUpkeep, token_upkeep};
 use super::uninstall;
 use crate::access::Access;
+use crate::api::bootstrap_token::{
+    BOOTSTRAP_TOKEN_NAMESPACE, BootstrapToken, expiration_patch, token_expiration, token_secret,
+};
 use crate::api::fleet::{Hub, Phase, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::{
     AGENT_NAMESPACE, CONDITION_ADDONS_CONFIGURED, CONDITION_CLEANUP_FAILED, CONDITION_RECONCILED,
@@ -47,12 +50,11 @@ use crate::api::vocabulary::{
 };
 use crate::api::{ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn, ManifestWork};
 use crate::events::{self, EventType, Reporter};
-use crate::hub::approval_loop::BOOTSTRAP_TOKEN_NAMESPACE;
-use crate::hub::bootstrap::{
-    BOOTSTRAP_TOKEN_TTL, BootstrapToken, TokenUpkeep, expiration_patch, token_expiration,
-    token_secret, token_upkeep,
-};
-use crate::hub::conditions::{is_not_found, set_conditions};
+use crate::runtime::conditions::set_conditions;
+use crate::runtime::controller::ErrorPolicy;
+use crate::runtime::error::is_not_found;
+use crate::runtime::error::{Category, Failure, KubeError};
+use crate::runtime::finalizers::{delete_if_present, set_finalizer, set_finalizers};
 
 /// Field manager of the reconciler's writes.
 pub const FIELD_MANAGER: &str = "fleetform";
@@ -84,13 +86,8 @@ impl std::fmt::Debug for ReconcilerConfig {
 /// Why a pass failed; the Spoke is retried.
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
-    #[error("{object}: cannot {action}: {source}")]
-    Kube {
-        object: String,
-        action: String,
-        #[source]
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Kube(#[from] KubeError),
     #[error("cannot reach the spoke: {0}")]
     Access(String),
     #[error("on the spoke: {0}")]
@@ -109,22 +106,25 @@ pub enum ReconcileError {
     },
 }
 
-impl ReconcileError {
-    /// A write lost a race with another writer (409): the next pass starts from a fresh read,
-    /// which is optimistic concurrency working, not a failure worth a warning.
-    pub fn is_conflict(&self) -> bool {
-        matches!(self, ReconcileError::Kube { source, .. } if crate::hub::conditions::is_conflict(source))
+impl Failure for ReconcileError {
+    fn kube(&self) -> Option<&KubeError> {
+        match self {
+            ReconcileError::Kube(err) => Some(err),
+            _ => None,
+        }
     }
+}
 
+impl ReconcileError {
     /// What kind of failure this is, for the Spoke's `Reconciled` condition and its Event: an
     /// operator reads what to fix from it.
     pub fn reason(&self) -> &'static str {
         match self {
-            ReconcileError::Kube { source, .. } => match source {
-                kube::Error::Api(status) if status.code == 403 => "Forbidden",
-                kube::Error::Api(status) if status.code == 404 => "NotFound",
-                kube::Error::Api(_) => "HubApiError",
-                _ => "HubUnreachable",
+            ReconcileError::Kube(err) => match err.category() {
+                Category::Forbidden => "Forbidden",
+                Category::NotFound => "NotFound",
+                Category::Unreachable | Category::Timeout => "HubUnreachable",
+                _ => "HubApiError",
             },
             ReconcileError::Access(_) => "SpokeUnreachable",
             ReconcileError::Spoke(message) if message.contains("forbidden") => "SpokeForbidden",
@@ -132,19 +132,6 @@ impl ReconcileError {
             ReconcileError::NoHub(_) => "HubNotDeclared",
             ReconcileError::Endpoint(_) => "HubEndpointUnknown",
             ReconcileError::CaSecret { .. } => "HubCABundleUnreadable",
-        }
-    }
-
-    pub(crate) fn kube(
-        object: impl Into<String>,
-        action: impl Into<String>,
-    ) -> impl FnOnce(kube::Error) -> Self {
-        let object = object.into();
-        let action = action.into();
-        move |source| ReconcileError::Kube {
-            object,
-            action,
-            source,
         }
     }
 }
@@ -155,20 +142,14 @@ struct Context {
     clients: SpokeClients,
     /// Publishes the reconciler's Events.
     events: Reporter,
-    /// Spokes whose last passes failed: how many times in a row, and the last error's text.
-    failures: Mutex<HashMap<String, (u32, String)>>,
+    /// The Spoke controller's error policy, which also remembers the Spokes that are failing.
+    errors: Arc<ErrorPolicy>,
     /// Spokes that joined and whose bootstrap tokens this process saw deleted: their tokens are
     /// not listed again while they stay joined.
     tokens_cleared: Mutex<HashSet<String>>,
 }
 
 impl Context {
-    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u32, String)>> {
-        self.failures
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
     fn tokens_cleared(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
         self.tokens_cleared
             .lock()
@@ -176,16 +157,10 @@ impl Context {
     }
 }
 
-/// The longest wait before a failing Spoke is tried again.
+/// How long a Spoke whose pass failed waits at first; it doubles with each failure in a row.
+const FIRST_BACKOFF: Duration = Duration::from_secs(2);
+/// The longest wait before a failing Spoke or Hub is tried again.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
-
-/// How long a Spoke that failed `failures` passes in a row waits: 2 s doubling to
-/// [`MAX_BACKOFF`].
-fn backoff(failures: u32) -> Duration {
-    Duration::from_secs(2)
-        .saturating_mul(2u32.saturating_pow(failures.saturating_sub(1).min(16)))
-        .min(MAX_BACKOFF)
-}
 
 /// Runs the Spoke and Hub controllers until `shutdown`.
 pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
@@ -198,7 +173,7 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
         events: Reporter::new(client.clone(), FIELD_MANAGER, "fleetform-hub"),
         config,
         spokes: store.clone(),
-        failures: Mutex::default(),
+        errors: ErrorPolicy::new("lifecycle reconciler", FIRST_BACKOFF, MAX_BACKOFF),
         tokens_cleared: Mutex::default(),
     });
     let in_namespace = |namespace: Option<String>| {
@@ -251,10 +226,9 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
             move |_| every_spoke(&addon_store),
         )
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
-        .run(reconcile_spoke, spoke_error, ctx.clone())
-        .for_each(|result| async move {
-            crate::hub::run::log_outcome(result, "lifecycle reconciler");
-        });
+        .run(reconcile_spoke, ctx.errors.policy(), ctx.clone())
+        .for_each(ctx.errors.outcomes());
+    let hub_errors = ErrorPolicy::new("hub reconciler", FIRST_BACKOFF, MAX_BACKOFF);
     let hub_loop = Controller::new(
         Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE),
         watcher::Config::default(),
@@ -265,10 +239,8 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
         |spoke| Some(ObjectRef::new(&spoke.spec.hub_ref).within(SYSTEM_NAMESPACE)),
     )
     .graceful_shutdown_on(shutdown.cancelled_owned())
-    .run(reconcile_hub, hub_error, ctx)
-    .for_each(|result| async move {
-        crate::hub::run::log_outcome(result, "hub reconciler");
-    });
+    .run(reconcile_hub, hub_errors.policy(), ctx)
+    .for_each(hub_errors.outcomes());
     futures::join!(spoke_loop, hub_loop);
 }
 
@@ -283,43 +255,12 @@ fn addon_spec(addon: &ClusterManagementAddOn) -> Option<u64> {
     Some(hasher.finish())
 }
 
-fn spoke_error(spoke: Arc<Spoke>, err: &ReconcileError, ctx: Arc<Context>) -> Requeue {
-    if err.is_conflict() {
-        debug!(spoke = spoke.name_any(), %err, "lost a write race; again from a fresh read");
-        return Requeue::requeue(Duration::ZERO);
-    }
-    let failures = ctx
-        .failures()
-        .get(&spoke.name_any())
-        .map_or(1, |(count, _)| *count);
-    let wait = backoff(failures);
-    // The Spoke's conditions and an Event carry the error; the log says it once, not on every
-    // retry.
-    if failures == 1 {
-        warn!(spoke = spoke.name_any(), %err, "lifecycle step failed; retrying in {wait:?} and backing off");
-    } else {
-        debug!(spoke = spoke.name_any(), %err, failures, "lifecycle step failed again; retrying in {wait:?}");
-    }
-    Requeue::requeue(wait)
-}
-
-fn hub_error(hub: Arc<Hub>, err: &ReconcileError, _: Arc<Context>) -> Requeue {
-    if err.is_conflict() {
-        debug!(hub = hub.name_any(), %err, "lost a write race; again from a fresh read");
-        return Requeue::requeue(Duration::ZERO);
-    }
-    warn!(hub = hub.name_any(), %err, "hub step failed; retrying");
-    Requeue::requeue(Duration::from_secs(2))
-}
-
 #[instrument(skip_all, fields(spoke = spoke.name_any()))]
 async fn reconcile_spoke(spoke: Arc<Spoke>, ctx: Arc<Context>) -> Result<Requeue, ReconcileError> {
     let result = spoke_pass(&spoke, &ctx).await;
-    let name = spoke.name_any();
     match &result {
         Ok(_) => {
-            let recovered = ctx.failures().remove(&name);
-            if let Some((failures, last)) = recovered {
+            if let Some(failing) = ctx.errors.recovered(&*spoke) {
                 ctx.events
                     .publish(
                         &events::reference(&*spoke),
@@ -327,27 +268,18 @@ async fn reconcile_spoke(spoke: Arc<Spoke>, ctx: Arc<Context>) -> Result<Requeue
                         "Recovered",
                         "Reconcile",
                         format!(
-                            "reconciled again after {failures} failed pass(es); the last: {last}"
+                            "reconciled again after {} failed pass(es); the last: {}",
+                            failing.passes, failing.last
                         ),
                     )
                     .await;
             }
         }
-        Err(err) if err.is_conflict() => {}
-        Err(err) => {
-            let message = err.to_string();
-            let changed = {
-                let mut failures = ctx.failures();
-                let entry = failures.entry(name).or_insert((0, String::new()));
-                entry.0 = entry.0.saturating_add(1);
-                let changed = entry.1 != message;
-                entry.1.clone_from(&message);
-                changed
-            };
-            if changed {
-                report_failure(&ctx, &spoke, err.reason(), &message).await;
-            }
+        // The error policy counts the failure; the Spoke says what it is when it is news.
+        Err(err) if ctx.errors.is_news(&*spoke, err) => {
+            report_failure(&ctx, &spoke, err.reason(), &err.to_string()).await;
         }
+        Err(_) => {}
     }
     result
 }
@@ -391,10 +323,7 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
     let hub = hubs
         .get_opt(&spoke.spec.hub_ref)
         .await
-        .map_err(ReconcileError::kube(
-            format!("Hub {}", spoke.spec.hub_ref),
-            "read",
-        ))?;
+        .map_err(KubeError::on(format!("Hub {}", spoke.spec.hub_ref), "read"))?;
     let Some(hub) = hub else {
         // Waiting is right: the Hub watch brings the Spoke back once its hub is declared.
         write_status(client, &spoke, Phase::Initializing, &[]).await?;
@@ -428,7 +357,7 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
         info!(finalizers = ?added, "lifecycle: adding finalizers");
         set_finalizers(&spokes_api(client), &spoke, &added, true)
             .await
-            .map_err(ReconcileError::kube(
+            .map_err(KubeError::on(
                 format!("Spoke {}", spoke.name_any()),
                 "add finalizers",
             ))?;
@@ -681,10 +610,7 @@ async fn write_status(
             // Gone in the meantime: its last finalizer was just removed.
             Err(err) if is_not_found(&err) => return Ok(()),
             Err(err) => {
-                return Err(ReconcileError::kube(
-                    format!("Spoke {name}"),
-                    "write status",
-                )(err));
+                return Err(KubeError::on(format!("Spoke {name}"), "write status")(err).into());
             }
         }
     }
@@ -694,10 +620,7 @@ async fn write_status(
             Ok(_) => {}
             Err(err) if is_not_found(&err) => {}
             Err(err) => {
-                return Err(ReconcileError::kube(
-                    format!("Spoke {name}"),
-                    "write conditions",
-                )(err));
+                return Err(KubeError::on(format!("Spoke {name}"), "write conditions")(err).into());
             }
         }
     }
@@ -717,12 +640,9 @@ async fn carry_out(
     let name = spoke.name_any();
     match action {
         Action::RemoveFinalizer(finalizer) => {
-            set_finalizer(&spokes_api(client), spoke, finalizer, false)
+            Ok(set_finalizer(&spokes_api(client), spoke, finalizer, false)
                 .await
-                .map_err(ReconcileError::kube(
-                    format!("Spoke {name}"),
-                    "remove a finalizer",
-                ))
+                .map_err(KubeError::on(format!("Spoke {name}"), "remove a finalizer"))?)
         }
         Action::InstallAgent | Action::UpgradeAgent => {
             install_agent(ctx, spoke, hub, endpoint, gathered).await
@@ -900,7 +820,7 @@ async fn bootstrap_token(
     Api::<Secret>::namespaced(client.clone(), BOOTSTRAP_TOKEN_NAMESPACE)
         .create(&PostParams::default(), &secret)
         .await
-        .map_err(ReconcileError::kube(
+        .map_err(KubeError::on(
             format!("bootstrap token of {name}"),
             "create",
         ))?;
@@ -915,16 +835,16 @@ async fn grant_spoke_access(
     cluster: &str,
     hub: &str,
 ) -> Result<(), ReconcileError> {
-    apply_on(
+    Ok(apply_on(
         &Api::<Role>::namespaced(client.clone(), SYSTEM_NAMESPACE),
         &install::agent_hub_role(cluster, hub),
     )
     .await
     .map(|_| ())
-    .map_err(ReconcileError::kube(
+    .map_err(KubeError::on(
         format!("Role {}", install::agent_hub_role_name(cluster)),
         "apply",
-    ))
+    ))?)
 }
 
 /// The spoke-side cleanup the agent would do, done by the hub; returns what happened, for the
@@ -984,7 +904,7 @@ async fn remove_from_hub(
     Api::<CertificateSigningRequest>::all(client.clone())
         .delete_collection(&DeleteParams::default(), &by_cluster)
         .await
-        .map_err(ReconcileError::kube(format!("CSRs of {name}"), "delete"))?;
+        .map_err(KubeError::on(format!("CSRs of {name}"), "delete"))?;
     let token_secrets = Api::<Secret>::namespaced(client.clone(), BOOTSTRAP_TOKEN_NAMESPACE);
     for token in tokens {
         delete(&token_secrets, &token.name_any()).await?;
@@ -1018,7 +938,7 @@ async fn reconcile_hub(hub: Arc<Hub>, ctx: Arc<Context>) -> Result<Requeue, Reco
         let spokes: Vec<Spoke> = spoke_api
             .list(&ListParams::default())
             .await
-            .map_err(ReconcileError::kube("Spokes".to_string(), "list"))?
+            .map_err(KubeError::on("Spokes".to_string(), "list"))?
             .items
             .into_iter()
             .filter(|spoke| spoke.spec.hub_ref == name)
@@ -1036,18 +956,12 @@ async fn reconcile_hub(hub: Arc<Hub>, ctx: Arc<Context>) -> Result<Requeue, Reco
         }
         set_finalizer(&api, &*hub, FINALIZER_HUB_CLEANUP, false)
             .await
-            .map_err(ReconcileError::kube(
-                format!("Hub {name}"),
-                "remove its finalizer",
-            ))?;
+            .map_err(KubeError::on(format!("Hub {name}"), "remove its finalizer"))?;
         return Ok(Requeue::await_change());
     }
     set_finalizer(&api, &*hub, FINALIZER_HUB_CLEANUP, true)
         .await
-        .map_err(ReconcileError::kube(
-            format!("Hub {name}"),
-            "add its finalizer",
-        ))?;
+        .map_err(KubeError::on(format!("Hub {name}"), "add its finalizer"))?;
     let spokes: Vec<Arc<Spoke>> = ctx
         .spokes
         .state()
@@ -1073,31 +987,30 @@ async fn write_hub_phase(api: &Api<Hub>, hub: &Hub, phase: Phase) -> Result<(), 
         return Ok(());
     }
     let patch = json!({"status": {"phase": phase, "observedGeneration": hub.metadata.generation}});
-    api.patch_status(
-        &hub.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
-    .map(|_| ())
-    .or_else(|err| if is_not_found(&err) { Ok(()) } else { Err(err) })
-    .map_err(ReconcileError::kube(
-        format!("Hub {}", hub.name_any()),
-        "write status",
-    ))
+    Ok(api
+        .patch_status(
+            &hub.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map(|_| ())
+        .or_else(|err| if is_not_found(&err) { Ok(()) } else { Err(err) })
+        .map_err(KubeError::on(
+            format!("Hub {}", hub.name_any()),
+            "write status",
+        ))?)
 }
 
 async fn merge<K>(api: &Api<K>, name: &str, patch: &serde_json::Value) -> Result<(), ReconcileError>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
 {
-    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+    Ok(api
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
         .map(|_| ())
-        .map_err(ReconcileError::kube(
-            format!("{} {name}", K::kind(&())),
-            "update",
-        ))
+        .map_err(KubeError::on(format!("{} {name}", K::kind(&())), "update"))?)
 }
 
 async fn apply<K>(
@@ -1109,13 +1022,11 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
 {
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    api.patch(name, &params, &Patch::Apply(object))
+    Ok(api
+        .patch(name, &params, &Patch::Apply(object))
         .await
         .map(|_| ())
-        .map_err(ReconcileError::kube(
-            format!("{} {name}", K::kind(&())),
-            "apply",
-        ))
+        .map_err(KubeError::on(format!("{} {name}", K::kind(&())), "apply"))?)
 }
 
 /// Server-side applies a typed object (its name from its metadata); returns it as stored.
@@ -1135,10 +1046,7 @@ async fn delete<K>(api: &Api<K>, name: &str) -> Result<(), ReconcileError>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
 {
-    delete_if_present(api, name)
+    Ok(delete_if_present(api, name)
         .await
-        .map_err(ReconcileError::kube(
-            format!("{} {name}", K::kind(&())),
-            "delete",
-        ))
+        .map_err(KubeError::on(format!("{} {name}", K::kind(&())), "delete"))?)
 }

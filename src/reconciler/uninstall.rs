@@ -13,10 +13,10 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
 use super::install::{AGENT_CLUSTER_ROLE, AGENT_DEPLOYMENT};
-use super::objects::delete_if_present;
 use crate::api::vocabulary::{
     AGENT_NAMESPACE, BOOTSTRAP_HUB_KUBECONFIG_SECRET, HUB_KUBECONFIG_SECRET,
 };
+use crate::runtime::finalizers::delete_if_present;
 
 /// Deletes the agent's hub credentials on the spoke: the bootstrap and the issued kubeconfig.
 pub async fn remove_credentials(spoke: &Client) -> Result<(), String> {

@@ -3,6 +3,7 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{Api, Client, CustomResourceExt};
+use tracing::warn;
 
 /// What a cluster says of a CRD.
 #[derive(Debug)]
@@ -22,5 +23,25 @@ pub async fn presence<K: CustomResourceExt>(client: &Client) -> Presence {
         Ok(Some(_)) => Presence::Installed,
         Ok(None) => Presence::Missing,
         Err(err) => Presence::Unknown(err),
+    }
+}
+
+/// Whether the CRD of `K` is installed; says so (a warning naming the CRD and `consequence`,
+/// what goes without it) when it is not, or cannot be told.
+pub async fn installed<K: CustomResourceExt>(client: &Client, consequence: &str) -> bool {
+    let name = K::crd_name();
+    match presence::<K>(client).await {
+        Presence::Installed => true,
+        Presence::Missing => {
+            warn!(
+                crd = name,
+                "CRD not installed; {consequence} (install it with `fleetform crds | kubectl apply -f -`)"
+            );
+            false
+        }
+        Presence::Unknown(err) => {
+            warn!(crd = name, %err, "cannot check the CRD; {consequence}");
+            false
+        }
     }
 }

@@ -1,5 +1,25 @@
 //! The layer between fleetform's decisions and kube-rs that every component shares: what a
-//! controller, loop or agent needs from the API machinery and is not itself a decision. Each
-//! caller logs under its own target; nothing here logs.
+//! controller, loop or agent needs from the API machinery and is not itself a decision.
+//!
+//! - [`error`]: a failed Kubernetes call ([`error::KubeError`]) and its category, which metric
+//!   labels and Event reasons use.
+//! - [`controller`]: the one error policy of every controller and what it does with their
+//!   outcomes.
+//! - [`conditions`]: writing an object's conditions without losing another writer's.
+//! - [`finalizers`]: adding and removing finalizers, and deleting what may be gone already.
+//! - [`crd`]: whether a CRD is installed, said when it is not.
+//! - [`clock`]: sleeping until the instant a decision named.
+//! - [`task_set`]: one task per watched object (or per anything keyed), started, restarted and
+//!   stopped as what it runs with changes; [`watch`]: the changes of each watched object that
+//!   drive it, deletions missed while the watch was away included.
+//!
+//! It depends on no component and decides nothing about fleets.
 
+pub mod clock;
+pub mod conditions;
+pub mod controller;
 pub mod crd;
+pub mod error;
+pub mod finalizers;
+pub mod task_set;
+pub mod watch;

@@ -37,6 +37,8 @@ use crate::fleet::Fleet;
 use crate::observe::observe_hub;
 use crate::plan::desired::{MANAGED_BY, MANAGED_BY_LABEL, hub_objects};
 use crate::plan::{self, Observed, PruneGuard};
+use crate::runtime::controller::ErrorPolicy;
+use crate::runtime::error::KubeError;
 use crate::source::{LoadError, Origin, SourceSpec, load_fleet};
 
 /// Field manager of the FleetSync status writes.
@@ -44,17 +46,8 @@ pub const STATUS_FIELD_MANAGER: &str = "fleetform-sync";
 
 /// How soon a sync whose hub write failed is tried again (at most its interval).
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
-
-/// Why a reconcile could not finish; the outcome of a sync itself is in the FleetSync's status.
-#[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    #[error("FleetSync {fleetsync}: cannot write its status: {source}")]
-    Status {
-        fleetsync: String,
-        #[source]
-        source: kube::Error,
-    },
-}
+/// The longest a FleetSync whose status cannot be written waits before it is tried again.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(300);
 
 /// A fleet that loaded, with where it came from.
 struct Loaded {
@@ -124,6 +117,7 @@ pub async fn run(
     drift_watches: DriftWatches,
     stop: CancellationToken,
 ) {
+    let errors = ErrorPolicy::new("sync", RETRY_AFTER_FAILURE, MAX_RETRY_DELAY);
     let fleetsyncs: Api<FleetSync> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut controller = Controller::new(fleetsyncs, watcher::Config::default());
     let store = controller.store();
@@ -151,12 +145,8 @@ pub async fn run(
     }
     let run = controller
         .graceful_shutdown_on(stop.clone().cancelled_owned())
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(err) = result {
-                warn!(%err, "sync reconcile failed");
-            }
-        });
+        .run(reconcile, errors.policy(), ctx)
+        .for_each(errors.outcomes());
     tokio::pin!(run);
     tokio::select! {
         _ = &mut run => return,
@@ -224,13 +214,8 @@ fn managed_digest(meta: &kube::api::ObjectMeta) -> u64 {
     hasher.finish()
 }
 
-fn error_policy(_: Arc<FleetSync>, err: &ReconcileError, _: Arc<Context>) -> Action {
-    warn!(%err, "retrying");
-    Action::requeue(RETRY_AFTER_FAILURE)
-}
-
 #[instrument(skip(fleetsync, ctx), fields(fleetsync = %fleetsync.name_any()))]
-async fn reconcile(fleetsync: Arc<FleetSync>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+async fn reconcile(fleetsync: Arc<FleetSync>, ctx: Arc<Context>) -> Result<Action, KubeError> {
     let key = ObjectRef::from_obj(fleetsync.as_ref());
     let generation = fleetsync.metadata.generation;
     let interval =
@@ -465,7 +450,7 @@ async fn report(
     ctx: &Context,
     outcome: &Outcome,
     fetched: bool,
-) -> Result<(), ReconcileError> {
+) -> Result<(), KubeError> {
     let name = fleetsync.name_any();
     let current = fleetsync.status.clone().unwrap_or_default();
     let next = next_status(
@@ -575,10 +560,10 @@ async fn report(
             &Patch::Apply(&patch),
         )
         .await
-        .map_err(|source| ReconcileError::Status {
-            fleetsync: name.clone(),
-            source,
-        })?;
+        .map_err(KubeError::on(
+            format!("FleetSync {name}"),
+            "write its status",
+        ))?;
     }
     Ok(())
 }

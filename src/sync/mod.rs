@@ -45,7 +45,7 @@ use crate::api::fleet::{FleetSync, SYSTEM_NAMESPACE};
 use crate::api::{ClusterManagementAddOn, Hub, Spoke};
 use crate::events::Reporter;
 use crate::fleet::Fleet;
-use crate::hub::run::crd_installed;
+use crate::runtime::crd;
 
 /// The controller name on events (`reportingController`) and the default leader Lease name.
 pub const CONTROLLER_NAME: &str = "fleetform-sync";
@@ -162,7 +162,7 @@ pub async fn start(
     config: SyncConfig,
     shutdown: CancellationToken,
 ) -> Result<RunningSync, SyncError> {
-    if !crd_installed::<FleetSync>(&config.client, "fleetform sync cannot run").await {
+    if !crd::installed::<FleetSync>(&config.client, "fleetform sync cannot run").await {
         return Err(SyncError::NoFleetSyncCrd);
     }
     let metrics = metrics::Metrics::default();
@@ -187,9 +187,9 @@ pub async fn start(
         None => None,
     };
     let drift = controller::DriftWatches {
-        hubs: crd_installed::<Hub>(&config.client, "Hub drift is not watched").await,
-        spokes: crd_installed::<Spoke>(&config.client, "Spoke drift is not watched").await,
-        addons: crd_installed::<ClusterManagementAddOn>(
+        hubs: crd::installed::<Hub>(&config.client, "Hub drift is not watched").await,
+        spokes: crd::installed::<Spoke>(&config.client, "Spoke drift is not watched").await,
+        addons: crd::installed::<ClusterManagementAddOn>(
             &config.client,
             "ClusterManagementAddOn drift is not watched",
         )

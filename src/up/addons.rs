@@ -18,7 +18,6 @@
 //! It only deploys: the spoke's agent judges the lease (`agent::addon_health`) and writes the
 //! condition, as it does for a real addon.
 
-use std::collections::{BTreeSet, HashMap};
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,13 +28,12 @@ use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, watcher};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -44,6 +42,10 @@ use crate::api::ManagedClusterAddOn;
 use crate::api::addon::HealthCheckMode;
 use crate::api::fleet::{SYSTEM_NAMESPACE, Spoke};
 use crate::plan::desired::{MANAGED_BY, MANAGED_BY_LABEL};
+use crate::runtime::error::is_conflict;
+use crate::runtime::finalizers::delete_if_present;
+use crate::runtime::task_set::TaskSet;
+use crate::runtime::watch::{Change, object_changes};
 
 /// Field manager of what the deployer writes on spokes.
 const FIELD_MANAGER: &str = "fleetform-up";
@@ -62,79 +64,42 @@ pub(crate) struct Deployer {
     pub lease_duration: Duration,
 }
 
-/// One addon's running agent.
-struct AddonAgent {
-    namespace: String,
-    stop: CancellationToken,
-    task: JoinHandle<()>,
-}
-
-impl AddonAgent {
-    /// Stops renewing and deletes what was created for the addon.
-    async fn retire(self) {
-        self.stop.cancel();
-        let _ = self.task.await;
-    }
-}
-
-/// An addon: the cluster (its ManagedClusterAddOn's namespace) and the addon's name.
-type AddonKey = (String, String);
-
 /// Runs an agent for every enabled addon of the hub's clusters `up` runs, until `shutdown`.
 pub(crate) async fn run(deployer: Deployer, shutdown: CancellationToken) {
     let deployer = Arc::new(deployer);
     let api: Api<ManagedClusterAddOn> = Api::all(deployer.hub.clone());
-    let mut events = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    let mut agents: HashMap<AddonKey, AddonAgent> = HashMap::new();
-    let mut listed: BTreeSet<AddonKey> = BTreeSet::new();
-    loop {
-        let event = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            event = events.next() => match event {
-                None => break,
-                Some(Ok(event)) => event,
-                Some(Err(err)) => {
-                    warn!(%err, "watching ManagedClusterAddOns to run their agents");
-                    continue;
-                }
-            },
-        };
-        match event {
-            watcher::Event::Init => listed.clear(),
-            watcher::Event::InitApply(addon) => {
-                listed.insert(key(&addon));
-                schedule(&deployer, &mut agents, &addon, &shutdown).await;
+    let mut changes = object_changes(api, watcher::Config::default(), &shutdown);
+    // Each agent runs in the install namespace it was started for.
+    let mut agents = TaskSet::new("addon agent");
+    while let Some(change) = changes.next().await {
+        match change {
+            Err(err) => warn!(%err, "watching ManagedClusterAddOns to run their agents"),
+            Ok(Change::Applied(addon)) => {
+                let run = |namespace: &String, stop| {
+                    run_agent(
+                        deployer.clone(),
+                        key(&addon),
+                        namespace.clone(),
+                        stop,
+                        shutdown.clone(),
+                    )
+                };
+                let wanted = wanted_namespace(&addon);
+                agents
+                    .ensure(ObjectRef::from_obj(&addon), wanted, run)
+                    .await;
             }
-            watcher::Event::Apply(addon) => {
-                schedule(&deployer, &mut agents, &addon, &shutdown).await;
-            }
-            watcher::Event::InitDone => {
-                // Addons that went while the watch was down.
-                let gone: Vec<AddonKey> = agents
-                    .keys()
-                    .filter(|key| !listed.contains(*key))
-                    .cloned()
-                    .collect();
-                for key in gone {
-                    if let Some(agent) = agents.remove(&key) {
-                        agent.retire().await;
-                    }
-                }
-            }
-            watcher::Event::Delete(addon) => {
-                if let Some(agent) = agents.remove(&key(&addon)) {
-                    agent.retire().await;
-                }
+            Ok(Change::Deleted(addon)) => {
+                agents.stop(&addon).await;
             }
         }
     }
-    // Each agent ends on `shutdown` by itself, leaving its objects.
-    for agent in agents.into_values() {
-        let _ = agent.task.await;
-    }
+    // Each agent sees `shutdown` and ends leaving its objects.
+    agents.shutdown().await;
 }
+
+/// An addon: the cluster (its ManagedClusterAddOn's namespace) and the addon's name.
+type AddonKey = (String, String);
 
 fn key(addon: &ManagedClusterAddOn) -> AddonKey {
     (addon.namespace().unwrap_or_default(), addon.name_any())
@@ -148,47 +113,9 @@ fn wanted_namespace(addon: &ManagedClusterAddOn) -> Option<String> {
         .then(|| addon.install_namespace().to_string())
 }
 
-/// Starts the addon's agent, moves it to a new install namespace, or retires it.
-async fn schedule(
-    deployer: &Arc<Deployer>,
-    agents: &mut HashMap<AddonKey, AddonAgent>,
-    addon: &ManagedClusterAddOn,
-    shutdown: &CancellationToken,
-) {
-    let key = key(addon);
-    let wanted = wanted_namespace(addon);
-    if let Some(agent) = agents.get(&key)
-        && wanted.as_ref() == Some(&agent.namespace)
-    {
-        return;
-    }
-    if let Some(old) = agents.remove(&key) {
-        old.retire().await;
-    }
-    let Some(namespace) = wanted else {
-        return;
-    };
-    // Not a child of `shutdown`: the agent must tell a retirement from `up` stopping.
-    let stop = CancellationToken::new();
-    let task = tokio::spawn(run_agent(
-        deployer.clone(),
-        key.clone(),
-        namespace.clone(),
-        stop.clone(),
-        shutdown.clone(),
-    ));
-    agents.insert(
-        key,
-        AddonAgent {
-            namespace,
-            stop,
-            task,
-        },
-    );
-}
-
-/// Deploys one addon's agent and renews its lease until it is retired (`stop`: then it deletes
-/// what it created) or `up` stops (`shutdown`: everything stays).
+/// Deploys one addon's agent and renews its lease until it is stopped: retired (its addon
+/// disabled, or moved to another install namespace), it deletes what it created; stopped
+/// because `up` stops (`shutdown`), it leaves everything.
 async fn run_agent(
     deployer: Arc<Deployer>,
     (cluster, addon): AddonKey,
@@ -202,12 +129,14 @@ async fn run_agent(
         lease_duration: deployer.lease_duration,
     };
     tokio::select! {
-        _ = shutdown.cancelled() => return,
         _ = stop.cancelled() => {}
         _ = serve(&deployer, &cluster, &agent) => {
             // Not a cluster of `up`'s: nothing was deployed, nothing to undo.
             return;
         }
+    }
+    if shutdown.is_cancelled() {
+        return;
     }
     let Ok(Runs::Here(reach)) = where_it_runs(&deployer, &cluster).await else {
         return;
@@ -348,7 +277,7 @@ impl Agent<'_> {
             };
             match namespaces.create(&PostParams::default(), &namespace).await {
                 Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.code == 409 => {}
+                Err(err) if is_conflict(&err) => {}
                 Err(err) => return Err(failed("create its install namespace")(err)),
             }
         }
@@ -486,9 +415,5 @@ where
     if !ours {
         return Ok(());
     }
-    match api.delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(err) => Err(err),
-    }
+    delete_if_present(&api, name).await
 }

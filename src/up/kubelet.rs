@@ -7,17 +7,15 @@
 //! Deployment's template changes (an upgrade), stopped when it is deleted. The Deployment's
 //! status reports one available replica while its agent runs, as a kubelet's would.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, watcher};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -26,6 +24,8 @@ use fleetform_controlplane::Identities;
 use crate::agent::HubConnection;
 use crate::plan::desired::stable_hash;
 use crate::reconciler::install::{APP_AGENT, LABEL_APP};
+use crate::runtime::task_set::{TaskChange, TaskSet};
+use crate::runtime::watch::{Change, object_changes};
 
 /// How long a failed agent waits before it is started again.
 const RESTART_DELAY: Duration = Duration::from_secs(2);
@@ -51,55 +51,24 @@ pub async fn run(
     register_node(&node).await;
     let deployments: Api<Deployment> = Api::all(node.client.clone());
     let config = watcher::Config::default().labels(&format!("{LABEL_APP}={APP_AGENT}"));
-    let mut events = watcher(deployments, config).default_backoff().boxed();
-    let mut pods: HashMap<(String, String), Pod> = HashMap::new();
-    let mut listed: Vec<(String, String)> = Vec::new();
-    loop {
-        let event = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            event = events.next() => event,
-        };
-        match event {
-            None => break,
-            Some(Err(err)) => {
-                warn!(cluster = node.cluster_name, %err, "watching agent Deployments")
-            }
-            Some(Ok(watcher::Event::Init)) => listed.clear(),
-            Some(Ok(watcher::Event::InitApply(deployment))) => {
-                listed.push(key(&deployment));
-                schedule(&node, &mut pods, deployment).await;
-            }
-            Some(Ok(watcher::Event::InitDone)) => {
-                // Deployments deleted while the watch was down.
-                let gone: Vec<_> = pods
-                    .keys()
-                    .filter(|k| !listed.contains(k))
-                    .cloned()
-                    .collect();
-                for key in gone {
-                    if let Some(pod) = pods.remove(&key) {
-                        pod.stop().await;
-                    }
-                }
-            }
-            Some(Ok(watcher::Event::Apply(deployment))) => {
-                schedule(&node, &mut pods, deployment).await;
-            }
-            Some(Ok(watcher::Event::Delete(deployment))) => {
-                if let Some(pod) = pods.remove(&key(&deployment)) {
+    let mut changes = object_changes(deployments, config, &shutdown);
+    let mut pods = TaskSet::new("agent");
+    while let Some(change) = changes.next().await {
+        match change {
+            Err(err) => warn!(cluster = node.cluster_name, %err, "watching agent Deployments"),
+            Ok(Change::Applied(deployment)) => schedule(&node, &mut pods, deployment).await,
+            Ok(Change::Deleted(deployment)) => {
+                if pods.stop(&deployment).await {
                     info!(
                         cluster = node.cluster_name,
-                        deployment = deployment.name_any(),
-                        "agent Deployment deleted: stopping its agent"
+                        deployment = deployment.name,
+                        "agent Deployment deleted: its agent stopped"
                     );
-                    pod.stop().await;
                 }
             }
         }
     }
-    for (_, pod) in pods.drain() {
-        pod.stop().await;
-    }
+    pods.shutdown().await;
 }
 
 /// What the kubelet of one cluster runs pods with.
@@ -111,31 +80,13 @@ struct Node {
     hub: HubConnection,
 }
 
-/// One running agent.
-struct Pod {
-    template: String,
-    stop: CancellationToken,
-    task: JoinHandle<()>,
-}
-
-impl Pod {
-    async fn stop(self) {
-        self.stop.cancel();
-        if let Err(err) = self.task.await {
-            warn!(%err, "an agent ended abnormally");
-        }
-    }
-}
-
-fn key(deployment: &Deployment) -> (String, String) {
-    (
-        deployment.namespace().unwrap_or_default(),
-        deployment.name_any(),
-    )
-}
-
-/// Starts the Deployment's agent, or restarts it when its template changed.
-async fn schedule(node: &Node, pods: &mut HashMap<(String, String), Pod>, deployment: Deployment) {
+/// Starts the Deployment's agent, or restarts it when its template changed (the spec of its
+/// task is the template's hash).
+async fn schedule(
+    node: &Node,
+    pods: &mut TaskSet<ObjectRef<Deployment>, String>,
+    deployment: Deployment,
+) {
     if deployment.metadata.deletion_timestamp.is_some() {
         return;
     }
@@ -144,18 +95,6 @@ async fn schedule(node: &Node, pods: &mut HashMap<(String, String), Pod>, deploy
         .as_ref()
         .map(|spec| stable_hash(&serde_json::to_string(&spec.template).unwrap_or_default()))
         .unwrap_or_default();
-    let key = key(&deployment);
-    if pods.get(&key).is_some_and(|pod| pod.template == template) {
-        return;
-    }
-    if let Some(old) = pods.remove(&key) {
-        info!(
-            cluster = node.cluster_name,
-            deployment = key.1,
-            "agent Deployment changed: restarting its agent"
-        );
-        old.stop().await;
-    }
     let args: Vec<String> = deployment
         .spec
         .as_ref()
@@ -163,16 +102,16 @@ async fn schedule(node: &Node, pods: &mut HashMap<(String, String), Pod>, deploy
         .and_then(|pod| pod.containers.first())
         .and_then(|container| container.args.clone())
         .unwrap_or_default();
-    let stop = CancellationToken::new();
-    let task = tokio::spawn(run_pod(node.clone(), deployment, args, stop.clone()));
-    pods.insert(
-        key,
-        Pod {
-            template,
-            stop,
-            task,
-        },
-    );
+    let key = ObjectRef::from_obj(&deployment);
+    let name = key.name.clone();
+    let run = |_: &String, stop| run_pod(node.clone(), deployment, args, stop);
+    if pods.ensure(key, Some(template), run).await == TaskChange::Restarted {
+        info!(
+            cluster = node.cluster_name,
+            deployment = name,
+            "agent Deployment changed: its agent restarted"
+        );
+    }
 }
 
 /// Runs one agent and keeps its Deployment's status true, restarting it after a failure.
@@ -193,7 +132,7 @@ async fn run_pod(node: Node, deployment: Deployment, args: Vec<String>, stop: Ca
         .and_then(|pod| pod.service_account_name.clone())
         .unwrap_or_else(|| "default".to_string());
     loop {
-        let parsed = match crate::cli::agent::parse_container_args(&args) {
+        let parsed = match crate::agent::args::parse_container_args(&args) {
             Ok(parsed) => parsed,
             Err(err) => {
                 warn!(

@@ -777,13 +777,13 @@ async fn start_cluster(
             })
         })?;
     if port == 0 {
-        crate::cli::write_private(&port_file, &plane.addr().port().to_string())
+        crate::access::write_private(&port_file, &plane.addr().port().to_string())
             .map_err(|err| failed(format!("cannot write {}: {err}", port_file.display())))?;
     }
     let local = crate::transport::serve_locally(&plane);
     let kubeconfig_path = embedded_kubeconfig(data_dir, role, name);
     let kubeconfig = plane.kubeconfig();
-    crate::cli::write_private(&kubeconfig_path, &kubeconfig)
+    crate::access::write_private(&kubeconfig_path, &kubeconfig)
         .map_err(|err| failed(format!("cannot write {}: {err}", kubeconfig_path.display())))?;
     let client = crate::transport::client_from_kubeconfig(&kubeconfig)
         .await

@@ -11,12 +11,11 @@ use std::time::Duration;
 use fleetform::agent::registration::BOOTSTRAP_KUBECONFIG_KEY;
 use fleetform::agent::{AgentConfig, HubConnection};
 use fleetform::api::ManagedCluster;
+use fleetform::api::bootstrap_token::{BootstrapToken, bootstrap_kubeconfig, token_secret};
 use fleetform::api::fleet::{KubeconfigSource, SYSTEM_NAMESPACE, Spoke, SpokeSpec};
 use fleetform::api::vocabulary::{AGENT_NAMESPACE, BOOTSTRAP_HUB_KUBECONFIG_SECRET};
 use fleetform::hub::HubConfig;
-use fleetform::hub::bootstrap::{
-    BOOTSTRAP_TOKEN_TTL, BootstrapToken, bootstrap_kubeconfig, token_secret,
-};
+use fleetform::reconciler::tokens::BOOTSTRAP_TOKEN_TTL;
 use fleetform_controlplane::RunningControlPlane;
 use futures::StreamExt;
 use k8s_openapi::ByteString;

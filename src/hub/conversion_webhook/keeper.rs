@@ -74,7 +74,7 @@ pub(super) async fn current_certificate(
                 info!(?renewal, "conversion webhook: certificate issued");
                 return Ok(certificate);
             }
-            Err(err) if crate::hub::conditions::is_conflict(&err) => {
+            Err(err) if crate::runtime::error::is_conflict(&err) => {
                 debug!("conversion webhook: another replica wrote the certificate; reading it");
             }
             Err(err) => return Err(failed("write")(err)),

@@ -14,36 +14,11 @@ use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use crate::api::fleet::Spoke;
-use crate::api::{ManagedCluster, ManagedClusterAddOn, set_condition};
+use crate::api::{HasConditions, set_condition};
+use crate::runtime::error::is_conflict;
 
 /// How many times a write is retried after a conflict before giving up.
 const CONFLICT_RETRIES: usize = 8;
-
-/// Objects with a `status.conditions` list.
-pub trait HasConditions {
-    fn current_conditions(&self) -> &[Condition];
-}
-
-impl HasConditions for ManagedCluster {
-    fn current_conditions(&self) -> &[Condition] {
-        self.conditions()
-    }
-}
-
-impl HasConditions for ManagedClusterAddOn {
-    fn current_conditions(&self) -> &[Condition] {
-        self.conditions()
-    }
-}
-
-impl HasConditions for Spoke {
-    fn current_conditions(&self) -> &[Condition] {
-        self.status
-            .as_ref()
-            .map_or(&[], |status| status.conditions.as_slice())
-    }
-}
 
 /// Sets the conditions `wanted` returns for the freshly read object (none: nothing to do) and
 /// writes them if anything changed. Returns the written object, or `None` when nothing was
@@ -80,20 +55,8 @@ where
         };
         match api.patch_status(name, &params, &Patch::Merge(&patch)).await {
             Ok(written) => return Ok(Some(written)),
-            Err(kube::Error::Api(status)) if status.code == 409 && attempt < CONFLICT_RETRIES => {
-                attempt += 1;
-            }
+            Err(err) if is_conflict(&err) && attempt < CONFLICT_RETRIES => attempt += 1,
             Err(err) => return Err(err),
         }
     }
-}
-
-/// Whether an API error is 404 Not Found.
-pub fn is_not_found(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(status) if status.code == 404)
-}
-
-/// Whether an API error is 409 Conflict (AlreadyExists on create).
-pub fn is_conflict(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(status) if status.code == 409)
 }

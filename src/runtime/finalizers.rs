@@ -1,11 +1,13 @@
-//! Small writes the hub's reconciler and the agent's day 2 both make.
+//! Finalizers and the deletes of cleanup, as the hub's reconciler and the agent's day 2 both
+//! make them: guarded by the resourceVersion read, idempotent, and content with an object that
+//! is already gone.
 
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use crate::hub::conditions::is_not_found;
+use crate::runtime::error::is_not_found;
 
 /// Adds (`add`) or removes `finalizer` on `object`, guarded by the resourceVersion it was read
 /// at (a concurrent change makes it fail with 409, and the caller starts from a fresh read).
@@ -65,7 +67,7 @@ where
 /// Deletes an object (in the background); one that is already gone is fine.
 pub async fn delete_if_present<K>(api: &Api<K>, name: &str) -> Result<(), kube::Error>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
     match api.delete(name, &DeleteParams::background()).await {
         Ok(_) => Ok(()),

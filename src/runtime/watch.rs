@@ -1,0 +1,143 @@
+//! What a watch says of each object, as a loop that keeps something per object needs it: this
+//! object was created or changed, or it is gone. kube-runtime's watcher lists again after it
+//! reconnects, and an object deleted while it was away simply is not in that list; [`changes`]
+//! turns its absence into a [`Change::Deleted`], so that nothing is kept for an object that no
+//! longer exists.
+
+use std::collections::HashSet;
+use std::hash::Hash;
+
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+/// What happened to one watched object.
+pub enum Change<K: Resource> {
+    /// Created or changed, or listed again after the watch reconnected.
+    Applied(K),
+    /// Deleted, or missing from the list after the watch reconnected.
+    Deleted(ObjectRef<K>),
+}
+
+/// The [`Change`]s of the objects of `api` that `config` selects, watched (with kube's default
+/// backoff) until `shutdown`.
+pub fn object_changes<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    shutdown: &CancellationToken,
+) -> BoxStream<'static, Result<Change<K>, watcher::Error>>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send,
+{
+    changes(watcher(api, config).default_backoff())
+        .take_until(shutdown.clone().cancelled_owned())
+        .boxed()
+}
+
+/// The [`Change`]s of the objects `events` (a watcher's) reports, its errors passed on.
+pub fn changes<K, E>(
+    events: impl Stream<Item = Result<watcher::Event<K>, E>>,
+) -> impl Stream<Item = Result<Change<K>, E>>
+where
+    K: Resource + Clone,
+    K::DynamicType: Default + Eq + Hash + Clone,
+{
+    let mut known: HashSet<ObjectRef<K>> = HashSet::new();
+    // The objects of a listing in progress.
+    let mut listed: HashSet<ObjectRef<K>> = HashSet::new();
+    events
+        .map(move |event| {
+            let changes: Vec<Result<Change<K>, E>> = match event {
+                Err(err) => vec![Err(err)],
+                Ok(watcher::Event::Init) => {
+                    listed.clear();
+                    Vec::new()
+                }
+                Ok(watcher::Event::InitApply(object)) => {
+                    let reference = ObjectRef::from_obj(&object);
+                    listed.insert(reference.clone());
+                    known.insert(reference);
+                    vec![Ok(Change::Applied(object))]
+                }
+                Ok(watcher::Event::InitDone) => {
+                    let gone: Vec<ObjectRef<K>> = known.difference(&listed).cloned().collect();
+                    listed.clear();
+                    gone.into_iter()
+                        .map(|reference| {
+                            known.remove(&reference);
+                            Ok(Change::Deleted(reference))
+                        })
+                        .collect()
+                }
+                Ok(watcher::Event::Apply(object)) => {
+                    known.insert(ObjectRef::from_obj(&object));
+                    vec![Ok(Change::Applied(object))]
+                }
+                Ok(watcher::Event::Delete(object)) => {
+                    let reference = ObjectRef::from_obj(&object);
+                    known.remove(&reference);
+                    vec![Ok(Change::Deleted(reference))]
+                }
+            };
+            futures::stream::iter(changes)
+        })
+        .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    fn object(name: &str, value: &str) -> ConfigMap {
+        let mut object = ConfigMap::default();
+        object.metadata.name = Some(name.to_string());
+        object.metadata.namespace = Some("ns".to_string());
+        object.data = Some([("value".to_string(), value.to_string())].into());
+        object
+    }
+
+    /// The changes, as `+name=value` (applied) and `-name` (deleted).
+    fn seen(events: Vec<watcher::Event<ConfigMap>>) -> Vec<String> {
+        let events = futures::stream::iter(events.into_iter().map(Ok::<_, watcher::Error>));
+        futures::executor::block_on(changes(events).collect::<Vec<_>>())
+            .into_iter()
+            .map(|change| match change.expect("no error was sent") {
+                Change::Applied(object) => format!(
+                    "+{}={}",
+                    object.metadata.name.unwrap_or_default(),
+                    object.data.unwrap_or_default()["value"]
+                ),
+                Change::Deleted(reference) => format!("-{}", reference.name),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn objects_gone_while_the_watch_was_away_are_deleted_when_it_lists_again() {
+        use watcher::Event::{Apply, Delete, Init, InitApply, InitDone};
+        let changes = seen(vec![
+            Init,
+            InitApply(object("a", "1")),
+            InitApply(object("b", "1")),
+            InitApply(object("c", "1")),
+            InitDone,
+            Apply(object("a", "2")),
+            Delete(object("c", "1")),
+            // The watch reconnects: b went meanwhile, a changed, d is new.
+            Init,
+            InitApply(object("a", "3")),
+            InitApply(object("d", "1")),
+            InitDone,
+        ]);
+        assert_eq!(
+            changes,
+            ["+a=1", "+b=1", "+c=1", "+a=2", "-c", "+a=3", "+d=1", "-b"]
+        );
+    }
+}
