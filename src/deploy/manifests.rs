@@ -370,7 +370,7 @@ pub fn agent_yaml(settings: &AgentSettings) -> String {
 }
 
 /// How `deploy/`'s files say they are regenerated.
-const REGENERATE: &str = "FLEETFORM_BLESS=1 cargo test --test deploy";
+const REGENERATE: &str = "FLEETFORM_BLESS=1 cargo test --test integration deploy::";
 
 /// Every generated file of `deploy/` (path relative to it, contents): the kustomize base —
 /// `kustomization.yaml`, the CRDs (`crds/`, as `fleetform crds --out-dir` writes them) and

@@ -1,0 +1,25 @@
+//! Integration tests of the embedded control plane over its real HTTP API, with kube-rs and
+//! kubectl.
+//!
+//! One binary (one link) for every integration test of the crate; each module is the tests of
+//! one behaviour, run by `cargo test --test api <module>::`.
+
+mod common;
+
+mod admission;
+mod conversion;
+mod crd_enforcement;
+mod durability;
+mod events;
+mod kube_api;
+mod kube_crd;
+mod kube_watch;
+mod kubectl;
+mod lifecycle;
+mod list_by_name;
+mod malformed_requests;
+mod request_counts;
+mod request_routing;
+mod secret_logging;
+mod security;
+mod strategies;

@@ -1,0 +1,141 @@
+//! `fleetform hub` and `fleetform agent` as processes against embedded control planes: the agent
+//! registers (with a hub kubeconfig as it is, or by certificate with a bootstrap kubeconfig), the
+//! hub accepts, the cluster joins and is available, and both stop cleanly on SIGTERM.
+
+use crate::support;
+
+use std::path::Path;
+use std::process::Stdio;
+
+use fleetform::api::ManagedCluster;
+use fleetform::api::vocabulary::{
+    AGENT_NAMESPACE, CONDITION_AVAILABLE, HUB_KUBECONFIG_SECRET, STATUS_TRUE,
+};
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use support::{Cluster, PATIENCE, accept, condition_status, wait_for};
+use tokio::process::{Child, Command};
+
+fn fleetform(args: &[&str], kubeconfigs: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_fleetform"))
+        .args(args)
+        .current_dir(kubeconfigs)
+        .env("FLEETFORM_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start fleetform")
+}
+
+/// Sends SIGTERM and expects a clean exit.
+async fn terminate(child: Child, what: &str) {
+    let pid = child.id().expect("still running").to_string();
+    let status = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(status.success());
+    let output = tokio::time::timeout(PATIENCE, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not stop on SIGTERM"))
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{what} exited with {}: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test]
+async fn hub_and_agent_commands_join_a_spoke_and_stop_on_sigterm() {
+    let hub = Cluster::start().await;
+    let spoke = Cluster::start().await;
+    // The hub accepts only clusters git declares.
+    hub.declare_spoke("spoke-a").await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("hub.kubeconfig"), hub.kubeconfig()).unwrap();
+    std::fs::write(dir.path().join("spoke.kubeconfig"), spoke.kubeconfig()).unwrap();
+
+    let hub_process = fleetform(&["hub", "--kubeconfig", "hub.kubeconfig"], dir.path());
+    let agent_process = fleetform(
+        &[
+            "agent",
+            "--hub-kubeconfig",
+            "hub.kubeconfig",
+            "--kubeconfig",
+            "spoke.kubeconfig",
+            "--cluster-name",
+            "spoke-a",
+            "--spoke-url",
+            &spoke.server.url(),
+        ],
+        dir.path(),
+    );
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    let registered = wait_for(&clusters, "spoke-a", "registered", |_| true).await;
+    assert_eq!(
+        registered.spec.managed_cluster_client_configs[0].url,
+        spoke.server.url()
+    );
+    accept(&hub, "spoke-a", 1).await;
+    wait_for(&clusters, "spoke-a", "joined and available", |c| {
+        c.is_joined() && condition_status(c, CONDITION_AVAILABLE).as_deref() == Some(STATUS_TRUE)
+    })
+    .await;
+
+    terminate(agent_process, "fleetform agent").await;
+    terminate(hub_process, "fleetform hub").await;
+}
+
+#[tokio::test]
+async fn agent_command_registers_by_certificate_with_a_bootstrap_kubeconfig() {
+    let hub = Cluster::start().await;
+    let spoke = Cluster::start().await;
+    hub.declare_spoke("spoke-a").await;
+    let token = hub.issue_bootstrap_token("spoke-a").await;
+    spoke.namespace(AGENT_NAMESPACE).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("hub.kubeconfig"), hub.kubeconfig()).unwrap();
+    std::fs::write(dir.path().join("spoke.kubeconfig"), spoke.kubeconfig()).unwrap();
+    std::fs::write(
+        dir.path().join("bootstrap.kubeconfig"),
+        hub.bootstrap_kubeconfig(&token),
+    )
+    .unwrap();
+
+    let hub_process = fleetform(&["hub", "--kubeconfig", "hub.kubeconfig"], dir.path());
+    let agent_process = fleetform(
+        &[
+            "agent",
+            "--bootstrap-kubeconfig",
+            "bootstrap.kubeconfig",
+            "--kubeconfig",
+            "spoke.kubeconfig",
+            "--cluster-name",
+            "spoke-a",
+        ],
+        dir.path(),
+    );
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    wait_for(
+        &clusters,
+        "spoke-a",
+        "registered with the bootstrap token",
+        |_| true,
+    )
+    .await;
+    accept(&hub, "spoke-a", 1).await;
+    wait_for(&clusters, "spoke-a", "joined and available", |c| {
+        c.is_joined() && condition_status(c, CONDITION_AVAILABLE).as_deref() == Some(STATUS_TRUE)
+    })
+    .await;
+    let secrets: Api<Secret> = Api::namespaced(spoke.client.clone(), AGENT_NAMESPACE);
+    let stored = wait_for(&secrets, HUB_KUBECONFIG_SECRET, "identity stored", |_| true).await;
+    assert!(stored.data.unwrap_or_default().contains_key("tls.crt"));
+
+    terminate(agent_process, "fleetform agent").await;
+    terminate(hub_process, "fleetform hub").await;
+}
