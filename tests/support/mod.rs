@@ -269,6 +269,7 @@ pub async fn start_hub_loops(hub: &Cluster) -> Running {
     let config = HubConfig {
         client: hub.hub_identity().await,
         access: fleetform::access::Access::default(),
+        metrics: Default::default(),
     };
     let handle = tokio::spawn(fleetform::hub::run(config, stop.clone()));
     Running { stop, handle }
