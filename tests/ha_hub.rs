@@ -1,6 +1,6 @@
 //! A highly available hub: two replicas of the hub process (`fleetform hub`) on one hub, each as
 //! the hub ServiceAccount under its own name in the election on the Lease `fleetform-hub`. Only
-//! the leader runs the hub loops; when it goes mid-join, the other finishes the join. Their
+//! the leader runs the hub loops; when it is killed mid-join, the other finishes the join. Their
 //! `/metrics`, `/healthz` and `/readyz` over HTTP. Every wait is on a watch, except the admin
 //! endpoint's counters, which have none.
 
@@ -33,7 +33,60 @@ use tokio_util::sync::CancellationToken;
 /// free port.
 async fn start_replica(hub: &Cluster, identity: &str) -> (RunningHub, CancellationToken) {
     let stop = CancellationToken::new();
-    let config = HubProcessConfig {
+    let running = process::start(replica_config(hub, identity).await, stop.clone())
+        .await
+        .expect("the hub process starts");
+    (running, stop)
+}
+
+/// A hub replica in a runtime of its own, as in a process of its own, that can crash.
+struct CrashingReplica {
+    admin: SocketAddr,
+    crash: tokio::sync::oneshot::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl CrashingReplica {
+    async fn start(hub: &Cluster, identity: &str) -> Self {
+        let config = replica_config(hub, identity).await;
+        let (started, admin) = tokio::sync::oneshot::channel();
+        let (crash, crashed) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            runtime.block_on(async move {
+                let running = process::start(config, CancellationToken::new())
+                    .await
+                    .expect("the hub process starts");
+                let _ = started.send(running.admin_addr().expect("admin endpoint served"));
+                let _ = crashed.await;
+            });
+            // Every task of the replica ends where it is, as when its process is killed: no
+            // shutdown, the Lease not released.
+            runtime.shutdown_background();
+        });
+        let admin = admin.await.expect("the replica started");
+        CrashingReplica {
+            admin,
+            crash,
+            thread,
+        }
+    }
+
+    async fn crash(self) {
+        let _ = self.crash.send(());
+        tokio::task::spawn_blocking(move || self.thread.join())
+            .await
+            .unwrap()
+            .expect("the replica's thread ends");
+    }
+}
+
+async fn replica_config(hub: &Cluster, identity: &str) -> HubProcessConfig {
+    HubProcessConfig {
         client: hub.hub_identity().await,
         access: fleetform::access::Access::default(),
         known_endpoint: Default::default(),
@@ -46,11 +99,7 @@ async fn start_replica(hub: &Cluster, identity: &str) -> (RunningHub, Cancellati
         admin_addr: Some("127.0.0.1:0".parse().unwrap()),
         webhook: None,
         sync: None,
-    };
-    let running = process::start(config, stop.clone())
-        .await
-        .expect("the hub process starts");
-    (running, stop)
+    }
 }
 
 async fn wait_for_holder(hub: &Cluster, holder: &'static str) -> Lease {
@@ -65,9 +114,8 @@ async fn wait_for_holder(hub: &Cluster, holder: &'static str) -> Lease {
     .await
 }
 
-/// GETs `path` from the replica's admin endpoint: the status code and the body.
-async fn get(replica: &RunningHub, path: &str) -> (u16, String) {
-    let addr: SocketAddr = replica.admin_addr().expect("admin endpoint served");
+/// GETs `path` from the admin endpoint at `addr`: the status code and the body.
+async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();
@@ -85,8 +133,8 @@ async fn get(replica: &RunningHub, path: &str) -> (u16, String) {
     (code, body)
 }
 
-/// The value of the series `series` (name and labels, exactly) on the replica's `/metrics`.
-async fn metric(replica: &RunningHub, series: &str) -> Option<f64> {
+/// The value of the series `series` (name and labels, exactly) on `/metrics` at `replica`.
+async fn metric(replica: SocketAddr, series: &str) -> Option<f64> {
     let (_, metrics) = get(replica, "/metrics").await;
     metrics.lines().find_map(|line| {
         let value = line.strip_prefix(series)?.strip_prefix(' ')?;
@@ -96,7 +144,7 @@ async fn metric(replica: &RunningHub, series: &str) -> Option<f64> {
 
 /// Waits until the replica's `/readyz` answers 200 (a follower once the election's first round
 /// is over).
-async fn wait_ready(replica: &RunningHub) {
+async fn wait_ready(replica: SocketAddr) {
     let ready = async {
         while get(replica, "/readyz").await.0 != 200 {
             // The endpoint has no watch: look again shortly.
@@ -109,7 +157,7 @@ async fn wait_ready(replica: &RunningHub) {
 }
 
 /// Waits until the replica's series `series` reaches `at_least`.
-async fn wait_for_metric(replica: &RunningHub, series: &str, at_least: f64) {
+async fn wait_for_metric(replica: SocketAddr, series: &str, at_least: f64) {
     let reached = async {
         loop {
             if metric(replica, series)
@@ -132,13 +180,14 @@ fn renewed(lease: &Lease) -> Option<Timestamp> {
 }
 
 #[tokio::test]
-async fn the_other_replica_finishes_a_join_when_the_leader_goes_mid_join() {
+async fn the_other_replica_finishes_a_join_when_the_leader_is_killed_mid_join() {
     let hub = Cluster::start().await;
     let spoke = Cluster::start().await;
-    let (a, stop_a) = start_replica(&hub, "hub-a").await;
+    let a = CrashingReplica::start(&hub, "hub-a").await;
     wait_for_holder(&hub, "hub-a").await;
     let (b, stop_b) = start_replica(&hub, "hub-b").await;
-    wait_ready(&b).await;
+    let b_admin = b.admin_addr().expect("admin endpoint served");
+    wait_ready(b_admin).await;
 
     // The spoke's agent registers before its Spoke is declared: its CSR stays pending.
     let token = hub.issue_bootstrap_token("spoke-a").await;
@@ -153,19 +202,18 @@ async fn the_other_replica_finishes_a_join_when_the_leader_goes_mid_join() {
         csrs.len() == 1
     })
     .await;
-    assert_eq!(get(&a, "/readyz").await.0, 200, "the leader is ready");
-    assert_eq!(get(&b, "/readyz").await.0, 200, "a follower is ready");
-    assert_eq!(metric(&a, "fleetform_hub_leader").await, Some(1.0));
-    assert_eq!(metric(&b, "fleetform_hub_leader").await, Some(0.0));
-    let (_, follower) = get(&b, "/metrics").await;
+    assert_eq!(get(a.admin, "/readyz").await.0, 200, "the leader is ready");
+    assert_eq!(get(b_admin, "/readyz").await.0, 200, "a follower is ready");
+    assert_eq!(metric(a.admin, "fleetform_hub_leader").await, Some(1.0));
+    assert_eq!(metric(b_admin, "fleetform_hub_leader").await, Some(0.0));
+    let (_, follower) = get(b_admin, "/metrics").await;
     assert!(
         !follower.contains("fleetform_hub_reconciles_total{"),
         "a follower runs no loop:\n{follower}"
     );
 
-    // The leader goes before the CSR is approved or the cluster accepted...
-    stop_a.cancel();
-    a.stopped().await;
+    // The leader is killed before the CSR is approved or the cluster accepted...
+    a.crash().await;
     let pending = csrs.list(&Default::default()).await.unwrap().items;
     assert!(
         pending
@@ -177,11 +225,13 @@ async fn the_other_replica_finishes_a_join_when_the_leader_goes_mid_join() {
     hub.declare_spoke("spoke-a").await;
     accept(&hub, "spoke-a", 1).await;
 
+    // ...its Lease stays held by it, and B takes it over once it has not been renewed for its
+    // duration.
     let lease = wait_for_holder(&hub, "hub-b").await;
     assert_eq!(
         lease.spec.and_then(|spec| spec.lease_transitions),
         Some(1),
-        "taken over once, from the replica that went"
+        "taken over once, from the replica that was killed"
     );
     wait_for(
         &clusters,
@@ -223,12 +273,12 @@ async fn the_other_replica_finishes_a_join_when_the_leader_goes_mid_join() {
         "the one CSR was approved and issued"
     );
     wait_for_metric(
-        &b,
+        b_admin,
         "fleetform_hub_csrs_decided_total{kind=\"registration\",decision=\"approved\"}",
         1.0,
     )
     .await;
-    assert_eq!(metric(&b, "fleetform_hub_leader").await, Some(1.0));
+    assert_eq!(metric(b_admin, "fleetform_hub_leader").await, Some(1.0));
 
     stop_b.cancel();
     b.stopped().await;
@@ -246,8 +296,9 @@ async fn metrics_count_reconciles_csr_decisions_and_lease_expiry_and_health_answ
     let hub = Cluster::start().await;
     let spoke = Cluster::start().await;
     let (only, stop) = start_replica(&hub, "only").await;
-    assert_eq!(get(&only, "/healthz").await, (200, "ok\n".to_string()));
-    assert_eq!(get(&only, "/nothing").await.0, 404);
+    let admin = only.admin_addr().expect("admin endpoint served");
+    assert_eq!(get(admin, "/healthz").await, (200, "ok\n".to_string()));
+    assert_eq!(get(admin, "/nothing").await.0, 404);
     wait_for_holder(&hub, "only").await;
 
     prepare_registration(&hub, &spoke, "spoke-a").await;
@@ -265,10 +316,10 @@ async fn metrics_count_reconciles_csr_decisions_and_lease_expiry_and_health_answ
         condition_status(c, CONDITION_AVAILABLE).as_deref() == Some(STATUS_UNKNOWN)
     })
     .await;
-    let (ready, body) = get(&only, "/readyz").await;
+    let (ready, body) = get(admin, "/readyz").await;
     assert_eq!((ready, body.as_str()), (200, "ready: leading\n"));
-    wait_for_metric(&only, "fleetform_hub_lease_expiry_lag_seconds_count", 1.0).await;
-    let (code, metrics) = get(&only, "/metrics").await;
+    wait_for_metric(admin, "fleetform_hub_lease_expiry_lag_seconds_count", 1.0).await;
+    let (code, metrics) = get(admin, "/metrics").await;
     assert_eq!(code, 200);
     for series in [
         "fleetform_hub_reconciles_total{controller=\"CSR approval loop\",result=\"success\"}",
