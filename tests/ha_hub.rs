@@ -23,10 +23,9 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use support::{
-    Cluster, PATIENCE, accept, agent_config, condition_status, prepare_registration, start_agent,
-    wait_for, wait_for_list,
+    Cluster, PATIENCE, accept, agent_config, condition_status, http_get as get, metric,
+    prepare_registration, start_agent, wait_for, wait_for_list, wait_for_metric,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 /// A hub replica named `identity` on `hub`, with a 2 s leader Lease and its admin endpoint on a
@@ -114,34 +113,6 @@ async fn wait_for_holder(hub: &Cluster, holder: &'static str) -> Lease {
     .await
 }
 
-/// GETs `path` from the admin endpoint at `addr`: the status code and the body.
-async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let code = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("not an HTTP response: {response}"));
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
-        .unwrap_or_default();
-    (code, body)
-}
-
-/// The value of the series `series` (name and labels, exactly) on `/metrics` at `replica`.
-async fn metric(replica: SocketAddr, series: &str) -> Option<f64> {
-    let (_, metrics) = get(replica, "/metrics").await;
-    metrics.lines().find_map(|line| {
-        let value = line.strip_prefix(series)?.strip_prefix(' ')?;
-        value.parse().ok()
-    })
-}
-
 /// Waits until the replica's `/readyz` answers 200 (a follower once the election's first round
 /// is over).
 async fn wait_ready(replica: SocketAddr) {
@@ -154,25 +125,6 @@ async fn wait_ready(replica: SocketAddr) {
     tokio::time::timeout(PATIENCE, ready)
         .await
         .expect("timed out waiting for /readyz");
-}
-
-/// Waits until the replica's series `series` reaches `at_least`.
-async fn wait_for_metric(replica: SocketAddr, series: &str, at_least: f64) {
-    let reached = async {
-        loop {
-            if metric(replica, series)
-                .await
-                .is_some_and(|value| value >= at_least)
-            {
-                return;
-            }
-            // The endpoint has no watch: look again shortly.
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    };
-    tokio::time::timeout(PATIENCE, reached)
-        .await
-        .unwrap_or_else(|_| panic!("timed out waiting for {series} >= {at_least}"));
 }
 
 fn renewed(lease: &Lease) -> Option<Timestamp> {

@@ -18,7 +18,7 @@ use std::time::Duration;
 use kube::Client;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::warn;
 
 use super::conversion_webhook::{self, ConversionWebhook, WebhookConfig, WebhookError};
 use super::metrics::HubMetrics;
@@ -26,7 +26,7 @@ use super::run::HubConfig;
 use crate::access::Access;
 use crate::reconciler::ReconcilerConfig;
 use crate::reconciler::install::KnownEndpoint;
-use crate::runtime::admin::{self, Endpoints, LeaderReadiness};
+use crate::runtime::admin::{self, AdminError, LeaderReadiness};
 use crate::runtime::leader::{self, Election};
 use crate::sync::{RunningSync, SyncConfig, SyncError};
 
@@ -74,12 +74,8 @@ impl std::fmt::Debug for HubProcessConfig {
 /// Why a hub process could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum HubProcessError {
-    #[error("cannot serve /metrics, /healthz and /readyz on {addr}: {source}")]
-    Admin {
-        addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Admin(#[from] AdminError),
     #[error("the conversion webhook: {0}")]
     Webhook(#[from] WebhookError),
     #[error("the sync controller: {0}")]
@@ -128,20 +124,13 @@ pub async fn start(
 ) -> Result<RunningHub, HubProcessError> {
     let metrics = HubMetrics::default();
     let readiness = LeaderReadiness::new("starting the hub loops");
-    let admin_addr = match config.admin_addr {
-        Some(addr) => {
-            let endpoints = Endpoints {
-                ready: readiness.clone(),
-                metrics: Some(Arc::new(metrics.registry())),
-            };
-            let bound = admin::serve(addr, endpoints, shutdown.clone())
-                .await
-                .map_err(|source| HubProcessError::Admin { addr, source })?;
-            info!(%bound, "serving /metrics, /healthz and /readyz");
-            Some(bound)
-        }
-        None => None,
-    };
+    let admin_addr = admin::serve_component(
+        config.admin_addr,
+        readiness.clone(),
+        metrics.registry(),
+        shutdown.clone(),
+    )
+    .await?;
     let webhook = match config.webhook.clone() {
         Some(webhook) => Some(conversion_webhook::serve(webhook, shutdown.clone()).await?),
         None => None,

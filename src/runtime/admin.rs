@@ -20,7 +20,7 @@ use hyper_util::rt::TokioIo;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tracing::debug;
+use tracing::{debug, info};
 
 /// Whether a component is ready to serve, and why not.
 pub trait Ready: Send + Sync + 'static {
@@ -91,6 +91,37 @@ pub struct Endpoints {
     pub ready: Arc<dyn Ready>,
     /// Served at `/metrics`; `None`: 404 there.
     pub metrics: Option<Arc<Registry>>,
+}
+
+/// The admin endpoint could not listen.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot serve /metrics, /healthz and /readyz on {addr}: {source}")]
+pub struct AdminError {
+    pub addr: SocketAddr,
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// Serves a component's `/metrics` (from `registry`), `/healthz` and `/readyz` (from `ready`)
+/// at `addr` until `stop`, and says where; `None` for either: not served.
+pub async fn serve_component(
+    addr: Option<SocketAddr>,
+    ready: Arc<dyn Ready>,
+    registry: Registry,
+    stop: CancellationToken,
+) -> Result<Option<SocketAddr>, AdminError> {
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    let endpoints = Endpoints {
+        ready,
+        metrics: Some(Arc::new(registry)),
+    };
+    let bound = serve(addr, endpoints, stop)
+        .await
+        .map_err(|source| AdminError { addr, source })?;
+    info!(%bound, "serving /metrics, /healthz and /readyz");
+    Ok(Some(bound))
 }
 
 /// Binds `addr` and serves `endpoints` there until `stop`; the bound address is returned (port

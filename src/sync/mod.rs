@@ -37,13 +37,12 @@ use futures::future::BoxFuture;
 use kube::Client;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
 
 use crate::api::fleet::{FleetSync, SYSTEM_NAMESPACE};
 use crate::api::{ClusterManagementAddOn, Hub, Spoke};
 use crate::events::Reporter;
 use crate::fleet::Fleet;
-use crate::runtime::admin::{self, Endpoints, LeaderReadiness};
+use crate::runtime::admin::{self, LeaderReadiness};
 use crate::runtime::crd;
 use crate::runtime::leader::{self, Election};
 
@@ -123,12 +122,8 @@ impl std::fmt::Debug for SyncConfig {
 /// Why the sync controller could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
-    #[error("cannot serve metrics on {addr}: {source}")]
-    Listen {
-        addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Admin(#[from] admin::AdminError),
     #[error(
         "the FleetSync CRD is not installed on this hub (install it with `fleetform crds | kubectl apply -f -`)"
     )]
@@ -167,20 +162,13 @@ pub async fn start(
     }
     let metrics = metrics::Metrics::default();
     let readiness = LeaderReadiness::new("the first sync");
-    let metrics_addr = match config.metrics_addr {
-        Some(addr) => {
-            let endpoints = Endpoints {
-                ready: readiness.clone(),
-                metrics: Some(Arc::new(metrics.registry())),
-            };
-            let bound = admin::serve(addr, endpoints, shutdown.clone())
-                .await
-                .map_err(|source| SyncError::Listen { addr, source })?;
-            info!(%bound, "serving /metrics, /healthz and /readyz");
-            Some(bound)
-        }
-        None => None,
-    };
+    let metrics_addr = admin::serve_component(
+        config.metrics_addr,
+        readiness.clone(),
+        metrics.registry(),
+        shutdown.clone(),
+    )
+    .await?;
     let drift = controller::DriftWatches {
         hubs: crd::installed::<Hub>(&config.client, "Hub drift is not watched").await,
         spokes: crd::installed::<Spoke>(&config.client, "Spoke drift is not watched").await,
