@@ -925,6 +925,7 @@ async fn run(settings: &Settings, hub_rt: &Runtime) -> Result<(), String> {
         HubConfig {
             client: Client::new(transport(None), "default"),
             access: fleetform::access::Access::default(),
+            metrics: Default::default(),
         },
         shutdown.child_token(),
     ));

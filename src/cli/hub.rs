@@ -1,16 +1,20 @@
-//! `fleetform hub`: run the hub loops until SIGTERM.
+//! `fleetform hub`: run the hub process (hub loops and lifecycle reconciler while leading,
+//! conversion webhook and admin endpoint always) until SIGTERM.
 
+use std::net::SocketAddr;
 use std::path::Path;
+use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use tokio_util::sync::CancellationToken;
 
 use super::exit;
-use crate::hub::HubConfig;
-use crate::hub::conversion_webhook::{self, WebhookConfig};
-use crate::reconciler::ReconcilerConfig;
+use crate::api::fleet::SYSTEM_NAMESPACE;
+use crate::hub::conversion_webhook::WebhookConfig;
+use crate::hub::process::{self, DEFAULT_ADMIN_ADDR, HubProcessConfig, LEASE_NAME};
 use crate::reconciler::install::KnownEndpoint;
+use crate::runtime::leader::Election;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -40,6 +44,20 @@ pub struct Args {
         requires = "webhook_addr"
     )]
     webhook_dns_names: Vec<String>,
+    /// Take part in the election on the Lease `fleetform-system/fleetform-hub`, so that of
+    /// several replicas only the holder runs the hub loops and the lifecycle reconciler; with
+    /// `false` this process runs them at once, and must be the only one.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    leader_elect: bool,
+    /// This replica's name in the leader election (default: $POD_NAME, else host name and pid).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// Seconds the leader Lease holds without renewal.
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    lease_duration_seconds: u64,
+    /// Where to serve /metrics, /healthz and /readyz.
+    #[arg(long, default_value = DEFAULT_ADMIN_ADDR)]
+    metrics_addr: SocketAddr,
 }
 
 pub async fn run(args: Args) -> u8 {
@@ -90,51 +108,49 @@ pub async fn run(args: Args) -> u8 {
             return exit::INVALID_INPUT;
         }
     };
-    let shutdown = CancellationToken::new();
-    let webhook = match args.webhook_addr {
-        Some(addr) => {
-            let config = WebhookConfig {
-                client: client.clone(),
-                addr,
-                extra_names: args.webhook_dns_names,
-            };
-            match conversion_webhook::serve(config, shutdown.clone()).await {
-                Ok(webhook) => Some(webhook),
-                Err(err) => {
-                    eprintln!("error: hub: the conversion webhook: {err}");
-                    return exit::INTERNAL;
-                }
-            }
-        }
-        None => None,
-    };
-    let loops = tokio::spawn(crate::hub::run(
-        HubConfig {
-            client: client.clone(),
-            access: access.clone(),
-        },
-        shutdown.clone(),
-    ));
-    let reconciler = tokio::spawn(crate::reconciler::run(
-        ReconcilerConfig {
+    let election = args.leader_elect.then(|| Election {
+        namespace: SYSTEM_NAMESPACE.to_string(),
+        lease_name: LEASE_NAME.to_string(),
+        identity: args.identity.unwrap_or_else(default_identity),
+        lease_duration: Duration::from_secs(args.lease_duration_seconds),
+    });
+    let config = HubProcessConfig {
+        client: client.clone(),
+        access,
+        known_endpoint,
+        election,
+        admin_addr: Some(args.metrics_addr),
+        webhook: args.webhook_addr.map(|addr| WebhookConfig {
             client,
-            access,
-            known_endpoint,
-        },
-        shutdown.clone(),
-    ));
+            addr,
+            extra_names: args.webhook_dns_names,
+        }),
+        sync: None,
+    };
+    let shutdown = CancellationToken::new();
+    let running = match process::start(config, shutdown.clone()).await {
+        Ok(running) => running,
+        Err(err) => {
+            eprintln!("error: hub: {err}");
+            return exit::INTERNAL;
+        }
+    };
     super::shutdown_signal().await;
     shutdown.cancel();
-    if let Some(webhook) = webhook {
-        webhook.stopped().await;
-    }
-    match (loops.await, reconciler.await) {
-        (Ok(()), Ok(())) => exit::OK,
-        (Err(err), _) | (_, Err(err)) => {
-            eprintln!("error: the hub loops failed: {err}");
-            exit::INTERNAL
-        }
-    }
+    running.stopped().await;
+    exit::OK
+}
+
+/// The host name (a pod's name in a cluster) and the process id: a replica's default name in a
+/// leader election.
+pub(super) fn default_identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|host| host.trim().to_string())
+        .filter(|host| !host.is_empty())
+        .unwrap_or_else(|| "fleetform".to_string());
+    format!("{host}-{}", std::process::id())
 }
 
 /// A client from a kubeconfig file, or the usual lookup (in-cluster, $KUBECONFIG,

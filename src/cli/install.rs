@@ -26,7 +26,7 @@ pub struct Args {
     #[arg(long)]
     image: Option<String>,
     /// Replicas of the hub Deployment.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..=10))]
+    #[arg(long, default_value_t = crate::deploy::manifests::DEFAULT_REPLICAS, value_parser = clap::value_parser!(i32).range(1..=10))]
     replicas: i32,
     /// The URL agents on spokes reach this hub at, for Hubs that set no spec.apiServer
     /// (`fleetform hub --agent-hub-url`).

@@ -42,7 +42,7 @@ pub async fn run(args: Args) -> u8 {
                 return exit::INVALID_INPUT;
             }
         };
-    let identity = args.identity.unwrap_or_else(default_identity);
+    let identity = args.identity.unwrap_or_else(super::hub::default_identity);
     let config = SyncConfig {
         hub: args.hub,
         namespace: args.namespace,
@@ -63,15 +63,4 @@ pub async fn run(args: Args) -> u8 {
     shutdown.cancel();
     running.stopped().await;
     exit::OK
-}
-
-/// The host name (a pod's name in a cluster) and the process id.
-fn default_identity() -> String {
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
-        .map(|host| host.trim().to_string())
-        .filter(|host| !host.is_empty())
-        .unwrap_or_else(|| "fleetform".to_string());
-    format!("{host}-{}", std::process::id())
 }

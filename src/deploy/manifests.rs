@@ -30,6 +30,11 @@ const LABEL_APP: &str = "app";
 const SYNC_CACHE_DIR: &str = "/var/cache/fleetform";
 /// Port of the sync container's `/metrics`, `/healthz` and `/readyz`.
 const SYNC_METRICS_PORT: i32 = 9090;
+/// Port of the hub container's `/metrics`, `/healthz` and `/readyz`.
+const HUB_METRICS_PORT: i32 = 9091;
+/// Replicas of the hub Deployment unless told otherwise: the hub loops and sync each elect a
+/// leader, so a second replica takes over within a Lease's duration when one goes.
+pub const DEFAULT_REPLICAS: i32 = 2;
 
 /// The image of this fleetform: the one `install` runs unless told otherwise.
 pub fn default_image() -> String {
@@ -54,7 +59,7 @@ impl Default for HubSettings {
     fn default() -> Self {
         HubSettings {
             image: default_image(),
-            replicas: 1,
+            replicas: DEFAULT_REPLICAS,
             agent_hub_url: None,
             fleet_sync: None,
         }
@@ -184,7 +189,8 @@ pub fn hub_rbac() -> Vec<Value> {
                 {"apiGroups": ["events.k8s.io"],
                  "resources": ["events"],
                  "verbs": ["create", "update", "patch"]},
-                // Cluster leases (expiry) and sync's leader election.
+                // Cluster leases (expiry), and the leader elections of the hub loops
+                // (`fleetform-hub`) and sync (`fleetform-sync`).
                 {"apiGroups": ["coordination.k8s.io"],
                  "resources": ["leases"],
                  "verbs": all},
@@ -231,7 +237,8 @@ pub fn conversion_service() -> Value {
         },
         "spec": {
             // The webhook answers as soon as the hub container runs; the pod's readiness also
-            // waits on sync's first pass, which must not take conversion down with it.
+            // waits on the leading sync's first pass, which must not take conversion down with
+            // it.
             "publishNotReadyAddresses": true,
             "selector": { LABEL_APP: HUB_DEPLOYMENT },
             "ports": [{"name": "webhook", "port": CONVERSION_PORT, "targetPort": "webhook", "protocol": "TCP"}],
@@ -246,6 +253,8 @@ pub fn hub_deployment(settings: &HubSettings) -> Value {
         "hub".to_string(),
         "--webhook-addr".to_string(),
         format!("0.0.0.0:{CONVERSION_PORT}"),
+        "--metrics-addr".to_string(),
+        format!("0.0.0.0:{HUB_METRICS_PORT}"),
     ];
     if let Some(url) = &settings.agent_hub_url {
         hub_args.extend(["--agent-hub-url".to_string(), url.clone()]);
@@ -277,8 +286,17 @@ pub fn hub_deployment(settings: &HubSettings) -> Value {
                             "name": "hub",
                             "image": settings.image,
                             "args": hub_args,
-                            "env": [log],
-                            "ports": [{"name": "webhook", "containerPort": CONVERSION_PORT}],
+                            "env": [
+                                log,
+                                {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                            ],
+                            "ports": [
+                                {"name": "webhook", "containerPort": CONVERSION_PORT},
+                                {"name": "hub-metrics", "containerPort": HUB_METRICS_PORT},
+                            ],
+                            "livenessProbe": {"httpGet": {"path": "/healthz", "port": "hub-metrics"}},
+                            // A follower is ready too: it serves the conversion webhook.
+                            "readinessProbe": {"httpGet": {"path": "/readyz", "port": "hub-metrics"}},
                             "resources": {
                                 "requests": {"cpu": "100m", "memory": "128Mi"},
                                 "limits": {"memory": "512Mi"},
@@ -529,11 +547,16 @@ mod tests {
     fn settings_reach_the_deployment() {
         let deployment = hub_deployment(&HubSettings {
             image: "registry.example.com/fleetform:dev".to_string(),
-            replicas: 2,
+            replicas: 3,
             agent_hub_url: Some("https://hub.example.com:6443".to_string()),
             fleet_sync: None,
         });
-        assert_eq!(deployment["spec"]["replicas"], 2);
+        assert_eq!(deployment["spec"]["replicas"], 3);
+        assert_eq!(
+            hub_deployment(&HubSettings::default())["spec"]["replicas"],
+            2,
+            "a replica takes over when the other goes"
+        );
         let containers = deployment["spec"]["template"]["spec"]["containers"]
             .as_array()
             .unwrap();
@@ -553,6 +576,8 @@ mod tests {
                 "hub",
                 "--webhook-addr",
                 "0.0.0.0:9443",
+                "--metrics-addr",
+                "0.0.0.0:9091",
                 "--agent-hub-url",
                 "https://hub.example.com:6443"
             ])

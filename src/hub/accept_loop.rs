@@ -67,7 +67,7 @@ struct AcceptContext {
 }
 
 pub(crate) async fn run(ctx: Arc<Context>, fleet_crds: bool, shutdown: CancellationToken) {
-    let errors = super::run::error_policy("accept loop");
+    let errors = ctx.error_policy("accept loop");
     let client = ctx.client.clone();
     let (csrs, writer) = reflector::store();
     let csr_changes = watcher(
@@ -111,7 +111,7 @@ pub(crate) async fn run(ctx: Arc<Context>, fleet_crds: bool, shutdown: Cancellat
     });
     controller
         .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(reconcile, errors.policy(), accept_ctx)
+        .run(errors.measured(reconcile), errors.policy(), accept_ctx)
         .for_each(errors.outcomes())
         .await;
 }

@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, instrument};
 
 use super::approval::{SpokeIdentity, Verdict, decide_registration, registration_cluster};
+use super::metrics::CsrKind;
 use super::run::{Context, FIELD_MANAGER, HubError};
 use crate::api::ManagedCluster;
 use crate::api::bootstrap_token::{
@@ -35,7 +36,7 @@ use crate::api::vocabulary::LABEL_CLUSTER_NAME;
 use crate::runtime::error::KubeError;
 
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
-    let errors = super::run::error_policy("CSR approval loop");
+    let errors = ctx.error_policy("CSR approval loop");
     let csrs: Api<CertificateSigningRequest> = Api::all(ctx.client.clone());
     let controller = Controller::new(csrs, watcher::Config::default().labels(LABEL_CLUSTER_NAME));
     let store = controller.store();
@@ -53,7 +54,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
             move |cluster| requests_of(&by_cluster, &cluster.name_any()),
         )
         .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(reconcile, errors.policy(), ctx)
+        .run(errors.measured(reconcile), errors.policy(), ctx)
         .for_each(errors.outcomes())
         .await;
 }
@@ -104,9 +105,12 @@ async fn reconcile(
             format!("CertificateSigningRequest {name}"),
             "write its approval",
         ))?;
-    match decision.verdict {
-        Verdict::Approve => info!(reason = decision.reason, "CSR approved"),
-        _ => info!(reason = decision.reason, "CSR denied"),
+    let approved = decision.verdict == Verdict::Approve;
+    ctx.metrics.csr_decided(CsrKind::Registration, approved);
+    if approved {
+        info!(reason = decision.reason, "CSR approved");
+    } else {
+        info!(reason = decision.reason, "CSR denied");
     }
     Ok(Action::await_change())
 }

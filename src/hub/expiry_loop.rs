@@ -51,7 +51,7 @@ struct ExpiryContext {
 /// Runs the loop; `addons` says whether the ManagedClusterAddOn CRD is installed (without it,
 /// clusters still expire and only the addon step is skipped).
 pub(crate) async fn run(ctx: Arc<Context>, addons: bool, shutdown: CancellationToken) {
-    let errors = super::run::error_policy("lease expiry loop");
+    let errors = ctx.error_policy("lease expiry loop");
     let (leases, writer) = reflector::store::<Lease>();
     let (listed, leases_listed) = tokio::sync::watch::channel(false);
     let lease_config =
@@ -94,7 +94,7 @@ pub(crate) async fn run(ctx: Arc<Context>, addons: bool, shutdown: CancellationT
     };
     controller
         .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(reconcile, errors.policy(), expiry)
+        .run(errors.measured(reconcile), errors.policy(), expiry)
         .for_each(errors.outcomes())
         .await;
 }
@@ -149,6 +149,10 @@ async fn reconcile(
             ))?;
         if let Some(written) = written {
             info!(%deadline, "lease expired: cluster Available is Unknown");
+            let lag = Timestamp::now().duration_since(*deadline);
+            ctx.hub
+                .metrics
+                .lease_expired(Duration::try_from(lag).unwrap_or(Duration::ZERO));
             cluster = written;
         } else {
             // The store lagged a renewal: come back at the renewed lease's deadline, not never.

@@ -17,7 +17,7 @@
 //! The live loops around them, which own the watches, timers and writes and decide nothing
 //! themselves:
 //!
-//! - [`run`]: [`run::run`] starts the hub loops ([`HubConfig`]): [`accept_loop`] (acceptance,
+//! - [`run`]: [`run::start`] starts the hub loops ([`HubConfig`]): [`accept_loop`] (acceptance,
 //!   namespace, RBAC, lease and HubAcceptedManagedCluster of accepted clusters), [`expiry_loop`] (lease
 //!   expiry, availability taints, addons of Unknown clusters), [`approval_loop`] (registration
 //!   CSRs), [`signer_loop`] (addon CSRs: approval and custom signers), [`registrations_loop`]
@@ -25,6 +25,9 @@
 //!   (poll-mode spokes).
 //! - [`conversion_webhook`]: the addon kinds' conversion webhook (`fleetform hub
 //!   --webhook-addr`) and its self-managed certificate, started apart from the loops.
+//! - [`process`]: one hub process, what `fleetform hub` and `fleetform up` run: the webhook and
+//!   the admin endpoint on every replica, the loops and the lifecycle reconciler on the leader
+//!   of the Lease `fleetform-hub`; [`metrics`]: what it counts.
 //!
 //! Every function in the decision modules is pure: it takes the objects and the current time as arguments and
 //! returns decisions (conditions to set, taints to write, the next instant to wake up). The loops
@@ -40,8 +43,10 @@ pub mod cluster_sets;
 pub mod conversion_webhook;
 pub mod expiry_loop;
 pub mod lease;
+pub mod metrics;
 pub mod observer;
 pub mod observer_loop;
+pub mod process;
 pub mod registrations_loop;
 pub mod run;
 pub mod signer_loop;

@@ -34,7 +34,7 @@ use crate::api::addon::ClusterManagementAddOn;
 use crate::runtime::error::KubeError;
 
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
-    let errors = super::run::error_policy("addon registrations loop");
+    let errors = ctx.error_policy("addon registrations loop");
     let addons: Api<ManagedClusterAddOn> = Api::all(ctx.client.clone());
     let (reader, writer) = reflector::store();
     let changed = watcher(addons, watcher::Config::default())
@@ -50,7 +50,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
             move |addon| enabled_on(&by_addon, &addon.name_any()),
         )
         .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(reconcile, errors.policy(), ctx)
+        .run(errors.measured(reconcile), errors.policy(), ctx)
         .for_each(errors.outcomes())
         .await;
 }

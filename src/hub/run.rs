@@ -1,4 +1,4 @@
-//! The hub's live loops (DESIGN §4.1–§4.3, §4.5): [`run`] applies the bootstrap RBAC and starts
+//! The hub's live loops (DESIGN §4.1–§4.3, §4.5): [`start`] applies the bootstrap RBAC and starts
 //! the accept loop, the lease expiry loop, the registration and addon CSR loops, the addon
 //! registrations loop and the poll-mode observer loop, and stops them on shutdown.
 //!
@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -17,6 +18,7 @@ use crate::access::Access;
 use crate::api::addon::ClusterManagementAddOn;
 use crate::api::fleet::Spoke;
 use crate::api::{ManagedCluster, ManagedClusterAddOn, ManagedClusterSet};
+use crate::hub::metrics::HubMetrics;
 use crate::runtime::controller::ErrorPolicy;
 use crate::runtime::crd;
 use crate::runtime::error::{Failure, KubeError};
@@ -29,11 +31,6 @@ pub(crate) const RETRY_DELAY: Duration = Duration::from_secs(1);
 /// The longest a hub loop waits before retrying an object that keeps failing.
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
 
-/// The error policy of the hub loop `name` (see [`crate::runtime::controller`]).
-pub(crate) fn error_policy(name: &'static str) -> Arc<ErrorPolicy> {
-    ErrorPolicy::new(name, RETRY_DELAY, MAX_RETRY_DELAY)
-}
-
 /// What a hub loop without its CRD does.
 const LOOP_NOT_STARTED: &str = "the hub loops that need it are not started";
 
@@ -44,6 +41,8 @@ pub struct HubConfig {
     pub client: Client,
     /// How the observer reaches poll-mode spokes (their kubeconfig sources).
     pub access: Access,
+    /// What the loops count ([`HubMetrics::default`]: into nothing).
+    pub metrics: HubMetrics,
 }
 
 impl std::fmt::Debug for HubConfig {
@@ -80,13 +79,51 @@ impl Failure for HubError {
 pub(crate) struct Context {
     pub client: Client,
     pub access: Access,
+    pub metrics: HubMetrics,
+}
+
+impl Context {
+    /// The error policy of the hub loop `name` (see [`crate::runtime::controller`]), counting
+    /// into the hub's metrics.
+    pub(crate) fn error_policy(&self, name: &'static str) -> Arc<ErrorPolicy> {
+        ErrorPolicy::counted(
+            name,
+            RETRY_DELAY,
+            MAX_RETRY_DELAY,
+            &self.metrics.controllers,
+        )
+    }
 }
 
 /// Runs the hub loops until `shutdown` is cancelled.
 pub async fn run(config: HubConfig, shutdown: CancellationToken) {
+    start(config, shutdown).await.stopped().await;
+}
+
+/// Hub loops that were started.
+#[derive(Debug)]
+pub struct RunningLoops {
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl RunningLoops {
+    /// Waits until every loop has stopped (after the shutdown token was cancelled).
+    pub async fn stopped(self) {
+        for task in self.tasks {
+            if let Err(err) = task.await {
+                warn!(%err, "hub loop ended abnormally");
+            }
+        }
+        info!("hub loops stopped");
+    }
+}
+
+/// Starts the hub loops whose CRDs are installed; they run until `shutdown` is cancelled.
+pub async fn start(config: HubConfig, shutdown: CancellationToken) -> RunningLoops {
     let ctx = Arc::new(Context {
         client: config.client,
         access: config.access,
+        metrics: config.metrics,
     });
     let mut tasks = vec![tokio::spawn(ensure_bootstrap_rbac(
         ctx.client.clone(),
@@ -152,13 +189,7 @@ pub async fn run(config: HubConfig, shutdown: CancellationToken) {
         )));
     }
     info!(loops = tasks.len(), "hub loops started");
-    shutdown.cancelled().await;
-    for task in tasks {
-        if let Err(err) = task.await {
-            warn!(%err, "hub loop ended abnormally");
-        }
-    }
-    info!("hub loops stopped");
+    RunningLoops { tasks }
 }
 
 /// Applies the hub-wide bootstrap RBAC, retrying until it is in place or shutdown.

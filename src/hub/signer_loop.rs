@@ -34,6 +34,7 @@ use super::approval::{
     AddOnRequestContext, DenialPacer, Enablement, Verdict, decide_addon, denial_condition,
     requested_by_cluster_agent,
 };
+use super::metrics::CsrKind;
 use super::run::{Context, FIELD_MANAGER, HubError};
 use super::signing::{
     MAX_CUSTOM_SIGNER_SECONDS, SIGNER_CA_CERT_KEY, SIGNER_CA_KEY_KEY, Signing, decide_signing,
@@ -54,7 +55,7 @@ struct Signer {
 }
 
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
-    let errors = super::run::error_policy("addon CSR loop");
+    let errors = ctx.error_policy("addon CSR loop");
     let csrs: Api<CertificateSigningRequest> = Api::all(ctx.client.clone());
     let controller = Controller::new(csrs, watcher::Config::default().labels(LABEL_ADDON_NAME));
     let store = controller.store();
@@ -69,7 +70,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
             move |addon| requests_of(&store, &addon.name_any()),
         )
         .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(reconcile, errors.policy(), signer)
+        .run(errors.measured(reconcile), errors.policy(), signer)
         .for_each(errors.outcomes())
         .await;
 }
@@ -139,7 +140,9 @@ async fn reconcile(
             }
         }
         write_approval(ctx, &csr, condition).await?;
-        if decision.verdict == Verdict::Approve {
+        let approved = decision.verdict == Verdict::Approve;
+        ctx.metrics.csr_decided(CsrKind::Addon, approved);
+        if approved {
             lock(&signer.denials).approved(&key);
             info!(reason = decision.reason, "addon CSR approved");
         } else {

@@ -7,18 +7,24 @@
 //! object's first failure, or another error than its last), at debug level when it repeats. A
 //! pass that goes through forgets the object's failures.
 //!
-//! The log lines carry the controller's name (`controller`) and the object's (`object`).
+//! The log lines carry the controller's name (`controller`) and the object's (`object`). The
+//! policy also counts ([`super::metrics`]): every pass of [`ErrorPolicy::measured`] by result and
+//! duration, and the objects waiting for a retry.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use kube::Resource;
 use kube::runtime::controller::{self, Action};
 use kube::runtime::reflector::ObjectRef;
 use tracing::{debug, warn};
 
 use super::error::Failure;
+use super::metrics::{ControllerMetrics, SUCCESS};
 
 /// Namespace (if any) and name: an object of the controller's kind.
 type ObjectKey = (Option<String>, String);
@@ -42,23 +48,79 @@ pub struct ErrorPolicy {
     first: Duration,
     max: Duration,
     failing: Mutex<HashMap<ObjectKey, Failing>>,
+    metrics: ControllerMetrics,
 }
 
 impl ErrorPolicy {
     /// The policy of the controller named `controller` in logs (`accept loop`, `lifecycle
     /// reconciler`): a failure is tried again after `first`, doubling up to `max`.
     pub fn new(controller: &'static str, first: Duration, max: Duration) -> Arc<Self> {
+        Self::counted(controller, first, max, &ControllerMetrics::default())
+    }
+
+    /// [`ErrorPolicy::new`], counting into `metrics`.
+    pub fn counted(
+        controller: &'static str,
+        first: Duration,
+        max: Duration,
+        metrics: &ControllerMetrics,
+    ) -> Arc<Self> {
+        // Every controller's queue shows, empty or not.
+        metrics.retry_queue_depth(controller, 0);
         Arc::new(ErrorPolicy {
             controller,
             first,
             max,
             failing: Mutex::default(),
+            metrics: metrics.clone(),
         })
     }
 
     fn failing(&self) -> MutexGuard<'_, HashMap<ObjectKey, Failing>> {
         // A pass that panicked holding the lock left a count, nothing worth refusing.
         self.failing.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Forgets the failures of the object `key`, keeping the retry queue's count.
+    fn forget(&self, key: &ObjectKey) -> Option<Failing> {
+        let mut failing = self.failing();
+        let forgotten = failing.remove(key);
+        if forgotten.is_some() {
+            self.metrics
+                .retry_queue_depth(self.controller, failing.len());
+        }
+        forgotten
+    }
+
+    /// The reconcile to give `Controller::run`: `reconcile`, each pass counted by its result
+    /// (success, or the failure's category) and timed.
+    pub fn measured<K, C, E, F, Fut>(
+        self: &Arc<Self>,
+        mut reconcile: F,
+    ) -> impl FnMut(Arc<K>, Arc<C>) -> BoxFuture<'static, Result<Action, E>> + use<K, C, E, F, Fut>
+    where
+        F: FnMut(Arc<K>, Arc<C>) -> Fut,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: Failure + Send + 'static,
+    {
+        let policy = self.clone();
+        move |object, ctx| {
+            let started = Instant::now();
+            let pass = reconcile(object, ctx);
+            let policy = policy.clone();
+            async move {
+                let result = pass.await;
+                let label = match &result {
+                    Ok(_) => SUCCESS,
+                    Err(err) => err.kube().map_or("Other", |kube| kube.category().as_str()),
+                };
+                policy
+                    .metrics
+                    .reconciled(policy.controller, label, started.elapsed());
+                result
+            }
+            .boxed()
+        }
     }
 
     /// How long the next pass waits after `passes` failed in a row.
@@ -85,7 +147,10 @@ impl ErrorPolicy {
             entry.passes = entry.passes.saturating_add(1);
             let news = entry.last != message;
             entry.last = message;
-            (entry.passes, news)
+            let passes = entry.passes;
+            self.metrics
+                .retry_queue_depth(self.controller, failing.len());
+            (passes, news)
         };
         let wait = self.backoff(passes);
         if news {
@@ -108,7 +173,7 @@ impl ErrorPolicy {
 
     /// Forgets `object`'s failures after a pass that went through: what they were, if any.
     pub fn recovered<K: Resource>(&self, object: &K) -> Option<Failing> {
-        self.failing().remove(&key(object))
+        self.forget(&key(object))
     }
 
     /// The error policy to give `Controller::run`.
@@ -136,9 +201,7 @@ impl ErrorPolicy {
         move |outcome| {
             match outcome {
                 Ok((object, _)) => {
-                    policy
-                        .failing()
-                        .remove(&(object.namespace.clone(), object.name.clone()));
+                    policy.forget(&(object.namespace.clone(), object.name.clone()));
                 }
                 Err(
                     controller::Error::ObjectNotFound(_) | controller::Error::ReconcilerFailed(..),
@@ -221,5 +284,48 @@ mod tests {
         assert!(!policy.is_news(&a, &failed(500, "boom")));
         assert!(policy.is_news(&a, &failed(403, "forbidden")));
         assert!(!policy.is_news(&a, &failed(409, "conflict")));
+    }
+
+    #[tokio::test]
+    async fn each_measured_pass_is_counted_by_its_result_and_failing_objects_wait_in_the_retry_queue()
+     {
+        let metrics = ControllerMetrics::default();
+        let mut registry = prometheus_client::registry::Registry::default();
+        metrics.register(&mut registry);
+        let policy = ErrorPolicy::counted(
+            "test",
+            Duration::from_secs(1),
+            Duration::from_secs(5),
+            &metrics,
+        );
+        let mut reconcile = policy.measured(|object: Arc<ConfigMap>, _: Arc<()>| async move {
+            match object.metadata.name.as_deref() {
+                Some("a") => Ok(Action::await_change()),
+                _ => Err(failed(403, "forbidden")),
+            }
+        });
+        reconcile(Arc::new(object("a")), Arc::new(()))
+            .await
+            .unwrap();
+        let err = reconcile(Arc::new(object("b")), Arc::new(()))
+            .await
+            .unwrap_err();
+        policy.requeue(&object("b"), &err);
+        let text = crate::runtime::admin::encode(&registry);
+        for line in [
+            "reconciles_total{controller=\"test\",result=\"success\"} 1",
+            "reconciles_total{controller=\"test\",result=\"Forbidden\"} 1",
+            "reconcile_duration_seconds_count{controller=\"test\",result=\"Forbidden\"} 1",
+            "retry_queue_depth{controller=\"test\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
+        policy.recovered(&object("b"));
+        let text = crate::runtime::admin::encode(&registry);
+        assert!(
+            text.lines()
+                .any(|l| l == "retry_queue_depth{controller=\"test\"} 0"),
+            "{text}"
+        );
     }
 }

@@ -9,17 +9,23 @@
 //! - [`finalizers`]: adding and removing finalizers, and deleting what may be gone already.
 //! - [`crd`]: whether a CRD is installed, said when it is not.
 //! - [`clock`]: sleeping until the instant a decision named.
+//! - [`leader`]: leader election on a Lease, and running leader-gated work for each term.
+//! - [`metrics`]: what every controller counts; [`admin`]: the admin endpoint (`/metrics`,
+//!   `/healthz`, `/readyz`) on one address.
 //! - [`task_set`]: one task per watched object (or per anything keyed), started, restarted and
 //!   stopped as what it runs with changes; [`watch`]: the changes of each watched object that
 //!   drive it, deletions missed while the watch was away included.
 //!
 //! It depends on no component and decides nothing about fleets.
 
+pub mod admin;
 pub mod clock;
 pub mod conditions;
 pub mod controller;
 pub mod crd;
 pub mod error;
 pub mod finalizers;
+pub mod leader;
+pub mod metrics;
 pub mod task_set;
 pub mod watch;

@@ -26,7 +26,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, instrument, warn};
 
 use super::Prepare;
-use super::health::Readiness;
 use super::metrics::Metrics;
 use super::status::{Commit, Outcome, REASON_RECOVERED, Transition, next_status, transition};
 use crate::api::fleet::{FleetSync, SYSTEM_NAMESPACE};
@@ -37,6 +36,7 @@ use crate::fleet::Fleet;
 use crate::observe::observe_hub;
 use crate::plan::desired::{MANAGED_BY, MANAGED_BY_LABEL, hub_objects};
 use crate::plan::{self, Observed, PruneGuard};
+use crate::runtime::admin::LeaderReadiness as Readiness;
 use crate::runtime::controller::ErrorPolicy;
 use crate::runtime::error::KubeError;
 use crate::source::{LoadError, Origin, SourceSpec, load_fleet};
@@ -461,7 +461,7 @@ async fn report(
     );
     let changed = fetched && next != current;
     ctx.metrics.sync_finished(outcome.result_label());
-    ctx.readiness.synced();
+    ctx.readiness.work_done();
     if fetched && let Some(commit) = &next.last_applied_commit {
         ctx.metrics
             .applied_commit(&name, current.last_applied_commit.as_deref(), commit);

@@ -27,9 +27,8 @@ struct ActionLabels {
 }
 
 /// What the controller counts; cheap to clone (every metric is shared).
-#[derive(Clone)]
+#[derive(Clone, Debug, Default)]
 pub struct Metrics {
-    registry: std::sync::Arc<Registry>,
     syncs: Family<ResultLabels, Counter>,
     last_sync: Gauge<f64, AtomicU64>,
     applied_commit: Family<CommitLabels, Gauge>,
@@ -37,46 +36,34 @@ pub struct Metrics {
     leader: Gauge,
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
+impl Metrics {
+    /// The registry the admin endpoint serves: these metrics, prefixed `fleetform_sync`.
+    pub fn registry(&self) -> Registry {
         let mut registry = Registry::with_prefix("fleetform_sync");
-        let metrics = Metrics {
-            registry: Default::default(),
-            syncs: Family::default(),
-            last_sync: Gauge::default(),
-            applied_commit: Family::default(),
-            objects_changed: Family::default(),
-            leader: Gauge::default(),
-        };
-        registry.register("syncs", "Syncs finished, by result", metrics.syncs.clone());
+        registry.register("syncs", "Syncs finished, by result", self.syncs.clone());
         registry.register(
             "last_sync_timestamp_seconds",
             "When the last sync finished (Unix time)",
-            metrics.last_sync.clone(),
+            self.last_sync.clone(),
         );
         registry.register(
             "applied_commit_info",
             "The commit in force, per FleetSync (value 1)",
-            metrics.applied_commit.clone(),
+            self.applied_commit.clone(),
         );
         registry.register(
             "objects_changed",
             "Hub, Spoke and ClusterManagementAddOn objects written, by action",
-            metrics.objects_changed.clone(),
+            self.objects_changed.clone(),
         );
         registry.register(
             "leader",
             "1 while this replica holds the leader Lease",
-            metrics.leader.clone(),
+            self.leader.clone(),
         );
-        Metrics {
-            registry: std::sync::Arc::new(registry),
-            ..metrics
-        }
+        registry
     }
-}
 
-impl Metrics {
     /// Counts a finished sync with its result label.
     pub fn sync_finished(&self, result: &str) {
         self.syncs
@@ -123,13 +110,5 @@ impl Metrics {
     /// Whether this replica leads.
     pub fn set_leader(&self, leader: bool) {
         self.leader.set(i64::from(leader));
-    }
-
-    /// The metrics in Prometheus' text format.
-    pub fn encode(&self) -> String {
-        let mut text = String::new();
-        // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
-        text
     }
 }

@@ -5,8 +5,9 @@
 //!   the managed Hub, Spoke and ClusterManagementAddOn objects); status and events (one per
 //!   applied commit, stall and recovery, through [`crate::events`]).
 //! - [`status`]: the outcome of a sync and the FleetSync status it writes (pure).
-//! - [`leader`]: leader election on a Lease; only the holder syncs.
-//! - [`metrics`], [`health`]: `/metrics`, `/healthz`, `/readyz`.
+//! - [`metrics`]: what `/metrics` serves; the runtime's admin endpoint
+//!   ([`crate::runtime::admin`]) serves it with `/healthz` and `/readyz`, and its leader
+//!   election ([`crate::runtime::leader`]) says which replica syncs.
 //!
 //! **Which hub.** A sync applies only the part of the fleet for the hub it runs on: the hub
 //! named by [`SyncConfig::hub`] (`--hub NAME`), or, when that is unset, the fleet's only hub. A
@@ -25,8 +26,6 @@
 //! [`crate::observe`] and [`crate::apply`].
 
 pub mod controller;
-pub mod health;
-pub mod leader;
 pub mod metrics;
 pub mod status;
 
@@ -36,16 +35,16 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use kube::Client;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
 
 use crate::api::fleet::{FleetSync, SYSTEM_NAMESPACE};
 use crate::api::{ClusterManagementAddOn, Hub, Spoke};
 use crate::events::Reporter;
 use crate::fleet::Fleet;
+use crate::runtime::admin::{self, LeaderReadiness};
 use crate::runtime::crd;
+use crate::runtime::leader::{self, Election};
 
 /// The controller name on events (`reportingController`) and the default leader Lease name.
 pub const CONTROLLER_NAME: &str = "fleetform-sync";
@@ -123,12 +122,8 @@ impl std::fmt::Debug for SyncConfig {
 /// Why the sync controller could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
-    #[error("cannot serve metrics on {addr}: {source}")]
-    Listen {
-        addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Admin(#[from] admin::AdminError),
     #[error(
         "the FleetSync CRD is not installed on this hub (install it with `fleetform crds | kubectl apply -f -`)"
     )]
@@ -166,26 +161,14 @@ pub async fn start(
         return Err(SyncError::NoFleetSyncCrd);
     }
     let metrics = metrics::Metrics::default();
-    let readiness = Arc::new(health::Readiness::default());
-    let metrics_addr = match config.metrics_addr {
-        Some(addr) => {
-            let listener = tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|source| SyncError::Listen { addr, source })?;
-            let bound = listener
-                .local_addr()
-                .map_err(|source| SyncError::Listen { addr, source })?;
-            tokio::spawn(health::serve(
-                listener,
-                metrics.clone(),
-                readiness.clone(),
-                shutdown.clone(),
-            ));
-            info!(%bound, "serving /metrics, /healthz and /readyz");
-            Some(bound)
-        }
-        None => None,
-    };
+    let readiness = LeaderReadiness::new("the first sync");
+    let metrics_addr = admin::serve_component(
+        config.metrics_addr,
+        readiness.clone(),
+        metrics.registry(),
+        shutdown.clone(),
+    )
+    .await?;
     let drift = controller::DriftWatches {
         hubs: crd::installed::<Hub>(&config.client, "Hub drift is not watched").await,
         spokes: crd::installed::<Spoke>(&config.client, "Spoke drift is not watched").await,
@@ -210,91 +193,39 @@ async fn lead_and_sync(
     config: SyncConfig,
     drift: controller::DriftWatches,
     metrics: metrics::Metrics,
-    readiness: Arc<health::Readiness>,
+    readiness: Arc<LeaderReadiness>,
     shutdown: CancellationToken,
 ) {
-    let lock = leader::LeaseLock::new(
-        config.client.clone(),
-        &config.namespace,
-        &config.lease_name,
-        &config.identity,
-        config.lease_duration,
-    );
-    let (leader_tx, mut leader_rx) = watch::channel(false);
-    // The election outlives the controller, so the Lease is released only once no sync runs.
-    let election_stop = CancellationToken::new();
-    let election = tokio::spawn(leader::run(lock, leader_tx, election_stop.clone()));
-    let events = Reporter::new(config.client.clone(), CONTROLLER_NAME, &config.identity);
-    // Undecided (not ready) until the election's first round; then followers are ready at once.
-    let decided = tokio::select! {
-        biased;
-        _ = shutdown.cancelled() => false,
-        changed = leader_rx.changed() => changed.is_ok(),
+    let election = Election {
+        namespace: config.namespace.clone(),
+        lease_name: config.lease_name.clone(),
+        identity: config.identity.clone(),
+        lease_duration: config.lease_duration,
     };
-    if decided {
-        readiness.set_leader(false);
-        lead_while_elected(
-            &config,
-            drift,
-            &metrics,
-            &readiness,
-            &events,
-            &mut leader_rx,
-            &shutdown,
-        )
-        .await;
-    }
-    election_stop.cancel();
-    let _ = election.await;
-}
-
-/// Runs the controller for each term this replica leads, until `shutdown` is cancelled or the
-/// election ends.
-async fn lead_while_elected(
-    config: &SyncConfig,
-    drift: controller::DriftWatches,
-    metrics: &metrics::Metrics,
-    readiness: &Arc<health::Readiness>,
-    events: &Reporter,
-    leader_rx: &mut watch::Receiver<bool>,
-    shutdown: &CancellationToken,
-) {
-    loop {
-        tokio::select! {
-            biased;
-            _ = shutdown.cancelled() => break,
-            leads = async { leader_rx.wait_for(|leads| *leads).await.is_ok() } => if !leads { break },
-        }
-        info!(identity = %config.identity, "leading: syncing");
-        metrics.set_leader(true);
-        readiness.set_leader(true);
-        // What a term remembers starts afresh: another leader may have applied newer commits
-        // meanwhile, so the first reconcile of a term always fetches.
-        let ctx = Arc::new(controller::Context::new(
-            config.client.clone(),
-            config.hub.clone(),
-            config.max_prune_percent,
-            events.clone(),
-            metrics.clone(),
-            readiness.clone(),
-            config.prepare.clone(),
-        ));
-        let stop = shutdown.child_token();
-        let mut syncing = tokio::spawn(controller::run(
-            ctx,
-            config.namespace.clone(),
-            drift,
-            stop.clone(),
-        ));
-        tokio::select! {
-            _ = &mut syncing => {}
-            _ = async { leader_rx.wait_for(|leads| !*leads).await.is_ok() } => {
-                info!(identity = %config.identity, "lost the leader Lease: stopping the sync");
-                stop.cancel();
-                let _ = syncing.await;
-            }
-        }
-        metrics.set_leader(false);
-        readiness.set_leader(false);
-    }
+    let events = Reporter::new(config.client.clone(), CONTROLLER_NAME, &config.identity);
+    let standing = |leads: bool| {
+        metrics.set_leader(leads);
+        readiness.set_leader(leads);
+    };
+    leader::lead(
+        config.client.clone(),
+        &election,
+        &shutdown,
+        standing,
+        |stop| {
+            // What a term remembers starts afresh: another leader may have applied newer
+            // commits meanwhile, so the first reconcile of a term always fetches.
+            let ctx = Arc::new(controller::Context::new(
+                config.client.clone(),
+                config.hub.clone(),
+                config.max_prune_percent,
+                events.clone(),
+                metrics.clone(),
+                readiness.clone(),
+                config.prepare.clone(),
+            ));
+            controller::run(ctx, config.namespace.clone(), drift, stop)
+        },
+    )
+    .await;
 }

@@ -3,7 +3,8 @@
 //! Starts an embedded control plane for every hub and spoke whose kubeconfig is `embedded`
 //! (state under the data dir, so a restart resumes; each keeps its port), writes a kubeconfig per
 //! cluster, installs fleetform on each hub (day 0), points a FleetSync at the source, and runs on
-//! each hub the sync controller, the hub loops and the lifecycle reconciler, on every cluster a
+//! each hub its hub process ([`crate::hub::process`]: the sync controller, the hub loops and the
+//! lifecycle reconciler, leading at once), on every cluster a
 //! [`kubelet`] for agent Deployments, and an [`addons`] deployer that runs a minimal agent per
 //! enabled addon. From there the fleet converges on its own, and a new commit is picked up
 //! within the sync interval. A commit declaring a new embedded spoke gets its cluster started
@@ -43,6 +44,7 @@ use crate::agent::HubConnection;
 use crate::api::FleetSync;
 use crate::api::fleet::{SYSTEM_NAMESPACE, Spoke};
 use crate::fleet::Fleet;
+use crate::hub::process::HubProcessConfig;
 use crate::reconciler::install::KnownEndpoint;
 
 /// What `up` runs.
@@ -504,36 +506,24 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
                 .certificate_authority()
                 .map(|ca| ca.cert_pem().to_string()),
         };
-        let reconciler = crate::reconciler::ReconcilerConfig {
-            client: hub_identity.clone(),
-            access: access.clone(),
-            known_endpoint,
-        };
-        tasks.push((
-            "reconciler",
-            tokio::spawn(crate::reconciler::run(reconciler, shutdown.child_token())),
-        ));
-        let loops = crate::hub::run::HubConfig {
-            client: hub_identity.clone(),
-            access: access.clone(),
-        };
-        tasks.push((
-            "hub loops",
-            tokio::spawn(crate::hub::run(loops, shutdown.child_token())),
-        ));
-        let mut sync = crate::sync::SyncConfig::new(hub_identity, "fleetform-up");
+        let mut sync = crate::sync::SyncConfig::new(hub_identity.clone(), "fleetform-up");
         sync.hub = Some(hub.name.clone());
         sync.prepare = Some(start_declared_spokes(spokes.clone()));
-        let sync_token = shutdown.child_token();
-        let hub_name = hub.name.clone();
-        tasks.push((
-            "sync",
-            tokio::spawn(async move {
-                if let Err(err) = crate::sync::run(sync, sync_token).await {
-                    warn!(hub = hub_name, %err, "sync stopped");
-                }
-            }),
-        ));
+        // One process on one machine: it leads at once, and nothing reaches a webhook or an
+        // admin endpoint of it.
+        let process = HubProcessConfig {
+            client: hub_identity,
+            access: access.clone(),
+            known_endpoint,
+            election: None,
+            admin_addr: None,
+            webhook: None,
+            sync: Some(sync),
+        };
+        let running = crate::hub::process::start(process, shutdown.child_token())
+            .await
+            .map_err(|err| setup(err.to_string()))?;
+        tasks.push(("hub process", tokio::spawn(running.stopped())));
         tasks.push((
             "spoke clusters",
             tokio::spawn(follow_spokes(

@@ -59,7 +59,16 @@ async fn hub_and_agent_commands_join_a_spoke_and_stop_on_sigterm() {
     std::fs::write(dir.path().join("hub.kubeconfig"), hub.kubeconfig()).unwrap();
     std::fs::write(dir.path().join("spoke.kubeconfig"), spoke.kubeconfig()).unwrap();
 
-    let hub_process = fleetform(&["hub", "--kubeconfig", "hub.kubeconfig"], dir.path());
+    let hub_process = fleetform(
+        &[
+            "hub",
+            "--kubeconfig",
+            "hub.kubeconfig",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ],
+        dir.path(),
+    );
     let agent_process = fleetform(
         &[
             "agent",
@@ -106,7 +115,16 @@ async fn agent_command_registers_by_certificate_with_a_bootstrap_kubeconfig() {
     )
     .unwrap();
 
-    let hub_process = fleetform(&["hub", "--kubeconfig", "hub.kubeconfig"], dir.path());
+    let hub_process = fleetform(
+        &[
+            "hub",
+            "--kubeconfig",
+            "hub.kubeconfig",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ],
+        dir.path(),
+    );
     let agent_process = fleetform(
         &[
             "agent",

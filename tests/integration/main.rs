@@ -17,6 +17,7 @@ mod csr_approval;
 mod day2;
 mod deploy;
 mod gitops;
+mod ha_hub;
 mod hub_security;
 mod install;
 mod layering;

@@ -320,7 +320,7 @@ async fn every_component_in_its_own_process_with_its_production_identity() {
         fleetform::deploy::HUB_SERVICE_ACCOUNT_NAMESPACE,
         fleetform::deploy::HUB_SERVICE_ACCOUNT,
     );
-    let _hub_loops = fleetform(&["hub"], &hub_identity);
+    let _hub_loops = fleetform(&["hub", "--metrics-addr", "127.0.0.1:0"], &hub_identity);
     let _sync = fleetform(
         &[
             "sync",

@@ -17,7 +17,6 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use support::{Cluster, wait_deleted, wait_for};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 /// A fleet repo in a temporary git repository (branch `main`, fleet under `fleet/`), starting
@@ -203,44 +202,9 @@ fn reasons(events: &[Event]) -> Vec<String> {
         .collect()
 }
 
-/// GETs `path` from the metrics endpoint: the status code and the body.
+/// GETs `path` from the sync's metrics endpoint: the status code and the body.
 async fn get(sync: &RunningSync, path: &str) -> (u16, String) {
-    let addr = sync.metrics_addr().expect("metrics served");
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let code = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("not an HTTP response: {response}"));
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
-        .unwrap_or_default();
-    (code, body)
-}
-
-/// Waits until the counter `series` of the metrics endpoint reaches `at_least`.
-async fn wait_for_metric(sync: &RunningSync, series: &str, at_least: u64) {
-    let reached = async {
-        loop {
-            let (_, metrics) = get(sync, "/metrics").await;
-            let value = metrics
-                .lines()
-                .find_map(|line| line.strip_prefix(series)?.trim().parse::<u64>().ok());
-            if value.is_some_and(|value| value >= at_least) {
-                return;
-            }
-            // The endpoint has no watch: look again shortly.
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    };
-    tokio::time::timeout(support::PATIENCE, reached)
-        .await
-        .unwrap_or_else(|_| panic!("{series} never reached {at_least}"));
+    support::http_get(sync.metrics_addr().expect("metrics served"), path).await
 }
 
 #[tokio::test]
@@ -446,10 +410,10 @@ async fn an_invalid_commit_is_not_applied_and_its_status_names_the_file() {
         .expect("nothing is deleted because a commit failed to load");
     assert_eq!(lease_duration(&spokes.get("dev").await.unwrap()), Some(10));
     // Every interval fetches the invalid commit again; the Warning said so once.
-    wait_for_metric(
-        &sync,
+    support::wait_for_metric(
+        sync.metrics_addr().expect("metrics served"),
         "fleetform_sync_syncs_total{result=\"invalid_commit\"}",
-        3,
+        3.0,
     )
     .await;
     let warnings = notes(&events(&hub, "FleetSync", "fleet").await, "InvalidCommit");

@@ -31,6 +31,7 @@ use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -269,6 +270,7 @@ pub async fn start_hub_loops(hub: &Cluster) -> Running {
     let config = HubConfig {
         client: hub.hub_identity().await,
         access: fleetform::access::Access::default(),
+        metrics: Default::default(),
     };
     let handle = tokio::spawn(fleetform::hub::run(config, stop.clone()));
     Running { stop, handle }
@@ -469,4 +471,53 @@ pub fn example_fleet_repo() -> (tempfile::TempDir, git2::Repository) {
     );
     commit_all(&repo, "example fleet");
     (dir, repo)
+}
+
+/// GETs `path` from an admin endpoint (`/metrics`, `/healthz`, `/readyz`) at `addr`: the status
+/// code and the body.
+pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {response}"));
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+/// The value of the series `series` (name and labels, exactly) on `/metrics` at `addr`.
+pub async fn metric(addr: SocketAddr, series: &str) -> Option<f64> {
+    let (_, metrics) = http_get(addr, "/metrics").await;
+    metrics.lines().find_map(|line| {
+        let value = line.strip_prefix(series)?.strip_prefix(' ')?;
+        value.parse().ok()
+    })
+}
+
+/// Waits until the series `series` on `/metrics` at `addr` reaches `at_least`; fails after
+/// [`PATIENCE`].
+pub async fn wait_for_metric(addr: SocketAddr, series: &str, at_least: f64) {
+    let reached = async {
+        loop {
+            if metric(addr, series)
+                .await
+                .is_some_and(|value| value >= at_least)
+            {
+                return;
+            }
+            // The endpoint has no watch: look again shortly.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(PATIENCE, reached)
+        .await
+        .unwrap_or_else(|_| panic!("{series} never reached {at_least}"));
 }

@@ -1,4 +1,5 @@
-//! Leader election on a `coordination.k8s.io` Lease: only the holder syncs.
+//! Leader election on a `coordination.k8s.io` Lease: only the holder does a component's
+//! leader-gated work (sync's syncs, the hub's loops), every replica the rest.
 //!
 //! The holder renews the Lease every third of its duration. A replica that sees another holder
 //! follows it, and takes the Lease over once the Lease has stayed unchanged for a whole duration
@@ -7,8 +8,11 @@
 //! could take over. On shutdown the holder releases the Lease (clears its holder), so a follower
 //! takes over at its next try instead of waiting for expiry.
 //!
-//! [`decide`] is the pure part; [`run`] owns the reads, writes and timer.
+//! [`decide`] is the pure part; [`run`] owns the reads, writes and timer; [`lead`] runs a
+//! component's work for each term the replica leads, and stops it (awaiting it) when the term
+//! ends, before a follower could take over.
 
+use std::future::Future;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -78,6 +82,20 @@ pub fn decide(
             holder: holder.to_string(),
         }
     }
+}
+
+/// One replica's part in the election on one Lease.
+#[derive(Clone, Debug)]
+pub struct Election {
+    /// Namespace of the Lease.
+    pub namespace: String,
+    /// Name of the Lease (`fleetform-sync`, `fleetform-hub`).
+    pub lease_name: String,
+    /// This replica's name, unique per replica (the pod name).
+    pub identity: String,
+    /// How long the Lease holds without renewal; a follower takes over that long after the
+    /// leader stopped renewing it.
+    pub lease_duration: Duration,
 }
 
 /// One replica's side of the election on one Lease.
@@ -259,6 +277,64 @@ pub async fn run(mut lock: LeaseLock, leader: watch::Sender<bool>, stop: Cancell
         }
         leader.send_replace(false);
     }
+}
+
+/// Takes part in `election` until `shutdown` is cancelled and runs `term` for each term this
+/// replica leads: `term` gets a token cancelled when the term ends (the Lease lost or shutdown),
+/// and the term is over only once its future has finished. `standing` hears where the replica
+/// stands: `false` after the election's first round, then `true` as each term starts and
+/// `false` once it is over. The Lease is released only after the last term is over.
+pub async fn lead<T, F>(
+    client: Client,
+    election: &Election,
+    shutdown: &CancellationToken,
+    mut standing: impl FnMut(bool),
+    mut term: T,
+) where
+    T: FnMut(CancellationToken) -> F,
+    F: Future<Output = ()> + Send + 'static,
+{
+    let lock = LeaseLock::new(
+        client,
+        &election.namespace,
+        &election.lease_name,
+        &election.identity,
+        election.lease_duration,
+    );
+    let (leader_tx, mut leader_rx) = watch::channel(false);
+    // The election outlives the terms, so the Lease is released only once no term runs.
+    let election_stop = CancellationToken::new();
+    let running = tokio::spawn(run(lock, leader_tx, election_stop.clone()));
+    let decided = tokio::select! {
+        biased;
+        _ = shutdown.cancelled() => false,
+        changed = leader_rx.changed() => changed.is_ok(),
+    };
+    if decided {
+        standing(false);
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                leads = async { leader_rx.wait_for(|leads| *leads).await.is_ok() } => if !leads { break },
+            }
+            info!(lease = %election.lease_name, identity = %election.identity, "leading");
+            standing(true);
+            let stop = shutdown.child_token();
+            let mut work = tokio::spawn(term(stop.clone()));
+            tokio::select! {
+                _ = &mut work => {}
+                _ = async { leader_rx.wait_for(|leads| !*leads).await.is_ok() } => {
+                    info!(lease = %election.lease_name, identity = %election.identity, "lost the leader Lease: stopping");
+                    stop.cancel();
+                    let _ = (&mut work).await;
+                }
+            }
+            standing(false);
+        }
+    }
+    election_stop.cancel();
+    let _ = running.await;
 }
 
 #[cfg(test)]
