@@ -24,6 +24,7 @@ const DECISION_MODULES: &[&str] = &[
     "src/agent/addon_secret.rs",
     "src/agent/rotation.rs",
     "src/agent/hub_identity.rs",
+    "src/agent/day2_decision.rs",
     "src/sync/status.rs",
 ];
 
