@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 /// Files that decide and must not act: facts and time in, decisions out.
 const DECISION_MODULES: &[&str] = &[
     "src/reconciler/lifecycle.rs",
+    "src/reconciler/hub_lifecycle.rs",
     "src/reconciler/cluster_sync.rs",
     "src/reconciler/install.rs",
     "src/reconciler/tokens.rs",

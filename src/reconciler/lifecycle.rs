@@ -23,14 +23,22 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::fleet::Phase;
 use crate::api::vocabulary::{
-    ANNOTATION_FORCE_UNJOIN, FINALIZER_HUB_CLEANUP, FINALIZER_HUB_CLEANUP_PREFLIGHT,
-    FINALIZER_SPOKE_CLEANUP, REASON_MANIFEST_WORKS_REMAIN, REASON_WAITING_FOR_AGENT_UNJOIN,
-    TAINT_TERMINATING, TAINT_WORKLOAD_CLEANUP,
+    ANNOTATION_FORCE_UNJOIN, CONDITION_ADDONS_CONFIGURED, CONDITION_CLEANUP_FAILED,
+    CONDITION_RECONCILED, CONDITION_SPOKE_JOINED, CONDITION_UNJOINED, FINALIZER_HUB_CLEANUP,
+    FINALIZER_HUB_CLEANUP_PREFLIGHT, FINALIZER_SPOKE_CLEANUP, REASON_MANIFEST_WORKS_REMAIN,
+    REASON_UNJOINED_BY_HUB, REASON_UNJOINING, REASON_WAITING_FOR_AGENT_UNJOIN, STATUS_FALSE,
+    STATUS_TRUE, TAINT_TERMINATING, TAINT_WORKLOAD_CLEANUP,
 };
+
+/// How long a settled Spoke waits before it is looked at again without a change.
+pub const RESYNC: Duration = Duration::from_secs(30);
+/// How soon a Spoke that is waiting on something it cannot watch is looked at again.
+const POLL: Duration = Duration::from_secs(1);
 
 /// Everything the decision needs to know about one Spoke, gathered by the loop.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -176,6 +184,29 @@ impl Decision {
             ..Decision::wait(Phase::Deleting)
         }
     }
+
+    /// How long after a pass that carried out this decision, ending at `now`, the Spoke is
+    /// looked at again if nothing wakes it sooner.
+    pub fn look_again_after(&self, now: Timestamp) -> Duration {
+        let blocked = self
+            .actions
+            .iter()
+            .any(|action| matches!(action, Action::Blocked(_)));
+        if blocked {
+            RESYNC
+        } else if !self.settled {
+            Duration::ZERO
+        } else if let Some(at) = self.wake_at {
+            Duration::try_from(at.duration_since(now))
+                .unwrap_or(Duration::ZERO)
+                .min(RESYNC)
+        } else if self.phase == Phase::Deleting && self.waiting.is_none() {
+            // Waiting on namespaces to finish terminating, which nothing here watches.
+            POLL
+        } else {
+            RESYNC
+        }
+    }
 }
 
 /// What the hub side does next for a Spoke.
@@ -251,6 +282,103 @@ pub fn decide(facts: &Facts) -> Decision {
     } else {
         Decision::act(phase, actions)
     }
+}
+
+/// The Spoke's conditions after a pass at `now` that went through with `decision`;
+/// `unjoined_by_hub` is what the hub's own unjoin of the spoke came to, if it did one.
+pub fn conditions(
+    facts: &Facts,
+    decision: &Decision,
+    unjoined_by_hub: Option<&str>,
+    now: Timestamp,
+) -> Vec<Condition> {
+    let condition = |type_: &str, ok: bool, reason: &str, message: String| Condition {
+        type_: type_.to_string(),
+        status: if ok { STATUS_TRUE } else { STATUS_FALSE }.to_string(),
+        reason: reason.to_string(),
+        message,
+        observed_generation: None,
+        last_transition_time: Time(now),
+    };
+    let mut conditions = vec![condition(
+        CONDITION_RECONCILED,
+        true,
+        "Reconciled",
+        "the last pass went through".into(),
+    )];
+    if !facts.deleting {
+        conditions.push(if facts.joined {
+            condition(
+                CONDITION_SPOKE_JOINED,
+                true,
+                "Joined",
+                "the agent joined the hub".into(),
+            )
+        } else {
+            let waiting = if !facts.agent_installed {
+                "installing the agent"
+            } else if !facts.cluster_exists {
+                "waiting for the agent to register"
+            } else {
+                "waiting for the agent to join"
+            };
+            condition(CONDITION_SPOKE_JOINED, false, "Joining", waiting.into())
+        });
+        if facts.joined {
+            let missing: Vec<&str> = facts
+                .wanted_addons
+                .iter()
+                .filter(|(name, namespace)| facts.enabled_addons.get(*name) != Some(namespace))
+                .map(|(name, _)| name.as_str())
+                .collect();
+            conditions.push(if missing.is_empty() {
+                condition(
+                    CONDITION_ADDONS_CONFIGURED,
+                    true,
+                    "AddonsConfigured",
+                    format!("{} addon(s) enabled", facts.wanted_addons.len()),
+                )
+            } else {
+                condition(
+                    CONDITION_ADDONS_CONFIGURED,
+                    false,
+                    "AddonsPending",
+                    format!("enabling {}", missing.join(", ")),
+                )
+            });
+        }
+    }
+    if let Some(outcome) = unjoined_by_hub {
+        conditions.push(condition(
+            CONDITION_UNJOINED,
+            true,
+            REASON_UNJOINED_BY_HUB,
+            outcome.to_string(),
+        ));
+    } else if decision.phase == Phase::Deleting {
+        let (reason, message) = decision.waiting.clone().unwrap_or((
+            REASON_UNJOINING,
+            "unjoining in seed 004's order".to_string(),
+        ));
+        let blocked = reason == REASON_MANIFEST_WORKS_REMAIN;
+        conditions.push(condition(
+            CONDITION_UNJOINED,
+            false,
+            reason,
+            message.clone(),
+        ));
+        conditions.push(if blocked {
+            condition(CONDITION_CLEANUP_FAILED, true, reason, message)
+        } else {
+            condition(
+                CONDITION_CLEANUP_FAILED,
+                false,
+                "CleaningUp",
+                "cleanup in progress".into(),
+            )
+        });
+    }
+    conditions
 }
 
 fn cleanup(facts: &Facts) -> Decision {
@@ -699,6 +827,166 @@ mod tests {
         assert!(
             message.contains("web") && message.contains("forceClusterDrain"),
             "{message}"
+        );
+    }
+
+    /// `(type, status, reason)` of each condition, in order.
+    fn summary(conditions: &[Condition]) -> Vec<(String, String, String)> {
+        conditions
+            .iter()
+            .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+            .collect()
+    }
+
+    fn row(type_: &str, status: &str, reason: &str) -> (String, String, String) {
+        (type_.into(), status.into(), reason.into())
+    }
+
+    #[test]
+    fn a_joining_spoke_says_what_it_waits_for_and_a_joined_one_which_addons_are_pending() {
+        let now: Timestamp = "2026-11-26T12:00:00Z".parse().unwrap();
+        let installing = Facts {
+            agent_installed: false,
+            joined: false,
+            ..running()
+        };
+        let reported = conditions(&installing, &decide(&installing), None, now);
+        assert_eq!(
+            summary(&reported),
+            [
+                row(CONDITION_RECONCILED, STATUS_TRUE, "Reconciled"),
+                row(CONDITION_SPOKE_JOINED, STATUS_FALSE, "Joining"),
+            ]
+        );
+        assert_eq!(reported[1].message, "installing the agent");
+        assert_eq!(reported[1].last_transition_time, Time(now));
+        let registering = Facts {
+            cluster_exists: false,
+            joined: false,
+            ..running()
+        };
+        assert_eq!(
+            conditions(&registering, &decide(&registering), None, now)[1].message,
+            "waiting for the agent to register"
+        );
+        let mut pending = running();
+        pending
+            .wanted_addons
+            .insert("logging".into(), "addons".into());
+        let reported = conditions(&pending, &decide(&pending), None, now);
+        assert_eq!(
+            summary(&reported)[1..],
+            [
+                row(CONDITION_SPOKE_JOINED, STATUS_TRUE, "Joined"),
+                row(CONDITION_ADDONS_CONFIGURED, STATUS_FALSE, "AddonsPending"),
+            ]
+        );
+        assert_eq!(reported[2].message, "enabling logging");
+    }
+
+    #[test]
+    fn a_deletion_reports_what_it_waits_on_what_blocks_it_and_an_unjoin_the_hub_did() {
+        let now: Timestamp = "2026-11-26T12:00:00Z".parse().unwrap();
+        let unjoining = Facts {
+            deleting: true,
+            ..running()
+        };
+        assert_eq!(
+            summary(&conditions(&unjoining, &decide(&unjoining), None, now)),
+            [
+                row(CONDITION_RECONCILED, STATUS_TRUE, "Reconciled"),
+                row(CONDITION_UNJOINED, STATUS_FALSE, REASON_UNJOINING),
+                row(CONDITION_CLEANUP_FAILED, STATUS_FALSE, "CleaningUp"),
+            ]
+        );
+        let blocked = Facts {
+            active_works: vec!["web".into()],
+            ..unjoining.clone()
+        };
+        let reported = conditions(&blocked, &decide(&blocked), None, now);
+        assert_eq!(
+            summary(&reported)[2],
+            row(
+                CONDITION_CLEANUP_FAILED,
+                STATUS_TRUE,
+                REASON_MANIFEST_WORKS_REMAIN
+            )
+        );
+        assert!(
+            reported[2].message.contains("web"),
+            "{}",
+            reported[2].message
+        );
+        let waiting = awaiting_the_agent();
+        assert_eq!(
+            summary(&conditions(&waiting, &decide(&waiting), None, now))[1],
+            row(
+                CONDITION_UNJOINED,
+                STATUS_FALSE,
+                REASON_WAITING_FOR_AGENT_UNJOIN
+            )
+        );
+        let forced = Facts {
+            force_unjoin: true,
+            ..awaiting_the_agent()
+        };
+        let reported = conditions(&forced, &decide(&forced), Some("the hub completed"), now);
+        assert_eq!(
+            summary(&reported)[1..],
+            [row(CONDITION_UNJOINED, STATUS_TRUE, REASON_UNJOINED_BY_HUB)]
+        );
+        assert_eq!(reported[1].message, "the hub completed");
+    }
+
+    #[test]
+    fn a_spoke_is_looked_at_again_at_once_after_acting_and_at_its_deadline_when_waiting() {
+        let now: Timestamp = "2026-11-26T12:00:00Z".parse().unwrap();
+        let acting = Facts {
+            joined: false,
+            accepted: false,
+            ..running()
+        };
+        assert_eq!(decide(&acting).look_again_after(now), Duration::ZERO);
+        assert_eq!(decide(&running()).look_again_after(now), RESYNC);
+        let blocked = Facts {
+            deleting: true,
+            active_works: vec!["web".into()],
+            ..running()
+        };
+        assert_eq!(
+            decide(&blocked).look_again_after(now),
+            RESYNC,
+            "ManifestWorks are watched; the retry is a backstop"
+        );
+        let mut timing_out = awaiting_the_agent();
+        timing_out.available = false;
+        timing_out.unavailable_since = Some("2026-11-26T11:55:00Z".parse().unwrap());
+        let deadline_in_5_min = decide(&timing_out);
+        assert_eq!(
+            deadline_in_5_min.look_again_after("2026-11-26T12:04:50Z".parse().unwrap()),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            deadline_in_5_min.look_again_after(now),
+            RESYNC,
+            "at most RESYNC"
+        );
+        assert_eq!(
+            deadline_in_5_min.look_again_after("2026-11-26T12:06:00Z".parse().unwrap()),
+            Duration::ZERO,
+            "a deadline passed while acting"
+        );
+        let terminating = Facts {
+            deleting: true,
+            finalizers: BTreeSet::new(),
+            ..running()
+        };
+        let decision = decide(&terminating);
+        assert!(decision.settled && decision.waiting.is_none());
+        assert_eq!(
+            decision.look_again_after(now),
+            POLL,
+            "namespaces terminating are polled"
         );
     }
 }
