@@ -726,7 +726,7 @@ mod tests {
         facts.deleting = true;
         facts.finalizers.remove(FINALIZER_HUB_CLEANUP_PREFLIGHT);
         facts.enabled_addons.clear();
-        facts.now = "2026-11-26T12:00:00Z".parse().unwrap();
+        facts.now = noon();
         facts.unjoin_timeout = Duration::from_secs(600);
         facts
     }
@@ -842,9 +842,13 @@ mod tests {
         (type_.into(), status.into(), reason.into())
     }
 
+    fn noon() -> Timestamp {
+        "2026-11-26T12:00:00Z".parse().unwrap()
+    }
+
     #[test]
     fn a_joining_spoke_says_what_it_waits_for_and_a_joined_one_which_addons_are_pending() {
-        let now: Timestamp = "2026-11-26T12:00:00Z".parse().unwrap();
+        let now = noon();
         let installing = Facts {
             agent_installed: false,
             joined: false,
@@ -886,7 +890,7 @@ mod tests {
 
     #[test]
     fn a_deletion_reports_what_it_waits_on_what_blocks_it_and_an_unjoin_the_hub_did() {
-        let now: Timestamp = "2026-11-26T12:00:00Z".parse().unwrap();
+        let now = noon();
         let unjoining = Facts {
             deleting: true,
             ..running()
@@ -940,7 +944,7 @@ mod tests {
 
     #[test]
     fn a_spoke_is_looked_at_again_at_once_after_acting_and_at_its_deadline_when_waiting() {
-        let now: Timestamp = "2026-11-26T12:00:00Z".parse().unwrap();
+        let now = noon();
         let acting = Facts {
             joined: false,
             accepted: false,
