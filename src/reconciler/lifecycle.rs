@@ -140,6 +140,55 @@ impl UnjoinBy {
     pub fn instead_of_the_agent(self) -> bool {
         matches!(self, UnjoinBy::AgentGone | UnjoinBy::Forced)
     }
+
+    /// Why the hub does the spoke's side, in the words of the Spoke's status and Event.
+    pub fn why(self) -> &'static str {
+        match self {
+            UnjoinBy::HubAsSpoke => "the hub is its own spoke",
+            UnjoinBy::FailedPivot => "the agent never took the spoke over",
+            UnjoinBy::AgentGone => {
+                "the agent did not unjoin and the cluster was not Available for the unjoin timeout"
+            }
+            UnjoinBy::Forced => "the Spoke carries fleetform.io/force-unjoin",
+        }
+    }
+}
+
+/// How the hub's cleanup of a spoke's side went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SpokeCleanup {
+    /// The agent's credentials and workload are gone from the spoke.
+    Done,
+    /// The spoke could not be reached: why.
+    Unreachable(String),
+    /// The spoke refused or failed a step: what.
+    Failed(String),
+}
+
+/// What the hub's unjoin of a spoke's side (`by`) comes to: `Ok` with what the Spoke reports,
+/// or `Err` with the problem, for the pass to fail and be retried. A spoke that cannot be reached
+/// (or, when the hub acts instead of a gone agent, refuses) does not hold its Spoke forever: what
+/// may be left on it (`leftovers`) is listed instead.
+pub fn unjoin_outcome(
+    by: UnjoinBy,
+    cleanup: &SpokeCleanup,
+    leftovers: &[String],
+) -> Result<String, String> {
+    let why = by.why();
+    let left = |problem: &str| {
+        format!(
+            "the hub completed the unjoin ({why}) but could not clean the spoke: {problem}; remove by hand what may be left there: {}",
+            leftovers.join("; ")
+        )
+    };
+    match cleanup {
+        SpokeCleanup::Done => Ok(format!(
+            "the hub completed the unjoin ({why}) and removed the agent from the spoke"
+        )),
+        SpokeCleanup::Unreachable(problem) => Ok(left(&format!("cannot reach it: {problem}"))),
+        SpokeCleanup::Failed(problem) if by.instead_of_the_agent() => Ok(left(problem)),
+        SpokeCleanup::Failed(problem) => Err(problem.clone()),
+    }
 }
 
 /// The decision for one pass: what to do now, and the phase to report.
@@ -991,6 +1040,42 @@ mod tests {
             decision.look_again_after(now),
             POLL,
             "namespaces terminating are polled"
+        );
+    }
+
+    #[test]
+    fn an_unjoin_the_hub_could_not_finish_on_the_spoke_lists_what_is_left_unless_it_must_retry() {
+        let leftovers = ["Namespace x".to_string(), "ClusterRole y".to_string()];
+        assert_eq!(
+            unjoin_outcome(UnjoinBy::FailedPivot, &SpokeCleanup::Done, &leftovers),
+            Ok("the hub completed the unjoin (the agent never took the spoke over) and removed the agent from the spoke".to_string())
+        );
+        let unreachable = SpokeCleanup::Unreachable("connection refused".into());
+        for by in [
+            UnjoinBy::HubAsSpoke,
+            UnjoinBy::FailedPivot,
+            UnjoinBy::AgentGone,
+            UnjoinBy::Forced,
+        ] {
+            let told = unjoin_outcome(by, &unreachable, &leftovers).expect("never held");
+            assert!(
+                told.contains(by.why())
+                    && told.contains("cannot reach it: connection refused")
+                    && told.ends_with(
+                        "remove by hand what may be left there: Namespace x; ClusterRole y"
+                    ),
+                "{told}"
+            );
+        }
+        let refused = SpokeCleanup::Failed("forbidden".into());
+        assert!(
+            unjoin_outcome(UnjoinBy::Forced, &refused, &leftovers)
+                .is_ok_and(|told| told.contains("forbidden"))
+        );
+        assert_eq!(
+            unjoin_outcome(UnjoinBy::HubAsSpoke, &refused, &leftovers),
+            Err("forbidden".to_string()),
+            "the hub's own side is retried: no agent would do it"
         );
     }
 }

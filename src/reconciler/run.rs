@@ -35,7 +35,7 @@ use super::cluster_sync::{self, WantedCluster};
 use super::facts::{self, Gathered};
 use super::hub_lifecycle;
 use super::install::{self, EndpointError, HubEndpoint, KnownEndpoint};
-use super::lifecycle::{self, Action, UnjoinBy, decide};
+use super::lifecycle::{self, Action, SpokeCleanup, UnjoinBy, decide, unjoin_outcome};
 use super::tokens::{BOOTSTRAP_TOKEN_TTL, TokenUpkeep, token_upkeep, usable_token};
 use super::uninstall;
 use crate::access::Access;
@@ -732,9 +732,7 @@ async fn grant_spoke_access(
 }
 
 /// The spoke-side cleanup the agent would do, done by the hub; returns what happened, for the
-/// Spoke's last status and its Event. A spoke that cannot be reached (or, when the hub acts
-/// instead of a gone agent, refuses) does not hold its Spoke forever: what may be left on it is
-/// listed instead.
+/// Spoke's last status and its Event ([`unjoin_outcome`] says what it comes to).
 async fn unjoin_spoke(
     ctx: &Context,
     spoke: &Spoke,
@@ -742,40 +740,29 @@ async fn unjoin_spoke(
 ) -> Result<String, ReconcileError> {
     let client = &ctx.config.client;
     let purge = spoke.spec.cleanup.purge_agent_namespace;
-    let why = match by {
-        UnjoinBy::HubAsSpoke => "the hub is its own spoke",
-        UnjoinBy::FailedPivot => "the agent never took the spoke over",
-        UnjoinBy::AgentGone => {
-            "the agent did not unjoin and the cluster was not Available for the unjoin timeout"
+    let cleanup = match ctx.clients.get(spoke, client).await {
+        Err(err) => SpokeCleanup::Unreachable(err),
+        Ok(reached) => {
+            let cleaned = async {
+                uninstall::remove_credentials(&reached.client).await?;
+                uninstall::remove_workload(&reached.client, purge).await
+            }
+            .await;
+            match cleaned {
+                Ok(()) => SpokeCleanup::Done,
+                Err(problem) => SpokeCleanup::Failed(problem),
+            }
         }
-        UnjoinBy::Forced => "the Spoke carries fleetform.io/force-unjoin",
     };
-    let left = |problem: String| {
-        warn!(%problem, "the spoke's side is left as it is");
-        format!(
-            "the hub completed the unjoin ({why}) but could not clean the spoke: {problem}; remove by hand what may be left there: {}",
-            uninstall::leftovers(purge).join("; ")
-        )
-    };
-    let spoke_client = match ctx.clients.get(spoke, client).await {
-        Ok(reached) => reached.client,
-        Err(err) => return Ok(left(format!("cannot reach it: {err}"))),
-    };
-    let cleaned = async {
-        uninstall::remove_credentials(&spoke_client).await?;
-        uninstall::remove_workload(&spoke_client, purge).await
-    }
-    .await;
-    match cleaned {
-        Ok(()) => {
-            info!("agent removed from the spoke");
-            Ok(format!(
-                "the hub completed the unjoin ({why}) and removed the agent from the spoke"
-            ))
+    let outcome = unjoin_outcome(by, &cleanup, &uninstall::leftovers(purge));
+    match (&cleanup, &outcome) {
+        (SpokeCleanup::Done, _) => info!("agent removed from the spoke"),
+        (SpokeCleanup::Unreachable(problem) | SpokeCleanup::Failed(problem), Ok(_)) => {
+            warn!(%problem, "the spoke's side is left as it is");
         }
-        Err(problem) if by.instead_of_the_agent() => Ok(left(problem)),
-        Err(problem) => Err(ReconcileError::Spoke(problem)),
+        (_, Err(_)) => {}
     }
+    outcome.map_err(ReconcileError::Spoke)
 }
 
 /// CSRs, ManagedCluster, cluster namespace and bootstrap tokens of the spoke on the hub.
