@@ -19,6 +19,11 @@
 //!
 //! After the pivot the agent upgrades itself, but a Deployment that is gone or was edited, or a
 //! bootstrap kubeconfig that no longer reaches the hub, is put back by the hub.
+//!
+//! Pure here too, around the decision: the agent's facts from what the hub read on the spoke
+//! ([`agent_facts`]), the Spoke's conditions after a pass ([`conditions`]), when it is looked at
+//! again ([`Decision::look_again_after`]), and what the hub's own unjoin of a spoke's side comes
+//! to ([`unjoin_outcome`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -90,6 +95,42 @@ pub struct Facts {
     pub unjoin_timeout: Duration,
     /// The Spoke asks the hub to complete its unjoin at once.
     pub force_unjoin: bool,
+}
+
+/// What the hub read of the agent on its spoke.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AgentRead {
+    /// Its namespace, bootstrap kubeconfig secret and Deployment are there.
+    pub installed: bool,
+    /// The bootstrap kubeconfig reaches the hub as the hub would write it now.
+    pub bootstrap_current: bool,
+    /// The Deployment runs another version or configuration than the Spoke asks for.
+    pub outdated: bool,
+    /// Applying the Deployment the Spoke asks for would change it (edited, or outdated).
+    pub edited: bool,
+}
+
+/// The agent's part of the [`Facts`]: `(agent_installed, agent_outdated, agent_drifted)`, from
+/// what was read on the spoke (`None`: not read, as while a pivoted agent unjoins by itself, or
+/// unreachable during a deletion). `bootstrapped`: it holds a certificate it keeps using;
+/// `has_tokens`: the hub holds a bootstrap token of the spoke.
+pub fn agent_facts(
+    read: Option<&AgentRead>,
+    pivoted: bool,
+    bootstrapped: bool,
+    has_tokens: bool,
+) -> (bool, bool, bool) {
+    let Some(read) = read else {
+        // An agent that took the spoke over is there until it says otherwise.
+        return (pivoted, false, false);
+    };
+    // Installed also needs what it registers with: a certificate or a token.
+    let installed = read.installed && (bootstrapped || has_tokens);
+    // After the pivot a new version is the agent's to roll out; anything else that differs
+    // was changed on the spoke.
+    let drifted = read.installed
+        && (!read.bootstrap_current || (read.edited && (!pivoted || !read.outdated)));
+    (installed, read.outdated, drifted)
 }
 
 /// One thing the loop does for the Spoke.
@@ -1076,6 +1117,67 @@ mod tests {
             unjoin_outcome(UnjoinBy::HubAsSpoke, &refused, &leftovers),
             Err("forbidden".to_string()),
             "the hub's own side is retried: no agent would do it"
+        );
+    }
+
+    #[test]
+    fn the_agent_read_on_the_spoke_is_drifted_when_changed_there_but_not_while_it_rolls_out() {
+        assert_eq!(
+            agent_facts(None, true, false, false),
+            (true, false, false),
+            "a pivoted agent not read is taken as there"
+        );
+        assert_eq!(agent_facts(None, false, false, true), (false, false, false));
+        let read = AgentRead {
+            installed: true,
+            bootstrap_current: true,
+            outdated: false,
+            edited: false,
+        };
+        assert_eq!(
+            agent_facts(Some(&read), true, true, false),
+            (true, false, false)
+        );
+        assert!(
+            !agent_facts(Some(&read), false, false, false).0,
+            "without a certificate or a token there is nothing to register with"
+        );
+        assert!(agent_facts(Some(&read), false, false, true).0);
+        let moved = AgentRead {
+            bootstrap_current: false,
+            ..read
+        };
+        assert_eq!(
+            agent_facts(Some(&moved), true, true, false),
+            (true, false, true)
+        );
+        let edited = AgentRead {
+            edited: true,
+            ..read
+        };
+        assert!(agent_facts(Some(&edited), true, true, false).2);
+        let rolling_out = AgentRead {
+            edited: true,
+            outdated: true,
+            ..read
+        };
+        assert_eq!(
+            agent_facts(Some(&rolling_out), true, true, false),
+            (true, true, false),
+            "after the pivot a new version is the agent's to roll out"
+        );
+        assert!(
+            agent_facts(Some(&rolling_out), false, false, true).2,
+            "before the pivot the hub puts its own version back"
+        );
+        let gone = AgentRead {
+            installed: false,
+            bootstrap_current: false,
+            ..read
+        };
+        assert_eq!(
+            agent_facts(Some(&gone), true, true, true),
+            (false, false, false)
         );
     }
 }
