@@ -10,6 +10,7 @@
 //! - [`admission`]: OCM's ManagedCluster admission webhooks, in every control plane fleetform
 //!   starts ([`embedded`]).
 //! - [`apply`]: writing a plan's object changes to a hub.
+//! - [`pipeline`]: observe → plan → apply, as `plan`, `apply` and `sync` run it.
 //! - [`deploy`]: what fleetform installs on a hub (the install set, its RBAC, `deploy/`), and
 //!   installing and uninstalling it.
 //! - [`reconciler`]: the Spoke lifecycle — join, accept, addons, unjoin in finalizer order.
@@ -35,6 +36,7 @@ pub mod fleet;
 pub mod health;
 pub mod hub;
 pub mod observe;
+pub mod pipeline;
 pub mod plan;
 pub mod reconciler;
 pub mod runtime;

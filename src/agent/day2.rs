@@ -1,4 +1,5 @@
-//! Day 2 (seed 004, DESIGN §4.6): once joined, the agent owns its spoke.
+//! Day 2 (seed 004, DESIGN §4.6): once joined, the agent owns its spoke. This is the loop: what
+//! to do is [`super::day2_decision`]'s to say.
 //!
 //! It follows its Spoke on the hub by watch and:
 //! - adds the `fleetform.io/spoke-cleanup` finalizer and reports `PivotComplete` (from then on
@@ -13,30 +14,23 @@
 //! A hub registered as its own spoke is the hub's business on both days, so the agent there only
 //! reports. Agents of hubs without fleetform's CRDs (plain OCM) have no Spoke and skip day 2.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
+use kube::Api;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, watcher};
-use kube::{Api, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use super::day2_decision::{Action, Facts, Next, Outcome, after, decide};
 use super::run::{AgentError, Context, FIELD_MANAGER, RETRY_DELAY};
 use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
-use crate::api::vocabulary::{
-    CONDITION_PIVOT_COMPLETE, FINALIZER_HUB_CLEANUP_PREFLIGHT, FINALIZER_SPOKE_CLEANUP, STATUS_TRUE,
-};
-use crate::plan::desired::effective;
-use crate::reconciler::install::{
-    LABEL_AGENT_VERSION, agent_deployment, deployment_current, deployment_label, spoke_url_of,
-};
+use crate::api::vocabulary::FINALIZER_SPOKE_CLEANUP;
 use crate::reconciler::uninstall;
 use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
@@ -112,171 +106,137 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
         let Some(current) = spoke.as_ref() else {
             continue;
         };
-        retry = match step(&ctx, current, joined).await {
-            Ok(Step::Continue) => false,
-            Ok(Step::Unjoined) => return,
-            Err(AgentError::Kube(err)) if err.is_conflict() => {
-                // Someone wrote the Spoke meanwhile; its watch brings the fresh one.
-                false
-            }
+        let outcome = match pass(&ctx, current, joined).await {
+            Ok(outcome) => outcome,
+            Err(AgentError::Kube(err)) if err.is_conflict() => Outcome::Conflict,
             Err(err) => {
                 warn!(%err, "day 2; retrying");
-                true
+                Outcome::Failed
             }
         };
-    }
-}
-
-enum Step {
-    Continue,
-    /// The agent removed itself; nothing is left for it to do.
-    Unjoined,
-}
-
-async fn step(ctx: &Context, spoke: &Spoke, joined: bool) -> Result<Step, AgentError> {
-    let name = ctx.name();
-    let spokes: Api<Spoke> = Api::namespaced(ctx.hub.clone(), SYSTEM_NAMESPACE);
-    let hub_as_spoke = spoke.spec.is_hub_as_spoke();
-    let has = |finalizer: &str| spoke.finalizers().iter().any(|f| f == finalizer);
-    if spoke.metadata.deletion_timestamp.is_some() {
-        if hub_as_spoke || has(FINALIZER_HUB_CLEANUP_PREFLIGHT) || !has(FINALIZER_SPOKE_CLEANUP) {
-            return Ok(Step::Continue);
+        match after(outcome) {
+            Next::AwaitChange => retry = false,
+            Next::Retry => retry = true,
+            Next::Stop => return,
         }
-        info!("the Spoke is being deleted: unjoining");
-        uninstall::remove_credentials(&ctx.spoke)
-            .await
-            .map_err(|message| AgentError::Local {
-                cluster: name.to_string(),
-                message,
-            })?;
-        set_finalizers(&spokes, spoke, false).await?;
-        let purge = spoke.spec.cleanup.purge_agent_namespace;
-        uninstall::remove_workload(&ctx.spoke, purge)
-            .await
-            .map_err(|message| AgentError::Local {
-                cluster: name.to_string(),
-                message,
-            })?;
-        info!("unjoined");
-        return Ok(Step::Unjoined);
     }
-    if !joined {
-        return Ok(Step::Continue);
-    }
-    if !hub_as_spoke && !has(FINALIZER_SPOKE_CLEANUP) {
-        set_finalizers(&spokes, spoke, true).await?;
-    }
-    let pivot = Condition {
-        type_: CONDITION_PIVOT_COMPLETE.to_string(),
-        status: STATUS_TRUE.to_string(),
-        reason: "AgentOwnsDayTwo".to_string(),
-        message: "the agent upgrades and cleans up its spoke".to_string(),
-        observed_generation: None,
-        last_transition_time: Time(Timestamp::now()),
-    };
-    set_conditions(&spokes, name, FIELD_MANAGER, |_| vec![pivot.clone()])
-        .await
-        .map_err(KubeError::on(
-            format!("cluster {name}"),
-            "report PivotComplete",
-        ))?;
-    let Some(deployment_name) = ctx.config.deployment.as_deref() else {
-        return Ok(Step::Continue);
-    };
+}
+
+/// One pass: gather the facts, decide, act.
+async fn pass(ctx: &Context, spoke: &Spoke, joined: bool) -> Result<Outcome, AgentError> {
+    let name = ctx.name();
     let deployments: Api<Deployment> =
         Api::namespaced(ctx.spoke.clone(), &ctx.config.agent_namespace);
-    let Some(running) = deployments
-        .get_opt(deployment_name)
-        .await
-        .map_err(KubeError::on(
-            format!("cluster {name}"),
-            "read its Deployment",
-        ))?
-    else {
-        return Ok(Step::Continue);
-    };
-    report_version(&spokes, spoke, &ctx.config).await?;
-    if hub_as_spoke {
-        return Ok(Step::Continue);
-    }
-    let hubs: Api<Hub> = Api::namespaced(ctx.hub.clone(), SYSTEM_NAMESPACE);
-    let Some(hub) = hubs
-        .get_opt(&spoke.spec.hub_ref)
-        .await
-        .map_err(KubeError::on(format!("cluster {name}"), "read its Hub"))?
-    else {
-        return Ok(Step::Continue);
-    };
-    // The spoke URL is the installer's to set; the agent keeps the one it was given.
-    let desired = agent_deployment(
-        name,
-        &effective(spoke, &hub, &BTreeMap::new()),
-        spoke_url_of(&running),
-    );
-    if !deployment_current(&running, &desired) {
-        info!(
-            from = deployment_label(&running, LABEL_AGENT_VERSION),
-            to = deployment_label(&desired, LABEL_AGENT_VERSION),
-            "upgrading this agent"
-        );
-        let mut object = serde_json::to_value(&desired).map_err(|err| AgentError::Local {
-            cluster: name.to_string(),
-            message: format!("cannot render its Deployment: {err}"),
-        })?;
-        object["apiVersion"] = json!("apps/v1");
-        object["kind"] = json!("Deployment");
-        deployments
-            .patch(
-                deployment_name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&object),
-            )
+    // The Deployment and Hub matter only to a joined agent whose Spoke stays.
+    let running = match ctx.config.deployment.as_deref() {
+        Some(deployment) if joined && spoke.metadata.deletion_timestamp.is_none() => deployments
+            .get_opt(deployment)
             .await
             .map_err(KubeError::on(
                 format!("cluster {name}"),
-                "upgrade its Deployment",
-            ))?;
+                "read its Deployment",
+            ))?,
+        _ => None,
+    };
+    let hub = match &running {
+        Some(_) if !spoke.spec.is_hub_as_spoke() => {
+            Api::<Hub>::namespaced(ctx.hub.clone(), SYSTEM_NAMESPACE)
+                .get_opt(&spoke.spec.hub_ref)
+                .await
+                .map_err(KubeError::on(format!("cluster {name}"), "read its Hub"))?
+        }
+        _ => None,
+    };
+    let decision = decide(&Facts {
+        spoke,
+        joined,
+        running: running.as_ref(),
+        hub: hub.as_ref(),
+        version: &ctx.config.version,
+        config_hash: ctx.config.config_hash.as_deref(),
+        now: Timestamp::now(),
+    });
+    if decision.unjoins {
+        info!("the Spoke is being deleted: unjoining");
     }
-    Ok(Step::Continue)
+    for action in decision.actions {
+        act(ctx, spoke, &deployments, action).await?;
+    }
+    if decision.unjoins {
+        info!("unjoined");
+        return Ok(Outcome::Unjoined);
+    }
+    Ok(Outcome::Done)
 }
 
-/// Adds or removes `spoke-cleanup`.
-async fn set_finalizers(spokes: &Api<Spoke>, spoke: &Spoke, add: bool) -> Result<(), AgentError> {
-    Ok(set_finalizer(spokes, spoke, FINALIZER_SPOKE_CLEANUP, add)
-        .await
-        .map_err(KubeError::on(
-            format!("cluster {}", &spoke.name_any()),
-            "update its Spoke's finalizers",
-        ))?)
-}
-
-/// The version and configuration hash this agent runs (what its pod was started for, not what its
-/// Deployment asks for now: a new version that never starts is never reported), on the Spoke's
-/// status.
-async fn report_version(
-    spokes: &Api<Spoke>,
+/// Does one action of a decision.
+async fn act(
+    ctx: &Context,
     spoke: &Spoke,
-    config: &super::AgentConfig,
+    deployments: &Api<Deployment>,
+    action: Action,
 ) -> Result<(), AgentError> {
-    let version = Some(config.version.as_str());
-    let hash = config.config_hash.as_deref();
-    let status = spoke.status.as_ref();
-    if status.and_then(|s| s.agent_version.as_deref()) == version
-        && status.and_then(|s| s.agent_config_hash.as_deref()) == hash
-    {
-        return Ok(());
-    }
-    let patch = json!({"status": {"agentVersion": version, "agentConfigHash": hash}});
-    Ok(spokes
-        .patch_status(
-            &spoke.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-        .map(|_| ())
-        .map_err(KubeError::on(
-            format!("cluster {}", &spoke.name_any()),
-            "report its version",
-        ))?)
+    let name = ctx.name();
+    let spokes: Api<Spoke> = Api::namespaced(ctx.hub.clone(), SYSTEM_NAMESPACE);
+    let on_spoke = |message| AgentError::Local {
+        cluster: name.to_string(),
+        message,
+    };
+    let (what, written) = match action {
+        Action::RemoveCredentials => {
+            return uninstall::remove_credentials(&ctx.spoke)
+                .await
+                .map_err(on_spoke);
+        }
+        Action::RemoveWorkload { purge_namespace } => {
+            return uninstall::remove_workload(&ctx.spoke, purge_namespace)
+                .await
+                .map_err(on_spoke);
+        }
+        Action::CleanupFinalizer(add) => (
+            "update its Spoke's finalizers",
+            set_finalizer(&spokes, spoke, FINALIZER_SPOKE_CLEANUP, add).await,
+        ),
+        Action::ReportPivot(pivot) => (
+            "report PivotComplete",
+            set_conditions(&spokes, name, FIELD_MANAGER, |_| vec![pivot.clone()])
+                .await
+                .map(|_| ()),
+        ),
+        Action::ReportVersion {
+            version,
+            config_hash,
+        } => {
+            let patch =
+                json!({"status": {"agentVersion": version, "agentConfigHash": config_hash}});
+            (
+                "report its version",
+                spokes
+                    .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map(|_| ()),
+            )
+        }
+        Action::Upgrade {
+            name: running,
+            from,
+            to,
+            deployment,
+        } => {
+            info!(from, to, "upgrading this agent");
+            let mut object = serde_json::to_value(&*deployment)
+                .map_err(|err| on_spoke(format!("cannot render its Deployment: {err}")))?;
+            object["apiVersion"] = json!("apps/v1");
+            object["kind"] = json!("Deployment");
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            (
+                "upgrade its Deployment",
+                deployments
+                    .patch(&running, &params, &Patch::Apply(&object))
+                    .await
+                    .map(|_| ()),
+            )
+        }
+    };
+    Ok(written.map_err(KubeError::on(format!("cluster {name}"), what))?)
 }

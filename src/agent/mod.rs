@@ -13,13 +13,16 @@
 //!   whether a stored one still serves the registration.
 //! - [`hub_identity`]: the agent's certificate identity as stored in `hub-kubeconfig-secret`,
 //!   whether a stored one is used again, where a CSR stands, the pending-CSR limit.
+//! - [`day2_decision`]: day 2 once joined: taking the spoke over (finalizer, PivotComplete), the
+//!   version it reports, upgrading itself, and the unjoin's order when its Spoke is deleted.
 //!
 //! The live loops around them, which own the watches, timers, probes and writes:
 //!
 //! - [`run`]: [`run::run`] starts an agent ([`AgentConfig`]) and its loops: registration and
 //!   joining, [`lease_loop`], [`status_loop`], [`addon_loop`], [`addon_registration`]; [`hub_connection`] is how it
 //!   reaches the hub, and [`registration`] trades a bootstrap kubeconfig for a certificate,
-//!   rotates it and restarts the loops with each new one. [`args`] is its command line, which
+//!   rotates it and restarts the loops with each new one; [`day2`] follows the Spoke and acts on
+//!   [`day2_decision`]. [`args`] is its command line, which
 //!   `fleetform agent` and `fleetform up`'s kubelet stand-in both parse.
 //!
 //! Everything in the decision modules is pure: objects, probe results and the current time in;
@@ -34,6 +37,7 @@ pub mod args;
 pub mod availability;
 pub mod claims;
 pub mod day2;
+pub mod day2_decision;
 pub mod hub_connection;
 pub mod hub_identity;
 pub mod lease_loop;

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use super::output::{self, Output};
 use super::{ClusterArgs, Empty, SourceArgs, exit};
-use crate::observe::observe_hub;
-use crate::plan::{self, Observed, Plan, PruneGuard, render};
+use crate::pipeline::{Loaded, Planning};
+use crate::plan::{Plan, PruneGuard, render};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum PlanOutput {
@@ -80,8 +80,8 @@ pub async fn run(args: Args) -> u8 {
     }
 }
 
-/// Loads the fleet, observes each of its hubs and plans; on failure, says why and returns the
-/// exit code.
+/// Loads the fleet, observes each of its hubs and plans (the [`crate::pipeline`]); on failure,
+/// says why and returns the exit code.
 pub async fn build(
     source: &SourceArgs,
     empty: Empty,
@@ -89,23 +89,23 @@ pub async fn build(
     guard: PruneGuard,
 ) -> Result<Plan, u8> {
     let (origin, fleet) = super::load_reported(&source.spec(), empty)?;
+    let loaded = Loaded { origin, fleet };
     let access = clusters.access();
-    let mut observed = Observed::new();
-    for (name, hub) in &fleet.hubs {
+    let mut planning = Planning::new(&loaded);
+    for (name, hub) in &loaded.fleet.hubs {
         let reached = access.hub(hub).await.map_err(|err| {
             errln!("error: {err}");
             exit::INVALID_INPUT
         })?;
-        let desired = plan::desired::hub_objects(&fleet, name);
-        let hub = observe_hub(name, &reached.client, &desired)
+        planning
+            .observe(name, &reached.client)
             .await
             .map_err(|err| {
                 errln!("error: {}", super::at(&err, &reached));
                 exit::INVALID_INPUT
             })?;
-        observed.insert(name.clone(), hub);
     }
-    Ok(plan::plan(&fleet, origin, &observed, guard))
+    Ok(planning.plan(guard).plan)
 }
 
 fn save(plan: &Plan, path: &std::path::Path) -> std::io::Result<()> {

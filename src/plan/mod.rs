@@ -352,6 +352,18 @@ impl Plan {
 }
 
 impl HubPlan {
+    /// Leaves out the deletions of objects `observed` shows already being deleted.
+    pub fn leave_out_deletions_under_way(&mut self, observed: &ObservedHub) {
+        let terminating = |key: &ObjectKey| {
+            observed
+                .objects
+                .get(key)
+                .is_some_and(|live| live.pointer("/metadata/deletionTimestamp").is_some())
+        };
+        self.changes
+            .retain(|change| !(change.action == Action::Delete && terminating(&change.key)));
+    }
+
     /// What the plan does on this hub.
     pub fn counts(&self) -> Counts {
         let changes = |action| {

@@ -321,6 +321,43 @@ fn a_spoke_removed_from_git_is_unjoined_within_the_prune_guard() {
 }
 
 #[test]
+fn deletions_already_under_way_can_be_left_out_and_other_changes_stay() {
+    let before = TestFleet::new().spoke("a").spoke("b").build();
+    let after = TestFleet(before.clone())
+        .without_spoke("a")
+        .without_spoke("b")
+        .spoke("c")
+        .build();
+    let mut observed = converged(&before);
+    let hub = observed.get_mut("hub").unwrap();
+    let a = ObjectKey {
+        kind: ObjectKind::Spoke,
+        namespace: Some(crate::api::fleet::SYSTEM_NAMESPACE.into()),
+        name: "a".into(),
+    };
+    hub.objects.get_mut(&a).unwrap()["metadata"]["deletionTimestamp"] =
+        json!("2026-11-26T12:00:00Z");
+    let guard = PruneGuard {
+        allow_prune: true,
+        ..guard()
+    };
+    let mut hub_plan = plan(&after, origin(), &observed, guard).hubs.remove(0);
+    let changes = |plan: &HubPlan| {
+        plan.changes
+            .iter()
+            .map(|change| format!("{:?} {}", change.action, change.key.name))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        changes(&hub_plan),
+        ["Create c", "Delete a", "Delete b"],
+        "planned as a deletion like any other"
+    );
+    hub_plan.leave_out_deletions_under_way(&observed["hub"]);
+    assert_eq!(changes(&hub_plan), ["Create c", "Delete b"]);
+}
+
+#[test]
 fn a_hub_removed_from_git_unjoins_its_spokes_then_is_deleted() {
     let before = TestFleet::new().spoke("a").build();
     let plan = plan(

@@ -17,7 +17,7 @@ use super::cluster_sync::{WantedCluster, drifted};
 use super::install::{
     AGENT_DEPLOYMENT, HubEndpoint, agent_deployment, bootstrap_current, deployment_current,
 };
-use super::lifecycle::Facts;
+use super::lifecycle::{AgentRead, Facts, agent_facts};
 use crate::access::Reached;
 use crate::agent::hub_identity::{HubIdentity, bootstrap_fingerprint};
 use crate::api::bootstrap_token::BOOTSTRAP_TOKEN_NAMESPACE;
@@ -173,22 +173,18 @@ pub(crate) async fn gather(
     } else {
         Vec::new()
     };
-    let mut agent_installed = pivoted;
-    let mut agent_outdated = false;
-    let mut agent_drifted = false;
-    let mut bootstrap_current = false;
-    if let Some((on_spoke, desired)) = &on_spoke {
-        agent_installed = on_spoke.installed() && (bootstrapped || !tokens.is_empty());
-        agent_outdated = on_spoke
+    let read = on_spoke.as_ref().map(|(on_spoke, desired)| AgentRead {
+        installed: on_spoke.installed(),
+        bootstrap_current: on_spoke.bootstrap_current,
+        outdated: on_spoke
             .deployment
             .as_ref()
-            .is_some_and(|current| !deployment_current(current, desired));
-        // After the pivot a new version is the agent's to roll out; anything else that differs
-        // was changed on the spoke.
-        agent_drifted = on_spoke.installed()
-            && (!on_spoke.bootstrap_current || (on_spoke.edited && (!pivoted || !agent_outdated)));
-        bootstrap_current = on_spoke.bootstrap_current;
-    }
+            .is_some_and(|current| !deployment_current(current, desired)),
+        edited: on_spoke.edited,
+    });
+    let (agent_installed, agent_outdated, agent_drifted) =
+        agent_facts(read.as_ref(), pivoted, bootstrapped, !tokens.is_empty());
+    let bootstrap_current = read.is_some_and(|read| read.bootstrap_current);
 
     let wanted = WantedCluster {
         labels: &effective.labels,

@@ -19,18 +19,31 @@
 //!
 //! After the pivot the agent upgrades itself, but a Deployment that is gone or was edited, or a
 //! bootstrap kubeconfig that no longer reaches the hub, is put back by the hub.
+//!
+//! Pure here too, around the decision: the agent's facts from what the hub read on the spoke
+//! ([`agent_facts`]), the Spoke's conditions after a pass ([`conditions`]), when it is looked at
+//! again ([`Decision::look_again_after`]), and what the hub's own unjoin of a spoke's side comes
+//! to ([`unjoin_outcome`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::fleet::Phase;
 use crate::api::vocabulary::{
-    ANNOTATION_FORCE_UNJOIN, FINALIZER_HUB_CLEANUP, FINALIZER_HUB_CLEANUP_PREFLIGHT,
-    FINALIZER_SPOKE_CLEANUP, REASON_MANIFEST_WORKS_REMAIN, REASON_WAITING_FOR_AGENT_UNJOIN,
-    TAINT_TERMINATING, TAINT_WORKLOAD_CLEANUP,
+    ANNOTATION_FORCE_UNJOIN, CONDITION_ADDONS_CONFIGURED, CONDITION_CLEANUP_FAILED,
+    CONDITION_RECONCILED, CONDITION_SPOKE_JOINED, CONDITION_UNJOINED, FINALIZER_HUB_CLEANUP,
+    FINALIZER_HUB_CLEANUP_PREFLIGHT, FINALIZER_SPOKE_CLEANUP, REASON_MANIFEST_WORKS_REMAIN,
+    REASON_UNJOINED_BY_HUB, REASON_UNJOINING, REASON_WAITING_FOR_AGENT_UNJOIN, STATUS_FALSE,
+    STATUS_TRUE, TAINT_TERMINATING, TAINT_WORKLOAD_CLEANUP,
 };
+
+/// How long a settled Spoke waits before it is looked at again without a change.
+pub const RESYNC: Duration = Duration::from_secs(30);
+/// How soon a Spoke that is waiting on something it cannot watch is looked at again.
+const POLL: Duration = Duration::from_secs(1);
 
 /// Everything the decision needs to know about one Spoke, gathered by the loop.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -84,6 +97,42 @@ pub struct Facts {
     pub force_unjoin: bool,
 }
 
+/// What the hub read of the agent on its spoke.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AgentRead {
+    /// Its namespace, bootstrap kubeconfig secret and Deployment are there.
+    pub installed: bool,
+    /// The bootstrap kubeconfig reaches the hub as the hub would write it now.
+    pub bootstrap_current: bool,
+    /// The Deployment runs another version or configuration than the Spoke asks for.
+    pub outdated: bool,
+    /// Applying the Deployment the Spoke asks for would change it (edited, or outdated).
+    pub edited: bool,
+}
+
+/// The agent's part of the [`Facts`]: `(agent_installed, agent_outdated, agent_drifted)`, from
+/// what was read on the spoke (`None`: not read, as while a pivoted agent unjoins by itself, or
+/// unreachable during a deletion). `bootstrapped`: it holds a certificate it keeps using;
+/// `has_tokens`: the hub holds a bootstrap token of the spoke.
+pub fn agent_facts(
+    read: Option<&AgentRead>,
+    pivoted: bool,
+    bootstrapped: bool,
+    has_tokens: bool,
+) -> (bool, bool, bool) {
+    let Some(read) = read else {
+        // An agent that took the spoke over is there until it says otherwise.
+        return (pivoted, false, false);
+    };
+    // Installed also needs what it registers with: a certificate or a token.
+    let installed = read.installed && (bootstrapped || has_tokens);
+    // After the pivot a new version is the agent's to roll out; anything else that differs
+    // was changed on the spoke.
+    let drifted = read.installed
+        && (!read.bootstrap_current || (read.edited && (!pivoted || !read.outdated)));
+    (installed, read.outdated, drifted)
+}
+
 /// One thing the loop does for the Spoke.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -132,6 +181,55 @@ impl UnjoinBy {
     pub fn instead_of_the_agent(self) -> bool {
         matches!(self, UnjoinBy::AgentGone | UnjoinBy::Forced)
     }
+
+    /// Why the hub does the spoke's side, in the words of the Spoke's status and Event.
+    pub fn why(self) -> &'static str {
+        match self {
+            UnjoinBy::HubAsSpoke => "the hub is its own spoke",
+            UnjoinBy::FailedPivot => "the agent never took the spoke over",
+            UnjoinBy::AgentGone => {
+                "the agent did not unjoin and the cluster was not Available for the unjoin timeout"
+            }
+            UnjoinBy::Forced => "the Spoke carries fleetform.io/force-unjoin",
+        }
+    }
+}
+
+/// How the hub's cleanup of a spoke's side went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SpokeCleanup {
+    /// The agent's credentials and workload are gone from the spoke.
+    Done,
+    /// The spoke could not be reached: why.
+    Unreachable(String),
+    /// The spoke refused or failed a step: what.
+    Failed(String),
+}
+
+/// What the hub's unjoin of a spoke's side (`by`) comes to: `Ok` with what the Spoke reports,
+/// or `Err` with the problem, for the pass to fail and be retried. A spoke that cannot be reached
+/// (or, when the hub acts instead of a gone agent, refuses) does not hold its Spoke forever: what
+/// may be left on it (`leftovers`) is listed instead.
+pub fn unjoin_outcome(
+    by: UnjoinBy,
+    cleanup: &SpokeCleanup,
+    leftovers: &[String],
+) -> Result<String, String> {
+    let why = by.why();
+    let left = |problem: &str| {
+        format!(
+            "the hub completed the unjoin ({why}) but could not clean the spoke: {problem}; remove by hand what may be left there: {}",
+            leftovers.join("; ")
+        )
+    };
+    match cleanup {
+        SpokeCleanup::Done => Ok(format!(
+            "the hub completed the unjoin ({why}) and removed the agent from the spoke"
+        )),
+        SpokeCleanup::Unreachable(problem) => Ok(left(&format!("cannot reach it: {problem}"))),
+        SpokeCleanup::Failed(problem) if by.instead_of_the_agent() => Ok(left(problem)),
+        SpokeCleanup::Failed(problem) => Err(problem.clone()),
+    }
 }
 
 /// The decision for one pass: what to do now, and the phase to report.
@@ -174,6 +272,29 @@ impl Decision {
             waiting: Some((reason, message)),
             wake_at,
             ..Decision::wait(Phase::Deleting)
+        }
+    }
+
+    /// How long after a pass that carried out this decision, ending at `now`, the Spoke is
+    /// looked at again if nothing wakes it sooner.
+    pub fn look_again_after(&self, now: Timestamp) -> Duration {
+        let blocked = self
+            .actions
+            .iter()
+            .any(|action| matches!(action, Action::Blocked(_)));
+        if blocked {
+            RESYNC
+        } else if !self.settled {
+            Duration::ZERO
+        } else if let Some(at) = self.wake_at {
+            Duration::try_from(at.duration_since(now))
+                .unwrap_or(Duration::ZERO)
+                .min(RESYNC)
+        } else if self.phase == Phase::Deleting && self.waiting.is_none() {
+            // Waiting on namespaces to finish terminating, which nothing here watches.
+            POLL
+        } else {
+            RESYNC
         }
     }
 }
@@ -251,6 +372,103 @@ pub fn decide(facts: &Facts) -> Decision {
     } else {
         Decision::act(phase, actions)
     }
+}
+
+/// The Spoke's conditions after a pass at `now` that went through with `decision`;
+/// `unjoined_by_hub` is what the hub's own unjoin of the spoke came to, if it did one.
+pub fn conditions(
+    facts: &Facts,
+    decision: &Decision,
+    unjoined_by_hub: Option<&str>,
+    now: Timestamp,
+) -> Vec<Condition> {
+    let condition = |type_: &str, ok: bool, reason: &str, message: String| Condition {
+        type_: type_.to_string(),
+        status: if ok { STATUS_TRUE } else { STATUS_FALSE }.to_string(),
+        reason: reason.to_string(),
+        message,
+        observed_generation: None,
+        last_transition_time: Time(now),
+    };
+    let mut conditions = vec![condition(
+        CONDITION_RECONCILED,
+        true,
+        "Reconciled",
+        "the last pass went through".into(),
+    )];
+    if !facts.deleting {
+        conditions.push(if facts.joined {
+            condition(
+                CONDITION_SPOKE_JOINED,
+                true,
+                "Joined",
+                "the agent joined the hub".into(),
+            )
+        } else {
+            let waiting = if !facts.agent_installed {
+                "installing the agent"
+            } else if !facts.cluster_exists {
+                "waiting for the agent to register"
+            } else {
+                "waiting for the agent to join"
+            };
+            condition(CONDITION_SPOKE_JOINED, false, "Joining", waiting.into())
+        });
+        if facts.joined {
+            let missing: Vec<&str> = facts
+                .wanted_addons
+                .iter()
+                .filter(|(name, namespace)| facts.enabled_addons.get(*name) != Some(namespace))
+                .map(|(name, _)| name.as_str())
+                .collect();
+            conditions.push(if missing.is_empty() {
+                condition(
+                    CONDITION_ADDONS_CONFIGURED,
+                    true,
+                    "AddonsConfigured",
+                    format!("{} addon(s) enabled", facts.wanted_addons.len()),
+                )
+            } else {
+                condition(
+                    CONDITION_ADDONS_CONFIGURED,
+                    false,
+                    "AddonsPending",
+                    format!("enabling {}", missing.join(", ")),
+                )
+            });
+        }
+    }
+    if let Some(outcome) = unjoined_by_hub {
+        conditions.push(condition(
+            CONDITION_UNJOINED,
+            true,
+            REASON_UNJOINED_BY_HUB,
+            outcome.to_string(),
+        ));
+    } else if decision.phase == Phase::Deleting {
+        let (reason, message) = decision.waiting.clone().unwrap_or((
+            REASON_UNJOINING,
+            "unjoining in seed 004's order".to_string(),
+        ));
+        let blocked = reason == REASON_MANIFEST_WORKS_REMAIN;
+        conditions.push(condition(
+            CONDITION_UNJOINED,
+            false,
+            reason,
+            message.clone(),
+        ));
+        conditions.push(if blocked {
+            condition(CONDITION_CLEANUP_FAILED, true, reason, message)
+        } else {
+            condition(
+                CONDITION_CLEANUP_FAILED,
+                false,
+                "CleaningUp",
+                "cleanup in progress".into(),
+            )
+        });
+    }
+    conditions
 }
 
 fn cleanup(facts: &Facts) -> Decision {
@@ -598,7 +816,7 @@ mod tests {
         facts.deleting = true;
         facts.finalizers.remove(FINALIZER_HUB_CLEANUP_PREFLIGHT);
         facts.enabled_addons.clear();
-        facts.now = "2026-11-26T12:00:00Z".parse().unwrap();
+        facts.now = noon();
         facts.unjoin_timeout = Duration::from_secs(600);
         facts
     }
@@ -699,6 +917,267 @@ mod tests {
         assert!(
             message.contains("web") && message.contains("forceClusterDrain"),
             "{message}"
+        );
+    }
+
+    /// `(type, status, reason)` of each condition, in order.
+    fn summary(conditions: &[Condition]) -> Vec<(String, String, String)> {
+        conditions
+            .iter()
+            .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+            .collect()
+    }
+
+    fn row(type_: &str, status: &str, reason: &str) -> (String, String, String) {
+        (type_.into(), status.into(), reason.into())
+    }
+
+    fn noon() -> Timestamp {
+        "2026-11-26T12:00:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn a_joining_spoke_says_what_it_waits_for_and_a_joined_one_which_addons_are_pending() {
+        let now = noon();
+        let installing = Facts {
+            agent_installed: false,
+            joined: false,
+            ..running()
+        };
+        let reported = conditions(&installing, &decide(&installing), None, now);
+        assert_eq!(
+            summary(&reported),
+            [
+                row(CONDITION_RECONCILED, STATUS_TRUE, "Reconciled"),
+                row(CONDITION_SPOKE_JOINED, STATUS_FALSE, "Joining"),
+            ]
+        );
+        assert_eq!(reported[1].message, "installing the agent");
+        assert_eq!(reported[1].last_transition_time, Time(now));
+        let registering = Facts {
+            cluster_exists: false,
+            joined: false,
+            ..running()
+        };
+        assert_eq!(
+            conditions(&registering, &decide(&registering), None, now)[1].message,
+            "waiting for the agent to register"
+        );
+        let mut pending = running();
+        pending
+            .wanted_addons
+            .insert("logging".into(), "addons".into());
+        let reported = conditions(&pending, &decide(&pending), None, now);
+        assert_eq!(
+            summary(&reported)[1..],
+            [
+                row(CONDITION_SPOKE_JOINED, STATUS_TRUE, "Joined"),
+                row(CONDITION_ADDONS_CONFIGURED, STATUS_FALSE, "AddonsPending"),
+            ]
+        );
+        assert_eq!(reported[2].message, "enabling logging");
+    }
+
+    #[test]
+    fn a_deletion_reports_what_it_waits_on_what_blocks_it_and_an_unjoin_the_hub_did() {
+        let now = noon();
+        let unjoining = Facts {
+            deleting: true,
+            ..running()
+        };
+        assert_eq!(
+            summary(&conditions(&unjoining, &decide(&unjoining), None, now)),
+            [
+                row(CONDITION_RECONCILED, STATUS_TRUE, "Reconciled"),
+                row(CONDITION_UNJOINED, STATUS_FALSE, REASON_UNJOINING),
+                row(CONDITION_CLEANUP_FAILED, STATUS_FALSE, "CleaningUp"),
+            ]
+        );
+        let blocked = Facts {
+            active_works: vec!["web".into()],
+            ..unjoining.clone()
+        };
+        let reported = conditions(&blocked, &decide(&blocked), None, now);
+        assert_eq!(
+            summary(&reported)[2],
+            row(
+                CONDITION_CLEANUP_FAILED,
+                STATUS_TRUE,
+                REASON_MANIFEST_WORKS_REMAIN
+            )
+        );
+        assert!(
+            reported[2].message.contains("web"),
+            "{}",
+            reported[2].message
+        );
+        let waiting = awaiting_the_agent();
+        assert_eq!(
+            summary(&conditions(&waiting, &decide(&waiting), None, now))[1],
+            row(
+                CONDITION_UNJOINED,
+                STATUS_FALSE,
+                REASON_WAITING_FOR_AGENT_UNJOIN
+            )
+        );
+        let forced = Facts {
+            force_unjoin: true,
+            ..awaiting_the_agent()
+        };
+        let reported = conditions(&forced, &decide(&forced), Some("the hub completed"), now);
+        assert_eq!(
+            summary(&reported)[1..],
+            [row(CONDITION_UNJOINED, STATUS_TRUE, REASON_UNJOINED_BY_HUB)]
+        );
+        assert_eq!(reported[1].message, "the hub completed");
+    }
+
+    #[test]
+    fn a_spoke_is_looked_at_again_at_once_after_acting_and_at_its_deadline_when_waiting() {
+        let now = noon();
+        let acting = Facts {
+            joined: false,
+            accepted: false,
+            ..running()
+        };
+        assert_eq!(decide(&acting).look_again_after(now), Duration::ZERO);
+        assert_eq!(decide(&running()).look_again_after(now), RESYNC);
+        let blocked = Facts {
+            deleting: true,
+            active_works: vec!["web".into()],
+            ..running()
+        };
+        assert_eq!(
+            decide(&blocked).look_again_after(now),
+            RESYNC,
+            "ManifestWorks are watched; the retry is a backstop"
+        );
+        let mut timing_out = awaiting_the_agent();
+        timing_out.available = false;
+        timing_out.unavailable_since = Some("2026-11-26T11:55:00Z".parse().unwrap());
+        let deadline_in_5_min = decide(&timing_out);
+        assert_eq!(
+            deadline_in_5_min.look_again_after("2026-11-26T12:04:50Z".parse().unwrap()),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            deadline_in_5_min.look_again_after(now),
+            RESYNC,
+            "at most RESYNC"
+        );
+        assert_eq!(
+            deadline_in_5_min.look_again_after("2026-11-26T12:06:00Z".parse().unwrap()),
+            Duration::ZERO,
+            "a deadline passed while acting"
+        );
+        let terminating = Facts {
+            deleting: true,
+            finalizers: BTreeSet::new(),
+            ..running()
+        };
+        let decision = decide(&terminating);
+        assert!(decision.settled && decision.waiting.is_none());
+        assert_eq!(
+            decision.look_again_after(now),
+            POLL,
+            "namespaces terminating are polled"
+        );
+    }
+
+    #[test]
+    fn an_unjoin_the_hub_could_not_finish_on_the_spoke_lists_what_is_left_unless_it_must_retry() {
+        let leftovers = ["Namespace x".to_string(), "ClusterRole y".to_string()];
+        assert_eq!(
+            unjoin_outcome(UnjoinBy::FailedPivot, &SpokeCleanup::Done, &leftovers),
+            Ok("the hub completed the unjoin (the agent never took the spoke over) and removed the agent from the spoke".to_string())
+        );
+        let unreachable = SpokeCleanup::Unreachable("connection refused".into());
+        for by in [
+            UnjoinBy::HubAsSpoke,
+            UnjoinBy::FailedPivot,
+            UnjoinBy::AgentGone,
+            UnjoinBy::Forced,
+        ] {
+            let told = unjoin_outcome(by, &unreachable, &leftovers).expect("never held");
+            assert!(
+                told.contains(by.why())
+                    && told.contains("cannot reach it: connection refused")
+                    && told.ends_with(
+                        "remove by hand what may be left there: Namespace x; ClusterRole y"
+                    ),
+                "{told}"
+            );
+        }
+        let refused = SpokeCleanup::Failed("forbidden".into());
+        assert!(
+            unjoin_outcome(UnjoinBy::Forced, &refused, &leftovers)
+                .is_ok_and(|told| told.contains("forbidden"))
+        );
+        assert_eq!(
+            unjoin_outcome(UnjoinBy::HubAsSpoke, &refused, &leftovers),
+            Err("forbidden".to_string()),
+            "the hub's own side is retried: no agent would do it"
+        );
+    }
+
+    #[test]
+    fn the_agent_read_on_the_spoke_is_drifted_when_changed_there_but_not_while_it_rolls_out() {
+        assert_eq!(
+            agent_facts(None, true, false, false),
+            (true, false, false),
+            "a pivoted agent not read is taken as there"
+        );
+        assert_eq!(agent_facts(None, false, false, true), (false, false, false));
+        let read = AgentRead {
+            installed: true,
+            bootstrap_current: true,
+            outdated: false,
+            edited: false,
+        };
+        assert_eq!(
+            agent_facts(Some(&read), true, true, false),
+            (true, false, false)
+        );
+        assert!(
+            !agent_facts(Some(&read), false, false, false).0,
+            "without a certificate or a token there is nothing to register with"
+        );
+        assert!(agent_facts(Some(&read), false, false, true).0);
+        let moved = AgentRead {
+            bootstrap_current: false,
+            ..read
+        };
+        assert_eq!(
+            agent_facts(Some(&moved), true, true, false),
+            (true, false, true)
+        );
+        let edited = AgentRead {
+            edited: true,
+            ..read
+        };
+        assert!(agent_facts(Some(&edited), true, true, false).2);
+        let rolling_out = AgentRead {
+            edited: true,
+            outdated: true,
+            ..read
+        };
+        assert_eq!(
+            agent_facts(Some(&rolling_out), true, true, false),
+            (true, true, false),
+            "after the pivot a new version is the agent's to roll out"
+        );
+        assert!(
+            agent_facts(Some(&rolling_out), false, false, true).2,
+            "before the pivot the hub puts its own version back"
+        );
+        let gone = AgentRead {
+            installed: false,
+            bootstrap_current: false,
+            ..read
+        };
+        assert_eq!(
+            agent_facts(Some(&gone), true, true, true),
+            (false, false, false)
         );
     }
 }

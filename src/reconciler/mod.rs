@@ -3,6 +3,8 @@
 //!
 //! - [`lifecycle`] is the pure decision: from what is known about one Spoke ([`lifecycle::Facts`])
 //!   to the next [`lifecycle::Action`]s and the phase to report.
+//! - [`hub_lifecycle`] is the same for a Hub: its finalizer, its phase, and on deletion the
+//!   cascade to its Spokes.
 //! - [`install`] renders the agent's objects (spoke and hub side) without I/O; the agent renders
 //!   the same Deployment when it upgrades itself.
 //! - [`cluster_sync`] computes the ManagedCluster's labels, lease duration and taints.
@@ -12,6 +14,7 @@
 mod clients;
 pub mod cluster_sync;
 mod facts;
+pub mod hub_lifecycle;
 pub mod install;
 pub mod lifecycle;
 pub mod run;

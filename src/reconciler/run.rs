@@ -5,7 +5,7 @@
 //! settled one after [`RESYNC`] (the spoke side cannot be watched from here).
 //!
 //! A second controller keeps Hubs: their finalizer, phase, and on deletion the cascade to their
-//! spokes first.
+//! spokes first, as [`hub_lifecycle`] decides.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -33,20 +33,19 @@ use tracing::{debug, info, instrument, warn};
 use super::clients::SpokeClients;
 use super::cluster_sync::{self, WantedCluster};
 use super::facts::{self, Gathered};
+use super::hub_lifecycle;
 use super::install::{self, EndpointError, HubEndpoint, KnownEndpoint};
-use super::lifecycle::{Action, Decision, UnjoinBy, decide};
-use super::tokens::{BOOTSTRAP_TOKEN_TTL, TokenUpkeep, token_upkeep};
+use super::lifecycle::{self, Action, SpokeCleanup, UnjoinBy, decide, unjoin_outcome};
+use super::tokens::{BOOTSTRAP_TOKEN_TTL, TokenUpkeep, token_upkeep, usable_token};
 use super::uninstall;
 use crate::access::Access;
 use crate::api::bootstrap_token::{
-    BOOTSTRAP_TOKEN_NAMESPACE, BootstrapToken, expiration_patch, token_expiration, token_secret,
+    BOOTSTRAP_TOKEN_NAMESPACE, BootstrapToken, expiration_patch, token_secret,
 };
 use crate::api::fleet::{Hub, Phase, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::{
-    AGENT_NAMESPACE, CONDITION_ADDONS_CONFIGURED, CONDITION_CLEANUP_FAILED, CONDITION_RECONCILED,
-    CONDITION_SPOKE_JOINED, CONDITION_UNJOINED, FINALIZER_HUB_CLEANUP, LABEL_CLUSTER_NAME,
-    REASON_MANIFEST_WORKS_REMAIN, REASON_UNJOINED_BY_HUB, REASON_UNJOINING, STATUS_FALSE,
-    STATUS_TRUE,
+    AGENT_NAMESPACE, CONDITION_RECONCILED, FINALIZER_HUB_CLEANUP, LABEL_CLUSTER_NAME,
+    REASON_UNJOINED_BY_HUB, STATUS_FALSE,
 };
 use crate::api::{ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn, ManifestWork};
 use crate::events::{self, EventType, Reporter};
@@ -58,10 +57,6 @@ use crate::runtime::finalizers::{delete_if_present, set_finalizer, set_finalizer
 
 /// Field manager of the reconciler's writes.
 pub const FIELD_MANAGER: &str = "fleetform";
-/// How long a settled Spoke waits before it is looked at again without a change.
-pub const RESYNC: Duration = Duration::from_secs(30);
-/// How soon a Spoke that is waiting on something it cannot watch is looked at again.
-const POLL: Duration = Duration::from_secs(1);
 
 /// What the reconciler runs against.
 #[derive(Clone)]
@@ -343,7 +338,6 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
     )
     .await?;
     let decision = decide(&gathered.facts);
-    let mut blocked = None;
     // Finalizers go in one write: each write changes the resourceVersion the next is guarded by.
     let added: Vec<&str> = decision
         .actions
@@ -366,10 +360,8 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
     for action in &decision.actions {
         match action {
             Action::AddFinalizer(_) => continue,
-            Action::Blocked(message) => {
-                blocked = Some(message.clone());
-                continue;
-            }
+            // The decision's `waiting` says what blocks; the status reports it.
+            Action::Blocked(_) => continue,
             Action::UnjoinSpoke(by) => {
                 info!(?action, "lifecycle");
                 let outcome = unjoin_spoke(ctx, &spoke, *by).await?;
@@ -399,23 +391,16 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
     if !gathered.facts.deleting && !installed {
         keep_tokens(ctx, &spoke.name_any(), &gathered).await?;
     }
-    let conditions = spoke_conditions(&gathered, &decision, unjoined_by_hub.as_deref());
+    let conditions = lifecycle::conditions(
+        &gathered.facts,
+        &decision,
+        unjoined_by_hub.as_deref(),
+        Timestamp::now(),
+    );
     write_status(client, &spoke, decision.phase, &conditions).await?;
-    let until_wake = decision.wake_at.map(|at| {
-        Duration::try_from(at.duration_since(Timestamp::now())).unwrap_or(Duration::ZERO)
-    });
-    Ok(if blocked.is_some() {
-        Requeue::requeue(RESYNC)
-    } else if !decision.settled {
-        Requeue::requeue(Duration::ZERO)
-    } else if let Some(wait) = until_wake {
-        Requeue::requeue(wait.min(RESYNC))
-    } else if decision.phase == Phase::Deleting && decision.waiting.is_none() {
-        // Waiting on namespaces to finish terminating, which nothing here watches.
-        Requeue::requeue(POLL)
-    } else {
-        Requeue::requeue(RESYNC)
-    })
+    Ok(Requeue::requeue(
+        decision.look_again_after(Timestamp::now()),
+    ))
 }
 
 /// Renews the spoke's bootstrap tokens while it has not joined, deletes them once it holds its
@@ -480,103 +465,6 @@ async fn hub_endpoint_of(
         }
     };
     Ok(install::hub_endpoint(&name, &hub.spec, known, secret_ca)?)
-}
-
-/// The Spoke's conditions after a pass that went through.
-fn spoke_conditions(
-    gathered: &Gathered,
-    decision: &Decision,
-    unjoined_by_hub: Option<&str>,
-) -> Vec<Condition> {
-    let now = Time(Timestamp::now());
-    let condition = |type_: &str, ok: bool, reason: &str, message: String| Condition {
-        type_: type_.to_string(),
-        status: if ok { STATUS_TRUE } else { STATUS_FALSE }.to_string(),
-        reason: reason.to_string(),
-        message,
-        observed_generation: None,
-        last_transition_time: now.clone(),
-    };
-    let facts = &gathered.facts;
-    let mut conditions = vec![condition(
-        CONDITION_RECONCILED,
-        true,
-        "Reconciled",
-        "the last pass went through".into(),
-    )];
-    if !facts.deleting {
-        conditions.push(if facts.joined {
-            condition(
-                CONDITION_SPOKE_JOINED,
-                true,
-                "Joined",
-                "the agent joined the hub".into(),
-            )
-        } else {
-            let waiting = if !facts.agent_installed {
-                "installing the agent"
-            } else if !facts.cluster_exists {
-                "waiting for the agent to register"
-            } else {
-                "waiting for the agent to join"
-            };
-            condition(CONDITION_SPOKE_JOINED, false, "Joining", waiting.into())
-        });
-        if facts.joined {
-            let missing: Vec<&str> = facts
-                .wanted_addons
-                .iter()
-                .filter(|(name, namespace)| facts.enabled_addons.get(*name) != Some(namespace))
-                .map(|(name, _)| name.as_str())
-                .collect();
-            conditions.push(if missing.is_empty() {
-                condition(
-                    CONDITION_ADDONS_CONFIGURED,
-                    true,
-                    "AddonsConfigured",
-                    format!("{} addon(s) enabled", facts.wanted_addons.len()),
-                )
-            } else {
-                condition(
-                    CONDITION_ADDONS_CONFIGURED,
-                    false,
-                    "AddonsPending",
-                    format!("enabling {}", missing.join(", ")),
-                )
-            });
-        }
-    }
-    if let Some(outcome) = unjoined_by_hub {
-        conditions.push(condition(
-            CONDITION_UNJOINED,
-            true,
-            REASON_UNJOINED_BY_HUB,
-            outcome.to_string(),
-        ));
-    } else if decision.phase == Phase::Deleting {
-        let (reason, message) = decision.waiting.clone().unwrap_or((
-            REASON_UNJOINING,
-            "unjoining in seed 004's order".to_string(),
-        ));
-        let blocked = reason == REASON_MANIFEST_WORKS_REMAIN;
-        conditions.push(condition(
-            CONDITION_UNJOINED,
-            false,
-            reason,
-            message.clone(),
-        ));
-        conditions.push(if blocked {
-            condition(CONDITION_CLEANUP_FAILED, true, reason, message)
-        } else {
-            condition(
-                CONDITION_CLEANUP_FAILED,
-                false,
-                "CleaningUp",
-                "cleanup in progress".into(),
-            )
-        });
-    }
-    conditions
 }
 
 /// Writes phase, observed generation and conditions, if they changed. The agent version is the
@@ -805,11 +693,7 @@ async fn bootstrap_token(
         gathered.tokens.clone()
     };
     let now = Timestamp::now();
-    let usable = tokens
-        .iter()
-        .filter(|token| token_expiration(token).is_none_or(|expires| expires > now))
-        .find_map(install::stored_token);
-    if let Some(token) = usable {
+    if let Some(token) = usable_token(&tokens, now) {
         return Ok(token);
     }
     let token = BootstrapToken::generate();
@@ -848,9 +732,7 @@ async fn grant_spoke_access(
 }
 
 /// The spoke-side cleanup the agent would do, done by the hub; returns what happened, for the
-/// Spoke's last status and its Event. A spoke that cannot be reached (or, when the hub acts
-/// instead of a gone agent, refuses) does not hold its Spoke forever: what may be left on it is
-/// listed instead.
+/// Spoke's last status and its Event ([`unjoin_outcome`] says what it comes to).
 async fn unjoin_spoke(
     ctx: &Context,
     spoke: &Spoke,
@@ -858,40 +740,29 @@ async fn unjoin_spoke(
 ) -> Result<String, ReconcileError> {
     let client = &ctx.config.client;
     let purge = spoke.spec.cleanup.purge_agent_namespace;
-    let why = match by {
-        UnjoinBy::HubAsSpoke => "the hub is its own spoke",
-        UnjoinBy::FailedPivot => "the agent never took the spoke over",
-        UnjoinBy::AgentGone => {
-            "the agent did not unjoin and the cluster was not Available for the unjoin timeout"
+    let cleanup = match ctx.clients.get(spoke, client).await {
+        Err(err) => SpokeCleanup::Unreachable(err),
+        Ok(reached) => {
+            let cleaned = async {
+                uninstall::remove_credentials(&reached.client).await?;
+                uninstall::remove_workload(&reached.client, purge).await
+            }
+            .await;
+            match cleaned {
+                Ok(()) => SpokeCleanup::Done,
+                Err(problem) => SpokeCleanup::Failed(problem),
+            }
         }
-        UnjoinBy::Forced => "the Spoke carries fleetform.io/force-unjoin",
     };
-    let left = |problem: String| {
-        warn!(%problem, "the spoke's side is left as it is");
-        format!(
-            "the hub completed the unjoin ({why}) but could not clean the spoke: {problem}; remove by hand what may be left there: {}",
-            uninstall::leftovers(purge).join("; ")
-        )
-    };
-    let spoke_client = match ctx.clients.get(spoke, client).await {
-        Ok(reached) => reached.client,
-        Err(err) => return Ok(left(format!("cannot reach it: {err}"))),
-    };
-    let cleaned = async {
-        uninstall::remove_credentials(&spoke_client).await?;
-        uninstall::remove_workload(&spoke_client, purge).await
-    }
-    .await;
-    match cleaned {
-        Ok(()) => {
-            info!("agent removed from the spoke");
-            Ok(format!(
-                "the hub completed the unjoin ({why}) and removed the agent from the spoke"
-            ))
+    let outcome = unjoin_outcome(by, &cleanup, &uninstall::leftovers(purge));
+    match (&cleanup, &outcome) {
+        (SpokeCleanup::Done, _) => info!("agent removed from the spoke"),
+        (SpokeCleanup::Unreachable(problem) | SpokeCleanup::Failed(problem), Ok(_)) => {
+            warn!(%problem, "the spoke's side is left as it is");
         }
-        Err(problem) if by.instead_of_the_agent() => Ok(left(problem)),
-        Err(problem) => Err(ReconcileError::Spoke(problem)),
+        (_, Err(_)) => {}
     }
+    outcome.map_err(ReconcileError::Spoke)
 }
 
 /// CSRs, ManagedCluster, cluster namespace and bootstrap tokens of the spoke on the hub.
@@ -931,61 +802,43 @@ async fn reconcile_hub(hub: Arc<Hub>, ctx: Arc<Context>) -> Result<Requeue, Reco
     let client = &ctx.config.client;
     let name = hub.name_any();
     let api: Api<Hub> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
-    if hub.metadata.deletion_timestamp.is_some() {
+    let spoke_api: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    let facts = if hub.metadata.deletion_timestamp.is_some() {
         // Read afresh, not from the spoke loop's store: this pass may run on the last Spoke's
         // deletion before that store has seen it, and nothing would wake the Hub again.
-        let spoke_api: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
-        let spokes: Vec<Spoke> = spoke_api
+        let spokes = spoke_api
             .list(&ListParams::default())
             .await
             .map_err(KubeError::on("Spokes".to_string(), "list"))?
-            .items
-            .into_iter()
-            .filter(|spoke| spoke.spec.hub_ref == name)
-            .collect();
-        if !spokes.is_empty() {
-            // Spokes first: each unjoins in its own finalizer order.
-            for spoke in spokes
-                .iter()
-                .filter(|s| s.metadata.deletion_timestamp.is_none())
-            {
-                delete(&spoke_api, &spoke.name_any()).await?;
-            }
-            write_hub_phase(&api, &hub, Phase::Deleting).await?;
-            return Ok(Requeue::await_change());
-        }
-        set_finalizer(&api, &*hub, FINALIZER_HUB_CLEANUP, false)
-            .await
-            .map_err(KubeError::on(format!("Hub {name}"), "remove its finalizer"))?;
-        return Ok(Requeue::await_change());
-    }
-    set_finalizer(&api, &*hub, FINALIZER_HUB_CLEANUP, true)
-        .await
-        .map_err(KubeError::on(format!("Hub {name}"), "add its finalizer"))?;
-    let spokes: Vec<Arc<Spoke>> = ctx
-        .spokes
-        .state()
-        .into_iter()
-        .filter(|spoke| spoke.spec.hub_ref == name)
-        .collect();
-    let all_running = spokes
-        .iter()
-        .all(|spoke| spoke.status.as_ref().and_then(|s| s.phase) == Some(Phase::Running));
-    let phase = if all_running {
-        Phase::Running
+            .items;
+        hub_lifecycle::Facts::of(&hub, &spokes)
     } else {
-        Phase::Joining
+        let spokes = ctx.spokes.state();
+        hub_lifecycle::Facts::of(&hub, spokes.iter().map(|spoke| &**spoke))
     };
-    write_hub_phase(&api, &hub, phase).await?;
+    for action in hub_lifecycle::decide(&facts) {
+        match action {
+            hub_lifecycle::Action::AddFinalizer => {
+                set_finalizer(&api, &*hub, FINALIZER_HUB_CLEANUP, true)
+                    .await
+                    .map_err(KubeError::on(format!("Hub {name}"), "add its finalizer"))?;
+            }
+            hub_lifecycle::Action::DeleteSpoke(spoke) => delete(&spoke_api, &spoke).await?,
+            hub_lifecycle::Action::ReportPhase(phase) => {
+                write_hub_phase(&api, &hub, phase).await?;
+            }
+            hub_lifecycle::Action::RemoveFinalizer => {
+                set_finalizer(&api, &*hub, FINALIZER_HUB_CLEANUP, false)
+                    .await
+                    .map_err(KubeError::on(format!("Hub {name}"), "remove its finalizer"))?;
+            }
+        }
+    }
     Ok(Requeue::await_change())
 }
 
+/// Writes `phase` and the Hub's generation on its status; a Hub already gone is no failure.
 async fn write_hub_phase(api: &Api<Hub>, hub: &Hub, phase: Phase) -> Result<(), ReconcileError> {
-    if hub.status.as_ref().and_then(|s| s.phase) == Some(phase)
-        && hub.status.as_ref().and_then(|s| s.observed_generation) == hub.metadata.generation
-    {
-        return Ok(());
-    }
     let patch = json!({"status": {"phase": phase, "observedGeneration": hub.metadata.generation}});
     Ok(api
         .patch_status(

@@ -10,7 +10,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use crate::api::bootstrap_token::token_expiration;
+use super::install::stored_token;
+use crate::api::bootstrap_token::{BootstrapToken, token_expiration};
 
 /// How long a bootstrap token is valid when issued or renewed: a day, so a token that leaks
 /// before its spoke joins (or whose spoke never does) is useless a day after fleetform stops
@@ -56,6 +57,15 @@ pub fn token_upkeep(tokens: &[Secret], bootstrapped: bool, now: Timestamp) -> Ve
             until,
         })
         .collect()
+}
+
+/// A token of the spoke's `tokens` that has not expired at `now` (one without an expiration
+/// never does), to put in a bootstrap kubeconfig; `None`: a new one is needed.
+pub fn usable_token(tokens: &[Secret], now: Timestamp) -> Option<BootstrapToken> {
+    tokens
+        .iter()
+        .filter(|token| token_expiration(token).is_none_or(|expires| expires > now))
+        .find_map(stored_token)
 }
 
 #[cfg(test)]
@@ -114,5 +124,32 @@ mod tests {
         );
         let renewed = token_secret("spoke-a", "tok005", "0123456789abcdef", until);
         assert!(token_upkeep(&[renewed], false, now).is_empty());
+    }
+
+    #[test]
+    fn a_token_that_has_not_expired_is_used_again_and_an_expired_one_never() {
+        let now = Timestamp::from_second(1_800_000_000).unwrap();
+        let token = |id: &str, hours: i64| {
+            let expires = now.checked_add(SignedDuration::from_hours(hours)).unwrap();
+            token_secret("spoke-a", id, "0123456789abcdef", expires)
+        };
+        let expired = token("old000", -1);
+        let due_now = token("due000", 0);
+        let current = token("new000", 1);
+        assert_eq!(
+            usable_token(&[expired.clone(), due_now.clone(), current], now).map(|t| t.id),
+            Some("new000".to_string())
+        );
+        assert_eq!(usable_token(&[expired, due_now], now).map(|t| t.id), None);
+        let mut unlimited = token("any000", -1);
+        unlimited
+            .data
+            .as_mut()
+            .unwrap()
+            .remove(BOOTSTRAP_TOKEN_EXPIRATION_KEY);
+        assert_eq!(
+            usable_token(&[unlimited], now).map(|t| t.secret),
+            Some("0123456789abcdef".to_string())
+        );
     }
 }

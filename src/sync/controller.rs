@@ -4,7 +4,7 @@
 //! A reconcile fetches when the FleetSync's spec changed (its generation), when its interval is
 //! up, or when nothing is remembered for it yet; otherwise it was woken by a change to a managed
 //! Hub, Spoke or ClusterManagementAddOn and re-applies the last good fleet it holds in memory.
-//! Loading, planning and applying are [`crate::source`], [`crate::plan`] and [`crate::apply`].
+//! Loading is [`crate::source`]'s; observing, planning and applying the [`crate::pipeline`]'s.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -33,13 +33,13 @@ use crate::api::{ClusterManagementAddOn, Hub, Spoke};
 use crate::apply::{WrittenObject, apply_hub};
 use crate::events::{EventType, Reporter};
 use crate::fleet::Fleet;
-use crate::observe::observe_hub;
-use crate::plan::desired::{MANAGED_BY, MANAGED_BY_LABEL, hub_objects};
-use crate::plan::{self, Observed, PruneGuard};
+use crate::pipeline::{Loaded, Planning};
+use crate::plan::PruneGuard;
+use crate::plan::desired::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::runtime::admin::LeaderReadiness as Readiness;
 use crate::runtime::controller::ErrorPolicy;
 use crate::runtime::error::KubeError;
-use crate::source::{LoadError, Origin, SourceSpec, load_fleet};
+use crate::source::{LoadError, SourceSpec, load_fleet};
 
 /// Field manager of the FleetSync status writes.
 pub const STATUS_FIELD_MANAGER: &str = "fleetform-sync";
@@ -48,12 +48,6 @@ pub const STATUS_FIELD_MANAGER: &str = "fleetform-sync";
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 /// The longest a FleetSync whose status cannot be written waits before it is tried again.
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(300);
-
-/// A fleet that loaded, with where it came from.
-struct Loaded {
-    origin: Origin,
-    fleet: Fleet,
-}
 
 /// What the controller remembers of one FleetSync between reconciles.
 struct Memory {
@@ -373,7 +367,7 @@ fn hub_name(fleet: &Fleet, configured: Option<&str>) -> Result<String, String> {
 }
 
 /// Observes this hub, plans `loaded` against it and applies the plan unless the prune guard
-/// holds it back.
+/// holds it back (the [`crate::pipeline`], deletions already under way left out).
 async fn converge(ctx: &Context, loaded: &Loaded, guard: PruneGuard, drift: bool) -> Outcome {
     let commit = Commit::of(&loaded.origin);
     let hub = match hub_name(&loaded.fleet, ctx.hub.as_deref()) {
@@ -385,20 +379,14 @@ async fn converge(ctx: &Context, loaded: &Loaded, guard: PruneGuard, drift: bool
             };
         }
     };
-    let desired = hub_objects(&loaded.fleet, &hub);
-    let observed_hub = match observe_hub(&hub, &ctx.client, &desired).await {
-        Ok(observed) => observed,
-        Err(err) => {
-            return Outcome::Failed {
-                commit,
-                message: err.to_string(),
-            };
-        }
-    };
-    let mut observed = Observed::new();
-    observed.insert(hub.clone(), observed_hub);
-    let plan = plan::plan(&loaded.fleet, loaded.origin.clone(), &observed, guard);
-    let Some(mut hub_plan) = plan.hubs.into_iter().find(|plan| plan.hub == hub) else {
+    let mut planning = Planning::new(loaded);
+    if let Err(err) = planning.observe(&hub, &ctx.client).await {
+        return Outcome::Failed {
+            commit,
+            message: err.to_string(),
+        };
+    }
+    let Some(hub_plan) = planning.plan(guard).writes(&hub) else {
         return Outcome::Applied {
             commit,
             objects: Vec::new(),
@@ -408,17 +396,6 @@ async fn converge(ctx: &Context, loaded: &Loaded, guard: PruneGuard, drift: bool
     if let Some(block) = hub_plan.prune_blocked {
         return Outcome::PruneBlocked { commit, block };
     }
-    // An object already being deleted (a Spoke whose finalizers run its unjoin) changes on its
-    // way out: deleting it again is no news and no drift put right.
-    let terminating = |key: &crate::plan::ObjectKey| {
-        observed
-            .get(&hub)
-            .and_then(|observed| observed.objects.get(key))
-            .is_some_and(|live| live.pointer("/metadata/deletionTimestamp").is_some())
-    };
-    hub_plan.changes.retain(|change| {
-        !(change.action == crate::plan::Action::Delete && terminating(&change.key))
-    });
     if let Some(prepare) = &ctx.prepare
         && let Err(message) = prepare(&loaded.fleet, &hub).await
     {

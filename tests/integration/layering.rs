@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 /// Files that decide and must not act: facts and time in, decisions out.
 const DECISION_MODULES: &[&str] = &[
     "src/reconciler/lifecycle.rs",
+    "src/reconciler/hub_lifecycle.rs",
     "src/reconciler/cluster_sync.rs",
     "src/reconciler/install.rs",
     "src/reconciler/tokens.rs",
@@ -24,6 +25,7 @@ const DECISION_MODULES: &[&str] = &[
     "src/agent/addon_secret.rs",
     "src/agent/rotation.rs",
     "src/agent/hub_identity.rs",
+    "src/agent/day2_decision.rs",
     "src/sync/status.rs",
 ];
 

@@ -1,0 +1,79 @@
+//! The one plan → apply pipeline that `fleetform plan`, `fleetform apply` and `fleetform sync`
+//! run on a loaded fleet ([`crate::source`]): each hub observed against the objects the fleet
+//! wants there ([`crate::observe`]), one plan for the fleet ([`crate::plan`]), and a hub's part
+//! of it written ([`crate::apply::apply_hub`]).
+//!
+//! What tells the callers apart stays with them and comes in as inputs: how a fleet is loaded
+//! (`commits_only` for whatever follows a repository), which hubs are observed and how each is
+//! reached, the prune guard, and whether a hub's part is written as planned (`apply`, which shows
+//! it first and asks) or without deleting again what is already being deleted ([`Planned::writes`],
+//! `sync`). `plan` stops after planning.
+
+use kube::Client;
+
+use crate::fleet::Fleet;
+use crate::observe::{ObserveError, observe_hub};
+use crate::plan::desired::hub_objects;
+use crate::plan::{self, HubPlan, Observed, Plan, PruneGuard};
+use crate::source::Origin;
+
+/// A fleet that loaded, with where it came from.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    pub origin: Origin,
+    pub fleet: Fleet,
+}
+
+/// A fleet's hubs being observed one by one, to plan the fleet against them.
+pub struct Planning<'a> {
+    loaded: &'a Loaded,
+    observed: Observed,
+}
+
+impl<'a> Planning<'a> {
+    /// Nothing observed yet: a plan now would treat every hub as empty.
+    pub fn new(loaded: &'a Loaded) -> Self {
+        Planning {
+            loaded,
+            observed: Observed::new(),
+        }
+    }
+
+    /// Observes the hub `hub`, reached by `client`, against the objects the fleet wants there
+    /// (their server-side dry runs included).
+    pub async fn observe(&mut self, hub: &str, client: &Client) -> Result<(), ObserveError> {
+        let desired = hub_objects(&self.loaded.fleet, hub);
+        let observed = observe_hub(hub, client, &desired).await?;
+        self.observed.insert(hub.to_string(), observed);
+        Ok(())
+    }
+
+    /// The plan of the fleet against the hubs observed.
+    pub fn plan(self, guard: PruneGuard) -> Planned {
+        let loaded = self.loaded;
+        Planned {
+            plan: plan::plan(&loaded.fleet, loaded.origin.clone(), &self.observed, guard),
+            observed: self.observed,
+        }
+    }
+}
+
+/// A plan, with what it was made against.
+#[derive(Clone, Debug)]
+pub struct Planned {
+    pub plan: Plan,
+    pub observed: Observed,
+}
+
+impl Planned {
+    /// `hub`'s part of the plan, to write as a loop keeping the hub at its commit does: an
+    /// object already being deleted (a Spoke whose finalizers run its unjoin) changes on its way
+    /// out, and deleting it again is no news and no drift put right.
+    pub fn writes(&self, hub: &str) -> Option<HubPlan> {
+        let mut writes = self.plan.hubs.iter().find(|plan| plan.hub == hub)?.clone();
+        if let Some(observed) = self.observed.get(hub) {
+            writes.leave_out_deletions_under_way(observed);
+        }
+        Some(writes)
+    }
+}
