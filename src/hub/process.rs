@@ -169,6 +169,7 @@ async fn lead(
             client: config.client.clone(),
             access: config.access.clone(),
             known_endpoint: config.known_endpoint.clone(),
+            metrics: metrics.controllers.clone(),
         };
         let readiness = readiness.clone();
         async move {

@@ -54,6 +54,7 @@ use crate::runtime::controller::ErrorPolicy;
 use crate::runtime::error::is_not_found;
 use crate::runtime::error::{Category, Failure, KubeError};
 use crate::runtime::finalizers::{delete_if_present, set_finalizer, set_finalizers};
+use crate::runtime::metrics::ControllerMetrics;
 
 /// Field manager of the reconciler's writes.
 pub const FIELD_MANAGER: &str = "fleetform";
@@ -67,6 +68,8 @@ pub struct ReconcilerConfig {
     pub access: Access,
     /// How agents reach this hub when its Hub document names no `apiServer` or CA.
     pub known_endpoint: KnownEndpoint,
+    /// Where the Spoke and Hub controllers count their passes (`Default`: nowhere).
+    pub metrics: ControllerMetrics,
 }
 
 impl std::fmt::Debug for ReconcilerConfig {
@@ -163,12 +166,24 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     let spokes_api: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
     let controller = Controller::new(spokes_api, watcher::Config::default());
     let store = controller.store();
+    let hub_errors = ErrorPolicy::counted(
+        "hub reconciler",
+        FIRST_BACKOFF,
+        MAX_BACKOFF,
+        &config.metrics,
+    );
+    let errors = ErrorPolicy::counted(
+        "lifecycle reconciler",
+        FIRST_BACKOFF,
+        MAX_BACKOFF,
+        &config.metrics,
+    );
     let ctx = Arc::new(Context {
         clients: SpokeClients::new(config.access.clone()),
         events: Reporter::new(client.clone(), FIELD_MANAGER, "fleetform-hub"),
         config,
         spokes: store.clone(),
-        errors: ErrorPolicy::new("lifecycle reconciler", FIRST_BACKOFF, MAX_BACKOFF),
+        errors,
         tokens_cleared: Mutex::default(),
     });
     let in_namespace = |namespace: Option<String>| {
@@ -221,9 +236,12 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
             move |_| every_spoke(&addon_store),
         )
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
-        .run(reconcile_spoke, ctx.errors.policy(), ctx.clone())
+        .run(
+            ctx.errors.measured(reconcile_spoke),
+            ctx.errors.policy(),
+            ctx.clone(),
+        )
         .for_each(ctx.errors.outcomes());
-    let hub_errors = ErrorPolicy::new("hub reconciler", FIRST_BACKOFF, MAX_BACKOFF);
     let hub_loop = Controller::new(
         Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE),
         watcher::Config::default(),
@@ -234,7 +252,7 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
         |spoke| Some(ObjectRef::new(&spoke.spec.hub_ref).within(SYSTEM_NAMESPACE)),
     )
     .graceful_shutdown_on(shutdown.cancelled_owned())
-    .run(reconcile_hub, hub_errors.policy(), ctx)
+    .run(hub_errors.measured(reconcile_hub), hub_errors.policy(), ctx)
     .for_each(hub_errors.outcomes());
     futures::join!(spoke_loop, hub_loop);
 }

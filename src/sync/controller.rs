@@ -111,7 +111,12 @@ pub async fn run(
     drift_watches: DriftWatches,
     stop: CancellationToken,
 ) {
-    let errors = ErrorPolicy::new("sync", RETRY_AFTER_FAILURE, MAX_RETRY_DELAY);
+    let errors = ErrorPolicy::counted(
+        "sync",
+        RETRY_AFTER_FAILURE,
+        MAX_RETRY_DELAY,
+        &ctx.metrics.controllers,
+    );
     let fleetsyncs: Api<FleetSync> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut controller = Controller::new(fleetsyncs, watcher::Config::default());
     let store = controller.store();
@@ -139,7 +144,7 @@ pub async fn run(
     }
     let run = controller
         .graceful_shutdown_on(stop.clone().cancelled_owned())
-        .run(reconcile, errors.policy(), ctx)
+        .run(errors.measured(reconcile), errors.policy(), ctx)
         .for_each(errors.outcomes());
     tokio::pin!(run);
     tokio::select! {

@@ -9,6 +9,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::plan::Action;
+use crate::runtime::metrics::ControllerMetrics;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
@@ -29,6 +30,8 @@ struct ActionLabels {
 /// What the controller counts; cheap to clone (every metric is shared).
 #[derive(Clone, Debug, Default)]
 pub struct Metrics {
+    /// The sync controller's passes, durations and retry queue, counted by its error policy.
+    pub controllers: ControllerMetrics,
     syncs: Family<ResultLabels, Counter>,
     last_sync: Gauge<f64, AtomicU64>,
     applied_commit: Family<CommitLabels, Gauge>,
@@ -40,6 +43,7 @@ impl Metrics {
     /// The registry the admin endpoint serves: these metrics, prefixed `fleetform_sync`.
     pub fn registry(&self) -> Registry {
         let mut registry = Registry::with_prefix("fleetform_sync");
+        self.controllers.register(&mut registry);
         registry.register("syncs", "Syncs finished, by result", self.syncs.clone());
         registry.register(
             "last_sync_timestamp_seconds",

@@ -298,6 +298,11 @@ async fn metrics_count_reconciles_csr_decisions_and_lease_expiry_and_health_answ
             .any(|line| line == "fleetform_hub_retry_queue_depth{controller=\"accept loop\"} 0"),
         "nothing waits for a retry: {metrics}"
     );
+    assert!(
+        metrics.lines().any(|line| line
+            .starts_with("fleetform_hub_reconciles_total{controller=\"lifecycle reconciler\",")),
+        "the lifecycle reconciler's passes are counted too: {metrics}"
+    );
     stop.cancel();
     only.stopped().await;
 }

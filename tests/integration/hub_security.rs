@@ -560,6 +560,7 @@ async fn bootstrap_tokens_expire_are_renewed_until_the_spoke_joins_and_are_delet
                     .certificate_authority()
                     .map(|ca| ca.cert_pem().to_string()),
             },
+            metrics: Default::default(),
         },
         stop.clone(),
     ));

@@ -507,6 +507,7 @@ async fn uninstall_refuses_while_spokes_are_joined_and_unjoins_them_all_first() 
                     .certificate_authority()
                     .map(|ca| ca.cert_pem().to_string()),
             },
+            metrics: Default::default(),
         },
         stop.clone(),
     ));

@@ -867,6 +867,12 @@ async fn metrics_health_and_readiness_answer() {
         metrics.contains("fleetform_sync_last_sync_timestamp_seconds "),
         "{metrics}"
     );
+    assert!(
+        metrics.lines().any(|line| line.starts_with(
+            "fleetform_sync_reconciles_total{controller=\"sync\",result=\"success\"} "
+        )),
+        "the controller's passes are counted by the error policy: {metrics}"
+    );
     assert_eq!(get(&sync, "/nothing").await.0, 404);
     stop.cancel();
     sync.stopped().await;
