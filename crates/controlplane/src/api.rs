@@ -226,6 +226,10 @@ impl Filter {
     pub fn matches(&self, obj: &Value) -> bool {
         self.labels.matches(obj) && self.fields.matches(obj)
     }
+    /// Whether every object matches.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.fields.0.is_empty()
+    }
 }
 
 /// The page token of a paginated list.
@@ -348,7 +352,7 @@ impl ApiServer {
         let mut meta = json!({"resourceVersion": rv.to_string()});
         if let Some(n) = next {
             meta["continue"] = json!(n);
-            if filter.labels.is_empty() && filter.fields.0.is_empty() {
+            if filter.is_empty() {
                 meta["remainingItemCount"] = json!(remaining);
             }
         }

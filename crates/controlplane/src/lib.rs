@@ -52,3 +52,4 @@ pub use server::{
     ControlPlane, ControlPlaneBuilder, Identities, InProcessService, LocalEndpoint,
     RunningControlPlane, StartError,
 };
+pub use storage::{Clock, SystemClock};

@@ -9,10 +9,13 @@
 //! of the acknowledged history. This module knows nothing of HTTP or of resource semantics:
 //! its failures are [`StorageError`]s, which the API layer words for clients.
 
+mod history;
 pub mod memory;
 pub mod sqlite;
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+pub use history::{Clock, HistoryLimits, SystemClock};
+
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -20,6 +23,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
 use crate::meta::ObjectMeta;
+use history::History;
 
 /// The kind of a watch event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,21 +61,23 @@ pub struct Event {
     pub namespace: String,
     pub name: String,
     pub kind: EventType,
-    /// The object after the change (for deletes: its last state, at the delete's rv).
-    pub object: Arc<Value>,
-    /// The object before the change, when known (not kept across restarts).
-    pub prev: Option<Arc<Value>>,
-    /// `object` serialised once, shared by every watcher that shows it as stored (and by
-    /// the cache and the durable writer).
-    pub encoded: std::sync::OnceLock<bytes::Bytes>,
+    /// The object after the change (for deletes: its last state, at the delete's rv) as
+    /// stored: compact JSON, the very bytes the cache and the durable writer hold, shared by
+    /// every watcher that shows it as stored. The history keeps these, never a decoded copy.
+    pub object: Bytes,
+    /// The object before the change as it was stored, when known (not kept across restarts).
+    pub prev: Option<Bytes>,
 }
 
 impl Event {
-    /// The object's JSON, serialised on first use.
-    pub fn encoded_object(&self) -> &bytes::Bytes {
-        self.encoded.get_or_init(|| {
-            bytes::Bytes::from(serde_json::to_vec(&*self.object).unwrap_or_default())
-        })
+    /// The object after the change.
+    pub fn decode(&self) -> Value {
+        decode(&self.object)
+    }
+
+    /// The object before the change, when known.
+    pub fn decode_prev(&self) -> Option<Value> {
+        self.prev.as_deref().map(decode)
     }
 }
 
@@ -174,13 +180,11 @@ type Slot = (String, String, String);
 
 struct Inner {
     rv: i64,
-    compacted_rv: i64,
     /// Current objects, kept serialised (a parsed `Value` costs ten times the memory).
     objects: HashMap<String, BTreeMap<ObjKey, Bytes>>,
     uids: HashMap<String, Slot>,
     dependents: HashMap<String, HashSet<Slot>>,
-    history: VecDeque<Arc<Event>>,
-    history_cap: usize,
+    history: History,
     /// Watch channels by resource.
     channels: HashMap<String, Channels>,
     all: broadcast::Sender<Arc<Event>>,
@@ -327,12 +331,7 @@ impl Inner {
     }
 
     fn record(&mut self, event: Arc<Event>) {
-        if self.history.len() >= self.history_cap
-            && let Some(old) = self.history.pop_front()
-        {
-            self.compacted_rv = old.rv;
-        }
-        self.history.push_back(event.clone());
+        self.history.push(event.clone());
         if let Some(channels) = self.channels.get_mut(&*event.key) {
             channels.publish(&event);
             if channels.is_empty() {
@@ -347,19 +346,17 @@ impl Store {
     /// Builds the store from a backend's contents and starts its writer thread.
     pub fn open(
         mut backend: Box<dyn Backend>,
-        history_cap: usize,
+        history: HistoryLimits,
         durable: bool,
     ) -> Result<Arc<Store>, StorageError> {
         let loaded = backend.load()?;
         let (all, _) = broadcast::channel(65536);
         let mut inner = Inner {
             rv: loaded.rv,
-            compacted_rv: loaded.compacted_rv,
             objects: HashMap::new(),
             uids: HashMap::new(),
             dependents: HashMap::new(),
-            history: VecDeque::new(),
-            history_cap: history_cap.max(1),
+            history: History::new(history, loaded.compacted_rv),
             channels: HashMap::new(),
             all,
             writer: Writer::Memory,
@@ -374,13 +371,9 @@ impl Store {
                 .or_default()
                 .insert((ns, name), serialise(&obj));
         }
+        // Events read back count as recorded now: their times were not kept.
         for e in loaded.history {
-            inner.history.push_back(Arc::new(e));
-        }
-        while inner.history.len() > inner.history_cap {
-            if let Some(old) = inner.history.pop_front() {
-                inner.compacted_rv = old.rv;
-            }
+            inner.history.push(Arc::new(e));
         }
         let mut thread = None;
         let failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -524,7 +517,7 @@ impl Store {
     ) -> Result<Vec<Arc<Value>>, Expired> {
         let (raw, changes) = {
             let inner = self.lock();
-            let changes = history_since(&inner, key, at)?;
+            let changes = inner.history.since(key, at)?;
             (collect(&inner, key, ns, Some(after)), changes)
         };
         let expired = Expired {
@@ -548,7 +541,7 @@ impl Store {
                     state.remove(&id);
                 }
                 (_, Some(prev)) => {
-                    state.insert(id, prev.clone());
+                    state.insert(id, parse(prev));
                 }
                 // Events read back from disk do not carry the previous state.
                 (_, None) => return Err(expired),
@@ -620,14 +613,14 @@ impl Store {
         scope: &Scope,
     ) -> Result<(Vec<Arc<Event>>, EventReceiver), Expired> {
         let mut inner = self.lock();
-        let events = history_since(&inner, key, since)?;
+        let events = inner.history.since(key, since)?;
         let rx = subscribe(&mut inner, key, scope);
         Ok((events, rx))
     }
 
     /// Events of one resource after `since` (for a watcher that fell behind).
     pub fn replay(&self, key: &str, since: i64) -> Result<Vec<Arc<Event>>, Expired> {
-        history_since(&self.lock(), key, since)
+        self.lock().history.since(key, since)
     }
 
     /// A subscription to every event (for the server's own controllers).
@@ -652,7 +645,8 @@ impl Store {
     {
         let mut inner = self.lock();
         let id = (ns.to_string(), name.to_string());
-        let current = inner.objects.get(key).and_then(|m| m.get(&id)).map(parse);
+        let stored = inner.objects.get(key).and_then(|m| m.get(&id)).cloned();
+        let current = stored.as_ref().map(parse);
         let op = decide(current.as_ref()).map_err(WriteError::Refused)?;
         let (kind, mut object) = match op {
             WriteOp::Unchanged => {
@@ -709,11 +703,10 @@ impl Store {
             namespace: ns.to_string(),
             name: name.to_string(),
             kind,
-            object: object.clone(),
-            prev: current.clone(),
-            encoded: std::sync::OnceLock::from(raw),
+            object: raw,
+            prev: stored,
         });
-        let compact_below = inner.compacted_rv;
+        let compact_below = inner.history.compacted_rv();
         inner.record(event.clone());
         let ack = match &inner.writer {
             Writer::Memory | Writer::Closed => Ack(None),
@@ -734,9 +727,14 @@ fn serialise(v: &Value) -> Bytes {
     Bytes::from(serde_json::to_vec(v).unwrap_or_default())
 }
 
-/// Stored bytes were serialised from a `Value` by this process, so they parse.
+/// Stored bytes were serialised from a `Value` by this process (or read back from a database
+/// whose bodies were checked at start), so they parse.
+fn decode(raw: &[u8]) -> Value {
+    serde_json::from_slice(raw).unwrap_or(Value::Null)
+}
+
 fn parse(raw: &Bytes) -> Arc<Value> {
-    Arc::new(serde_json::from_slice(raw).unwrap_or(Value::Null))
+    Arc::new(decode(raw))
 }
 
 fn collect(inner: &Inner, key: &str, ns: Option<&str>, after: Option<(&str, &str)>) -> Vec<Bytes> {
@@ -761,22 +759,6 @@ fn subscribe(inner: &mut Inner, key: &str, scope: &Scope) -> EventReceiver {
         .entry(key.to_string())
         .or_default()
         .subscribe(scope)
-}
-
-fn history_since(inner: &Inner, key: &str, since: i64) -> Result<Vec<Arc<Event>>, Expired> {
-    if since < inner.compacted_rv {
-        return Err(Expired {
-            requested: since,
-            oldest: inner.compacted_rv + 1,
-        });
-    }
-    let start = inner.history.partition_point(|e| e.rv <= since);
-    Ok(inner
-        .history
-        .range(start..)
-        .filter(|e| &*e.key == key)
-        .cloned()
-        .collect())
 }
 
 /// Most events committed in one transaction.
@@ -823,8 +805,13 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn store(cap: usize) -> Arc<Store> {
-        Store::open(Box::new(memory::MemoryBackend), cap, false).unwrap()
+    fn store() -> Arc<Store> {
+        Store::open(
+            Box::new(memory::MemoryBackend),
+            HistoryLimits::default(),
+            false,
+        )
+        .unwrap()
     }
 
     fn put(s: &Store, name: &str) -> Arc<Value> {
@@ -839,7 +826,7 @@ mod tests {
 
     #[test]
     fn writes_assign_increasing_resource_versions() {
-        let s = store(10);
+        let s = store();
         let a = put(&s, "a");
         let b = put(&s, "b");
         assert_eq!(a.resource_version(), "1");
@@ -853,7 +840,7 @@ mod tests {
 
     #[test]
     fn dry_run_changes_nothing() {
-        let s = store(10);
+        let s = store();
         s.write("/configmaps", "ns", "a", true, |_| {
             Ok::<_, Infallible>(WriteOp::Put(json!({})))
         })
@@ -864,7 +851,7 @@ mod tests {
 
     #[test]
     fn a_closed_store_refuses_writes_but_answers_dry_runs() {
-        let s = store(10);
+        let s = store();
         s.close();
         let write = |dry_run| {
             s.write("/configmaps", "ns", "a", dry_run, |_| {
@@ -877,16 +864,5 @@ mod tests {
         ));
         assert!(write(true).is_ok());
         assert!(s.get("/configmaps", "ns", "a").is_none());
-    }
-
-    #[test]
-    fn history_window_expires_old_resource_versions() {
-        let s = store(2);
-        for n in ["a", "b", "c", "d"] {
-            put(&s, n);
-        }
-        assert_eq!(s.replay("/configmaps", 2).unwrap().len(), 2);
-        let err = s.replay("/configmaps", 1).unwrap_err();
-        assert_eq!(err.oldest, 3);
     }
 }

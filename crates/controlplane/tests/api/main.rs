@@ -23,3 +23,4 @@ mod request_routing;
 mod secret_logging;
 mod security;
 mod strategies;
+mod watch_history;
