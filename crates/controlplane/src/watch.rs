@@ -220,7 +220,10 @@ pub fn start(
     let mut initial: Vec<Bytes> = Vec::new();
     let (missed, sub) = match start_from {
         None => {
-            let (rv, items, sub) = server.store.list_and_subscribe(&key, &scope);
+            let (rv, items, sub) =
+                server
+                    .store
+                    .list_and_subscribe(&key, &scope, &feed.filter.lookups());
             let mut sub = Some(sub);
             if spec.send_initial_events {
                 for obj in &items {

@@ -10,10 +10,12 @@
 //! its failures are [`StorageError`]s, which the API layer words for clients.
 
 mod history;
+mod index;
 pub mod memory;
 pub mod sqlite;
 
 pub use history::{Clock, HistoryLimits, SystemClock};
+pub use index::{Indexed, Lookup};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -24,6 +26,7 @@ use tokio::sync::{broadcast, oneshot};
 
 use crate::meta::ObjectMeta;
 use history::History;
+use index::Indexes;
 
 /// The kind of a watch event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,6 +187,8 @@ struct Inner {
     objects: HashMap<String, BTreeMap<ObjKey, Bytes>>,
     uids: HashMap<String, Slot>,
     dependents: HashMap<String, HashSet<Slot>>,
+    /// Label and field indexes by resource, built as selectors ask for them.
+    indexes: HashMap<String, Indexes>,
     history: History,
     /// Watch channels by resource.
     channels: HashMap<String, Channels>,
@@ -309,6 +314,9 @@ fn owner_uids(obj: &Value) -> Vec<String> {
 
 impl Inner {
     fn index(&mut self, slot: &Slot, old: Option<&Value>, new: Option<&Value>) {
+        if let Some(indexes) = self.indexes.get_mut(&slot.0) {
+            indexes.update(&(slot.1.clone(), slot.2.clone()), old, new);
+        }
         if let Some(old) = old {
             self.uids.remove(old.uid());
             for o in owner_uids(old) {
@@ -356,6 +364,7 @@ impl Store {
             objects: HashMap::new(),
             uids: HashMap::new(),
             dependents: HashMap::new(),
+            indexes: HashMap::new(),
             history: History::new(history, loaded.compacted_rv),
             channels: HashMap::new(),
             all,
@@ -459,49 +468,19 @@ impl Store {
         (rv, raw.iter().map(parse).collect())
     }
 
-    /// [`Self::list`], decoding only the objects whose stored form contains every one of
-    /// `needles` (see `LabelSelector::needles`): a label-selected list of a large resource costs
-    /// a byte search per object instead of a decode.
-    pub fn list_containing(
+    /// Objects of one resource (in one namespace, or all) that may satisfy every one of
+    /// `lookups`, ordered by namespace and name, with the rv they were read at: those of the
+    /// most selective lookup's index, so a selected list decodes what it returns rather than
+    /// the whole resource. The caller still applies its whole selector to what comes back.
+    pub fn select(
         &self,
         key: &str,
         ns: Option<&str>,
-        needles: &[Vec<u8>],
+        lookups: &[Lookup],
     ) -> (i64, Vec<Arc<Value>>) {
-        let finders: Vec<memchr::memmem::Finder<'_>> =
-            needles.iter().map(memchr::memmem::Finder::new).collect();
         let (rv, raw) = {
-            let inner = self.lock();
-            (inner.rv, collect(&inner, key, ns, None))
-        };
-        let items = raw
-            .iter()
-            .filter(|raw| finders.iter().all(|finder| finder.find(raw).is_some()))
-            .map(parse)
-            .collect();
-        (rv, items)
-    }
-
-    /// Objects of one resource (in one namespace, or all) with this name, with the rv they were
-    /// read at: a `metadata.name` field selector picks by key, without decoding every other
-    /// object of the resource (a fleet's agents each list their own ManagedCluster this way).
-    pub fn list_named(&self, key: &str, ns: Option<&str>, name: &str) -> (i64, Vec<Arc<Value>>) {
-        let (rv, raw) = {
-            let inner = self.lock();
-            let raw: Vec<Bytes> = match (inner.objects.get(key), ns) {
-                (None, _) => Vec::new(),
-                (Some(map), Some(ns)) => map
-                    .get(&(ns.to_string(), name.to_string()))
-                    .cloned()
-                    .into_iter()
-                    .collect(),
-                (Some(map), None) => map
-                    .iter()
-                    .filter(|((_, oname), _)| oname == name)
-                    .map(|(_, v)| v.clone())
-                    .collect(),
-            };
-            (inner.rv, raw)
+            let mut inner = self.lock();
+            (inner.rv, selected(&mut inner, key, ns, lookups))
         };
         (rv, raw.iter().map(parse).collect())
     }
@@ -580,16 +559,18 @@ impl Store {
 
     /// A consistent snapshot of the objects of one resource in `scope`, plus a subscription to
     /// later events in it.
+    /// `lookups` narrow the snapshot as in [`Self::select`].
     pub fn list_and_subscribe(
         &self,
         key: &str,
         scope: &Scope,
+        lookups: &[Lookup],
     ) -> (i64, Vec<Arc<Value>>, EventReceiver) {
         let (rv, raw, rx) = {
             let mut inner = self.lock();
             let raw = match scope {
-                Scope::All => collect(&inner, key, None, None),
-                Scope::Namespace(ns) => collect(&inner, key, Some(ns), None),
+                Scope::All => selected(&mut inner, key, None, lookups),
+                Scope::Namespace(ns) => selected(&mut inner, key, Some(ns), lookups),
                 Scope::Object(ns, name) => inner
                     .objects
                     .get(key)
@@ -750,6 +731,49 @@ fn collect(inner: &Inner, key: &str, ns: Option<&str>, after: Option<(&str, &str
     map.range((start, Bound::Unbounded))
         .take_while(|((ons, _), _)| ns.is_none_or(|n| n == ons))
         .map(|(_, v)| v.clone())
+        .collect()
+}
+
+/// The stored objects [`Store::select`] answers with. A `metadata.namespace` lookup narrows the
+/// namespace, a `metadata.name` one in a known namespace is a key, the rest go by index.
+fn selected(inner: &mut Inner, key: &str, ns: Option<&str>, lookups: &[Lookup]) -> Vec<Bytes> {
+    let field = |path: &str, lookup: &Lookup| matches!(&lookup.on, Indexed::Field(p) if p == path);
+    let mut ns = ns.map(str::to_string);
+    for lookup in lookups.iter().filter(|l| field("metadata.namespace", l)) {
+        match (&ns, lookup.values.as_slice()) {
+            (None, [only]) => ns = Some(only.clone()),
+            (Some(ns), values) if values.contains(ns) => {}
+            (None, _) => {}
+            (Some(_), _) => return Vec::new(),
+        }
+    }
+    let lookups: Vec<&Lookup> = lookups
+        .iter()
+        .filter(|l| !field("metadata.namespace", l))
+        .collect();
+    let Some(objects) = inner.objects.get(key) else {
+        return Vec::new();
+    };
+    if let Some(ns) = &ns
+        && let Some(by_name) = lookups.iter().find(|l| field("metadata.name", l))
+    {
+        return by_name
+            .values
+            .iter()
+            .filter_map(|name| objects.get(&(ns.clone(), name.clone())).cloned())
+            .collect();
+    }
+    if lookups.is_empty() {
+        return collect(inner, key, ns.as_deref(), None);
+    }
+    inner
+        .indexes
+        .entry(key.to_string())
+        .or_default()
+        .candidates(&lookups, objects)
+        .into_iter()
+        .filter(|(ons, _)| ns.as_ref().is_none_or(|n| n == ons))
+        .filter_map(|id| objects.get(&id).cloned())
         .collect()
 }
 
