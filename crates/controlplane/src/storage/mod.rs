@@ -704,8 +704,12 @@ impl Store {
     }
 }
 
+/// An object's stored form. The buffer is cut to its length: it lives as long as the object
+/// and its events, and serialising leaves up to half of it spare.
 fn serialise(v: &Value) -> Bytes {
-    Bytes::from(serde_json::to_vec(v).unwrap_or_default())
+    let mut raw = serde_json::to_vec(v).unwrap_or_default();
+    raw.shrink_to_fit();
+    Bytes::from(raw)
 }
 
 /// Stored bytes were serialised from a `Value` by this process (or read back from a database
