@@ -32,6 +32,29 @@ impl Indexed {
             Indexed::Field(path) => Some(selectors::field_value(obj, path)),
         }
     }
+
+    /// [`Self::value`] of a stored object, decoding only its labels when that is all it needs
+    /// (an index is built under the store lock, from every object of the resource).
+    fn stored_value(&self, raw: &[u8]) -> Option<String> {
+        #[derive(serde::Deserialize)]
+        struct Object {
+            metadata: Option<Metadata>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Metadata {
+            labels: Option<HashMap<String, Value>>,
+        }
+        match self {
+            Indexed::Label(key) => serde_json::from_slice::<Object>(raw)
+                .ok()?
+                .metadata?
+                .labels?
+                .remove(key)?
+                .as_str()
+                .map(str::to_string),
+            Indexed::Field(_) => self.value(&super::decode(raw)),
+        }
+    }
 }
 
 /// Objects whose value for `on` is one of `values`: an equality requirement of a selector.
@@ -84,7 +107,7 @@ impl Indexes {
             if !self.0.contains_key(&lookup.on) {
                 let mut index = Index::new();
                 for (id, raw) in objects {
-                    if let Some(value) = lookup.on.value(&super::decode(raw)) {
+                    if let Some(value) = lookup.on.stored_value(raw) {
                         index.entry(value).or_default().insert(id.clone());
                     }
                 }
