@@ -1,5 +1,6 @@
 //! Object storage: the authoritative in-memory state (every current object, an event history
-//! window for watch resume, per-resource event fan-out) in front of a durable [`Backend`].
+//! window for watch resume (`history`), label and field indexes for selected reads (`index`),
+//! per-resource event fan-out) in front of a durable [`Backend`].
 //!
 //! Every write goes through [`Store::write`]: under one lock it checks the caller's
 //! preconditions against the current object, assigns the next resourceVersion, updates the
