@@ -1,9 +1,12 @@
 //! API server benchmark: create/update/get throughput and latency with 1 and 64 concurrent
-//! clients (in-memory and durable), one write fanned out to 10,000 watches, and server RSS
-//! with 100,000 objects. The server runs as a separate process (`controlplane-serve`), so
+//! clients (in-memory and durable), one write fanned out to 10,000 watches, server RSS with
+//! 100,000 objects, and at fleet scale: RSS with 1,000 and 10,000 labelled objects, a
+//! label-selected list of one cluster's objects among 10,000, and RSS with 75 s of watch
+//! history at 1,000 writes/s. The server runs as a separate process (`controlplane-serve`), so
 //! RSS figures are the server's own. Prints a table and writes JSON under `target/bench/`.
 //!
-//! Run: `cargo bench -p fleetform-controlplane --bench apiserver`.
+//! Run: `cargo bench -p fleetform-controlplane --bench apiserver [-- SECTION...]`, sections
+//! `crud`, `fanout`, `rss`, `scale` (default: all).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,7 +16,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 struct Server {
@@ -334,6 +337,111 @@ async fn rss_with_objects(n: usize) -> (f64, f64) {
     (before, after)
 }
 
+/// Objects per cluster in the scale run (a fleet's lease, addons, CSRs...).
+const PER_CLUSTER: usize = 10;
+const LABEL: &str = "open-cluster-management.io/cluster-name";
+
+/// Creates objects `from..to` of the scale run, object `i` belonging to cluster
+/// `spoke-{i / PER_CLUSTER}`, 64 requests at a time.
+async fn create_labelled(api: &Api<ConfigMap>, from: usize, to: usize) {
+    use futures::{StreamExt, TryStreamExt};
+    futures::stream::iter(from..to)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let object: ConfigMap = serde_json::from_value(json!({
+                    "metadata": {"name": format!("obj-{i}"),
+                        "labels": {LABEL: format!("spoke-{}", i / PER_CLUSTER)}},
+                    "data": {"payload": "x".repeat(400)}}))
+                .expect("cm");
+                api.create(&PostParams::default(), &object).await.map(drop)
+            }
+        })
+        .buffer_unordered(64)
+        .try_collect::<Vec<()>>()
+        .await
+        .expect("created");
+}
+
+struct Scale {
+    rss_empty: f64,
+    rss_1k: f64,
+    rss_10k: f64,
+    first_list_ms: f64,
+    lists: Vec<Duration>,
+    history_writes: usize,
+    history_secs: f64,
+    rss_history: f64,
+}
+
+/// RSS at 1,000 and 10,000 objects, one cluster's objects listed by label among 10,000, and RSS
+/// once 75,000 updates (75 s at 1,000 writes/s, written as fast as the server takes them) are
+/// in the watch history.
+async fn scale() -> Scale {
+    let server = Server::start(false).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client(&server.url));
+    let rss_empty = server.rss_mib();
+    create_labelled(&api, 0, 1_000).await;
+    let rss_1k = server.rss_mib();
+    create_labelled(&api, 1_000, 10_000).await;
+    let rss_10k = server.rss_mib();
+    let clusters = 10_000 / PER_CLUSTER;
+    let list = |cluster: usize| {
+        let api = api.clone();
+        async move {
+            let selector = format!("{LABEL}=spoke-{cluster}");
+            let t = Instant::now();
+            let got = api
+                .list(&kube::api::ListParams::default().labels(&selector))
+                .await
+                .expect("list");
+            assert_eq!(got.items.len(), PER_CLUSTER, "one cluster's objects");
+            t.elapsed()
+        }
+    };
+    let first_list_ms = list(0).await.as_secs_f64() * 1000.0;
+    let mut lists = Vec::new();
+    for n in 0..1_000 {
+        lists.push(list((n * 7 + 1) % clusters).await);
+    }
+    lists.sort();
+    let history_writes = 75_000;
+    let t = Instant::now();
+    {
+        use futures::{StreamExt, TryStreamExt};
+        futures::stream::iter(0..history_writes)
+            .map(|n| {
+                let api = api.clone();
+                async move {
+                    let patch = json!({"data": {"n": n.to_string()}});
+                    api.patch(
+                        &format!("obj-{}", n % 10_000),
+                        &PatchParams::default(),
+                        &Patch::Merge(patch),
+                    )
+                    .await
+                    .map(drop)
+                }
+            })
+            .buffer_unordered(64)
+            .try_collect::<Vec<()>>()
+            .await
+            .expect("updated");
+    }
+    let history_secs = t.elapsed().as_secs_f64();
+    let rss_history = server.rss_mib();
+    Scale {
+        rss_empty,
+        rss_1k,
+        rss_10k,
+        first_list_ms,
+        lists,
+        history_writes,
+        history_secs,
+        rss_history,
+    }
+}
+
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .unwrap_or_default()
@@ -361,60 +469,102 @@ fn main() {
         .expect("runtime");
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("machine: {} ({} cores)", cpu_model(), cores);
-    let mut results = Vec::new();
-    rt.block_on(crud(false, &mut results));
-    rt.block_on(crud(true, &mut results));
-    println!();
-    println!(
-        "{:<40} {:>8} {:>10} {:>9} {:>9}",
-        "scenario", "ops", "ops/s", "p50 ms", "p99 ms"
-    );
-    for r in &results {
+    // cargo passes `--bench`; other arguments name the sections to run.
+    let sections: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let run = |section: &str| sections.is_empty() || sections.iter().any(|s| s == section);
+    let mut doc = json!({"machine": {"cpu": cpu_model(), "cores": cores}});
+    if run("crud") {
+        let mut results = Vec::new();
+        rt.block_on(crud(false, &mut results));
+        rt.block_on(crud(true, &mut results));
+        println!();
         println!(
-            "{:<40} {:>8} {:>10.0} {:>9.2} {:>9.2}",
-            r.name,
-            r.ops,
-            r.ops as f64 / r.secs,
-            r.p50_ms,
-            r.p99_ms
+            "{:<40} {:>8} {:>10} {:>9} {:>9}",
+            "scenario", "ops", "ops/s", "p50 ms", "p99 ms"
         );
+        for r in &results {
+            println!(
+                "{:<40} {:>8} {:>10.0} {:>9.2} {:>9.2}",
+                r.name,
+                r.ops,
+                r.ops as f64 / r.secs,
+                r.p50_ms,
+                r.p99_ms
+            );
+        }
+        doc["crud"] = results
+            .iter()
+            .map(|r| {
+                json!({"scenario": r.name, "ops": r.ops,
+            "ops_per_sec": r.ops as f64 / r.secs, "p50_ms": r.p50_ms, "p99_ms": r.p99_ms})
+            })
+            .collect();
     }
-    let (lat, idle_rss, watch_rss) = rt.block_on(fanout(10_000, 50));
-    println!();
-    println!(
-        "fan-out: 1 write to {} watches over 50 HTTP/2 connections: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
-        lat.len(),
-        percentile(&lat, 0.5),
-        percentile(&lat, 0.99),
-        percentile(&lat, 1.0)
-    );
-    println!(
-        "server RSS: {idle_rss:.1} MiB idle, {watch_rss:.1} MiB with 10,000 watches (target < 512 MiB)"
-    );
-    let inproc = rt.block_on(fanout_in_process(10_000));
-    println!(
-        "fan-out in process: 1 write to {} kube-rs watches over InProcessService: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
-        inproc.len(),
-        percentile(&inproc, 0.5),
-        percentile(&inproc, 0.99),
-        percentile(&inproc, 1.0)
-    );
-    let (before, after) = rt.block_on(rss_with_objects(100_032));
-    println!(
-        "server RSS: {before:.1} MiB empty, {after:.1} MiB with 100,032 ConfigMaps (in memory)"
-    );
-
-    let doc = json!({
-        "machine": {"cpu": cpu_model(), "cores": cores},
-        "crud": results.iter().map(|r| json!({"scenario": r.name, "ops": r.ops,
-            "ops_per_sec": r.ops as f64 / r.secs, "p50_ms": r.p50_ms, "p99_ms": r.p99_ms})).collect::<Vec<Value>>(),
-        "fanout": {"watches": lat.len(), "connections": 50, "p50_ms": percentile(&lat, 0.5),
+    if run("fanout") {
+        let (lat, idle_rss, watch_rss) = rt.block_on(fanout(10_000, 50));
+        println!();
+        println!(
+            "fan-out: 1 write to {} watches over 50 HTTP/2 connections: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            lat.len(),
+            percentile(&lat, 0.5),
+            percentile(&lat, 0.99),
+            percentile(&lat, 1.0)
+        );
+        println!(
+            "server RSS: {idle_rss:.1} MiB idle, {watch_rss:.1} MiB with 10,000 watches (target < 512 MiB)"
+        );
+        let inproc = rt.block_on(fanout_in_process(10_000));
+        println!(
+            "fan-out in process: 1 write to {} kube-rs watches over InProcessService: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            inproc.len(),
+            percentile(&inproc, 0.5),
+            percentile(&inproc, 0.99),
+            percentile(&inproc, 1.0)
+        );
+        doc["fanout"] = json!({"watches": lat.len(), "connections": 50, "p50_ms": percentile(&lat, 0.5),
             "p99_ms": percentile(&lat, 0.99), "max_ms": percentile(&lat, 1.0),
-            "rss_idle_mib": idle_rss, "rss_with_watches_mib": watch_rss},
-        "fanout_in_process": {"watches": inproc.len(), "p50_ms": percentile(&inproc, 0.5),
-            "p99_ms": percentile(&inproc, 0.99), "max_ms": percentile(&inproc, 1.0)},
-        "rss_100k_objects": {"before_mib": before, "after_mib": after},
-    });
+            "rss_idle_mib": idle_rss, "rss_with_watches_mib": watch_rss});
+        doc["fanout_in_process"] = json!({"watches": inproc.len(), "p50_ms": percentile(&inproc, 0.5),
+            "p99_ms": percentile(&inproc, 0.99), "max_ms": percentile(&inproc, 1.0)});
+    }
+    if run("rss") {
+        let (before, after) = rt.block_on(rss_with_objects(100_032));
+        println!(
+            "server RSS: {before:.1} MiB empty, {after:.1} MiB with 100,032 ConfigMaps (in memory)"
+        );
+        doc["rss_100k_objects"] = json!({"before_mib": before, "after_mib": after});
+    }
+    if run("scale") {
+        let s = rt.block_on(scale());
+        println!();
+        println!(
+            "server RSS with labelled 400-byte ConfigMaps: {:.1} MiB empty, {:.1} MiB at 1,000, {:.1} MiB at 10,000",
+            s.rss_empty, s.rss_1k, s.rss_10k
+        );
+        println!(
+            "list of one cluster's {PER_CLUSTER} objects among 10,000 by label: first {:.2} ms, then p50 {:.2} ms, p99 {:.2} ms over {} lists",
+            s.first_list_ms,
+            percentile(&s.lists, 0.5),
+            percentile(&s.lists, 0.99),
+            s.lists.len()
+        );
+        println!(
+            "server RSS with {} updates in the watch history (written in {:.1} s, {:.0}/s): {:.1} MiB",
+            s.history_writes,
+            s.history_secs,
+            s.history_writes as f64 / s.history_secs,
+            s.rss_history
+        );
+        doc["scale"] = json!({"rss_empty_mib": s.rss_empty, "rss_1k_objects_mib": s.rss_1k,
+            "rss_10k_objects_mib": s.rss_10k, "selected_list_first_ms": s.first_list_ms,
+            "selected_list_p50_ms": percentile(&s.lists, 0.5),
+            "selected_list_p99_ms": percentile(&s.lists, 0.99),
+            "history_writes": s.history_writes, "history_secs": s.history_secs,
+            "rss_with_history_mib": s.rss_history});
+    }
     let dir = target_dir().join("bench");
     if std::fs::create_dir_all(&dir).is_ok() {
         let path = dir.join("apiserver.json");

@@ -20,8 +20,8 @@ use crate::objects::{
 };
 use crate::patch::{self, PatchType, apply as ssa};
 use crate::registry::{Registry, ResourceInfo};
-use crate::selectors::{FieldSelector, LabelSelector};
-use crate::storage::{Store, WriteError, WriteOp};
+use crate::selectors::{FieldSelector, LabelReq, LabelSelector};
+use crate::storage::{Indexed, Lookup, Store, WriteError, WriteOp};
 use crate::table::{self, IncludeObject};
 
 /// Who is making a request (see [`crate::auth`]), as kube-apiserver's `user.Info`; plain-HTTP
@@ -73,6 +73,15 @@ impl Target {
     }
     fn name(&self) -> &str {
         self.name.as_deref().unwrap_or("")
+    }
+    /// The namespace the target's objects are stored under, None for every namespace:
+    /// cluster-scoped objects are stored under "", which lets a name selector pick by key.
+    pub fn stored_namespace(&self) -> Option<&str> {
+        match (self.info.namespaced, self.namespace.as_str()) {
+            (false, _) => Some(""),
+            (true, "") => None,
+            (true, ns) => Some(ns),
+        }
     }
 }
 
@@ -226,6 +235,34 @@ impl Filter {
     pub fn matches(&self, obj: &Value) -> bool {
         self.labels.matches(obj) && self.fields.matches(obj)
     }
+    /// Whether every object matches.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.fields.0.is_empty()
+    }
+    /// The equality requirements the store can answer from its indexes.
+    pub fn lookups(&self) -> Vec<Lookup> {
+        let labels = self.labels.0.iter().filter_map(|req| match req {
+            LabelReq::Eq(key, value) => Some(Lookup {
+                on: Indexed::Label(key.clone()),
+                values: vec![value.clone()],
+            }),
+            LabelReq::In(key, values) => Some(Lookup {
+                on: Indexed::Label(key.clone()),
+                values: values.clone(),
+            }),
+            _ => None,
+        });
+        let fields = self
+            .fields
+            .0
+            .iter()
+            .filter(|req| !req.negate)
+            .map(|req| Lookup {
+                on: Indexed::Field(req.path.clone()),
+                values: vec![req.value.clone()],
+            });
+        labels.chain(fields).collect()
+    }
 }
 
 /// The page token of a paginated list.
@@ -315,17 +352,9 @@ impl ApiServer {
                     .map_err(|_| ApiError::ExpiredContinue)?;
                 (*at, items)
             }
-            None => match filter.fields.exact_name() {
-                Some(name) => self.store.list_named(&t.key(), ns, name),
-                None => {
-                    let needles = filter.labels.needles();
-                    if needles.is_empty() {
-                        self.store.list(&t.key(), ns, None)
-                    } else {
-                        self.store.list_containing(&t.key(), ns, &needles)
-                    }
-                }
-            },
+            None => self
+                .store
+                .select(&t.key(), t.stored_namespace(), &filter.lookups()),
         };
         let mut out = Vec::new();
         let mut next = None;
@@ -348,7 +377,7 @@ impl ApiServer {
         let mut meta = json!({"resourceVersion": rv.to_string()});
         if let Some(n) = next {
             meta["continue"] = json!(n);
-            if filter.labels.is_empty() && filter.fields.0.is_empty() {
+            if filter.is_empty() {
                 meta["remainingItemCount"] = json!(remaining);
             }
         }
@@ -677,8 +706,9 @@ impl ApiServer {
         opts: &DeleteOptions,
     ) -> ApiResult<Answer> {
         let filter = Filter::from_query(&t.info, q)?;
-        let ns = (!t.namespace.is_empty()).then_some(t.namespace.as_str());
-        let (rv, items) = self.store.list(&t.key(), ns, None);
+        let (rv, items) = self
+            .store
+            .select(&t.key(), t.stored_namespace(), &filter.lookups());
         let mut out = Vec::new();
         for obj in items.iter().filter(|o| filter.matches(o)) {
             let one = Target {

@@ -74,8 +74,9 @@ async fn react(api: &ApiServer, e: &Event) {
     let key = &*e.key;
     match e.kind {
         EventType::Deleted => {
-            reconcile_dependents(api, e.object.uid()).await;
-            for owner in owner_refs(&e.object) {
+            let object = e.decode();
+            reconcile_dependents(api, object.uid()).await;
+            for owner in owner_refs(&object) {
                 if let Some((okey, ons, oname)) = api.store.locate_uid(&owner)
                     && let Some(o) = api.store.get(&okey, &ons, &oname)
                     && o.is_deleting()
@@ -98,7 +99,12 @@ async fn react(api: &ApiServer, e: &Event) {
             }
         }
         EventType::Added | EventType::Modified => {
-            if !e.object.is_deleting() {
+            // Most writes are not deletions: they are passed over without decoding the object.
+            if memchr::memmem::find(&e.object, b"\"deletionTimestamp\"").is_none() {
+                return;
+            }
+            let object = e.decode();
+            if !object.is_deleting() {
                 return;
             }
             if key == NS_KEY {
@@ -106,7 +112,7 @@ async fn react(api: &ApiServer, e: &Event) {
             } else if key == CRD_KEY {
                 reconcile_crd(api, &e.name).await;
             }
-            reconcile_owner(api, key, &e.object).await;
+            reconcile_owner(api, key, &object).await;
         }
     }
 }

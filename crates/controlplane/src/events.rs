@@ -142,8 +142,12 @@ mod tests {
 
     #[tokio::test]
     async fn events_stored_apart_move_into_core_storage() {
-        let store =
-            Store::open(Box::new(crate::storage::memory::MemoryBackend), 100, false).unwrap();
+        let store = Store::open(
+            Box::new(crate::storage::memory::MemoryBackend),
+            Default::default(),
+            false,
+        )
+        .unwrap();
         let apart = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
             "metadata": {"name": "e1", "namespace": "ns"}, "note": "old", "reason": "R",
             "regarding": {"kind": "Spoke", "name": "s"}});

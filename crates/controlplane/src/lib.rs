@@ -6,7 +6,7 @@
 //! with client-certificate and token authentication and RBAC (or, when asked, plain HTTP) so
 //! kubectl and kube-rs work against it unchanged.
 //!
-//! Layout: [`registry`] (what is served), [`storage`] (objects, history, durability),
+//! Layout: [`registry`] (what is served), [`storage`] (objects, history, indexes, durability),
 //! [`objects`] (create/update/delete rules every object shares), [`strategy`] (what is
 //! particular to each resource), [`api`] (operations), [`admission`] (the
 //! embedder's plugins), [`conversion`] (CRD versions), [`watch`], [`patch`] (JSON, merge,
@@ -52,3 +52,4 @@ pub use server::{
     ControlPlane, ControlPlaneBuilder, Identities, InProcessService, LocalEndpoint,
     RunningControlPlane, StartError,
 };
+pub use storage::{Clock, SystemClock};

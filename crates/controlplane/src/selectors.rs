@@ -147,8 +147,7 @@ impl LabelSelector {
 
     /// Whether an object's labels satisfy every requirement.
     pub fn matches(&self, obj: &Value) -> bool {
-        let labels = obj.pointer("/metadata/labels").and_then(Value::as_object);
-        let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+        let get = |k: &str| label_value(obj, k);
         self.0.iter().all(|r| match r {
             LabelReq::Exists(k) => get(k).is_some(),
             LabelReq::NotExists(k) => get(k).is_none(),
@@ -165,27 +164,29 @@ impl LabelSelector {
         })
     }
 
-    /// Byte strings the stored (compact JSON) form of every matching object contains: one
-    /// `"key":"value"` per equality requirement. An object without them all cannot match, so a
-    /// list can skip decoding it; one with them all is still checked by [`Self::matches`].
-    pub fn needles(&self) -> Vec<Vec<u8>> {
-        self.0
-            .iter()
-            .filter_map(|req| match req {
-                LabelReq::Eq(k, v) => Some((k, v)),
-                LabelReq::In(k, vs) if vs.len() == 1 => Some((k, &vs[0])),
-                _ => None,
-            })
-            .filter_map(|(k, v)| {
-                let key = serde_json::to_string(k).ok()?;
-                let value = serde_json::to_string(v).ok()?;
-                Some(format!("{key}:{value}").into_bytes())
-            })
-            .collect()
-    }
-
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+}
+
+/// An object's value of label `key`, if it has one.
+pub fn label_value<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.pointer("/metadata/labels")
+        .and_then(|labels| labels.get(key))
+        .and_then(Value::as_str)
+}
+
+/// An object's value at a dotted field path as field selectors compare it: strings as they
+/// are, other values in JSON, an absent field as the empty string.
+pub fn field_value(obj: &Value, path: &str) -> String {
+    let mut cur = obj;
+    for seg in path.split('.') {
+        cur = cur.get(seg).unwrap_or(&Value::Null);
+    }
+    match cur {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
     }
 }
 
@@ -235,21 +236,9 @@ impl FieldSelector {
 
     /// Whether the object satisfies every requirement.
     pub fn matches(&self, obj: &Value) -> bool {
-        self.0.iter().all(|r| {
-            let mut cur = obj;
-            for seg in r.path.split('.') {
-                cur = match cur.get(seg) {
-                    Some(v) => v,
-                    None => &Value::Null,
-                };
-            }
-            let actual = match cur {
-                Value::String(s) => s.clone(),
-                Value::Null => String::new(),
-                other => other.to_string(),
-            };
-            (actual == r.value) != r.negate
-        })
+        self.0
+            .iter()
+            .all(|r| (field_value(obj, &r.path) == r.value) != r.negate)
     }
 
     /// A `metadata.name=X` requirement, if present (lets get-by-name skip a scan).
@@ -263,27 +252,6 @@ impl FieldSelector {
 
 #[cfg(test)]
 mod tests {
-
-    #[test]
-    fn needles_are_the_stored_form_of_each_equality() {
-        let selector =
-            LabelSelector::parse("app=web,tier in (front),env!=prod,zone in (a,b)").unwrap();
-        let needles: Vec<String> = selector
-            .needles()
-            .into_iter()
-            .map(|n| String::from_utf8(n).unwrap())
-            .collect();
-        assert_eq!(needles, [r#""app":"web""#, r#""tier":"front""#]);
-        let object = serde_json::json!({"metadata": {"labels": {"tier": "front", "app": "web", "zone": "a"}}});
-        let stored = serde_json::to_string(&object).unwrap();
-        assert!(
-            needles
-                .iter()
-                .all(|needle| stored.contains(needle.as_str()))
-        );
-        assert!(selector.matches(&object));
-    }
-
     use super::*;
     use serde_json::json;
 

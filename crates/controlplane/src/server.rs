@@ -25,7 +25,10 @@ use crate::auth::tls::{TlsError, TlsSetup};
 use crate::conversion::{Converter, Converters};
 use crate::http::{Caller, Frontend, Security};
 use crate::registry::Registry;
-use crate::storage::{Backend, StorageError, Store, memory::MemoryBackend, sqlite::SqliteBackend};
+use crate::storage::{
+    Backend, Clock, HistoryLimits, StorageError, Store, memory::MemoryBackend,
+    sqlite::SqliteBackend,
+};
 
 /// Why a control plane could not start.
 #[derive(Debug, thiserror::Error)]
@@ -67,7 +70,7 @@ enum Transport {
 pub struct ControlPlaneBuilder {
     data_dir: Option<PathBuf>,
     listen: SocketAddr,
-    history_window: usize,
+    history: HistoryLimits,
     bookmark_every: Duration,
     watch_timeout: Duration,
     transport: Transport,
@@ -84,7 +87,7 @@ impl ControlPlane {
         ControlPlaneBuilder {
             data_dir: None,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            history_window: 10_000,
+            history: HistoryLimits::default(),
             bookmark_every: Duration::from_secs(60),
             watch_timeout: Duration::from_secs(1800),
             transport: Transport::Secure { token_file: None },
@@ -106,9 +109,23 @@ impl ControlPlaneBuilder {
         self.listen = addr;
         self
     }
-    /// How many events the watch history keeps before older resourceVersions expire.
-    pub fn history_window(mut self, events: usize) -> Self {
-        self.history_window = events;
+    /// How long the watch history keeps events for watchers to resume from (unless the
+    /// ceiling of [`Self::history_max_bytes`] is reached first); older resourceVersions answer
+    /// 410 Expired. Default: 75 s, as kube-apiserver's watch cache.
+    pub fn history_window(mut self, window: Duration) -> Self {
+        self.history.window = window;
+        self
+    }
+    /// The most bytes of events the watch history holds, whatever their age: a burst of writes
+    /// past it lets the oldest go. Default: 256 MiB.
+    pub fn history_max_bytes(mut self, bytes: usize) -> Self {
+        self.history.max_bytes = bytes;
+        self
+    }
+    /// The clock the watch history ages events by (default: the system's monotonic clock);
+    /// tests pass one they advance, so hours of history are data rather than waiting.
+    pub fn history_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.history.clock = clock;
         self
     }
     /// How often watches that allow bookmarks get one.
@@ -170,7 +187,7 @@ impl ControlPlaneBuilder {
             Some(dir) => Box::new(SqliteBackend::open(dir)?),
             None => Box::new(MemoryBackend),
         };
-        let store = Store::open(backend, self.history_window, self.data_dir.is_some())?;
+        let store = Store::open(backend, self.history.clone(), self.data_dir.is_some())?;
         let registry = Arc::new(Registry::with_builtins());
         let api = Arc::new(ApiServer {
             registry,

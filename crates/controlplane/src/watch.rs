@@ -98,14 +98,12 @@ impl Encoder {
     /// Encodes a stored event, reusing its shared serialisation when this watch shows
     /// objects exactly as stored.
     fn stored_event(&mut self, kind: &str, e: &Event) -> ApiResult<Bytes> {
-        let as_stored = self.table.is_none()
-            && !self.metadata_only
-            && e.object.get("apiVersion").and_then(Value::as_str) == Some(&self.api_version)
-            && e.object.get("kind").and_then(Value::as_str) == Some(self.info.kind.as_str());
+        let as_stored =
+            self.table.is_none() && !self.metadata_only && self.served_as_stored(&e.object);
         if !as_stored {
-            return self.event(kind, &e.object);
+            return self.event(kind, &e.decode());
         }
-        let obj = e.encoded_object();
+        let obj = &e.object;
         let mut buf = Vec::with_capacity(obj.len() + 40);
         buf.extend_from_slice(b"{\"type\":\"");
         buf.extend_from_slice(kind.as_bytes());
@@ -113,6 +111,21 @@ impl Encoder {
         buf.extend_from_slice(obj);
         buf.extend_from_slice(b"}\n");
         Ok(Bytes::from(buf))
+    }
+
+    /// Whether a stored object is already at the version and kind this watch shows, read
+    /// without decoding the rest of it.
+    fn served_as_stored(&self, stored: &[u8]) -> bool {
+        #[derive(serde::Deserialize)]
+        struct TypeMeta {
+            #[serde(rename = "apiVersion")]
+            api_version: Option<String>,
+            kind: Option<String>,
+        }
+        serde_json::from_slice::<TypeMeta>(stored).is_ok_and(|t| {
+            t.api_version.as_deref() == Some(&self.api_version)
+                && t.kind.as_deref() == Some(self.info.kind.as_str())
+        })
     }
 
     /// Encodes an event with the object as this watch shows it.
@@ -207,7 +220,10 @@ pub fn start(
     let mut initial: Vec<Bytes> = Vec::new();
     let (missed, sub) = match start_from {
         None => {
-            let (rv, items, sub) = server.store.list_and_subscribe(&key, &scope);
+            let (rv, items, sub) =
+                server
+                    .store
+                    .list_and_subscribe(&key, &scope, &feed.filter.lookups());
             let mut sub = Some(sub);
             if spec.send_initial_events {
                 for obj in &items {
@@ -325,10 +341,19 @@ impl Feed {
         }
     }
 
-    /// Turns a stored event into what this watch sees, honouring selector transitions.
+    /// Turns a stored event into what this watch sees, honouring selector transitions. Objects
+    /// are decoded only when a selector has to look inside them.
     fn translate(&mut self, e: &Event) -> ApiResult<Option<Bytes>> {
-        let now = self.matches(&e.object);
-        let before = e.prev.as_deref().map(|p| self.matches(p)).unwrap_or(now);
+        if !self.namespace.is_empty() && e.namespace != self.namespace {
+            return Ok(None);
+        }
+        let (now, before) = if self.filter.is_empty() {
+            (true, true)
+        } else {
+            let now = self.filter.matches(&e.decode());
+            let before = e.decode_prev().map_or(now, |p| self.filter.matches(&p));
+            (now, before)
+        };
         let kind = match e.kind {
             EventType::Added if now => "ADDED",
             EventType::Deleted if now || before => "DELETED",

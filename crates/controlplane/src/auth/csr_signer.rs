@@ -109,7 +109,7 @@ pub async fn run(
     loop {
         tokio::select! {
             r = rx.recv() => match r {
-                Ok(e) if &*e.key == KEY => handle(&signer, &e.object).await,
+                Ok(e) if &*e.key == KEY => handle(&signer, &e.decode()).await,
                 Ok(_) => {}
                 Err(RecvError::Lagged(_)) => resync(&signer).await,
                 Err(RecvError::Closed) => return,

@@ -177,7 +177,7 @@ fn catch_up(api: &ApiServer, applied: i64, policy: &mut Policy) -> Option<i64> {
         if event.kind == crate::storage::EventType::Deleted {
             policy.remove_object(kind, &event.namespace, &event.name);
         } else {
-            let mut object = (*event.object).clone();
+            let mut object = event.decode();
             object["kind"] = json!(kind);
             policy.add_object(&object);
         }

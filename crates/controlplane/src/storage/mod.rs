@@ -1,5 +1,6 @@
 //! Object storage: the authoritative in-memory state (every current object, an event history
-//! window for watch resume, per-resource event fan-out) in front of a durable [`Backend`].
+//! window for watch resume (`history`), label and field indexes for selected reads (`index`),
+//! per-resource event fan-out) in front of a durable [`Backend`].
 //!
 //! Every write goes through [`Store::write`]: under one lock it checks the caller's
 //! preconditions against the current object, assigns the next resourceVersion, updates the
@@ -9,10 +10,15 @@
 //! of the acknowledged history. This module knows nothing of HTTP or of resource semantics:
 //! its failures are [`StorageError`]s, which the API layer words for clients.
 
+mod history;
+mod index;
 pub mod memory;
 pub mod sqlite;
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+pub use history::{Clock, HistoryLimits, SystemClock};
+pub use index::{Indexed, Lookup};
+
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -20,6 +26,8 @@ use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
 use crate::meta::ObjectMeta;
+use history::History;
+use index::Indexes;
 
 /// The kind of a watch event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,21 +65,23 @@ pub struct Event {
     pub namespace: String,
     pub name: String,
     pub kind: EventType,
-    /// The object after the change (for deletes: its last state, at the delete's rv).
-    pub object: Arc<Value>,
-    /// The object before the change, when known (not kept across restarts).
-    pub prev: Option<Arc<Value>>,
-    /// `object` serialised once, shared by every watcher that shows it as stored (and by
-    /// the cache and the durable writer).
-    pub encoded: std::sync::OnceLock<bytes::Bytes>,
+    /// The object after the change (for deletes: its last state, at the delete's rv) as
+    /// stored: compact JSON, the very bytes the cache and the durable writer hold, shared by
+    /// every watcher that shows it as stored. The history keeps these, never a decoded copy.
+    pub object: Bytes,
+    /// The object before the change as it was stored, when known (not kept across restarts).
+    pub prev: Option<Bytes>,
 }
 
 impl Event {
-    /// The object's JSON, serialised on first use.
-    pub fn encoded_object(&self) -> &bytes::Bytes {
-        self.encoded.get_or_init(|| {
-            bytes::Bytes::from(serde_json::to_vec(&*self.object).unwrap_or_default())
-        })
+    /// The object after the change.
+    pub fn decode(&self) -> Value {
+        decode(&self.object)
+    }
+
+    /// The object before the change, when known.
+    pub fn decode_prev(&self) -> Option<Value> {
+        self.prev.as_deref().map(decode)
     }
 }
 
@@ -174,13 +184,13 @@ type Slot = (String, String, String);
 
 struct Inner {
     rv: i64,
-    compacted_rv: i64,
     /// Current objects, kept serialised (a parsed `Value` costs ten times the memory).
     objects: HashMap<String, BTreeMap<ObjKey, Bytes>>,
     uids: HashMap<String, Slot>,
     dependents: HashMap<String, HashSet<Slot>>,
-    history: VecDeque<Arc<Event>>,
-    history_cap: usize,
+    /// Label and field indexes by resource, built as selectors ask for them.
+    indexes: HashMap<String, Indexes>,
+    history: History,
     /// Watch channels by resource.
     channels: HashMap<String, Channels>,
     all: broadcast::Sender<Arc<Event>>,
@@ -305,6 +315,9 @@ fn owner_uids(obj: &Value) -> Vec<String> {
 
 impl Inner {
     fn index(&mut self, slot: &Slot, old: Option<&Value>, new: Option<&Value>) {
+        if let Some(indexes) = self.indexes.get_mut(&slot.0) {
+            indexes.update(&(slot.1.clone(), slot.2.clone()), old, new);
+        }
         if let Some(old) = old {
             self.uids.remove(old.uid());
             for o in owner_uids(old) {
@@ -327,12 +340,7 @@ impl Inner {
     }
 
     fn record(&mut self, event: Arc<Event>) {
-        if self.history.len() >= self.history_cap
-            && let Some(old) = self.history.pop_front()
-        {
-            self.compacted_rv = old.rv;
-        }
-        self.history.push_back(event.clone());
+        self.history.push(event.clone());
         if let Some(channels) = self.channels.get_mut(&*event.key) {
             channels.publish(&event);
             if channels.is_empty() {
@@ -347,19 +355,18 @@ impl Store {
     /// Builds the store from a backend's contents and starts its writer thread.
     pub fn open(
         mut backend: Box<dyn Backend>,
-        history_cap: usize,
+        history: HistoryLimits,
         durable: bool,
     ) -> Result<Arc<Store>, StorageError> {
         let loaded = backend.load()?;
         let (all, _) = broadcast::channel(65536);
         let mut inner = Inner {
             rv: loaded.rv,
-            compacted_rv: loaded.compacted_rv,
             objects: HashMap::new(),
             uids: HashMap::new(),
             dependents: HashMap::new(),
-            history: VecDeque::new(),
-            history_cap: history_cap.max(1),
+            indexes: HashMap::new(),
+            history: History::new(history, loaded.compacted_rv),
             channels: HashMap::new(),
             all,
             writer: Writer::Memory,
@@ -374,13 +381,9 @@ impl Store {
                 .or_default()
                 .insert((ns, name), serialise(&obj));
         }
+        // Events read back count as recorded now: their times were not kept.
         for e in loaded.history {
-            inner.history.push_back(Arc::new(e));
-        }
-        while inner.history.len() > inner.history_cap {
-            if let Some(old) = inner.history.pop_front() {
-                inner.compacted_rv = old.rv;
-            }
+            inner.history.push(Arc::new(e));
         }
         let mut thread = None;
         let failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -466,49 +469,19 @@ impl Store {
         (rv, raw.iter().map(parse).collect())
     }
 
-    /// [`Self::list`], decoding only the objects whose stored form contains every one of
-    /// `needles` (see `LabelSelector::needles`): a label-selected list of a large resource costs
-    /// a byte search per object instead of a decode.
-    pub fn list_containing(
+    /// Objects of one resource (in one namespace, or all) that may satisfy every one of
+    /// `lookups`, ordered by namespace and name, with the rv they were read at: those of the
+    /// most selective lookup's index, so a selected list decodes what it returns rather than
+    /// the whole resource. The caller still applies its whole selector to what comes back.
+    pub fn select(
         &self,
         key: &str,
         ns: Option<&str>,
-        needles: &[Vec<u8>],
+        lookups: &[Lookup],
     ) -> (i64, Vec<Arc<Value>>) {
-        let finders: Vec<memchr::memmem::Finder<'_>> =
-            needles.iter().map(memchr::memmem::Finder::new).collect();
         let (rv, raw) = {
-            let inner = self.lock();
-            (inner.rv, collect(&inner, key, ns, None))
-        };
-        let items = raw
-            .iter()
-            .filter(|raw| finders.iter().all(|finder| finder.find(raw).is_some()))
-            .map(parse)
-            .collect();
-        (rv, items)
-    }
-
-    /// Objects of one resource (in one namespace, or all) with this name, with the rv they were
-    /// read at: a `metadata.name` field selector picks by key, without decoding every other
-    /// object of the resource (a fleet's agents each list their own ManagedCluster this way).
-    pub fn list_named(&self, key: &str, ns: Option<&str>, name: &str) -> (i64, Vec<Arc<Value>>) {
-        let (rv, raw) = {
-            let inner = self.lock();
-            let raw: Vec<Bytes> = match (inner.objects.get(key), ns) {
-                (None, _) => Vec::new(),
-                (Some(map), Some(ns)) => map
-                    .get(&(ns.to_string(), name.to_string()))
-                    .cloned()
-                    .into_iter()
-                    .collect(),
-                (Some(map), None) => map
-                    .iter()
-                    .filter(|((_, oname), _)| oname == name)
-                    .map(|(_, v)| v.clone())
-                    .collect(),
-            };
-            (inner.rv, raw)
+            let mut inner = self.lock();
+            (inner.rv, selected(&mut inner, key, ns, lookups))
         };
         (rv, raw.iter().map(parse).collect())
     }
@@ -524,7 +497,7 @@ impl Store {
     ) -> Result<Vec<Arc<Value>>, Expired> {
         let (raw, changes) = {
             let inner = self.lock();
-            let changes = history_since(&inner, key, at)?;
+            let changes = inner.history.since(key, at)?;
             (collect(&inner, key, ns, Some(after)), changes)
         };
         let expired = Expired {
@@ -548,7 +521,7 @@ impl Store {
                     state.remove(&id);
                 }
                 (_, Some(prev)) => {
-                    state.insert(id, prev.clone());
+                    state.insert(id, parse(prev));
                 }
                 // Events read back from disk do not carry the previous state.
                 (_, None) => return Err(expired),
@@ -587,16 +560,18 @@ impl Store {
 
     /// A consistent snapshot of the objects of one resource in `scope`, plus a subscription to
     /// later events in it.
+    /// `lookups` narrow the snapshot as in [`Self::select`].
     pub fn list_and_subscribe(
         &self,
         key: &str,
         scope: &Scope,
+        lookups: &[Lookup],
     ) -> (i64, Vec<Arc<Value>>, EventReceiver) {
         let (rv, raw, rx) = {
             let mut inner = self.lock();
             let raw = match scope {
-                Scope::All => collect(&inner, key, None, None),
-                Scope::Namespace(ns) => collect(&inner, key, Some(ns), None),
+                Scope::All => selected(&mut inner, key, None, lookups),
+                Scope::Namespace(ns) => selected(&mut inner, key, Some(ns), lookups),
                 Scope::Object(ns, name) => inner
                     .objects
                     .get(key)
@@ -620,14 +595,14 @@ impl Store {
         scope: &Scope,
     ) -> Result<(Vec<Arc<Event>>, EventReceiver), Expired> {
         let mut inner = self.lock();
-        let events = history_since(&inner, key, since)?;
+        let events = inner.history.since(key, since)?;
         let rx = subscribe(&mut inner, key, scope);
         Ok((events, rx))
     }
 
     /// Events of one resource after `since` (for a watcher that fell behind).
     pub fn replay(&self, key: &str, since: i64) -> Result<Vec<Arc<Event>>, Expired> {
-        history_since(&self.lock(), key, since)
+        self.lock().history.since(key, since)
     }
 
     /// A subscription to every event (for the server's own controllers).
@@ -652,7 +627,8 @@ impl Store {
     {
         let mut inner = self.lock();
         let id = (ns.to_string(), name.to_string());
-        let current = inner.objects.get(key).and_then(|m| m.get(&id)).map(parse);
+        let stored = inner.objects.get(key).and_then(|m| m.get(&id)).cloned();
+        let current = stored.as_ref().map(parse);
         let op = decide(current.as_ref()).map_err(WriteError::Refused)?;
         let (kind, mut object) = match op {
             WriteOp::Unchanged => {
@@ -709,11 +685,10 @@ impl Store {
             namespace: ns.to_string(),
             name: name.to_string(),
             kind,
-            object: object.clone(),
-            prev: current.clone(),
-            encoded: std::sync::OnceLock::from(raw),
+            object: raw,
+            prev: stored,
         });
-        let compact_below = inner.compacted_rv;
+        let compact_below = inner.history.compacted_rv();
         inner.record(event.clone());
         let ack = match &inner.writer {
             Writer::Memory | Writer::Closed => Ack(None),
@@ -730,13 +705,22 @@ impl Store {
     }
 }
 
+/// An object's stored form. The buffer is cut to its length: it lives as long as the object
+/// and its events, and serialising leaves up to half of it spare.
 fn serialise(v: &Value) -> Bytes {
-    Bytes::from(serde_json::to_vec(v).unwrap_or_default())
+    let mut raw = serde_json::to_vec(v).unwrap_or_default();
+    raw.shrink_to_fit();
+    Bytes::from(raw)
 }
 
-/// Stored bytes were serialised from a `Value` by this process, so they parse.
+/// Stored bytes were serialised from a `Value` by this process (or read back from a database
+/// whose bodies were checked at start), so they parse.
+fn decode(raw: &[u8]) -> Value {
+    serde_json::from_slice(raw).unwrap_or(Value::Null)
+}
+
 fn parse(raw: &Bytes) -> Arc<Value> {
-    Arc::new(serde_json::from_slice(raw).unwrap_or(Value::Null))
+    Arc::new(decode(raw))
 }
 
 fn collect(inner: &Inner, key: &str, ns: Option<&str>, after: Option<(&str, &str)>) -> Vec<Bytes> {
@@ -755,28 +739,55 @@ fn collect(inner: &Inner, key: &str, ns: Option<&str>, after: Option<(&str, &str
         .collect()
 }
 
+/// The stored objects [`Store::select`] answers with. A `metadata.namespace` lookup narrows the
+/// namespace, a `metadata.name` one in a known namespace is a key, the rest go by index.
+fn selected(inner: &mut Inner, key: &str, ns: Option<&str>, lookups: &[Lookup]) -> Vec<Bytes> {
+    let field = |path: &str, lookup: &Lookup| matches!(&lookup.on, Indexed::Field(p) if p == path);
+    let mut ns = ns.map(str::to_string);
+    for lookup in lookups.iter().filter(|l| field("metadata.namespace", l)) {
+        match (&ns, lookup.values.as_slice()) {
+            (None, [only]) => ns = Some(only.clone()),
+            (Some(ns), values) if values.contains(ns) => {}
+            (None, _) => {}
+            (Some(_), _) => return Vec::new(),
+        }
+    }
+    let lookups: Vec<&Lookup> = lookups
+        .iter()
+        .filter(|l| !field("metadata.namespace", l))
+        .collect();
+    let Some(objects) = inner.objects.get(key) else {
+        return Vec::new();
+    };
+    if let Some(ns) = &ns
+        && let Some(by_name) = lookups.iter().find(|l| field("metadata.name", l))
+    {
+        return by_name
+            .values
+            .iter()
+            .filter_map(|name| objects.get(&(ns.clone(), name.clone())).cloned())
+            .collect();
+    }
+    if lookups.is_empty() {
+        return collect(inner, key, ns.as_deref(), None);
+    }
+    inner
+        .indexes
+        .entry(key.to_string())
+        .or_default()
+        .candidates(&lookups, objects)
+        .into_iter()
+        .filter(|(ons, _)| ns.as_ref().is_none_or(|n| n == ons))
+        .filter_map(|id| objects.get(&id).cloned())
+        .collect()
+}
+
 fn subscribe(inner: &mut Inner, key: &str, scope: &Scope) -> EventReceiver {
     inner
         .channels
         .entry(key.to_string())
         .or_default()
         .subscribe(scope)
-}
-
-fn history_since(inner: &Inner, key: &str, since: i64) -> Result<Vec<Arc<Event>>, Expired> {
-    if since < inner.compacted_rv {
-        return Err(Expired {
-            requested: since,
-            oldest: inner.compacted_rv + 1,
-        });
-    }
-    let start = inner.history.partition_point(|e| e.rv <= since);
-    Ok(inner
-        .history
-        .range(start..)
-        .filter(|e| &*e.key == key)
-        .cloned()
-        .collect())
 }
 
 /// Most events committed in one transaction.
@@ -823,8 +834,13 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn store(cap: usize) -> Arc<Store> {
-        Store::open(Box::new(memory::MemoryBackend), cap, false).unwrap()
+    fn store() -> Arc<Store> {
+        Store::open(
+            Box::new(memory::MemoryBackend),
+            HistoryLimits::default(),
+            false,
+        )
+        .unwrap()
     }
 
     fn put(s: &Store, name: &str) -> Arc<Value> {
@@ -839,7 +855,7 @@ mod tests {
 
     #[test]
     fn writes_assign_increasing_resource_versions() {
-        let s = store(10);
+        let s = store();
         let a = put(&s, "a");
         let b = put(&s, "b");
         assert_eq!(a.resource_version(), "1");
@@ -853,7 +869,7 @@ mod tests {
 
     #[test]
     fn dry_run_changes_nothing() {
-        let s = store(10);
+        let s = store();
         s.write("/configmaps", "ns", "a", true, |_| {
             Ok::<_, Infallible>(WriteOp::Put(json!({})))
         })
@@ -864,7 +880,7 @@ mod tests {
 
     #[test]
     fn a_closed_store_refuses_writes_but_answers_dry_runs() {
-        let s = store(10);
+        let s = store();
         s.close();
         let write = |dry_run| {
             s.write("/configmaps", "ns", "a", dry_run, |_| {
@@ -877,16 +893,5 @@ mod tests {
         ));
         assert!(write(true).is_ok());
         assert!(s.get("/configmaps", "ns", "a").is_none());
-    }
-
-    #[test]
-    fn history_window_expires_old_resource_versions() {
-        let s = store(2);
-        for n in ["a", "b", "c", "d"] {
-            put(&s, n);
-        }
-        assert_eq!(s.replay("/configmaps", 2).unwrap().len(), 2);
-        let err = s.replay("/configmaps", 1).unwrap_err();
-        assert_eq!(err.oldest, 3);
     }
 }

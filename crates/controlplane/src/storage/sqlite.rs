@@ -224,9 +224,11 @@ impl Backend for SqliteBackend {
                     namespace,
                     name,
                     kind,
-                    object: Arc::new(serde_json::from_str(&body)?),
+                    object: {
+                        serde_json::from_str::<serde::de::IgnoredAny>(&body)?;
+                        bytes::Bytes::from(body)
+                    },
                     prev: None,
-                    encoded: Default::default(),
                 });
             }
         }
@@ -253,7 +255,7 @@ impl Backend for SqliteBackend {
             )?;
             let mut last = 0;
             for e in batch {
-                let body = std::str::from_utf8(e.encoded_object()).unwrap_or("null");
+                let body = std::str::from_utf8(&e.object).unwrap_or("null");
                 match e.kind {
                     EventType::Deleted => {
                         delete.execute(params![&*e.key, e.namespace, e.name])?;
@@ -301,11 +303,10 @@ mod tests {
             namespace: "ns".into(),
             name: name.into(),
             kind,
-            object: Arc::new(
-                json!({"metadata": {"name": name, "resourceVersion": rv.to_string()}}),
+            object: bytes::Bytes::from(
+                json!({"metadata": {"name": name, "resourceVersion": rv.to_string()}}).to_string(),
             ),
             prev: None,
-            encoded: Default::default(),
         })
     }
 

@@ -5,6 +5,7 @@
 use crate::common;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use common::{TestPlane, api_error};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -438,7 +439,7 @@ async fn namespaces_must_exist_and_deletion_removes_contents() {
         "plain",
         kube::runtime::wait::conditions::is_deleted(""),
     );
-    tokio::time::timeout(std::time::Duration::from_secs(10), w)
+    tokio::time::timeout(Duration::from_secs(10), w)
         .await
         .unwrap()
         .unwrap();
@@ -454,7 +455,7 @@ async fn namespaces_must_exist_and_deletion_removes_contents() {
         "team",
         kube::runtime::wait::conditions::is_deleted(""),
     );
-    tokio::time::timeout(std::time::Duration::from_secs(10), gone)
+    tokio::time::timeout(Duration::from_secs(10), gone)
         .await
         .unwrap()
         .unwrap();
@@ -476,7 +477,7 @@ fn owned_cm(name: &str, owner: &ConfigMap) -> ConfigMap {
 }
 
 async fn within<F: std::future::Future>(f: F) -> Result<F::Output, tokio::time::error::Elapsed> {
-    tokio::time::timeout(std::time::Duration::from_secs(10), f).await
+    tokio::time::timeout(Duration::from_secs(10), f).await
 }
 
 #[tokio::test]
@@ -790,8 +791,13 @@ async fn later_pages_show_the_list_as_of_the_first_page() {
 
 #[tokio::test]
 async fn a_continue_token_past_the_history_window_is_expired() {
-    let t =
-        TestPlane::with(fleetform_controlplane::ControlPlane::builder().history_window(2)).await;
+    let clock = common::ManualClock::new();
+    let t = TestPlane::with(
+        fleetform_controlplane::ControlPlane::builder()
+            .history_window(Duration::from_secs(75))
+            .history_clock(clock.clone()),
+    )
+    .await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     for i in 0..3 {
         api.create(&PostParams::default(), &cm(&format!("c{i}"), &[]))
@@ -799,7 +805,9 @@ async fn a_continue_token_past_the_history_window_is_expired() {
             .unwrap();
     }
     let first = api.list(&ListParams::default().limit(1)).await.unwrap();
+    // Each write comes more than the window after the one before, which it pushes out.
     for i in 3..6 {
+        clock.advance(Duration::from_secs(76));
         api.create(&PostParams::default(), &cm(&format!("c{i}"), &[]))
             .await
             .unwrap();

@@ -145,9 +145,11 @@ async fn watch_resumes_from_a_resource_version() {
 
 #[tokio::test]
 async fn watch_past_the_history_window_is_expired() {
-    let t = TestPlane::with(ControlPlane::builder().history_window(3)).await;
+    let clock = common::ManualClock::new();
+    let t = TestPlane::with(ControlPlane::builder().history_clock(clock.clone())).await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     for i in 0..6 {
+        clock.advance(Duration::from_secs(76));
         api.create(&PostParams::default(), &cm(&format!("c{i}")))
             .await
             .unwrap();

@@ -51,6 +51,29 @@ pub fn private_dir() -> tempfile::TempDir {
         .expect("temporary directory")
 }
 
+/// A clock for the watch history that moves only when a test advances it, so that minutes of
+/// history are data, not waiting.
+#[derive(Debug)]
+pub struct ManualClock(std::sync::Mutex<std::time::Instant>);
+
+impl ManualClock {
+    pub fn new() -> std::sync::Arc<Self> {
+        std::sync::Arc::new(ManualClock(
+            std::sync::Mutex::new(std::time::Instant::now()),
+        ))
+    }
+
+    pub fn advance(&self, by: Duration) {
+        *self.0.lock().unwrap() += by;
+    }
+}
+
+impl fleetform_controlplane::Clock for ManualClock {
+    fn now(&self) -> std::time::Instant {
+        *self.0.lock().unwrap()
+    }
+}
+
 /// Unwraps an API error response.
 pub fn api_error<T: std::fmt::Debug>(r: kube::Result<T>) -> kube::core::Status {
     match r {
