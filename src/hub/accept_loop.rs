@@ -16,7 +16,6 @@
 use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
@@ -49,6 +48,7 @@ use crate::api::vocabulary::{
 use crate::events::{self, EventType, Reporter};
 use crate::reconciler::install::{agent_hub_role_binding, agent_hub_role_name};
 use crate::runtime::conditions::set_conditions;
+use crate::runtime::controller::refs_where;
 use crate::runtime::error::KubeError;
 use crate::runtime::error::{is_conflict, is_not_found};
 
@@ -94,13 +94,7 @@ pub(crate) async fn run(ctx: Arc<Context>, fleet_crds: bool, shutdown: Cancellat
         .default_backoff()
         .applied_objects()
         .predicate_filter(predicates::generation, Default::default());
-        controller = controller.watches_stream(hubs, move |_| {
-            clusters
-                .state()
-                .iter()
-                .map(|cluster| ObjectRef::from(&**cluster))
-                .collect::<Vec<_>>()
-        });
+        controller = controller.watches_stream(hubs, move |_| refs_where(&clusters, |_| true));
     }
     let accept_ctx = Arc::new(AcceptContext {
         hub: ctx,
@@ -109,10 +103,8 @@ pub(crate) async fn run(ctx: Arc<Context>, fleet_crds: bool, shutdown: Cancellat
         events: Reporter::new(client, FIELD_MANAGER, "accept-loop"),
         reported: Mutex::default(),
     });
-    controller
-        .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(errors.measured(reconcile), errors.policy(), accept_ctx)
-        .for_each(errors.outcomes())
+    errors
+        .drive(controller, reconcile, accept_ctx, shutdown)
         .await;
 }
 

@@ -11,7 +11,6 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::Secret;
@@ -33,6 +32,7 @@ use crate::api::bootstrap_token::{
 };
 use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::LABEL_CLUSTER_NAME;
+use crate::runtime::controller::refs_where;
 use crate::runtime::error::KubeError;
 
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
@@ -42,7 +42,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let store = controller.store();
     let by_spoke = store.clone();
     let by_cluster = store;
-    controller
+    let controller = controller
         .watches(
             Api::<Spoke>::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE),
             watcher::Config::default(),
@@ -52,11 +52,8 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
             Api::<ManagedCluster>::all(ctx.client.clone()),
             watcher::Config::default(),
             move |cluster| requests_of(&by_cluster, &cluster.name_any()),
-        )
-        .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(errors.measured(reconcile), errors.policy(), ctx)
-        .for_each(errors.outcomes())
-        .await;
+        );
+    errors.drive(controller, reconcile, ctx, shutdown).await;
 }
 
 /// The CSRs naming `cluster`, to judge again when what the hub knows of it changes.
@@ -64,12 +61,7 @@ fn requests_of(
     store: &Store<CertificateSigningRequest>,
     cluster: &str,
 ) -> Vec<ObjectRef<CertificateSigningRequest>> {
-    store
-        .state()
-        .iter()
-        .filter(|csr| registration_cluster(csr) == Some(cluster))
-        .map(|csr| ObjectRef::from_obj(csr.as_ref()))
-        .collect()
+    refs_where(store, |csr| registration_cluster(csr) == Some(cluster))
 }
 
 #[instrument(skip(ctx, csr), fields(csr = csr.name_any()))]

@@ -92,11 +92,7 @@ pub(crate) async fn run(ctx: Arc<Context>, addons: bool, shutdown: CancellationT
     } else {
         controller
     };
-    controller
-        .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(errors.measured(reconcile), errors.policy(), expiry)
-        .for_each(errors.outcomes())
-        .await;
+    errors.drive(controller, reconcile, expiry, shutdown).await;
 }
 
 #[instrument(skip(ctx, cluster), fields(cluster = cluster.name_any()))]

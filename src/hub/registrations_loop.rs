@@ -15,11 +15,10 @@
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
-use futures::StreamExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector;
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, ResourceExt};
 use serde_json::json;
@@ -31,6 +30,7 @@ use super::run::{Context, FIELD_MANAGER, HubError};
 use super::signer_loop::addon_spec;
 use crate::api::ManagedClusterAddOn;
 use crate::api::addon::ClusterManagementAddOn;
+use crate::runtime::controller::refs_where;
 use crate::runtime::error::KubeError;
 
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
@@ -43,16 +43,13 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
         .applied_objects()
         .predicate_filter(registrations_hash, Default::default());
     let by_addon = reader.clone();
-    Controller::for_stream(changed, reader)
-        .watches(
-            Api::<ClusterManagementAddOn>::all(ctx.client.clone()),
-            watcher::Config::default(),
-            move |addon| enabled_on(&by_addon, &addon.name_any()),
-        )
-        .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(errors.measured(reconcile), errors.policy(), ctx)
-        .for_each(errors.outcomes())
-        .await;
+    let controller = Controller::for_stream(changed, reader).watches(
+        Api::<ClusterManagementAddOn>::all(ctx.client.clone()),
+        watcher::Config::default(),
+        // The ManagedClusterAddOns of the addon on every cluster.
+        move |addon| refs_where(&by_addon, |found| found.name_any() == addon.name_any()),
+    );
+    errors.drive(controller, reconcile, ctx, shutdown).await;
 }
 
 /// What the loop looks at in a ManagedClusterAddOn: which one it is and its registrations.
@@ -63,19 +60,6 @@ fn registrations_hash(addon: &ManagedClusterAddOn) -> Option<u64> {
         .ok()?
         .hash(&mut hasher);
     Some(hasher.finish())
-}
-
-/// The ManagedClusterAddOns of `addon` on every cluster.
-fn enabled_on(
-    store: &Store<ManagedClusterAddOn>,
-    addon: &str,
-) -> Vec<ObjectRef<ManagedClusterAddOn>> {
-    store
-        .state()
-        .iter()
-        .filter(|found| found.name_any() == addon)
-        .map(|found| ObjectRef::from_obj(found.as_ref()))
-        .collect()
 }
 
 #[instrument(skip(ctx, addon), fields(addon = addon.name_any(), cluster = addon.namespace()))]

@@ -14,7 +14,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestCondition,
@@ -24,7 +23,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::PostParams;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
@@ -45,6 +43,7 @@ use crate::api::fleet::AddOnSpec;
 use crate::api::vocabulary::{CSR_FAILED, LABEL_ADDON_NAME, LABEL_CLUSTER_NAME};
 use crate::plan::desired::ADDON_SPEC_ANNOTATION;
 use crate::runtime::conditions::set_conditions;
+use crate::runtime::controller::refs_where;
 use crate::runtime::error::KubeError;
 use fleetform_controlplane::auth::ca::CertificateAuthority;
 
@@ -63,33 +62,20 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
         hub: ctx.clone(),
         denials: Mutex::new(DenialPacer::default()),
     });
-    controller
-        .watches(
-            Api::<ClusterManagementAddOn>::all(ctx.client.clone()),
-            watcher::Config::default(),
-            move |addon| requests_of(&store, &addon.name_any()),
-        )
-        .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(errors.measured(reconcile), errors.policy(), signer)
-        .for_each(errors.outcomes())
-        .await;
+    let controller = controller.watches(
+        Api::<ClusterManagementAddOn>::all(ctx.client.clone()),
+        watcher::Config::default(),
+        move |addon| {
+            refs_where(&store, |csr| {
+                label(csr, LABEL_ADDON_NAME) == Some(&*addon.name_any())
+            })
+        },
+    );
+    errors.drive(controller, reconcile, signer, shutdown).await;
 }
 
 fn label<'a>(csr: &'a CertificateSigningRequest, key: &str) -> Option<&'a str> {
     csr.metadata.labels.as_ref()?.get(key).map(String::as_str)
-}
-
-/// The CSRs of `addon`, to judge again when its AddOn document changes.
-fn requests_of(
-    store: &Store<CertificateSigningRequest>,
-    addon: &str,
-) -> Vec<ObjectRef<CertificateSigningRequest>> {
-    store
-        .state()
-        .iter()
-        .filter(|csr| label(csr, LABEL_ADDON_NAME) == Some(addon))
-        .map(|csr| ObjectRef::from_obj(csr.as_ref()))
-        .collect()
 }
 
 #[instrument(skip(signer, csr), fields(csr = csr.name_any()))]

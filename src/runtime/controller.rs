@@ -16,11 +16,14 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use futures::FutureExt;
 use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
 use kube::Resource;
+use kube::runtime::Controller;
 use kube::runtime::controller::{self, Action};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::error::Failure;
@@ -211,6 +214,46 @@ impl ErrorPolicy {
             std::future::ready(())
         }
     }
+}
+
+impl ErrorPolicy {
+    /// Runs `controller` until `shutdown`: every pass `reconcile` with `ctx`, measured, its
+    /// failures retried and logged by this policy.
+    pub async fn drive<K, C, E, F, Fut>(
+        self: &Arc<Self>,
+        controller: Controller<K>,
+        reconcile: F,
+        ctx: Arc<C>,
+        shutdown: CancellationToken,
+    ) where
+        K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+        K::DynamicType: Clone + std::fmt::Debug + Eq + std::hash::Hash + Unpin,
+        C: Send + Sync + 'static,
+        E: Failure + Send + 'static,
+        F: FnMut(Arc<K>, Arc<C>) -> Fut,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    {
+        controller
+            .graceful_shutdown_on(shutdown.cancelled_owned())
+            .run(self.measured(reconcile), self.policy(), ctx)
+            .for_each(self.outcomes())
+            .await;
+    }
+}
+
+/// The objects of `store` that `matches`: what a controller passes over again when something
+/// they depend on changes.
+pub fn refs_where<K>(store: &Store<K>, matches: impl Fn(&K) -> bool) -> Vec<ObjectRef<K>>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Clone + Default + Eq + std::hash::Hash,
+{
+    store
+        .state()
+        .iter()
+        .filter(|object| matches(object))
+        .map(|object| ObjectRef::from_obj(object.as_ref()))
+        .collect()
 }
 
 fn key<K: Resource>(object: &K) -> ObjectKey {
