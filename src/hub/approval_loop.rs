@@ -12,7 +12,9 @@
 use std::sync::Arc;
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use k8s_openapi::api::certificates::v1::{
+    CertificateSigningRequest, CertificateSigningRequestCondition,
+};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, PostParams};
@@ -78,25 +80,7 @@ async fn reconcile(
         debug!(reason = decision.reason, "CSR left pending");
         return Ok(Action::await_change());
     };
-    let name = csr.name_any();
-    let mut decided = (*csr).clone();
-    decided
-        .status
-        .get_or_insert_with(Default::default)
-        .conditions
-        .get_or_insert_with(Vec::new)
-        .push(condition);
-    let params = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_string()),
-        ..PostParams::default()
-    };
-    Api::<CertificateSigningRequest>::all(ctx.client.clone())
-        .replace_subresource::<CertificateSigningRequest>("approval", &name, &params, &decided)
-        .await
-        .map_err(KubeError::on(
-            format!("CertificateSigningRequest {name}"),
-            "write its approval",
-        ))?;
+    write_approval(&ctx, &csr, condition).await?;
     let approved = decision.verdict == Verdict::Approve;
     ctx.metrics.csr_decided(CsrKind::Registration, approved);
     if approved {
@@ -160,4 +144,32 @@ async fn spoke_identity(ctx: &Context, cluster: &str) -> Result<SpokeIdentity, H
         bootstrap_token_ids,
         auto_approval_users,
     })
+}
+
+/// Writes `condition` (Approved or Denied) into `csr`'s approval subresource.
+pub(super) async fn write_approval(
+    ctx: &Context,
+    csr: &CertificateSigningRequest,
+    condition: CertificateSigningRequestCondition,
+) -> Result<(), HubError> {
+    let name = csr.name_any();
+    let mut decided = csr.clone();
+    decided
+        .status
+        .get_or_insert_with(Default::default)
+        .conditions
+        .get_or_insert_with(Vec::new)
+        .push(condition);
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PostParams::default()
+    };
+    Ok(Api::<CertificateSigningRequest>::all(ctx.client.clone())
+        .replace_subresource::<CertificateSigningRequest>("approval", &name, &params, &decided)
+        .await
+        .map(|_| ())
+        .map_err(KubeError::on(
+            format!("CertificateSigningRequest {name}"),
+            "write its approval",
+        ))?)
 }

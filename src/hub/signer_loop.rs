@@ -32,6 +32,7 @@ use super::approval::{
     AddOnRequestContext, DenialPacer, Enablement, Verdict, decide_addon, denial_condition,
     requested_by_cluster_agent,
 };
+use super::approval_loop::write_approval;
 use super::metrics::CsrKind;
 use super::run::{Context, FIELD_MANAGER, HubError};
 use super::signing::{
@@ -326,32 +327,5 @@ async fn write_status(
         .map_err(KubeError::on(
             format!("CertificateSigningRequest {name}"),
             "write its status",
-        ))?)
-}
-
-async fn write_approval(
-    ctx: &Context,
-    csr: &CertificateSigningRequest,
-    condition: CertificateSigningRequestCondition,
-) -> Result<(), HubError> {
-    let name = csr.name_any();
-    let mut decided = csr.clone();
-    decided
-        .status
-        .get_or_insert_with(Default::default)
-        .conditions
-        .get_or_insert_with(Vec::new)
-        .push(condition);
-    let params = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_string()),
-        ..PostParams::default()
-    };
-    Ok(Api::<CertificateSigningRequest>::all(ctx.client.clone())
-        .replace_subresource::<CertificateSigningRequest>("approval", &name, &params, &decided)
-        .await
-        .map(|_| ())
-        .map_err(KubeError::on(
-            format!("CertificateSigningRequest {name}"),
-            "write its approval",
         ))?)
 }
