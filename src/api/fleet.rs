@@ -466,6 +466,37 @@ pub struct FleetSyncSpec {
     /// Unjoin more spokes than the prune guard allows.
     #[serde(default)]
     pub allow_prune: bool,
+    /// Apply only commits signed by a trusted key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<VerifySpec>,
+}
+
+/// Which signature a FleetSync requires before it applies a commit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum VerifyMode {
+    /// The commit the ref resolves to carries the signature.
+    #[default]
+    #[serde(rename = "HEAD")]
+    Head,
+    /// The ref names an annotated tag that carries the signature.
+    Tag,
+}
+
+/// A FleetSync's signature requirement: an unsigned or wrongly signed commit is never applied.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifySpec {
+    #[serde(default)]
+    pub mode: VerifyMode,
+    /// The Secret (in the FleetSync's namespace) holding the trusted keys: SSH keys as
+    /// `allowed_signers` lines and/or ASCII-armored OpenPGP public keys, under any data keys.
+    pub secret_ref: LocalSecretRef,
+}
+
+/// A Secret in the namespace of the object that names it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LocalSecretRef {
+    pub name: String,
 }
 
 fn default_ref() -> String {

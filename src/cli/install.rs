@@ -110,6 +110,7 @@ pub async fn run(args: Args) -> u8 {
             path: args.sync_path,
             interval_seconds: args.sync_interval,
             allow_prune: false,
+            verify: None,
         }),
     };
     if args.export {

@@ -432,6 +432,7 @@ pub fn deploy_files() -> Vec<(String, String)> {
         path: Some("fleet".to_string()),
         interval_seconds: 60,
         allow_prune: false,
+        verify: None,
     };
     let fleet_sync = generated(
         "# The fleet repo a hub follows: edit repo, ref and path, and apply it once the base is\n\

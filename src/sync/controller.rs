@@ -236,7 +236,7 @@ async fn reconcile(fleetsync: Arc<FleetSync>, ctx: Arc<Context>) -> Result<Actio
         allow_prune: fleetsync.spec.allow_prune,
     };
     let outcome = if fetch {
-        let outcome = match fetch_commit(&fleetsync, None).await {
+        let outcome = match fetch_commit(&fleetsync, None, &ctx.client).await {
             Ok(loaded) => {
                 let loaded = Arc::new(loaded);
                 let outcome = converge(&ctx, &loaded, guard, false).await;
@@ -302,7 +302,7 @@ async fn recover_in_force(
     key: &ObjectRef<FleetSync>,
 ) -> Option<Arc<Loaded>> {
     let commit = fleetsync.status.as_ref()?.last_applied_commit.clone()?;
-    match fetch_commit(fleetsync, Some(commit.clone())).await {
+    match fetch_commit(fleetsync, Some(commit.clone()), &ctx.client).await {
         Ok(loaded) => {
             let loaded = Arc::new(loaded);
             remember(ctx, key, |memory| memory.in_force = Some(loaded.clone()));
@@ -315,9 +315,15 @@ async fn recover_in_force(
     }
 }
 
-/// Reads and loads the FleetSync's repo at its ref (or at `commit`); a failure is the outcome.
-async fn fetch_commit(fleetsync: &FleetSync, commit: Option<String>) -> Result<Loaded, Outcome> {
+/// Reads and loads the FleetSync's repo at its ref (or at `commit`), signed as its spec
+/// requires; a failure is the outcome.
+async fn fetch_commit(
+    fleetsync: &FleetSync,
+    commit: Option<String>,
+    client: &Client,
+) -> Result<Loaded, Outcome> {
     let spec = &fleetsync.spec;
+    let verify = super::trust::verification(client, fleetsync, commit.is_some()).await?;
     let source = SourceSpec {
         location: spec.repo.clone(),
         // "HEAD" (the default) is the remote's default branch, or a local repository's HEAD.
@@ -326,6 +332,7 @@ async fn fetch_commit(fleetsync: &FleetSync, commit: Option<String>) -> Result<L
         path: spec.path.clone(),
         // The tree of a resolved commit, never a work tree's edits.
         commits_only: true,
+        verify,
     };
     // git2 blocks: fetching and reading a tree run off the async workers.
     let loaded = tokio::task::spawn_blocking(move || load_fleet(&source))
@@ -336,9 +343,13 @@ async fn fetch_commit(fleetsync: &FleetSync, commit: Option<String>) -> Result<L
         })?;
     match loaded {
         Ok((origin, fleet)) => Ok(Loaded { origin, fleet }),
-        Err(LoadError::Source(err)) => Err(Outcome::SourceUnavailable {
-            message: err.to_string(),
-        }),
+        Err(LoadError::Source(err)) => {
+            Err(
+                super::trust::refusal(&err).unwrap_or_else(|| Outcome::SourceUnavailable {
+                    message: err.to_string(),
+                }),
+            )
+        }
         Err(LoadError::Invalid {
             origin,
             diagnostics,

@@ -5,6 +5,7 @@
 //!   the managed Hub, Spoke and ClusterManagementAddOn objects); status and events (one per
 //!   applied commit, stall and recovery, through [`crate::events`]).
 //! - [`status`]: the outcome of a sync and the FleetSync status it writes (pure).
+//! - [`trust`]: the signature a FleetSync requires and the keys its Secret holds.
 //! - [`leader`]: leader election on a Lease; only the holder syncs.
 //! - [`metrics`], [`health`]: `/metrics`, `/healthz`, `/readyz`.
 //!
@@ -29,6 +30,7 @@ pub mod health;
 pub mod leader;
 pub mod metrics;
 pub mod status;
+pub mod trust;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
