@@ -1,7 +1,10 @@
-//! Signed commits: an SSH key and an OpenPGP key made by the test sign real commits and tags
-//! (the bytes git2 says a commit signs, the signature where git puts it); reading a source with a
-//! keys file takes only what a trusted key signed, `fleetform verify` says so by its exit code,
-//! and a FleetSync that requires signatures never applies anything else.
+//! Git trust and speed. Signed commits: an SSH key and an OpenPGP key made by the test sign real
+//! commits and tags (the bytes git2 says a commit signs, the signature where git puts it);
+//! reading a source with a keys file takes only what a trusted key signed, `fleetform verify`
+//! says so by its exit code, and a FleetSync that requires signatures never applies anything
+//! else. Pushes: the receiver of `sync --webhook-addr` fetches at once for a push signed with the
+//! FleetSync's token (GitHub, GitLab, generic HMAC), answers 401 to any other and counts it, and
+//! folds a burst into one fetch.
 
 mod support;
 
@@ -508,4 +511,330 @@ async fn a_fleetsync_that_requires_signatures_applies_no_unsigned_or_untrusted_c
     stop.cancel();
     sync.stopped().await;
     hub.server.shutdown().await;
+}
+
+/// A hub with a FleetSync `fleet` following `main` of `repo` once an hour (so only a push makes
+/// it fetch sooner), whose pushes are authenticated with `TOKEN`, and a sync serving the push
+/// receiver and metrics on free ports, folding pushes within `coalesce`.
+struct PushedFleet {
+    hub: Cluster,
+    sync: fleetform::sync::RunningSync,
+    stop: CancellationToken,
+    fleetsyncs: Api<FleetSync>,
+}
+
+const TOKEN: &str = "push-token-for-tests";
+
+impl PushedFleet {
+    async fn start(repo: &Repo, coalesce: Duration) -> PushedFleet {
+        let hub = Cluster::start().await;
+        hub.namespace(SYSTEM_NAMESPACE).await;
+        let secrets: Api<Secret> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": "fleet-webhook"},
+            "data": {"token": ByteString(TOKEN.as_bytes().to_vec())},
+        }))
+        .unwrap();
+        secrets
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+        let stop = CancellationToken::new();
+        let config = SyncConfig {
+            lease_duration: Duration::from_secs(2),
+            metrics_addr: Some("127.0.0.1:0".parse().unwrap()),
+            webhook_addr: Some("127.0.0.1:0".parse().unwrap()),
+            webhook_coalesce: coalesce,
+            ..SyncConfig::new(hub.hub_identity().await, "only")
+        };
+        let sync = fleetform::sync::start(config, stop.clone()).await.unwrap();
+        let fleetsyncs: Api<FleetSync> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);
+        let object: FleetSync = serde_json::from_value(json!({
+            "apiVersion": "fleetform.io/v1alpha1", "kind": "FleetSync",
+            "metadata": {"name": "fleet", "namespace": SYSTEM_NAMESPACE},
+            "spec": {
+                "repo": repo.location(), "ref": "main", "path": "fleet", "intervalSeconds": 3600,
+                "webhook": {"secretRef": {"name": "fleet-webhook"}},
+            },
+        }))
+        .unwrap();
+        fleetsyncs
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap();
+        PushedFleet {
+            hub,
+            sync,
+            stop,
+            fleetsyncs,
+        }
+    }
+
+    async fn wait_applied(&self, commit: &str, what: &str) {
+        let commit = commit.to_string();
+        wait_for(&self.fleetsyncs, "fleet", what, move |fs| {
+            fs.status
+                .as_ref()
+                .is_some_and(|s| s.last_applied_commit.as_deref() == Some(&commit))
+        })
+        .await;
+    }
+
+    /// POSTs `body` with `headers` to `path` of the receiver: the status code and the body.
+    async fn post(&self, path: &str, headers: &[(&str, String)], body: &[u8]) -> (u16, String) {
+        http(
+            self.sync.webhook_addr().unwrap(),
+            "POST",
+            path,
+            headers,
+            body,
+        )
+        .await
+    }
+
+    async fn metric(&self, series: &str) -> u64 {
+        let (_, text) = http(
+            self.sync.metrics_addr().unwrap(),
+            "GET",
+            "/metrics",
+            &[],
+            b"",
+        )
+        .await;
+        text.lines()
+            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        self.sync.stopped().await;
+        self.hub.server.shutdown().await;
+    }
+}
+
+async fn http(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    // A receiver may answer before it read a body it refuses; the answer is what counts.
+    let _ = stream.write_all(body).await;
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response).await;
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"));
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+/// `sha256=HEX` of the HMAC-SHA256 of `body` keyed with `token`, as GitHub signs.
+fn hmac_header(token: &str, body: &[u8]) -> String {
+    let tag = ring::hmac::sign(
+        &ring::hmac::Key::new(ring::hmac::HMAC_SHA256, token.as_bytes()),
+        body,
+    );
+    let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256={hex}")
+}
+
+/// A push of `main` as GitHub sends it for `repo`.
+fn github_push(repo: &Repo) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "ref": "refs/heads/main",
+        "repository": {"clone_url": repo.location(), "default_branch": "main"},
+    }))
+    .unwrap()
+}
+
+fn requested(fleetsync: &FleetSync) -> Option<String> {
+    fleetsync
+        .metadata
+        .annotations
+        .as_ref()?
+        .get("fleetform.io/fetch-requested")
+        .cloned()
+}
+
+#[tokio::test]
+async fn a_signed_push_fetches_at_once_and_a_wrong_or_missing_signature_gets_401() {
+    let repo = Repo::example();
+    let fleet = PushedFleet::start(&repo, Duration::ZERO).await;
+    let first = support::head_commit(&repo.repo);
+    fleet.wait_applied(&first, "the first commit applied").await;
+
+    let second = repo.commit(12, None);
+    let body = github_push(&repo);
+    let event = ("X-GitHub-Event", "push".to_string());
+    let rejected = [
+        vec![
+            event.clone(),
+            ("X-Hub-Signature-256", hmac_header("wrong", &body)),
+        ],
+        vec![event.clone()],
+        vec![
+            ("X-Gitlab-Event", "Push Hook".to_string()),
+            ("X-Gitlab-Token", "wrong".to_string()),
+        ],
+        vec![("X-Signature", hmac_header(TOKEN, b"another body"))],
+    ];
+    for headers in &rejected {
+        let (code, answer) = fleet.post("/hooks/fleet", headers, &body).await;
+        assert_eq!(code, 401, "{headers:?}: {answer}");
+    }
+    assert_eq!(
+        fleet
+            .metric("fleetform_sync_webhook_requests_total{result=\"unauthorized\"}")
+            .await,
+        4
+    );
+    let fleetsync = fleet.fleetsyncs.get("fleet").await.unwrap();
+    assert_eq!(
+        requested(&fleetsync),
+        None,
+        "no rejected push asks for a fetch"
+    );
+    let (code, _) = fleet
+        .post("/hooks/nobody", std::slice::from_ref(&event), &body)
+        .await;
+    assert_eq!(code, 404);
+
+    let (code, answer) = fleet
+        .post(
+            "/hooks/fleet",
+            &[
+                event.clone(),
+                ("X-Hub-Signature-256", hmac_header(TOKEN, &body)),
+            ],
+            &body,
+        )
+        .await;
+    assert_eq!((code, answer.as_str()), (202, "fetch requested\n"));
+    fleet
+        .wait_applied(&second, "the pushed commit applied")
+        .await;
+
+    let third = repo.commit(13, None);
+    let gitlab = serde_json::to_vec(&json!({
+        "ref": "refs/heads/main",
+        "project": {"git_http_url": repo.location(), "default_branch": "main"},
+    }))
+    .unwrap();
+    let (code, _) = fleet
+        .post(
+            "/hooks/fleet",
+            &[
+                ("X-Gitlab-Event", "Push Hook".to_string()),
+                ("X-Gitlab-Token", TOKEN.to_string()),
+            ],
+            &gitlab,
+        )
+        .await;
+    assert_eq!(code, 202);
+    fleet.wait_applied(&third, "the GitLab push applied").await;
+
+    let fourth = repo.commit(14, None);
+    let (code, _) = fleet
+        .post(
+            "/hooks/fleet",
+            &[("X-Signature", hmac_header(TOKEN, b""))],
+            b"",
+        )
+        .await;
+    assert_eq!(code, 202);
+    fleet
+        .wait_applied(&fourth, "the generic push applied")
+        .await;
+
+    // A push of another branch asks for nothing; a body over the bound is refused unread.
+    let other = serde_json::to_vec(&json!({"ref": "refs/heads/dev"})).unwrap();
+    let (code, answer) = fleet
+        .post(
+            "/hooks/fleet",
+            &[
+                event.clone(),
+                ("X-Hub-Signature-256", hmac_header(TOKEN, &other)),
+            ],
+            &other,
+        )
+        .await;
+    assert_eq!(
+        (code, answer.as_str()),
+        (200, "the push is for refs/heads/dev, not main\n")
+    );
+    let huge = vec![b' '; fleetform::sync::webhook::MAX_BODY_BYTES + 1];
+    let (code, _) = fleet
+        .post(
+            "/hooks/fleet",
+            &[("X-Signature", hmac_header(TOKEN, &huge))],
+            &huge,
+        )
+        .await;
+    assert_eq!(code, 413);
+    fleet.stop().await;
+}
+
+#[tokio::test]
+async fn a_burst_of_pushes_makes_one_fetch_now_and_at_most_one_more() {
+    let repo = Repo::example();
+    // A window longer than the test: the burst's second request would wait for its end.
+    let fleet = PushedFleet::start(&repo, Duration::from_secs(3600)).await;
+    let first = support::head_commit(&repo.repo);
+    fleet.wait_applied(&first, "the first commit applied").await;
+    let second = repo.commit(12, None);
+    let body = github_push(&repo);
+    let headers = [
+        ("X-GitHub-Event", "push".to_string()),
+        ("X-Hub-Signature-256", hmac_header(TOKEN, &body)),
+    ];
+    let answers =
+        futures::future::join_all((0..50).map(|_| fleet.post("/hooks/fleet", &headers, &body)))
+            .await;
+    let count = |answer: &str| {
+        answers
+            .iter()
+            .filter(|(code, text)| *code == 202 && text.trim_end() == answer)
+            .count()
+    };
+    assert_eq!(count("fetch requested"), 1, "{answers:?}");
+    assert_eq!(
+        count("fetch requested at the end of the coalescing window"),
+        1,
+        "{answers:?}"
+    );
+    assert_eq!(
+        count("folded into the fetch requested next"),
+        48,
+        "{answers:?}"
+    );
+    fleet
+        .wait_applied(&second, "the pushed commit applied")
+        .await;
+    assert_eq!(
+        fleet
+            .metric("fleetform_sync_webhook_requests_total{result=\"accepted\"}")
+            .await,
+        50
+    );
+    fleet.stop().await;
 }

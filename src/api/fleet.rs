@@ -469,6 +469,19 @@ pub struct FleetSyncSpec {
     /// Apply only commits signed by a trusted key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<VerifySpec>,
+    /// Fetch at once when the repository's host posts a push to `fleetform sync
+    /// --webhook-addr` (`POST /hooks/NAME`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<WebhookSpec>,
+}
+
+/// A FleetSync's push receiver.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookSpec {
+    /// The Secret (in the FleetSync's namespace) whose `token` authenticates pushes: the HMAC key
+    /// of GitHub's `X-Hub-Signature-256` and of `X-Signature`, or GitLab's `X-Gitlab-Token`.
+    pub secret_ref: LocalSecretRef,
 }
 
 /// Which signature a FleetSync requires before it applies a commit.

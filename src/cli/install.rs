@@ -111,6 +111,7 @@ pub async fn run(args: Args) -> u8 {
             interval_seconds: args.sync_interval,
             allow_prune: false,
             verify: None,
+            webhook: None,
         }),
     };
     if args.export {

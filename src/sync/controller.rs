@@ -58,6 +58,8 @@ struct Loaded {
 /// What the controller remembers of one FleetSync between reconciles.
 struct Memory {
     generation: Option<i64>,
+    /// The push receiver's fetch request the last fetch answered.
+    fetch_request: Option<String>,
     next_fetch: Instant,
     /// The fleet of the commit in force.
     in_force: Option<Arc<Loaded>>,
@@ -221,11 +223,14 @@ async fn reconcile(fleetsync: Arc<FleetSync>, ctx: Arc<Context>) -> Result<Actio
     let interval =
         Duration::from_secs(u64::try_from(fleetsync.spec.interval_seconds.max(1)).unwrap_or(1));
     let now = Instant::now();
+    let fetch_request = super::webhook::fetch_request(&fleetsync);
     let (fetch, in_force) = {
         let memory = ctx.memory();
         match memory.get(&key) {
             Some(remembered) => (
-                remembered.generation != generation || now >= remembered.next_fetch,
+                remembered.generation != generation
+                    || now >= remembered.next_fetch
+                    || remembered.fetch_request != fetch_request,
                 remembered.in_force.clone(),
             ),
             None => (true, None),
@@ -254,6 +259,7 @@ async fn reconcile(fleetsync: Arc<FleetSync>, ctx: Arc<Context>) -> Result<Actio
         remember(&ctx, &key, |memory| {
             // A failed write is tried again soon; everything else waits for the interval.
             memory.generation = generation;
+            memory.fetch_request = fetch_request;
             memory.next_fetch = now
                 + if retry {
                     interval.min(RETRY_AFTER_FAILURE)
@@ -288,6 +294,7 @@ fn remember(ctx: &Context, key: &ObjectRef<FleetSync>, change: impl FnOnce(&mut 
     let mut memory = ctx.memory();
     let entry = memory.entry(key.clone()).or_insert_with(|| Memory {
         generation: None,
+        fetch_request: None,
         next_fetch: Instant::now(),
         in_force: None,
     });

@@ -35,6 +35,7 @@ pub struct Metrics {
     applied_commit: Family<CommitLabels, Gauge>,
     objects_changed: Family<ActionLabels, Counter>,
     leader: Gauge,
+    webhook_requests: Family<ResultLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -47,6 +48,7 @@ impl Default for Metrics {
             applied_commit: Family::default(),
             objects_changed: Family::default(),
             leader: Gauge::default(),
+            webhook_requests: Family::default(),
         };
         registry.register("syncs", "Syncs finished, by result", metrics.syncs.clone());
         registry.register(
@@ -68,6 +70,11 @@ impl Default for Metrics {
             "leader",
             "1 while this replica holds the leader Lease",
             metrics.leader.clone(),
+        );
+        registry.register(
+            "webhook_requests",
+            "Requests to the push receiver, by result (accepted, ignored, unauthorized, ...)",
+            metrics.webhook_requests.clone(),
         );
         Metrics {
             registry: std::sync::Arc::new(registry),
@@ -116,6 +123,15 @@ impl Metrics {
         self.objects_changed
             .get_or_create(&ActionLabels {
                 action: action.to_string(),
+            })
+            .inc();
+    }
+
+    /// Counts a request to the push receiver with its result label.
+    pub fn webhook_request(&self, result: &str) {
+        self.webhook_requests
+            .get_or_create(&ResultLabels {
+                result: result.to_string(),
             })
             .inc();
     }

@@ -6,6 +6,7 @@
 //!   applied commit, stall and recovery, through [`crate::events`]).
 //! - [`status`]: the outcome of a sync and the FleetSync status it writes (pure).
 //! - [`trust`]: the signature a FleetSync requires and the keys its Secret holds.
+//! - [`webhook`]: the push receiver (`--webhook-addr`): a valid push asks for a fetch at once.
 //! - [`leader`]: leader election on a Lease; only the holder syncs.
 //! - [`metrics`], [`health`]: `/metrics`, `/healthz`, `/readyz`.
 //!
@@ -31,6 +32,7 @@ pub mod leader;
 pub mod metrics;
 pub mod status;
 pub mod trust;
+pub mod webhook;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -87,6 +89,10 @@ pub struct SyncConfig {
     pub max_prune_percent: u32,
     /// Run before each write of a commit's objects; `None`: nothing to prepare.
     pub prepare: Option<Prepare>,
+    /// Where to serve the push receiver (port 0: any free port); `None`: not served.
+    pub webhook_addr: Option<SocketAddr>,
+    /// How long after one fetch request further pushes are folded into one more.
+    pub webhook_coalesce: Duration,
 }
 
 impl SyncConfig {
@@ -103,6 +109,8 @@ impl SyncConfig {
             lease_duration: DEFAULT_LEASE_DURATION,
             max_prune_percent: crate::plan::PruneGuard::default().max_percent,
             prepare: None,
+            webhook_addr: None,
+            webhook_coalesce: webhook::DEFAULT_COALESCE,
         }
     }
 }
@@ -118,6 +126,7 @@ impl std::fmt::Debug for SyncConfig {
             .field("lease_duration", &self.lease_duration)
             .field("max_prune_percent", &self.max_prune_percent)
             .field("prepare", &self.prepare.is_some())
+            .field("webhook_addr", &self.webhook_addr)
             .finish_non_exhaustive()
     }
 }
@@ -125,8 +134,9 @@ impl std::fmt::Debug for SyncConfig {
 /// Why the sync controller could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
-    #[error("cannot serve metrics on {addr}: {source}")]
+    #[error("cannot serve {what} on {addr}: {source}")]
     Listen {
+        what: &'static str,
         addr: SocketAddr,
         #[source]
         source: std::io::Error,
@@ -140,6 +150,7 @@ pub enum SyncError {
 /// A started sync controller.
 pub struct RunningSync {
     metrics_addr: Option<SocketAddr>,
+    webhook_addr: Option<SocketAddr>,
     task: JoinHandle<()>,
 }
 
@@ -147,6 +158,11 @@ impl RunningSync {
     /// Where `/metrics`, `/healthz` and `/readyz` are served (the port chosen for port 0).
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics_addr
+    }
+
+    /// Where the push receiver is served (the port chosen for port 0).
+    pub fn webhook_addr(&self) -> Option<SocketAddr> {
+        self.webhook_addr
     }
 
     /// Waits until the controller has stopped (after its shutdown token was cancelled): the
@@ -171,12 +187,7 @@ pub async fn start(
     let readiness = Arc::new(health::Readiness::default());
     let metrics_addr = match config.metrics_addr {
         Some(addr) => {
-            let listener = tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|source| SyncError::Listen { addr, source })?;
-            let bound = listener
-                .local_addr()
-                .map_err(|source| SyncError::Listen { addr, source })?;
+            let (listener, bound) = listen("metrics", addr).await?;
             tokio::spawn(health::serve(
                 listener,
                 metrics.clone(),
@@ -184,6 +195,23 @@ pub async fn start(
                 shutdown.clone(),
             ));
             info!(%bound, "serving /metrics, /healthz and /readyz");
+            Some(bound)
+        }
+        None => None,
+    };
+    // Every replica receives pushes: the fetch request it writes reaches whichever leads.
+    let webhook_addr = match config.webhook_addr {
+        Some(addr) => {
+            let (listener, bound) = listen("the push receiver", addr).await?;
+            let receiver = webhook::Receiver::new(
+                config.client.clone(),
+                config.namespace.clone(),
+                config.webhook_coalesce,
+                metrics.clone(),
+                shutdown.clone(),
+            );
+            tokio::spawn(webhook::serve(listener, receiver));
+            info!(%bound, "receiving pushes on /hooks/FLEETSYNC");
             Some(bound)
         }
         None => None,
@@ -198,7 +226,21 @@ pub async fn start(
         .await,
     };
     let task = tokio::spawn(lead_and_sync(config, drift, metrics, readiness, shutdown));
-    Ok(RunningSync { metrics_addr, task })
+    Ok(RunningSync {
+        metrics_addr,
+        webhook_addr,
+        task,
+    })
+}
+
+async fn listen(
+    what: &'static str,
+    addr: SocketAddr,
+) -> Result<(tokio::net::TcpListener, SocketAddr), SyncError> {
+    let error = |source| SyncError::Listen { what, addr, source };
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(error)?;
+    let bound = listener.local_addr().map_err(error)?;
+    Ok((listener, bound))
 }
 
 /// Runs the sync controller until `shutdown` is cancelled (see [`start`]).
