@@ -838,3 +838,199 @@ async fn a_burst_of_pushes_makes_one_fetch_now_and_at_most_one_more() {
     );
     fleet.stop().await;
 }
+
+/// One request a [`Receiver`] got: its path, its `X-Signature` and its JSON body.
+#[derive(Debug)]
+struct Received {
+    path: String,
+    signature: Option<String>,
+    body: serde_json::Value,
+}
+
+/// A local HTTP receiver of notifications; it answers 500 to the first `fail_first` requests to
+/// `/generic` and 200 to the others, and hands every request it got to the test.
+async fn receiver(
+    fail_first: usize,
+) -> (
+    std::net::SocketAddr,
+    tokio::sync::mpsc::UnboundedReceiver<Received>,
+) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut served = 0;
+        while let Ok((stream, _)) = listener.accept().await {
+            let mut stream = tokio::io::BufReader::new(stream);
+            let mut line = String::new();
+            stream.read_line(&mut line).await.unwrap();
+            let path = line
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or_default()
+                .to_string();
+            let (mut length, mut signature) = (0, None);
+            loop {
+                let mut header = String::new();
+                stream.read_line(&mut header).await.unwrap();
+                let header = header.trim_end();
+                if header.is_empty() {
+                    break;
+                }
+                let (name, value) = header.split_once(": ").unwrap();
+                match name.to_ascii_lowercase().as_str() {
+                    "content-length" => length = value.parse().unwrap(),
+                    "x-signature" => signature = Some(value.to_string()),
+                    _ => {}
+                }
+            }
+            let mut body = vec![0; length];
+            stream.read_exact(&mut body).await.unwrap();
+            if path == "/generic" {
+                served += 1;
+            }
+            let status = if path == "/generic" && served <= fail_first {
+                "500 Internal Server Error"
+            } else {
+                "200 OK"
+            };
+            let answer =
+                format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            stream.write_all(answer.as_bytes()).await.unwrap();
+            let _ = tx.send(Received {
+                path,
+                signature,
+                body: serde_json::from_slice(&body).unwrap(),
+            });
+        }
+    });
+    (addr, rx)
+}
+
+#[tokio::test]
+async fn transitions_are_notified_once_each_retried_and_signed() {
+    let hub = Cluster::start().await;
+    hub.namespace(SYSTEM_NAMESPACE).await;
+    let (addr, mut received) = receiver(1).await;
+    let secrets: Api<Secret> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);
+    for (name, path, token) in [
+        ("ops-hook", "generic", Some(TOKEN)),
+        ("ops-slack", "slack", None),
+    ] {
+        let mut data = serde_json::Map::new();
+        data.insert(
+            "address".into(),
+            json!(ByteString(format!("http://{addr}/{path}").into_bytes())),
+        );
+        if let Some(token) = token {
+            data.insert("token".into(), json!(ByteString(token.as_bytes().to_vec())));
+        }
+        let secret: Secret =
+            serde_json::from_value(json!({"metadata": {"name": name}, "data": data})).unwrap();
+        secrets
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+    }
+    let repo = Repo::example();
+    let first = support::head_commit(&repo.repo);
+    let stop = CancellationToken::new();
+    let config = SyncConfig {
+        lease_duration: Duration::from_secs(2),
+        // Every transition is a message of its own here; the window has its own test.
+        notify_window: Duration::ZERO,
+        ..SyncConfig::new(hub.hub_identity().await, "only")
+    };
+    let sync = fleetform::sync::start(config, stop.clone()).await.unwrap();
+    let fleetsyncs: Api<FleetSync> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);
+    let object: FleetSync = serde_json::from_value(json!({
+        "apiVersion": "fleetform.io/v1alpha1", "kind": "FleetSync",
+        "metadata": {"name": "fleet", "namespace": SYSTEM_NAMESPACE},
+        "spec": {
+            "repo": repo.location(), "ref": "main", "path": "fleet", "intervalSeconds": 1,
+            "notify": [
+                {"type": "generic", "secretRef": {"name": "ops-hook"}},
+                {"type": "slack", "secretRef": {"name": "ops-slack"}},
+            ],
+        },
+    }))
+    .unwrap();
+    fleetsyncs
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap();
+
+    let mut next = async || {
+        tokio::time::timeout(support::PATIENCE, received.recv())
+            .await
+            .expect("a notification")
+            .unwrap()
+    };
+    // The first request to /generic fails (500) and is retried: the same message comes again.
+    let mut applied = vec![next().await, next().await, next().await];
+    applied.sort_by(|a, b| a.path.cmp(&b.path));
+    let failed = applied.remove(0);
+    assert_eq!(applied[0].path, "/generic");
+    assert_eq!(
+        applied[0].body, failed.body,
+        "the retry sends the same message"
+    );
+    assert_eq!(applied[0].body["event"], "Applied");
+    assert_eq!(applied[0].body["commit"], first.as_str());
+    assert_eq!(applied[0].body["fleetSync"], "fleet");
+    assert_eq!(
+        applied[0].signature.as_deref(),
+        Some(hmac_header(TOKEN, &serde_json::to_vec(&applied[0].body).unwrap()).as_str())
+    );
+    assert_eq!(applied[1].path, "/slack");
+    let text = applied[1].body["text"].as_str().unwrap();
+    assert!(text.contains(&format!("applied {}", &first[..7])), "{text}");
+
+    // An invalid commit stalls the sync: one message per provider, not one per retry.
+    std::fs::write(repo.dir.path().join("fleet/broken.yaml"), "kind: [").unwrap();
+    let broken = support::commit_all(&repo.repo, "broken");
+    let mut stalled = [next().await, next().await];
+    stalled.sort_by(|a, b| a.path.cmp(&b.path));
+    assert_eq!(stalled[0].body["event"], "Stalled");
+    assert_eq!(stalled[0].body["reason"], "InvalidCommit");
+    assert_eq!(stalled[0].body["commit"], broken.as_str());
+    std::fs::remove_file(repo.dir.path().join("fleet/broken.yaml")).unwrap();
+    let fixed = support::commit_all(&repo.repo, "fixed");
+    let mut events: Vec<(String, String)> = Vec::new();
+    for _ in 0..4 {
+        let got = next().await;
+        events.push((
+            got.path,
+            got.body["event"].as_str().unwrap_or("slack").to_string(),
+        ));
+    }
+    events.sort();
+    assert_eq!(
+        events,
+        [
+            ("/generic".to_string(), "Applied".to_string()),
+            ("/generic".to_string(), "Recovered".to_string()),
+            ("/slack".to_string(), "slack".to_string()),
+            ("/slack".to_string(), "slack".to_string()),
+        ]
+    );
+    wait_for(
+        &fleetsyncs,
+        "fleet",
+        "the fixed commit applied",
+        move |fs| {
+            fs.status
+                .as_ref()
+                .is_some_and(|s| s.last_applied_commit.as_deref() == Some(fixed.as_str()))
+        },
+    )
+    .await;
+    stop.cancel();
+    sync.stopped().await;
+    assert!(
+        received.try_recv().is_err(),
+        "no message for retries that failed as the last one did"
+    );
+    hub.server.shutdown().await;
+}

@@ -473,6 +473,31 @@ pub struct FleetSyncSpec {
     /// --webhook-addr` (`POST /hooks/NAME`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook: Option<WebhookSpec>,
+    /// Where to send a message when a commit is applied, the sync stalls, or it recovers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notify: Vec<NotifySpec>,
+}
+
+/// What a notification provider accepts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum NotifyProvider {
+    /// A JSON object: `fleetSync`, `namespace`, `event`, `reason`, `commit`, `message`, `folded`.
+    #[default]
+    Generic,
+    /// A Slack-compatible incoming webhook: `{"text": …}`.
+    Slack,
+}
+
+/// A notification provider of a FleetSync.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NotifySpec {
+    #[serde(default, rename = "type")]
+    pub provider: NotifyProvider,
+    /// The Secret (in the FleetSync's namespace) whose `address` is the URL to post to; for
+    /// `generic`, an optional `token` signs the body (`X-Signature: sha256=HMAC`).
+    pub secret_ref: LocalSecretRef,
 }
 
 /// A FleetSync's push receiver.

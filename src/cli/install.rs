@@ -112,6 +112,7 @@ pub async fn run(args: Args) -> u8 {
             allow_prune: false,
             verify: None,
             webhook: None,
+            notify: Vec::new(),
         }),
     };
     if args.export {

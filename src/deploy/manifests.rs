@@ -466,6 +466,7 @@ pub fn deploy_files() -> Vec<(String, String)> {
         allow_prune: false,
         verify: None,
         webhook: None,
+        notify: Vec::new(),
     };
     let fleet_sync = generated(
         "# The fleet repo a hub follows: edit repo, ref and path, and apply it once the base is\n\

@@ -28,6 +28,7 @@ use tracing::{info, instrument, warn};
 use super::Prepare;
 use super::health::Readiness;
 use super::metrics::Metrics;
+use super::notify::{self, Event as NoticeEvent, Notifier};
 use super::status::{Commit, Outcome, REASON_RECOVERED, Transition, next_status, transition};
 use crate::api::fleet::{FleetSync, SYSTEM_NAMESPACE};
 use crate::api::{ClusterManagementAddOn, Hub, Spoke};
@@ -80,6 +81,8 @@ pub struct Context {
     pub readiness: Arc<Readiness>,
     /// What must happen before a commit's objects are written (see [`Prepare`]).
     pub prepare: Option<Prepare>,
+    /// Tells `spec.notify`'s providers of transitions; `None`: nobody.
+    pub notifier: Option<Notifier>,
     memory: Mutex<HashMap<ObjectRef<FleetSync>, Memory>>,
 }
 
@@ -102,7 +105,22 @@ impl Context {
             metrics,
             readiness,
             prepare,
+            notifier: None,
             memory: Mutex::default(),
+        }
+    }
+
+    /// The context, telling `notifier` of transitions.
+    pub fn with_notifier(self, notifier: Notifier) -> Self {
+        Context {
+            notifier: Some(notifier),
+            ..self
+        }
+    }
+
+    fn notify(&self, fleetsync: &FleetSync, event: NoticeEvent, outcome: &Outcome, note: &str) {
+        if let Some(notifier) = &self.notifier {
+            notifier.notify(fleetsync, notify::notice(event, outcome, note));
         }
     }
 
@@ -511,6 +529,9 @@ async fn report(
                 ("Applied", format!("applied {commit_text}: {changes}"))
             };
             info!(commit = outcome.sha(), drift, "{note}");
+            if newly_applied && !*drift {
+                ctx.notify(fleetsync, NoticeEvent::Applied, outcome, &note);
+            }
             ctx.events
                 .publish(&fleetsync_ref, EventType::Normal, reason, "Sync", note)
                 .await;
@@ -536,6 +557,9 @@ async fn report(
         Some(Transition::NotReady) => {
             let note = outcome.message(in_force);
             warn!(reason = outcome.reason(), "{note}");
+            if outcome.stalled() {
+                ctx.notify(fleetsync, NoticeEvent::Stalled, outcome, &note);
+            }
             ctx.events
                 .publish(
                     &fleetsync_ref,
@@ -549,6 +573,7 @@ async fn report(
         Some(Transition::Recovered { after }) => {
             let note = format!("{}; Ready again after {after}", outcome.message(in_force));
             info!("{note}");
+            ctx.notify(fleetsync, NoticeEvent::Recovered, outcome, &note);
             ctx.events
                 .publish(
                     &fleetsync_ref,

@@ -7,6 +7,7 @@
 //! - [`status`]: the outcome of a sync and the FleetSync status it writes (pure).
 //! - [`trust`]: the signature a FleetSync requires and the keys its Secret holds.
 //! - [`webhook`]: the push receiver (`--webhook-addr`): a valid push asks for a fetch at once.
+//! - [`notify`]: messages to `spec.notify`'s providers on transitions, never holding up a sync.
 //! - [`leader`]: leader election on a Lease; only the holder syncs.
 //! - [`metrics`], [`health`]: `/metrics`, `/healthz`, `/readyz`.
 //!
@@ -30,6 +31,7 @@ pub mod controller;
 pub mod health;
 pub mod leader;
 pub mod metrics;
+pub mod notify;
 pub mod status;
 pub mod trust;
 pub mod webhook;
@@ -93,6 +95,9 @@ pub struct SyncConfig {
     pub webhook_addr: Option<SocketAddr>,
     /// How long after one fetch request further pushes are folded into one more.
     pub webhook_coalesce: Duration,
+    /// After a notification, how long further ones for the same FleetSync and provider are
+    /// folded into one.
+    pub notify_window: Duration,
 }
 
 impl SyncConfig {
@@ -111,6 +116,7 @@ impl SyncConfig {
             prepare: None,
             webhook_addr: None,
             webhook_coalesce: webhook::DEFAULT_COALESCE,
+            notify_window: notify::DEFAULT_WINDOW,
         }
     }
 }
@@ -303,6 +309,12 @@ async fn lead_while_elected(
     leader_rx: &mut watch::Receiver<bool>,
     shutdown: &CancellationToken,
 ) {
+    // Outlives the terms: a message waiting for its window is sent whoever leads by then.
+    let notifier = notify::Notifier::start(
+        config.client.clone(),
+        config.notify_window,
+        shutdown.clone(),
+    );
     loop {
         tokio::select! {
             biased;
@@ -314,15 +326,18 @@ async fn lead_while_elected(
         readiness.set_leader(true);
         // What a term remembers starts afresh: another leader may have applied newer commits
         // meanwhile, so the first reconcile of a term always fetches.
-        let ctx = Arc::new(controller::Context::new(
-            config.client.clone(),
-            config.hub.clone(),
-            config.max_prune_percent,
-            events.clone(),
-            metrics.clone(),
-            readiness.clone(),
-            config.prepare.clone(),
-        ));
+        let ctx = Arc::new(
+            controller::Context::new(
+                config.client.clone(),
+                config.hub.clone(),
+                config.max_prune_percent,
+                events.clone(),
+                metrics.clone(),
+                readiness.clone(),
+                config.prepare.clone(),
+            )
+            .with_notifier(notifier.clone()),
+        );
         let stop = shutdown.child_token();
         let mut syncing = tokio::spawn(controller::run(
             ctx,
