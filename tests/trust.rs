@@ -348,6 +348,23 @@ fn fleetform_verify_exits_0_for_a_trusted_signature_and_1_otherwise() {
     );
     let (code, stdout, _) = verify(&signed);
     assert_eq!((code, stdout.is_empty()), (Some(0), false));
+
+    // A saved plan has no commit to check: --verify with one is refused, not ignored.
+    let saved = keys_dir.path().join("plan.json");
+    std::fs::write(&saved, "{}").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_fleetform"))
+        .arg("apply")
+        .arg(&saved)
+        .arg("--verify")
+        .arg(&keys)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("--verify checks the commit"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 fn condition(fleetsync: &FleetSync, type_: &str) -> Option<(String, String, String)> {

@@ -49,6 +49,17 @@ impl VerifyArgs {
     }
 }
 
+/// A saved plan carries no commit to check: `--verify` with one is refused, not ignored.
+pub fn refuse_with_saved_plan(source: &super::SourceArgs) -> Result<(), u8> {
+    if source.verify.verify.is_none() {
+        return Ok(());
+    }
+    errln!(
+        "error: --verify checks the commit a plan is made from: give it to `fleetform plan --verify` (the saved plan names who signed in its source), not to apply of a saved plan"
+    );
+    Err(exit::INVALID_INPUT)
+}
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A local git repository or a git URL (file://, https://, ssh://).
