@@ -466,6 +466,75 @@ pub struct FleetSyncSpec {
     /// Unjoin more spokes than the prune guard allows.
     #[serde(default)]
     pub allow_prune: bool,
+    /// Apply only commits signed by a trusted key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<VerifySpec>,
+    /// Fetch at once when the repository's host posts a push to `fleetform sync
+    /// --webhook-addr` (`POST /hooks/NAME`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<WebhookSpec>,
+    /// Where to send a message when a commit is applied, the sync stalls, or it recovers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notify: Vec<NotifySpec>,
+}
+
+/// What a notification provider accepts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum NotifyProvider {
+    /// A JSON object: `fleetSync`, `namespace`, `event`, `reason`, `commit`, `message`, `folded`.
+    #[default]
+    Generic,
+    /// A Slack-compatible incoming webhook: `{"text": …}`.
+    Slack,
+}
+
+/// A notification provider of a FleetSync.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NotifySpec {
+    #[serde(default, rename = "type")]
+    pub provider: NotifyProvider,
+    /// The Secret (in the FleetSync's namespace) whose `address` is the URL to post to; for
+    /// `generic`, an optional `token` signs the body (`X-Signature: sha256=HMAC`).
+    pub secret_ref: LocalSecretRef,
+}
+
+/// A FleetSync's push receiver.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookSpec {
+    /// The Secret (in the FleetSync's namespace) whose `token` authenticates pushes: the HMAC key
+    /// of GitHub's `X-Hub-Signature-256` and of `X-Signature`, or GitLab's `X-Gitlab-Token`.
+    pub secret_ref: LocalSecretRef,
+}
+
+/// Which signature a FleetSync requires before it applies a commit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum VerifyMode {
+    /// The commit the ref resolves to carries the signature.
+    #[default]
+    #[serde(rename = "HEAD")]
+    Head,
+    /// The ref names an annotated tag that carries the signature.
+    Tag,
+}
+
+/// A FleetSync's signature requirement: an unsigned or wrongly signed commit is never applied.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifySpec {
+    #[serde(default)]
+    pub mode: VerifyMode,
+    /// The Secret (in the FleetSync's namespace) holding the trusted keys: SSH keys as
+    /// `allowed_signers` lines and/or ASCII-armored OpenPGP public keys, under any data keys.
+    pub secret_ref: LocalSecretRef,
+}
+
+/// A Secret in the namespace of the object that names it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LocalSecretRef {
+    pub name: String,
 }
 
 fn default_ref() -> String {

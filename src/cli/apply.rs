@@ -46,6 +46,9 @@ pub async fn run(args: Args) -> u8 {
     let saved = Path::new(&args.source.source);
     let from_file = saved.is_file();
     let plan = if from_file {
+        if let Err(code) = super::verify::refuse_with_saved_plan(&args.source) {
+            return code;
+        }
         match read_saved(saved, &args.clusters).await {
             Ok(plan) => plan,
             Err(code) => return code,

@@ -110,6 +110,9 @@ pub async fn run(args: Args) -> u8 {
             path: args.sync_path,
             interval_seconds: args.sync_interval,
             allow_prune: false,
+            verify: None,
+            webhook: None,
+            notify: Vec::new(),
         }),
     };
     if args.export {

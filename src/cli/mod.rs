@@ -30,6 +30,7 @@ mod status;
 mod sync;
 mod up;
 mod validate;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -105,6 +106,9 @@ enum Command {
     Uninstall(install::UninstallArgs),
     /// Print a shell completion script: `source <(fleetform completion bash)`.
     Completion(completion::Args),
+    /// Check that a commit (or the tag naming it) is signed by a key of a keys file. Exit 0
+    /// signed by a trusted key, 1 not.
+    Verify(verify::Args),
 }
 
 /// Whether `args` (without the program name) is a valid `fleetform` command line; the error is
@@ -144,6 +148,7 @@ pub fn main() -> ExitCode {
         Command::Install(args) => with_runtime(install::run(args)),
         Command::Uninstall(args) => with_runtime(install::uninstall(args)),
         Command::Completion(args) => completion::run(args),
+        Command::Verify(args) => verify::run(args),
     };
     ExitCode::from(output::exit_code(code))
 }
@@ -230,6 +235,8 @@ pub struct SourceArgs {
     /// Directory of the fleet inside the source.
     #[arg(long)]
     path: Option<String>,
+    #[command(flatten)]
+    verify: verify::VerifyArgs,
 }
 
 impl SourceArgs {
@@ -239,6 +246,7 @@ impl SourceArgs {
             git_ref: self.git_ref.clone(),
             path: self.path.clone(),
             commits_only: false,
+            verify: self.verify.verification(),
         }
     }
 }

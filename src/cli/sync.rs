@@ -21,6 +21,10 @@ pub struct Args {
     /// Where to serve /metrics, /healthz and /readyz.
     #[arg(long, default_value = DEFAULT_METRICS_ADDR)]
     metrics_addr: SocketAddr,
+    /// Where to receive pushes (POST /hooks/FLEETSYNC; GitHub, GitLab or generic HMAC) for
+    /// FleetSyncs with spec.webhook; not served without it.
+    #[arg(long)]
+    webhook_addr: Option<SocketAddr>,
     /// This replica's name in the leader election (default: $POD_NAME, else host name and pid).
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
@@ -47,6 +51,7 @@ pub async fn run(args: Args) -> u8 {
         hub: args.hub,
         namespace: args.namespace,
         metrics_addr: Some(args.metrics_addr),
+        webhook_addr: args.webhook_addr,
         lease_duration: Duration::from_secs(args.lease_duration_seconds),
         max_prune_percent: args.max_prune_percent,
         ..SyncConfig::new(client, identity)

@@ -51,6 +51,7 @@ pub async fn run(args: Args) -> u8 {
         path: args.path.clone(),
         // `up` follows commits: it starts the clusters the committed fleet declares.
         commits_only: true,
+        verify: None,
     };
     let (_, fleet) = match super::load_fleet_or_report(&spec) {
         Ok(loaded) => loaded,

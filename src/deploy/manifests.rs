@@ -35,6 +35,10 @@ const HUB_METRICS_PORT: i32 = 9091;
 /// Replicas of the hub Deployment unless told otherwise: the hub loops and sync each elect a
 /// leader, so a second replica takes over within a Lease's duration when one goes.
 pub const DEFAULT_REPLICAS: i32 = 2;
+/// Port of the sync container's push receiver.
+const SYNC_WEBHOOK_PORT: i32 = 9292;
+/// Name of the Service in front of the push receiver.
+pub const SYNC_WEBHOOK_SERVICE: &str = "fleetform-sync-webhook";
 
 /// The image of this fleetform: the one `install` runs unless told otherwise.
 pub fn default_image() -> String {
@@ -76,6 +80,7 @@ pub fn hub_manifests(settings: &HubSettings) -> Vec<Value> {
     manifests.extend(crds());
     manifests.extend(hub_rbac());
     manifests.push(conversion_service());
+    manifests.push(sync_webhook_service());
     manifests.push(hub_deployment(settings));
     manifests.extend(settings.fleet_sync.as_ref().map(fleet_sync));
     manifests
@@ -246,6 +251,25 @@ pub fn conversion_service() -> Value {
     })
 }
 
+/// The Service in front of sync's push receiver (`POST /hooks/FLEETSYNC` on its port 80):
+/// expose it (an Ingress, a LoadBalancer) for the repository's host to reach.
+pub fn sync_webhook_service() -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": SYNC_WEBHOOK_SERVICE,
+            "namespace": SYSTEM_NAMESPACE,
+            "labels": marked(json!({ LABEL_APP: HUB_DEPLOYMENT })),
+        },
+        "spec": {
+            // Every replica receives: the fetch request it writes reaches the leader.
+            "selector": { LABEL_APP: HUB_DEPLOYMENT },
+            "ports": [{"name": "push", "port": 80, "targetPort": "push", "protocol": "TCP"}],
+        },
+    })
+}
+
 /// The hub Deployment: `fleetform hub` (hub loops, lifecycle reconciler, conversion webhook)
 /// and `fleetform sync` (the FleetSyncs of `fleetform-system`), as the hub ServiceAccount.
 pub fn hub_deployment(settings: &HubSettings) -> Value {
@@ -306,13 +330,20 @@ pub fn hub_deployment(settings: &HubSettings) -> Value {
                         {
                             "name": "sync",
                             "image": settings.image,
-                            "args": ["sync", "--metrics-addr", format!("0.0.0.0:{SYNC_METRICS_PORT}")],
+                            "args": [
+                                "sync",
+                                "--metrics-addr", format!("0.0.0.0:{SYNC_METRICS_PORT}"),
+                                "--webhook-addr", format!("0.0.0.0:{SYNC_WEBHOOK_PORT}"),
+                            ],
                             "env": [
                                 log,
                                 {"name": "FLEETFORM_CACHE_DIR", "value": SYNC_CACHE_DIR},
                                 {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                             ],
-                            "ports": [{"name": "metrics", "containerPort": SYNC_METRICS_PORT}],
+                            "ports": [
+                                {"name": "metrics", "containerPort": SYNC_METRICS_PORT},
+                                {"name": "push", "containerPort": SYNC_WEBHOOK_PORT},
+                            ],
                             "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}},
                             "readinessProbe": {"httpGet": {"path": "/readyz", "port": "metrics"}},
                             "resources": {
@@ -422,8 +453,9 @@ pub fn deploy_files() -> Vec<(String, String)> {
         ),
         hub(
             "service.yaml",
-            "# The addon kinds' conversion webhook: the CRDs send ConversionReviews to /convert here.",
-            &[conversion_service()],
+            "# The addon kinds' conversion webhook (the CRDs send ConversionReviews to /convert), and\n\
+             # sync's push receiver (POST /hooks/FLEETSYNC; expose it for the repository's host).",
+            &[conversion_service(), sync_webhook_service()],
         ),
         hub(
             "deployment.yaml",
@@ -450,6 +482,9 @@ pub fn deploy_files() -> Vec<(String, String)> {
         path: Some("fleet".to_string()),
         interval_seconds: 60,
         allow_prune: false,
+        verify: None,
+        webhook: None,
+        notify: Vec::new(),
     };
     let fleet_sync = generated(
         "# The fleet repo a hub follows: edit repo, ref and path, and apply it once the base is\n\

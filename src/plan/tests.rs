@@ -91,6 +91,7 @@ fn origin() -> Origin {
         commit: "0123456789abcdef0123456789abcdef01234567".into(),
         path: String::new(),
         subject: "a test fleet".into(),
+        signed_by: None,
     }
 }
 

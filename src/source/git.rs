@@ -72,15 +72,16 @@ pub(super) fn open_local(location: &Path) -> Option<LocalRepo> {
 impl LocalRepo {
     pub(super) fn read(self, spec: &SourceSpec, fleet_path: &str) -> Result<Snapshot, SourceError> {
         let in_repo = join(&self.prefix, fleet_path);
-        if spec.git_ref.is_none() && !spec.commits_only && self.repo.workdir().is_some() {
+        let follows_commits = spec.commits_only || spec.verify.is_some();
+        if spec.git_ref.is_none() && !follows_commits && self.repo.workdir().is_some() {
             let unborn = self.repo.head().is_err();
             if unborn || self.has_changes(&in_repo, &spec.location)? {
                 return super::dir::read(&super::join_fleet_path(&self.location, fleet_path), true);
             }
         }
         let git_ref = spec.git_ref.clone().unwrap_or_else(|| "HEAD".to_string());
-        let commit = resolve(&self.repo, &git_ref, &[], &spec.location)?;
-        read_commit(&self.repo, commit, &spec.location, &git_ref, &in_repo)
+        let target = resolve(&self.repo, &git_ref, &[], &spec.location)?;
+        read_commit(&self.repo, &target, spec, &git_ref, &in_repo)
     }
 
     fn has_changes(&self, in_repo: &str, location: &str) -> Result<bool, SourceError> {
@@ -135,8 +136,8 @@ pub(super) fn read_remote(spec: &SourceSpec, fleet_path: &str) -> Result<Snapsho
             .map(|branch| format!("refs/remotes/origin/{branch}"))
             .unwrap_or_default(),
     ];
-    let commit = resolve(&repo, &git_ref, &candidates, url)?;
-    read_commit(&repo, commit, url, &git_ref, fleet_path)
+    let target = resolve(&repo, &git_ref, &candidates, url)?;
+    read_commit(&repo, &target, spec, &git_ref, fleet_path)
 }
 
 fn cache_path(url: &str) -> Result<PathBuf, SourceError> {
@@ -226,26 +227,39 @@ fn credentials() -> RemoteCallbacks<'static> {
     callbacks
 }
 
+/// What a ref resolved to: the object it names (an annotated tag stays a tag, for its
+/// signature) and the commit that object leads to.
+struct Target<'r> {
+    object: git2::Object<'r>,
+    commit: Oid,
+}
+
 /// Resolves a ref to a commit: the candidates first (remote-tracking names), then anything
 /// `git rev-parse` understands.
-fn resolve(
-    repo: &Repository,
+fn resolve<'r>(
+    repo: &'r Repository,
     git_ref: &str,
     candidates: &[String],
     location: &str,
-) -> Result<Oid, SourceError> {
+) -> Result<Target<'r>, SourceError> {
     let by_name = candidates
         .iter()
         .filter(|name| !name.is_empty())
         .find_map(|name| repo.find_reference(name).ok());
     let object = match by_name {
-        Some(reference) => reference.peel(ObjectType::Commit).ok(),
-        None => repo
-            .revparse_single(git_ref)
+        // The object the ref points at itself: peeling would skip an annotated tag.
+        Some(reference) => reference
+            .resolve()
             .ok()
-            .and_then(|object| object.peel(ObjectType::Commit).ok()),
+            .and_then(|r| r.target())
+            .and_then(|id| repo.find_object(id, None).ok()),
+        None => repo.revparse_single(git_ref).ok(),
     };
-    object.map(|object| object.id()).ok_or_else(|| {
+    let target = object.and_then(|object| {
+        let commit = object.peel(ObjectType::Commit).ok()?.id();
+        Some(Target { object, commit })
+    });
+    target.ok_or_else(|| {
         let mut branches: Vec<String> = repo
             .references()
             .into_iter()
@@ -276,15 +290,36 @@ fn resolve(
     })
 }
 
+/// Checks the signature the source requires, then reads the fleet from the commit's tree.
 fn read_commit(
     repo: &Repository,
-    commit: Oid,
-    location: &str,
+    target: &Target<'_>,
+    spec: &SourceSpec,
     git_ref: &str,
     fleet_path: &str,
 ) -> Result<Snapshot, SourceError> {
+    let location = spec.location.as_str();
+    let signed_by = match &spec.verify {
+        Some(verification) => {
+            let keys = verification.keys.load()?;
+            let signer = super::signature::verify(
+                repo,
+                &target.object,
+                target.commit,
+                git_ref,
+                verification.mode,
+                &keys,
+            )
+            .map_err(|error| SourceError::Signature {
+                location: location.to_string(),
+                error: Box::new(error),
+            })?;
+            Some(signer)
+        }
+        None => None,
+    };
     let commit = repo
-        .find_commit(commit)
+        .find_commit(target.commit)
         .map_err(|err| git_error(location, err))?;
     let tree = commit.tree().map_err(|err| git_error(location, err))?;
     let root = if fleet_path.is_empty() {
@@ -321,6 +356,7 @@ fn read_commit(
             path: fleet_path.to_string(),
             subject: String::from_utf8_lossy(commit.summary_bytes().unwrap_or_default())
                 .into_owned(),
+            signed_by,
         },
         files: walk.files,
         problems: walk.problems,

@@ -4,9 +4,16 @@
 //! from, pinned to a commit SHA whenever git is involved. Reading from git goes through the
 //! commit's tree objects (git2), never a checkout. Problems with single files (too large, a symlink
 //! leading out of the fleet root) are reported per file, so one run still shows everything.
+//! A source may require the commit to be signed by trusted keys ([`Verification`]): it is then
+//! checked before its tree is read, and an unsigned or wrongly signed commit is never read.
 
 mod dir;
 mod git;
+mod keys;
+mod signature;
+
+pub use keys::{KeysError, Signer, TrustedKeys};
+pub use signature::{Keys, SignatureError, Signed, Verification};
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -27,6 +34,8 @@ pub struct SourceSpec {
     /// with uncommitted changes, and a plain directory is refused. Whatever follows a repository
     /// (sync, and so `up`) applies commits, never edits.
     pub commits_only: bool,
+    /// The signature the commit must carry; set, it implies `commits_only`.
+    pub verify: Option<Verification>,
 }
 
 /// The files of a fleet as read from one place at one moment.
@@ -66,6 +75,9 @@ pub enum Origin {
         /// shows it), for people: events, `up`'s console.
         #[serde(default, skip_serializing_if = "String::is_empty")]
         subject: String,
+        /// Who signed the commit (or its tag), when the source required a signature.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signed_by: Option<Signer>,
     },
 }
 
@@ -82,6 +94,14 @@ impl Origin {
     pub fn subject(&self) -> Option<&str> {
         match self {
             Origin::Git { subject, .. } => Some(subject),
+            Origin::Directory { .. } => None,
+        }
+    }
+
+    /// Who signed the commit, when the source required a signature.
+    pub fn signed_by(&self) -> Option<&Signer> {
+        match self {
+            Origin::Git { signed_by, .. } => signed_by.as_ref(),
             Origin::Directory { .. } => None,
         }
     }
@@ -104,11 +124,15 @@ impl fmt::Display for Origin {
                 git_ref,
                 commit,
                 path,
+                signed_by,
                 ..
             } => {
                 write!(f, "{repository} at {git_ref}, commit {commit}")?;
                 if !path.is_empty() {
                     write!(f, ", path {path}")?;
+                }
+                if let Some(signer) = signed_by {
+                    write!(f, ", signed by {signer}")?;
                 }
                 Ok(())
             }
@@ -148,6 +172,18 @@ pub enum SourceError {
     Fetch { url: String, message: String },
     #[error("{location}: cannot read git repository: {message}")]
     Git { location: String, message: String },
+    #[error("{location}: {error}")]
+    Signature {
+        location: String,
+        /// Boxed: it names the commit and the key, and most errors are far smaller.
+        error: Box<SignatureError>,
+    },
+    #[error(
+        "{location}: signatures can only be verified on commits, but this is a plain directory"
+    )]
+    VerifyWithoutGit { location: String },
+    #[error(transparent)]
+    Keys(#[from] KeysError),
     #[error("cannot use cache directory {}: {source}", path.display())]
     Cache {
         path: PathBuf,
@@ -214,6 +250,11 @@ pub fn read(spec: &SourceSpec) -> Result<Snapshot, SourceError> {
     match git::open_local(location) {
         Some(local) => local.read(spec, &fleet_path),
         None => {
+            if spec.verify.is_some() {
+                return Err(SourceError::VerifyWithoutGit {
+                    location: spec.location.clone(),
+                });
+            }
             if spec.commits_only {
                 return Err(SourceError::NotARepository {
                     location: spec.location.clone(),

@@ -27,6 +27,7 @@ use tracing::{info, instrument, warn};
 
 use super::Prepare;
 use super::metrics::Metrics;
+use super::notify::{self, Event as NoticeEvent, Notifier};
 use super::status::{Commit, Outcome, REASON_RECOVERED, Transition, next_status, transition};
 use crate::api::fleet::{FleetSync, SYSTEM_NAMESPACE};
 use crate::api::{ClusterManagementAddOn, Hub, Spoke};
@@ -52,6 +53,8 @@ const MAX_RETRY_DELAY: Duration = Duration::from_secs(300);
 /// What the controller remembers of one FleetSync between reconciles.
 struct Memory {
     generation: Option<i64>,
+    /// The push receiver's fetch request the last fetch answered.
+    fetch_request: Option<String>,
     next_fetch: Instant,
     /// The fleet of the commit in force.
     in_force: Option<Arc<Loaded>>,
@@ -72,6 +75,8 @@ pub struct Context {
     pub readiness: Arc<Readiness>,
     /// What must happen before a commit's objects are written (see [`Prepare`]).
     pub prepare: Option<Prepare>,
+    /// Tells `spec.notify`'s providers of transitions; `None`: nobody.
+    pub notifier: Option<Notifier>,
     memory: Mutex<HashMap<ObjectRef<FleetSync>, Memory>>,
 }
 
@@ -94,7 +99,22 @@ impl Context {
             metrics,
             readiness,
             prepare,
+            notifier: None,
             memory: Mutex::default(),
+        }
+    }
+
+    /// The context, telling `notifier` of transitions.
+    pub fn with_notifier(self, notifier: Notifier) -> Self {
+        Context {
+            notifier: Some(notifier),
+            ..self
+        }
+    }
+
+    fn notify(&self, fleetsync: &FleetSync, event: NoticeEvent, outcome: &Outcome, note: &str) {
+        if let Some(notifier) = &self.notifier {
+            notifier.notify(fleetsync, notify::notice(event, outcome, note));
         }
     }
 
@@ -220,11 +240,14 @@ async fn reconcile(fleetsync: Arc<FleetSync>, ctx: Arc<Context>) -> Result<Actio
     let interval =
         Duration::from_secs(u64::try_from(fleetsync.spec.interval_seconds.max(1)).unwrap_or(1));
     let now = Instant::now();
+    let fetch_request = super::webhook::fetch_request(&fleetsync);
     let (fetch, in_force) = {
         let memory = ctx.memory();
         match memory.get(&key) {
             Some(remembered) => (
-                remembered.generation != generation || now >= remembered.next_fetch,
+                remembered.generation != generation
+                    || now >= remembered.next_fetch
+                    || remembered.fetch_request != fetch_request,
                 remembered.in_force.clone(),
             ),
             None => (true, None),
@@ -235,7 +258,7 @@ async fn reconcile(fleetsync: Arc<FleetSync>, ctx: Arc<Context>) -> Result<Actio
         allow_prune: fleetsync.spec.allow_prune,
     };
     let outcome = if fetch {
-        let outcome = match fetch_commit(&fleetsync, None).await {
+        let outcome = match fetch_commit(&fleetsync, None, &ctx.client).await {
             Ok(loaded) => {
                 let loaded = Arc::new(loaded);
                 let outcome = converge(&ctx, &loaded, guard, false).await;
@@ -253,6 +276,7 @@ async fn reconcile(fleetsync: Arc<FleetSync>, ctx: Arc<Context>) -> Result<Actio
         remember(&ctx, &key, |memory| {
             // A failed write is tried again soon; everything else waits for the interval.
             memory.generation = generation;
+            memory.fetch_request = fetch_request;
             memory.next_fetch = now
                 + if retry {
                     interval.min(RETRY_AFTER_FAILURE)
@@ -287,6 +311,7 @@ fn remember(ctx: &Context, key: &ObjectRef<FleetSync>, change: impl FnOnce(&mut 
     let mut memory = ctx.memory();
     let entry = memory.entry(key.clone()).or_insert_with(|| Memory {
         generation: None,
+        fetch_request: None,
         next_fetch: Instant::now(),
         in_force: None,
     });
@@ -301,7 +326,7 @@ async fn recover_in_force(
     key: &ObjectRef<FleetSync>,
 ) -> Option<Arc<Loaded>> {
     let commit = fleetsync.status.as_ref()?.last_applied_commit.clone()?;
-    match fetch_commit(fleetsync, Some(commit.clone())).await {
+    match fetch_commit(fleetsync, Some(commit.clone()), &ctx.client).await {
         Ok(loaded) => {
             let loaded = Arc::new(loaded);
             remember(ctx, key, |memory| memory.in_force = Some(loaded.clone()));
@@ -314,9 +339,15 @@ async fn recover_in_force(
     }
 }
 
-/// Reads and loads the FleetSync's repo at its ref (or at `commit`); a failure is the outcome.
-async fn fetch_commit(fleetsync: &FleetSync, commit: Option<String>) -> Result<Loaded, Outcome> {
+/// Reads and loads the FleetSync's repo at its ref (or at `commit`), signed as its spec
+/// requires; a failure is the outcome.
+async fn fetch_commit(
+    fleetsync: &FleetSync,
+    commit: Option<String>,
+    client: &Client,
+) -> Result<Loaded, Outcome> {
     let spec = &fleetsync.spec;
+    let verify = super::trust::verification(client, fleetsync, commit.is_some()).await?;
     let source = SourceSpec {
         location: spec.repo.clone(),
         // "HEAD" (the default) is the remote's default branch, or a local repository's HEAD.
@@ -325,6 +356,7 @@ async fn fetch_commit(fleetsync: &FleetSync, commit: Option<String>) -> Result<L
         path: spec.path.clone(),
         // The tree of a resolved commit, never a work tree's edits.
         commits_only: true,
+        verify,
     };
     // git2 blocks: fetching and reading a tree run off the async workers.
     let loaded = tokio::task::spawn_blocking(move || load_fleet(&source))
@@ -335,9 +367,13 @@ async fn fetch_commit(fleetsync: &FleetSync, commit: Option<String>) -> Result<L
         })?;
     match loaded {
         Ok((origin, fleet)) => Ok(Loaded { origin, fleet }),
-        Err(LoadError::Source(err)) => Err(Outcome::SourceUnavailable {
-            message: err.to_string(),
-        }),
+        Err(LoadError::Source(err)) => {
+            Err(
+                super::trust::refusal(&err).unwrap_or_else(|| Outcome::SourceUnavailable {
+                    message: err.to_string(),
+                }),
+            )
+        }
         Err(LoadError::Invalid {
             origin,
             diagnostics,
@@ -475,6 +511,9 @@ async fn report(
                 ("Applied", format!("applied {commit_text}: {changes}"))
             };
             info!(commit = outcome.sha(), drift, "{note}");
+            if newly_applied && !*drift {
+                ctx.notify(fleetsync, NoticeEvent::Applied, outcome, &note);
+            }
             ctx.events
                 .publish(&fleetsync_ref, EventType::Normal, reason, "Sync", note)
                 .await;
@@ -500,6 +539,9 @@ async fn report(
         Some(Transition::NotReady) => {
             let note = outcome.message(in_force);
             warn!(reason = outcome.reason(), "{note}");
+            if outcome.stalled() {
+                ctx.notify(fleetsync, NoticeEvent::Stalled, outcome, &note);
+            }
             ctx.events
                 .publish(
                     &fleetsync_ref,
@@ -513,6 +555,7 @@ async fn report(
         Some(Transition::Recovered { after }) => {
             let note = format!("{}; Ready again after {after}", outcome.message(in_force));
             info!("{note}");
+            ctx.notify(fleetsync, NoticeEvent::Recovered, outcome, &note);
             ctx.events
                 .publish(
                     &fleetsync_ref,

@@ -37,6 +37,7 @@ pub struct Metrics {
     applied_commit: Family<CommitLabels, Gauge>,
     objects_changed: Family<ActionLabels, Counter>,
     leader: Gauge,
+    webhook_requests: Family<ResultLabels, Counter>,
 }
 
 impl Metrics {
@@ -64,6 +65,11 @@ impl Metrics {
             "leader",
             "1 while this replica holds the leader Lease",
             self.leader.clone(),
+        );
+        registry.register(
+            "webhook_requests",
+            "Requests to the push receiver, by result (accepted, ignored, unauthorized, ...)",
+            self.webhook_requests.clone(),
         );
         registry
     }
@@ -107,6 +113,15 @@ impl Metrics {
         self.objects_changed
             .get_or_create(&ActionLabels {
                 action: action.to_string(),
+            })
+            .inc();
+    }
+
+    /// Counts a request to the push receiver with its result label.
+    pub fn webhook_request(&self, result: &str) {
+        self.webhook_requests
+            .get_or_create(&ResultLabels {
+                result: result.to_string(),
             })
             .inc();
     }

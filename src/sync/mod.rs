@@ -5,6 +5,9 @@
 //!   the managed Hub, Spoke and ClusterManagementAddOn objects); status and events (one per
 //!   applied commit, stall and recovery, through [`crate::events`]).
 //! - [`status`]: the outcome of a sync and the FleetSync status it writes (pure).
+//! - [`trust`]: the signature a FleetSync requires and the keys its Secret holds.
+//! - [`webhook`]: the push receiver (`--webhook-addr`): a valid push asks for a fetch at once.
+//! - [`notify`]: messages to `spec.notify`'s providers on transitions, never holding up a sync.
 //! - [`metrics`]: what `/metrics` serves; the runtime's admin endpoint
 //!   ([`crate::runtime::admin`]) serves it with `/healthz` and `/readyz`, and its leader
 //!   election ([`crate::runtime::leader`]) says which replica syncs.
@@ -27,7 +30,10 @@
 
 pub mod controller;
 pub mod metrics;
+pub mod notify;
 pub mod status;
+pub mod trust;
+pub mod webhook;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -37,6 +43,7 @@ use futures::future::BoxFuture;
 use kube::Client;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tracing::info;
 
 use crate::api::fleet::{FleetSync, SYSTEM_NAMESPACE};
 use crate::api::{ClusterManagementAddOn, Hub, Spoke};
@@ -84,6 +91,13 @@ pub struct SyncConfig {
     pub max_prune_percent: u32,
     /// Run before each write of a commit's objects; `None`: nothing to prepare.
     pub prepare: Option<Prepare>,
+    /// Where to serve the push receiver (port 0: any free port); `None`: not served.
+    pub webhook_addr: Option<SocketAddr>,
+    /// How long after one fetch request further pushes are folded into one more.
+    pub webhook_coalesce: Duration,
+    /// After a notification, how long further ones for the same FleetSync and provider are
+    /// folded into one.
+    pub notify_window: Duration,
 }
 
 impl SyncConfig {
@@ -100,6 +114,9 @@ impl SyncConfig {
             lease_duration: DEFAULT_LEASE_DURATION,
             max_prune_percent: crate::plan::PruneGuard::default().max_percent,
             prepare: None,
+            webhook_addr: None,
+            webhook_coalesce: webhook::DEFAULT_COALESCE,
+            notify_window: notify::DEFAULT_WINDOW,
         }
     }
 }
@@ -115,6 +132,7 @@ impl std::fmt::Debug for SyncConfig {
             .field("lease_duration", &self.lease_duration)
             .field("max_prune_percent", &self.max_prune_percent)
             .field("prepare", &self.prepare.is_some())
+            .field("webhook_addr", &self.webhook_addr)
             .finish_non_exhaustive()
     }
 }
@@ -124,6 +142,13 @@ impl std::fmt::Debug for SyncConfig {
 pub enum SyncError {
     #[error(transparent)]
     Admin(#[from] admin::AdminError),
+    #[error("cannot serve {what} on {addr}: {source}")]
+    Listen {
+        what: &'static str,
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
     #[error(
         "the FleetSync CRD is not installed on this hub (install it with `fleetform crds | kubectl apply -f -`)"
     )]
@@ -133,6 +158,7 @@ pub enum SyncError {
 /// A started sync controller.
 pub struct RunningSync {
     metrics_addr: Option<SocketAddr>,
+    webhook_addr: Option<SocketAddr>,
     task: JoinHandle<()>,
 }
 
@@ -140,6 +166,11 @@ impl RunningSync {
     /// Where `/metrics`, `/healthz` and `/readyz` are served (the port chosen for port 0).
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics_addr
+    }
+
+    /// Where the push receiver is served (the port chosen for port 0).
+    pub fn webhook_addr(&self) -> Option<SocketAddr> {
+        self.webhook_addr
     }
 
     /// Waits until the controller has stopped (after its shutdown token was cancelled): the
@@ -169,6 +200,23 @@ pub async fn start(
         shutdown.clone(),
     )
     .await?;
+    // Every replica receives pushes: the fetch request it writes reaches whichever leads.
+    let webhook_addr = match config.webhook_addr {
+        Some(addr) => {
+            let (listener, bound) = listen("the push receiver", addr).await?;
+            let receiver = webhook::Receiver::new(
+                config.client.clone(),
+                config.namespace.clone(),
+                config.webhook_coalesce,
+                metrics.clone(),
+                shutdown.clone(),
+            );
+            tokio::spawn(webhook::serve(listener, receiver));
+            info!(%bound, "receiving pushes on /hooks/FLEETSYNC");
+            Some(bound)
+        }
+        None => None,
+    };
     let drift = controller::DriftWatches {
         hubs: crd::installed::<Hub>(&config.client, "Hub drift is not watched").await,
         spokes: crd::installed::<Spoke>(&config.client, "Spoke drift is not watched").await,
@@ -179,7 +227,21 @@ pub async fn start(
         .await,
     };
     let task = tokio::spawn(lead_and_sync(config, drift, metrics, readiness, shutdown));
-    Ok(RunningSync { metrics_addr, task })
+    Ok(RunningSync {
+        metrics_addr,
+        webhook_addr,
+        task,
+    })
+}
+
+async fn listen(
+    what: &'static str,
+    addr: SocketAddr,
+) -> Result<(tokio::net::TcpListener, SocketAddr), SyncError> {
+    let error = |source| SyncError::Listen { what, addr, source };
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(error)?;
+    let bound = listener.local_addr().map_err(error)?;
+    Ok((listener, bound))
 }
 
 /// Runs the sync controller until `shutdown` is cancelled (see [`start`]).
@@ -203,6 +265,12 @@ async fn lead_and_sync(
         lease_duration: config.lease_duration,
     };
     let events = Reporter::new(config.client.clone(), CONTROLLER_NAME, &config.identity);
+    // Outlives the terms: a message waiting for its window is sent whoever leads by then.
+    let notifier = notify::Notifier::start(
+        config.client.clone(),
+        config.notify_window,
+        shutdown.clone(),
+    );
     let standing = |leads: bool| {
         metrics.set_leader(leads);
         readiness.set_leader(leads);
@@ -215,15 +283,18 @@ async fn lead_and_sync(
         |stop| {
             // What a term remembers starts afresh: another leader may have applied newer
             // commits meanwhile, so the first reconcile of a term always fetches.
-            let ctx = Arc::new(controller::Context::new(
-                config.client.clone(),
-                config.hub.clone(),
-                config.max_prune_percent,
-                events.clone(),
-                metrics.clone(),
-                readiness.clone(),
-                config.prepare.clone(),
-            ));
+            let ctx = Arc::new(
+                controller::Context::new(
+                    config.client.clone(),
+                    config.hub.clone(),
+                    config.max_prune_percent,
+                    events.clone(),
+                    metrics.clone(),
+                    readiness.clone(),
+                    config.prepare.clone(),
+                )
+                .with_notifier(notifier.clone()),
+            );
             controller::run(ctx, config.namespace.clone(), drift, stop)
         },
     )

@@ -27,6 +27,8 @@ pub const REASON_INVALID_COMMIT: &str = "InvalidCommit";
 pub const REASON_SOURCE_UNAVAILABLE: &str = "SourceUnavailable";
 /// Reason: the commit unjoins more spokes than the prune guard allows; not applied.
 pub const REASON_PRUNE_BLOCKED: &str = "PruneBlocked";
+/// Reason: the commit is not signed by a trusted key (or the keys cannot be read); not applied.
+pub const REASON_SIGNATURE_INVALID: &str = "SignatureInvalid";
 /// Reason: observing or writing the hub failed; retried.
 pub const REASON_APPLY_FAILED: &str = "ApplyFailed";
 /// Event reason: the sync is Ready again after it was not.
@@ -92,6 +94,12 @@ pub enum Outcome {
         commit: Option<Commit>,
         block: PruneBlock,
     },
+    /// The commit is not signed as the FleetSync requires: `problem` names the commit and the
+    /// key it was signed with.
+    SignatureInvalid {
+        commit: Option<Commit>,
+        problem: String,
+    },
     /// Observing or writing the hub failed.
     Failed {
         commit: Option<Commit>,
@@ -109,6 +117,7 @@ impl Outcome {
             Outcome::Invalid { .. } => "invalid_commit",
             Outcome::SourceUnavailable { .. } => "source_unavailable",
             Outcome::PruneBlocked { .. } => "prune_blocked",
+            Outcome::SignatureInvalid { .. } => "signature_invalid",
             Outcome::Failed { .. } => "apply_failed",
         }
     }
@@ -120,6 +129,7 @@ impl Outcome {
             Outcome::Invalid { .. } => REASON_INVALID_COMMIT,
             Outcome::SourceUnavailable { .. } => REASON_SOURCE_UNAVAILABLE,
             Outcome::PruneBlocked { .. } => REASON_PRUNE_BLOCKED,
+            Outcome::SignatureInvalid { .. } => REASON_SIGNATURE_INVALID,
             Outcome::Failed { .. } => REASON_APPLY_FAILED,
         }
     }
@@ -130,6 +140,7 @@ impl Outcome {
             Outcome::Applied { commit, .. }
             | Outcome::Invalid { commit, .. }
             | Outcome::PruneBlocked { commit, .. }
+            | Outcome::SignatureInvalid { commit, .. }
             | Outcome::Failed { commit, .. } => commit.as_ref(),
             Outcome::SourceUnavailable { .. } => None,
         }
@@ -142,7 +153,12 @@ impl Outcome {
 
     /// Whether only a change to git or to the FleetSync can help.
     pub fn stalled(&self) -> bool {
-        matches!(self, Outcome::Invalid { .. } | Outcome::PruneBlocked { .. })
+        matches!(
+            self,
+            Outcome::Invalid { .. }
+                | Outcome::PruneBlocked { .. }
+                | Outcome::SignatureInvalid { .. }
+        )
     }
 
     /// What happened, in a sentence or a few lines; `in_force` is the commit applied before.
@@ -186,6 +202,7 @@ impl Outcome {
                 block.unjoining.join(", "),
                 block.limit,
             ),
+            Outcome::SignatureInvalid { problem, .. } => format!("{problem}{kept}"),
             Outcome::Failed { commit: c, message } => {
                 format!("{} could not be applied: {message}{kept}", commit(c))
             }

@@ -314,7 +314,7 @@ async fn install_waits_for_the_hub_and_a_second_run_changes_nothing() {
         text(&second.stderr)
     );
     let unchanged = stdout.lines().filter(|line| line.ends_with(" unchanged"));
-    assert_eq!(unchanged.count(), 16, "{stdout}");
+    assert_eq!(unchanged.count(), 17, "{stdout}");
     assert!(
         !stdout.contains(" created\n") && !stdout.contains(" configured\n"),
         "{stdout}"
@@ -355,7 +355,7 @@ async fn install_waits_for_the_hub_and_a_second_run_changes_nothing() {
         "{stdout}"
     );
     assert!(
-        stdout.contains(": 1 created, 1 configured, 15 unchanged."),
+        stdout.contains(": 1 created, 1 configured, 16 unchanged."),
         "{stdout}"
     );
     let deployment = Api::<Deployment>::namespaced(client.clone(), SYSTEM_NAMESPACE)

@@ -29,3 +29,4 @@ mod production_path;
 mod registration;
 mod sync;
 mod transport;
+mod trust;
