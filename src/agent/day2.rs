@@ -4,7 +4,8 @@
 //! - adds the `fleetform.io/spoke-cleanup` finalizer and reports `PivotComplete` (from then on
 //!   the hub leaves the spoke side to it);
 //! - upgrades itself: when the Deployment the Spoke and its Hub call for differs from the one it
-//!   runs in, it applies the new one (whoever runs the Deployment restarts the agent);
+//!   runs in and its hub's rollout has released it, it applies the new one (whoever runs the
+//!   Deployment restarts the agent);
 //! - reports the agent version and configuration hash it runs (those its pod was started for)
 //!   on the Spoke's status;
 //! - unjoins when the Spoke is deleted and the hub has removed its preflight finalizer: removes
@@ -207,12 +208,13 @@ async fn step(ctx: &Context, spoke: &Spoke, joined: bool) -> Result<Step, AgentE
     else {
         return Ok(Step::Continue);
     };
+    let wanted = effective(spoke, &hub, &BTreeMap::new());
+    // The hub's rollout says when this spoke moves to a new agent.
+    if !crate::rollout::released(&hub, name, &wanted.agent.hash()) {
+        return Ok(Step::Continue);
+    }
     // The spoke URL is the installer's to set; the agent keeps the one it was given.
-    let desired = agent_deployment(
-        name,
-        &effective(spoke, &hub, &BTreeMap::new()),
-        spoke_url_of(&running),
-    );
+    let desired = agent_deployment(name, &wanted, spoke_url_of(&running));
     if !deployment_current(&running, &desired) {
         info!(
             from = deployment_label(&running, LABEL_AGENT_VERSION),

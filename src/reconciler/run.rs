@@ -778,12 +778,14 @@ async fn install_agent(
         .await
         .map_err(on_spoke("the bootstrap kubeconfig"))?;
     }
-    apply_on(
-        &Api::<Deployment>::namespaced(spoke_client, AGENT_NAMESPACE),
-        &install::agent_deployment(&name, &gathered.effective, Some(spoke_url)),
-    )
-    .await
-    .map_err(on_spoke("the agent Deployment"))?;
+    if !gathered.keep_agent {
+        apply_on(
+            &Api::<Deployment>::namespaced(spoke_client, AGENT_NAMESPACE),
+            &install::agent_deployment(&name, &gathered.effective, Some(spoke_url)),
+        )
+        .await
+        .map_err(on_spoke("the agent Deployment"))?;
+    }
     info!(
         version = gathered.effective.agent.version,
         "agent installed"
@@ -977,7 +979,8 @@ async fn reconcile_hub(hub: Arc<Hub>, ctx: Arc<Context>) -> Result<Requeue, Reco
         Phase::Joining
     };
     write_hub_phase(&api, &hub, phase).await?;
-    Ok(Requeue::await_change())
+    let wake = super::rollout::run(&api, &ctx.events, &hub, &spokes).await?;
+    Ok(wake.map_or_else(Requeue::await_change, Requeue::requeue))
 }
 
 async fn write_hub_phase(api: &Api<Hub>, hub: &Hub, phase: Phase) -> Result<(), ReconcileError> {
