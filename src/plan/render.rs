@@ -7,7 +7,9 @@ use std::fmt::Write;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::rollout::RolloutPlan;
 use super::{Action, Counts, HubPlan, ManagingSync, ObjectChange, Plan};
+use crate::api::fleet::OfflinePolicy;
 use crate::source::Origin;
 
 /// The version of the plan document's format. It changes when a field changes meaning or goes
@@ -119,6 +121,15 @@ pub fn text(plan: &Plan, colour: bool) -> String {
                 let _ = writeln!(out, "    {}. {step}", index + 1);
             }
         }
+        if let Some(rollout) = &hub.rollout {
+            let mut lines = rollout_lines(rollout).into_iter();
+            if let Some(title) = lines.next() {
+                let _ = writeln!(out, "  {}", paint(BOLD, &title));
+            }
+            for line in lines {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
         for change in &hub.changes {
             let (mark, verb, code) = symbol(change.action);
             let _ = writeln!(
@@ -198,6 +209,15 @@ pub fn markdown(plan: &Plan) -> String {
         for (index, step) in hub.steps.iter().enumerate() {
             let _ = writeln!(out, "{}. {step}", index + 1);
         }
+        if let Some(rollout) = &hub.rollout {
+            let mut lines = rollout_lines(rollout).into_iter();
+            if let Some(title) = lines.next() {
+                let _ = writeln!(out, "\n**{title}**\n");
+            }
+            for line in lines {
+                let _ = writeln!(out, "- {line}");
+            }
+        }
         for cluster in &hub.pending_clusters {
             let _ = writeln!(out, "- cluster `{cluster}` asked to join but is not in git");
         }
@@ -216,6 +236,36 @@ pub fn markdown(plan: &Plan) -> String {
         }
     }
     out
+}
+
+/// A hub's rollout for people: a title (strategy, how many spokes in how many waves, the blast
+/// radius), then a line per wave with its offline spokes and what happens to them.
+fn rollout_lines(rollout: &RolloutPlan) -> Vec<String> {
+    let percent = |count: usize| count * 100 / rollout.spokes.max(1);
+    let mut lines = vec![format!(
+        "rollout ({:?}): {} spoke(s) upgrade their agent in {} wave(s); the first wave touches {} ({}%)",
+        rollout.strategy,
+        rollout.spokes,
+        rollout.waves.len(),
+        rollout.blast_radius,
+        percent(rollout.blast_radius),
+    )];
+    for (index, wave) in rollout.waves.iter().enumerate() {
+        let mut line = format!("wave {}", index + 1);
+        if let Some(group) = &wave.group {
+            let _ = write!(line, " (group {group})");
+        }
+        let _ = write!(line, ": {}", wave.spokes.join(", "));
+        if !wave.offline.is_empty() {
+            let fate = match rollout.offline {
+                OfflinePolicy::Skip => "skipped now, upgraded at the end once back",
+                OfflinePolicy::Wait => "waited on until its progress deadline",
+            };
+            let _ = write!(line, "; offline now: {} ({fate})", wave.offline.join(", "));
+        }
+        lines.push(line);
+    }
+    lines
 }
 
 /// What a FleetSync on the hub means for this plan.
