@@ -65,31 +65,9 @@ pub(super) async fn run(
         write(api, &name, Some(&decision.status)).await?;
     }
     let halted = decision.status.halted.clone();
-    let condition = Condition {
-        type_: CONDITION_ROLLOUT_HALTED.to_string(),
-        status: if halted.is_some() {
-            STATUS_TRUE
-        } else {
-            STATUS_FALSE
-        }
-        .to_string(),
-        reason: if halted.is_some() {
-            "MaxFailuresExceeded"
-        } else {
-            "Progressing"
-        }
-        .to_string(),
-        message: halted.clone().unwrap_or_else(|| {
-            "failures are within maxFailures; a halt is resumed by a new commit or by setting paused: true, then false".to_string()
-        }),
-        observed_generation: hub.metadata.generation,
-        last_transition_time: Time(now),
-    };
-    set_conditions(api, &name, FIELD_MANAGER, |_| vec![condition.clone()])
-        .await
-        .map_err(KubeError::on(format!("Hub {name}"), "write RolloutHalted"))?;
+    // The Events first: whoever sees the condition can find its Event too.
     let reference = events::reference(hub);
-    if let Some(halted) = halted.filter(|_| decision.halted_now) {
+    if let Some(halted) = halted.clone().filter(|_| decision.halted_now) {
         info!(hub = name, %halted, "rollout halted");
         reporter
             .publish(
@@ -122,6 +100,29 @@ pub(super) async fn run(
             )
             .await;
     }
+    let condition = Condition {
+        type_: CONDITION_ROLLOUT_HALTED.to_string(),
+        status: if halted.is_some() {
+            STATUS_TRUE
+        } else {
+            STATUS_FALSE
+        }
+        .to_string(),
+        reason: if halted.is_some() {
+            "MaxFailuresExceeded"
+        } else {
+            "Progressing"
+        }
+        .to_string(),
+        message: halted.clone().unwrap_or_else(|| {
+            "failures are within maxFailures; a halt is resumed by a new commit or by setting paused: true, then false".to_string()
+        }),
+        observed_generation: hub.metadata.generation,
+        last_transition_time: Time(now),
+    };
+    set_conditions(api, &name, FIELD_MANAGER, |_| vec![condition.clone()])
+        .await
+        .map_err(KubeError::on(format!("Hub {name}"), "write RolloutHalted"))?;
     Ok(decision.wake_at.map(|at| {
         Duration::try_from(at.duration_since(Timestamp::now())).unwrap_or(Duration::ZERO)
     }))
