@@ -158,6 +158,30 @@ async fn a_progressive_rollout_moves_one_spoke_at_a_time_and_the_others_keep_the
     let holding = "    strategy: Progressive\n    maxConcurrency: 1\n    minSuccessSeconds: 3600\n";
     let fleet = fleet(holding).await;
     let most = most_in_progress(&fleet);
+
+    // What plan shows of the edit before it is committed: three waves of one spoke each.
+    let bumped = hub(Some(NEW_VERSION), holding);
+    std::fs::write(fleet.repo.path().join("hubs/hub.yaml"), &bumped).unwrap();
+    let source = fleet.repo.path().display().to_string();
+    let plan = fleet.fleetform(&["plan", &source]).await;
+    let text = String::from_utf8_lossy(&plan.stdout);
+    assert_eq!(plan.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains(
+            "rollout (Progressive): 3 spoke(s) upgrade their agent in 3 wave(s); the first wave touches 1 (33%)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("wave 1: alpha\n"), "{text}");
+    assert!(text.contains("wave 3: gamma\n"), "{text}");
+    let document = fleet.fleetform(&["plan", &source, "-o", "json"]).await;
+    let document: serde_json::Value = serde_json::from_slice(&document.stdout).unwrap();
+    assert_eq!(document["hubs"][0]["rollout"]["blastRadius"], 1);
+    assert_eq!(
+        document["hubs"][0]["rollout"]["waves"][1]["spokes"],
+        serde_json::json!(["beta"])
+    );
+
     fleet.repo.commit(
         "agent 9.9.9",
         &[("hubs/hub.yaml", Some(&hub(Some(NEW_VERSION), holding)))],
@@ -193,6 +217,15 @@ async fn a_progressive_rollout_moves_one_spoke_at_a_time_and_the_others_keep_the
     assert_eq!(
         reported(&spokes.get("alpha").await.unwrap()),
         Some(NEW_VERSION)
+    );
+    let status = fleet.fleetform(&["status", &source]).await;
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains(&format!(
+            "Rollout on hub hub to {}: 0/3 done, wave 1, in progress: alpha\n",
+            rollout.target
+        )),
+        "{text}"
     );
     // Not released: their agents neither upgraded themselves nor were upgraded by the hub.
     for name in ["beta", "gamma"] {
