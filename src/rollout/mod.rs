@@ -79,6 +79,35 @@ pub fn released(hub: &Hub, spoke: &str, wanted: &str) -> bool {
         })
 }
 
+/// What `hub`'s rollout holds `spoke` back with, in words for `apply`'s progress lines: its
+/// turn not come, a pause, a halt, a failure or an offline spoke passed over. `None` when the
+/// rollout does not hold it (released, done, or no rollout).
+pub fn holding(hub: &Hub, spoke: &str) -> Option<String> {
+    let rollout = hub.status.as_ref()?.rollout.as_ref()?;
+    let entry = rollout.spokes.iter().find(|entry| entry.name == spoke)?;
+    let why = match entry.state {
+        SpokeRolloutState::Pending if rollout.halted.is_some() => {
+            "the hub's rollout is halted (see the Hub's RolloutHalted condition)".to_string()
+        }
+        SpokeRolloutState::Pending if hub.spec.rollout.paused => {
+            "the hub's rollout is paused".to_string()
+        }
+        SpokeRolloutState::Pending => match rollout.wave {
+            Some(wave) => format!("its turn in the hub's rollout has not come (wave {wave} runs)"),
+            None => "its turn in the hub's rollout has not come".to_string(),
+        },
+        SpokeRolloutState::Failed => format!(
+            "failed in the hub's rollout: {}",
+            entry.reason.as_deref().unwrap_or("failed")
+        ),
+        SpokeRolloutState::SkippedOffline => {
+            "passed over by the hub's rollout while offline; it moves once back".to_string()
+        }
+        SpokeRolloutState::InProgress | SpokeRolloutState::Succeeded => return None,
+    };
+    Some(why)
+}
+
 /// The rollout after one look at the spokes at `now`, from the status `previous` left.
 pub fn decide(
     spec: &RolloutSpec,
@@ -263,10 +292,8 @@ fn earliest(current: Option<Timestamp>, candidate: Timestamp) -> Option<Timestam
 
 /// One group of a rollout's order: its name (none for Progressive and All, and for the spokes no
 /// group of `Groups` selects), its spokes in order, and how many of them may move at once.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stage {
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
     pub spokes: Vec<String>,
     pub max_concurrency: usize,

@@ -464,3 +464,47 @@ fn waves_of(offline: OfflinePolicy, spokes: &[SpokeFacts]) -> Vec<Vec<String>> {
         .map(|wave| wave.spokes)
         .collect()
 }
+
+#[test]
+fn apply_is_told_what_holds_a_spoke_back() {
+    let mut hub: Hub = serde_json::from_value(serde_json::json!({
+        "apiVersion": "fleetform.io/v1alpha1",
+        "kind": "Hub",
+        "metadata": {"name": "hub"},
+        "spec": {"kubeconfig": {"embedded": {}}},
+    }))
+    .expect("a Hub");
+    hub.spec.rollout = progressive(SpokeCount::Count(1));
+    let mut spokes = fleet(3);
+    spokes[2].online = false;
+    let first = decide(&hub.spec.rollout, "t", &spokes, None, at(0));
+    let failed = decide(
+        &hub.spec.rollout,
+        "t",
+        &spokes,
+        Some(&first.status),
+        at(100),
+    );
+    hub.status = Some(crate::api::fleet::HubStatus {
+        rollout: Some(first.status),
+        ..Default::default()
+    });
+    assert_eq!(holding(&hub, "s00"), None, "released");
+    assert_eq!(
+        holding(&hub, "s01").as_deref(),
+        Some("its turn in the hub's rollout has not come (wave 1 runs)")
+    );
+    hub.status = Some(crate::api::fleet::HubStatus {
+        rollout: Some(failed.status),
+        ..Default::default()
+    });
+    let why = holding(&hub, "s00").unwrap_or_default();
+    assert!(
+        why.starts_with("failed in the hub's rollout: not on the new agent"),
+        "{why}"
+    );
+    assert_eq!(
+        holding(&hub, "s01").as_deref(),
+        Some("the hub's rollout is halted (see the Hub's RolloutHalted condition)")
+    );
+}
