@@ -255,7 +255,11 @@ fn rollout_lines(rollout: &RolloutPlan) -> Vec<String> {
         if let Some(group) = &wave.group {
             let _ = write!(line, " (group {group})");
         }
-        let _ = write!(line, ": {}", wave.spokes.join(", "));
+        if wave.spokes.is_empty() {
+            line.push_str(": no spoke online");
+        } else {
+            let _ = write!(line, ": {}", wave.spokes.join(", "));
+        }
         if !wave.offline.is_empty() {
             let fate = match rollout.offline {
                 OfflinePolicy::Skip => "skipped now, upgraded at the end once back",
@@ -285,4 +289,64 @@ fn diff_body(change: &ObjectChange) -> impl Iterator<Item = &str> {
         .diff
         .lines()
         .filter(|line| !line.starts_with("--- ") && !line.starts_with("+++ "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::fleet::RolloutStrategy;
+    use crate::rollout::Wave;
+
+    fn plan(offline: OfflinePolicy) -> Plan {
+        let wave = |group: &str, spokes: &[&str], offline: &[&str]| Wave {
+            group: Some(group.to_string()),
+            spokes: spokes.iter().map(ToString::to_string).collect(),
+            offline: offline.iter().map(ToString::to_string).collect(),
+        };
+        Plan {
+            source: Origin::Directory {
+                path: "fleet".into(),
+                uncommitted_changes: false,
+            },
+            hubs: vec![HubPlan {
+                hub: "hub".into(),
+                steps: vec![super::super::Step::InstallHub],
+                rollout: Some(RolloutPlan {
+                    strategy: RolloutStrategy::Groups,
+                    offline,
+                    spokes: 4,
+                    blast_radius: 1,
+                    waves: vec![
+                        wave("canary", &["a"], &[]),
+                        wave("rest", &["b", "c"], &["d"]),
+                    ],
+                }),
+                ..HubPlan::default()
+            }],
+        }
+    }
+
+    #[test]
+    fn the_plan_shows_the_waves_the_blast_radius_and_what_happens_to_offline_spokes() {
+        let text = text(&plan(OfflinePolicy::Skip), false);
+        assert!(
+            text.contains(
+                "  rollout (Groups): 4 spoke(s) upgrade their agent in 2 wave(s); the first wave touches 1 (25%)\n    wave 1 (group canary): a\n    wave 2 (group rest): b, c; offline now: d (skipped now, upgraded at the end once back)\n"
+            ),
+            "{text}"
+        );
+        let markdown = markdown(&plan(OfflinePolicy::Wait));
+        assert!(
+            markdown.contains(
+                "- wave 2 (group rest): b, c; offline now: d (waited on until its progress deadline)"
+            ),
+            "{markdown}"
+        );
+        let document = serde_json::to_value(document(&plan(OfflinePolicy::Skip))).unwrap();
+        assert_eq!(document["hubs"][0]["rollout"]["blastRadius"], 1);
+        assert_eq!(
+            document["hubs"][0]["rollout"]["waves"][1]["offline"],
+            serde_json::json!(["d"])
+        );
+    }
 }
