@@ -4,8 +4,8 @@
 //! ManifestWorks, and by changes of Hubs and AddOns; a pass that acted comes back at once, a
 //! settled one after [`RESYNC`] (the spoke side cannot be watched from here).
 //!
-//! A second controller keeps Hubs: their finalizer, phase, and on deletion the cascade to their
-//! spokes first.
+//! A second controller keeps Hubs: their finalizer, phase, agent rollout ([`super::rollout`]),
+//! and on deletion the cascade to their spokes first.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
