@@ -197,7 +197,19 @@ pub async fn snapshot(hubs: &[HubWrites]) -> Result<Snapshot, kube::Error> {
         for spoke in spokes.iter().filter(|spoke| spoke.spec.hub_ref == *hub) {
             let wanted =
                 this_hub.map(|declared| effective(spoke, declared, &BTreeMap::new()).agent);
-            all.progress.push(progress(hub, spoke, wanted.as_ref()));
+            let mut moving = progress(hub, spoke, wanted.as_ref());
+            // A spoke the hub's rollout holds back says so: apply shows the rollout's progress.
+            if let Some(held) = this_hub
+                .filter(|_| !moving.done)
+                .and_then(|declared| crate::rollout::holding(declared, &spoke.name_any()))
+            {
+                moving.detail = if moving.detail.is_empty() {
+                    held
+                } else {
+                    format!("{}; {held}", moving.detail)
+                };
+            }
+            all.progress.push(moving);
         }
         let addons = if writes
             .written

@@ -14,6 +14,7 @@
 //! - [`deploy`]: what fleetform installs on a hub (the install set, its RBAC, `deploy/`), and
 //!   installing and uninstalling it.
 //! - [`reconciler`]: the Spoke lifecycle — join, accept, addons, unjoin in finalizer order.
+//! - [`rollout`]: a hub's agent rolled out to its spokes in waves — which spokes move when (pure).
 //! - [`hub`]: the hub loops' decisions: lease expiry, the cluster observer, CSR approval (pure).
 //! - [`agent`]: the agent's decisions: availability, addon health, claims, certificates (pure).
 //! - [`status`]: one row per spoke, from what its hub holds.
@@ -39,6 +40,7 @@ pub mod observe;
 pub mod pipeline;
 pub mod plan;
 pub mod reconciler;
+pub mod rollout;
 pub mod runtime;
 pub mod source;
 pub mod status;

@@ -1,8 +1,10 @@
 //! `fleetform status`: one row per spoke, gathered from its hub — lifecycle phase, Krake-style
 //! state, availability, agent version, lease age, node health, addon health, claims and the
 //! reason it needs attention — and one line per FleetSync: Ready or Stalled, the commits it
-//! applied and attempted, and why. [`rows`] and [`fleet_sync_rows`] are pure; [`gather`] only
-//! reads.
+//! applied and attempted, and why — and a line per hub rolling out its agent: target, done of
+//! total, wave, spokes in progress, failed (and why) and skipped offline, halted or not.
+//! [`rows`], [`fleet_sync_rows`] and [`rollout_row`] are pure; [`gather`] and
+//! [`gather_rollout`] only read.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +15,9 @@ use kube::{Api, Client};
 use serde::Serialize;
 
 use crate::api::cluster::NodeHealth;
-use crate::api::fleet::{AvailabilityMode, FleetSync, SYSTEM_NAMESPACE};
+use crate::api::fleet::{
+    AvailabilityMode, FleetSync, Hub, RolloutStatus, SYSTEM_NAMESPACE, SpokeRolloutState,
+};
 use crate::api::vocabulary::{
     CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_CLEANUP_FAILED, CONDITION_JOINED,
     CONDITION_ONLINE, CONDITION_READY, CONDITION_RECONCILED, CONDITION_SPOKE_JOINED,
@@ -147,12 +151,109 @@ pub fn fleet_sync_rows(state: &HubState) -> Vec<FleetSyncRow> {
     rows
 }
 
+/// One hub's agent rollout line of `fleetform status` (hubs whose rollout is not `All`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutRow {
+    pub hub: String,
+    /// `VERSION/HASH` of the agent rolled out.
+    pub target: String,
+    /// Spokes that run it (succeeded), of all the rollout counts.
+    pub done: usize,
+    pub total: usize,
+    /// The wave it is on; none once every spoke is through.
+    pub wave: Option<u32>,
+    pub in_progress: Vec<String>,
+    pub failed: Vec<FailedSpoke>,
+    pub skipped_offline: Vec<String>,
+    /// Why it releases no more spokes.
+    pub halted: Option<String>,
+}
+
+/// A spoke whose rollout failed, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FailedSpoke {
+    pub spoke: String,
+    pub reason: String,
+}
+
+/// The rollout line of `hub` from its Hub's `status.rollout`.
+pub fn rollout_row(hub: &str, rollout: &RolloutStatus) -> RolloutRow {
+    let named = |state: SpokeRolloutState| -> Vec<String> {
+        rollout
+            .spokes
+            .iter()
+            .filter(|entry| entry.state == state)
+            .map(|entry| entry.name.clone())
+            .collect()
+    };
+    RolloutRow {
+        hub: hub.to_string(),
+        target: rollout.target.clone(),
+        done: named(SpokeRolloutState::Succeeded).len(),
+        total: rollout.spokes.len(),
+        wave: rollout.wave,
+        in_progress: named(SpokeRolloutState::InProgress),
+        failed: rollout
+            .spokes
+            .iter()
+            .filter(|entry| entry.state == SpokeRolloutState::Failed)
+            .map(|entry| FailedSpoke {
+                spoke: entry.name.clone(),
+                reason: entry.reason.clone().unwrap_or_default(),
+            })
+            .collect(),
+        skipped_offline: named(SpokeRolloutState::SkippedOffline),
+        halted: rollout.halted.clone(),
+    }
+}
+
+impl RolloutRow {
+    /// `Rollout on hub H to TARGET: d/t done, wave w, in progress: …, failed: … (why), skipped
+    /// offline: …`, and `HALTED: why` when it is.
+    fn text(&self) -> String {
+        let mut line = format!(
+            "Rollout on hub {} to {}: {}/{} done",
+            self.hub, self.target, self.done, self.total
+        );
+        match self.wave {
+            Some(wave) => line.push_str(&format!(", wave {wave}")),
+            None => line.push_str(", complete"),
+        }
+        if !self.in_progress.is_empty() {
+            line.push_str(&format!(", in progress: {}", self.in_progress.join(", ")));
+        }
+        if !self.failed.is_empty() {
+            let failed: Vec<String> = self
+                .failed
+                .iter()
+                .map(|failed| format!("{} ({})", failed.spoke, failed.reason))
+                .collect();
+            line.push_str(&format!(", failed: {}", failed.join(", ")));
+        }
+        if !self.skipped_offline.is_empty() {
+            line.push_str(&format!(
+                ", skipped offline: {}",
+                self.skipped_offline.join(", ")
+            ));
+        }
+        if self.halted.is_some() {
+            line.push_str(
+                "; HALTED: failures passed maxFailures (a new commit, or paused: true then false, resumes)",
+            );
+        }
+        line
+    }
+}
+
 /// Everything `fleetform status` shows of the fleet's hubs.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
     pub spokes: Vec<SpokeRow>,
     pub fleet_syncs: Vec<FleetSyncRow>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rollouts: Vec<RolloutRow>,
 }
 
 impl Report {
@@ -178,6 +279,13 @@ impl Report {
         if !why.is_empty() {
             out.push('\n');
             out.extend(why);
+        }
+        if !self.rollouts.is_empty() {
+            out.push('\n');
+        }
+        for rollout in &self.rollouts {
+            out.push_str(&rollout.text());
+            out.push('\n');
         }
         if !self.fleet_syncs.is_empty() {
             out.push('\n');
@@ -272,6 +380,17 @@ pub fn rows(state: &HubState, now: Timestamp) -> Vec<SpokeRow> {
         .collect();
     rows.sort_by(|a, b| a.spoke.cmp(&b.spoke));
     rows
+}
+
+/// The rollout a hub's Hub object reports, if it keeps one.
+pub async fn gather_rollout(
+    hub: &str,
+    client: &Client,
+) -> Result<Option<RolloutStatus>, kube::Error> {
+    Ok(Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE)
+        .get_opt(hub)
+        .await?
+        .and_then(|hub| hub.status?.rollout))
 }
 
 /// Reads what a hub holds about its spokes.
@@ -606,8 +725,8 @@ mod tests {
                 ..HubState::default()
             };
             Report {
-                spokes: Vec::new(),
                 fleet_syncs: fleet_sync_rows(&state),
+                ..Report::default()
             }
             .text()
             .lines()
@@ -628,5 +747,32 @@ mod tests {
                 line("Pending, applied 0123456, attempted -"),
             ]
         );
+    }
+
+    #[test]
+    fn a_rollout_line_says_where_it_stands_and_that_it_halted() {
+        let rollout: RolloutStatus = serde_json::from_value(json!({
+            "target": "2.0.0/00ff",
+            "wave": 2,
+            "halted": "1 of 4 spoke(s) failed",
+            "spokes": [
+                {"name": "a", "target": "h", "state": "succeeded"},
+                {"name": "b", "target": "h", "state": "failed", "reason": "not Available within progressDeadlineSeconds (60 s)"},
+                {"name": "c", "target": "h", "state": "skippedOffline"},
+                {"name": "d", "target": "h", "state": "inProgress"},
+            ],
+        }))
+        .unwrap();
+        let report = Report {
+            rollouts: vec![rollout_row("hub", &rollout)],
+            ..Report::default()
+        };
+        assert_eq!(
+            report.text().lines().last().unwrap_or_default(),
+            "Rollout on hub hub to 2.0.0/00ff: 1/4 done, wave 2, in progress: d, failed: b (not Available within progressDeadlineSeconds (60 s)), skipped offline: c; HALTED: failures passed maxFailures (a new commit, or paused: true then false, resumes)"
+        );
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["rollouts"][0]["failed"][0]["spoke"], "b");
+        assert_eq!(json["rollouts"][0]["skippedOffline"], json!(["c"]));
     }
 }

@@ -5,7 +5,8 @@
 //! - adds the `fleetform.io/spoke-cleanup` finalizer and reports `PivotComplete` (from then on
 //!   the hub leaves the spoke side to it);
 //! - upgrades itself: when the Deployment the Spoke and its Hub call for differs from the one it
-//!   runs in, it applies the new one (whoever runs the Deployment restarts the agent);
+//!   runs in and its hub's rollout has released it, it applies the new one (whoever runs the
+//!   Deployment restarts the agent);
 //! - reports the agent version and configuration hash it runs (those its pod was started for)
 //!   on the Spoke's status;
 //! - unjoins when the Spoke is deleted and the hub has removed its preflight finalizer: removes

@@ -133,13 +133,14 @@ pub fn decide(facts: &Facts) -> Decision {
         });
     }
     if let (false, Some(hub)) = (hub_as_spoke, facts.hub) {
+        let name = spoke.name_any();
+        let wanted = effective(spoke, hub, &BTreeMap::new());
         // The spoke URL is the installer's to set; the agent keeps the one it was given.
-        let desired = agent_deployment(
-            &spoke.name_any(),
-            &effective(spoke, hub, &BTreeMap::new()),
-            spoke_url_of(running),
-        );
-        if !deployment_current(running, &desired) {
+        let desired = agent_deployment(&name, &wanted, spoke_url_of(running));
+        // The hub's rollout says when this spoke moves to a new agent.
+        if !deployment_current(running, &desired)
+            && crate::rollout::released(hub, &name, &wanted.agent.hash())
+        {
             actions.push(Action::Upgrade {
                 name: running.name_any(),
                 from: deployment_label(running, LABEL_AGENT_VERSION).map(str::to_string),
@@ -412,6 +413,40 @@ mod tests {
             !upgrades(&no_hub),
             "without its Hub there is nothing to upgrade to"
         );
+    }
+
+    #[test]
+    fn the_agent_upgrades_itself_only_once_its_hubs_rollout_releases_it() {
+        let spoke = spoke(json!({"metadata": {"finalizers": [FINALIZER_SPOKE_CLEANUP]}}));
+        let running = installed(&spoke, &hub("0.1.0"));
+        let wanted = effective(&spoke, &hub("0.2.0"), &BTreeMap::new())
+            .agent
+            .hash();
+        let rolling = |state: &str| -> Hub {
+            let mut hub = serde_json::to_value(hub("0.2.0")).unwrap();
+            merge(
+                &mut hub,
+                json!({
+                    "spec": {"rollout": {"strategy": "Progressive"}},
+                    "status": {"rollout": {"target": "0.2.0", "spokes": [
+                        {"name": "edge", "target": wanted, "state": state},
+                    ]}},
+                }),
+            );
+            serde_json::from_value(hub).expect("a Hub")
+        };
+        let upgrades = |hub: &Hub| {
+            decide(&Facts {
+                running: Some(&running),
+                hub: Some(hub),
+                ..facts(&spoke)
+            })
+            .actions
+            .iter()
+            .any(|action| matches!(action, Action::Upgrade { .. }))
+        };
+        assert!(!upgrades(&rolling("pending")), "its turn has not come");
+        assert!(upgrades(&rolling("inProgress")), "released");
     }
 
     #[test]

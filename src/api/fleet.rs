@@ -1,4 +1,5 @@
-//! fleetform's own kinds (`fleetform.io/v1alpha1`): Hub, Spoke and FleetSync.
+//! fleetform's own kinds (`fleetform.io/v1alpha1`): Hub, Spoke and FleetSync, and a Hub's rollout
+//! of agent changes (its spec and the state it keeps in the Hub's status).
 //!
 //! Hub and Spoke are both the documents of the fleet repo and the custom resources the hub stores
 //! in `fleetform-system`: what git says is, field for field, what the cluster gets. Defaults are
@@ -173,6 +174,258 @@ pub struct HubSpec {
     pub agent: Option<AgentSpec>,
     #[serde(default)]
     pub registration: RegistrationSpec,
+    /// How a change of the agent reaches this hub's spokes: all at once, or in waves.
+    #[serde(default, skip_serializing_if = "RolloutSpec::is_default")]
+    pub rollout: RolloutSpec,
+}
+
+/// How a change that reaches many spokes rolls out (an agent version or configuration change):
+/// all at once (today's behaviour), or in waves, each spoke counting as done once it has run the
+/// new agent, Available, for `minSuccessSeconds`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutSpec {
+    #[serde(default)]
+    pub strategy: RolloutStrategy,
+    /// For `Groups`: the groups in the order they roll out; spokes no group selects go last.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<RolloutGroup>,
+    /// How many spokes (or what percent of them, at least one) may be upgrading at once; no limit
+    /// when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<SpokeCount>,
+    /// How many spokes (or what percent of them) may fail before the rollout halts.
+    #[serde(default)]
+    pub max_failures: SpokeCount,
+    /// Bake time: how long a spoke must have run the new agent, Available, to count as done.
+    #[serde(default)]
+    pub min_success_seconds: i64,
+    /// How long a spoke may take from its release to done before it counts as failed.
+    #[serde(default = "default_progress_deadline_seconds")]
+    pub progress_deadline_seconds: i64,
+    /// What happens to a spoke that is not Available when its turn comes.
+    #[serde(default)]
+    pub offline: OfflinePolicy,
+    /// Release no more spokes until unset; those released carry on.
+    #[serde(default)]
+    pub paused: bool,
+}
+
+impl Default for RolloutSpec {
+    fn default() -> Self {
+        Self {
+            strategy: RolloutStrategy::default(),
+            groups: Vec::new(),
+            max_concurrency: None,
+            max_failures: SpokeCount::default(),
+            min_success_seconds: 0,
+            progress_deadline_seconds: default_progress_deadline_seconds(),
+            offline: OfflinePolicy::default(),
+            paused: false,
+        }
+    }
+}
+
+impl RolloutSpec {
+    /// Whether this is the rollout a Hub without `rollout` has (so it is not written back).
+    pub fn is_default(&self) -> bool {
+        *self == RolloutSpec::default()
+    }
+}
+
+fn default_progress_deadline_seconds() -> i64 {
+    600
+}
+
+/// How a rollout orders its spokes (OCM's RolloutStrategy types, by fleetform's names).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum RolloutStrategy {
+    /// Every spoke at once.
+    #[default]
+    All,
+    /// Spokes in name order, `maxConcurrency` at a time.
+    Progressive,
+    /// `groups` in order, each finished before the next starts.
+    Groups,
+}
+
+/// What a rollout does with a spoke that is not Available when its turn comes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum OfflinePolicy {
+    /// Pass it over (skippedOffline) and release it once every other spoke is done and it is back.
+    #[default]
+    Skip,
+    /// Release it anyway; it holds its place until it is done or its progress deadline passes.
+    Wait,
+}
+
+/// One group of a `Groups` rollout: the spokes its selector or names choose.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutGroup {
+    pub name: String,
+    /// Spokes whose labels include all of these.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<GroupSelector>,
+    /// Spokes by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spokes: Vec<String>,
+    /// Overrides the rollout's `maxConcurrency` within this group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<SpokeCount>,
+}
+
+/// A label selector by equality, as a Deployment's `matchLabels`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupSelector {
+    pub match_labels: std::collections::BTreeMap<String, String>,
+}
+
+/// A number of spokes: a count (`3`) or a percentage of those concerned (`"10%"`), as OCM's
+/// `maxConcurrency` and `maxFailures`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpokeCount {
+    Count(u32),
+    Percent(u32),
+}
+
+impl Default for SpokeCount {
+    fn default() -> Self {
+        SpokeCount::Count(0)
+    }
+}
+
+impl SpokeCount {
+    /// How many of `total` spokes this is: a percentage rounds down.
+    pub fn of(self, total: usize) -> usize {
+        match self {
+            SpokeCount::Count(count) => count as usize,
+            SpokeCount::Percent(percent) => total.saturating_mul(percent as usize) / 100,
+        }
+    }
+}
+
+impl std::fmt::Display for SpokeCount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpokeCount::Count(count) => write!(f, "{count}"),
+            SpokeCount::Percent(percent) => write!(f, "{percent}%"),
+        }
+    }
+}
+
+impl Serialize for SpokeCount {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            SpokeCount::Count(count) => serializer.serialize_u32(*count),
+            SpokeCount::Percent(_) => serializer.serialize_str(&self.to_string()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SpokeCount {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Count(u32),
+            Text(String),
+        }
+        match Written::deserialize(deserializer)? {
+            Written::Count(count) => Ok(SpokeCount::Count(count)),
+            Written::Text(text) => text
+                .strip_suffix('%')
+                .and_then(|percent| percent.parse::<u32>().ok())
+                .filter(|percent| *percent <= 100)
+                .map(SpokeCount::Percent)
+                .ok_or_else(|| {
+                    serde::de::Error::custom(format!(
+                        "{text:?} is neither a count nor a percentage from 0% to 100%"
+                    ))
+                }),
+        }
+    }
+}
+
+// A count or a percentage: Kubernetes' int-or-string, as OCM's `maxConcurrency` is typed; the
+// fleet repo's schema adds the pattern and bounds (`fleet::schema`).
+impl JsonSchema for SpokeCount {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "SpokeCount".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A number of spokes, or a percentage of them (\"10%\").",
+            "x-kubernetes-int-or-string": true
+        })
+    }
+}
+
+/// Where a rollout stands, kept in the Hub's status so that a restart or a new leader resumes it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// What rolls out: the hub's agent version and configuration hash (`VERSION/HASH`).
+    pub target: String,
+    /// The wave (1-based, in rollout order) the rollout is on; none once every spoke is through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wave: Option<u32>,
+    /// Why the rollout releases no more spokes: failures passed `maxFailures`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halted: Option<String>,
+    /// Failures an operator accepted by pausing the halted rollout (`paused: true`): they no
+    /// longer count against `maxFailures`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub accepted_failures: u32,
+    /// Each spoke of the hub that runs an agent, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spokes: Vec<SpokeRollout>,
+}
+
+fn is_zero(count: &u32) -> bool {
+    *count == 0
+}
+
+/// One spoke's place in its hub's rollout.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SpokeRollout {
+    pub name: String,
+    /// The agent configuration hash the spoke is to run.
+    pub target: String,
+    pub state: SpokeRolloutState,
+    /// When the spoke was released to move to `target`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_at: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// Since when it has run `target` and been Available (its bake started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// Why it failed or was skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Where one spoke is in a rollout.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum SpokeRolloutState {
+    /// Not released yet: it keeps the agent it runs.
+    Pending,
+    /// Released: moving to the target, or baking on it.
+    InProgress,
+    Succeeded,
+    /// Released, but not done within its progress deadline.
+    Failed,
+    /// Not Available when its turn came (`offline: Skip`); released once the others are done.
+    SkippedOffline,
 }
 
 /// Observed state of a Hub.
@@ -186,6 +439,9 @@ pub struct HubStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+    /// The rollout of the hub's agent to its spokes (absent for `strategy: All`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
 }
 
 /// An addon a spoke runs: by name, or with its own install namespace.

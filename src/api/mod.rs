@@ -174,6 +174,14 @@ impl HasConditions for ManagedClusterAddOn {
     }
 }
 
+impl HasConditions for fleet::Hub {
+    fn current_conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .map_or(&[], |status| status.conditions.as_slice())
+    }
+}
+
 impl HasConditions for Spoke {
     fn current_conditions(&self) -> &[Condition] {
         self.status

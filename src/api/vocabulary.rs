@@ -171,6 +171,10 @@ pub const CONDITION_ADDONS_CONFIGURED: &str = "AddonsConfigured";
 pub const CONDITION_AGENT_SYNCED: &str = "AgentSynced";
 /// Spoke or Hub condition: the last cleanup step failed; the message says which and why.
 pub const CONDITION_CLEANUP_FAILED: &str = "CleanupFailed";
+/// Hub condition: True while the hub's agent rollout releases no more spokes because more failed
+/// than `rollout.maxFailures` allows; the message names them and why. A new target (a commit) or
+/// pausing the rollout (`paused: true`, then false) resumes it.
+pub const CONDITION_ROLLOUT_HALTED: &str = "RolloutHalted";
 /// FleetSync condition: the last fetched commit is applied.
 pub const CONDITION_READY: &str = "Ready";
 /// FleetSync condition: syncing cannot progress without a change (bad commit, prune guard).

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::{ClusterArgs, Empty, Output, SourceArgs, exit, print_data};
 use crate::access::Reached;
-use crate::api::{FleetSync, ManagedCluster, ManagedClusterAddOn, Spoke};
+use crate::api::{FleetSync, Hub, ManagedCluster, ManagedClusterAddOn, Spoke};
 use crate::fleet::Diagnostic;
 use crate::status::{Report, gather};
 
@@ -136,12 +136,20 @@ async fn collect(hubs: &[(String, Reached)]) -> Result<Report, String> {
             .await
             .map_err(|err| super::at(&format!("hub {name}: {err}"), reached))?;
         report.add(&state, Timestamp::now());
+        let rollout = crate::status::gather_rollout(name, &reached.client)
+            .await
+            .map_err(|err| super::at(&format!("hub {name}: {err}"), reached))?;
+        if let Some(rollout) = rollout {
+            report
+                .rollouts
+                .push(crate::status::rollout_row(name, &rollout));
+        }
     }
     Ok(report)
 }
 
 /// How many kinds `--watch` follows on each hub (see [`changes`]).
-const WATCHED_KINDS: usize = 5;
+const WATCHED_KINDS: usize = 6;
 
 /// What the watches behind `--watch` report.
 enum Signal {
@@ -151,7 +159,8 @@ enum Signal {
     Change,
 }
 
-/// Watches of Spokes, ManagedClusters, ManagedClusterAddOns, Leases and FleetSyncs on every hub.
+/// Watches of Spokes, ManagedClusters, ManagedClusterAddOns, Leases, FleetSyncs and Hubs (their
+/// rollouts) on every hub.
 fn changes(hubs: &[(String, Reached)]) -> impl futures::Stream<Item = Signal> + Unpin {
     fn changes_of<K>(api: Api<K>) -> futures::stream::BoxStream<'static, Signal>
     where
@@ -177,6 +186,7 @@ fn changes(hubs: &[(String, Reached)]) -> impl futures::Stream<Item = Signal> + 
             changes_of(Api::<ManagedClusterAddOn>::all(client.clone())),
             changes_of(Api::<Lease>::all(client.clone())),
             changes_of(Api::<FleetSync>::all(client.clone())),
+            changes_of(Api::<Hub>::all(client.clone())),
         ]
     }))
 }

@@ -428,6 +428,17 @@ spec:
   caBundleSecretRef: {namespace: fleetform-system, name: hub-ca, key: ca.crt}
   agent: {version: 1.2.3, image: fleetform:1.2.3}
   registration: {leaseDurationSeconds: 30, clusterClaimsMax: 10, clientCertExpirationSeconds: 3600}
+  rollout:
+    strategy: Groups
+    maxConcurrency: 10%
+    maxFailures: 1
+    minSuccessSeconds: 60
+    progressDeadlineSeconds: 900
+    offline: Wait
+    paused: false
+    groups:
+      - {name: canary, spokes: [edge], maxConcurrency: 1}
+      - {name: prod, selector: {matchLabels: {env: prod}}}
 ---
 apiVersion: fleetform.io/v1alpha1
 kind: Hub

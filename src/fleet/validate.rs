@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::names::{did_you_mean, dns1123_label_error, dns1123_subdomain_error, signer_name_error};
 use super::{Diagnostic, DocumentRef, Documents, Fleet, Kind, Located};
-use crate::api::fleet::KubeconfigSource;
+use crate::api::fleet::{KubeconfigSource, RolloutSpec, RolloutStrategy};
 use crate::api::vocabulary::{
     SIGNER_KUBE_APISERVER_CLIENT, TAINT_TERMINATING, TAINT_UNAVAILABLE, TAINT_UNREACHABLE,
     TAINT_WORKLOAD_CLEANUP,
@@ -168,6 +168,14 @@ pub(super) fn check(documents: Documents, diagnostics: &mut Vec<Diagnostic>) -> 
         }
     }
 
+    for hub in &hubs {
+        let of_hub = spokes
+            .iter()
+            .filter(|spoke| spoke.value.spec.hub_ref == hub.name)
+            .map(|spoke| spoke.name.as_str());
+        check_rollout(&hub.value.spec.rollout, of_hub.collect(), hub, diagnostics);
+    }
+
     for addon in &addons {
         if let Some(problem) = dns1123_label_error(&addon.name) {
             diagnostics.push(addon.origin.at(
@@ -262,6 +270,74 @@ fn unique<T>(
         kept.push(document);
     }
     kept
+}
+
+/// A hub's rollout: groups exactly with `strategy: Groups`, each choosing spokes (by labels or
+/// names of this hub's spokes), under a name of its own.
+fn check_rollout<T>(
+    rollout: &RolloutSpec,
+    spokes: BTreeSet<&str>,
+    hub: &Located<T>,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let grouped = rollout.strategy == RolloutStrategy::Groups;
+    if grouped && rollout.groups.is_empty() {
+        diagnostics.push(hub.origin.at(
+            "/spec/rollout/strategy",
+            "strategy Groups needs groups: [{name, selector: {matchLabels}, spokes}] in rollout order".to_string(),
+        ));
+    }
+    if !grouped && !rollout.groups.is_empty() {
+        diagnostics.push(hub.origin.at(
+            "/spec/rollout/groups",
+            format!(
+                "groups are read only with strategy: Groups (this rollout is {:?})",
+                rollout.strategy
+            ),
+        ));
+    }
+    if rollout.strategy == RolloutStrategy::All && rollout.max_concurrency.is_some() {
+        diagnostics.push(hub.origin.at(
+            "/spec/rollout/maxConcurrency",
+            "strategy All moves every spoke at once; set strategy: Progressive or Groups for maxConcurrency to apply".to_string(),
+        ));
+    }
+    let mut names = BTreeMap::new();
+    for (index, group) in rollout.groups.iter().enumerate() {
+        let pointer = format!("/spec/rollout/groups/{index}");
+        if let Some(first) = names.insert(group.name.as_str(), index) {
+            names.insert(group.name.as_str(), first);
+            diagnostics.push(hub.origin.at(
+                &format!("{pointer}/name"),
+                format!(
+                    "group {:?} is defined twice (first at /spec/rollout/groups/{first})",
+                    group.name
+                ),
+            ));
+        }
+        let selects = group
+            .selector
+            .as_ref()
+            .is_some_and(|selector| !selector.match_labels.is_empty());
+        if !selects && group.spokes.is_empty() {
+            diagnostics.push(hub.origin.at(
+                &pointer,
+                format!(
+                    "group {:?} chooses no spoke: set selector.matchLabels, spokes, or both",
+                    group.name
+                ),
+            ));
+        }
+        for (at, spoke) in group.spokes.iter().enumerate() {
+            if !spokes.contains(spoke.as_str()) {
+                let hint = did_you_mean(spoke, spokes.iter().copied());
+                diagnostics.push(hub.origin.at(
+                    &format!("{pointer}/spokes/{at}"),
+                    format!("spoke {spoke:?} names no Spoke of this hub{hint}"),
+                ));
+            }
+        }
+    }
 }
 
 /// A hub's CA bundle: inline or from a Secret, not both; inline, PEM certificates.

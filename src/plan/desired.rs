@@ -156,15 +156,6 @@ pub const DEFAULT_AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// A spoke's effective settings under its hub; addons not in `addons` are skipped.
 pub fn effective(spoke: &Spoke, hub: &Hub, addons: &BTreeMap<String, AddOn>) -> EffectiveSpoke {
     let registration = &hub.spec.registration;
-    let agent_field = |pick: fn(&crate::api::fleet::AgentSpec) -> Option<&String>| {
-        spoke
-            .spec
-            .agent
-            .as_ref()
-            .and_then(pick)
-            .or_else(|| hub.spec.agent.as_ref().and_then(pick))
-            .cloned()
-    };
     EffectiveSpoke {
         lease_duration_seconds: spoke
             .spec
@@ -174,15 +165,7 @@ pub fn effective(spoke: &Spoke, hub: &Hub, addons: &BTreeMap<String, AddOn>) -> 
             .spec
             .cluster_claims_max
             .unwrap_or(registration.cluster_claims_max),
-        agent: AgentConfig {
-            version: agent_field(|agent| agent.version.as_ref())
-                .unwrap_or_else(|| DEFAULT_AGENT_VERSION.to_string()),
-            image: agent_field(|agent| agent.image.as_ref()),
-            hub_api_server: hub.spec.api_server.clone(),
-            client_cert_expiration_seconds: registration.client_cert_expiration_seconds,
-            hub_ca_bundle: hub.spec.ca_bundle.clone(),
-            hub_ca_bundle_secret_ref: hub.spec.ca_bundle_secret_ref.clone(),
-        },
+        agent: agent_config(spoke.spec.agent.as_ref(), hub),
         addons: spoke
             .spec
             .addons
@@ -207,6 +190,26 @@ pub fn effective(spoke: &Spoke, hub: &Hub, addons: &BTreeMap<String, AddOn>) -> 
                 spoke.spec.cluster_set().to_string(),
             )])
             .collect(),
+    }
+}
+
+/// The agent a spoke with `overrides` runs under `hub`; with none, the hub's own agent (what its
+/// rollout rolls out).
+pub fn agent_config(overrides: Option<&crate::api::fleet::AgentSpec>, hub: &Hub) -> AgentConfig {
+    let field = |pick: fn(&crate::api::fleet::AgentSpec) -> Option<&String>| {
+        overrides
+            .and_then(pick)
+            .or_else(|| hub.spec.agent.as_ref().and_then(pick))
+            .cloned()
+    };
+    AgentConfig {
+        version: field(|agent| agent.version.as_ref())
+            .unwrap_or_else(|| DEFAULT_AGENT_VERSION.to_string()),
+        image: field(|agent| agent.image.as_ref()),
+        hub_api_server: hub.spec.api_server.clone(),
+        client_cert_expiration_seconds: hub.spec.registration.client_cert_expiration_seconds,
+        hub_ca_bundle: hub.spec.ca_bundle.clone(),
+        hub_ca_bundle_secret_ref: hub.spec.ca_bundle_secret_ref.clone(),
     }
 }
 

@@ -8,6 +8,7 @@
 
 pub mod desired;
 pub mod render;
+pub mod rollout;
 
 use std::collections::BTreeMap;
 
@@ -297,6 +298,9 @@ pub struct HubPlan {
     /// reverted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub managed_by: Vec<ManagingSync>,
+    /// In what waves the agent upgrades reach the spokes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<rollout::RolloutPlan>,
 }
 
 /// An ordered plan for a whole fleet.
@@ -530,6 +534,7 @@ fn plan_hub(fleet: &Fleet, hub_name: &str, observed: &ObservedHub, guard: PruneG
             }
         }
     }
+    plan.rollout = rollout::rollout(fleet, hub_name, &plan.steps, observed);
     plan.steps.extend(unjoins.iter().map(|spoke| Step::Unjoin {
         spoke: spoke.clone(),
     }));

@@ -7,7 +7,9 @@ use std::fmt::Write;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::rollout::RolloutPlan;
 use super::{Action, Counts, HubPlan, ManagingSync, ObjectChange, Plan};
+use crate::api::fleet::OfflinePolicy;
 use crate::source::Origin;
 
 /// The version of the plan document's format. It changes when a field changes meaning or goes
@@ -119,6 +121,15 @@ pub fn text(plan: &Plan, colour: bool) -> String {
                 let _ = writeln!(out, "    {}. {step}", index + 1);
             }
         }
+        if let Some(rollout) = &hub.rollout {
+            let mut lines = rollout_lines(rollout).into_iter();
+            if let Some(title) = lines.next() {
+                let _ = writeln!(out, "  {}", paint(BOLD, &title));
+            }
+            for line in lines {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
         for change in &hub.changes {
             let (mark, verb, code) = symbol(change.action);
             let _ = writeln!(
@@ -198,6 +209,15 @@ pub fn markdown(plan: &Plan) -> String {
         for (index, step) in hub.steps.iter().enumerate() {
             let _ = writeln!(out, "{}. {step}", index + 1);
         }
+        if let Some(rollout) = &hub.rollout {
+            let mut lines = rollout_lines(rollout).into_iter();
+            if let Some(title) = lines.next() {
+                let _ = writeln!(out, "\n**{title}**\n");
+            }
+            for line in lines {
+                let _ = writeln!(out, "- {line}");
+            }
+        }
         for cluster in &hub.pending_clusters {
             let _ = writeln!(out, "- cluster `{cluster}` asked to join but is not in git");
         }
@@ -218,6 +238,40 @@ pub fn markdown(plan: &Plan) -> String {
     out
 }
 
+/// A hub's rollout for people: a title (strategy, how many spokes in how many waves, the blast
+/// radius), then a line per wave with its offline spokes and what happens to them.
+fn rollout_lines(rollout: &RolloutPlan) -> Vec<String> {
+    let percent = |count: usize| count * 100 / rollout.spokes.max(1);
+    let mut lines = vec![format!(
+        "rollout ({:?}): {} spoke(s) upgrade their agent in {} wave(s); the first wave touches {} ({}%)",
+        rollout.strategy,
+        rollout.spokes,
+        rollout.waves.len(),
+        rollout.blast_radius,
+        percent(rollout.blast_radius),
+    )];
+    for (index, wave) in rollout.waves.iter().enumerate() {
+        let mut line = format!("wave {}", index + 1);
+        if let Some(group) = &wave.group {
+            let _ = write!(line, " (group {group})");
+        }
+        if wave.spokes.is_empty() {
+            line.push_str(": no spoke online");
+        } else {
+            let _ = write!(line, ": {}", wave.spokes.join(", "));
+        }
+        if !wave.offline.is_empty() {
+            let fate = match rollout.offline {
+                OfflinePolicy::Skip => "skipped now, upgraded at the end once back",
+                OfflinePolicy::Wait => "waited on until its progress deadline",
+            };
+            let _ = write!(line, "; offline now: {} ({fate})", wave.offline.join(", "));
+        }
+        lines.push(line);
+    }
+    lines
+}
+
 /// What a FleetSync on the hub means for this plan.
 fn managed_note(sync: &ManagingSync) -> String {
     format!(
@@ -235,4 +289,64 @@ fn diff_body(change: &ObjectChange) -> impl Iterator<Item = &str> {
         .diff
         .lines()
         .filter(|line| !line.starts_with("--- ") && !line.starts_with("+++ "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::fleet::RolloutStrategy;
+    use crate::rollout::Wave;
+
+    fn plan(offline: OfflinePolicy) -> Plan {
+        let wave = |group: &str, spokes: &[&str], offline: &[&str]| Wave {
+            group: Some(group.to_string()),
+            spokes: spokes.iter().map(ToString::to_string).collect(),
+            offline: offline.iter().map(ToString::to_string).collect(),
+        };
+        Plan {
+            source: Origin::Directory {
+                path: "fleet".into(),
+                uncommitted_changes: false,
+            },
+            hubs: vec![HubPlan {
+                hub: "hub".into(),
+                steps: vec![super::super::Step::InstallHub],
+                rollout: Some(RolloutPlan {
+                    strategy: RolloutStrategy::Groups,
+                    offline,
+                    spokes: 4,
+                    blast_radius: 1,
+                    waves: vec![
+                        wave("canary", &["a"], &[]),
+                        wave("rest", &["b", "c"], &["d"]),
+                    ],
+                }),
+                ..HubPlan::default()
+            }],
+        }
+    }
+
+    #[test]
+    fn the_plan_shows_the_waves_the_blast_radius_and_what_happens_to_offline_spokes() {
+        let text = text(&plan(OfflinePolicy::Skip), false);
+        assert!(
+            text.contains(
+                "  rollout (Groups): 4 spoke(s) upgrade their agent in 2 wave(s); the first wave touches 1 (25%)\n    wave 1 (group canary): a\n    wave 2 (group rest): b, c; offline now: d (skipped now, upgraded at the end once back)\n"
+            ),
+            "{text}"
+        );
+        let markdown = markdown(&plan(OfflinePolicy::Wait));
+        assert!(
+            markdown.contains(
+                "- wave 2 (group rest): b, c; offline now: d (waited on until its progress deadline)"
+            ),
+            "{markdown}"
+        );
+        let document = serde_json::to_value(document(&plan(OfflinePolicy::Skip))).unwrap();
+        assert_eq!(document["hubs"][0]["rollout"]["blastRadius"], 1);
+        assert_eq!(
+            document["hubs"][0]["rollout"]["waves"][1]["offline"],
+            serde_json::json!(["d"])
+        );
+    }
 }

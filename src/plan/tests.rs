@@ -35,6 +35,7 @@ impl TestFleet {
                     image: None,
                 }),
                 registration: RegistrationSpec::default(),
+                rollout: Default::default(),
             },
         );
         hub.metadata.namespace = None;

@@ -48,6 +48,9 @@ pub(crate) struct Gathered {
     pub bootstrapped: bool,
     /// The spoke's bootstrap kubeconfig reaches the hub as the hub would write it now.
     pub bootstrap_current: bool,
+    /// The agent Deployment on the spoke stays as it is: the hub's rollout has not released the
+    /// spoke to the agent it wants.
+    pub keep_agent: bool,
 }
 
 /// The AddOn documents as the hub holds them: ClusterManagementAddOns carrying their spec.
@@ -185,6 +188,12 @@ pub(crate) async fn gather(
     let (agent_installed, agent_outdated, agent_drifted) =
         agent_facts(read.as_ref(), pivoted, bootstrapped, !tokens.is_empty());
     let bootstrap_current = read.is_some_and(|read| read.bootstrap_current);
+    // A running agent its hub's rollout has not released stays as it is (a join is no rollout).
+    let keep_agent = pivoted
+        && on_spoke
+            .as_ref()
+            .is_some_and(|(on_spoke, _)| on_spoke.deployment.is_some())
+        && !crate::rollout::released(hub, &name, &effective.agent.hash());
 
     let wanted = WantedCluster {
         labels: &effective.labels,
@@ -210,7 +219,7 @@ pub(crate) async fn gather(
         enabled_addons,
         active_works,
         cluster_spec_drifted: cluster.as_ref().is_some_and(|c| drifted(c, &wanted)),
-        agent_outdated,
+        agent_outdated: agent_outdated && !keep_agent,
         agent_drifted,
         hub_leftovers: cluster.is_some()
             || namespace.is_some()
@@ -233,6 +242,7 @@ pub(crate) async fn gather(
         tokens,
         bootstrapped,
         bootstrap_current,
+        keep_agent,
     })
 }
 

@@ -10,6 +10,8 @@
 //! - [`cluster_sync`] computes the ManagedCluster's labels, lease duration and taints.
 //! - [`tokens`] decides when a spoke's bootstrap tokens are renewed or deleted.
 //! - [`run`] is the loop: it gathers facts ([`facts`]), carries out the actions and reports.
+//! - [`rollout`] runs a hub's agent rollout for the Hub controller ([`crate::rollout`] decides);
+//!   a spoke the rollout has not released keeps the agent it runs.
 
 mod clients;
 pub mod cluster_sync;
@@ -17,6 +19,7 @@ mod facts;
 pub mod hub_lifecycle;
 pub mod install;
 pub mod lifecycle;
+mod rollout;
 pub mod run;
 pub mod tokens;
 pub mod uninstall;

@@ -5,7 +5,7 @@
 //! settled one after [`RESYNC`] (the spoke side cannot be watched from here).
 //!
 //! A second controller keeps Hubs: their finalizer, phase, and on deletion the cascade to their
-//! spokes first, as [`hub_lifecycle`] decides.
+//! spokes first, as [`hub_lifecycle`] decides; and their agent rollout ([`super::rollout`]).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -684,12 +684,14 @@ async fn install_agent(
         .await
         .map_err(on_spoke("the bootstrap kubeconfig"))?;
     }
-    apply_on(
-        &Api::<Deployment>::namespaced(spoke_client, AGENT_NAMESPACE),
-        &install::agent_deployment(&name, &gathered.effective, Some(spoke_url)),
-    )
-    .await
-    .map_err(on_spoke("the agent Deployment"))?;
+    if !gathered.keep_agent {
+        apply_on(
+            &Api::<Deployment>::namespaced(spoke_client, AGENT_NAMESPACE),
+            &install::agent_deployment(&name, &gathered.effective, Some(spoke_url)),
+        )
+        .await
+        .map_err(on_spoke("the agent Deployment"))?;
+    }
     info!(
         version = gathered.effective.agent.version,
         "agent installed"
@@ -852,7 +854,17 @@ async fn reconcile_hub(hub: Arc<Hub>, ctx: Arc<Context>) -> Result<Requeue, Reco
             }
         }
     }
-    Ok(Requeue::await_change())
+    if hub.metadata.deletion_timestamp.is_some() {
+        return Ok(Requeue::await_change());
+    }
+    let spokes: Vec<Arc<Spoke>> = ctx
+        .spokes
+        .state()
+        .into_iter()
+        .filter(|spoke| spoke.spec.hub_ref == name)
+        .collect();
+    let wake = super::rollout::run(&api, &ctx.events, &hub, &spokes).await?;
+    Ok(wake.map_or_else(Requeue::await_change, Requeue::requeue))
 }
 
 /// Writes `phase` and the Hub's generation on its status; a Hub already gone is no failure.

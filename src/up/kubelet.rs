@@ -5,7 +5,9 @@
 //! container's arguments (parsed exactly as `fleetform agent` parses them) under the identity of
 //! the pod's ServiceAccount (as a kubelet mounts its token), restarted when the
 //! Deployment's template changes (an upgrade), stopped when it is deleted. The Deployment's
-//! status reports one available replica while its agent runs, as a kubelet's would.
+//! status reports one available replica while its agent runs, as a kubelet's would. An image
+//! from a registry under `.invalid` (a name that never resolves, RFC 2606) never pulls: its pod
+//! never runs, as a real kubelet's would not — how a test makes an upgrade fail.
 
 use std::time::Duration;
 
@@ -131,6 +133,17 @@ async fn run_pod(node: Node, deployment: Deployment, args: Vec<String>, stop: Ca
         .and_then(|spec| spec.template.spec.as_ref())
         .and_then(|pod| pod.service_account_name.clone())
         .unwrap_or_else(|| "default".to_string());
+    if let Some(registry) = unpullable_registry(&deployment) {
+        warn!(
+            cluster = cluster_name,
+            deployment = name,
+            registry,
+            "cannot pull the agent's image: its registry does not resolve"
+        );
+        report(&api, &deployment, false).await;
+        stop.cancelled().await;
+        return;
+    }
     loop {
         let parsed = match crate::agent::args::parse_container_args(&args) {
             Ok(parsed) => parsed,
@@ -188,6 +201,23 @@ async fn run_pod(node: Node, deployment: Deployment, args: Vec<String>, stop: Ca
             _ = tokio::time::sleep(RESTART_DELAY) => {}
         }
     }
+}
+
+/// The registry of the agent container's image when it is under `.invalid`.
+fn unpullable_registry(deployment: &Deployment) -> Option<String> {
+    let image = deployment
+        .spec
+        .as_ref()?
+        .template
+        .spec
+        .as_ref()?
+        .containers
+        .first()?
+        .image
+        .as_deref()?;
+    let (registry, _) = image.split_once('/')?;
+    let host = registry.split(':').next().unwrap_or(registry);
+    host.ends_with(".invalid").then(|| registry.to_string())
 }
 
 /// The environment of the Deployment's agent container as a kubelet gives it: literal values,

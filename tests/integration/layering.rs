@@ -30,7 +30,7 @@ const DECISION_MODULES: &[&str] = &[
 ];
 
 /// Folders whose every file is a decision module (or describes objects without acting).
-const DECISION_FOLDERS: &[&str] = &["src/plan", "src/fleet", "src/api"];
+const DECISION_FOLDERS: &[&str] = &["src/plan", "src/fleet", "src/api", "src/rollout"];
 
 /// What a decision module must not name: a way to reach a cluster, the async runtime, or the
 /// clock (the time comes in as an argument).

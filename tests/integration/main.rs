@@ -27,6 +27,7 @@ mod observer;
 mod ocm_schemas;
 mod production_path;
 mod registration;
+mod rollout;
 mod sync;
 mod transport;
 mod trust;

@@ -22,8 +22,8 @@ use serde_json::{Map, Value, json};
 use crate::api::fleet::{
     API_VERSION, AddOn, AddOnRegistration, AddOnSpec, AgentSpec, AutoApprovalSpec,
     AvailabilitySpec, CleanupSpec, ConfiguredAddon, Hub, HubSpec, KubeconfigSource,
-    RegistrationSpec, RegistrationSubject, SecretKeyRef, SecretRef, Spoke, SpokeAddon, SpokeSpec,
-    SpokeTaint, VERSION,
+    RegistrationSpec, RegistrationSubject, RolloutGroup, RolloutSpec, SecretKeyRef, SecretRef,
+    Spoke, SpokeAddon, SpokeSpec, SpokeTaint, VERSION,
 };
 use crate::api::schema::{DNS_LABEL, OmitNull};
 use crate::api::vocabulary::CLUSTER_SET_DEFAULT;
@@ -76,6 +76,16 @@ fn overlay() -> Vec<Refinement> {
     let non_empty_items = || json!({"items": {"minLength": 1}});
     let lease_duration = || json!({"minimum": 1, "maximum": 3600});
     let cluster_claims_max = || json!({"minimum": 0, "maximum": 1000});
+    // A count or a percentage (`SpokeCount`); at least one spoke at a time, but no failure may
+    // be allowed.
+    let spoke_count = |least: u32| {
+        let percent = if least == 0 {
+            r"^(100|[1-9]?[0-9])%$"
+        } else {
+            r"^(100|[1-9][0-9]?)%$"
+        };
+        json!({"type": ["integer", "string"], "minimum": least, "maximum": 100_000, "pattern": percent})
+    };
     vec![
         refine::<KubeconfigSource>("context", non_empty()),
         refine::<SecretKeyRef>("namespace", non_empty()),
@@ -124,6 +134,25 @@ fn overlay() -> Vec<Refinement> {
         // OCM's limits of a taint's key (a qualified name) and value.
         refine::<SpokeTaint>("key", json!({"minLength": 1, "maxLength": 316})),
         refine::<SpokeTaint>("value", json!({"maxLength": 1024})),
+        refine::<RolloutSpec>("maxConcurrency", spoke_count(1)),
+        refine::<RolloutSpec>("maxFailures", spoke_count(0)),
+        refine::<RolloutSpec>(
+            "minSuccessSeconds",
+            json!({"minimum": 0, "maximum": 86_400}),
+        ),
+        refine::<RolloutSpec>(
+            "progressDeadlineSeconds",
+            json!({"minimum": 1, "maximum": 604_800}),
+        ),
+        refine::<RolloutGroup>(
+            "name",
+            json!({"minLength": 1, "maxLength": 63, "pattern": DNS_LABEL}),
+        ),
+        refine::<RolloutGroup>(
+            "spokes",
+            json!({"items": {"minLength": 1}, "uniqueItems": true}),
+        ),
+        refine::<RolloutGroup>("maxConcurrency", spoke_count(1)),
         refine::<AddOnSpec>("installNamespace", non_empty()),
         refine::<AddOnRegistration>("signerName", non_empty()),
         refine::<RegistrationSubject>("user", non_empty()),

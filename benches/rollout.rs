@@ -1,0 +1,190 @@
+//! A progressive agent rollout over a large fleet (issue 15, item 6), on a simulated clock over
+//! the pure decision the hub runs ([`fleetform::rollout::decide`]): N spokes (default 1,000),
+//! `Progressive, maxConcurrency: 10%, minSuccessSeconds: 5, maxFailures: 2%`, 2% of the spokes
+//! offline throughout and 1% whose new agent never comes up; a released spoke that is online
+//! runs the new agent `FLEETFORM_BENCH_UPGRADE_SECONDS` (default 1) after its release. The hub
+//! decides again whenever the decision asks (`wake_at`) or a spoke's agent changes, as the Hub
+//! controller does.
+//!
+//! It checks what the issue asks of the rollout: every healthy spoke upgraded, no halt (the
+//! failures stay within maxFailures), never more than 10% of the spokes in progress at once, and
+//! the time until every healthy spoke is done against the ideal (waves × bake time; the rollout
+//! itself ends a progress deadline later, when the last spoke that never comes up fails). It
+//! also times one decision over the whole fleet. It does not run `up`'s clusters: the agents are simulated, the decision is the real one.
+//!
+//! Prints a table and writes `target/bench/rollout.json`.
+//! `cargo bench --bench rollout`; `FLEETFORM_BENCH_SPOKES=100` for a quick run.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use fleetform::api::fleet::{
+    RolloutSpec, RolloutStatus, RolloutStrategy, SpokeCount, SpokeRolloutState,
+};
+use fleetform::rollout::{SpokeFacts, decide};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use serde_json::json;
+
+const OLD: &str = "old";
+const NEW: &str = "new";
+const TARGET: &str = "2.0.0/new";
+
+fn setting(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let spokes = setting("FLEETFORM_BENCH_SPOKES", 1_000);
+    let upgrade = SignedDuration::from_secs(setting("FLEETFORM_BENCH_UPGRADE_SECONDS", 1) as i64);
+    let spec = RolloutSpec {
+        strategy: RolloutStrategy::Progressive,
+        max_concurrency: Some(SpokeCount::Percent(10)),
+        max_failures: SpokeCount::Percent(2),
+        min_success_seconds: 5,
+        progress_deadline_seconds: 60,
+        ..RolloutSpec::default()
+    };
+    // Every 50th spoke is offline, every 100th (offset by one) never runs its new agent.
+    let offline = |index: usize| index.is_multiple_of(50);
+    let broken = |index: usize| index % 100 == 1;
+    let mut fleet: Vec<SpokeFacts> = (0..spokes)
+        .map(|index| SpokeFacts {
+            name: format!("spoke-{index:04}"),
+            labels: BTreeMap::new(),
+            wanted: NEW.to_string(),
+            running: Some(OLD.to_string()),
+            online: !offline(index),
+        })
+        .collect();
+
+    let start = Timestamp::from_second(1_800_000_000).expect("an instant");
+    let mut now = start;
+    let mut status: Option<RolloutStatus> = None;
+    // When each released spoke's new agent comes up.
+    let mut comes_up: BTreeMap<usize, Timestamp> = BTreeMap::new();
+    let (mut passes, mut most_in_progress, mut decide_time) = (0usize, 0usize, 0.0f64);
+    let mut slowest_decision = 0.0f64;
+    let healthy = (0..spokes).filter(|i| !offline(*i) && !broken(*i)).count();
+    // When the last healthy spoke is done; the rollout ends later, once the spokes that never
+    // come up have used their progress deadline.
+    let mut healthy_done = None;
+    let halted;
+    loop {
+        for (index, at) in &comes_up {
+            if *at <= now {
+                fleet[*index].running = Some(NEW.to_string());
+            }
+        }
+        comes_up.retain(|_, at| *at > now);
+        let started = Instant::now();
+        let decision = decide(&spec, TARGET, &fleet, status.as_ref(), now);
+        let took = started.elapsed().as_secs_f64();
+        decide_time += took;
+        slowest_decision = slowest_decision.max(took);
+        passes += 1;
+        let released: std::collections::BTreeSet<&str> = decision
+            .status
+            .spokes
+            .iter()
+            .filter(|entry| entry.state == SpokeRolloutState::InProgress)
+            .map(|entry| entry.name.as_str())
+            .collect();
+        most_in_progress = most_in_progress.max(released.len());
+        for (index, spoke) in fleet.iter().enumerate() {
+            if released.contains(spoke.name.as_str())
+                && spoke.online
+                && !broken(index)
+                && spoke.running.as_deref() != Some(NEW)
+                && !comes_up.contains_key(&index)
+            {
+                comes_up.insert(index, now + upgrade);
+            }
+        }
+        let succeeded = decision
+            .status
+            .spokes
+            .iter()
+            .filter(|entry| entry.state == SpokeRolloutState::Succeeded)
+            .count();
+        if succeeded >= healthy && healthy_done.is_none() {
+            healthy_done = Some(now);
+        }
+        let done = decision.status.wave.is_none() || decision.status.halted.is_some();
+        let next = [decision.wake_at, comes_up.values().min().copied()]
+            .into_iter()
+            .flatten()
+            .min();
+        status = Some(decision.status);
+        match next {
+            Some(next) if !done => now = next.max(now),
+            _ => {
+                halted = status.as_ref().and_then(|s| s.halted.clone());
+                break;
+            }
+        }
+    }
+
+    let status = status.unwrap_or_default();
+    let count = |state: SpokeRolloutState| {
+        status
+            .spokes
+            .iter()
+            .filter(|entry| entry.state == state)
+            .count()
+    };
+    let succeeded = count(SpokeRolloutState::Succeeded);
+    let limit = SpokeCount::Percent(10).of(spokes).max(1);
+    let waves =
+        (healthy + (0..spokes).filter(|i| broken(*i) && !offline(*i)).count()).div_ceil(limit);
+    let ideal = waves as f64 * spec.min_success_seconds as f64;
+    let took = now.duration_since(start).as_secs_f64();
+    let healthy_took = healthy_done.map_or(f64::INFINITY, |done| {
+        done.duration_since(start).as_secs_f64()
+    });
+    let figures = json!({
+        "spokes": spokes,
+        "offline": (0..spokes).filter(|i| offline(*i)).count(),
+        "neverUp": (0..spokes).filter(|i| broken(*i) && !offline(*i)).count(),
+        "upgradeSeconds": upgrade.as_secs(),
+        "maxConcurrency": limit,
+        "mostInProgress": most_in_progress,
+        "succeeded": succeeded,
+        "healthy": healthy,
+        "failed": count(SpokeRolloutState::Failed),
+        "skippedOffline": count(SpokeRolloutState::SkippedOffline),
+        "halted": halted,
+        "waves": waves,
+        "idealSeconds": ideal,
+        "healthyDoneSeconds": healthy_took,
+        "healthyOverIdeal": healthy_took / ideal.max(f64::EPSILON),
+        "rolloutEndSeconds": took,
+        "decisions": passes,
+        "decideMeanMillis": decide_time / passes.max(1) as f64 * 1_000.0,
+        "decideMaxMillis": slowest_decision * 1_000.0,
+    });
+    println!(
+        "rollout of {spokes} spokes (Progressive, maxConcurrency 10%, minSuccessSeconds 5, maxFailures 2%)"
+    );
+    println!("{:<34} value", "figure");
+    for (key, value) in figures.as_object().into_iter().flatten() {
+        println!("{key:<34} {value}");
+    }
+    let verdict = |ok: bool| if ok { "ok" } else { "MISSED" };
+    println!(
+        "every healthy spoke upgraded: {}; no halt: {}; at most 10% at once: {}; healthy spokes done within 20% of waves x bake: {}",
+        verdict(succeeded == healthy),
+        verdict(halted.is_none()),
+        verdict(most_in_progress <= limit),
+        verdict(healthy_took <= ideal * 1.2),
+    );
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench");
+    if std::fs::create_dir_all(&dir).is_ok() {
+        let _ = std::fs::write(
+            dir.join("rollout.json"),
+            serde_json::to_string_pretty(&figures).unwrap_or_default(),
+        );
+    }
+}

@@ -1,0 +1,538 @@
+//! Progressive rollouts of a hub's agent to its spokes (issue 15), as pure decisions.
+//!
+//! A Hub's `spec.rollout` says how a change of the agent (its version or anything in its
+//! configuration hash) reaches the hub's spokes; the Hub's `status.rollout` says where it stands.
+//! [`decide`] takes that spec, the spokes as they are and the status as it was, and returns the
+//! status as it is now — which spokes are released to move, which are done, failed or passed over
+//! while offline, whether the rollout halted — and when to decide again. [`released`] is the gate
+//! the writers of an agent Deployment consult (the reconciler, and the agent upgrading itself): a
+//! spoke that is not released keeps the agent it runs. [`waves`] is what `plan` shows before a
+//! rollout starts.
+//!
+//! Nothing here reads a cluster or the clock: the hub's reconciler gathers the facts, writes the
+//! status and wakes at `wake_at`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use crate::api::fleet::{
+    Hub, OfflinePolicy, RolloutSpec, RolloutStatus, RolloutStrategy, SpokeRollout,
+    SpokeRolloutState,
+};
+
+#[cfg(test)]
+mod tests;
+
+/// What the rollout needs to know of one spoke of the hub.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpokeFacts {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    /// The agent configuration hash the spoke is to run.
+    pub wanted: String,
+    /// The hash its agent reports running; `None` while no agent has reported (a spoke still
+    /// joining gets the wanted agent at once: a join is not a rollout).
+    pub running: Option<String>,
+    /// Its cluster is Available.
+    pub online: bool,
+}
+
+/// The rollout as [`decide`] leaves it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub status: RolloutStatus,
+    /// When to decide again though nothing changed (a bake or a progress deadline ends).
+    pub wake_at: Option<Timestamp>,
+    /// The rollout halted in this decision (it was not halted before): worth an Event.
+    pub halted_now: bool,
+}
+
+/// The target of a hub's rollout as [`RolloutStatus::target`] names it: `VERSION/HASH` of the
+/// hub's own agent.
+pub fn target(hub: &Hub) -> String {
+    let agent = crate::plan::desired::agent_config(None, hub);
+    format!("{}/{}", agent.version, agent.hash())
+}
+
+/// Whether the spoke `spoke` of `hub` may move to the agent whose configuration hash is
+/// `wanted`: always under `strategy: All`; otherwise once the hub's rollout released it for
+/// that very hash (a release for an older target does not carry over to a newer one).
+pub fn released(hub: &Hub, spoke: &str, wanted: &str) -> bool {
+    if hub.spec.rollout.strategy == RolloutStrategy::All {
+        return true;
+    }
+    hub.status
+        .as_ref()
+        .and_then(|status| status.rollout.as_ref())
+        .and_then(|rollout| rollout.spokes.iter().find(|entry| entry.name == spoke))
+        .is_some_and(|entry| {
+            entry.target == wanted
+                && matches!(
+                    entry.state,
+                    SpokeRolloutState::InProgress
+                        | SpokeRolloutState::Succeeded
+                        | SpokeRolloutState::Failed
+                )
+        })
+}
+
+/// What `hub`'s rollout holds `spoke` back with, in words for `apply`'s progress lines: its
+/// turn not come, a pause, a halt, a failure or an offline spoke passed over. `None` when the
+/// rollout does not hold it (released, done, or no rollout).
+pub fn holding(hub: &Hub, spoke: &str) -> Option<String> {
+    let rollout = hub.status.as_ref()?.rollout.as_ref()?;
+    let entry = rollout.spokes.iter().find(|entry| entry.name == spoke)?;
+    let why = match entry.state {
+        SpokeRolloutState::Pending if rollout.halted.is_some() => {
+            "the hub's rollout is halted (see the Hub's RolloutHalted condition)".to_string()
+        }
+        SpokeRolloutState::Pending if hub.spec.rollout.paused => {
+            "the hub's rollout is paused".to_string()
+        }
+        SpokeRolloutState::Pending => match rollout.wave {
+            Some(wave) => format!("its turn in the hub's rollout has not come (wave {wave} runs)"),
+            None => "its turn in the hub's rollout has not come".to_string(),
+        },
+        SpokeRolloutState::Failed => format!(
+            "failed in the hub's rollout: {}",
+            entry.reason.as_deref().unwrap_or("failed")
+        ),
+        SpokeRolloutState::SkippedOffline => {
+            "passed over by the hub's rollout while offline; it moves once back".to_string()
+        }
+        SpokeRolloutState::InProgress | SpokeRolloutState::Succeeded => return None,
+    };
+    Some(why)
+}
+
+/// The rollout after one look at the spokes at `now`, from the status `previous` left.
+pub fn decide(
+    spec: &RolloutSpec,
+    target: &str,
+    spokes: &[SpokeFacts],
+    previous: Option<&RolloutStatus>,
+    now: Timestamp,
+) -> Decision {
+    let same_target = previous.filter(|previous| previous.target == target);
+    let facts: BTreeMap<&str, &SpokeFacts> = spokes
+        .iter()
+        .filter(|spoke| spoke.running.is_some())
+        .map(|spoke| (spoke.name.as_str(), spoke))
+        .collect();
+    let mut entries: BTreeMap<&str, SpokeRollout> = facts
+        .values()
+        .map(|spoke| {
+            // An entry carries over while the spoke's own target stays; a spoke that already
+            // runs its target has nothing to roll out.
+            let kept = previous
+                .iter()
+                .flat_map(|previous| previous.spokes.iter())
+                .find(|entry| entry.name == spoke.name && entry.target == spoke.wanted)
+                .cloned();
+            let entry = kept.unwrap_or_else(|| SpokeRollout {
+                name: spoke.name.clone(),
+                target: spoke.wanted.clone(),
+                state: if spoke.running.as_deref() == Some(spoke.wanted.as_str()) {
+                    SpokeRolloutState::Succeeded
+                } else {
+                    SpokeRolloutState::Pending
+                },
+                released_at: None,
+                updated_at: None,
+                reason: None,
+            });
+            (spoke.name.as_str(), entry)
+        })
+        .collect();
+
+    let mut wake_at = None;
+    for (name, entry) in &mut entries {
+        let spoke = facts[name];
+        if let Some(wake) = progress(spec, entry, spoke, now) {
+            wake_at = earliest(wake_at, wake);
+        }
+    }
+
+    let total = entries.len();
+    let failed: Vec<&SpokeRollout> = entries
+        .values()
+        .filter(|entry| entry.state == SpokeRolloutState::Failed)
+        .collect();
+    let failed_count = failed.len() as u32;
+    // Failures an operator accepted by pausing the halted rollout count no more, until more fail.
+    let mut accepted =
+        same_target.map_or(0, |previous| previous.accepted_failures.min(failed_count));
+    let was_halted = same_target.and_then(|previous| previous.halted.clone());
+    if spec.paused && was_halted.is_some() {
+        accepted = failed_count;
+    }
+    let budget = spec.max_failures.of(total);
+    let halted = if (failed_count - accepted) as usize > budget {
+        Some(format!(
+            "{failed_count} of {total} spoke(s) failed, more than maxFailures {} allows ({budget}): {}",
+            spec.max_failures,
+            failed
+                .iter()
+                .map(|entry| format!(
+                    "{} ({})",
+                    entry.name,
+                    entry.reason.as_deref().unwrap_or("failed")
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    } else {
+        None
+    };
+
+    let order = ordered(
+        spec,
+        entries.values().map(|entry| facts[entry.name.as_str()]),
+    );
+    // Halted, nothing is released; paused, `release` releases nothing either.
+    let wave = if halted.is_none() {
+        release(spec, &order, &mut entries, &facts, now)
+    } else {
+        current_wave(&order, &entries)
+    };
+    for entry in entries.values() {
+        if entry.state == SpokeRolloutState::InProgress
+            && let Some(wake) = deadline_of(spec, entry)
+        {
+            wake_at = earliest(wake_at, wake);
+        }
+    }
+
+    let halted_now = halted.is_some() && was_halted.is_none();
+    Decision {
+        status: RolloutStatus {
+            target: target.to_string(),
+            wave,
+            halted,
+            accepted_failures: accepted,
+            spokes: entries.into_values().collect(),
+        },
+        wake_at,
+        halted_now,
+    }
+}
+
+/// Moves a released spoke on: it bakes once it runs its target and is Available, succeeds once
+/// it has baked `minSuccessSeconds`, and fails once its progress deadline passes first. A failed
+/// spoke that comes good succeeds. Returns when its bake ends, if it is baking.
+fn progress(
+    spec: &RolloutSpec,
+    entry: &mut SpokeRollout,
+    spoke: &SpokeFacts,
+    now: Timestamp,
+) -> Option<Timestamp> {
+    let on_target = spoke.running.as_deref() == Some(entry.target.as_str()) && spoke.online;
+    match entry.state {
+        SpokeRolloutState::Pending | SpokeRolloutState::SkippedOffline if on_target => {
+            // It got there without the rollout (its target came back to what it runs).
+            entry.state = SpokeRolloutState::Succeeded;
+            entry.reason = None;
+            None
+        }
+        SpokeRolloutState::InProgress => {
+            if !on_target {
+                entry.updated_at = None;
+            } else {
+                let since = entry.updated_at.get_or_insert(Time(now)).0;
+                let done = since + seconds(spec.min_success_seconds);
+                if done <= now {
+                    entry.state = SpokeRolloutState::Succeeded;
+                    return None;
+                }
+                return Some(done);
+            }
+            if deadline_of(spec, entry).is_some_and(|deadline| deadline <= now) {
+                entry.state = SpokeRolloutState::Failed;
+                entry.reason = Some(if spoke.online {
+                    format!(
+                        "not on the new agent within progressDeadlineSeconds ({} s)",
+                        spec.progress_deadline_seconds
+                    )
+                } else {
+                    format!(
+                        "not Available within progressDeadlineSeconds ({} s)",
+                        spec.progress_deadline_seconds
+                    )
+                });
+            }
+            None
+        }
+        SpokeRolloutState::Failed if on_target => {
+            entry.state = SpokeRolloutState::Succeeded;
+            entry.reason = None;
+            None
+        }
+        _ => None,
+    }
+}
+
+/// When a released spoke that is not done counts as failed.
+fn deadline_of(spec: &RolloutSpec, entry: &SpokeRollout) -> Option<Timestamp> {
+    entry
+        .released_at
+        .as_ref()
+        .map(|released| released.0 + seconds(spec.progress_deadline_seconds))
+}
+
+fn seconds(seconds: i64) -> SignedDuration {
+    SignedDuration::from_secs(seconds.max(0))
+}
+
+fn earliest(current: Option<Timestamp>, candidate: Timestamp) -> Option<Timestamp> {
+    Some(current.map_or(candidate, |current| current.min(candidate)))
+}
+
+/// One group of a rollout's order: its name (none for Progressive and All, and for the spokes no
+/// group of `Groups` selects), its spokes in order, and how many of them may move at once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stage {
+    pub group: Option<String>,
+    pub spokes: Vec<String>,
+    pub max_concurrency: usize,
+}
+
+/// The spokes of a rollout in the order it takes them: for `Groups`, each group's spokes (the
+/// first group that selects a spoke has it), then those none selects; otherwise all by name.
+pub fn ordered<'a>(spec: &RolloutSpec, spokes: impl Iterator<Item = &'a SpokeFacts>) -> Vec<Stage> {
+    let mut spokes: Vec<&SpokeFacts> = spokes.collect();
+    spokes.sort_by(|a, b| a.name.cmp(&b.name));
+    let limit = |count: Option<crate::api::fleet::SpokeCount>, size: usize| match count {
+        Some(count) => count.of(size).max(1),
+        None => size.max(1),
+    };
+    let stage = |group: Option<String>, members: Vec<&SpokeFacts>, concurrency| {
+        let size = members.len();
+        Stage {
+            group,
+            spokes: members
+                .into_iter()
+                .map(|spoke| spoke.name.clone())
+                .collect(),
+            max_concurrency: limit(concurrency, size),
+        }
+    };
+    match spec.strategy {
+        RolloutStrategy::All => vec![Stage {
+            group: None,
+            max_concurrency: spokes.len().max(1),
+            spokes: spokes.into_iter().map(|spoke| spoke.name.clone()).collect(),
+        }],
+        RolloutStrategy::Progressive => vec![stage(None, spokes, spec.max_concurrency)],
+        RolloutStrategy::Groups => {
+            let mut members: Vec<Vec<&SpokeFacts>> = vec![Vec::new(); spec.groups.len()];
+            let mut rest = Vec::new();
+            for spoke in spokes {
+                let group = spec.groups.iter().position(|group| {
+                    group.spokes.contains(&spoke.name)
+                        || group.selector.as_ref().is_some_and(|selector| {
+                            !selector.match_labels.is_empty()
+                                && selector
+                                    .match_labels
+                                    .iter()
+                                    .all(|(key, value)| spoke.labels.get(key) == Some(value))
+                        })
+                });
+                match group {
+                    Some(index) => members[index].push(spoke),
+                    None => rest.push(spoke),
+                }
+            }
+            let mut stages: Vec<Stage> = spec
+                .groups
+                .iter()
+                .zip(members)
+                .map(|(group, members)| {
+                    stage(
+                        Some(group.name.clone()),
+                        members,
+                        group.max_concurrency.or(spec.max_concurrency),
+                    )
+                })
+                .collect();
+            if !rest.is_empty() {
+                stages.push(stage(None, rest, spec.max_concurrency));
+            }
+            stages
+        }
+    }
+}
+
+fn unfinished(state: SpokeRolloutState) -> bool {
+    matches!(
+        state,
+        SpokeRolloutState::Pending | SpokeRolloutState::InProgress
+    )
+}
+
+/// Releases what may move now: in the first stage with a spoke pending or in progress, pending
+/// spokes in order while fewer than its `max_concurrency` are in progress (an offline one is
+/// passed over under `offline: Skip`); once no stage has, the passed-over spokes that are back.
+/// Returns the wave the rollout is on.
+fn release(
+    spec: &RolloutSpec,
+    order: &[Stage],
+    entries: &mut BTreeMap<&str, SpokeRollout>,
+    facts: &BTreeMap<&str, &SpokeFacts>,
+    now: Timestamp,
+) -> Option<u32> {
+    let current = order.iter().find(|stage| {
+        stage
+            .spokes
+            .iter()
+            .any(|name| unfinished(entries[name.as_str()].state))
+    });
+    let (names, limit): (Vec<&str>, usize) = match current {
+        Some(stage) => (
+            stage.spokes.iter().map(String::as_str).collect(),
+            stage.max_concurrency,
+        ),
+        None => {
+            // Every stage is through: the spokes passed over while offline get their turn.
+            let limit = spec
+                .max_concurrency
+                .map_or(entries.len(), |count| count.of(entries.len()))
+                .max(1);
+            let names = entries
+                .iter()
+                .filter(|(_, entry)| entry.state == SpokeRolloutState::SkippedOffline)
+                .map(|(name, _)| *name)
+                .collect();
+            (names, limit)
+        }
+    };
+    if !spec.paused {
+        let mut in_progress = names
+            .iter()
+            .filter(|name| {
+                entries
+                    .get(**name)
+                    .is_some_and(|entry| entry.state == SpokeRolloutState::InProgress)
+            })
+            .count();
+        for name in &names {
+            if in_progress >= limit {
+                break;
+            }
+            let (Some(entry), Some(spoke)) = (entries.get_mut(*name), facts.get(*name)) else {
+                continue;
+            };
+            let online = spoke.online;
+            match entry.state {
+                SpokeRolloutState::Pending if !online && spec.offline == OfflinePolicy::Skip => {
+                    entry.state = SpokeRolloutState::SkippedOffline;
+                    entry.reason = Some("not Available when its turn came".to_string());
+                }
+                SpokeRolloutState::Pending => {
+                    start(entry, now);
+                    in_progress += 1;
+                }
+                SpokeRolloutState::SkippedOffline if current.is_none() && online => {
+                    start(entry, now);
+                    in_progress += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    current_wave(order, entries)
+}
+
+fn start(entry: &mut SpokeRollout, now: Timestamp) {
+    entry.state = SpokeRolloutState::InProgress;
+    entry.released_at = Some(Time(now));
+    entry.updated_at = None;
+    entry.reason = None;
+}
+
+/// The wave the rollout is on (1-based over every stage's waves), none when no spoke is pending
+/// or in progress.
+fn current_wave(order: &[Stage], entries: &BTreeMap<&str, SpokeRollout>) -> Option<u32> {
+    let mut before = 0u32;
+    for stage in order {
+        let waves = stage.spokes.len().div_ceil(stage.max_concurrency) as u32;
+        let states: Vec<SpokeRolloutState> = stage
+            .spokes
+            .iter()
+            .map(|name| entries[name.as_str()].state)
+            .collect();
+        if states.iter().any(|state| unfinished(*state)) {
+            let started = states
+                .iter()
+                .filter(|state| **state != SpokeRolloutState::Pending)
+                .count();
+            let wave = started.div_ceil(stage.max_concurrency).max(1) as u32;
+            return Some(before + wave.min(waves.max(1)));
+        }
+        before += waves;
+    }
+    None
+}
+
+/// One wave as `plan` shows it: the spokes it moves, and the offline spokes its turn passes over
+/// or waits on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Wave {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    pub spokes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub offline: Vec<String>,
+}
+
+/// The waves a rollout of `spokes` would take if they moved in lockstep, each spoke taking its
+/// turn: with `offline: Skip` an offline spoke is passed over (listed with the wave, retried at
+/// the end) and its place goes to the next; with `Wait` it holds its place. Spokes that already
+/// run their target are left out.
+pub fn waves(spec: &RolloutSpec, spokes: &[SpokeFacts]) -> Vec<Wave> {
+    let moving: Vec<&SpokeFacts> = spokes
+        .iter()
+        .filter(|spoke| spoke.running.as_deref() != Some(spoke.wanted.as_str()))
+        .collect();
+    let by_name: BTreeMap<&str, &SpokeFacts> = moving
+        .iter()
+        .map(|spoke| (spoke.name.as_str(), *spoke))
+        .collect();
+    let mut waves = Vec::new();
+    for stage in ordered(spec, moving.iter().copied()) {
+        let mut wave = Wave {
+            group: stage.group.clone(),
+            spokes: Vec::new(),
+            offline: Vec::new(),
+        };
+        for name in stage.spokes {
+            let spoke = by_name[name.as_str()];
+            if !spoke.online && spec.offline == OfflinePolicy::Skip {
+                wave.offline.push(name);
+                continue;
+            }
+            if !spoke.online {
+                wave.offline.push(name.clone());
+            }
+            wave.spokes.push(name);
+            if wave.spokes.len() == stage.max_concurrency {
+                let group = wave.group.clone();
+                waves.push(std::mem::replace(
+                    &mut wave,
+                    Wave {
+                        group,
+                        spokes: Vec::new(),
+                        offline: Vec::new(),
+                    },
+                ));
+            }
+        }
+        if !wave.spokes.is_empty() || !wave.offline.is_empty() {
+            waves.push(wave);
+        }
+    }
+    waves
+}

@@ -1,0 +1,510 @@
+use super::*;
+use crate::api::fleet::{GroupSelector, RolloutGroup, SpokeCount};
+
+const OLD: &str = "old";
+const NEW: &str = "new";
+
+fn at(seconds: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + seconds).expect("a valid instant")
+}
+
+/// `count` online spokes `s00`, `s01`, … running [`OLD`] and wanting [`NEW`].
+fn fleet(count: usize) -> Vec<SpokeFacts> {
+    (0..count)
+        .map(|index| SpokeFacts {
+            name: format!("s{index:02}"),
+            labels: BTreeMap::new(),
+            wanted: NEW.to_string(),
+            running: Some(OLD.to_string()),
+            online: true,
+        })
+        .collect()
+}
+
+fn progressive(max_concurrency: SpokeCount) -> RolloutSpec {
+    RolloutSpec {
+        strategy: RolloutStrategy::Progressive,
+        max_concurrency: Some(max_concurrency),
+        min_success_seconds: 10,
+        progress_deadline_seconds: 100,
+        ..RolloutSpec::default()
+    }
+}
+
+fn states(decision: &Decision) -> Vec<(String, SpokeRolloutState)> {
+    decision
+        .status
+        .spokes
+        .iter()
+        .map(|entry| (entry.name.clone(), entry.state))
+        .collect()
+}
+
+fn in_state(decision: &Decision, state: SpokeRolloutState) -> Vec<String> {
+    states(decision)
+        .into_iter()
+        .filter(|(_, s)| *s == state)
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// The spokes `names` now run what they want (the agent upgraded).
+fn upgrade(spokes: &mut [SpokeFacts], names: &[String]) {
+    for spoke in spokes.iter_mut().filter(|s| names.contains(&s.name)) {
+        spoke.running = Some(spoke.wanted.clone());
+    }
+}
+
+#[test]
+fn all_releases_every_spoke_at_once() {
+    let spec = RolloutSpec::default();
+    let decision = decide(&spec, "t", &fleet(5), None, at(0));
+    assert_eq!(in_state(&decision, SpokeRolloutState::InProgress).len(), 5);
+}
+
+#[test]
+fn progressive_releases_max_concurrency_at_a_time_and_the_next_after_the_bake() {
+    let spec = progressive(SpokeCount::Count(2));
+    let mut spokes = fleet(5);
+    let first = decide(&spec, "t", &spokes, None, at(0));
+    assert_eq!(
+        in_state(&first, SpokeRolloutState::InProgress),
+        ["s00", "s01"]
+    );
+    assert_eq!(first.status.wave, Some(1));
+    assert_eq!(first.wake_at, Some(at(100)), "the progress deadline");
+
+    // Upgraded and Available: baking, nothing new released until the bake is over.
+    upgrade(&mut spokes, &["s00".into(), "s01".into()]);
+    let baking = decide(&spec, "t", &spokes, Some(&first.status), at(5));
+    assert_eq!(
+        in_state(&baking, SpokeRolloutState::InProgress),
+        ["s00", "s01"]
+    );
+    assert_eq!(baking.wake_at, Some(at(15)), "the bake ends");
+
+    let baked = decide(&spec, "t", &spokes, Some(&baking.status), at(15));
+    assert_eq!(
+        in_state(&baked, SpokeRolloutState::Succeeded),
+        ["s00", "s01"]
+    );
+    assert_eq!(
+        in_state(&baked, SpokeRolloutState::InProgress),
+        ["s02", "s03"]
+    );
+    assert_eq!(baked.status.wave, Some(2));
+}
+
+#[test]
+fn a_percentage_rounds_down_but_never_below_one() {
+    let spokes = fleet(5);
+    let ten_percent = decide(
+        &progressive(SpokeCount::Percent(10)),
+        "t",
+        &spokes,
+        None,
+        at(0),
+    );
+    assert_eq!(
+        in_state(&ten_percent, SpokeRolloutState::InProgress),
+        ["s00"]
+    );
+    let half = decide(
+        &progressive(SpokeCount::Percent(50)),
+        "t",
+        &spokes,
+        None,
+        at(0),
+    );
+    assert_eq!(in_state(&half, SpokeRolloutState::InProgress).len(), 2);
+}
+
+#[test]
+fn a_bake_interrupted_by_unavailability_starts_over() {
+    let spec = progressive(SpokeCount::Count(1));
+    let mut spokes = fleet(2);
+    let first = decide(&spec, "t", &spokes, None, at(0));
+    upgrade(&mut spokes, &["s00".into()]);
+    let baking = decide(&spec, "t", &spokes, Some(&first.status), at(5));
+    spokes[0].online = false;
+    let lost = decide(&spec, "t", &spokes, Some(&baking.status), at(10));
+    spokes[0].online = true;
+    let again = decide(&spec, "t", &spokes, Some(&lost.status), at(12));
+    let still = decide(&spec, "t", &spokes, Some(&again.status), at(16));
+    assert_eq!(in_state(&still, SpokeRolloutState::InProgress), ["s00"]);
+    let done = decide(&spec, "t", &spokes, Some(&still.status), at(22));
+    assert_eq!(in_state(&done, SpokeRolloutState::Succeeded), ["s00"]);
+}
+
+#[test]
+fn a_spoke_not_done_by_its_progress_deadline_fails_and_frees_its_place() {
+    let spec = RolloutSpec {
+        max_failures: SpokeCount::Count(1),
+        ..progressive(SpokeCount::Count(1))
+    };
+    let spokes = fleet(2);
+    let first = decide(&spec, "t", &spokes, None, at(0));
+    let late = decide(&spec, "t", &spokes, Some(&first.status), at(100));
+    assert_eq!(in_state(&late, SpokeRolloutState::Failed), ["s00"]);
+    let reason = late.status.spokes[0].reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("progressDeadlineSeconds (100 s)"),
+        "{reason}"
+    );
+    assert_eq!(in_state(&late, SpokeRolloutState::InProgress), ["s01"]);
+    assert_eq!(
+        late.status.halted, None,
+        "one failure is within maxFailures 1"
+    );
+}
+
+#[test]
+fn failures_past_max_failures_halt_the_rollout_once() {
+    let spec = progressive(SpokeCount::Count(2));
+    let spokes = fleet(4);
+    let first = decide(&spec, "t", &spokes, None, at(0));
+    let halted = decide(&spec, "t", &spokes, Some(&first.status), at(100));
+    assert!(halted.halted_now);
+    let reason = halted.status.halted.clone().unwrap_or_default();
+    assert!(reason.contains("s00 (not on the new agent"), "{reason}");
+    assert!(reason.contains("maxFailures 0"), "{reason}");
+    assert_eq!(
+        in_state(&halted, SpokeRolloutState::Pending),
+        ["s02", "s03"]
+    );
+    let later = decide(&spec, "t", &spokes, Some(&halted.status), at(200));
+    assert!(!later.halted_now, "the halt is news once");
+    assert!(later.status.halted.is_some());
+    assert_eq!(in_state(&later, SpokeRolloutState::Pending), ["s02", "s03"]);
+}
+
+#[test]
+fn pausing_releases_nothing_more_and_resuming_accepts_the_failures_that_halted_it() {
+    let spec = progressive(SpokeCount::Count(1));
+    let spokes = fleet(3);
+    let first = decide(&spec, "t", &spokes, None, at(0));
+    let halted = decide(&spec, "t", &spokes, Some(&first.status), at(100));
+    assert!(halted.status.halted.is_some());
+
+    let paused = RolloutSpec {
+        paused: true,
+        ..spec.clone()
+    };
+    let acknowledged = decide(&paused, "t", &spokes, Some(&halted.status), at(101));
+    assert_eq!(acknowledged.status.halted, None);
+    assert_eq!(acknowledged.status.accepted_failures, 1);
+    assert_eq!(
+        in_state(&acknowledged, SpokeRolloutState::Pending),
+        ["s01", "s02"]
+    );
+
+    let resumed = decide(&spec, "t", &spokes, Some(&acknowledged.status), at(102));
+    assert_eq!(resumed.status.halted, None);
+    assert_eq!(in_state(&resumed, SpokeRolloutState::InProgress), ["s01"]);
+}
+
+#[test]
+fn a_paused_rollout_lets_released_spokes_finish() {
+    let spec = RolloutSpec {
+        paused: true,
+        ..progressive(SpokeCount::Count(1))
+    };
+    let mut spokes = fleet(2);
+    let first = decide(&spec, "t", &spokes, None, at(0));
+    assert!(in_state(&first, SpokeRolloutState::InProgress).is_empty());
+
+    let running = decide(
+        &progressive(SpokeCount::Count(1)),
+        "t",
+        &spokes,
+        None,
+        at(0),
+    );
+    upgrade(&mut spokes, &["s00".into()]);
+    let paused = decide(&spec, "t", &spokes, Some(&running.status), at(20));
+    let done = decide(&spec, "t", &spokes, Some(&paused.status), at(40));
+    assert_eq!(in_state(&done, SpokeRolloutState::Succeeded), ["s00"]);
+    assert_eq!(in_state(&done, SpokeRolloutState::Pending), ["s01"]);
+}
+
+#[test]
+fn offline_skip_passes_a_spoke_over_and_releases_it_at_the_end_once_back() {
+    let spec = progressive(SpokeCount::Count(1));
+    let mut spokes = fleet(2);
+    spokes[0].online = false;
+    let first = decide(&spec, "t", &spokes, None, at(0));
+    assert_eq!(in_state(&first, SpokeRolloutState::SkippedOffline), ["s00"]);
+    assert_eq!(in_state(&first, SpokeRolloutState::InProgress), ["s01"]);
+
+    upgrade(&mut spokes, &["s01".into()]);
+    let baking = decide(&spec, "t", &spokes, Some(&first.status), at(1));
+    let others_done = decide(&spec, "t", &spokes, Some(&baking.status), at(11));
+    assert_eq!(
+        in_state(&others_done, SpokeRolloutState::Succeeded),
+        ["s01"]
+    );
+    assert_eq!(
+        in_state(&others_done, SpokeRolloutState::SkippedOffline),
+        ["s00"],
+        "still offline: it stays passed over"
+    );
+    assert_eq!(others_done.status.wave, None);
+
+    spokes[0].online = true;
+    let back = decide(&spec, "t", &spokes, Some(&others_done.status), at(30));
+    assert_eq!(in_state(&back, SpokeRolloutState::InProgress), ["s00"]);
+}
+
+#[test]
+fn offline_wait_holds_the_place_only_until_the_progress_deadline() {
+    let spec = RolloutSpec {
+        offline: OfflinePolicy::Wait,
+        max_failures: SpokeCount::Count(1),
+        ..progressive(SpokeCount::Count(1))
+    };
+    let mut spokes = fleet(2);
+    spokes[0].online = false;
+    let first = decide(&spec, "t", &spokes, None, at(0));
+    assert_eq!(in_state(&first, SpokeRolloutState::InProgress), ["s00"]);
+    let waiting = decide(&spec, "t", &spokes, Some(&first.status), at(50));
+    assert_eq!(in_state(&waiting, SpokeRolloutState::Pending), ["s01"]);
+    let deadline = decide(&spec, "t", &spokes, Some(&waiting.status), at(100));
+    assert_eq!(in_state(&deadline, SpokeRolloutState::Failed), ["s00"]);
+    let reason = deadline.status.spokes[0].reason.clone().unwrap_or_default();
+    assert!(reason.starts_with("not Available"), "{reason}");
+    assert_eq!(in_state(&deadline, SpokeRolloutState::InProgress), ["s01"]);
+}
+
+#[test]
+fn groups_roll_out_in_order_each_finished_before_the_next() {
+    let spec = RolloutSpec {
+        strategy: RolloutStrategy::Groups,
+        groups: vec![
+            RolloutGroup {
+                name: "canary".into(),
+                spokes: vec!["s03".into()],
+                ..RolloutGroup::default()
+            },
+            RolloutGroup {
+                name: "edge".into(),
+                selector: Some(GroupSelector {
+                    match_labels: [("tier".to_string(), "edge".to_string())].into(),
+                }),
+                max_concurrency: Some(SpokeCount::Count(1)),
+                ..RolloutGroup::default()
+            },
+        ],
+        min_success_seconds: 0,
+        ..RolloutSpec::default()
+    };
+    let mut spokes = fleet(5);
+    for spoke in &mut spokes[..2] {
+        spoke.labels.insert("tier".into(), "edge".into());
+    }
+    let order = ordered(&spec, spokes.iter());
+    let names: Vec<(Option<String>, Vec<String>)> = order
+        .iter()
+        .map(|stage| (stage.group.clone(), stage.spokes.clone()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            (Some("canary".into()), vec!["s03".to_string()]),
+            (Some("edge".into()), vec!["s00".into(), "s01".into()]),
+            (None, vec!["s02".into(), "s04".into()]),
+        ]
+    );
+
+    let canary = decide(&spec, "t", &spokes, None, at(0));
+    assert_eq!(in_state(&canary, SpokeRolloutState::InProgress), ["s03"]);
+    assert_eq!(canary.status.wave, Some(1));
+    upgrade(&mut spokes, &["s03".into()]);
+    let edge = decide(&spec, "t", &spokes, Some(&canary.status), at(1));
+    assert_eq!(in_state(&edge, SpokeRolloutState::InProgress), ["s00"]);
+    assert_eq!(edge.status.wave, Some(2));
+    upgrade(&mut spokes, &["s00".into()]);
+    let edge2 = decide(&spec, "t", &spokes, Some(&edge.status), at(2));
+    assert_eq!(in_state(&edge2, SpokeRolloutState::InProgress), ["s01"]);
+    assert_eq!(edge2.status.wave, Some(3));
+    upgrade(&mut spokes, &["s01".into()]);
+    let rest = decide(&spec, "t", &spokes, Some(&edge2.status), at(3));
+    assert_eq!(
+        in_state(&rest, SpokeRolloutState::InProgress),
+        ["s02", "s04"]
+    );
+}
+
+#[test]
+fn a_new_target_supersedes_without_flapping_spokes_already_moved() {
+    let spec = progressive(SpokeCount::Count(1));
+    let mut spokes = fleet(3);
+    let first = decide(&spec, "v2", &spokes, None, at(0));
+    upgrade(&mut spokes, &["s00".into()]);
+    let baking = decide(&spec, "v2", &spokes, Some(&first.status), at(5));
+    let moved = decide(&spec, "v2", &spokes, Some(&baking.status), at(15));
+    assert_eq!(in_state(&moved, SpokeRolloutState::Succeeded), ["s00"]);
+    assert_eq!(in_state(&moved, SpokeRolloutState::InProgress), ["s01"]);
+
+    // A commit asks for v3: s00 runs v2, s01 may run v2 or not yet, s02 runs v1. Nobody is sent
+    // back; each is pending for v3 until its turn.
+    for spoke in &mut spokes {
+        spoke.wanted = "v3".into();
+    }
+    let superseded = decide(&spec, "v3", &spokes, Some(&moved.status), at(21));
+    assert_eq!(superseded.status.target, "v3");
+    assert!(
+        superseded
+            .status
+            .spokes
+            .iter()
+            .all(|entry| entry.target == "v3"),
+    );
+    assert_eq!(
+        in_state(&superseded, SpokeRolloutState::InProgress),
+        ["s00"]
+    );
+    assert_eq!(
+        in_state(&superseded, SpokeRolloutState::Pending),
+        ["s01", "s02"]
+    );
+
+    // A commit back to what a spoke runs: that spoke is done without moving.
+    for spoke in &mut spokes {
+        spoke.wanted = NEW.into();
+    }
+    let back = decide(&spec, NEW, &spokes, Some(&superseded.status), at(22));
+    assert_eq!(in_state(&back, SpokeRolloutState::Succeeded), ["s00"]);
+}
+
+#[test]
+fn a_restart_resumes_from_the_status_and_decides_the_same() {
+    let spec = progressive(SpokeCount::Count(2));
+    let mut spokes = fleet(4);
+    let first = decide(&spec, "t", &spokes, None, at(0));
+    upgrade(&mut spokes, &["s00".into()]);
+    let second = decide(&spec, "t", &spokes, Some(&first.status), at(5));
+    // The status round-trips through the API server as JSON; a new process reads it back.
+    let stored: RolloutStatus =
+        serde_json::from_value(serde_json::to_value(&second.status).expect("serialises"))
+            .expect("deserialises");
+    let resumed = decide(&spec, "t", &spokes, Some(&stored), at(5));
+    assert_eq!(resumed.status, second.status);
+    assert_eq!(resumed.wake_at, second.wake_at);
+}
+
+#[test]
+fn joining_spokes_are_not_part_of_a_rollout() {
+    let spec = progressive(SpokeCount::Count(1));
+    let mut spokes = fleet(2);
+    spokes[0].running = None;
+    let decision = decide(&spec, "t", &spokes, None, at(0));
+    assert_eq!(
+        states(&decision),
+        [("s01".to_string(), SpokeRolloutState::InProgress)]
+    );
+}
+
+#[test]
+fn the_gate_releases_only_for_the_target_a_spoke_was_released_for() {
+    let mut hub: Hub = serde_json::from_value(serde_json::json!({
+        "apiVersion": "fleetform.io/v1alpha1",
+        "kind": "Hub",
+        "metadata": {"name": "hub"},
+        "spec": {"kubeconfig": {"embedded": {}}},
+    }))
+    .expect("a Hub");
+    assert!(released(&hub, "s00", NEW), "strategy All gates nothing");
+    hub.spec.rollout = progressive(SpokeCount::Count(1));
+    assert!(!released(&hub, "s00", NEW), "no rollout status yet");
+    let decision = decide(&hub.spec.rollout, "t", &fleet(2), None, at(0));
+    hub.status = Some(crate::api::fleet::HubStatus {
+        rollout: Some(decision.status),
+        ..Default::default()
+    });
+    assert!(released(&hub, "s00", NEW));
+    assert!(!released(&hub, "s01", NEW), "pending");
+    assert!(
+        !released(&hub, "s00", "newer"),
+        "released for another target"
+    );
+}
+
+#[test]
+fn plan_waves_show_the_order_and_the_offline_spokes() {
+    let spec = progressive(SpokeCount::Count(2));
+    let mut spokes = fleet(6);
+    spokes[1].online = false;
+    spokes[5].running = Some(NEW.into());
+    let waves = waves(&spec, &spokes);
+    let shown: Vec<(Vec<String>, Vec<String>)> = waves
+        .into_iter()
+        .map(|wave| (wave.spokes, wave.offline))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            (
+                vec!["s00".to_string(), "s02".into()],
+                vec!["s01".to_string()]
+            ),
+            (vec!["s03".into(), "s04".into()], vec![]),
+        ]
+    );
+    let waiting = waves_of(OfflinePolicy::Wait, &spokes);
+    assert_eq!(waiting[0], vec!["s00".to_string(), "s01".into()]);
+}
+
+fn waves_of(offline: OfflinePolicy, spokes: &[SpokeFacts]) -> Vec<Vec<String>> {
+    let spec = RolloutSpec {
+        offline,
+        ..progressive(SpokeCount::Count(2))
+    };
+    waves(&spec, spokes)
+        .into_iter()
+        .map(|wave| wave.spokes)
+        .collect()
+}
+
+#[test]
+fn apply_is_told_what_holds_a_spoke_back() {
+    let mut hub: Hub = serde_json::from_value(serde_json::json!({
+        "apiVersion": "fleetform.io/v1alpha1",
+        "kind": "Hub",
+        "metadata": {"name": "hub"},
+        "spec": {"kubeconfig": {"embedded": {}}},
+    }))
+    .expect("a Hub");
+    hub.spec.rollout = progressive(SpokeCount::Count(1));
+    let mut spokes = fleet(3);
+    spokes[2].online = false;
+    let first = decide(&hub.spec.rollout, "t", &spokes, None, at(0));
+    let failed = decide(
+        &hub.spec.rollout,
+        "t",
+        &spokes,
+        Some(&first.status),
+        at(100),
+    );
+    hub.status = Some(crate::api::fleet::HubStatus {
+        rollout: Some(first.status),
+        ..Default::default()
+    });
+    assert_eq!(holding(&hub, "s00"), None, "released");
+    assert_eq!(
+        holding(&hub, "s01").as_deref(),
+        Some("its turn in the hub's rollout has not come (wave 1 runs)")
+    );
+    hub.status = Some(crate::api::fleet::HubStatus {
+        rollout: Some(failed.status),
+        ..Default::default()
+    });
+    let why = holding(&hub, "s00").unwrap_or_default();
+    assert!(
+        why.starts_with("failed in the hub's rollout: not on the new agent"),
+        "{why}"
+    );
+    assert_eq!(
+        holding(&hub, "s01").as_deref(),
+        Some("the hub's rollout is halted (see the Hub's RolloutHalted condition)")
+    );
+}
