@@ -19,6 +19,7 @@
 
 pub mod addons;
 pub mod kubelet;
+pub mod signers;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -546,6 +547,11 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
                 },
                 shutdown.clone(),
             )),
+        ));
+        // Custom addon signers' CAs, which an addon's operator provides on a real hub.
+        tasks.push((
+            "addon signers",
+            tokio::spawn(signers::run(hub.client.clone(), shutdown.clone())),
         ));
         info!(hub = hub.name, url = hub.url(), "hub running");
     }

@@ -789,3 +789,67 @@ spec:
     }
     fleet.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_provides_a_custom_signers_ca_so_its_addon_certificates_are_signed() {
+    use k8s_openapi::api::core::v1::Secret;
+
+    let repo = Repo::new();
+    let addon = "apiVersion: fleetform.io/v1alpha1
+kind: AddOn
+metadata:
+  name: metrics
+spec:
+  installNamespace: metrics-agent
+  registrations:
+    - signerName: example.com/metrics-signer
+      signerSecretRef:
+        namespace: fleetform-system
+        name: metrics-signer-ca
+";
+    repo.commit(
+        "an addon whose certificate a custom signer issues",
+        &[
+            ("hubs/hub.yaml", Some(HUB)),
+            ("addons/metrics.yaml", Some(addon)),
+            (
+                "spokes/alpha.yaml",
+                Some(&spoke("alpha", "  addons: [metrics]\n")),
+            ),
+        ],
+    );
+    let fleet = Fleet::up(repo).await;
+    fleet.synced().await;
+    fleet.wait_running("alpha").await;
+    // No operator runs under up to provide the signer's CA: up does, marked as fleetform's.
+    let ca = wait_for(
+        &Api::<Secret>::namespaced(fleet.hub.clone(), SYSTEM_NAMESPACE),
+        "metrics-signer-ca",
+        "the signer's CA",
+        |_| true,
+    )
+    .await;
+    assert_eq!(
+        kube::ResourceExt::labels(&ca)
+            .get("app.kubernetes.io/managed-by")
+            .map(String::as_str),
+        Some("fleetform")
+    );
+    let issued = wait_for(
+        &Api::<Secret>::namespaced(fleet.spoke_client("alpha"), "metrics-agent"),
+        "metrics-example.com-metrics-signer-client-cert",
+        "a certificate of the custom signer",
+        |_| true,
+    )
+    .await;
+    let certificate = &issued.data.as_ref().unwrap()["tls.crt"].0;
+    let issuer = x509_parser::pem::parse_x509_pem(certificate)
+        .map(|(_, pem)| pem)
+        .unwrap();
+    let issuer = issuer.parse_x509().unwrap().issuer().to_string();
+    assert!(
+        issuer.contains("example.com/metrics-signer"),
+        "signed by the CA up made: {issuer}"
+    );
+    fleet.shutdown().await;
+}

@@ -87,7 +87,7 @@ pub enum Renewal {
 impl WebhookCertificate {
     /// A new CA and a serving certificate for `names`, issued at `now`.
     pub fn issue(names: &[String], now: OffsetDateTime) -> Result<Self, rcgen::Error> {
-        let (ca_cert, ca_key) = new_authority(now)?;
+        let (ca_cert, ca_key) = new_authority(&format!("{WEBHOOK_SECRET}-ca"), now)?;
         let (cert, key) = new_serving(&ca_cert, &ca_key, names, now)?;
         Ok(WebhookCertificate {
             ca_bundle: ca_cert,
@@ -294,13 +294,17 @@ fn serial() -> SerialNumber {
     SerialNumber::from_slice(&bytes)
 }
 
-/// A self-signed CA (certificate and key, PEM) valid for [`CA_LIFETIME`] from `now`.
-fn new_authority(now: OffsetDateTime) -> Result<(String, String), rcgen::Error> {
+/// A self-signed CA named `common_name` (certificate and key, PEM) valid for [`CA_LIFETIME`]
+/// from `now`.
+pub(crate) fn new_authority(
+    common_name: &str,
+    now: OffsetDateTime,
+) -> Result<(String, String), rcgen::Error> {
     let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
     let mut params = CertificateParams::default();
     params
         .distinguished_name
-        .push(DnType::CommonName, format!("{WEBHOOK_SECRET}-ca"));
+        .push(DnType::CommonName, common_name);
     params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     params.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
