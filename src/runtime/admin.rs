@@ -7,7 +7,6 @@
 //! leader-elected component: a follower is ready at once (it serves what every replica serves),
 //! the leader once its work is under way.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -15,12 +14,10 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use http::{Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Bytes;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info};
+use tracing::info;
 
 /// Whether a component is ready to serve, and why not.
 pub trait Ready: Send + Sync + 'static {
@@ -133,39 +130,16 @@ pub async fn serve(
 ) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    tokio::spawn(accept(listener, endpoints, stop));
+    tokio::spawn(super::http::serve(
+        "admin endpoint",
+        listener,
+        stop,
+        move |request| {
+            let response = respond(request.uri().path(), &endpoints);
+            async move { response }
+        },
+    ));
     Ok(bound)
-}
-
-async fn accept(listener: TcpListener, endpoints: Endpoints, stop: CancellationToken) {
-    loop {
-        let (stream, peer) = tokio::select! {
-            _ = stop.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(err) => {
-                    debug!(%err, "admin endpoint: accept failed");
-                    continue;
-                }
-            },
-        };
-        let endpoints = endpoints.clone();
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                let response = respond(request.uri().path(), &endpoints);
-                async move { Ok::<_, Infallible>(response) }
-            });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::select! {
-                _ = stop.cancelled() => {}
-                served = connection => if let Err(err) = served {
-                    debug!(%peer, %err, "admin endpoint: connection failed");
-                },
-            }
-        });
-    }
 }
 
 const TEXT: &str = "text/plain; charset=utf-8";

@@ -11,7 +11,7 @@
 //! - [`clock`]: sleeping until the instant a decision named.
 //! - [`leader`]: leader election on a Lease, and running leader-gated work for each term.
 //! - [`metrics`]: what every controller counts; [`admin`]: the admin endpoint (`/metrics`,
-//!   `/healthz`, `/readyz`) on one address.
+//!   `/healthz`, `/readyz`) on one address, served by [`http`] (plain HTTP/1.1 until a stop).
 //! - [`task_set`]: one task per watched object (or per anything keyed), started, restarted and
 //!   stopped as what it runs with changes; [`watch`]: the changes of each watched object that
 //!   drive it, deletions missed while the watch was away included.
@@ -25,6 +25,7 @@ pub mod controller;
 pub mod crd;
 pub mod error;
 pub mod finalizers;
+pub mod http;
 pub mod leader;
 pub mod metrics;
 pub mod task_set;

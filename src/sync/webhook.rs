@@ -13,15 +13,12 @@
 //! This module must not fetch or apply: the controller does, when it sees the annotation.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::{HeaderMap, Method, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
@@ -486,34 +483,10 @@ pub fn fetch_request(fleetsync: &FleetSync) -> Option<String> {
 /// Serves the receiver on `listener` until its stop token is cancelled.
 pub async fn serve(listener: TcpListener, receiver: Arc<Receiver>) {
     let stop = receiver.stop.clone();
-    loop {
-        let (stream, peer) = tokio::select! {
-            _ = stop.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(err) => {
-                    debug!(%err, "webhook: accept failed");
-                    continue;
-                }
-            },
-        };
-        let receiver = receiver.clone();
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |request| {
-                let receiver = receiver.clone();
-                async move { Ok::<_, Infallible>(receiver.handle(request).await) }
-            });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::select! {
-                _ = stop.cancelled() => {}
-                served = connection => if let Err(err) = served {
-                    debug!(%peer, %err, "webhook: connection failed");
-                },
-            }
-        });
-    }
+    crate::runtime::http::serve("webhook", listener, stop, move |request| {
+        receiver.clone().handle(request)
+    })
+    .await;
 }
 
 #[cfg(test)]
