@@ -1,6 +1,7 @@
-//! What a hub process counts, served at `/metrics` prefixed `fleetform_hub`: the hub loops'
+//! What a hub process counts, served at `/metrics`: prefixed `fleetform_hub`, the hub loops'
 //! reconciles, durations and retry queues ([`ControllerMetrics`]), CSRs approved and denied,
-//! how late lease expiry was judged, and whether this replica leads.
+//! how late lease expiry was judged, and whether this replica leads; prefixed
+//! `fleetform_rollout`, where each hub's agent rollout stands ([`RolloutMetrics`]).
 
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::reconciler::{ReconcilerMetrics, RolloutMetrics};
 use crate::runtime::metrics::{ControllerMetrics, seconds_histogram};
 
 /// Which CSRs a decision was about.
@@ -34,6 +36,8 @@ struct CsrLabels {
 pub struct HubMetrics {
     /// Counted by each controller's error policy.
     pub controllers: ControllerMetrics,
+    /// Counted by the Hub controller as it runs each hub's rollout.
+    pub rollout: RolloutMetrics,
     csrs: Family<CsrLabels, Counter>,
     lease_expiry_lag: Histogram,
     leader: Gauge,
@@ -43,6 +47,7 @@ impl Default for HubMetrics {
     fn default() -> Self {
         HubMetrics {
             controllers: ControllerMetrics::default(),
+            rollout: RolloutMetrics::default(),
             csrs: Family::default(),
             lease_expiry_lag: seconds_histogram(),
             leader: Gauge::default(),
@@ -51,21 +56,25 @@ impl Default for HubMetrics {
 }
 
 impl HubMetrics {
-    /// The registry the admin endpoint serves: these metrics, prefixed `fleetform_hub`.
+    /// The registry the admin endpoint serves: these metrics, prefixed `fleetform_hub`, and the
+    /// rollouts', prefixed `fleetform_rollout`.
     pub fn registry(&self) -> Registry {
-        let mut registry = Registry::with_prefix("fleetform_hub");
-        self.controllers.register(&mut registry);
-        registry.register(
+        let mut registry = Registry::default();
+        self.rollout
+            .register(registry.sub_registry_with_prefix("fleetform_rollout"));
+        let hub = registry.sub_registry_with_prefix("fleetform_hub");
+        self.controllers.register(hub);
+        hub.register(
             "csrs_decided",
             "CSRs approved or denied, by kind (registration, addon) and decision",
             self.csrs.clone(),
         );
-        registry.register(
+        hub.register(
             "lease_expiry_lag_seconds",
             "How long after its lease's deadline a cluster was marked Unknown",
             self.lease_expiry_lag.clone(),
         );
-        registry.register(
+        hub.register(
             "leader",
             "1 while this replica holds the leader Lease and runs the hub loops",
             self.leader.clone(),
@@ -86,6 +95,14 @@ impl HubMetrics {
     /// A cluster was marked Unknown `lag` after its lease's deadline.
     pub fn lease_expired(&self, lag: Duration) {
         self.lease_expiry_lag.observe(lag.as_secs_f64());
+    }
+
+    /// What the lifecycle reconciler counts: its passes and the rollouts.
+    pub fn reconciler(&self) -> ReconcilerMetrics {
+        ReconcilerMetrics {
+            controllers: self.controllers.clone(),
+            rollout: self.rollout.clone(),
+        }
     }
 
     /// Whether this replica leads.

@@ -169,7 +169,7 @@ async fn lead(
             client: config.client.clone(),
             access: config.access.clone(),
             known_endpoint: config.known_endpoint.clone(),
-            metrics: metrics.controllers.clone(),
+            metrics: metrics.reconciler(),
         };
         let readiness = readiness.clone();
         async move {

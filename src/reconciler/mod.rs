@@ -24,4 +24,5 @@ pub mod run;
 pub mod tokens;
 pub mod uninstall;
 
-pub use run::{ReconcilerConfig, run};
+pub use rollout::RolloutMetrics;
+pub use run::{ReconcilerConfig, ReconcilerMetrics, run};

@@ -1,7 +1,8 @@
 //! A hub's agent rollout as the Hub controller runs it: gathers each spoke's wanted and reported
 //! agent and availability, asks [`crate::rollout::decide`], and writes the outcome into the
 //! Hub's `status.rollout` (where the reconciler and the agents read their release), the
-//! `RolloutHalted` condition and Events. Under `strategy: All` it keeps no state.
+//! `RolloutHalted` condition and Events. Under `strategy: All` it keeps no state. What it finds
+//! it also counts ([`RolloutMetrics`], `fleetform_rollout_*` on the hub's `/metrics`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -10,11 +11,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use serde_json::json;
 use tracing::info;
 
 use super::run::{FIELD_MANAGER, ReconcileError};
-use crate::api::fleet::{Hub, Phase, RolloutStrategy, Spoke};
+use crate::api::fleet::{Hub, Phase, RolloutStatus, RolloutStrategy, Spoke, SpokeRolloutState};
 use crate::api::vocabulary::{CONDITION_ROLLOUT_HALTED, STATUS_FALSE, STATUS_TRUE};
 use crate::events::{self, EventType, Reporter};
 use crate::plan::desired::effective;
@@ -25,11 +30,138 @@ use crate::runtime::error::KubeError;
 /// Field manager of `status.rollout`: server-side apply removes what a decision leaves out.
 const ROLLOUT_FIELD_MANAGER: &str = "fleetform-rollout";
 
-/// One look at `hub`'s rollout over `spokes` (its own, not being deleted); returns how long until
-/// it must be looked at again though nothing changed.
+/// Every rollout state, as `status.rollout` spells it.
+const STATES: [(SpokeRolloutState, &str); 5] = [
+    (SpokeRolloutState::Pending, "pending"),
+    (SpokeRolloutState::InProgress, "inProgress"),
+    (SpokeRolloutState::Succeeded, "succeeded"),
+    (SpokeRolloutState::Failed, "failed"),
+    (SpokeRolloutState::SkippedOffline, "skippedOffline"),
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HubLabels {
+    hub: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    hub: String,
+    state: &'static str,
+}
+
+/// Where each hub's rollout stands, as the Hub controller last decided it; cheap to clone (every
+/// metric is shared). Unregistered (the default), it counts into nothing. A hub without a
+/// rollout (`strategy: All`, or being deleted) has no series, and a replica that stops leading
+/// drops them all: only the leader decides, so only its figures are current.
+#[derive(Clone, Debug, Default)]
+pub struct RolloutMetrics {
+    spokes: Family<StateLabels, Gauge>,
+    wave: Family<HubLabels, Gauge>,
+    halted: Family<HubLabels, Gauge>,
+    most_in_progress: Family<HubLabels, Gauge>,
+}
+
+impl RolloutMetrics {
+    /// Registers them in `registry` (under its prefix; the hub's is `fleetform_rollout`).
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "spokes",
+            "Spokes of a hub's rollout by state (pending, inProgress, succeeded, failed, skippedOffline)",
+            self.spokes.clone(),
+        );
+        registry.register(
+            "wave",
+            "The wave a hub's rollout is on (0 once no spoke is pending or in progress)",
+            self.wave.clone(),
+        );
+        registry.register(
+            "halted",
+            "1 while a hub's rollout is halted (failures past maxFailures)",
+            self.halted.clone(),
+        );
+        registry.register(
+            "max_in_progress",
+            "The most spokes in progress at once in a hub's rollout to its current target, as this replica saw it",
+            self.most_in_progress.clone(),
+        );
+    }
+
+    /// Counts `status`, the rollout of `hub` as just decided; `previous` is the status it was
+    /// decided from (another target starts the maximum afresh).
+    fn observe(&self, hub: &str, previous: Option<&RolloutStatus>, status: &RolloutStatus) {
+        for (state, label) in STATES {
+            let count = status
+                .spokes
+                .iter()
+                .filter(|entry| entry.state == state)
+                .count();
+            self.spokes
+                .get_or_create(&StateLabels {
+                    hub: hub.to_string(),
+                    state: label,
+                })
+                .set(gauge_value(count));
+        }
+        let labels = HubLabels {
+            hub: hub.to_string(),
+        };
+        self.wave
+            .get_or_create(&labels)
+            .set(status.wave.map_or(0, i64::from));
+        self.halted
+            .get_or_create(&labels)
+            .set(i64::from(status.halted.is_some()));
+        let in_progress = gauge_value(
+            status
+                .spokes
+                .iter()
+                .filter(|entry| entry.state == SpokeRolloutState::InProgress)
+                .count(),
+        );
+        let most = self.most_in_progress.get_or_create(&labels);
+        if previous.is_some_and(|previous| previous.target == status.target) {
+            most.set(most.get().max(in_progress));
+        } else {
+            most.set(in_progress);
+        }
+    }
+
+    /// Drops the series of `hub`, which has no rollout (any more).
+    pub(super) fn forget(&self, hub: &str) {
+        for (_, state) in STATES {
+            self.spokes.remove(&StateLabels {
+                hub: hub.to_string(),
+                state,
+            });
+        }
+        let labels = HubLabels {
+            hub: hub.to_string(),
+        };
+        self.wave.remove(&labels);
+        self.halted.remove(&labels);
+        self.most_in_progress.remove(&labels);
+    }
+
+    /// Drops every hub's series: this replica no longer decides.
+    pub(super) fn clear(&self) {
+        self.spokes.clear();
+        self.wave.clear();
+        self.halted.clear();
+        self.most_in_progress.clear();
+    }
+}
+
+fn gauge_value(count: usize) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
+}
+
+/// One look at `hub`'s rollout over `spokes` (its own, not being deleted), counted into
+/// `metrics`; returns how long until it must be looked at again though nothing changed.
 pub(super) async fn run(
     api: &Api<Hub>,
     reporter: &Reporter,
+    metrics: &RolloutMetrics,
     hub: &Hub,
     spokes: &[std::sync::Arc<Spoke>],
 ) -> Result<Option<Duration>, ReconcileError> {
@@ -40,6 +172,7 @@ pub(super) async fn run(
         .as_ref()
         .and_then(|status| status.rollout.as_ref());
     if spec.strategy == RolloutStrategy::All {
+        metrics.forget(&name);
         if previous.is_some() {
             write(api, &name, None).await?;
         }
@@ -64,6 +197,7 @@ pub(super) async fn run(
     if previous != Some(&decision.status) {
         write(api, &name, Some(&decision.status)).await?;
     }
+    metrics.observe(&name, previous, &decision.status);
     let halted = decision.status.halted.clone();
     // The Events first: whoever sees the condition can find its Event too.
     let reference = events::reference(hub);
@@ -84,7 +218,7 @@ pub(super) async fn run(
             .status
             .spokes
             .iter()
-            .filter(|entry| entry.state == crate::api::fleet::SpokeRolloutState::Succeeded)
+            .filter(|entry| entry.state == SpokeRolloutState::Succeeded)
             .count();
         reporter
             .publish(
@@ -132,7 +266,7 @@ pub(super) async fn run(
 async fn write(
     api: &Api<Hub>,
     name: &str,
-    status: Option<&crate::api::fleet::RolloutStatus>,
+    status: Option<&RolloutStatus>,
 ) -> Result<(), ReconcileError> {
     let mut written = json!({});
     if let Some(status) = status {

@@ -36,6 +36,7 @@ use super::facts::{self, Gathered};
 use super::hub_lifecycle;
 use super::install::{self, EndpointError, HubEndpoint, KnownEndpoint};
 use super::lifecycle::{self, Action, SpokeCleanup, UnjoinBy, decide, unjoin_outcome};
+use super::rollout::RolloutMetrics;
 use super::tokens::{BOOTSTRAP_TOKEN_TTL, TokenUpkeep, token_upkeep, usable_token};
 use super::uninstall;
 use crate::access::Access;
@@ -68,8 +69,17 @@ pub struct ReconcilerConfig {
     pub access: Access,
     /// How agents reach this hub when its Hub document names no `apiServer` or CA.
     pub known_endpoint: KnownEndpoint,
-    /// Where the Spoke and Hub controllers count their passes (`Default`: nowhere).
-    pub metrics: ControllerMetrics,
+    /// Where the reconciler counts (`Default`: nowhere).
+    pub metrics: ReconcilerMetrics,
+}
+
+/// What the reconciler counts; cheap to clone (every metric is shared).
+#[derive(Clone, Debug, Default)]
+pub struct ReconcilerMetrics {
+    /// The passes of the Spoke and Hub controllers.
+    pub controllers: ControllerMetrics,
+    /// Where each hub's agent rollout stands.
+    pub rollout: RolloutMetrics,
 }
 
 impl std::fmt::Debug for ReconcilerConfig {
@@ -170,14 +180,15 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
         "hub reconciler",
         FIRST_BACKOFF,
         MAX_BACKOFF,
-        &config.metrics,
+        &config.metrics.controllers,
     );
     let errors = ErrorPolicy::counted(
         "lifecycle reconciler",
         FIRST_BACKOFF,
         MAX_BACKOFF,
-        &config.metrics,
+        &config.metrics.controllers,
     );
+    let rollout_metrics = config.metrics.rollout.clone();
     let ctx = Arc::new(Context {
         clients: SpokeClients::new(config.access.clone()),
         events: Reporter::new(client.clone(), FIELD_MANAGER, "fleetform-hub"),
@@ -255,6 +266,8 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     .run(hub_errors.measured(reconcile_hub), hub_errors.policy(), ctx)
     .for_each(hub_errors.outcomes());
     futures::join!(spoke_loop, hub_loop);
+    // Another replica decides the rollouts from now on.
+    rollout_metrics.clear();
 }
 
 /// What of a ClusterManagementAddOn the reconciler reads: the AddOn spec it carries.
@@ -855,6 +868,7 @@ async fn reconcile_hub(hub: Arc<Hub>, ctx: Arc<Context>) -> Result<Requeue, Reco
         }
     }
     if hub.metadata.deletion_timestamp.is_some() {
+        ctx.config.metrics.rollout.forget(&name);
         return Ok(Requeue::await_change());
     }
     let spokes: Vec<Arc<Spoke>> = ctx
@@ -863,7 +877,14 @@ async fn reconcile_hub(hub: Arc<Hub>, ctx: Arc<Context>) -> Result<Requeue, Reco
         .into_iter()
         .filter(|spoke| spoke.spec.hub_ref == name)
         .collect();
-    let wake = super::rollout::run(&api, &ctx.events, &hub, &spokes).await?;
+    let wake = super::rollout::run(
+        &api,
+        &ctx.events,
+        &ctx.config.metrics.rollout,
+        &hub,
+        &spokes,
+    )
+    .await?;
     Ok(wake.map_or_else(Requeue::await_change, Requeue::requeue))
 }
 

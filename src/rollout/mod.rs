@@ -241,7 +241,7 @@ fn progress(
             if !on_target {
                 entry.updated_at = None;
             } else {
-                let since = entry.updated_at.get_or_insert(Time(now)).0;
+                let since = entry.updated_at.get_or_insert_with(|| stamp(now)).0;
                 let done = since + seconds(spec.min_success_seconds);
                 if done <= now {
                     entry.state = SpokeRolloutState::Succeeded;
@@ -280,6 +280,13 @@ fn deadline_of(spec: &RolloutSpec, entry: &SpokeRollout) -> Option<Timestamp> {
         .released_at
         .as_ref()
         .map(|released| released.0 + seconds(spec.progress_deadline_seconds))
+}
+
+/// `now` as the Hub's status keeps it: a Kubernetes time holds whole seconds. A decision that
+/// stamped the fraction too would wake at an instant no later decision (after a restart, say)
+/// computes from the status, and would differ from the status it was read back as.
+fn stamp(now: Timestamp) -> Time {
+    Time(Timestamp::from_second(now.as_second()).unwrap_or(now))
 }
 
 fn seconds(seconds: i64) -> SignedDuration {
@@ -447,7 +454,7 @@ fn release(
 
 fn start(entry: &mut SpokeRollout, now: Timestamp) {
     entry.state = SpokeRolloutState::InProgress;
-    entry.released_at = Some(Time(now));
+    entry.released_at = Some(stamp(now));
     entry.updated_at = None;
     entry.reason = None;
 }

@@ -508,3 +508,38 @@ fn apply_is_told_what_holds_a_spoke_back() {
         Some("the hub's rollout is halted (see the Hub's RolloutHalted condition)")
     );
 }
+
+#[test]
+fn a_decision_stamps_whole_seconds_so_the_stored_status_decides_the_same() {
+    let spec = progressive(SpokeCount::Count(1));
+    let at_millis = |millis: i64| at(0) + SignedDuration::from_millis(millis);
+    // What the Hub's status keeps of a decision: Kubernetes times hold whole seconds.
+    let stored = |status: &RolloutStatus| -> RolloutStatus {
+        serde_json::from_value(serde_json::to_value(status).expect("serialises"))
+            .expect("deserialises")
+    };
+    let mut spokes = fleet(2);
+    let released = decide(&spec, "t", &spokes, None, at_millis(500));
+    assert_eq!(stored(&released.status), released.status);
+    upgrade(&mut spokes, &["s00".into()]);
+    let baking = decide(
+        &spec,
+        "t",
+        &spokes,
+        Some(&released.status),
+        at_millis(5_700),
+    );
+    assert_eq!(stored(&baking.status), baking.status);
+    let resumed = decide(
+        &spec,
+        "t",
+        &spokes,
+        Some(&stored(&baking.status)),
+        at_millis(5_800),
+    );
+    assert_eq!(
+        resumed.wake_at, baking.wake_at,
+        "the bake ends when the status says"
+    );
+    assert_eq!(baking.wake_at, Some(at(15)));
+}

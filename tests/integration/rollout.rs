@@ -1,24 +1,30 @@
 //! Progressive rollouts of a hub's agent, end to end on `fleetform up`'s clusters: spokes move one
 //! at a time and those not released keep the agent they run; a spoke whose new agent never comes
 //! up (an image from a registry that does not resolve) fails its progress deadline and halts the
-//! rollout, which `paused: true` then `false` resumes.
+//! rollout, which `paused: true` then `false` resumes. And what the hub process's `/metrics`
+//! says of a rollout (`fleetform_rollout_*`).
 
 use crate::support;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use fleetform::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke, SpokeRolloutState};
 use fleetform::api::vocabulary::CONDITION_ROLLOUT_HALTED;
-use fleetform::plan::desired::DEFAULT_AGENT_VERSION;
+use fleetform::hub::process::{self, HubProcessConfig, RunningHub};
+use fleetform::plan::desired::{DEFAULT_AGENT_VERSION, effective};
 use fleetform::reconciler::install::{AGENT_DEPLOYMENT, LABEL_AGENT_VERSION};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::events::v1::Event;
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
+use serde_json::json;
 use support::fleet::{ADDONS, Fleet, Repo, spoke};
-use support::wait_for;
+use support::{http_get, wait_for, wait_for_metric};
+use tokio_util::sync::CancellationToken;
 
 const NEW_VERSION: &str = "9.9.9";
 const SPOKES: [&str; 3] = ["alpha", "beta", "gamma"];
@@ -383,4 +389,160 @@ async fn a_spoke_whose_new_agent_never_comes_up_halts_the_rollout_until_paused_a
         .unwrap();
     assert_eq!(condition.status, "False");
     fleet.shutdown().await;
+}
+
+/// A hub process serving `/metrics` on a free port, leading at once, that knows no hub URL: the
+/// Spoke passes of the lifecycle reconciler stop before they reach a spoke, so the Spokes' status
+/// stays as the test writes it, standing in for their agents.
+async fn metered_hub(hub: &support::Cluster) -> (RunningHub, CancellationToken) {
+    let stop = CancellationToken::new();
+    let config = HubProcessConfig {
+        client: hub.hub_identity().await,
+        access: fleetform::access::Access::default(),
+        known_endpoint: Default::default(),
+        election: None,
+        admin_addr: Some("127.0.0.1:0".parse().unwrap()),
+        webhook: None,
+        sync: None,
+    };
+    let running = process::start(config, stop.clone())
+        .await
+        .expect("the hub process starts");
+    (running, stop)
+}
+
+/// The line of `series` (name and labels, exactly) on `/metrics`, if any.
+fn line<'a>(metrics: &'a str, series: &str) -> Option<&'a str> {
+    metrics.lines().find(|line| {
+        line.strip_prefix(series)
+            .is_some_and(|rest| rest.starts_with(' '))
+    })
+}
+
+/// Each spoke rollout state's series of the hub `hub`, with its value.
+fn spokes_by_state(metrics: &str) -> Vec<String> {
+    [
+        "pending",
+        "inProgress",
+        "succeeded",
+        "failed",
+        "skippedOffline",
+    ]
+    .iter()
+    .map(|state| {
+        line(
+            metrics,
+            &format!("fleetform_rollout_spokes{{hub=\"hub\",state=\"{state}\"}}"),
+        )
+        .unwrap_or_else(|| panic!("no series for {state} in\n{metrics}"))
+        .to_string()
+    })
+    .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hubs_metrics_count_its_rollouts_spokes_by_state_wave_halt_and_most_in_progress() {
+    let cluster = support::Cluster::start().await;
+    cluster.namespace(SYSTEM_NAMESPACE).await;
+    let (running, stop) = metered_hub(&cluster).await;
+    let admin = running.admin_addr().expect("admin endpoint served");
+    let hubs: Api<Hub> = Api::namespaced(cluster.client.clone(), SYSTEM_NAMESPACE);
+    let rollout = |deadline: u32| json!({"strategy": "Progressive", "maxConcurrency": 1, "progressDeadlineSeconds": deadline});
+    let hub: Hub = serde_json::from_value(json!({
+        "apiVersion": "fleetform.io/v1alpha1",
+        "kind": "Hub",
+        "metadata": {"name": "hub", "namespace": SYSTEM_NAMESPACE},
+        "spec": {"kubeconfig": {"embedded": {}}, "rollout": rollout(3600)},
+    }))
+    .unwrap();
+    let hub = hubs.create(&PostParams::default(), &hub).await.unwrap();
+    // alpha offline, beta and gamma on the old agent, zeta already on the new one.
+    let spokes: Api<Spoke> = Api::namespaced(cluster.client.clone(), SYSTEM_NAMESPACE);
+    for name in ["alpha", "beta", "gamma", "zeta"] {
+        let spoke: Spoke = serde_json::from_value(json!({
+            "apiVersion": "fleetform.io/v1alpha1",
+            "kind": "Spoke",
+            "metadata": {"name": name, "namespace": SYSTEM_NAMESPACE},
+            "spec": {"hubRef": "hub", "kubeconfig": {"embedded": {}}},
+        }))
+        .unwrap();
+        let spoke = spokes.create(&PostParams::default(), &spoke).await.unwrap();
+        let wanted = effective(&spoke, &hub, &BTreeMap::new()).agent.hash();
+        let (phase, running) = match name {
+            "alpha" => ("Unhealthy", "old".to_string()),
+            "zeta" => ("Running", wanted),
+            _ => ("Running", "old".to_string()),
+        };
+        let status = json!({"status": {"phase": phase, "agentConfigHash": running}});
+        spokes
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .unwrap();
+    }
+
+    // beta is released; alpha passed over while offline; gamma waits its turn.
+    let released = wait_for(&hubs, "hub", "beta released", |hub: &Hub| {
+        state_of(hub, "beta") == Some(SpokeRolloutState::InProgress) && states(hub).len() == 4
+    })
+    .await;
+    let wave = released
+        .status
+        .as_ref()
+        .and_then(|status| status.rollout.as_ref())
+        .and_then(|rollout| rollout.wave)
+        .expect("a wave runs");
+    let wave_series = "fleetform_rollout_wave{hub=\"hub\"}";
+    wait_for_metric(admin, wave_series, f64::from(wave)).await;
+    let (_, metrics) = http_get(admin, "/metrics").await;
+    assert_eq!(
+        spokes_by_state(&metrics),
+        [
+            "fleetform_rollout_spokes{hub=\"hub\",state=\"pending\"} 1",
+            "fleetform_rollout_spokes{hub=\"hub\",state=\"inProgress\"} 1",
+            "fleetform_rollout_spokes{hub=\"hub\",state=\"succeeded\"} 1",
+            "fleetform_rollout_spokes{hub=\"hub\",state=\"failed\"} 0",
+            "fleetform_rollout_spokes{hub=\"hub\",state=\"skippedOffline\"} 1",
+        ]
+    );
+    assert_eq!(
+        line(&metrics, wave_series),
+        Some(format!("{wave_series} {wave}").as_str())
+    );
+    assert_eq!(
+        line(&metrics, "fleetform_rollout_halted{hub=\"hub\"}"),
+        Some("fleetform_rollout_halted{hub=\"hub\"} 0")
+    );
+    assert_eq!(
+        line(&metrics, "fleetform_rollout_max_in_progress{hub=\"hub\"}"),
+        Some("fleetform_rollout_max_in_progress{hub=\"hub\"} 1")
+    );
+
+    // A deadline of a second fails beta, past maxFailures 0: the rollout halts. The most in
+    // progress at once stays what it was.
+    let spec = json!({"spec": {"rollout": rollout(1)}});
+    hubs.patch("hub", &PatchParams::default(), &Patch::Merge(&spec))
+        .await
+        .unwrap();
+    wait_for_metric(admin, "fleetform_rollout_halted{hub=\"hub\"}", 1.0).await;
+    let (_, metrics) = http_get(admin, "/metrics").await;
+    assert_eq!(
+        spokes_by_state(&metrics),
+        [
+            "fleetform_rollout_spokes{hub=\"hub\",state=\"pending\"} 1",
+            "fleetform_rollout_spokes{hub=\"hub\",state=\"inProgress\"} 0",
+            "fleetform_rollout_spokes{hub=\"hub\",state=\"succeeded\"} 1",
+            "fleetform_rollout_spokes{hub=\"hub\",state=\"failed\"} 1",
+            "fleetform_rollout_spokes{hub=\"hub\",state=\"skippedOffline\"} 1",
+        ]
+    );
+    assert_eq!(
+        line(&metrics, "fleetform_rollout_max_in_progress{hub=\"hub\"}"),
+        Some("fleetform_rollout_max_in_progress{hub=\"hub\"} 1")
+    );
+    assert!(
+        line(&metrics, "fleetform_hub_leader").is_some(),
+        "the hub's own metrics are served beside them: {metrics}"
+    );
+    stop.cancel();
+    running.stopped().await;
 }
