@@ -20,8 +20,8 @@ use crate::api::fleet::{
 };
 use crate::api::vocabulary::{
     CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_CLEANUP_FAILED, CONDITION_JOINED,
-    CONDITION_ONLINE, CONDITION_READY, CONDITION_RECONCILED, CONDITION_SPOKE_JOINED,
-    CONDITION_STALLED, CONDITION_UNJOINED, STATUS_FALSE, STATUS_TRUE,
+    CONDITION_ONLINE, CONDITION_READY, CONDITION_RECONCILED, CONDITION_ROLLOUT_HALTED,
+    CONDITION_SPOKE_JOINED, CONDITION_STALLED, CONDITION_UNJOINED, STATUS_FALSE, STATUS_TRUE,
 };
 use crate::api::{ManagedCluster, ManagedClusterAddOn, Spoke};
 use crate::hub::observer::{ClusterState, state_from_conditions};
@@ -114,6 +114,10 @@ pub struct FleetSyncRow {
     /// The Ready condition's reason and message.
     pub reason: Option<String>,
     pub message: Option<String>,
+    /// While the hub's rollout is halted, the `RolloutHalted` condition's message (the hub, the
+    /// failed spokes and why).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout_halted: Option<String>,
 }
 
 /// The lines of one hub's FleetSyncs, sorted by name.
@@ -144,6 +148,9 @@ pub fn fleet_sync_rows(state: &HubState) -> Vec<FleetSyncRow> {
                 last_attempted_commit: status.last_attempted_commit.clone(),
                 reason: ready.map(|c| c.reason.clone()),
                 message: ready.map(|c| c.message.clone()),
+                rollout_halted: condition(CONDITION_ROLLOUT_HALTED)
+                    .filter(|c| c.status == STATUS_TRUE)
+                    .map(|c| c.message.clone()),
             }
         })
         .collect();
@@ -313,6 +320,9 @@ impl Report {
                 if let Some(message) = sync.message.as_deref().filter(|m| !m.is_empty()) {
                     out.push_str(&format!(": {message}"));
                 }
+            }
+            if let Some(halted) = &sync.rollout_halted {
+                out.push_str(&format!("; RolloutHalted: {halted}"));
             }
             out.push('\n');
         }
@@ -689,7 +699,14 @@ mod tests {
     fn fleet_sync(conditions: &[(&str, &str, &str)]) -> FleetSync {
         let conditions: Vec<Condition> = conditions
             .iter()
-            .map(|(type_, status, reason)| condition(type_, status, reason))
+            .map(|(type_, status, reason)| Condition {
+                message: if *type_ == CONDITION_ROLLOUT_HALTED {
+                    "hub east's rollout is halted: 1 of 1 spoke(s) failed".into()
+                } else {
+                    String::new()
+                },
+                ..condition(type_, status, reason)
+            })
             .collect();
         serde_json::from_value(json!({
             "apiVersion": "fleetform.io/v1alpha1", "kind": "FleetSync",
@@ -716,6 +733,10 @@ mod tests {
                 (CONDITION_STALLED, "False", "SourceUnavailable"),
             ]),
             fleet_sync(&[]),
+            fleet_sync(&[
+                (CONDITION_READY, "True", "Applied"),
+                (CONDITION_ROLLOUT_HALTED, "True", "MaxFailuresExceeded"),
+            ]),
         ]
         .into_iter()
         .map(|fleetsync| {
@@ -745,6 +766,9 @@ mod tests {
                 line("Ready, applied 0123456, attempted -"),
                 line("NotReady, applied 0123456, attempted -: SourceUnavailable"),
                 line("Pending, applied 0123456, attempted -"),
+                line(
+                    "Ready, applied 0123456, attempted -; RolloutHalted: hub east's rollout is halted: 1 of 1 spoke(s) failed"
+                ),
             ]
         );
     }

@@ -173,7 +173,8 @@ pub const CONDITION_AGENT_SYNCED: &str = "AgentSynced";
 pub const CONDITION_CLEANUP_FAILED: &str = "CleanupFailed";
 /// Hub condition: True while the hub's agent rollout releases no more spokes because more failed
 /// than `rollout.maxFailures` allows; the message names them and why. A new target (a commit) or
-/// pausing the rollout (`paused: true`, then false) resumes it.
+/// pausing the rollout (`paused: true`, then false) resumes it. The FleetSync that manages the
+/// hub carries a condition of the same type while it is True.
 pub const CONDITION_ROLLOUT_HALTED: &str = "RolloutHalted";
 /// FleetSync condition: the last fetched commit is applied.
 pub const CONDITION_READY: &str = "Ready";

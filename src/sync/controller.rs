@@ -28,7 +28,9 @@ use tracing::{info, instrument, warn};
 use super::Prepare;
 use super::metrics::Metrics;
 use super::notify::{self, Event as NoticeEvent, Notifier};
-use super::status::{Commit, Outcome, REASON_RECOVERED, Transition, next_status, transition};
+use super::status::{
+    Commit, Outcome, REASON_RECOVERED, SYNC_CONDITIONS, Transition, next_status, transition,
+};
 use crate::api::fleet::{FleetSync, SYSTEM_NAMESPACE};
 use crate::api::{ClusterManagementAddOn, Hub, Spoke};
 use crate::apply::{WrittenObject, apply_hub};
@@ -574,10 +576,16 @@ async fn report(
             ctx.client.clone(),
             fleetsync.namespace().as_deref().unwrap_or(SYSTEM_NAMESPACE),
         );
+        // Only the conditions this write owns: another (RolloutHalted) has a writer of its own,
+        // and a stale copy from this FleetSync's cache must not undo it.
+        let mut written = next.clone();
+        written
+            .conditions
+            .retain(|condition| SYNC_CONDITIONS.contains(&condition.type_.as_str()));
         let patch = json!({
             "apiVersion": FleetSync::api_version(&()),
             "kind": FleetSync::kind(&()),
-            "status": next,
+            "status": written,
         });
         api.patch_status(
             &name,

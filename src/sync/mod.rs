@@ -8,6 +8,8 @@
 //! - [`trust`]: the signature a FleetSync requires and the keys its Secret holds.
 //! - [`webhook`]: the push receiver (`--webhook-addr`): a valid push asks for a fetch at once.
 //! - [`notify`]: messages to `spec.notify`'s providers on transitions, never holding up a sync.
+//! - [`watch`]: the hub's spokes going Unknown and back and its rollout halting, as notices and
+//!   as the FleetSyncs' `RolloutHalted` condition.
 //! - [`metrics`]: what `/metrics` serves; the runtime's admin endpoint
 //!   ([`crate::runtime::admin`]) serves it with `/healthz` and `/readyz`, and its leader
 //!   election ([`crate::runtime::leader`]) says which replica syncs.
@@ -19,8 +21,8 @@
 //!
 //! **Leadership.** Every replica takes part in the election on the Lease `fleetform-sync` (in
 //! the FleetSyncs' namespace); only the holder runs the controller, and it starts its watches
-//! afresh each term, so a term's first reconcile always fetches. On shutdown the sync in flight
-//! finishes before the Lease is released.
+//! afresh each term, so a term's first reconcile always fetches (after the [`watch`]es have listed
+//! the hub, at most 10 s). On shutdown the sync in flight finishes before the Lease is released.
 //!
 //! **Endpoint.** `/metrics`, `/healthz` and `/readyz` default to loopback (`127.0.0.1:9090`),
 //! right for `fleetform up` on one machine; in a pod pass `--metrics-addr 0.0.0.0:9090`.
@@ -33,6 +35,7 @@ pub mod metrics;
 pub mod notify;
 pub mod status;
 pub mod trust;
+pub mod watch;
 pub mod webhook;
 
 use std::net::SocketAddr;
@@ -46,7 +49,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::api::fleet::{FleetSync, SYSTEM_NAMESPACE};
-use crate::api::{ClusterManagementAddOn, Hub, Spoke};
+use crate::api::{ClusterManagementAddOn, Hub, ManagedCluster, Spoke};
 use crate::events::Reporter;
 use crate::fleet::Fleet;
 use crate::runtime::admin::{self, LeaderReadiness};
@@ -57,6 +60,8 @@ use crate::runtime::leader::{self, Election};
 pub const CONTROLLER_NAME: &str = "fleetform-sync";
 /// Where `/metrics`, `/healthz` and `/readyz` are served by default.
 pub const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:9090";
+/// How long a term's first sync waits for the watches of the hub's spokes and rollouts to list.
+const WATCH_LIST_BOUND: Duration = Duration::from_secs(10);
 /// How long a leader's Lease holds without renewal.
 pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
 
@@ -226,7 +231,17 @@ pub async fn start(
         )
         .await,
     };
-    let task = tokio::spawn(lead_and_sync(config, drift, metrics, readiness, shutdown));
+    let watched = watch::Watched {
+        managed_clusters: crd::installed::<ManagedCluster>(
+            &config.client,
+            "spokes going Unknown are not notified",
+        )
+        .await,
+        hubs: drift.hubs,
+    };
+    let task = tokio::spawn(lead_and_sync(
+        config, drift, watched, metrics, readiness, shutdown,
+    ));
     Ok(RunningSync {
         metrics_addr,
         webhook_addr,
@@ -254,6 +269,7 @@ pub async fn run(config: SyncConfig, shutdown: CancellationToken) -> Result<(), 
 async fn lead_and_sync(
     config: SyncConfig,
     drift: controller::DriftWatches,
+    watched: watch::Watched,
     metrics: metrics::Metrics,
     readiness: Arc<LeaderReadiness>,
     shutdown: CancellationToken,
@@ -295,7 +311,33 @@ async fn lead_and_sync(
                 )
                 .with_notifier(notifier.clone()),
             );
-            controller::run(ctx, config.namespace.clone(), drift, stop)
+            let hub_watch = watch::HubWatch {
+                client: config.client.clone(),
+                namespace: config.namespace.clone(),
+                hub: config.hub.clone(),
+                notifier: notifier.clone(),
+                events: events.clone(),
+            };
+            let (listed, watches_listed) = tokio::sync::oneshot::channel();
+            let namespace = config.namespace.clone();
+            let controller_stop = stop.clone();
+            let controller = async move {
+                // The hub's state is remembered before the first sync can change it, so every
+                // change after it is news; a watch that cannot list holds the sync back no longer
+                // than this.
+                if tokio::time::timeout(WATCH_LIST_BOUND, watches_listed)
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!(
+                        "the hub's ManagedClusters and Hubs are not listed yet; syncing anyway"
+                    );
+                }
+                controller::run(ctx, namespace, drift, controller_stop).await;
+            };
+            async move {
+                tokio::join!(controller, watch::run(hub_watch, watched, listed, stop));
+            }
         },
     )
     .await;

@@ -1,13 +1,17 @@
 //! Notifications of a FleetSync's transitions (`spec.notify`): a commit applied, the sync
-//! stalled (an invalid commit, the prune guard, a signature), and Ready again. Each provider is a
-//! generic webhook (JSON) or a Slack-compatible one, at the `address` its Secret holds.
+//! stalled (an invalid commit, the prune guard, a signature), Ready again, and on its hub a spoke
+//! Available → Unknown (or False) and back, a rollout halted and resumed (found by
+//! [`super::watch`]). Each provider is a generic webhook (JSON) or a Slack-compatible one, at the
+//! `address` its Secret holds.
 //!
 //! Sending never holds up a sync: notices go through a bounded queue to one delivery task
 //! (a full queue drops the notice, logged). Per FleetSync and provider, a notice equal to the
-//! last one sent is dropped, and after a message the next one waits for the end of the window
-//! ([`DEFAULT_WINDOW`]), then goes as the latest notice with the count of those folded into it:
-//! a flapping sync sends one message per window. A delivery that fails is retried with backoff
-//! ([`ATTEMPTS`] in all); one the receiver refuses (4xx) is not.
+//! last one about the same subject (the FleetSync, a spoke, a hub) is dropped, and after a
+//! message the next one waits for the end of the window ([`DEFAULT_WINDOW`]). Every subject
+//! shares that one window: what happened meanwhile goes as one message carrying the latest notice
+//! of each subject and the count of those folded into them, so a flapping spoke, or a hundred
+//! spokes going Unknown at once, send one message per window. A delivery that fails is retried
+//! with backoff ([`ATTEMPTS`] in all); one the receiver refuses (4xx) is not.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -42,19 +46,38 @@ pub const ADDRESS_KEY: &str = "address";
 /// (`X-Signature: sha256=HMAC`, as the push receiver checks).
 pub const TOKEN_KEY: &str = "token";
 
-/// What happened to a FleetSync.
+/// What happened to a FleetSync or on its hub.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum Event {
     Applied,
     Stalled,
     Recovered,
+    /// A spoke's `ManagedClusterConditionAvailable` left True (Unknown or False).
+    SpokeUnavailable,
+    /// A spoke's `ManagedClusterConditionAvailable` is True again.
+    SpokeAvailable,
+    /// A hub's `RolloutHalted` turned True.
+    RolloutHalted,
+    /// A hub's `RolloutHalted` is False again.
+    RolloutResumed,
 }
 
-/// One transition of one FleetSync.
+/// What a notice is about: each subject's latest notice is kept apart when notices fold.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(tag = "kind", content = "name")]
+pub enum Subject {
+    FleetSync,
+    Spoke(String),
+    Hub(String),
+}
+
+/// One transition of one FleetSync, or of a spoke or hub it manages.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Notice {
     pub event: Event,
-    /// The condition or event reason (`Applied`, `SignatureInvalid`, `Recovered`, …).
+    pub subject: Subject,
+    /// The condition or event reason (`Applied`, `SignatureInvalid`, `Recovered`,
+    /// `ManagedClusterLeaseUpdateStopped`, …).
     pub reason: String,
     pub commit: Option<String>,
     pub message: String,
@@ -64,6 +87,7 @@ pub struct Notice {
 pub fn notice(event: Event, outcome: &super::status::Outcome, note: &str) -> Notice {
     Notice {
         event,
+        subject: Subject::FleetSync,
         reason: match event {
             Event::Recovered => super::status::REASON_RECOVERED.to_string(),
             _ => outcome.reason().to_string(),
@@ -76,7 +100,10 @@ pub fn notice(event: Event, outcome: &super::status::Outcome, note: &str) -> Not
 impl Notice {
     /// Whether `other` says the same thing (its wording aside).
     fn same(&self, other: &Notice) -> bool {
-        self.event == other.event && self.reason == other.reason && self.commit == other.commit
+        self.event == other.event
+            && self.subject == other.subject
+            && self.reason == other.reason
+            && self.commit == other.commit
     }
 }
 
@@ -96,44 +123,55 @@ enum Decision {
 /// The messages of one FleetSync and provider: deduplication and the window.
 #[derive(Debug, Default)]
 struct Outbox {
-    last_sent: Option<(Instant, Notice)>,
-    /// The latest notice held for the window's end, and how many were folded into it.
-    held: Option<(Notice, u32)>,
+    /// When the last message went.
+    last_sent: Option<Instant>,
+    /// The latest notice of each subject, sent or held: what a duplicate is judged against.
+    latest: HashMap<Subject, Notice>,
+    /// The notices held for the window's end (the latest of each subject, oldest subject first)
+    /// and how many earlier ones were folded into them.
+    held: Vec<Notice>,
+    folded: u32,
 }
 
 impl Outbox {
     fn offer(&mut self, notice: Notice, now: Instant, window: Duration) -> Decision {
-        let latest = self
-            .held
-            .as_ref()
-            .map(|(held, _)| held)
-            .or(self.last_sent.as_ref().map(|(_, sent)| sent));
-        if latest.is_some_and(|latest| latest.same(&notice)) {
+        if self
+            .latest
+            .get(&notice.subject)
+            .is_some_and(|latest| latest.same(&notice))
+        {
             return Decision::Duplicate;
         }
-        match &self.last_sent {
-            Some((at, _)) if now < *at + window => {
-                let due = self.held.is_some();
-                let folded = self.held.take().map_or(0, |(_, count)| count + 1);
-                self.held = Some((notice, folded));
+        self.latest.insert(notice.subject.clone(), notice.clone());
+        match self.last_sent {
+            Some(at) if now < at + window => {
+                let due = !self.held.is_empty();
+                if let Some(earlier) = self.held.iter().position(|h| h.subject == notice.subject) {
+                    self.held.remove(earlier);
+                    self.folded += 1;
+                }
+                self.held.push(notice);
                 if due {
                     Decision::Held
                 } else {
-                    Decision::HoldUntil(*at + window)
+                    Decision::HoldUntil(at + window)
                 }
             }
             _ => {
-                self.last_sent = Some((now, notice));
+                self.last_sent = Some(now);
                 Decision::Send
             }
         }
     }
 
-    /// At the window's end: the held notice to send, with how many earlier ones it stands for.
-    fn flush(&mut self, now: Instant) -> Option<(Notice, u32)> {
-        let (notice, folded) = self.held.take()?;
-        self.last_sent = Some((now, notice.clone()));
-        Some((notice, folded))
+    /// At the window's end: the held notices to send, with how many earlier ones they stand for.
+    fn flush(&mut self, now: Instant) -> Option<(Vec<Notice>, u32)> {
+        if self.held.is_empty() {
+            return None;
+        }
+        self.last_sent = Some(now);
+        let folded = std::mem::take(&mut self.folded);
+        Some((std::mem::take(&mut self.held), folded))
     }
 }
 
@@ -142,7 +180,9 @@ struct Delivery {
     namespace: String,
     fleetsync: String,
     provider: NotifySpec,
-    notice: Notice,
+    /// The latest notice of each subject, oldest first; never empty.
+    notices: Vec<Notice>,
+    /// How many earlier notices of the same subjects were folded into them.
     folded: u32,
 }
 
@@ -234,7 +274,7 @@ async fn deliver(
                             namespace: namespace.clone(),
                             fleetsync: fleetsync.clone(),
                             provider,
-                            notice: notice.clone(),
+                            notices: vec![notice.clone()],
                             folded: 0,
                         }),
                         Decision::HoldUntil(at) => {
@@ -268,12 +308,12 @@ async fn deliver(
                 let flushed = outboxes
                     .get_mut(&key)
                     .and_then(|outbox| outbox.flush(Instant::now()));
-                if let Some((notice, folded)) = flushed {
+                if let Some((notices, folded)) = flushed {
                     send(Delivery {
                         namespace,
                         fleetsync,
                         provider,
-                        notice,
+                        notices,
                         folded,
                     });
                 }
@@ -397,37 +437,56 @@ async fn send_once(client: &Client, http: &Https, delivery: &Delivery) -> Result
     }
 }
 
-/// The body for the delivery's provider.
+/// The body for the delivery's provider. Generic: the latest notice's fields, `folded`, and
+/// `notices` (the latest of each subject the message carries, oldest first, the latest last).
 fn payload(delivery: &Delivery) -> Vec<u8> {
     let Delivery {
         namespace,
         fleetsync,
-        notice,
+        notices,
         folded,
         ..
     } = delivery;
+    let Some(latest) = notices.last() else {
+        return Vec::new();
+    };
     let value = match delivery.provider.provider {
-        NotifyProvider::Generic => json!({
-            "fleetSync": fleetsync,
-            "namespace": namespace,
-            "event": notice.event,
-            "reason": notice.reason,
-            "commit": notice.commit,
-            "message": notice.message,
-            "folded": folded,
-        }),
-        NotifyProvider::Slack => {
-            let icon = match notice.event {
-                Event::Applied => ":white_check_mark:",
-                Event::Stalled => ":warning:",
-                Event::Recovered => ":large_green_circle:",
+        NotifyProvider::Generic => {
+            let fields = |notice: &Notice| {
+                json!({
+                    "event": notice.event,
+                    "subject": notice.subject,
+                    "reason": notice.reason,
+                    "commit": notice.commit,
+                    "message": notice.message,
+                })
             };
-            let mut text = format!(
-                "{icon} FleetSync {namespace}/{fleetsync}: {}",
-                notice.message
-            );
+            let mut value = fields(latest);
+            value["fleetSync"] = json!(fleetsync);
+            value["namespace"] = json!(namespace);
+            value["folded"] = json!(folded);
+            value["notices"] = notices.iter().map(fields).collect();
+            value
+        }
+        NotifyProvider::Slack => {
+            let line = |notice: &Notice| {
+                let icon = match notice.event {
+                    Event::Applied => ":white_check_mark:",
+                    Event::Stalled | Event::SpokeUnavailable | Event::RolloutHalted => ":warning:",
+                    Event::Recovered | Event::SpokeAvailable | Event::RolloutResumed => {
+                        ":large_green_circle:"
+                    }
+                };
+                format!(
+                    "{icon} FleetSync {namespace}/{fleetsync}: {}",
+                    notice.message
+                )
+            };
+            let mut text = notices.iter().map(line).collect::<Vec<_>>().join("\n");
             if *folded > 0 {
-                text.push_str(&format!(" ({folded} earlier changes folded into this one)"));
+                text.push_str(&format!(
+                    "\n({folded} earlier changes folded into this message)"
+                ));
             }
             json!({ "text": text })
         }
@@ -442,9 +501,20 @@ mod tests {
     fn notice(event: Event, commit: &str) -> Notice {
         Notice {
             event,
+            subject: Subject::FleetSync,
             reason: format!("{event:?}"),
             commit: Some(commit.to_string()),
             message: format!("{event:?} {commit}"),
+        }
+    }
+
+    fn spoke(name: &str, event: Event) -> Notice {
+        Notice {
+            event,
+            subject: Subject::Spoke(name.to_string()),
+            reason: format!("{event:?}"),
+            commit: None,
+            message: format!("spoke {name}: {event:?}"),
         }
     }
 
@@ -476,11 +546,54 @@ mod tests {
             );
         }
         let (latest, folded) = outbox.flush(start + window).unwrap();
-        assert_eq!((latest, folded), (notice(Event::Stalled, "b"), 10));
+        assert_eq!((latest, folded), (vec![notice(Event::Stalled, "b")], 10));
         assert_eq!(outbox.flush(start + window), None);
         assert_eq!(
             outbox.offer(notice(Event::Recovered, "b"), start + window * 2, window),
             Decision::Send
         );
+    }
+
+    #[test]
+    fn spokes_share_the_window_and_each_keeps_its_latest_notice() {
+        let window = Duration::from_secs(60);
+        let start = Instant::now();
+        let mut outbox = Outbox::default();
+        assert_eq!(
+            outbox.offer(spoke("a", Event::SpokeUnavailable), start, window),
+            Decision::Send
+        );
+        // Another spoke in the same window waits for it rather than opening a window of its own.
+        assert_eq!(
+            outbox.offer(spoke("b", Event::SpokeUnavailable), start, window),
+            Decision::HoldUntil(start + window)
+        );
+        // A flapping spoke folds into its own latest notice; the others keep theirs.
+        for _ in 0..3 {
+            for event in [Event::SpokeAvailable, Event::SpokeUnavailable] {
+                assert_eq!(
+                    outbox.offer(spoke("a", event), start, window),
+                    Decision::Held
+                );
+            }
+        }
+        assert_eq!(
+            outbox.offer(spoke("a", Event::SpokeAvailable), start, window),
+            Decision::Held
+        );
+        assert_eq!(
+            outbox.offer(spoke("b", Event::SpokeUnavailable), start, window),
+            Decision::Duplicate,
+            "the same news of the same spoke"
+        );
+        let (notices, folded) = outbox.flush(start + window).unwrap();
+        assert_eq!(
+            notices,
+            vec![
+                spoke("b", Event::SpokeUnavailable),
+                spoke("a", Event::SpokeAvailable)
+            ]
+        );
+        assert_eq!(folded, 6);
     }
 }

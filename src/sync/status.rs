@@ -7,6 +7,7 @@
 //! fields keep the full SHAs), and depend only on what happened, not on when, so an unchanged
 //! outcome writes nothing. [`transition`] says which status changes are news: the sync stopped
 //! being Ready (or now fails for another reason or commit), or is Ready again.
+//! [`rollout_halted`] decides the FleetSync's `RolloutHalted` condition from its hub's.
 
 use std::fmt;
 
@@ -14,7 +15,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::fleet::FleetSyncStatus;
 use crate::api::set_condition;
-use crate::api::vocabulary::{CONDITION_READY, CONDITION_STALLED, STATUS_FALSE, STATUS_TRUE};
+use crate::api::vocabulary::{
+    CONDITION_READY, CONDITION_ROLLOUT_HALTED, CONDITION_STALLED, STATUS_FALSE, STATUS_TRUE,
+};
 use crate::apply::WrittenObject;
 use crate::plan::{Action, PruneBlock};
 use crate::source::Origin;
@@ -33,6 +36,13 @@ pub const REASON_SIGNATURE_INVALID: &str = "SignatureInvalid";
 pub const REASON_APPLY_FAILED: &str = "ApplyFailed";
 /// Event reason: the sync is Ready again after it was not.
 pub const REASON_RECOVERED: &str = "Recovered";
+
+/// Reason of the FleetSync's `RolloutHalted` True: more spokes failed than `maxFailures` allows.
+pub const REASON_ROLLOUT_HALTED: &str = "MaxFailuresExceeded";
+/// Reason of the FleetSync's `RolloutHalted` False, and the Event's: the rollout goes on.
+pub const REASON_ROLLOUT_RESUMED: &str = "RolloutResumed";
+/// The conditions the sync's status write owns; `RolloutHalted` has a writer of its own.
+pub const SYNC_CONDITIONS: [&str; 2] = [CONDITION_READY, CONDITION_STALLED];
 
 /// How many validation problems a status message lists.
 const PROBLEMS_SHOWN: usize = 5;
@@ -300,6 +310,48 @@ pub fn transition(before: &FleetSyncStatus, after: &FleetSyncStatus) -> Option<T
     }
 }
 
+/// The `RolloutHalted` condition a FleetSync must show when its hub `hub`'s rollout is halted
+/// with `halted` (the Hub condition's message: the failed spokes and why) or not (`None`);
+/// `None` when `current` already says so. A FleetSync whose hub never halted gets no condition.
+pub fn rollout_halted(
+    current: &FleetSyncStatus,
+    hub: &str,
+    halted: Option<&str>,
+    generation: Option<i64>,
+    now: Time,
+) -> Option<Condition> {
+    let existing = crate::api::find_condition(&current.conditions, CONDITION_ROLLOUT_HALTED);
+    let (status, reason, message) = match halted {
+        Some(halted) => (
+            STATUS_TRUE,
+            REASON_ROLLOUT_HALTED,
+            format!("hub {hub}'s rollout is halted: {halted}"),
+        ),
+        None if existing.is_none() => return None,
+        None => (
+            STATUS_FALSE,
+            REASON_ROLLOUT_RESUMED,
+            format!("hub {hub}'s rollout is not halted"),
+        ),
+    };
+    if existing.is_some_and(|c| c.status == status && c.reason == reason && c.message == message) {
+        return None;
+    }
+    let mut conditions = current.conditions.clone();
+    set_condition(
+        &mut conditions,
+        Condition {
+            type_: CONDITION_ROLLOUT_HALTED.to_string(),
+            status: status.to_string(),
+            reason: reason.to_string(),
+            message,
+            observed_generation: generation,
+            last_transition_time: now,
+        },
+    );
+    crate::api::find_condition(&conditions, CONDITION_ROLLOUT_HALTED).cloned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -453,5 +505,45 @@ mod tests {
         assert_eq!(named.to_string(), "600d000 \"dev: fewer addons\"");
         assert_eq!(commit(GOOD, "").unwrap().to_string(), "600d000");
         assert_eq!(short_sha("abc"), "abc");
+    }
+
+    #[test]
+    fn a_halted_hub_rollout_is_a_fleetsync_condition_until_it_resumes() {
+        let halted =
+            "1 of 10 spoke(s) failed, more than maxFailures 0 allows (0): edge (never came up)";
+        let never = FleetSyncStatus::default();
+        assert_eq!(
+            rollout_halted(&never, "east", None, Some(1), Time(Timestamp::now())),
+            None,
+            "a hub that never halted adds no condition"
+        );
+        let condition = rollout_halted(
+            &never,
+            "east",
+            Some(halted),
+            Some(1),
+            Time(Timestamp::now()),
+        )
+        .unwrap();
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            (STATUS_TRUE, REASON_ROLLOUT_HALTED)
+        );
+        assert!(
+            condition.message.contains("east")
+                && condition.message.contains("edge (never came up)")
+        );
+        let mut on = never.clone();
+        on.conditions.push(condition.clone());
+        assert_eq!(
+            rollout_halted(&on, "east", Some(halted), Some(1), Time(Timestamp::now())),
+            None,
+            "already said"
+        );
+        let resumed = rollout_halted(&on, "east", None, Some(1), Time(Timestamp::now())).unwrap();
+        assert_eq!(
+            (resumed.status.as_str(), resumed.reason.as_str()),
+            (STATUS_FALSE, REASON_ROLLOUT_RESUMED)
+        );
     }
 }

@@ -23,6 +23,7 @@ mod install;
 mod layering;
 mod lifecycle;
 mod loader_props;
+mod notify;
 mod observer;
 mod ocm_schemas;
 mod production_path;

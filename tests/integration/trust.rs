@@ -858,15 +858,15 @@ async fn a_burst_of_pushes_makes_one_fetch_now_and_at_most_one_more() {
 
 /// One request a [`Receiver`] got: its path, its `X-Signature` and its JSON body.
 #[derive(Debug)]
-struct Received {
-    path: String,
-    signature: Option<String>,
-    body: serde_json::Value,
+pub(crate) struct Received {
+    pub(crate) path: String,
+    pub(crate) signature: Option<String>,
+    pub(crate) body: serde_json::Value,
 }
 
 /// A local HTTP receiver of notifications; it answers 500 to the first `fail_first` requests to
 /// `/generic` and 200 to the others, and hands every request it got to the test.
-async fn receiver(
+pub(crate) async fn receiver(
     fail_first: usize,
 ) -> (
     std::net::SocketAddr,
