@@ -5,15 +5,19 @@
 //! - hub writes per second: lease renewals only, N / L ± 10%;
 //! - addon-lease renewals reaching the hub: 0 (addons renew on their spoke; the agent writes the
 //!   hub only when an addon's condition changes);
-//! - the hub's CPU and the process's RSS;
+//! - the hub's CPU and live heap, told apart from the simulated spokes', and the process's RSS;
 //! - from a killed agent's last renewal to its cluster turning Unknown: ≤ 5 × L + 1 s.
 //!
 //! The hub is a real embedded control plane (durable, SQLite in a temporary directory) running the
-//! real hub loops (`fleetform::hub::run`) on a runtime of its own ("hub-rt" threads), so its CPU
-//! is told apart from everything else's by thread. Every client reaches it over the in-process
-//! transport, handed to the hub's runtime, so request handling and watch streams run there too.
-//! Writes are counted by the hub's own request counter and, for the agents' requests, by a tap
-//! on their transport that tells the cluster lease from anything else.
+//! hub process as `fleetform hub` composes it (`fleetform::hub::process`: the hub loops and the
+//! lifecycle reconciler; no sync controller, as there is no fleet repo) on a runtime of its own
+//! ("hub-rt" threads), so its CPU is told apart from everything else's by thread, and so is its
+//! memory: the benchmark's allocator (`support/heap.rs`) counts every live allocation against the
+//! thread that made it, the hub's being its runtime's threads and its control plane's SQLite
+//! writer. Every client reaches it over the in-process transport, handed to the hub's runtime, so
+//! request handling and watch streams run there too. Writes are counted by the hub's own request
+//! counter and, for the agents' requests, by a tap on their transport that tells the cluster lease
+//! from anything else.
 //!
 //! Spokes share spoke control planes ("fleet-rt" runtime): each simulated spoke has its own
 //! namespace on its plane for its addon leases (the addons' `installNamespace`), which simulated
@@ -67,7 +71,8 @@ use fleetform::api::vocabulary::{
     STATUS_UNKNOWN,
 };
 use fleetform::api::{ManagedCluster, ManagedClusterAddOn};
-use fleetform::hub::HubConfig;
+use fleetform::hub::process::{self, HubProcessConfig};
+use fleetform::reconciler::install::KnownEndpoint;
 use fleetform_controlplane::requests::RequestCounts;
 use fleetform_controlplane::{InProcessService, RunningControlPlane};
 use futures::StreamExt;
@@ -84,6 +89,14 @@ use serde_json::{Value, json};
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+#[path = "support/heap.rs"]
+mod heap;
+
+use heap::Tag;
+
+#[global_allocator]
+static ALLOCATOR: heap::TaggedAllocator = heap::TaggedAllocator;
 
 /// How many agents start at a time, and the pause after each batch.
 const BATCH: usize = 250;
@@ -352,6 +365,17 @@ fn proc_status_kib(field: &str) -> u64 {
 
 fn rss_mib() -> f64 {
     proc_status_kib("VmRSS:") as f64 / 1024.0
+}
+
+/// The hub's live Rust heap: what its runtime's threads and its SQLite writer (the one untagged
+/// thread) allocated and still hold. SQLite's own page cache is not in it.
+fn hub_heap_mib() -> f64 {
+    heap::live_mib(&[Tag::Hub, Tag::Other])
+}
+
+/// The simulated spokes' live Rust heap: spoke planes, agents, addons, the benchmark itself.
+fn fleet_heap_mib() -> f64 {
+    heap::live_mib(&[Tag::Fleet])
 }
 
 /// CPU seconds (user + system) of a `/proc/.../stat` line.
@@ -830,6 +854,9 @@ struct Window {
     rss_start: f64,
     rss_peak: f64,
     rss_end: f64,
+    /// The hub's live heap in the window, MiB: start, peak (sampled each second), end.
+    hub_heap: [f64; 3],
+    fleet_heap_end: f64,
     rates: Vec<f64>,
 }
 
@@ -857,11 +884,13 @@ fn main() {
     let hub_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("hub-rt")
+        .on_thread_start(|| heap::tag_thread(Tag::Hub))
         .enable_all()
         .build();
     let fleet_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("fleet-rt")
+        .on_thread_start(|| heap::tag_thread(Tag::Fleet))
         .enable_all()
         .build();
     let (hub_rt, fleet_rt) = match (hub_rt, fleet_rt) {
@@ -871,6 +900,8 @@ fn main() {
             std::process::exit(3);
         }
     };
+    // `block_on` runs the benchmark's own future on this thread: it is the fleet's side.
+    heap::tag_thread(Tag::Fleet);
     let result = fleet_rt.block_on(run(&settings, &hub_rt));
     hub_rt.shutdown_timeout(Duration::from_secs(5));
     fleet_rt.shutdown_timeout(Duration::from_secs(5));
@@ -921,14 +952,27 @@ async fn run(settings: &Settings, hub_rt: &Runtime) -> Result<(), String> {
         .await
         .map_err(|err| format!("hub CRDs: {err}"))?;
     let shutdown = CancellationToken::new();
-    let hub_loops = hub_rt.spawn(fleetform::hub::run(
-        HubConfig {
-            client: Client::new(transport(None), "default"),
-            access: fleetform::access::Access::default(),
-            metrics: Default::default(),
-        },
-        shutdown.child_token(),
-    ));
+    // The hub process as `fleetform hub` composes it, leading at once, with no admin endpoint,
+    // webhook or sync controller (this benchmark has no fleet repo).
+    let hub_process = hub_rt
+        .spawn(process::start(
+            HubProcessConfig {
+                client: Client::new(transport(None), "default"),
+                access: fleetform::access::Access::default(),
+                known_endpoint: KnownEndpoint {
+                    server: None,
+                    ca_pem: None,
+                },
+                election: None,
+                admin_addr: None,
+                webhook: None,
+                sync: None,
+            },
+            shutdown.child_token(),
+        ))
+        .await
+        .map_err(|err| err.to_string())?
+        .map_err(|err| format!("hub process: {err}"))?;
     let traffic = Arc::new(AgentTraffic::default());
     let agent_hub = Client::new(transport(Some(traffic.clone())), "default");
 
@@ -950,6 +994,7 @@ async fn run(settings: &Settings, hub_rt: &Runtime) -> Result<(), String> {
         planes.push(SpokePlane { server, client });
     }
     let rss_planes = rss_mib();
+    let hub_heap_empty = hub_heap_mib();
 
     // The fleet's objects first, then its agents: objects written while agents watch would
     // wake every agent's watch (one broadcast per resource), which is start-up cost, not the
@@ -999,6 +1044,7 @@ async fn run(settings: &Settings, hub_rt: &Runtime) -> Result<(), String> {
     drop(setting_up);
     let objects_seconds = setup_started.elapsed().as_secs_f64();
     let rss_objects = rss_mib();
+    let hub_heap_objects = hub_heap_mib();
     let mut agents: Vec<RunningAgent> = Vec::with_capacity(settings.spokes);
     let mut addon_tasks = Vec::new();
     for i in 0..settings.spokes {
@@ -1054,6 +1100,7 @@ async fn run(settings: &Settings, hub_rt: &Runtime) -> Result<(), String> {
     }
     let setup_seconds = setup_started.elapsed().as_secs_f64();
     let rss_fleet = rss_mib();
+    let hub_heap_fleet = hub_heap_mib();
     eprintln!(
         "  fleet up in {setup_seconds:.0} s; warming up {} s",
         settings.warmup.as_secs()
@@ -1096,6 +1143,8 @@ async fn run(settings: &Settings, hub_rt: &Runtime) -> Result<(), String> {
     let window_started = Instant::now();
     let rss_start = rss_mib();
     let mut rss_peak = rss_start;
+    let hub_heap_start = hub_heap_mib();
+    let mut hub_heap_peak = hub_heap_start;
     let mut rates = Vec::new();
     let mut last_writes = hub_before.writes();
     let mut last_tick = Instant::now();
@@ -1104,13 +1153,15 @@ async fn run(settings: &Settings, hub_rt: &Runtime) -> Result<(), String> {
         let remaining = window.saturating_sub(window_started.elapsed());
         tokio::time::sleep(remaining.min(Duration::from_secs(1))).await;
         rss_peak = rss_peak.max(rss_mib());
+        hub_heap_peak = hub_heap_peak.max(hub_heap_mib());
         if last_tick.elapsed() >= Duration::from_secs(10) || window_started.elapsed() >= window {
             let writes = hub.request_counts().writes();
             let rate = (writes - last_writes) as f64 / last_tick.elapsed().as_secs_f64();
             eprintln!(
-                "  {:>4.0} s: {rate:>8.1} hub writes/s, RSS {:.0} MiB, load {}",
+                "  {:>4.0} s: {rate:>8.1} hub writes/s, RSS {:.0} MiB, hub heap {:.0} MiB, load {}",
                 window_started.elapsed().as_secs_f64(),
                 rss_mib(),
+                hub_heap_mib(),
                 load_average()
             );
             rates.push(rate);
@@ -1136,6 +1187,8 @@ async fn run(settings: &Settings, hub_rt: &Runtime) -> Result<(), String> {
         rss_start,
         rss_peak,
         rss_end: rss_mib(),
+        hub_heap: [hub_heap_start, hub_heap_peak, hub_heap_mib()],
+        fleet_heap_end: fleet_heap_mib(),
         rates,
     };
     let load_window = load_average();
@@ -1201,6 +1254,7 @@ async fn run(settings: &Settings, hub_rt: &Runtime) -> Result<(), String> {
             rss_empty,
             rss_planes,
             rss_fleet,
+            hub_heap: [hub_heap_empty, hub_heap_objects, hub_heap_fleet],
             window: measured,
             expiries,
             load_before,
@@ -1210,7 +1264,7 @@ async fn run(settings: &Settings, hub_rt: &Runtime) -> Result<(), String> {
     );
 
     shutdown.cancel();
-    let _ = hub_loops.await;
+    hub_process.stopped().await;
     for handle in agents.into_iter().filter_map(|agent| agent.handle) {
         let _ = handle.await;
     }
@@ -1229,6 +1283,8 @@ struct Report {
     rss_empty: f64,
     rss_planes: f64,
     rss_fleet: f64,
+    /// The hub's live heap, MiB: empty, with the fleet's objects, with its agents running.
+    hub_heap: [f64; 3],
     window: Window,
     expiries: Vec<Expiry>,
     load_before: String,
@@ -1353,6 +1409,27 @@ fn report(settings: &Settings, r: &Report) {
         String::new(),
     );
     row(
+        "hub heap: empty / objects / agents started",
+        format!(
+            "{:.0} / {:.0} / {:.0} MiB",
+            r.hub_heap[0], r.hub_heap[1], r.hub_heap[2]
+        ),
+        String::new(),
+    );
+    row(
+        "hub heap in the window: start / peak / end",
+        format!(
+            "{:.0} / {:.0} / {:.0} MiB",
+            w.hub_heap[0], w.hub_heap[1], w.hub_heap[2]
+        ),
+        "≤ 1024 MiB".to_string(),
+    );
+    row(
+        "spokes + agents heap at the end of the window",
+        format!("{:.0} MiB", w.fleet_heap_end),
+        String::new(),
+    );
+    row(
         "process RSS: empty / spoke planes / objects / agents",
         format!(
             "{:.0} / {:.0} / {:.0} / {:.0} MiB",
@@ -1428,6 +1505,11 @@ fn report(settings: &Settings, r: &Report) {
         "hub_cpu_core_fraction": w.cpu.hub / w.seconds,
         "fleet_cpu_core_fraction": w.cpu.fleet / w.seconds,
         "process_cpu_core_fraction": w.cpu.process / w.seconds,
+        "hub_heap_mib": {
+            "empty": r.hub_heap[0], "objects": r.hub_heap[1], "fleet_up": r.hub_heap[2],
+            "window_start": w.hub_heap[0], "window_peak": w.hub_heap[1], "window_end": w.hub_heap[2],
+        },
+        "fleet_heap_mib_window_end": w.fleet_heap_end,
         "rss_mib": {
             "empty": r.rss_empty, "spoke_planes": r.rss_planes, "objects": r.rss_objects, "fleet_up": r.rss_fleet,
             "window_start": w.rss_start, "window_peak": w.rss_peak, "window_end": w.rss_end,
