@@ -42,7 +42,7 @@ use crate::api::ManagedClusterAddOn;
 use crate::api::addon::ClusterManagementAddOn;
 use crate::api::fleet::AddOnSpec;
 use crate::api::vocabulary::{CSR_FAILED, LABEL_ADDON_NAME, LABEL_CLUSTER_NAME};
-use crate::plan::desired::ADDON_SPEC_ANNOTATION;
+use crate::plan::desired::{ADDON_SPEC_ANNOTATION, carried_addon_spec};
 use crate::runtime::conditions::set_conditions;
 use crate::runtime::controller::refs_where;
 use crate::runtime::error::KubeError;
@@ -224,12 +224,10 @@ pub(crate) async fn addon_spec(
     else {
         return Ok(None);
     };
-    let Some(text) = found.annotations().get(ADDON_SPEC_ANNOTATION) else {
-        return Ok(None);
-    };
-    match serde_json::from_str::<AddOnSpec>(text) {
-        Ok(spec) => Ok(Some(spec)),
-        Err(err) => {
+    match carried_addon_spec(&found) {
+        None => Ok(None),
+        Some(Ok(spec)) => Ok(Some(spec)),
+        Some(Err(err)) => {
             warn!(
                 addon,
                 %err,

@@ -16,6 +16,19 @@ pub use crate::api::vocabulary::{MANAGED_BY, MANAGED_BY_LABEL};
 /// loops read to approve and sign the addon's CSRs.
 pub const ADDON_SPEC_ANNOTATION: &str = "fleetform.io/addon-spec";
 
+/// The AddOn document a ClusterManagementAddOn carries in [`ADDON_SPEC_ANNOTATION`]: `None` when
+/// it carries none (it is not fleetform's), an error when the annotation is not an AddOn spec.
+pub fn carried_addon_spec(
+    addon: &crate::api::ClusterManagementAddOn,
+) -> Option<Result<crate::api::fleet::AddOnSpec, serde_json::Error>> {
+    let text = addon
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(ADDON_SPEC_ANNOTATION)?;
+    Some(serde_json::from_str(text))
+}
+
 /// The kinds of object a plan writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum ObjectKind {

@@ -29,7 +29,7 @@ use crate::api::vocabulary::{
 };
 use crate::api::{ManagedCluster, ManagedClusterAddOn, ManifestWork, is_condition_true};
 use crate::plan::desired::{
-    ADDON_SPEC_ANNOTATION, EffectiveSpoke, MANAGED_BY, MANAGED_BY_LABEL, effective,
+    EffectiveSpoke, MANAGED_BY, MANAGED_BY_LABEL, carried_addon_spec, effective,
 };
 
 use super::run::{FIELD_MANAGER, ReconcileError};
@@ -63,8 +63,7 @@ pub(crate) async fn addons(hub: &Client) -> Result<BTreeMap<String, AddOn>, Reco
     Ok(listed
         .into_iter()
         .filter_map(|cma| {
-            let spec = cma.annotations().get(ADDON_SPEC_ANNOTATION)?;
-            let spec = serde_json::from_str(spec).ok()?;
+            let spec = carried_addon_spec(&cma)?.ok()?;
             Some((
                 cma.name_any(),
                 AddOn {

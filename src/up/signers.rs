@@ -19,11 +19,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::api::ClusterManagementAddOn;
-use crate::api::fleet::{AddOnSpec, SecretRef};
+use crate::api::fleet::SecretRef;
 use crate::api::vocabulary::SIGNER_KUBE_APISERVER_CLIENT;
 use crate::hub::conversion_webhook::certificate::new_authority;
 use crate::hub::signing::{SIGNER_CA_CERT_KEY, SIGNER_CA_KEY_KEY};
-use crate::plan::desired::{ADDON_SPEC_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL};
+use crate::plan::desired::{MANAGED_BY, MANAGED_BY_LABEL, carried_addon_spec};
 use crate::runtime::error::is_conflict;
 use crate::runtime::watch::{Change, object_changes};
 
@@ -32,11 +32,7 @@ const RETRY_DELAY: Duration = Duration::from_secs(2);
 
 /// The signer CA Secrets the AddOn document of `addon` names for custom signers.
 pub fn signer_secrets(addon: &ClusterManagementAddOn) -> Vec<(String, SecretRef)> {
-    let Some(spec) = addon
-        .annotations()
-        .get(ADDON_SPEC_ANNOTATION)
-        .and_then(|text| serde_json::from_str::<AddOnSpec>(text).ok())
-    else {
+    let Some(Ok(spec)) = carried_addon_spec(addon) else {
         return Vec::new();
     };
     spec.registrations

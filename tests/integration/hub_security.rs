@@ -8,8 +8,6 @@ use crate::support;
 
 use std::time::Duration;
 
-use base64::Engine;
-use fleetform::access::Access;
 use fleetform::api::bootstrap_token::{BootstrapToken, expiration_patch, token_expiration};
 use fleetform::api::fleet::SYSTEM_NAMESPACE;
 use fleetform::api::vocabulary::{
@@ -21,8 +19,6 @@ use fleetform::api::{Hub, ManagedCluster, Spoke, is_condition_true};
 use fleetform::hub::accept_loop::cluster_role_name;
 use fleetform::hub::acceptance::{ANNOTATION_AUTOMATICALLY_ACCEPTED_ON, REASON_NOT_IN_GIT};
 use fleetform::hub::bootstrap::BOOTSTRAP_ROLE_NAME;
-use fleetform::reconciler::ReconcilerConfig;
-use fleetform::reconciler::install::KnownEndpoint;
 use fleetform::reconciler::tokens::BOOTSTRAP_TOKEN_TTL;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -34,10 +30,9 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchP
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use support::{
-    Cluster, Running, accept, agent_config, client_for, registering_agent, start_agent,
-    start_hub_loops, wait_deleted, wait_for, wait_for_list,
+    Cluster, Running, accept, agent_config, client_for, declare_fleet_of_one, registering_agent,
+    start_agent, start_hub_loops, start_reconciler, wait_deleted, wait_for, wait_for_list,
 };
-use tokio_util::sync::CancellationToken;
 
 /// The HTTP status of a refused request, and its message; panics if it was allowed.
 fn refused<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> (u16, String) {
@@ -529,41 +524,9 @@ async fn bootstrap_tokens_expire_are_renewed_until_the_spoke_joins_and_are_delet
     let hub = Cluster::start_signing_for(Duration::from_secs(12)).await;
     let spoke = Cluster::start().await;
     let _loops = start_hub_loops(&hub).await;
-    let hub_identity = hub.hub_identity().await;
-    let fleet = [
-        json!({"apiVersion": "fleetform.io/v1alpha1", "kind": "Hub",
-            "metadata": {"name": "hub", "namespace": SYSTEM_NAMESPACE},
-            "spec": {"kubeconfig": {"inCluster": true}, "registration": {"leaseDurationSeconds": 1}}}),
-        json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "spoke-a-kubeconfig", "namespace": SYSTEM_NAMESPACE},
-            "data": {"kubeconfig": base64::engine::general_purpose::STANDARD.encode(spoke.kubeconfig())}}),
-        json!({"apiVersion": "fleetform.io/v1alpha1", "kind": "Spoke",
-            "metadata": {"name": "spoke-a", "namespace": SYSTEM_NAMESPACE},
-            "spec": {"hubRef": "hub", "kubeconfig": {"secretRef": {
-                "namespace": SYSTEM_NAMESPACE, "name": "spoke-a-kubeconfig", "key": "kubeconfig"}}}}),
-    ];
-    for document in &fleet {
-        fleetform::deploy::apply_document(&hub.client, document)
-            .await
-            .unwrap();
-    }
-    let stop = CancellationToken::new();
+    declare_fleet_of_one(&hub, &spoke, "spoke-a").await;
     let before = Timestamp::now();
-    let reconciler = tokio::spawn(fleetform::reconciler::run(
-        ReconcilerConfig {
-            client: hub_identity,
-            access: Access::default(),
-            known_endpoint: KnownEndpoint {
-                server: Some(hub.server.url()),
-                ca_pem: hub
-                    .server
-                    .certificate_authority()
-                    .map(|ca| ca.cert_pem().to_string()),
-            },
-            metrics: Default::default(),
-        },
-        stop.clone(),
-    ));
+    let reconciler = start_reconciler(&hub).await;
     let tokens = tokens_of(&hub, "spoke-a", "a token issued", |tokens| {
         !tokens.is_empty()
     })
@@ -665,6 +628,5 @@ async fn bootstrap_tokens_expire_are_renewed_until_the_spoke_joins_and_are_delet
         .get("spoke-a")
         .await
         .expect("registered again with the new token");
-    stop.cancel();
-    reconciler.await.unwrap();
+    reconciler.stop().await;
 }

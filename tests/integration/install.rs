@@ -15,14 +15,10 @@ use crate::support;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use base64::Engine;
-use fleetform::access::Access;
 use fleetform::api::ManagedCluster;
 use fleetform::api::fleet::{FleetSync, Phase, SYSTEM_NAMESPACE, Spoke};
 use fleetform::api::vocabulary::{AGENT_NAMESPACE, BOOTSTRAP_HUB_KUBECONFIG_SECRET};
 use fleetform::deploy::manifests::{HUB_CLUSTER_ROLE, HUB_DEPLOYMENT};
-use fleetform::reconciler::ReconcilerConfig;
-use fleetform::reconciler::install::KnownEndpoint;
 use fleetform_controlplane::RunningControlPlane;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -34,9 +30,11 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
-use support::{Cluster, agent_config, client_for, start_agent, start_hub_loops, wait_for};
+use support::{
+    Cluster, agent_config, client_for, declare_fleet_of_one, start_agent, start_hub_loops,
+    start_reconciler, wait_for,
+};
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 const MANAGED_CLUSTERS_CRD: &str = "managedclusters.cluster.open-cluster-management.io";
 
@@ -495,39 +493,8 @@ async fn uninstall_refuses_while_spokes_are_joined_and_unjoins_them_all_first() 
 
     // fleetform's hub side as the installed ServiceAccount, and a spoke that joins.
     let _loops = start_hub_loops(&hub).await;
-    let stop = CancellationToken::new();
-    let _reconciler = tokio::spawn(fleetform::reconciler::run(
-        ReconcilerConfig {
-            client: hub.hub_identity().await,
-            access: Access::default(),
-            known_endpoint: KnownEndpoint {
-                server: Some(hub.server.url()),
-                ca_pem: hub
-                    .server
-                    .certificate_authority()
-                    .map(|ca| ca.cert_pem().to_string()),
-            },
-            metrics: Default::default(),
-        },
-        stop.clone(),
-    ));
-    let fleet = [
-        json!({"apiVersion": "fleetform.io/v1alpha1", "kind": "Hub",
-            "metadata": {"name": "hub", "namespace": SYSTEM_NAMESPACE},
-            "spec": {"kubeconfig": {"inCluster": true}, "registration": {"leaseDurationSeconds": 1}}}),
-        json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "spoke-a-kubeconfig", "namespace": SYSTEM_NAMESPACE},
-            "data": {"kubeconfig": base64::engine::general_purpose::STANDARD.encode(spoke.kubeconfig())}}),
-        json!({"apiVersion": "fleetform.io/v1alpha1", "kind": "Spoke",
-            "metadata": {"name": "spoke-a", "namespace": SYSTEM_NAMESPACE},
-            "spec": {"hubRef": "hub", "kubeconfig": {"secretRef": {
-                "namespace": SYSTEM_NAMESPACE, "name": "spoke-a-kubeconfig", "key": "kubeconfig"}}}}),
-    ];
-    for document in &fleet {
-        fleetform::deploy::apply_document(&hub.client, document)
-            .await
-            .unwrap();
-    }
+    let reconciler = start_reconciler(&hub).await;
+    declare_fleet_of_one(&hub, &spoke, "spoke-a").await;
     wait_for(
         &Api::<Secret>::namespaced(spoke.client.clone(), AGENT_NAMESPACE),
         BOOTSTRAP_HUB_KUBECONFIG_SECRET,
@@ -586,5 +553,5 @@ async fn uninstall_refuses_while_spokes_are_joined_and_unjoins_them_all_first() 
     );
     let crds: Api<CustomResourceDefinition> = Api::all(hub.client.clone());
     assert!(crds.get_opt("hubs.fleetform.io").await.unwrap().is_none());
-    stop.cancel();
+    reconciler.stop().await;
 }

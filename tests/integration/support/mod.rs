@@ -276,6 +276,50 @@ pub async fn start_hub_loops(hub: &Cluster) -> Running {
     Running { stop, handle }
 }
 
+/// Runs the lifecycle reconciler against `hub`, as the hub ServiceAccount, telling agents to
+/// reach the hub at its own URL and CA.
+pub async fn start_reconciler(hub: &Cluster) -> Running {
+    let stop = CancellationToken::new();
+    let config = fleetform::reconciler::ReconcilerConfig {
+        client: hub.hub_identity().await,
+        access: fleetform::access::Access::default(),
+        known_endpoint: fleetform::reconciler::install::KnownEndpoint {
+            server: Some(hub.server.url()),
+            ca_pem: hub
+                .server
+                .certificate_authority()
+                .map(|ca| ca.cert_pem().to_string()),
+        },
+        metrics: Default::default(),
+    };
+    let handle = tokio::spawn(fleetform::reconciler::run(config, stop.clone()));
+    Running { stop, handle }
+}
+
+/// Declares on `hub` a Hub `hub` (1 s leases, in-cluster) and a Spoke `name` reached through a
+/// kubeconfig Secret of `spoke`, as a fleet repo applied by `fleetform apply` would.
+pub async fn declare_fleet_of_one(hub: &Cluster, spoke: &Cluster, name: &str) {
+    use base64::Engine;
+    let secret = format!("{name}-kubeconfig");
+    let fleet = [
+        json!({"apiVersion": "fleetform.io/v1alpha1", "kind": "Hub",
+            "metadata": {"name": "hub", "namespace": SYSTEM_NAMESPACE},
+            "spec": {"kubeconfig": {"inCluster": true}, "registration": {"leaseDurationSeconds": 1}}}),
+        json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": secret, "namespace": SYSTEM_NAMESPACE},
+            "data": {"kubeconfig": base64::engine::general_purpose::STANDARD.encode(spoke.kubeconfig())}}),
+        json!({"apiVersion": "fleetform.io/v1alpha1", "kind": "Spoke",
+            "metadata": {"name": name, "namespace": SYSTEM_NAMESPACE},
+            "spec": {"hubRef": "hub", "kubeconfig": {"secretRef": {
+                "namespace": SYSTEM_NAMESPACE, "name": secret, "key": "kubeconfig"}}}}),
+    ];
+    for document in &fleet {
+        fleetform::deploy::apply_document(&hub.client, document)
+            .await
+            .unwrap();
+    }
+}
+
 /// Prepares `spoke` to register to `hub` as `name` the way the lifecycle reconciler does: the
 /// spoke declared on the hub, a bootstrap token of its own, and its bootstrap Secret.
 pub async fn prepare_registration(hub: &Cluster, spoke: &Cluster, name: &str) {
