@@ -406,13 +406,7 @@ fn joining_spokes_are_not_part_of_a_rollout() {
 
 #[test]
 fn the_gate_releases_only_for_the_target_a_spoke_was_released_for() {
-    let mut hub: Hub = serde_json::from_value(serde_json::json!({
-        "apiVersion": "fleetform.io/v1alpha1",
-        "kind": "Hub",
-        "metadata": {"name": "hub"},
-        "spec": {"kubeconfig": {"embedded": {}}},
-    }))
-    .expect("a Hub");
+    let mut hub = embedded_hub();
     assert!(released(&hub, "s00", NEW), "strategy All gates nothing");
     hub.spec.rollout = progressive(SpokeCount::Count(1));
     assert!(!released(&hub, "s00", NEW), "no rollout status yet");
@@ -467,13 +461,7 @@ fn waves_of(offline: OfflinePolicy, spokes: &[SpokeFacts]) -> Vec<Vec<String>> {
 
 #[test]
 fn apply_is_told_what_holds_a_spoke_back() {
-    let mut hub: Hub = serde_json::from_value(serde_json::json!({
-        "apiVersion": "fleetform.io/v1alpha1",
-        "kind": "Hub",
-        "metadata": {"name": "hub"},
-        "spec": {"kubeconfig": {"embedded": {}}},
-    }))
-    .expect("a Hub");
+    let mut hub = embedded_hub();
     hub.spec.rollout = progressive(SpokeCount::Count(1));
     let mut spokes = fleet(3);
     spokes[2].online = false;
@@ -542,4 +530,15 @@ fn a_decision_stamps_whole_seconds_so_the_stored_status_decides_the_same() {
         "the bake ends when the status says"
     );
     assert_eq!(baking.wake_at, Some(at(15)));
+}
+
+/// A Hub `hub` on an embedded cluster, with the default rollout (All).
+fn embedded_hub() -> Hub {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "fleetform.io/v1alpha1",
+        "kind": "Hub",
+        "metadata": {"name": "hub"},
+        "spec": {"kubeconfig": {"embedded": {}}},
+    }))
+    .expect("a Hub")
 }
