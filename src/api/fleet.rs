@@ -397,8 +397,12 @@ fn is_zero(count: &u32) -> bool {
 #[serde(rename_all = "camelCase")]
 pub struct SpokeRollout {
     pub name: String,
-    /// The agent configuration hash the spoke is to run.
+    /// The digest of the settings the spoke is to have: its agent's configuration hash, the
+    /// addons fleetform enables on it and its lease duration.
     pub target: String,
+    /// The agent configuration hash among them (what the agent's own upgrade is gated on).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub agent: String,
     pub state: SpokeRolloutState,
     /// When the spoke was released to move to `target`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -686,9 +690,35 @@ pub struct SpokeStatus {
     /// Hash of the agent configuration running on the spoke.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_config_hash: Option<String>,
+    /// What the spoke has now of the other settings a hub's rollout rolls out, as the hub's
+    /// reconciler last read them on the hub (absent until the spoke has joined).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<AppliedSettings>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+}
+
+/// The addons fleetform has enabled on a spoke (its ManagedClusterAddOns) and its
+/// ManagedCluster's lease duration: what a spoke the rollout has not released keeps.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedSettings {
+    /// Each addon by name, with its install namespace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addons: Vec<AppliedAddon>,
+    /// Of those, the addons not Available.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable_addons: Vec<String>,
+    pub lease_duration_seconds: i32,
+}
+
+/// One addon enabled on a spoke.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedAddon {
+    pub name: String,
+    pub install_namespace: String,
 }
 
 /// A git source the in-cluster sync controller keeps the fleet in line with.

@@ -1,16 +1,16 @@
-//! A hub's agent rollout as the Hub controller runs it: gathers each spoke's wanted and reported
-//! agent and availability, asks [`crate::rollout::decide`], and writes the outcome into the
+//! A hub's rollout as the Hub controller runs it: gathers each spoke's wanted settings (agent,
+//! addons, lease duration) and those its status reports it has, and its availability, asks
+//! [`crate::rollout::decide`], and writes the outcome into the
 //! Hub's `status.rollout` (where the reconciler and the agents read their release), the
 //! `RolloutHalted` condition and Events. Under `strategy: All` it keeps no state. What it finds
 //! it also counts ([`RolloutMetrics`], `fleetform_rollout_*` on the hub's `/metrics`).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
-use kube::{Api, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -19,11 +19,13 @@ use serde_json::json;
 use tracing::info;
 
 use super::run::{FIELD_MANAGER, ReconcileError};
-use crate::api::fleet::{Hub, Phase, RolloutStatus, RolloutStrategy, Spoke, SpokeRolloutState};
+use crate::api::fleet::{
+    Hub, Phase, RolloutStatus, RolloutStrategy, SYSTEM_NAMESPACE, Spoke, SpokeRolloutState,
+};
 use crate::api::vocabulary::{CONDITION_ROLLOUT_HALTED, STATUS_FALSE, STATUS_TRUE};
 use crate::events::{self, EventType, Reporter};
 use crate::plan::desired::effective;
-use crate::rollout::{self, SpokeFacts};
+use crate::rollout::{self, Settings, SpokeFacts};
 use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
 
@@ -159,12 +161,13 @@ fn gauge_value(count: usize) -> i64 {
 /// One look at `hub`'s rollout over `spokes` (its own, not being deleted), counted into
 /// `metrics`; returns how long until it must be looked at again though nothing changed.
 pub(super) async fn run(
-    api: &Api<Hub>,
+    client: &Client,
     reporter: &Reporter,
     metrics: &RolloutMetrics,
     hub: &Hub,
     spokes: &[std::sync::Arc<Spoke>],
 ) -> Result<Option<Duration>, ReconcileError> {
+    let api: &Api<Hub> = &Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
     let name = hub.name_any();
     let spec = &hub.spec.rollout;
     let previous = hub
@@ -178,6 +181,8 @@ pub(super) async fn run(
         }
         return Ok(None);
     }
+    // Which addons a spoke is to have depends on the AddOn documents the hub holds.
+    let addon_docs = super::facts::addons(client).await?;
     let facts: Vec<SpokeFacts> = spokes
         .iter()
         .filter(|spoke| spoke.metadata.deletion_timestamp.is_none())
@@ -186,14 +191,19 @@ pub(super) async fn run(
             SpokeFacts {
                 name: spoke.name_any(),
                 labels: spoke.labels().clone(),
-                wanted: effective(spoke, hub, &BTreeMap::new()).agent.hash(),
-                running: status.and_then(|status| status.agent_config_hash.clone()),
+                wanted: Settings::wanted(&effective(spoke, hub, &addon_docs)),
+                running: status.and_then(Settings::running),
                 online: status.and_then(|status| status.phase) == Some(Phase::Running),
+                unavailable_addons: status
+                    .and_then(|status| status.applied.as_ref())
+                    .map(|applied| applied.unavailable_addons.clone())
+                    .unwrap_or_default(),
             }
         })
         .collect();
     let now = Timestamp::now();
-    let decision = rollout::decide(spec, &rollout::target(hub), &facts, previous, now);
+    let target = rollout::target(hub, &facts);
+    let decision = rollout::decide(spec, &target, &facts, previous, now);
     if previous != Some(&decision.status) {
         write(api, &name, Some(&decision.status)).await?;
     }

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use fleetform::api::ManagedClusterAddOn;
 use fleetform::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke, SpokeRolloutState};
 use fleetform::api::vocabulary::CONDITION_ROLLOUT_HALTED;
 use fleetform::hub::process::{self, HubProcessConfig, RunningHub};
@@ -391,6 +392,141 @@ async fn a_spoke_whose_new_agent_never_comes_up_halts_the_rollout_until_paused_a
     fleet.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_addon_enabled_fleet_wide_reaches_one_spoke_at_a_time_and_completes() {
+    let rollout = "    strategy: Progressive\n    maxConcurrency: 1\n    minSuccessSeconds: 1\n";
+    let fleet = fleet(rollout).await;
+    let before = wait_for(&hubs(&fleet), "hub", "a rollout kept", |hub: &Hub| {
+        states(hub).len() == 3
+    })
+    .await;
+    let target_before = before.status.and_then(|s| s.rollout).unwrap().target;
+    let with_metrics: Vec<(String, String)> = SPOKES
+        .iter()
+        .map(|name| {
+            (
+                format!("spokes/{name}.yaml"),
+                spoke(name, "  addons:\n  - metrics\n"),
+            )
+        })
+        .collect();
+
+    // What plan shows of the edit: three waves of one spoke, each gaining metrics.
+    for (path, doc) in &with_metrics {
+        std::fs::write(fleet.repo.path().join(path), doc).unwrap();
+    }
+    let source = fleet.repo.path().display().to_string();
+    let plan = fleet.fleetform(&["plan", &source]).await;
+    let text = String::from_utf8_lossy(&plan.stdout);
+    assert!(
+        text.contains(
+            "rollout (Progressive): 3 spoke(s) change in 3 wave(s); the first wave touches 1 (33%)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("change addons +metrics: alpha, beta, gamma\n"),
+        "{text}"
+    );
+
+    // Each time a spoke gains the addon: the Hub's rollout as it then stands.
+    let gained: Arc<std::sync::Mutex<Vec<(String, Hub)>>> = Arc::default();
+    let seen = gained.clone();
+    let addons = Api::<ManagedClusterAddOn>::all(fleet.hub.clone());
+    let hub_api = hubs(&fleet);
+    let config = watcher::Config::default().fields("metadata.name=metrics");
+    let mut created = watcher(addons, config).applied_objects().boxed();
+    tokio::spawn(async move {
+        let mut known = std::collections::BTreeSet::new();
+        while let Some(Ok(addon)) = created.next().await {
+            let spoke = addon.namespace().unwrap_or_default();
+            if known.insert(spoke.clone()) {
+                let hub = hub_api.get("hub").await.unwrap();
+                seen.lock().unwrap().push((spoke, hub));
+            }
+        }
+    });
+    let files: Vec<(&str, Option<&str>)> = with_metrics
+        .iter()
+        .map(|(path, doc)| (path.as_str(), Some(doc.as_str())))
+        .collect();
+    fleet.repo.commit("metrics everywhere", &files);
+    fleet.synced().await;
+
+    let done = wait_for(&hubs(&fleet), "hub", "metrics on every spoke", move |hub| {
+        let rollout = hub.status.as_ref().and_then(|s| s.rollout.as_ref());
+        rollout.is_some_and(|rollout| rollout.target != target_before && rollout.wave.is_none())
+            && states(hub)
+                .iter()
+                .all(|(_, state)| *state == SpokeRolloutState::Succeeded)
+    })
+    .await;
+    let targets: BTreeMap<String, String> = done
+        .status
+        .and_then(|s| s.rollout)
+        .unwrap()
+        .spokes
+        .into_iter()
+        .map(|entry| (entry.name, entry.target))
+        .collect();
+    let gained = gained.lock().unwrap().clone();
+    assert_eq!(
+        gained
+            .iter()
+            .map(|(spoke, _)| spoke.as_str())
+            .collect::<Vec<_>>(),
+        SPOKES,
+        "one after another, in rollout order"
+    );
+    for (index, (spoke, hub)) in gained.iter().enumerate() {
+        let rollout = hub
+            .status
+            .as_ref()
+            .and_then(|s| s.rollout.as_ref())
+            .unwrap();
+        let entry_of = |name: &str| {
+            rollout
+                .spokes
+                .iter()
+                .find(|entry| entry.name == name)
+                .unwrap()
+        };
+        // The spoke gained it because its turn came for this very target...
+        let entry = entry_of(spoke);
+        assert_eq!(entry.target, targets[spoke], "{spoke}: {rollout:?}");
+        assert!(
+            matches!(
+                entry.state,
+                SpokeRolloutState::InProgress | SpokeRolloutState::Succeeded
+            ),
+            "{spoke}: {rollout:?}"
+        );
+        // ...after every spoke that gained it before was done.
+        for (earlier, _) in &gained[..index] {
+            assert_eq!(
+                entry_of(earlier).state,
+                SpokeRolloutState::Succeeded,
+                "{earlier} before {spoke}: {rollout:?}"
+            );
+        }
+    }
+    for name in SPOKES {
+        let spoke = fleet.spokes().get(name).await.unwrap();
+        let applied = spoke.status.and_then(|s| s.applied).unwrap();
+        assert_eq!(
+            applied
+                .addons
+                .iter()
+                .map(|addon| addon.name.as_str())
+                .collect::<Vec<_>>(),
+            ["metrics"],
+            "{name}"
+        );
+        assert!(applied.unavailable_addons.is_empty(), "{name}");
+    }
+    fleet.shutdown().await;
+}
+
 /// A hub process serving `/metrics` on a free port, leading at once, that knows no hub URL: the
 /// Spoke passes of the lifecycle reconciler stop before they reach a spoke, so the Spokes' status
 /// stays as the test writes it, standing in for their agents.
@@ -473,7 +609,10 @@ async fn the_hubs_metrics_count_its_rollouts_spokes_by_state_wave_halt_and_most_
             "zeta" => ("Running", wanted),
             _ => ("Running", "old".to_string()),
         };
-        let status = json!({"status": {"phase": phase, "agentConfigHash": running}});
+        // What the reconciler would report of a joined spoke: no addons, the hub's lease.
+        let applied = json!({"leaseDurationSeconds": 60});
+        let status =
+            json!({"status": {"phase": phase, "agentConfigHash": running, "applied": applied}});
         spokes
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
             .await
