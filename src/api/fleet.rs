@@ -371,7 +371,8 @@ impl JsonSchema for SpokeCount {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutStatus {
-    /// What rolls out: the hub's agent version and configuration hash (`VERSION/HASH`).
+    /// What rolls out: the hub's agent version and a digest of its spokes' targets
+    /// (`VERSION/DIGEST`); for an addon's rollout, `ADDON/DIGEST`.
     pub target: String,
     /// The wave (1-based, in rollout order) the rollout is on; none once every spoke is through.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -446,6 +447,18 @@ pub struct HubStatus {
     /// The rollout of the hub's agent to its spokes (absent for `strategy: All`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutStatus>,
+    /// The rollouts of the addons with a `spec.rollout` of their own to this hub's spokes (those
+    /// whose strategy is not `All`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addon_rollouts: Vec<AddonRollout>,
+}
+
+/// Where the rollout of one addon to a hub's spokes stands.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AddonRollout {
+    pub addon: String,
+    pub rollout: RolloutStatus,
 }
 
 /// An addon a spoke runs: by name, or with its own install namespace.
@@ -900,6 +913,11 @@ pub struct AddOnSpec {
     pub health_check: HealthCheck,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub registrations: Vec<AddOnRegistration>,
+    /// How enabling and disabling this addon reaches the spokes, apart from their hubs'
+    /// rollouts (as OCM's installStrategy rolloutStrategy of a ClusterManagementAddOn); without
+    /// it, the addon rolls out with everything else under each hub's `spec.rollout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutSpec>,
 }
 
 impl Default for AddOnSpec {
@@ -908,6 +926,7 @@ impl Default for AddOnSpec {
             install_namespace: default_addon_install_namespace(),
             health_check: HealthCheck::default(),
             registrations: Vec::new(),
+            rollout: None,
         }
     }
 }

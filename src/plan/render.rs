@@ -122,7 +122,7 @@ pub fn text(plan: &Plan, colour: bool) -> String {
                 let _ = writeln!(out, "    {}. {step}", index + 1);
             }
         }
-        if let Some(rollout) = &hub.rollout {
+        for rollout in hub.rollout.iter().chain(&hub.addon_rollouts) {
             let mut lines = rollout_lines(rollout).into_iter();
             if let Some(title) = lines.next() {
                 let _ = writeln!(out, "  {}", paint(BOLD, &title));
@@ -210,7 +210,7 @@ pub fn markdown(plan: &Plan) -> String {
         for (index, step) in hub.steps.iter().enumerate() {
             let _ = writeln!(out, "{}. {step}", index + 1);
         }
-        if let Some(rollout) = &hub.rollout {
+        for rollout in hub.rollout.iter().chain(&hub.addon_rollouts) {
             let mut lines = rollout_lines(rollout).into_iter();
             if let Some(title) = lines.next() {
                 let _ = writeln!(out, "\n**{title}**\n");
@@ -249,8 +249,13 @@ fn rollout_lines(rollout: &RolloutPlan) -> Vec<String> {
     } else {
         "change"
     };
+    let whose = rollout
+        .addon
+        .as_ref()
+        .map(|addon| format!(" of addon {addon}"))
+        .unwrap_or_default();
     let mut lines = vec![format!(
-        "rollout ({:?}): {} spoke(s) {what} in {} wave(s); the first wave touches {} ({}%)",
+        "rollout{whose} ({:?}): {} spoke(s) {what} in {} wave(s); the first wave touches {} ({}%)",
         rollout.strategy,
         rollout.spokes,
         rollout.waves.len(),
@@ -329,6 +334,7 @@ mod tests {
                 hub: "hub".into(),
                 steps: vec![super::super::Step::InstallHub],
                 rollout: Some(RolloutPlan {
+                    addon: None,
                     strategy: RolloutStrategy::Groups,
                     offline,
                     spokes: 4,

@@ -1,9 +1,10 @@
 //! The rollout section of a hub's plan: in what waves the changes the plan makes to settings
 //! that roll out (agent upgrades, addons enabled or disabled, lease durations) would reach the
 //! hub's spokes, what changes on each, which spokes are offline now and what happens to them,
-//! and how many the first wave touches (the blast radius). Computed by
-//! [`crate::rollout::waves`] from the plan's steps and the spokes' phases. Spokes that join get
-//! everything at once (a join is not a rollout) and are left out.
+//! and how many the first wave touches (the blast radius); and the same for each addon with a
+//! rollout of its own (AddOn `spec.rollout`), whose enabling and disabling leave the hub's
+//! rollout. Computed by [`crate::rollout::waves`] from the plan's steps and the spokes' phases.
+//! Spokes that join get everything at once (a join is not a rollout) and are left out.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -11,14 +12,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{ObjectKey, ObjectKind, ObservedHub, Step};
-use crate::api::fleet::{OfflinePolicy, Phase, RolloutStrategy};
+use crate::api::fleet::{OfflinePolicy, Phase, RolloutSpec, RolloutStrategy};
 use crate::fleet::Fleet;
 use crate::rollout::{Settings, SpokeFacts, Wave, waves};
 
-/// How a hub's changes roll out.
+/// How a hub's changes roll out, or an addon's.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutPlan {
+    /// The addon whose own rollout this is; none for the hub's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addon: Option<String>,
     pub strategy: RolloutStrategy,
     pub offline: OfflinePolicy,
     /// Spokes whose rolled-out settings change.
@@ -84,14 +88,45 @@ impl SpokeChange {
     }
 }
 
-/// The rollout of `steps`' changes to rolled-out settings on `hub_name`, if they change any.
-pub(super) fn rollout(
+/// The rollouts of `steps`' changes on `hub_name`: the hub's, if they change any setting it
+/// rolls out, and each addon's own, if they enable or disable it on a spoke.
+pub(super) fn rollouts(
     fleet: &Fleet,
     hub_name: &str,
     steps: &[Step],
     observed: &ObservedHub,
+) -> (Option<RolloutPlan>, Vec<RolloutPlan>) {
+    let own: BTreeMap<&str, &RolloutSpec> = fleet
+        .addons
+        .iter()
+        .filter_map(|(name, addon)| Some((name.as_str(), addon.spec.rollout.as_ref()?)))
+        .collect();
+    let hub = fleet.hubs.get(hub_name).and_then(|hub| {
+        rollout(&hub.spec.rollout, None, fleet, steps, observed, |addon| {
+            !own.contains_key(addon)
+        })
+    });
+    let addons = own
+        .iter()
+        .filter_map(|(name, spec)| {
+            rollout(spec, Some(name), fleet, steps, observed, |addon| {
+                addon == *name
+            })
+        })
+        .collect();
+    (hub, addons)
+}
+
+/// The rollout under `spec` (of `addon`, or the hub's) of `steps`' changes: agent and lease
+/// for the hub's, and the addons `counts` chooses.
+fn rollout(
+    spec: &RolloutSpec,
+    addon: Option<&str>,
+    fleet: &Fleet,
+    steps: &[Step],
+    observed: &ObservedHub,
+    counts: impl Fn(&str) -> bool,
 ) -> Option<RolloutPlan> {
-    let spec = &fleet.hubs.get(hub_name)?.spec.rollout;
     let joining: BTreeSet<&str> = steps
         .iter()
         .filter_map(|step| match step {
@@ -104,10 +139,17 @@ pub(super) fn rollout(
     let mut changes: BTreeMap<&str, (SpokeChange, Settings, Settings)> = BTreeMap::new();
     for step in steps {
         let spoke = match step {
-            Step::UpgradeAgent { spoke, .. }
-            | Step::EnableAddon { spoke, .. }
-            | Step::DisableAddon { spoke, .. }
-            | Step::ChangeLeaseDuration { spoke, .. } => spoke.as_str(),
+            Step::UpgradeAgent { spoke, .. } | Step::ChangeLeaseDuration { spoke, .. }
+                if addon.is_none() =>
+            {
+                spoke.as_str()
+            }
+            Step::EnableAddon {
+                spoke, addon: name, ..
+            }
+            | Step::DisableAddon {
+                spoke, addon: name, ..
+            } if counts(name) => spoke.as_str(),
             _ => continue,
         };
         if joining.contains(spoke) {
@@ -181,6 +223,7 @@ pub(super) fn rollout(
         .collect();
     let waves = waves(spec, &spokes);
     Some(RolloutPlan {
+        addon: addon.map(str::to_string),
         strategy: spec.strategy,
         offline: spec.offline,
         spokes: spokes.len(),

@@ -583,3 +583,53 @@ fn addon_and_lease_changes_roll_out_in_waves_showing_what_changes_on_each_spoke(
         ])
     );
 }
+
+#[test]
+fn an_addon_with_a_rollout_of_its_own_is_planned_apart_from_the_hubs_rollout() {
+    let before = TestFleet::new()
+        .addon("metrics")
+        .spoke("a")
+        .spoke("b")
+        .build();
+    let mut after = TestFleet::new()
+        .addon("metrics")
+        .spoke_with("a", |s| s.addons = vec![SpokeAddon::Name("metrics".into())])
+        .spoke_with("b", |s| {
+            s.addons = vec![SpokeAddon::Name("metrics".into())];
+            s.lease_duration_seconds = Some(30);
+        })
+        .build();
+    after.addons.get_mut("metrics").unwrap().spec.rollout = Some(crate::api::fleet::RolloutSpec {
+        strategy: crate::api::fleet::RolloutStrategy::Progressive,
+        max_concurrency: Some(crate::api::fleet::SpokeCount::Count(1)),
+        ..Default::default()
+    });
+    let plan = plan(&after, origin(), &converged(&before), guard());
+    let hub = &plan.hubs[0];
+    let changes = |rollout: &super::rollout::RolloutPlan| -> Vec<String> {
+        rollout
+            .changes
+            .iter()
+            .map(|change| format!("{}: {}", change.spoke, change.describe()))
+            .collect()
+    };
+    assert_eq!(
+        changes(hub.rollout.as_ref().expect("the hub's rollout")),
+        ["b: lease 60 s → 30 s"],
+        "the addon is not the hub's to roll out"
+    );
+    assert_eq!(hub.addon_rollouts.len(), 1);
+    assert_eq!(
+        changes(&hub.addon_rollouts[0]),
+        ["a: addons +metrics", "b: addons +metrics"]
+    );
+    let text = render::text(&plan, false);
+    assert!(
+        text.contains(
+            "rollout of addon metrics (Progressive): 2 spoke(s) change in 2 wave(s); the first wave touches 1 (50%)\n    wave 1: a\n    wave 2: b\n"
+        ),
+        "{text}"
+    );
+    let document = serde_json::to_value(render::document(&plan)).unwrap();
+    assert_eq!(document["hubs"][0]["addonRollouts"][0]["addon"], "metrics");
+}

@@ -304,11 +304,16 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     rollout_metrics.clear();
 }
 
-/// The spokes `hub`'s rollout has in progress.
+/// The spokes `hub`'s rollouts (its own and its addons') have in progress.
 fn in_progress(hub: &Hub) -> impl Iterator<Item = &crate::api::fleet::SpokeRollout> {
     hub.status
         .iter()
-        .flat_map(|status| status.rollout.iter())
+        .flat_map(|status| {
+            status
+                .rollout
+                .iter()
+                .chain(status.addon_rollouts.iter().map(|kept| &kept.rollout))
+        })
         .flat_map(|rollout| rollout.spokes.iter())
         .filter(|entry| entry.state == crate::api::fleet::SpokeRolloutState::InProgress)
 }

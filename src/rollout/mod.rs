@@ -14,7 +14,7 @@
 //! Nothing here reads a cluster or the clock: the hub's reconciler gathers the facts, writes the
 //! status and wakes at `wake_at`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -70,6 +70,26 @@ impl Settings {
     pub fn digest(&self) -> String {
         stable_hash(&serde_json::to_string(self).unwrap_or_default())
     }
+
+    /// These settings without the addons `own` (those with a rollout of their own): what the
+    /// hub's rollout rolls out.
+    pub fn without(mut self, own: &BTreeSet<String>) -> Self {
+        self.addons.retain(|name, _| !own.contains(name));
+        self
+    }
+
+    /// What the rollout of `addon` rolls out to a spoke: the addon enabled in `namespace`, or
+    /// not at all (`None`).
+    pub fn addon(addon: &str, namespace: Option<&String>) -> Self {
+        Settings {
+            agent: String::new(),
+            addons: namespace
+                .map(|namespace| (addon.to_string(), namespace.clone()))
+                .into_iter()
+                .collect(),
+            lease_duration_seconds: 0,
+        }
+    }
 }
 
 /// What the hub's reconciler reports of a spoke in `status.applied`: the addons fleetform
@@ -113,6 +133,40 @@ impl SpokeFacts {
     fn on_wanted(&self) -> bool {
         self.running.as_ref() == Some(&self.wanted)
     }
+
+    /// What the hub's rollout sees of the spoke: all but the addons `own` that roll out by
+    /// themselves.
+    pub fn under_hub(&self, own: &BTreeSet<String>) -> SpokeFacts {
+        SpokeFacts {
+            wanted: self.wanted.clone().without(own),
+            running: self.running.clone().map(|running| running.without(own)),
+            unavailable_addons: self
+                .unavailable_addons
+                .iter()
+                .filter(|addon| !own.contains(*addon))
+                .cloned()
+                .collect(),
+            ..self.clone()
+        }
+    }
+
+    /// What the rollout of `addon` sees of the spoke: whether it has the addon, where.
+    pub fn of_addon(&self, addon: &str) -> SpokeFacts {
+        SpokeFacts {
+            wanted: Settings::addon(addon, self.wanted.addons.get(addon)),
+            running: self
+                .running
+                .as_ref()
+                .map(|running| Settings::addon(addon, running.addons.get(addon))),
+            unavailable_addons: self
+                .unavailable_addons
+                .iter()
+                .filter(|name| *name == addon)
+                .cloned()
+                .collect(),
+            ..self.clone()
+        }
+    }
 }
 
 /// The rollout as [`decide`] leaves it.
@@ -130,12 +184,25 @@ pub struct Decision {
 /// changes what any spoke is to have is a new rollout.
 pub fn target(hub: &Hub, spokes: &[SpokeFacts]) -> String {
     let agent = crate::plan::desired::agent_config(None, hub);
+    format!(
+        "{}/{}",
+        agent.version,
+        targets_digest(&agent.hash(), spokes)
+    )
+}
+
+/// The target of the rollout of `addon` (its own, [`SpokeFacts::of_addon`]) over `spokes`:
+/// `ADDON/DIGEST`.
+pub fn addon_target(addon: &str, spokes: &[SpokeFacts]) -> String {
+    format!("{addon}/{}", targets_digest(addon, spokes))
+}
+
+fn targets_digest(what: &str, spokes: &[SpokeFacts]) -> String {
     let targets: Vec<(&str, String)> = spokes
         .iter()
         .map(|spoke| (spoke.name.as_str(), spoke.wanted.digest()))
         .collect();
-    let digest = stable_hash(&serde_json::to_string(&(agent.hash(), targets)).unwrap_or_default());
-    format!("{}/{digest}", agent.version)
+    stable_hash(&serde_json::to_string(&(what, targets)).unwrap_or_default())
 }
 
 /// Whether the spoke `spoke` of `hub` may move to the settings whose digest is `target`:
@@ -143,6 +210,40 @@ pub fn target(hub: &Hub, spokes: &[SpokeFacts]) -> String {
 /// target (a release for an older target does not carry over to a newer one).
 pub fn released(hub: &Hub, spoke: &str, target: &str) -> bool {
     released_by(hub, spoke, |entry| entry.target == target)
+}
+
+/// Whether the spoke `spoke` of `hub` may have the addon `addon`, whose own rollout is `spec`,
+/// as the target `target` ([`Settings::addon`]'s digest) says: as [`released`], by the addon's
+/// rollout as the Hub's `status.addonRollouts` keeps it.
+pub fn addon_released(
+    hub: &Hub,
+    addon: &str,
+    spec: &RolloutSpec,
+    spoke: &str,
+    target: &str,
+) -> bool {
+    if spec.strategy == RolloutStrategy::All {
+        return true;
+    }
+    hub.status
+        .iter()
+        .flat_map(|status| status.addon_rollouts.iter())
+        .find(|rollout| rollout.addon == addon)
+        .and_then(|rollout| {
+            rollout
+                .rollout
+                .spokes
+                .iter()
+                .find(|entry| entry.name == spoke)
+        })
+        .is_some_and(|entry| entry.target == target && released_state(entry.state))
+}
+
+fn released_state(state: SpokeRolloutState) -> bool {
+    matches!(
+        state,
+        SpokeRolloutState::InProgress | SpokeRolloutState::Succeeded | SpokeRolloutState::Failed
+    )
 }
 
 /// Whether the agent of the spoke `spoke` of `hub` may upgrade itself to the configuration
@@ -160,15 +261,7 @@ fn released_by(hub: &Hub, spoke: &str, for_target: impl Fn(&SpokeRollout) -> boo
         .as_ref()
         .and_then(|status| status.rollout.as_ref())
         .and_then(|rollout| rollout.spokes.iter().find(|entry| entry.name == spoke))
-        .is_some_and(|entry| {
-            for_target(entry)
-                && matches!(
-                    entry.state,
-                    SpokeRolloutState::InProgress
-                        | SpokeRolloutState::Succeeded
-                        | SpokeRolloutState::Failed
-                )
-        })
+        .is_some_and(|entry| for_target(entry) && released_state(entry.state))
 }
 
 /// What `hub`'s rollout holds `spoke` back with, in words for `apply`'s progress lines: its

@@ -745,3 +745,74 @@ fn a_commit_that_changes_what_any_spoke_is_to_have_is_a_new_rollout() {
     spokes[1].wanted = with_addon(agent(NEW), "metrics");
     assert_ne!(before, target(&hub, &spokes));
 }
+
+#[test]
+fn an_addon_with_a_rollout_of_its_own_leaves_the_hubs_and_moves_by_its_own() {
+    let own: BTreeSet<String> = ["metrics".to_string()].into();
+    let mut spokes = enabling_metrics(3);
+    // The hub's rollout no longer sees the addon: nothing for it to do.
+    let under_hub: Vec<SpokeFacts> = spokes.iter().map(|spoke| spoke.under_hub(&own)).collect();
+    let hub_rollout = decide(
+        &progressive(SpokeCount::Count(1)),
+        "t",
+        &under_hub,
+        None,
+        at(0),
+    );
+    assert_eq!(
+        in_state(&hub_rollout, SpokeRolloutState::Succeeded).len(),
+        3
+    );
+
+    // The addon's own rollout, two at a time.
+    let mut hub = embedded_hub();
+    let spec = progressive(SpokeCount::Count(2));
+    let facts = |spokes: &[SpokeFacts]| -> Vec<SpokeFacts> {
+        spokes
+            .iter()
+            .map(|spoke| spoke.of_addon("metrics"))
+            .collect()
+    };
+    let first = decide(&spec, "m", &facts(&spokes), None, at(0));
+    assert_eq!(
+        in_state(&first, SpokeRolloutState::InProgress),
+        ["s00", "s01"]
+    );
+    hub.status = Some(crate::api::fleet::HubStatus {
+        addon_rollouts: vec![crate::api::fleet::AddonRollout {
+            addon: "metrics".into(),
+            rollout: first.status.clone(),
+        }],
+        ..Default::default()
+    });
+    let target = Settings::addon("metrics", spokes[0].wanted.addons.get("metrics")).digest();
+    assert!(addon_released(&hub, "metrics", &spec, "s01", &target));
+    assert!(
+        !addon_released(&hub, "metrics", &spec, "s02", &target),
+        "its turn has not come"
+    );
+    assert!(
+        addon_released(&hub, "metrics", &RolloutSpec::default(), "s02", &target),
+        "an addon rolled out with strategy All is everywhere at once"
+    );
+    assert!(
+        !addon_released(&hub, "logging", &spec, "s00", &target),
+        "another addon's rollout releases nothing of this one"
+    );
+    // Its spokes done, the last one goes.
+    for spoke in &mut spokes[..2] {
+        spoke.running = Some(spoke.wanted.clone());
+    }
+    let baking = decide(&spec, "m", &facts(&spokes), Some(&first.status), at(1));
+    let last = decide(&spec, "m", &facts(&spokes), Some(&baking.status), at(11));
+    assert_eq!(in_state(&last, SpokeRolloutState::InProgress), ["s02"]);
+    assert_eq!(
+        addon_target("metrics", &facts(&spokes)),
+        addon_target("metrics", &facts(&spokes))
+    );
+    assert_ne!(
+        addon_target("metrics", &facts(&spokes)),
+        addon_target("logging", &facts(&spokes)),
+        "each addon's rollout has its own target"
+    );
+}

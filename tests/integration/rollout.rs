@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use fleetform::api::ManagedClusterAddOn;
-use fleetform::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke, SpokeRolloutState};
+use fleetform::api::fleet::{Hub, RolloutStatus, SYSTEM_NAMESPACE, Spoke, SpokeRolloutState};
 use fleetform::api::vocabulary::CONDITION_ROLLOUT_HALTED;
 use fleetform::hub::process::{self, HubProcessConfig, RunningHub};
 use fleetform::plan::desired::{DEFAULT_AGENT_VERSION, effective};
@@ -396,11 +396,55 @@ async fn a_spoke_whose_new_agent_never_comes_up_halts_the_rollout_until_paused_a
 async fn an_addon_enabled_fleet_wide_reaches_one_spoke_at_a_time_and_completes() {
     let rollout = "    strategy: Progressive\n    maxConcurrency: 1\n    minSuccessSeconds: 1\n";
     let fleet = fleet(rollout).await;
-    let before = wait_for(&hubs(&fleet), "hub", "a rollout kept", |hub: &Hub| {
-        states(hub).len() == 3
+    metrics_one_spoke_at_a_time(&fleet, "rollout", |hub| {
+        hub.status.as_ref()?.rollout.as_ref()
     })
     .await;
-    let target_before = before.status.and_then(|s| s.rollout).unwrap().target;
+    fleet.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_addon_with_a_rollout_of_its_own_reaches_one_spoke_at_a_time_though_its_hub_has_none() {
+    let fleet = fleet("    strategy: All\n").await;
+    let own = ADDONS.replace(
+        "  installNamespace: metrics-agent\n",
+        "  installNamespace: metrics-agent\n  rollout:\n    strategy: Progressive\n    maxConcurrency: 1\n    minSuccessSeconds: 1\n",
+    );
+    fleet.repo.commit(
+        "metrics rolls out by itself",
+        &[("addons/addons.yaml", Some(&own))],
+    );
+    fleet.synced().await;
+    metrics_one_spoke_at_a_time(&fleet, "rollout of addon metrics", |hub| {
+        let status = hub.status.as_ref()?;
+        status
+            .addon_rollouts
+            .iter()
+            .find(|kept| kept.addon == "metrics")
+            .map(|kept| &kept.rollout)
+    })
+    .await;
+    let hub = hubs(&fleet).get("hub").await.unwrap();
+    assert!(
+        hub.status.and_then(|status| status.rollout).is_none(),
+        "the hub keeps no rollout of its own"
+    );
+    fleet.shutdown().await;
+}
+
+/// Enables `metrics` on every spoke in one commit and checks that they gain it one after
+/// another, each once the one before is done, as the rollout `of` the Hub (titled `title` in
+/// plan) says, and that the rollout completes.
+async fn metrics_one_spoke_at_a_time(
+    fleet: &Fleet,
+    title: &str,
+    of: fn(&Hub) -> Option<&RolloutStatus>,
+) {
+    let before = wait_for(&hubs(fleet), "hub", "a rollout kept", move |hub: &Hub| {
+        of(hub).is_some_and(|rollout| rollout.spokes.len() == 3)
+    })
+    .await;
+    let target_before = of(&before).unwrap().target.clone();
     let with_metrics: Vec<(String, String)> = SPOKES
         .iter()
         .map(|name| {
@@ -419,9 +463,9 @@ async fn an_addon_enabled_fleet_wide_reaches_one_spoke_at_a_time_and_completes()
     let plan = fleet.fleetform(&["plan", &source]).await;
     let text = String::from_utf8_lossy(&plan.stdout);
     assert!(
-        text.contains(
-            "rollout (Progressive): 3 spoke(s) change in 3 wave(s); the first wave touches 1 (33%)"
-        ),
+        text.contains(&format!(
+            "{title} (Progressive): 3 spoke(s) change in 3 wave(s); the first wave touches 1 (33%)"
+        )),
         "{text}"
     );
     assert!(
@@ -433,7 +477,7 @@ async fn an_addon_enabled_fleet_wide_reaches_one_spoke_at_a_time_and_completes()
     let gained: Arc<std::sync::Mutex<Vec<(String, Hub)>>> = Arc::default();
     let seen = gained.clone();
     let addons = Api::<ManagedClusterAddOn>::all(fleet.hub.clone());
-    let hub_api = hubs(&fleet);
+    let hub_api = hubs(fleet);
     let config = watcher::Config::default().fields("metadata.name=metrics");
     let mut created = watcher(addons, config).applied_objects().boxed();
     tokio::spawn(async move {
@@ -453,20 +497,35 @@ async fn an_addon_enabled_fleet_wide_reaches_one_spoke_at_a_time_and_completes()
     fleet.repo.commit("metrics everywhere", &files);
     fleet.synced().await;
 
-    let done = wait_for(&hubs(&fleet), "hub", "metrics on every spoke", move |hub| {
-        let rollout = hub.status.as_ref().and_then(|s| s.rollout.as_ref());
-        rollout.is_some_and(|rollout| rollout.target != target_before && rollout.wave.is_none())
-            && states(hub)
-                .iter()
-                .all(|(_, state)| *state == SpokeRolloutState::Succeeded)
+    // A spoke at a time, each with the patience of one.
+    for name in SPOKES {
+        let target_before = target_before.clone();
+        wait_for(&hubs(fleet), "hub", &format!("{name} done"), move |hub| {
+            of(hub).is_some_and(|rollout| {
+                rollout.target != target_before
+                    && rollout.spokes.iter().any(|entry| {
+                        entry.name == name && entry.state == SpokeRolloutState::Succeeded
+                    })
+            })
+        })
+        .await;
+    }
+    let done = wait_for(&hubs(fleet), "hub", "metrics on every spoke", move |hub| {
+        of(hub).is_some_and(|rollout| {
+            rollout.target != target_before
+                && rollout.wave.is_none()
+                && rollout
+                    .spokes
+                    .iter()
+                    .all(|entry| entry.state == SpokeRolloutState::Succeeded)
+        })
     })
     .await;
-    let targets: BTreeMap<String, String> = done
-        .status
-        .and_then(|s| s.rollout)
+    let targets: BTreeMap<String, String> = of(&done)
         .unwrap()
         .spokes
-        .into_iter()
+        .iter()
+        .cloned()
         .map(|entry| (entry.name, entry.target))
         .collect();
     let gained = gained.lock().unwrap().clone();
@@ -479,11 +538,7 @@ async fn an_addon_enabled_fleet_wide_reaches_one_spoke_at_a_time_and_completes()
         "one after another, in rollout order"
     );
     for (index, (spoke, hub)) in gained.iter().enumerate() {
-        let rollout = hub
-            .status
-            .as_ref()
-            .and_then(|s| s.rollout.as_ref())
-            .unwrap();
+        let rollout = of(hub).unwrap();
         let entry_of = |name: &str| {
             rollout
                 .spokes
@@ -524,7 +579,6 @@ async fn an_addon_enabled_fleet_wide_reaches_one_spoke_at_a_time_and_completes()
         );
         assert!(applied.unavailable_addons.is_empty(), "{name}");
     }
-    fleet.shutdown().await;
 }
 
 /// A hub process serving `/metrics` on a free port, leading at once, that knows no hub URL: the
