@@ -1,7 +1,7 @@
 //! Gathering the [`Facts`] about one Spoke from the hub and, while the hub still owns it, the
 //! spoke itself.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
@@ -21,7 +21,7 @@ use super::lifecycle::{AgentRead, Facts, agent_facts};
 use crate::access::Reached;
 use crate::agent::hub_identity::{HubIdentity, bootstrap_fingerprint};
 use crate::api::bootstrap_token::BOOTSTRAP_TOKEN_NAMESPACE;
-use crate::api::fleet::{AddOn, AppliedSettings, Hub, RolloutSpec, Spoke};
+use crate::api::fleet::{AddOn, AppliedSettings, Hub, Spoke};
 use crate::api::vocabulary::{
     AGENT_NAMESPACE, ANNOTATION_FORCE_UNJOIN, BOOTSTRAP_HUB_KUBECONFIG_SECRET, CONDITION_AVAILABLE,
     CONDITION_PIVOT_COMPLETE, CONDITION_SPOKE_JOINED, HUB_KUBECONFIG_SECRET,
@@ -33,7 +33,6 @@ use crate::plan::desired::{
 };
 
 use super::run::{FIELD_MANAGER, ReconcileError};
-use crate::rollout::Settings;
 use crate::runtime::error::KubeError;
 
 /// What one pass knows about a Spoke: the facts and the objects they came from.
@@ -94,13 +93,6 @@ pub(crate) async fn gather(
 ) -> Result<Gathered, ReconcileError> {
     let name = spoke.name_any();
     let mut effective = effective(spoke, hub, addon_docs);
-    // Addons with a rollout of their own roll out apart from the hub's.
-    let own: BTreeMap<&str, &RolloutSpec> = addon_docs
-        .iter()
-        .filter_map(|(name, doc)| Some((name.as_str(), doc.spec.rollout.as_ref()?)))
-        .collect();
-    let own_names: BTreeSet<String> = own.keys().map(ToString::to_string).collect();
-    let target = Settings::wanted(&effective).without(&own_names).digest();
     let clusters: Api<ManagedCluster> = Api::all(client.clone());
     let cluster = clusters
         .get_opt(&name)
@@ -147,35 +139,19 @@ pub(crate) async fn gather(
     // then on, one the hub's rollout (or an addon's own) has not released keeps the addons and
     // lease duration it has, as read now, so that a restart holds it just the same.
     let established = is_condition_true(status_conditions, CONDITION_SPOKE_JOINED);
-    let released = crate::rollout::released(hub, &name, &target);
-    if established {
-        let mut addons = if released {
-            effective.addons.clone()
-        } else {
-            enabled_addons.clone()
-        };
-        addons.retain(|addon, _| !own.contains_key(addon.as_str()));
-        for (addon, rollout) in &own {
-            let wanted = effective.addons.get(*addon);
-            let target = Settings::addon(addon, wanted).digest();
-            let kept = if crate::rollout::addon_released(hub, addon, rollout, &name, &target) {
-                wanted
-            } else {
-                enabled_addons.get(*addon)
-            };
-            if let Some(namespace) = kept {
-                addons.insert(addon.to_string(), namespace.clone());
-            }
-        }
-        effective.addons = addons;
-    }
-    if established
-        && !released
-        && let Some(lease) = cluster
+    let gate = crate::rollout::gate(
+        hub,
+        &name,
+        &crate::rollout::own_rollouts(addon_docs),
+        &effective,
+        &enabled_addons,
+        cluster
             .as_ref()
-            .and_then(|cluster| cluster.spec.lease_duration_seconds)
-    {
-        effective.lease_duration_seconds = lease;
+            .and_then(|cluster| cluster.spec.lease_duration_seconds),
+    );
+    if established {
+        effective.addons = gate.addons;
+        effective.lease_duration_seconds = gate.lease_duration_seconds;
     }
     let hub_as_spoke = spoke.spec.is_hub_as_spoke();
     let deleting = spoke.metadata.deletion_timestamp.is_some();
@@ -258,7 +234,7 @@ pub(crate) async fn gather(
             .as_ref()
             .is_some_and(|(on_spoke, _)| on_spoke.deployment.is_some())
         && reported_agent != Some(effective.agent.hash().as_str())
-        && !released;
+        && !gate.released;
 
     let wanted = WantedCluster {
         labels: &effective.labels,

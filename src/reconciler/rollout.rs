@@ -5,7 +5,7 @@
 //! `RolloutHalted` condition and Events. Under `strategy: All` it keeps no state. What it finds
 //! it also counts ([`RolloutMetrics`], `fleetform_rollout_*` on the hub's `/metrics`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -177,10 +177,7 @@ pub(super) async fn run(
     // Which addons a spoke is to have, and which roll out by themselves, the AddOn documents
     // the hub holds say.
     let addon_docs = super::facts::addons(client).await?;
-    let own: BTreeMap<&str, &RolloutSpec> = addon_docs
-        .iter()
-        .filter_map(|(addon, doc)| Some((addon.as_str(), doc.spec.rollout.as_ref()?)))
-        .collect();
+    let own = rollout::own_rollouts(&addon_docs);
     let own_names: BTreeSet<String> = own.keys().map(ToString::to_string).collect();
     let rolling: Vec<(&str, &RolloutSpec)> = own
         .iter()

@@ -21,8 +21,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::api::fleet::{
-    AppliedAddon, AppliedSettings, Hub, OfflinePolicy, RolloutSpec, RolloutStatus, RolloutStrategy,
-    SpokeRollout, SpokeRolloutState, SpokeStatus,
+    AddOn, AppliedAddon, AppliedSettings, Hub, OfflinePolicy, RolloutSpec, RolloutStatus,
+    RolloutStrategy, SpokeRollout, SpokeRolloutState, SpokeStatus,
 };
 use crate::plan::desired::{EffectiveSpoke, stable_hash};
 
@@ -89,6 +89,68 @@ impl Settings {
                 .collect(),
             lease_duration_seconds: 0,
         }
+    }
+}
+
+/// The addons of `addon_docs` with a rollout of their own, with it.
+pub fn own_rollouts(addon_docs: &BTreeMap<String, AddOn>) -> BTreeMap<&str, &RolloutSpec> {
+    addon_docs
+        .iter()
+        .filter_map(|(name, doc)| Some((name.as_str(), doc.spec.rollout.as_ref()?)))
+        .collect()
+}
+
+/// What the reconciler gives a joined spoke of the settings rollouts roll out besides its agent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gate {
+    /// The addons it is to have: those of `wanted` its rollouts released, those it has of the
+    /// rest.
+    pub addons: BTreeMap<String, String>,
+    /// Its lease duration: `wanted`'s once the hub's rollout released it, else the one it has.
+    pub lease_duration_seconds: i32,
+    /// The hub's rollout released it to its target (its agent may move too).
+    pub released: bool,
+}
+
+/// The [`Gate`] of the joined spoke `spoke` of `hub`, which git wants to have `wanted` and which
+/// has the addons `has_addons` and the lease duration `has_lease` now; `own` are the addons with
+/// a rollout of their own ([`own_rollouts`]), each gated by it alone, the rest by the hub's.
+pub fn gate(
+    hub: &Hub,
+    spoke: &str,
+    own: &BTreeMap<&str, &RolloutSpec>,
+    wanted: &EffectiveSpoke,
+    has_addons: &BTreeMap<String, String>,
+    has_lease: Option<i32>,
+) -> Gate {
+    let own_names: BTreeSet<String> = own.keys().map(ToString::to_string).collect();
+    let target = Settings::wanted(wanted).without(&own_names).digest();
+    let released = released(hub, spoke, &target);
+    let (mut addons, lease_duration_seconds) = if released {
+        (wanted.addons.clone(), wanted.lease_duration_seconds)
+    } else {
+        (
+            has_addons.clone(),
+            has_lease.unwrap_or(wanted.lease_duration_seconds),
+        )
+    };
+    addons.retain(|addon, _| !own.contains_key(addon.as_str()));
+    for (addon, rollout) in own {
+        let wanted = wanted.addons.get(*addon);
+        let target = Settings::addon(addon, wanted).digest();
+        let kept = if addon_released(hub, addon, rollout, spoke, &target) {
+            wanted
+        } else {
+            has_addons.get(*addon)
+        };
+        if let Some(namespace) = kept {
+            addons.insert(addon.to_string(), namespace.clone());
+        }
+    }
+    Gate {
+        addons,
+        lease_duration_seconds,
+        released,
     }
 }
 

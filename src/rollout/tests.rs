@@ -816,3 +816,60 @@ fn an_addon_with_a_rollout_of_its_own_leaves_the_hubs_and_moves_by_its_own() {
         "each addon's rollout has its own target"
     );
 }
+
+#[test]
+fn the_gate_holds_a_spokes_addons_and_lease_until_its_rollout_releases_it() {
+    let mut hub = embedded_hub();
+    hub.spec.rollout = progressive(SpokeCount::Count(1));
+    let namespace = |addon: &str| format!("{addon}-agent");
+    let wanted = EffectiveSpoke {
+        lease_duration_seconds: 30,
+        cluster_claims_max: 20,
+        agent: crate::plan::desired::agent_config(None, &hub),
+        addons: [
+            ("metrics", namespace("metrics")),
+            ("logging", namespace("logging")),
+        ]
+        .map(|(addon, namespace)| (addon.to_string(), namespace))
+        .into(),
+        labels: BTreeMap::new(),
+    };
+    let has: BTreeMap<String, String> = [("logging".to_string(), namespace("logging"))].into();
+    let none = BTreeMap::new();
+
+    // Not released (no rollout yet): it keeps the addons and lease it has.
+    let held = gate(&hub, "s00", &none, &wanted, &has, Some(60));
+    assert_eq!(
+        held,
+        Gate {
+            addons: has.clone(),
+            lease_duration_seconds: 60,
+            released: false,
+        }
+    );
+
+    // Released for its target: what git wants.
+    let mut spokes = fleet(1);
+    spokes[0].wanted = Settings::wanted(&wanted);
+    let decision = decide(&hub.spec.rollout, "t", &spokes, None, at(0));
+    keeping(&mut hub, &decision.status);
+    let released = gate(&hub, "s00", &none, &wanted, &has, Some(60));
+    assert_eq!(released.addons, wanted.addons);
+    assert_eq!(released.lease_duration_seconds, 30);
+    assert!(released.released);
+
+    // metrics rolls out by itself: the hub's release does not carry it, its own rollout does.
+    hub.spec.rollout = RolloutSpec::default();
+    let own_rollout = progressive(SpokeCount::Count(1));
+    let own: BTreeMap<&str, &RolloutSpec> = [("metrics", &own_rollout)].into();
+    let apart = gate(&hub, "s00", &own, &wanted, &has, Some(60));
+    assert_eq!(apart.addons, has, "metrics waits for its own rollout");
+    assert_eq!(apart.lease_duration_seconds, 30, "the hub's rollout is All");
+    let everywhere = RolloutSpec::default();
+    let own: BTreeMap<&str, &RolloutSpec> = [("metrics", &everywhere)].into();
+    assert_eq!(
+        gate(&hub, "s00", &own, &wanted, &has, Some(60)).addons,
+        wanted.addons,
+        "an addon rolled out with strategy All is enabled at once"
+    );
+}
