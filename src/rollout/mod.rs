@@ -6,10 +6,13 @@
 //! rollout target. The Hub's `status.rollout` says where it stands. [`decide`] takes that spec,
 //! the spokes as they are and the status as it was, and returns the status as it is now — which
 //! spokes are released to move, which are done, failed or passed over while offline, whether the
-//! rollout halted — and when to decide again. [`released`] is the gate the reconciler consults
-//! before it writes a spoke's agent Deployment, ManagedClusterAddOns or lease duration, and
-//! [`agent_released`] the one the agent consults before it upgrades itself: a spoke that is not
-//! released keeps what it has. [`waves`] is what `plan` shows before a rollout starts.
+//! rollout halted — and when to decide again. An AddOn with a `spec.rollout` of its own leaves
+//! the hubs' rollouts: enabling and disabling it is decided the same way over
+//! [`SpokeFacts::of_addon`], its state in the Hub's `status.addonRollouts`. [`gate`] is what the
+//! reconciler gives a spoke of its ManagedClusterAddOns and lease duration by those releases
+//! ([`released`], [`addon_released`]), and [`agent_released`] the gate the agent consults before
+//! it upgrades itself: a spoke that is not released keeps what it has. [`waves`] is what `plan`
+//! shows before a rollout starts.
 //!
 //! Nothing here reads a cluster or the clock: the hub's reconciler gathers the facts, writes the
 //! status and wakes at `wake_at`.
