@@ -1,8 +1,10 @@
 //! Progressive rollouts of a hub's agent, end to end on `fleetform up`'s clusters: spokes move one
 //! at a time and those not released keep the agent they run; a spoke whose new agent never comes
 //! up (an image from a registry that does not resolve) fails its progress deadline and halts the
-//! rollout, which `paused: true` then `false` resumes. And what the hub process's `/metrics`
-//! says of a rollout (`fleetform_rollout_*`).
+//! rollout, which `paused: true` then `false` resumes. An addon enabled fleet-wide and a lease
+//! duration changed reach the spokes the same way (the others keep what they have), and so does
+//! an addon with a rollout of its own under a hub without one. And what the hub process's
+//! `/metrics` says of a rollout (`fleetform_rollout_*`).
 
 use crate::support;
 
@@ -10,9 +12,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use fleetform::api::ManagedClusterAddOn;
 use fleetform::api::fleet::{Hub, RolloutStatus, SYSTEM_NAMESPACE, Spoke, SpokeRolloutState};
 use fleetform::api::vocabulary::CONDITION_ROLLOUT_HALTED;
+use fleetform::api::{ManagedCluster, ManagedClusterAddOn};
 use fleetform::hub::process::{self, HubProcessConfig, RunningHub};
 use fleetform::plan::desired::{DEFAULT_AGENT_VERSION, effective};
 use fleetform::reconciler::install::{AGENT_DEPLOYMENT, LABEL_AGENT_VERSION};
@@ -429,6 +431,83 @@ async fn an_addon_with_a_rollout_of_its_own_reaches_one_spoke_at_a_time_though_i
         hub.status.and_then(|status| status.rollout).is_none(),
         "the hub keeps no rollout of its own"
     );
+    fleet.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_duration_change_reaches_a_spoke_at_its_turn_and_the_others_keep_theirs() {
+    let rollout = |bake: u32| {
+        format!("    strategy: Progressive\n    maxConcurrency: 1\n    minSuccessSeconds: {bake}\n")
+    };
+    let fleet = fleet(&rollout(3600)).await;
+    let lease_of = |name: &'static str| {
+        let clusters = Api::<ManagedCluster>::all(fleet.hub.clone());
+        async move {
+            clusters
+                .get(name)
+                .await
+                .unwrap()
+                .spec
+                .lease_duration_seconds
+        }
+    };
+    let longer: Vec<(String, String)> = SPOKES
+        .iter()
+        .map(|name| {
+            (
+                format!("spokes/{name}.yaml"),
+                spoke(name, "  leaseDurationSeconds: 2\n"),
+            )
+        })
+        .collect();
+    let files: Vec<(&str, Option<&str>)> = longer
+        .iter()
+        .map(|(path, doc)| (path.as_str(), Some(doc.as_str())))
+        .collect();
+    fleet.repo.commit("leases of 2 s", &files);
+    fleet.synced().await;
+
+    // alpha's turn: it has the new lease and bakes an hour; the others keep theirs.
+    wait_for(&hubs(&fleet), "hub", "alpha baking", |hub: &Hub| {
+        hub.status
+            .as_ref()
+            .and_then(|status| status.rollout.as_ref())
+            .and_then(|rollout| rollout.spokes.iter().find(|entry| entry.name == "alpha"))
+            .is_some_and(|entry| {
+                entry.state == SpokeRolloutState::InProgress && entry.updated_at.is_some()
+            })
+    })
+    .await;
+    assert_eq!(lease_of("alpha").await, Some(2));
+    for name in ["beta", "gamma"] {
+        assert_eq!(lease_of(name).await, Some(1), "{name} is not released");
+        let spoke = fleet.spokes().get(name).await.unwrap();
+        assert_eq!(
+            spoke
+                .status
+                .and_then(|status| status.applied)
+                .map(|applied| applied.lease_duration_seconds),
+            Some(1),
+            "{name}"
+        );
+    }
+
+    // A bake of a second: the rest follow, and every cluster has the new lease.
+    fleet.repo.commit(
+        "a bake of a second",
+        &[("hubs/hub.yaml", Some(&hub(None, &rollout(1))))],
+    );
+    fleet.synced().await;
+    for name in SPOKES {
+        wait_for(
+            &hubs(&fleet),
+            "hub",
+            &format!("{name} done"),
+            move |hub: &Hub| state_of(hub, name) == Some(SpokeRolloutState::Succeeded),
+        )
+        .await;
+        assert_eq!(lease_of(name).await, Some(2), "{name}");
+    }
     fleet.shutdown().await;
 }
 
