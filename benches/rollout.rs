@@ -24,13 +24,21 @@ use std::time::Instant;
 use fleetform::api::fleet::{
     RolloutSpec, RolloutStatus, RolloutStrategy, SpokeCount, SpokeRolloutState,
 };
-use fleetform::rollout::{SpokeFacts, decide};
+use fleetform::rollout::{Settings, SpokeFacts, decide};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::json;
 
 const OLD: &str = "old";
 const NEW: &str = "new";
 const TARGET: &str = "2.0.0/new";
+
+/// The settings of a spoke whose agent's configuration hash is `agent`.
+fn agent(agent: &str) -> Settings {
+    Settings {
+        agent: agent.to_string(),
+        ..Settings::default()
+    }
+}
 
 fn setting(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -57,9 +65,10 @@ fn main() {
         .map(|index| SpokeFacts {
             name: format!("spoke-{index:04}"),
             labels: BTreeMap::new(),
-            wanted: NEW.to_string(),
-            running: Some(OLD.to_string()),
+            wanted: agent(NEW),
+            running: Some(agent(OLD)),
             online: !offline(index),
+            unavailable_addons: Vec::new(),
         })
         .collect();
 
@@ -81,7 +90,7 @@ fn main() {
     loop {
         for (index, at) in &comes_up {
             if *at <= now {
-                fleet[*index].running = Some(NEW.to_string());
+                fleet[*index].running = Some(agent(NEW));
             }
         }
         comes_up.retain(|_, at| *at > now);
@@ -103,7 +112,10 @@ fn main() {
             if released.contains(spoke.name.as_str())
                 && spoke.online
                 && !broken(index)
-                && spoke.running.as_deref() != Some(NEW)
+                && spoke
+                    .running
+                    .as_ref()
+                    .is_none_or(|running| running.agent != NEW)
                 && !comes_up.contains_key(&index)
             {
                 comes_up.insert(index, now + upgrade);

@@ -139,7 +139,7 @@ pub fn decide(facts: &Facts) -> Decision {
         let desired = agent_deployment(&name, &wanted, spoke_url_of(running));
         // The hub's rollout says when this spoke moves to a new agent.
         if !deployment_current(running, &desired)
-            && crate::rollout::released(hub, &name, &wanted.agent.hash())
+            && crate::rollout::agent_released(hub, &name, &wanted.agent.hash())
         {
             actions.push(Action::Upgrade {
                 name: running.name_any(),
@@ -429,7 +429,7 @@ mod tests {
                 json!({
                     "spec": {"rollout": {"strategy": "Progressive"}},
                     "status": {"rollout": {"target": "0.2.0", "spokes": [
-                        {"name": "edge", "target": wanted, "state": state},
+                        {"name": "edge", "target": "digest", "agent": wanted, "state": state},
                     ]}},
                 }),
             );

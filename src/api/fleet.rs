@@ -371,7 +371,8 @@ impl JsonSchema for SpokeCount {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutStatus {
-    /// What rolls out: the hub's agent version and configuration hash (`VERSION/HASH`).
+    /// What rolls out: the hub's agent version and a digest of its spokes' targets
+    /// (`VERSION/DIGEST`); for an addon's rollout, `ADDON/DIGEST`.
     pub target: String,
     /// The wave (1-based, in rollout order) the rollout is on; none once every spoke is through.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -397,8 +398,12 @@ fn is_zero(count: &u32) -> bool {
 #[serde(rename_all = "camelCase")]
 pub struct SpokeRollout {
     pub name: String,
-    /// The agent configuration hash the spoke is to run.
+    /// The digest of the settings the spoke is to have: its agent's configuration hash, the
+    /// addons fleetform enables on it and its lease duration.
     pub target: String,
+    /// The agent configuration hash among them (what the agent's own upgrade is gated on).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub agent: String,
     pub state: SpokeRolloutState,
     /// When the spoke was released to move to `target`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -442,6 +447,18 @@ pub struct HubStatus {
     /// The rollout of the hub's agent to its spokes (absent for `strategy: All`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutStatus>,
+    /// The rollouts of the addons with a `spec.rollout` of their own to this hub's spokes (those
+    /// whose strategy is not `All`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addon_rollouts: Vec<AddonRollout>,
+}
+
+/// Where the rollout of one addon to a hub's spokes stands.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AddonRollout {
+    pub addon: String,
+    pub rollout: RolloutStatus,
 }
 
 /// An addon a spoke runs: by name, or with its own install namespace.
@@ -686,9 +703,35 @@ pub struct SpokeStatus {
     /// Hash of the agent configuration running on the spoke.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_config_hash: Option<String>,
+    /// What the spoke has now of the other settings a hub's rollout rolls out, as the hub's
+    /// reconciler last read them on the hub (absent until the spoke has joined).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<AppliedSettings>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+}
+
+/// The addons fleetform has enabled on a spoke (its ManagedClusterAddOns) and its
+/// ManagedCluster's lease duration: what a spoke the rollout has not released keeps.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedSettings {
+    /// Each addon by name, with its install namespace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addons: Vec<AppliedAddon>,
+    /// Of those, the addons not Available.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable_addons: Vec<String>,
+    pub lease_duration_seconds: i32,
+}
+
+/// One addon enabled on a spoke.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedAddon {
+    pub name: String,
+    pub install_namespace: String,
 }
 
 /// A git source the in-cluster sync controller keeps the fleet in line with.
@@ -870,6 +913,11 @@ pub struct AddOnSpec {
     pub health_check: HealthCheck,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub registrations: Vec<AddOnRegistration>,
+    /// How enabling and disabling this addon reaches the spokes, apart from their hubs'
+    /// rollouts (as OCM's installStrategy rolloutStrategy of a ClusterManagementAddOn); without
+    /// it, the addon rolls out with everything else under each hub's `spec.rollout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutSpec>,
 }
 
 impl Default for AddOnSpec {
@@ -878,6 +926,7 @@ impl Default for AddOnSpec {
             install_namespace: default_addon_install_namespace(),
             health_check: HealthCheck::default(),
             registrations: Vec::new(),
+            rollout: None,
         }
     }
 }

@@ -481,6 +481,16 @@ spec:
     - signerName: example.com/metrics
       subject: {user: metrics, groups: [metrics], organizationUnits: [ops]}
       signerSecretRef: {namespace: fleetform-system, name: metrics-ca}
+  rollout:
+    strategy: Groups
+    maxConcurrency: 2
+    maxFailures: 10%
+    minSuccessSeconds: 30
+    progressDeadlineSeconds: 300
+    offline: Skip
+    paused: true
+    groups:
+      - {name: first, spokes: [edge], selector: {matchLabels: {env: prod}}, maxConcurrency: 1}
 ---
 apiVersion: fleetform.io/v1alpha1
 kind: AddOn

@@ -173,7 +173,13 @@ pub(super) fn check(documents: Documents, diagnostics: &mut Vec<Diagnostic>) -> 
             .iter()
             .filter(|spoke| spoke.value.spec.hub_ref == hub.name)
             .map(|spoke| spoke.name.as_str());
-        check_rollout(&hub.value.spec.rollout, of_hub.collect(), hub, diagnostics);
+        check_rollout(
+            &hub.value.spec.rollout,
+            of_hub.collect(),
+            "of this hub",
+            hub,
+            diagnostics,
+        );
     }
 
     for addon in &addons {
@@ -184,6 +190,10 @@ pub(super) fn check(documents: Documents, diagnostics: &mut Vec<Diagnostic>) -> 
             ));
         }
         let spec = &addon.value.spec;
+        if let Some(rollout) = &spec.rollout {
+            let all_spokes = spokes.iter().map(|spoke| spoke.name.as_str()).collect();
+            check_rollout(rollout, all_spokes, "of the fleet", addon, diagnostics);
+        }
         if let Some(problem) = dns1123_label_error(&spec.install_namespace) {
             diagnostics.push(addon.origin.at(
                 "/spec/installNamespace",
@@ -272,11 +282,13 @@ fn unique<T>(
     kept
 }
 
-/// A hub's rollout: groups exactly with `strategy: Groups`, each choosing spokes (by labels or
-/// names of this hub's spokes), under a name of its own.
+/// A hub's or an addon's rollout: groups exactly with `strategy: Groups`, each choosing spokes
+/// (by labels or names of `spokes`, the spokes it concerns: `whose` says which), under a name of
+/// its own.
 fn check_rollout<T>(
     rollout: &RolloutSpec,
     spokes: BTreeSet<&str>,
+    whose: &str,
     hub: &Located<T>,
     diagnostics: &mut Vec<Diagnostic>,
 ) {
@@ -333,7 +345,7 @@ fn check_rollout<T>(
                 let hint = did_you_mean(spoke, spokes.iter().copied());
                 diagnostics.push(hub.origin.at(
                     &format!("{pointer}/spokes/{at}"),
-                    format!("spoke {spoke:?} names no Spoke of this hub{hint}"),
+                    format!("spoke {spoke:?} names no Spoke {whose}{hint}"),
                 ));
             }
         }

@@ -298,9 +298,12 @@ pub struct HubPlan {
     /// reverted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub managed_by: Vec<ManagingSync>,
-    /// In what waves the agent upgrades reach the spokes.
+    /// In what waves the agent upgrades, addon and lease changes reach the spokes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<rollout::RolloutPlan>,
+    /// In what waves each addon with a rollout of its own is enabled or disabled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addon_rollouts: Vec<rollout::RolloutPlan>,
 }
 
 /// An ordered plan for a whole fleet.
@@ -534,7 +537,7 @@ fn plan_hub(fleet: &Fleet, hub_name: &str, observed: &ObservedHub, guard: PruneG
             }
         }
     }
-    plan.rollout = rollout::rollout(fleet, hub_name, &plan.steps, observed);
+    (plan.rollout, plan.addon_rollouts) = rollout::rollouts(fleet, hub_name, &plan.steps, observed);
     plan.steps.extend(unjoins.iter().map(|spoke| Step::Unjoin {
         spoke: spoke.clone(),
     }));

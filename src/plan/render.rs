@@ -2,12 +2,13 @@
 //! comment — and for programs: the versioned plan document that `plan -o json|yaml` prints and
 //! `plan --out` saves for `apply`.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use serde::Serialize;
 use serde_json::Value;
 
-use super::rollout::RolloutPlan;
+use super::rollout::{RolloutPlan, SpokeChange};
 use super::{Action, Counts, HubPlan, ManagingSync, ObjectChange, Plan};
 use crate::api::fleet::OfflinePolicy;
 use crate::source::Origin;
@@ -121,7 +122,7 @@ pub fn text(plan: &Plan, colour: bool) -> String {
                 let _ = writeln!(out, "    {}. {step}", index + 1);
             }
         }
-        if let Some(rollout) = &hub.rollout {
+        for rollout in hub.rollout.iter().chain(&hub.addon_rollouts) {
             let mut lines = rollout_lines(rollout).into_iter();
             if let Some(title) = lines.next() {
                 let _ = writeln!(out, "  {}", paint(BOLD, &title));
@@ -209,7 +210,7 @@ pub fn markdown(plan: &Plan) -> String {
         for (index, step) in hub.steps.iter().enumerate() {
             let _ = writeln!(out, "{}. {step}", index + 1);
         }
-        if let Some(rollout) = &hub.rollout {
+        for rollout in hub.rollout.iter().chain(&hub.addon_rollouts) {
             let mut lines = rollout_lines(rollout).into_iter();
             if let Some(title) = lines.next() {
                 let _ = writeln!(out, "\n**{title}**\n");
@@ -239,11 +240,22 @@ pub fn markdown(plan: &Plan) -> String {
 }
 
 /// A hub's rollout for people: a title (strategy, how many spokes in how many waves, the blast
-/// radius), then a line per wave with its offline spokes and what happens to them.
+/// radius), a line per wave with its offline spokes and what happens to them, then a line per
+/// distinct change with the spokes it changes.
 fn rollout_lines(rollout: &RolloutPlan) -> Vec<String> {
     let percent = |count: usize| count * 100 / rollout.spokes.max(1);
+    let what = if rollout.changes.iter().all(SpokeChange::agent_only) {
+        "upgrade their agent"
+    } else {
+        "change"
+    };
+    let whose = rollout
+        .addon
+        .as_ref()
+        .map(|addon| format!(" of addon {addon}"))
+        .unwrap_or_default();
     let mut lines = vec![format!(
-        "rollout ({:?}): {} spoke(s) upgrade their agent in {} wave(s); the first wave touches {} ({}%)",
+        "rollout{whose} ({:?}): {} spoke(s) {what} in {} wave(s); the first wave touches {} ({}%)",
         rollout.strategy,
         rollout.spokes,
         rollout.waves.len(),
@@ -268,6 +280,16 @@ fn rollout_lines(rollout: &RolloutPlan) -> Vec<String> {
             let _ = write!(line, "; offline now: {} ({fate})", wave.offline.join(", "));
         }
         lines.push(line);
+    }
+    let mut by_change: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for change in &rollout.changes {
+        by_change
+            .entry(change.describe())
+            .or_default()
+            .push(&change.spoke);
+    }
+    for (change, spokes) in by_change {
+        lines.push(format!("change {change}: {}", spokes.join(", ")));
     }
     lines
 }
@@ -312,6 +334,7 @@ mod tests {
                 hub: "hub".into(),
                 steps: vec![super::super::Step::InstallHub],
                 rollout: Some(RolloutPlan {
+                    addon: None,
                     strategy: RolloutStrategy::Groups,
                     offline,
                     spokes: 4,
@@ -320,6 +343,7 @@ mod tests {
                         wave("canary", &["a"], &[]),
                         wave("rest", &["b", "c"], &["d"]),
                     ],
+                    changes: Vec::new(),
                 }),
                 ..HubPlan::default()
             }],

@@ -531,3 +531,105 @@ fn json_maps_write_their_keys_sorted_so_digests_are_stable() {
         r#"{"a":{"c":3,"d":2},"b":1}"#
     );
 }
+
+#[test]
+fn addon_and_lease_changes_roll_out_in_waves_showing_what_changes_on_each_spoke() {
+    let progressive = |fleet: &mut Fleet| {
+        fleet.hubs.get_mut("hub").unwrap().spec.rollout = crate::api::fleet::RolloutSpec {
+            strategy: crate::api::fleet::RolloutStrategy::Progressive,
+            max_concurrency: Some(crate::api::fleet::SpokeCount::Count(1)),
+            ..Default::default()
+        };
+    };
+    let mut before = TestFleet::new()
+        .addon("metrics")
+        .addon("logging")
+        .spoke_with("a", |s| s.addons = vec![SpokeAddon::Name("logging".into())])
+        .spoke("b")
+        .build();
+    progressive(&mut before);
+    let mut after = TestFleet::new()
+        .addon("metrics")
+        .addon("logging")
+        .spoke_with("a", |s| s.addons = vec![SpokeAddon::Name("metrics".into())])
+        .spoke_with("b", |s| s.lease_duration_seconds = Some(30))
+        .spoke_with("c", |s| s.addons = vec![SpokeAddon::Name("metrics".into())])
+        .build();
+    progressive(&mut after);
+    let plan = plan(&after, origin(), &converged(&before), guard());
+    let rollout = plan.hubs[0].rollout.as_ref().expect("a rollout");
+    // c joins with everything at once: a join is not a rollout.
+    assert_eq!(
+        rollout
+            .waves
+            .iter()
+            .map(|wave| wave.spokes.clone())
+            .collect::<Vec<_>>(),
+        [vec!["a".to_string()], vec!["b".to_string()]]
+    );
+    let text = render::text(&plan, false);
+    assert!(
+        text.contains(
+            "rollout (Progressive): 2 spoke(s) change in 2 wave(s); the first wave touches 1 (50%)\n    wave 1: a\n    wave 2: b\n    change addons +metrics -logging: a\n    change lease 60 s → 30 s: b\n"
+        ),
+        "{text}"
+    );
+    let document = serde_json::to_value(render::document(&plan)).unwrap();
+    assert_eq!(
+        document["hubs"][0]["rollout"]["changes"],
+        json!([
+            {"spoke": "a", "enable": ["metrics"], "disable": ["logging"]},
+            {"spoke": "b", "leaseDurationSeconds": {"from": 60, "to": 30}},
+        ])
+    );
+}
+
+#[test]
+fn an_addon_with_a_rollout_of_its_own_is_planned_apart_from_the_hubs_rollout() {
+    let before = TestFleet::new()
+        .addon("metrics")
+        .spoke("a")
+        .spoke("b")
+        .build();
+    let mut after = TestFleet::new()
+        .addon("metrics")
+        .spoke_with("a", |s| s.addons = vec![SpokeAddon::Name("metrics".into())])
+        .spoke_with("b", |s| {
+            s.addons = vec![SpokeAddon::Name("metrics".into())];
+            s.lease_duration_seconds = Some(30);
+        })
+        .build();
+    after.addons.get_mut("metrics").unwrap().spec.rollout = Some(crate::api::fleet::RolloutSpec {
+        strategy: crate::api::fleet::RolloutStrategy::Progressive,
+        max_concurrency: Some(crate::api::fleet::SpokeCount::Count(1)),
+        ..Default::default()
+    });
+    let plan = plan(&after, origin(), &converged(&before), guard());
+    let hub = &plan.hubs[0];
+    let changes = |rollout: &super::rollout::RolloutPlan| -> Vec<String> {
+        rollout
+            .changes
+            .iter()
+            .map(|change| format!("{}: {}", change.spoke, change.describe()))
+            .collect()
+    };
+    assert_eq!(
+        changes(hub.rollout.as_ref().expect("the hub's rollout")),
+        ["b: lease 60 s → 30 s"],
+        "the addon is not the hub's to roll out"
+    );
+    assert_eq!(hub.addon_rollouts.len(), 1);
+    assert_eq!(
+        changes(&hub.addon_rollouts[0]),
+        ["a: addons +metrics", "b: addons +metrics"]
+    );
+    let text = render::text(&plan, false);
+    assert!(
+        text.contains(
+            "rollout of addon metrics (Progressive): 2 spoke(s) change in 2 wave(s); the first wave touches 1 (50%)\n    wave 1: a\n    wave 2: b\n"
+        ),
+        "{text}"
+    );
+    let document = serde_json::to_value(render::document(&plan)).unwrap();
+    assert_eq!(document["hubs"][0]["addonRollouts"][0]["addon"], "metrics");
+}

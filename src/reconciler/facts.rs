@@ -21,11 +21,11 @@ use super::lifecycle::{AgentRead, Facts, agent_facts};
 use crate::access::Reached;
 use crate::agent::hub_identity::{HubIdentity, bootstrap_fingerprint};
 use crate::api::bootstrap_token::BOOTSTRAP_TOKEN_NAMESPACE;
-use crate::api::fleet::{AddOn, Hub, Spoke};
+use crate::api::fleet::{AddOn, AppliedSettings, Hub, Spoke};
 use crate::api::vocabulary::{
     AGENT_NAMESPACE, ANNOTATION_FORCE_UNJOIN, BOOTSTRAP_HUB_KUBECONFIG_SECRET, CONDITION_AVAILABLE,
-    CONDITION_PIVOT_COMPLETE, HUB_KUBECONFIG_SECRET, HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG,
-    LABEL_CLUSTER_NAME, STATUS_TRUE,
+    CONDITION_PIVOT_COMPLETE, CONDITION_SPOKE_JOINED, HUB_KUBECONFIG_SECRET,
+    HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG, LABEL_CLUSTER_NAME, STATUS_TRUE,
 };
 use crate::api::{ManagedCluster, ManagedClusterAddOn, ManifestWork, is_condition_true};
 use crate::plan::desired::{
@@ -51,6 +51,9 @@ pub(crate) struct Gathered {
     /// The agent Deployment on the spoke stays as it is: the hub's rollout has not released the
     /// spoke to the agent it wants.
     pub keep_agent: bool,
+    /// What the spoke has of the settings a rollout rolls out besides its agent, as read now
+    /// (none until it has joined): reported in its status for the hub's rollout.
+    pub applied: Option<AppliedSettings>,
 }
 
 /// The AddOn documents as the hub holds them: ClusterManagementAddOns carrying their spec.
@@ -89,7 +92,7 @@ pub(crate) async fn gather(
     tokens_cleared: bool,
 ) -> Result<Gathered, ReconcileError> {
     let name = spoke.name_any();
-    let effective = effective(spoke, hub, addon_docs);
+    let mut effective = effective(spoke, hub, addon_docs);
     let clusters: Api<ManagedCluster> = Api::all(client.clone());
     let cluster = clusters
         .get_opt(&name)
@@ -97,13 +100,27 @@ pub(crate) async fn gather(
         .map_err(KubeError::on(format!("ManagedCluster {name}"), "read"))?;
     // Only the addons fleetform enabled (its mark): one an OCM tool or a person enabled is not
     // fleetform's to disable.
-    let enabled_addons = Api::<ManagedClusterAddOn>::namespaced(client.clone(), &name)
+    let marked = Api::<ManagedClusterAddOn>::namespaced(client.clone(), &name)
         .list(&ListParams::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}")))
         .await
         .map_err(KubeError::on(format!("addons of {name}"), "list"))?
-        .into_iter()
+        .items;
+    let enabled_addons: BTreeMap<String, String> = marked
+        .iter()
         .map(|addon| (addon.name_any(), addon.install_namespace().to_string()))
         .collect();
+    let applied = cluster
+        .as_ref()
+        .filter(|cluster| cluster.is_joined())
+        .and_then(|cluster| cluster.spec.lease_duration_seconds)
+        .map(|lease| {
+            let unavailable = marked
+                .iter()
+                .filter(|addon| !addon.is_available())
+                .map(ResourceExt::name_any)
+                .collect();
+            crate::rollout::applied(&enabled_addons, unavailable, lease)
+        });
     let active_works = Api::<ManifestWork>::namespaced(client.clone(), &name)
         .list(&ListParams::default())
         .await
@@ -118,6 +135,24 @@ pub(crate) async fn gather(
         .map(|status| status.conditions.as_slice())
         .unwrap_or_default();
     let pivoted = is_condition_true(status_conditions, CONDITION_PIVOT_COMPLETE);
+    // A spoke a former pass saw joined got what git wanted then (a join is not a rollout); from
+    // then on, one the hub's rollout (or an addon's own) has not released keeps the addons and
+    // lease duration it has, as read now, so that a restart holds it just the same.
+    let established = is_condition_true(status_conditions, CONDITION_SPOKE_JOINED);
+    let gate = crate::rollout::gate(
+        hub,
+        &name,
+        &crate::rollout::own_rollouts(addon_docs),
+        &effective,
+        &enabled_addons,
+        cluster
+            .as_ref()
+            .and_then(|cluster| cluster.spec.lease_duration_seconds),
+    );
+    if established {
+        effective.addons = gate.addons;
+        effective.lease_duration_seconds = gate.lease_duration_seconds;
+    }
     let hub_as_spoke = spoke.spec.is_hub_as_spoke();
     let deleting = spoke.metadata.deletion_timestamp.is_some();
     let by_cluster = ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}={name}"));
@@ -187,12 +222,19 @@ pub(crate) async fn gather(
     let (agent_installed, agent_outdated, agent_drifted) =
         agent_facts(read.as_ref(), pivoted, bootstrapped, !tokens.is_empty());
     let bootstrap_current = read.is_some_and(|read| read.bootstrap_current);
-    // A running agent its hub's rollout has not released stays as it is (a join is no rollout).
+    // A running agent its hub's rollout has not released to another agent stays as it is (a
+    // join is no rollout; a target that changes only addons or lease leaves the agent as git
+    // has it, so a Deployment edited on the spoke is still put back).
+    let reported_agent = spoke
+        .status
+        .as_ref()
+        .and_then(|status| status.agent_config_hash.as_deref());
     let keep_agent = pivoted
         && on_spoke
             .as_ref()
             .is_some_and(|(on_spoke, _)| on_spoke.deployment.is_some())
-        && !crate::rollout::released(hub, &name, &effective.agent.hash());
+        && reported_agent != Some(effective.agent.hash().as_str())
+        && !gate.released;
 
     let wanted = WantedCluster {
         labels: &effective.labels,
@@ -242,6 +284,7 @@ pub(crate) async fn gather(
         bootstrapped,
         bootstrap_current,
         keep_agent,
+        applied,
     })
 }
 

@@ -1,16 +1,17 @@
-//! A hub's agent rollout as the Hub controller runs it: gathers each spoke's wanted and reported
-//! agent and availability, asks [`crate::rollout::decide`], and writes the outcome into the
+//! A hub's rollout as the Hub controller runs it: gathers each spoke's wanted settings (agent,
+//! addons, lease duration) and those its status reports it has, and its availability, asks
+//! [`crate::rollout::decide`], and writes the outcome into the
 //! Hub's `status.rollout` (where the reconciler and the agents read their release), the
 //! `RolloutHalted` condition and Events. Under `strategy: All` it keeps no state. What it finds
 //! it also counts ([`RolloutMetrics`], `fleetform_rollout_*` on the hub's `/metrics`).
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
-use kube::{Api, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -19,11 +20,14 @@ use serde_json::json;
 use tracing::info;
 
 use super::run::{FIELD_MANAGER, ReconcileError};
-use crate::api::fleet::{Hub, Phase, RolloutStatus, RolloutStrategy, Spoke, SpokeRolloutState};
+use crate::api::fleet::{
+    AddonRollout, Hub, Phase, RolloutSpec, RolloutStatus, RolloutStrategy, SYSTEM_NAMESPACE, Spoke,
+    SpokeRolloutState,
+};
 use crate::api::vocabulary::{CONDITION_ROLLOUT_HALTED, STATUS_FALSE, STATUS_TRUE};
 use crate::events::{self, EventType, Reporter};
 use crate::plan::desired::effective;
-use crate::rollout::{self, SpokeFacts};
+use crate::rollout::{self, Decision, Settings, SpokeFacts};
 use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
 
@@ -156,25 +160,36 @@ fn gauge_value(count: usize) -> i64 {
     i64::try_from(count).unwrap_or(i64::MAX)
 }
 
-/// One look at `hub`'s rollout over `spokes` (its own, not being deleted), counted into
-/// `metrics`; returns how long until it must be looked at again though nothing changed.
+/// One look at `hub`'s rollouts over `spokes` (its own, not being deleted) — the hub's, and
+/// each of the addons with a rollout of their own — counted into `metrics` (the hub's); returns
+/// how long until they must be looked at again though nothing changed.
 pub(super) async fn run(
-    api: &Api<Hub>,
+    client: &Client,
     reporter: &Reporter,
     metrics: &RolloutMetrics,
     hub: &Hub,
     spokes: &[std::sync::Arc<Spoke>],
 ) -> Result<Option<Duration>, ReconcileError> {
+    let api = Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE);
     let name = hub.name_any();
     let spec = &hub.spec.rollout;
-    let previous = hub
-        .status
-        .as_ref()
-        .and_then(|status| status.rollout.as_ref());
+    let status = hub.status.clone().unwrap_or_default();
+    // Which addons a spoke is to have, and which roll out by themselves, the AddOn documents
+    // the hub holds say.
+    let addon_docs = super::facts::addons(client).await?;
+    let own = rollout::own_rollouts(&addon_docs);
+    let own_names: BTreeSet<String> = own.keys().map(ToString::to_string).collect();
+    let rolling: Vec<(&str, &RolloutSpec)> = own
+        .iter()
+        .filter(|(_, rollout)| rollout.strategy != RolloutStrategy::All)
+        .map(|(addon, rollout)| (*addon, *rollout))
+        .collect();
     if spec.strategy == RolloutStrategy::All {
         metrics.forget(&name);
-        if previous.is_some() {
-            write(api, &name, None).await?;
+    }
+    if spec.strategy == RolloutStrategy::All && rolling.is_empty() {
+        if status.rollout.is_some() || !status.addon_rollouts.is_empty() {
+            write(&api, &name, None, &[]).await?;
         }
         return Ok(None);
     }
@@ -186,54 +201,104 @@ pub(super) async fn run(
             SpokeFacts {
                 name: spoke.name_any(),
                 labels: spoke.labels().clone(),
-                wanted: effective(spoke, hub, &BTreeMap::new()).agent.hash(),
-                running: status.and_then(|status| status.agent_config_hash.clone()),
+                wanted: Settings::wanted(&effective(spoke, hub, &addon_docs)),
+                running: status.and_then(Settings::running),
                 online: status.and_then(|status| status.phase) == Some(Phase::Running),
+                unavailable_addons: status
+                    .and_then(|status| status.applied.as_ref())
+                    .map(|applied| applied.unavailable_addons.clone())
+                    .unwrap_or_default(),
             }
         })
         .collect();
     let now = Timestamp::now();
-    let decision = rollout::decide(spec, &rollout::target(hub), &facts, previous, now);
-    if previous != Some(&decision.status) {
-        write(api, &name, Some(&decision.status)).await?;
-    }
-    metrics.observe(&name, previous, &decision.status);
-    let halted = decision.status.halted.clone();
-    // The Events first: whoever sees the condition can find its Event too.
-    let reference = events::reference(hub);
-    if let Some(halted) = halted.clone().filter(|_| decision.halted_now) {
-        info!(hub = name, %halted, "rollout halted");
-        reporter
-            .publish(
-                &reference,
-                EventType::Warning,
-                CONDITION_ROLLOUT_HALTED,
-                "Rollout",
-                halted,
-            )
-            .await;
-    }
-    if previous.is_some_and(|previous| previous.wave.is_some()) && decision.status.wave.is_none() {
-        let done = decision
-            .status
-            .spokes
+
+    // Each rollout: how its messages begin (the hub's as they always did), its previous status
+    // and its decision.
+    let mut decided: Vec<(String, Option<&RolloutStatus>, Decision)> = Vec::new();
+    if spec.strategy != RolloutStrategy::All {
+        let facts: Vec<SpokeFacts> = facts
             .iter()
-            .filter(|entry| entry.state == SpokeRolloutState::Succeeded)
-            .count();
-        reporter
-            .publish(
-                &reference,
-                EventType::Normal,
-                "RolloutComplete",
-                "Rollout",
-                format!(
-                    "{done} of {} spoke(s) run {}",
-                    decision.status.spokes.len(),
-                    decision.status.target
-                ),
-            )
-            .await;
+            .map(|spoke| spoke.under_hub(&own_names))
+            .collect();
+        let target = rollout::target(hub, &facts);
+        let previous = status.rollout.as_ref();
+        let decision = rollout::decide(spec, &target, &facts, previous, now);
+        metrics.observe(&name, previous, &decision.status);
+        decided.push((String::new(), previous, decision));
     }
+    for (addon, rollout) in &rolling {
+        let facts: Vec<SpokeFacts> = facts.iter().map(|spoke| spoke.of_addon(addon)).collect();
+        let target = rollout::addon_target(addon, &facts);
+        let previous = status
+            .addon_rollouts
+            .iter()
+            .find(|kept| kept.addon == *addon)
+            .map(|kept| &kept.rollout);
+        let decision = rollout::decide(rollout, &target, &facts, previous, now);
+        decided.push((
+            format!("the rollout of addon {addon}: "),
+            previous,
+            decision,
+        ));
+    }
+    let hub_rollout = (spec.strategy != RolloutStrategy::All).then(|| decided[0].2.status.clone());
+    let addon_rollouts: Vec<AddonRollout> = rolling
+        .iter()
+        .zip(&decided[usize::from(hub_rollout.is_some())..])
+        .map(|((addon, _), (_, _, decision))| AddonRollout {
+            addon: addon.to_string(),
+            rollout: decision.status.clone(),
+        })
+        .collect();
+
+    // The Events first: whoever sees the status or the condition can find its Event too.
+    let reference = events::reference(hub);
+    let mut halts = Vec::new();
+    for (what, previous, decision) in &decided {
+        if let Some(halted) = &decision.status.halted {
+            halts.push(format!("{what}{halted}"));
+            if decision.halted_now {
+                info!(hub = name, rollout = what, %halted, "rollout halted");
+                reporter
+                    .publish(
+                        &reference,
+                        EventType::Warning,
+                        CONDITION_ROLLOUT_HALTED,
+                        "Rollout",
+                        format!("{what}{halted}"),
+                    )
+                    .await;
+            }
+        }
+        if previous.is_some_and(|previous| previous.wave.is_some())
+            && decision.status.wave.is_none()
+        {
+            let done = decision
+                .status
+                .spokes
+                .iter()
+                .filter(|entry| entry.state == SpokeRolloutState::Succeeded)
+                .count();
+            reporter
+                .publish(
+                    &reference,
+                    EventType::Normal,
+                    "RolloutComplete",
+                    "Rollout",
+                    format!(
+                        "{what}{done} of {} spoke(s) have {}",
+                        decision.status.spokes.len(),
+                        decision.status.target
+                    ),
+                )
+                .await;
+        }
+    }
+    if status.rollout != hub_rollout || status.addon_rollouts != addon_rollouts {
+        write(&api, &name, hub_rollout.as_ref(), &addon_rollouts).await?;
+    }
+    let halted = (!halts.is_empty()).then(|| halts.join("; "));
     let condition = Condition {
         type_: CONDITION_ROLLOUT_HALTED.to_string(),
         status: if halted.is_some() {
@@ -248,29 +313,37 @@ pub(super) async fn run(
             "Progressing"
         }
         .to_string(),
-        message: halted.clone().unwrap_or_else(|| {
+        message: halted.unwrap_or_else(|| {
             "failures are within maxFailures; a halt is resumed by a new commit or by setting paused: true, then false".to_string()
         }),
         observed_generation: hub.metadata.generation,
         last_transition_time: Time(now),
     };
-    set_conditions(api, &name, FIELD_MANAGER, |_| vec![condition.clone()])
+    set_conditions(&api, &name, FIELD_MANAGER, |_| vec![condition.clone()])
         .await
         .map_err(KubeError::on(format!("Hub {name}"), "write RolloutHalted"))?;
-    Ok(decision.wake_at.map(|at| {
+    let wake_at = decided
+        .iter()
+        .filter_map(|(_, _, decision)| decision.wake_at)
+        .min();
+    Ok(wake_at.map(|at| {
         Duration::try_from(at.duration_since(Timestamp::now())).unwrap_or(Duration::ZERO)
     }))
 }
 
-/// Writes `status.rollout` (none removes it).
+/// Writes `status.rollout` (none removes it) and `status.addonRollouts`.
 async fn write(
     api: &Api<Hub>,
     name: &str,
     status: Option<&RolloutStatus>,
+    addon_rollouts: &[AddonRollout],
 ) -> Result<(), ReconcileError> {
     let mut written = json!({});
     if let Some(status) = status {
         written["rollout"] = json!(status);
+    }
+    if !addon_rollouts.is_empty() {
+        written["addonRollouts"] = json!(addon_rollouts);
     }
     // Server-side apply under a manager of its own: what it no longer applies, it removes.
     let patch = json!({

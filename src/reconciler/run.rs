@@ -43,7 +43,7 @@ use crate::access::Access;
 use crate::api::bootstrap_token::{
     BOOTSTRAP_TOKEN_NAMESPACE, BootstrapToken, expiration_patch, token_secret,
 };
-use crate::api::fleet::{Hub, Phase, SYSTEM_NAMESPACE, Spoke};
+use crate::api::fleet::{AppliedSettings, Hub, Phase, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::{
     AGENT_NAMESPACE, CONDITION_RECONCILED, FINALIZER_HUB_CLEANUP, LABEL_CLUSTER_NAME,
     REASON_UNJOINED_BY_HUB, STATUS_FALSE,
@@ -246,6 +246,22 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
             .predicate_filter(addon_spec, Default::default()),
             move |_| every_spoke(&addon_store),
         )
+        // A spoke the hub's rollout releases gets its addons and lease duration now, not at its
+        // next resync: the spokes in progress are looked at whenever that set changes.
+        .watches_stream(
+            watcher(
+                Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+                watcher::Config::default(),
+            )
+            .default_backoff()
+            .applied_objects()
+            .predicate_filter(in_progress_digest, Default::default()),
+            |hub| {
+                in_progress(&hub)
+                    .map(|entry| ObjectRef::new(&entry.name).within(SYSTEM_NAMESPACE))
+                    .collect::<Vec<_>>()
+            },
+        )
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(
             ctx.errors.measured(reconcile_spoke),
@@ -253,21 +269,63 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
             ctx.clone(),
         )
         .for_each(ctx.errors.outcomes());
-    let hub_loop = Controller::new(
+    let hub_controller = Controller::new(
         Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE),
         watcher::Config::default(),
-    )
-    .watches(
-        Api::<Spoke>::namespaced(client, SYSTEM_NAMESPACE),
-        watcher::Config::default(),
-        |spoke| Some(ObjectRef::new(&spoke.spec.hub_ref).within(SYSTEM_NAMESPACE)),
-    )
-    .graceful_shutdown_on(shutdown.cancelled_owned())
-    .run(hub_errors.measured(reconcile_hub), hub_errors.policy(), ctx)
-    .for_each(hub_errors.outcomes());
+    );
+    let hubs = hub_controller.store();
+    let hub_loop = hub_controller
+        .watches(
+            Api::<Spoke>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+            watcher::Config::default(),
+            |spoke| Some(ObjectRef::new(&spoke.spec.hub_ref).within(SYSTEM_NAMESPACE)),
+        )
+        // Which addons a spoke is to have, and so its rollout target, follows the AddOn documents.
+        .watches_stream(
+            watcher(
+                Api::<ClusterManagementAddOn>::all(client),
+                watcher::Config::default(),
+            )
+            .default_backoff()
+            .applied_objects()
+            .predicate_filter(addon_spec, Default::default()),
+            move |_| {
+                hubs.state()
+                    .iter()
+                    .map(|hub| ObjectRef::from(&**hub))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .run(hub_errors.measured(reconcile_hub), hub_errors.policy(), ctx)
+        .for_each(hub_errors.outcomes());
     futures::join!(spoke_loop, hub_loop);
     // Another replica decides the rollouts from now on.
     rollout_metrics.clear();
+}
+
+/// The spokes `hub`'s rollouts (its own and its addons') have in progress.
+fn in_progress(hub: &Hub) -> impl Iterator<Item = &crate::api::fleet::SpokeRollout> {
+    hub.status
+        .iter()
+        .flat_map(|status| {
+            status
+                .rollout
+                .iter()
+                .chain(status.addon_rollouts.iter().map(|kept| &kept.rollout))
+        })
+        .flat_map(|rollout| rollout.spokes.iter())
+        .filter(|entry| entry.state == crate::api::fleet::SpokeRolloutState::InProgress)
+}
+
+/// What of a Hub's rollout the Spoke controller follows: which spokes are in progress, to what.
+fn in_progress_digest(hub: &Hub) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for entry in in_progress(hub) {
+        (&entry.name, &entry.target).hash(&mut hasher);
+    }
+    Some(hasher.finish())
 }
 
 /// What of a ClusterManagementAddOn the reconciler reads: the AddOn spec it carries.
@@ -352,7 +410,7 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
         .map_err(KubeError::on(format!("Hub {}", spoke.spec.hub_ref), "read"))?;
     let Some(hub) = hub else {
         // Waiting is right: the Hub watch brings the Spoke back once its hub is declared.
-        write_status(client, &spoke, Phase::Initializing, &[]).await?;
+        write_status(client, &spoke, Phase::Initializing, &[], None).await?;
         return Err(ReconcileError::NoHub(spoke.spec.hub_ref.clone()));
     };
     let endpoint = hub_endpoint_of(client, &hub, &ctx.config.known_endpoint).await?;
@@ -428,7 +486,13 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
         unjoined_by_hub.as_deref(),
         Timestamp::now(),
     );
-    write_status(client, &spoke, decision.phase, &conditions).await?;
+    // What the spoke has is read before this pass's actions; the writes they made wake the next
+    // pass, which reports them.
+    let applied = gathered
+        .applied
+        .as_ref()
+        .filter(|_| !gathered.facts.deleting);
+    write_status(client, &spoke, decision.phase, &conditions, applied).await?;
     Ok(Requeue::requeue(
         decision.look_again_after(Timestamp::now()),
     ))
@@ -498,13 +562,15 @@ async fn hub_endpoint_of(
     Ok(install::hub_endpoint(&name, &hub.spec, known, secret_ca)?)
 }
 
-/// Writes phase, observed generation and conditions, if they changed. The agent version is the
-/// agent's to report: it says what runs, not what was asked for.
+/// Writes phase, observed generation, conditions and what the spoke has of the settings a
+/// rollout rolls out (`applied`), if they changed. The agent version is the agent's to report:
+/// it says what runs, not what was asked for.
 async fn write_status(
     client: &Client,
     spoke: &Spoke,
     phase: Phase,
     conditions: &[Condition],
+    applied: Option<&AppliedSettings>,
 ) -> Result<(), ReconcileError> {
     let name = spoke.name_any();
     let api: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
@@ -517,6 +583,17 @@ async fn write_status(
         fields.insert(
             "observedGeneration".into(),
             json!(spoke.metadata.generation),
+        );
+    }
+    if let Some(applied) = applied.filter(|applied| status.applied.as_ref() != Some(*applied)) {
+        // Whole, so that a merge patch drops an addon or unavailable addon no longer listed.
+        fields.insert(
+            "applied".into(),
+            json!({
+                "addons": applied.addons,
+                "unavailableAddons": applied.unavailable_addons,
+                "leaseDurationSeconds": applied.lease_duration_seconds,
+            }),
         );
     }
     if !fields.is_empty() {
@@ -878,7 +955,7 @@ async fn reconcile_hub(hub: Arc<Hub>, ctx: Arc<Context>) -> Result<Requeue, Reco
         .filter(|spoke| spoke.spec.hub_ref == name)
         .collect();
     let wake = super::rollout::run(
-        &api,
+        client,
         &ctx.events,
         &ctx.config.metrics.rollout,
         &hub,

@@ -1,43 +1,237 @@
-//! Progressive rollouts of a hub's agent to its spokes (issue 15), as pure decisions.
+//! Progressive rollouts of a hub's settings to its spokes (issue 15), as pure decisions.
 //!
-//! A Hub's `spec.rollout` says how a change of the agent (its version or anything in its
-//! configuration hash) reaches the hub's spokes; the Hub's `status.rollout` says where it stands.
-//! [`decide`] takes that spec, the spokes as they are and the status as it was, and returns the
-//! status as it is now — which spokes are released to move, which are done, failed or passed over
-//! while offline, whether the rollout halted — and when to decide again. [`released`] is the gate
-//! the writers of an agent Deployment consult (the reconciler, and the agent upgrading itself): a
-//! spoke that is not released keeps the agent it runs. [`waves`] is what `plan` shows before a
-//! rollout starts.
+//! A Hub's `spec.rollout` says how a change that reaches many spokes at once reaches the hub's
+//! spokes: a change of the agent (its version or anything in its configuration hash), of the
+//! addons a spoke has enabled, or of its lease duration — together a spoke's [`Settings`], its
+//! rollout target. The Hub's `status.rollout` says where it stands. [`decide`] takes that spec,
+//! the spokes as they are and the status as it was, and returns the status as it is now — which
+//! spokes are released to move, which are done, failed or passed over while offline, whether the
+//! rollout halted — and when to decide again. An AddOn with a `spec.rollout` of its own leaves
+//! the hubs' rollouts: enabling and disabling it is decided the same way over
+//! [`SpokeFacts::of_addon`], its state in the Hub's `status.addonRollouts`. [`gate`] is what the
+//! reconciler gives a spoke of its ManagedClusterAddOns and lease duration by those releases
+//! ([`released`], [`addon_released`]), and [`agent_released`] the gate the agent consults before
+//! it upgrades itself: a spoke that is not released keeps what it has. [`waves`] is what `plan`
+//! shows before a rollout starts.
 //!
 //! Nothing here reads a cluster or the clock: the hub's reconciler gathers the facts, writes the
 //! status and wakes at `wake_at`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::api::fleet::{
-    Hub, OfflinePolicy, RolloutSpec, RolloutStatus, RolloutStrategy, SpokeRollout,
-    SpokeRolloutState,
+    AddOn, AppliedAddon, AppliedSettings, Hub, OfflinePolicy, RolloutSpec, RolloutStatus,
+    RolloutStrategy, SpokeRollout, SpokeRolloutState, SpokeStatus,
 };
+use crate::plan::desired::{EffectiveSpoke, stable_hash};
 
 #[cfg(test)]
 mod tests;
+
+/// The settings of one spoke a hub's rollout rolls out: its agent's configuration hash, the
+/// addons fleetform enables on it (name → install namespace, as its ManagedClusterAddOns say) and
+/// its ManagedCluster's lease duration.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Settings {
+    pub agent: String,
+    pub addons: BTreeMap<String, String>,
+    pub lease_duration_seconds: i32,
+}
+
+impl Settings {
+    /// What git wants for a spoke with `effective` settings.
+    pub fn wanted(effective: &EffectiveSpoke) -> Self {
+        Settings {
+            agent: effective.agent.hash(),
+            addons: effective.addons.clone(),
+            lease_duration_seconds: effective.lease_duration_seconds,
+        }
+    }
+
+    /// What a spoke has now, from its status: `None` until its agent has reported and the
+    /// hub's reconciler has read its addons and lease (a spoke still joining gets what git wants
+    /// at once: a join is not a rollout).
+    pub fn running(status: &SpokeStatus) -> Option<Self> {
+        let applied = status.applied.as_ref()?;
+        Some(Settings {
+            agent: status.agent_config_hash.clone()?,
+            addons: applied
+                .addons
+                .iter()
+                .map(|addon| (addon.name.clone(), addon.install_namespace.clone()))
+                .collect(),
+            lease_duration_seconds: applied.lease_duration_seconds,
+        })
+    }
+
+    /// A short, stable digest: a spoke's rollout target.
+    pub fn digest(&self) -> String {
+        stable_hash(&serde_json::to_string(self).unwrap_or_default())
+    }
+
+    /// These settings without the addons `own` (those with a rollout of their own): what the
+    /// hub's rollout rolls out.
+    pub fn without(mut self, own: &BTreeSet<String>) -> Self {
+        self.addons.retain(|name, _| !own.contains(name));
+        self
+    }
+
+    /// What the rollout of `addon` rolls out to a spoke: the addon enabled in `namespace`, or
+    /// not at all (`None`).
+    pub fn addon(addon: &str, namespace: Option<&String>) -> Self {
+        Settings {
+            agent: String::new(),
+            addons: namespace
+                .map(|namespace| (addon.to_string(), namespace.clone()))
+                .into_iter()
+                .collect(),
+            lease_duration_seconds: 0,
+        }
+    }
+}
+
+/// The addons of `addon_docs` with a rollout of their own, with it.
+pub fn own_rollouts(addon_docs: &BTreeMap<String, AddOn>) -> BTreeMap<&str, &RolloutSpec> {
+    addon_docs
+        .iter()
+        .filter_map(|(name, doc)| Some((name.as_str(), doc.spec.rollout.as_ref()?)))
+        .collect()
+}
+
+/// What the reconciler gives a joined spoke of the settings rollouts roll out besides its agent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gate {
+    /// The addons it is to have: those of `wanted` its rollouts released, those it has of the
+    /// rest.
+    pub addons: BTreeMap<String, String>,
+    /// Its lease duration: `wanted`'s once the hub's rollout released it, else the one it has.
+    pub lease_duration_seconds: i32,
+    /// The hub's rollout released it to its target (its agent may move too).
+    pub released: bool,
+}
+
+/// The [`Gate`] of the joined spoke `spoke` of `hub`, which git wants to have `wanted` and which
+/// has the addons `has_addons` and the lease duration `has_lease` now; `own` are the addons with
+/// a rollout of their own ([`own_rollouts`]), each gated by it alone, the rest by the hub's.
+pub fn gate(
+    hub: &Hub,
+    spoke: &str,
+    own: &BTreeMap<&str, &RolloutSpec>,
+    wanted: &EffectiveSpoke,
+    has_addons: &BTreeMap<String, String>,
+    has_lease: Option<i32>,
+) -> Gate {
+    let own_names: BTreeSet<String> = own.keys().map(ToString::to_string).collect();
+    let target = Settings::wanted(wanted).without(&own_names).digest();
+    let released = released(hub, spoke, &target);
+    let (mut addons, lease_duration_seconds) = if released {
+        (wanted.addons.clone(), wanted.lease_duration_seconds)
+    } else {
+        (
+            has_addons.clone(),
+            has_lease.unwrap_or(wanted.lease_duration_seconds),
+        )
+    };
+    addons.retain(|addon, _| !own.contains_key(addon.as_str()));
+    for (addon, rollout) in own {
+        let wanted = wanted.addons.get(*addon);
+        let target = Settings::addon(addon, wanted).digest();
+        let kept = if addon_released(hub, addon, rollout, spoke, &target) {
+            wanted
+        } else {
+            has_addons.get(*addon)
+        };
+        if let Some(namespace) = kept {
+            addons.insert(addon.to_string(), namespace.clone());
+        }
+    }
+    Gate {
+        addons,
+        lease_duration_seconds,
+        released,
+    }
+}
+
+/// What the hub's reconciler reports of a spoke in `status.applied`: the addons fleetform
+/// enabled on it (`enabled`, name → install namespace), those of them not Available, and its
+/// ManagedCluster's lease duration.
+pub fn applied(
+    enabled: &BTreeMap<String, String>,
+    unavailable: Vec<String>,
+    lease_duration_seconds: i32,
+) -> AppliedSettings {
+    AppliedSettings {
+        addons: enabled
+            .iter()
+            .map(|(name, namespace)| AppliedAddon {
+                name: name.clone(),
+                install_namespace: namespace.clone(),
+            })
+            .collect(),
+        unavailable_addons: unavailable,
+        lease_duration_seconds,
+    }
+}
 
 /// What the rollout needs to know of one spoke of the hub.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SpokeFacts {
     pub name: String,
     pub labels: BTreeMap<String, String>,
-    /// The agent configuration hash the spoke is to run.
-    pub wanted: String,
-    /// The hash its agent reports running; `None` while no agent has reported (a spoke still
-    /// joining gets the wanted agent at once: a join is not a rollout).
-    pub running: Option<String>,
+    /// What git wants for the spoke.
+    pub wanted: Settings,
+    /// What it has now; `None` while it joins ([`Settings::running`]).
+    pub running: Option<Settings>,
     /// Its cluster is Available.
     pub online: bool,
+    /// Addons enabled on it that are not Available.
+    pub unavailable_addons: Vec<String>,
+}
+
+impl SpokeFacts {
+    /// It has what git wants.
+    fn on_wanted(&self) -> bool {
+        self.running.as_ref() == Some(&self.wanted)
+    }
+
+    /// What the hub's rollout sees of the spoke: all but the addons `own` that roll out by
+    /// themselves.
+    pub fn under_hub(&self, own: &BTreeSet<String>) -> SpokeFacts {
+        SpokeFacts {
+            wanted: self.wanted.clone().without(own),
+            running: self.running.clone().map(|running| running.without(own)),
+            unavailable_addons: self
+                .unavailable_addons
+                .iter()
+                .filter(|addon| !own.contains(*addon))
+                .cloned()
+                .collect(),
+            ..self.clone()
+        }
+    }
+
+    /// What the rollout of `addon` sees of the spoke: whether it has the addon, where.
+    pub fn of_addon(&self, addon: &str) -> SpokeFacts {
+        SpokeFacts {
+            wanted: Settings::addon(addon, self.wanted.addons.get(addon)),
+            running: self
+                .running
+                .as_ref()
+                .map(|running| Settings::addon(addon, running.addons.get(addon))),
+            unavailable_addons: self
+                .unavailable_addons
+                .iter()
+                .filter(|name| *name == addon)
+                .cloned()
+                .collect(),
+            ..self.clone()
+        }
+    }
 }
 
 /// The rollout as [`decide`] leaves it.
@@ -50,17 +244,81 @@ pub struct Decision {
     pub halted_now: bool,
 }
 
-/// The target of a hub's rollout as [`RolloutStatus::target`] names it: `VERSION/HASH` of the
-/// hub's own agent.
-pub fn target(hub: &Hub) -> String {
+/// The target of a hub's rollout as [`RolloutStatus::target`] names it: `VERSION/DIGEST`, the
+/// version of the hub's own agent and a digest of every spoke's target, so that a commit that
+/// changes what any spoke is to have is a new rollout.
+pub fn target(hub: &Hub, spokes: &[SpokeFacts]) -> String {
     let agent = crate::plan::desired::agent_config(None, hub);
-    format!("{}/{}", agent.version, agent.hash())
+    format!(
+        "{}/{}",
+        agent.version,
+        targets_digest(&agent.hash(), spokes)
+    )
 }
 
-/// Whether the spoke `spoke` of `hub` may move to the agent whose configuration hash is
-/// `wanted`: always under `strategy: All`; otherwise once the hub's rollout released it for
-/// that very hash (a release for an older target does not carry over to a newer one).
-pub fn released(hub: &Hub, spoke: &str, wanted: &str) -> bool {
+/// The target of the rollout of `addon` (its own, [`SpokeFacts::of_addon`]) over `spokes`:
+/// `ADDON/DIGEST`.
+pub fn addon_target(addon: &str, spokes: &[SpokeFacts]) -> String {
+    format!("{addon}/{}", targets_digest(addon, spokes))
+}
+
+fn targets_digest(what: &str, spokes: &[SpokeFacts]) -> String {
+    let targets: Vec<(&str, String)> = spokes
+        .iter()
+        .map(|spoke| (spoke.name.as_str(), spoke.wanted.digest()))
+        .collect();
+    stable_hash(&serde_json::to_string(&(what, targets)).unwrap_or_default())
+}
+
+/// Whether the spoke `spoke` of `hub` may move to the settings whose digest is `target`:
+/// always under `strategy: All`; otherwise once the hub's rollout released it for that very
+/// target (a release for an older target does not carry over to a newer one).
+pub fn released(hub: &Hub, spoke: &str, target: &str) -> bool {
+    released_by(hub, spoke, |entry| entry.target == target)
+}
+
+/// Whether the spoke `spoke` of `hub` may have the addon `addon`, whose own rollout is `spec`,
+/// as the target `target` ([`Settings::addon`]'s digest) says: as [`released`], by the addon's
+/// rollout as the Hub's `status.addonRollouts` keeps it.
+pub fn addon_released(
+    hub: &Hub,
+    addon: &str,
+    spec: &RolloutSpec,
+    spoke: &str,
+    target: &str,
+) -> bool {
+    if spec.strategy == RolloutStrategy::All {
+        return true;
+    }
+    hub.status
+        .iter()
+        .flat_map(|status| status.addon_rollouts.iter())
+        .find(|rollout| rollout.addon == addon)
+        .and_then(|rollout| {
+            rollout
+                .rollout
+                .spokes
+                .iter()
+                .find(|entry| entry.name == spoke)
+        })
+        .is_some_and(|entry| entry.target == target && released_state(entry.state))
+}
+
+fn released_state(state: SpokeRolloutState) -> bool {
+    matches!(
+        state,
+        SpokeRolloutState::InProgress | SpokeRolloutState::Succeeded | SpokeRolloutState::Failed
+    )
+}
+
+/// Whether the agent of the spoke `spoke` of `hub` may upgrade itself to the configuration
+/// hash `agent`: as [`released`], for a target with that agent (the agent does not know the
+/// rest of its spoke's target).
+pub fn agent_released(hub: &Hub, spoke: &str, agent: &str) -> bool {
+    released_by(hub, spoke, |entry| entry.agent == agent)
+}
+
+fn released_by(hub: &Hub, spoke: &str, for_target: impl Fn(&SpokeRollout) -> bool) -> bool {
     if hub.spec.rollout.strategy == RolloutStrategy::All {
         return true;
     }
@@ -68,15 +326,7 @@ pub fn released(hub: &Hub, spoke: &str, wanted: &str) -> bool {
         .as_ref()
         .and_then(|status| status.rollout.as_ref())
         .and_then(|rollout| rollout.spokes.iter().find(|entry| entry.name == spoke))
-        .is_some_and(|entry| {
-            entry.target == wanted
-                && matches!(
-                    entry.state,
-                    SpokeRolloutState::InProgress
-                        | SpokeRolloutState::Succeeded
-                        | SpokeRolloutState::Failed
-                )
-        })
+        .is_some_and(|entry| for_target(entry) && released_state(entry.state))
 }
 
 /// What `hub`'s rollout holds `spoke` back with, in words for `apply`'s progress lines: its
@@ -126,16 +376,18 @@ pub fn decide(
         .values()
         .map(|spoke| {
             // An entry carries over while the spoke's own target stays; a spoke that already
-            // runs its target has nothing to roll out.
+            // has its target has nothing to roll out.
+            let target = spoke.wanted.digest();
             let kept = previous
                 .iter()
                 .flat_map(|previous| previous.spokes.iter())
-                .find(|entry| entry.name == spoke.name && entry.target == spoke.wanted)
+                .find(|entry| entry.name == spoke.name && entry.target == target)
                 .cloned();
             let entry = kept.unwrap_or_else(|| SpokeRollout {
                 name: spoke.name.clone(),
-                target: spoke.wanted.clone(),
-                state: if spoke.running.as_deref() == Some(spoke.wanted.as_str()) {
+                target,
+                agent: spoke.wanted.agent.clone(),
+                state: if spoke.on_wanted() {
                     SpokeRolloutState::Succeeded
                 } else {
                     SpokeRolloutState::Pending
@@ -220,16 +472,17 @@ pub fn decide(
     }
 }
 
-/// Moves a released spoke on: it bakes once it runs its target and is Available, succeeds once
-/// it has baked `minSuccessSeconds`, and fails once its progress deadline passes first. A failed
-/// spoke that comes good succeeds. Returns when its bake ends, if it is baking.
+/// Moves a released spoke on: it bakes once it has its target and is Available with every
+/// addon Available, succeeds once it has baked `minSuccessSeconds`, and fails once its progress
+/// deadline passes first. A failed spoke that comes good succeeds. Returns when its bake ends,
+/// if it is baking. (An entry is always for the spoke's wanted settings: see [`decide`].)
 fn progress(
     spec: &RolloutSpec,
     entry: &mut SpokeRollout,
     spoke: &SpokeFacts,
     now: Timestamp,
 ) -> Option<Timestamp> {
-    let on_target = spoke.running.as_deref() == Some(entry.target.as_str()) && spoke.online;
+    let on_target = spoke.on_wanted() && spoke.online && spoke.unavailable_addons.is_empty();
     match entry.state {
         SpokeRolloutState::Pending | SpokeRolloutState::SkippedOffline if on_target => {
             // It got there without the rollout (its target came back to what it runs).
@@ -251,17 +504,11 @@ fn progress(
             }
             if deadline_of(spec, entry).is_some_and(|deadline| deadline <= now) {
                 entry.state = SpokeRolloutState::Failed;
-                entry.reason = Some(if spoke.online {
-                    format!(
-                        "not on the new agent within progressDeadlineSeconds ({} s)",
-                        spec.progress_deadline_seconds
-                    )
-                } else {
-                    format!(
-                        "not Available within progressDeadlineSeconds ({} s)",
-                        spec.progress_deadline_seconds
-                    )
-                });
+                entry.reason = Some(format!(
+                    "{} within progressDeadlineSeconds ({} s)",
+                    short_of(spoke),
+                    spec.progress_deadline_seconds
+                ));
             }
             None
         }
@@ -271,6 +518,23 @@ fn progress(
             None
         }
         _ => None,
+    }
+}
+
+/// What a released spoke that is not done lacks, in words.
+fn short_of(spoke: &SpokeFacts) -> String {
+    let running = spoke.running.as_ref();
+    if !spoke.online {
+        "not Available".to_string()
+    } else if running.is_some_and(|running| running.agent != spoke.wanted.agent) {
+        "not on the new agent".to_string()
+    } else if !spoke.on_wanted() {
+        "its addons or lease duration not changed".to_string()
+    } else {
+        format!(
+            "addons not Available: {}",
+            spoke.unavailable_addons.join(", ")
+        )
     }
 }
 
@@ -498,12 +762,9 @@ pub struct Wave {
 /// The waves a rollout of `spokes` would take if they moved in lockstep, each spoke taking its
 /// turn: with `offline: Skip` an offline spoke is passed over (listed with the wave, retried at
 /// the end) and its place goes to the next; with `Wait` it holds its place. Spokes that already
-/// run their target are left out.
+/// have their target are left out.
 pub fn waves(spec: &RolloutSpec, spokes: &[SpokeFacts]) -> Vec<Wave> {
-    let moving: Vec<&SpokeFacts> = spokes
-        .iter()
-        .filter(|spoke| spoke.running.as_deref() != Some(spoke.wanted.as_str()))
-        .collect();
+    let moving: Vec<&SpokeFacts> = spokes.iter().filter(|spoke| !spoke.on_wanted()).collect();
     let by_name: BTreeMap<&str, &SpokeFacts> = moving
         .iter()
         .map(|spoke| (spoke.name.as_str(), *spoke))

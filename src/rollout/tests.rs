@@ -14,11 +14,21 @@ fn fleet(count: usize) -> Vec<SpokeFacts> {
         .map(|index| SpokeFacts {
             name: format!("s{index:02}"),
             labels: BTreeMap::new(),
-            wanted: NEW.to_string(),
-            running: Some(OLD.to_string()),
+            wanted: agent(NEW),
+            running: Some(agent(OLD)),
             online: true,
+            unavailable_addons: Vec::new(),
         })
         .collect()
+}
+
+/// Settings that differ only in the agent: its configuration hash `hash`.
+fn agent(hash: &str) -> Settings {
+    Settings {
+        agent: hash.to_string(),
+        addons: BTreeMap::new(),
+        lease_duration_seconds: 60,
+    }
 }
 
 fn progressive(max_concurrency: SpokeCount) -> RolloutSpec {
@@ -348,7 +358,7 @@ fn a_new_target_supersedes_without_flapping_spokes_already_moved() {
     // A commit asks for v3: s00 runs v2, s01 may run v2 or not yet, s02 runs v1. Nobody is sent
     // back; each is pending for v3 until its turn.
     for spoke in &mut spokes {
-        spoke.wanted = "v3".into();
+        spoke.wanted = agent("v3");
     }
     let superseded = decide(&spec, "v3", &spokes, Some(&moved.status), at(21));
     assert_eq!(superseded.status.target, "v3");
@@ -357,7 +367,7 @@ fn a_new_target_supersedes_without_flapping_spokes_already_moved() {
             .status
             .spokes
             .iter()
-            .all(|entry| entry.target == "v3"),
+            .all(|entry| entry.target == agent("v3").digest()),
     );
     assert_eq!(
         in_state(&superseded, SpokeRolloutState::InProgress),
@@ -370,7 +380,7 @@ fn a_new_target_supersedes_without_flapping_spokes_already_moved() {
 
     // A commit back to what a spoke runs: that spoke is done without moving.
     for spoke in &mut spokes {
-        spoke.wanted = NEW.into();
+        spoke.wanted = agent(NEW);
     }
     let back = decide(&spec, NEW, &spokes, Some(&superseded.status), at(22));
     assert_eq!(in_state(&back, SpokeRolloutState::Succeeded), ["s00"]);
@@ -407,16 +417,22 @@ fn joining_spokes_are_not_part_of_a_rollout() {
 #[test]
 fn the_gate_releases_only_for_the_target_a_spoke_was_released_for() {
     let mut hub = embedded_hub();
-    assert!(released(&hub, "s00", NEW), "strategy All gates nothing");
+    let new = agent(NEW).digest();
+    assert!(released(&hub, "s00", &new), "strategy All gates nothing");
     hub.spec.rollout = progressive(SpokeCount::Count(1));
-    assert!(!released(&hub, "s00", NEW), "no rollout status yet");
+    assert!(!released(&hub, "s00", &new), "no rollout status yet");
     let decision = decide(&hub.spec.rollout, "t", &fleet(2), None, at(0));
     hub.status = Some(crate::api::fleet::HubStatus {
         rollout: Some(decision.status),
         ..Default::default()
     });
-    assert!(released(&hub, "s00", NEW));
-    assert!(!released(&hub, "s01", NEW), "pending");
+    assert!(released(&hub, "s00", &new));
+    assert!(agent_released(&hub, "s00", NEW), "the agent's own gate");
+    assert!(!released(&hub, "s01", &new), "pending");
+    assert!(
+        !agent_released(&hub, "s01", NEW),
+        "pending, for the agent too"
+    );
     assert!(
         !released(&hub, "s00", "newer"),
         "released for another target"
@@ -428,7 +444,7 @@ fn plan_waves_show_the_order_and_the_offline_spokes() {
     let spec = progressive(SpokeCount::Count(2));
     let mut spokes = fleet(6);
     spokes[1].online = false;
-    spokes[5].running = Some(NEW.into());
+    spokes[5].running = Some(agent(NEW));
     let waves = waves(&spec, &spokes);
     let shown: Vec<(Vec<String>, Vec<String>)> = waves
         .into_iter()
@@ -541,4 +557,319 @@ fn embedded_hub() -> Hub {
         "spec": {"kubeconfig": {"embedded": {}}},
     }))
     .expect("a Hub")
+}
+
+/// `settings` with the addon `name` enabled in its namespace `name-agent`.
+fn with_addon(settings: Settings, name: &str) -> Settings {
+    let mut settings = settings;
+    settings
+        .addons
+        .insert(name.to_string(), format!("{name}-agent"));
+    settings
+}
+
+/// `count` online spokes that run the agent [`NEW`] and are to have the addon `metrics` too.
+fn enabling_metrics(count: usize) -> Vec<SpokeFacts> {
+    let mut spokes = fleet(count);
+    for spoke in &mut spokes {
+        spoke.running = Some(agent(NEW));
+        spoke.wanted = with_addon(agent(NEW), "metrics");
+    }
+    spokes
+}
+
+/// `hub` keeping `status` as its rollout.
+fn keeping(hub: &mut Hub, status: &RolloutStatus) {
+    hub.status = Some(crate::api::fleet::HubStatus {
+        rollout: Some(status.clone()),
+        ..Default::default()
+    });
+}
+
+#[test]
+fn an_addon_enabled_fleet_wide_is_held_for_spokes_not_released_and_done_once_available() {
+    let mut hub = embedded_hub();
+    hub.spec.rollout = progressive(SpokeCount::Count(1));
+    let spec = hub.spec.rollout.clone();
+    let mut spokes = enabling_metrics(3);
+    let target = spokes[0].wanted.digest();
+    let first = decide(&spec, "t", &spokes, None, at(0));
+    assert_eq!(in_state(&first, SpokeRolloutState::InProgress), ["s00"]);
+    keeping(&mut hub, &first.status);
+    assert!(released(&hub, "s00", &target), "its turn");
+    assert!(
+        !released(&hub, "s01", &target),
+        "held: it keeps the addons it has"
+    );
+    assert!(
+        !agent_released(&hub, "s01", NEW),
+        "a pending spoke's agent stays too"
+    );
+
+    // s00 has the addon, not Available yet: no bake, only its progress deadline wakes.
+    spokes[0].running = Some(spokes[0].wanted.clone());
+    spokes[0].unavailable_addons = vec!["metrics".into()];
+    let enabled = decide(&spec, "t", &spokes, Some(&first.status), at(5));
+    assert_eq!(in_state(&enabled, SpokeRolloutState::InProgress), ["s00"]);
+    assert_eq!(enabled.wake_at, Some(at(100)));
+
+    // Available: it bakes, then the next spoke gets its turn.
+    spokes[0].unavailable_addons.clear();
+    let baking = decide(&spec, "t", &spokes, Some(&enabled.status), at(6));
+    assert_eq!(baking.wake_at, Some(at(16)), "the bake ends");
+    let next = decide(&spec, "t", &spokes, Some(&baking.status), at(16));
+    assert_eq!(in_state(&next, SpokeRolloutState::Succeeded), ["s00"]);
+    assert_eq!(in_state(&next, SpokeRolloutState::InProgress), ["s01"]);
+
+    // s01's addon never comes up: it fails at its deadline, saying which addon.
+    spokes[1].running = Some(spokes[1].wanted.clone());
+    spokes[1].unavailable_addons = vec!["metrics".into()];
+    let failed = decide(&spec, "t", &spokes, Some(&next.status), at(116));
+    let entry = &failed.status.spokes[1];
+    assert_eq!(entry.state, SpokeRolloutState::Failed);
+    assert_eq!(
+        entry.reason.as_deref(),
+        Some("addons not Available: metrics within progressDeadlineSeconds (100 s)")
+    );
+}
+
+#[test]
+fn a_lease_duration_change_rolls_out_and_a_spoke_that_has_it_already_is_done_at_once() {
+    let spec = progressive(SpokeCount::Count(1));
+    let shorter = Settings {
+        lease_duration_seconds: 30,
+        ..agent(NEW)
+    };
+    let mut spokes = fleet(3);
+    for spoke in &mut spokes {
+        spoke.running = Some(agent(NEW));
+        spoke.wanted = shorter.clone();
+    }
+    spokes[2].running = Some(shorter.clone());
+    let first = decide(&spec, "t", &spokes, None, at(0));
+    assert_eq!(in_state(&first, SpokeRolloutState::InProgress), ["s00"]);
+    assert_eq!(in_state(&first, SpokeRolloutState::Pending), ["s01"]);
+    assert_eq!(in_state(&first, SpokeRolloutState::Succeeded), ["s02"]);
+
+    spokes[0].running = Some(shorter.clone());
+    let baking = decide(&spec, "t", &spokes, Some(&first.status), at(1));
+    let next = decide(&spec, "t", &spokes, Some(&baking.status), at(11));
+    assert_eq!(
+        in_state(&next, SpokeRolloutState::Succeeded),
+        ["s00", "s02"]
+    );
+    assert_eq!(in_state(&next, SpokeRolloutState::InProgress), ["s01"]);
+    // Its failure would say what it lacks.
+    let late = decide(&spec, "t", &spokes, Some(&next.status), at(111));
+    assert_eq!(
+        late.status.spokes[1].reason.as_deref(),
+        Some("its addons or lease duration not changed within progressDeadlineSeconds (100 s)")
+    );
+}
+
+#[test]
+fn a_commit_superseding_an_addon_rollout_leaves_spokes_already_on_the_new_target_alone() {
+    let spec = progressive(SpokeCount::Count(1));
+    let mut spokes = enabling_metrics(3);
+    let first = decide(&spec, "t1", &spokes, None, at(0));
+    spokes[0].running = Some(spokes[0].wanted.clone());
+    let baking = decide(&spec, "t1", &spokes, Some(&first.status), at(1));
+    let moved = decide(&spec, "t1", &spokes, Some(&baking.status), at(11));
+    assert_eq!(in_state(&moved, SpokeRolloutState::Succeeded), ["s00"]);
+    assert_eq!(in_state(&moved, SpokeRolloutState::InProgress), ["s01"]);
+
+    // A commit disables metrics again: s01 and s02 never got it and are done where they are;
+    // s00, which has it, is taken back in its turn, not at once.
+    for spoke in &mut spokes {
+        spoke.wanted = agent(NEW);
+    }
+    let back = decide(&spec, "t2", &spokes, Some(&moved.status), at(12));
+    assert_eq!(back.status.target, "t2");
+    assert_eq!(
+        in_state(&back, SpokeRolloutState::Succeeded),
+        ["s01", "s02"]
+    );
+    assert_eq!(in_state(&back, SpokeRolloutState::InProgress), ["s00"]);
+    assert!(
+        back.status
+            .spokes
+            .iter()
+            .all(|entry| entry.target == agent(NEW).digest() && entry.agent == NEW)
+    );
+}
+
+#[test]
+fn a_restart_resumes_an_addon_rollout_from_the_hubs_and_spokes_statuses() {
+    let spec = progressive(SpokeCount::Count(1));
+    let mut spokes = enabling_metrics(2);
+    let first = decide(&spec, "t", &spokes, None, at(0));
+    // What a new process reads: the Hub's status, and what each Spoke's status says it has.
+    let status: SpokeStatus = serde_json::from_value(serde_json::json!({
+        "agentConfigHash": NEW,
+        "applied": {
+            "addons": [{"name": "metrics", "installNamespace": "metrics-agent"}],
+            "leaseDurationSeconds": 60,
+        },
+    }))
+    .expect("a Spoke's status");
+    spokes[0].running = Settings::running(&status);
+    assert_eq!(spokes[0].running.as_ref(), Some(&spokes[0].wanted));
+    let stored: RolloutStatus =
+        serde_json::from_value(serde_json::to_value(&first.status).expect("serialises"))
+            .expect("deserialises");
+    let before = decide(&spec, "t", &spokes, Some(&first.status), at(5));
+    let resumed = decide(&spec, "t", &spokes, Some(&stored), at(5));
+    assert_eq!(resumed.status, before.status);
+    assert_eq!(
+        in_state(&resumed, SpokeRolloutState::InProgress),
+        ["s00"],
+        "baking, not released again"
+    );
+    assert_eq!(resumed.wake_at, Some(at(15)));
+    // A spoke whose reconciler has not read its addons yet is still joining.
+    assert_eq!(
+        Settings::running(&SpokeStatus {
+            agent_config_hash: Some(NEW.into()),
+            ..Default::default()
+        }),
+        None
+    );
+}
+
+#[test]
+fn a_commit_that_changes_what_any_spoke_is_to_have_is_a_new_rollout() {
+    let hub = embedded_hub();
+    let mut spokes = fleet(2);
+    let before = target(&hub, &spokes);
+    assert_eq!(before, target(&hub, &spokes), "stable");
+    spokes[1].wanted = with_addon(agent(NEW), "metrics");
+    assert_ne!(before, target(&hub, &spokes));
+}
+
+#[test]
+fn an_addon_with_a_rollout_of_its_own_leaves_the_hubs_and_moves_by_its_own() {
+    let own: BTreeSet<String> = ["metrics".to_string()].into();
+    let mut spokes = enabling_metrics(3);
+    // The hub's rollout no longer sees the addon: nothing for it to do.
+    let under_hub: Vec<SpokeFacts> = spokes.iter().map(|spoke| spoke.under_hub(&own)).collect();
+    let hub_rollout = decide(
+        &progressive(SpokeCount::Count(1)),
+        "t",
+        &under_hub,
+        None,
+        at(0),
+    );
+    assert_eq!(
+        in_state(&hub_rollout, SpokeRolloutState::Succeeded).len(),
+        3
+    );
+
+    // The addon's own rollout, two at a time.
+    let mut hub = embedded_hub();
+    let spec = progressive(SpokeCount::Count(2));
+    let facts = |spokes: &[SpokeFacts]| -> Vec<SpokeFacts> {
+        spokes
+            .iter()
+            .map(|spoke| spoke.of_addon("metrics"))
+            .collect()
+    };
+    let first = decide(&spec, "m", &facts(&spokes), None, at(0));
+    assert_eq!(
+        in_state(&first, SpokeRolloutState::InProgress),
+        ["s00", "s01"]
+    );
+    hub.status = Some(crate::api::fleet::HubStatus {
+        addon_rollouts: vec![crate::api::fleet::AddonRollout {
+            addon: "metrics".into(),
+            rollout: first.status.clone(),
+        }],
+        ..Default::default()
+    });
+    let target = Settings::addon("metrics", spokes[0].wanted.addons.get("metrics")).digest();
+    assert!(addon_released(&hub, "metrics", &spec, "s01", &target));
+    assert!(
+        !addon_released(&hub, "metrics", &spec, "s02", &target),
+        "its turn has not come"
+    );
+    assert!(
+        addon_released(&hub, "metrics", &RolloutSpec::default(), "s02", &target),
+        "an addon rolled out with strategy All is everywhere at once"
+    );
+    assert!(
+        !addon_released(&hub, "logging", &spec, "s00", &target),
+        "another addon's rollout releases nothing of this one"
+    );
+    // Its spokes done, the last one goes.
+    for spoke in &mut spokes[..2] {
+        spoke.running = Some(spoke.wanted.clone());
+    }
+    let baking = decide(&spec, "m", &facts(&spokes), Some(&first.status), at(1));
+    let last = decide(&spec, "m", &facts(&spokes), Some(&baking.status), at(11));
+    assert_eq!(in_state(&last, SpokeRolloutState::InProgress), ["s02"]);
+    assert_eq!(
+        addon_target("metrics", &facts(&spokes)),
+        addon_target("metrics", &facts(&spokes))
+    );
+    assert_ne!(
+        addon_target("metrics", &facts(&spokes)),
+        addon_target("logging", &facts(&spokes)),
+        "each addon's rollout has its own target"
+    );
+}
+
+#[test]
+fn the_gate_holds_a_spokes_addons_and_lease_until_its_rollout_releases_it() {
+    let mut hub = embedded_hub();
+    hub.spec.rollout = progressive(SpokeCount::Count(1));
+    let namespace = |addon: &str| format!("{addon}-agent");
+    let wanted = EffectiveSpoke {
+        lease_duration_seconds: 30,
+        cluster_claims_max: 20,
+        agent: crate::plan::desired::agent_config(None, &hub),
+        addons: [
+            ("metrics", namespace("metrics")),
+            ("logging", namespace("logging")),
+        ]
+        .map(|(addon, namespace)| (addon.to_string(), namespace))
+        .into(),
+        labels: BTreeMap::new(),
+    };
+    let has: BTreeMap<String, String> = [("logging".to_string(), namespace("logging"))].into();
+    let none = BTreeMap::new();
+
+    // Not released (no rollout yet): it keeps the addons and lease it has.
+    let held = gate(&hub, "s00", &none, &wanted, &has, Some(60));
+    assert_eq!(
+        held,
+        Gate {
+            addons: has.clone(),
+            lease_duration_seconds: 60,
+            released: false,
+        }
+    );
+
+    // Released for its target: what git wants.
+    let mut spokes = fleet(1);
+    spokes[0].wanted = Settings::wanted(&wanted);
+    let decision = decide(&hub.spec.rollout, "t", &spokes, None, at(0));
+    keeping(&mut hub, &decision.status);
+    let released = gate(&hub, "s00", &none, &wanted, &has, Some(60));
+    assert_eq!(released.addons, wanted.addons);
+    assert_eq!(released.lease_duration_seconds, 30);
+    assert!(released.released);
+
+    // metrics rolls out by itself: the hub's release does not carry it, its own rollout does.
+    hub.spec.rollout = RolloutSpec::default();
+    let own_rollout = progressive(SpokeCount::Count(1));
+    let own: BTreeMap<&str, &RolloutSpec> = [("metrics", &own_rollout)].into();
+    let apart = gate(&hub, "s00", &own, &wanted, &has, Some(60));
+    assert_eq!(apart.addons, has, "metrics waits for its own rollout");
+    assert_eq!(apart.lease_duration_seconds, 30, "the hub's rollout is All");
+    let everywhere = RolloutSpec::default();
+    let own: BTreeMap<&str, &RolloutSpec> = [("metrics", &everywhere)].into();
+    assert_eq!(
+        gate(&hub, "s00", &own, &wanted, &has, Some(60)).addons,
+        wanted.addons,
+        "an addon rolled out with strategy All is enabled at once"
+    );
 }

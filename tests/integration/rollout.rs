@@ -1,8 +1,10 @@
 //! Progressive rollouts of a hub's agent, end to end on `fleetform up`'s clusters: spokes move one
 //! at a time and those not released keep the agent they run; a spoke whose new agent never comes
 //! up (an image from a registry that does not resolve) fails its progress deadline and halts the
-//! rollout, which `paused: true` then `false` resumes. And what the hub process's `/metrics`
-//! says of a rollout (`fleetform_rollout_*`).
+//! rollout, which `paused: true` then `false` resumes. An addon enabled fleet-wide and a lease
+//! duration changed reach the spokes the same way (the others keep what they have), and so does
+//! an addon with a rollout of its own under a hub without one. And what the hub process's
+//! `/metrics` says of a rollout (`fleetform_rollout_*`).
 
 use crate::support;
 
@@ -10,8 +12,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use fleetform::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke, SpokeRolloutState};
+use fleetform::api::fleet::{Hub, RolloutStatus, SYSTEM_NAMESPACE, Spoke, SpokeRolloutState};
 use fleetform::api::vocabulary::CONDITION_ROLLOUT_HALTED;
+use fleetform::api::{ManagedCluster, ManagedClusterAddOn};
 use fleetform::hub::process::{self, HubProcessConfig, RunningHub};
 use fleetform::plan::desired::{DEFAULT_AGENT_VERSION, effective};
 use fleetform::reconciler::install::{AGENT_DEPLOYMENT, LABEL_AGENT_VERSION};
@@ -391,6 +394,272 @@ async fn a_spoke_whose_new_agent_never_comes_up_halts_the_rollout_until_paused_a
     fleet.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_addon_enabled_fleet_wide_reaches_one_spoke_at_a_time_and_completes() {
+    let rollout = "    strategy: Progressive\n    maxConcurrency: 1\n    minSuccessSeconds: 1\n";
+    let fleet = fleet(rollout).await;
+    metrics_one_spoke_at_a_time(&fleet, "rollout", |hub| {
+        hub.status.as_ref()?.rollout.as_ref()
+    })
+    .await;
+    fleet.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_addon_with_a_rollout_of_its_own_reaches_one_spoke_at_a_time_though_its_hub_has_none() {
+    let fleet = fleet("    strategy: All\n").await;
+    let own = ADDONS.replace(
+        "  installNamespace: metrics-agent\n",
+        "  installNamespace: metrics-agent\n  rollout:\n    strategy: Progressive\n    maxConcurrency: 1\n    minSuccessSeconds: 1\n",
+    );
+    fleet.repo.commit(
+        "metrics rolls out by itself",
+        &[("addons/addons.yaml", Some(&own))],
+    );
+    fleet.synced().await;
+    metrics_one_spoke_at_a_time(&fleet, "rollout of addon metrics", |hub| {
+        let status = hub.status.as_ref()?;
+        status
+            .addon_rollouts
+            .iter()
+            .find(|kept| kept.addon == "metrics")
+            .map(|kept| &kept.rollout)
+    })
+    .await;
+    let hub = hubs(&fleet).get("hub").await.unwrap();
+    assert!(
+        hub.status.and_then(|status| status.rollout).is_none(),
+        "the hub keeps no rollout of its own"
+    );
+    fleet.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_duration_change_reaches_a_spoke_at_its_turn_and_the_others_keep_theirs() {
+    let rollout = |bake: u32| {
+        format!("    strategy: Progressive\n    maxConcurrency: 1\n    minSuccessSeconds: {bake}\n")
+    };
+    let fleet = fleet(&rollout(3600)).await;
+    let lease_of = |name: &'static str| {
+        let clusters = Api::<ManagedCluster>::all(fleet.hub.clone());
+        async move {
+            clusters
+                .get(name)
+                .await
+                .unwrap()
+                .spec
+                .lease_duration_seconds
+        }
+    };
+    let longer: Vec<(String, String)> = SPOKES
+        .iter()
+        .map(|name| {
+            (
+                format!("spokes/{name}.yaml"),
+                spoke(name, "  leaseDurationSeconds: 2\n"),
+            )
+        })
+        .collect();
+    let files: Vec<(&str, Option<&str>)> = longer
+        .iter()
+        .map(|(path, doc)| (path.as_str(), Some(doc.as_str())))
+        .collect();
+    fleet.repo.commit("leases of 2 s", &files);
+    fleet.synced().await;
+
+    // alpha's turn: it has the new lease and bakes an hour; the others keep theirs.
+    wait_for(&hubs(&fleet), "hub", "alpha baking", |hub: &Hub| {
+        hub.status
+            .as_ref()
+            .and_then(|status| status.rollout.as_ref())
+            .and_then(|rollout| rollout.spokes.iter().find(|entry| entry.name == "alpha"))
+            .is_some_and(|entry| {
+                entry.state == SpokeRolloutState::InProgress && entry.updated_at.is_some()
+            })
+    })
+    .await;
+    assert_eq!(lease_of("alpha").await, Some(2));
+    for name in ["beta", "gamma"] {
+        assert_eq!(lease_of(name).await, Some(1), "{name} is not released");
+        let spoke = fleet.spokes().get(name).await.unwrap();
+        assert_eq!(
+            spoke
+                .status
+                .and_then(|status| status.applied)
+                .map(|applied| applied.lease_duration_seconds),
+            Some(1),
+            "{name}"
+        );
+    }
+
+    // A bake of a second: the rest follow, and every cluster has the new lease.
+    fleet.repo.commit(
+        "a bake of a second",
+        &[("hubs/hub.yaml", Some(&hub(None, &rollout(1))))],
+    );
+    fleet.synced().await;
+    for name in SPOKES {
+        wait_for(
+            &hubs(&fleet),
+            "hub",
+            &format!("{name} done"),
+            move |hub: &Hub| state_of(hub, name) == Some(SpokeRolloutState::Succeeded),
+        )
+        .await;
+        assert_eq!(lease_of(name).await, Some(2), "{name}");
+    }
+    fleet.shutdown().await;
+}
+
+/// Enables `metrics` on every spoke in one commit and checks that they gain it one after
+/// another, each once the one before is done, as the rollout `of` the Hub (titled `title` in
+/// plan) says, and that the rollout completes.
+async fn metrics_one_spoke_at_a_time(
+    fleet: &Fleet,
+    title: &str,
+    of: fn(&Hub) -> Option<&RolloutStatus>,
+) {
+    let before = wait_for(&hubs(fleet), "hub", "a rollout kept", move |hub: &Hub| {
+        of(hub).is_some_and(|rollout| rollout.spokes.len() == 3)
+    })
+    .await;
+    let target_before = of(&before).unwrap().target.clone();
+    let with_metrics: Vec<(String, String)> = SPOKES
+        .iter()
+        .map(|name| {
+            (
+                format!("spokes/{name}.yaml"),
+                spoke(name, "  addons:\n  - metrics\n"),
+            )
+        })
+        .collect();
+
+    // What plan shows of the edit: three waves of one spoke, each gaining metrics.
+    for (path, doc) in &with_metrics {
+        std::fs::write(fleet.repo.path().join(path), doc).unwrap();
+    }
+    let source = fleet.repo.path().display().to_string();
+    let plan = fleet.fleetform(&["plan", &source]).await;
+    let text = String::from_utf8_lossy(&plan.stdout);
+    assert!(
+        text.contains(&format!(
+            "{title} (Progressive): 3 spoke(s) change in 3 wave(s); the first wave touches 1 (33%)"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("change addons +metrics: alpha, beta, gamma\n"),
+        "{text}"
+    );
+
+    // Each time a spoke gains the addon: the Hub's rollout as it then stands.
+    let gained: Arc<std::sync::Mutex<Vec<(String, Hub)>>> = Arc::default();
+    let seen = gained.clone();
+    let addons = Api::<ManagedClusterAddOn>::all(fleet.hub.clone());
+    let hub_api = hubs(fleet);
+    let config = watcher::Config::default().fields("metadata.name=metrics");
+    let mut created = watcher(addons, config).applied_objects().boxed();
+    tokio::spawn(async move {
+        let mut known = std::collections::BTreeSet::new();
+        while let Some(Ok(addon)) = created.next().await {
+            let spoke = addon.namespace().unwrap_or_default();
+            if known.insert(spoke.clone()) {
+                let hub = hub_api.get("hub").await.unwrap();
+                seen.lock().unwrap().push((spoke, hub));
+            }
+        }
+    });
+    let files: Vec<(&str, Option<&str>)> = with_metrics
+        .iter()
+        .map(|(path, doc)| (path.as_str(), Some(doc.as_str())))
+        .collect();
+    fleet.repo.commit("metrics everywhere", &files);
+    fleet.synced().await;
+
+    // A spoke at a time, each with the patience of one.
+    for name in SPOKES {
+        let target_before = target_before.clone();
+        wait_for(&hubs(fleet), "hub", &format!("{name} done"), move |hub| {
+            of(hub).is_some_and(|rollout| {
+                rollout.target != target_before
+                    && rollout.spokes.iter().any(|entry| {
+                        entry.name == name && entry.state == SpokeRolloutState::Succeeded
+                    })
+            })
+        })
+        .await;
+    }
+    let done = wait_for(&hubs(fleet), "hub", "metrics on every spoke", move |hub| {
+        of(hub).is_some_and(|rollout| {
+            rollout.target != target_before
+                && rollout.wave.is_none()
+                && rollout
+                    .spokes
+                    .iter()
+                    .all(|entry| entry.state == SpokeRolloutState::Succeeded)
+        })
+    })
+    .await;
+    let targets: BTreeMap<String, String> = of(&done)
+        .unwrap()
+        .spokes
+        .iter()
+        .cloned()
+        .map(|entry| (entry.name, entry.target))
+        .collect();
+    let gained = gained.lock().unwrap().clone();
+    assert_eq!(
+        gained
+            .iter()
+            .map(|(spoke, _)| spoke.as_str())
+            .collect::<Vec<_>>(),
+        SPOKES,
+        "one after another, in rollout order"
+    );
+    for (index, (spoke, hub)) in gained.iter().enumerate() {
+        let rollout = of(hub).unwrap();
+        let entry_of = |name: &str| {
+            rollout
+                .spokes
+                .iter()
+                .find(|entry| entry.name == name)
+                .unwrap()
+        };
+        // The spoke gained it because its turn came for this very target...
+        let entry = entry_of(spoke);
+        assert_eq!(entry.target, targets[spoke], "{spoke}: {rollout:?}");
+        assert!(
+            matches!(
+                entry.state,
+                SpokeRolloutState::InProgress | SpokeRolloutState::Succeeded
+            ),
+            "{spoke}: {rollout:?}"
+        );
+        // ...after every spoke that gained it before was done.
+        for (earlier, _) in &gained[..index] {
+            assert_eq!(
+                entry_of(earlier).state,
+                SpokeRolloutState::Succeeded,
+                "{earlier} before {spoke}: {rollout:?}"
+            );
+        }
+    }
+    for name in SPOKES {
+        let spoke = fleet.spokes().get(name).await.unwrap();
+        let applied = spoke.status.and_then(|s| s.applied).unwrap();
+        assert_eq!(
+            applied
+                .addons
+                .iter()
+                .map(|addon| addon.name.as_str())
+                .collect::<Vec<_>>(),
+            ["metrics"],
+            "{name}"
+        );
+        assert!(applied.unavailable_addons.is_empty(), "{name}");
+    }
+}
+
 /// A hub process serving `/metrics` on a free port, leading at once, that knows no hub URL: the
 /// Spoke passes of the lifecycle reconciler stop before they reach a spoke, so the Spokes' status
 /// stays as the test writes it, standing in for their agents.
@@ -473,7 +742,10 @@ async fn the_hubs_metrics_count_its_rollouts_spokes_by_state_wave_halt_and_most_
             "zeta" => ("Running", wanted),
             _ => ("Running", "old".to_string()),
         };
-        let status = json!({"status": {"phase": phase, "agentConfigHash": running}});
+        // What the reconciler would report of a joined spoke: no addons, the hub's lease.
+        let applied = json!({"leaseDurationSeconds": 60});
+        let status =
+            json!({"status": {"phase": phase, "agentConfigHash": running, "applied": applied}});
         spokes
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
             .await
