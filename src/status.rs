@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::api::cluster::NodeHealth;
 use crate::api::fleet::{
-    AvailabilityMode, FleetSync, Hub, RolloutStatus, SYSTEM_NAMESPACE, SpokeRolloutState,
+    AvailabilityMode, FleetSync, Hub, HubStatus, RolloutStatus, SYSTEM_NAMESPACE, SpokeRolloutState,
 };
 use crate::api::vocabulary::{
     CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_CLEANUP_FAILED, CONDITION_JOINED,
@@ -158,12 +158,16 @@ pub fn fleet_sync_rows(state: &HubState) -> Vec<FleetSyncRow> {
     rows
 }
 
-/// One hub's agent rollout line of `fleetform status` (hubs whose rollout is not `All`).
+/// One rollout line of `fleetform status`: a hub's (hubs whose rollout is not `All`), or an
+/// addon's own to that hub's spokes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutRow {
     pub hub: String,
-    /// `VERSION/HASH` of the agent rolled out.
+    /// The addon whose own `spec.rollout` this is; none for the hub's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub addon: Option<String>,
+    /// What is rolled out, as the rollout's status names it.
     pub target: String,
     /// Spokes that run it (succeeded), of all the rollout counts.
     pub done: usize,
@@ -196,6 +200,7 @@ pub fn rollout_row(hub: &str, rollout: &RolloutStatus) -> RolloutRow {
     };
     RolloutRow {
         hub: hub.to_string(),
+        addon: None,
         target: rollout.target.clone(),
         done: named(SpokeRolloutState::Succeeded).len(),
         total: rollout.spokes.len(),
@@ -215,12 +220,29 @@ pub fn rollout_row(hub: &str, rollout: &RolloutStatus) -> RolloutRow {
     }
 }
 
+/// Every rollout line of `hub` from its Hub's status: the hub's own, then each addon's.
+pub fn rollout_rows(hub: &str, status: &HubStatus) -> Vec<RolloutRow> {
+    let own = status
+        .rollout
+        .iter()
+        .map(|rollout| rollout_row(hub, rollout));
+    let addons = status.addon_rollouts.iter().map(|addon| RolloutRow {
+        addon: Some(addon.addon.clone()),
+        ..rollout_row(hub, &addon.rollout)
+    });
+    own.chain(addons).collect()
+}
+
 impl RolloutRow {
     /// `Rollout on hub H to TARGET: d/t done, wave w, in progress: …, failed: … (why), skipped
-    /// offline: …`, and `HALTED: why` when it is.
+    /// offline: …`, and `HALTED: why` when it is (`Rollout of addon A on hub H …` for an addon's).
     fn text(&self) -> String {
+        let what = match &self.addon {
+            Some(addon) => format!("Rollout of addon {addon}"),
+            None => "Rollout".to_string(),
+        };
         let mut line = format!(
-            "Rollout on hub {} to {}: {}/{} done",
+            "{what} on hub {} to {}: {}/{} done",
             self.hub, self.target, self.done, self.total
         );
         match self.wave {
@@ -392,15 +414,14 @@ pub fn rows(state: &HubState, now: Timestamp) -> Vec<SpokeRow> {
     rows
 }
 
-/// The rollout a hub's Hub object reports, if it keeps one.
-pub async fn gather_rollout(
-    hub: &str,
-    client: &Client,
-) -> Result<Option<RolloutStatus>, kube::Error> {
+/// The rollout lines of the rollouts a hub's Hub object reports ([`rollout_rows`]).
+pub async fn gather_rollouts(hub: &str, client: &Client) -> Result<Vec<RolloutRow>, kube::Error> {
     Ok(Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE)
         .get_opt(hub)
         .await?
-        .and_then(|hub| hub.status?.rollout))
+        .and_then(|object| object.status)
+        .map(|status| rollout_rows(hub, &status))
+        .unwrap_or_default())
 }
 
 /// Reads what a hub holds about its spokes.
@@ -798,5 +819,35 @@ mod tests {
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(json["rollouts"][0]["failed"][0]["spoke"], "b");
         assert_eq!(json["rollouts"][0]["skippedOffline"], json!(["c"]));
+    }
+
+    #[test]
+    fn an_addons_own_rollout_has_a_line_after_its_hubs() {
+        let status: HubStatus = serde_json::from_value(json!({
+            "rollout": {"target": "2.0.0/00ff", "spokes": [
+                {"name": "a", "target": "h", "state": "succeeded"},
+            ]},
+            "addonRollouts": [{"addon": "metrics", "rollout": {"target": "metrics/0a1b", "wave": 1, "spokes": [
+                {"name": "a", "target": "m", "state": "inProgress"},
+                {"name": "b", "target": "m", "state": "pending"},
+            ]}}],
+        }))
+        .unwrap();
+        let report = Report {
+            rollouts: rollout_rows("hub", &status),
+            ..Report::default()
+        };
+        let text = report.text();
+        let lines: Vec<&str> = text.lines().rev().take(2).collect();
+        assert_eq!(
+            lines,
+            [
+                "Rollout of addon metrics on hub hub to metrics/0a1b: 0/2 done, wave 1, in progress: a",
+                "Rollout on hub hub to 2.0.0/00ff: 1/1 done, complete",
+            ]
+        );
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["rollouts"][1]["addon"], "metrics");
+        assert!(json["rollouts"][0].get("addon").is_none());
     }
 }

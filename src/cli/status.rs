@@ -136,14 +136,10 @@ async fn collect(hubs: &[(String, Reached)]) -> Result<Report, String> {
             .await
             .map_err(|err| super::at(&format!("hub {name}: {err}"), reached))?;
         report.add(&state, Timestamp::now());
-        let rollout = crate::status::gather_rollout(name, &reached.client)
+        let rollouts = crate::status::gather_rollouts(name, &reached.client)
             .await
             .map_err(|err| super::at(&format!("hub {name}: {err}"), reached))?;
-        if let Some(rollout) = rollout {
-            report
-                .rollouts
-                .push(crate::status::rollout_row(name, &rollout));
-        }
+        report.rollouts.extend(rollouts);
     }
     Ok(report)
 }
