@@ -424,7 +424,11 @@ pub fn periods(
 /// A spoke's availability over the last day: a bar (for the eye) and a list (for everyone).
 fn timeline(transitions: &[Transition], now: Timestamp) -> Markup {
     let periods = periods(transitions, now);
-    let span = TIMELINE_SPAN.as_secs() as f64;
+    // Hundredths of the day, at least one so that a short period still shows.
+    let share = |start: Timestamp, end: Timestamp| {
+        let share = end.duration_since(start).as_secs() as f64 / TIMELINE_SPAN.as_secs() as f64;
+        ((share * 100.0).round() as u32).clamp(1, 100)
+    };
     let class = |available: &Option<String>| match available.as_deref() {
         Some(STATUS_TRUE) => "good",
         Some(STATUS_FALSE) => "bad",
@@ -437,9 +441,12 @@ fn timeline(transitions: &[Transition], now: Timestamp) -> Markup {
             @if let Some((first, _, _)) = periods.first() {
                 p { "As watched since " (time(*first)) "." }
                 div.bar aria-hidden="true" {
+                    // The part of the day before this process watched: blank, to scale.
+                    @if *first > now - TIMELINE_SPAN {
+                        span class={ "segment unwatched grow-" (share(now - TIMELINE_SPAN, *first)) } {}
+                    }
                     @for (start, end, available) in &periods {
-                        @let share = (end.duration_since(*start).as_secs() as f64 / span * 100.0).ceil() as u32;
-                        span class={ "segment " (class(available)) " grow-" (share.clamp(1, 100)) } {}
+                        span class={ "segment " (class(available)) " grow-" (share(*start, *end)) } {}
                     }
                 }
                 ol.periods {
@@ -841,8 +848,12 @@ mod tests {
             assert!(page.contains(expected), "{expected} in {page}");
         }
         assert!(
-            page.contains("segment warn grow-5"),
-            "an hour of Unknown is ~5 % of the day: {page}"
+            page.contains("segment warn grow-4"),
+            "an hour of Unknown is ~4 % of the day: {page}"
+        );
+        assert!(
+            page.contains("segment unwatched grow-92"),
+            "the 22 hours before the process watched are blank: {page}"
         );
         assert!(spoke_page(&model, "hub", "nope", at(0)).is_none());
     }
