@@ -348,3 +348,127 @@ async fn stopping_an_agent_turns_its_row_unknown_on_an_open_page_without_a_reloa
     dashboard.stopped().await;
     fleet.shutdown().await;
 }
+
+/// GETs `path` from `addr`, with `token` as a bearer if given: the status code and the body.
+async fn get(addr: SocketAddr, path: &str, token: Option<&str>) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let bearer = token
+        .map(|token| format!("Authorization: Bearer {token}\r\n"))
+        .unwrap_or_default();
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{bearer}Connection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    (code, response)
+}
+
+/// A viewer's live-update stream, read until what it waits for shows.
+struct LiveStream(tokio::net::TcpStream);
+
+impl LiveStream {
+    async fn open(addr: SocketAddr, token: &str) -> LiveStream {
+        use tokio::io::AsyncWriteExt;
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request = format!(
+            "GET /events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut live = LiveStream(stream);
+        live.until("event: hello").await;
+        live
+    }
+
+    /// Reads until `needle` shows; fails after [`DEADLINE`].
+    async fn until(&mut self, needle: &str) {
+        use tokio::io::AsyncReadExt;
+        let mut seen = String::new();
+        let mut buffer = [0u8; 16384];
+        tokio::time::timeout(DEADLINE, async {
+            while !seen.contains(needle) {
+                let read = self.0.read(&mut buffer).await.unwrap();
+                assert!(read > 0, "the stream ended before {needle}: {seen}");
+                seen.push_str(&String::from_utf8_lossy(&buffer[..read]));
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no {needle} within {DEADLINE:?}"));
+    }
+}
+
+#[tokio::test]
+async fn syncs_dashboard_wants_its_secrets_token_and_reads_as_the_hub_service_account() {
+    use fleetform::api::fleet::SYSTEM_NAMESPACE;
+    use fleetform::events::{EventType, Reporter};
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::Api;
+    use kube::api::PostParams;
+
+    let hub = crate::support::Cluster::start().await;
+    let identity = hub.hub_identity().await;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "dashboard", "namespace": SYSTEM_NAMESPACE},
+        "stringData": {"token": "s3cret\n"},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(hub.client.clone(), SYSTEM_NAMESPACE)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let stop = CancellationToken::new();
+    let dashboard = fleetform::dashboard::start(
+        DashboardConfig {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            hubs: vec![("hub".to_string(), identity.clone())],
+            token_secret: Some("fleetform-system/dashboard".parse().unwrap()),
+            any_port_if_taken: false,
+        },
+        stop.child_token(),
+    )
+    .await
+    .expect("the dashboard starts, reading its token as the hub ServiceAccount");
+    let addr = dashboard.addr();
+
+    let (code, page) = get(addr, "/", None).await;
+    assert_eq!(code, 401, "{page}");
+    assert!(page.contains("WWW-Authenticate: Bearer") || page.contains("www-authenticate: Bearer"));
+    assert_eq!(get(addr, "/", Some("guess")).await.0, 401);
+    assert_eq!(get(addr, "/events", None).await.0, 401);
+
+    // What the hub holds reaches a signed-in viewer through the watches, as it changes.
+    let mut live = LiveStream::open(addr, "s3cret").await;
+    let spoke: fleetform::api::Spoke = serde_json::from_value(json!({
+        "apiVersion": "fleetform.io/v1alpha1", "kind": "Spoke",
+        "metadata": {"name": "edge", "namespace": SYSTEM_NAMESPACE},
+        "spec": {"hubRef": "hub", "kubeconfig": {"embedded": {}}},
+    }))
+    .unwrap();
+    let spoke = Api::<fleetform::api::Spoke>::namespaced(hub.client.clone(), SYSTEM_NAMESPACE)
+        .create(&PostParams::default(), &spoke)
+        .await
+        .unwrap();
+    live.until("row:hub/edge").await;
+    Reporter::new(hub.client.clone(), "fleetform-test", "test")
+        .publish(
+            &fleetform::events::reference(&spoke),
+            EventType::Warning,
+            "SpokeUnreachable",
+            "Join",
+            "cannot reach <edge>".to_string(),
+        )
+        .await;
+    live.until("spoke:hub/edge").await;
+    let (code, page) = get(addr, "/hubs/hub/spokes/edge", Some("s3cret")).await;
+    assert_eq!(code, 200, "{page}");
+    assert!(page.contains("cannot reach &lt;edge&gt;"), "{page}");
+    assert!(!page.contains("s3cret"), "the token is shown nowhere");
+
+    stop.cancel();
+    dashboard.stopped().await;
+}
