@@ -30,6 +30,7 @@ pub mod api;
 pub mod apply;
 pub mod cli;
 pub mod converge;
+pub mod dashboard;
 pub mod deploy;
 pub mod embedded;
 pub mod events;

@@ -25,6 +25,14 @@ pub struct Args {
     /// FleetSyncs with spec.webhook; not served without it.
     #[arg(long)]
     webhook_addr: Option<SocketAddr>,
+    /// Where to serve the dashboard; not served without it.
+    #[arg(long)]
+    dashboard_addr: Option<SocketAddr>,
+    /// The Secret NAMESPACE/NAME whose key `token` a dashboard viewer must present (as
+    /// `Authorization: Bearer`, or once as `?token=`); without it anyone reaching the address may
+    /// look (serve it on 127.0.0.1 behind `kubectl port-forward`).
+    #[arg(long, requires = "dashboard_addr")]
+    dashboard_token_secret: Option<crate::dashboard::SecretName>,
     /// This replica's name in the leader election (default: $POD_NAME, else host name and pid).
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
@@ -54,9 +62,35 @@ pub async fn run(args: Args) -> u8 {
         webhook_addr: args.webhook_addr,
         lease_duration: Duration::from_secs(args.lease_duration_seconds),
         max_prune_percent: args.max_prune_percent,
-        ..SyncConfig::new(client, identity)
+        ..SyncConfig::new(client.clone(), identity)
     };
     let shutdown = CancellationToken::new();
+    // Every replica serves the dashboard: it only reads.
+    let dashboard = match args.dashboard_addr {
+        Some(addr) => {
+            let hub = match config.hub.clone() {
+                Some(hub) => hub,
+                None => only_hub(&client, &config.namespace).await,
+            };
+            let dashboard = crate::dashboard::DashboardConfig {
+                addr,
+                hubs: vec![(hub, client.clone())],
+                token_secret: args.dashboard_token_secret,
+                any_port_if_taken: false,
+            };
+            match crate::dashboard::start(dashboard, shutdown.clone()).await {
+                Ok(running) => {
+                    outln!("dashboard: {}", running.url());
+                    Some(running)
+                }
+                Err(err) => {
+                    errln!("error: sync: {err}");
+                    return exit::INVALID_INPUT;
+                }
+            }
+        }
+        None => None,
+    };
     let running = match crate::sync::start(config, shutdown.clone()).await {
         Ok(running) => running,
         Err(err) => {
@@ -67,5 +101,25 @@ pub async fn run(args: Args) -> u8 {
     super::shutdown_signal().await;
     shutdown.cancel();
     running.stopped().await;
+    if let Some(dashboard) = dashboard {
+        dashboard.stopped().await;
+    }
     exit::OK
+}
+
+/// The name of the one Hub in `namespace` (what the sync serves without `--hub`), else `hub`.
+async fn only_hub(client: &kube::Client, namespace: &str) -> String {
+    let hubs = kube::Api::<crate::api::Hub>::namespaced(client.clone(), namespace)
+        .list(&kube::api::ListParams::default())
+        .await
+        .map(|list| list.items)
+        .unwrap_or_default();
+    match hubs.as_slice() {
+        [hub] => hub
+            .metadata
+            .name
+            .clone()
+            .unwrap_or_else(|| "hub".to_string()),
+        _ => "hub".to_string(),
+    }
 }

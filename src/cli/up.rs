@@ -40,6 +40,12 @@ pub struct Args {
     /// Seconds between two fetches of the repository.
     #[arg(long, default_value_t = 5)]
     interval: u64,
+    /// Where to serve the dashboard (port 0, or the address taken: any free port).
+    #[arg(long, default_value = crate::dashboard::DEFAULT_UP_ADDR)]
+    dashboard_addr: std::net::SocketAddr,
+    /// Serve no dashboard.
+    #[arg(long)]
+    no_dashboard: bool,
     #[command(flatten)]
     clusters: ClusterArgs,
 }
@@ -63,6 +69,7 @@ pub async fn run(args: Args) -> u8 {
         git_ref: args.git_ref.clone().unwrap_or_else(|| "HEAD".to_string()),
         path,
         interval: Duration::from_secs(args.interval.max(1)),
+        dashboard_addr: (!args.no_dashboard).then_some(args.dashboard_addr),
         ..UpConfig::new(access.data_dir.clone(), repo)
     };
     // What the sync reports from here on is news; what it said in an earlier run is not.
@@ -90,6 +97,9 @@ pub async fn run(args: Args) -> u8 {
             "{role:<5} {name:<20} {url}  kubeconfig: {}",
             kubeconfig.display()
         );
+    }
+    if let Some(url) = running.dashboard_url() {
+        outln!("dashboard: {url}");
     }
     outln!(
         "following {} at {}{} every {} s; Ctrl-C stops (state is kept)",

@@ -191,9 +191,11 @@ pub fn hub_rbac() -> Vec<Value> {
                 {"apiGroups": [""],
                  "resources": ["namespaces", "secrets", "serviceaccounts", "events"],
                  "verbs": all},
+                // Events: published by every loop, and read by sync's dashboard
+                // (`--dashboard-addr`), which shows them.
                 {"apiGroups": ["events.k8s.io"],
                  "resources": ["events"],
-                 "verbs": ["create", "update", "patch"]},
+                 "verbs": ["get", "list", "watch", "create", "update", "patch"]},
                 // Cluster leases (expiry), and the leader elections of the hub loops
                 // (`fleetform-hub`) and sync (`fleetform-sync`).
                 {"apiGroups": ["coordination.k8s.io"],

@@ -1,13 +1,13 @@
 //! Serving plain HTTP/1.1 on a listener until a stop token: each connection on a task of its
 //! own, ended when it closes or at the stop; failed accepts and connections logged at debug
-//! level under the server's name (nothing a client does is a warning of the server's).
+//! level under the server's name (nothing a client does is a warning of the server's). A
+//! response body may be whole ([`Full`](http_body_util::Full)) or streamed (the dashboard's Server-Sent Events).
 
 use std::convert::Infallible;
 use std::future::Future;
 
 use http::{Request, Response};
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
+use hyper::body::{Body, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
@@ -15,14 +15,17 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 /// Serves `listener` with `handle` until `stop`; `what` names the server in logs.
-pub async fn serve<H, Fut>(
+pub async fn serve<H, Fut, B>(
     what: &'static str,
     listener: TcpListener,
     stop: CancellationToken,
     handle: H,
 ) where
     H: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
-    Fut: Future<Output = Response<Full<Bytes>>> + Send + 'static,
+    Fut: Future<Output = Response<B>> + Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     loop {
         let (stream, peer) = tokio::select! {

@@ -10,7 +10,8 @@
 //! within the sync interval. A commit declaring a new embedded spoke gets its cluster started
 //! before the sync writes its Spoke (the sync's [`Prepare`](crate::sync::Prepare) hook), so no
 //! loop finds a Spoke whose cluster is not running; a Spoke that is gone (unjoined, deleted)
-//! has its cluster stopped and its directory deleted. [`ClusterChange`]s tell the console.
+//! has its cluster stopped and its directory deleted. [`ClusterChange`]s tell the console. With
+//! a dashboard address it also serves the [dashboard](crate::dashboard) of every hub.
 //!
 //! **Private state.** The data dir and every directory `up` makes in it (`hubs`, `spokes`, one
 //! per cluster) are created 0700, kubeconfigs 0600, as the control plane keeps its own state.
@@ -62,6 +63,9 @@ pub struct UpConfig {
     /// How often each addon's agent renews its lease, and the `leaseDurationSeconds` it writes
     /// there (OCM's addon lease updater: 60 s).
     pub addon_lease_duration: Duration,
+    /// Where to serve the dashboard (port 0: any free port; another free port when it is
+    /// taken); `None`: not served.
+    pub dashboard_addr: Option<std::net::SocketAddr>,
 }
 
 impl UpConfig {
@@ -75,6 +79,7 @@ impl UpConfig {
             path: None,
             interval: Duration::from_secs(5),
             addon_lease_duration: crate::agent::addon_health::ADDON_LEASE_DURATION,
+            dashboard_addr: None,
         }
     }
 }
@@ -100,6 +105,8 @@ pub enum UpError {
         .0.iter().map(|(path, _)| path.display().to_string()).collect::<Vec<_>>().join(" ")
     )]
     Exposed(Vec<(PathBuf, u32)>),
+    #[error(transparent)]
+    Dashboard(#[from] crate::dashboard::DashboardError),
 }
 
 /// One embedded cluster of the fleet.
@@ -384,9 +391,15 @@ pub struct Running {
     spokes: Arc<SpokeClusters>,
     shutdown: CancellationToken,
     tasks: Vec<(&'static str, JoinHandle<()>)>,
+    dashboard: Option<String>,
 }
 
 impl Running {
+    /// The dashboard's URL, when it is served.
+    pub fn dashboard_url(&self) -> Option<&str> {
+        self.dashboard.as_deref()
+    }
+
     /// Stops the spoke cluster `name` as if it were destroyed: its API server goes away with
     /// everything on it (its agent with it), and it is not started again. `false` when no such
     /// cluster runs.
@@ -555,11 +568,34 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
         ));
         info!(hub = hub.name, url = hub.url(), "hub running");
     }
+    // The dashboard reads as the person running `up` does: every hub's objects, no Secret.
+    let dashboard = match config.dashboard_addr {
+        Some(addr) => {
+            let running = crate::dashboard::start(
+                crate::dashboard::DashboardConfig {
+                    addr,
+                    hubs: hubs
+                        .iter()
+                        .map(|hub| (hub.name.clone(), hub.client.clone()))
+                        .collect(),
+                    token_secret: None,
+                    any_port_if_taken: true,
+                },
+                shutdown.child_token(),
+            )
+            .await?;
+            let url = running.url();
+            tasks.push(("dashboard", tokio::spawn(running.stopped())));
+            Some(url)
+        }
+        None => None,
+    };
     Ok(Running {
         hubs,
         spokes,
         shutdown,
         tasks,
+        dashboard,
     })
 }
 

@@ -14,6 +14,7 @@ mod controlplane_cli;
 mod conversion_webhook;
 mod corpus;
 mod csr_approval;
+mod dashboard;
 mod day2;
 mod deploy;
 mod gitops;

@@ -1,0 +1,580 @@
+//! The dashboard's view model: what the watches of every hub have seen (Hubs, Spokes,
+//! ManagedClusters with their claims, ManagedClusterAddOns, cluster Leases, FleetSyncs and the
+//! Events about them), each spoke's row as `fleetform status` computes it ([`crate::status`]),
+//! and each spoke's availability over the last day. It holds no client and does no I/O: the
+//! watches feed it [`Observed`] objects and it answers which rows changed.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::runtime::watcher;
+
+use crate::api::fleet::{FleetSync, Hub, Spoke};
+use crate::api::vocabulary::CLUSTER_LEASE_NAME;
+use crate::api::{ManagedCluster, ManagedClusterAddOn};
+use crate::status::{HubState, SpokeRow};
+
+/// How many Events are kept per object they regard (the newest).
+pub const EVENTS_PER_OBJECT: usize = 20;
+/// How many availability changes are kept per spoke: a spoke flapping faster than this over a
+/// day shows its newest changes only.
+pub const TRANSITIONS_PER_SPOKE: usize = 96;
+/// How far back the availability timeline reaches.
+pub const TIMELINE_SPAN: SignedDuration = SignedDuration::from_hours(24);
+
+/// One object event of one hub's watches.
+#[derive(Debug)]
+pub enum Observed {
+    Hub(watcher::Event<Hub>),
+    Spoke(watcher::Event<Spoke>),
+    Cluster(watcher::Event<ManagedCluster>),
+    Addon(watcher::Event<ManagedClusterAddOn>),
+    Lease(watcher::Event<Lease>),
+    FleetSync(watcher::Event<FleetSync>),
+    Event(watcher::Event<Event>),
+}
+
+/// The objects of one kind a watch has listed, by key, kept in step with its events: a relist
+/// replaces them whole once it is done, so objects deleted while the watch was down go.
+#[derive(Debug)]
+pub struct Mirror<K> {
+    pub objects: BTreeMap<String, K>,
+    relisting: Option<BTreeMap<String, K>>,
+}
+
+impl<K> Default for Mirror<K> {
+    fn default() -> Self {
+        Mirror {
+            objects: BTreeMap::new(),
+            relisting: None,
+        }
+    }
+}
+
+/// What a watch event did to a [`Mirror`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Touched {
+    /// Nothing visible yet (a relist under way).
+    Nothing,
+    /// The object of this key changed or went.
+    Key(String),
+    /// A relist finished: anything may have changed.
+    All,
+}
+
+impl<K> Mirror<K> {
+    /// Applies `event`, keying objects by `key`.
+    pub fn apply(&mut self, event: watcher::Event<K>, key: impl Fn(&K) -> String) -> Touched {
+        match event {
+            watcher::Event::Init => {
+                self.relisting = Some(BTreeMap::new());
+                Touched::Nothing
+            }
+            watcher::Event::InitApply(object) => {
+                let relisting = self.relisting.get_or_insert_with(BTreeMap::new);
+                relisting.insert(key(&object), object);
+                Touched::Nothing
+            }
+            watcher::Event::InitDone => {
+                self.objects = self.relisting.take().unwrap_or_default();
+                Touched::All
+            }
+            watcher::Event::Apply(object) => {
+                let key = key(&object);
+                self.objects.insert(key.clone(), object);
+                Touched::Key(key)
+            }
+            watcher::Event::Delete(object) => {
+                let key = key(&object);
+                self.objects.remove(&key);
+                Touched::Key(key)
+            }
+        }
+    }
+}
+
+fn name<K: kube::Resource>(object: &K) -> String {
+    object.meta().name.clone().unwrap_or_default()
+}
+
+fn namespace<K: kube::Resource>(object: &K) -> String {
+    object.meta().namespace.clone().unwrap_or_default()
+}
+
+/// One Event as the dashboard shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventLine {
+    pub uid: String,
+    pub time: Option<Timestamp>,
+    pub warning: bool,
+    pub reason: String,
+    pub note: String,
+    /// How often it happened (a series counts repeats).
+    pub count: i32,
+}
+
+impl EventLine {
+    fn of(event: &Event) -> EventLine {
+        let time = event
+            .series
+            .as_ref()
+            .map(|series| series.last_observed_time.0)
+            .or_else(|| event.event_time.as_ref().map(|time| time.0))
+            .or_else(|| event.deprecated_last_timestamp.as_ref().map(|time| time.0))
+            .or_else(|| {
+                event
+                    .metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map(|time| time.0)
+            });
+        EventLine {
+            uid: event.metadata.uid.clone().unwrap_or_default(),
+            time,
+            warning: event.type_.as_deref() == Some("Warning"),
+            reason: event.reason.clone().unwrap_or_default(),
+            note: event.note.clone().unwrap_or_default(),
+            count: event.series.as_ref().map_or(1, |series| series.count),
+        }
+    }
+}
+
+/// A spoke's row of the fleet page: what `fleetform status` says of it, its labels (to filter
+/// on) and when its agent last renewed its lease (its age is the viewer's now minus this).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    pub status: SpokeRow,
+    pub labels: BTreeMap<String, String>,
+    pub renewed: Option<Timestamp>,
+}
+
+/// A spoke's availability (`ManagedClusterConditionAvailable`: True, False, Unknown; none
+/// before it has one) since a time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transition {
+    pub at: Timestamp,
+    pub available: Option<String>,
+}
+
+/// Everything the watches of one hub have seen.
+#[derive(Debug, Default)]
+pub struct HubView {
+    pub hubs: Mirror<Hub>,
+    pub spokes: Mirror<Spoke>,
+    pub clusters: Mirror<ManagedCluster>,
+    /// By `NAMESPACE/NAME`: the namespace is the cluster's.
+    pub addons: Mirror<ManagedClusterAddOn>,
+    /// Cluster leases by cluster namespace.
+    pub leases: Mirror<Lease>,
+    pub fleet_syncs: Mirror<FleetSync>,
+    /// Events by the `Kind/name` they regard, newest last.
+    pub events: BTreeMap<String, VecDeque<EventLine>>,
+    pub rows: BTreeMap<String, Row>,
+    /// Each spoke's availability changes, oldest first.
+    pub timelines: BTreeMap<String, VecDeque<Transition>>,
+}
+
+/// What an update changed, for the viewers to hear of.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Spokes whose row changed (or that are gone): `(hub, spoke)`.
+    pub rows: BTreeSet<(String, String)>,
+    /// Spokes added or removed: the fleet page's pagination moves.
+    pub membership: bool,
+    /// Spokes whose own page has news (an Event) though their row did not change.
+    pub spoke_pages: BTreeSet<(String, String)>,
+    /// Hubs whose rollout or Hub object changed.
+    pub rollouts: BTreeSet<String>,
+    /// A FleetSync or an Event about one changed.
+    pub sync: bool,
+}
+
+impl Changes {
+    pub fn is_empty(&self) -> bool {
+        *self == Changes::default()
+    }
+
+    /// Adds what `other` changed.
+    pub fn merge(&mut self, other: Changes) {
+        self.rows.extend(other.rows);
+        self.membership |= other.membership;
+        self.spoke_pages.extend(other.spoke_pages);
+        self.rollouts.extend(other.rollouts);
+        self.sync |= other.sync;
+    }
+}
+
+/// Every hub's view, by hub name.
+#[derive(Debug, Default)]
+pub struct Model {
+    pub hubs: BTreeMap<String, HubView>,
+    /// Counts the batches of changes viewers were sent: a page rendered at one version and a
+    /// live stream opened at another missed something in between.
+    pub version: u64,
+}
+
+impl Model {
+    /// A model of `hubs`, nothing seen yet.
+    pub fn new(hubs: impl IntoIterator<Item = String>) -> Self {
+        Model {
+            version: 0,
+            hubs: hubs
+                .into_iter()
+                .map(|hub| (hub, HubView::default()))
+                .collect(),
+        }
+    }
+
+    /// Takes in what a watch of `hub` saw at `now`.
+    pub fn observe(&mut self, hub: &str, observed: Observed, now: Timestamp) -> Changes {
+        let mut changes = Changes::default();
+        let Some(view) = self.hubs.get_mut(hub) else {
+            return changes;
+        };
+        // The spokes whose rows may have changed: `None` for all of them.
+        let affected: Option<Vec<String>> = match observed {
+            Observed::Hub(event) => {
+                if view.hubs.apply(event, name) != Touched::Nothing {
+                    changes.rollouts.insert(hub.to_string());
+                }
+                Some(Vec::new())
+            }
+            Observed::Spoke(event) => {
+                let before = view.spokes.objects.len();
+                let touched = view.spokes.apply(event, name);
+                changes.membership = view.spokes.objects.len() != before;
+                keys(touched)
+            }
+            Observed::Cluster(event) => keys(view.clusters.apply(event, name)),
+            Observed::Addon(event) => match view.addons.apply(event, |addon| {
+                format!("{}/{}", namespace(addon), name(addon))
+            }) {
+                Touched::Key(key) => Some(vec![
+                    key.split_once('/')
+                        .map_or(key.clone(), |(cluster, _)| cluster.to_string()),
+                ]),
+                touched => keys(touched),
+            },
+            Observed::Lease(event) => {
+                // A renewal changes only the lease's age, which a viewer counts up itself.
+                let touched = view.leases.apply(event, namespace);
+                let renewals = match touched {
+                    Touched::Key(key) => vec![key],
+                    Touched::All => view.rows.keys().cloned().collect(),
+                    Touched::Nothing => Vec::new(),
+                };
+                for spoke in renewals {
+                    let renewed = renew_time(view.leases.objects.get(&spoke));
+                    if let Some(row) = view.rows.get_mut(&spoke) {
+                        row.renewed = renewed;
+                    }
+                }
+                Some(Vec::new())
+            }
+            Observed::FleetSync(event) => {
+                changes.sync |= view.fleet_syncs.apply(event, name) != Touched::Nothing;
+                Some(Vec::new())
+            }
+            Observed::Event(event) => {
+                if let watcher::Event::Apply(event) | watcher::Event::InitApply(event) = event {
+                    remember(view, &event, hub, &mut changes);
+                }
+                Some(Vec::new())
+            }
+        };
+        let spokes = match affected {
+            Some(spokes) => spokes,
+            None => {
+                changes.membership = true;
+                view.spokes
+                    .objects
+                    .keys()
+                    .chain(view.rows.keys())
+                    .cloned()
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect()
+            }
+        };
+        for spoke in spokes {
+            if view.refresh_row(hub, &spoke, now) {
+                changes.rows.insert((hub.to_string(), spoke));
+            }
+        }
+        changes
+    }
+}
+
+fn keys(touched: Touched) -> Option<Vec<String>> {
+    match touched {
+        Touched::Nothing => Some(Vec::new()),
+        Touched::Key(key) => Some(vec![key]),
+        Touched::All => None,
+    }
+}
+
+fn renew_time(lease: Option<&Lease>) -> Option<Timestamp> {
+    lease
+        .filter(|lease| lease.metadata.name.as_deref() == Some(CLUSTER_LEASE_NAME))?
+        .spec
+        .as_ref()?
+        .renew_time
+        .as_ref()
+        .map(|time| time.0)
+}
+
+/// Keeps `event` among the newest of the object it regards.
+fn remember(view: &mut HubView, event: &Event, hub: &str, changes: &mut Changes) {
+    let Some(regarding) = event.regarding.as_ref() else {
+        return;
+    };
+    let kind = regarding.kind.clone().unwrap_or_default();
+    let object = regarding.name.clone().unwrap_or_default();
+    let line = EventLine::of(event);
+    let lines = view.events.entry(format!("{kind}/{object}")).or_default();
+    match lines.iter_mut().find(|known| known.uid == line.uid) {
+        Some(known) if *known == line => return,
+        Some(known) => *known = line,
+        None => {
+            lines.push_back(line);
+            if lines.len() > EVENTS_PER_OBJECT {
+                lines.pop_front();
+            }
+        }
+    }
+    match kind.as_str() {
+        "Spoke" => {
+            changes.spoke_pages.insert((hub.to_string(), object));
+        }
+        "FleetSync" => changes.sync = true,
+        "Hub" => {
+            changes.rollouts.insert(hub.to_string());
+        }
+        _ => {}
+    }
+}
+
+impl HubView {
+    /// Recomputes the row of `spoke` from what is seen of it; whether it changed.
+    fn refresh_row(&mut self, hub: &str, spoke: &str, now: Timestamp) -> bool {
+        let Some(object) = self.spokes.objects.get(spoke) else {
+            self.timelines.remove(spoke);
+            return self.rows.remove(spoke).is_some();
+        };
+        let prefix = format!("{spoke}/");
+        let state = HubState {
+            hub: hub.to_string(),
+            spokes: vec![object.clone()],
+            clusters: self
+                .clusters
+                .objects
+                .get(spoke)
+                .map(|cluster| (spoke.to_string(), cluster.clone()))
+                .into_iter()
+                .collect(),
+            addons: self
+                .addons
+                .objects
+                .range(prefix.clone()..)
+                .take_while(|(key, _)| key.starts_with(&prefix))
+                .map(|(_, addon)| addon.clone())
+                .collect(),
+            // Lease ages are the viewer's to count from `renewed`.
+            leases: BTreeMap::new(),
+            fleet_syncs: Vec::new(),
+        };
+        let Some(status) = crate::status::rows(&state, now).pop() else {
+            return false;
+        };
+        let row = Row {
+            status,
+            labels: object.metadata.labels.clone().unwrap_or_default(),
+            renewed: renew_time(self.leases.objects.get(spoke)),
+        };
+        let timeline = self.timelines.entry(spoke.to_string()).or_default();
+        if timeline.back().map(|last| &last.available) != Some(&row.status.available) {
+            timeline.push_back(Transition {
+                at: now,
+                available: row.status.available.clone(),
+            });
+            while timeline.len() > TRANSITIONS_PER_SPOKE
+                || timeline
+                    .get(1)
+                    .is_some_and(|second| second.at < now - TIMELINE_SPAN)
+            {
+                timeline.pop_front();
+            }
+        }
+        if self.rows.get(spoke) == Some(&row) {
+            return false;
+        }
+        self.rows.insert(spoke.to_string(), row);
+        true
+    }
+
+    /// The Events about `kind`/`name`, newest first.
+    pub fn events_of(&self, kind: &str, name: &str) -> impl Iterator<Item = &EventLine> {
+        self.events
+            .get(&format!("{kind}/{name}"))
+            .into_iter()
+            .flat_map(|lines| lines.iter().rev())
+    }
+
+    /// The ManagedClusterAddOns of cluster `spoke`.
+    pub fn addons_of(&self, spoke: &str) -> impl Iterator<Item = &ManagedClusterAddOn> {
+        let prefix = format!("{spoke}/");
+        self.addons
+            .objects
+            .range(prefix.clone()..)
+            .take_while(move |(key, _)| key.starts_with(&prefix))
+            .map(|(_, addon)| addon)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use serde_json::json;
+
+    pub fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + seconds).unwrap()
+    }
+
+    pub fn spoke(name: &str, labels: serde_json::Value) -> Spoke {
+        serde_json::from_value(json!({
+            "apiVersion": "fleetform.io/v1alpha1", "kind": "Spoke",
+            "metadata": {"name": name, "namespace": "fleetform-system", "labels": labels,
+                "finalizers": ["fleetform.io/hub-cleanup"]},
+            "spec": {"hubRef": "hub", "kubeconfig": {"embedded": {}}},
+            "status": {"phase": "Running", "agentVersion": "0.1.0"},
+        }))
+        .unwrap()
+    }
+
+    pub fn cluster(name: &str, available: &str) -> ManagedCluster {
+        serde_json::from_value(json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+            "metadata": {"name": name},
+            "spec": {"hubAcceptsClient": true, "taints": [
+                {"key": "cluster.open-cluster-management.io/unreachable", "effect": "NoSelect"}]},
+            "status": {
+                "conditions": [
+                    {"type": "ManagedClusterJoined", "status": "True", "reason": "ManagedClusterJoined",
+                     "message": "", "lastTransitionTime": "2027-01-15T08:00:00Z"},
+                    {"type": "ManagedClusterConditionAvailable", "status": available,
+                     "reason": "ManagedClusterLeaseUpdateStopped", "message": "<lease> stopped",
+                     "lastTransitionTime": "2027-01-15T08:00:00Z"},
+                ],
+                "clusterClaims": [{"name": "region", "value": "<eu>"}],
+            },
+        }))
+        .unwrap()
+    }
+
+    /// A model of hub `hub` holding `spokes`, each with an Available cluster.
+    pub fn model_with(spokes: &[Spoke]) -> Model {
+        let mut model = Model::new(["hub".to_string()]);
+        for spoke in spokes {
+            let name = spoke.metadata.name.clone().unwrap();
+            model.observe(
+                "hub",
+                Observed::Spoke(watcher::Event::Apply(spoke.clone())),
+                at(0),
+            );
+            model.observe(
+                "hub",
+                Observed::Cluster(watcher::Event::Apply(cluster(&name, "True"))),
+                at(0),
+            );
+        }
+        model
+    }
+
+    #[test]
+    fn a_spokes_row_follows_its_cluster_and_its_availability_becomes_a_timeline() {
+        let mut model = model_with(&[spoke("edge", json!({"env": "prod"}))]);
+        let row = &model.hubs["hub"].rows["edge"];
+        assert_eq!(row.status.state, "ONLINE");
+        assert_eq!(row.status.claims, 1);
+        assert_eq!(row.labels["env"], "prod");
+        let changes = model.observe(
+            "hub",
+            Observed::Cluster(watcher::Event::Apply(cluster("edge", "Unknown"))),
+            at(60),
+        );
+        assert_eq!(
+            changes.rows,
+            BTreeSet::from([("hub".to_string(), "edge".to_string())])
+        );
+        let row = &model.hubs["hub"].rows["edge"];
+        assert_eq!(row.status.state, "OFFLINE");
+        assert_eq!(row.status.available.as_deref(), Some("Unknown"));
+        let timeline: Vec<_> = model.hubs["hub"].timelines["edge"]
+            .iter()
+            .map(|transition| (transition.at, transition.available.as_deref()))
+            .collect();
+        assert_eq!(
+            timeline,
+            [
+                (at(0), None),
+                (at(0), Some("True")),
+                (at(60), Some("Unknown"))
+            ]
+        );
+        // The same again is no change for anyone.
+        let again = model.observe(
+            "hub",
+            Observed::Cluster(watcher::Event::Apply(cluster("edge", "Unknown"))),
+            at(61),
+        );
+        assert!(again.is_empty(), "{again:?}");
+    }
+
+    #[test]
+    fn a_relist_drops_what_was_deleted_while_the_watch_was_down() {
+        let mut model = model_with(&[spoke("a", json!({})), spoke("b", json!({}))]);
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(spoke("a", json!({}))),
+            watcher::Event::InitDone,
+        ] {
+            model.observe("hub", Observed::Spoke(event), at(5));
+        }
+        assert_eq!(
+            model.hubs["hub"].rows.keys().collect::<Vec<_>>(),
+            ["a"],
+            "b went while the watch was down"
+        );
+        assert!(!model.hubs["hub"].timelines.contains_key("b"));
+    }
+
+    #[test]
+    fn the_timeline_keeps_a_day_and_a_bounded_number_of_changes() {
+        let mut model = model_with(&[spoke("edge", json!({}))]);
+        for step in 1..=(TRANSITIONS_PER_SPOKE as i64 * 2) {
+            let available = if step % 2 == 0 { "True" } else { "False" };
+            model.observe(
+                "hub",
+                Observed::Cluster(watcher::Event::Apply(cluster("edge", available))),
+                at(step * 60),
+            );
+        }
+        let timeline = &model.hubs["hub"].timelines["edge"];
+        assert_eq!(timeline.len(), TRANSITIONS_PER_SPOKE);
+        let late = at(TIMELINE_SPAN.as_secs() * 3);
+        model.observe(
+            "hub",
+            Observed::Cluster(watcher::Event::Apply(cluster("edge", "Unknown"))),
+            late,
+        );
+        let timeline = &model.hubs["hub"].timelines["edge"];
+        assert_eq!(
+            timeline.len(),
+            2,
+            "only the change before the day began (its start) and the new one"
+        );
+        assert_eq!(timeline[1].at, late);
+    }
+}
