@@ -10,7 +10,7 @@ use maud::{DOCTYPE, Markup, html};
 
 use super::fleet_query::{FleetQuery, Page, SortKey};
 use super::model::{EventLine, HubView, Model, Row, TIMELINE_SPAN, Transition};
-use crate::api::fleet::SpokeRolloutState;
+use crate::api::fleet::{RolloutStatus, SpokeRolloutState};
 use crate::api::vocabulary::{STATUS_FALSE, STATUS_TRUE};
 use crate::status::{HubState, fleet_sync_rows, rollout_row};
 use crate::sync::status::{REASON_PRUNE_BLOCKED, short_sha};
@@ -654,54 +654,28 @@ fn rollout_state(state: SpokeRolloutState) -> (&'static str, &'static str) {
     }
 }
 
-/// A hub's rollout page; `None` when there is no such hub.
+/// A hub's rollout page: its own rollout, then each addon's with a rollout of its own; `None`
+/// when there is no such hub.
 pub fn rollout_page(model: &Model, hub: &str, now: Timestamp) -> Option<Markup> {
     let view: &HubView = model.hubs.get(hub)?;
-    let object = view.hubs.objects.get(hub);
-    let rollout = object
-        .and_then(|object| object.status.as_ref())
-        .and_then(|status| status.rollout.as_ref());
+    let status = view
+        .hubs
+        .objects
+        .get(hub)
+        .and_then(|object| object.status.as_ref());
+    let rollout = status.and_then(|status| status.rollout.as_ref());
+    let addon_rollouts = status
+        .map(|status| status.addon_rollouts.as_slice())
+        .unwrap_or_default();
     let body = html! {
         @match rollout {
             None => p { "Hub " (hub) " rolls its agent out to every spoke at once (no rollout status)." },
-            Some(rollout) => {
-                @let row = rollout_row(hub, rollout);
-                dl.summary {
-                    dt { "Target" } dd { code { (row.target) } }
-                    dt { "Done" } dd { (row.done) " of " (row.total) }
-                    dt { "Wave" } dd { @match row.wave { Some(wave) => (wave), None => "complete" } }
-                    dt { "In progress" } dd { (listed(&row.in_progress)) }
-                    dt { "Skipped offline" } dd { (listed(&row.skipped_offline)) }
-                    @if let Some(halted) = &row.halted {
-                        dt { "Halted" } dd.message { (halted) }
-                    }
-                }
-                @if !row.failed.is_empty() {
-                    section aria-labelledby="failed-title" {
-                        h2 #failed-title { "Failures" }
-                        ul { @for failed in &row.failed { li { a href={ "/hubs/" (hub) "/spokes/" (failed.spoke) } { (failed.spoke) } ": " (failed.reason) } } }
-                    }
-                }
-                table {
-                    caption { "Spokes in the rollout" }
-                    thead { tr {
-                        th scope="col" { "Spoke" } th scope="col" { "State" } th scope="col" { "Target" }
-                        th scope="col" { "Released" } th scope="col" { "Running target since" } th scope="col" { "Why" }
-                    } }
-                    tbody {
-                        @for spoke in &rollout.spokes {
-                            @let (text, look) = rollout_state(spoke.state);
-                            tr {
-                                th scope="row" { a href={ "/hubs/" (hub) "/spokes/" (spoke.name) } { (spoke.name) } }
-                                td { span class={ "state " (state_look(look).1) } { span.glyph aria-hidden="true" { (state_look(look).0) } " " (text) } }
-                                td { code { (spoke.target) } }
-                                td { @if let Some(at) = &spoke.released_at { (time(at.0)) } @else { "-" } }
-                                td { @if let Some(at) = &spoke.updated_at { (time(at.0)) } @else { "-" } }
-                                td.message { (spoke.reason.as_deref().unwrap_or_default()) }
-                            }
-                        }
-                    }
-                }
+            Some(rollout) => (rollout_section(hub, "rollout", None, rollout)),
+        }
+        @for (index, addon) in addon_rollouts.iter().enumerate() {
+            section aria-labelledby={ "addon-rollout-" (index) } {
+                h2 id={ "addon-rollout-" (index) } { "Rollout of addon " (addon.addon) }
+                (rollout_section(hub, &format!("addon-{index}"), Some(&addon.addon), &addon.rollout))
             }
         }
         section aria-labelledby="events-title" {
@@ -717,6 +691,54 @@ pub fn rollout_page(model: &Model, hub: &str, now: Timestamp) -> Option<Markup> 
         now,
         body,
     ))
+}
+
+/// Where one rollout stands: the hub's (`addon` none) or an addon's own; `id` keeps the
+/// headings' ids apart on the page.
+fn rollout_section(hub: &str, id: &str, addon: Option<&str>, rollout: &RolloutStatus) -> Markup {
+    let row = rollout_row(hub, rollout);
+    let what = addon.map_or_else(
+        || "the hub's rollout".to_string(),
+        |addon| format!("addon {addon}"),
+    );
+    html! {
+        dl.summary {
+            dt { "Target" } dd { code { (row.target) } }
+            dt { "Done" } dd { (row.done) " of " (row.total) }
+            dt { "Wave" } dd { @match row.wave { Some(wave) => (wave), None => "complete" } }
+            dt { "In progress" } dd { (listed(&row.in_progress)) }
+            dt { "Skipped offline" } dd { (listed(&row.skipped_offline)) }
+            @if let Some(halted) = &row.halted {
+                dt { "Halted" } dd.message { (halted) }
+            }
+        }
+        @if !row.failed.is_empty() {
+            section aria-labelledby={ (id) "-failed" } {
+                h3 id={ (id) "-failed" } { "Failures of " (what) }
+                ul { @for failed in &row.failed { li { a href={ "/hubs/" (hub) "/spokes/" (failed.spoke) } { (failed.spoke) } ": " (failed.reason) } } }
+            }
+        }
+        table {
+            caption { "Spokes in " (what) }
+            thead { tr {
+                th scope="col" { "Spoke" } th scope="col" { "State" } th scope="col" { "Target" }
+                th scope="col" { "Released" } th scope="col" { "Running target since" } th scope="col" { "Why" }
+            } }
+            tbody {
+                @for spoke in &rollout.spokes {
+                    @let (text, look) = rollout_state(spoke.state);
+                    tr {
+                        th scope="row" { a href={ "/hubs/" (hub) "/spokes/" (spoke.name) } { (spoke.name) } }
+                        td { span class={ "state " (state_look(look).1) } { span.glyph aria-hidden="true" { (state_look(look).0) } " " (text) } }
+                        td { code { (spoke.target) } }
+                        td { @if let Some(at) = &spoke.released_at { (time(at.0)) } @else { "-" } }
+                        td { @if let Some(at) = &spoke.updated_at { (time(at.0)) } @else { "-" } }
+                        td.message { (spoke.reason.as_deref().unwrap_or_default()) }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// A page saying what was not found.
@@ -874,5 +896,28 @@ mod tests {
         let periods = periods(&transitions, now);
         assert_eq!(periods[0].0, now - TIMELINE_SPAN);
         assert_eq!(periods[1], (at(100_000), now, Some("Unknown".into())));
+    }
+
+    #[test]
+    fn the_rollout_page_shows_the_hubs_rollout_and_each_addons_own() {
+        let mut model = model_with(&[spoke("edge", json!({}))]);
+        let hub: crate::api::fleet::Hub = serde_json::from_value(json!({
+            "apiVersion": "fleetform.io/v1alpha1", "kind": "Hub",
+            "metadata": {"name": "hub", "namespace": "fleetform-system"},
+            "spec": {"kubeconfig": {"embedded": {}}},
+            "status": {
+                "rollout": {"target": "2.0.0/00ff", "spokes": [
+                    {"name": "edge", "target": "h", "state": "succeeded"}]},
+                "addonRollouts": [{"addon": "metrics", "rollout": {"target": "metrics/0a1b", "wave": 1, "spokes": [
+                    {"name": "edge", "target": "m", "state": "failed", "reason": "addons not Available: metrics"}]}}],
+            },
+        }))
+        .unwrap();
+        model.observe("hub", Observed::Hub(watcher::Event::Apply(hub)), at(0));
+        let page = rollout_page(&model, "hub", at(1)).unwrap().into_string();
+        assert!(page.contains("2.0.0/00ff"), "{page}");
+        assert!(page.contains("Rollout of addon metrics"), "{page}");
+        assert!(page.contains("Failures of addon metrics"), "{page}");
+        assert!(page.contains("addons not Available: metrics"), "{page}");
     }
 }
