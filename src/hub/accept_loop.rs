@@ -23,7 +23,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, watcher};
 use kube::runtime::{WatchStreamExt, predicates};
@@ -38,6 +38,7 @@ use super::acceptance::{
     REASON_NOT_IN_GIT, decide, join_users, requested_by_one_of,
 };
 use super::approval::registration_cluster;
+use super::cache;
 use super::run::{Context, FIELD_MANAGER, HubError};
 use crate::api::ManagedCluster;
 use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
@@ -75,11 +76,13 @@ pub(crate) async fn run(ctx: Arc<Context>, fleet_crds: bool, shutdown: Cancellat
         watcher::Config::default().labels(LABEL_CLUSTER_NAME),
     )
     .default_backoff()
+    .modify(cache::without_managed_fields)
     .reflect(writer)
     .touched_objects();
-    let controller = Controller::new(
+    let controller = cache::controller(
         Api::<ManagedCluster>::all(client.clone()),
         watcher::Config::default(),
+        cache::cluster_as_judged,
     );
     let clusters = controller.store();
     let mut controller = controller.watches_stream(csr_changes, |csr| {

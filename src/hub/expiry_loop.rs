@@ -16,7 +16,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, ResourceExt};
@@ -24,6 +24,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, instrument};
 
+use super::cache;
 use super::lease::{
     LeaseVerdict, addon_unknown_condition, clock_synced, clock_synced_condition,
     judge_cluster_lease, reconcile_availability_taints,
@@ -58,7 +59,8 @@ pub(crate) async fn run(ctx: Arc<Context>, addons: bool, shutdown: CancellationT
         watcher::Config::default().fields(&format!("metadata.name={CLUSTER_LEASE_NAME}"));
     let lease_events = reflector::reflector(
         writer,
-        watcher(Api::<Lease>::all(ctx.client.clone()), lease_config),
+        watcher(Api::<Lease>::all(ctx.client.clone()), lease_config)
+            .modify(cache::without_managed_fields),
     )
     .inspect(move |event| {
         if matches!(event, Ok(watcher::Event::InitDone)) {
@@ -75,14 +77,16 @@ pub(crate) async fn run(ctx: Arc<Context>, addons: bool, shutdown: CancellationT
         leases_listed,
         addons,
     });
-    let controller = Controller::new(clusters, watcher::Config::default()).watches_stream(
-        lease_events,
-        |lease: Lease| {
-            lease
-                .namespace()
-                .map(|namespace| ObjectRef::<ManagedCluster>::new(&namespace))
-        },
-    );
+    let controller = cache::controller(
+        clusters,
+        watcher::Config::default(),
+        cache::cluster_as_judged,
+    )
+    .watches_stream(lease_events, |lease: Lease| {
+        lease
+            .namespace()
+            .map(|namespace| ObjectRef::<ManagedCluster>::new(&namespace))
+    });
     let controller = if addons {
         controller.watches(addon_api, watcher::Config::default(), |addon| {
             addon

@@ -22,7 +22,7 @@
 //!   expiry, availability taints, addons of Unknown clusters), [`approval_loop`] (registration
 //!   CSRs), [`signer_loop`] (addon CSRs: approval and custom signers), [`registrations_loop`]
 //!   (ManagedClusterAddOns' registrations from their AddOn documents) and [`observer_loop`]
-//!   (poll-mode spokes).
+//!   (poll-mode spokes). `cache` says what each loop keeps of the objects it watches.
 //! - [`conversion_webhook`]: the addon kinds' conversion webhook (`fleetform hub
 //!   --webhook-addr`) and its self-managed certificate, started apart from the loops.
 //! - [`process`]: one hub process, what `fleetform hub` and `fleetform up` run: the webhook and
@@ -39,6 +39,7 @@ pub mod acceptance;
 pub mod approval;
 pub mod approval_loop;
 pub mod bootstrap;
+mod cache;
 pub mod cluster_sets;
 pub mod conversion_webhook;
 pub mod expiry_loop;

@@ -10,7 +10,8 @@
 //! fleetform's (no `fleetform.io/addon-spec` annotation) are left alone: OCM's addon manager owns
 //! their registrations. The loop wakes for a new ManagedClusterAddOn, for a change of its
 //! registrations (not for every condition its agent writes), and for every ManagedClusterAddOn of
-//! an addon whose ClusterManagementAddOn changes.
+//! an addon whose ClusterManagementAddOn changes. Its cache keeps of each ManagedClusterAddOn
+//! only which one it is and its registrations (`super::cache::addon_registrations`).
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
@@ -26,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, instrument};
 
 use super::approval::status_registrations;
+use super::cache;
 use super::run::{Context, FIELD_MANAGER, HubError};
 use super::signer_loop::addon_spec;
 use crate::api::ManagedClusterAddOn;
@@ -39,6 +41,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let (reader, writer) = reflector::store();
     let changed = watcher(addons, watcher::Config::default())
         .default_backoff()
+        .modify(cache::addon_registrations)
         .reflect(writer)
         .applied_objects()
         .predicate_filter(registrations_hash, Default::default());

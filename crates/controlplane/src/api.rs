@@ -21,7 +21,7 @@ use crate::objects::{
 use crate::patch::{self, PatchType, apply as ssa};
 use crate::registry::{Registry, ResourceInfo};
 use crate::selectors::{FieldSelector, LabelReq, LabelSelector};
-use crate::storage::{Indexed, Lookup, Store, WriteError, WriteOp};
+use crate::storage::{self, Indexed, Lookup, Store, WriteError, WriteOp};
 use crate::table::{self, IncludeObject};
 
 /// Who is making a request (see [`crate::auth`]), as kube-apiserver's `user.Info`; plain-HTTP
@@ -359,19 +359,22 @@ impl ApiServer {
         let mut out = Vec::new();
         let mut next = None;
         let mut remaining = 0i64;
-        for obj in &items {
-            if !filter.matches(obj) {
+        // Decoded one at a time and only as far as the page goes: a page of 500 of 70,000
+        // objects must not hold all 70,000 decoded (nor decode them).
+        let mut items = items.iter();
+        while let Some(raw) = items.next() {
+            let obj = storage::decode(raw);
+            if !filter.matches(&obj) {
                 continue;
             }
             if limit > 0 && out.len() == limit {
-                if next.is_none() {
-                    let last: &Value = out.last().unwrap_or(obj);
-                    next = Some(encode_continue(rv, last.namespace(), last.name()));
-                }
-                remaining += 1;
-                continue;
+                let last: &Value = out.last().unwrap_or(&obj);
+                next = Some(encode_continue(rv, last.namespace(), last.name()));
+                // Read only without a filter, when every object left is one more item.
+                remaining = 1 + i64::try_from(items.len()).unwrap_or(i64::MAX);
+                break;
             }
-            out.push((**obj).clone());
+            out.push(obj);
         }
         let out = self.conversions.served(&t.info, out)?;
         let mut meta = json!({"resourceVersion": rv.to_string()});
@@ -710,14 +713,18 @@ impl ApiServer {
             .store
             .select(&t.key(), t.stored_namespace(), &filter.lookups());
         let mut out = Vec::new();
-        for obj in items.iter().filter(|o| filter.matches(o)) {
+        for obj in items
+            .iter()
+            .map(|raw| storage::decode(raw))
+            .filter(|o| filter.matches(o))
+        {
             let one = Target {
                 namespace: obj.namespace().to_string(),
                 name: Some(obj.name().to_string()),
                 ..t.clone()
             };
             match self.delete(&one, opts).await {
-                Ok(_) => out.push((**obj).clone()),
+                Ok(_) => out.push(obj),
                 Err(ApiError::NotFound(_)) => {}
                 Err(e) => return Err(e),
             }

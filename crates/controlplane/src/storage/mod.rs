@@ -473,42 +473,33 @@ impl Store {
     /// `lookups`, ordered by namespace and name, with the rv they were read at: those of the
     /// most selective lookup's index, so a selected list decodes what it returns rather than
     /// the whole resource. The caller still applies its whole selector to what comes back.
-    pub fn select(
-        &self,
-        key: &str,
-        ns: Option<&str>,
-        lookups: &[Lookup],
-    ) -> (i64, Vec<Arc<Value>>) {
-        let (rv, raw) = {
-            let mut inner = self.lock();
-            (inner.rv, selected(&mut inner, key, ns, lookups))
-        };
-        (rv, raw.iter().map(parse).collect())
+    /// They come as stored ([`decode`] reads one), so a caller that needs a page of them
+    /// decodes that page, not the resource.
+    pub fn select(&self, key: &str, ns: Option<&str>, lookups: &[Lookup]) -> (i64, Vec<Bytes>) {
+        let mut inner = self.lock();
+        (inner.rv, selected(&mut inner, key, ns, lookups))
     }
 
     /// Objects of one resource as they were at resourceVersion `at` (for the later pages of
-    /// a paginated list), reconstructed by undoing the changes made since from the history.
+    /// a paginated list), reconstructed by undoing the changes made since from the history;
+    /// as stored, like [`Store::select`]'s.
     pub fn list_at(
         &self,
         key: &str,
         ns: Option<&str>,
         after: (&str, &str),
         at: i64,
-    ) -> Result<Vec<Arc<Value>>, Expired> {
-        let (raw, changes) = {
+    ) -> Result<Vec<Bytes>, Expired> {
+        let (current, changes) = {
             let inner = self.lock();
             let changes = inner.history.since(key, at)?;
-            (collect(&inner, key, ns, Some(after)), changes)
+            (keyed(&inner, key, ns, Some(after)), changes)
         };
         let expired = Expired {
             requested: at,
             oldest: 0,
         };
-        let mut state: BTreeMap<ObjKey, Arc<Value>> = raw
-            .iter()
-            .map(parse)
-            .map(|o| ((o.namespace().to_string(), o.name().to_string()), o))
-            .collect();
+        let mut state: BTreeMap<ObjKey, Bytes> = current.into_iter().collect();
         let wanted =
             |id: &ObjKey| (id.0.as_str(), id.1.as_str()) > after && ns.is_none_or(|n| n == id.0);
         for e in changes.iter().rev() {
@@ -521,7 +512,7 @@ impl Store {
                     state.remove(&id);
                 }
                 (_, Some(prev)) => {
-                    state.insert(id, parse(prev));
+                    state.insert(id, prev.clone());
                 }
                 // Events read back from disk do not carry the previous state.
                 (_, None) => return Err(expired),
@@ -713,9 +704,9 @@ fn serialise(v: &Value) -> Bytes {
     Bytes::from(raw)
 }
 
-/// Stored bytes were serialised from a `Value` by this process (or read back from a database
-/// whose bodies were checked at start), so they parse.
-fn decode(raw: &[u8]) -> Value {
+/// An object as stored. Stored bytes were serialised from a `Value` by this process (or read
+/// back from a database whose bodies were checked at start), so they parse.
+pub fn decode(raw: &[u8]) -> Value {
     serde_json::from_slice(raw).unwrap_or(Value::Null)
 }
 
@@ -724,6 +715,19 @@ fn parse(raw: &Bytes) -> Arc<Value> {
 }
 
 fn collect(inner: &Inner, key: &str, ns: Option<&str>, after: Option<(&str, &str)>) -> Vec<Bytes> {
+    keyed(inner, key, ns, after)
+        .into_iter()
+        .map(|(_, raw)| raw)
+        .collect()
+}
+
+/// [`collect`] with each object's namespace and name.
+fn keyed(
+    inner: &Inner,
+    key: &str,
+    ns: Option<&str>,
+    after: Option<(&str, &str)>,
+) -> Vec<(ObjKey, Bytes)> {
     use std::ops::Bound;
     let Some(map) = inner.objects.get(key) else {
         return Vec::new();
@@ -735,7 +739,7 @@ fn collect(inner: &Inner, key: &str, ns: Option<&str>, after: Option<(&str, &str
     };
     map.range((start, Bound::Unbounded))
         .take_while(|((ons, _), _)| ns.is_none_or(|n| n == ons))
-        .map(|(_, v)| v.clone())
+        .map(|(id, v)| (id.clone(), v.clone()))
         .collect()
 }
 
