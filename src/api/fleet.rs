@@ -858,6 +858,30 @@ pub struct FleetSyncStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+    /// The last commits fetched, newest first (at most 5): what became of each and what its plan
+    /// changed on the hub.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recent_syncs: Vec<SyncRecord>,
+}
+
+/// One commit a FleetSync fetched, and what became of it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncRecord {
+    pub commit: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub subject: String,
+    /// The key that signed it, when the FleetSync verifies signatures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signer: Option<String>,
+    pub time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    /// `Applied`, or why not (`InvalidCommit`, `PruneBlocked`, `SignatureInvalid`, `ApplyFailed`).
+    pub reason: String,
+    /// The plan's summary (`1 created, 2 updated, 0 deleted`), or what went wrong.
+    pub summary: String,
+    /// The objects its plan wrote (`updated Spoke fleetform-system/dev`), the first 20.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<String>,
 }
 
 /// How the hub judges an addon's health (seed 001).

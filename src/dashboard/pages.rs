@@ -10,7 +10,7 @@ use maud::{DOCTYPE, Markup, html};
 
 use super::fleet_query::{FleetQuery, Page, SortKey};
 use super::model::{EventLine, HubView, Model, Row, TIMELINE_SPAN, Transition};
-use crate::api::fleet::{RolloutStatus, SpokeRolloutState};
+use crate::api::fleet::{RolloutStatus, SpokeRolloutState, SyncRecord};
 use crate::api::vocabulary::{STATUS_FALSE, STATUS_TRUE};
 use crate::status::{HubState, fleet_sync_rows, rollout_row};
 use crate::sync::status::{REASON_PRUNE_BLOCKED, short_sha};
@@ -626,6 +626,9 @@ pub fn sync_page(model: &Model, now: Timestamp) -> Markup {
                                 p.message { (sync.message.as_deref().unwrap_or_default()) }
                             }
                         }
+                        @if let Some(status) = view.fleet_syncs.objects.get(&sync.fleet_sync).and_then(|object| object.status.as_ref()) {
+                            (recent_syncs(&status.recent_syncs))
+                        }
                         (events_table("Recent syncs", view.events_of("FleetSync", &sync.fleet_sync)))
                     }
                 }
@@ -633,6 +636,40 @@ pub fn sync_page(model: &Model, now: Timestamp) -> Markup {
         }
     };
     layout(model, "Sync", Section::Sync, &sync_topic(), now, body)
+}
+
+/// The commits a FleetSync fetched last, newest first: subject, signer, what became of each
+/// and what its plan wrote (in a `<details>`, which opens without JavaScript).
+fn recent_syncs(records: &[SyncRecord]) -> Markup {
+    html! {
+        @if !records.is_empty() {
+            table {
+                caption { "Commits fetched" }
+                thead { tr {
+                    th scope="col" { "Commit" } th scope="col" { "Signed by" } th scope="col" { "When" }
+                    th scope="col" { "Outcome" } th scope="col" { "Plan" }
+                } }
+                tbody {
+                    @for record in records {
+                        tr {
+                            th scope="row" { code title=(record.commit) { (short_sha(&record.commit)) } " " (record.subject) }
+                            td { (record.signer.as_deref().unwrap_or("-")) }
+                            td { (time(record.time.0)) }
+                            td { (record.reason) }
+                            td.message {
+                                @if record.changes.is_empty() { (record.summary) } @else {
+                                    details {
+                                        summary { (record.summary) }
+                                        ul { @for change in &record.changes { li { (change) } } }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// `a, b` or `none`.
@@ -919,5 +956,50 @@ mod tests {
         assert!(page.contains("Rollout of addon metrics"), "{page}");
         assert!(page.contains("Failures of addon metrics"), "{page}");
         assert!(page.contains("addons not Available: metrics"), "{page}");
+    }
+
+    #[test]
+    fn the_sync_page_lists_the_commits_fetched_with_signer_outcome_and_plan() {
+        let mut model = model_with(&[]);
+        let fleetsync: crate::api::fleet::FleetSync = serde_json::from_value(json!({
+            "apiVersion": "fleetform.io/v1alpha1", "kind": "FleetSync",
+            "metadata": {"name": "fleet", "namespace": "fleetform-system"},
+            "spec": {"repo": "https://git.example/fleet.git"},
+            "status": {"recentSyncs": [
+                {"commit": "bad0000000000000000000000000000000000000", "subject": "<b>broken</b>",
+                 "time": "2027-01-15T08:01:00Z", "reason": "InvalidCommit",
+                 "summary": "spokes/edge.yaml:1:1: /spec: wrong"},
+                {"commit": "600d000000000000000000000000000000000000", "subject": "lease 30s",
+                 "signer": "SSH key SHA256:abc (alice@example.com)",
+                 "time": "2027-01-15T08:00:00Z", "reason": "Applied",
+                 "summary": "0 created, 1 updated, 0 deleted",
+                 "changes": ["updated Spoke fleetform-system/edge"]},
+            ]},
+        }))
+        .unwrap();
+        model.observe(
+            "hub",
+            Observed::FleetSync(watcher::Event::Apply(fleetsync)),
+            at(0),
+        );
+        let page = sync_page(&model, at(1)).into_string();
+        assert!(page.contains("Commits fetched"), "{page}");
+        assert!(page.contains("&lt;b&gt;broken&lt;/b&gt;"), "{page}");
+        assert!(
+            page.contains("SSH key SHA256:abc (alice@example.com)"),
+            "{page}"
+        );
+        assert!(
+            page.contains("<summary>0 created, 1 updated, 0 deleted</summary>"),
+            "{page}"
+        );
+        assert!(
+            page.contains("updated Spoke fleetform-system/edge"),
+            "{page}"
+        );
+        assert!(
+            page.find("bad0000").unwrap() < page.find("600d000").unwrap(),
+            "newest first"
+        );
     }
 }

@@ -131,6 +131,17 @@ pub enum Action {
     Delete,
 }
 
+impl Action {
+    /// `created`, `updated`, `deleted`: what was done to an object.
+    pub fn past_tense(self) -> &'static str {
+        match self {
+            Action::Create => "created",
+            Action::Update => "updated",
+            Action::Delete => "deleted",
+        }
+    }
+}
+
 /// One object change with its unified YAML diff (live → desired).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

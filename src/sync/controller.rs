@@ -602,11 +602,12 @@ async fn report(
 }
 
 async fn publish_on_object(ctx: &Context, object: &WrittenObject, fleetsync: &str, commit: &str) {
-    let (reason, action, verb) = match object.action {
-        crate::plan::Action::Create => ("Created", "Apply", "created"),
-        crate::plan::Action::Update => ("Updated", "Apply", "updated"),
-        crate::plan::Action::Delete => ("Deleted", "Delete", "deleted"),
+    let (reason, action) = match object.action {
+        crate::plan::Action::Create => ("Created", "Apply"),
+        crate::plan::Action::Update => ("Updated", "Apply"),
+        crate::plan::Action::Delete => ("Deleted", "Delete"),
     };
+    let verb = object.action.past_tense();
     let kind = object.key.kind;
     let reference = ObjectReference {
         api_version: Some(kind.api_version().to_string()),

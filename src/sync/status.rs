@@ -13,7 +13,7 @@ use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::api::fleet::FleetSyncStatus;
+use crate::api::fleet::{FleetSyncStatus, SyncRecord};
 use crate::api::set_condition;
 use crate::api::vocabulary::{
     CONDITION_READY, CONDITION_ROLLOUT_HALTED, CONDITION_STALLED, STATUS_FALSE, STATUS_TRUE,
@@ -59,6 +59,8 @@ pub fn short_sha(sha: &str) -> &str {
 pub struct Commit {
     pub sha: String,
     pub subject: String,
+    /// The key that signed it, when signatures are verified.
+    pub signer: Option<String>,
 }
 
 impl Commit {
@@ -67,6 +69,7 @@ impl Commit {
         Some(Commit {
             sha: origin.commit()?.to_string(),
             subject: origin.subject().unwrap_or_default().to_string(),
+            signer: origin.signed_by().map(ToString::to_string),
         })
     }
 }
@@ -231,6 +234,40 @@ impl Outcome {
     }
 }
 
+/// How many fetched commits a FleetSync's `status.recentSyncs` keeps.
+pub const RECENT_SYNCS: usize = 5;
+/// How many written objects a record names.
+const CHANGES_RECORDED: usize = 20;
+
+/// What became of the commit `outcome` tried, for `status.recentSyncs`; `None` when it got no
+/// commit (the repository could not be read).
+fn record(outcome: &Outcome, in_force: Option<&str>, now: Time) -> Option<SyncRecord> {
+    let commit = outcome.commit()?;
+    let (summary, changes) = match outcome {
+        Outcome::Applied { objects, .. } => {
+            let mut changes: Vec<String> = objects
+                .iter()
+                .take(CHANGES_RECORDED)
+                .map(|object| format!("{} {}", object.action.past_tense(), object.key))
+                .collect();
+            if objects.len() > CHANGES_RECORDED {
+                changes.push(format!("… and {} more", objects.len() - CHANGES_RECORDED));
+            }
+            (Outcome::counts(objects), changes)
+        }
+        _ => (outcome.message(in_force), Vec::new()),
+    };
+    Some(SyncRecord {
+        commit: commit.sha.clone(),
+        subject: commit.subject.clone(),
+        signer: commit.signer.clone(),
+        time: now,
+        reason: outcome.reason().to_string(),
+        summary,
+        changes,
+    })
+}
+
 /// The status after `outcome`, from the status before it; equal to `current` when nothing
 /// changed.
 pub fn next_status(
@@ -250,6 +287,15 @@ pub fn next_status(
     } = outcome
     {
         next.last_applied_commit = Some(commit.sha.clone());
+    }
+    if let Some(record) = record(outcome, current.last_applied_commit.as_deref(), now.clone())
+        && next.recent_syncs.first().is_none_or(|last| {
+            (last.commit.as_str(), last.reason.as_str())
+                != (record.commit.as_str(), record.reason.as_str())
+        })
+    {
+        next.recent_syncs.insert(0, record);
+        next.recent_syncs.truncate(RECENT_SYNCS);
     }
     let message = outcome.message(current.last_applied_commit.as_deref());
     let condition = |type_: &str, status: &str, message: String| Condition {
@@ -369,6 +415,7 @@ mod tests {
         Some(Commit {
             sha: sha.to_string(),
             subject: subject.to_string(),
+            signer: None,
         })
     }
 
@@ -457,6 +504,70 @@ mod tests {
         let once = next_status(&FleetSyncStatus::default(), &applied(GOOD), Some(2), now);
         let later = Time(Timestamp::now());
         assert_eq!(next_status(&once, &applied(GOOD), Some(2), later), once);
+    }
+
+    #[test]
+    fn each_commit_fetched_is_recorded_once_with_what_its_plan_wrote_newest_first() {
+        let spoke = |name: &str| WrittenObject {
+            action: Action::Update,
+            key: crate::plan::ObjectKey::namespaced(crate::plan::ObjectKind::Spoke, name),
+            uid: None,
+            generation: None,
+        };
+        let signed = Outcome::Applied {
+            commit: Some(Commit {
+                sha: GOOD.to_string(),
+                subject: "lease 30s".to_string(),
+                signer: Some("SSH key SHA256:abc (alice@example.com)".to_string()),
+            }),
+            objects: (0..25).map(|n| spoke(&format!("s{n}"))).collect(),
+            drift: false,
+        };
+        let first = after(&FleetSyncStatus::default(), &signed);
+        let record = &first.recent_syncs[0];
+        assert_eq!(
+            (
+                record.commit.as_str(),
+                record.reason.as_str(),
+                record.summary.as_str()
+            ),
+            (GOOD, "Applied", "0 created, 25 updated, 0 deleted")
+        );
+        assert_eq!(
+            record.signer.as_deref(),
+            Some("SSH key SHA256:abc (alice@example.com)")
+        );
+        assert_eq!(record.changes[0], "updated Spoke fleetform-system/s0");
+        assert_eq!(record.changes.len(), 21);
+        assert_eq!(record.changes[20], "… and 5 more");
+        assert_eq!(after(&first, &applied(GOOD)).recent_syncs.len(), 1);
+
+        let invalid = Outcome::Invalid {
+            commit: commit(BAD, "broken"),
+            problems: vec!["spokes/edge.yaml:1:1: /spec: wrong".to_string()],
+        };
+        let second = after(&first, &invalid);
+        assert_eq!(second.recent_syncs[0].reason, "InvalidCommit");
+        assert!(
+            second.recent_syncs[0]
+                .summary
+                .contains("spokes/edge.yaml:1:1")
+        );
+        assert_eq!(second.recent_syncs[1].commit, GOOD);
+        let unreachable = Outcome::SourceUnavailable {
+            message: "timed out".to_string(),
+        };
+        assert_eq!(
+            after(&second, &unreachable).recent_syncs,
+            second.recent_syncs
+        );
+
+        let mut status = second;
+        for n in 0..10 {
+            status = after(&status, &applied(&format!("{n:040}")));
+        }
+        assert_eq!(status.recent_syncs.len(), RECENT_SYNCS);
+        assert_eq!(status.recent_syncs[0].commit, format!("{:040}", 9));
     }
 
     fn after(before: &FleetSyncStatus, outcome: &Outcome) -> FleetSyncStatus {

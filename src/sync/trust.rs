@@ -65,6 +65,7 @@ pub fn refusal(err: &SourceError) -> Option<Outcome> {
             Some(Commit {
                 sha: error.commit().to_string(),
                 subject: String::new(),
+                signer: None,
             }),
             error.to_string(),
         )),

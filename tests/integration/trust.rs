@@ -456,6 +456,26 @@ async fn a_fleetsync_that_requires_signatures_applies_no_unsigned_or_untrusted_c
     .await;
     let status = refused.status.clone().unwrap();
     assert_eq!(status.last_applied_commit.as_deref(), Some(first.as_str()));
+    let recorded: Vec<(&str, &str, Option<&str>)> = status
+        .recent_syncs
+        .iter()
+        .map(|record| {
+            (
+                record.commit.as_str(),
+                record.reason.as_str(),
+                record.signer.as_deref(),
+            )
+        })
+        .collect();
+    let signer = format!("SSH key {} (alice@example.com)", ssh.id());
+    assert_eq!(
+        recorded,
+        [
+            (unsigned.as_str(), "SignatureInvalid", None),
+            (first.as_str(), "Applied", Some(signer.as_str())),
+        ],
+        "the FleetSync records each commit fetched, with its signer"
+    );
     let (stalled, reason, message) = condition(&refused, CONDITION_STALLED).unwrap();
     assert_eq!(
         (stalled.as_str(), reason.as_str()),
