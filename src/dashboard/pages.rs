@@ -12,6 +12,7 @@ use super::fleet_query::{FleetQuery, Page, SortKey};
 use super::model::{EventLine, HubView, Model, Row, TIMELINE_SPAN, Transition};
 use crate::api::fleet::{RolloutStatus, SpokeRolloutState, SyncRecord};
 use crate::api::vocabulary::{STATUS_FALSE, STATUS_TRUE};
+use crate::hub::observer::ClusterState;
 use crate::status::{HubState, fleet_sync_rows, rollout_row};
 use crate::sync::status::{REASON_PRUNE_BLOCKED, short_sha};
 
@@ -220,17 +221,6 @@ pub fn fleet_summary(model: &Model) -> Markup {
     }
 }
 
-const STATES: [&str; 8] = [
-    "PENDING",
-    "CONNECTING",
-    "ONLINE",
-    "DEGRADED",
-    "OFFLINE",
-    "UNHEALTHY",
-    "NOTREADY",
-    "FAILING_METRICS",
-];
-
 /// The fleet page: the hubs' summary, the filter, one page of spokes.
 pub fn fleet_page(model: &Model, query: &FleetQuery, now: Timestamp) -> Markup {
     let page = query.select(model);
@@ -249,7 +239,7 @@ pub fn fleet_page(model: &Model, query: &FleetQuery, now: Timestamp) -> Markup {
                 label for="f-state" { "State" }
                 select #f-state name="state" {
                     option value="" { "All states" }
-                    @for state in STATES {
+                    @for state in ClusterState::ALL.map(ClusterState::as_str) {
                         option value=(state) selected[query.state.as_deref() == Some(state)] { (state) }
                     }
                 }

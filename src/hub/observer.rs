@@ -59,6 +59,18 @@ pub enum ClusterState {
 }
 
 impl ClusterState {
+    /// Every state, in the order Krake lists them.
+    pub const ALL: [ClusterState; 8] = [
+        ClusterState::Pending,
+        ClusterState::Connecting,
+        ClusterState::Online,
+        ClusterState::Degraded,
+        ClusterState::Offline,
+        ClusterState::Unhealthy,
+        ClusterState::NotReady,
+        ClusterState::FailingMetrics,
+    ];
+
     /// Krake's name of the state, as `fleetform status` prints it.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -330,19 +342,7 @@ mod tests {
 
     #[test]
     fn states_print_with_krakes_names() {
-        let names: Vec<String> = [
-            ClusterState::Pending,
-            ClusterState::Connecting,
-            ClusterState::Online,
-            ClusterState::Degraded,
-            ClusterState::Offline,
-            ClusterState::Unhealthy,
-            ClusterState::NotReady,
-            ClusterState::FailingMetrics,
-        ]
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+        let names: Vec<String> = ClusterState::ALL.iter().map(ToString::to_string).collect();
         assert_eq!(
             names,
             [

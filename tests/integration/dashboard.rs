@@ -16,7 +16,8 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::fleet::{Fleet, Repo, spoke};
+use crate::support::fleet::{Fleet, Repo, rolling_hub, spoke};
+use crate::support::http_response;
 
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 /// How long a page may take to show what the fleet does (a lease expiring takes 5 × 1 s).
@@ -167,29 +168,12 @@ fn example_files() -> Vec<(String, String)> {
         .collect()
 }
 
-/// The hub (embedded, 1 s leases) rolling out agent `version` (if any) one spoke at a time.
-fn progressive_hub(version: Option<&str>) -> String {
-    let agent = version
-        .map(|version| format!("  agent:\n    version: {version}\n"))
-        .unwrap_or_default();
-    format!(
-        "apiVersion: fleetform.io/v1alpha1
-kind: Hub
-metadata:
-  name: hub
-spec:
-  kubeconfig:
-    embedded: {{}}
-  registration:
-    leaseDurationSeconds: 1
-{agent}  rollout:
-    strategy: Progressive
+/// The rollout of the tests' hub: one spoke at a time, offline ones skipped.
+const ONE_AT_A_TIME: &str = "    strategy: Progressive
     maxConcurrency: 1
     minSuccessSeconds: 1
     offline: Skip
-"
-    )
-}
+";
 
 fn row(spoke: &str) -> String {
     format!("//tr[@id='row:hub/{spoke}']")
@@ -281,7 +265,7 @@ async fn stopping_an_agent_turns_its_row_unknown_on_an_open_page_without_a_reloa
         return;
     };
     let repo = Repo::new();
-    let hub = progressive_hub(None);
+    let hub = rolling_hub(None, ONE_AT_A_TIME);
     repo.commit(
         "a hub and two spokes",
         &[
@@ -333,7 +317,7 @@ async fn stopping_an_agent_turns_its_row_unknown_on_an_open_page_without_a_reloa
         .await
         .unwrap();
     browser.wait_live().await;
-    let bumped = progressive_hub(Some("9.9.9"));
+    let bumped = rolling_hub(Some("9.9.9"), ONE_AT_A_TIME);
     fleet
         .repo
         .commit("agent 9.9.9", &[("hubs/hub.yaml", Some(&bumped))]);
@@ -347,26 +331,6 @@ async fn stopping_an_agent_turns_its_row_unknown_on_an_open_page_without_a_reloa
     stop.cancel();
     dashboard.stopped().await;
     fleet.shutdown().await;
-}
-
-/// GETs `path` from `addr`, with `token` as a bearer if given: the status code and the body.
-async fn get(addr: SocketAddr, path: &str, token: Option<&str>) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let bearer = token
-        .map(|token| format!("Authorization: Bearer {token}\r\n"))
-        .unwrap_or_default();
-    let request =
-        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{bearer}Connection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let code = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or(0);
-    (code, response)
 }
 
 /// A viewer's live-update stream, read until what it waits for shows.
@@ -435,11 +399,11 @@ async fn syncs_dashboard_wants_its_secrets_token_and_reads_as_the_hub_service_ac
     .expect("the dashboard starts, reading its token as the hub ServiceAccount");
     let addr = dashboard.addr();
 
-    let (code, page) = get(addr, "/", None).await;
+    let (code, page) = http_response(addr, "/", None).await;
     assert_eq!(code, 401, "{page}");
     assert!(page.contains("WWW-Authenticate: Bearer") || page.contains("www-authenticate: Bearer"));
-    assert_eq!(get(addr, "/", Some("guess")).await.0, 401);
-    assert_eq!(get(addr, "/events", None).await.0, 401);
+    assert_eq!(http_response(addr, "/", Some("guess")).await.0, 401);
+    assert_eq!(http_response(addr, "/events", None).await.0, 401);
 
     // What the hub holds reaches a signed-in viewer through the watches, as it changes.
     let mut live = LiveStream::open(addr, "s3cret").await;
@@ -464,7 +428,7 @@ async fn syncs_dashboard_wants_its_secrets_token_and_reads_as_the_hub_service_ac
         )
         .await;
     live.until("spoke:hub/edge").await;
-    let (code, page) = get(addr, "/hubs/hub/spokes/edge", Some("s3cret")).await;
+    let (code, page) = http_response(addr, "/hubs/hub/spokes/edge", Some("s3cret")).await;
     assert_eq!(code, 200, "{page}");
     assert!(page.contains("cannot reach &lt;edge&gt;"), "{page}");
     assert!(!page.contains("s3cret"), "the token is shown nowhere");

@@ -25,38 +25,17 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use serde_json::json;
-use support::fleet::{ADDONS, Fleet, Repo, spoke};
+use support::fleet::{ADDONS, Fleet, Repo, rolling_hub, spoke};
 use support::{http_get, wait_for, wait_for_metric};
 use tokio_util::sync::CancellationToken;
 
 const NEW_VERSION: &str = "9.9.9";
 const SPOKES: [&str; 3] = ["alpha", "beta", "gamma"];
 
-/// The hub document (embedded, 1 s leases) with `agent_version` if any and `rollout` as its
-/// `spec.rollout` (YAML indented by four).
-fn hub(agent_version: Option<&str>, rollout: &str) -> String {
-    let agent = agent_version
-        .map(|version| format!("  agent:\n    version: {version}\n"))
-        .unwrap_or_default();
-    format!(
-        "apiVersion: fleetform.io/v1alpha1
-kind: Hub
-metadata:
-  name: hub
-spec:
-  kubeconfig:
-    embedded: {{}}
-  registration:
-    leaseDurationSeconds: 1
-{agent}  rollout:
-{rollout}"
-    )
-}
-
 /// A fleet of the hub with `rollout` and three spokes, each running and reporting its agent.
 async fn fleet(rollout: &str) -> Fleet {
     let repo = Repo::new();
-    let hub = hub(None, rollout);
+    let hub = rolling_hub(None, rollout);
     let docs: Vec<(String, String)> = SPOKES
         .iter()
         .map(|name| (format!("spokes/{name}.yaml"), spoke(name, "")))
@@ -169,7 +148,7 @@ async fn a_progressive_rollout_moves_one_spoke_at_a_time_and_the_others_keep_the
     let most = most_in_progress(&fleet);
 
     // What plan shows of the edit before it is committed: three waves of one spoke each.
-    let bumped = hub(Some(NEW_VERSION), holding);
+    let bumped = rolling_hub(Some(NEW_VERSION), holding);
     std::fs::write(fleet.repo.path().join("hubs/hub.yaml"), &bumped).unwrap();
     let source = fleet.repo.path().display().to_string();
     let plan = fleet.fleetform(&["plan", &source]).await;
@@ -193,7 +172,10 @@ async fn a_progressive_rollout_moves_one_spoke_at_a_time_and_the_others_keep_the
 
     fleet.repo.commit(
         "agent 9.9.9",
-        &[("hubs/hub.yaml", Some(&hub(Some(NEW_VERSION), holding)))],
+        &[(
+            "hubs/hub.yaml",
+            Some(&rolling_hub(Some(NEW_VERSION), holding)),
+        )],
     );
     fleet.synced().await;
 
@@ -253,7 +235,10 @@ async fn a_progressive_rollout_moves_one_spoke_at_a_time_and_the_others_keep_the
     let brief = "    strategy: Progressive\n    maxConcurrency: 1\n    minSuccessSeconds: 1\n";
     fleet.repo.commit(
         "a bake of a second",
-        &[("hubs/hub.yaml", Some(&hub(Some(NEW_VERSION), brief)))],
+        &[(
+            "hubs/hub.yaml",
+            Some(&rolling_hub(Some(NEW_VERSION), brief)),
+        )],
     );
     fleet.synced().await;
     let done = wait_for(&hubs(&fleet), "hub", "every spoke through", |hub| {
@@ -296,7 +281,7 @@ async fn a_spoke_whose_new_agent_never_comes_up_halts_the_rollout_until_paused_a
         &[
             (
                 "hubs/hub.yaml",
-                Some(&hub(Some(NEW_VERSION), &rollout(false))),
+                Some(&rolling_hub(Some(NEW_VERSION), &rollout(false))),
             ),
             ("spokes/alpha.yaml", Some(&broken)),
         ],
@@ -355,7 +340,7 @@ async fn a_spoke_whose_new_agent_never_comes_up_halts_the_rollout_until_paused_a
         "pause",
         &[(
             "hubs/hub.yaml",
-            Some(&hub(Some(NEW_VERSION), &rollout(true))),
+            Some(&rolling_hub(Some(NEW_VERSION), &rollout(true))),
         )],
     );
     fleet.synced().await;
@@ -371,7 +356,7 @@ async fn a_spoke_whose_new_agent_never_comes_up_halts_the_rollout_until_paused_a
         "resume",
         &[(
             "hubs/hub.yaml",
-            Some(&hub(Some(NEW_VERSION), &rollout(false))),
+            Some(&rolling_hub(Some(NEW_VERSION), &rollout(false))),
         )],
     );
     fleet.synced().await;
@@ -495,7 +480,7 @@ async fn a_lease_duration_change_reaches_a_spoke_at_its_turn_and_the_others_keep
     // A bake of a second: the rest follow, and every cluster has the new lease.
     fleet.repo.commit(
         "a bake of a second",
-        &[("hubs/hub.yaml", Some(&hub(None, &rollout(1))))],
+        &[("hubs/hub.yaml", Some(&rolling_hub(None, &rollout(1))))],
     );
     fleet.synced().await;
     for name in SPOKES {

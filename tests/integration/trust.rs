@@ -685,6 +685,14 @@ async fn http(
     (code, body)
 }
 
+/// The headers of a GitHub push of `body`, signed with the FleetSync's token.
+fn github_headers(body: &[u8]) -> [(&'static str, String); 2] {
+    [
+        ("X-GitHub-Event", "push".to_string()),
+        ("X-Hub-Signature-256", hmac_header(TOKEN, body)),
+    ]
+}
+
 /// `sha256=HEX` of the HMAC-SHA256 of `body` keyed with `token`, as GitHub signs.
 fn hmac_header(token: &str, body: &[u8]) -> String {
     let tag = ring::hmac::sign(
@@ -757,14 +765,7 @@ async fn a_signed_push_fetches_at_once_and_a_wrong_or_missing_signature_gets_401
     assert_eq!(code, 404);
 
     let (code, answer) = fleet
-        .post(
-            "/hooks/fleet",
-            &[
-                event.clone(),
-                ("X-Hub-Signature-256", hmac_header(TOKEN, &body)),
-            ],
-            &body,
-        )
+        .post("/hooks/fleet", &github_headers(&body), &body)
         .await;
     assert_eq!((code, answer.as_str()), (202, "fetch requested\n"));
     fleet
@@ -806,14 +807,7 @@ async fn a_signed_push_fetches_at_once_and_a_wrong_or_missing_signature_gets_401
     // A push of another branch asks for nothing; a body over the bound is refused unread.
     let other = serde_json::to_vec(&json!({"ref": "refs/heads/dev"})).unwrap();
     let (code, answer) = fleet
-        .post(
-            "/hooks/fleet",
-            &[
-                event.clone(),
-                ("X-Hub-Signature-256", hmac_header(TOKEN, &other)),
-            ],
-            &other,
-        )
+        .post("/hooks/fleet", &github_headers(&other), &other)
         .await;
     assert_eq!(
         (code, answer.as_str()),
@@ -840,10 +834,7 @@ async fn a_burst_of_pushes_makes_one_fetch_now_and_at_most_one_more() {
     fleet.wait_applied(&first, "the first commit applied").await;
     let second = repo.commit(12, None);
     let body = github_push(&repo);
-    let headers = [
-        ("X-GitHub-Event", "push".to_string()),
-        ("X-Hub-Signature-256", hmac_header(TOKEN, &body)),
-    ];
+    let headers = github_headers(&body);
     let answers =
         futures::future::join_all((0..50).map(|_| fleet.post("/hooks/fleet", &headers, &body)))
             .await;

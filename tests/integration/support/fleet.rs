@@ -94,6 +94,27 @@ spec:
     )
 }
 
+/// The hub document (embedded, 1 s leases) with `agent_version` if any and `rollout` as its
+/// `spec.rollout` (YAML indented by four).
+pub fn rolling_hub(agent_version: Option<&str>, rollout: &str) -> String {
+    let agent = agent_version
+        .map(|version| format!("  agent:\n    version: {version}\n"))
+        .unwrap_or_default();
+    format!(
+        "apiVersion: fleetform.io/v1alpha1
+kind: Hub
+metadata:
+  name: hub
+spec:
+  kubeconfig:
+    embedded: {{}}
+  registration:
+    leaseDurationSeconds: 1
+{agent}  rollout:
+{rollout}"
+    )
+}
+
 /// The fleet running: its embedded clusters and loops, and an administrator's client of the hub.
 pub struct Fleet {
     pub repo: Repo,

@@ -520,8 +520,23 @@ pub fn example_fleet_repo() -> (tempfile::TempDir, git2::Repository) {
 /// GETs `path` from an admin endpoint (`/metrics`, `/healthz`, `/readyz`) at `addr`: the status
 /// code and the body.
 pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let (code, response) = http_response(addr, path, None).await;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+/// GETs `path` from `addr`, with `token` as a bearer if given: the status code and the whole
+/// response, head and body.
+pub async fn http_response(addr: SocketAddr, path: &str, token: Option<&str>) -> (u16, String) {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let bearer = token
+        .map(|token| format!("Authorization: Bearer {token}\r\n"))
+        .unwrap_or_default();
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{bearer}Connection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).await.unwrap();
@@ -530,11 +545,7 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
         .nth(1)
         .and_then(|code| code.parse().ok())
         .unwrap_or_else(|| panic!("not an HTTP response: {response}"));
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
-        .unwrap_or_default();
-    (code, body)
+    (code, response)
 }
 
 /// The value of the series `series` (name and labels, exactly) on `/metrics` at `addr`.
