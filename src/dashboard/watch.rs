@@ -84,12 +84,32 @@ fn watched<K>(
 ) -> BoxStream<'static, (usize, Observed)>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default,
 {
+    let kind = K::kind(&Default::default()).into_owned();
+    // A failed watch is retried by its backoff and the model keeps what it saw meanwhile; the
+    // failure is said once (not on every retry), and so is the recovery.
+    let mut failing = false;
     watcher(api, config)
         .default_backoff()
+        // No page shows who owns which field: the model need not hold it for every object.
+        .modify(crate::hub::cache::without_managed_fields)
         .filter_map(move |event| {
-            // A failed watch is retried by its backoff; the model keeps what it saw meanwhile.
-            std::future::ready(event.ok().map(|event| (hub, observed(event))))
+            let event = match event {
+                Ok(event) => {
+                    if std::mem::take(&mut failing) {
+                        tracing::info!(%kind, "the dashboard's watch works again");
+                    }
+                    Some((hub, observed(event)))
+                }
+                Err(err) => {
+                    if !std::mem::replace(&mut failing, true) {
+                        tracing::warn!(%kind, %err, "the dashboard's watch failed; retrying, its pages show what they saw last");
+                    }
+                    None
+                }
+            };
+            std::future::ready(event)
         })
         .boxed()
 }

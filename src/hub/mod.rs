@@ -39,7 +39,7 @@ pub mod acceptance;
 pub mod approval;
 pub mod approval_loop;
 pub mod bootstrap;
-mod cache;
+pub(crate) mod cache;
 pub mod cluster_sets;
 pub mod conversion_webhook;
 pub mod expiry_loop;
