@@ -381,7 +381,9 @@ async fn a_spoke_whose_new_agent_never_comes_up_halts_the_rollout_until_paused_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_addon_enabled_fleet_wide_reaches_one_spoke_at_a_time_and_completes() {
-    let rollout = "    strategy: Progressive\n    maxConcurrency: 1\n    minSuccessSeconds: 1\n";
+    // Waited on if offline at its turn (1 s leases can lapse on a loaded machine): the order
+    // stays the names', which is what the test follows (skipping is rollout::decide's unit tests').
+    let rollout = "    strategy: Progressive\n    maxConcurrency: 1\n    minSuccessSeconds: 1\n    offline: Wait\n";
     let fleet = fleet(rollout).await;
     metrics_one_spoke_at_a_time(&fleet, "rollout", |hub| {
         hub.status.as_ref()?.rollout.as_ref()
@@ -395,7 +397,7 @@ async fn an_addon_with_a_rollout_of_its_own_reaches_one_spoke_at_a_time_though_i
     let fleet = fleet("    strategy: All\n").await;
     let own = ADDONS.replace(
         "  installNamespace: metrics-agent\n",
-        "  installNamespace: metrics-agent\n  rollout:\n    strategy: Progressive\n    maxConcurrency: 1\n    minSuccessSeconds: 1\n",
+        "  installNamespace: metrics-agent\n  rollout:\n    strategy: Progressive\n    maxConcurrency: 1\n    minSuccessSeconds: 1\n    offline: Wait\n",
     );
     fleet.repo.commit(
         "metrics rolls out by itself",
