@@ -146,6 +146,7 @@ mod tests {
             Box::new(crate::storage::memory::MemoryBackend),
             Default::default(),
             false,
+            crate::storage::DEFAULT_BACKLOG,
         )
         .unwrap();
         let apart = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",

@@ -45,6 +45,9 @@ pub struct Frontend {
     pub security: Option<Security>,
     /// Resource requests received, by verb and resource.
     pub requests: crate::requests::RequestCounter,
+    /// The runtime the control plane was started on, where in-process requests are handled as
+    /// network ones are.
+    pub runtime: tokio::runtime::Handle,
 }
 
 /// What a secured server checks requests against.

@@ -225,6 +225,8 @@ pub type EventReceiver = broadcast::Receiver<Arc<Event>>;
 /// The watch channel capacities, for a whole resource, one namespace of it and one object; a
 /// watcher that falls further behind catches up from the history window.
 const CHANNEL_CAPACITY: usize = 1024;
+/// The default backlog of [`Store::open`]: about a minute of writes at 1,000 writes/s, 2 MiB.
+pub const DEFAULT_BACKLOG: usize = 65536;
 const NAMESPACE_CHANNEL_CAPACITY: usize = 256;
 const OBJECT_CHANNEL_CAPACITY: usize = 16;
 
@@ -352,14 +354,17 @@ impl Inner {
 }
 
 impl Store {
-    /// Builds the store from a backend's contents and starts its writer thread.
+    /// Builds the store from a backend's contents and starts its writer thread. `backlog` is how
+    /// many events the server's own controllers ([`Self::subscribe_all`]) may fall behind by
+    /// before they resync; its slots are allocated up front.
     pub fn open(
         mut backend: Box<dyn Backend>,
         history: HistoryLimits,
         durable: bool,
+        backlog: usize,
     ) -> Result<Arc<Store>, StorageError> {
         let loaded = backend.load()?;
-        let (all, _) = broadcast::channel(65536);
+        let (all, _) = broadcast::channel(backlog.max(1));
         let mut inner = Inner {
             rv: loaded.rv,
             objects: HashMap::new(),
@@ -843,6 +848,7 @@ mod tests {
             Box::new(memory::MemoryBackend),
             HistoryLimits::default(),
             false,
+            DEFAULT_BACKLOG,
         )
         .unwrap()
     }

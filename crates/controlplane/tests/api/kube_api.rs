@@ -480,6 +480,48 @@ async fn within<F: std::future::Future>(f: F) -> Result<F::Output, tokio::time::
     tokio::time::timeout(Duration::from_secs(10), f).await
 }
 
+/// A control plane's own controllers that fall behind more than their backlog resync from a
+/// full list: with a backlog of one event, owners deleted at once still take every dependent.
+#[tokio::test]
+async fn garbage_collection_catches_up_past_a_tiny_backlog() {
+    use kube::runtime::wait::{await_condition, conditions::is_deleted};
+    let t = TestPlane::with(fleetform_controlplane::ControlPlane::builder().controller_backlog(1))
+        .await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    let mut children = Vec::new();
+    for i in 0..20 {
+        let owner = api
+            .create(&PostParams::default(), &cm(&format!("owner-{i}"), &[]))
+            .await
+            .unwrap();
+        let child = api
+            .create(
+                &PostParams::default(),
+                &owned_cm(&format!("child-{i}"), &owner),
+            )
+            .await
+            .unwrap();
+        children.push(child);
+    }
+    futures::future::try_join_all((0..20).map(|i| {
+        let api = api.clone();
+        async move {
+            api.delete(&format!("owner-{i}"), &DeleteParams::background())
+                .await
+        }
+    }))
+    .await
+    .unwrap();
+    for child in children {
+        let name = child.metadata.name.clone().unwrap();
+        let uid = child.metadata.uid.clone().unwrap();
+        within(await_condition(api.clone(), &name, is_deleted(&uid)))
+            .await
+            .unwrap_or_else(|_| panic!("{name} collected"))
+            .unwrap();
+    }
+}
+
 #[tokio::test]
 async fn garbage_collection_follows_owner_references() {
     use kube::runtime::wait::{await_condition, conditions::is_deleted};
