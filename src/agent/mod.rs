@@ -47,4 +47,4 @@ pub mod run;
 pub mod status_loop;
 
 pub use hub_connection::HubConnection;
-pub use run::{AgentConfig, AgentError, run};
+pub use run::{AgentConfig, AgentError, AgentLoops, run};

@@ -68,6 +68,20 @@ pub struct AgentConfig {
     pub config_hash: Option<String>,
     /// Where it serves `/healthz` and `/readyz`, if anywhere.
     pub health_addr: Option<std::net::SocketAddr>,
+    /// Which of its loops run.
+    pub loops: AgentLoops,
+}
+
+/// Which of the agent's loops run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AgentLoops {
+    /// Every loop: registration, lease, status (claims, nodes), addons, day 2.
+    #[default]
+    All,
+    /// Registration and the lease loop only: the cluster registers by CSR, joins and stays
+    /// Available, and reports no claims, no addon health and does no day-2 work. What a benchmark
+    /// runs when thousands of agents share one process with their hub.
+    Registration,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -87,6 +101,7 @@ impl std::fmt::Debug for AgentConfig {
             .field("version", &self.version)
             .field("config_hash", &self.config_hash)
             .field("health_addr", &self.health_addr)
+            .field("loops", &self.loops)
             .finish_non_exhaustive()
     }
 }
@@ -108,6 +123,7 @@ impl AgentConfig {
             version: crate::plan::desired::DEFAULT_AGENT_VERSION.to_string(),
             config_hash: None,
             health_addr: None,
+            loops: AgentLoops::All,
         }
     }
 }
@@ -239,17 +255,21 @@ pub(crate) async fn run_loops(
         cluster: cluster_rx,
     });
     info!(cluster = ctx.name(), "agent loops starting");
-    let tasks = [
+    let mut tasks = vec![
         tokio::spawn(follow_cluster(ctx.clone(), cluster_tx, shutdown.clone())),
         tokio::spawn(super::lease_loop::run(ctx.clone(), shutdown.clone())),
-        tokio::spawn(super::status_loop::run(ctx.clone(), shutdown.clone())),
-        tokio::spawn(super::addon_loop::run(ctx.clone(), shutdown.clone())),
-        tokio::spawn(super::addon_registration::run(
-            ctx.clone(),
-            shutdown.clone(),
-        )),
-        tokio::spawn(super::day2::run(ctx.clone(), shutdown.clone())),
     ];
+    if ctx.config.loops == AgentLoops::All {
+        tasks.extend([
+            tokio::spawn(super::status_loop::run(ctx.clone(), shutdown.clone())),
+            tokio::spawn(super::addon_loop::run(ctx.clone(), shutdown.clone())),
+            tokio::spawn(super::addon_registration::run(
+                ctx.clone(),
+                shutdown.clone(),
+            )),
+            tokio::spawn(super::day2::run(ctx.clone(), shutdown.clone())),
+        ]);
+    }
     shutdown.cancelled().await;
     for task in tasks {
         if let Err(err) = task.await {

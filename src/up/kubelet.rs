@@ -23,7 +23,7 @@ use tracing::{info, warn};
 
 use fleetform_controlplane::Identities;
 
-use crate::agent::HubConnection;
+use crate::agent::{AgentLoops, HubConnection};
 use crate::plan::desired::stable_hash;
 use crate::reconciler::install::{APP_AGENT, LABEL_APP};
 use crate::runtime::task_set::{TaskChange, TaskSet};
@@ -36,12 +36,13 @@ const RESTART_DELAY: Duration = Duration::from_secs(2);
 /// through `hub` (the bootstrap flow reads the spoke's own secrets, so one value serves all) and
 /// its spoke as its pod's ServiceAccount, whose credentials `identities` issues (`client`, the
 /// kubelet's own, reports Deployment status; it also serves agents when there are no
-/// identities to issue, on a cluster serving plain HTTP).
+/// identities to issue, on a cluster serving plain HTTP). Its agents run `loops`.
 pub async fn run(
     cluster_name: String,
     client: Client,
     identities: Option<Identities>,
     hub: HubConnection,
+    loops: AgentLoops,
     shutdown: CancellationToken,
 ) {
     let node = Node {
@@ -49,6 +50,7 @@ pub async fn run(
         client,
         identities,
         hub,
+        loops,
     };
     register_node(&node).await;
     let deployments: Api<Deployment> = Api::all(node.client.clone());
@@ -80,6 +82,7 @@ struct Node {
     client: Client,
     identities: Option<Identities>,
     hub: HubConnection,
+    loops: AgentLoops,
 }
 
 /// Starts the Deployment's agent, or restarts it when its template changed (the spec of its
@@ -123,6 +126,7 @@ async fn run_pod(node: Node, deployment: Deployment, args: Vec<String>, stop: Ca
         client,
         identities,
         hub,
+        loops,
     } = node;
     let name = deployment.name_any();
     let namespace = deployment.namespace().unwrap_or_default();
@@ -183,6 +187,7 @@ async fn run_pod(node: Node, deployment: Deployment, args: Vec<String>, stop: Ca
         // Pods of one node share this process: each would bind the same health port. The
         // kubelet stand-in knows whether its agent runs without probing it.
         config.health_addr = None;
+        config.loops = loops;
         report(&api, &deployment, true).await;
         info!(
             cluster = cluster_name,

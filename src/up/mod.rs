@@ -42,7 +42,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::access::{Access, ClusterRole, embedded_dir, embedded_kubeconfig};
-use crate::agent::HubConnection;
+use crate::agent::{AgentLoops, HubConnection};
 use crate::api::FleetSync;
 use crate::api::fleet::{SYSTEM_NAMESPACE, Spoke};
 use crate::fleet::Fleet;
@@ -66,6 +66,17 @@ pub struct UpConfig {
     /// Where to serve the dashboard (port 0: any free port; another free port when it is
     /// taken); `None`: not served.
     pub dashboard_addr: Option<std::net::SocketAddr>,
+    /// Spoke clusters keep their state in memory only, so a restart starts them empty; by
+    /// default it is durable under `data_dir`. For benchmarks of thousands of spokes, where a
+    /// SQLite database and writer thread per spoke would not fit one machine.
+    pub spokes_in_memory: bool,
+    /// Which loops each agent the kubelet stand-in starts runs.
+    pub agent_loops: AgentLoops,
+    /// The runtime the hubs run on: their control planes (which also handle the in-process
+    /// requests of every agent), the hub process, sync, the addon deployer and the dashboard.
+    /// `None`: the runtime `start` is called on. A benchmark gives the hubs a runtime of their
+    /// own to measure them apart from the spokes.
+    pub hub_runtime: Option<tokio::runtime::Handle>,
 }
 
 impl UpConfig {
@@ -80,6 +91,9 @@ impl UpConfig {
             interval: Duration::from_secs(5),
             addon_lease_duration: crate::agent::addon_health::ADDON_LEASE_DURATION,
             dashboard_addr: None,
+            spokes_in_memory: false,
+            agent_loops: AgentLoops::All,
+            hub_runtime: None,
         }
     }
 }
@@ -125,6 +139,11 @@ impl EmbeddedCluster {
     /// The URL its API server serves on.
     pub fn url(&self) -> String {
         self.plane.url()
+    }
+
+    /// The requests its API server has answered, by verb and resource.
+    pub fn request_counts(&self) -> fleetform_controlplane::requests::RequestCounts {
+        self.plane.request_counts()
     }
 
     /// A client authenticated as the ServiceAccount `namespace`/`name` of this cluster, with the
@@ -228,6 +247,11 @@ pub enum ClusterChange {
 /// those later commits add, until their Spoke is gone.
 pub(crate) struct SpokeClusters {
     data_dir: PathBuf,
+    in_memory: bool,
+    agent_loops: AgentLoops,
+    /// Where the clusters and their kubelets run: the runtime `up` was started on, also when a
+    /// hub's sync (on the hubs' runtime) starts one.
+    runtime: tokio::runtime::Handle,
     running: Mutex<BTreeMap<String, SpokeCluster>>,
     /// One start or removal at a time: a name is never started while it is being removed.
     changing: tokio::sync::Mutex<()>,
@@ -247,9 +271,12 @@ struct SpokeCluster {
 const CHANGES_BUFFERED: usize = 256;
 
 impl SpokeClusters {
-    fn new(data_dir: PathBuf, shutdown: CancellationToken) -> Self {
+    fn new(config: &UpConfig, shutdown: CancellationToken) -> Self {
         SpokeClusters {
-            data_dir,
+            data_dir: config.data_dir.clone(),
+            in_memory: config.spokes_in_memory,
+            agent_loops: config.agent_loops,
+            runtime: tokio::runtime::Handle::current(),
             running: Mutex::default(),
             changing: tokio::sync::Mutex::default(),
             changes: broadcast::channel(CHANGES_BUFFERED).0,
@@ -286,7 +313,7 @@ impl SpokeClusters {
         {
             return Ok(());
         }
-        let cluster = start_cluster(&self.data_dir, ClusterRole::Spoke, name).await?;
+        let cluster = self.start(name).await?;
         let change = ClusterChange::Started {
             spoke: name.to_string(),
             url: cluster.url(),
@@ -297,14 +324,28 @@ impl SpokeClusters {
         Ok(())
     }
 
+    /// Starts the cluster of the spoke `name`.
+    async fn start(&self, name: &str) -> Result<EmbeddedCluster, UpError> {
+        let durable = !self.in_memory;
+        start_cluster_on(
+            &self.runtime,
+            &self.data_dir,
+            ClusterRole::Spoke,
+            name,
+            durable,
+        )
+        .await
+    }
+
     /// Runs an already started cluster's kubelet and keeps it.
     fn run(&self, cluster: EmbeddedCluster) {
         let kubelet_stop = self.shutdown.child_token();
-        let kubelet = tokio::spawn(kubelet::run(
+        let kubelet = self.runtime.spawn(kubelet::run(
             cluster.name.clone(),
             cluster.client.clone(),
             cluster.plane.identities(),
             HubConnection::BootstrapSecret,
+            self.agent_loops,
             kubelet_stop.clone(),
         ));
         self.running().insert(
@@ -458,19 +499,23 @@ pub const FLEET_SYNC: &str = "fleet";
 pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> {
     prepare_data_dir(&config.data_dir)?;
     let shutdown = CancellationToken::new();
+    let hub_runtime = config
+        .hub_runtime
+        .clone()
+        .unwrap_or_else(tokio::runtime::Handle::current);
     let mut hubs = Vec::new();
     for (name, hub) in &fleet.hubs {
         if hub.spec.kubeconfig.embedded.is_some() {
-            hubs.push(start_cluster(&config.data_dir, ClusterRole::Hub, name).await?);
+            let data_dir = &config.data_dir;
+            hubs.push(
+                start_cluster_on(&hub_runtime, data_dir, ClusterRole::Hub, name, true).await?,
+            );
         }
     }
-    let spokes = Arc::new(SpokeClusters::new(
-        config.data_dir.clone(),
-        shutdown.clone(),
-    ));
+    let spokes = Arc::new(SpokeClusters::new(&config, shutdown.clone()));
     for (name, spoke) in &fleet.spokes {
         if spoke.spec.kubeconfig.embedded.is_some() {
-            spokes.run(start_cluster(&config.data_dir, ClusterRole::Spoke, name).await?);
+            spokes.run(spokes.start(name).await?);
         }
     }
     let access = Access {
@@ -486,6 +531,7 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
                 hub.client.clone(),
                 hub.plane.identities(),
                 HubConnection::BootstrapSecret,
+                config.agent_loops,
                 shutdown.child_token(),
             )),
         ));
@@ -534,10 +580,12 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
             webhook: None,
             sync: Some(sync),
         };
-        let running = crate::hub::process::start(process, shutdown.child_token())
+        let running = hub_runtime
+            .spawn(crate::hub::process::start(process, shutdown.child_token()))
             .await
+            .map_err(|err| setup(err.to_string()))?
             .map_err(|err| setup(err.to_string()))?;
-        tasks.push(("hub process", tokio::spawn(running.stopped())));
+        tasks.push(("hub process", hub_runtime.spawn(running.stopped())));
         tasks.push((
             "spoke clusters",
             tokio::spawn(follow_spokes(
@@ -551,7 +599,7 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
         // spoke as that cluster's administrator, as OCM's work agent applies addon manifests.
         tasks.push((
             "addons",
-            tokio::spawn(addons::run(
+            hub_runtime.spawn(addons::run(
                 addons::Deployer {
                     hub: hub.client.clone(),
                     hub_cluster: hub.reach(),
@@ -564,28 +612,31 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
         // Custom addon signers' CAs, which an addon's operator provides on a real hub.
         tasks.push((
             "addon signers",
-            tokio::spawn(signers::run(hub.client.clone(), shutdown.clone())),
+            hub_runtime.spawn(signers::run(hub.client.clone(), shutdown.clone())),
         ));
         info!(hub = hub.name, url = hub.url(), "hub running");
     }
     // The dashboard reads as the person running `up` does: every hub's objects, no Secret.
     let dashboard = match config.dashboard_addr {
         Some(addr) => {
-            let running = crate::dashboard::start(
-                crate::dashboard::DashboardConfig {
-                    addr,
-                    hubs: hubs
-                        .iter()
-                        .map(|hub| (hub.name.clone(), hub.client.clone()))
-                        .collect(),
-                    token_secret: None,
-                    any_port_if_taken: true,
-                },
-                shutdown.child_token(),
-            )
-            .await?;
+            let dashboard = crate::dashboard::DashboardConfig {
+                addr,
+                hubs: hubs
+                    .iter()
+                    .map(|hub| (hub.name.clone(), hub.client.clone()))
+                    .collect(),
+                token_secret: None,
+                any_port_if_taken: true,
+            };
+            let running = hub_runtime
+                .spawn(crate::dashboard::start(dashboard, shutdown.child_token()))
+                .await
+                .map_err(|err| UpError::Setup {
+                    cluster: "dashboard".to_string(),
+                    message: err.to_string(),
+                })??;
             let url = running.url();
-            tasks.push(("dashboard", tokio::spawn(running.stopped())));
+            tasks.push(("dashboard", hub_runtime.spawn(running.stopped())));
             Some(url)
         }
         None => None,
@@ -761,13 +812,36 @@ async fn follow_spokes(hub: Client, spokes: Arc<SpokeClusters>, shutdown: Cancel
     }
 }
 
-/// Starts (or resumes) the embedded cluster `name`: its state and kubeconfig live in its own
-/// directory under the data dir (0700), and it keeps the port it was first given, so kubeconfigs
-/// that point at it — agents' included — stay valid across restarts.
+/// [`start_cluster`] on `runtime`, which its control plane then serves from.
+async fn start_cluster_on(
+    runtime: &tokio::runtime::Handle,
+    data_dir: &Path,
+    role: ClusterRole,
+    name: &str,
+    durable: bool,
+) -> Result<EmbeddedCluster, UpError> {
+    let (data_dir, owned) = (data_dir.to_path_buf(), name.to_string());
+    runtime
+        .spawn(async move { start_cluster(&data_dir, role, &owned, durable).await })
+        .await
+        .map_err(|err| UpError::Start {
+            cluster: format!("{} {name}", role.as_str()),
+            message: err.to_string(),
+        })?
+}
+
+/// How many events a spoke cluster's own controllers may fall behind by: a spoke sees a few
+/// writes a minute, and thousands of spokes each holding the default (2 MiB) would not fit.
+const SPOKE_CONTROLLER_BACKLOG: usize = 1024;
+
+/// Starts (or resumes) the embedded cluster `name`: its kubeconfig (and, when `durable`, its
+/// state) lives in its own directory under the data dir (0700), and it keeps the port it was
+/// first given, so kubeconfigs that point at it — agents' included — stay valid across restarts.
 async fn start_cluster(
     data_dir: &Path,
     role: ClusterRole,
     name: &str,
+    durable: bool,
 ) -> Result<EmbeddedCluster, UpError> {
     let cluster = format!("{} {name}", role.as_str());
     let failed = |message: String| UpError::Start {
@@ -793,8 +867,11 @@ async fn start_cluster(
             )));
         }
     };
-    let plane = crate::embedded::builder()
-        .data_dir(Some(dir.join("state")))
+    let mut builder = crate::embedded::builder().data_dir(durable.then(|| dir.join("state")));
+    if role == ClusterRole::Spoke {
+        builder = builder.controller_backlog(SPOKE_CONTROLLER_BACKLOG);
+    }
+    let plane = builder
         .listen(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
         .start()
         .await

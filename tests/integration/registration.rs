@@ -6,6 +6,7 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
+use fleetform::agent::AgentLoops;
 use fleetform::agent::status_loop::REASON_CLAIMS_TRUNCATED;
 use fleetform::api::addon::ManagedClusterAddOnSpec;
 use fleetform::api::cluster::ClusterClaimSpec;
@@ -297,6 +298,40 @@ async fn stopped_agent_goes_unknown_at_five_leases_with_its_addons_and_recovers(
     .await;
     wait_for(&addons, "observability", "addon available again", |a| {
         addon_available(a).is_some_and(|(status, _)| status == STATUS_TRUE)
+    })
+    .await;
+}
+
+/// What the converge benchmark runs thousands of: an agent with its registration and lease
+/// loops only still registers by CSR, joins, stays Available and renews its lease.
+#[tokio::test]
+async fn an_agent_running_only_registration_and_lease_loops_joins_and_stays_available() {
+    let hub = Cluster::start().await;
+    let spoke = Cluster::start().await;
+    let _loops = start_hub_loops(&hub).await;
+    let mut config = registering_agent(&hub, &spoke, "spoke-a").await;
+    config.loops = AgentLoops::Registration;
+    let _agent = start_agent(config);
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    wait_for(&clusters, "spoke-a", "created by the agent", |_| true).await;
+    accept(&hub, "spoke-a", 1).await;
+    wait_for(&clusters, "spoke-a", "joined and Available", |c| {
+        c.is_joined() && available_status(c).as_deref() == Some(STATUS_TRUE)
+    })
+    .await;
+    let secret = Api::<Secret>::namespaced(spoke.client.clone(), AGENT_NAMESPACE)
+        .get(HUB_KUBECONFIG_SECRET)
+        .await
+        .expect("the hub kubeconfig its CSR's certificate went into");
+    assert!(secret.data.is_some_and(|data| !data.is_empty()));
+    let leases: Api<Lease> = Api::namespaced(hub.client.clone(), "spoke-a");
+    let first = wait_for(&leases, CLUSTER_LEASE_NAME, "renewed", |lease| {
+        renew_time(lease).is_some()
+    })
+    .await;
+    let first = renew_time(&first).unwrap();
+    wait_for(&leases, CLUSTER_LEASE_NAME, "renewed again", move |lease| {
+        renew_time(lease).is_some_and(|renewed| renewed > first)
     })
     .await;
 }
