@@ -1,200 +1,596 @@
-//! Commit to Available on an embedded fleet (issue 6): `fleetform up`'s clusters for a hub and N
-//! spokes (default 1,000) are started first, as real clusters would already exist; then one
-//! commit declares every spoke, `up`'s sync picks it up and applies it, and the clock runs until
-//! every spoke's
-//! ManagedCluster is Available — agents installed, bootstrapped by CSR, accepted, joined,
-//! pivoted, leases renewing. Target: < 60 s for 1,000 spokes.
+//! Commit to Available on an embedded fleet (issues 6 and 17): `fleetform up`'s clusters for a
+//! hub and N spokes (default 1,000) are started first, as real clusters would already exist;
+//! then one commit declares every spoke, `up`'s sync picks it up and applies it, and the clock
+//! runs until every spoke's ManagedCluster is Available — agents installed, bootstrapped by CSR,
+//! accepted, joined, pivoted, leases renewing. Then a second commit changes every spoke's lease
+//! duration (10 s → 20 s, one `leaseDurationSeconds` per Spoke document), and the clock runs
+//! until every ManagedCluster asks for the new one and is still Available.
+//! Targets: < 60 s for 1,000 spokes (issue 6); < 5 minutes for 10,000 light spokes and the lease
+//! change in < 60 s, the hub under 1 GiB (issue 17).
 //!
-//! Prints a table and writes `target/bench/converge.json`.
-//! `cargo bench --bench converge`; `FLEETFORM_BENCH_SPOKES=100` for a quick run.
+//! Two kinds of spoke (`FLEETFORM_BENCH_SPOKES_KIND`):
+//! - `real` [default]: what `fleetform up` runs — a durable control plane per spoke (SQLite and
+//!   its writer thread) and the whole agent (registration, lease, status, addon and day-2
+//!   loops).
+//! - `light`: a control plane per spoke that keeps its state in memory, and an agent running
+//!   its registration and lease loops only (`AgentLoops::Registration`): each spoke still gets
+//!   the agent installed by the lifecycle reconciler with a bootstrap token of its own, and its
+//!   agent registers by CSR, is accepted, pivots and renews its lease; it reports no claims or
+//!   addon health and does no day-2 work. What is simulated is only that: every hub component is
+//!   the real one.
+//!
+//! The hub — its control plane (which also handles every agent's in-process requests), the hub
+//! process (hub loops, lifecycle reconciler, sync) and the addon deployer — runs on a runtime of
+//! its own ("hub-rt", `UpConfig::hub_runtime`); the spokes' clusters, kubelets and agents and
+//! this benchmark on another ("fleet-rt"). The hub's CPU is its runtime's threads (and, with
+//! light spokes, the one SQLite writer, the hub's); its heap is what those threads allocated and
+//! still hold (`support/heap.rs`); RSS is the whole process's.
+//!
+//! Prints a table and writes `target/bench/converge-<kind>.json`.
+//! `cargo bench --bench converge`; `FLEETFORM_BENCH_SPOKES=100` for a quick run;
+//! `FLEETFORM_BENCH_SPOKES=10000 FLEETFORM_BENCH_SPOKES_KIND=light` for issue 17's.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use fleetform::agent::AgentLoops;
 use fleetform::api::fleet::{Phase, SYSTEM_NAMESPACE, Spoke};
 use fleetform::api::{FleetSync, ManagedCluster};
 use fleetform::up::{self, UpConfig};
-use kube::Api;
+use fleetform_controlplane::requests::RequestCounts;
+use futures::StreamExt;
 use kube::api::ListParams;
+use kube::runtime::watcher::{self, watcher};
+use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
-const TARGET: Duration = Duration::from_secs(60);
+#[path = "support/heap.rs"]
+mod heap;
+#[path = "support/procfs.rs"]
+mod procfs;
 
-fn spokes_wanted() -> usize {
-    std::env::var("FLEETFORM_BENCH_SPOKES")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(1_000)
+use heap::Tag;
+use procfs::{CpuTimes, cpu_times, load_average, machine, rss_mib};
+
+#[global_allocator]
+static ALLOCATOR: heap::TaggedAllocator = heap::TaggedAllocator;
+
+const LEASE_SECONDS: i32 = 10;
+const CHANGED_LEASE_SECONDS: i32 = 20;
+/// How long either phase may take before the benchmark gives up on it.
+const GIVE_UP: Duration = Duration::from_secs(900);
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Real,
+    Light,
+}
+
+impl Kind {
+    fn label(self) -> &'static str {
+        match self {
+            Kind::Real => "real",
+            Kind::Light => "light",
+        }
+    }
+}
+
+struct Settings {
+    spokes: usize,
+    kind: Kind,
+}
+
+impl Settings {
+    fn from_env() -> Result<Settings, String> {
+        let spokes = match std::env::var("FLEETFORM_BENCH_SPOKES") {
+            Err(_) => 1_000,
+            Ok(text) => text
+                .parse()
+                .map_err(|_| format!("FLEETFORM_BENCH_SPOKES={text:?}: expected a count"))?,
+        };
+        let kind = match std::env::var("FLEETFORM_BENCH_SPOKES_KIND").as_deref() {
+            Err(_) | Ok("real") => Kind::Real,
+            Ok("light") => Kind::Light,
+            Ok(other) => {
+                return Err(format!(
+                    "FLEETFORM_BENCH_SPOKES_KIND={other:?}: expected `real` or `light`"
+                ));
+            }
+        };
+        Ok(Settings { spokes, kind })
+    }
 }
 
 /// Commits the work tree; returns the commit's id.
-fn commit(repo: &git2::Repository, message: &str) -> String {
-    let mut index = repo.index().unwrap();
-    index
-        .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
-        .unwrap();
-    index.write().unwrap();
-    let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
-    let signature = git2::Signature::now("bench", "bench@example.com").unwrap();
+fn commit(repo: &git2::Repository, message: &str) -> Result<String, git2::Error> {
+    let mut index = repo.index()?;
+    index.add_all(["*"], git2::IndexAddOption::DEFAULT, None)?;
+    index.write()?;
+    let tree = repo.find_tree(index.write_tree()?)?;
+    let signature = git2::Signature::now("bench", "bench@example.com")?;
     let parent = repo.head().ok().and_then(|head| head.peel_to_commit().ok());
     let parents: Vec<&git2::Commit> = parent.iter().collect();
-    repo.commit(
+    let id = repo.commit(
         Some("HEAD"),
         &signature,
         &signature,
         message,
         &tree,
         &parents,
-    )
-    .unwrap()
-    .to_string()
+    )?;
+    Ok(id.to_string())
 }
 
-fn write_fleet(dir: &std::path::Path, spokes: usize) {
-    let hub = "apiVersion: fleetform.io/v1alpha1\nkind: Hub\nmetadata:\n  name: hub\nspec:\n  kubeconfig:\n    embedded: {}\n  registration:\n    leaseDurationSeconds: 10\n";
-    std::fs::create_dir_all(dir.join("spokes")).unwrap();
-    std::fs::write(dir.join("hub.yaml"), hub).unwrap();
+/// Writes a fleet of one hub and `spokes` spokes (100 to a file), each asking for leases of
+/// `lease_seconds`.
+fn write_fleet(
+    dir: &std::path::Path,
+    spokes: usize,
+    lease_seconds: i32,
+) -> Result<(), std::io::Error> {
+    let hub = format!(
+        "apiVersion: fleetform.io/v1alpha1\nkind: Hub\nmetadata:\n  name: hub\nspec:\n  kubeconfig:\n    embedded: {{}}\n  registration:\n    leaseDurationSeconds: {LEASE_SECONDS}\n"
+    );
+    std::fs::create_dir_all(dir.join("spokes"))?;
+    std::fs::write(dir.join("hub.yaml"), hub)?;
     for chunk in 0..spokes.div_ceil(100) {
         let mut text = String::new();
         for i in chunk * 100..((chunk + 1) * 100).min(spokes) {
             text.push_str(&format!(
-                "---\napiVersion: fleetform.io/v1alpha1\nkind: Spoke\nmetadata:\n  name: spoke-{i:04}\n  labels:\n    batch: b{chunk}\nspec:\n  hubRef: hub\n  kubeconfig:\n    embedded: {{}}\n"
+                "---\napiVersion: fleetform.io/v1alpha1\nkind: Spoke\nmetadata:\n  name: spoke-{i:05}\n  labels:\n    batch: b{chunk}\nspec:\n  hubRef: hub\n  kubeconfig:\n    embedded: {{}}\n  leaseDurationSeconds: {lease_seconds}\n"
             ));
         }
-        std::fs::write(dir.join(format!("spokes/batch-{chunk:02}.yaml")), text).unwrap();
+        std::fs::write(dir.join(format!("spokes/batch-{chunk:03}.yaml")), text)?;
+    }
+    Ok(())
+}
+
+/// The hub's live Rust heap: what its runtime's threads and the untagged threads (its SQLite
+/// writer; with real spokes, theirs too) allocated and still hold.
+fn hub_heap_mib() -> f64 {
+    heap::live_mib(&[Tag::Hub, Tag::Other])
+}
+
+/// What the benchmark follows of every ManagedCluster: whether it is Available, and the lease
+/// duration it asks of its agent.
+#[derive(Default)]
+struct Clusters {
+    seen: HashMap<String, (bool, i32)>,
+}
+
+impl Clusters {
+    fn apply(&mut self, event: watcher::Event<ManagedCluster>) {
+        match event {
+            watcher::Event::Init | watcher::Event::InitDone => {}
+            watcher::Event::InitApply(cluster) | watcher::Event::Apply(cluster) => {
+                let facts = (cluster.is_available(), cluster.lease_duration_seconds());
+                self.seen.insert(cluster.name_any(), facts);
+            }
+            watcher::Event::Delete(cluster) => {
+                self.seen.remove(&cluster.name_any());
+            }
+        }
+    }
+
+    fn available(&self) -> usize {
+        self.seen
+            .values()
+            .filter(|(available, _)| *available)
+            .count()
+    }
+
+    /// Available and asking for `lease_seconds`.
+    fn on_lease(&self, lease_seconds: i32) -> usize {
+        self.seen
+            .values()
+            .filter(|(available, lease)| *available && *lease == lease_seconds)
+            .count()
     }
 }
 
-/// Resident set size and CPU seconds (user + system) of this process.
-fn usage() -> (u64, f64) {
-    let rss_kib = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find(|line| line.starts_with("VmRSS:"))
-                .and_then(|line| line.split_whitespace().nth(1)?.parse().ok())
+/// Peaks sampled while a phase runs.
+#[derive(Default)]
+struct Peaks {
+    rss: f64,
+    hub_heap: f64,
+}
+
+impl Peaks {
+    fn sample(&mut self) {
+        self.rss = self.rss.max(rss_mib());
+        self.hub_heap = self.hub_heap.max(hub_heap_mib());
+    }
+}
+
+/// The fleet's ManagedClusters as the benchmark follows them, by one watch.
+struct Follower<S> {
+    events: S,
+    clusters: Clusters,
+    hub: Client,
+    spokes: usize,
+}
+
+impl<S> Follower<S>
+where
+    S: futures::Stream<Item = Result<watcher::Event<ManagedCluster>, watcher::Error>> + Unpin,
+{
+    /// Waits until `done(clusters)` reaches every spoke (or [`GIVE_UP`]), printing progress
+    /// every 5 s; returns the time from `from`, whether every spoke got there, and the peaks
+    /// sampled meanwhile.
+    async fn wait(
+        &mut self,
+        from: Instant,
+        what: &str,
+        done: impl Fn(&Clusters) -> usize,
+    ) -> (Duration, bool, Peaks) {
+        let mut peaks = Peaks::default();
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        let mut last_report = Instant::now();
+        loop {
+            tokio::select! {
+                event = self.events.next() => match event {
+                    Some(Ok(event)) => self.clusters.apply(event),
+                    Some(Err(err)) => eprintln!("watching ManagedClusters: {err}"),
+                    None => return (from.elapsed(), false, peaks),
+                },
+                _ = tick.tick() => {
+                    peaks.sample();
+                    if last_report.elapsed() >= Duration::from_secs(5) {
+                        last_report = Instant::now();
+                        eprintln!(
+                            "{:>6.1?}: {} registered, {} available, {} {what}, {} Running, RSS {:.0} MiB, hub heap {:.0} MiB, load {}",
+                            from.elapsed(),
+                            self.clusters.seen.len(),
+                            self.clusters.available(),
+                            done(&self.clusters),
+                            running_spokes(&self.hub).await,
+                            rss_mib(),
+                            hub_heap_mib(),
+                            load_average()
+                        );
+                    }
+                    if from.elapsed() > GIVE_UP {
+                        eprintln!(
+                            "gave up after {GIVE_UP:?} with {} of {} {what}",
+                            done(&self.clusters),
+                            self.spokes
+                        );
+                        return (from.elapsed(), false, peaks);
+                    }
+                }
+            }
+            if done(&self.clusters) == self.spokes {
+                peaks.sample();
+                return (from.elapsed(), true, peaks);
+            }
+        }
+    }
+}
+
+async fn running_spokes(hub: &Client) -> usize {
+    Api::<Spoke>::namespaced(hub.clone(), SYSTEM_NAMESPACE)
+        .list(&ListParams::default())
+        .await
+        .map(|list| {
+            list.items
+                .iter()
+                .filter(|s| s.status.as_ref().and_then(|s| s.phase) == Some(Phase::Running))
+                .count()
         })
-        .unwrap_or(0);
-    let cpu = std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|stat| {
-            let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-            let ticks: f64 =
-                fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-            Some(ticks / 100.0)
-        })
-        .unwrap_or(0.0);
-    (rss_kib / 1024, cpu)
+        .unwrap_or(0)
+}
+
+/// Waits until the hub's FleetSync has applied `commit`; the time from `from`.
+async fn applied(hub: &Client, commit: &str, from: Instant) -> Result<Duration, String> {
+    let syncs: Api<FleetSync> = Api::namespaced(hub.clone(), SYSTEM_NAMESPACE);
+    loop {
+        let sync = syncs
+            .get(up::FLEET_SYNC)
+            .await
+            .map_err(|err| format!("read the FleetSync: {err}"))?;
+        if sync.status.and_then(|s| s.last_applied_commit).as_deref() == Some(commit) {
+            return Ok(from.elapsed());
+        }
+        if from.elapsed() > GIVE_UP {
+            return Err(format!(
+                "the sync did not apply {commit} within {GIVE_UP:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// One commit's way to the fleet.
+struct CommitRun {
+    applied: Duration,
+    done: Duration,
+    complete: bool,
+    cpu: CpuTimes,
+    peaks: Peaks,
+    /// The requests the hub's API server answered meanwhile.
+    requests: RequestCounts,
+}
+
+struct Report {
+    clusters_started: Duration,
+    join: CommitRun,
+    lease: CommitRun,
+    hub_heap_end: f64,
+    rss_end: f64,
+    load_before: String,
+    load_after: String,
 }
 
 fn main() {
-    let spokes = spokes_wanted();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    runtime.block_on(async move {
-        // The spokes' clusters exist before the commit that declares them, as real ones would:
-        // `up` starts them from a fleet that has them all; the repo's first commit has the hub.
-        let full = tempfile::tempdir().unwrap();
-        write_fleet(full.path(), spokes);
-        let (_, fleet) = fleetform::source::load_fleet(&fleetform::source::SourceSpec {
-            location: full.path().display().to_string(),
-            ..Default::default()
-        })
-        .expect("a valid fleet");
-        let repo = tempfile::tempdir().unwrap();
-        let git = git2::Repository::init(repo.path()).unwrap();
-        write_fleet(repo.path(), 0);
-        commit(&git, "the hub");
-        let data = tempfile::tempdir().unwrap();
+    let settings = match Settings::from_env() {
+        Ok(settings) => settings,
+        Err(message) => {
+            eprintln!("converge bench: {message}");
+            std::process::exit(2);
+        }
+    };
+    let runtime = |name: &'static str, tag: Tag| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name(name)
+            .on_thread_start(move || heap::tag_thread(tag))
+            .enable_all()
+            .build()
+    };
+    let (hub_rt, fleet_rt) = match (runtime("hub-rt", Tag::Hub), runtime("fleet-rt", Tag::Fleet)) {
+        (Ok(hub), Ok(fleet)) => (hub, fleet),
+        (Err(err), _) | (_, Err(err)) => {
+            eprintln!("converge bench: cannot start a runtime: {err}");
+            std::process::exit(3);
+        }
+    };
+    // `block_on` runs the benchmark's own future on this thread: it is the fleet's side.
+    heap::tag_thread(Tag::Fleet);
+    let result = fleet_rt.block_on(run(&settings, hub_rt.handle().clone()));
+    hub_rt.shutdown_timeout(Duration::from_secs(5));
+    fleet_rt.shutdown_timeout(Duration::from_secs(5));
+    match result {
+        Ok(report) => print(&settings, &report),
+        Err(message) => {
+            eprintln!("converge bench failed: {message}");
+            std::process::exit(3);
+        }
+    }
+}
 
-        let started = Instant::now();
-        let running = up::start(
-            &fleet,
-            UpConfig {
-                interval: Duration::from_secs(1),
-                // `up` makes its data dir owner-only; a temporary directory is not.
-                ..UpConfig::new(data.path().join("up"), repo.path().display().to_string())
+async fn run(settings: &Settings, hub_rt: tokio::runtime::Handle) -> Result<Report, String> {
+    let spokes = settings.spokes;
+    let load_before = load_average();
+    let light = settings.kind == Kind::Light;
+    eprintln!(
+        "converge bench: {spokes} {} spokes on {}; load {load_before}",
+        settings.kind.label(),
+        machine()
+    );
+    let io = |what: &str| {
+        let what = what.to_string();
+        move |err: std::io::Error| format!("{what}: {err}")
+    };
+    // The spokes' clusters exist before the commit that declares them, as real ones would:
+    // `up` starts them from a fleet that has them all; the repo's first commit has the hub.
+    let full = tempfile::tempdir().map_err(io("temporary directory"))?;
+    write_fleet(full.path(), spokes, LEASE_SECONDS).map_err(io("write the fleet"))?;
+    let (_, fleet) = fleetform::source::load_fleet(&fleetform::source::SourceSpec {
+        location: full.path().display().to_string(),
+        ..Default::default()
+    })
+    .map_err(|err| format!("the fleet: {err:?}"))?;
+    let repo = tempfile::tempdir().map_err(io("temporary directory"))?;
+    let git = git2::Repository::init(repo.path()).map_err(|err| err.to_string())?;
+    write_fleet(repo.path(), 0, LEASE_SECONDS).map_err(io("write the fleet"))?;
+    commit(&git, "the hub").map_err(|err| err.to_string())?;
+    let data = tempfile::tempdir().map_err(io("temporary directory"))?;
+
+    let started = Instant::now();
+    let running = up::start(
+        &fleet,
+        UpConfig {
+            interval: Duration::from_secs(1),
+            spokes_in_memory: light,
+            agent_loops: if light {
+                AgentLoops::Registration
+            } else {
+                AgentLoops::All
             },
-        )
-        .await
-        .expect("the fleet's clusters start");
-        let clusters_up = started.elapsed();
-        let hub = running.hubs[0].client.clone();
-        eprintln!("{spokes} spokes' clusters and the hub started in {clusters_up:.1?}");
+            hub_runtime: Some(hub_rt),
+            // `up` makes its data dir owner-only; a temporary directory is not.
+            ..UpConfig::new(data.path().join("up"), repo.path().display().to_string())
+        },
+    )
+    .await
+    .map_err(|err| format!("the fleet's clusters: {err}"))?;
+    let clusters_started = started.elapsed();
+    let hub = running.hubs[0].client.clone();
+    eprintln!("{spokes} spokes' clusters and the hub started in {clusters_started:.1?}");
 
-        // The commit; `up`'s sync picks it up within its 1 s interval.
-        let (_, cpu_before) = usage();
-        write_fleet(repo.path(), spokes);
-        let commit_sha = commit(&git, "every spoke");
-        let commit = Instant::now();
-        let syncs: Api<FleetSync> = Api::namespaced(hub.clone(), SYSTEM_NAMESPACE);
-        let applied = loop {
-            let sync = syncs.get(up::FLEET_SYNC).await.expect("read the FleetSync");
-            if sync.status.and_then(|s| s.last_applied_commit).as_deref() == Some(&commit_sha) {
-                break commit.elapsed();
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut follower = Follower {
+        events: watcher(Api::<ManagedCluster>::all(hub.clone()), Default::default()).boxed(),
+        clusters: Clusters::default(),
+        hub: hub.clone(),
+        spokes,
+    };
+    let hub_cpu = |used: CpuTimes| CpuTimes {
+        // With light spokes the hub's is the one SQLite writer.
+        hub: used.hub + if light { used.writers } else { 0.0 },
+        ..used
+    };
+
+    // The commit declaring every spoke; `up`'s sync picks it up within its 1 s interval.
+    let cpu_before = cpu_times();
+    let requests_before = running.hubs[0].request_counts();
+    write_fleet(repo.path(), spokes, LEASE_SECONDS).map_err(io("write the fleet"))?;
+    let sha = commit(&git, "every spoke").map_err(|err| err.to_string())?;
+    let from = Instant::now();
+    let join_applied = applied(&hub, &sha, from).await?;
+    let (available, complete, peaks) = follower.wait(from, "available", Clusters::available).await;
+    let join = CommitRun {
+        applied: join_applied,
+        done: available,
+        complete,
+        cpu: hub_cpu(cpu_times().since(&cpu_before)),
+        peaks,
+        requests: running.hubs[0].request_counts().since(&requests_before),
+    };
+
+    // The commit changing every spoke's lease duration.
+    let cpu_before = cpu_times();
+    let requests_before = running.hubs[0].request_counts();
+    write_fleet(repo.path(), spokes, CHANGED_LEASE_SECONDS).map_err(io("write the fleet"))?;
+    let sha = commit(&git, "every spoke's lease").map_err(|err| err.to_string())?;
+    let from = Instant::now();
+    let lease_applied = applied(&hub, &sha, from).await?;
+    let (changed, complete, peaks) = follower
+        .wait(from, "on the new lease", |clusters| {
+            clusters.on_lease(CHANGED_LEASE_SECONDS)
+        })
+        .await;
+    let lease = CommitRun {
+        applied: lease_applied,
+        done: changed,
+        complete,
+        cpu: hub_cpu(cpu_times().since(&cpu_before)),
+        peaks,
+        requests: running.hubs[0].request_counts().since(&requests_before),
+    };
+    let report = Report {
+        clusters_started,
+        join,
+        lease,
+        hub_heap_end: hub_heap_mib(),
+        rss_end: rss_mib(),
+        load_before,
+        load_after: load_average(),
+    };
+    drop(follower);
+    running.shutdown().await;
+    Ok(report)
+}
+
+fn print(settings: &Settings, report: &Report) {
+    let spokes = settings.spokes;
+    let kind = settings.kind.label();
+    let target = |complete: bool, within: Duration| {
+        if complete {
+            format!("< {within:?}")
+        } else {
+            "not reached".to_string()
+        }
+    };
+    let join_target = if spokes > 1_000 {
+        Duration::from_secs(300)
+    } else {
+        Duration::from_secs(60)
+    };
+    println!(
+        "commit to Available, {spokes} {kind} spokes on an embedded fleet (fleetform up's clusters, in one process) — {}",
+        machine()
+    );
+    println!("{:<48} {:>14} {:>14}", "measure", "value", "target");
+    let row = |measure: &str, value: String, target: String| {
+        println!("{measure:<48} {value:>14} {target:>14}");
+    };
+    let seconds = |d: Duration| format!("{:.1} s", d.as_secs_f64());
+    row(
+        "clusters started (not timed)",
+        seconds(report.clusters_started),
+        "-".into(),
+    );
+    for (title, phase, what, within) in [
+        ("commit", &report.join, "every spoke Available", join_target),
+        (
+            "lease commit",
+            &report.lease,
+            "every spoke on the new lease",
+            Duration::from_secs(60),
+        ),
+    ] {
+        row(
+            &format!("{title} → applied by sync"),
+            seconds(phase.applied),
+            "-".into(),
+        );
+        row(
+            &format!("{title} → {what}"),
+            seconds(phase.done),
+            target(phase.complete, within),
+        );
+        let hub_threads = match settings.kind {
+            Kind::Light => "  hub CPU (hub-rt threads + its SQLite writer)",
+            Kind::Real => "  hub CPU (hub-rt threads)",
         };
-        let clusters: Api<ManagedCluster> = Api::all(hub.clone());
-        let spoke_api: Api<Spoke> = Api::namespaced(hub.clone(), SYSTEM_NAMESPACE);
-        let mut peak_rss = 0;
-        let mut last_report = Instant::now();
-        let (joined_at, available_at) = loop {
-            let (rss, _) = usage();
-            peak_rss = peak_rss.max(rss);
-            let listed = clusters.list(&ListParams::default()).await.expect("list clusters");
-            let available = listed.items.iter().filter(|c| c.is_available()).count();
-            if last_report.elapsed() >= Duration::from_secs(5) {
-                let running_spokes = spoke_api
-                    .list(&ListParams::default())
-                    .await
-                    .map(|list| {
-                        list.items
-                            .iter()
-                            .filter(|s| s.status.as_ref().and_then(|s| s.phase) == Some(Phase::Running))
-                            .count()
-                    })
-                    .unwrap_or(0);
-                eprintln!(
-                    "{:>6.1?}: {} registered, {available} available, {running_spokes} Running, RSS {rss} MiB",
-                    commit.elapsed(),
-                    listed.items.len()
-                );
-                last_report = Instant::now();
-            }
-            if available == spokes {
-                break (applied, commit.elapsed());
-            }
-            if commit.elapsed() > Duration::from_secs(600) {
-                eprintln!("gave up after 600 s with {available} of {spokes} available");
-                break (applied, commit.elapsed());
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        };
-        let (rss, cpu_after) = usage();
-        peak_rss = peak_rss.max(rss);
-        let cpu = cpu_after - cpu_before;
-        println!("commit to Available, {spokes} spokes on an embedded fleet (fleetform up's clusters, in one process)");
-        println!("{:<36} {:>12} {:>12}", "measure", "value", "target");
-        println!("{:<36} {:>12.1?} {:>12}", "clusters started (not timed)", clusters_up, "-");
-        println!("{:<36} {:>12.1?} {:>12}", "commit to applied by sync", joined_at, "-");
-        println!("{:<36} {:>12.1?} {:>12}", "commit to every spoke Available", available_at, format!("< {:?}", TARGET));
-        println!("{:<36} {:>12.1} {:>12}", "CPU seconds (all clusters + loops)", cpu, "-");
-        println!("{:<36} {:>12} {:>12}", "peak RSS MiB (all clusters + loops)", peak_rss, "-");
-        let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench");
-        let _ = std::fs::create_dir_all(&out);
-        let report = json!({
-            "spokes": spokes,
-            "clusters_started_seconds": clusters_up.as_secs_f64(),
-            "apply_seconds": joined_at.as_secs_f64(),
-            "commit_to_available_seconds": available_at.as_secs_f64(),
-            "target_seconds": TARGET.as_secs_f64(),
-            "cpu_seconds": cpu,
-            "peak_rss_mib": peak_rss,
-        });
-        let _ = std::fs::write(out.join("converge.json"), serde_json::to_vec_pretty(&report).unwrap_or_default());
-        running.shutdown().await;
+        row(hub_threads, format!("{:.1} s", phase.cpu.hub), "-".into());
+        row(
+            "  spokes' CPU (fleet-rt threads)",
+            format!("{:.1} s", phase.cpu.fleet),
+            "-".into(),
+        );
+        row(
+            "  process CPU",
+            format!("{:.1} s", phase.cpu.process),
+            "-".into(),
+        );
+        row(
+            "  hub heap peak",
+            format!("{:.0} MiB", phase.peaks.hub_heap),
+            "< 1024 MiB".into(),
+        );
+        row(
+            "  process RSS peak",
+            format!("{:.0} MiB", phase.peaks.rss),
+            "-".into(),
+        );
+    }
+    row(
+        "hub heap at the end",
+        format!("{:.0} MiB", report.hub_heap_end),
+        "< 1024 MiB".into(),
+    );
+    row(
+        "process RSS at the end",
+        format!("{:.0} MiB", report.rss_end),
+        "-".into(),
+    );
+    println!(
+        "load average before {}, after {}",
+        report.load_before, report.load_after
+    );
+    let phase = |phase: &CommitRun| {
+        json!({
+            "applied_seconds": phase.applied.as_secs_f64(),
+            "done_seconds": phase.done.as_secs_f64(),
+            "complete": phase.complete,
+            "hub_cpu_seconds": phase.cpu.hub,
+            "fleet_cpu_seconds": phase.cpu.fleet,
+            "process_cpu_seconds": phase.cpu.process,
+            "hub_heap_peak_mib": phase.peaks.hub_heap,
+            "rss_peak_mib": phase.peaks.rss,
+            "hub_requests": phase.requests.total(),
+            "hub_writes": phase.requests.writes(),
+        })
+    };
+    let json = json!({
+        "spokes": spokes,
+        "kind": kind,
+        "machine": machine(),
+        "clusters_started_seconds": report.clusters_started.as_secs_f64(),
+        "join": phase(&report.join),
+        "join_target_seconds": join_target.as_secs_f64(),
+        "lease_change": phase(&report.lease),
+        "lease_change_target_seconds": 60,
+        "hub_heap_end_mib": report.hub_heap_end,
+        "rss_end_mib": report.rss_end,
+        "load_before": report.load_before,
+        "load_after": report.load_after,
     });
+    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench");
+    let _ = std::fs::create_dir_all(&out);
+    let _ = std::fs::write(
+        out.join(format!("converge-{kind}.json")),
+        serde_json::to_vec_pretty(&json).unwrap_or_default(),
+    );
 }

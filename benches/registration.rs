@@ -92,8 +92,11 @@ use tokio_util::sync::CancellationToken;
 
 #[path = "support/heap.rs"]
 mod heap;
+#[path = "support/procfs.rs"]
+mod procfs;
 
 use heap::Tag;
+use procfs::{CpuTimes, cpu_times, load_average, machine, rss_mib};
 
 #[global_allocator]
 static ALLOCATOR: heap::TaggedAllocator = heap::TaggedAllocator;
@@ -353,20 +356,6 @@ impl tower_service::Service<http::Request<kube::client::Body>> for HubTransport 
 
 // ---- process figures ----
 
-fn proc_status_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|line| line.strip_prefix(field))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|kib| kib.parse().ok())
-        .unwrap_or(0)
-}
-
-fn rss_mib() -> f64 {
-    proc_status_kib("VmRSS:") as f64 / 1024.0
-}
-
 /// The hub's live Rust heap: what its runtime's threads and its SQLite writer (the one untagged
 /// thread) allocated and still hold. SQLite's own page cache is not in it.
 fn hub_heap_mib() -> f64 {
@@ -376,79 +365,6 @@ fn hub_heap_mib() -> f64 {
 /// The simulated spokes' live Rust heap: spoke planes, agents, addons, the benchmark itself.
 fn fleet_heap_mib() -> f64 {
     heap::live_mib(&[Tag::Fleet])
-}
-
-/// CPU seconds (user + system) of a `/proc/.../stat` line.
-fn stat_cpu_seconds(stat: &str) -> Option<(String, f64)> {
-    let open = stat.find('(')?;
-    let close = stat.rfind(')')?;
-    let comm = stat.get(open + 1..close)?.to_string();
-    let fields: Vec<&str> = stat.get(close + 2..)?.split_whitespace().collect();
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
-    // USER_HZ is 100 on every Linux ABI.
-    Some((comm, (utime + stime) / 100.0))
-}
-
-/// CPU seconds used so far: the whole process, the hub's threads, the fleet's threads.
-#[derive(Clone, Copy, Debug, Default)]
-struct CpuTimes {
-    process: f64,
-    hub: f64,
-    fleet: f64,
-}
-
-fn cpu_times() -> CpuTimes {
-    let process = std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|stat| stat_cpu_seconds(&stat))
-        .map_or(0.0, |(_, cpu)| cpu);
-    let mut times = CpuTimes {
-        process,
-        ..CpuTimes::default()
-    };
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return times;
-    };
-    for task in tasks.flatten() {
-        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
-            continue;
-        };
-        let Some((comm, cpu)) = stat_cpu_seconds(&stat) else {
-            continue;
-        };
-        // The hub's SQLite writer thread is the control plane's own ("controlplane-writer").
-        if comm.starts_with("hub-rt") || comm.starts_with("controlplane-wr") {
-            times.hub += cpu;
-        } else if comm.starts_with("fleet-rt") {
-            times.fleet += cpu;
-        }
-    }
-    times
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|line| {
-            line.strip_prefix("model name")
-                .map(|rest| rest.trim_start_matches([' ', '\t', ':']).to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(0);
-    format!("{cpu}, {cores} cores")
 }
 
 // ---- setting the fleet up ----
@@ -1176,11 +1092,11 @@ async fn run(settings: &Settings, hub_rt: &Runtime) -> Result<(), String> {
         hub_requests: hub.request_counts().since(&hub_before),
         agents: traffic.snapshot().since(&agents_before),
         cpu: {
-            let after = cpu_times();
+            // The hub's SQLite writer is the one writer: spoke planes keep state in memory.
+            let used = cpu_times().since(&cpu_before);
             CpuTimes {
-                process: after.process - cpu_before.process,
-                hub: after.hub - cpu_before.hub,
-                fleet: after.fleet - cpu_before.fleet,
+                hub: used.hub + used.writers,
+                ..used
             }
         },
         addon_renewals: addon_renewals.load(Ordering::Relaxed) - renewals_before,
