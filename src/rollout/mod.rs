@@ -329,29 +329,53 @@ fn released_by(hub: &Hub, spoke: &str, for_target: impl Fn(&SpokeRollout) -> boo
         .is_some_and(|entry| for_target(entry) && released_state(entry.state))
 }
 
-/// What `hub`'s rollout holds `spoke` back with, in words for `apply`'s progress lines: its
-/// turn not come, a pause, a halt, a failure or an offline spoke passed over. `None` when the
-/// rollout does not hold it (released, done, or no rollout).
-pub fn holding(hub: &Hub, spoke: &str) -> Option<String> {
-    let rollout = hub.status.as_ref()?.rollout.as_ref()?;
+/// What the rollouts of `hub` hold `spoke` back with, in words for `apply`'s progress lines:
+/// the hub's own and those of the addons `own` ([`own_rollouts`]) that roll out by themselves,
+/// each saying whose it is and what it waits on — the spoke's turn not come and the wave that
+/// runs, a pause, a halt, a failure, or the spoke passed over while offline. `None` when no
+/// rollout holds it (released, done, or no rollout).
+pub fn holding(hub: &Hub, spoke: &str, own: &BTreeMap<&str, &RolloutSpec>) -> Option<String> {
+    let status = hub.status.as_ref()?;
+    let hubs = status.rollout.iter().map(|rollout| {
+        (
+            "the hub's rollout".to_string(),
+            hub.spec.rollout.paused,
+            rollout,
+        )
+    });
+    let addons = status.addon_rollouts.iter().map(|kept| {
+        let paused = own.get(kept.addon.as_str()).is_some_and(|spec| spec.paused);
+        (
+            format!("the rollout of addon {}", kept.addon),
+            paused,
+            &kept.rollout,
+        )
+    });
+    let held: Vec<String> = hubs
+        .chain(addons)
+        .filter_map(|(whose, paused, rollout)| held_by(&whose, paused, rollout, spoke))
+        .collect();
+    (!held.is_empty()).then(|| held.join("; "))
+}
+
+/// What `rollout` (`whose`, paused or not) holds `spoke` back with, if anything.
+fn held_by(whose: &str, paused: bool, rollout: &RolloutStatus, spoke: &str) -> Option<String> {
     let entry = rollout.spokes.iter().find(|entry| entry.name == spoke)?;
     let why = match entry.state {
         SpokeRolloutState::Pending if rollout.halted.is_some() => {
-            "the hub's rollout is halted (see the Hub's RolloutHalted condition)".to_string()
+            format!("{whose} is halted (see the Hub's RolloutHalted condition)")
         }
-        SpokeRolloutState::Pending if hub.spec.rollout.paused => {
-            "the hub's rollout is paused".to_string()
-        }
+        SpokeRolloutState::Pending if paused => format!("{whose} is paused"),
         SpokeRolloutState::Pending => match rollout.wave {
-            Some(wave) => format!("its turn in the hub's rollout has not come (wave {wave} runs)"),
-            None => "its turn in the hub's rollout has not come".to_string(),
+            Some(wave) => format!("its turn in {whose} has not come (wave {wave} runs)"),
+            None => format!("its turn in {whose} has not come"),
         },
         SpokeRolloutState::Failed => format!(
-            "failed in the hub's rollout: {}",
+            "failed in {whose}: {}",
             entry.reason.as_deref().unwrap_or("failed")
         ),
         SpokeRolloutState::SkippedOffline => {
-            "passed over by the hub's rollout while offline; it moves once back".to_string()
+            format!("passed over by {whose} while offline; it moves once back")
         }
         SpokeRolloutState::InProgress | SpokeRolloutState::Succeeded => return None,
     };

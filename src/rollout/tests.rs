@@ -493,23 +493,87 @@ fn apply_is_told_what_holds_a_spoke_back() {
         rollout: Some(first.status),
         ..Default::default()
     });
-    assert_eq!(holding(&hub, "s00"), None, "released");
+    assert_eq!(holding(&hub, "s00", &BTreeMap::new()), None, "released");
     assert_eq!(
-        holding(&hub, "s01").as_deref(),
+        holding(&hub, "s01", &BTreeMap::new()).as_deref(),
         Some("its turn in the hub's rollout has not come (wave 1 runs)")
     );
     hub.status = Some(crate::api::fleet::HubStatus {
         rollout: Some(failed.status),
         ..Default::default()
     });
-    let why = holding(&hub, "s00").unwrap_or_default();
+    let why = holding(&hub, "s00", &BTreeMap::new()).unwrap_or_default();
     assert!(
         why.starts_with("failed in the hub's rollout: not on the new agent"),
         "{why}"
     );
     assert_eq!(
-        holding(&hub, "s01").as_deref(),
+        holding(&hub, "s01", &BTreeMap::new()).as_deref(),
         Some("the hub's rollout is halted (see the Hub's RolloutHalted condition)")
+    );
+}
+
+#[test]
+fn apply_is_told_which_addons_own_rollout_holds_a_spoke_back_and_with_what() {
+    let mut hub = embedded_hub();
+    let spec = progressive(SpokeCount::Count(1));
+    let mut spokes: Vec<SpokeFacts> = enabling_metrics(3)
+        .iter()
+        .map(|spoke| spoke.of_addon("metrics"))
+        .collect();
+    spokes[2].online = false;
+    let first = decide(&spec, "m", &spokes, None, at(0));
+    let keep = |hub: &mut Hub, status: &RolloutStatus| {
+        hub.status = Some(crate::api::fleet::HubStatus {
+            addon_rollouts: vec![crate::api::fleet::AddonRollout {
+                addon: "metrics".into(),
+                rollout: status.clone(),
+            }],
+            ..Default::default()
+        });
+    };
+    keep(&mut hub, &first.status);
+    let own: BTreeMap<&str, &RolloutSpec> = [("metrics", &spec)].into();
+    assert_eq!(holding(&hub, "s00", &own), None, "released");
+    assert_eq!(
+        holding(&hub, "s01", &own).as_deref(),
+        Some("its turn in the rollout of addon metrics has not come (wave 1 runs)")
+    );
+    let paused = RolloutSpec {
+        paused: true,
+        ..spec.clone()
+    };
+    assert_eq!(
+        holding(&hub, "s01", &[("metrics", &paused)].into()).as_deref(),
+        Some("the rollout of addon metrics is paused")
+    );
+
+    // s00 never gets it within its deadline: the addon's rollout halts, s02 was passed over.
+    let failed = decide(&spec, "m", &spokes, Some(&first.status), at(100));
+    keep(&mut hub, &failed.status);
+    let why = holding(&hub, "s00", &own).unwrap_or_default();
+    assert!(
+        why.starts_with(
+            "failed in the rollout of addon metrics: its addons or lease duration not changed"
+        ),
+        "{why}"
+    );
+    assert_eq!(
+        holding(&hub, "s01", &own).as_deref(),
+        Some("the rollout of addon metrics is halted (see the Hub's RolloutHalted condition)")
+    );
+
+    // The hub's own rollout holds it too: both say so, the hub's first.
+    hub.spec.rollout = progressive(SpokeCount::Count(1));
+    let agents = decide(&hub.spec.rollout, "t", &fleet(3), None, at(0));
+    if let Some(status) = hub.status.as_mut() {
+        status.rollout = Some(agents.status);
+    }
+    assert_eq!(
+        holding(&hub, "s01", &own).as_deref(),
+        Some(
+            "its turn in the hub's rollout has not come (wave 1 runs); the rollout of addon metrics is halted (see the Hub's RolloutHalted condition)"
+        )
     );
 }
 
