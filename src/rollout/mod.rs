@@ -185,7 +185,8 @@ pub struct SpokeFacts {
     pub labels: BTreeMap<String, String>,
     /// What git wants for the spoke.
     pub wanted: Settings,
-    /// What it has now; `None` while it joins ([`Settings::running`]).
+    /// What it has now; `None` while it joins, or until its settings are reported
+    /// ([`Settings::running`]).
     pub running: Option<Settings>,
     /// Its cluster is Available.
     pub online: bool,
@@ -391,9 +392,24 @@ pub fn decide(
     now: Timestamp,
 ) -> Decision {
     let same_target = previous.filter(|previous| previous.target == target);
+    let recorded = |spoke: &SpokeFacts| {
+        previous
+            .iter()
+            .flat_map(|previous| previous.spokes.iter())
+            .find(|entry| entry.name == spoke.name)
+    };
+    // A spoke whose settings are not reported (no `status.applied`: its hub's fleetform was
+    // upgraded from one that did not write it, and its reconciler has not yet) keeps the entry
+    // the status recorded, as it stands, until they are: it neither leaves the rollout (which
+    // would start it afresh) nor moves in it. A spoke still joining has no entry and no place.
+    let unreported: BTreeSet<&str> = spokes
+        .iter()
+        .filter(|spoke| spoke.running.is_none() && recorded(spoke).is_some())
+        .map(|spoke| spoke.name.as_str())
+        .collect();
     let facts: BTreeMap<&str, &SpokeFacts> = spokes
         .iter()
-        .filter(|spoke| spoke.running.is_some())
+        .filter(|spoke| spoke.running.is_some() || unreported.contains(spoke.name.as_str()))
         .map(|spoke| (spoke.name.as_str(), spoke))
         .collect();
     let mut entries: BTreeMap<&str, SpokeRollout> = facts
@@ -402,11 +418,13 @@ pub fn decide(
             // An entry carries over while the spoke's own target stays; a spoke that already
             // has its target has nothing to roll out.
             let target = spoke.wanted.digest();
-            let kept = previous
-                .iter()
-                .flat_map(|previous| previous.spokes.iter())
-                .find(|entry| entry.name == spoke.name && entry.target == target)
-                .cloned();
+            let kept = if unreported.contains(spoke.name.as_str()) {
+                recorded(spoke).cloned()
+            } else {
+                recorded(spoke)
+                    .filter(|entry| entry.target == target)
+                    .cloned()
+            };
             let entry = kept.unwrap_or_else(|| SpokeRollout {
                 name: spoke.name.clone(),
                 target,
@@ -425,7 +443,10 @@ pub fn decide(
         .collect();
 
     let mut wake_at = None;
-    for (name, entry) in &mut entries {
+    for (name, entry) in entries
+        .iter_mut()
+        .filter(|(name, _)| !unreported.contains(*name))
+    {
         let spoke = facts[name];
         if let Some(wake) = progress(spec, entry, spoke, now) {
             wake_at = earliest(wake_at, wake);
@@ -470,11 +491,15 @@ pub fn decide(
     );
     // Halted, nothing is released; paused, `release` releases nothing either.
     let wave = if halted.is_none() {
-        release(spec, &order, &mut entries, &facts, now)
+        release(spec, &order, &mut entries, &facts, &unreported, now)
     } else {
         current_wave(&order, &entries)
     };
-    for entry in entries.values() {
+    // An unreported spoke's deadline waits for its report: it cannot be judged before.
+    for entry in entries
+        .values()
+        .filter(|entry| !unreported.contains(entry.name.as_str()))
+    {
         if entry.state == SpokeRolloutState::InProgress
             && let Some(wake) = deadline_of(spec, entry)
         {
@@ -670,12 +695,14 @@ fn unfinished(state: SpokeRolloutState) -> bool {
 /// Releases what may move now: in the first stage with a spoke pending or in progress, pending
 /// spokes in order while fewer than its `max_concurrency` are in progress (an offline one is
 /// passed over under `offline: Skip`); once no stage has, the passed-over spokes that are back.
-/// Returns the wave the rollout is on.
+/// The `unreported` spokes keep their state (the next in order go in their stead). Returns the
+/// wave the rollout is on.
 fn release(
     spec: &RolloutSpec,
     order: &[Stage],
     entries: &mut BTreeMap<&str, SpokeRollout>,
     facts: &BTreeMap<&str, &SpokeFacts>,
+    unreported: &BTreeSet<&str>,
     now: Timestamp,
 ) -> Option<u32> {
     let current = order.iter().find(|stage| {
@@ -715,6 +742,9 @@ fn release(
         for name in &names {
             if in_progress >= limit {
                 break;
+            }
+            if unreported.contains(name) {
+                continue;
             }
             let (Some(entry), Some(spoke)) = (entries.get_mut(*name), facts.get(*name)) else {
                 continue;

@@ -403,6 +403,47 @@ fn a_restart_resumes_from_the_status_and_decides_the_same() {
 }
 
 #[test]
+fn a_spoke_whose_settings_are_not_reported_yet_keeps_its_recorded_state_until_they_are() {
+    let spec = progressive(SpokeCount::Count(1));
+    let mut spokes = fleet(3);
+    let first = decide(&spec, "t", &spokes, None, at(0));
+    upgrade(&mut spokes, &["s00".into()]);
+    let baking = decide(&spec, "t", &spokes, Some(&first.status), at(5));
+    assert_eq!(baking.wake_at, Some(at(15)), "s00 bakes");
+
+    // fleetform upgraded from a version without Spoke status.applied: until the reconciler
+    // writes it, no spoke's settings are known. The rollout stands where it stood: nothing
+    // leaves it, nothing starts afresh, nothing new is released though s00's bake is over.
+    let unreported: Vec<SpokeFacts> = spokes
+        .iter()
+        .map(|spoke| SpokeFacts {
+            running: None,
+            ..spoke.clone()
+        })
+        .collect();
+    let waiting = decide(&spec, "t", &unreported, Some(&baking.status), at(20));
+    assert_eq!(waiting.status, baking.status);
+    assert_eq!(waiting.wake_at, None, "nothing to judge before the reports");
+
+    // s01 reports first: s00, still unreported and in progress, keeps its place in the wave.
+    let mut partly = unreported.clone();
+    partly[1] = spokes[1].clone();
+    let partial = decide(&spec, "t", &partly, Some(&waiting.status), at(25));
+    assert_eq!(states(&partial), states(&baking));
+
+    // Reported again: s00's bake, started before, is over; s01's turn comes.
+    let resumed = decide(&spec, "t", &spokes, Some(&partial.status), at(30));
+    assert_eq!(
+        states(&resumed),
+        [
+            ("s00".to_string(), SpokeRolloutState::Succeeded),
+            ("s01".to_string(), SpokeRolloutState::InProgress),
+            ("s02".to_string(), SpokeRolloutState::Pending),
+        ]
+    );
+}
+
+#[test]
 fn joining_spokes_are_not_part_of_a_rollout() {
     let spec = progressive(SpokeCount::Count(1));
     let mut spokes = fleet(2);
