@@ -393,10 +393,19 @@ pub fn decide(
 ) -> Decision {
     let same_target = previous.filter(|previous| previous.target == target);
     let recorded = |spoke: &SpokeFacts| {
-        previous
+        let mut entry = previous
             .iter()
             .flat_map(|previous| previous.spokes.iter())
-            .find(|entry| entry.name == spoke.name)
+            .find(|entry| entry.name == spoke.name)?
+            .clone();
+        // Recorded by a fleetform whose targets were the agent alone (its `target` the agent's
+        // hash, no `agent`): for the same agent, it stands for the spoke's target now (that
+        // fleetform gave addons and lease durations at once).
+        if entry.agent.is_empty() && entry.target == spoke.wanted.agent {
+            entry.target = spoke.wanted.digest();
+            entry.agent = spoke.wanted.agent.clone();
+        }
+        Some(entry)
     };
     // A spoke whose settings are not reported (no `status.applied`: its hub's fleetform was
     // upgraded from one that did not write it, and its reconciler has not yet) keeps the entry
@@ -418,13 +427,8 @@ pub fn decide(
             // An entry carries over while the spoke's own target stays; a spoke that already
             // has its target has nothing to roll out.
             let target = spoke.wanted.digest();
-            let kept = if unreported.contains(spoke.name.as_str()) {
-                recorded(spoke).cloned()
-            } else {
-                recorded(spoke)
-                    .filter(|entry| entry.target == target)
-                    .cloned()
-            };
+            let kept = recorded(spoke)
+                .filter(|entry| entry.target == target || unreported.contains(spoke.name.as_str()));
             let entry = kept.unwrap_or_else(|| SpokeRollout {
                 name: spoke.name.clone(),
                 target,

@@ -42,8 +42,11 @@ fn progressive(max_concurrency: SpokeCount) -> RolloutSpec {
 }
 
 fn states(decision: &Decision) -> Vec<(String, SpokeRolloutState)> {
-    decision
-        .status
+    states_of(&decision.status)
+}
+
+fn states_of(status: &RolloutStatus) -> Vec<(String, SpokeRolloutState)> {
+    status
         .spokes
         .iter()
         .map(|entry| (entry.name.clone(), entry.state))
@@ -433,6 +436,62 @@ fn a_spoke_whose_settings_are_not_reported_yet_keeps_its_recorded_state_until_th
 
     // Reported again: s00's bake, started before, is over; s01's turn comes.
     let resumed = decide(&spec, "t", &spokes, Some(&partial.status), at(30));
+    assert_eq!(
+        states(&resumed),
+        [
+            ("s00".to_string(), SpokeRolloutState::Succeeded),
+            ("s01".to_string(), SpokeRolloutState::InProgress),
+            ("s02".to_string(), SpokeRolloutState::Pending),
+        ]
+    );
+}
+
+#[test]
+fn a_rollout_recorded_when_targets_were_the_agent_alone_carries_on_after_the_upgrade() {
+    let spec = progressive(SpokeCount::Count(1));
+    let mut hub = embedded_hub();
+    hub.spec.rollout = spec.clone();
+    let mut spokes = fleet(3);
+    upgrade(&mut spokes, &["s00".into()]);
+    // What that fleetform recorded: s00 released to the agent NEW and baking since 5 s.
+    let legacy = |name: &str, state: SpokeRolloutState| SpokeRollout {
+        name: name.to_string(),
+        target: NEW.to_string(),
+        agent: String::new(),
+        state,
+        released_at: (state == SpokeRolloutState::InProgress).then(|| stamp(at(0))),
+        updated_at: (state == SpokeRolloutState::InProgress).then(|| stamp(at(5))),
+        reason: None,
+    };
+    let recorded = RolloutStatus {
+        target: format!("0.1.0/{NEW}"),
+        wave: Some(1),
+        spokes: vec![
+            legacy("s00", SpokeRolloutState::InProgress),
+            legacy("s01", SpokeRolloutState::Pending),
+            legacy("s02", SpokeRolloutState::Pending),
+        ],
+        ..RolloutStatus::default()
+    };
+    let unreported: Vec<SpokeFacts> = spokes
+        .iter()
+        .map(|spoke| SpokeFacts {
+            running: None,
+            ..spoke.clone()
+        })
+        .collect();
+    let waiting = decide(&spec, "t", &unreported, Some(&recorded), at(10));
+    assert_eq!(states(&waiting), states_of(&recorded));
+    keeping(&mut hub, &waiting.status);
+    assert!(
+        released(&hub, "s00", &spokes[0].wanted.digest()),
+        "s00 stays released meanwhile"
+    );
+    assert!(agent_released(&hub, "s00", NEW));
+    assert!(!released(&hub, "s01", &spokes[1].wanted.digest()));
+
+    // Reported: s00's bake, started under that fleetform, is over; s01's turn comes.
+    let resumed = decide(&spec, "t", &spokes, Some(&waiting.status), at(20));
     assert_eq!(
         states(&resumed),
         [
