@@ -519,6 +519,16 @@ mod tests {
             .collect()
     }
 
+    /// Each of `series` (name, labels and value) is a line of `lines`.
+    fn serves(lines: &[String], series: &[&str]) {
+        for series in series {
+            assert!(
+                lines.iter().any(|line| line == series),
+                "{series} in {lines:#?}"
+            );
+        }
+    }
+
     #[test]
     fn an_addons_own_rollout_has_series_of_its_own_beside_the_hubs_until_it_ends() {
         use SpokeRolloutState::*;
@@ -530,27 +540,25 @@ mod tests {
         );
         metrics.observe_addon("hub", "metrics", None, &addon);
         let both = served(&metrics);
-        for series in [
-            // The hub's own series keep their names and labels.
-            "fleetform_rollout_spokes{hub=\"hub\",state=\"inProgress\"} 1",
-            "fleetform_rollout_spokes{hub=\"hub\",state=\"pending\"} 0",
-            "fleetform_rollout_wave{hub=\"hub\"} 2",
-            "fleetform_rollout_halted{hub=\"hub\"} 0",
-            "fleetform_rollout_max_in_progress{hub=\"hub\"} 1",
-            "fleetform_addon_rollout_spokes{hub=\"hub\",addon=\"metrics\",state=\"pending\"} 1",
-            "fleetform_addon_rollout_spokes{hub=\"hub\",addon=\"metrics\",state=\"inProgress\"} 1",
-            "fleetform_addon_rollout_spokes{hub=\"hub\",addon=\"metrics\",state=\"succeeded\"} 1",
-            "fleetform_addon_rollout_spokes{hub=\"hub\",addon=\"metrics\",state=\"failed\"} 0",
-            "fleetform_addon_rollout_spokes{hub=\"hub\",addon=\"metrics\",state=\"skippedOffline\"} 1",
-            "fleetform_addon_rollout_wave{hub=\"hub\",addon=\"metrics\"} 2",
-            "fleetform_addon_rollout_halted{hub=\"hub\",addon=\"metrics\"} 0",
-            "fleetform_addon_rollout_max_in_progress{hub=\"hub\",addon=\"metrics\"} 1",
-        ] {
-            assert!(
-                both.iter().any(|line| line == series),
-                "{series} in {both:#?}"
-            );
-        }
+        serves(
+            &both,
+            &[
+                // The hub's own series keep their names and labels.
+                "fleetform_rollout_spokes{hub=\"hub\",state=\"inProgress\"} 1",
+                "fleetform_rollout_spokes{hub=\"hub\",state=\"pending\"} 0",
+                "fleetform_rollout_wave{hub=\"hub\"} 2",
+                "fleetform_rollout_halted{hub=\"hub\"} 0",
+                "fleetform_rollout_max_in_progress{hub=\"hub\"} 1",
+                "fleetform_addon_rollout_spokes{hub=\"hub\",addon=\"metrics\",state=\"pending\"} 1",
+                "fleetform_addon_rollout_spokes{hub=\"hub\",addon=\"metrics\",state=\"inProgress\"} 1",
+                "fleetform_addon_rollout_spokes{hub=\"hub\",addon=\"metrics\",state=\"succeeded\"} 1",
+                "fleetform_addon_rollout_spokes{hub=\"hub\",addon=\"metrics\",state=\"failed\"} 0",
+                "fleetform_addon_rollout_spokes{hub=\"hub\",addon=\"metrics\",state=\"skippedOffline\"} 1",
+                "fleetform_addon_rollout_wave{hub=\"hub\",addon=\"metrics\"} 2",
+                "fleetform_addon_rollout_halted{hub=\"hub\",addon=\"metrics\"} 0",
+                "fleetform_addon_rollout_max_in_progress{hub=\"hub\",addon=\"metrics\"} 1",
+            ],
+        );
         assert_eq!(
             both.iter()
                 .filter(|line| line.starts_with("fleetform_rollout_"))
@@ -563,17 +571,14 @@ mod tests {
         let mut halted = rollout("metrics-t", &[Succeeded, Failed, Pending, SkippedOffline]);
         halted.halted = Some("1 of 4 spoke(s) failed".to_string());
         metrics.observe_addon("hub", "metrics", Some(&addon), &halted);
-        let now = served(&metrics);
-        for series in [
-            "fleetform_addon_rollout_halted{hub=\"hub\",addon=\"metrics\"} 1",
-            "fleetform_addon_rollout_max_in_progress{hub=\"hub\",addon=\"metrics\"} 1",
-            "fleetform_addon_rollout_spokes{hub=\"hub\",addon=\"metrics\",state=\"failed\"} 1",
-        ] {
-            assert!(
-                now.iter().any(|line| line == series),
-                "{series} in {now:#?}"
-            );
-        }
+        serves(
+            &served(&metrics),
+            &[
+                "fleetform_addon_rollout_halted{hub=\"hub\",addon=\"metrics\"} 1",
+                "fleetform_addon_rollout_max_in_progress{hub=\"hub\",addon=\"metrics\"} 1",
+                "fleetform_addon_rollout_spokes{hub=\"hub\",addon=\"metrics\",state=\"failed\"} 1",
+            ],
+        );
 
         // Its rollout ends (or the addon goes): its series go, the hub's stay.
         metrics.forget_addon_rollouts_but("hub", &BTreeSet::new());

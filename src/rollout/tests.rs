@@ -405,6 +405,29 @@ fn a_restart_resumes_from_the_status_and_decides_the_same() {
     assert_eq!(resumed.wake_at, second.wake_at);
 }
 
+/// `spokes` as their hub sees them before its reconciler has written their `status.applied`.
+fn unreported(spokes: &[SpokeFacts]) -> Vec<SpokeFacts> {
+    spokes
+        .iter()
+        .map(|spoke| SpokeFacts {
+            running: None,
+            ..spoke.clone()
+        })
+        .collect()
+}
+
+/// A one-at-a-time rollout of `s00`, `s01`, `s02` has `s00` done and `s01` released.
+fn second_of_three_released(decision: &Decision) {
+    assert_eq!(
+        states(decision),
+        [
+            ("s00".to_string(), SpokeRolloutState::Succeeded),
+            ("s01".to_string(), SpokeRolloutState::InProgress),
+            ("s02".to_string(), SpokeRolloutState::Pending),
+        ]
+    );
+}
+
 #[test]
 fn a_spoke_whose_settings_are_not_reported_yet_keeps_its_recorded_state_until_they_are() {
     let spec = progressive(SpokeCount::Count(1));
@@ -417,13 +440,7 @@ fn a_spoke_whose_settings_are_not_reported_yet_keeps_its_recorded_state_until_th
     // fleetform upgraded from a version without Spoke status.applied: until the reconciler
     // writes it, no spoke's settings are known. The rollout stands where it stood: nothing
     // leaves it, nothing starts afresh, nothing new is released though s00's bake is over.
-    let unreported: Vec<SpokeFacts> = spokes
-        .iter()
-        .map(|spoke| SpokeFacts {
-            running: None,
-            ..spoke.clone()
-        })
-        .collect();
+    let unreported = unreported(&spokes);
     let waiting = decide(&spec, "t", &unreported, Some(&baking.status), at(20));
     assert_eq!(waiting.status, baking.status);
     assert_eq!(waiting.wake_at, None, "nothing to judge before the reports");
@@ -436,14 +453,7 @@ fn a_spoke_whose_settings_are_not_reported_yet_keeps_its_recorded_state_until_th
 
     // Reported again: s00's bake, started before, is over; s01's turn comes.
     let resumed = decide(&spec, "t", &spokes, Some(&partial.status), at(30));
-    assert_eq!(
-        states(&resumed),
-        [
-            ("s00".to_string(), SpokeRolloutState::Succeeded),
-            ("s01".to_string(), SpokeRolloutState::InProgress),
-            ("s02".to_string(), SpokeRolloutState::Pending),
-        ]
-    );
+    second_of_three_released(&resumed);
 }
 
 #[test]
@@ -473,13 +483,7 @@ fn a_rollout_recorded_when_targets_were_the_agent_alone_carries_on_after_the_upg
         ],
         ..RolloutStatus::default()
     };
-    let unreported: Vec<SpokeFacts> = spokes
-        .iter()
-        .map(|spoke| SpokeFacts {
-            running: None,
-            ..spoke.clone()
-        })
-        .collect();
+    let unreported = unreported(&spokes);
     let waiting = decide(&spec, "t", &unreported, Some(&recorded), at(10));
     assert_eq!(states(&waiting), states_of(&recorded));
     keeping(&mut hub, &waiting.status);
@@ -492,14 +496,7 @@ fn a_rollout_recorded_when_targets_were_the_agent_alone_carries_on_after_the_upg
 
     // Reported: s00's bake, started under that fleetform, is over; s01's turn comes.
     let resumed = decide(&spec, "t", &spokes, Some(&waiting.status), at(20));
-    assert_eq!(
-        states(&resumed),
-        [
-            ("s00".to_string(), SpokeRolloutState::Succeeded),
-            ("s01".to_string(), SpokeRolloutState::InProgress),
-            ("s02".to_string(), SpokeRolloutState::Pending),
-        ]
-    );
+    second_of_three_released(&resumed);
 }
 
 #[test]

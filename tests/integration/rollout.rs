@@ -668,6 +668,32 @@ async fn metered_hub(hub: &support::Cluster) -> (RunningHub, CancellationToken) 
     (running, stop)
 }
 
+/// Creates the fleetform object (a Hub or a Spoke) `name` on `cluster`, with an embedded
+/// kubeconfig and `spec` besides.
+async fn create<K>(cluster: &support::Cluster, name: &str, spec: serde_json::Value) -> K
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let mut object = json!({
+        "apiVersion": "fleetform.io/v1alpha1",
+        "kind": K::kind(&()),
+        "metadata": {"name": name, "namespace": SYSTEM_NAMESPACE},
+        "spec": spec,
+    });
+    object["spec"]["kubeconfig"] = json!({"embedded": {}});
+    Api::<K>::namespaced(cluster.client.clone(), SYSTEM_NAMESPACE)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(object).unwrap(),
+        )
+        .await
+        .unwrap()
+}
+
 /// The line of `series` (name and labels, exactly) on `/metrics`, if any.
 fn line<'a>(metrics: &'a str, series: &str) -> Option<&'a str> {
     metrics.lines().find(|line| {
@@ -705,25 +731,11 @@ async fn the_hubs_metrics_count_its_rollouts_spokes_by_state_wave_halt_and_most_
     let admin = running.admin_addr().expect("admin endpoint served");
     let hubs: Api<Hub> = Api::namespaced(cluster.client.clone(), SYSTEM_NAMESPACE);
     let rollout = |deadline: u32| json!({"strategy": "Progressive", "maxConcurrency": 1, "progressDeadlineSeconds": deadline});
-    let hub: Hub = serde_json::from_value(json!({
-        "apiVersion": "fleetform.io/v1alpha1",
-        "kind": "Hub",
-        "metadata": {"name": "hub", "namespace": SYSTEM_NAMESPACE},
-        "spec": {"kubeconfig": {"embedded": {}}, "rollout": rollout(3600)},
-    }))
-    .unwrap();
-    let hub = hubs.create(&PostParams::default(), &hub).await.unwrap();
+    let hub: Hub = create(&cluster, "hub", json!({"rollout": rollout(3600)})).await;
     // alpha offline, beta and gamma on the old agent, zeta already on the new one.
     let spokes: Api<Spoke> = Api::namespaced(cluster.client.clone(), SYSTEM_NAMESPACE);
     for name in ["alpha", "beta", "gamma", "zeta"] {
-        let spoke: Spoke = serde_json::from_value(json!({
-            "apiVersion": "fleetform.io/v1alpha1",
-            "kind": "Spoke",
-            "metadata": {"name": name, "namespace": SYSTEM_NAMESPACE},
-            "spec": {"hubRef": "hub", "kubeconfig": {"embedded": {}}},
-        }))
-        .unwrap();
-        let spoke = spokes.create(&PostParams::default(), &spoke).await.unwrap();
+        let spoke: Spoke = create(&cluster, name, json!({"hubRef": "hub"})).await;
         let wanted = effective(&spoke, &hub, &BTreeMap::new()).agent.hash();
         let (phase, running) = match name {
             "alpha" => ("Unhealthy", "old".to_string()),
@@ -852,25 +864,16 @@ async fn the_hubs_metrics_count_an_addons_own_rollout_apart_until_it_ends() {
     .await;
     // The hub rolls out all at once: only the addon has a rollout.
     let hubs: Api<Hub> = Api::namespaced(cluster.client.clone(), SYSTEM_NAMESPACE);
-    let hub: Hub = serde_json::from_value(json!({
-        "apiVersion": "fleetform.io/v1alpha1",
-        "kind": "Hub",
-        "metadata": {"name": "hub", "namespace": SYSTEM_NAMESPACE},
-        "spec": {"kubeconfig": {"embedded": {}}},
-    }))
-    .unwrap();
-    hubs.create(&PostParams::default(), &hub).await.unwrap();
+    create::<Hub>(&cluster, "hub", json!({})).await;
     // Every spoke is to have metrics and has it nowhere yet; alpha is offline.
     let spokes: Api<Spoke> = Api::namespaced(cluster.client.clone(), SYSTEM_NAMESPACE);
     for name in ["alpha", "beta", "gamma"] {
-        let spoke: Spoke = serde_json::from_value(json!({
-            "apiVersion": "fleetform.io/v1alpha1",
-            "kind": "Spoke",
-            "metadata": {"name": name, "namespace": SYSTEM_NAMESPACE},
-            "spec": {"hubRef": "hub", "kubeconfig": {"embedded": {}}, "addons": ["metrics"]},
-        }))
-        .unwrap();
-        spokes.create(&PostParams::default(), &spoke).await.unwrap();
+        create::<Spoke>(
+            &cluster,
+            name,
+            json!({"hubRef": "hub", "addons": ["metrics"]}),
+        )
+        .await;
         let phase = if name == "alpha" {
             "Unhealthy"
         } else {
