@@ -11,13 +11,13 @@ use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 
 use crate::api::ClusterManagementAddOn;
-use crate::api::fleet::{FleetSync, Hub, Phase, SYSTEM_NAMESPACE, Spoke};
+use crate::api::fleet::{FleetSync, Hub, Phase, RolloutSpec, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::{
     CONDITION_CLEANUP_FAILED, CONDITION_RECONCILED, CONDITION_SPOKE_JOINED, STATUS_TRUE,
 };
 use crate::apply::WrittenObject;
 use crate::observe::managing;
-use crate::plan::desired::{AgentConfig, effective};
+use crate::plan::desired::{AgentConfig, carried_addon_spec, effective};
 use crate::plan::{Action, ManagingSync, ObjectKey, ObjectKind};
 
 /// Where one spoke stands.
@@ -194,14 +194,42 @@ pub async fn snapshot(hubs: &[HubWrites]) -> Result<Snapshot, kube::Error> {
             .await?
             .items;
         let this_hub = declared.iter().find(|declared| declared.name_any() == *hub);
+        // The AddOn documents, when apply wrote one or an addon's own rollout may hold a spoke
+        // back (whether it is paused is theirs to say).
+        let addons = if writes
+            .written
+            .iter()
+            .any(|object| object.key.kind == ObjectKind::ClusterManagementAddOn)
+            || this_hub
+                .and_then(|declared| declared.status.as_ref())
+                .is_some_and(|status| !status.addon_rollouts.is_empty())
+        {
+            Api::<ClusterManagementAddOn>::all(client.clone())
+                .list(&ListParams::default())
+                .await?
+                .items
+        } else {
+            Vec::new()
+        };
+        let own_specs: BTreeMap<String, RolloutSpec> = addons
+            .iter()
+            .filter_map(|addon| {
+                let rollout = carried_addon_spec(addon)?.ok()?.rollout?;
+                Some((addon.name_any(), rollout))
+            })
+            .collect();
+        let own: BTreeMap<&str, &RolloutSpec> = own_specs
+            .iter()
+            .map(|(addon, rollout)| (addon.as_str(), rollout))
+            .collect();
         for spoke in spokes.iter().filter(|spoke| spoke.spec.hub_ref == *hub) {
             let wanted =
                 this_hub.map(|declared| effective(spoke, declared, &BTreeMap::new()).agent);
             let mut moving = progress(hub, spoke, wanted.as_ref());
-            // A spoke the hub's rollout holds back says so: apply shows the rollout's progress.
+            // A spoke a rollout holds back says so, done or not: apply shows the rollouts'
+            // progress (an addon's own rollout holds no agent, so apply does not wait on it).
             if let Some(held) = this_hub
-                .filter(|_| !moving.done)
-                .and_then(|declared| crate::rollout::holding(declared, &spoke.name_any()))
+                .and_then(|declared| crate::rollout::holding(declared, &spoke.name_any(), &own))
             {
                 moving.detail = if moving.detail.is_empty() {
                     held
@@ -211,18 +239,6 @@ pub async fn snapshot(hubs: &[HubWrites]) -> Result<Snapshot, kube::Error> {
             }
             all.progress.push(moving);
         }
-        let addons = if writes
-            .written
-            .iter()
-            .any(|object| object.key.kind == ObjectKind::ClusterManagementAddOn)
-        {
-            Api::<ClusterManagementAddOn>::all(client.clone())
-                .list(&ListParams::default())
-                .await?
-                .items
-        } else {
-            Vec::new()
-        };
         let live = |key: &ObjectKey| -> Option<&ObjectMeta> {
             let named = |meta: &&ObjectMeta| meta.name.as_deref() == Some(key.name.as_str());
             match key.kind {

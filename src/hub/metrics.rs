@@ -1,7 +1,8 @@
 //! What a hub process counts, served at `/metrics`: prefixed `fleetform_hub`, the hub loops'
 //! reconciles, durations and retry queues ([`ControllerMetrics`]), CSRs approved and denied,
 //! how late lease expiry was judged, and whether this replica leads; prefixed
-//! `fleetform_rollout`, where each hub's agent rollout stands ([`RolloutMetrics`]).
+//! `fleetform_rollout`, where each hub's rollout stands, and `fleetform_addon_rollout`, where
+//! each addon's own rollout on each hub stands ([`RolloutMetrics`]).
 
 use std::time::Duration;
 
@@ -57,11 +58,10 @@ impl Default for HubMetrics {
 
 impl HubMetrics {
     /// The registry the admin endpoint serves: these metrics, prefixed `fleetform_hub`, and the
-    /// rollouts', prefixed `fleetform_rollout`.
+    /// rollouts', prefixed `fleetform_rollout` and `fleetform_addon_rollout`.
     pub fn registry(&self) -> Registry {
         let mut registry = Registry::default();
-        self.rollout
-            .register(registry.sub_registry_with_prefix("fleetform_rollout"));
+        self.rollout.register(&mut registry);
         let hub = registry.sub_registry_with_prefix("fleetform_hub");
         self.controllers.register(hub);
         hub.register(

@@ -273,11 +273,26 @@ fn rollout_lines(rollout: &RolloutPlan) -> Vec<String> {
             let _ = write!(line, ": {}", wave.spokes.join(", "));
         }
         if !wave.offline.is_empty() {
-            let fate = match rollout.offline {
-                OfflinePolicy::Skip => "skipped now, upgraded at the end once back",
-                OfflinePolicy::Wait => "waited on until its progress deadline",
-            };
-            let _ = write!(line, "; offline now: {} ({fate})", wave.offline.join(", "));
+            // Offline spokes whose fate is told in the same words, in the wave's order.
+            let mut fates: Vec<(String, Vec<&str>)> = Vec::new();
+            for spoke in &wave.offline {
+                let fate = match rollout.offline {
+                    OfflinePolicy::Skip => {
+                        let change = rollout.changes.iter().find(|change| change.spoke == *spoke);
+                        format!("skipped now, {} at the end once back", once_back(change))
+                    }
+                    OfflinePolicy::Wait => "waited on until its progress deadline".to_string(),
+                };
+                match fates.iter_mut().find(|(told, _)| *told == fate) {
+                    Some((_, spokes)) => spokes.push(spoke),
+                    None => fates.push((fate, vec![spoke])),
+                }
+            }
+            let told: Vec<String> = fates
+                .iter()
+                .map(|(fate, spokes)| format!("{} ({fate})", spokes.join(", ")))
+                .collect();
+            let _ = write!(line, "; offline now: {}", told.join(", "));
         }
         lines.push(line);
     }
@@ -292,6 +307,36 @@ fn rollout_lines(rollout: &RolloutPlan) -> Vec<String> {
         lines.push(format!("change {change}: {}", spokes.join(", ")));
     }
     lines
+}
+
+/// What happens to a spoke passed over while offline once it is back, for `change`, the
+/// change the rollout makes to it: `upgraded`, `gets addon metrics`, `loses addons a, b`,
+/// `gets lease duration 30 s`, joined with "and".
+fn once_back(change: Option<&SpokeChange>) -> String {
+    let addons = |verb: &str, addons: &[String]| match addons {
+        [addon] => format!("{verb} addon {addon}"),
+        _ => format!("{verb} addons {}", addons.join(", ")),
+    };
+    let mut parts = Vec::new();
+    if let Some(change) = change {
+        if change.agent.is_some() {
+            parts.push("upgraded".to_string());
+        }
+        if !change.enable.is_empty() {
+            parts.push(addons("gets", &change.enable));
+        }
+        if !change.disable.is_empty() {
+            parts.push(addons("loses", &change.disable));
+        }
+        if let Some(lease) = &change.lease_duration_seconds {
+            parts.push(format!("gets lease duration {} s", lease.to));
+        }
+    }
+    match parts.split_last() {
+        None => "changed".to_string(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
 }
 
 /// What a FleetSync on the hub means for this plan.
@@ -317,6 +362,7 @@ fn diff_body(change: &ObjectChange) -> impl Iterator<Item = &str> {
 mod tests {
     use super::*;
     use crate::api::fleet::RolloutStrategy;
+    use crate::plan::rollout::Change;
     use crate::rollout::Wave;
 
     fn plan(offline: OfflinePolicy) -> Plan {
@@ -343,7 +389,16 @@ mod tests {
                         wave("canary", &["a"], &[]),
                         wave("rest", &["b", "c"], &["d"]),
                     ],
-                    changes: Vec::new(),
+                    changes: ["a", "b", "c", "d"]
+                        .map(|spoke| SpokeChange {
+                            spoke: spoke.to_string(),
+                            agent: Some(Change {
+                                from: "0.1.0".to_string(),
+                                to: "0.2.0".to_string(),
+                            }),
+                            ..SpokeChange::default()
+                        })
+                        .into(),
                 }),
                 ..HubPlan::default()
             }],
@@ -372,5 +427,39 @@ mod tests {
             document["hubs"][0]["rollout"]["waves"][1]["offline"],
             serde_json::json!(["d"])
         );
+    }
+
+    #[test]
+    fn an_offline_spoke_passed_over_is_told_what_it_gets_once_back() {
+        let change = |spoke: &str| SpokeChange {
+            spoke: spoke.to_string(),
+            ..SpokeChange::default()
+        };
+        let mut plan = plan(OfflinePolicy::Skip);
+        let rollout = plan.hubs[0].rollout.as_mut().expect("a rollout");
+        rollout.waves[1].offline = vec!["d".into(), "e".into(), "f".into()];
+        rollout.changes = vec![
+            SpokeChange {
+                enable: vec!["metrics".into()],
+                ..change("d")
+            },
+            SpokeChange {
+                lease_duration_seconds: Some(Change { from: 60, to: 30 }),
+                disable: vec!["logging".into(), "tracing".into()],
+                ..change("e")
+            },
+            SpokeChange {
+                enable: vec!["metrics".into()],
+                ..change("f")
+            },
+        ];
+        let text = text(&plan, false);
+        assert!(
+            text.contains(
+                "    wave 2 (group rest): b, c; offline now: d, f (skipped now, gets addon metrics at the end once back), e (skipped now, loses addons logging, tracing and gets lease duration 30 s at the end once back)\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("upgraded"), "no agent changes: {text}");
     }
 }

@@ -3,9 +3,11 @@
 //! [`crate::rollout::decide`], and writes the outcome into the
 //! Hub's `status.rollout` (where the reconciler and the agents read their release), the
 //! `RolloutHalted` condition and Events. Under `strategy: All` it keeps no state. What it finds
-//! it also counts ([`RolloutMetrics`], `fleetform_rollout_*` on the hub's `/metrics`).
+//! it also counts ([`RolloutMetrics`] on the hub's `/metrics`: `fleetform_rollout_*` for the
+//! hub's, `fleetform_addon_rollout_*` for each addon's own).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -49,51 +51,72 @@ struct HubLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct StateLabels {
+struct AddonLabels {
     hub: String,
+    addon: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
     state: &'static str,
 }
 
-/// Where each hub's rollout stands, as the Hub controller last decided it; cheap to clone (every
-/// metric is shared). Unregistered (the default), it counts into nothing. A hub without a
-/// rollout (`strategy: All`, or being deleted) has no series, and a replica that stops leading
-/// drops them all: only the leader decides, so only its figures are current.
-#[derive(Clone, Debug, Default)]
-pub struct RolloutMetrics {
-    spokes: Family<StateLabels, Gauge>,
-    wave: Family<HubLabels, Gauge>,
-    halted: Family<HubLabels, Gauge>,
-    most_in_progress: Family<HubLabels, Gauge>,
+/// The figures of one kind of rollout, each series labelled `L` (which rollout it is): its
+/// spokes by state, its wave, whether it halted and the most spokes in progress at once.
+#[derive(Clone, Debug)]
+struct Figures<L> {
+    spokes: Family<(L, StateLabel), Gauge>,
+    wave: Family<L, Gauge>,
+    halted: Family<L, Gauge>,
+    most_in_progress: Family<L, Gauge>,
 }
 
-impl RolloutMetrics {
-    /// Registers them in `registry` (under its prefix; the hub's is `fleetform_rollout`).
-    pub fn register(&self, registry: &mut Registry) {
+impl<L: Clone + std::hash::Hash + Eq> Default for Figures<L> {
+    fn default() -> Self {
+        Figures {
+            spokes: Family::default(),
+            wave: Family::default(),
+            halted: Family::default(),
+            most_in_progress: Family::default(),
+        }
+    }
+}
+
+impl<L> Figures<L>
+where
+    L: Clone + std::fmt::Debug + std::hash::Hash + Eq + EncodeLabelSet + Send + Sync + 'static,
+{
+    /// Registers them in `registry`; `rollout` says whose rollout they count, in words.
+    fn register(&self, registry: &mut Registry, rollout: &str) {
         registry.register(
             "spokes",
-            "Spokes of a hub's rollout by state (pending, inProgress, succeeded, failed, skippedOffline)",
+            format!(
+                "Spokes of {rollout} by state (pending, inProgress, succeeded, failed, skippedOffline)"
+            ),
             self.spokes.clone(),
         );
         registry.register(
             "wave",
-            "The wave a hub's rollout is on (0 once no spoke is pending or in progress)",
+            format!("The wave {rollout} is on (0 once no spoke is pending or in progress)"),
             self.wave.clone(),
         );
         registry.register(
             "halted",
-            "1 while a hub's rollout is halted (failures past maxFailures)",
+            format!("1 while {rollout} is halted (failures past maxFailures)"),
             self.halted.clone(),
         );
         registry.register(
             "max_in_progress",
-            "The most spokes in progress at once in a hub's rollout to its current target, as this replica saw it",
+            format!(
+                "The most spokes in progress at once in {rollout} to its current target, as this replica saw it"
+            ),
             self.most_in_progress.clone(),
         );
     }
 
-    /// Counts `status`, the rollout of `hub` as just decided; `previous` is the status it was
-    /// decided from (another target starts the maximum afresh).
-    fn observe(&self, hub: &str, previous: Option<&RolloutStatus>, status: &RolloutStatus) {
+    /// Counts `status`, the rollout `labels` name as just decided; `previous` is the status it
+    /// was decided from (another target starts the maximum afresh).
+    fn observe(&self, labels: &L, previous: Option<&RolloutStatus>, status: &RolloutStatus) {
         for (state, label) in STATES {
             let count = status
                 .spokes
@@ -101,20 +124,14 @@ impl RolloutMetrics {
                 .filter(|entry| entry.state == state)
                 .count();
             self.spokes
-                .get_or_create(&StateLabels {
-                    hub: hub.to_string(),
-                    state: label,
-                })
+                .get_or_create(&(labels.clone(), StateLabel { state: label }))
                 .set(gauge_value(count));
         }
-        let labels = HubLabels {
-            hub: hub.to_string(),
-        };
         self.wave
-            .get_or_create(&labels)
+            .get_or_create(labels)
             .set(status.wave.map_or(0, i64::from));
         self.halted
-            .get_or_create(&labels)
+            .get_or_create(labels)
             .set(i64::from(status.halted.is_some()));
         let in_progress = gauge_value(
             status
@@ -123,7 +140,7 @@ impl RolloutMetrics {
                 .filter(|entry| entry.state == SpokeRolloutState::InProgress)
                 .count(),
         );
-        let most = self.most_in_progress.get_or_create(&labels);
+        let most = self.most_in_progress.get_or_create(labels);
         if previous.is_some_and(|previous| previous.target == status.target) {
             most.set(most.get().max(in_progress));
         } else {
@@ -131,28 +148,129 @@ impl RolloutMetrics {
         }
     }
 
-    /// Drops the series of `hub`, which has no rollout (any more).
-    pub(super) fn forget(&self, hub: &str) {
+    /// Drops the series of the rollout `labels` name.
+    fn forget(&self, labels: &L) {
         for (_, state) in STATES {
-            self.spokes.remove(&StateLabels {
-                hub: hub.to_string(),
-                state,
-            });
+            self.spokes.remove(&(labels.clone(), StateLabel { state }));
         }
-        let labels = HubLabels {
-            hub: hub.to_string(),
-        };
-        self.wave.remove(&labels);
-        self.halted.remove(&labels);
-        self.most_in_progress.remove(&labels);
+        self.wave.remove(labels);
+        self.halted.remove(labels);
+        self.most_in_progress.remove(labels);
     }
 
-    /// Drops every hub's series: this replica no longer decides.
-    pub(super) fn clear(&self) {
+    fn clear(&self) {
         self.spokes.clear();
         self.wave.clear();
         self.halted.clear();
         self.most_in_progress.clear();
+    }
+}
+
+/// Where each hub's rollout, and each rollout of an addon of its own on each hub, stands, as
+/// the Hub controller last decided it; cheap to clone (every metric is shared). Unregistered
+/// (the default), it counts into nothing. A hub without a rollout (`strategy: All`, or being
+/// deleted) has no series of its own, an addon without a rollout of its own (or gone) none on
+/// any hub, and a replica that stops leading drops them all: only the leader decides, so only
+/// its figures are current.
+#[derive(Clone, Debug, Default)]
+pub struct RolloutMetrics {
+    hubs: Figures<HubLabels>,
+    addons: Figures<AddonLabels>,
+    /// The addons with series, by hub: a family cannot list its series, and a hub's addon
+    /// rollouts that end must lose theirs.
+    addon_series: Arc<Mutex<BTreeMap<String, BTreeSet<String>>>>,
+}
+
+impl RolloutMetrics {
+    /// Registers them in `registry`: the hubs' rollouts prefixed `fleetform_rollout`, labelled
+    /// `hub`; the addons' own prefixed `fleetform_addon_rollout`, labelled `hub` and `addon`.
+    pub fn register(&self, registry: &mut Registry) {
+        self.hubs.register(
+            registry.sub_registry_with_prefix("fleetform_rollout"),
+            "a hub's rollout",
+        );
+        self.addons.register(
+            registry.sub_registry_with_prefix("fleetform_addon_rollout"),
+            "an addon's own rollout on a hub",
+        );
+    }
+
+    /// Counts `status`, the rollout of `hub` as just decided from `previous`.
+    fn observe(&self, hub: &str, previous: Option<&RolloutStatus>, status: &RolloutStatus) {
+        self.hubs.observe(&hub_labels(hub), previous, status);
+    }
+
+    /// Counts `status`, the rollout of `addon` on `hub` as just decided from `previous`.
+    fn observe_addon(
+        &self,
+        hub: &str,
+        addon: &str,
+        previous: Option<&RolloutStatus>,
+        status: &RolloutStatus,
+    ) {
+        self.addon_series()
+            .entry(hub.to_string())
+            .or_default()
+            .insert(addon.to_string());
+        self.addons
+            .observe(&addon_labels(hub, addon), previous, status);
+    }
+
+    /// Drops the series of `hub`'s own rollout, which it has no more (`strategy: All`).
+    fn forget_hub_rollout(&self, hub: &str) {
+        self.hubs.forget(&hub_labels(hub));
+    }
+
+    /// Drops the series of the addon rollouts on `hub` but those of `rolling`: the others
+    /// ended, or their addon is gone.
+    fn forget_addon_rollouts_but(&self, hub: &str, rolling: &BTreeSet<&str>) {
+        let mut series = self.addon_series();
+        let Some(addons) = series.get_mut(hub) else {
+            return;
+        };
+        addons.retain(|addon| {
+            let keep = rolling.contains(addon.as_str());
+            if !keep {
+                self.addons.forget(&addon_labels(hub, addon));
+            }
+            keep
+        });
+        if addons.is_empty() {
+            series.remove(hub);
+        }
+    }
+
+    /// Drops every series of `hub`, its own rollout's and its addons': it has no rollout any
+    /// more (it is being deleted).
+    pub(super) fn forget(&self, hub: &str) {
+        self.forget_hub_rollout(hub);
+        self.forget_addon_rollouts_but(hub, &BTreeSet::new());
+    }
+
+    /// Drops every hub's series: this replica no longer decides.
+    pub(super) fn clear(&self) {
+        self.hubs.clear();
+        self.addons.clear();
+        self.addon_series().clear();
+    }
+
+    fn addon_series(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, BTreeSet<String>>> {
+        self.addon_series
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+fn hub_labels(hub: &str) -> HubLabels {
+    HubLabels {
+        hub: hub.to_string(),
+    }
+}
+
+fn addon_labels(hub: &str, addon: &str) -> AddonLabels {
+    AddonLabels {
+        hub: hub.to_string(),
+        addon: addon.to_string(),
     }
 }
 
@@ -185,8 +303,9 @@ pub(super) async fn run(
         .map(|(addon, rollout)| (*addon, *rollout))
         .collect();
     if spec.strategy == RolloutStrategy::All {
-        metrics.forget(&name);
+        metrics.forget_hub_rollout(&name);
     }
+    metrics.forget_addon_rollouts_but(&name, &rolling.iter().map(|(addon, _)| *addon).collect());
     if spec.strategy == RolloutStrategy::All && rolling.is_empty() {
         if status.rollout.is_some() || !status.addon_rollouts.is_empty() {
             write(&api, &name, None, &[]).await?;
@@ -236,6 +355,7 @@ pub(super) async fn run(
             .find(|kept| kept.addon == *addon)
             .map(|kept| &kept.rollout);
         let decision = rollout::decide(rollout, &target, &facts, previous, now);
+        metrics.observe_addon(&name, addon, previous, &decision.status);
         decided.push((
             format!("the rollout of addon {addon}: "),
             previous,
@@ -359,4 +479,121 @@ async fn write(
     .await
     .map_err(KubeError::on(format!("Hub {name}"), "write its rollout"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::fleet::SpokeRollout;
+
+    fn rollout(target: &str, states: &[SpokeRolloutState]) -> RolloutStatus {
+        RolloutStatus {
+            target: target.to_string(),
+            wave: Some(2),
+            spokes: states
+                .iter()
+                .enumerate()
+                .map(|(index, state)| SpokeRollout {
+                    name: format!("s{index}"),
+                    target: "t".to_string(),
+                    agent: String::new(),
+                    state: *state,
+                    released_at: None,
+                    updated_at: None,
+                    reason: None,
+                })
+                .collect(),
+            ..RolloutStatus::default()
+        }
+    }
+
+    /// The series `/metrics` serves of `metrics`, one a line, without HELP, TYPE and EOF.
+    fn served(metrics: &RolloutMetrics) -> Vec<String> {
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
+        text.lines()
+            .filter(|line| !line.starts_with('#'))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Each of `series` (name, labels and value) is a line of `lines`.
+    fn serves(lines: &[String], series: &[&str]) {
+        for series in series {
+            assert!(
+                lines.iter().any(|line| line == series),
+                "{series} in {lines:#?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_addons_own_rollout_has_series_of_its_own_beside_the_hubs_until_it_ends() {
+        use SpokeRolloutState::*;
+        let metrics = RolloutMetrics::default();
+        metrics.observe("hub", None, &rollout("hub-t", &[Succeeded, InProgress]));
+        let addon = rollout(
+            "metrics-t",
+            &[Succeeded, InProgress, Pending, SkippedOffline],
+        );
+        metrics.observe_addon("hub", "metrics", None, &addon);
+        let both = served(&metrics);
+        serves(
+            &both,
+            &[
+                // The hub's own series keep their names and labels.
+                "fleetform_rollout_spokes{hub=\"hub\",state=\"inProgress\"} 1",
+                "fleetform_rollout_spokes{hub=\"hub\",state=\"pending\"} 0",
+                "fleetform_rollout_wave{hub=\"hub\"} 2",
+                "fleetform_rollout_halted{hub=\"hub\"} 0",
+                "fleetform_rollout_max_in_progress{hub=\"hub\"} 1",
+                "fleetform_addon_rollout_spokes{hub=\"hub\",addon=\"metrics\",state=\"pending\"} 1",
+                "fleetform_addon_rollout_spokes{hub=\"hub\",addon=\"metrics\",state=\"inProgress\"} 1",
+                "fleetform_addon_rollout_spokes{hub=\"hub\",addon=\"metrics\",state=\"succeeded\"} 1",
+                "fleetform_addon_rollout_spokes{hub=\"hub\",addon=\"metrics\",state=\"failed\"} 0",
+                "fleetform_addon_rollout_spokes{hub=\"hub\",addon=\"metrics\",state=\"skippedOffline\"} 1",
+                "fleetform_addon_rollout_wave{hub=\"hub\",addon=\"metrics\"} 2",
+                "fleetform_addon_rollout_halted{hub=\"hub\",addon=\"metrics\"} 0",
+                "fleetform_addon_rollout_max_in_progress{hub=\"hub\",addon=\"metrics\"} 1",
+            ],
+        );
+        assert_eq!(
+            both.iter()
+                .filter(|line| line.starts_with("fleetform_rollout_"))
+                .count(),
+            8,
+            "the hub's rollout counts nothing of the addon's: {both:#?}"
+        );
+
+        // The addon's rollout halts, then its most in progress holds over a decision with none.
+        let mut halted = rollout("metrics-t", &[Succeeded, Failed, Pending, SkippedOffline]);
+        halted.halted = Some("1 of 4 spoke(s) failed".to_string());
+        metrics.observe_addon("hub", "metrics", Some(&addon), &halted);
+        serves(
+            &served(&metrics),
+            &[
+                "fleetform_addon_rollout_halted{hub=\"hub\",addon=\"metrics\"} 1",
+                "fleetform_addon_rollout_max_in_progress{hub=\"hub\",addon=\"metrics\"} 1",
+                "fleetform_addon_rollout_spokes{hub=\"hub\",addon=\"metrics\",state=\"failed\"} 1",
+            ],
+        );
+
+        // Its rollout ends (or the addon goes): its series go, the hub's stay.
+        metrics.forget_addon_rollouts_but("hub", &BTreeSet::new());
+        let hub_only = served(&metrics);
+        assert!(
+            hub_only
+                .iter()
+                .all(|line| !line.starts_with("fleetform_addon_rollout_")),
+            "{hub_only:#?}"
+        );
+        assert_eq!(hub_only.len(), 8, "{hub_only:#?}");
+
+        // The hub deleted: nothing of it, its addons' rollouts included, is left.
+        metrics.observe_addon("hub", "logging", None, &addon);
+        metrics.forget("hub");
+        assert_eq!(served(&metrics), Vec::<String>::new());
+    }
 }

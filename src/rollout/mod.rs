@@ -185,7 +185,8 @@ pub struct SpokeFacts {
     pub labels: BTreeMap<String, String>,
     /// What git wants for the spoke.
     pub wanted: Settings,
-    /// What it has now; `None` while it joins ([`Settings::running`]).
+    /// What it has now; `None` while it joins, or until its settings are reported
+    /// ([`Settings::running`]).
     pub running: Option<Settings>,
     /// Its cluster is Available.
     pub online: bool,
@@ -329,29 +330,53 @@ fn released_by(hub: &Hub, spoke: &str, for_target: impl Fn(&SpokeRollout) -> boo
         .is_some_and(|entry| for_target(entry) && released_state(entry.state))
 }
 
-/// What `hub`'s rollout holds `spoke` back with, in words for `apply`'s progress lines: its
-/// turn not come, a pause, a halt, a failure or an offline spoke passed over. `None` when the
-/// rollout does not hold it (released, done, or no rollout).
-pub fn holding(hub: &Hub, spoke: &str) -> Option<String> {
-    let rollout = hub.status.as_ref()?.rollout.as_ref()?;
+/// What the rollouts of `hub` hold `spoke` back with, in words for `apply`'s progress lines:
+/// the hub's own and those of the addons `own` ([`own_rollouts`]) that roll out by themselves,
+/// each saying whose it is and what it waits on — the spoke's turn not come and the wave that
+/// runs, a pause, a halt, a failure, or the spoke passed over while offline. `None` when no
+/// rollout holds it (released, done, or no rollout).
+pub fn holding(hub: &Hub, spoke: &str, own: &BTreeMap<&str, &RolloutSpec>) -> Option<String> {
+    let status = hub.status.as_ref()?;
+    let hubs = status.rollout.iter().map(|rollout| {
+        (
+            "the hub's rollout".to_string(),
+            hub.spec.rollout.paused,
+            rollout,
+        )
+    });
+    let addons = status.addon_rollouts.iter().map(|kept| {
+        let paused = own.get(kept.addon.as_str()).is_some_and(|spec| spec.paused);
+        (
+            format!("the rollout of addon {}", kept.addon),
+            paused,
+            &kept.rollout,
+        )
+    });
+    let held: Vec<String> = hubs
+        .chain(addons)
+        .filter_map(|(whose, paused, rollout)| held_by(&whose, paused, rollout, spoke))
+        .collect();
+    (!held.is_empty()).then(|| held.join("; "))
+}
+
+/// What `rollout` (`whose`, paused or not) holds `spoke` back with, if anything.
+fn held_by(whose: &str, paused: bool, rollout: &RolloutStatus, spoke: &str) -> Option<String> {
     let entry = rollout.spokes.iter().find(|entry| entry.name == spoke)?;
     let why = match entry.state {
         SpokeRolloutState::Pending if rollout.halted.is_some() => {
-            "the hub's rollout is halted (see the Hub's RolloutHalted condition)".to_string()
+            format!("{whose} is halted (see the Hub's RolloutHalted condition)")
         }
-        SpokeRolloutState::Pending if hub.spec.rollout.paused => {
-            "the hub's rollout is paused".to_string()
-        }
+        SpokeRolloutState::Pending if paused => format!("{whose} is paused"),
         SpokeRolloutState::Pending => match rollout.wave {
-            Some(wave) => format!("its turn in the hub's rollout has not come (wave {wave} runs)"),
-            None => "its turn in the hub's rollout has not come".to_string(),
+            Some(wave) => format!("its turn in {whose} has not come (wave {wave} runs)"),
+            None => format!("its turn in {whose} has not come"),
         },
         SpokeRolloutState::Failed => format!(
-            "failed in the hub's rollout: {}",
+            "failed in {whose}: {}",
             entry.reason.as_deref().unwrap_or("failed")
         ),
         SpokeRolloutState::SkippedOffline => {
-            "passed over by the hub's rollout while offline; it moves once back".to_string()
+            format!("passed over by {whose} while offline; it moves once back")
         }
         SpokeRolloutState::InProgress | SpokeRolloutState::Succeeded => return None,
     };
@@ -367,9 +392,33 @@ pub fn decide(
     now: Timestamp,
 ) -> Decision {
     let same_target = previous.filter(|previous| previous.target == target);
+    let recorded = |spoke: &SpokeFacts| {
+        let mut entry = previous
+            .iter()
+            .flat_map(|previous| previous.spokes.iter())
+            .find(|entry| entry.name == spoke.name)?
+            .clone();
+        // Recorded by a fleetform whose targets were the agent alone (its `target` the agent's
+        // hash, no `agent`): for the same agent, it stands for the spoke's target now (that
+        // fleetform gave addons and lease durations at once).
+        if entry.agent.is_empty() && entry.target == spoke.wanted.agent {
+            entry.target = spoke.wanted.digest();
+            entry.agent = spoke.wanted.agent.clone();
+        }
+        Some(entry)
+    };
+    // A spoke whose settings are not reported (no `status.applied`: its hub's fleetform was
+    // upgraded from one that did not write it, and its reconciler has not yet) keeps the entry
+    // the status recorded, as it stands, until they are: it neither leaves the rollout (which
+    // would start it afresh) nor moves in it. A spoke still joining has no entry and no place.
+    let unreported: BTreeSet<&str> = spokes
+        .iter()
+        .filter(|spoke| spoke.running.is_none() && recorded(spoke).is_some())
+        .map(|spoke| spoke.name.as_str())
+        .collect();
     let facts: BTreeMap<&str, &SpokeFacts> = spokes
         .iter()
-        .filter(|spoke| spoke.running.is_some())
+        .filter(|spoke| spoke.running.is_some() || unreported.contains(spoke.name.as_str()))
         .map(|spoke| (spoke.name.as_str(), spoke))
         .collect();
     let mut entries: BTreeMap<&str, SpokeRollout> = facts
@@ -378,11 +427,8 @@ pub fn decide(
             // An entry carries over while the spoke's own target stays; a spoke that already
             // has its target has nothing to roll out.
             let target = spoke.wanted.digest();
-            let kept = previous
-                .iter()
-                .flat_map(|previous| previous.spokes.iter())
-                .find(|entry| entry.name == spoke.name && entry.target == target)
-                .cloned();
+            let kept = recorded(spoke)
+                .filter(|entry| entry.target == target || unreported.contains(spoke.name.as_str()));
             let entry = kept.unwrap_or_else(|| SpokeRollout {
                 name: spoke.name.clone(),
                 target,
@@ -401,7 +447,10 @@ pub fn decide(
         .collect();
 
     let mut wake_at = None;
-    for (name, entry) in &mut entries {
+    for (name, entry) in entries
+        .iter_mut()
+        .filter(|(name, _)| !unreported.contains(*name))
+    {
         let spoke = facts[name];
         if let Some(wake) = progress(spec, entry, spoke, now) {
             wake_at = earliest(wake_at, wake);
@@ -446,11 +495,15 @@ pub fn decide(
     );
     // Halted, nothing is released; paused, `release` releases nothing either.
     let wave = if halted.is_none() {
-        release(spec, &order, &mut entries, &facts, now)
+        release(spec, &order, &mut entries, &facts, &unreported, now)
     } else {
         current_wave(&order, &entries)
     };
-    for entry in entries.values() {
+    // An unreported spoke's deadline waits for its report: it cannot be judged before.
+    for entry in entries
+        .values()
+        .filter(|entry| !unreported.contains(entry.name.as_str()))
+    {
         if entry.state == SpokeRolloutState::InProgress
             && let Some(wake) = deadline_of(spec, entry)
         {
@@ -646,12 +699,14 @@ fn unfinished(state: SpokeRolloutState) -> bool {
 /// Releases what may move now: in the first stage with a spoke pending or in progress, pending
 /// spokes in order while fewer than its `max_concurrency` are in progress (an offline one is
 /// passed over under `offline: Skip`); once no stage has, the passed-over spokes that are back.
-/// Returns the wave the rollout is on.
+/// The `unreported` spokes keep their state (the next in order go in their stead). Returns the
+/// wave the rollout is on.
 fn release(
     spec: &RolloutSpec,
     order: &[Stage],
     entries: &mut BTreeMap<&str, SpokeRollout>,
     facts: &BTreeMap<&str, &SpokeFacts>,
+    unreported: &BTreeSet<&str>,
     now: Timestamp,
 ) -> Option<u32> {
     let current = order.iter().find(|stage| {
@@ -691,6 +746,9 @@ fn release(
         for name in &names {
             if in_progress >= limit {
                 break;
+            }
+            if unreported.contains(name) {
+                continue;
             }
             let (Some(entry), Some(spoke)) = (entries.get_mut(*name), facts.get(*name)) else {
                 continue;

@@ -42,8 +42,11 @@ fn progressive(max_concurrency: SpokeCount) -> RolloutSpec {
 }
 
 fn states(decision: &Decision) -> Vec<(String, SpokeRolloutState)> {
-    decision
-        .status
+    states_of(&decision.status)
+}
+
+fn states_of(status: &RolloutStatus) -> Vec<(String, SpokeRolloutState)> {
+    status
         .spokes
         .iter()
         .map(|entry| (entry.name.clone(), entry.state))
@@ -402,6 +405,100 @@ fn a_restart_resumes_from_the_status_and_decides_the_same() {
     assert_eq!(resumed.wake_at, second.wake_at);
 }
 
+/// `spokes` as their hub sees them before its reconciler has written their `status.applied`.
+fn unreported(spokes: &[SpokeFacts]) -> Vec<SpokeFacts> {
+    spokes
+        .iter()
+        .map(|spoke| SpokeFacts {
+            running: None,
+            ..spoke.clone()
+        })
+        .collect()
+}
+
+/// A one-at-a-time rollout of `s00`, `s01`, `s02` has `s00` done and `s01` released.
+fn second_of_three_released(decision: &Decision) {
+    assert_eq!(
+        states(decision),
+        [
+            ("s00".to_string(), SpokeRolloutState::Succeeded),
+            ("s01".to_string(), SpokeRolloutState::InProgress),
+            ("s02".to_string(), SpokeRolloutState::Pending),
+        ]
+    );
+}
+
+#[test]
+fn a_spoke_whose_settings_are_not_reported_yet_keeps_its_recorded_state_until_they_are() {
+    let spec = progressive(SpokeCount::Count(1));
+    let mut spokes = fleet(3);
+    let first = decide(&spec, "t", &spokes, None, at(0));
+    upgrade(&mut spokes, &["s00".into()]);
+    let baking = decide(&spec, "t", &spokes, Some(&first.status), at(5));
+    assert_eq!(baking.wake_at, Some(at(15)), "s00 bakes");
+
+    // fleetform upgraded from a version without Spoke status.applied: until the reconciler
+    // writes it, no spoke's settings are known. The rollout stands where it stood: nothing
+    // leaves it, nothing starts afresh, nothing new is released though s00's bake is over.
+    let unreported = unreported(&spokes);
+    let waiting = decide(&spec, "t", &unreported, Some(&baking.status), at(20));
+    assert_eq!(waiting.status, baking.status);
+    assert_eq!(waiting.wake_at, None, "nothing to judge before the reports");
+
+    // s01 reports first: s00, still unreported and in progress, keeps its place in the wave.
+    let mut partly = unreported.clone();
+    partly[1] = spokes[1].clone();
+    let partial = decide(&spec, "t", &partly, Some(&waiting.status), at(25));
+    assert_eq!(states(&partial), states(&baking));
+
+    // Reported again: s00's bake, started before, is over; s01's turn comes.
+    let resumed = decide(&spec, "t", &spokes, Some(&partial.status), at(30));
+    second_of_three_released(&resumed);
+}
+
+#[test]
+fn a_rollout_recorded_when_targets_were_the_agent_alone_carries_on_after_the_upgrade() {
+    let spec = progressive(SpokeCount::Count(1));
+    let mut hub = embedded_hub();
+    hub.spec.rollout = spec.clone();
+    let mut spokes = fleet(3);
+    upgrade(&mut spokes, &["s00".into()]);
+    // What that fleetform recorded: s00 released to the agent NEW and baking since 5 s.
+    let legacy = |name: &str, state: SpokeRolloutState| SpokeRollout {
+        name: name.to_string(),
+        target: NEW.to_string(),
+        agent: String::new(),
+        state,
+        released_at: (state == SpokeRolloutState::InProgress).then(|| stamp(at(0))),
+        updated_at: (state == SpokeRolloutState::InProgress).then(|| stamp(at(5))),
+        reason: None,
+    };
+    let recorded = RolloutStatus {
+        target: format!("0.1.0/{NEW}"),
+        wave: Some(1),
+        spokes: vec![
+            legacy("s00", SpokeRolloutState::InProgress),
+            legacy("s01", SpokeRolloutState::Pending),
+            legacy("s02", SpokeRolloutState::Pending),
+        ],
+        ..RolloutStatus::default()
+    };
+    let unreported = unreported(&spokes);
+    let waiting = decide(&spec, "t", &unreported, Some(&recorded), at(10));
+    assert_eq!(states(&waiting), states_of(&recorded));
+    keeping(&mut hub, &waiting.status);
+    assert!(
+        released(&hub, "s00", &spokes[0].wanted.digest()),
+        "s00 stays released meanwhile"
+    );
+    assert!(agent_released(&hub, "s00", NEW));
+    assert!(!released(&hub, "s01", &spokes[1].wanted.digest()));
+
+    // Reported: s00's bake, started under that fleetform, is over; s01's turn comes.
+    let resumed = decide(&spec, "t", &spokes, Some(&waiting.status), at(20));
+    second_of_three_released(&resumed);
+}
+
 #[test]
 fn joining_spokes_are_not_part_of_a_rollout() {
     let spec = progressive(SpokeCount::Count(1));
@@ -493,23 +590,87 @@ fn apply_is_told_what_holds_a_spoke_back() {
         rollout: Some(first.status),
         ..Default::default()
     });
-    assert_eq!(holding(&hub, "s00"), None, "released");
+    assert_eq!(holding(&hub, "s00", &BTreeMap::new()), None, "released");
     assert_eq!(
-        holding(&hub, "s01").as_deref(),
+        holding(&hub, "s01", &BTreeMap::new()).as_deref(),
         Some("its turn in the hub's rollout has not come (wave 1 runs)")
     );
     hub.status = Some(crate::api::fleet::HubStatus {
         rollout: Some(failed.status),
         ..Default::default()
     });
-    let why = holding(&hub, "s00").unwrap_or_default();
+    let why = holding(&hub, "s00", &BTreeMap::new()).unwrap_or_default();
     assert!(
         why.starts_with("failed in the hub's rollout: not on the new agent"),
         "{why}"
     );
     assert_eq!(
-        holding(&hub, "s01").as_deref(),
+        holding(&hub, "s01", &BTreeMap::new()).as_deref(),
         Some("the hub's rollout is halted (see the Hub's RolloutHalted condition)")
+    );
+}
+
+#[test]
+fn apply_is_told_which_addons_own_rollout_holds_a_spoke_back_and_with_what() {
+    let mut hub = embedded_hub();
+    let spec = progressive(SpokeCount::Count(1));
+    let mut spokes: Vec<SpokeFacts> = enabling_metrics(3)
+        .iter()
+        .map(|spoke| spoke.of_addon("metrics"))
+        .collect();
+    spokes[2].online = false;
+    let first = decide(&spec, "m", &spokes, None, at(0));
+    let keep = |hub: &mut Hub, status: &RolloutStatus| {
+        hub.status = Some(crate::api::fleet::HubStatus {
+            addon_rollouts: vec![crate::api::fleet::AddonRollout {
+                addon: "metrics".into(),
+                rollout: status.clone(),
+            }],
+            ..Default::default()
+        });
+    };
+    keep(&mut hub, &first.status);
+    let own: BTreeMap<&str, &RolloutSpec> = [("metrics", &spec)].into();
+    assert_eq!(holding(&hub, "s00", &own), None, "released");
+    assert_eq!(
+        holding(&hub, "s01", &own).as_deref(),
+        Some("its turn in the rollout of addon metrics has not come (wave 1 runs)")
+    );
+    let paused = RolloutSpec {
+        paused: true,
+        ..spec.clone()
+    };
+    assert_eq!(
+        holding(&hub, "s01", &[("metrics", &paused)].into()).as_deref(),
+        Some("the rollout of addon metrics is paused")
+    );
+
+    // s00 never gets it within its deadline: the addon's rollout halts, s02 was passed over.
+    let failed = decide(&spec, "m", &spokes, Some(&first.status), at(100));
+    keep(&mut hub, &failed.status);
+    let why = holding(&hub, "s00", &own).unwrap_or_default();
+    assert!(
+        why.starts_with(
+            "failed in the rollout of addon metrics: its addons or lease duration not changed"
+        ),
+        "{why}"
+    );
+    assert_eq!(
+        holding(&hub, "s01", &own).as_deref(),
+        Some("the rollout of addon metrics is halted (see the Hub's RolloutHalted condition)")
+    );
+
+    // The hub's own rollout holds it too: both say so, the hub's first.
+    hub.spec.rollout = progressive(SpokeCount::Count(1));
+    let agents = decide(&hub.spec.rollout, "t", &fleet(3), None, at(0));
+    if let Some(status) = hub.status.as_mut() {
+        status.rollout = Some(agents.status);
+    }
+    assert_eq!(
+        holding(&hub, "s01", &own).as_deref(),
+        Some(
+            "its turn in the hub's rollout has not come (wave 1 runs); the rollout of addon metrics is halted (see the Hub's RolloutHalted condition)"
+        )
     );
 }
 

@@ -4,7 +4,8 @@
 //! rollout, which `paused: true` then `false` resumes. An addon enabled fleet-wide and a lease
 //! duration changed reach the spokes the same way (the others keep what they have), and so does
 //! an addon with a rollout of its own under a hub without one. And what the hub process's
-//! `/metrics` says of a rollout (`fleetform_rollout_*`).
+//! `/metrics` says of a hub's rollout (`fleetform_rollout_*`) and of an addon's own
+//! (`fleetform_addon_rollout_*`).
 
 use crate::support;
 
@@ -14,9 +15,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use fleetform::api::fleet::{Hub, RolloutStatus, SYSTEM_NAMESPACE, Spoke, SpokeRolloutState};
 use fleetform::api::vocabulary::CONDITION_ROLLOUT_HALTED;
-use fleetform::api::{ManagedCluster, ManagedClusterAddOn};
+use fleetform::api::{ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn};
 use fleetform::hub::process::{self, HubProcessConfig, RunningHub};
-use fleetform::plan::desired::{DEFAULT_AGENT_VERSION, effective};
+use fleetform::plan::desired::{ADDON_SPEC_ANNOTATION, DEFAULT_AGENT_VERSION, effective};
 use fleetform::reconciler::install::{AGENT_DEPLOYMENT, LABEL_AGENT_VERSION};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -667,6 +668,32 @@ async fn metered_hub(hub: &support::Cluster) -> (RunningHub, CancellationToken) 
     (running, stop)
 }
 
+/// Creates the fleetform object (a Hub or a Spoke) `name` on `cluster`, with an embedded
+/// kubeconfig and `spec` besides.
+async fn create<K>(cluster: &support::Cluster, name: &str, spec: serde_json::Value) -> K
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let mut object = json!({
+        "apiVersion": "fleetform.io/v1alpha1",
+        "kind": K::kind(&()),
+        "metadata": {"name": name, "namespace": SYSTEM_NAMESPACE},
+        "spec": spec,
+    });
+    object["spec"]["kubeconfig"] = json!({"embedded": {}});
+    Api::<K>::namespaced(cluster.client.clone(), SYSTEM_NAMESPACE)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(object).unwrap(),
+        )
+        .await
+        .unwrap()
+}
+
 /// The line of `series` (name and labels, exactly) on `/metrics`, if any.
 fn line<'a>(metrics: &'a str, series: &str) -> Option<&'a str> {
     metrics.lines().find(|line| {
@@ -704,25 +731,11 @@ async fn the_hubs_metrics_count_its_rollouts_spokes_by_state_wave_halt_and_most_
     let admin = running.admin_addr().expect("admin endpoint served");
     let hubs: Api<Hub> = Api::namespaced(cluster.client.clone(), SYSTEM_NAMESPACE);
     let rollout = |deadline: u32| json!({"strategy": "Progressive", "maxConcurrency": 1, "progressDeadlineSeconds": deadline});
-    let hub: Hub = serde_json::from_value(json!({
-        "apiVersion": "fleetform.io/v1alpha1",
-        "kind": "Hub",
-        "metadata": {"name": "hub", "namespace": SYSTEM_NAMESPACE},
-        "spec": {"kubeconfig": {"embedded": {}}, "rollout": rollout(3600)},
-    }))
-    .unwrap();
-    let hub = hubs.create(&PostParams::default(), &hub).await.unwrap();
+    let hub: Hub = create(&cluster, "hub", json!({"rollout": rollout(3600)})).await;
     // alpha offline, beta and gamma on the old agent, zeta already on the new one.
     let spokes: Api<Spoke> = Api::namespaced(cluster.client.clone(), SYSTEM_NAMESPACE);
     for name in ["alpha", "beta", "gamma", "zeta"] {
-        let spoke: Spoke = serde_json::from_value(json!({
-            "apiVersion": "fleetform.io/v1alpha1",
-            "kind": "Spoke",
-            "metadata": {"name": name, "namespace": SYSTEM_NAMESPACE},
-            "spec": {"hubRef": "hub", "kubeconfig": {"embedded": {}}},
-        }))
-        .unwrap();
-        let spoke = spokes.create(&PostParams::default(), &spoke).await.unwrap();
+        let spoke: Spoke = create(&cluster, name, json!({"hubRef": "hub"})).await;
         let wanted = effective(&spoke, &hub, &BTreeMap::new()).agent.hash();
         let (phase, running) = match name {
             "alpha" => ("Unhealthy", "old".to_string()),
@@ -801,6 +814,139 @@ async fn the_hubs_metrics_count_its_rollouts_spokes_by_state_wave_halt_and_most_
     assert!(
         line(&metrics, "fleetform_hub_leader").is_some(),
         "the hub's own metrics are served beside them: {metrics}"
+    );
+    stop.cancel();
+    running.stopped().await;
+}
+
+/// The rollout of `metrics` on the hub `hub`, as its status keeps it.
+fn metrics_rollout(hub: &Hub) -> Option<&RolloutStatus> {
+    hub.status
+        .as_ref()?
+        .addon_rollouts
+        .iter()
+        .find(|kept| kept.addon == "metrics")
+        .map(|kept| &kept.rollout)
+}
+
+/// Publishes the AddOn `metrics` on `cluster` as sync does (its ClusterManagementAddOn with the
+/// spec annotation), with `rollout` as its own if any.
+async fn publish_metrics(cluster: &support::Cluster, rollout: Option<serde_json::Value>) {
+    let mut spec = json!({"installNamespace": "metrics-agent"});
+    if let Some(rollout) = rollout {
+        spec["rollout"] = rollout;
+    }
+    Api::<ClusterManagementAddOn>::all(cluster.client.clone())
+        .patch(
+            "metrics",
+            &PatchParams::apply("fleetform-test").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+                "kind": "ClusterManagementAddOn",
+                "metadata": {"name": "metrics", "annotations": {ADDON_SPEC_ANNOTATION: spec.to_string()}},
+                "spec": {"addOnMeta": {"displayName": "metrics"}},
+            })),
+        )
+        .await
+        .expect("publish the addon");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hubs_metrics_count_an_addons_own_rollout_apart_until_it_ends() {
+    let cluster = support::Cluster::start().await;
+    cluster.namespace(SYSTEM_NAMESPACE).await;
+    let (running, stop) = metered_hub(&cluster).await;
+    let admin = running.admin_addr().expect("admin endpoint served");
+    publish_metrics(
+        &cluster,
+        Some(json!({"strategy": "Progressive", "maxConcurrency": 1, "progressDeadlineSeconds": 3600})),
+    )
+    .await;
+    // The hub rolls out all at once: only the addon has a rollout.
+    let hubs: Api<Hub> = Api::namespaced(cluster.client.clone(), SYSTEM_NAMESPACE);
+    create::<Hub>(&cluster, "hub", json!({})).await;
+    // Every spoke is to have metrics and has it nowhere yet; alpha is offline.
+    let spokes: Api<Spoke> = Api::namespaced(cluster.client.clone(), SYSTEM_NAMESPACE);
+    for name in ["alpha", "beta", "gamma"] {
+        create::<Spoke>(
+            &cluster,
+            name,
+            json!({"hubRef": "hub", "addons": ["metrics"]}),
+        )
+        .await;
+        let phase = if name == "alpha" {
+            "Unhealthy"
+        } else {
+            "Running"
+        };
+        let applied = json!({"leaseDurationSeconds": 60});
+        let status =
+            json!({"status": {"phase": phase, "agentConfigHash": "any", "applied": applied}});
+        spokes
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .unwrap();
+    }
+
+    // beta gains metrics first; alpha is passed over while offline; gamma waits its turn. The
+    // hub counts before it writes what it decided.
+    let released = wait_for(&hubs, "hub", "beta released", |hub: &Hub| {
+        metrics_rollout(hub).is_some_and(|rollout| {
+            rollout.spokes.len() == 3
+                && rollout.spokes.iter().any(|entry| {
+                    entry.name == "beta" && entry.state == SpokeRolloutState::InProgress
+                })
+        })
+    })
+    .await;
+    let wave = metrics_rollout(&released)
+        .and_then(|rollout| rollout.wave)
+        .expect("a wave runs");
+    let (_, metrics) = http_get(admin, "/metrics").await;
+    let series = |name: &str, labels: &str| {
+        format!("fleetform_addon_rollout_{name}{{hub=\"hub\",addon=\"metrics\"{labels}}}")
+    };
+    for (state, count) in [
+        ("pending", 1),
+        ("inProgress", 1),
+        ("succeeded", 0),
+        ("failed", 0),
+        ("skippedOffline", 1),
+    ] {
+        let state_series = series("spokes", &format!(",state=\"{state}\""));
+        assert_eq!(
+            line(&metrics, &state_series),
+            Some(format!("{state_series} {count}").as_str()),
+            "{metrics}"
+        );
+    }
+    for (name, value) in [("wave", wave), ("halted", 0), ("max_in_progress", 1)] {
+        let named = series(name, "");
+        assert_eq!(
+            line(&metrics, &named),
+            Some(format!("{named} {value}").as_str()),
+            "{metrics}"
+        );
+    }
+    assert!(
+        !metrics.contains("fleetform_rollout_spokes{"),
+        "the hub has no rollout of its own to count: {metrics}"
+    );
+
+    // The addon's rollout ends (it rolls out at once from now on): its series go with it.
+    publish_metrics(&cluster, None).await;
+    wait_for(&hubs, "hub", "no addon rollout kept", |hub: &Hub| {
+        hub.status
+            .as_ref()
+            .is_some_and(|status| status.addon_rollouts.is_empty())
+    })
+    .await;
+    let (_, metrics) = http_get(admin, "/metrics").await;
+    assert!(
+        !metrics
+            .lines()
+            .any(|line| line.starts_with("fleetform_addon_rollout_")),
+        "{metrics}"
     );
     stop.cancel();
     running.stopped().await;
