@@ -51,6 +51,11 @@ pub const STATUS_FIELD_MANAGER: &str = "fleetform-sync";
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 /// The longest a FleetSync whose status cannot be written waits before it is tried again.
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(300);
+/// How long a fetch that finds the commit in force again skips observing and planning the hub:
+/// the drift watches put right what changes meanwhile, and a plan dry-runs every object of the
+/// fleet (10,000 server-side applies for 10,000 spokes), so doing it each interval would keep a
+/// large hub busy. Past this, the fetch converges in full anyway, for what no watch sees.
+const FULL_CONVERGE_EVERY: Duration = Duration::from_secs(600);
 
 /// What the controller remembers of one FleetSync between reconciles.
 struct Memory {
@@ -60,6 +65,8 @@ struct Memory {
     next_fetch: Instant,
     /// The fleet of the commit in force.
     in_force: Option<Arc<Loaded>>,
+    /// When the fleet in force was last applied in full (observed, planned, written).
+    converged_at: Option<Instant>,
 }
 
 /// What every reconcile shares.
@@ -243,7 +250,8 @@ async fn reconcile(fleetsync: Arc<FleetSync>, ctx: Arc<Context>) -> Result<Actio
         Duration::from_secs(u64::try_from(fleetsync.spec.interval_seconds.max(1)).unwrap_or(1));
     let now = Instant::now();
     let fetch_request = super::webhook::fetch_request(&fleetsync);
-    let (fetch, in_force) = {
+    // `in_force_recently`: the commit in force was applied in full lately, under this spec.
+    let (fetch, in_force, in_force_recently) = {
         let memory = ctx.memory();
         match memory.get(&key) {
             Some(remembered) => (
@@ -251,8 +259,12 @@ async fn reconcile(fleetsync: Arc<FleetSync>, ctx: Arc<Context>) -> Result<Actio
                     || now >= remembered.next_fetch
                     || remembered.fetch_request != fetch_request,
                 remembered.in_force.clone(),
+                remembered.generation == generation
+                    && remembered
+                        .converged_at
+                        .is_some_and(|at| now.saturating_duration_since(at) < FULL_CONVERGE_EVERY),
             ),
-            None => (true, None),
+            None => (true, None, false),
         }
     };
     let guard = PruneGuard {
@@ -261,11 +273,21 @@ async fn reconcile(fleetsync: Arc<FleetSync>, ctx: Arc<Context>) -> Result<Actio
     };
     let outcome = if fetch {
         let outcome = match fetch_commit(&fleetsync, None, &ctx.client).await {
+            Ok(loaded) if in_force_recently && same_commit(in_force.as_deref(), &loaded) => {
+                Outcome::Applied {
+                    commit: Commit::of(&loaded.origin),
+                    objects: Vec::new(),
+                    drift: false,
+                }
+            }
             Ok(loaded) => {
                 let loaded = Arc::new(loaded);
                 let outcome = converge(&ctx, &loaded, guard, false).await;
                 if matches!(outcome, Outcome::Applied { .. }) {
-                    remember(&ctx, &key, |memory| memory.in_force = Some(loaded));
+                    remember(&ctx, &key, |memory| {
+                        memory.in_force = Some(loaded);
+                        memory.converged_at = Some(now);
+                    });
                 }
                 outcome
             }
@@ -293,7 +315,13 @@ async fn reconcile(fleetsync: Arc<FleetSync>, ctx: Arc<Context>) -> Result<Actio
             None => recover_in_force(&fleetsync, &ctx, &key).await,
         };
         match in_force {
-            Some(in_force) => Some(converge(&ctx, &in_force, guard, true).await),
+            Some(in_force) => {
+                let outcome = converge(&ctx, &in_force, guard, true).await;
+                if matches!(outcome, Outcome::Applied { .. }) {
+                    remember(&ctx, &key, |memory| memory.converged_at = Some(now));
+                }
+                Some(outcome)
+            }
             None => None,
         }
     };
@@ -309,6 +337,14 @@ async fn reconcile(fleetsync: Arc<FleetSync>, ctx: Arc<Context>) -> Result<Actio
     ))
 }
 
+/// Whether `loaded` is the commit `in_force` was loaded from (same repository, ref, path and
+/// commit).
+fn same_commit(in_force: Option<&Loaded>, loaded: &Loaded) -> bool {
+    in_force.is_some_and(|in_force| {
+        in_force.origin.commit().is_some() && in_force.origin == loaded.origin
+    })
+}
+
 fn remember(ctx: &Context, key: &ObjectRef<FleetSync>, change: impl FnOnce(&mut Memory)) {
     let mut memory = ctx.memory();
     let entry = memory.entry(key.clone()).or_insert_with(|| Memory {
@@ -316,6 +352,7 @@ fn remember(ctx: &Context, key: &ObjectRef<FleetSync>, change: impl FnOnce(&mut 
         fetch_request: None,
         next_fetch: Instant::now(),
         in_force: None,
+        converged_at: None,
     });
     change(entry);
 }

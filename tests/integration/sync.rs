@@ -841,6 +841,71 @@ async fn a_follower_takes_over_a_lease_its_holder_stopped_renewing() {
     hub.server.shutdown().await;
 }
 
+/// A fetch that finds the commit in force again writes nothing and dry-runs nothing: at 10,000
+/// spokes a plan is 10,000 server-side dry runs, so planning again every interval would keep the
+/// hub busy. Drift is still put right by watch (the drift tests), and a new commit still lands.
+#[tokio::test]
+async fn a_commit_fetched_again_is_not_planned_again() {
+    let hub = hub().await;
+    let repo = FleetRepo::example();
+    let first = repo.head();
+    let (sync, stop) = start_sync(&hub, "only").await;
+    let fleetsyncs = fleetsync(&hub, &repo, 1).await;
+    wait_applied(&fleetsyncs, &first).await;
+    let spoke_patches = || {
+        hub.server
+            .request_counts()
+            .iter()
+            .filter(|(kind, _)| kind.resource == "spokes" && kind.verb.is_write())
+            .map(|(_, count)| count)
+            .sum::<u64>()
+    };
+    let syncs = |metrics: &str| -> u64 {
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix("fleetform_sync_syncs_total{result=\"unchanged\"} "))
+            .and_then(|count| count.parse().ok())
+            .unwrap_or(0)
+    };
+    let unchanged_syncs = |more: u64| {
+        let sync = &sync;
+        async move {
+            let goal = syncs(&get(sync, "/metrics").await.1) + more;
+            let deadline = tokio::time::Instant::now() + support::PATIENCE;
+            while syncs(&get(sync, "/metrics").await.1) < goal {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the sync fetches every second"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    // The watch of the Spokes it wrote wakes the sync once more, to put drift right: let that
+    // pass settle first.
+    unchanged_syncs(2).await;
+    let patched = spoke_patches();
+    // Three more fetches of the same commit, one a second.
+    unchanged_syncs(3).await;
+    assert_eq!(
+        spoke_patches(),
+        patched,
+        "no Spoke was written or dry-run for a commit already in force"
+    );
+
+    let second = repo.edit(
+        "spokes/edge.yaml",
+        "leaseDurationSeconds: 10",
+        "leaseDurationSeconds: 15",
+    );
+    wait_applied(&fleetsyncs, &second).await;
+    let spokes: Api<Spoke> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);
+    assert_eq!(lease_duration(&spokes.get("dev").await.unwrap()), Some(15));
+    stop.cancel();
+    sync.stopped().await;
+    hub.server.shutdown().await;
+}
+
 #[tokio::test]
 async fn metrics_health_and_readiness_answer() {
     let hub = hub().await;
