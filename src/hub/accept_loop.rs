@@ -13,8 +13,9 @@
 //! cluster's addons and history, and removing it is the unjoin's job (seed 004). A cluster that
 //! asks to join and is not in git gets nothing, and one Normal Event saying so.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -65,7 +66,16 @@ struct AcceptContext {
     /// Clusters (by uid, and whether `hubAcceptsClient` was set) already reported as not in
     /// git, so each is reported once: when it asks, and if someone sets `hubAcceptsClient`.
     reported: Mutex<HashSet<(String, bool)>>,
+    /// What an acceptance last wrote for each cluster (a digest of its join: the cluster's uid,
+    /// its users, its owner) and when: every change of a ManagedCluster or of its CSRs wakes
+    /// the loop, and writing its namespace and RBAC again each time cost a joining fleet seven
+    /// server-side applies per wake-up.
+    written: Mutex<HashMap<String, (u64, Instant)>>,
 }
+
+/// How long an acceptance already written is not written again for the same join; past it, the
+/// next wake-up writes it again (putting right what was changed by hand meanwhile).
+const REWRITE_AFTER: Duration = Duration::from_secs(600);
 
 pub(crate) async fn run(ctx: Arc<Context>, fleet_crds: bool, shutdown: CancellationToken) {
     let errors = ctx.error_policy("accept loop");
@@ -105,6 +115,7 @@ pub(crate) async fn run(ctx: Arc<Context>, fleet_crds: bool, shutdown: Cancellat
         fleet_crds,
         events: Reporter::new(client, FIELD_MANAGER, "accept-loop"),
         reported: Mutex::default(),
+        written: Mutex::default(),
     });
     errors
         .drive(controller, reconcile, accept_ctx, shutdown)
@@ -147,13 +158,14 @@ async fn reconcile(
     match decide(&facts) {
         Acceptance::Accept => {
             accept(&ctx, &cluster).await?;
-            set_accepted(&ctx.hub, &name, true).await?;
             if !accepted_before {
+                set_accepted(&ctx.hub, &name, true).await?;
                 info!("cluster accepted");
             }
         }
         Acceptance::AutoAccept => auto_accept(&ctx.hub, &cluster).await?,
         Acceptance::Revoke => {
+            ctx.written().remove(&name);
             revoke(&ctx, &name).await?;
             set_accepted(&ctx.hub, &name, false).await?;
             if accepted_before {
@@ -293,6 +305,22 @@ async fn accept(ctx: &AcceptContext, managed_cluster: &ManagedCluster) -> Result
         .map_or(Timestamp::UNIX_EPOCH, |created| created.0);
     let csrs = ctx.csrs.state();
     let users = join_users(cluster, since, csrs.iter().map(|csr| &**csr), recorded);
+    let owner = managed_cluster
+        .controller_owner_ref(&())
+        .map(|owner| json!([owner]));
+    let join = {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (&uid, &users, owner.as_ref().map(Value::to_string)).hash(&mut hasher);
+        hasher.finish()
+    };
+    if ctx
+        .written()
+        .get(cluster)
+        .is_some_and(|(written, at)| *written == join && at.elapsed() < REWRITE_AFTER)
+    {
+        return Ok(());
+    }
     let record = JoinRecord {
         cluster: uid,
         users: users.clone(),
@@ -308,9 +336,6 @@ async fn accept(ctx: &AcceptContext, managed_cluster: &ManagedCluster) -> Result
         }}),
     )
     .await?;
-    let owner = managed_cluster
-        .controller_owner_ref(&())
-        .map(|owner| json!([owner]));
     let objects = rbac(cluster, &users);
     for (name, mut object) in objects {
         if let Some(owner) = &owner {
@@ -335,7 +360,18 @@ async fn accept(ctx: &AcceptContext, managed_cluster: &ManagedCluster) -> Result
     if ctx.fleet_crds {
         bind_spoke_role(ctx, cluster, &users, owner).await?;
     }
-    ensure_lease(&ctx.hub, cluster).await
+    ensure_lease(&ctx.hub, cluster).await?;
+    ctx.written()
+        .insert(cluster.to_string(), (join, Instant::now()));
+    Ok(())
+}
+
+impl AcceptContext {
+    fn written(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u64, Instant)>> {
+        self.written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// Binds the Role in `fleetform-system` that lets the cluster's agent read its Spoke and Hub

@@ -50,7 +50,7 @@ use crate::api::vocabulary::{
 };
 use crate::api::{ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn, ManifestWork};
 use crate::events::{self, EventType, Reporter};
-use crate::runtime::conditions::set_conditions;
+use crate::runtime::conditions::{conditions_hold, set_conditions};
 use crate::runtime::controller::ErrorPolicy;
 use crate::runtime::error::is_not_found;
 use crate::runtime::error::{Category, Failure, KubeError};
@@ -174,8 +174,15 @@ const MAX_BACKOFF: Duration = Duration::from_secs(300);
 pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     let client = config.client.clone();
     let spokes_api: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
-    let controller = Controller::new(spokes_api, watcher::Config::default());
-    let store = controller.store();
+    // The cache keeps every version of a Spoke; a pass runs when what it is asked to do
+    // changes, not on the status its own passes write (each would set off one more pass).
+    let (store, writer) = kube::runtime::reflector::store();
+    let spoke_changes = watcher(spokes_api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(spoke_intent, Default::default());
+    let controller = Controller::for_stream(spoke_changes, store.clone());
     let hub_errors = ErrorPolicy::counted(
         "hub reconciler",
         FIRST_BACKOFF,
@@ -325,6 +332,23 @@ fn in_progress_digest(hub: &Hub) -> Option<u64> {
     for entry in in_progress(hub) {
         (&entry.name, &entry.target).hash(&mut hasher);
     }
+    Some(hasher.finish())
+}
+
+/// What of a Spoke asks something of its pass: its spec (generation), labels, annotations,
+/// finalizers and deletion; not its status.
+fn spoke_intent(spoke: &Spoke) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let meta = &spoke.metadata;
+    meta.generation.hash(&mut hasher);
+    meta.labels.hash(&mut hasher);
+    meta.annotations.hash(&mut hasher);
+    meta.finalizers.hash(&mut hasher);
+    meta.deletion_timestamp
+        .as_ref()
+        .map(|time| time.0.as_second())
+        .hash(&mut hasher);
     Some(hasher.finish())
 }
 
@@ -610,7 +634,9 @@ async fn write_status(
             }
         }
     }
-    if !conditions.is_empty() {
+    // The cached Spoke is at most behind this reconciler's own writes: when it already holds
+    // them, so does the stored one.
+    if !conditions_hold(&status.conditions, conditions) {
         let wanted = conditions.to_vec();
         match set_conditions(&api, &name, FIELD_MANAGER, move |_| wanted.clone()).await {
             Ok(_) => {}

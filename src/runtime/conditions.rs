@@ -20,6 +20,16 @@ use crate::runtime::error::is_conflict;
 /// How many times a write is retried after a conflict before giving up.
 const CONFLICT_RETRIES: usize = 8;
 
+/// Whether `current` already says what `wanted` would set: setting them would change nothing.
+/// A writer that holds a cached copy asks this before [`set_conditions`] reads the object
+/// afresh, so a pass that finds nothing new costs no request.
+pub fn conditions_hold(current: &[Condition], wanted: &[Condition]) -> bool {
+    let mut conditions = current.to_vec();
+    wanted
+        .iter()
+        .all(|condition| !set_condition(&mut conditions, condition.clone()))
+}
+
 /// Sets the conditions `wanted` returns for the freshly read object (none: nothing to do) and
 /// writes them if anything changed. Returns the written object, or `None` when nothing was
 /// written.
