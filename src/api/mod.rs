@@ -68,6 +68,15 @@ pub use work::ManifestWork;
 /// Every CRD fleetform uses: its own kinds first, then OCM's, in a fixed order, each carrying
 /// fleetform's mark.
 pub fn crds() -> Vec<CustomResourceDefinition> {
+    CRDS.clone()
+}
+
+/// The CRDs, generated from the types once: generating their schemas costs milliseconds, and
+/// the reconciler brings the ClusterClaim CRD to a spoke on every pass.
+static CRDS: std::sync::LazyLock<Vec<CustomResourceDefinition>> =
+    std::sync::LazyLock::new(generate_crds);
+
+fn generate_crds() -> Vec<CustomResourceDefinition> {
     use schema::Spec::{Optional, Required};
     let addon_kind = |versions| {
         let mut crd = schema::served_together(versions, "v1alpha1");
@@ -110,9 +119,9 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 /// The ClusterClaim CRD as [`crds`] has it: the one CRD an agent brings to its spoke.
 pub fn cluster_claim_crd() -> CustomResourceDefinition {
     let name = <ClusterClaim as CustomResourceExt>::crd_name();
-    crds()
-        .into_iter()
+    CRDS.iter()
         .find(|crd| crd.metadata.name.as_deref() == Some(name))
+        .cloned()
         .unwrap_or_else(ClusterClaim::crd)
 }
 

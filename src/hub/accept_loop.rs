@@ -17,6 +17,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::TryStreamExt;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
@@ -59,6 +60,8 @@ struct AcceptContext {
     hub: Arc<Context>,
     /// The hub's CSRs that name a cluster, as the watch last saw them.
     csrs: Store<CertificateSigningRequest>,
+    /// Those CSRs by the cluster they name.
+    csrs_by_cluster: cache::CsrsByCluster,
     /// fleetform's CRDs (Hub, Spoke) are installed: clusters can be declared, and agents get
     /// their Spoke's RBAC in `fleetform-system`.
     fleet_crds: bool,
@@ -81,12 +84,15 @@ pub(crate) async fn run(ctx: Arc<Context>, fleet_crds: bool, shutdown: Cancellat
     let errors = ctx.error_policy("accept loop");
     let client = ctx.client.clone();
     let (csrs, writer) = reflector::store();
+    let csrs_by_cluster = cache::CsrsByCluster::default();
+    let by_cluster = csrs_by_cluster.clone();
     let csr_changes = watcher(
         Api::<CertificateSigningRequest>::all(client.clone()),
         watcher::Config::default().labels(LABEL_CLUSTER_NAME),
     )
     .default_backoff()
     .modify(cache::without_managed_fields)
+    .inspect_ok(move |event| by_cluster.observe(event))
     .reflect(writer)
     .touched_objects();
     let controller = cache::controller(
@@ -112,6 +118,7 @@ pub(crate) async fn run(ctx: Arc<Context>, fleet_crds: bool, shutdown: Cancellat
     let accept_ctx = Arc::new(AcceptContext {
         hub: ctx,
         csrs,
+        csrs_by_cluster,
         fleet_crds,
         events: Reporter::new(client, FIELD_MANAGER, "accept-loop"),
         reported: Mutex::default(),
@@ -213,8 +220,8 @@ async fn auto_approved(ctx: &AcceptContext, name: &str) -> Result<bool, HubError
         .collect();
     Ok(!users.is_empty()
         && ctx
-            .csrs
-            .state()
+            .csrs_by_cluster
+            .of(&ctx.csrs, name)
             .iter()
             .any(|csr| requested_by_one_of(csr, name, &users)))
 }
@@ -303,7 +310,7 @@ async fn accept(ctx: &AcceptContext, managed_cluster: &ManagedCluster) -> Result
         .creation_timestamp
         .as_ref()
         .map_or(Timestamp::UNIX_EPOCH, |created| created.0);
-    let csrs = ctx.csrs.state();
+    let csrs = ctx.csrs_by_cluster.of(&ctx.csrs, cluster);
     let users = join_users(cluster, since, csrs.iter().map(|csr| &**csr), recorded);
     let owner = managed_cluster
         .controller_owner_ref(&())

@@ -11,6 +11,7 @@
 
 use std::sync::Arc;
 
+use futures::TryStreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestCondition,
@@ -18,14 +19,16 @@ use k8s_openapi::api::certificates::v1::{
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, PostParams};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::reflector;
+use kube::runtime::watcher::{self, watcher};
 use kube::{Api, ResourceExt};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, instrument};
 
 use super::approval::{SpokeIdentity, Verdict, decide_registration, registration_cluster};
+use super::cache;
 use super::metrics::CsrKind;
 use super::run::{Context, FIELD_MANAGER, HubError};
 use crate::api::ManagedCluster;
@@ -34,36 +37,33 @@ use crate::api::bootstrap_token::{
 };
 use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::LABEL_CLUSTER_NAME;
-use crate::runtime::controller::refs_where;
 use crate::runtime::error::KubeError;
 
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let errors = ctx.error_policy("CSR approval loop");
     let csrs: Api<CertificateSigningRequest> = Api::all(ctx.client.clone());
-    let controller = Controller::new(csrs, watcher::Config::default().labels(LABEL_CLUSTER_NAME));
-    let store = controller.store();
-    let by_spoke = store.clone();
-    let by_cluster = store;
-    let controller = controller
+    // The CSRs naming a cluster are judged again when what the hub knows of it changes.
+    let by_cluster = cache::CsrsByCluster::default();
+    let observer = by_cluster.clone();
+    let (store, writer) = reflector::store();
+    let changes = watcher(csrs, watcher::Config::default().labels(LABEL_CLUSTER_NAME))
+        .default_backoff()
+        .inspect_ok(move |event| observer.observe(event))
+        .reflect(writer)
+        .applied_objects();
+    let by_spoke = by_cluster.clone();
+    let controller = Controller::for_stream(changes, store)
         .watches(
             Api::<Spoke>::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE),
             watcher::Config::default(),
-            move |spoke| requests_of(&by_spoke, &spoke.name_any()),
+            move |spoke| by_spoke.refs(&spoke.name_any()),
         )
         .watches(
             Api::<ManagedCluster>::all(ctx.client.clone()),
             watcher::Config::default(),
-            move |cluster| requests_of(&by_cluster, &cluster.name_any()),
+            move |cluster| by_cluster.refs(&cluster.name_any()),
         );
     errors.drive(controller, reconcile, ctx, shutdown).await;
-}
-
-/// The CSRs naming `cluster`, to judge again when what the hub knows of it changes.
-fn requests_of(
-    store: &Store<CertificateSigningRequest>,
-    cluster: &str,
-) -> Vec<ObjectRef<CertificateSigningRequest>> {
-    refs_where(store, |csr| registration_cluster(csr) == Some(cluster))
 }
 
 #[instrument(skip(ctx, csr), fields(csr = csr.name_any()))]
