@@ -544,6 +544,24 @@ fn print(settings: &Settings, report: &Report) {
             format!("{:.0} MiB", phase.peaks.rss),
             "-".into(),
         );
+        row(
+            "  hub API requests (writes)",
+            format!("{} ({})", phase.requests.total(), phase.requests.writes()),
+            "-".into(),
+        );
+        let mut busiest: Vec<_> = phase.requests.iter().collect();
+        busiest.sort_by_key(|(_, count)| std::cmp::Reverse(*count));
+        for (kind, count) in busiest.into_iter().take(14) {
+            let resource = match kind.group.as_str() {
+                "" => kind.resource.clone(),
+                group => format!("{}.{group}", kind.resource),
+            };
+            row(
+                &format!("    {:?} {resource}", kind.verb),
+                count.to_string(),
+                String::new(),
+            );
+        }
     }
     row(
         "hub heap at the end",
@@ -571,6 +589,18 @@ fn print(settings: &Settings, report: &Report) {
             "rss_peak_mib": phase.peaks.rss,
             "hub_requests": phase.requests.total(),
             "hub_writes": phase.requests.writes(),
+            "hub_requests_by_kind": phase
+                .requests
+                .iter()
+                .map(|(kind, count)| {
+                    json!({
+                        "verb": format!("{:?}", kind.verb),
+                        "group": kind.group,
+                        "resource": kind.resource,
+                        "count": count,
+                    })
+                })
+                .collect::<Vec<_>>(),
         })
     };
     let json = json!({
