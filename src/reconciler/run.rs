@@ -336,11 +336,22 @@ fn in_progress_digest(hub: &Hub) -> Option<u64> {
 }
 
 /// What of a Spoke asks something of its pass: its spec (generation), labels, annotations,
-/// finalizers and deletion; not its status.
+/// finalizers and deletion, and whether its agent reports PivotComplete (the one condition
+/// another writes that a pass reads); not the status the passes write.
 fn spoke_intent(spoke: &Spoke) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     let meta = &spoke.metadata;
+    spoke
+        .status
+        .as_ref()
+        .is_some_and(|status| {
+            crate::api::is_condition_true(
+                &status.conditions,
+                crate::api::vocabulary::CONDITION_PIVOT_COMPLETE,
+            )
+        })
+        .hash(&mut hasher);
     meta.generation.hash(&mut hasher);
     meta.labels.hash(&mut hasher);
     meta.annotations.hash(&mut hasher);

@@ -646,7 +646,7 @@ impl ApiServer {
                 (None, None) => Err(Self::not_found(t)),
                 (Some(cur), Some(config)) => {
                     let cur = self.as_served(&info, cur)?;
-                    let shown = present(&info, &cur);
+                    let shown = present(&info, cur.clone().into_owned());
                     let merged =
                         ssa::apply(Some(&shown), config, &manager, &api_version, force, &now)
                             .map_err(|c| apply_conflict(&info, &name, &c))?;
@@ -664,7 +664,7 @@ impl ApiServer {
                             prepare_update(&info, &cur, next, Part::Main, false)?
                         }
                         _ => {
-                            let shown = present(&info, &cur);
+                            let shown = present(&info, cur.clone().into_owned());
                             let patched = patch::apply_patch(kind, &shown, body)?;
                             check_strict(&info, &patched, strict)?;
                             prepare_update(&info, &cur, patched, part, false)?

@@ -85,7 +85,7 @@ impl Converters {
         if !converted_by_webhook(info) {
             // One schema for every version (and events.k8s.io's view of core Events).
             return Ok(objects
-                .iter()
+                .into_iter()
                 .map(|obj| crate::objects::present(info, obj))
                 .collect());
         }

@@ -47,8 +47,8 @@ pub const FOREGROUND: &str = "foregroundDeletion";
 pub const ORPHAN: &str = "orphan";
 
 /// Gives the object the apiVersion and kind of the version it is served at.
-pub fn present(info: &ResourceInfo, obj: &Value) -> Value {
-    let mut out = info.strategy.to_served(obj.clone());
+pub fn present(info: &ResourceInfo, obj: Value) -> Value {
+    let mut out = info.strategy.to_served(obj);
     if let Some(m) = out.as_object_mut() {
         m.insert("apiVersion".into(), Value::String(info.api_version()));
         m.insert("kind".into(), Value::String(info.kind.clone()));
