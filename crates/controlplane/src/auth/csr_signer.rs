@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use base64::Engine;
 use serde_json::{Value, json};
+use tokio::sync::Semaphore;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::ca::{CertificateAuthority, DEFAULT_CLIENT_SECONDS, check_client_usages};
@@ -99,17 +100,18 @@ pub async fn run(
     max_seconds: Option<i64>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    let signer = Signer {
-        api: &api,
-        ca: &ca,
-        max_seconds: max_seconds.unwrap_or(DEFAULT_CLIENT_SECONDS),
-    };
     let mut rx = api.store.subscribe_all();
+    let signer = Arc::new(Signer {
+        api,
+        ca,
+        max_seconds: max_seconds.unwrap_or(DEFAULT_CLIENT_SECONDS),
+        slots: Arc::new(Semaphore::new(SIGNING_AT_ONCE)),
+    });
     resync(&signer).await;
     loop {
         tokio::select! {
             r = rx.recv() => match r {
-                Ok(e) if &*e.key == KEY => handle(&signer, &e.decode()).await,
+                Ok(e) if &*e.key == KEY => start(&signer, e.decode()).await,
                 Ok(_) => {}
                 Err(RecvError::Lagged(_)) => resync(&signer).await,
                 Err(RecvError::Closed) => return,
@@ -119,22 +121,46 @@ pub async fn run(
     }
 }
 
-/// What signing needs: where CSRs live, the CA and the lifetime cap.
-struct Signer<'a> {
-    api: &'a ApiServer,
-    ca: &'a CertificateAuthority,
+/// How many CSRs are signed at once. Each waits for its status write to be stored, and one at a
+/// time a hub under a heavy write load signed at that write's latency: a few a second, while
+/// thousands of joining clusters waited for their certificates.
+const SIGNING_AT_ONCE: usize = 32;
+
+/// What signing needs: where CSRs live, the CA and the lifetime cap, and the places for CSRs
+/// being signed.
+struct Signer {
+    api: Arc<ApiServer>,
+    ca: Arc<CertificateAuthority>,
     max_seconds: i64,
+    slots: Arc<Semaphore>,
 }
 
-async fn resync(signer: &Signer<'_>) {
+async fn resync(signer: &Arc<Signer>) {
     let (_, csrs) = signer.api.store.list(KEY, None, None);
     for c in csrs {
-        handle(signer, &c).await;
+        start(signer, c.as_ref().clone()).await;
     }
 }
 
-async fn handle(signer: &Signer<'_>, csr: &Value) {
-    let (api, ca) = (signer.api, signer.ca);
+/// Signs (or fails) `csr` beside the others being signed, once a place is free; a CSR with
+/// nothing to do takes no place. The same CSR handled twice at once is signed once: the second
+/// status write conflicts and is dropped.
+async fn start(signer: &Arc<Signer>, csr: Value) {
+    if matches!(decide(&csr), Decision::Skip) {
+        return;
+    }
+    let Ok(place) = signer.slots.clone().acquire_owned().await else {
+        return;
+    };
+    let signer = signer.clone();
+    tokio::spawn(async move {
+        handle(&signer, &csr).await;
+        drop(place);
+    });
+}
+
+async fn handle(signer: &Signer, csr: &Value) {
+    let (api, ca) = (&signer.api, &signer.ca);
     let name = csr
         .pointer("/metadata/name")
         .and_then(Value::as_str)
