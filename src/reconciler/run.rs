@@ -174,15 +174,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(300);
 pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     let client = config.client.clone();
     let spokes_api: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
-    // The cache keeps every version of a Spoke; a pass runs when what it is asked to do
-    // changes, not on the status its own passes write (each would set off one more pass).
-    let (store, writer) = kube::runtime::reflector::store();
-    let spoke_changes = watcher(spokes_api, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
-        .applied_objects()
-        .predicate_filter(spoke_intent, Default::default());
-    let controller = Controller::for_stream(spoke_changes, store.clone());
+    let controller = Controller::new(spokes_api, watcher::Config::default());
+    let store = controller.store();
     let hub_errors = ErrorPolicy::counted(
         "hub reconciler",
         FIRST_BACKOFF,
@@ -332,34 +325,6 @@ fn in_progress_digest(hub: &Hub) -> Option<u64> {
     for entry in in_progress(hub) {
         (&entry.name, &entry.target).hash(&mut hasher);
     }
-    Some(hasher.finish())
-}
-
-/// What of a Spoke asks something of its pass: its spec (generation), labels, annotations,
-/// finalizers and deletion, and whether its agent reports PivotComplete (the one condition
-/// another writes that a pass reads); not the status the passes write.
-fn spoke_intent(spoke: &Spoke) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    let meta = &spoke.metadata;
-    spoke
-        .status
-        .as_ref()
-        .is_some_and(|status| {
-            crate::api::is_condition_true(
-                &status.conditions,
-                crate::api::vocabulary::CONDITION_PIVOT_COMPLETE,
-            )
-        })
-        .hash(&mut hasher);
-    meta.generation.hash(&mut hasher);
-    meta.labels.hash(&mut hasher);
-    meta.annotations.hash(&mut hasher);
-    meta.finalizers.hash(&mut hasher);
-    meta.deletion_timestamp
-        .as_ref()
-        .map(|time| time.0.as_second())
-        .hash(&mut hasher);
     Some(hasher.finish())
 }
 
