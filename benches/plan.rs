@@ -13,6 +13,11 @@ use fleetform::plan::{self, ClusterRegistration, ObservedHub, PruneGuard};
 use fleetform::source::Origin;
 use serde_json::json;
 
+#[path = "support/procfs.rs"]
+mod procfs;
+
+use procfs::machine;
+
 const SPOKES: usize = 10_000;
 const RUNS: usize = 5;
 
@@ -66,21 +71,6 @@ fn peak_rss_mib() -> f64 {
         })
         .map(|kib| kib / 1024.0)
         .unwrap_or(f64::NAN)
-}
-
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|line| {
-            line.strip_prefix("model name")
-                .map(|rest| rest.trim_start_matches([' ', '\t', ':']).to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(0);
-    format!("{cpu}, {cores} cores")
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {

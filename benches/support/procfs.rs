@@ -1,5 +1,7 @@
 //! What a benchmark reads of its own process from `/proc`: resident set, CPU time by the
-//! runtime a thread belongs to (told apart by thread name), load and machine.
+//! runtime a thread belongs to (told apart by thread name), load and machine. Each benchmark
+//! uses what it reports.
+#![allow(dead_code)]
 
 fn proc_status_kib(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
