@@ -188,21 +188,19 @@ pub fn fleet_row(row: &Row, now: Timestamp) -> Markup {
     }
 }
 
+/// A table's head: one column header per name.
+fn column_heads(names: &[&str]) -> Markup {
+    html! {
+        thead { tr { @for name in names { th scope="col" { (name) } } } }
+    }
+}
+
 /// Each hub's count of spokes by availability: the fleet page's summary.
 pub fn fleet_summary(model: &Model) -> Markup {
     html! {
         table #summary {
             caption { "Hubs" }
-            thead {
-                tr {
-                    th scope="col" { "Hub" }
-                    th scope="col" { "Spokes" }
-                    th scope="col" { "Available" }
-                    th scope="col" { "Not available" }
-                    th scope="col" { "Unknown" }
-                    th scope="col" { "Rollout" }
-                }
-            }
+            (column_heads(&["Hub", "Spokes", "Available", "Not available", "Unknown", "Rollout"]))
             tbody {
                 @for (hub, view) in &model.hubs {
                     @let count = |status: Option<&str>| view.rows.values()
@@ -339,15 +337,7 @@ fn conditions_table(caption: &str, conditions: &[Condition]) -> Markup {
     html! {
         table {
             caption { (caption) }
-            thead {
-                tr {
-                    th scope="col" { "Type" }
-                    th scope="col" { "Status" }
-                    th scope="col" { "Reason" }
-                    th scope="col" { "Message" }
-                    th scope="col" { "Since" }
-                }
-            }
+            (column_heads(&["Type", "Status", "Reason", "Message", "Since"]))
             tbody {
                 @for condition in conditions {
                     tr {
@@ -371,14 +361,7 @@ fn events_table<'a>(caption: &str, events: impl Iterator<Item = &'a EventLine>) 
         } @else {
             table {
                 caption { (caption) }
-                thead {
-                    tr {
-                        th scope="col" { "When" }
-                        th scope="col" { "Type" }
-                        th scope="col" { "Reason" }
-                        th scope="col" { "Note" }
-                    }
-                }
+                (column_heads(&["When", "Type", "Reason", "Note"]))
                 tbody {
                     @for event in &events {
                         tr {
@@ -538,7 +521,7 @@ pub fn spoke_page(model: &Model, hub: &str, spoke: &str, now: Timestamp) -> Opti
             h2 #addons-title { "Addons" }
             table {
                 caption { "Addons, " (status.addons_available) " of " (status.addons) " healthy" }
-                thead { tr { th scope="col" { "Addon" } th scope="col" { "Available" } th scope="col" { "Reason" } th scope="col" { "Install namespace" } } }
+                (column_heads(&["Addon", "Available", "Reason", "Install namespace"]))
                 tbody {
                     @for addon in view.addons_of(spoke) {
                         @let available = addon.condition("Available");
@@ -558,7 +541,7 @@ pub fn spoke_page(model: &Model, hub: &str, spoke: &str, now: Timestamp) -> Opti
             @if claims.is_empty() { p { "None reported." } } @else {
                 table {
                     caption { "Claims as the hub sees them" }
-                    thead { tr { th scope="col" { "Name" } th scope="col" { "Value" } } }
+                    (column_heads(&["Name", "Value"]))
                     tbody { @for claim in claims { tr { th scope="row" { (claim.name) } td { (claim.value) } } } }
                 }
             }
@@ -635,10 +618,7 @@ fn recent_syncs(records: &[SyncRecord]) -> Markup {
         @if !records.is_empty() {
             table {
                 caption { "Commits fetched" }
-                thead { tr {
-                    th scope="col" { "Commit" } th scope="col" { "Signed by" } th scope="col" { "When" }
-                    th scope="col" { "Outcome" } th scope="col" { "Plan" }
-                } }
+                (column_heads(&["Commit", "Signed by", "When", "Outcome", "Plan"]))
                 tbody {
                     @for record in records {
                         tr {
@@ -747,10 +727,7 @@ fn rollout_section(hub: &str, id: &str, addon: Option<&str>, rollout: &RolloutSt
         }
         table {
             caption { "Spokes in " (what) }
-            thead { tr {
-                th scope="col" { "Spoke" } th scope="col" { "State" } th scope="col" { "Target" }
-                th scope="col" { "Released" } th scope="col" { "Running target since" } th scope="col" { "Why" }
-            } }
+            (column_heads(&["Spoke", "State", "Target", "Released", "Running target since", "Why"]))
             tbody {
                 @for spoke in &rollout.spokes {
                     @let (text, look) = rollout_state(spoke.state);
