@@ -95,6 +95,18 @@ fn state_of(hub: &Hub, name: &str) -> Option<SpokeRolloutState> {
         .map(|(_, state)| state)
 }
 
+/// Whether the spoke `name` runs the Hub's rollout target and bakes: in progress, its target
+/// reached.
+fn is_baking(hub: &Hub, name: &str) -> bool {
+    hub.status
+        .as_ref()
+        .and_then(|status| status.rollout.as_ref())
+        .and_then(|rollout| rollout.spokes.iter().find(|entry| entry.name == name))
+        .is_some_and(|entry| {
+            entry.state == SpokeRolloutState::InProgress && entry.updated_at.is_some()
+        })
+}
+
 /// Counts, by watch, the most spokes ever in progress at once in the Hub's rollout.
 fn most_in_progress(fleet: &Fleet) -> Arc<AtomicUsize> {
     let most = Arc::new(AtomicUsize::new(0));
@@ -181,13 +193,7 @@ async fn a_progressive_rollout_moves_one_spoke_at_a_time_and_the_others_keep_the
     fleet.synced().await;
 
     let baking = wait_for(&hubs(&fleet), "hub", "alpha upgraded and baking", |hub| {
-        hub.status
-            .as_ref()
-            .and_then(|status| status.rollout.as_ref())
-            .and_then(|rollout| rollout.spokes.iter().find(|entry| entry.name == "alpha"))
-            .is_some_and(|entry| {
-                entry.state == SpokeRolloutState::InProgress && entry.updated_at.is_some()
-            })
+        is_baking(hub, "alpha")
     })
     .await;
     let rollout = baking
@@ -457,13 +463,7 @@ async fn a_lease_duration_change_reaches_a_spoke_at_its_turn_and_the_others_keep
 
     // alpha's turn: it has the new lease and bakes an hour; the others keep theirs.
     wait_for(&hubs(&fleet), "hub", "alpha baking", |hub: &Hub| {
-        hub.status
-            .as_ref()
-            .and_then(|status| status.rollout.as_ref())
-            .and_then(|rollout| rollout.spokes.iter().find(|entry| entry.name == "alpha"))
-            .is_some_and(|entry| {
-                entry.state == SpokeRolloutState::InProgress && entry.updated_at.is_some()
-            })
+        is_baking(hub, "alpha")
     })
     .await;
     assert_eq!(lease_of("alpha").await, Some(2));
