@@ -146,7 +146,8 @@ async fn resync(signer: &Arc<Signer>) {
 /// nothing to do takes no place. The same CSR handled twice at once is signed once: the second
 /// status write conflicts and is dropped.
 async fn start(signer: &Arc<Signer>, csr: Value) {
-    if matches!(decide(&csr), Decision::Skip) {
+    let decision = decide(&csr);
+    if matches!(decision, Decision::Skip) {
         return;
     }
     let Ok(place) = signer.slots.clone().acquire_owned().await else {
@@ -154,19 +155,20 @@ async fn start(signer: &Arc<Signer>, csr: Value) {
     };
     let signer = signer.clone();
     tokio::spawn(async move {
-        handle(&signer, &csr).await;
+        handle(&signer, &csr, decision).await;
         drop(place);
     });
 }
 
-async fn handle(signer: &Signer, csr: &Value) {
+/// Carries out `decision`, what [`decide`] made of `csr`.
+async fn handle(signer: &Signer, csr: &Value, decision: Decision) {
     let (api, ca) = (&signer.api, &signer.ca);
     let name = csr
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
     let mut next = csr.clone();
-    match decide(csr) {
+    match decision {
         Decision::Skip => return,
         Decision::Sign {
             request_pem,
