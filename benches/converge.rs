@@ -31,6 +31,8 @@
 //! `FLEETFORM_BENCH_SPOKES=10000 FLEETFORM_BENCH_SPOKES_KIND=light` for issue 17's.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use fleetform::agent::AgentLoops;
@@ -206,7 +208,9 @@ impl Peaks {
 struct Follower<S> {
     events: S,
     clusters: Clusters,
-    hub: Client,
+    /// Spokes Running, as a task counts them every 5 s apart from the watch: a list of 10,000
+    /// Spokes in the watch's loop held its events back.
+    running: Arc<AtomicUsize>,
     spokes: usize,
 }
 
@@ -243,7 +247,7 @@ where
                             self.clusters.seen.len(),
                             self.clusters.available(),
                             done(&self.clusters),
-                            running_spokes(&self.hub).await,
+                            self.running.load(Ordering::Relaxed),
                             rss_mib(),
                             hub_heap_mib(),
                             load_average()
@@ -267,17 +271,22 @@ where
     }
 }
 
-async fn running_spokes(hub: &Client) -> usize {
-    Api::<Spoke>::namespaced(hub.clone(), SYSTEM_NAMESPACE)
-        .list(&ListParams::default())
-        .await
-        .map(|list| {
-            list.items
-                .iter()
-                .filter(|s| s.status.as_ref().and_then(|s| s.phase) == Some(Phase::Running))
-                .count()
-        })
-        .unwrap_or(0)
+/// Counts the hub's Running Spokes into `running` every 5 s, until dropped.
+fn count_running_spokes(hub: Client, running: Arc<AtomicUsize>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let spokes = Api::<Spoke>::namespaced(hub, SYSTEM_NAMESPACE);
+        loop {
+            if let Ok(list) = spokes.list(&ListParams::default()).await {
+                let count = list
+                    .items
+                    .iter()
+                    .filter(|s| s.status.as_ref().and_then(|s| s.phase) == Some(Phase::Running))
+                    .count();
+                running.store(count, Ordering::Relaxed);
+            }
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+    })
 }
 
 /// Waits until the hub's FleetSync has applied `commit`; the time from `from`.
@@ -408,10 +417,12 @@ async fn run(settings: &Settings, hub_rt: tokio::runtime::Handle) -> Result<Repo
     let hub = running.hubs[0].client.clone();
     eprintln!("{spokes} spokes' clusters and the hub started in {clusters_started:.1?}");
 
+    let running_spokes = Arc::new(AtomicUsize::new(0));
+    let counting = count_running_spokes(hub.clone(), running_spokes.clone());
     let mut follower = Follower {
         events: watcher(Api::<ManagedCluster>::all(hub.clone()), Default::default()).boxed(),
         clusters: Clusters::default(),
-        hub: hub.clone(),
+        running: running_spokes,
         spokes,
     };
     let hub_cpu = |used: CpuTimes| CpuTimes {
@@ -467,6 +478,7 @@ async fn run(settings: &Settings, hub_rt: tokio::runtime::Handle) -> Result<Repo
         load_after: load_average(),
     };
     drop(follower);
+    counting.abort();
     running.shutdown().await;
     Ok(report)
 }
