@@ -299,6 +299,20 @@ impl Decision {
     }
 }
 
+/// The phase of a spoke whose API server the hub cannot reach, when it is to change: an agent
+/// pulls from its hub, so a spoke the hub cannot reach may still renew its lease, and its
+/// ManagedCluster says whether it does. A joined spoke is Running while it is Available and
+/// Unhealthy once it is not (a destroyed cluster's lease lapses); any other phase stays, as it
+/// does while the cluster is not joined (the agent registers it).
+pub fn phase_unreached(current: Option<Phase>, joined: bool, available: bool) -> Option<Phase> {
+    let phase = match current? {
+        Phase::Running | Phase::Unhealthy if joined && available => Phase::Running,
+        Phase::Running | Phase::Unhealthy if joined => Phase::Unhealthy,
+        _ => return None,
+    };
+    (current != Some(phase)).then_some(phase)
+}
+
 /// What the hub side does next for a Spoke.
 pub fn decide(facts: &Facts) -> Decision {
     if facts.deleting {
@@ -1179,5 +1193,22 @@ mod tests {
             agent_facts(Some(&gone), true, true, true),
             (false, false, false)
         );
+    }
+
+    #[test]
+    fn an_unreachable_spoke_follows_its_managed_cluster_once_joined() {
+        use Phase::*;
+        // A destroyed cluster's lease lapses: Running becomes Unhealthy, and back once it is
+        // Available again (its agent renews though the hub cannot reach its API).
+        assert_eq!(phase_unreached(Some(Running), true, false), Some(Unhealthy));
+        assert_eq!(phase_unreached(Some(Unhealthy), true, true), Some(Running));
+        assert_eq!(phase_unreached(Some(Running), true, true), None);
+        assert_eq!(phase_unreached(Some(Unhealthy), true, false), None);
+        // Not joined (its agent re-registering), or not yet running: the phase it has stays.
+        assert_eq!(phase_unreached(Some(Running), false, false), None);
+        for phase in [Initializing, Joining, Deleting] {
+            assert_eq!(phase_unreached(Some(phase), true, false), None, "{phase:?}");
+        }
+        assert_eq!(phase_unreached(None, true, false), None);
     }
 }

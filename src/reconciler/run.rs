@@ -416,7 +416,7 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
     let endpoint = hub_endpoint_of(client, &hub, &ctx.config.known_endpoint).await?;
     let addon_docs = facts::addons(client).await?;
     let tokens_cleared = ctx.tokens_cleared().contains(&spoke.name_any());
-    let gathered = facts::gather(
+    let gathered = match facts::gather(
         client,
         &ctx.clients,
         &spoke,
@@ -425,7 +425,15 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
         &addon_docs,
         tokens_cleared,
     )
-    .await?;
+    .await
+    {
+        Ok(gathered) => gathered,
+        Err(err @ ReconcileError::Access(_)) => {
+            report_phase_unreached(client, &spoke).await?;
+            return Err(err);
+        }
+        Err(err) => return Err(err),
+    };
     let decision = decide(&gathered.facts);
     // Finalizers go in one write: each write changes the resourceVersion the next is guarded by.
     let added: Vec<&str> = decision
@@ -565,6 +573,26 @@ async fn hub_endpoint_of(
 /// Writes phase, observed generation, conditions and what the spoke has of the settings a
 /// rollout rolls out (`applied`), if they changed. The agent version is the agent's to report:
 /// it says what runs, not what was asked for.
+/// The phase of a spoke whose API server the hub cannot reach, from its ManagedCluster (see
+/// [`lifecycle::phase_unreached`]): a destroyed cluster does not stay Running.
+async fn report_phase_unreached(client: &Client, spoke: &Spoke) -> Result<(), ReconcileError> {
+    let current = spoke.status.as_ref().and_then(|status| status.phase);
+    if !matches!(current, Some(Phase::Running | Phase::Unhealthy)) {
+        return Ok(());
+    }
+    let name = spoke.name_any();
+    let cluster = Api::<ManagedCluster>::all(client.clone())
+        .get_opt(&name)
+        .await
+        .map_err(KubeError::on(format!("ManagedCluster {name}"), "read"))?;
+    let joined = cluster.as_ref().is_some_and(ManagedCluster::is_joined);
+    let available = cluster.as_ref().is_some_and(ManagedCluster::is_available);
+    match lifecycle::phase_unreached(current, joined, available) {
+        Some(phase) => write_status(client, spoke, phase, &[], None).await,
+        None => Ok(()),
+    }
+}
+
 async fn write_status(
     client: &Client,
     spoke: &Spoke,

@@ -13,8 +13,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use fleetform::api::fleet::{Hub, RolloutStatus, SYSTEM_NAMESPACE, Spoke, SpokeRolloutState};
-use fleetform::api::vocabulary::CONDITION_ROLLOUT_HALTED;
+use fleetform::api::fleet::{
+    Hub, Phase, RolloutStatus, SYSTEM_NAMESPACE, Spoke, SpokeRolloutState,
+};
+use fleetform::api::vocabulary::{CONDITION_RECONCILED, CONDITION_ROLLOUT_HALTED};
 use fleetform::api::{ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn};
 use fleetform::hub::process::{self, HubProcessConfig, RunningHub};
 use fleetform::plan::desired::{ADDON_SPEC_ANNOTATION, DEFAULT_AGENT_VERSION, effective};
@@ -383,6 +385,62 @@ async fn a_spoke_whose_new_agent_never_comes_up_halts_the_rollout_until_paused_a
         })
         .unwrap();
     assert_eq!(condition.status, "False");
+    fleet.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spoke_whose_cluster_is_destroyed_turns_unhealthy_and_the_rollout_passes_it_over() {
+    let rollout = "    strategy: Progressive\n    maxConcurrency: 1\n    minSuccessSeconds: 1\n    offline: Skip\n";
+    let fleet = fleet(rollout).await;
+    // alpha, first in the rollout's order, is gone: the hub cannot reach it and its lease lapses.
+    assert!(fleet.running().stop_spoke("alpha").await);
+    // Unhealthy, and the pass that cannot reach it says so.
+    let unreachable = |spoke: &Spoke| {
+        let status = spoke.status.as_ref();
+        status.and_then(|s| s.phase) == Some(Phase::Unhealthy)
+            && status.is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == CONDITION_RECONCILED
+                        && c.status == "False"
+                        && c.reason == "SpokeUnreachable"
+                })
+            })
+    };
+    wait_for(
+        &fleet.spokes(),
+        "alpha",
+        "Unhealthy and unreachable",
+        unreachable,
+    )
+    .await;
+
+    fleet.repo.commit(
+        "agent 9.9.9",
+        &[(
+            "hubs/hub.yaml",
+            Some(&rolling_hub(Some(NEW_VERSION), rollout)),
+        )],
+    );
+    fleet.synced().await;
+    let done = wait_for(&hubs(&fleet), "hub", "the others through", |hub: &Hub| {
+        let to_new = hub.status.as_ref().and_then(|s| s.rollout.as_ref());
+        to_new.is_some_and(|rollout| rollout.target.starts_with("9.9.9/"))
+            && state_of(hub, "beta") == Some(SpokeRolloutState::Succeeded)
+            && state_of(hub, "gamma") == Some(SpokeRolloutState::Succeeded)
+    })
+    .await;
+    assert_eq!(
+        state_of(&done, "alpha"),
+        Some(SpokeRolloutState::SkippedOffline),
+        "{:?}",
+        states(&done)
+    );
+    let halted = done
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.as_ref())
+        .and_then(|r| r.halted.clone());
+    assert_eq!(halted, None);
     fleet.shutdown().await;
 }
 
