@@ -50,9 +50,12 @@ use serde_json::json;
 mod heap;
 #[path = "support/procfs.rs"]
 mod procfs;
+#[path = "support/repo.rs"]
+mod repo;
 
 use heap::Tag;
 use procfs::{CpuTimes, cpu_times, load_average, machine, rss_mib};
+use repo::commit;
 
 #[global_allocator]
 static ALLOCATOR: heap::TaggedAllocator = heap::TaggedAllocator;
@@ -101,26 +104,6 @@ impl Settings {
         };
         Ok(Settings { spokes, kind })
     }
-}
-
-/// Commits the work tree; returns the commit's id.
-fn commit(repo: &git2::Repository, message: &str) -> Result<String, git2::Error> {
-    let mut index = repo.index()?;
-    index.add_all(["*"], git2::IndexAddOption::DEFAULT, None)?;
-    index.write()?;
-    let tree = repo.find_tree(index.write_tree()?)?;
-    let signature = git2::Signature::now("bench", "bench@example.com")?;
-    let parent = repo.head().ok().and_then(|head| head.peel_to_commit().ok());
-    let parents: Vec<&git2::Commit> = parent.iter().collect();
-    let id = repo.commit(
-        Some("HEAD"),
-        &signature,
-        &signature,
-        message,
-        &tree,
-        &parents,
-    )?;
-    Ok(id.to_string())
 }
 
 /// Writes a fleet of one hub and `spokes` spokes (100 to a file), each asking for leases of

@@ -1,32 +1,23 @@
-//! A progressive agent rollout over a large fleet (issue 15, item 6), on a simulated clock over
-//! the pure decision the hub runs ([`fleetform::rollout::decide`]): N spokes (default 1,000),
-//! `Progressive, maxConcurrency: 10%, minSuccessSeconds: 5, maxFailures: 2%`, 2% of the spokes
-//! offline throughout and 1% whose new agent never comes up; a released spoke that is online
-//! runs the new agent `FLEETFORM_BENCH_UPGRADE_SECONDS` (default 1) after its release. The hub
-//! decides again whenever the decision asks (`wake_at`) or a spoke's agent changes, as the Hub
-//! controller does.
+//! The rollout decision alone, on a simulated clock over the pure decision the hub runs
+//! ([`fleetform::rollout::decide`]), with the fleet of the benchmark: what the decision costs
+//! and how close to the ideal it keeps a rollout when upgrades take a fixed time. A released
+//! spoke that is online runs the new agent `FLEETFORM_BENCH_UPGRADE_SECONDS` (default 1) after
+//! its release. The hub decides again whenever the decision asks (`wake_at`) or a spoke's agent
+//! changes, as the Hub controller does.
 //!
-//! It checks what the issue asks of the rollout: every healthy spoke upgraded, no halt (the
-//! failures stay within maxFailures), never more than 10% of the spokes in progress at once, and
-//! the time until every healthy spoke is done against the ideal, both as the issue counts it
-//! (waves × bake time) and with each wave's upgrade time (waves × (upgrade + bake)); the rollout
-//! itself ends a progress deadline later, when the last spoke that never comes up fails. It also
-//! counts the place-seconds the decision left idle while spokes waited their turn (a place free
-//! and a spoke pending: time the decision wasted), and times one decision over the whole fleet.
-//! It does not run `up`'s clusters: the agents are simulated, the decision is the real one.
-//!
-//! Prints a table and writes `target/bench/rollout.json`.
-//! `cargo bench --bench rollout`; `FLEETFORM_BENCH_SPOKES=100` for a quick run.
+//! Beside the figures of the run on `up`'s clusters it counts the place-seconds the decision
+//! left idle while spokes waited their turn (a place free and a spoke pending: time the decision
+//! wasted), and times one decision over the whole fleet.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use fleetform::api::fleet::{
-    RolloutSpec, RolloutStatus, RolloutStrategy, SpokeCount, SpokeRolloutState,
-};
+use fleetform::api::fleet::{RolloutStatus, SpokeCount, SpokeRolloutState};
 use fleetform::rollout::{Settings, SpokeFacts, decide};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::json;
+
+use super::{broken, offline};
 
 const OLD: &str = "old";
 const NEW: &str = "new";
@@ -40,27 +31,11 @@ fn agent(agent: &str) -> Settings {
     }
 }
 
-fn setting(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(default)
-}
-
-fn main() {
-    let spokes = setting("FLEETFORM_BENCH_SPOKES", 1_000);
-    let upgrade = SignedDuration::from_secs(setting("FLEETFORM_BENCH_UPGRADE_SECONDS", 1) as i64);
-    let spec = RolloutSpec {
-        strategy: RolloutStrategy::Progressive,
-        max_concurrency: Some(SpokeCount::Percent(10)),
-        max_failures: SpokeCount::Percent(2),
-        min_success_seconds: 5,
-        progress_deadline_seconds: 60,
-        ..RolloutSpec::default()
-    };
-    // Every 50th spoke is offline, every 100th (offset by one) never runs its new agent.
-    let offline = |index: usize| index.is_multiple_of(50);
-    let broken = |index: usize| index % 100 == 1;
+/// Runs the rollout of `spokes` spokes with `upgrade_seconds` per upgrade; prints its figures
+/// and returns them.
+pub fn run(spokes: usize, upgrade_seconds: u64) -> serde_json::Value {
+    let upgrade = SignedDuration::from_secs(upgrade_seconds as i64);
+    let spec = super::rollout_spec();
     let mut fleet: Vec<SpokeFacts> = (0..spokes)
         .map(|index| SpokeFacts {
             name: format!("spoke-{index:04}"),
@@ -195,7 +170,7 @@ fn main() {
         "decideMaxMillis": slowest_decision * 1_000.0,
     });
     println!(
-        "rollout of {spokes} spokes (Progressive, maxConcurrency 10%, minSuccessSeconds 5, maxFailures 2%)"
+        "the decision alone, on a simulated clock: {spokes} spokes, upgrades taking {upgrade_seconds} s"
     );
     println!("{:<34} value", "figure");
     for (key, value) in figures.as_object().into_iter().flatten() {
@@ -216,11 +191,5 @@ fn main() {
         verdict(healthy_took <= with_upgrades * 1.2),
         healthy_took / with_upgrades.max(f64::EPSILON),
     );
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench");
-    if std::fs::create_dir_all(&dir).is_ok() {
-        let _ = std::fs::write(
-            dir.join("rollout.json"),
-            serde_json::to_string_pretty(&figures).unwrap_or_default(),
-        );
-    }
+    figures
 }

@@ -82,6 +82,10 @@ pub enum AgentLoops {
     /// Available, and reports no claims, no addon health and does no day-2 work. What a benchmark
     /// runs when thousands of agents share one process with their hub.
     Registration,
+    /// Registration, the lease loop and day 2 (reporting its version, upgrading itself,
+    /// unjoining): a cluster joins, stays Available, follows its hub's agent rollout and
+    /// leaves, and reports no claims or addon health. What a benchmark of agent upgrades runs.
+    Lifecycle,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -259,6 +263,12 @@ pub(crate) async fn run_loops(
         tokio::spawn(follow_cluster(ctx.clone(), cluster_tx, shutdown.clone())),
         tokio::spawn(super::lease_loop::run(ctx.clone(), shutdown.clone())),
     ];
+    if ctx.config.loops != AgentLoops::Registration {
+        tasks.push(tokio::spawn(super::day2::run(
+            ctx.clone(),
+            shutdown.clone(),
+        )));
+    }
     if ctx.config.loops == AgentLoops::All {
         tasks.extend([
             tokio::spawn(super::status_loop::run(ctx.clone(), shutdown.clone())),
@@ -267,7 +277,6 @@ pub(crate) async fn run_loops(
                 ctx.clone(),
                 shutdown.clone(),
             )),
-            tokio::spawn(super::day2::run(ctx.clone(), shutdown.clone())),
         ]);
     }
     shutdown.cancelled().await;
