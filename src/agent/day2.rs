@@ -22,8 +22,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::WatchStreamExt;
+use kube::core::PartialObjectMeta;
 use kube::runtime::watcher::{self, watcher};
+use kube::runtime::{WatchStreamExt, predicates};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -48,10 +49,13 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let mut cluster_rx = ctx.cluster.clone();
     let mut spoke: Option<Spoke> = None;
     // The Spoke's Hub, watched by name once the Spoke names it: its agent settings are defaults.
+    // Only its metadata, and only when its spec changes: its status names every spoke of the
+    // hub and changes as its rollout moves, which this agent learns from its own Spoke.
     let mut hub_events: Option<(
         String,
-        futures::stream::BoxStream<'static, Result<Hub, watcher::Error>>,
+        futures::stream::BoxStream<'static, Result<PartialObjectMeta<Hub>, watcher::Error>>,
     )> = None;
+    let mut hub = HubCache::default();
     let mut retry = false;
     loop {
         if let Some(hub_ref) = spoke.as_ref().map(|spoke| spoke.spec.hub_ref.clone())
@@ -59,13 +63,16 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
                 .as_ref()
                 .is_none_or(|(watched, _)| *watched != hub_ref)
         {
-            let hubs: Api<Hub> = Api::namespaced(ctx.hub.clone(), SYSTEM_NAMESPACE);
+            let hubs: Api<PartialObjectMeta<Hub>> =
+                Api::namespaced(ctx.hub.clone(), SYSTEM_NAMESPACE);
             let config = watcher::Config::default().fields(&format!("metadata.name={hub_ref}"));
+            hub.hub = None;
             hub_events = Some((
                 hub_ref,
                 watcher(hubs, config)
                     .default_backoff()
                     .applied_objects()
+                    .predicate_filter(predicates::generation, Default::default())
                     .boxed(),
             ));
         }
@@ -83,7 +90,8 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
                     warn!(%err, "watching the Hub");
                     continue;
                 }
-                Some(Ok(_)) => {}
+                // Its spec changed: read it again.
+                Some(Ok(_)) => hub.hub = None,
             },
             event = events.next() => match event {
                 None => return,
@@ -107,7 +115,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
         let Some(current) = spoke.as_ref() else {
             continue;
         };
-        let outcome = match pass(&ctx, current, joined).await {
+        let outcome = match pass(&ctx, current, joined, &mut hub).await {
             Ok(outcome) => outcome,
             Err(AgentError::Kube(err)) if err.is_conflict() => Outcome::Conflict,
             Err(err) => {
@@ -123,8 +131,44 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     }
 }
 
+/// The Spoke's Hub as passes read it: read again once its spec changes (the loop clears it), or
+/// on every pass that needs it while the Spoke has no `status.releasedAgent` (its hub's
+/// reconciler does not write one: its rollout's status is read afresh instead).
+#[derive(Default)]
+struct HubCache {
+    hub: Option<Hub>,
+}
+
+impl HubCache {
+    async fn get(&mut self, ctx: &Context, spoke: &Spoke) -> Result<Option<&Hub>, AgentError> {
+        let gated_by_spoke = spoke
+            .status
+            .as_ref()
+            .is_some_and(|status| status.released_agent.is_some());
+        let cached = self
+            .hub
+            .as_ref()
+            .is_some_and(|hub| hub.metadata.name.as_ref() == Some(&spoke.spec.hub_ref));
+        if !(gated_by_spoke && cached) {
+            self.hub = Api::<Hub>::namespaced(ctx.hub.clone(), SYSTEM_NAMESPACE)
+                .get_opt(&spoke.spec.hub_ref)
+                .await
+                .map_err(KubeError::on(
+                    format!("cluster {}", ctx.name()),
+                    "read its Hub",
+                ))?;
+        }
+        Ok(self.hub.as_ref())
+    }
+}
+
 /// One pass: gather the facts, decide, act.
-async fn pass(ctx: &Context, spoke: &Spoke, joined: bool) -> Result<Outcome, AgentError> {
+async fn pass(
+    ctx: &Context,
+    spoke: &Spoke,
+    joined: bool,
+    hub: &mut HubCache,
+) -> Result<Outcome, AgentError> {
     let name = ctx.name();
     let deployments: Api<Deployment> =
         Api::namespaced(ctx.spoke.clone(), &ctx.config.agent_namespace);
@@ -140,19 +184,14 @@ async fn pass(ctx: &Context, spoke: &Spoke, joined: bool) -> Result<Outcome, Age
         _ => None,
     };
     let hub = match &running {
-        Some(_) if !spoke.spec.is_hub_as_spoke() => {
-            Api::<Hub>::namespaced(ctx.hub.clone(), SYSTEM_NAMESPACE)
-                .get_opt(&spoke.spec.hub_ref)
-                .await
-                .map_err(KubeError::on(format!("cluster {name}"), "read its Hub"))?
-        }
+        Some(_) if !spoke.spec.is_hub_as_spoke() => hub.get(ctx, spoke).await?,
         _ => None,
     };
     let decision = decide(&Facts {
         spoke,
         joined,
         running: running.as_ref(),
-        hub: hub.as_ref(),
+        hub,
         version: &ctx.config.version,
         config_hash: ctx.config.config_hash.as_deref(),
         now: Timestamp::now(),

@@ -137,10 +137,14 @@ pub fn decide(facts: &Facts) -> Decision {
         let wanted = effective(spoke, hub, &BTreeMap::new());
         // The spoke URL is the installer's to set; the agent keeps the one it was given.
         let desired = agent_deployment(&name, &wanted, spoke_url_of(running));
-        // The hub's rollout says when this spoke moves to a new agent.
-        if !deployment_current(running, &desired)
-            && crate::rollout::agent_released(hub, &name, &wanted.agent.hash())
-        {
+        // The hub's rollout says when this spoke moves to a new agent: its reconciler writes the
+        // agent it released the spoke to on the Spoke (a hub that does not, in its own status).
+        let agent = wanted.agent.hash();
+        let released = match status.and_then(|s| s.released_agent.as_deref()) {
+            Some(released) => released == agent,
+            None => crate::rollout::agent_released(hub, &name, &agent),
+        };
+        if !deployment_current(running, &desired) && released {
             actions.push(Action::Upgrade {
                 name: running.name_any(),
                 from: deployment_label(running, LABEL_AGENT_VERSION).map(str::to_string),
@@ -447,6 +451,38 @@ mod tests {
         };
         assert!(!upgrades(&rolling("pending")), "its turn has not come");
         assert!(upgrades(&rolling("inProgress")), "released");
+    }
+
+    #[test]
+    fn the_agent_its_spoke_says_it_is_released_to_gates_the_upgrade_not_the_hubs_status() {
+        let running = installed(&spoke(json!({})), &hub("0.1.0"));
+        let new = hub("0.2.0");
+        let wanted = effective(&spoke(json!({})), &new, &BTreeMap::new())
+            .agent
+            .hash();
+        // The Hub's status says nothing of this spoke (as a stale copy would not): the Spoke's
+        // `releasedAgent`, which the hub's reconciler writes, decides.
+        let mut rolling = new.clone();
+        rolling.spec.rollout.strategy = crate::api::fleet::RolloutStrategy::Progressive;
+        let upgrades = |released: &str| {
+            let spoke = spoke(json!({
+                "metadata": {"finalizers": [FINALIZER_SPOKE_CLEANUP]},
+                "status": {"releasedAgent": released},
+            }));
+            decide(&Facts {
+                running: Some(&running),
+                hub: Some(&rolling),
+                ..facts(&spoke)
+            })
+            .actions
+            .iter()
+            .any(|action| matches!(action, Action::Upgrade { .. }))
+        };
+        assert!(upgrades(&wanted), "released to the agent its Hub calls for");
+        assert!(
+            !upgrades("an-earlier-agent"),
+            "released to another agent only"
+        );
     }
 
     #[test]

@@ -703,6 +703,12 @@ pub struct SpokeStatus {
     /// Hash of the agent configuration running on the spoke.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_config_hash: Option<String>,
+    /// The agent configuration hash the spoke's agent may upgrade itself to: the one its Hub
+    /// calls for, once the hub's rollout has released the spoke to it (at once without a
+    /// rollout). Written by the hub's reconciler, so that an agent follows its own Spoke rather
+    /// than the Hub's status, which names every spoke of the hub.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_agent: Option<String>,
     /// What the spoke has now of the other settings a hub's rollout rolls out, as the hub's
     /// reconciler last read them on the hub (absent until the spoke has joined).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -19,10 +19,10 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action as Requeue, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
 use kube::runtime::watcher::{self, watcher};
-use kube::runtime::{WatchStreamExt, predicates};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -147,6 +147,8 @@ impl ReconcileError {
 struct Context {
     config: ReconcilerConfig,
     spokes: Store<Spoke>,
+    /// The Hubs, as the Spoke controller's watch of them keeps them.
+    hubs: Store<Hub>,
     clients: SpokeClients,
     /// Publishes the reconciler's Events.
     events: Reporter,
@@ -189,7 +191,9 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
         &config.metrics.controllers,
     );
     let rollout_metrics = config.metrics.rollout.clone();
+    let (hubs, hub_writer) = reflector::store::<Hub>();
     let ctx = Arc::new(Context {
+        hubs,
         clients: SpokeClients::new(config.access.clone()),
         events: Reporter::new(client.clone(), FIELD_MANAGER, "fleetform-hub"),
         config,
@@ -208,6 +212,7 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
             .collect()
     };
     let (hub_store, addon_store) = (store.clone(), store.clone());
+    let hub_triggers = HubTriggers::default();
     let spoke_loop = controller
         .watches(
             Api::<ManagedCluster>::all(client.clone()),
@@ -224,17 +229,23 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
             watcher::Config::default(),
             move |work| in_namespace(work.namespace()),
         )
-        // A Hub or AddOn concerns every spoke, but only when what it says changes: the Hub's
-        // own status writes must not set off a pass over the whole fleet.
+        // A Hub concerns every spoke when what it says changes (its generation), not on its own
+        // status writes; and a spoke its rollout releases gets its agent, addons and lease
+        // duration now, not at its next resync: the spokes in progress are looked at whenever
+        // that set changes. One watch of the Hubs also keeps the store passes read them from
+        // (a Hub's status names every spoke: read afresh by each pass, it cost the square of
+        // the fleet).
         .watches_stream(
-            watcher(
-                Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE),
-                watcher::Config::default(),
+            reflector(
+                hub_writer,
+                watcher(
+                    Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+                    watcher::Config::default(),
+                ),
             )
             .default_backoff()
-            .applied_objects()
-            .predicate_filter(predicates::generation, Default::default()),
-            move |_| every_spoke(&hub_store),
+            .applied_objects(),
+            move |hub: Hub| hub_triggers.wakes(&hub, &hub_store),
         )
         .watches_stream(
             watcher(
@@ -245,22 +256,6 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
             .applied_objects()
             .predicate_filter(addon_spec, Default::default()),
             move |_| every_spoke(&addon_store),
-        )
-        // A spoke the hub's rollout releases gets its addons and lease duration now, not at its
-        // next resync: the spokes in progress are looked at whenever that set changes.
-        .watches_stream(
-            watcher(
-                Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE),
-                watcher::Config::default(),
-            )
-            .default_backoff()
-            .applied_objects()
-            .predicate_filter(in_progress_digest, Default::default()),
-            |hub| {
-                in_progress(&hub)
-                    .map(|entry| ObjectRef::new(&entry.name).within(SYSTEM_NAMESPACE))
-                    .collect::<Vec<_>>()
-            },
         )
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(
@@ -319,13 +314,50 @@ fn in_progress(hub: &Hub) -> impl Iterator<Item = &crate::api::fleet::SpokeRollo
 }
 
 /// What of a Hub's rollout the Spoke controller follows: which spokes are in progress, to what.
-fn in_progress_digest(hub: &Hub) -> Option<u64> {
+fn in_progress_digest(hub: &Hub) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     for entry in in_progress(hub) {
         (&entry.name, &entry.target).hash(&mut hasher);
     }
-    Some(hasher.finish())
+    hasher.finish()
+}
+
+/// Which Spokes a version of a Hub wakes: every spoke when its generation changed (its spec
+/// concerns them all), else those its rollouts have in progress when that set changed, else
+/// none (a status write of its own).
+#[derive(Default)]
+struct HubTriggers {
+    /// Each Hub's generation and [`in_progress_digest`], as last seen.
+    seen: Mutex<std::collections::HashMap<String, (Option<i64>, u64)>>,
+}
+
+impl HubTriggers {
+    fn wakes(&self, hub: &Hub, spokes: &Store<Spoke>) -> Vec<ObjectRef<Spoke>> {
+        let now = (hub.metadata.generation, in_progress_digest(hub));
+        let before = self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(hub.name_any(), now);
+        let spoke = |name: &str| ObjectRef::new(name).within(SYSTEM_NAMESPACE);
+        match before {
+            Some((generation, _)) if generation != now.0 => spokes
+                .state()
+                .iter()
+                .map(|s| ObjectRef::from(&**s))
+                .collect(),
+            None => spokes
+                .state()
+                .iter()
+                .map(|s| ObjectRef::from(&**s))
+                .collect(),
+            Some((_, digest)) if digest != now.1 => {
+                in_progress(hub).map(|entry| spoke(&entry.name)).collect()
+            }
+            Some(_) => Vec::new(),
+        }
+    }
 }
 
 /// What of a ClusterManagementAddOn the reconciler reads: the AddOn spec it carries.
@@ -403,14 +435,21 @@ async fn report_failure(ctx: &Context, spoke: &Spoke, reason: &str, message: &st
 async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, ReconcileError> {
     let spoke = spoke.clone();
     let client = &ctx.config.client;
-    let hubs: Api<Hub> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
-    let hub = hubs
-        .get_opt(&spoke.spec.hub_ref)
-        .await
-        .map_err(KubeError::on(format!("Hub {}", spoke.spec.hub_ref), "read"))?;
+    // From the store; read when it has none (not listed yet, or not declared).
+    let stored = ctx
+        .hubs
+        .get(&ObjectRef::new(&spoke.spec.hub_ref).within(SYSTEM_NAMESPACE));
+    let hub = match stored {
+        Some(hub) => Some(hub),
+        None => Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE)
+            .get_opt(&spoke.spec.hub_ref)
+            .await
+            .map_err(KubeError::on(format!("Hub {}", spoke.spec.hub_ref), "read"))?
+            .map(Arc::new),
+    };
     let Some(hub) = hub else {
         // Waiting is right: the Hub watch brings the Spoke back once its hub is declared.
-        write_status(client, &spoke, Phase::Initializing, &[], None).await?;
+        write_status(client, &spoke, Phase::Initializing, &[], None, None).await?;
         return Err(ReconcileError::NoHub(spoke.spec.hub_ref.clone()));
     };
     let endpoint = hub_endpoint_of(client, &hub, &ctx.config.known_endpoint).await?;
@@ -500,7 +539,21 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
         .applied
         .as_ref()
         .filter(|_| !gathered.facts.deleting);
-    write_status(client, &spoke, decision.phase, &conditions, applied).await?;
+    // The agent this spoke's agent may upgrade itself to, once the hub's rollout releases it.
+    let agent = gathered.effective.agent.hash();
+    let released_agent = (!gathered.facts.deleting
+        && !gathered.facts.hub_as_spoke
+        && crate::rollout::agent_released(&hub, &spoke.name_any(), &agent))
+    .then_some(agent.as_str());
+    write_status(
+        client,
+        &spoke,
+        decision.phase,
+        &conditions,
+        applied,
+        released_agent,
+    )
+    .await?;
     Ok(Requeue::requeue(
         decision.look_again_after(Timestamp::now()),
     ))
@@ -588,7 +641,7 @@ async fn report_phase_unreached(client: &Client, spoke: &Spoke) -> Result<(), Re
     let joined = cluster.as_ref().is_some_and(ManagedCluster::is_joined);
     let available = cluster.as_ref().is_some_and(ManagedCluster::is_available);
     match lifecycle::phase_unreached(current, joined, available) {
-        Some(phase) => write_status(client, spoke, phase, &[], None).await,
+        Some(phase) => write_status(client, spoke, phase, &[], None, None).await,
         None => Ok(()),
     }
 }
@@ -599,6 +652,7 @@ async fn write_status(
     phase: Phase,
     conditions: &[Condition],
     applied: Option<&AppliedSettings>,
+    released_agent: Option<&str>,
 ) -> Result<(), ReconcileError> {
     let name = spoke.name_any();
     let api: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
@@ -623,6 +677,9 @@ async fn write_status(
                 "leaseDurationSeconds": applied.lease_duration_seconds,
             }),
         );
+    }
+    if let Some(released) = released_agent.filter(|r| status.released_agent.as_deref() != Some(r)) {
+        fields.insert("releasedAgent".into(), json!(released));
     }
     if !fields.is_empty() {
         let patch = json!({"status": fields});
@@ -1060,4 +1117,57 @@ where
     Ok(delete_if_present(api, name)
         .await
         .map_err(KubeError::on(format!("{} {name}", K::kind(&())), "delete"))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hub(generation: i64, in_progress: &[&str]) -> Hub {
+        let spokes: Vec<serde_json::Value> = in_progress
+            .iter()
+            .map(|name| json!({"name": name, "target": "t", "state": "inProgress"}))
+            .collect();
+        serde_json::from_value(json!({
+            "apiVersion": "fleetform.io/v1alpha1",
+            "kind": "Hub",
+            "metadata": {"name": "hub", "namespace": SYSTEM_NAMESPACE, "generation": generation},
+            "spec": {"kubeconfig": {"embedded": {}}},
+            "status": {"rollout": {"target": "t", "spokes": spokes}},
+        }))
+        .expect("a Hub")
+    }
+
+    fn names(refs: Vec<ObjectRef<Spoke>>) -> Vec<String> {
+        let mut names: Vec<String> = refs.into_iter().map(|r| r.name).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_hub_wakes_every_spoke_on_its_spec_those_in_progress_on_its_rollout_none_on_the_rest() {
+        let (store, mut writer) = reflector::store::<Spoke>();
+        for name in ["a", "b", "c"] {
+            let spoke: Spoke = serde_json::from_value(json!({
+                "apiVersion": "fleetform.io/v1alpha1",
+                "kind": "Spoke",
+                "metadata": {"name": name, "namespace": SYSTEM_NAMESPACE},
+                "spec": {"hubRef": "hub", "kubeconfig": {"embedded": {}}},
+            }))
+            .expect("a Spoke");
+            writer.apply_watcher_event(&watcher::Event::Apply(spoke));
+        }
+        let triggers = HubTriggers::default();
+        assert_eq!(names(triggers.wakes(&hub(1, &[]), &store)), ["a", "b", "c"]);
+        assert!(
+            triggers.wakes(&hub(1, &[]), &store).is_empty(),
+            "a status write that changes neither"
+        );
+        assert_eq!(names(triggers.wakes(&hub(1, &["b"]), &store)), ["b"]);
+        assert!(triggers.wakes(&hub(1, &["b"]), &store).is_empty());
+        assert_eq!(
+            names(triggers.wakes(&hub(2, &["b"]), &store)),
+            ["a", "b", "c"]
+        );
+    }
 }
