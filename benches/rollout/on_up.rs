@@ -3,12 +3,12 @@
 //! the rollout and each released agent upgrades itself. The clock runs from that commit until
 //! every healthy spoke has succeeded and every never-up one has failed (or the rollout halts).
 //!
-//! What it measures: when the healthy spokes are done against waves × bake and waves × (upgrade
-//! + bake), the upgrade itself (from the Hub status that releases a spoke to its Spoke's report
-//! of the new agent, as this benchmark's watches see both), the most spokes in progress at once in every Hub
-//! status the hub wrote, and the hub's CPU (its runtime's threads). What it checks: every
-//! healthy spoke runs the new agent, no spoke the rollout did not release does, the never-up
-//! spokes failed and the offline ones were skipped, no halt.
+//! What it measures: when the healthy spokes are done, against waves × bake and against
+//! waves × (upgrade plus bake); the upgrade itself, from the Hub status that releases a spoke to
+//! its Spoke's report of the new agent, as this benchmark's watches see both; the most spokes in
+//! progress at once in every Hub status the hub wrote; and the hub's CPU (its runtime's
+//! threads). What it checks: every healthy spoke runs the new agent, no spoke the rollout did
+//! not release does, the never-up spokes failed and the offline ones were skipped, no halt.
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -39,6 +39,10 @@ use crate::runtime::error::KubeError;
 use crate::runtime::error::is_not_found;
 use crate::runtime::finalizers::set_finalizer;
 
+/// The changes of a Hub's spec, by a watch of its metadata.
+type HubChanges =
+    futures::stream::BoxStream<'static, Result<PartialObjectMeta<Hub>, watcher::Error>>;
+
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let spokes: Api<Spoke> = Api::namespaced(ctx.hub.clone(), SYSTEM_NAMESPACE);
     let config = watcher::Config::default().fields(&format!("metadata.name={}", ctx.name()));
@@ -51,10 +55,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     // The Spoke's Hub, watched by name once the Spoke names it: its agent settings are defaults.
     // Only its metadata, and only when its spec changes: its status names every spoke of the
     // hub and changes as its rollout moves, which this agent learns from its own Spoke.
-    let mut hub_events: Option<(
-        String,
-        futures::stream::BoxStream<'static, Result<PartialObjectMeta<Hub>, watcher::Error>>,
-    )> = None;
+    let mut hub_events: Option<(String, HubChanges)> = None;
     let mut hub = HubCache::default();
     let mut retry = false;
     loop {

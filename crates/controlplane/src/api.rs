@@ -235,6 +235,21 @@ impl Filter {
     pub fn matches(&self, obj: &Value) -> bool {
         self.labels.matches(obj) && self.fields.matches(obj)
     }
+    /// Whether an object named `name` in `namespace` matches, when that alone decides it: no
+    /// label selector, and fields only `metadata.name` and `metadata.namespace`.
+    pub fn matches_name(&self, namespace: &str, name: &str) -> Option<bool> {
+        if !self.labels.is_empty() {
+            return None;
+        }
+        self.fields.0.iter().try_fold(true, |all, req| {
+            let value = match req.path.as_str() {
+                "metadata.name" => name,
+                "metadata.namespace" => namespace,
+                _ => return None,
+            };
+            Some(all && ((value == req.value) != req.negate))
+        })
+    }
     /// Whether every object matches.
     pub fn is_empty(&self) -> bool {
         self.labels.is_empty() && self.fields.0.is_empty()
@@ -943,5 +958,46 @@ fn apply_conflict(info: &ResourceInfo, name: &str, c: &[ssa::Conflict]) -> ApiEr
         subject: subject(info, name),
         message: ssa::conflict_message(c),
         causes: ssa::conflict_causes(c),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::selectors::{FieldReq, FieldSelector, LabelSelector};
+
+    fn fields(reqs: &[(&str, &str, bool)]) -> Filter {
+        Filter {
+            labels: LabelSelector::default(),
+            fields: FieldSelector(
+                reqs.iter()
+                    .map(|(path, value, negate)| FieldReq {
+                        path: path.to_string(),
+                        value: value.to_string(),
+                        negate: *negate,
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
+    #[test]
+    fn a_selector_on_name_and_namespace_is_decided_without_the_object() {
+        let by_name = fields(&[("metadata.name", "hub", false)]);
+        assert_eq!(by_name.matches_name("ns", "hub"), Some(true));
+        assert_eq!(by_name.matches_name("ns", "other"), Some(false));
+        let not_in = fields(&[
+            ("metadata.namespace", "kube-system", true),
+            ("metadata.name", "hub", false),
+        ]);
+        assert_eq!(not_in.matches_name("ns", "hub"), Some(true));
+        assert_eq!(not_in.matches_name("kube-system", "hub"), Some(false));
+        let by_field = fields(&[("spec.signerName", "x", false)]);
+        assert_eq!(by_field.matches_name("ns", "hub"), None, "needs the object");
+        let by_label = Filter {
+            labels: LabelSelector::parse("a=b").unwrap(),
+            ..fields(&[])
+        };
+        assert_eq!(by_label.matches_name("ns", "hub"), None, "needs the object");
     }
 }

@@ -46,8 +46,17 @@ pub fn wants_metadata(accept: &str) -> bool {
 
 /// An object reduced to its metadata.
 pub fn partial(obj: &Value) -> Value {
-    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-        "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))})
+    partial_of(obj.get("metadata").cloned().unwrap_or(Value::Null))
+}
+
+/// The PartialObjectMetadata of an object whose metadata is `metadata`.
+pub fn partial_of(metadata: Value) -> Value {
+    let metadata = if metadata.is_null() {
+        json!({})
+    } else {
+        metadata
+    };
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": metadata})
 }
 
 /// Whether the resource's own columns already say when objects were made (`Age` placed

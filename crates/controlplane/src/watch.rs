@@ -98,19 +98,18 @@ impl Encoder {
     /// Encodes a stored event, reusing its shared serialisation when this watch shows
     /// objects exactly as stored.
     fn stored_event(&mut self, kind: &str, e: &Event) -> ApiResult<Bytes> {
-        let as_stored =
-            self.table.is_none() && !self.metadata_only && self.served_as_stored(&e.object);
-        if !as_stored {
-            return self.event(kind, &e.decode());
+        if self.table.is_none() && self.metadata_only {
+            // The metadata, made once for every such watcher, when no conversion is needed.
+            if let Some(head) = e
+                .head()
+                .filter(|h| h.api_version == self.api_version && h.kind == self.info.kind)
+            {
+                return Ok(framed(kind, &head.partial));
+            }
+        } else if self.table.is_none() && self.served_as_stored(&e.object) {
+            return Ok(framed(kind, &e.object));
         }
-        let obj = &e.object;
-        let mut buf = Vec::with_capacity(obj.len() + 40);
-        buf.extend_from_slice(b"{\"type\":\"");
-        buf.extend_from_slice(kind.as_bytes());
-        buf.extend_from_slice(b"\",\"object\":");
-        buf.extend_from_slice(obj);
-        buf.extend_from_slice(b"}\n");
-        Ok(Bytes::from(buf))
+        self.event(kind, &e.decode())
     }
 
     /// Whether a stored object is already at the version and kind this watch shows, read
@@ -158,6 +157,17 @@ impl Encoder {
         line(&json!({"type": "BOOKMARK", "object": {
             "kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": meta}}))
     }
+}
+
+/// A watch event line of type `kind` around `object`, already JSON.
+fn framed(kind: &str, object: &[u8]) -> Bytes {
+    let mut buf = Vec::with_capacity(object.len() + 40);
+    buf.extend_from_slice(b"{\"type\":\"");
+    buf.extend_from_slice(kind.as_bytes());
+    buf.extend_from_slice(b"\",\"object\":");
+    buf.extend_from_slice(object);
+    buf.extend_from_slice(b"}\n");
+    Bytes::from(buf)
 }
 
 fn line(v: &Value) -> Bytes {
@@ -349,6 +359,9 @@ impl Feed {
         }
         let (now, before) = if self.filter.is_empty() {
             (true, true)
+        } else if let Some(matched) = self.filter.matches_name(&e.namespace, &e.name) {
+            // A name and namespace never change: no need to decode either version.
+            (matched, matched)
         } else {
             let now = self.filter.matches(&e.decode());
             let before = e.decode_prev().map_or(now, |p| self.filter.matches(&p));

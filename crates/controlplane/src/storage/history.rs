@@ -149,6 +149,7 @@ mod tests {
             kind: EventType::Added,
             object: Bytes::from(vec![b' '; size]),
             prev: None,
+            head: Default::default(),
         })
     }
 

@@ -19,7 +19,7 @@ pub use history::{Clock, HistoryLimits, SystemClock};
 pub use index::{Indexed, Lookup};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -71,9 +71,50 @@ pub struct Event {
     pub object: Bytes,
     /// The object before the change as it was stored, when known (not kept across restarts).
     pub prev: Option<Bytes>,
+    /// What metadata-only watches show of `object`, made by the first of them to need it.
+    pub head: OnceLock<Option<StoredHead>>,
+}
+
+/// A stored object's type and its metadata as a PartialObjectMetadata: made once per event for
+/// every metadata-only watcher (each agent's watch of its Hub, whose status names every spoke,
+/// decoded the whole object for itself).
+#[derive(Debug, Clone)]
+pub struct StoredHead {
+    pub api_version: String,
+    pub kind: String,
+    /// The PartialObjectMetadata, as compact JSON.
+    pub partial: Bytes,
+}
+
+impl StoredHead {
+    fn of(raw: &[u8]) -> Option<StoredHead> {
+        #[derive(serde::Deserialize)]
+        struct Head {
+            #[serde(rename = "apiVersion", default)]
+            api_version: String,
+            #[serde(default)]
+            kind: String,
+            #[serde(default)]
+            metadata: Value,
+        }
+        let head: Head = serde_json::from_slice(raw).ok()?;
+        let partial = crate::table::partial_of(head.metadata);
+        Some(StoredHead {
+            api_version: head.api_version,
+            kind: head.kind,
+            partial: Bytes::from(partial.to_string()),
+        })
+    }
 }
 
 impl Event {
+    /// What a metadata-only watch shows of the object (None when it is not a JSON object).
+    pub fn head(&self) -> Option<&StoredHead> {
+        self.head
+            .get_or_init(|| StoredHead::of(&self.object))
+            .as_ref()
+    }
+
     /// The object after the change.
     pub fn decode(&self) -> Value {
         decode(&self.object)
@@ -683,6 +724,7 @@ impl Store {
             kind,
             object: raw,
             prev: stored,
+            head: OnceLock::new(),
         });
         let compact_below = inner.history.compacted_rv();
         inner.record(event.clone());

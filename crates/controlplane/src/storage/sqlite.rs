@@ -229,6 +229,7 @@ impl Backend for SqliteBackend {
                         bytes::Bytes::from(body)
                     },
                     prev: None,
+                    head: Default::default(),
                 });
             }
         }
@@ -307,6 +308,7 @@ mod tests {
                 json!({"metadata": {"name": name, "resourceVersion": rv.to_string()}}).to_string(),
             ),
             prev: None,
+            head: Default::default(),
         })
     }
 

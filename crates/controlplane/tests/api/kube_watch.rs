@@ -443,6 +443,44 @@ async fn metadata_watcher_and_metadata_reads_get_partial_objects() {
 }
 
 #[tokio::test]
+async fn a_metadata_watch_by_name_sees_that_objects_metadata_only() {
+    let t = TestPlane::start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
+    for name in ["m1", "m2"] {
+        api.create(&PostParams::default(), &cm(name)).await.unwrap();
+    }
+    let meta_api: Api<kube::core::PartialObjectMeta<ConfigMap>> =
+        Api::default_namespaced(t.client.clone());
+    let by_name = watcher::Config::default().fields("metadata.name=m2");
+    let mut events = kube::runtime::watcher(meta_api, by_name)
+        .applied_objects()
+        .boxed();
+    assert_eq!(
+        next(&mut events).await.unwrap().metadata.name.as_deref(),
+        Some("m2")
+    );
+    // m1 changes first; the watch shows only m2's change, as metadata.
+    let labelled =
+        |value: &str| json!({"metadata": {"labels": {"tier": value}}, "data": {"k": value}});
+    for name in ["m1", "m2"] {
+        api.patch(name, &PatchParams::default(), &Patch::Merge(labelled(name)))
+            .await
+            .unwrap();
+    }
+    let m2 = next(&mut events).await.unwrap();
+    assert_eq!(m2.metadata.name.as_deref(), Some("m2"));
+    assert_eq!(
+        m2.metadata
+            .labels
+            .unwrap_or_default()
+            .get("tier")
+            .map(String::as_str),
+        Some("m2")
+    );
+    assert_eq!(m2.types.unwrap().kind, "PartialObjectMetadata");
+}
+
+#[tokio::test]
 async fn in_process_transport_serves_kube_clients_without_sockets() {
     let t = TestPlane::start().await;
     let client = kube::Client::new(t.plane.in_process_service(), "default");
