@@ -43,7 +43,7 @@ use crate::api::vocabulary::{
 /// How long a settled Spoke waits before it is looked at again without a change.
 pub const RESYNC: Duration = Duration::from_secs(30);
 /// How soon a Spoke that is waiting on something it cannot watch is looked at again.
-const POLL: Duration = Duration::from_secs(1);
+pub const POLL: Duration = Duration::from_secs(1);
 
 /// Everything the decision needs to know about one Spoke, gathered by the loop.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

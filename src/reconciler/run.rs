@@ -214,9 +214,14 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     let (hub_store, addon_store) = (store.clone(), store.clone());
     let hub_triggers = HubTriggers::default();
     let spoke_loop = controller
-        .watches(
-            Api::<ManagedCluster>::all(client.clone()),
-            watcher::Config::default(),
+        .watches_stream(
+            cluster_changes(
+                watcher(
+                    Api::<ManagedCluster>::all(client.clone()),
+                    watcher::Config::default(),
+                )
+                .default_backoff(),
+            ),
             |cluster| Some(ObjectRef::new(&cluster.name_any()).within(SYSTEM_NAMESPACE)),
         )
         .watches(
@@ -297,6 +302,64 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     futures::join!(spoke_loop, hub_loop);
     // Another replica decides the rollouts from now on.
     rollout_metrics.clear();
+}
+
+/// The ManagedClusters whose change a Spoke pass would read: each one that changes what
+/// [`cluster_facts`] hashes, and each deleted. An agent's status reports (claims, capacity,
+/// version, heartbeats, other conditions) wake no pass.
+fn cluster_changes(
+    events: impl futures::Stream<Item = Result<watcher::Event<ManagedCluster>, watcher::Error>>,
+) -> impl futures::Stream<Item = Result<ManagedCluster, watcher::Error>> {
+    let mut seen: std::collections::HashMap<String, u64> = Default::default();
+    events
+        .map(move |event| {
+            let changed = match event {
+                Err(err) => return vec![Err(err)],
+                Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
+                Ok(watcher::Event::Delete(cluster)) => {
+                    seen.remove(&cluster.name_any());
+                    Some(cluster)
+                }
+                Ok(watcher::Event::Apply(cluster) | watcher::Event::InitApply(cluster)) => {
+                    let facts = cluster_facts(&cluster);
+                    (seen.insert(cluster.name_any(), facts) != Some(facts)).then_some(cluster)
+                }
+            };
+            changed.into_iter().map(Ok).collect()
+        })
+        .flat_map(futures::stream::iter)
+}
+
+/// What a Spoke pass reads of its ManagedCluster ([`facts::gather`], [`cluster_sync::drifted`]):
+/// its spec, labels, the annotations naming what fleetform owns there, whether it is being
+/// deleted, and its Joined and Available conditions (status and when it last turned).
+fn cluster_facts(cluster: &ManagedCluster) -> u64 {
+    use crate::api::vocabulary::{CONDITION_AVAILABLE, CONDITION_JOINED};
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_string(&cluster.spec)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    cluster.labels().hash(&mut hasher);
+    for key in [
+        cluster_sync::ANNOTATION_SPOKE_LABELS,
+        cluster_sync::ANNOTATION_SPOKE_TAINTS,
+    ] {
+        cluster.annotations().get(key).hash(&mut hasher);
+    }
+    cluster
+        .metadata
+        .deletion_timestamp
+        .as_ref()
+        .map(|at| at.0.as_second())
+        .hash(&mut hasher);
+    for type_ in [CONDITION_JOINED, CONDITION_AVAILABLE] {
+        cluster
+            .condition(type_)
+            .map(|c| (&c.status, c.last_transition_time.0.as_second()))
+            .hash(&mut hasher);
+    }
+    hasher.finish()
 }
 
 /// The spokes `hub`'s rollouts (its own and its addons') have in progress.
@@ -554,9 +617,14 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
         released_agent,
     )
     .await?;
-    Ok(Requeue::requeue(
-        decision.look_again_after(Timestamp::now()),
-    ))
+    let mut after = decision.look_again_after(Timestamp::now());
+    // A joined spoke whose agent bootstraps again (it lost its certificate) holds its new one
+    // on the spoke only, which nothing here watches (its ManagedCluster need not change): look
+    // again soon, to delete its token once it does.
+    if gathered.facts.joined && !gathered.bootstrapped && !gathered.tokens.is_empty() {
+        after = after.min(lifecycle::POLL);
+    }
+    Ok(Requeue::requeue(after))
 }
 
 /// Renews the spoke's bootstrap tokens while it has not joined, deletes them once it holds its
@@ -1136,6 +1204,69 @@ mod tests {
             "status": {"rollout": {"target": "t", "spokes": spokes}},
         }))
         .expect("a Hub")
+    }
+
+    fn cluster(labels: serde_json::Value, status: serde_json::Value) -> ManagedCluster {
+        serde_json::from_value(json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1",
+            "kind": "ManagedCluster",
+            "metadata": {"name": "edge", "labels": labels},
+            "spec": {"hubAcceptsClient": true, "leaseDurationSeconds": 10},
+            "status": status,
+        }))
+        .expect("a ManagedCluster")
+    }
+
+    #[tokio::test]
+    async fn a_spoke_pass_wakes_on_what_it_reads_of_its_cluster_and_not_on_agent_reports() {
+        let available = |status: &str, at: &str| {
+            json!({"type": "ManagedClusterConditionAvailable", "status": status,
+                   "reason": "r", "message": "m", "lastTransitionTime": at})
+        };
+        let joined = cluster(
+            json!({}),
+            json!({"conditions": [available("True", "2026-01-01T00:00:00Z")]}),
+        );
+        let reported = cluster(
+            json!({}),
+            json!({"conditions": [available("True", "2026-01-01T00:00:00Z")],
+                   "version": {"kubernetes": "v1.31.0"},
+                   "clusterClaims": [{"name": "id.k8s.io", "value": "x"}]}),
+        );
+        let labelled = cluster(
+            json!({"env": "prod"}),
+            json!({"conditions": [available("True", "2026-01-01T00:00:00Z")]}),
+        );
+        let lapsed = cluster(
+            json!({"env": "prod"}),
+            json!({"conditions": [available("Unknown", "2026-01-01T00:05:00Z")]}),
+        );
+        let events = futures::stream::iter(
+            [
+                watcher::Event::Init,
+                watcher::Event::InitApply(joined),
+                watcher::Event::InitDone,
+                watcher::Event::Apply(reported),
+                watcher::Event::Apply(labelled),
+                watcher::Event::Apply(lapsed.clone()),
+                watcher::Event::Delete(lapsed),
+            ]
+            .map(Ok),
+        );
+        let woken: Vec<String> = cluster_changes(events)
+            .map(|cluster| {
+                let cluster = cluster.expect("no error");
+                format!(
+                    "{}/{}",
+                    cluster.labels().get("env").map_or("-", String::as_str),
+                    cluster.is_available()
+                )
+            })
+            .collect()
+            .await;
+        // Joined; labelled; lapsed; deleted (the agent's report of its version and claims woke
+        // nothing).
+        assert_eq!(woken, ["-/true", "prod/true", "prod/false", "prod/false"]);
     }
 
     fn names(refs: Vec<ObjectRef<Spoke>>) -> Vec<String> {
