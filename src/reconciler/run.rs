@@ -167,6 +167,9 @@ impl Context {
     }
 }
 
+/// How many Spoke passes run at once.
+const SPOKE_PASSES_AT_ONCE: u16 = 64;
+
 /// How long a Spoke whose pass failed waits at first; it doubles with each failure in a row.
 const FIRST_BACKOFF: Duration = Duration::from_secs(2);
 /// The longest wait before a failing Spoke or Hub is tried again.
@@ -176,7 +179,12 @@ const MAX_BACKOFF: Duration = Duration::from_secs(300);
 pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     let client = config.client.clone();
     let spokes_api: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
-    let controller = Controller::new(spokes_api, watcher::Config::default());
+    // Passes at once: a fleet declared all at once would otherwise start a pass for every spoke
+    // together, each holding what it gathered while the sync's writes and the joins already
+    // under way wait behind them.
+    let controller = Controller::new(spokes_api, watcher::Config::default()).with_config(
+        kube::runtime::controller::Config::default().concurrency(SPOKE_PASSES_AT_ONCE),
+    );
     let store = controller.store();
     let hub_errors = ErrorPolicy::counted(
         "hub reconciler",
