@@ -367,11 +367,7 @@ async fn run(settings: &Settings, hub_rt: tokio::runtime::Handle) -> Result<Repo
     // `up` starts them from a fleet that has them all; the repo's first commit has the hub.
     let full = tempfile::tempdir().map_err(io("temporary directory"))?;
     write_fleet(full.path(), spokes, LEASE_SECONDS).map_err(io("write the fleet"))?;
-    let (_, fleet) = fleetform::source::load_fleet(&fleetform::source::SourceSpec {
-        location: full.path().display().to_string(),
-        ..Default::default()
-    })
-    .map_err(|err| format!("the fleet: {err:?}"))?;
+    let fleet = repo::load(full.path())?;
     let repo = tempfile::tempdir().map_err(io("temporary directory"))?;
     let git = git2::Repository::init(repo.path()).map_err(|err| err.to_string())?;
     write_fleet(repo.path(), 0, LEASE_SECONDS).map_err(io("write the fleet"))?;

@@ -273,11 +273,7 @@ async fn roll_out(
     let git = git2::Repository::init(repo_dir.path()).map_err(|err| err.to_string())?;
     write_fleet(repo_dir.path(), spokes, false).map_err(io("write the fleet"))?;
     repo::commit(&git, "every spoke").map_err(|err| err.to_string())?;
-    let (_, fleet) = fleetform::source::load_fleet(&fleetform::source::SourceSpec {
-        location: repo_dir.path().display().to_string(),
-        ..Default::default()
-    })
-    .map_err(|err| format!("the fleet: {err:?}"))?;
+    let fleet = repo::load(repo_dir.path())?;
     let data = tempfile::tempdir().map_err(io("temporary directory"))?;
 
     let started = Instant::now();

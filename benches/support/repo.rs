@@ -1,4 +1,4 @@
-//! The fleet repo a benchmark commits to.
+//! The fleet repo a benchmark commits to and starts `up` from.
 
 /// Commits the work tree of `repo` with `message`; returns the commit's id.
 pub fn commit(repo: &git2::Repository, message: &str) -> Result<String, git2::Error> {
@@ -18,4 +18,14 @@ pub fn commit(repo: &git2::Repository, message: &str) -> Result<String, git2::Er
         &parents,
     )?;
     Ok(id.to_string())
+}
+
+/// The fleet the files under `dir` declare, as `up` loads it.
+pub fn load(dir: &std::path::Path) -> Result<fleetform::fleet::Fleet, String> {
+    let (_, fleet) = fleetform::source::load_fleet(&fleetform::source::SourceSpec {
+        location: dir.display().to_string(),
+        ..Default::default()
+    })
+    .map_err(|err| format!("the fleet: {err:?}"))?;
+    Ok(fleet)
 }
