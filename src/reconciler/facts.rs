@@ -33,7 +33,7 @@ use crate::plan::desired::{
 };
 
 use super::run::{FIELD_MANAGER, ReconcileError};
-use crate::runtime::error::{Category, KubeError};
+use crate::runtime::error::KubeError;
 
 /// What one pass knows about a Spoke: the facts and the objects they came from.
 pub(crate) struct Gathered {
@@ -330,15 +330,10 @@ impl SpokeAgent {
         endpoint: &HubEndpoint,
     ) -> Result<Self, ReconcileError> {
         let spoke = &reached.client;
-        // A spoke whose API server does not answer is unreachable (its phase then follows its
-        // ManagedCluster); one that answers with an error is failing.
         let unreachable = |what: &'static str| {
             move |err: kube::Error| {
                 let message = format!("cannot read {what} at {}: {err}", reached.describe());
-                match Category::of(&err) {
-                    Category::Unreachable | Category::Timeout => ReconcileError::Access(message),
-                    _ => ReconcileError::Spoke(message),
-                }
+                ReconcileError::on_spoke(message, &err)
             }
         };
         let namespace = Api::<Namespace>::all(spoke.clone())

@@ -125,6 +125,16 @@ impl Failure for ReconcileError {
 }
 
 impl ReconcileError {
+    /// A call to the spoke's API server that failed with `err`, said as `message`: `Access` when
+    /// the server did not answer (the spoke's phase then follows its ManagedCluster), `Spoke`
+    /// when it answered with an error.
+    pub(crate) fn on_spoke(message: String, err: &kube::Error) -> Self {
+        match Category::of(err) {
+            Category::Unreachable | Category::Timeout => ReconcileError::Access(message),
+            _ => ReconcileError::Spoke(message),
+        }
+    }
+
     /// What kind of failure this is, for the Spoke's `Reconciled` condition and its Event: an
     /// operator reads what to fix from it.
     pub fn reason(&self) -> &'static str {
@@ -227,14 +237,7 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     let in_namespace = |namespace: Option<String>| {
         namespace.map(|name| ObjectRef::<Spoke>::new(&name).within(SYSTEM_NAMESPACE))
     };
-    let every_spoke = move |store: &Store<Spoke>| -> Vec<ObjectRef<Spoke>> {
-        store
-            .state()
-            .iter()
-            .map(|spoke| ObjectRef::from(&**spoke))
-            .collect()
-    };
-    let (hub_store, addon_store) = (store.clone(), store.clone());
+    let (spokes_of_hubs, spokes_of_addons) = (store.clone(), store.clone());
     let hub_triggers = HubTriggers::default();
     let spoke_loop = controller
         .watches_stream(
@@ -273,7 +276,7 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
             )
             .default_backoff()
             .applied_objects(),
-            move |hub: Hub| hub_triggers.wakes(&hub, &hub_store),
+            move |hub: Hub| hub_triggers.wakes(&hub, &spokes_of_hubs),
         )
         .watches_stream(
             watcher(
@@ -283,7 +286,7 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
             .default_backoff()
             .applied_objects()
             .predicate_filter(addon_spec, Default::default()),
-            move |_| every_spoke(&addon_store),
+            move |_| every_spoke(&spokes_of_addons),
         )
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(
@@ -385,6 +388,15 @@ fn cluster_facts(cluster: &ManagedCluster) -> u64 {
     hasher.finish()
 }
 
+/// Every Spoke in `store`.
+fn every_spoke(store: &Store<Spoke>) -> Vec<ObjectRef<Spoke>> {
+    store
+        .state()
+        .iter()
+        .map(|spoke| ObjectRef::from(&**spoke))
+        .collect()
+}
+
 /// The spokes `hub`'s rollouts (its own and its addons') have in progress.
 fn in_progress(hub: &Hub) -> impl Iterator<Item = &crate::api::fleet::SpokeRollout> {
     hub.status
@@ -426,21 +438,13 @@ impl HubTriggers {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(hub.name_any(), now);
-        let spoke = |name: &str| ObjectRef::new(name).within(SYSTEM_NAMESPACE);
         match before {
-            Some((generation, _)) if generation != now.0 => spokes
-                .state()
-                .iter()
-                .map(|s| ObjectRef::from(&**s))
+            // First seen, or its spec changed.
+            None => every_spoke(spokes),
+            Some((generation, _)) if generation != now.0 => every_spoke(spokes),
+            Some((_, digest)) if digest != now.1 => in_progress(hub)
+                .map(|entry| ObjectRef::new(&entry.name).within(SYSTEM_NAMESPACE))
                 .collect(),
-            None => spokes
-                .state()
-                .iter()
-                .map(|s| ObjectRef::from(&**s))
-                .collect(),
-            Some((_, digest)) if digest != now.1 => {
-                in_progress(hub).map(|entry| spoke(&entry.name)).collect()
-            }
             Some(_) => Vec::new(),
         }
     }
@@ -717,9 +721,6 @@ async fn hub_endpoint_of(
     Ok(install::hub_endpoint(&name, &hub.spec, known, secret_ca)?)
 }
 
-/// Writes phase, observed generation, conditions and what the spoke has of the settings a
-/// rollout rolls out (`applied`), if they changed. The agent version is the agent's to report:
-/// it says what runs, not what was asked for.
 /// The phase of a spoke whose API server the hub cannot reach, from its ManagedCluster (see
 /// [`lifecycle::phase_unreached`]): a destroyed cluster does not stay Running.
 async fn report_phase_unreached(client: &Client, spoke: &Spoke) -> Result<(), ReconcileError> {
@@ -740,6 +741,10 @@ async fn report_phase_unreached(client: &Client, spoke: &Spoke) -> Result<(), Re
     }
 }
 
+/// Writes phase, observed generation, conditions, what the spoke has of the settings a rollout
+/// rolls out (`applied`) and the agent its rollout released it to (`released_agent`), if they
+/// changed. The agent version is the agent's to report: it says what runs, not what was asked
+/// for.
 async fn write_status(
     client: &Client,
     spoke: &Spoke,
@@ -914,7 +919,9 @@ async fn install_agent(
     grant_spoke_access(client, &name, &hub.name_any()).await?;
     let on_spoke = |what: &'static str| {
         let at = reached.describe();
-        move |err: kube::Error| ReconcileError::Spoke(format!("cannot apply {what} at {at}: {err}"))
+        move |err: kube::Error| {
+            ReconcileError::on_spoke(format!("cannot apply {what} at {at}: {err}"), &err)
+        }
     };
     let namespace = apply_on(
         &Api::<Namespace>::all(spoke_client.clone()),
