@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use fleetform::agent::AgentLoops;
 use fleetform::api::fleet::{Phase, SYSTEM_NAMESPACE, Spoke};
 use fleetform::api::{FleetSync, ManagedCluster};
-use fleetform::up::{self, UpConfig};
+use fleetform::up;
 use fleetform_controlplane::requests::RequestCounts;
 use futures::StreamExt;
 use kube::api::ListParams;
@@ -377,18 +377,13 @@ async fn run(settings: &Settings, hub_rt: tokio::runtime::Handle) -> Result<Repo
     let started = Instant::now();
     let running = up::start(
         &fleet,
-        UpConfig {
-            interval: Duration::from_secs(1),
-            spokes_in_memory: light,
-            agent_loops: if light {
-                AgentLoops::Registration
-            } else {
-                AgentLoops::All
-            },
-            hub_runtime: Some(hub_rt),
-            // `up` makes its data dir owner-only; a temporary directory is not.
-            ..UpConfig::new(data.path().join("up"), repo.path().display().to_string())
-        },
+        repo::up_config(
+            data.path(),
+            repo.path(),
+            light,
+            AgentLoops::Registration,
+            hub_rt,
+        ),
     )
     .await
     .map_err(|err| format!("the fleet's clusters: {err}"))?;

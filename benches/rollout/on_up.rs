@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use fleetform::agent::AgentLoops;
 use fleetform::api::ManagedCluster;
 use fleetform::api::fleet::{Hub, RolloutStatus, SYSTEM_NAMESPACE, Spoke, SpokeRolloutState};
-use fleetform::up::{self, UpConfig};
+use fleetform::up;
 use futures::{Stream, StreamExt};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, ResourceExt};
@@ -176,6 +176,11 @@ impl Seen {
             .filter(|rollout| is_new_target(rollout))
     }
 
+    /// Why the rollout to the new version halted, if it did.
+    fn halted(&self) -> Option<&String> {
+        self.new_rollout()?.halted.as_ref()
+    }
+
     fn on_new_version(&self) -> usize {
         self.versions
             .values()
@@ -279,21 +284,13 @@ async fn roll_out(
     let started = Instant::now();
     let running = up::start(
         &fleet,
-        UpConfig {
-            interval: Duration::from_secs(1),
-            spokes_in_memory: light,
-            agent_loops: if light {
-                AgentLoops::Lifecycle
-            } else {
-                AgentLoops::All
-            },
-            hub_runtime: Some(hub_rt),
-            // `up` makes its data dir owner-only; a temporary directory is not.
-            ..UpConfig::new(
-                data.path().join("up"),
-                repo_dir.path().display().to_string(),
-            )
-        },
+        repo::up_config(
+            data.path(),
+            repo_dir.path(),
+            light,
+            AgentLoops::Lifecycle,
+            hub_rt,
+        ),
     )
     .await
     .map_err(|err| format!("the fleet's clusters: {err}"))?;
@@ -364,20 +361,16 @@ async fn roll_out(
     let from = Instant::now();
     let never_up = (0..spokes).filter(|i| broken(*i) && !offline(*i)).count();
     let healthy = spokes - offline_names.len() - never_up;
-    let healthy_done = follower
-        .wait(from, "rolling out", |seen| {
-            seen.in_state(SpokeRolloutState::Succeeded) >= healthy
-                || seen.new_rollout().is_some_and(|r| r.halted.is_some())
-        })
-        .await
-        .then(|| from.elapsed());
-    let ended = follower
-        .wait(from, "rolling out", |seen| {
-            seen.in_state(SpokeRolloutState::Failed) >= never_up
-                || seen.new_rollout().is_some_and(|r| r.halted.is_some())
-        })
-        .await
-        .then(|| from.elapsed());
+    let mut until = async |state: SpokeRolloutState, count: usize| {
+        follower
+            .wait(from, "rolling out", |seen| {
+                seen.in_state(state) >= count || seen.halted().is_some()
+            })
+            .await
+            .then(|| from.elapsed())
+    };
+    let healthy_done = until(SpokeRolloutState::Succeeded, healthy).await;
+    let ended = until(SpokeRolloutState::Failed, never_up).await;
     let cpu = cpu_times().since(&cpu_before);
     let figures = figures(Facts {
         seen: &follower.seen,
@@ -474,7 +467,7 @@ fn figures(facts: Facts<'_>) -> Value {
         "skippedOffline": seen.in_state(SpokeRolloutState::SkippedOffline),
         "pending": seen.in_state(SpokeRolloutState::Pending),
         "upgradedWithoutRelease": unreleased_upgraded,
-        "halted": rollout.and_then(|r| r.halted.clone()),
+        "halted": seen.halted(),
         "waves": waves,
         "idealSeconds": ideal,
         "healthyDoneSeconds": healthy_seconds,

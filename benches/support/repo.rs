@@ -29,3 +29,27 @@ pub fn load(dir: &std::path::Path) -> Result<fleetform::fleet::Fleet, String> {
     .map_err(|err| format!("the fleet: {err:?}"))?;
     Ok(fleet)
 }
+
+/// How the `up` benchmarks start `up`: on the repo at `repo`, its data under `data`, syncing
+/// every second, the hub on `hub_runtime`; `light` spokes keep their state in memory and their
+/// agents run `light_loops`, the others are what `up` runs.
+pub fn up_config(
+    data: &std::path::Path,
+    repo: &std::path::Path,
+    light: bool,
+    light_loops: fleetform::agent::AgentLoops,
+    hub_runtime: tokio::runtime::Handle,
+) -> fleetform::up::UpConfig {
+    fleetform::up::UpConfig {
+        interval: std::time::Duration::from_secs(1),
+        spokes_in_memory: light,
+        agent_loops: if light {
+            light_loops
+        } else {
+            fleetform::agent::AgentLoops::All
+        },
+        hub_runtime: Some(hub_runtime),
+        // `up` makes its data dir owner-only; a temporary directory is not.
+        ..fleetform::up::UpConfig::new(data.join("up"), repo.display().to_string())
+    }
+}
