@@ -8,7 +8,8 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
 
 use crate::admission::{Admission, Attempt, Operation};
 use crate::conversion::Converters;
@@ -195,12 +196,38 @@ impl Query {
 /// What a handler answers.
 pub struct Answer {
     pub code: u16,
-    pub body: Value,
+    pub body: Reply,
+}
+
+/// What an answer carries.
+pub enum Reply {
+    /// An object, to be serialised.
+    Object(Value),
+    /// JSON ready to go out: objects served as they are stored are never decoded.
+    Json(Bytes),
 }
 
 impl Answer {
     fn ok(body: Value) -> Self {
-        Answer { code: 200, body }
+        Answer {
+            code: 200,
+            body: Reply::Object(body),
+        }
+    }
+
+    fn json(body: Bytes) -> Self {
+        Answer {
+            code: 200,
+            body: Reply::Json(body),
+        }
+    }
+
+    /// The answer's object.
+    pub fn into_object(self) -> Value {
+        match self.body {
+            Reply::Object(object) => object,
+            Reply::Json(raw) => storage::decode(&raw),
+        }
     }
 }
 
@@ -281,6 +308,50 @@ impl Filter {
 }
 
 /// The page token of a paginated list.
+impl Render {
+    /// Whether objects are answered whole, as served (no Table, no metadata alone).
+    fn whole_objects(&self) -> bool {
+        !self.table && !self.metadata_only
+    }
+}
+
+/// Whether `raw` is served exactly as stored at `info`'s version: stored at that version and
+/// kind, by a resource that serves objects as it stores them.
+pub(crate) fn served_as_stored(info: &ResourceInfo, raw: &[u8]) -> bool {
+    info.strategy.serves_as_stored() && storage::stored_as(raw, &info.api_version(), &info.kind)
+}
+
+/// A list object; its items moved in, not copied.
+fn collection(api_version: &str, kind: &str, metadata: Value, items: Vec<Value>) -> Value {
+    let mut list = Map::new();
+    list.insert("apiVersion".into(), Value::String(api_version.to_string()));
+    list.insert("items".into(), Value::Array(items));
+    list.insert("kind".into(), Value::String(kind.to_string()));
+    list.insert("metadata".into(), metadata);
+    Value::Object(list)
+}
+
+/// `info`'s list of objects served as stored, written out from their stored bytes.
+fn stored_list(info: &ResourceInfo, metadata: &Map<String, Value>, items: &[Bytes]) -> Bytes {
+    let string = |s: &str| Value::String(s.to_string()).to_string();
+    let mut out = Vec::with_capacity(items.iter().map(|raw| raw.len() + 1).sum::<usize>() + 256);
+    out.extend_from_slice(b"{\"apiVersion\":");
+    out.extend_from_slice(string(&info.api_version()).as_bytes());
+    out.extend_from_slice(b",\"items\":[");
+    for (i, raw) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(raw);
+    }
+    out.extend_from_slice(b"],\"kind\":");
+    out.extend_from_slice(string(&info.list_kind).as_bytes());
+    out.extend_from_slice(b",\"metadata\":");
+    out.extend_from_slice(Value::Object(metadata.clone()).to_string().as_bytes());
+    out.push(b'}');
+    Bytes::from(out)
+}
+
 fn encode_continue(rv: i64, ns: &str, name: &str) -> String {
     let raw = json!({"rv": rv, "ns": ns, "name": name}).to_string();
     objects::base64_encode(raw.as_bytes())
@@ -319,11 +390,16 @@ impl ApiServer {
 
     /// GET of one object.
     pub fn get(&self, t: &Target, render: Render) -> ApiResult<Answer> {
-        let obj = self
+        let raw = self
             .store
-            .get(&t.key(), &t.namespace, t.name())
+            .get_stored(&t.key(), &t.namespace, t.name())
             .ok_or_else(|| Self::not_found(t))?;
-        let obj = self.conversions.served_one(&t.info, &obj)?;
+        if t.part != Part::Scale && render.whole_objects() && served_as_stored(&t.info, &raw) {
+            return Ok(Answer::json(raw));
+        }
+        let obj = self
+            .conversions
+            .served_one(&t.info, &storage::decode(&raw))?;
         if let (Part::Scale, Some(paths)) = (t.part, &t.info.scale) {
             return Ok(Answer::ok(crate::scale::to_scale(paths, &obj)));
         }
@@ -371,38 +447,48 @@ impl ApiServer {
                 .store
                 .select(&t.key(), t.stored_namespace(), &filter.lookups()),
         };
-        let mut out = Vec::new();
-        let mut next = None;
+        // Only as far as the page goes, and decoded only to be filtered: a page of 500 of
+        // 70,000 objects must not hold all 70,000 decoded (nor decode them).
+        let mut page = Vec::new();
+        let mut more = false;
         let mut remaining = 0i64;
-        // Decoded one at a time and only as far as the page goes: a page of 500 of 70,000
-        // objects must not hold all 70,000 decoded (nor decode them).
-        let mut items = items.iter();
+        let mut items = items.into_iter();
         while let Some(raw) = items.next() {
-            let obj = storage::decode(raw);
-            if !filter.matches(&obj) {
+            if !filter.is_empty() && !filter.matches(&storage::decode(&raw)) {
                 continue;
             }
-            if limit > 0 && out.len() == limit {
-                let last: &Value = out.last().unwrap_or(&obj);
-                next = Some(encode_continue(rv, last.namespace(), last.name()));
+            if limit > 0 && page.len() == limit {
+                more = true;
                 // Read only without a filter, when every object left is one more item.
                 remaining = 1 + i64::try_from(items.len()).unwrap_or(i64::MAX);
                 break;
             }
-            out.push(obj);
+            page.push(raw);
         }
-        let out = self.conversions.served(&t.info, out)?;
-        let mut meta = json!({"resourceVersion": rv.to_string()});
-        if let Some(n) = next {
-            meta["continue"] = json!(n);
+        let mut meta = Map::new();
+        meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+        if more && let Some(last) = page.last() {
+            let last = storage::decode(last);
+            let next = encode_continue(rv, last.namespace(), last.name());
+            meta.insert("continue".into(), Value::String(next));
             if filter.is_empty() {
-                meta["remainingItemCount"] = json!(remaining);
+                meta.insert("remainingItemCount".into(), Value::from(remaining));
             }
         }
+        if render.whole_objects() && page.iter().all(|raw| served_as_stored(&t.info, raw)) {
+            return Ok(Answer::json(stored_list(&t.info, &meta, &page)));
+        }
+        let out = page.iter().map(|raw| storage::decode(raw)).collect();
+        let out = self.conversions.served(&t.info, out)?;
+        let meta = Value::Object(meta);
         if render.metadata_only {
             let items: Vec<Value> = out.iter().map(table::partial).collect();
-            return Ok(Answer::ok(json!({"kind": "PartialObjectMetadataList",
-                "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items})));
+            return Ok(Answer::ok(collection(
+                "meta.k8s.io/v1",
+                "PartialObjectMetadataList",
+                meta,
+                items,
+            )));
         }
         if render.table {
             return Ok(Answer::ok(table::table(
@@ -413,12 +499,12 @@ impl ApiServer {
                 true,
             )));
         }
-        Ok(Answer::ok(json!({
-            "kind": t.info.list_kind,
-            "apiVersion": t.info.api_version(),
-            "metadata": meta,
-            "items": out,
-        })))
+        Ok(Answer::ok(collection(
+            &t.info.api_version(),
+            &t.info.list_kind,
+            meta,
+            out,
+        )))
     }
 
     fn check_namespace(&self, t: &Target, name: &str) -> ApiResult<()> {
@@ -516,7 +602,7 @@ impl ApiServer {
         let obj = self.finish(t, written).await?;
         Ok(Answer {
             code: 201,
-            body: self.conversions.served_one(&t.info, &obj)?,
+            body: Reply::Object(self.conversions.served_one(&t.info, &obj)?),
         })
     }
 
@@ -693,7 +779,7 @@ impl ApiServer {
         let obj = self.finish(t, written).await?;
         Ok(Answer {
             code: if created { 201 } else { 200 },
-            body: self.render_written(t, &obj)?,
+            body: Reply::Object(self.render_written(t, &obj)?),
         })
     }
 
@@ -999,5 +1085,61 @@ mod tests {
             ..fields(&[])
         };
         assert_eq!(by_label.matches_name("ns", "hub"), None, "needs the object");
+    }
+
+    fn stored(object: &Value) -> Bytes {
+        Bytes::from(object.to_string())
+    }
+
+    #[test]
+    fn an_object_is_served_as_stored_only_at_its_stored_version_and_kind() {
+        let registry = Registry::with_builtins();
+        let leases = registry
+            .lookup("coordination.k8s.io", "v1", "leases")
+            .unwrap();
+        let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "a", "namespace": "n"}, "spec": {"holderIdentity": "x"}});
+        assert!(served_as_stored(&leases, &stored(&lease)));
+        let older = json!({"apiVersion": "coordination.k8s.io/v1beta1", "kind": "Lease"});
+        assert!(!served_as_stored(&leases, &stored(&older)));
+        let events = registry.lookup("events.k8s.io", "v1", "events").unwrap();
+        let event = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event"});
+        assert!(
+            !served_as_stored(&events, &stored(&event)),
+            "events.k8s.io serves core Events in its own form"
+        );
+        // Escaped text in the type fields is read as what it says.
+        let escaped = br#"{"apiVersion":"coordination.k8s.io\/v1","kind":"Lease"}"#;
+        assert!(served_as_stored(&leases, escaped));
+    }
+
+    #[test]
+    fn a_list_written_from_stored_bytes_is_the_list_decoded_and_served() {
+        let registry = Registry::with_builtins();
+        let leases = registry
+            .lookup("coordination.k8s.io", "v1", "leases")
+            .unwrap();
+        let items: Vec<Value> = ["a", "b\"c"]
+            .iter()
+            .map(|name| {
+                json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": name, "namespace": "n", "resourceVersion": "7"},
+                    "spec": {"leaseDurationSeconds": 10, "renewTime": "2026-11-26T00:00:00.000000Z"}})
+            })
+            .collect();
+        let mut meta = Map::new();
+        meta.insert("resourceVersion".into(), json!("9"));
+        meta.insert("continue".into(), json!("token"));
+        let raw: Vec<Bytes> = items.iter().map(stored).collect();
+        let written: Value = serde_json::from_slice(&stored_list(&leases, &meta, &raw)).unwrap();
+        let decoded = collection(
+            "coordination.k8s.io/v1",
+            "LeaseList",
+            Value::Object(meta),
+            items,
+        );
+        assert_eq!(written, decoded);
+        let empty: Value = serde_json::from_slice(&stored_list(&leases, &Map::new(), &[])).unwrap();
+        assert_eq!(empty["items"], json!([]));
     }
 }

@@ -106,25 +106,10 @@ impl Encoder {
             {
                 return Ok(framed(kind, &head.partial));
             }
-        } else if self.table.is_none() && self.served_as_stored(&e.object) {
+        } else if self.table.is_none() && crate::api::served_as_stored(&self.info, &e.object) {
             return Ok(framed(kind, &e.object));
         }
         self.event(kind, &e.decode())
-    }
-
-    /// Whether a stored object is already at the version and kind this watch shows, read
-    /// without decoding the rest of it.
-    fn served_as_stored(&self, stored: &[u8]) -> bool {
-        #[derive(serde::Deserialize)]
-        struct TypeMeta {
-            #[serde(rename = "apiVersion")]
-            api_version: Option<String>,
-            kind: Option<String>,
-        }
-        serde_json::from_slice::<TypeMeta>(stored).is_ok_and(|t| {
-            t.api_version.as_deref() == Some(&self.api_version)
-                && t.kind.as_deref() == Some(self.info.kind.as_str())
-        })
     }
 
     /// Encodes an event with the object as this watch shows it.

@@ -17,7 +17,7 @@ use http_body_util::{BodyExt, Full, Limited, StreamBody, combinators::UnsyncBoxB
 use hyper::body::Frame;
 use serde_json::Value;
 
-use crate::api::{ApiServer, Query, Render, Target, UserInfo, WriteOptions};
+use crate::api::{ApiServer, Query, Render, Reply, Target, UserInfo, WriteOptions};
 use crate::auth::authn::StaticTokens;
 use crate::auth::gate;
 use crate::auth::tls::PeerIdentity;
@@ -410,7 +410,10 @@ async fn resource(
         }
         _ => return Err(not_allowed()),
     };
-    Ok(json_response(answer.code, &answer.body))
+    Ok(match answer.body {
+        Reply::Object(object) => json_response(answer.code, &object),
+        Reply::Json(raw) => full(answer.code, "application/json", raw),
+    })
 }
 
 /// The checks kube-apiserver makes beyond RBAC: CSR approval needs `approve` and CSR status
@@ -455,7 +458,7 @@ async fn guard_write(
                 // Only to see what the patch makes: admission runs on the real write.
                 opts.dry_run = true;
                 opts.user = None;
-                fe.api.patch(target, kind, body, &opts).await?.body
+                fe.api.patch(target, kind, body, &opts).await?.into_object()
             } else {
                 decode_body(headers, body)?
             };

@@ -18,6 +18,7 @@ pub mod sqlite;
 pub use history::{Clock, HistoryLimits, SystemClock};
 pub use index::{Indexed, Lookup};
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -491,13 +492,16 @@ impl Store {
 
     /// One object.
     pub fn get(&self, key: &str, ns: &str, name: &str) -> Option<Arc<Value>> {
-        let raw = self
-            .lock()
+        self.get_stored(key, ns, name).map(|raw| parse(&raw))
+    }
+
+    /// One object as stored ([`decode`] reads it).
+    pub fn get_stored(&self, key: &str, ns: &str, name: &str) -> Option<Bytes> {
+        self.lock()
             .objects
             .get(key)
             .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
-            .cloned();
-        raw.map(|r| parse(&r))
+            .cloned()
     }
 
     /// Objects of one resource (in one namespace, or all), ordered by namespace and name,
@@ -755,6 +759,20 @@ fn serialise(v: &Value) -> Bytes {
 /// back from a database whose bodies were checked at start), so they parse.
 pub fn decode(raw: &[u8]) -> Value {
     serde_json::from_slice(raw).unwrap_or(Value::Null)
+}
+
+/// Whether a stored object says it is of `api_version` and `kind`: read without decoding the
+/// rest of it.
+pub fn stored_as(raw: &[u8], api_version: &str, kind: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct TypeMeta<'a> {
+        #[serde(rename = "apiVersion", borrow, default)]
+        api_version: Cow<'a, str>,
+        #[serde(borrow, default)]
+        kind: Cow<'a, str>,
+    }
+    serde_json::from_slice::<TypeMeta>(raw)
+        .is_ok_and(|meta| meta.api_version == api_version && meta.kind == kind)
 }
 
 fn parse(raw: &Bytes) -> Arc<Value> {

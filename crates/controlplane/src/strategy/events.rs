@@ -64,6 +64,10 @@ impl ResourceStrategy for EventsV1 {
         crate::events::to_events_v1(obj)
     }
 
+    fn serves_as_stored(&self) -> bool {
+        false
+    }
+
     fn stored_field<'p>(&self, path: &'p str) -> Cow<'p, str> {
         crate::events::core_field(path)
     }

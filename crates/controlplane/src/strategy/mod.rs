@@ -119,6 +119,12 @@ pub trait ResourceStrategy: fmt::Debug + Send + Sync {
         obj
     }
 
+    /// Whether [`Self::to_served`] leaves every object as stored: then an object stored at
+    /// this resource's version and kind is served as its stored bytes, never decoded.
+    fn serves_as_stored(&self) -> bool {
+        true
+    }
+
     /// The stored field a field selector of this resource names.
     fn stored_field<'p>(&self, path: &'p str) -> Cow<'p, str> {
         Cow::Borrowed(path)
