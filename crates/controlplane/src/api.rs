@@ -599,11 +599,7 @@ impl ApiServer {
                 }
                 Ok(WriteOp::Put(obj))
             })?;
-        let obj = self.finish(t, written).await?;
-        Ok(Answer {
-            code: 201,
-            body: Reply::Object(self.conversions.served_one(&t.info, &obj)?),
-        })
+        self.written_answer(t, 201, written).await
     }
 
     fn crd_terminating(&self, info: &ResourceInfo) -> bool {
@@ -639,8 +635,25 @@ impl ApiServer {
             let op = self.admit_update(t, &cur, next, opts)?;
             self.to_stored(&info, record(op, &cur, &manager, &info, sub, &now))
         })?;
+        self.written_answer(t, 200, written).await
+    }
+
+    /// A write's answer once it is durable: the object as served, from its stored bytes when
+    /// it is served as stored.
+    async fn written_answer(
+        &self,
+        t: &Target,
+        code: u16,
+        written: crate::storage::Written,
+    ) -> ApiResult<Answer> {
+        let stored = written.stored.clone();
         let obj = self.finish(t, written).await?;
-        Ok(Answer::ok(self.render_written(t, &obj)?))
+        let body =
+            match stored.filter(|raw| t.part != Part::Scale && served_as_stored(&t.info, raw)) {
+                Some(raw) => Reply::Json(raw),
+                None => Reply::Object(self.render_written(t, &obj)?),
+            };
+        Ok(Answer { code, body })
     }
 
     fn render_written(&self, t: &Target, obj: &Value) -> ApiResult<Value> {
@@ -776,11 +789,8 @@ impl ApiServer {
                 }
             }
         })?;
-        let obj = self.finish(t, written).await?;
-        Ok(Answer {
-            code: if created { 201 } else { 200 },
-            body: Reply::Object(self.render_written(t, &obj)?),
-        })
+        self.written_answer(t, if created { 201 } else { 200 }, written)
+            .await
     }
 
     /// DELETE of one object.

@@ -218,6 +218,8 @@ pub enum WriteOp {
 pub struct Written {
     /// The stored object (for deletes: the last state).
     pub object: Arc<Value>,
+    /// Its stored bytes, when it is stored (not a dry run, not a delete).
+    pub stored: Option<Bytes>,
     pub ack: Ack,
 }
 
@@ -676,6 +678,7 @@ impl Store {
                 let object = current.ok_or(StorageError::NoObject("leave unchanged"))?;
                 return Ok(Written {
                     object,
+                    stored,
                     ack: Ack(None),
                 });
             }
@@ -705,6 +708,7 @@ impl Store {
         if dry_run {
             return Ok(Written {
                 object,
+                stored: None,
                 ack: Ack(None),
             });
         }
@@ -715,11 +719,13 @@ impl Store {
         inner.index(&slot, current.as_deref(), new_ref.as_deref());
         let raw = serialise(&object);
         let map = inner.objects.entry(key.to_string()).or_default();
-        if new_ref.is_some() {
+        let kept = if new_ref.is_some() {
             map.insert(id, raw.clone());
+            Some(raw.clone())
         } else {
             map.remove(&id);
-        }
+            None
+        };
         let event = Arc::new(Event {
             rv,
             key: Arc::from(key),
@@ -743,7 +749,11 @@ impl Store {
                 Ack(Some(arx))
             }
         };
-        Ok(Written { object, ack })
+        Ok(Written {
+            object,
+            stored: kept,
+            ack,
+        })
     }
 }
 
