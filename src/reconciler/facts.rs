@@ -27,7 +27,9 @@ use crate::api::vocabulary::{
     CONDITION_PIVOT_COMPLETE, CONDITION_SPOKE_JOINED, HUB_KUBECONFIG_SECRET,
     HUB_KUBECONFIG_SECRET_KEY_KUBECONFIG, LABEL_CLUSTER_NAME, STATUS_TRUE,
 };
-use crate::api::{ManagedCluster, ManagedClusterAddOn, ManifestWork, is_condition_true};
+use crate::api::{
+    ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn, ManifestWork, is_condition_true,
+};
 use crate::plan::desired::{
     EffectiveSpoke, MANAGED_BY, MANAGED_BY_LABEL, carried_addon_spec, effective,
 };
@@ -56,17 +58,24 @@ pub(crate) struct Gathered {
     pub applied: Option<AppliedSettings>,
 }
 
-/// The AddOn documents as the hub holds them: ClusterManagementAddOns carrying their spec.
+/// The AddOn documents as the hub holds them, read afresh: ClusterManagementAddOns carrying
+/// their spec.
 pub(crate) async fn addons(hub: &Client) -> Result<BTreeMap<String, AddOn>, ReconcileError> {
-    let api: Api<crate::api::ClusterManagementAddOn> = Api::all(hub.clone());
+    let api: Api<ClusterManagementAddOn> = Api::all(hub.clone());
     let listed = api
         .list(&ListParams::default())
         .await
         .map_err(KubeError::on("ClusterManagementAddOns", "list"))?;
-    Ok(listed
-        .into_iter()
+    Ok(addon_documents(&listed.items))
+}
+
+/// The AddOn documents `cmas` carry, by name.
+pub(crate) fn addon_documents<'a>(
+    cmas: impl IntoIterator<Item = &'a ClusterManagementAddOn>,
+) -> BTreeMap<String, AddOn> {
+    cmas.into_iter()
         .filter_map(|cma| {
-            let spec = carried_addon_spec(&cma)?.ok()?;
+            let spec = carried_addon_spec(cma)?.ok()?;
             Some((
                 cma.name_any(),
                 AddOn {
@@ -75,7 +84,7 @@ pub(crate) async fn addons(hub: &Client) -> Result<BTreeMap<String, AddOn>, Reco
                 },
             ))
         })
-        .collect())
+        .collect()
 }
 
 /// Gathers the facts about `spoke` of `hub`. The spoke is read unless its agent unjoins by itself

@@ -8,11 +8,11 @@
 //! A second controller keeps Hubs: their finalizer, phase, and on deletion the cascade to their
 //! spokes first, as [`hub_lifecycle`] decides; and their agent rollout ([`super::rollout`]).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
@@ -44,7 +44,7 @@ use crate::access::Access;
 use crate::api::bootstrap_token::{
     BOOTSTRAP_TOKEN_NAMESPACE, BootstrapToken, expiration_patch, token_secret,
 };
-use crate::api::fleet::{AppliedSettings, Hub, Phase, SYSTEM_NAMESPACE, Spoke};
+use crate::api::fleet::{AddOn, AppliedSettings, Hub, Phase, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::{
     AGENT_NAMESPACE, CONDITION_RECONCILED, FINALIZER_HUB_CLEANUP, LABEL_CLUSTER_NAME,
     REASON_UNJOINED_BY_HUB, STATUS_FALSE,
@@ -160,6 +160,8 @@ struct Context {
     spokes: Store<Spoke>,
     /// The Hubs, as the Spoke controller's watch of them keeps them.
     hubs: Store<Hub>,
+    /// The ClusterManagementAddOns, as the Spoke controller's watch of them keeps them.
+    addons: Store<ClusterManagementAddOn>,
     clients: SpokeClients,
     /// Publishes the reconciler's Events.
     events: Reporter,
@@ -171,6 +173,17 @@ struct Context {
 }
 
 impl Context {
+    /// The AddOn documents the hub holds: from the store of the watch of them once it has
+    /// listed them, read afresh until then (a pass must not take "not listed yet" for none).
+    async fn addon_documents(&self) -> Result<BTreeMap<String, AddOn>, ReconcileError> {
+        if let Some(Ok(())) = self.addons.wait_until_ready().now_or_never() {
+            return Ok(facts::addon_documents(
+                self.addons.state().iter().map(|cma| &**cma),
+            ));
+        }
+        facts::addons(&self.config.client).await
+    }
+
     fn tokens_cleared(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
         self.tokens_cleared
             .lock()
@@ -225,8 +238,10 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     );
     let rollout_metrics = config.metrics.rollout.clone();
     let (hubs, hub_writer) = reflector::store::<Hub>();
+    let (addons, addon_writer) = reflector::store::<ClusterManagementAddOn>();
     let ctx = Arc::new(Context {
         hubs,
+        addons,
         clients: SpokeClients::new(config.access.clone()),
         events: Reporter::new(client.clone(), FIELD_MANAGER, "fleetform-hub"),
         config,
@@ -278,10 +293,14 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
             .applied_objects(),
             move |hub: Hub| hub_triggers.wakes(&hub, &spokes_of_hubs),
         )
+        // The store passes read the AddOn documents from, too.
         .watches_stream(
-            watcher(
-                Api::<ClusterManagementAddOn>::all(client.clone()),
-                watcher::Config::default(),
+            reflector(
+                addon_writer,
+                watcher(
+                    Api::<ClusterManagementAddOn>::all(client.clone()),
+                    watcher::Config::default(),
+                ),
             )
             .default_backoff()
             .applied_objects()
@@ -543,7 +562,7 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
         return Err(ReconcileError::NoHub(spoke.spec.hub_ref.clone()));
     };
     let endpoint = hub_endpoint_of(client, &hub, &ctx.config.known_endpoint).await?;
-    let addon_docs = facts::addons(client).await?;
+    let addon_docs = ctx.addon_documents().await?;
     let tokens_cleared = ctx.tokens_cleared().contains(&spoke.name_any());
     let gathered = match facts::gather(
         client,
