@@ -16,7 +16,13 @@ fn load_one(path: &str, content: Vec<u8>) -> Result<fleet::Fleet, Vec<fleet::Dia
 }
 
 fn check_positions(content: &[u8], result: &Result<fleet::Fleet, Vec<fleet::Diagnostic>>) {
-    let lines = content.iter().filter(|&&b| b == b'\n').count() + 2;
+    // Line breaks as YAML counts them: LF, CRLF, and a CR alone.
+    let breaks = content
+        .iter()
+        .enumerate()
+        .filter(|&(i, &b)| b == b'\n' || (b == b'\r' && content.get(i + 1) != Some(&b'\n')))
+        .count();
+    let lines = breaks + 2;
     if let Err(diagnostics) = result {
         assert!(!diagnostics.is_empty());
         for diagnostic in diagnostics {
