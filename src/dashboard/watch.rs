@@ -93,7 +93,7 @@ where
     watcher(api, config)
         .default_backoff()
         // No page shows who owns which field: the model need not hold it for every object.
-        .modify(crate::hub::cache::without_managed_fields)
+        .modify(crate::runtime::watch::without_managed_fields)
         .filter_map(move |event| {
             let event = match event {
                 Ok(event) => {

@@ -13,37 +13,14 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
-use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher::{self, watcher};
-use kube::runtime::{WatchStreamExt, reflector};
-use kube::{Api, Resource};
-use serde::de::DeserializeOwned;
+use kube::runtime::watcher;
 
 use crate::api::addon::ManagedClusterAddOnStatus;
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
 use crate::hub::approval::registration_cluster;
 
-/// A controller over `api`'s objects (as `Controller::new`), whose cache keeps them as `cut`
-/// leaves them; its reconciles see the same cut objects.
-pub(crate) fn controller<K>(api: Api<K>, config: watcher::Config, cut: fn(&mut K)) -> Controller<K>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Clone + Default + Eq + std::hash::Hash + Unpin,
-{
-    let (reader, writer) = reflector::store();
-    let objects = watcher(api, config)
-        .default_backoff()
-        .modify(cut)
-        .reflect(writer)
-        .applied_objects();
-    Controller::for_stream(objects, reader)
-}
-
-/// Drops the managed fields, which no hub loop reads.
-pub(crate) fn without_managed_fields<K: Resource>(object: &mut K) {
-    object.meta_mut().managed_fields = None;
-}
+pub(crate) use crate::runtime::watch::{cached_controller as controller, without_managed_fields};
 
 /// A ManagedCluster as the accept and expiry loops read it: its metadata (no managed fields),
 /// acceptance, lease duration and taints, and its conditions. What its agent reports of the
@@ -163,7 +140,7 @@ mod tests {
     #[test]
     fn a_clusters_csrs_are_found_by_its_name_until_deleted() {
         let index = CsrsByCluster::default();
-        let (store, mut writer) = reflector::store();
+        let (store, mut writer) = kube::runtime::reflector::store();
         for event in [
             watcher::Event::InitApply(csr("a-1", Some("a"))),
             watcher::Event::InitApply(csr("b-1", Some("b"))),

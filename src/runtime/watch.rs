@@ -9,7 +9,8 @@ use std::hash::Hash;
 
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::controller::Controller;
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
@@ -87,6 +88,28 @@ where
             futures::stream::iter(changes)
         })
         .flatten()
+}
+
+/// A controller over `api`'s objects (as `Controller::new`), whose cache keeps them as `cut`
+/// leaves them; its reconciles see the same cut objects.
+pub fn cached_controller<K>(api: Api<K>, config: watcher::Config, cut: fn(&mut K)) -> Controller<K>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Default + Eq + std::hash::Hash + Unpin,
+{
+    let (reader, writer) = reflector::store();
+    let objects = watcher(api, config)
+        .default_backoff()
+        .modify(cut)
+        .reflect(writer)
+        .applied_objects();
+    Controller::for_stream(objects, reader)
+}
+
+/// Drops the managed fields, which no loop of fleetform's reads: what a cache keeps of every
+/// object it holds.
+pub fn without_managed_fields<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
 }
 
 #[cfg(test)]
