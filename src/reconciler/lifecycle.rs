@@ -388,6 +388,14 @@ pub fn decide(facts: &Facts) -> Decision {
     }
 }
 
+/// The Spoke conditions the lifecycle reconciler writes ([`conditions`]); the others are
+/// reported by the agent and the hub's observer.
+pub const OWN_CONDITIONS: [&str; 3] = [
+    CONDITION_RECONCILED,
+    CONDITION_SPOKE_JOINED,
+    CONDITION_ADDONS_CONFIGURED,
+];
+
 /// The Spoke's conditions after a pass at `now` that went through with `decision`;
 /// `unjoined_by_hub` is what the hub's own unjoin of the spoke came to, if it did one.
 pub fn conditions(

@@ -57,6 +57,7 @@ use crate::runtime::error::is_not_found;
 use crate::runtime::error::{Category, Failure, KubeError};
 use crate::runtime::finalizers::{delete_if_present, set_finalizer, set_finalizers};
 use crate::runtime::metrics::ControllerMetrics;
+use crate::runtime::watch::{cached_controller, without_managed_fields};
 
 /// Field manager of the reconciler's writes.
 pub const FIELD_MANAGER: &str = "fleetform";
@@ -220,10 +221,19 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     // Passes at once: a fleet declared all at once would otherwise start a pass for every spoke
     // together, each holding what it gathered while the sync's writes and the joins already
     // under way wait behind them.
-    let controller = Controller::new(spokes_api, watcher::Config::default()).with_config(
+    // Every cache here keeps its objects without their managed fields, which no pass reads
+    // (a Spoke's were most of what the store held of it). A Spoke wakes its pass only when
+    // someone else changed it (`spoke_changes`).
+    let (store, spoke_writer) = reflector::store::<Spoke>();
+    let spoke_events = watcher(spokes_api, watcher::Config::default())
+        .default_backoff()
+        .modify(without_managed_fields)
+        .reflect(spoke_writer)
+        .applied_objects()
+        .predicate_filter(spoke_changes, Default::default());
+    let controller = Controller::for_stream(spoke_events, store.clone()).with_config(
         kube::runtime::controller::Config::default().concurrency(SPOKE_PASSES_AT_ONCE),
     );
-    let store = controller.store();
     let hub_errors = ErrorPolicy::counted(
         "hub reconciler",
         FIRST_BACKOFF,
@@ -287,7 +297,8 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
                 watcher(
                     Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE),
                     watcher::Config::default(),
-                ),
+                )
+                .modify(without_managed_fields),
             )
             .default_backoff()
             .applied_objects(),
@@ -300,7 +311,8 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
                 watcher(
                     Api::<ClusterManagementAddOn>::all(client.clone()),
                     watcher::Config::default(),
-                ),
+                )
+                .modify(without_managed_fields),
             )
             .default_backoff()
             .applied_objects()
@@ -314,9 +326,10 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
             ctx.clone(),
         )
         .for_each(ctx.errors.outcomes());
-    let hub_controller = Controller::new(
+    let hub_controller = cached_controller(
         Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE),
         watcher::Config::default(),
+        without_managed_fields,
     );
     let hubs = hub_controller.store();
     let hub_loop = hub_controller
@@ -347,6 +360,41 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     futures::join!(spoke_loop, hub_loop);
     // Another replica decides the rollouts from now on.
     rollout_metrics.clear();
+}
+
+/// What of a Spoke wakes its pass: what git or a person changes (generation, labels,
+/// annotations), its finalizers and deletion, and what others report in its status (the
+/// agent's PivotComplete and version, the observer's conditions). Not what its own passes write
+/// there (phase, observed generation, applied settings, released agent, their conditions): a
+/// pass wrote those from what it read, and one that changed anything asks for the next pass
+/// itself (`spoke_pass`).
+fn spoke_changes(spoke: &Spoke) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let meta = &spoke.metadata;
+    meta.generation.hash(&mut hasher);
+    meta.labels.hash(&mut hasher);
+    meta.annotations.hash(&mut hasher);
+    meta.finalizers.hash(&mut hasher);
+    meta.deletion_timestamp
+        .as_ref()
+        .map(|at| at.0.to_string())
+        .hash(&mut hasher);
+    if let Some(status) = &spoke.status {
+        status.agent_version.hash(&mut hasher);
+        status.agent_config_hash.hash(&mut hasher);
+        for condition in status
+            .conditions
+            .iter()
+            .filter(|condition| !lifecycle::OWN_CONDITIONS.contains(&condition.type_.as_str()))
+        {
+            condition.type_.hash(&mut hasher);
+            condition.status.hash(&mut hasher);
+            condition.reason.hash(&mut hasher);
+            condition.message.hash(&mut hasher);
+        }
+    }
+    Some(hasher.finish())
 }
 
 /// The ManagedClusters whose change a Spoke pass would read: each one that changes what
@@ -667,6 +715,16 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
         decision.look_again_after(Timestamp::now()),
         ctx.spokes.len(),
     );
+    // What this pass changed, the next one reads and reports: its own status writes wake none
+    // (see `spoke_changes`). Not at once: an action whose effect the facts never show must not
+    // spin.
+    if decision
+        .actions
+        .iter()
+        .any(|action| !matches!(action, Action::Blocked(_)))
+    {
+        after = after.min(lifecycle::POLL);
+    }
     // A joined spoke whose agent bootstraps again (it lost its certificate) holds its new one
     // on the spoke only, which nothing here watches (its ManagedCluster need not change): look
     // again soon, to delete its token once it does.
@@ -1267,6 +1325,70 @@ mod tests {
             "status": status,
         }))
         .expect("a ManagedCluster")
+    }
+
+    fn spoke(generation: i64, status: serde_json::Value) -> Spoke {
+        serde_json::from_value(json!({
+            "apiVersion": "fleetform.io/v1alpha1",
+            "kind": "Spoke",
+            "metadata": {"name": "edge", "namespace": SYSTEM_NAMESPACE, "generation": generation},
+            "spec": {"hubRef": "hub", "kubeconfig": {"embedded": {}}},
+            "status": status,
+        }))
+        .expect("a Spoke")
+    }
+
+    #[test]
+    fn a_spoke_wakes_its_pass_on_what_others_change_not_on_its_passes_own_status() {
+        let condition = |type_: &str, status: &str| {
+            json!({"type": type_, "status": status, "reason": "r", "message": "m",
+                   "lastTransitionTime": "2026-01-01T00:00:00Z"})
+        };
+        let settled = spoke(
+            1,
+            json!({"phase": "Joining", "observedGeneration": 1,
+                   "conditions": [condition("SpokeJoined", "False")]}),
+        );
+        let own_write = spoke(
+            1,
+            json!({"phase": "Running", "observedGeneration": 1, "releasedAgent": "a1",
+                   "applied": {"addons": [], "unavailableAddons": [], "leaseDurationSeconds": 10},
+                   "conditions": [condition("SpokeJoined", "True"), condition("Reconciled", "True")]}),
+        );
+        assert_eq!(spoke_changes(&settled), spoke_changes(&own_write));
+        let pivoted = spoke(
+            1,
+            json!({"phase": "Joining", "observedGeneration": 1,
+                   "conditions": [condition("SpokeJoined", "False"), condition("PivotComplete", "True")]}),
+        );
+        assert_ne!(
+            spoke_changes(&settled),
+            spoke_changes(&pivoted),
+            "the agent's report"
+        );
+        let reported = spoke(
+            1,
+            json!({"phase": "Joining", "agentConfigHash": "h2",
+                   "conditions": [condition("SpokeJoined", "False")]}),
+        );
+        assert_ne!(
+            spoke_changes(&settled),
+            spoke_changes(&reported),
+            "the agent's version"
+        );
+        let edited = spoke(2, settled.status.clone().map_or(json!({}), |s| json!(s)));
+        assert_ne!(
+            spoke_changes(&settled),
+            spoke_changes(&edited),
+            "a new spec"
+        );
+        let mut deleted = settled.clone();
+        deleted.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+        assert_ne!(
+            spoke_changes(&settled),
+            spoke_changes(&deleted),
+            "its deletion"
+        );
     }
 
     #[tokio::test]
