@@ -27,6 +27,9 @@
 //! still hold (`support/heap.rs`); RSS is the whole process's.
 //!
 //! Prints a table and writes `target/bench/converge-<kind>.json`.
+//! `FLEETFORM_BENCH_HEAP_PROFILE=1` also samples the hub's allocations (one per 512 KiB, see
+//! `support/heap.rs`) and writes where the hub's heap was at each phase's peak to
+//! `target/bench/converge-<kind>-heap.txt`.
 //! `cargo bench --bench converge`; `FLEETFORM_BENCH_SPOKES=100` for a quick run;
 //! `FLEETFORM_BENCH_SPOKES=10000 FLEETFORM_BENCH_SPOKES_KIND=light` for issue 17's.
 
@@ -83,6 +86,8 @@ impl Kind {
 struct Settings {
     spokes: usize,
     kind: Kind,
+    /// Sample the hub's allocations, for where its heap is at its peak.
+    heap_profile: bool,
 }
 
 impl Settings {
@@ -102,7 +107,12 @@ impl Settings {
                 ));
             }
         };
-        Ok(Settings { spokes, kind })
+        let heap_profile = std::env::var("FLEETFORM_BENCH_HEAP_PROFILE").is_ok_and(|v| v == "1");
+        Ok(Settings {
+            spokes,
+            kind,
+            heap_profile,
+        })
     }
 }
 
@@ -178,12 +188,20 @@ impl Clusters {
 struct Peaks {
     rss: f64,
     hub_heap: f64,
+    /// The sampled hub heap by allocation site at `hub_heap` (when profiling).
+    hub_heap_sites: Option<std::collections::HashMap<usize, u64>>,
 }
 
 impl Peaks {
     fn sample(&mut self) {
         self.rss = self.rss.max(rss_mib());
-        self.hub_heap = self.hub_heap.max(hub_heap_mib());
+        let hub_heap = hub_heap_mib();
+        if hub_heap > self.hub_heap {
+            self.hub_heap = hub_heap;
+            if heap::profiling() {
+                self.hub_heap_sites = Some(heap::snapshot());
+            }
+        }
     }
 }
 
@@ -338,6 +356,9 @@ fn main() {
     };
     // `block_on` runs the benchmark's own future on this thread: it is the fleet's side.
     heap::tag_thread(Tag::Fleet);
+    if settings.heap_profile {
+        heap::start_profile(&[Tag::Hub, Tag::Other]);
+    }
     let result = fleet_rt.block_on(run(&settings, hub_rt.handle().clone()));
     hub_rt.shutdown_timeout(Duration::from_secs(5));
     fleet_rt.shutdown_timeout(Duration::from_secs(5));
@@ -609,4 +630,22 @@ fn print(settings: &Settings, report: &Report) {
         out.join(format!("converge-{kind}.json")),
         serde_json::to_vec_pretty(&json).unwrap_or_default(),
     );
+    if heap::profiling() {
+        let mut text = String::new();
+        for (phase, run) in [
+            ("commit → Available", &report.join),
+            ("lease change", &report.lease),
+        ] {
+            if let Some(sites) = &run.peaks.hub_heap_sites {
+                text.push_str(&format!(
+                    "## the hub's heap at its peak during {phase} ({:.0} MiB)\n",
+                    run.peaks.hub_heap
+                ));
+                text.push_str(&heap::report(sites, 30, 8));
+                text.push('\n');
+            }
+        }
+        eprint!("{text}");
+        let _ = std::fs::write(out.join(format!("converge-{kind}-heap.txt")), text);
+    }
 }

@@ -90,6 +90,8 @@ use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+// Its heap profiler is the converge benchmark's.
+#[allow(dead_code)]
 #[path = "support/heap.rs"]
 mod heap;
 #[path = "support/procfs.rs"]

@@ -6,10 +6,18 @@
 //! is counted against the hub until it is freed, whichever thread frees it. Untagged threads (the
 //! main thread, the control plane's SQLite writer) count as `Other`. Memory SQLite allocates
 //! itself (its page cache) is not a Rust allocation and shows in the process's RSS only.
+//!
+//! With [`start_profile`], it is also a sampling heap profiler, as jemalloc's and tcmalloc's
+//! are: every [`SAMPLE_BYTES`] that a thread of a profiled tag allocates, the allocation that
+//! crosses the mark is kept with its backtrace until it is freed, and stands for
+//! `SAMPLE_BYTES` (or its own size, when larger). [`snapshot`] counts the samples live now by
+//! allocation site; [`report`] names the sites.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 /// Who allocated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +90,8 @@ unsafe impl GlobalAlloc for TaggedAllocator {
         unsafe {
             let block = base.add(offset);
             block.sub(1).write(tag);
+            let sampled = PROFILING.load(Ordering::Relaxed) && sample(tag, block, layout.size());
+            block.sub(2).write(u8::from(sampled));
             count(tag, signed(layout.size()));
             block
         }
@@ -92,6 +102,9 @@ unsafe impl GlobalAlloc for TaggedAllocator {
         // SAFETY: `block` came from `alloc` or `realloc` with this layout (GlobalAlloc's contract).
         unsafe {
             let tag = block.sub(1).read();
+            if block.sub(2).read() == 1 {
+                forget_sample(block, None);
+            }
             count(tag, -signed(layout.size()));
             let outer = Layout::from_size_align_unchecked(layout.size() + offset, layout.align());
             System.dealloc(block.sub(offset), outer);
@@ -105,12 +118,207 @@ unsafe impl GlobalAlloc for TaggedAllocator {
         unsafe {
             let tag = block.sub(1).read();
             let outer = Layout::from_size_align_unchecked(layout.size() + offset, layout.align());
+            let sampled = block.sub(2).read() == 1;
             let base = System.realloc(block.sub(offset), outer, new_size + offset);
             if base.is_null() {
                 return base;
             }
             count(tag, signed(new_size) - signed(layout.size()));
-            base.add(offset)
+            let moved = base.add(offset);
+            if sampled {
+                // The header moved with the block: it is still marked sampled.
+                forget_sample(block, Some((moved, new_size)));
+            }
+            moved
         }
     }
+}
+
+/// Bytes a profiled thread allocates between two samples.
+pub const SAMPLE_BYTES: i64 = 512 * 1024;
+
+static PROFILING: AtomicBool = AtomicBool::new(false);
+/// Which tags are profiled, by bit.
+static PROFILED_TAGS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+thread_local! {
+    /// Set while the profiler itself runs on this thread: what it allocates is not sampled.
+    static IN_PROFILER: Cell<bool> = const { Cell::new(false) };
+    static UNTIL_SAMPLE: Cell<i64> = const { Cell::new(SAMPLE_BYTES) };
+}
+
+/// Sampled allocations live now and the sites they were made at.
+#[derive(Default)]
+struct Profile {
+    /// Site id by its return addresses.
+    sites: HashMap<Vec<usize>, usize>,
+    stacks: Vec<Vec<usize>>,
+    /// Live sampled blocks: address → (size, site id).
+    live: HashMap<usize, (usize, usize)>,
+}
+
+static PROFILE: Mutex<Option<Profile>> = Mutex::new(None);
+
+/// Whether allocations are being sampled.
+pub fn profiling() -> bool {
+    PROFILING.load(Ordering::Relaxed)
+}
+
+/// Samples the allocations of `tags`' threads from now on.
+pub fn start_profile(tags: &[Tag]) {
+    let bits = tags.iter().fold(0u8, |bits, &tag| bits | (1 << tag as u8));
+    PROFILED_TAGS.store(bits, Ordering::Relaxed);
+    let _guard = Busy::enter();
+    if let Ok(mut profile) = PROFILE.lock() {
+        profile.get_or_insert_with(Profile::default);
+    }
+    PROFILING.store(true, Ordering::Relaxed);
+}
+
+/// Marks this thread busy in the profiler for as long as it lives.
+struct Busy(bool);
+
+impl Busy {
+    fn enter() -> Busy {
+        Busy(IN_PROFILER.with(|busy| busy.replace(true)))
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        IN_PROFILER.with(|busy| busy.set(self.0));
+    }
+}
+
+/// Whether this allocation is sampled (and then records it).
+fn sample(tag: u8, block: *mut u8, size: usize) -> bool {
+    if PROFILED_TAGS.load(Ordering::Relaxed) & (1 << tag) == 0
+        || IN_PROFILER.try_with(Cell::get).unwrap_or(true)
+    {
+        return false;
+    }
+    let due = UNTIL_SAMPLE
+        .try_with(|left| {
+            let now = left.get() - signed(size);
+            left.set(if now <= 0 { SAMPLE_BYTES } else { now });
+            now <= 0
+        })
+        .unwrap_or(false);
+    if !due {
+        return false;
+    }
+    let _guard = Busy::enter();
+    let mut frames = Vec::with_capacity(48);
+    backtrace::trace(|frame| {
+        frames.push(frame.ip() as usize);
+        frames.len() < 48
+    });
+    let Ok(mut profile) = PROFILE.lock() else {
+        return false;
+    };
+    let Some(profile) = profile.as_mut() else {
+        return false;
+    };
+    let next = profile.stacks.len();
+    let site = *profile.sites.entry(frames.clone()).or_insert(next);
+    if site == next {
+        profile.stacks.push(frames);
+    }
+    profile.live.insert(block as usize, (size, site));
+    true
+}
+
+/// A sampled block freed, or moved to `moved` with a new size.
+fn forget_sample(block: *mut u8, moved: Option<(*mut u8, usize)>) {
+    let _guard = Busy::enter();
+    if let Ok(mut profile) = PROFILE.lock()
+        && let Some(profile) = profile.as_mut()
+        && let Some((_, site)) = profile.live.remove(&(block as usize))
+        && let Some((to, size)) = moved
+    {
+        profile.live.insert(to as usize, (size, site));
+    }
+}
+
+/// Estimated live bytes by allocation site, now.
+pub fn snapshot() -> HashMap<usize, u64> {
+    let _guard = Busy::enter();
+    let mut bytes = HashMap::new();
+    if let Ok(profile) = PROFILE.lock()
+        && let Some(profile) = profile.as_ref()
+    {
+        for &(size, site) in profile.live.values() {
+            let weight = u64::try_from(signed(size).max(SAMPLE_BYTES)).unwrap_or(0);
+            *bytes.entry(site).or_insert(0) += weight;
+        }
+    }
+    bytes
+}
+
+/// The `top` sites of a snapshot, largest first, each with its estimated bytes and the frames
+/// of its backtrace that are not the allocator's, as far as `depth` of them.
+pub fn report(snapshot: &HashMap<usize, u64>, top: usize, depth: usize) -> String {
+    let _guard = Busy::enter();
+    let stacks: Vec<Vec<usize>> = PROFILE
+        .lock()
+        .ok()
+        .and_then(|profile| profile.as_ref().map(|profile| profile.stacks.clone()))
+        .unwrap_or_default();
+    let total: u64 = snapshot.values().sum();
+    let mut sites: Vec<(usize, u64)> = snapshot
+        .iter()
+        .map(|(&site, &bytes)| (site, bytes))
+        .collect();
+    sites.sort_by_key(|&(_, bytes)| std::cmp::Reverse(bytes));
+    let mut out = format!(
+        "sampled heap: {:.0} MiB live (one sample per {} KiB allocated)\n",
+        total as f64 / 1048576.0,
+        SAMPLE_BYTES / 1024
+    );
+    for (site, bytes) in sites.into_iter().take(top) {
+        let frames = stacks
+            .get(site)
+            .map(|ips| named_frames(ips, depth))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "{:>8.1} MiB {:>5.1}%  {}\n",
+            bytes as f64 / 1048576.0,
+            bytes as f64 * 100.0 / total.max(1) as f64,
+            frames.join(" < ")
+        ));
+    }
+    out
+}
+
+/// The names of the frames at `ips` that say who allocated: not the allocator's own, nor
+/// the standard library's collections and formatting.
+fn named_frames(ips: &[usize], depth: usize) -> Vec<String> {
+    const PLUMBING: [&str; 11] = [
+        "heap::",
+        "backtrace::",
+        "alloc::",
+        "<alloc::",
+        "core::",
+        "<core::",
+        "std::",
+        "__rust",
+        "hashbrown::",
+        "serde",
+        "<serde",
+    ];
+    let mut names = Vec::new();
+    for &ip in ips {
+        backtrace::resolve(ip as *mut std::ffi::c_void, |symbol| {
+            if let Some(name) = symbol.name() {
+                let name = format!("{name:#}");
+                if !PLUMBING.iter().any(|p| name.starts_with(p)) && names.last() != Some(&name) {
+                    names.push(name);
+                }
+            }
+        });
+        if names.len() >= depth {
+            break;
+        }
+    }
+    names
 }
