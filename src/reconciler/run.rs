@@ -392,6 +392,12 @@ fn spoke_changes(spoke: &Spoke) -> Option<u64> {
             condition.status.hash(&mut hasher);
             condition.reason.hash(&mut hasher);
             condition.message.hash(&mut hasher);
+            condition.observed_generation.hash(&mut hasher);
+            condition
+                .last_transition_time
+                .0
+                .to_string()
+                .hash(&mut hasher);
         }
     }
     Some(hasher.finish())
