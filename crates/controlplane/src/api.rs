@@ -307,7 +307,6 @@ impl Filter {
     }
 }
 
-/// The page token of a paginated list.
 impl Render {
     /// Whether objects are answered whole, as served (no Table, no metadata alone).
     fn whole_objects(&self) -> bool {
@@ -333,10 +332,10 @@ fn collection(api_version: &str, kind: &str, metadata: Value, items: Vec<Value>)
 
 /// `info`'s list of objects served as stored, written out from their stored bytes.
 fn stored_list(info: &ResourceInfo, metadata: &Map<String, Value>, items: &[Bytes]) -> Bytes {
-    let string = |s: &str| Value::String(s.to_string()).to_string();
+    // Writing JSON into a Vec cannot fail.
     let mut out = Vec::with_capacity(items.iter().map(|raw| raw.len() + 1).sum::<usize>() + 256);
     out.extend_from_slice(b"{\"apiVersion\":");
-    out.extend_from_slice(string(&info.api_version()).as_bytes());
+    let _ = serde_json::to_writer(&mut out, &info.api_version());
     out.extend_from_slice(b",\"items\":[");
     for (i, raw) in items.iter().enumerate() {
         if i > 0 {
@@ -345,13 +344,14 @@ fn stored_list(info: &ResourceInfo, metadata: &Map<String, Value>, items: &[Byte
         out.extend_from_slice(raw);
     }
     out.extend_from_slice(b"],\"kind\":");
-    out.extend_from_slice(string(&info.list_kind).as_bytes());
+    let _ = serde_json::to_writer(&mut out, &info.list_kind);
     out.extend_from_slice(b",\"metadata\":");
-    out.extend_from_slice(Value::Object(metadata.clone()).to_string().as_bytes());
+    let _ = serde_json::to_writer(&mut out, metadata);
     out.push(b'}');
     Bytes::from(out)
 }
 
+/// The page token of a paginated list.
 fn encode_continue(rv: i64, ns: &str, name: &str) -> String {
     let raw = json!({"rv": rv, "ns": ns, "name": name}).to_string();
     objects::base64_encode(raw.as_bytes())
@@ -1101,18 +1101,23 @@ mod tests {
         Bytes::from(object.to_string())
     }
 
+    fn leases() -> Arc<ResourceInfo> {
+        Registry::with_builtins()
+            .lookup("coordination.k8s.io", "v1", "leases")
+            .unwrap()
+    }
+
     #[test]
     fn an_object_is_served_as_stored_only_at_its_stored_version_and_kind() {
-        let registry = Registry::with_builtins();
-        let leases = registry
-            .lookup("coordination.k8s.io", "v1", "leases")
-            .unwrap();
+        let leases = leases();
         let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": "a", "namespace": "n"}, "spec": {"holderIdentity": "x"}});
         assert!(served_as_stored(&leases, &stored(&lease)));
         let older = json!({"apiVersion": "coordination.k8s.io/v1beta1", "kind": "Lease"});
         assert!(!served_as_stored(&leases, &stored(&older)));
-        let events = registry.lookup("events.k8s.io", "v1", "events").unwrap();
+        let events = Registry::with_builtins()
+            .lookup("events.k8s.io", "v1", "events")
+            .unwrap();
         let event = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event"});
         assert!(
             !served_as_stored(&events, &stored(&event)),
@@ -1125,10 +1130,7 @@ mod tests {
 
     #[test]
     fn a_list_written_from_stored_bytes_is_the_list_decoded_and_served() {
-        let registry = Registry::with_builtins();
-        let leases = registry
-            .lookup("coordination.k8s.io", "v1", "leases")
-            .unwrap();
+        let leases = leases();
         let items: Vec<Value> = ["a", "b\"c"]
             .iter()
             .map(|name| {
