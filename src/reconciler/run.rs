@@ -22,7 +22,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action as Requeue, Controller};
-use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
@@ -57,7 +57,7 @@ use crate::runtime::error::is_not_found;
 use crate::runtime::error::{Category, Failure, KubeError};
 use crate::runtime::finalizers::{delete_if_present, set_finalizer, set_finalizers};
 use crate::runtime::metrics::ControllerMetrics;
-use crate::runtime::watch::{cached_controller, without_managed_fields};
+use crate::runtime::watch::{cached, cached_controller, without_managed_fields};
 
 /// Field manager of the reconciler's writes.
 pub const FIELD_MANAGER: &str = "fleetform";
@@ -218,22 +218,22 @@ const MAX_BACKOFF: Duration = Duration::from_secs(300);
 pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     let client = config.client.clone();
     let spokes_api: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
-    // Passes at once: a fleet declared all at once would otherwise start a pass for every spoke
-    // together, each holding what it gathered while the sync's writes and the joins already
-    // under way wait behind them.
     // Every cache here keeps its objects without their managed fields, which no pass reads
-    // (a Spoke's were most of what the store held of it). A Spoke wakes its pass only when
-    // someone else changed it (`spoke_changes`).
-    let (store, spoke_writer) = reflector::store::<Spoke>();
-    let spoke_events = watcher(spokes_api, watcher::Config::default())
-        .default_backoff()
-        .modify(without_managed_fields)
-        .reflect(spoke_writer)
-        .applied_objects()
-        .predicate_filter(spoke_changes, Default::default());
-    let controller = Controller::for_stream(spoke_events, store.clone()).with_config(
-        kube::runtime::controller::Config::default().concurrency(SPOKE_PASSES_AT_ONCE),
+    // (a Spoke's were most of what the store held of it).
+    let (store, spokes) = cached(
+        spokes_api,
+        watcher::Config::default(),
+        without_managed_fields,
     );
+    // A Spoke wakes its pass only when someone else changed it (`spoke_changes`). Passes at
+    // once: a fleet declared all at once would otherwise start a pass for every spoke together,
+    // each holding what it gathered while the sync's writes and the joins already under way
+    // wait behind them.
+    let controller = Controller::for_stream(
+        spokes.predicate_filter(spoke_changes, Default::default()),
+        store.clone(),
+    )
+    .with_config(kube::runtime::controller::Config::default().concurrency(SPOKE_PASSES_AT_ONCE));
     let hub_errors = ErrorPolicy::counted(
         "hub reconciler",
         FIRST_BACKOFF,
@@ -247,8 +247,16 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
         &config.metrics.controllers,
     );
     let rollout_metrics = config.metrics.rollout.clone();
-    let (hubs, hub_writer) = reflector::store::<Hub>();
-    let (addons, addon_writer) = reflector::store::<ClusterManagementAddOn>();
+    let (hubs, hub_events) = cached(
+        Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+        watcher::Config::default(),
+        without_managed_fields,
+    );
+    let (addons, addon_events) = cached(
+        Api::<ClusterManagementAddOn>::all(client.clone()),
+        watcher::Config::default(),
+        without_managed_fields,
+    );
     let ctx = Arc::new(Context {
         hubs,
         addons,
@@ -291,32 +299,12 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
         // that set changes. One watch of the Hubs also keeps the store passes read them from
         // (a Hub's status names every spoke: read afresh by each pass, it cost the square of
         // the fleet).
-        .watches_stream(
-            reflector(
-                hub_writer,
-                watcher(
-                    Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE),
-                    watcher::Config::default(),
-                )
-                .modify(without_managed_fields),
-            )
-            .default_backoff()
-            .applied_objects(),
-            move |hub: Hub| hub_triggers.wakes(&hub, &spokes_of_hubs),
-        )
+        .watches_stream(hub_events, move |hub: Hub| {
+            hub_triggers.wakes(&hub, &spokes_of_hubs)
+        })
         // The store passes read the AddOn documents from, too.
         .watches_stream(
-            reflector(
-                addon_writer,
-                watcher(
-                    Api::<ClusterManagementAddOn>::all(client.clone()),
-                    watcher::Config::default(),
-                )
-                .modify(without_managed_fields),
-            )
-            .default_backoff()
-            .applied_objects()
-            .predicate_filter(addon_spec, Default::default()),
+            addon_events.predicate_filter(addon_spec, Default::default()),
             move |_| every_spoke(&spokes_of_addons),
         )
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
@@ -1306,6 +1294,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::runtime::reflector;
 
     fn hub(generation: i64, in_progress: &[&str]) -> Hub {
         let spokes: Vec<serde_json::Value> = in_progress

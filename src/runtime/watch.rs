@@ -10,7 +10,7 @@ use std::hash::Hash;
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use kube::runtime::controller::Controller;
-use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
@@ -90,9 +90,16 @@ where
         .flatten()
 }
 
-/// A controller over `api`'s objects (as `Controller::new`), whose cache keeps them as `cut`
-/// leaves them; its reconciles see the same cut objects.
-pub fn cached_controller<K>(api: Api<K>, config: watcher::Config, cut: fn(&mut K)) -> Controller<K>
+/// `api`'s objects as a watch applies them, each cut by `cut` first, and the cache that keeps
+/// them so (kube-runtime's reflector store), filled as the stream is polled.
+pub fn cached<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    cut: fn(&mut K),
+) -> (
+    Store<K>,
+    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Default + Eq + std::hash::Hash + Unpin,
@@ -103,6 +110,17 @@ where
         .modify(cut)
         .reflect(writer)
         .applied_objects();
+    (reader, objects)
+}
+
+/// A controller over `api`'s objects (as `Controller::new`), whose cache keeps them as `cut`
+/// leaves them ([`cached`]); its reconciles see the same cut objects.
+pub fn cached_controller<K>(api: Api<K>, config: watcher::Config, cut: fn(&mut K)) -> Controller<K>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Default + Eq + std::hash::Hash + Unpin,
+{
+    let (reader, objects) = cached(api, config, cut);
     Controller::for_stream(objects, reader)
 }
 
