@@ -17,7 +17,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
 
 /// Who allocated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,7 +139,7 @@ pub const SAMPLE_BYTES: i64 = 512 * 1024;
 
 static PROFILING: AtomicBool = AtomicBool::new(false);
 /// Which tags are profiled, by bit.
-static PROFILED_TAGS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+static PROFILED_TAGS: AtomicU8 = AtomicU8::new(0);
 
 thread_local! {
     /// Set while the profiler itself runs on this thread: what it allocates is not sampled.
@@ -152,7 +152,6 @@ thread_local! {
 struct Profile {
     /// Site id by its return addresses.
     sites: HashMap<Vec<usize>, usize>,
-    stacks: Vec<Vec<usize>>,
     /// Live sampled blocks: address → (size, site id).
     live: HashMap<usize, (usize, usize)>,
 }
@@ -219,11 +218,8 @@ fn sample(tag: u8, block: *mut u8, size: usize) -> bool {
     let Some(profile) = profile.as_mut() else {
         return false;
     };
-    let next = profile.stacks.len();
-    let site = *profile.sites.entry(frames.clone()).or_insert(next);
-    if site == next {
-        profile.stacks.push(frames);
-    }
+    let next = profile.sites.len();
+    let site = *profile.sites.entry(frames).or_insert(next);
     profile.live.insert(block as usize, (size, site));
     true
 }
@@ -255,36 +251,45 @@ pub fn snapshot() -> HashMap<usize, u64> {
     bytes
 }
 
-/// The `top` sites of a snapshot, largest first, each with its estimated bytes and the frames
-/// of its backtrace that are not the allocator's, as far as `depth` of them.
+/// The `top` allocation sites of a snapshot, largest first, each named by the first `depth`
+/// frames of its backtrace that are not the allocator's (sites that read the same that far are
+/// one), with its estimated bytes.
 pub fn report(snapshot: &HashMap<usize, u64>, top: usize, depth: usize) -> String {
     let _guard = Busy::enter();
-    let stacks: Vec<Vec<usize>> = PROFILE
+    let stacks: HashMap<usize, Vec<usize>> = PROFILE
         .lock()
         .ok()
-        .and_then(|profile| profile.as_ref().map(|profile| profile.stacks.clone()))
+        .and_then(|profile| {
+            profile.as_ref().map(|profile| {
+                profile
+                    .sites
+                    .iter()
+                    .map(|(ips, &site)| (site, ips.clone()))
+                    .collect()
+            })
+        })
         .unwrap_or_default();
-    let total: u64 = snapshot.values().sum();
-    let mut sites: Vec<(usize, u64)> = snapshot
-        .iter()
-        .map(|(&site, &bytes)| (site, bytes))
-        .collect();
-    sites.sort_by_key(|&(_, bytes)| std::cmp::Reverse(bytes));
+    let mut by_frames: HashMap<String, u64> = HashMap::new();
+    for (site, &bytes) in snapshot {
+        let frames = stacks
+            .get(site)
+            .map(|ips| named_frames(ips, depth).join(" < "))
+            .unwrap_or_default();
+        *by_frames.entry(frames).or_insert(0) += bytes;
+    }
+    let total: u64 = by_frames.values().sum();
+    let mut sites: Vec<(String, u64)> = by_frames.into_iter().collect();
+    sites.sort_by_key(|(_, bytes)| std::cmp::Reverse(*bytes));
     let mut out = format!(
         "sampled heap: {:.0} MiB live (one sample per {} KiB allocated)\n",
         total as f64 / 1048576.0,
         SAMPLE_BYTES / 1024
     );
-    for (site, bytes) in sites.into_iter().take(top) {
-        let frames = stacks
-            .get(site)
-            .map(|ips| named_frames(ips, depth))
-            .unwrap_or_default();
+    for (frames, bytes) in sites.into_iter().take(top) {
         out.push_str(&format!(
-            "{:>8.1} MiB {:>5.1}%  {}\n",
+            "{:>8.1} MiB {:>5.1}%  {frames}\n",
             bytes as f64 / 1048576.0,
             bytes as f64 * 100.0 / total.max(1) as f64,
-            frames.join(" < ")
         ));
     }
     out
@@ -293,8 +298,7 @@ pub fn report(snapshot: &HashMap<usize, u64>, top: usize, depth: usize) -> Strin
 /// The names of the frames at `ips` that say who allocated: not the allocator's own, nor
 /// the standard library's collections and formatting.
 fn named_frames(ips: &[usize], depth: usize) -> Vec<String> {
-    const PLUMBING: [&str; 11] = [
-        "heap::",
+    const PLUMBING: [&str; 10] = [
         "backtrace::",
         "alloc::",
         "<alloc::",
@@ -311,7 +315,9 @@ fn named_frames(ips: &[usize], depth: usize) -> Vec<String> {
         backtrace::resolve(ip as *mut std::ffi::c_void, |symbol| {
             if let Some(name) = symbol.name() {
                 let name = format!("{name:#}");
-                if !PLUMBING.iter().any(|p| name.starts_with(p)) && names.last() != Some(&name) {
+                let plumbing = name.contains("::heap::")
+                    || PLUMBING.iter().any(|p| name.starts_with(p));
+                if !plumbing && names.last() != Some(&name) {
                     names.push(name);
                 }
             }
