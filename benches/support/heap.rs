@@ -315,8 +315,8 @@ fn named_frames(ips: &[usize], depth: usize) -> Vec<String> {
         backtrace::resolve(ip as *mut std::ffi::c_void, |symbol| {
             if let Some(name) = symbol.name() {
                 let name = format!("{name:#}");
-                let plumbing = name.contains("::heap::")
-                    || PLUMBING.iter().any(|p| name.starts_with(p));
+                let plumbing =
+                    name.contains("::heap::") || PLUMBING.iter().any(|p| name.starts_with(p));
                 if !plumbing && names.last() != Some(&name) {
                     names.push(name);
                 }
