@@ -91,7 +91,7 @@ pub(crate) async fn run(ctx: Arc<Context>, fleet_crds: bool, shutdown: Cancellat
         watcher::Config::default().labels(LABEL_CLUSTER_NAME),
     )
     .default_backoff()
-    .modify(cache::without_managed_fields)
+    .modify(cache::csr_as_asked)
     .inspect_ok(move |event| by_cluster.observe(event))
     .reflect(writer)
     .touched_objects();

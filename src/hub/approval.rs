@@ -542,6 +542,11 @@ fn elapsed(then: Timestamp, now: Timestamp) -> Duration {
     Duration::try_from(then.duration_until(now)).unwrap_or(Duration::ZERO)
 }
 
+/// Whether `csr` is approved or denied already: nothing is left to judge of it.
+pub(crate) fn is_decided(csr: &CertificateSigningRequest) -> bool {
+    already_decided(csr).is_some()
+}
+
 fn already_decided(csr: &CertificateSigningRequest) -> Option<Decision> {
     let conditions = csr
         .status

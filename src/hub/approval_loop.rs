@@ -27,7 +27,9 @@ use kube::{Api, ResourceExt};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, instrument};
 
-use super::approval::{SpokeIdentity, Verdict, decide_registration, registration_cluster};
+use super::approval::{
+    SpokeIdentity, Verdict, decide_registration, is_decided, registration_cluster,
+};
 use super::cache;
 use super::metrics::CsrKind;
 use super::run::{Context, FIELD_MANAGER, HubError};
@@ -48,6 +50,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let (store, writer) = reflector::store();
     let changes = watcher(csrs, watcher::Config::default().labels(LABEL_CLUSTER_NAME))
         .default_backoff()
+        .modify(cache::csr_as_judged)
         .inspect_ok(move |event| observer.observe(event))
         .reflect(writer)
         .applied_objects();
@@ -71,7 +74,9 @@ async fn reconcile(
     csr: Arc<CertificateSigningRequest>,
     ctx: Arc<Context>,
 ) -> Result<Action, HubError> {
-    let Some(cluster) = registration_cluster(&csr) else {
+    // A decided CSR is judged again on every change of its cluster's Spoke and ManagedCluster:
+    // nothing to read for it.
+    let Some(cluster) = registration_cluster(&csr).filter(|_| !is_decided(&csr)) else {
         return Ok(Action::await_change());
     };
     let identity = spoke_identity(&ctx, cluster).await?;

@@ -12,13 +12,14 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
+use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
 use crate::api::addon::ManagedClusterAddOnStatus;
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
-use crate::hub::approval::registration_cluster;
+use crate::hub::approval::{is_decided, registration_cluster};
 
 pub(crate) use crate::runtime::watch::{cached_controller as controller, without_managed_fields};
 
@@ -51,6 +52,38 @@ pub(crate) fn addon_registrations(addon: &mut ManagedClusterAddOn) {
             registrations: std::mem::take(&mut status.registrations),
             ..Default::default()
         };
+    }
+}
+
+/// A CSR as the accept loop reads it: who asked (labels, username, groups, the subject of its
+/// request) and what was decided (conditions). Its managed fields and issued certificate are cut.
+pub(crate) fn csr_as_asked(csr: &mut CertificateSigningRequest) {
+    without_managed_fields(csr);
+    if let Some(status) = csr.status.as_mut() {
+        status.certificate = None;
+    }
+}
+
+/// A CSR as the approval loop reads it: as [`csr_as_asked`], and once approved or denied, not
+/// its request either, as the loop judges a CSR only once.
+pub(crate) fn csr_as_judged(csr: &mut CertificateSigningRequest) {
+    csr_as_asked(csr);
+    if is_decided(csr) {
+        csr.spec.request = ByteString(Vec::new());
+    }
+}
+
+/// An addon CSR as the signer loop reads it: no managed fields, and once signed (its
+/// certificate is how the loop knows), not its request.
+pub(crate) fn csr_as_signed(csr: &mut CertificateSigningRequest) {
+    without_managed_fields(csr);
+    let signed = csr
+        .status
+        .as_ref()
+        .and_then(|status| status.certificate.as_ref())
+        .is_some_and(|certificate| !certificate.0.is_empty());
+    if signed {
+        csr.spec.request = ByteString(Vec::new());
     }
 }
 
@@ -168,6 +201,55 @@ mod tests {
         index.observe(&deleted);
         writer.apply_watcher_event(&deleted);
         assert_eq!(names(index.of(&store, "a")), ["a-2"]);
+    }
+
+    /// A registration CSR as stored once approved and issued, with its managed fields.
+    fn issued_csr(approved: bool) -> CertificateSigningRequest {
+        let mut issued = csr("spoke-1-x", Some("spoke-1"));
+        issued.spec.request = ByteString(b"-----BEGIN CERTIFICATE REQUEST-----".to_vec());
+        issued.spec.username = Some("system:serviceaccount:bootstrap".into());
+        issued.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+        let conditions = approved.then(|| {
+            vec![serde_json::from_value(json!({"type": "Approved", "status": "True"})).unwrap()]
+        });
+        issued.status = Some(serde_json::from_value(json!({"certificate": "Q0VSVA=="})).unwrap());
+        issued.status.as_mut().unwrap().conditions = conditions;
+        issued
+    }
+
+    #[test]
+    fn a_csr_keeps_what_each_loop_reads_of_it() {
+        // The accept loop reads who asked and what was decided, the request's subject included.
+        let mut asked = issued_csr(true);
+        csr_as_asked(&mut asked);
+        assert_eq!(asked.metadata.managed_fields, None);
+        assert_eq!(asked.status.as_ref().unwrap().certificate, None);
+        assert_eq!(asked.spec, issued_csr(true).spec);
+        assert_eq!(
+            asked.status.as_ref().unwrap().conditions,
+            issued_csr(true).status.unwrap().conditions
+        );
+
+        // The approval loop needs the request only until it decides.
+        let mut undecided = issued_csr(false);
+        csr_as_judged(&mut undecided);
+        assert_eq!(undecided.spec, issued_csr(false).spec);
+        let mut decided = issued_csr(true);
+        csr_as_judged(&mut decided);
+        assert!(decided.spec.request.0.is_empty());
+        assert_eq!(decided.spec.username, issued_csr(true).spec.username);
+        assert_eq!(decided.metadata.labels, issued_csr(true).metadata.labels);
+
+        // The signer loop knows a signed CSR by its certificate, and needs no request for it.
+        let mut signed = issued_csr(true);
+        csr_as_signed(&mut signed);
+        assert_eq!(signed.metadata.managed_fields, None);
+        assert!(signed.spec.request.0.is_empty());
+        assert_eq!(signed.status, issued_csr(true).status);
+        let mut unsigned = issued_csr(true);
+        unsigned.status.as_mut().unwrap().certificate = None;
+        csr_as_signed(&mut unsigned);
+        assert_eq!(unsigned.spec, issued_csr(true).spec);
     }
 
     #[test]

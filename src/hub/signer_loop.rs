@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::PostParams;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
@@ -33,6 +33,7 @@ use super::approval::{
     requested_by_cluster_agent,
 };
 use super::approval_loop::write_approval;
+use super::cache;
 use super::metrics::CsrKind;
 use super::run::{Context, FIELD_MANAGER, HubError};
 use super::signing::{
@@ -57,7 +58,11 @@ struct Signer {
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let errors = ctx.error_policy("addon CSR loop");
     let csrs: Api<CertificateSigningRequest> = Api::all(ctx.client.clone());
-    let controller = Controller::new(csrs, watcher::Config::default().labels(LABEL_ADDON_NAME));
+    let controller = cache::controller(
+        csrs,
+        watcher::Config::default().labels(LABEL_ADDON_NAME),
+        cache::csr_as_signed,
+    );
     let store = controller.store();
     let signer = Arc::new(Signer {
         hub: ctx.clone(),
