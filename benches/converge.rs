@@ -30,6 +30,7 @@
 //! `FLEETFORM_BENCH_HEAP_PROFILE=1` also samples the hub's allocations (one per 512 KiB, see
 //! `support/heap.rs`) and writes where the hub's heap was at each phase's peak to
 //! `target/bench/converge-<kind>-heap.txt`.
+//! `RUST_LOG` (`fleetform::sync=debug`, say) logs to stderr.
 //! `cargo bench --bench converge`; `FLEETFORM_BENCH_SPOKES=100` for a quick run;
 //! `FLEETFORM_BENCH_SPOKES=10000 FLEETFORM_BENCH_SPOKES_KIND=light` for issue 17's.
 
@@ -332,6 +333,13 @@ struct Report {
 }
 
 fn main() {
+    // `RUST_LOG=fleetform::sync=debug`, say, shows what the sync spends its time on.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let settings = match Settings::from_env() {
         Ok(settings) => settings,
         Err(message) => {

@@ -23,7 +23,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, instrument, warn};
+use tracing::{debug, info, instrument, warn};
 
 use super::Prepare;
 use super::metrics::Metrics;
@@ -459,6 +459,7 @@ async fn converge(ctx: &Context, loaded: &Loaded, guard: PruneGuard, drift: bool
             };
         }
     };
+    let started = Instant::now();
     let mut planning = Planning::new(loaded);
     if let Err(err) = planning.observe(&hub, &ctx.client).await {
         return Outcome::Failed {
@@ -466,7 +467,16 @@ async fn converge(ctx: &Context, loaded: &Loaded, guard: PruneGuard, drift: bool
             message: err.to_string(),
         };
     }
-    let Some(hub_plan) = planning.plan(guard).writes(&hub) else {
+    let observed = started.elapsed();
+    let planned = planning.plan(guard).writes(&hub);
+    debug!(
+        hub,
+        observed_s = observed.as_secs_f64(),
+        planned_s = (started.elapsed() - observed).as_secs_f64(),
+        changes = planned.as_ref().map_or(0, |plan| plan.changes.len()),
+        "observed and planned the hub"
+    );
+    let Some(hub_plan) = planned else {
         return Outcome::Applied {
             commit,
             objects: Vec::new(),
@@ -481,7 +491,14 @@ async fn converge(ctx: &Context, loaded: &Loaded, guard: PruneGuard, drift: bool
     {
         return Outcome::Failed { commit, message };
     }
-    match apply_hub(&hub_plan, &ctx.client).await {
+    let writing = Instant::now();
+    let applied = apply_hub(&hub_plan, &ctx.client).await;
+    debug!(
+        hub,
+        written_s = writing.elapsed().as_secs_f64(),
+        "wrote the hub's plan"
+    );
+    match applied {
         Ok(applied) => Outcome::Applied {
             commit,
             objects: applied.objects,
@@ -559,11 +576,17 @@ async fn report(
             for object in objects {
                 ctx.metrics.object_changed(object.action);
             }
+            let publishing = Instant::now();
             futures::stream::iter(objects)
                 .for_each_concurrent(crate::observe::IN_FLIGHT, |object| {
                     publish_on_object(ctx, object, &name, &commit_text)
                 })
                 .await;
+            debug!(
+                events = objects.len(),
+                published_s = publishing.elapsed().as_secs_f64(),
+                "published the events of the objects written"
+            );
         }
     }
     let news = if fetched {
