@@ -13,11 +13,14 @@
 //! `SAMPLE_BYTES` (or its own size, when larger). [`snapshot`] counts the samples live now by
 //! allocation site; [`report`] names the sites.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
+
+/// The allocator under the tags: the one `fleetform`'s binary runs on (`src/main.rs`).
+use mimalloc::MiMalloc;
 
 /// Who allocated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,7 +53,7 @@ pub fn live_mib(tags: &[Tag]) -> f64 {
     tags.iter().map(|&tag| live_bytes(tag)).sum::<u64>() as f64 / (1024.0 * 1024.0)
 }
 
-/// The system allocator with a tag in front of every block.
+/// fleetform's allocator (mimalloc) with a tag in front of every block.
 pub struct TaggedAllocator;
 
 /// The header's size: at least the tag's byte, and a multiple of the block's alignment so the
@@ -81,7 +84,7 @@ unsafe impl GlobalAlloc for TaggedAllocator {
             return std::ptr::null_mut();
         };
         // SAFETY: `outer` has a non-zero size.
-        let base = unsafe { System.alloc(outer) };
+        let base = unsafe { MiMalloc.alloc(outer) };
         if base.is_null() {
             return base;
         }
@@ -107,7 +110,7 @@ unsafe impl GlobalAlloc for TaggedAllocator {
             }
             count(tag, -signed(layout.size()));
             let outer = Layout::from_size_align_unchecked(layout.size() + offset, layout.align());
-            System.dealloc(block.sub(offset), outer);
+            MiMalloc.dealloc(block.sub(offset), outer);
         }
     }
 
@@ -119,7 +122,7 @@ unsafe impl GlobalAlloc for TaggedAllocator {
             let tag = block.sub(1).read();
             let outer = Layout::from_size_align_unchecked(layout.size() + offset, layout.align());
             let sampled = block.sub(2).read() == 1;
-            let base = System.realloc(block.sub(offset), outer, new_size + offset);
+            let base = MiMalloc.realloc(block.sub(offset), outer, new_size + offset);
             if base.is_null() {
                 return base;
             }
