@@ -27,11 +27,12 @@ pub use desired::{ObjectKey, ObjectKind};
 pub struct ObservedHub {
     /// Whether fleetform's CRDs and hub components are installed on the hub.
     pub installed: bool,
-    /// The objects fleetform manages there, as the API server returned them.
+    /// The objects fleetform manages there, as the API server returned them (without their
+    /// managed fields).
     pub objects: BTreeMap<ObjectKey, Value>,
     /// For desired objects, what the server would store if they were applied now (server-side
-    /// apply, dry run); compared instead of the desired object, so that server defaults and
-    /// other field managers' fields make no false diffs.
+    /// apply, dry run; without managed fields and status); compared instead of the desired
+    /// object, so that server defaults and other field managers' fields make no false diffs.
     #[serde(default)]
     pub dry_run: BTreeMap<ObjectKey, Value>,
     /// ManagedClusters registered on the hub, by name.
