@@ -50,6 +50,10 @@ fn api(client: &Client, key_kind: ObjectKind, namespace: Option<&str>) -> Api<Dy
 /// fleet's thousands of objects are not read or written one round trip at a time.
 pub const IN_FLIGHT: usize = 16;
 
+/// How many objects a list asks for at once: a hub's 10,000 Spokes are not one answer of tens
+/// of megabytes, decoded whole.
+const LIST_PAGE: u32 = 500;
+
 /// Observes one hub against the objects the fleet wants there.
 pub async fn observe_hub(
     hub: &str,
@@ -87,28 +91,19 @@ pub async fn observe_hub(
         return Ok(observed);
     }
 
-    let managed = ListParams::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
+    let managed = ListParams::default()
+        .labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"))
+        .limit(LIST_PAGE);
     for (kind, namespace) in [
         (ObjectKind::Hub, Some(SYSTEM_NAMESPACE)),
         (ObjectKind::Spoke, Some(SYSTEM_NAMESPACE)),
         (ObjectKind::ClusterManagementAddOn, None),
     ] {
-        let list = api(client, kind, namespace)
-            .list(&managed)
-            .await
-            .map_err(failed(&format!("list {}s", kind.as_str())))?;
-        for mut object in list {
-            let key = ObjectKey {
-                kind,
-                namespace: object.metadata.namespace.clone(),
-                name: object.metadata.name.clone().unwrap_or_default(),
-            };
-            // A plan never reads who manages which field, and at 10,000 Spokes the managed
-            // fields were most of what an observation holds.
-            object.metadata.managed_fields = None;
-            let value = serde_json::to_value(&object).unwrap_or(Value::Null);
-            observed.objects.insert(key, value);
-        }
+        list_paged(&api(client, kind, namespace), &managed, |object| {
+            keep_listed(&mut observed, kind, object);
+        })
+        .await
+        .map_err(failed(&format!("list {}s", kind.as_str())))?;
     }
 
     observed.fleet_syncs = Api::<FleetSync>::namespaced(client.clone(), SYSTEM_NAMESPACE)
@@ -137,22 +132,65 @@ pub async fn observe_hub(
         .try_collect()
         .await?;
 
-    let clusters = Api::<ManagedCluster>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .map_err(failed("list ManagedClusters"))?;
-    for cluster in clusters {
-        let name = cluster.metadata.name.clone().unwrap_or_default();
-        let registration = ClusterRegistration {
-            hub_accepts_client: cluster.spec.hub_accepts_client.unwrap_or(false),
-            accepted: crate::api::is_condition_true(
-                cluster.conditions(),
-                crate::api::vocabulary::CONDITION_HUB_ACCEPTED,
-            ),
-        };
-        observed.clusters.insert(name, registration);
-    }
+    let clusters = Api::<ManagedCluster>::all(client.clone());
+    list_paged(
+        &clusters,
+        &ListParams::default().limit(LIST_PAGE),
+        |cluster| {
+            let name = cluster.metadata.name.clone().unwrap_or_default();
+            let registration = ClusterRegistration {
+                hub_accepts_client: cluster.spec.hub_accepts_client.unwrap_or(false),
+                accepted: crate::api::is_condition_true(
+                    cluster.conditions(),
+                    crate::api::vocabulary::CONDITION_HUB_ACCEPTED,
+                ),
+            };
+            observed.clusters.insert(name, registration);
+        },
+    )
+    .await
+    .map_err(failed("list ManagedClusters"))?;
     Ok(observed)
+}
+
+/// Lists what `params` selects a page at a time, handing each object to `keep`: only one page
+/// is ever decoded at once.
+async fn list_paged<K>(
+    api: &Api<K>,
+    params: &ListParams,
+    mut keep: impl FnMut(K),
+) -> Result<(), kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut page = params.clone();
+    loop {
+        let list = api.list(&page).await?;
+        let next = list
+            .metadata
+            .continue_
+            .clone()
+            .filter(|token| !token.is_empty());
+        list.items.into_iter().for_each(&mut keep);
+        match next {
+            Some(token) => page = params.clone().continue_token(&token),
+            None => return Ok(()),
+        }
+    }
+}
+
+/// Keeps a listed object as a plan reads it.
+fn keep_listed(observed: &mut ObservedHub, kind: ObjectKind, mut object: DynamicObject) {
+    let key = ObjectKey {
+        kind,
+        namespace: object.metadata.namespace.clone(),
+        name: object.metadata.name.clone().unwrap_or_default(),
+    };
+    // A plan never reads who manages which field, and at 10,000 Spokes the managed fields were
+    // most of what an observation holds.
+    object.metadata.managed_fields = None;
+    let value = serde_json::to_value(&object).unwrap_or(Value::Null);
+    observed.objects.insert(key, value);
 }
 
 /// What the server would make of `object` if fleetform applied it.
