@@ -4,8 +4,8 @@
 //! Pure: a [`Policy`] is a snapshot of roles and bindings (stored objects plus the defaults);
 //! reading them from storage and answering HTTP are the caller's job.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use serde_json::Value;
 
@@ -14,40 +14,87 @@ use crate::api::UserInfo;
 /// The group whose members may do everything, whatever the bindings say.
 pub const SYSTEM_MASTERS: &str = "system:masters";
 
+/// One string of a rule.
+pub type Word = Arc<str>;
+
 /// One `rules[]` entry of a Role or ClusterRole.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PolicyRule {
-    pub verbs: Vec<String>,
-    pub api_groups: Vec<String>,
-    pub resources: Vec<String>,
-    pub resource_names: Vec<String>,
-    pub non_resource_urls: Vec<String>,
+    pub verbs: Vec<Word>,
+    pub api_groups: Vec<Word>,
+    pub resources: Vec<Word>,
+    pub resource_names: Vec<Word>,
+    pub non_resource_urls: Vec<Word>,
 }
 
-fn strings(v: Option<&Value>) -> Vec<String> {
+/// The words rules share (verbs, API groups, resources, URLs), one copy of each however many
+/// rules name it: a hub's per-cluster Roles, tens of thousands at 10,000 clusters, repeat the
+/// same few dozen. Words no rule holds any more go when the set has doubled since the last
+/// time it was swept.
+#[derive(Default)]
+struct Words {
+    words: HashSet<Word>,
+    swept_at: usize,
+}
+
+/// Below this many words the set is never swept.
+const WORDS_SWEPT_FROM: usize = 1024;
+
+impl Words {
+    fn get(&mut self, word: &str) -> Word {
+        if let Some(known) = self.words.get(word) {
+            return known.clone();
+        }
+        if self.words.len() >= 2 * self.swept_at.max(WORDS_SWEPT_FROM) {
+            self.words.retain(|word| Arc::strong_count(word) > 1);
+            self.swept_at = self.words.len();
+        }
+        let word: Word = Arc::from(word);
+        self.words.insert(word.clone());
+        word
+    }
+}
+
+fn shared(word: &str) -> Word {
+    static WORDS: LazyLock<Mutex<Words>> = LazyLock::new(Mutex::default);
+    WORDS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(word)
+}
+
+/// The strings of a rule's list, shared ([`shared`]) or, for names of objects (which few
+/// rules repeat), each its own.
+fn strings(v: Option<&Value>, share: bool) -> Vec<Word> {
     v.and_then(Value::as_array)
         .map(|a| {
             a.iter()
                 .filter_map(Value::as_str)
-                .map(str::to_string)
+                .map(|word| {
+                    if share {
+                        shared(word)
+                    } else {
+                        Word::from(word)
+                    }
+                })
                 .collect()
         })
         .unwrap_or_default()
 }
 
-fn list(items: &[&str]) -> Vec<String> {
-    items.iter().map(|s| s.to_string()).collect()
+fn list(items: &[&str]) -> Vec<Word> {
+    items.iter().map(|word| shared(word)).collect()
 }
 
 impl PolicyRule {
     /// Reads a rule from its JSON form; missing lists are empty.
     pub fn from_json(v: &Value) -> Self {
         PolicyRule {
-            verbs: strings(v.get("verbs")),
-            api_groups: strings(v.get("apiGroups")),
-            resources: strings(v.get("resources")),
-            resource_names: strings(v.get("resourceNames")),
-            non_resource_urls: strings(v.get("nonResourceURLs")),
+            verbs: strings(v.get("verbs"), true),
+            api_groups: strings(v.get("apiGroups"), true),
+            resources: strings(v.get("resources"), true),
+            resource_names: strings(v.get("resourceNames"), false),
+            non_resource_urls: strings(v.get("nonResourceURLs"), true),
         }
     }
 
@@ -92,23 +139,25 @@ impl PolicyRule {
                 has(&self.api_groups, group)
                     && resource_matches(&self.resources, resource, subresource)
                     && (self.resource_names.is_empty()
-                        || (!name.is_empty() && self.resource_names.iter().any(|n| n == name)))
+                        || (!name.is_empty() && self.resource_names.iter().any(|n| **n == **name)))
             }
             Target::NonResource { path } => self.non_resource_urls.iter().any(|u| {
-                u == "*" || u == path || u.strip_suffix('*').is_some_and(|p| path.starts_with(p))
+                let u: &str = u;
+                u == "*" || u == *path || u.strip_suffix('*').is_some_and(|p| path.starts_with(p))
             }),
         }
     }
 }
 
-fn has(list: &[String], want: &str) -> bool {
-    list.iter().any(|v| v == "*" || v == want)
+fn has(list: &[Word], want: &str) -> bool {
+    list.iter().any(|v| &**v == "*" || &**v == want)
 }
 
 /// Whether a rule's resource names `resource`, or `resource/subresource` when a subresource is
 /// asked for (`*/subresource` names that subresource of every resource).
-fn resource_matches(rule: &[String], resource: &str, subresource: &str) -> bool {
+fn resource_matches(rule: &[Word], resource: &str, subresource: &str) -> bool {
     rule.iter().any(|r| {
+        let r: &str = r;
         r == "*"
             || if subresource.is_empty() {
                 r == resource
@@ -604,7 +653,7 @@ pub struct Escalation {
 }
 
 /// A string list as Go's `%q` prints it: `["a" "b"]`.
-fn go_quote(list: &[String]) -> String {
+fn go_quote<S: std::fmt::Debug>(list: &[S]) -> String {
     let items: Vec<String> = list.iter().map(|s| format!("{s:?}")).collect();
     format!("[{}]", items.join(" "))
 }
@@ -644,7 +693,7 @@ fn atomic(r: &PolicyRule) -> Vec<PolicyRule> {
         }
         for group in &r.api_groups {
             for resource in &r.resources {
-                let one = |names: Vec<String>| PolicyRule {
+                let one = |names: Vec<Word>| PolicyRule {
                     verbs: vec![verb.clone()],
                     api_groups: vec![group.clone()],
                     resources: vec![resource.clone()],
@@ -666,21 +715,21 @@ fn atomic(r: &PolicyRule) -> Vec<PolicyRule> {
 /// are only covered by the same wildcard (or `*`) in `held`.
 fn covers(held: &PolicyRule, want: &PolicyRule) -> bool {
     let has_all =
-        |list: &[String], w: &[String]| w.iter().all(|x| list.iter().any(|l| l == "*" || l == x));
+        |list: &[Word], w: &[Word]| w.iter().all(|x| list.iter().any(|l| &**l == "*" || l == x));
     if !has_all(&held.verbs, &want.verbs) {
         return false;
     }
     if !want.non_resource_urls.is_empty() {
         return want.non_resource_urls.iter().all(|u| {
             held.non_resource_urls.iter().any(|h| {
-                h == "*" || h == u || h.strip_suffix('*').is_some_and(|p| u.starts_with(p))
+                &**h == "*" || h == u || h.strip_suffix('*').is_some_and(|p| u.starts_with(p))
             })
         });
     }
     has_all(&held.api_groups, &want.api_groups)
         && want.resources.iter().all(|res| {
             held.resources.iter().any(|h| {
-                h == "*"
+                &**h == "*"
                     || h == res
                     || h.strip_prefix("*/")
                         .is_some_and(|sub| res.split_once('/').is_some_and(|(_, s)| s == sub))
@@ -850,6 +899,43 @@ fn default_bindings() -> Vec<Binding> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn rules_share_their_words_but_not_object_names() {
+        let rule = |name: &str| {
+            PolicyRule::from_json(&json!({
+                "verbs": ["get", "update"], "apiGroups": ["coordination.k8s.io"],
+                "resources": ["leases"], "resourceNames": [name],
+            }))
+        };
+        let (a, b) = (rule("cluster-a"), rule("cluster-b"));
+        assert!(Arc::ptr_eq(&a.verbs[0], &b.verbs[0]));
+        assert!(Arc::ptr_eq(&a.api_groups[0], &b.api_groups[0]));
+        assert!(Arc::ptr_eq(&a.resources[0], &b.resources[0]));
+        assert_eq!(&*a.resource_names[0], "cluster-a");
+        assert!(!Arc::ptr_eq(
+            &a.resource_names[0],
+            &rule("cluster-a").resource_names[0]
+        ));
+    }
+
+    #[test]
+    fn words_no_rule_holds_go_once_the_set_has_doubled() {
+        let mut words = Words::default();
+        let kept = words.get("kept");
+        for i in 0..WORDS_SWEPT_FROM * 2 - 1 {
+            drop(words.get(&format!("gone-{i}")));
+        }
+        assert_eq!(words.words.len(), WORDS_SWEPT_FROM * 2);
+        let again = words.get("again");
+        assert_eq!(
+            words.words.len(),
+            2,
+            "only the words still held, and the new one"
+        );
+        assert!(Arc::ptr_eq(&words.get("kept"), &kept));
+        assert!(Arc::ptr_eq(&words.get("again"), &again));
+    }
 
     fn user(name: &str, groups: &[&str]) -> UserInfo {
         UserInfo {
