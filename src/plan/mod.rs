@@ -28,7 +28,7 @@ pub struct ObservedHub {
     /// Whether fleetform's CRDs and hub components are installed on the hub.
     pub installed: bool,
     /// The objects fleetform manages there, as the API server returned them (without their
-    /// managed fields).
+    /// managed fields and status conditions).
     pub objects: BTreeMap<ObjectKey, Value>,
     /// For desired objects, what the server would store if they were applied now (server-side
     /// apply, dry run; without managed fields and status); compared instead of the desired

@@ -904,7 +904,11 @@ async fn carry_out(
             let Some(cluster) = &gathered.cluster else {
                 return Ok(());
             };
-            grant_spoke_access(client, &name, &spoke.spec.hub_ref).await?;
+            // Installing the agent granted it too; the acceptance writes it again, a sync of
+            // the cluster's settings (every spoke's, when a fleet's lease changes) does not.
+            if *action == Action::Accept {
+                grant_spoke_access(client, &name, &spoke.spec.hub_ref).await?;
+            }
             let wanted = WantedCluster {
                 labels: &gathered.effective.labels,
                 lease_duration_seconds: gathered.effective.lease_duration_seconds,
