@@ -15,6 +15,7 @@ use crate::api::fleet::{FleetSync, SYSTEM_NAMESPACE};
 use crate::api::{ClusterManagementAddOn, Hub, ManagedCluster, Spoke};
 use crate::plan::desired::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::plan::{ClusterRegistration, ManagingSync, ObjectKey, ObjectKind, ObservedHub};
+use crate::runtime::watch::without_managed_fields;
 
 /// The field manager of every object fleetform applies.
 pub const FIELD_MANAGER: &str = "fleetform";
@@ -188,7 +189,7 @@ fn keep_listed(observed: &mut ObservedHub, kind: ObjectKind, mut object: Dynamic
     };
     // A plan never reads who manages which field, nor the conditions of a status (only a
     // Spoke's phase and agent): at 10,000 Spokes those were most of what an observation held.
-    object.metadata.managed_fields = None;
+    without_managed_fields(&mut object);
     if let Some(status) = object.data.get_mut("status").and_then(Value::as_object_mut) {
         status.remove("conditions");
     }
@@ -213,7 +214,7 @@ async fn dry_run_apply(
             source,
         })?;
     // What a plan reads of it: what it compares (no status) and the spec it would hold.
-    result.metadata.managed_fields = None;
+    without_managed_fields(&mut result);
     if let Some(fields) = result.data.as_object_mut() {
         fields.remove("status");
     }

@@ -20,6 +20,7 @@ use kube::runtime::watcher;
 use crate::api::addon::ManagedClusterAddOnStatus;
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
 use crate::hub::approval::{is_decided, registration_cluster};
+use crate::hub::signing::is_signed;
 
 pub(crate) use crate::runtime::watch::{cached_controller as controller, without_managed_fields};
 
@@ -77,12 +78,7 @@ pub(crate) fn csr_as_judged(csr: &mut CertificateSigningRequest) {
 /// certificate is how the loop knows), not its request.
 pub(crate) fn csr_as_signed(csr: &mut CertificateSigningRequest) {
     without_managed_fields(csr);
-    let signed = csr
-        .status
-        .as_ref()
-        .and_then(|status| status.certificate.as_ref())
-        .is_some_and(|certificate| !certificate.0.is_empty());
-    if signed {
+    if is_signed(csr) {
         csr.spec.request = ByteString(Vec::new());
     }
 }

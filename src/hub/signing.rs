@@ -30,6 +30,14 @@ pub enum Signing {
     Fail(String),
 }
 
+/// Whether `csr` holds an issued certificate.
+pub fn is_signed(csr: &CertificateSigningRequest) -> bool {
+    csr.status
+        .as_ref()
+        .and_then(|status| status.certificate.as_ref())
+        .is_some_and(|certificate| !certificate.0.is_empty())
+}
+
 /// Decides about signing `csr` with the AddOn document's `registrations`.
 pub fn decide_signing(
     csr: &CertificateSigningRequest,
@@ -48,10 +56,7 @@ pub fn decide_signing(
             .iter()
             .any(|c| c.type_ == type_ && c.status == "True")
     };
-    let signed = status
-        .and_then(|s| s.certificate.as_ref())
-        .is_some_and(|c| !c.0.is_empty());
-    if !has(CSR_APPROVED) || has(CSR_DENIED) || has(CSR_FAILED) || signed {
+    if !has(CSR_APPROVED) || has(CSR_DENIED) || has(CSR_FAILED) || is_signed(csr) {
         return Signing::Skip;
     }
     match registrations.iter().find(|r| r.signer_name == signer) {

@@ -63,22 +63,10 @@ fn shared(word: &str) -> Word {
         .get(word)
 }
 
-/// The strings of a rule's list, shared ([`shared`]) or, for names of objects (which few
-/// rules repeat), each its own.
-fn strings(v: Option<&Value>, share: bool) -> Vec<Word> {
+/// The strings of a rule's list, each made by `word`.
+fn strings(v: Option<&Value>, word: fn(&str) -> Word) -> Vec<Word> {
     v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(|word| {
-                    if share {
-                        shared(word)
-                    } else {
-                        Word::from(word)
-                    }
-                })
-                .collect()
-        })
+        .map(|a| a.iter().filter_map(Value::as_str).map(word).collect())
         .unwrap_or_default()
 }
 
@@ -90,11 +78,12 @@ impl PolicyRule {
     /// Reads a rule from its JSON form; missing lists are empty.
     pub fn from_json(v: &Value) -> Self {
         PolicyRule {
-            verbs: strings(v.get("verbs"), true),
-            api_groups: strings(v.get("apiGroups"), true),
-            resources: strings(v.get("resources"), true),
-            resource_names: strings(v.get("resourceNames"), false),
-            non_resource_urls: strings(v.get("nonResourceURLs"), true),
+            verbs: strings(v.get("verbs"), shared),
+            api_groups: strings(v.get("apiGroups"), shared),
+            resources: strings(v.get("resources"), shared),
+            // Names of objects, which few rules repeat, are each their own.
+            resource_names: strings(v.get("resourceNames"), |name| Word::from(name)),
+            non_resource_urls: strings(v.get("nonResourceURLs"), shared),
         }
     }
 
@@ -139,7 +128,7 @@ impl PolicyRule {
                 has(&self.api_groups, group)
                     && resource_matches(&self.resources, resource, subresource)
                     && (self.resource_names.is_empty()
-                        || (!name.is_empty() && self.resource_names.iter().any(|n| **n == **name)))
+                        || (!name.is_empty() && self.resource_names.iter().any(|n| &**n == *name)))
             }
             Target::NonResource { path } => self.non_resource_urls.iter().any(|u| {
                 let u: &str = u;
