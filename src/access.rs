@@ -18,6 +18,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
 use crate::api::fleet::{Hub, KubeconfigSource, Spoke};
+use crate::transport::Connector;
 
 /// Why a cluster could not be reached. Each names the kubeconfig it came from, and the API
 /// server's URL once that is known.
@@ -182,6 +183,7 @@ impl Access {
             if let Some(hub) = hub {
                 return Ok(Reached {
                     client: hub.clone(),
+                    connector: Connector::Shared(hub.clone()),
                     url: None,
                     origin: KubeconfigOrigin::Hub,
                 });
@@ -373,6 +375,8 @@ pub fn embedded_kubeconfig(data_dir: &Path, role: ClusterRole, name: &str) -> Pa
 #[derive(Clone)]
 pub struct Reached {
     pub client: Client,
+    /// What makes more clients like `client`, for those that keep reaching the cluster.
+    pub connector: Connector,
     pub url: Option<String>,
     pub origin: KubeconfigOrigin,
 }
@@ -398,11 +402,12 @@ fn client_for(
         .to_string()
         .trim_end_matches('/')
         .to_string();
-    let client = crate::transport::client(config).map_err(|err| {
+    let connector = Connector::for_config(config).map_err(|err| {
         AccessError::unusable(cluster, &origin, Some(url.clone()))(err.to_string())
     })?;
     Ok(Reached {
-        client,
+        client: connector.client(),
+        connector,
         url: Some(url),
         origin,
     })

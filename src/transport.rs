@@ -78,10 +78,53 @@ impl Drop for ServedLocally {
 /// A client for `config`: in-process when a control plane of this process serves its address
 /// and it authenticates by client certificate or bearer token only, over the network otherwise.
 pub fn client(config: Config) -> Result<Client, kube::Error> {
-    match LocalTransport::for_config(&config) {
-        Ok(Some(transport)) => Ok(Client::new(transport, config.default_namespace)),
-        Ok(None) => Client::try_from(config),
-        Err(message) => Err(kube::Error::Service(message.into())),
+    Connector::for_config(config).map(|connector| connector.client())
+}
+
+/// What makes clients for one cluster, kept by those that reach it again and again.
+///
+/// Every `kube::Client` holds a request buffer (about 10 KB, 20 KB once it has queued 32
+/// requests) and a task serving it. An in-process connector keeps only what a client needs to
+/// be made (the credentials, the caller they identify), so a client can be made for each use
+/// and let go after it; a network connector keeps its one client, whose connection it pools.
+#[derive(Clone)]
+pub enum Connector {
+    /// Clients made anew for each use, reaching a control plane of this process.
+    Local {
+        transport: LocalTransport,
+        namespace: String,
+    },
+    /// One client shared by every use (its connections are pooled).
+    Shared(Client),
+}
+
+impl Connector {
+    /// The connector for `config`, as [`client`] chooses.
+    pub fn for_config(config: Config) -> Result<Self, kube::Error> {
+        match LocalTransport::for_config(&config) {
+            Ok(Some(transport)) => Ok(Connector::Local {
+                transport,
+                namespace: config.default_namespace,
+            }),
+            Ok(None) => Client::try_from(config).map(Connector::Shared),
+            Err(message) => Err(kube::Error::Service(message.into())),
+        }
+    }
+
+    /// A client: a new one for an in-process connector, the shared one otherwise.
+    pub fn client(&self) -> Client {
+        match self {
+            Connector::Local {
+                transport,
+                namespace,
+            } => Client::new(transport.clone(), namespace.as_str()),
+            Connector::Shared(client) => client.clone(),
+        }
+    }
+
+    /// Whether keeping the connector holds a connection (and a request buffer) open.
+    pub fn holds_connection(&self) -> bool {
+        matches!(self, Connector::Shared(_))
     }
 }
 
@@ -96,7 +139,7 @@ pub async fn client_from_kubeconfig(text: &str) -> Result<Client, String> {
 
 /// Requests to a control plane of this process, with a network client's credentials.
 #[derive(Clone)]
-struct LocalTransport {
+pub struct LocalTransport {
     addr: Arc<str>,
     certificates: Option<Arc<[u8]>>,
     headers: Arc<[(HeaderName, HeaderValue)]>,

@@ -1,7 +1,12 @@
-//! Clients for spokes, kept between passes: building one means reading a kubeconfig and a TLS
-//! handshake, which a fleet of a thousand spokes should not pay on every pass. A client unused
-//! for [`IDLE`] is let go: each holds a request buffer (about 16 KB) and, over the network, a
-//! connection, and at a large fleet a settled spoke's passes come minutes apart.
+//! Clients for spokes, made from what is kept between passes: reaching a spoke means reading a
+//! kubeconfig and checking its credentials (a TLS handshake over the network), which a fleet
+//! of a thousand spokes should not pay on every pass.
+//!
+//! What is kept differs by how the spoke is reached ([`Connector`]). A spoke of this process
+//! keeps only its credentials and identity (about 2 KB), for [`IDLE_LOCAL`], and each pass
+//! gets a client of its own, let go after the pass: a kube client holds a request buffer of
+//! 10 to 20 KB, 100 to 200 MiB at 10,000 spokes if every spoke kept one. A spoke over the network
+//! keeps its client, which pools its connection, for [`IDLE`].
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -9,12 +14,17 @@ use std::time::{Duration, Instant};
 
 use kube::{Client, ResourceExt};
 
-use crate::access::{Access, Reached};
+use crate::access::{Access, KubeconfigOrigin, Reached};
 use crate::api::fleet::Spoke;
+use crate::transport::Connector;
 
-/// How long a spoke's client is kept unused: longer than a small fleet's resync, so only a
-/// large fleet's settled spokes build theirs again.
+/// How long a spoke's network client (and its connection) is kept unused: longer than a small
+/// fleet's resync, so only a large fleet's settled spokes connect again.
 const IDLE: Duration = Duration::from_secs(90);
+
+/// How long an in-process spoke's connector is kept unused; it holds no connection, so only a
+/// spoke gone from the fleet (or whose passes stopped) lets it go.
+const IDLE_LOCAL: Duration = Duration::from_secs(15 * 60);
 
 /// Spoke clients by spoke name, each with the kubeconfig source it was built from and when it
 /// was last used.
@@ -25,19 +35,29 @@ pub(crate) struct SpokeClients {
 
 #[derive(Default)]
 struct Cache {
-    clients: HashMap<String, Kept<(String, Reached)>>,
+    ways: HashMap<String, Kept<Way>>,
     swept: Option<Instant>,
 }
 
-/// A kept value and when it was last used.
+/// How a spoke is reached: the kubeconfig source it was made from (serialised), what makes
+/// its clients, and where they go.
+struct Way {
+    source: String,
+    connector: Connector,
+    url: Option<String>,
+    origin: KubeconfigOrigin,
+}
+
+/// A kept value, when it was last used and how long it is kept unused.
 struct Kept<V> {
     value: V,
     used: Instant,
+    idle: Duration,
 }
 
-/// Lets go of what was not used within [`IDLE`] before `now`.
+/// Lets go of what was not used within its idle time before `now`.
 fn let_go_idle<V>(kept: &mut HashMap<String, Kept<V>>, now: Instant) {
-    kept.retain(|_, kept| now.saturating_duration_since(kept.used) < IDLE);
+    kept.retain(|_, kept| now.saturating_duration_since(kept.used) < kept.idle);
 }
 
 impl SpokeClients {
@@ -66,14 +86,20 @@ impl SpokeClients {
                 .swept
                 .is_none_or(|at| now.saturating_duration_since(at) >= IDLE / 3)
             {
-                let_go_idle(&mut cache.clients, now);
+                let_go_idle(&mut cache.ways, now);
                 cache.swept = Some(now);
             }
-            if let Some(kept) = cache.clients.get_mut(&name)
-                && kept.value.0 == source
+            if let Some(kept) = cache.ways.get_mut(&name)
+                && kept.value.source == source
             {
                 kept.used = now;
-                return Ok(kept.value.1.clone());
+                let way = &kept.value;
+                return Ok(Reached {
+                    client: way.connector.client(),
+                    connector: way.connector.clone(),
+                    url: way.url.clone(),
+                    origin: way.origin.clone(),
+                });
             }
         }
         let reached = self
@@ -81,19 +107,30 @@ impl SpokeClients {
             .reach_spoke(spoke, hub)
             .await
             .map_err(|err| err.to_string())?;
-        self.cache().clients.insert(
+        let idle = match reached.connector.holds_connection() {
+            true => IDLE,
+            false => IDLE_LOCAL,
+        };
+        let way = Way {
+            source,
+            connector: reached.connector.clone(),
+            url: reached.url.clone(),
+            origin: reached.origin.clone(),
+        };
+        self.cache().ways.insert(
             name,
             Kept {
-                value: (source, reached.clone()),
+                value: way,
                 used: now,
+                idle,
             },
         );
         Ok(reached)
     }
 
-    /// Forgets the client of `spoke` (it failed; the next pass builds a new one).
+    /// Forgets how `spoke` is reached (it failed; the next pass reads its kubeconfig again).
     pub fn forget(&self, spoke: &str) {
-        self.cache().clients.remove(spoke);
+        self.cache().ways.remove(spoke);
     }
 }
 
@@ -102,15 +139,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_client_unused_for_longer_than_idle_is_let_go() {
+    fn what_is_unused_for_longer_than_its_idle_time_is_let_go() {
         let start = Instant::now();
         let mut kept = HashMap::new();
-        for (name, used) in [("busy", start + IDLE), ("idle", start)] {
-            kept.insert(name.to_string(), Kept { value: (), used });
+        for (name, used, idle) in [
+            ("busy", start + IDLE_LOCAL, IDLE),
+            ("idle", start, IDLE),
+            ("local", start, IDLE_LOCAL),
+        ] {
+            kept.insert(
+                name.to_string(),
+                Kept {
+                    value: (),
+                    used,
+                    idle,
+                },
+            );
         }
         let_go_idle(&mut kept, start + IDLE - Duration::from_secs(1));
-        assert_eq!(kept.len(), 2, "both used within IDLE");
+        assert_eq!(kept.len(), 3, "all used within IDLE");
         let_go_idle(&mut kept, start + IDLE + Duration::from_secs(1));
+        let mut names: Vec<_> = kept.keys().cloned().collect();
+        names.sort();
+        assert_eq!(names, ["busy", "local"]);
+        let_go_idle(&mut kept, start + IDLE_LOCAL + Duration::from_secs(1));
         assert_eq!(kept.keys().collect::<Vec<_>>(), ["busy"]);
     }
 }
