@@ -8,9 +8,9 @@
 //! A second controller keeps Hubs: their finalizer, phase, and on deletion the cascade to their
 //! spokes first, as [`hub_lifecycle`] decides; and their agent rollout ([`super::rollout`]).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -171,6 +171,8 @@ struct Context {
     /// Spokes that joined and whose bootstrap tokens this process saw deleted: their tokens are
     /// not listed again while they stay joined.
     tokens_cleared: Mutex<HashSet<String>>,
+    /// The looks again promised by passes that acted.
+    look_again: Mutex<LookAgain>,
 }
 
 impl Context {
@@ -199,6 +201,35 @@ const SPOKE_PASSES_AT_ONCE: u16 = 64;
 /// each (`RESYNC`), 10,000 settled spokes took 333 passes a second, ahead of the spokes still
 /// joining.
 const RESYNCS_PER_SECOND: f64 = 50.0;
+
+/// When each Spoke whose pass acted is to be looked at again: [`lifecycle::POLL`] after that
+/// pass, whatever ran in between. A pass woken by an event within that time may come before the
+/// action's effect shows on the spoke (an agent Deployment put back, not yet running), and the
+/// controller runs one pass for the event and the look again (its queue keeps the earlier
+/// time): without this, that pass asks for the resync, and what changed after it waits for it.
+#[derive(Default)]
+struct LookAgain {
+    due: HashMap<String, Instant>,
+}
+
+impl LookAgain {
+    /// After a pass of `spoke` ending `now`, which `acted` or not: how soon the spoke must be
+    /// looked at again for what this pass or an earlier one did, if at all.
+    fn after_pass(&mut self, spoke: &str, acted: bool, now: Instant) -> Option<Duration> {
+        if acted {
+            // Kept only while due: a Spoke deleted meanwhile leaves nothing behind.
+            self.due.retain(|_, due| *due > now);
+            self.due.insert(spoke.to_string(), now + lifecycle::POLL);
+            return Some(lifecycle::POLL);
+        }
+        let due = *self.due.get(spoke)?;
+        if due > now {
+            return Some(due - now);
+        }
+        self.due.remove(spoke);
+        None
+    }
+}
 
 /// When a Spoke whose pass asks to be looked at again `after` is: a settled one (`RESYNC` or
 /// more) no sooner than the fleet of `spokes` allows at [`RESYNCS_PER_SECOND`].
@@ -266,6 +297,7 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
         spokes: store.clone(),
         errors,
         tokens_cleared: Mutex::default(),
+        look_again: Mutex::default(),
     });
     let in_namespace = |namespace: Option<String>| {
         namespace.map(|name| ObjectRef::<Spoke>::new(&name).within(SYSTEM_NAMESPACE))
@@ -712,12 +744,17 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
     // What this pass changed, the next one reads and reports: its own status writes wake none
     // (see `spoke_changes`). Not at once: an action whose effect the facts never show must not
     // spin.
-    if decision
+    let acted = decision
         .actions
         .iter()
-        .any(|action| !matches!(action, Action::Blocked(_)))
-    {
-        after = after.min(lifecycle::POLL);
+        .any(|action| !matches!(action, Action::Blocked(_)));
+    let promised = ctx
+        .look_again
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .after_pass(&spoke.name_any(), acted, Instant::now());
+    if let Some(promised) = promised {
+        after = after.min(promised);
     }
     // A joined spoke whose agent bootstraps again (it lost its certificate) holds its new one
     // on the spoke only, which nothing here watches (its ManagedCluster need not change): look
@@ -1299,6 +1336,34 @@ where
 mod tests {
     use super::*;
     use kube::runtime::reflector;
+
+    #[test]
+    fn a_pass_woken_between_an_action_and_its_look_again_keeps_the_look_again() {
+        let start = Instant::now();
+        let poll = lifecycle::POLL;
+        let mut look_again = LookAgain::default();
+        assert_eq!(look_again.after_pass("alpha", true, start), Some(poll));
+        // Woken by an event a quarter POLL later, finding nothing to do: still due at POLL.
+        assert_eq!(
+            look_again.after_pass("alpha", false, start + poll / 4),
+            Some(poll - poll / 4)
+        );
+        assert_eq!(
+            look_again.after_pass("beta", false, start),
+            None,
+            "beta did nothing"
+        );
+        // The look again itself, at POLL: nothing more is due.
+        assert_eq!(look_again.after_pass("alpha", false, start + poll), None);
+        assert_eq!(
+            look_again.after_pass("alpha", false, start + poll / 2),
+            None
+        );
+        // What is no longer due goes at the next action, a Spoke deleted meanwhile included.
+        look_again.after_pass("gone", true, start);
+        look_again.after_pass("beta", true, start + poll * 2);
+        assert_eq!(look_again.due.keys().collect::<Vec<_>>(), ["beta"]);
+    }
 
     fn hub(generation: i64, in_progress: &[&str]) -> Hub {
         let spokes: Vec<serde_json::Value> = in_progress
