@@ -7,9 +7,11 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use tracing::warn;
 
-use crate::api::fleet::SYSTEM_NAMESPACE;
+use crate::api::fleet::{Hub, SYSTEM_NAMESPACE};
 use crate::observe::{FIELD_MANAGER, IN_FLIGHT, api_resource};
+use crate::plan::desired::ObjectKind;
 use crate::plan::{Action, HubPlan, ObjectChange, ObjectKey, Step};
 
 /// Why a plan could not be carried out on a hub.
@@ -80,10 +82,64 @@ pub async fn install_hub(hub: &str, client: &Client) -> Result<Vec<String>, Appl
 /// plan order, up to [`IN_FLIGHT`] at once within each run of one kind and action.
 pub async fn apply_hub(plan: &HubPlan, client: &Client) -> Result<Applied, ApplyError> {
     let mut applied = Applied::default();
-    let params = PatchParams::apply(FIELD_MANAGER).force();
     if plan.steps.contains(&Step::InstallHub) {
         applied.installed_crds = install_hub(&plan.hub, client).await?;
     }
+    // While Spokes change, their Hub's rollout waits to see them all (see
+    // `rollout::ANNOTATION_WRITING_SPOKES`); the mark comes off however the writes end.
+    let marked = changes_spokes(plan) && mark_writing_spokes(client, &plan.hub, true).await;
+    let written = write_changes(plan, client, &mut applied).await;
+    if marked {
+        mark_writing_spokes(client, &plan.hub, false).await;
+    }
+    written.map(|()| applied)
+}
+
+/// Whether `plan` changes Spokes of a Hub that stays (a new Hub's spokes all join: no
+/// rollout).
+fn changes_spokes(plan: &HubPlan) -> bool {
+    let of_kind = |kind: ObjectKind, action: Action| {
+        plan.changes
+            .iter()
+            .any(|change| change.key.kind == kind && change.action == action)
+    };
+    of_kind(ObjectKind::Spoke, Action::Update) && !of_kind(ObjectKind::Hub, Action::Create)
+}
+
+/// Puts on the Hub `hub` the mark that its Spokes are being written (`on`), or takes it off;
+/// whether it did. A Hub not there has nothing to hold; a mark that cannot be written is said
+/// in the log and holds nothing (one left on holds the rollout 5 minutes at most).
+async fn mark_writing_spokes(client: &Client, hub: &str, on: bool) -> bool {
+    let value = on.then(|| k8s_openapi::jiff::Timestamp::now().to_string());
+    let patch = serde_json::json!({"metadata": {"annotations": {
+        crate::rollout::ANNOTATION_WRITING_SPOKES: value,
+    }}});
+    let params = PatchParams {
+        field_manager: Some(WRITING_SPOKES_MANAGER.to_string()),
+        ..PatchParams::default()
+    };
+    let hubs: Api<Hub> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    match hubs.patch(hub, &params, &Patch::Merge(&patch)).await {
+        Ok(_) => true,
+        Err(kube::Error::Api(status)) if status.code == 404 => false,
+        Err(err) => {
+            let doing = if on { "mark" } else { "unmark" };
+            warn!(hub, %err, "cannot {doing} the Hub's Spokes as being written");
+            false
+        }
+    }
+}
+
+/// The field manager of the mark [`mark_writing_spokes`] writes.
+const WRITING_SPOKES_MANAGER: &str = "fleetform-writing-spokes";
+
+/// Writes a plan's object changes in plan order into `applied`.
+async fn write_changes(
+    plan: &HubPlan,
+    client: &Client,
+    applied: &mut Applied,
+) -> Result<(), ApplyError> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
     // Plan order holds between runs of changes of one kind and action (hubs before their
     // spokes, say); within a run the writes are independent and go out together.
     for run in plan
@@ -108,7 +164,7 @@ pub async fn apply_hub(plan: &HubPlan, client: &Client) -> Result<Applied, Apply
             applied.objects.push(object);
         }
     }
-    Ok(applied)
+    Ok(())
 }
 
 /// Writes one change of a plan; `None` when it has nothing to write.

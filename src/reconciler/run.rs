@@ -1248,6 +1248,14 @@ async fn reconcile_hub(hub: Arc<Hub>, ctx: Arc<Context>) -> Result<Requeue, Reco
         ctx.config.metrics.rollout.forget(&name);
         return Ok(Requeue::await_change());
     }
+    // Its Spokes being written (a commit's), the rollout waits to see them all: the end of the
+    // writes takes the mark off, which wakes this pass.
+    let now = Timestamp::now();
+    if let Some(until) = crate::rollout::writing_spokes_until(&hub, now) {
+        debug!(%until, "the hub's Spokes are being written: the rollout waits");
+        let wait = Duration::try_from(until.duration_since(now)).unwrap_or(Duration::ZERO);
+        return Ok(Requeue::requeue(wait));
+    }
     let spokes: Vec<Arc<Spoke>> = ctx
         .spokes
         .state()

@@ -115,6 +115,30 @@ pub struct Gate {
     pub released: bool,
 }
 
+/// The annotation a writer of a hub's Spokes (`sync`, `apply`) keeps on the Hub while it writes
+/// them, saying when it began (RFC 3339). The hub's rollout releases no spoke meanwhile: it
+/// starts from every spoke's new settings at once, not from whichever Spoke was written first
+/// (a canary group would otherwise not go first when another Spoke's write landed before its).
+pub const ANNOTATION_WRITING_SPOKES: &str = "fleetform.io/writing-spokes";
+
+/// How long the mark holds a rollout at most: a writer that stopped half-way holds it no longer.
+pub const WRITING_SPOKES_AT_MOST: SignedDuration = SignedDuration::from_secs(300);
+
+/// Until when `hub`'s rollout waits at `now` for its Spokes being written, if it does. A mark
+/// that cannot be read holds nothing, nor one dated further ahead of this clock than
+/// [`WRITING_SPOKES_AT_MOST`] (so no mark holds for longer than twice that).
+pub fn writing_spokes_until(hub: &Hub, now: Timestamp) -> Option<Timestamp> {
+    let began: Timestamp = hub
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(ANNOTATION_WRITING_SPOKES)?
+        .parse()
+        .ok()?;
+    let until = began + WRITING_SPOKES_AT_MOST;
+    (until > now && began <= now + WRITING_SPOKES_AT_MOST).then_some(until)
+}
+
 /// The [`Gate`] of the joined spoke `spoke` of `hub`, which git wants to have `wanted` and which
 /// has the addons `has_addons` and the lease duration `has_lease` now; `own` are the addons with
 /// a rollout of their own ([`own_rollouts`]), each gated by it alone, the rest by the hub's.

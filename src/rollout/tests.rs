@@ -1034,3 +1034,34 @@ fn the_gate_holds_a_spokes_addons_and_lease_until_its_rollout_releases_it() {
         "an addon rolled out with strategy All is enabled at once"
     );
 }
+
+#[test]
+fn a_hub_whose_spokes_are_being_written_holds_its_rollout_until_they_are_or_for_five_minutes() {
+    let now: Timestamp = "2026-11-27T12:00:00Z".parse().unwrap();
+    let marked = |value: &str| {
+        let mut hub = embedded_hub();
+        hub.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(ANNOTATION_WRITING_SPOKES.to_string(), value.to_string());
+        hub
+    };
+    assert_eq!(writing_spokes_until(&embedded_hub(), now), None, "no mark");
+    assert_eq!(
+        writing_spokes_until(&marked("2026-11-27T11:59:58Z"), now),
+        Some("2026-11-27T12:04:58Z".parse().unwrap()),
+        "a writer that began 2 s ago"
+    );
+    assert_eq!(
+        writing_spokes_until(&marked("2026-11-27T11:54:59Z"), now),
+        None,
+        "a writer that began over five minutes ago stopped half-way"
+    );
+    assert_eq!(writing_spokes_until(&marked("yesterday"), now), None);
+    assert_eq!(
+        writing_spokes_until(&marked("2026-11-27T13:00:00Z"), now),
+        None,
+        "an hour ahead of this clock"
+    );
+    assert!(writing_spokes_until(&marked("2026-11-27T12:00:30Z"), now).is_some());
+}

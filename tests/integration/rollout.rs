@@ -486,6 +486,118 @@ async fn an_addon_with_a_rollout_of_its_own_reaches_one_spoke_at_a_time_though_i
     fleet.shutdown().await;
 }
 
+/// What a watch of `api` saw change, by resourceVersion: `describe` says what an object is now
+/// (`None`: nothing the test follows), and a change of that is recorded once the watch has
+/// listed. Returns when it has.
+async fn record_changes<K>(
+    api: Api<K>,
+    describe: impl Fn(&K) -> Option<String> + Send + 'static,
+    seen: Arc<(std::sync::Mutex<Vec<(u64, String)>>, tokio::sync::Notify)>,
+) where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let (listed, is_listed) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let mut listed = Some(listed);
+        let mut last: BTreeMap<String, Option<String>> = BTreeMap::new();
+        let mut events = watcher(api, watcher::Config::default()).boxed();
+        while let Some(Ok(event)) = events.next().await {
+            let object = match event {
+                watcher::Event::InitDone => {
+                    if let Some(listed) = listed.take() {
+                        let _ = listed.send(());
+                    }
+                    continue;
+                }
+                watcher::Event::Apply(object) | watcher::Event::InitApply(object) => object,
+                _ => continue,
+            };
+            let now = describe(&object);
+            let before = last.insert(object.name_any(), now.clone());
+            if listed.is_none()
+                && before.as_ref() != Some(&now)
+                && let Some(now) = now
+            {
+                let rv = object.resource_version().unwrap_or_default();
+                seen.0.lock().unwrap().push((rv.parse().unwrap(), now));
+                seen.1.notify_waiters();
+            }
+        }
+    });
+    is_listed.await.expect("the watch lists");
+}
+
+/// A commit changing every spoke is written under its Hub's mark (`fleetform.io/writing-spokes`),
+/// on before the first Spoke's write and off after the last, so the hub's rollout, which waits
+/// while it is on, starts from all of them rather than from whichever Spoke was written first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_changing_every_spoke_writes_them_under_their_hub_s_mark() {
+    let fleet = fleet("    strategy: Progressive\n    maxConcurrency: 1\n").await;
+    let seen: Arc<(std::sync::Mutex<Vec<(u64, String)>>, tokio::sync::Notify)> = Arc::default();
+    let mark = fleetform::rollout::ANNOTATION_WRITING_SPOKES;
+    record_changes(
+        hubs(&fleet),
+        move |hub: &Hub| {
+            let on = hub.annotations().contains_key(mark);
+            Some(if on { "mark on" } else { "mark off" }.to_string())
+        },
+        seen.clone(),
+    )
+    .await;
+    record_changes(
+        fleet.spokes(),
+        |spoke: &Spoke| {
+            let lease = spoke.spec.lease_duration_seconds?;
+            Some(format!("{} lease {lease}", spoke.name_any()))
+        },
+        seen.clone(),
+    )
+    .await;
+    let files: Vec<(String, String)> = SPOKES
+        .iter()
+        .map(|name| {
+            (
+                format!("spokes/{name}.yaml"),
+                spoke(name, "  leaseDurationSeconds: 2\n"),
+            )
+        })
+        .collect();
+    let files: Vec<(&str, Option<&str>)> = files
+        .iter()
+        .map(|(path, doc)| (path.as_str(), Some(doc.as_str())))
+        .collect();
+    fleet.repo.commit("leases of 2 s", &files);
+    fleet.synced().await;
+
+    let wanted = [
+        "mark on",
+        "alpha lease 2",
+        "beta lease 2",
+        "gamma lease 2",
+        "mark off",
+    ];
+    let changes = tokio::time::timeout(support::PATIENCE, async {
+        loop {
+            let notified = seen.1.notified();
+            let mut changes = seen.0.lock().unwrap().clone();
+            if changes.len() >= wanted.len() {
+                changes.sort();
+                return changes;
+            }
+            notified.await;
+        }
+    })
+    .await
+    .expect("the mark on and off and three Spokes written");
+    let what: Vec<&str> = changes.iter().map(|(_, what)| what.as_str()).collect();
+    assert_eq!(what.first(), Some(&"mark on"), "{changes:?}");
+    assert_eq!(what.last(), Some(&"mark off"), "{changes:?}");
+    let mut spokes = what[1..what.len() - 1].to_vec();
+    spokes.sort();
+    assert_eq!(spokes, wanted[1..4], "{changes:?}");
+    fleet.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_duration_change_reaches_a_spoke_at_its_turn_and_the_others_keep_theirs() {
     let rollout = |bake: u32| {
