@@ -486,13 +486,20 @@ async fn an_addon_with_a_rollout_of_its_own_reaches_one_spoke_at_a_time_though_i
     fleet.shutdown().await;
 }
 
+/// Changes seen by watches, each at its resourceVersion, and a wake on each.
+#[derive(Default)]
+struct Changes {
+    seen: std::sync::Mutex<Vec<(u64, String)>>,
+    changed: tokio::sync::Notify,
+}
+
 /// What a watch of `api` saw change, by resourceVersion: `describe` says what an object is now
 /// (`None`: nothing the test follows), and a change of that is recorded once the watch has
 /// listed. Returns when it has.
 async fn record_changes<K>(
     api: Api<K>,
     describe: impl Fn(&K) -> Option<String> + Send + 'static,
-    seen: Arc<(std::sync::Mutex<Vec<(u64, String)>>, tokio::sync::Notify)>,
+    changes: Arc<Changes>,
 ) where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
@@ -519,8 +526,12 @@ async fn record_changes<K>(
                 && let Some(now) = now
             {
                 let rv = object.resource_version().unwrap_or_default();
-                seen.0.lock().unwrap().push((rv.parse().unwrap(), now));
-                seen.1.notify_waiters();
+                changes
+                    .seen
+                    .lock()
+                    .unwrap()
+                    .push((rv.parse().unwrap(), now));
+                changes.changed.notify_waiters();
             }
         }
     });
@@ -533,7 +544,7 @@ async fn record_changes<K>(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_changing_every_spoke_writes_them_under_their_hub_s_mark() {
     let fleet = fleet("    strategy: Progressive\n    maxConcurrency: 1\n").await;
-    let seen: Arc<(std::sync::Mutex<Vec<(u64, String)>>, tokio::sync::Notify)> = Arc::default();
+    let seen: Arc<Changes> = Arc::default();
     let mark = fleetform::rollout::ANNOTATION_WRITING_SPOKES;
     record_changes(
         hubs(&fleet),
@@ -578,8 +589,8 @@ async fn a_commit_changing_every_spoke_writes_them_under_their_hub_s_mark() {
     ];
     let changes = tokio::time::timeout(support::PATIENCE, async {
         loop {
-            let notified = seen.1.notified();
-            let mut changes = seen.0.lock().unwrap().clone();
+            let notified = seen.changed.notified();
+            let mut changes = seen.seen.lock().unwrap().clone();
             if changes.len() >= wanted.len() {
                 changes.sort();
                 return changes;
