@@ -486,6 +486,25 @@ async fn an_addon_with_a_rollout_of_its_own_reaches_one_spoke_at_a_time_though_i
     fleet.shutdown().await;
 }
 
+/// Commits a lease duration of 2 s for every spoke and waits for the sync to apply it.
+async fn leases_of_2_s(fleet: &Fleet) {
+    let longer: Vec<(String, String)> = SPOKES
+        .iter()
+        .map(|name| {
+            (
+                format!("spokes/{name}.yaml"),
+                spoke(name, "  leaseDurationSeconds: 2\n"),
+            )
+        })
+        .collect();
+    let files: Vec<(&str, Option<&str>)> = longer
+        .iter()
+        .map(|(path, doc)| (path.as_str(), Some(doc.as_str())))
+        .collect();
+    fleet.repo.commit("leases of 2 s", &files);
+    fleet.synced().await;
+}
+
 /// Changes seen by watches, each at its resourceVersion, and a wake on each.
 #[derive(Default)]
 struct Changes {
@@ -564,21 +583,7 @@ async fn a_commit_changing_every_spoke_writes_them_under_their_hub_s_mark() {
         seen.clone(),
     )
     .await;
-    let files: Vec<(String, String)> = SPOKES
-        .iter()
-        .map(|name| {
-            (
-                format!("spokes/{name}.yaml"),
-                spoke(name, "  leaseDurationSeconds: 2\n"),
-            )
-        })
-        .collect();
-    let files: Vec<(&str, Option<&str>)> = files
-        .iter()
-        .map(|(path, doc)| (path.as_str(), Some(doc.as_str())))
-        .collect();
-    fleet.repo.commit("leases of 2 s", &files);
-    fleet.synced().await;
+    leases_of_2_s(&fleet).await;
 
     let wanted = [
         "mark on",
@@ -626,21 +631,7 @@ async fn a_lease_duration_change_reaches_a_spoke_at_its_turn_and_the_others_keep
                 .lease_duration_seconds
         }
     };
-    let longer: Vec<(String, String)> = SPOKES
-        .iter()
-        .map(|name| {
-            (
-                format!("spokes/{name}.yaml"),
-                spoke(name, "  leaseDurationSeconds: 2\n"),
-            )
-        })
-        .collect();
-    let files: Vec<(&str, Option<&str>)> = longer
-        .iter()
-        .map(|(path, doc)| (path.as_str(), Some(doc.as_str())))
-        .collect();
-    fleet.repo.commit("leases of 2 s", &files);
-    fleet.synced().await;
+    leases_of_2_s(&fleet).await;
 
     // alpha's turn: it has the new lease and bakes an hour; the others keep theirs.
     wait_for(&hubs(&fleet), "hub", "alpha baking", |hub: &Hub| {
