@@ -202,19 +202,21 @@ const SPOKE_PASSES_AT_ONCE: u16 = 64;
 /// joining.
 const RESYNCS_PER_SECOND: f64 = 50.0;
 
-/// When each Spoke whose pass acted is to be looked at again: [`lifecycle::POLL`] after that
-/// pass, whatever ran in between. A pass woken by an event within that time may come before the
-/// action's effect shows on the spoke (an agent Deployment put back, not yet running), and the
-/// controller runs one pass for the event and the look again (its queue keeps the earlier
-/// time): without this, that pass asks for the resync, and what changed after it waits for it.
+/// When each Spoke whose pass acted on the spoke itself (its agent installed or upgraded, its
+/// side of an unjoin) is to be looked at again: [`lifecycle::POLL`] after that pass, whatever ran
+/// in between. A pass woken by an event within that time may come before the action's effect
+/// shows on the spoke (an agent Deployment put back, not yet running), and the controller runs
+/// one pass for the event and the look again (its queue keeps the earlier time): without this,
+/// that pass asks for the resync, and what changed on the spoke after it, which no watch here
+/// sees, waits for it.
 #[derive(Default)]
 struct LookAgain {
     due: HashMap<String, Instant>,
 }
 
 impl LookAgain {
-    /// After a pass of `spoke` ending `now`, which `acted` or not: how soon the spoke must be
-    /// looked at again for what this pass or an earlier one did, if at all.
+    /// After a pass of `spoke` ending `now`, which `acted` on the spoke or not: how soon the
+    /// spoke must be looked at again for what this pass or an earlier one did, if at all.
     fn after_pass(&mut self, spoke: &str, acted: bool, now: Instant) -> Option<Duration> {
         if acted {
             // Kept only while due: a Spoke deleted meanwhile leaves nothing behind.
@@ -744,15 +746,27 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
     // What this pass changed, the next one reads and reports: its own status writes wake none
     // (see `spoke_changes`). Not at once: an action whose effect the facts never show must not
     // spin.
-    let acted = decision
+    if decision
         .actions
         .iter()
-        .any(|action| !matches!(action, Action::Blocked(_)));
+        .any(|action| !matches!(action, Action::Blocked(_)))
+    {
+        after = after.min(lifecycle::POLL);
+    }
+    // What an action did on the spoke, no watch here sees: that look again holds even when an
+    // event wakes a pass sooner (one on the hub shows in the watches, which wake the pass
+    // that reads it).
+    let on_spoke = decision.actions.iter().any(|action| {
+        matches!(
+            action,
+            Action::InstallAgent | Action::UpgradeAgent | Action::UnjoinSpoke(_)
+        )
+    });
     let promised = ctx
         .look_again
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .after_pass(&spoke.name_any(), acted, Instant::now());
+        .after_pass(&spoke.name_any(), on_spoke, Instant::now());
     if let Some(promised) = promised {
         after = after.min(promised);
     }
