@@ -755,12 +755,11 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
     }
     // What an action did on the spoke, no watch here sees: that look again holds even when an
     // event wakes a pass sooner (one on the hub shows in the watches, which wake the pass
-    // that reads it).
-    let on_spoke = decision.actions.iter().any(|action| {
-        matches!(
-            action,
-            Action::InstallAgent | Action::UpgradeAgent | Action::UnjoinSpoke(_)
-        )
+    // that reads it; so does a joining spoke's new agent, registering).
+    let on_spoke = decision.actions.iter().any(|action| match action {
+        Action::InstallAgent => gathered.facts.joined,
+        Action::UpgradeAgent | Action::UnjoinSpoke(_) => true,
+        _ => false,
     });
     let promised = ctx
         .look_again
