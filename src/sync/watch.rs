@@ -91,12 +91,14 @@ impl<S: PartialEq> States<S> {
 }
 
 /// The notice of spoke `name`'s Available condition turning from `before` (its status) to
-/// `after`.
-pub fn spoke_notice(name: &str, before: &str, after: &Condition) -> Notice {
+/// `after`; `was_available`: it was seen Available before (a spoke that joins while the hub is
+/// busy can be marked Unknown before its first renewal, and is not Available "again").
+pub fn spoke_notice(name: &str, before: &str, after: &Condition, was_available: bool) -> Notice {
     let (event, message) = if after.status == STATUS_TRUE {
+        let again = if was_available { " again" } else { "" };
         (
             NoticeEvent::SpokeAvailable,
-            format!("spoke {name} is Available again (it was {before})"),
+            format!("spoke {name} is Available{again} (it was {before})"),
         )
     } else {
         let mut message = format!(
@@ -192,6 +194,8 @@ pub async fn run(
     let mut listed = Some(listed);
     let mut changes = futures::stream::select_all(streams);
     let mut spokes: States<String> = States::default();
+    // The spokes seen Available in this term.
+    let mut available_before: std::collections::HashSet<String> = Default::default();
     let mut rollouts: States<Option<String>> = States::default();
     loop {
         if unlisted == 0
@@ -217,16 +221,24 @@ pub async fn run(
             Some(Ok(Change::Cluster(event))) => match *event {
                 watcher::Event::Apply(cluster) | watcher::Event::InitApply(cluster) => {
                     let name = cluster.name_any();
-                    if let Some(condition) = available(&cluster)
-                        && let Seen::Changed(before) =
-                            spokes.observe(&name, condition.status.clone())
-                    {
-                        let notice = spoke_notice(&name, &before, condition);
+                    let Some(condition) = available(&cluster) else {
+                        continue;
+                    };
+                    if let Seen::Changed(before) = spokes.observe(&name, condition.status.clone()) {
+                        let was_available = available_before.contains(&name);
+                        let notice = spoke_notice(&name, &before, condition, was_available);
                         info!(spoke = name, "{}", notice.message);
                         watch.notify(notice).await;
                     }
+                    if condition.status == STATUS_TRUE {
+                        available_before.insert(name);
+                    }
                 }
-                watcher::Event::Delete(cluster) => spokes.forget(&cluster.name_any()),
+                watcher::Event::Delete(cluster) => {
+                    let name = cluster.name_any();
+                    spokes.forget(&name);
+                    available_before.remove(&name);
+                }
                 watcher::Event::Init | watcher::Event::InitDone => {}
             },
             Some(Ok(Change::Hub(event))) => match *event {
@@ -365,6 +377,7 @@ mod tests {
             "edge",
             "True",
             &condition("Unknown", "ManagedClusterLeaseUpdateStopped"),
+            true,
         );
         assert_eq!(gone.event, NoticeEvent::SpokeUnavailable);
         assert_eq!(gone.subject, Subject::Spoke("edge".to_string()));
@@ -376,11 +389,21 @@ mod tests {
             "edge",
             "Unknown",
             &condition("True", "ManagedClusterAvailable"),
+            true,
         );
         assert_eq!(back.event, NoticeEvent::SpokeAvailable);
         assert_eq!(
             back.message,
             "spoke edge is Available again (it was Unknown)"
         );
+        // Marked Unknown while joining, before its first renewal: Available, not "again".
+        let first = spoke_notice(
+            "edge",
+            "Unknown",
+            &condition("True", "ManagedClusterAvailable"),
+            false,
+        );
+        assert_eq!(first.event, NoticeEvent::SpokeAvailable);
+        assert_eq!(first.message, "spoke edge is Available (it was Unknown)");
     }
 }
