@@ -63,7 +63,7 @@ pub mod exit {
 )]
 pub struct Cli {
     /// Log filter (tracing's EnvFilter syntax, e.g. `info` or `warn,fleetform=debug`); overrides
-    /// RUST_LOG. Without it: RUST_LOG, else `warn`.
+    /// RUST_LOG. Without it: RUST_LOG, else `warn,kube_runtime::watcher=error`.
     #[arg(long, global = true, env = "FLEETFORM_LOG", value_parser = parse_log_filter)]
     log: Option<String>,
     #[command(subcommand)]
@@ -184,8 +184,8 @@ async fn shutdown_signal() {
     }
 }
 
-/// Logs go to stderr, filtered by `--log` when it is given, else by RUST_LOG, else at `warn`;
-/// coloured only on a terminal without `NO_COLOR`.
+/// Logs go to stderr, filtered by `--log` when it is given, else by RUST_LOG, else by
+/// [`DEFAULT_LOG`]; coloured only on a terminal without `NO_COLOR`.
 fn init_tracing(log: Option<&str>) {
     use tracing_subscriber::EnvFilter;
     let filter = match log {
@@ -206,8 +206,11 @@ fn init_tracing(log: Option<&str>) {
         .try_init();
 }
 
-/// The log filter when neither `--log` nor RUST_LOG sets one.
-const DEFAULT_LOG: &str = "warn";
+/// The log filter when neither `--log` nor RUST_LOG sets one: warnings, but not kube-runtime's
+/// own of a failed watch, which fleetform's components report themselves, naming what they
+/// watched (a joining agent's watches are refused until the hub accepts it: kube-runtime's
+/// warning of each repeated it, with the whole API status).
+const DEFAULT_LOG: &str = "warn,kube_runtime::watcher=error";
 
 fn parse_log_filter(filter: &str) -> Result<String, String> {
     tracing_subscriber::EnvFilter::try_new(filter)
