@@ -146,7 +146,7 @@ impl Access {
     pub async fn spoke(&self, spoke: &Spoke, hub: &Client) -> Result<Client, AccessError> {
         self.reach_spoke(spoke, hub)
             .await
-            .map(|reached| reached.client)
+            .map(|reached| reached.client())
     }
 
     /// [`Self::spoke`], with where the client reaches.
@@ -182,7 +182,6 @@ impl Access {
         if source.is_in_cluster() {
             if let Some(hub) = hub {
                 return Ok(Reached {
-                    client: hub.clone(),
                     connector: Connector::Shared(hub.clone()),
                     url: None,
                     origin: KubeconfigOrigin::Hub,
@@ -233,7 +232,7 @@ impl Access {
     async fn management(&self, cluster: &str) -> Result<Client, AccessError> {
         self.own_cluster(cluster)
             .await
-            .map(|reached| reached.client)
+            .map(|reached| reached.client())
     }
 
     /// The cluster fleetform runs with (`--kubeconfig` and `--context`; in a pod without a
@@ -374,14 +373,19 @@ pub fn embedded_kubeconfig(data_dir: &Path, role: ClusterRole, name: &str) -> Pa
 /// a hub-as-spoke, which is reached with the hub's own client), and the kubeconfig it came from.
 #[derive(Clone)]
 pub struct Reached {
-    pub client: Client,
-    /// What makes more clients like `client`, for those that keep reaching the cluster.
+    /// What makes its clients ([`Reached::client`]).
     pub connector: Connector,
     pub url: Option<String>,
     pub origin: KubeconfigOrigin,
 }
 
 impl Reached {
+    /// A client for the cluster: one of its own for a cluster of this process, to let go after
+    /// use (see [`Connector`]), the one shared client over the network.
+    pub fn client(&self) -> Client {
+        self.connector.client()
+    }
+
     /// Where requests go and which kubeconfig said so, for messages about them:
     /// `https://10.0.0.5:6443, from kubeconfig Secret fleetform-system/edge key "kubeconfig"`.
     pub fn describe(&self) -> String {
@@ -406,7 +410,6 @@ fn client_for(
         AccessError::unusable(cluster, &origin, Some(url.clone()))(err.to_string())
     })?;
     Ok(Reached {
-        client: connector.client(),
         connector,
         url: Some(url),
         origin,

@@ -5,6 +5,7 @@
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use tracing::warn;
@@ -87,10 +88,11 @@ pub async fn apply_hub(plan: &HubPlan, client: &Client) -> Result<Applied, Apply
     }
     // While Spokes change, their Hub's rollout waits to see them all (see
     // `rollout::ANNOTATION_WRITING_SPOKES`); the mark comes off however the writes end.
-    let marked = changes_spokes(plan) && mark_writing_spokes(client, &plan.hub, true).await;
+    let marked = changes_spokes(plan)
+        && mark_writing_spokes(client, &plan.hub, Some(Timestamp::now())).await;
     let written = write_changes(plan, client, &mut applied).await;
     if marked {
-        mark_writing_spokes(client, &plan.hub, false).await;
+        mark_writing_spokes(client, &plan.hub, None).await;
     }
     written.map(|()| applied)
 }
@@ -106,13 +108,12 @@ fn changes_spokes(plan: &HubPlan) -> bool {
     of_kind(ObjectKind::Spoke, Action::Update) && !of_kind(ObjectKind::Hub, Action::Create)
 }
 
-/// Puts on the Hub `hub` the mark that its Spokes are being written (`on`), or takes it off;
-/// whether it did. A Hub not there has nothing to hold; a mark that cannot be written is said
-/// in the log and holds nothing (one left on holds the rollout 5 minutes at most).
-async fn mark_writing_spokes(client: &Client, hub: &str, on: bool) -> bool {
-    let value = on.then(|| k8s_openapi::jiff::Timestamp::now().to_string());
+/// Puts on the Hub `hub` the mark that the writing of its Spokes `began`, or takes it off
+/// (`None`); whether it did. A Hub not there has nothing to hold; a mark that cannot be written
+/// is said in the log and holds nothing (one left on holds the rollout 5 minutes at most).
+async fn mark_writing_spokes(client: &Client, hub: &str, began: Option<Timestamp>) -> bool {
     let patch = serde_json::json!({"metadata": {"annotations": {
-        crate::rollout::ANNOTATION_WRITING_SPOKES: value,
+        crate::rollout::ANNOTATION_WRITING_SPOKES: began.map(|at| at.to_string()),
     }}});
     let params = PatchParams {
         field_manager: Some(WRITING_SPOKES_MANAGER.to_string()),
@@ -123,7 +124,7 @@ async fn mark_writing_spokes(client: &Client, hub: &str, on: bool) -> bool {
         Ok(_) => true,
         Err(kube::Error::Api(status)) if status.code == 404 => false,
         Err(err) => {
-            let doing = if on { "mark" } else { "unmark" };
+            let doing = if began.is_some() { "mark" } else { "unmark" };
             warn!(hub, %err, "cannot {doing} the Hub's Spokes as being written");
             false
         }

@@ -100,7 +100,8 @@ pub async fn run(args: Args) -> u8 {
                 return exit::INVALID_INPUT;
             }
         };
-        match apply_hub(hub, &reached.client).await {
+        let client = reached.client();
+        match apply_hub(hub, &client).await {
             Ok(applied) => {
                 for crd in &applied.installed_crds {
                     outln!("hub {}: installed CRD {crd}", hub.hub);
@@ -110,7 +111,7 @@ pub async fn run(args: Args) -> u8 {
                 }
                 hubs.push(HubWrites {
                     hub: hub.hub.clone(),
-                    client: reached.client.clone(),
+                    client,
                     written: applied.objects,
                 });
             }
@@ -268,7 +269,7 @@ async fn read_saved(path: &Path, clusters: &ClusterArgs) -> Result<Plan, u8> {
             errln!("error: {err}");
             exit::INVALID_INPUT
         })?;
-        let observed = observe_hub(&hub.hub, &reached.client, &Default::default())
+        let observed = observe_hub(&hub.hub, &reached.client(), &Default::default())
             .await
             .map_err(|err| {
                 errln!("error: {}", super::at(&err, &reached));

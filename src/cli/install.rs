@@ -128,7 +128,7 @@ pub async fn run(args: Args) -> u8 {
         rollout: !args.no_wait,
     };
     let mut progress = ProgressLine::new(std::io::stdout().is_terminal());
-    let result = install(&reached.client, &settings, wait, |event| match event {
+    let result = install(&reached.client(), &settings, wait, |event| match event {
         Event::Applied { object, applied } => progress.line(&format!("{object} {applied}")),
         Event::Waiting { what, state } => progress.waiting(&what, &state),
         Event::Ready { what, state } => progress.line(&format!("{what}: {state}")),
@@ -223,7 +223,7 @@ pub async fn uninstall(args: UninstallArgs) -> u8 {
     };
     let mut removed_any = false;
     let result = uninstall::uninstall(
-        &reached.client,
+        &reached.client(),
         args.unjoin_all,
         Duration::from_secs(args.timeout),
         |event| match event {

@@ -98,7 +98,7 @@ pub async fn build(
             exit::INVALID_INPUT
         })?;
         planning
-            .observe(name, &reached.client)
+            .observe(name, &reached.client())
             .await
             .map_err(|err| {
                 errln!("error: {}", super::at(&err, &reached));

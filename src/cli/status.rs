@@ -132,11 +132,12 @@ struct Document<'a> {
 async fn collect(hubs: &[(String, Reached)]) -> Result<Report, String> {
     let mut report = Report::default();
     for (name, reached) in hubs {
-        let state = gather(name, &reached.client)
+        let client = reached.client();
+        let state = gather(name, &client)
             .await
             .map_err(|err| super::at(&format!("hub {name}: {err}"), reached))?;
         report.add(&state, Timestamp::now());
-        let rollouts = crate::status::gather_rollouts(name, &reached.client)
+        let rollouts = crate::status::gather_rollouts(name, &client)
             .await
             .map_err(|err| super::at(&format!("hub {name}: {err}"), reached))?;
         report.rollouts.extend(rollouts);
@@ -175,7 +176,7 @@ fn changes(hubs: &[(String, Reached)]) -> impl futures::Stream<Item = Signal> + 
             .boxed()
     }
     futures::stream::select_all(hubs.iter().flat_map(|(_, reached)| -> [_; WATCHED_KINDS] {
-        let client = &reached.client;
+        let client = &reached.client();
         [
             changes_of(Api::<Spoke>::all(client.clone())),
             changes_of(Api::<ManagedCluster>::all(client.clone())),

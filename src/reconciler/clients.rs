@@ -2,11 +2,11 @@
 //! kubeconfig and checking its credentials (a TLS handshake over the network), which a fleet
 //! of a thousand spokes should not pay on every pass.
 //!
-//! What is kept differs by how the spoke is reached ([`Connector`]). A spoke of this process
-//! keeps only its credentials and identity (about 2 KB), for [`IDLE_LOCAL`], and each pass
-//! gets a client of its own, let go after the pass: a kube client holds a request buffer of
-//! 10 to 20 KB, 100 to 200 MiB at 10,000 spokes if every spoke kept one. A spoke over the network
-//! keeps its client, which pools its connection, for [`IDLE`].
+//! What is kept differs by how the spoke is reached ([`crate::transport::Connector`]). A spoke
+//! of this process keeps only its credentials and identity (about 1 KB), for [`IDLE_LOCAL`],
+//! and each pass gets a client of its own, let go after the pass: a kube client holds a request
+//! buffer of 10 to 20 KB, 100 to 200 MiB at 10,000 spokes if every spoke kept one. A spoke over
+//! the network keeps its client, which pools its connection, for [`IDLE`].
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -14,9 +14,8 @@ use std::time::{Duration, Instant};
 
 use kube::{Client, ResourceExt};
 
-use crate::access::{Access, KubeconfigOrigin, Reached};
+use crate::access::{Access, Reached};
 use crate::api::fleet::Spoke;
-use crate::transport::Connector;
 
 /// How long a spoke's network client (and its connection) is kept unused: longer than a small
 /// fleet's resync, so only a large fleet's settled spokes connect again.
@@ -26,8 +25,8 @@ const IDLE: Duration = Duration::from_secs(90);
 /// spoke gone from the fleet (or whose passes stopped) lets it go.
 const IDLE_LOCAL: Duration = Duration::from_secs(15 * 60);
 
-/// Spoke clients by spoke name, each with the kubeconfig source it was built from and when it
-/// was last used.
+/// How each spoke is reached, by spoke name, with the kubeconfig source it was reached by and
+/// when it was last used.
 pub(crate) struct SpokeClients {
     access: Access,
     cached: Mutex<Cache>,
@@ -35,29 +34,34 @@ pub(crate) struct SpokeClients {
 
 #[derive(Default)]
 struct Cache {
-    ways: HashMap<String, Kept<Way>>,
+    /// How each spoke is reached, with the kubeconfig source (serialised) it was reached by.
+    reached: HashMap<String, Kept<(String, Reached)>>,
     swept: Option<Instant>,
 }
 
-/// How a spoke is reached: the kubeconfig source it was made from (serialised), what makes
-/// its clients, and where they go.
-struct Way {
-    source: String,
-    connector: Connector,
-    url: Option<String>,
-    origin: KubeconfigOrigin,
-}
-
-/// A kept value, when it was last used and how long it is kept unused.
+/// A kept value and when it was last used.
 struct Kept<V> {
     value: V,
     used: Instant,
-    idle: Duration,
 }
 
-/// Lets go of what was not used within its idle time before `now`.
-fn let_go_idle<V>(kept: &mut HashMap<String, Kept<V>>, now: Instant) {
-    kept.retain(|_, kept| now.saturating_duration_since(kept.used) < kept.idle);
+/// How long what reaches a spoke is kept unused: a connection for [`IDLE`], credentials for
+/// [`IDLE_LOCAL`].
+fn idle_time((_, reached): &(String, Reached)) -> Duration {
+    if reached.connector.holds_connection() {
+        IDLE
+    } else {
+        IDLE_LOCAL
+    }
+}
+
+/// Lets go of what was not used within its `idle` time before `now`.
+fn let_go_idle<V>(
+    kept: &mut HashMap<String, Kept<V>>,
+    now: Instant,
+    idle: impl Fn(&V) -> Duration,
+) {
+    kept.retain(|_, kept| now.saturating_duration_since(kept.used) < idle(&kept.value));
 }
 
 impl SpokeClients {
@@ -74,7 +78,7 @@ impl SpokeClients {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// A client for `spoke` and the URL it reaches; `hub` serves a hub-as-spoke and holds
+    /// How `spoke` is reached (its clients, the URL they reach); `hub` serves a hub-as-spoke and holds
     /// kubeconfig Secrets.
     pub async fn get(&self, spoke: &Spoke, hub: &Client) -> Result<Reached, String> {
         let name = spoke.name_any();
@@ -86,20 +90,14 @@ impl SpokeClients {
                 .swept
                 .is_none_or(|at| now.saturating_duration_since(at) >= IDLE / 3)
             {
-                let_go_idle(&mut cache.ways, now);
+                let_go_idle(&mut cache.reached, now, idle_time);
                 cache.swept = Some(now);
             }
-            if let Some(kept) = cache.ways.get_mut(&name)
-                && kept.value.source == source
+            if let Some(kept) = cache.reached.get_mut(&name)
+                && kept.value.0 == source
             {
                 kept.used = now;
-                let way = &kept.value;
-                return Ok(Reached {
-                    client: way.connector.client(),
-                    connector: way.connector.clone(),
-                    url: way.url.clone(),
-                    origin: way.origin.clone(),
-                });
+                return Ok(kept.value.1.clone());
             }
         }
         let reached = self
@@ -107,22 +105,11 @@ impl SpokeClients {
             .reach_spoke(spoke, hub)
             .await
             .map_err(|err| err.to_string())?;
-        let idle = match reached.connector.holds_connection() {
-            true => IDLE,
-            false => IDLE_LOCAL,
-        };
-        let way = Way {
-            source,
-            connector: reached.connector.clone(),
-            url: reached.url.clone(),
-            origin: reached.origin.clone(),
-        };
-        self.cache().ways.insert(
+        self.cache().reached.insert(
             name,
             Kept {
-                value: way,
+                value: (source, reached.clone()),
                 used: now,
-                idle,
             },
         );
         Ok(reached)
@@ -130,7 +117,7 @@ impl SpokeClients {
 
     /// Forgets how `spoke` is reached (it failed; the next pass reads its kubeconfig again).
     pub fn forget(&self, spoke: &str) {
-        self.cache().ways.remove(spoke);
+        self.cache().reached.remove(spoke);
     }
 }
 
@@ -147,22 +134,16 @@ mod tests {
             ("idle", start, IDLE),
             ("local", start, IDLE_LOCAL),
         ] {
-            kept.insert(
-                name.to_string(),
-                Kept {
-                    value: (),
-                    used,
-                    idle,
-                },
-            );
+            kept.insert(name.to_string(), Kept { value: idle, used });
         }
-        let_go_idle(&mut kept, start + IDLE - Duration::from_secs(1));
+        let idle = |idle: &Duration| *idle;
+        let_go_idle(&mut kept, start + IDLE - Duration::from_secs(1), idle);
         assert_eq!(kept.len(), 3, "all used within IDLE");
-        let_go_idle(&mut kept, start + IDLE + Duration::from_secs(1));
+        let_go_idle(&mut kept, start + IDLE + Duration::from_secs(1), idle);
         let mut names: Vec<_> = kept.keys().cloned().collect();
         names.sort();
         assert_eq!(names, ["busy", "local"]);
-        let_go_idle(&mut kept, start + IDLE_LOCAL + Duration::from_secs(1));
+        let_go_idle(&mut kept, start + IDLE_LOCAL + Duration::from_secs(1), idle);
         assert_eq!(kept.keys().collect::<Vec<_>>(), ["busy"]);
     }
 }

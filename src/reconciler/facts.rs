@@ -338,7 +338,7 @@ impl SpokeAgent {
         desired: &Deployment,
         endpoint: &HubEndpoint,
     ) -> Result<Self, ReconcileError> {
-        let spoke = &reached.client;
+        let spoke = &reached.client();
         let unreachable = |what: &'static str| {
             move |err: kube::Error| {
                 let message = format!("cannot read {what} at {}: {err}", reached.describe());

@@ -1029,7 +1029,7 @@ async fn install_agent(
         .get(spoke, client)
         .await
         .map_err(ReconcileError::Access)?;
-    let spoke_client = reached.client.clone();
+    let spoke_client = reached.client();
     let spoke_url = reached.url.as_deref().unwrap_or(&endpoint.server);
     // A spoke that holds its certificate keeps the bootstrap kubeconfig it has (its token is
     // gone); any other needs a token.
@@ -1166,9 +1166,10 @@ async fn unjoin_spoke(
     let cleanup = match ctx.clients.get(spoke, client).await {
         Err(err) => SpokeCleanup::Unreachable(err),
         Ok(reached) => {
+            let spoke_client = reached.client();
             let cleaned = async {
-                uninstall::remove_credentials(&reached.client).await?;
-                uninstall::remove_workload(&reached.client, purge).await
+                uninstall::remove_credentials(&spoke_client).await?;
+                uninstall::remove_workload(&spoke_client, purge).await
             }
             .await;
             match cleaned {

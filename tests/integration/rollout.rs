@@ -47,10 +47,7 @@ async fn fleet(rollout: &str) -> Fleet {
         ("hubs/hub.yaml", Some(&hub)),
         ("addons/addons.yaml", Some(ADDONS)),
     ];
-    files.extend(
-        docs.iter()
-            .map(|(path, doc)| (path.as_str(), Some(doc.as_str()))),
-    );
+    files.extend(as_files(&docs));
     repo.commit("a hub and three spokes", &files);
     let fleet = Fleet::up(repo).await;
     fleet.synced().await;
@@ -486,6 +483,13 @@ async fn an_addon_with_a_rollout_of_its_own_reaches_one_spoke_at_a_time_though_i
     fleet.shutdown().await;
 }
 
+/// Documents at their paths, as a commit writes them.
+fn as_files(docs: &[(String, String)]) -> Vec<(&str, Option<&str>)> {
+    docs.iter()
+        .map(|(path, doc)| (path.as_str(), Some(doc.as_str())))
+        .collect()
+}
+
 /// Commits a lease duration of 2 s for every spoke and waits for the sync to apply it.
 async fn leases_of_2_s(fleet: &Fleet) {
     let longer: Vec<(String, String)> = SPOKES
@@ -497,11 +501,7 @@ async fn leases_of_2_s(fleet: &Fleet) {
             )
         })
         .collect();
-    let files: Vec<(&str, Option<&str>)> = longer
-        .iter()
-        .map(|(path, doc)| (path.as_str(), Some(doc.as_str())))
-        .collect();
-    fleet.repo.commit("leases of 2 s", &files);
+    fleet.repo.commit("leases of 2 s", &as_files(&longer));
     fleet.synced().await;
 }
 
@@ -729,11 +729,9 @@ async fn metrics_one_spoke_at_a_time(
             }
         }
     });
-    let files: Vec<(&str, Option<&str>)> = with_metrics
-        .iter()
-        .map(|(path, doc)| (path.as_str(), Some(doc.as_str())))
-        .collect();
-    fleet.repo.commit("metrics everywhere", &files);
+    fleet
+        .repo
+        .commit("metrics everywhere", &as_files(&with_metrics));
     fleet.synced().await;
 
     // A spoke at a time, each with the patience of one.
