@@ -101,7 +101,7 @@ fn walk(
         "| `{path}` | {} | {default} | {} | {example} | {} |",
         type_of(root, node),
         cell(&rules.join("; ")),
-        cell(&text(node, "description")),
+        cell(text(node, "description")),
     ));
     if let Some(items) = items.filter(|_| item_fields) {
         walk(kind, root, &format!("{path}[]"), &items, false, rows);
@@ -269,7 +269,7 @@ fn thousands(number: usize) -> String {
     let digits = number.to_string();
     let mut grouped = String::new();
     for (index, digit) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index) % 3 == 0 {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
             grouped.push(',');
         }
         grouped.push(digit);
