@@ -20,9 +20,11 @@ use crate::objects::{
     prepare_update, present, settle_update, subject,
 };
 use crate::patch::{self, PatchType, apply as ssa};
+use crate::pod_admission;
 use crate::registry::{Registry, ResourceInfo};
 use crate::selectors::{FieldSelector, LabelReq, LabelSelector};
 use crate::storage::{self, Indexed, Lookup, Store, WriteError, WriteOp};
+use crate::strategy::PodAdmission;
 use crate::table::{self, IncludeObject};
 
 /// Who is making a request (see [`crate::auth`]), as kube-apiserver's `user.Info`; plain-HTTP
@@ -589,6 +591,10 @@ impl ApiServer {
             "",
             &now,
         );
+        if t.info.strategy.pod_admission() == Some(PodAdmission::Pod) {
+            let facts = pod_admission::new_pod_facts(&self.store, &t.namespace, &obj).await;
+            pod_admission::admit_new_pod(&t.info, &mut obj, &facts)?;
+        }
         let obj = self.conversions.stored(&t.info, obj)?;
         let info = t.info.clone();
         let written = self
@@ -736,6 +742,14 @@ impl ApiServer {
         let strict = opts.strict;
         let ns = t.namespace.clone();
         let name = t.name().to_string();
+        let new_pod = match &config {
+            Some(config)
+                if creating && info.strategy.pod_admission() == Some(PodAdmission::Pod) =>
+            {
+                Some(pod_admission::new_pod_facts(&self.store, &ns, config).await)
+            }
+            _ => None,
+        };
         let mut created = false;
         let written = self.write_decided(t, opts.dry_run, |cur| {
             created = false;
@@ -753,6 +767,13 @@ impl ApiServer {
                     let mut obj = self.admit_create(t, obj, opts)?;
                     if let Some(mf) = mf {
                         crate::meta::meta_mut(&mut obj).insert("managedFields".into(), mf);
+                    }
+                    if info.strategy.pod_admission() == Some(PodAdmission::Pod) {
+                        // Looked up before the write, which found no object then.
+                        let facts = new_pod
+                            .as_ref()
+                            .ok_or_else(|| ApiError::Conflict(subject(&info, &name)))?;
+                        pod_admission::admit_new_pod(&info, &mut obj, facts)?;
                     }
                     created = true;
                     Ok(WriteOp::Put(self.conversions.stored(&info, obj)?))
@@ -806,6 +827,14 @@ impl ApiServer {
             Ok(op)
         })?;
         let obj = self.finish(t, written).await?;
+        if outcome == DeleteOutcome::MarkedThenRemoved {
+            let removed = self.write_decided(t, opts.dry_run, |cur| match cur {
+                Some(cur) if cur.uid() == obj.uid() => Ok(WriteOp::Delete),
+                _ => Err(Self::not_found(t)),
+            })?;
+            self.finish(t, removed).await?;
+            outcome = DeleteOutcome::Removed;
+        }
         if outcome == DeleteOutcome::Removed && !t.info.strategy.returns_deleted_object() {
             return Ok(Answer::ok(objects::delete_success(&t.info, &obj)));
         }
