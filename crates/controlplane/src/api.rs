@@ -199,6 +199,8 @@ impl Query {
 pub struct Answer {
     pub code: u16,
     pub body: Reply,
+    /// Warnings for the client (`Warning: 299 - "..."` headers), as admission gave them.
+    pub warnings: Vec<String>,
 }
 
 /// What an answer carries.
@@ -214,6 +216,7 @@ impl Answer {
         Answer {
             code: 200,
             body: Reply::Object(body),
+            warnings: Vec::new(),
         }
     }
 
@@ -221,6 +224,7 @@ impl Answer {
         Answer {
             code: 200,
             body: Reply::Json(body),
+            warnings: Vec::new(),
         }
     }
 
@@ -595,6 +599,7 @@ impl ApiServer {
             let facts = pod_admission::new_pod_facts(&self.store, &t.namespace, &obj).await;
             pod_admission::admit_new_pod(&t.info, &mut obj, &facts)?;
         }
+        let warnings = pod_admission::pod_security(&self.store, &t.info, "", &obj, None)?;
         let obj = self.conversions.stored(&t.info, obj)?;
         let info = t.info.clone();
         let written = self
@@ -605,7 +610,9 @@ impl ApiServer {
                 }
                 Ok(WriteOp::Put(obj))
             })?;
-        self.written_answer(t, 201, written).await
+        let mut answer = self.written_answer(t, 201, written).await?;
+        answer.warnings = warnings;
+        Ok(answer)
     }
 
     fn crd_terminating(&self, info: &ResourceInfo) -> bool {
@@ -628,6 +635,7 @@ impl ApiServer {
         let manager = opts.manager().to_string();
         let sub = subresource_name(part);
         check_strict(&info, &body, opts.strict)?;
+        let mut warnings = Vec::new();
         let written = self.write_decided(t, opts.dry_run, |cur| {
             let cur = cur.ok_or_else(|| Self::not_found(t))?;
             let cur = self.as_served(&info, cur)?;
@@ -638,10 +646,12 @@ impl ApiServer {
                 }
                 _ => prepare_update(&info, &cur, body.clone(), part, true)?,
             };
-            let op = self.admit_update(t, &cur, next, opts)?;
+            let op = self.admit_update(t, &cur, next, opts, &mut warnings)?;
             self.to_stored(&info, record(op, &cur, &manager, &info, sub, &now))
         })?;
-        self.written_answer(t, 200, written).await
+        let mut answer = self.written_answer(t, 200, written).await?;
+        answer.warnings = warnings;
+        Ok(answer)
     }
 
     /// A write's answer once it is durable: the object as served, from its stored bytes when
@@ -659,7 +669,11 @@ impl ApiServer {
                 Some(raw) => Reply::Json(raw),
                 None => Reply::Object(self.render_written(t, &obj)?),
             };
-        Ok(Answer { code, body })
+        Ok(Answer {
+            code,
+            body,
+            warnings: Vec::new(),
+        })
     }
 
     fn render_written(&self, t: &Target, obj: &Value) -> ApiResult<Value> {
@@ -751,8 +765,10 @@ impl ApiServer {
             _ => None,
         };
         let mut created = false;
+        let mut warnings = Vec::new();
         let written = self.write_decided(t, opts.dry_run, |cur| {
             created = false;
+            warnings.clear();
             match (cur, &config) {
                 (None, Some(config)) => {
                     let merged = ssa::apply(None, config, &manager, &api_version, force, &now)
@@ -775,6 +791,7 @@ impl ApiServer {
                             .ok_or_else(|| ApiError::Conflict(subject(&info, &name)))?;
                         pod_admission::admit_new_pod(&info, &mut obj, facts)?;
                     }
+                    warnings = pod_admission::pod_security(&self.store, &info, "", &obj, None)?;
                     created = true;
                     Ok(WriteOp::Put(self.conversions.stored(&info, obj)?))
                 }
@@ -786,7 +803,7 @@ impl ApiServer {
                         ssa::apply(Some(&shown), config, &manager, &api_version, force, &now)
                             .map_err(|c| apply_conflict(&info, &name, &c))?;
                     let next = prepare_update(&info, &cur, merged, part, false)?;
-                    let op = self.admit_update(t, &cur, next, opts)?;
+                    let op = self.admit_update(t, &cur, next, opts, &mut warnings)?;
                     self.to_stored(&info, op)
                 }
                 (Some(cur), None) => {
@@ -805,13 +822,16 @@ impl ApiServer {
                             prepare_update(&info, &cur, patched, part, false)?
                         }
                     };
-                    let op = self.admit_update(t, &cur, next, opts)?;
+                    let op = self.admit_update(t, &cur, next, opts, &mut warnings)?;
                     self.to_stored(&info, record(op, &cur, &manager, &info, sub, &now))
                 }
             }
         })?;
-        self.written_answer(t, if created { 201 } else { 200 }, written)
-            .await
+        let mut answer = self
+            .written_answer(t, if created { 201 } else { 200 }, written)
+            .await?;
+        answer.warnings = warnings;
+        Ok(answer)
     }
 
     /// DELETE of one object.
@@ -946,9 +966,29 @@ impl ApiServer {
         cur: &Value,
         next: Value,
         opts: &WriteOptions,
+        warnings: &mut Vec<String>,
     ) -> ApiResult<WriteOp> {
+        let next = self.admit_update_by_plugins(t, cur, next, opts)?;
+        *warnings = pod_admission::pod_security(
+            &self.store,
+            &t.info,
+            subresource_name(t.part),
+            &next,
+            Some(cur),
+        )?;
+        settle_update(&t.info, cur, next)
+    }
+
+    /// The embedder's plugins' view of an update: `next` as they leave it, validated again.
+    fn admit_update_by_plugins(
+        &self,
+        t: &Target,
+        cur: &Value,
+        next: Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<Value> {
         let Some(user) = opts.user.as_ref().filter(|_| !self.admission.is_empty()) else {
-            return settle_update(&t.info, cur, next);
+            return Ok(next);
         };
         let attempt = Attempt {
             operation: Operation::Update,
@@ -970,7 +1010,7 @@ impl ApiServer {
             }
             _ => next,
         };
-        settle_update(&t.info, cur, next)
+        Ok(next)
     }
 
     /// Admits the delete of `cur`.

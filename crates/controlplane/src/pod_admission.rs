@@ -18,9 +18,11 @@ use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{ObjectMeta, random_suffix};
-use crate::objects::subject;
+use crate::objects::{kind_subject, subject};
+use crate::podsecurity::{self, LabelChange, Verdict};
 use crate::registry::ResourceInfo;
 use crate::storage::Store;
+use crate::strategy::PodAdmission;
 
 /// Where a ServiceAccount's token, CA and namespace are mounted in every container.
 const TOKEN_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -296,6 +298,109 @@ fn default_tolerations(spec: &mut Map<String, Value>) {
                 json!({"key": key, "operator": "Exists", "effect": "NoExecute",
                 "tolerationSeconds": 300}),
             );
+        }
+    }
+}
+
+/// A Pod's subresources PodSecurity leaves alone (none of them changes what it judges).
+const UNJUDGED_POD_PARTS: &[&str] = &[
+    "exec",
+    "attach",
+    "binding",
+    "eviction",
+    "log",
+    "portforward",
+    "proxy",
+    "status",
+];
+
+/// PodSecurity's verdict on a write of `obj` (`old` when it is an update) through `info`'s
+/// `subresource`, in `namespace`: the warnings to answer with, or kube-apiserver's refusal —
+/// 403 for a Pod that violates its namespace's `enforce` level, 422 for a Namespace whose labels
+/// name no level. A Namespace given a stricter `enforce` level is warned about the pods it holds.
+pub fn pod_security(
+    store: &Store,
+    info: &ResourceInfo,
+    subresource: &str,
+    obj: &Value,
+    old: Option<&Value>,
+) -> ApiResult<Vec<String>> {
+    let Some(role) = info.strategy.pod_admission() else {
+        return Ok(Vec::new());
+    };
+    match role {
+        PodAdmission::Namespace => namespace_labels(store, info, subresource, obj, old),
+        PodAdmission::Pod if UNJUDGED_POD_PARTS.contains(&subresource) => Ok(Vec::new()),
+        PodAdmission::Pod => {
+            if old.is_some_and(|old| !podsecurity::significant_pod_update(old, obj)) {
+                return Ok(Vec::new());
+            }
+            let name = obj.name();
+            let Some(namespace) = store.get("/namespaces", "", obj.namespace()) else {
+                return Err(ApiError::Internal(format!(
+                    "failed to lookup namespace {:?}",
+                    obj.namespace()
+                )));
+            };
+            let (policy, _) = podsecurity::policy(podsecurity::labels(&namespace));
+            let empty = json!({});
+            let verdict = podsecurity::judge(
+                &policy,
+                obj.get("metadata").unwrap_or(&empty),
+                obj.get("spec").unwrap_or(&empty),
+                true,
+            );
+            match verdict {
+                Verdict::Admitted(warnings) => Ok(warnings),
+                Verdict::Refused(reason) => Err(ApiError::Forbidden {
+                    subject: subject(info, name),
+                    message: format!("pods {name:?} is forbidden: {reason}"),
+                    cause: None,
+                }),
+            }
+        }
+        PodAdmission::Template(_) if !subresource.is_empty() => Ok(Vec::new()),
+        PodAdmission::Template(at) => {
+            let (Some(namespace), Some(template)) = (
+                store.get("/namespaces", "", obj.namespace()),
+                obj.pointer(at),
+            ) else {
+                return Ok(Vec::new());
+            };
+            let (policy, _) = podsecurity::policy(podsecurity::labels(&namespace));
+            let (metadata, spec) = podsecurity::template_parts(template);
+            match podsecurity::judge(&policy, metadata, spec, false) {
+                Verdict::Admitted(warnings) => Ok(warnings),
+                Verdict::Refused(_) => Ok(Vec::new()),
+            }
+        }
+    }
+}
+
+fn namespace_labels(
+    store: &Store,
+    info: &ResourceInfo,
+    subresource: &str,
+    obj: &Value,
+    old: Option<&Value>,
+) -> ApiResult<Vec<String>> {
+    if !subresource.is_empty() {
+        return Ok(Vec::new());
+    }
+    let change = podsecurity::label_change(podsecurity::labels(obj), old.map(podsecurity::labels));
+    match change {
+        LabelChange::Invalid(errors) => {
+            Err(ApiError::invalid(kind_subject(info, obj.name()), errors))
+        }
+        LabelChange::Admitted(None) => Ok(Vec::new()),
+        LabelChange::Admitted(Some(enforce)) => {
+            let (_, pods) = store.select("/pods", Some(obj.name()), &[]);
+            let pods: Vec<Value> = pods.iter().map(|raw| crate::storage::decode(raw)).collect();
+            Ok(podsecurity::existing_pod_warnings(
+                obj.name(),
+                enforce,
+                &pods,
+            ))
         }
     }
 }
