@@ -20,9 +20,11 @@ use crate::objects::{
     prepare_update, present, settle_update, subject,
 };
 use crate::patch::{self, PatchType, apply as ssa};
+use crate::pod_admission;
 use crate::registry::{Registry, ResourceInfo};
 use crate::selectors::{FieldSelector, LabelReq, LabelSelector};
 use crate::storage::{self, Indexed, Lookup, Store, WriteError, WriteOp};
+use crate::strategy::PodAdmission;
 use crate::table::{self, IncludeObject};
 
 /// Who is making a request (see [`crate::auth`]), as kube-apiserver's `user.Info`; plain-HTTP
@@ -197,6 +199,8 @@ impl Query {
 pub struct Answer {
     pub code: u16,
     pub body: Reply,
+    /// Warnings for the client (`Warning: 299 - "..."` headers), as admission gave them.
+    pub warnings: Vec<String>,
 }
 
 /// What an answer carries.
@@ -212,6 +216,7 @@ impl Answer {
         Answer {
             code: 200,
             body: Reply::Object(body),
+            warnings: Vec::new(),
         }
     }
 
@@ -219,6 +224,7 @@ impl Answer {
         Answer {
             code: 200,
             body: Reply::Json(body),
+            warnings: Vec::new(),
         }
     }
 
@@ -628,6 +634,11 @@ impl ApiServer {
             "",
             &now,
         );
+        if t.info.strategy.pod_admission() == Some(PodAdmission::Pod) {
+            let facts = pod_admission::new_pod_facts(&self.store, &t.namespace, &obj).await;
+            pod_admission::admit_new_pod(&t.info, &mut obj, &facts)?;
+        }
+        let warnings = pod_admission::pod_security(&self.store, &t.info, "", &obj, None)?;
         let obj = self.conversions.stored(&t.info, obj)?;
         let info = t.info.clone();
         let written = self
@@ -638,7 +649,9 @@ impl ApiServer {
                 }
                 Ok(WriteOp::Put(obj))
             })?;
-        self.written_answer(t, 201, written).await
+        let mut answer = self.written_answer(t, 201, written).await?;
+        answer.warnings = warnings;
+        Ok(answer)
     }
 
     fn crd_terminating(&self, info: &ResourceInfo) -> bool {
@@ -670,6 +683,7 @@ impl ApiServer {
             return self.create(t, body, opts).await;
         }
         check_strict(&info, &body, opts.strict)?;
+        let mut warnings = Vec::new();
         let written = self.write_decided(t, opts.dry_run, |cur| {
             let cur = cur.ok_or_else(|| Self::not_found(t))?;
             let cur = self.as_served(&info, cur)?;
@@ -680,10 +694,12 @@ impl ApiServer {
                 }
                 _ => prepare_update(&info, &cur, body.clone(), part, true)?,
             };
-            let op = self.admit_update(t, &cur, next, opts)?;
+            let op = self.admit_update(t, &cur, next, opts, &mut warnings)?;
             self.to_stored(&info, record(op, &cur, &manager, &info, sub, &now))
         })?;
-        self.written_answer(t, 200, written).await
+        let mut answer = self.written_answer(t, 200, written).await?;
+        answer.warnings = warnings;
+        Ok(answer)
     }
 
     /// A write's answer once it is durable: the object as served, from its stored bytes when
@@ -701,7 +717,11 @@ impl ApiServer {
                 Some(raw) => Reply::Json(raw),
                 None => Reply::Object(self.render_written(t, &obj)?),
             };
-        Ok(Answer { code, body })
+        Ok(Answer {
+            code,
+            body,
+            warnings: Vec::new(),
+        })
     }
 
     fn render_written(&self, t: &Target, obj: &Value) -> ApiResult<Value> {
@@ -784,9 +804,19 @@ impl ApiServer {
         let strict = opts.strict;
         let ns = t.namespace.clone();
         let name = t.name().to_string();
+        let new_pod = match &config {
+            Some(config)
+                if creating && info.strategy.pod_admission() == Some(PodAdmission::Pod) =>
+            {
+                Some(pod_admission::new_pod_facts(&self.store, &ns, config).await)
+            }
+            _ => None,
+        };
         let mut created = false;
+        let mut warnings = Vec::new();
         let written = self.write_decided(t, opts.dry_run, |cur| {
             created = false;
+            warnings.clear();
             match (cur, &config) {
                 (None, Some(config)) => {
                     let merged = ssa::apply(None, config, &manager, &api_version, force, &now)
@@ -802,6 +832,14 @@ impl ApiServer {
                     if let Some(mf) = mf {
                         crate::meta::meta_mut(&mut obj).insert("managedFields".into(), mf);
                     }
+                    if info.strategy.pod_admission() == Some(PodAdmission::Pod) {
+                        // Looked up before the write, which found no object then.
+                        let facts = new_pod
+                            .as_ref()
+                            .ok_or_else(|| ApiError::Conflict(subject(&info, &name)))?;
+                        pod_admission::admit_new_pod(&info, &mut obj, facts)?;
+                    }
+                    warnings = pod_admission::pod_security(&self.store, &info, "", &obj, None)?;
                     created = true;
                     Ok(WriteOp::Put(self.conversions.stored(&info, obj)?))
                 }
@@ -813,7 +851,7 @@ impl ApiServer {
                         ssa::apply(Some(&shown), config, &manager, &api_version, force, &now)
                             .map_err(|c| apply_conflict(&info, &name, &c))?;
                     let next = prepare_update(&info, &cur, merged, part, false)?;
-                    let op = self.admit_update(t, &cur, next, opts)?;
+                    let op = self.admit_update(t, &cur, next, opts, &mut warnings)?;
                     self.to_stored(&info, op)
                 }
                 (Some(cur), None) => {
@@ -832,13 +870,16 @@ impl ApiServer {
                             prepare_update(&info, &cur, patched, part, false)?
                         }
                     };
-                    let op = self.admit_update(t, &cur, next, opts)?;
+                    let op = self.admit_update(t, &cur, next, opts, &mut warnings)?;
                     self.to_stored(&info, record(op, &cur, &manager, &info, sub, &now))
                 }
             }
         })?;
-        self.written_answer(t, if created { 201 } else { 200 }, written)
-            .await
+        let mut answer = self
+            .written_answer(t, if created { 201 } else { 200 }, written)
+            .await?;
+        answer.warnings = warnings;
+        Ok(answer)
     }
 
     /// DELETE of one object.
@@ -854,6 +895,14 @@ impl ApiServer {
             Ok(op)
         })?;
         let obj = self.finish(t, written).await?;
+        if outcome == DeleteOutcome::MarkedThenRemoved {
+            let removed = self.write_decided(t, opts.dry_run, |cur| match cur {
+                Some(cur) if cur.uid() == obj.uid() => Ok(WriteOp::Delete),
+                _ => Err(Self::not_found(t)),
+            })?;
+            self.finish(t, removed).await?;
+            outcome = DeleteOutcome::Removed;
+        }
         if outcome == DeleteOutcome::Removed && !t.info.strategy.returns_deleted_object() {
             return Ok(Answer::ok(objects::delete_success(&t.info, &obj)));
         }
@@ -965,9 +1014,29 @@ impl ApiServer {
         cur: &Value,
         next: Value,
         opts: &WriteOptions,
+        warnings: &mut Vec<String>,
     ) -> ApiResult<WriteOp> {
+        let next = self.admit_update_by_plugins(t, cur, next, opts)?;
+        *warnings = pod_admission::pod_security(
+            &self.store,
+            &t.info,
+            subresource_name(t.part),
+            &next,
+            Some(cur),
+        )?;
+        settle_update(&t.info, cur, next)
+    }
+
+    /// The embedder's plugins' view of an update: `next` as they leave it, validated again.
+    fn admit_update_by_plugins(
+        &self,
+        t: &Target,
+        cur: &Value,
+        next: Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<Value> {
         let Some(user) = opts.user.as_ref().filter(|_| !self.admission.is_empty()) else {
-            return settle_update(&t.info, cur, next);
+            return Ok(next);
         };
         let attempt = Attempt {
             operation: Operation::Update,
@@ -989,7 +1058,7 @@ impl ApiServer {
             }
             _ => next,
         };
-        settle_update(&t.info, cur, next)
+        Ok(next)
     }
 
     /// Admits the delete of `cur`.

@@ -11,6 +11,8 @@
 //! particular to each resource), [`api`] (operations), [`admission`] (the
 //! embedder's plugins), [`conversion`] (CRD versions), [`watch`], [`patch`] (JSON, merge,
 //! strategic, server-side apply), [`crd_schema`], [`selectors`], [`table`], [`openapi`],
+//! [`pod_admission`] (kube-apiserver's admission of pods, pod templates and namespaces) and
+//! [`podsecurity`] (the Pod Security Standards it holds them to),
 //! [`private_files`] (owner-only state on disk), [`request_info`] (what a request asks, read
 //! once for authorization, routing and counting), [`requests`] (request counts),
 //! [`controllers`] (GC, namespace and CRD cleanup), [`auth`] (TLS, authentication, RBAC, CSR
@@ -35,6 +37,8 @@ pub mod names;
 pub mod objects;
 pub mod openapi;
 pub mod patch;
+pub mod pod_admission;
+pub mod podsecurity;
 pub mod private_files;
 pub mod protobuf;
 pub mod registry;

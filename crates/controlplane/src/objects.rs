@@ -582,6 +582,9 @@ pub enum DeleteOutcome {
     Removed,
     /// The object is marked and waits for its finalizers.
     Pending,
+    /// The object is marked deleted (the write stores it so, as watchers see it), then removed
+    /// at once: kube-apiserver's graceful deletion with a grace period of 0.
+    MarkedThenRemoved,
 }
 
 /// Decides a delete: preconditions, then what the resource's strategy makes of it.

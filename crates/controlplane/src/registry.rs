@@ -219,7 +219,7 @@ fn builtin(b: Builtin) -> ResourceInfo {
 }
 
 fn builtins() -> Vec<ResourceInfo> {
-    use strategy::{apiextensions, apps, certificates, coordination, core, events, rbac};
+    use strategy::{apiextensions, apps, certificates, coordination, core, events, pods, rbac};
     let b = |group, kind, plural, namespaced, short, subresources, strategy| {
         builtin(Builtin {
             group,
@@ -271,6 +271,8 @@ fn builtins() -> Vec<ResourceInfo> {
             &["status"],
             &core::Services,
         ),
+        // Nothing runs them: a pod stays Pending, as on a cluster without nodes.
+        b("", "Pod", "pods", true, &["po"], &["status"], &pods::Pods),
         b(
             "",
             "Event",
@@ -756,6 +758,7 @@ mod tests {
             ("", "services"),
             ("", "events"),
             ("", "nodes"),
+            ("", "pods"),
             ("apps", "deployments"),
             ("coordination.k8s.io", "leases"),
             ("certificates.k8s.io", "certificatesigningrequests"),

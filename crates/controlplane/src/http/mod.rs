@@ -449,10 +449,32 @@ async fn resource(
         }
         _ => return Err(not_allowed()),
     };
-    Ok(match answer.body {
+    let mut response = match answer.body {
         Reply::Object(object) => json_response(answer.code, &object),
         Reply::Json(raw) => full(answer.code, "application/json", raw),
-    })
+    };
+    add_warnings(response.headers_mut(), &answer.warnings);
+    Ok(response)
+}
+
+/// `Warning: 299 - "text"` for each distinct warning, in order, as kube-apiserver writes them
+/// (quotes and backslashes escaped).
+fn add_warnings(headers: &mut HeaderMap, warnings: &[String]) {
+    let mut seen = std::collections::HashSet::new();
+    for text in warnings.iter().filter(|w| seen.insert(w.as_str())) {
+        let mut value = String::with_capacity(text.len() + 8);
+        value.push_str("299 - \"");
+        for c in text.chars() {
+            if matches!(c, '"' | '\\') {
+                value.push('\\');
+            }
+            value.push(c);
+        }
+        value.push('"');
+        if let Ok(v) = header::HeaderValue::from_bytes(value.as_bytes()) {
+            headers.append(header::WARNING, v);
+        }
+    }
 }
 
 /// The checks kube-apiserver makes beyond RBAC: CSR approval needs `approve` and CSR status

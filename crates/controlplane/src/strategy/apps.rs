@@ -2,12 +2,12 @@
 
 use serde_json::{Value, json};
 
-use super::{ResourceStrategy, Validation};
+use super::{PodAdmission, ResourceStrategy, Validation};
 use crate::error::FieldError;
 use crate::registry::{CellSource, PrinterColumn, ResourceInfo};
 use crate::scale::{ScalePaths, SelectorSource};
 
-/// Deployments: kube-apiserver's defaults, a selector and template labels required, replicas
+/// Deployments: kube-apiserver's defaults (their pod template's too), a selector and template labels required, replicas
 /// not negative, a generation, and a `/scale` subresource. Status is written only through
 /// `/status` (nothing here runs them).
 #[derive(Debug)]
@@ -53,8 +53,21 @@ impl ResourceStrategy for Deployments {
             s.entry("strategy")
                 .or_insert(json!({"type": "RollingUpdate",
                 "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}));
+            if let Some(template) = s.get_mut("template") {
+                super::pods::default_pod_template(template);
+            }
         }
-        o.remove("status");
+        o.insert("status".into(), json!({}));
+    }
+
+    fn pod_admission(&self) -> Option<PodAdmission> {
+        Some(PodAdmission::Template("/spec/template"))
+    }
+
+    fn prepare_for_update(&self, _cur: &Value, next: &mut Value, _part: crate::objects::Part) {
+        if let Some(template) = next.pointer_mut("/spec/template") {
+            super::pods::default_pod_template(template);
+        }
     }
 
     fn validate(&self, obj: &mut Value, check: &mut Validation<'_>) {

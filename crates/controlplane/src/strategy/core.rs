@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{ResourceStrategy, Validation};
+use super::{PodAdmission, ResourceStrategy, Validation};
 use crate::error::{ApiError, ApiResult, FieldError};
 use crate::meta::{NameRule, ObjectMeta, meta_mut};
 use crate::names;
@@ -65,6 +65,10 @@ impl ResourceStrategy for Namespaces {
 
     fn removed_once_finalized(&self) -> bool {
         false
+    }
+
+    fn pod_admission(&self) -> Option<PodAdmission> {
+        Some(PodAdmission::Namespace)
     }
 }
 

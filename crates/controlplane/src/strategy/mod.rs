@@ -15,6 +15,7 @@ pub mod certificates;
 pub mod coordination;
 pub mod core;
 pub mod events;
+pub mod pods;
 pub mod rbac;
 
 use std::borrow::Cow;
@@ -56,6 +57,20 @@ pub struct Validation<'a> {
 pub struct StoredAs {
     pub key: &'static str,
     pub api_version: &'static str,
+}
+
+/// What kube-apiserver's pod admission (ServiceAccount, Priority, DefaultTolerationSeconds and
+/// PodSecurity, see [`crate::pod_admission`]) has to do with a resource's objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodAdmission {
+    /// The objects are Pods: admitted as new pods, and held to the namespace's PodSecurity
+    /// `enforce` level.
+    Pod,
+    /// The objects hold a pod template at this JSON pointer (`/spec/template` of a Deployment,
+    /// `/spec/jobTemplate/spec/template` of a CronJob): PodSecurity warns about it.
+    Template(&'static str),
+    /// The objects are Namespaces, whose labels set the PodSecurity levels.
+    Namespace,
 }
 
 /// What is particular about one resource. Every method has the behaviour most resources share
@@ -184,6 +199,11 @@ pub trait ResourceStrategy: fmt::Debug + Send + Sync {
     /// is removed by the namespace controller once its contents are gone).
     fn removed_once_finalized(&self) -> bool {
         true
+    }
+
+    /// What kube-apiserver's pod admission does with the resource's objects, if anything.
+    fn pod_admission(&self) -> Option<PodAdmission> {
+        None
     }
 
     /// Whether a delete that removed the object answers with the object rather than a

@@ -20,6 +20,8 @@ mod kubectl;
 mod lifecycle;
 mod list_by_name;
 mod malformed_requests;
+mod pod_security;
+mod pods;
 mod request_counts;
 mod request_routing;
 mod secret_logging;
