@@ -599,7 +599,7 @@ impl ApiServer {
                 }
                 Ok(WriteOp::Put(obj))
             })?;
-        self.written_answer(t, 201, written).await
+        self.written_answer(t, 201, written, None).await
     }
 
     fn crd_terminating(&self, info: &ResourceInfo) -> bool {
@@ -622,7 +622,9 @@ impl ApiServer {
         let manager = opts.manager().to_string();
         let sub = subresource_name(part);
         check_strict(&info, &body, opts.strict)?;
+        let mut removed = None;
         let written = self.write_decided(t, opts.dry_run, |cur| {
+            removed = None;
             let cur = cur.ok_or_else(|| Self::not_found(t))?;
             let cur = self.as_served(&info, cur)?;
             let next = match (part, &info.scale) {
@@ -632,22 +634,42 @@ impl ApiServer {
                 }
                 _ => prepare_update(&info, &cur, body.clone(), part, true)?,
             };
-            let op = self.admit_update(t, &cur, next, opts)?;
+            let (op, last) = self.admit_update(t, &cur, next, opts)?;
+            removed = last.map(|last| (last, Some(cur.clone().into_owned())));
             self.to_stored(&info, record(op, &cur, &manager, &info, sub, &now))
         })?;
-        self.written_answer(t, 200, written).await
+        let removed = removed.map(|(last, cur)| {
+            removed_answer(
+                last,
+                cur.as_ref(),
+                &written.object,
+                &manager,
+                &info,
+                sub,
+                &now,
+            )
+        });
+        self.written_answer(t, 200, written, removed).await
     }
 
     /// A write's answer once it is durable: the object as served, from its stored bytes when
-    /// it is served as stored.
+    /// it is served as stored; for an update that removed the object, that object as the
+    /// update left it (`removed`).
     async fn written_answer(
         &self,
         t: &Target,
         code: u16,
         written: crate::storage::Written,
+        removed: Option<Value>,
     ) -> ApiResult<Answer> {
         let stored = written.stored.clone();
         let obj = self.finish(t, written).await?;
+        if let Some(last) = removed {
+            return Ok(Answer {
+                code,
+                body: Reply::Object(self.render_written(t, &last)?),
+            });
+        }
         let body =
             match stored.filter(|raw| t.part != Part::Scale && served_as_stored(&t.info, raw)) {
                 Some(raw) => Reply::Json(raw),
@@ -737,8 +759,10 @@ impl ApiServer {
         let ns = t.namespace.clone();
         let name = t.name().to_string();
         let mut created = false;
+        let mut removed = None;
         let written = self.write_decided(t, opts.dry_run, |cur| {
             created = false;
+            removed = None;
             match (cur, &config) {
                 (None, Some(config)) => {
                     let merged = ssa::apply(None, config, &manager, &api_version, force, &now)
@@ -765,7 +789,8 @@ impl ApiServer {
                         ssa::apply(Some(&shown), config, &manager, &api_version, force, &now)
                             .map_err(|c| apply_conflict(&info, &name, &c))?;
                     let next = prepare_update(&info, &cur, merged, part, false)?;
-                    let op = self.admit_update(t, &cur, next, opts)?;
+                    let (op, last) = self.admit_update(t, &cur, next, opts)?;
+                    removed = last.map(|last| (last, None));
                     self.to_stored(&info, op)
                 }
                 (Some(cur), None) => {
@@ -784,17 +809,30 @@ impl ApiServer {
                             prepare_update(&info, &cur, patched, part, false)?
                         }
                     };
-                    let op = self.admit_update(t, &cur, next, opts)?;
+                    let (op, last) = self.admit_update(t, &cur, next, opts)?;
+                    removed = last.map(|last| (last, Some(cur.clone().into_owned())));
                     self.to_stored(&info, record(op, &cur, &manager, &info, sub, &now))
                 }
             }
         })?;
-        self.written_answer(t, if created { 201 } else { 200 }, written)
+        let removed = removed.map(|(last, cur)| {
+            removed_answer(
+                last,
+                cur.as_ref(),
+                &written.object,
+                &manager,
+                &info,
+                sub,
+                &now,
+            )
+        });
+        self.written_answer(t, if created { 201 } else { 200 }, written, removed)
             .await
     }
 
     /// DELETE of one object.
     pub async fn delete(&self, t: &Target, opts: &DeleteOptions) -> ApiResult<Answer> {
+        opts.validate()?;
         let now = now_rfc3339();
         let info = t.info.clone();
         let mut outcome = DeleteOutcome::Removed;
@@ -819,6 +857,7 @@ impl ApiServer {
         q: &Query,
         opts: &DeleteOptions,
     ) -> ApiResult<Answer> {
+        opts.validate()?;
         let filter = Filter::from_query(&t.info, q)?;
         let (rv, items) = self
             .store
@@ -910,16 +949,18 @@ impl ApiServer {
     }
 
     /// Admits an update of `cur` to `next` (as [`prepare_update`] made it) and settles what it
-    /// comes to; a plugin's changes are validated again.
+    /// comes to; a plugin's changes are validated again. An update that removes the object (its
+    /// last finalizer gone) also answers the object as the update left it, which is what
+    /// kube-apiserver answers.
     fn admit_update(
         &self,
         t: &Target,
         cur: &Value,
         next: Value,
         opts: &WriteOptions,
-    ) -> ApiResult<WriteOp> {
+    ) -> ApiResult<(WriteOp, Option<Value>)> {
         let Some(user) = opts.user.as_ref().filter(|_| !self.admission.is_empty()) else {
-            return settle_update(&t.info, cur, next);
+            return settle_removing(&t.info, cur, next);
         };
         let attempt = Attempt {
             operation: Operation::Update,
@@ -941,7 +982,7 @@ impl ApiServer {
             }
             _ => next,
         };
-        settle_update(&t.info, cur, next)
+        settle_removing(&t.info, cur, next)
     }
 
     /// Admits the delete of `cur`.
@@ -1030,6 +1071,38 @@ fn subresource_name(part: Part) -> &'static str {
         Part::Finalize => "finalize",
         Part::Scale => "scale",
     }
+}
+
+/// [`settle_update`], keeping `next` when the update removes the object.
+fn settle_removing(
+    info: &ResourceInfo,
+    cur: &Value,
+    next: Value,
+) -> ApiResult<(WriteOp, Option<Value>)> {
+    let last = cur.is_deleting().then(|| next.clone());
+    let op = settle_update(info, cur, next)?;
+    let removed = matches!(op, WriteOp::Delete).then_some(last).flatten();
+    Ok((op, removed))
+}
+
+/// The object an update that removed it answers: as the update left it, with the managers an
+/// update of `recorded_over` records (an apply has recorded its own), and the resourceVersion
+/// of the removal.
+fn removed_answer(
+    mut last: Value,
+    recorded_over: Option<&Value>,
+    removal: &Value,
+    manager: &str,
+    info: &ResourceInfo,
+    sub: &str,
+    now: &str,
+) -> Value {
+    if let Some(cur) = recorded_over {
+        ssa::record_update(Some(cur), &mut last, manager, &info.api_version(), sub, now);
+    }
+    crate::meta::meta_mut(&mut last)
+        .insert("resourceVersion".into(), json!(removal.resource_version()));
+    last
 }
 
 fn record(

@@ -1,291 +1,288 @@
-//! The server's own controllers, reacting to stored events the way kube-controller-manager
-//! and the apiextensions server would: garbage collection through ownerReferences
-//! (background, foreground and orphan), namespace deletion (contents first, then the
-//! namespace), and CRD deletion (its objects first, then the CRD).
+//! The server's own controllers, reacting to stored events the way kube-controller-manager and
+//! the apiextensions server would: garbage collection through ownerReferences ([`gc`]), the
+//! namespace controller ([`namespaces`], its decisions in [`namespace_decision`]), CRD cleanup
+//! ([`crds`]), every namespace's `default` ServiceAccount ([`serviceaccounts`]) and
+//! `kube-root-ca.crt` ConfigMap ([`root_ca`]), and the deployment and ReplicaSet controllers
+//! ([`deployments`], [`replicasets`]) once those resources are served.
 //!
-//! They act only through [`ApiServer`] writes, so their effects are ordinary events.
+//! They act only through [`ApiServer`] writes as `kube-controller-manager`, so their effects are
+//! ordinary events, and they are not admitted (as kube-apiserver's own loopback writes are not
+//! checked by RBAC).
 
-use std::convert::Infallible;
+pub mod crds;
+pub mod gc;
+pub mod namespace_decision;
+pub mod namespaces;
+pub mod root_ca;
+pub mod serviceaccounts;
+
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::api::{ApiServer, Target};
+use crate::api::{ApiServer, Target, WriteOptions};
+use crate::error::{ApiError, ApiResult};
 use crate::meta::ObjectMeta;
-use crate::objects::{DeleteOptions, FOREGROUND, ORPHAN, Part};
-use crate::storage::{Event, EventType, WriteOp};
-use crate::strategy::apiextensions::CRD_CLEANUP;
+use crate::objects::{DeleteOptions, Part};
+use crate::storage::{Event, EventType};
 
-const CRD_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
-const NS_KEY: &str = "/namespaces";
+/// The storage key of Namespaces.
+pub(crate) const NS_KEY: &str = "/namespaces";
+/// The field manager of every controller write, as kube-controller-manager's.
+const MANAGER: &str = "kube-controller-manager";
 
-/// Runs until shutdown.
-pub async fn run(api: Arc<ApiServer>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+/// Runs until shutdown. `root_ca` is the CA certificate (PEM) published into every namespace
+/// as `kube-root-ca.crt`; a control plane serving plain HTTP has none.
+pub async fn run(
+    api: Arc<ApiServer>,
+    root_ca: Option<String>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
     let mut rx = api.store.subscribe_all();
     crate::events::migrate_stored_apart(&api.store).await;
-    resync(&api).await;
+    let mut controllers = Controllers {
+        api,
+        root_ca,
+        namespaces: namespaces::Queue::default(),
+    };
+    controllers.resync().await;
     loop {
+        let due = controllers.namespaces.next_due();
         tokio::select! {
             r = rx.recv() => match r {
-                Ok(e) => react(&api, &e).await,
-                Err(RecvError::Lagged(_)) => resync(&api).await,
+                Ok(e) => controllers.react(&e).await,
+                Err(RecvError::Lagged(_)) => controllers.resync().await,
                 Err(RecvError::Closed) => return,
             },
+            _ = sleep_until(due), if due.is_some() => controllers.namespaces.promote_due(),
+            // Passes wait while events are pending (picked at random among ready branches), so
+            // a burst of deletions in one namespace makes few passes over it.
+            _ = std::future::ready(()), if controllers.namespaces.has_dirty() => {
+                if let Some(ns) = controllers.namespaces.take_dirty() {
+                    namespaces::pass(&controllers.api, &ns).await;
+                }
+            }
             _ = shutdown.changed() => return,
         }
     }
 }
 
-async fn resync(api: &ApiServer) {
-    let (_, namespaces) = api.store.list(NS_KEY, None, None);
-    for ns in namespaces.iter().filter(|n| n.is_deleting()) {
-        reconcile_namespace(api, ns.name()).await;
+async fn sleep_until(due: Option<tokio::time::Instant>) {
+    if let Some(at) = due {
+        tokio::time::sleep_until(at).await;
     }
-    let (_, crds) = api.store.list(CRD_KEY, None, None);
-    for crd in crds.iter().filter(|c| c.is_deleting()) {
-        reconcile_crd(api, crd.name()).await;
-    }
-    for info in api.registry.all() {
-        let (_, objs) = api.store.list(&info.storage_key(), None, None);
-        for o in objs.iter().filter(|o| o.is_deleting()) {
-            reconcile_owner(api, &info.storage_key(), o).await;
+}
+
+/// What the controllers would make in the namespaces there are at start (their `default`
+/// ServiceAccount and `kube-root-ca.crt`), made before the control plane serves, so that a
+/// client never meets a new control plane's system namespaces without them.
+pub async fn bootstrap(api: &ApiServer, root_ca: Option<&str>) {
+    let (_, all) = api.store.list(NS_KEY, None, None);
+    for ns in all.iter().filter(|ns| !ns.is_deleting()) {
+        serviceaccounts::ensure(api, ns).await;
+        if let Some(ca) = root_ca {
+            root_ca::ensure(api, ca, ns.name()).await;
         }
-        for o in &objs {
-            for r in owner_refs(o) {
-                if api.store.locate_uid(&r).is_none() {
-                    reconcile_dependents(api, &r).await;
+    }
+}
+
+/// The controllers' shared state.
+struct Controllers {
+    api: Arc<ApiServer>,
+    root_ca: Option<String>,
+    namespaces: namespaces::Queue,
+}
+
+impl Controllers {
+    /// Catches up with everything stored (at start, and after falling behind the events).
+    async fn resync(&mut self) {
+        let api = self.api.clone();
+        let (_, all) = api.store.list(NS_KEY, None, None);
+        for ns in all.iter().filter(|ns| ns.is_deleting()) {
+            self.namespaces.seen_deleting(ns.name());
+        }
+        bootstrap(&api, self.root_ca.as_deref()).await;
+        crds::resync(&api).await;
+        gc::resync(&api).await;
+    }
+
+    async fn react(&mut self, e: &Event) {
+        let api = self.api.clone();
+        let key = &*e.key;
+        if !e.namespace.is_empty() {
+            self.namespaces.content_changed(&e.namespace);
+        }
+        if key == NS_KEY {
+            self.namespace_changed(e).await;
+        }
+        match e.kind {
+            EventType::Deleted => {
+                let object = e.decode();
+                gc::deleted(&api, &object).await;
+                crds::object_deleted(&api, key).await;
+            }
+            EventType::Added | EventType::Modified => {
+                gc::written(&api, e).await;
+                if key == crds::CRD_KEY {
+                    crds::written(&api, e).await;
                 }
             }
         }
-    }
-}
-
-fn owner_refs(o: &Value) -> Vec<String> {
-    o.pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|r| r.get("uid").and_then(Value::as_str).map(str::to_string))
-        .collect()
-}
-
-async fn react(api: &ApiServer, e: &Event) {
-    let key = &*e.key;
-    match e.kind {
-        EventType::Deleted => {
-            let object = e.decode();
-            reconcile_dependents(api, object.uid()).await;
-            for owner in owner_refs(&object) {
-                if let Some((okey, ons, oname)) = api.store.locate_uid(&owner)
-                    && let Some(o) = api.store.get(&okey, &ons, &oname)
-                    && o.is_deleting()
-                {
-                    reconcile_owner(api, &okey, &o).await;
-                }
-            }
-            if !e.namespace.is_empty()
-                && api
-                    .store
-                    .get(NS_KEY, "", &e.namespace)
-                    .is_some_and(|n| n.is_deleting())
-            {
-                reconcile_namespace(api, &e.namespace).await;
-            }
-            if let Some(crd) = crd_of(api, key)
-                && crd.is_deleting()
-            {
-                reconcile_crd(api, crd.name()).await;
-            }
+        serviceaccounts::react(&api, e).await;
+        if let Some(ca) = &self.root_ca {
+            root_ca::react(&api, ca, e).await;
         }
-        EventType::Added | EventType::Modified => {
-            // Most writes are not deletions: they are passed over without decoding the object.
-            if memchr::memmem::find(&e.object, b"\"deletionTimestamp\"").is_none() {
-                return;
+    }
+
+    async fn namespace_changed(&mut self, e: &Event) {
+        if e.kind == EventType::Deleted {
+            self.namespaces.gone(&e.name);
+            return;
+        }
+        let ns = e.decode();
+        if ns.is_deleting() {
+            self.namespaces.seen_deleting(&e.name);
+        } else if e.kind == EventType::Added {
+            serviceaccounts::ensure(&self.api, &ns).await;
+            if let Some(ca) = &self.root_ca {
+                root_ca::ensure(&self.api, ca, &e.name).await;
             }
-            let object = e.decode();
-            if !object.is_deleting() {
-                return;
-            }
-            if key == NS_KEY {
-                reconcile_namespace(api, &e.name).await;
-            } else if key == CRD_KEY {
-                reconcile_crd(api, &e.name).await;
-            }
-            reconcile_owner(api, key, &object).await;
         }
     }
 }
 
-fn crd_of(api: &ApiServer, key: &str) -> Option<Arc<Value>> {
-    let info = api.registry.by_storage_key(key)?;
-    let custom = info.custom.as_ref()?;
-    api.store.get(CRD_KEY, "", &custom.crd_name)
+/// The options of every controller write.
+fn write_options() -> WriteOptions {
+    WriteOptions {
+        user_agent_manager: MANAGER.into(),
+        ..Default::default()
+    }
 }
 
-fn target_for(api: &ApiServer, key: &str, ns: &str, name: &str) -> Option<Target> {
+fn target(api: &ApiServer, key: &str, ns: &str, name: Option<&str>, part: Part) -> Option<Target> {
     Some(Target {
         info: api.registry.by_storage_key(key)?,
         namespace: ns.to_string(),
-        name: Some(name.to_string()),
-        part: Part::Main,
+        name: name.map(str::to_string),
+        part,
     })
 }
 
-async fn delete(api: &ApiServer, key: &str, ns: &str, name: &str, propagation: Option<&str>) {
-    let Some(t) = target_for(api, key, ns, name) else {
-        return;
+/// Creates `object` in `ns` (its name in its metadata); an object that exists already, a
+/// namespace that is gone or terminating, and a resource no longer served are not failures.
+async fn create(api: &ApiServer, key: &str, ns: &str, object: Value) -> ApiResult<Option<Value>> {
+    let Some(t) = target(api, key, ns, None, Part::Main) else {
+        return Ok(None);
+    };
+    match api.create(&t, object, &write_options()).await {
+        Ok(answer) => Ok(Some(answer.into_object())),
+        Err(ApiError::AlreadyExists(_) | ApiError::NotFound(_)) => Ok(None),
+        Err(ApiError::Forbidden { cause: Some(_), .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes what `change` makes of the stored object through `part`, reading it again when
+/// another writer came first; nothing when `change` has nothing to change or the object went.
+async fn update<F>(
+    api: &ApiServer,
+    key: &str,
+    ns: &str,
+    name: &str,
+    part: Part,
+    change: F,
+) -> ApiResult<()>
+where
+    F: Fn(&Value) -> Option<Value>,
+{
+    let Some(t) = target(api, key, ns, Some(name), part) else {
+        return Ok(());
+    };
+    for _ in 0..CONFLICT_RETRIES {
+        let Some(cur) = api.store.get(key, ns, name) else {
+            return Ok(());
+        };
+        let Some(next) = change(&cur) else {
+            return Ok(());
+        };
+        match api.update(&t, next, &write_options()).await {
+            Ok(_) | Err(ApiError::NotFound(_)) => return Ok(()),
+            Err(ApiError::Conflict(_)) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(ApiError::Conflict(crate::objects::subject(&t.info, name)))
+}
+
+/// How often a controller write reads the object again after a conflict before it gives up
+/// until the object's next event.
+const CONFLICT_RETRIES: usize = 5;
+
+/// Deletes an object with a propagation policy; one already gone is not a failure.
+async fn delete(
+    api: &ApiServer,
+    key: &str,
+    ns: &str,
+    name: &str,
+    propagation: &str,
+) -> ApiResult<()> {
+    let Some(t) = target(api, key, ns, Some(name), Part::Main) else {
+        return Ok(());
     };
     let opts = DeleteOptions {
-        propagation: propagation.map(str::to_string),
+        propagation: Some(propagation.to_string()),
         ..Default::default()
     };
-    if let Err(e) = api.delete(&t, &opts).await
-        && e.code() != 404
-    {
-        tracing::warn!(%key, %ns, %name, error = %e, "controller delete failed");
+    match api.delete(&t, &opts).await {
+        Ok(_) | Err(ApiError::NotFound(_)) => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
-async fn drop_finalizer(api: &ApiServer, key: &str, ns: &str, name: &str, finalizer: &str) {
-    let result = api
-        .modify(key, ns, name, |cur| {
-            let fins = cur.finalizers();
-            if !fins.iter().any(|f| f == finalizer) {
-                return None;
-            }
-            let mut next = cur.clone();
-            let kept: Vec<String> = fins.into_iter().filter(|f| f != finalizer).collect();
-            crate::meta::meta_mut(&mut next).insert("finalizers".into(), json!(kept));
-            Some(next)
-        })
-        .await;
+/// Logs a failed controller write: the object's next event (or the next resync) tries again.
+fn warn_failed(what: &str, key: &str, ns: &str, name: &str, result: ApiResult<()>) {
     if let Err(e) = result {
-        tracing::warn!(%key, %ns, %name, error = %e, "removing finalizer failed");
+        tracing::warn!(%key, %ns, %name, error = %e, "{what} failed");
     }
 }
 
-/// Background collection: dependents whose owners are all gone are deleted; references to
-/// a gone owner are dropped from dependents that still have a live owner.
-async fn reconcile_dependents(api: &ApiServer, owner_uid: &str) {
-    if owner_uid.is_empty() || api.store.locate_uid(owner_uid).is_some() {
-        return;
-    }
-    for (key, ns, name) in api.store.dependents_of(owner_uid) {
-        let Some(dep) = api.store.get(&key, &ns, &name) else {
-            continue;
-        };
-        let live_owner = owner_refs(&dep)
-            .iter()
-            .any(|u| u != owner_uid && api.store.locate_uid(u).is_some());
-        if live_owner {
-            let uid = owner_uid.to_string();
-            let _ = api
-                .modify(&key, &ns, &name, |cur| {
-                    let mut next = cur.clone();
-                    if let Some(Value::Array(refs)) = next.pointer_mut("/metadata/ownerReferences")
-                    {
-                        refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(&uid));
-                    }
-                    Some(next)
-                })
-                .await;
-        } else if !dep.is_deleting() {
-            delete(api, &key, &ns, &name, None).await;
+/// Sets the field at `path`, making objects of whatever is on the way.
+fn set(obj: &mut Value, path: &[&str], value: Value) {
+    let mut at = obj;
+    for key in path {
+        if !at.is_object() {
+            *at = json!({});
         }
-    }
-}
-
-/// Foreground and orphan deletion of an owner that is being deleted.
-async fn reconcile_owner(api: &ApiServer, key: &str, owner: &Value) {
-    let fins = owner.finalizers();
-    let (ns, name, uid) = (owner.namespace(), owner.name(), owner.uid());
-    if fins.iter().any(|f| f == ORPHAN) {
-        for (dkey, dns, dname) in api.store.dependents_of(uid) {
-            let uid = uid.to_string();
-            let _ = api
-                .modify(&dkey, &dns, &dname, |cur| {
-                    let mut next = cur.clone();
-                    if let Some(Value::Array(refs)) = next.pointer_mut("/metadata/ownerReferences")
-                    {
-                        refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(&uid));
-                    }
-                    Some(next)
-                })
-                .await;
-        }
-        drop_finalizer(api, key, ns, name, ORPHAN).await;
-    }
-    if fins.iter().any(|f| f == FOREGROUND) {
-        let deps = api.store.dependents_of(uid);
-        if deps.is_empty() {
-            drop_finalizer(api, key, ns, name, FOREGROUND).await;
+        let Some(map) = at.as_object_mut() else {
             return;
-        }
-        for (dkey, dns, dname) in deps {
-            if let Some(d) = api.store.get(&dkey, &dns, &dname)
-                && !d.is_deleting()
-            {
-                delete(api, &dkey, &dns, &dname, Some("Foreground")).await;
-            }
-        }
+        };
+        at = map.entry(key.to_string()).or_insert(Value::Null);
     }
+    *at = value;
 }
 
-/// Deletes everything in a terminating namespace, then the namespace itself.
-async fn reconcile_namespace(api: &ApiServer, ns: &str) {
-    let contents = api.store.in_namespace(ns);
-    if contents.is_empty() {
-        let t = target_for(api, NS_KEY, "", ns);
-        if let Some(t) = t {
-            let written = api.store.write(NS_KEY, "", ns, false, |cur| {
-                Ok::<_, Infallible>(match cur {
-                    Some(c) if c.is_deleting() => WriteOp::Delete,
-                    _ => WriteOp::Unchanged,
-                })
-            });
-            if let Ok(w) = written {
-                let _ = w.ack.wait().await;
-            }
-            drop(t);
-        }
-        return;
+/// `metadata.finalizers` without `finalizer`, when it has it.
+fn without_finalizer(cur: &Value, finalizer: &str) -> Option<Value> {
+    let fins = cur.finalizers();
+    if !fins.iter().any(|f| f == finalizer) {
+        return None;
     }
-    for (key, obj) in contents {
-        if !obj.is_deleting() {
-            delete(api, &key, ns, obj.name(), None).await;
-        }
+    let mut next = cur.clone();
+    let kept: Vec<String> = fins.into_iter().filter(|f| f != finalizer).collect();
+    let meta = crate::meta::meta_mut(&mut next);
+    if kept.is_empty() {
+        meta.remove("finalizers");
+    } else {
+        meta.insert("finalizers".into(), json!(kept));
     }
-}
-
-/// Deletes a terminating CRD's objects, then releases the CRD.
-async fn reconcile_crd(api: &ApiServer, name: &str) {
-    let Some(crd) = api.store.get(CRD_KEY, "", name) else {
-        return;
-    };
-    let group = crd
-        .pointer("/spec/group")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let plural = crd
-        .pointer("/spec/names/plural")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let key = format!("{group}/{plural}");
-    let (_, objs) = api.store.list(&key, None, None);
-    if objs.is_empty() {
-        drop_finalizer(api, CRD_KEY, "", name, CRD_CLEANUP).await;
-        return;
-    }
-    for o in objs.iter().filter(|o| !o.is_deleting()) {
-        delete(api, &key, o.namespace(), o.name(), None).await;
-    }
+    Some(next)
 }
 
 impl ApiServer {
     /// Serves every stored CRD (at start).
     pub fn restore_crds(&self) {
-        let (_, crds) = self.store.list(CRD_KEY, None, None);
+        let (_, crds) = self.store.list(crds::CRD_KEY, None, None);
         for crd in crds {
             self.sync_crd(crd.name());
         }
@@ -306,7 +303,7 @@ impl ApiServer {
                 name: None,
                 part: Part::Main,
             };
-            let opts = crate::api::WriteOptions {
+            let opts = WriteOptions {
                 user_agent_manager: "kube-apiserver".into(),
                 ..Default::default()
             };
