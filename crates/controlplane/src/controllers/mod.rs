@@ -10,9 +10,12 @@
 //! checked by RBAC).
 
 pub mod crds;
+pub mod deployment_decision;
+pub mod deployments;
 pub mod gc;
 pub mod namespace_decision;
 pub mod namespaces;
+pub mod replicasets;
 pub mod root_ca;
 pub mod serviceaccounts;
 
@@ -45,10 +48,12 @@ pub async fn run(
         api,
         root_ca,
         namespaces: namespaces::Queue::default(),
+        deadlines: deployments::Deadlines::default(),
     };
     controllers.resync().await;
     loop {
         let due = controllers.namespaces.next_due();
+        let deadline = controllers.deadlines.next_due();
         tokio::select! {
             r = rx.recv() => match r {
                 Ok(e) => controllers.react(&e).await,
@@ -56,6 +61,11 @@ pub async fn run(
                 Err(RecvError::Closed) => return,
             },
             _ = sleep_until(due), if due.is_some() => controllers.namespaces.promote_due(),
+            _ = sleep_until(deadline), if deadline.is_some() => {
+                for (ns, name) in controllers.deadlines.take_due() {
+                    deployments::sync(&controllers.api, &mut controllers.deadlines, &ns, &name).await;
+                }
+            }
             // Passes wait while events are pending (picked at random among ready branches), so
             // a burst of deletions in one namespace makes few passes over it.
             _ = std::future::ready(()), if controllers.namespaces.has_dirty() => {
@@ -92,6 +102,7 @@ struct Controllers {
     api: Arc<ApiServer>,
     root_ca: Option<String>,
     namespaces: namespaces::Queue,
+    deadlines: deployments::Deadlines,
 }
 
 impl Controllers {
@@ -105,6 +116,8 @@ impl Controllers {
         bootstrap(&api, self.root_ca.as_deref()).await;
         crds::resync(&api).await;
         gc::resync(&api).await;
+        deployments::resync(&api, &mut self.deadlines).await;
+        replicasets::resync(&api).await;
     }
 
     async fn react(&mut self, e: &Event) {
@@ -133,6 +146,8 @@ impl Controllers {
         if let Some(ca) = &self.root_ca {
             root_ca::react(&api, ca, e).await;
         }
+        deployments::react(&api, &mut self.deadlines, e).await;
+        replicasets::react(&api, e).await;
     }
 
     async fn namespace_changed(&mut self, e: &Event) {
