@@ -701,8 +701,9 @@ fn rollout_status(
         .next();
     match failure {
         Some(rf) => {
-            let c = json!({"type": "ReplicaFailure", "status": rf["status"], "lastUpdateTime": f.now,
-                "lastTransitionTime": rf.get("lastTransitionTime").cloned().unwrap_or(json!(f.now)),
+            let since = rf.get("lastTransitionTime").cloned();
+            let c = json!({"type": "ReplicaFailure", "status": rf["status"],
+                "lastUpdateTime": f.now, "lastTransitionTime": since.unwrap_or(json!(f.now)),
                 "reason": rf["reason"], "message": rf["message"]});
             set_condition(&mut conditions, c);
         }
@@ -821,10 +822,13 @@ mod tests {
             json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
                 "unavailableReplicas": 1, "terminatingReplicas": 0,
                 "conditions": [
-                    {"type": "Available", "status": "False", "lastUpdateTime": "2026-01-01T00:00:00Z",
-                     "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "MinimumReplicasUnavailable",
+                    {"type": "Available", "status": "False",
+                     "lastUpdateTime": "2026-01-01T00:00:00Z",
+                     "lastTransitionTime": "2026-01-01T00:00:00Z",
+                     "reason": "MinimumReplicasUnavailable",
                      "message": "Deployment does not have minimum availability."},
-                    {"type": "Progressing", "status": "True", "lastUpdateTime": "2026-01-01T00:00:00Z",
+                    {"type": "Progressing", "status": "True",
+                     "lastUpdateTime": "2026-01-01T00:00:00Z",
                      "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "ReplicaSetUpdated",
                      "message": format!("ReplicaSet \"web-{hash}\" is progressing.")}]})
         );

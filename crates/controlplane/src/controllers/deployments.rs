@@ -165,7 +165,10 @@ pub(super) async fn sync(api: &ApiServer, deadlines: &mut Deadlines, ns: &str, n
                         return;
                     }
                     Err(e) => {
-                        tracing::warn!(deployment = name, namespace = ns, error = %e, "creating a ReplicaSet failed");
+                        tracing::warn!(
+                            deployment = name, namespace = ns, error = %e,
+                            "creating a ReplicaSet failed"
+                        );
                         return;
                     }
                 }

@@ -62,8 +62,9 @@ pub async fn run(
             },
             _ = sleep_until(due), if due.is_some() => controllers.namespaces.promote_due(),
             _ = sleep_until(deadline), if deadline.is_some() => {
+                let api = controllers.api.clone();
                 for (ns, name) in controllers.deadlines.take_due() {
-                    deployments::sync(&controllers.api, &mut controllers.deadlines, &ns, &name).await;
+                    deployments::sync(&api, &mut controllers.deadlines, &ns, &name).await;
                 }
             }
             // Passes wait while events are pending (picked at random among ready branches), so

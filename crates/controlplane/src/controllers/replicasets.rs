@@ -251,8 +251,8 @@ mod tests {
         Arc::new(
             json!({"metadata": {"name": name, "creationTimestamp": created,
                 "labels": {"app": "web", "pod-template-hash": "abc"}},
-            "status": {"phase": "Pending",
-                "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}}),
+            "status": {"phase": "Pending", "conditions": [
+                {"type": "Ready", "status": if ready { "True" } else { "False" }}]}}),
         )
     }
 
@@ -285,8 +285,8 @@ mod tests {
         assert_eq!(p["metadata"]["labels"]["pod-template-hash"], "abc");
         assert_eq!(
             p["metadata"]["ownerReferences"][0],
-            json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc", "uid": "rs-uid",
-                "controller": true, "blockOwnerDeletion": true})
+            json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc",
+                "uid": "rs-uid", "controller": true, "blockOwnerDeletion": true})
         );
         assert_eq!(p["spec"]["containers"][0]["image"], "i");
     }

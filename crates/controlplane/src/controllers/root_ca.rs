@@ -28,7 +28,8 @@ pub(super) async fn ensure(api: &ApiServer, ca: &str, ns: &str) {
             if !namespace_active {
                 return;
             }
-            let cm = json!({"metadata": {"name": NAME, "annotations": {DESCRIPTION_KEY: DESCRIPTION}},
+            let cm = json!({
+                "metadata": {"name": NAME, "annotations": {DESCRIPTION_KEY: DESCRIPTION}},
                 "data": {"ca.crt": ca}});
             if let Err(e) = create(api, CM_KEY, ns, cm).await {
                 tracing::warn!(namespace = ns, error = %e, "publishing {NAME} failed");
