@@ -649,7 +649,7 @@ impl ApiServer {
                 }
                 Ok(WriteOp::Put(obj))
             })?;
-        let mut answer = self.written_answer(t, 201, written).await?;
+        let mut answer = self.written_answer(t, 201, written, None).await?;
         answer.warnings = warnings;
         Ok(answer)
     }
@@ -684,7 +684,9 @@ impl ApiServer {
         }
         check_strict(&info, &body, opts.strict)?;
         let mut warnings = Vec::new();
+        let mut removed = None;
         let written = self.write_decided(t, opts.dry_run, |cur| {
+            removed = None;
             let cur = cur.ok_or_else(|| Self::not_found(t))?;
             let cur = self.as_served(&info, cur)?;
             let next = match (part, &info.scale) {
@@ -694,24 +696,45 @@ impl ApiServer {
                 }
                 _ => prepare_update(&info, &cur, body.clone(), part, true)?,
             };
-            let op = self.admit_update(t, &cur, next, opts, &mut warnings)?;
+            let (op, last) = self.admit_update(t, &cur, next, opts, &mut warnings)?;
+            removed = last.map(|last| (last, Some(cur.clone().into_owned())));
             self.to_stored(&info, record(op, &cur, &manager, &info, sub, &now))
         })?;
-        let mut answer = self.written_answer(t, 200, written).await?;
+        let removed = removed.map(|(last, cur)| {
+            removed_answer(
+                last,
+                cur.as_ref(),
+                &written.object,
+                &manager,
+                &info,
+                sub,
+                &now,
+            )
+        });
+        let mut answer = self.written_answer(t, 200, written, removed).await?;
         answer.warnings = warnings;
         Ok(answer)
     }
 
     /// A write's answer once it is durable: the object as served, from its stored bytes when
-    /// it is served as stored.
+    /// it is served as stored; for an update that removed the object, that object as the
+    /// update left it (`removed`).
     async fn written_answer(
         &self,
         t: &Target,
         code: u16,
         written: crate::storage::Written,
+        removed: Option<Value>,
     ) -> ApiResult<Answer> {
         let stored = written.stored.clone();
         let obj = self.finish(t, written).await?;
+        if let Some(last) = removed {
+            return Ok(Answer {
+                code,
+                body: Reply::Object(self.render_written(t, &last)?),
+                warnings: Vec::new(),
+            });
+        }
         let body =
             match stored.filter(|raw| t.part != Part::Scale && served_as_stored(&t.info, raw)) {
                 Some(raw) => Reply::Json(raw),
@@ -814,9 +837,11 @@ impl ApiServer {
         };
         let mut created = false;
         let mut warnings = Vec::new();
+        let mut removed = None;
         let written = self.write_decided(t, opts.dry_run, |cur| {
             created = false;
             warnings.clear();
+            removed = None;
             match (cur, &config) {
                 (None, Some(config)) => {
                     let merged = ssa::apply(None, config, &manager, &api_version, force, &now)
@@ -851,7 +876,8 @@ impl ApiServer {
                         ssa::apply(Some(&shown), config, &manager, &api_version, force, &now)
                             .map_err(|c| apply_conflict(&info, &name, &c))?;
                     let next = prepare_update(&info, &cur, merged, part, false)?;
-                    let op = self.admit_update(t, &cur, next, opts, &mut warnings)?;
+                    let (op, last) = self.admit_update(t, &cur, next, opts, &mut warnings)?;
+                    removed = last.map(|last| (last, None));
                     self.to_stored(&info, op)
                 }
                 (Some(cur), None) => {
@@ -870,13 +896,25 @@ impl ApiServer {
                             prepare_update(&info, &cur, patched, part, false)?
                         }
                     };
-                    let op = self.admit_update(t, &cur, next, opts, &mut warnings)?;
+                    let (op, last) = self.admit_update(t, &cur, next, opts, &mut warnings)?;
+                    removed = last.map(|last| (last, Some(cur.clone().into_owned())));
                     self.to_stored(&info, record(op, &cur, &manager, &info, sub, &now))
                 }
             }
         })?;
+        let removed = removed.map(|(last, cur)| {
+            removed_answer(
+                last,
+                cur.as_ref(),
+                &written.object,
+                &manager,
+                &info,
+                sub,
+                &now,
+            )
+        });
         let mut answer = self
-            .written_answer(t, if created { 201 } else { 200 }, written)
+            .written_answer(t, if created { 201 } else { 200 }, written, removed)
             .await?;
         answer.warnings = warnings;
         Ok(answer)
@@ -884,6 +922,7 @@ impl ApiServer {
 
     /// DELETE of one object.
     pub async fn delete(&self, t: &Target, opts: &DeleteOptions) -> ApiResult<Answer> {
+        opts.validate()?;
         let now = now_rfc3339();
         let info = t.info.clone();
         let mut outcome = DeleteOutcome::Removed;
@@ -916,6 +955,7 @@ impl ApiServer {
         q: &Query,
         opts: &DeleteOptions,
     ) -> ApiResult<Answer> {
+        opts.validate()?;
         let filter = Filter::from_query(&t.info, q)?;
         let (rv, items) = self
             .store
@@ -1007,7 +1047,9 @@ impl ApiServer {
     }
 
     /// Admits an update of `cur` to `next` (as [`prepare_update`] made it) and settles what it
-    /// comes to; a plugin's changes are validated again.
+    /// comes to; a plugin's changes are validated again. An update that removes the object (its
+    /// last finalizer gone) also answers the object as the update left it, which is what
+    /// kube-apiserver answers.
     fn admit_update(
         &self,
         t: &Target,
@@ -1015,7 +1057,7 @@ impl ApiServer {
         next: Value,
         opts: &WriteOptions,
         warnings: &mut Vec<String>,
-    ) -> ApiResult<WriteOp> {
+    ) -> ApiResult<(WriteOp, Option<Value>)> {
         let next = self.admit_update_by_plugins(t, cur, next, opts)?;
         *warnings = pod_admission::pod_security(
             &self.store,
@@ -1024,7 +1066,7 @@ impl ApiServer {
             &next,
             Some(cur),
         )?;
-        settle_update(&t.info, cur, next)
+        settle_removing(&t.info, cur, next)
     }
 
     /// The embedder's plugins' view of an update: `next` as they leave it, validated again.
@@ -1147,6 +1189,38 @@ fn subresource_name(part: Part) -> &'static str {
         Part::Finalize => "finalize",
         Part::Scale => "scale",
     }
+}
+
+/// [`settle_update`], keeping `next` when the update removes the object.
+fn settle_removing(
+    info: &ResourceInfo,
+    cur: &Value,
+    next: Value,
+) -> ApiResult<(WriteOp, Option<Value>)> {
+    let last = cur.is_deleting().then(|| next.clone());
+    let op = settle_update(info, cur, next)?;
+    let removed = matches!(op, WriteOp::Delete).then_some(last).flatten();
+    Ok((op, removed))
+}
+
+/// The object an update that removed it answers: as the update left it, with the managers an
+/// update of `recorded_over` records (an apply has recorded its own), and the resourceVersion
+/// of the removal.
+fn removed_answer(
+    mut last: Value,
+    recorded_over: Option<&Value>,
+    removal: &Value,
+    manager: &str,
+    info: &ResourceInfo,
+    sub: &str,
+    now: &str,
+) -> Value {
+    if let Some(cur) = recorded_over {
+        ssa::record_update(Some(cur), &mut last, manager, &info.api_version(), sub, now);
+    }
+    crate::meta::meta_mut(&mut last)
+        .insert("resourceVersion".into(), json!(removal.resource_version()));
+    last
 }
 
 fn record(

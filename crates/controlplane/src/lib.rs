@@ -15,8 +15,9 @@
 //! [`podsecurity`] (the Pod Security Standards it holds them to),
 //! [`private_files`] (owner-only state on disk), [`request_info`] (what a request asks, read
 //! once for authorization, routing and counting), [`requests`] (request counts),
-//! [`controllers`] (GC, namespace and CRD cleanup), [`auth`] (TLS, authentication, RBAC, CSR
-//! signing), [`http`] (routing) and [`server`] (lifecycle).
+//! [`controllers`] (kube-controller-manager's part: garbage collection, namespaces, CRD
+//! cleanup, ServiceAccounts, the root CA, Deployments and ReplicaSets), [`auth`] (TLS,
+//! authentication, RBAC, CSR signing), [`http`] (routing) and [`server`] (lifecycle).
 
 // ApiError carries the Status details it renders; errors are the cold path, so their size
 // is not worth boxing for.

@@ -241,6 +241,9 @@ pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Ap
             "must be a list of strings",
         ));
     }
+    if let Some(refs) = obj.pointer("/metadata/ownerReferences") {
+        errs.extend(crate::meta::validate_owner_references(refs));
+    }
     let mut check = Validation {
         info,
         old,
@@ -396,6 +399,14 @@ pub fn prepare_update(
                 };
             }
             carry_meta(&mut next, &new);
+            let sent = new.meta().cloned().unwrap_or_default();
+            let m = meta_mut(&mut next);
+            for f in info.strategy.status_writes_metadata() {
+                match sent.get(*f) {
+                    Some(v) => m.insert((*f).to_string(), v.clone()),
+                    None => m.remove(*f),
+                };
+            }
             next
         }
         Part::Approval => {
@@ -489,7 +500,10 @@ pub fn settle_update(info: &ResourceInfo, cur: &Value, mut next: Value) -> ApiRe
             .unwrap_or(0);
         meta_mut(&mut next).insert("generation".into(), json!(g + 1));
     }
-    if cur.is_deleting() && next.finalizers().is_empty() && info.strategy.removed_once_finalized() {
+    if cur.is_deleting()
+        && next.finalizers().is_empty()
+        && info.strategy.removed_once_finalized(&next)
+    {
         return Ok(WriteOp::Delete);
     }
     if comparable(&next) == comparable(cur) {
@@ -541,6 +555,31 @@ pub struct DeleteOptions {
 }
 
 impl DeleteOptions {
+    /// Checks the options as kube-apiserver does before it looks at the object: an unknown
+    /// propagation policy is refused whether or not the object exists.
+    pub fn validate(&self) -> ApiResult<()> {
+        match self.propagation.as_deref() {
+            None | Some("Foreground" | "Background" | "Orphan") => Ok(()),
+            Some(other) => Err(ApiError::invalid(
+                Subject {
+                    group: "meta.k8s.io".into(),
+                    kind: "DeleteOptions".into(),
+                    name: String::new(),
+                },
+                vec![FieldError::not_supported(
+                    "propagationPolicy",
+                    &json!(other),
+                    &[
+                        json!("Foreground"),
+                        json!("Background"),
+                        json!("Orphan"),
+                        json!("nil"),
+                    ],
+                )],
+            )),
+        }
+    }
+
     /// Reads a DeleteOptions body (absent fields keep their query-string values).
     pub fn merge_body(&mut self, body: &Value) -> ApiResult<()> {
         if body.is_null() {
@@ -638,22 +677,12 @@ pub fn delete_by_finalizers(
     opts: &DeleteOptions,
     now: &str,
 ) -> ApiResult<(WriteOp, DeleteOutcome)> {
-    let name = cur.name();
     let mut finalizers = cur.finalizers();
+    // The policy was checked with the rest of the options ([`DeleteOptions::validate`]).
     let extra = match opts.propagation.as_deref() {
         Some("Foreground") => Some(FOREGROUND),
         Some("Orphan") => Some(ORPHAN),
-        Some("Background") | None => None,
-        Some(other) => {
-            return Err(ApiError::invalid(
-                kind_subject(info, name),
-                vec![FieldError::not_supported(
-                    "propagationPolicy",
-                    &json!(other),
-                    &[json!("Foreground"), json!("Background"), json!("Orphan")],
-                )],
-            ));
-        }
+        _ => None,
     };
     let mut changed = false;
     if let Some(f) = extra
@@ -902,6 +931,93 @@ mod tests {
             .unwrap();
         assert!(err.to_string().contains("roleRef: Invalid value"), "{err}");
         assert!(err.to_string().contains("cannot change roleRef"), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_propagation_policy_is_refused_as_delete_options() {
+        let opts = DeleteOptions {
+            propagation: Some("Sideways".into()),
+            ..Default::default()
+        };
+        let err = opts.validate().err().unwrap();
+        assert_eq!(err.code(), 422);
+        assert_eq!(
+            err.to_string(),
+            "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"Sideways\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+        );
+        for ok in [None, Some("Foreground"), Some("Background"), Some("Orphan")] {
+            let opts = DeleteOptions {
+                propagation: ok.map(str::to_string),
+                ..Default::default()
+            };
+            assert!(opts.validate().is_ok(), "{ok:?}");
+        }
+    }
+
+    #[test]
+    fn a_namespace_is_labelled_finalized_by_kubernetes_and_marked_terminating() {
+        let i = info("", "namespaces");
+        let mut ns = prepare_create(
+            &i,
+            "",
+            json!({"metadata": {"name": "team", "labels": {"kubernetes.io/metadata.name": "x"}},
+                "spec": {"finalizers": ["example.com/keep"]}, "status": {"phase": "Terminating"}}),
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+            "team"
+        );
+        assert_eq!(
+            ns["spec"]["finalizers"],
+            json!(["example.com/keep", "kubernetes"])
+        );
+        assert_eq!(ns["status"], json!({"phase": "Active"}));
+        meta_mut(&mut ns).insert("resourceVersion".into(), json!("2"));
+
+        // Only /finalize changes the spec's finalizers; the label follows the name.
+        let mut edited = ns.clone();
+        edited["spec"]["finalizers"] = json!([]);
+        edited["metadata"]["labels"] = json!({});
+        edited["metadata"]["annotations"] = json!({"note": "kept"});
+        let WriteOp::Put(next) = decide_update(&i, &ns, edited.clone(), Part::Main, true).unwrap()
+        else {
+            panic!("expected a write")
+        };
+        assert_eq!(next["spec"], ns["spec"]);
+        assert_eq!(
+            next["metadata"]["labels"]["kubernetes.io/metadata.name"],
+            "team"
+        );
+
+        let (op, outcome) = decide_delete(&i, &ns, &DeleteOptions::default(), "t2").unwrap();
+        assert_eq!(outcome, DeleteOutcome::Pending);
+        let WriteOp::Put(mut terminating) = op else {
+            panic!("marked, not removed")
+        };
+        assert_eq!(terminating["status"]["phase"], "Terminating");
+        assert_eq!(terminating.meta_str("deletionTimestamp"), Some("t2"));
+        assert_eq!(
+            terminating["metadata"].get("deletionGracePeriodSeconds"),
+            None
+        );
+        meta_mut(&mut terminating).insert("resourceVersion".into(), json!("3"));
+
+        // Finalizing away `kubernetes` leaves the client's; with none left the namespace goes.
+        let mut finalized = terminating.clone();
+        finalized["spec"]["finalizers"] = json!(["example.com/keep"]);
+        let WriteOp::Put(kept) =
+            decide_update(&i, &terminating, finalized, Part::Finalize, true).unwrap()
+        else {
+            panic!("another finalizer holds it")
+        };
+        let mut last = kept.clone();
+        last["spec"]["finalizers"] = json!([]);
+        assert!(matches!(
+            decide_update(&i, &kept, last, Part::Finalize, true).unwrap(),
+            WriteOp::Delete
+        ));
     }
 
     #[test]

@@ -234,6 +234,7 @@ impl ControlPlaneBuilder {
             Some((s, t, ca, admin)) => (Some(s), Some(t), Some(ca), Some(admin)),
             None => (None, None, None, None),
         };
+        crate::controllers::bootstrap(&api, ca.as_ref().map(|ca| ca.cert_pem())).await;
         let tls = tls.map(Arc::new);
         let fe = Arc::new(Frontend {
             api: api.clone(),
@@ -245,7 +246,11 @@ impl ControlPlaneBuilder {
             requests: Default::default(),
             runtime: tokio::runtime::Handle::current(),
         });
-        let controllers = tokio::spawn(crate::controllers::run(api.clone(), shutdown_rx.clone()));
+        let controllers = tokio::spawn(crate::controllers::run(
+            api.clone(),
+            ca.as_ref().map(|ca| ca.cert_pem().to_string()),
+            shutdown_rx.clone(),
+        ));
         let signer = ca.clone().map(|ca| {
             tokio::spawn(crate::auth::csr_signer::run(
                 api.clone(),

@@ -33,6 +33,12 @@ impl ResourceStrategy for Deployments {
         &["all"]
     }
 
+    /// kube-apiserver's Deployment status writes keep all but the labels of the request's
+    /// metadata: the deployment controller records the revision annotation with the status.
+    fn status_writes_metadata(&self) -> &'static [&'static str] {
+        &["annotations", "finalizers", "ownerReferences"]
+    }
+
     fn scale(&self) -> Option<ScalePaths> {
         Some(ScalePaths {
             spec_replicas: "/spec/replicas".into(),

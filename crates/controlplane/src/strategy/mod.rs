@@ -164,6 +164,12 @@ pub trait ResourceStrategy: fmt::Debug + Send + Sync {
     /// Records who creates the object, when the resource keeps that.
     fn record_requester(&self, _obj: &mut Value, _user: &UserInfo) {}
 
+    /// The metadata fields a write through `/status` takes from the request; the others keep
+    /// their stored values (what custom resources and most kinds do).
+    fn status_writes_metadata(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// Adjusts an update of `cur` through `part` (made of the request and what the part may
     /// not change), before it is validated: what the resource keeps or recomputes itself.
     fn prepare_for_update(&self, _cur: &Value, _next: &mut Value, _part: Part) {}
@@ -195,9 +201,9 @@ pub trait ResourceStrategy: fmt::Debug + Send + Sync {
         crate::objects::delete_by_finalizers(info, cur, opts, now)
     }
 
-    /// Whether an object being deleted is removed once its last finalizer goes (a Namespace
-    /// is removed by the namespace controller once its contents are gone).
-    fn removed_once_finalized(&self) -> bool {
+    /// Whether `next`, an object being deleted whose last finalizer goes, is removed (a
+    /// Namespace also waits for the finalizers of its spec).
+    fn removed_once_finalized(&self, _next: &Value) -> bool {
         true
     }
 

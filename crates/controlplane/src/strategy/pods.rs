@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use super::{PodAdmission, ResourceStrategy, Validation};
 use crate::error::{ApiResult, FieldError};
-use crate::meta::{NameRule, ObjectMeta, meta_mut, validate_name};
+use crate::meta::{ObjectMeta, meta_mut};
 use crate::objects::{DeleteOptions, DeleteOutcome};
 use crate::registry::ResourceInfo;
 use crate::storage::WriteOp;
@@ -506,8 +506,11 @@ pub fn validate_pod_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>)
             match c.get("name").and_then(Value::as_str).unwrap_or("") {
                 "" => errors.push(FieldError::required(format!("{at}.name"), "")),
                 name => {
-                    if let Some(e) = validate_name(name, NameRule::Label, &format!("{at}.name")) {
-                        errors.push(e);
+                    let invalid = crate::names::dns1123_label(name);
+                    if !invalid.is_empty() {
+                        errors.extend(invalid.into_iter().map(|m| {
+                            FieldError::invalid(format!("{at}.name"), &json!(name), m)
+                        }));
                     } else if names.contains(&name) {
                         errors.push(FieldError::duplicate(format!("{at}.name"), &json!(name)));
                     }

@@ -179,7 +179,7 @@ async fn kubectl_create_get_and_selectors() {
     let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(header, ["NAME", "DATA", "AGE"]);
     assert!(table.contains("cfg"));
-    let none = k.run(&["get", "cm", "-l", "app notin (web)"]).await;
+    let none = k.run(&["get", "cm", "-l", "app,app notin (web)"]).await;
     assert!(
         none.ok && none.stderr.contains("No resources found"),
         "{}",
@@ -422,7 +422,16 @@ async fn kubectl_get_watch_prints_new_objects() {
         return;
     };
     let mut child = k
-        .command(&["get", "cm", "-w", "-o", "name", "--request-timeout=60s"])
+        .command(&[
+            "get",
+            "cm",
+            "-l",
+            "app=web",
+            "-w",
+            "-o",
+            "name",
+            "--request-timeout=60s",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
