@@ -13,8 +13,9 @@
 //! strategic, server-side apply), [`crd_schema`], [`selectors`], [`table`], [`openapi`],
 //! [`private_files`] (owner-only state on disk), [`request_info`] (what a request asks, read
 //! once for authorization, routing and counting), [`requests`] (request counts),
-//! [`controllers`] (GC, namespace and CRD cleanup), [`auth`] (TLS, authentication, RBAC, CSR
-//! signing), [`http`] (routing) and [`server`] (lifecycle).
+//! [`controllers`] (GC, namespace and CRD cleanup), [`auth`] (TLS, authentication, RBAC,
+//! reviews, CSR signing, ServiceAccount tokens and their controller), [`token_request`]
+//! (`serviceaccounts/token`), [`http`] (routing) and [`server`] (lifecycle).
 
 // ApiError carries the Status details it renders; errors are the cold path, so their size
 // is not worth boxing for.
@@ -44,6 +45,7 @@ pub mod server;
 pub mod storage;
 pub mod strategy;
 pub mod table;
+pub mod token_request;
 pub mod validation_rules;
 pub mod watch;
 

@@ -10,6 +10,12 @@ use crate::objects::{DeleteOptions, DeleteOutcome, base64_decode, base64_encode,
 use crate::registry::{CellSource, PrinterColumn, ResourceInfo};
 use crate::storage::WriteOp;
 
+/// The type of Secrets holding a ServiceAccount's legacy token (filled by the token
+/// controller, [`crate::auth::token_controller`]).
+pub const TOKEN_SECRET_TYPE: &str = "kubernetes.io/service-account-token";
+/// The annotation naming a token Secret's ServiceAccount.
+pub const SERVICE_ACCOUNT_NAME: &str = "kubernetes.io/service-account.name";
+
 /// Namespaces: named as DNS labels, created Active with the `kubernetes` finalizer, and on
 /// delete marked Terminating for the namespace controller, which removes their contents and
 /// then them; the system namespaces may not be deleted.
@@ -105,6 +111,20 @@ impl ResourceStrategy for Secrets {
             immutable_contents(old, obj, &mut check.errors);
         }
         secret_data(obj, &mut check.errors);
+        // A ServiceAccount token Secret names its ServiceAccount; the token controller fills in
+        // the rest.
+        if obj.get("type").and_then(Value::as_str) == Some(TOKEN_SECRET_TYPE)
+            && obj
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(SERVICE_ACCOUNT_NAME))
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+        {
+            check.errors.push(FieldError::required(
+                format!("metadata.annotations[{SERVICE_ACCOUNT_NAME}]"),
+                "",
+            ));
+        }
     }
 }
 
