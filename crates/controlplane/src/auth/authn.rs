@@ -385,6 +385,47 @@ mod tests {
     }
 
     #[test]
+    fn a_certificate_names_its_user_groups_and_fingerprint() {
+        let issue = || {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let mut params = rcgen::CertificateParams::default();
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, "alice");
+            params
+                .distinguished_name
+                .push(rcgen::DnType::OrganizationName, "team");
+            params.self_signed(&key).unwrap().der().to_vec()
+        };
+        let der = issue();
+        let alice = certificate_user(&der).unwrap();
+        assert_eq!(alice.name, "alice");
+        assert_eq!(alice.groups, ["team", AUTHENTICATED]);
+        let id = &alice.extra[CREDENTIAL_ID];
+        let hex = id[0].strip_prefix("X509SHA256=").unwrap();
+        assert!(
+            hex.len() == 64
+                && hex
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+            "{id:?}"
+        );
+        assert_eq!(certificate_user(&der).unwrap().extra, alice.extra);
+        assert_ne!(
+            certificate_user(&issue()).unwrap().extra,
+            alice.extra,
+            "each certificate its own id"
+        );
+    }
+
+    #[test]
+    fn a_request_without_credentials_is_anonymous_and_unauthenticated_only() {
+        let who = anonymous();
+        assert_eq!(who.name, "system:anonymous");
+        assert_eq!(who.groups, [UNAUTHENTICATED]);
+    }
+
+    #[test]
     fn bootstrap_extra_groups_must_be_bootstrapper_groups() {
         let s = secret(&[("auth-extra-groups", "system:masters")]);
         assert_eq!(
