@@ -863,6 +863,8 @@ fn default_cluster_roles() -> Vec<(&'static str, Vec<PolicyRule>)> {
         PolicyRule::resource(WRITE, &["apps"], apps),
         PolicyRule::resource(WRITE, &["coordination.k8s.io"], &["leases"]),
         PolicyRule::resource(&["impersonate"], &[""], &["serviceaccounts"]),
+        // Tokens for the namespace's ServiceAccounts (TokenRequest), as kube-apiserver's edit.
+        PolicyRule::resource(&["create"], &[""], &["serviceaccounts/token"]),
     ]);
     let mut admin = edit.clone();
     admin.extend([

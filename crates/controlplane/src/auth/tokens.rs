@@ -8,7 +8,6 @@
 //! Pure: the key is given and stored objects are looked up through the caller. Errors and logs
 //! never carry a token.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use base64::Engine;
@@ -437,7 +436,6 @@ pub fn service_account_user(namespace: &str, name: &str, uid: &str) -> UserInfo 
         ],
     );
     user.uid = uid.to_string();
-    user.extra = BTreeMap::new();
     user
 }
 

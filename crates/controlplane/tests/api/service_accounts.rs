@@ -212,6 +212,47 @@ async fn token_requests_are_refused_as_kube_apiserver_refuses_them() {
 }
 
 #[tokio::test]
+async fn a_namespace_editor_may_request_its_service_accounts_tokens_and_no_one_else() {
+    let p = start().await;
+    p.service_account("agent").await;
+    let identities = p.plane.identities().unwrap();
+    let editor = client_from_kubeconfig(&identities.kubeconfig_for("dana", &[]).unwrap()).await;
+    let request: TokenRequest = obj(json!({"spec": {}}));
+    let ask = |client: kube::Client| {
+        let request = request.clone();
+        async move {
+            Api::<ServiceAccount>::namespaced(client, NS)
+                .create_token_request("agent", &PostParams::default(), &request)
+                .await
+        }
+    };
+    let st = api_error(ask(editor.clone()).await);
+    assert_eq!(
+        (st.code, st.message.as_str()),
+        (
+            403,
+            r#"serviceaccounts "agent" is forbidden: User "dana" cannot create resource "serviceaccounts/token" in API group "" in the namespace "agents""#
+        )
+    );
+    let binding: RoleBinding = obj(json!({"metadata": {"name": "dana-edits"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"kind": "User", "name": "dana"}]}));
+    Api::<RoleBinding>::namespaced(p.admin.clone(), NS)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    ask(editor)
+        .await
+        .expect("edit grants the namespace's tokens");
+    let anonymous = {
+        let mut kc: Value = serde_json::from_str(&p.plane.kubeconfig()).unwrap();
+        kc["users"][0]["user"] = json!({});
+        client_from_kubeconfig(&kc.to_string()).await
+    };
+    assert_eq!(api_error(ask(anonymous).await).code, 403);
+}
+
+#[tokio::test]
 async fn a_token_lives_as_long_as_what_it_is_bound_to_and_serves_only_its_audiences() {
     let p = start().await;
     p.service_account("agent").await;
