@@ -32,10 +32,12 @@ use crate::table::{self, IncludeObject};
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct UserInfo {
     pub name: String,
-    /// Empty when the authenticator knows none (client certificates, bootstrap tokens).
+    /// Empty when the authenticator knows none (client certificates, bootstrap tokens); a
+    /// ServiceAccount's uid for its tokens.
     pub uid: String,
     pub groups: Vec<String>,
-    /// Extra attributes the authenticator attaches (none of this server's do yet).
+    /// Extra attributes the authenticator attaches (the credential id of certificates and
+    /// ServiceAccount tokens, a bound token's pod).
     pub extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
@@ -157,7 +159,8 @@ impl WriteOptions {
         })
     }
 
-    fn manager(&self) -> &str {
+    /// The field manager writes are recorded under: `fieldManager`, else the User-Agent's name.
+    pub fn manager(&self) -> &str {
         self.field_manager
             .as_deref()
             .unwrap_or(&self.user_agent_manager)
@@ -626,6 +629,7 @@ impl ApiServer {
         let name = obj.name().to_string();
         self.check_namespace(t, &name)?;
         let mut obj = self.admit_create(t, obj, opts)?;
+        t.info.strategy.admit_create(&t.info, &obj)?;
         ssa::record_update(
             None,
             &mut obj,
@@ -1093,7 +1097,9 @@ impl ApiServer {
         let next = match self.admission.admit(self, &attempt, Some(next.clone()))? {
             Some(mut changed) if changed != next => {
                 objects::keep_server_metadata(&next, &mut changed);
-                if matches!(t.part, Part::Main | Part::Status | Part::Scale) {
+                if matches!(t.part, Part::Main | Part::Status | Part::Approval) {
+                    objects::validate_part(&t.info, &mut changed, Some(cur), t.part)?;
+                } else if t.part == Part::Scale {
                     objects::validate(&t.info, &mut changed, Some(cur))?;
                 }
                 changed

@@ -16,8 +16,9 @@
 //! [`private_files`] (owner-only state on disk), [`request_info`] (what a request asks, read
 //! once for authorization, routing and counting), [`requests`] (request counts),
 //! [`controllers`] (kube-controller-manager's part: garbage collection, namespaces, CRD
-//! cleanup, ServiceAccounts, the root CA, Deployments and ReplicaSets), [`auth`] (TLS,
-//! authentication, RBAC, CSR signing), [`http`] (routing) and [`server`] (lifecycle).
+//! cleanup, ServiceAccounts and their tokens, the root CA, Deployments and ReplicaSets),
+//! [`auth`] (TLS, authentication, RBAC, reviews, CSR signing, ServiceAccount tokens),
+//! [`token_request`] (`serviceaccounts/token`), [`http`] (routing) and [`server`] (lifecycle).
 
 // ApiError carries the Status details it renders; errors are the cold path, so their size
 // is not worth boxing for.
@@ -51,6 +52,7 @@ pub mod server;
 pub mod storage;
 pub mod strategy;
 pub mod table;
+pub mod token_request;
 pub mod typed;
 pub mod validation_rules;
 pub mod watch;

@@ -210,6 +210,16 @@ pub fn prepare_create(info: &ResourceInfo, ns: &str, obj: Value, now: &str) -> A
 /// Validation and normalisation: the metadata every object shares, then the resource's own
 /// (see [`crate::strategy::ResourceStrategy::validate`]); Invalid lists every field error.
 pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> ApiResult<()> {
+    validate_part(info, obj, old, Part::Main)
+}
+
+/// [`validate`] of a write through `part` of the object.
+pub fn validate_part(
+    info: &ResourceInfo,
+    obj: &mut Value,
+    old: Option<&Value>,
+    part: Part,
+) -> ApiResult<()> {
     let name = obj.name().to_string();
     let mut errs = Vec::new();
     let rule = info.strategy.name_rule();
@@ -247,6 +257,7 @@ pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Ap
     let mut check = Validation {
         info,
         old,
+        part,
         errors: errs,
     };
     info.strategy.validate(obj, &mut check);
@@ -314,7 +325,7 @@ pub enum Part {
     /// The main resource: everything but status (when status is a subresource).
     Main,
     Status,
-    /// CSR approval: status.conditions only.
+    /// CSR approval: status.conditions (and metadata) only.
     Approval,
     /// Namespace finalize: spec.finalizers only.
     Finalize,
@@ -409,20 +420,9 @@ pub fn prepare_update(
             }
             next
         }
-        Part::Approval => {
-            let mut next = cur.clone();
-            let conds = new
-                .pointer("/status/conditions")
-                .cloned()
-                .unwrap_or(json!([]));
-            let status = next
-                .as_object_mut()
-                .map(|o| o.entry("status").or_insert(json!({})));
-            if let Some(Value::Object(s)) = status {
-                s.insert("conditions".into(), conds);
-            }
-            next
-        }
+        // The object as sent: its strategy keeps what approval may not change (as
+        // kube-apiserver's CSR approval strategy, which takes the metadata as sent).
+        Part::Approval => new,
         Part::Finalize => {
             let mut next = cur.clone();
             let fin = new
@@ -460,8 +460,8 @@ pub fn prepare_update(
         o.insert("kind".into(), json!(info.kind));
     }
     info.strategy.prepare_for_update(cur, &mut next, part);
-    if part == Part::Main || part == Part::Status {
-        validate(info, &mut next, Some(cur))?;
+    if matches!(part, Part::Main | Part::Status | Part::Approval) {
+        validate_part(info, &mut next, Some(cur), part)?;
     }
     Ok(next)
 }

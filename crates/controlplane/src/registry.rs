@@ -91,7 +91,8 @@ pub struct ResourceInfo {
     pub namespaced: bool,
     pub short_names: Vec<String>,
     pub categories: Vec<String>,
-    /// Subresources besides the main resource: `status`, `approval`, `finalize`, `scale`.
+    /// Subresources besides the main resource: `status`, `approval`, `finalize`, `scale`,
+    /// `token` (a ServiceAccount's TokenRequests).
     pub subresources: Vec<String>,
     pub printer_columns: Vec<PrinterColumn>,
     /// What is particular about the resource's objects (see [`crate::strategy`]).
@@ -257,7 +258,7 @@ fn builtins() -> Vec<ResourceInfo> {
             "serviceaccounts",
             true,
             &["sa"],
-            &[],
+            &["token"],
             &core::ServiceAccounts,
         ),
         // Stored with kube-apiserver's spec defaults; nothing routes to a Service here, so it

@@ -14,6 +14,12 @@ use crate::registry::{CellSource, PrinterColumn, ResourceInfo};
 use crate::storage::WriteOp;
 use crate::typed::{GoType, TypedField};
 
+/// The type of Secrets holding a ServiceAccount's legacy token (filled by the token
+/// controller, [`crate::auth::token_controller`]).
+pub const TOKEN_SECRET_TYPE: &str = "kubernetes.io/service-account-token";
+/// The annotation naming a token Secret's ServiceAccount.
+pub const SERVICE_ACCOUNT_NAME: &str = "kubernetes.io/service-account.name";
+
 /// The label every Namespace carries with its own name, so selectors can pick namespaces by
 /// name (kube-apiserver sets it on every write).
 pub const NAME_LABEL: &str = "kubernetes.io/metadata.name";
@@ -201,6 +207,20 @@ impl ResourceStrategy for Secrets {
             immutable_contents(old, obj, &mut check.errors);
         }
         secret_data(obj, &mut check.errors);
+        // A ServiceAccount token Secret names its ServiceAccount; the token controller fills in
+        // the rest.
+        if obj.get("type").and_then(Value::as_str) == Some(TOKEN_SECRET_TYPE)
+            && obj
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(SERVICE_ACCOUNT_NAME))
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+        {
+            check.errors.push(FieldError::required(
+                format!("metadata.annotations[{SERVICE_ACCOUNT_NAME}]"),
+                "",
+            ));
+        }
     }
 }
 

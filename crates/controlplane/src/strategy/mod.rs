@@ -44,10 +44,11 @@ pub enum WriteCheck {
 }
 
 /// An object being validated: the resource it is written through, the stored object when it
-/// is an update, and the field errors found so far.
+/// is an update, the part of it the write is through, and the field errors found so far.
 pub struct Validation<'a> {
     pub info: &'a ResourceInfo,
     pub old: Option<&'a Value>,
+    pub part: Part,
     pub errors: Vec<FieldError>,
 }
 
@@ -177,6 +178,12 @@ pub trait ResourceStrategy: fmt::Debug + Send + Sync {
     /// Validates (and normalises) an object of this resource, adding what is wrong to
     /// `check.errors`; an update is first refused changes to what may not change once set.
     fn validate(&self, _obj: &mut Value, _check: &mut Validation<'_>) {}
+
+    /// Refuses a new object, validated and admitted by the embedder's plugins, as
+    /// kube-apiserver's own validating admission of the resource does (403).
+    fn admit_create(&self, _info: &ResourceInfo, _obj: &Value) -> ApiResult<()> {
+        Ok(())
+    }
 
     /// What a write through `part` needs checked beyond RBAC.
     fn write_check(&self, _part: Part) -> Option<WriteCheck> {

@@ -7,6 +7,8 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use base64::Engine;
+
 use common::{TestPlane, api_error};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
@@ -340,7 +342,7 @@ async fn csr_field_selector_on_signer_name() {
     ] {
         let csr: CertificateSigningRequest = serde_json::from_value(json!({
             "metadata": {"name": n},
-            "spec": {"request": "LS0tLS1CRUdJTg==", "signerName": signer, "usages": ["client auth"]}
+            "spec": {"request": common::csr_request(n), "signerName": signer, "usages": ["client auth"]}
         }))
         .unwrap();
         api.create(&PostParams::default(), &csr).await.unwrap();
@@ -665,7 +667,7 @@ async fn csr_approval_and_status_subresources() {
     let csr: CertificateSigningRequest = serde_json::from_value(json!({
         "metadata": {"generateName": "spoke-"},
         // A signer the control plane does not own, so this test plays the signer.
-        "spec": {"request": "LS0tLS1CRUdJTg==", "signerName": "example.com/signer", "usages": ["client auth"]}
+        "spec": {"request": common::csr_request("spoke"), "signerName": "example.com/signer", "usages": ["client auth"]}
     }))
     .unwrap();
     let created = api.create(&PostParams::default(), &csr).await.unwrap();
@@ -693,16 +695,17 @@ async fn csr_approval_and_status_subresources() {
         approved.status.unwrap().conditions.unwrap()[0].type_,
         "Approved"
     );
+    let certificate = common::certificate_pem("spoke");
     let issued = api
         .patch_status(
             &name,
             &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"certificate": "Y2VydA=="}})),
+            &Patch::Merge(json!({"status": {"certificate": base64::engine::general_purpose::STANDARD.encode(&certificate)}})),
         )
         .await
         .unwrap();
     let status = issued.status.unwrap();
-    assert_eq!(status.certificate.unwrap().0, b"cert");
+    assert_eq!(status.certificate.unwrap().0, certificate.as_bytes());
     assert_eq!(status.conditions.unwrap().len(), 1);
 }
 

@@ -27,5 +27,6 @@ mod request_counts;
 mod request_routing;
 mod secret_logging;
 mod security;
+mod service_accounts;
 mod strategies;
 mod watch_history;
