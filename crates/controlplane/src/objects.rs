@@ -752,7 +752,8 @@ mod tests {
     fn deployment() -> Value {
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
             "spec": {"selector": {"matchLabels": {"a": "b"}},
-                     "template": {"metadata": {"labels": {"a": "b"}}}}})
+                     "template": {"metadata": {"labels": {"a": "b"}},
+                         "spec": {"containers": [{"name": "c", "image": "i"}]}}}})
     }
 
     #[test]

@@ -84,6 +84,8 @@ impl ResourceStrategy for Deployments {
         if obj.pointer("/spec/template/metadata/labels").is_none() {
             errs.push(FieldError::required("spec.template.metadata.labels", ""));
         }
+        let pod_spec = obj.pointer("/spec/template/spec").unwrap_or(&Value::Null);
+        super::pods::validate_pod_spec(pod_spec, "spec.template.spec", errs);
         if let Some(r) = obj.pointer("/spec/replicas")
             && r.as_i64().is_none_or(|n| n < 0)
         {

@@ -148,3 +148,19 @@ async fn a_deployment_s_pod_template_gets_kube_apiserver_s_defaults() {
         "a template gets no pod's own defaults nor admission: {spec}"
     );
 }
+
+#[tokio::test]
+async fn a_deployment_whose_template_runs_nothing_is_invalid() {
+    let t = TestPlane::start().await;
+    let deployments: Api<Deployment> = Api::namespaced(t.client.clone(), "default");
+    let d = serde_json::from_value(json!({"metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": []}}}}))
+    .unwrap();
+    let refused = api_error(deployments.create(&PostParams::default(), &d).await);
+    assert_eq!(refused.code, 422);
+    assert_eq!(
+        refused.message,
+        "Deployment.apps \"web\" is invalid: spec.template.spec.containers: Required value"
+    );
+}

@@ -64,7 +64,10 @@ const KNOWN_DIFFERENT: &[(&str, &str)] = &[
         "10-identity",
         "managedFields: no \".\" entries for the maps of created Secrets and access reviews",
     ),
-    ("11-pod-security", "no Pods and no PodSecurity admission"),
+    (
+        "11-pod-security",
+        "Pods wait for the `default` ServiceAccount (no serviceaccount controller); no kubernetes.io/metadata.name label; managedFields",
+    ),
     (
         "12-json-bytes",
         "key order of built-in kinds and Status; Tables of built-in kinds",
