@@ -508,9 +508,11 @@ pub fn validate_pod_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>)
                 name => {
                     let invalid = crate::names::dns1123_label(name);
                     if !invalid.is_empty() {
-                        errors.extend(invalid.into_iter().map(|m| {
-                            FieldError::invalid(format!("{at}.name"), &json!(name), m)
-                        }));
+                        errors.extend(
+                            invalid.into_iter().map(|m| {
+                                FieldError::invalid(format!("{at}.name"), &json!(name), m)
+                            }),
+                        );
                     } else if names.contains(&name) {
                         errors.push(FieldError::duplicate(format!("{at}.name"), &json!(name)));
                     }
