@@ -143,11 +143,10 @@ pub enum AgentError {
     Local { cluster: String, message: String },
 }
 
-/// A Warning Event the agent of `cluster` records in `namespace` about `involved`, its name
-/// generated from `name_prefix`.
+/// A Warning Event the agent of `cluster` records in `namespace` about `involved` (named when
+/// it is created: [`crate::events::create`]).
 pub(crate) fn warning_event(
     namespace: &str,
-    name_prefix: &str,
     involved: ObjectReference,
     reason: &str,
     message: String,
@@ -156,7 +155,6 @@ pub(crate) fn warning_event(
     let now = Time(Timestamp::now());
     Event {
         metadata: ObjectMeta {
-            generate_name: Some(name_prefix.to_string()),
             namespace: Some(namespace.to_string()),
             ..ObjectMeta::default()
         },
