@@ -235,6 +235,9 @@ pub async fn uninstall(args: UninstallArgs) -> u8 {
             }
             uninstall::Event::Unjoining { spoke, state } => outln!("Spoke {spoke}: {state}"),
             uninstall::Event::Unjoined { spoke } => outln!("Spoke {spoke}: unjoined"),
+            uninstall::Event::HubWaiting { hub, state } => {
+                outln!("Hub {hub}: waiting to go: {state}")
+            }
         },
     )
     .await;
@@ -248,7 +251,7 @@ pub async fn uninstall(args: UninstallArgs) -> u8 {
             outln!("fleetform is not installed on {where_}: nothing to remove.");
             exit::OK
         }
-        Err(err @ UninstallError::Timeout { .. }) => {
+        Err(err @ (UninstallError::Timeout { .. } | UninstallError::HubsRemain { .. })) => {
             errln!("error: {err}");
             exit::NOT_CONVERGED
         }
