@@ -157,3 +157,44 @@ async fn agent_command_registers_by_certificate_with_a_bootstrap_kubeconfig() {
     terminate(agent_process, "fleetform agent").await;
     terminate(hub_process, "fleetform hub").await;
 }
+
+#[tokio::test]
+async fn an_agent_that_cannot_start_says_why_and_exits_at_once() {
+    let hub = Cluster::start().await;
+    let spoke = Cluster::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("hub.kubeconfig"), hub.kubeconfig()).unwrap();
+    std::fs::write(dir.path().join("spoke.kubeconfig"), spoke.kubeconfig()).unwrap();
+    // Its health port is taken.
+    let taken = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = taken.local_addr().unwrap().to_string();
+
+    let agent = fleetform(
+        &[
+            "agent",
+            "--hub-kubeconfig",
+            "hub.kubeconfig",
+            "--kubeconfig",
+            "spoke.kubeconfig",
+            "--cluster-name",
+            "spoke-a",
+            "--health-addr",
+            &port,
+        ],
+        dir.path(),
+    );
+    // No SIGTERM: a kubelet restarts only what exits.
+    let output = tokio::time::timeout(PATIENCE, agent.wait_with_output())
+        .await
+        .expect("the agent exits by itself")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "error: cluster spoke-a: cannot serve its health endpoint on {port}"
+        )),
+        "{stderr}"
+    );
+    drop(taken);
+}
