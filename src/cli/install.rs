@@ -132,6 +132,11 @@ pub async fn run(args: Args) -> u8 {
         Event::Applied { object, applied } => progress.line(&format!("{object} {applied}")),
         Event::Waiting { what, state } => progress.waiting(&what, &state),
         Event::Ready { what, state } => progress.line(&format!("{what}: {state}")),
+        // As kubectl says what the server warns about, on stderr.
+        Event::Warning { object, text } => {
+            progress.clear();
+            errln!("Warning: {object}: {text}");
+        }
     })
     .await;
     progress.clear();

@@ -15,6 +15,8 @@
 //! - [`task_set`]: one task per watched object (or per anything keyed), started, restarted and
 //!   stopped as what it runs with changes; [`watch`]: the changes of each watched object that
 //!   drive it, deletions missed while the watch was away included.
+//! - [`warnings`]: what an API server warns about in its answers, kept for who writes on a
+//!   person's behalf.
 //!
 //! It depends on no component and decides nothing about fleets.
 
@@ -29,4 +31,5 @@ pub mod http;
 pub mod leader;
 pub mod metrics;
 pub mod task_set;
+pub mod warnings;
 pub mod watch;
