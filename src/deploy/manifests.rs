@@ -307,6 +307,11 @@ pub fn hub_deployment(settings: &HubSettings) -> Value {
                 "metadata": {"labels": { LABEL_APP: HUB_DEPLOYMENT }},
                 "spec": {
                     "serviceAccountName": HUB_SERVICE_ACCOUNT,
+                    // PodSecurity `restricted`, so the hub runs in a namespace that enforces it.
+                    "securityContext": {
+                        "runAsNonRoot": true,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
                     "containers": [
                         {
                             "name": "hub",
