@@ -272,6 +272,8 @@ pub async fn start_hub_loops(hub: &Cluster) -> Running {
         client: hub.hub_identity().await,
         access: fleetform::access::Access::default(),
         metrics: Default::default(),
+        // The embedded control plane checks who may accept, as OCM's webhook does.
+        accept_check: fleetform::hub::run::AcceptCheck::InProcess,
     };
     let handle = tokio::spawn(fleetform::hub::run(config, stop.clone()));
     Running { stop, handle }
