@@ -34,3 +34,4 @@ mod rollout;
 mod sync;
 mod transport;
 mod trust;
+mod unjoin;
