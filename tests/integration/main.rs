@@ -17,6 +17,7 @@ mod csr_approval;
 mod dashboard;
 mod day2;
 mod deploy;
+mod docs;
 mod events;
 mod gitops;
 mod ha_hub;

@@ -28,8 +28,10 @@ pub mod conversion;
 pub mod crd_schema;
 pub mod error;
 pub mod events;
+pub mod gojson;
 pub mod http;
 pub mod meta;
+pub mod names;
 pub mod objects;
 pub mod openapi;
 pub mod patch;
@@ -44,6 +46,7 @@ pub mod server;
 pub mod storage;
 pub mod strategy;
 pub mod table;
+pub mod typed;
 pub mod validation_rules;
 pub mod watch;
 

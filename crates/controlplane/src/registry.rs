@@ -659,6 +659,13 @@ impl Registry {
     }
 
     /// Every entry, ordered by group, version, plural.
+    /// Whether `group`/`version` is a built-in group version (not one a CRD adds).
+    pub fn serves_builtin(&self, group: &str, version: &str) -> bool {
+        self.resources_in(group, version)
+            .iter()
+            .any(|r| r.custom.is_none())
+    }
+
     pub fn all(&self) -> Vec<Arc<ResourceInfo>> {
         self.read().values().cloned().collect()
     }

@@ -11,6 +11,7 @@ mod conversion;
 mod crd_enforcement;
 mod durability;
 mod events;
+mod golden;
 mod indexes;
 mod kube_api;
 mod kube_crd;
