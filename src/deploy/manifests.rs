@@ -210,11 +210,12 @@ pub fn hub_rbac() -> Vec<Value> {
                 {"apiGroups": ["apiextensions.k8s.io"],
                  "resources": ["customresourcedefinitions"],
                  "verbs": ["get", "list", "watch", "create", "update", "patch"]},
-                // Read only: whether a webhook (OCM's registration webhook) checks who may
-                // accept a cluster, so that a person's acceptance of one not in git is honoured.
+                // Read only, OCM's registration webhook only: whether it checks who may accept a
+                // cluster, so that a person's acceptance of one not in git is honoured.
                 {"apiGroups": ["admissionregistration.k8s.io"],
                  "resources": ["validatingwebhookconfigurations"],
-                 "verbs": ["get", "list"]},
+                 "resourceNames": [crate::hub::acceptance::OCM_MANAGED_CLUSTER_VALIDATOR],
+                 "verbs": ["get"]},
                 // Read only, and only because the agent's ClusterRole on a hub that is its own
                 // spoke (inCluster) reads nodes, and the hub may grant only what it holds.
                 {"apiGroups": [""],

@@ -41,7 +41,8 @@ use tracing::{info, instrument};
 
 use super::acceptance::{
     ANNOTATION_AUTOMATICALLY_ACCEPTED_ON, ANNOTATION_JOIN_USERS, AcceptCheck, Acceptance, Facts,
-    JoinRecord, REASON_NOT_IN_GIT, decide, join_users, requested_by_one_of, webhooks_check_accept,
+    JoinRecord, OCM_MANAGED_CLUSTER_VALIDATOR, REASON_NOT_IN_GIT, decide, join_users,
+    requested_by_one_of, webhook_checks_accept,
 };
 use super::approval::registration_cluster;
 use super::cache;
@@ -273,14 +274,18 @@ async fn accept_checked(ctx: &Context) -> Result<bool, HubError> {
     if ctx.accept_check == AcceptCheck::InProcess {
         return Ok(true);
     }
-    let listed = Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone())
-        .list(&ListParams::default())
+    let read = Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone())
+        .get_opt(OCM_MANAGED_CLUSTER_VALIDATOR)
         .await;
-    match listed {
-        Ok(configs) => Ok(webhooks_check_accept(&configs.items)),
+    match read {
+        Ok(config) => Ok(config.as_ref().is_some_and(webhook_checks_accept)),
         // Not served, or not readable: nothing known checks it.
         Err(err) if is_not_found(&err) || is_forbidden(&err) => Ok(false),
-        Err(err) => Err(KubeError::on("ValidatingWebhookConfigurations", "list")(err).into()),
+        Err(err) => Err(KubeError::on(
+            format!("ValidatingWebhookConfiguration {OCM_MANAGED_CLUSTER_VALIDATOR}"),
+            "read",
+        )(err)
+        .into()),
     }
 }
 

@@ -56,32 +56,38 @@ pub enum AcceptCheck {
     /// fleetform's own ManagedCluster admission, in the control plane it runs in process
     /// (`fleetform up`, the tests): always in force.
     InProcess,
-    /// A validating webhook the hub registers (OCM's registration webhook), looked for each time
-    /// a person's acceptance is to be honoured ([`webhooks_check_accept`]); without one, none is.
+    /// OCM's registration webhook, registered on the hub as
+    /// [`OCM_MANAGED_CLUSTER_VALIDATOR`], looked for each time a person's acceptance is to be
+    /// honoured ([`webhook_checks_accept`]); without it, none is.
     #[default]
     Webhook,
 }
 
-/// Whether one of `configs` sends every create and update of a ManagedCluster to a webhook
-/// whose failure fails the write, as OCM's registration webhook (which checks who may accept)
-/// is registered.
-pub fn webhooks_check_accept(configs: &[ValidatingWebhookConfiguration]) -> bool {
-    let covers = |values: &Option<Vec<String>>, wanted: &str| {
-        values
-            .iter()
-            .flatten()
-            .any(|value| value == wanted || value == "*")
+/// The name of OCM's ManagedCluster validating webhook (and of its configuration), which checks
+/// who may accept a cluster; fleetform's in-process admission bears it too.
+pub const OCM_MANAGED_CLUSTER_VALIDATOR: &str =
+    "managedclustervalidators.admission.cluster.open-cluster-management.io";
+
+/// Whether `config` (the hub's [`OCM_MANAGED_CLUSTER_VALIDATOR`] configuration) sends every
+/// create and update of a ManagedCluster to OCM's webhook, and fails the write when it cannot
+/// answer. By name only: another webhook that sees every write (a policy engine's) checks
+/// nothing of acceptance.
+pub fn webhook_checks_accept(config: &ValidatingWebhookConfiguration) -> bool {
+    let names = |values: &Option<Vec<String>>, wanted: &str| {
+        values.iter().flatten().any(|value| value == wanted)
     };
-    configs
+    config
+        .webhooks
         .iter()
-        .flat_map(|config| config.webhooks.iter().flatten())
+        .flatten()
+        .filter(|webhook| webhook.name == OCM_MANAGED_CLUSTER_VALIDATOR)
         .filter(|webhook| webhook.failure_policy.as_deref().unwrap_or("Fail") == "Fail")
         .flat_map(|webhook| webhook.rules.iter().flatten())
         .any(|rule| {
-            covers(&rule.api_groups, CLUSTER_GROUP)
-                && covers(&rule.resources, "managedclusters")
-                && covers(&rule.operations, "CREATE")
-                && covers(&rule.operations, "UPDATE")
+            names(&rule.api_groups, CLUSTER_GROUP)
+                && names(&rule.resources, "managedclusters")
+                && (names(&rule.operations, "*")
+                    || (names(&rule.operations, "CREATE") && names(&rule.operations, "UPDATE")))
         })
 }
 
@@ -478,13 +484,14 @@ mod tests {
     }
 
     fn webhook(
+        name: &str,
         failure_policy: Option<&str>,
         operations: &[&str],
     ) -> ValidatingWebhookConfiguration {
         serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "managedclustervalidators.admission.cluster.open-cluster-management.io"},
+            "metadata": {"name": OCM_MANAGED_CLUSTER_VALIDATOR},
             "webhooks": [{
-                "name": "managedclustervalidators.admission.cluster.open-cluster-management.io",
+                "name": name,
                 "failurePolicy": failure_policy,
                 "sideEffects": "None",
                 "admissionReviewVersions": ["v1"],
@@ -497,19 +504,29 @@ mod tests {
     }
 
     #[test]
-    fn only_a_webhook_that_sees_every_write_of_a_managed_cluster_and_fails_closed_checks_acceptance()
+    fn only_ocms_webhook_seeing_every_write_of_a_managed_cluster_and_failing_closed_checks_acceptance()
      {
-        assert!(webhooks_check_accept(&[webhook(
+        let ocm = OCM_MANAGED_CLUSTER_VALIDATOR;
+        assert!(webhook_checks_accept(&webhook(
+            ocm,
             None,
             &["CREATE", "UPDATE"]
-        )]));
-        assert!(webhooks_check_accept(&[webhook(Some("Fail"), &["*"])]));
-        assert!(!webhooks_check_accept(&[webhook(
+        )));
+        assert!(webhook_checks_accept(&webhook(ocm, Some("Fail"), &["*"])));
+        assert!(!webhook_checks_accept(&webhook(
+            ocm,
             Some("Ignore"),
             &["CREATE", "UPDATE"]
-        )]));
-        assert!(!webhooks_check_accept(&[webhook(None, &["UPDATE"])]));
-        assert!(!webhooks_check_accept(&[]));
+        )));
+        assert!(!webhook_checks_accept(&webhook(ocm, None, &["UPDATE"])));
+        assert!(
+            !webhook_checks_accept(&webhook(
+                "validate.kyverno.svc-fail",
+                Some("Fail"),
+                &["CREATE", "UPDATE"]
+            )),
+            "a policy engine's webhook checks nothing of acceptance"
+        );
     }
 
     #[test]
