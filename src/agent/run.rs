@@ -26,9 +26,11 @@ use crate::api::cluster::{ClientConfig, ManagedClusterSpec};
 use crate::api::vocabulary::{
     AGENT_NAMESPACE, CONDITION_HUB_ACCEPTED, CONDITION_JOINED, REASON_JOINED, STATUS_TRUE,
 };
+use crate::reconciler::install::ELECTION_LEASE;
 use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
 use crate::runtime::error::is_conflict;
+use crate::runtime::leader::Election;
 
 /// Field manager of every write the agent makes.
 pub const FIELD_MANAGER: &str = "fleetform-agent";
@@ -70,7 +72,20 @@ pub struct AgentConfig {
     pub health_addr: Option<std::net::SocketAddr>,
     /// Which of its loops run.
     pub loops: AgentLoops,
+    /// This agent's name among its spoke's agents (its pod's name): the holder it writes on the
+    /// cluster lease it renews, and its name in the election below.
+    pub identity: String,
+    /// Run the loops only while holding the Lease [`ELECTION_LEASE`] in `agent_namespace` on
+    /// the spoke: set where two agents of one spoke can run at once (a Deployment rolling from
+    /// one agent to the next keeps the old one until the new one is ready), so that they never
+    /// act, nor renew the cluster lease, together.
+    pub leader_elect: bool,
 }
+
+/// How long [`ELECTION_LEASE`] holds without renewal. A holder that stops releases it and the
+/// next agent, watching it, takes over at once; only an agent that vanished without releasing
+/// it (its node lost) keeps the next one waiting this long.
+pub const ELECTION_LEASE_DURATION: Duration = Duration::from_secs(60);
 
 /// Which of the agent's loops run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -106,6 +121,8 @@ impl std::fmt::Debug for AgentConfig {
             .field("config_hash", &self.config_hash)
             .field("health_addr", &self.health_addr)
             .field("loops", &self.loops)
+            .field("identity", &self.identity)
+            .field("leader_elect", &self.leader_elect)
             .finish_non_exhaustive()
     }
 }
@@ -128,6 +145,8 @@ impl AgentConfig {
             config_hash: None,
             health_addr: None,
             loops: AgentLoops::All,
+            identity: crate::runtime::leader::default_identity(),
+            leader_elect: false,
         }
     }
 }
@@ -222,6 +241,18 @@ impl Context {
 /// Later errors are logged and retried.
 pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> Result<(), AgentError> {
     let readiness = crate::health::Readiness::new("the agent has no hub connection yet");
+    run_with(config, readiness, shutdown).await
+}
+
+/// [`run`], saying whether the agent is ready in `readiness` (what `/readyz` serves). An agent
+/// that elects ([`AgentConfig::leader_elect`]) is ready once it takes part in the election,
+/// leading or not: a Deployment rolling to it keeps the agent it replaces until then, and that
+/// one hands the Lease over as it stops.
+pub async fn run_with(
+    config: AgentConfig,
+    readiness: Arc<crate::health::Readiness>,
+    shutdown: CancellationToken,
+) -> Result<(), AgentError> {
     if let Some(addr) = config.health_addr {
         crate::health::serve(addr, readiness.clone(), shutdown.clone())
             .await
@@ -230,6 +261,58 @@ pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> Result<(),
                 message: format!("cannot serve its health endpoint on {addr}: {err}"),
             })?;
     }
+    if !config.leader_elect {
+        return act(config, readiness, shutdown).await;
+    }
+    let election = Election {
+        namespace: config.agent_namespace.clone(),
+        lease_name: ELECTION_LEASE.to_string(),
+        identity: config.identity.clone(),
+        lease_duration: ELECTION_LEASE_DURATION,
+    };
+    let following = readiness.clone();
+    // An agent that cannot start acting stops altogether (and gives the Lease up), rather than
+    // starting a term again at once: whoever runs it restarts it, with a backoff.
+    let failed: Arc<std::sync::Mutex<Option<AgentError>>> = Arc::default();
+    let stop = shutdown.child_token();
+    let (term_failed, term_stop) = (failed.clone(), stop.clone());
+    crate::runtime::leader::lead(
+        config.spoke.clone(),
+        &election,
+        &stop,
+        move |leads| {
+            if !leads {
+                following.set_ready();
+            }
+        },
+        move |term| {
+            let (config, readiness) = (config.clone(), readiness.clone());
+            let (failed, stop) = (term_failed.clone(), term_stop.clone());
+            async move {
+                if let Err(err) = act(config, readiness, term).await {
+                    *failed
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(err);
+                    stop.cancel();
+                }
+            }
+        },
+    )
+    .await;
+    let failed = failed
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    failed.map_or(Ok(()), Err)
+}
+
+/// What the agent does while it acts: registers (or uses its hub credentials) and runs its
+/// loops until `shutdown`.
+async fn act(
+    config: AgentConfig,
+    readiness: Arc<crate::health::Readiness>,
+    shutdown: CancellationToken,
+) -> Result<(), AgentError> {
     if config.hub.is_bootstrap() {
         super::registration::run(config, readiness, shutdown).await;
         return Ok(());
