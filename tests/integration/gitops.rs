@@ -260,6 +260,69 @@ async fn fleetform(args: &[&std::ffi::OsStr]) -> Output {
         .expect("run fleetform")
 }
 
+/// `fleetform apply` of the example fleet on `hub`, without waiting (no reconciler runs there).
+async fn apply_now(hub: &EmbeddedHub, fleet: &Path) -> Output {
+    fleetform(&[
+        "apply".as_ref(),
+        fleet.as_os_str(),
+        "--data-dir".as_ref(),
+        hub.data_dir.path().as_os_str(),
+        "--auto-approve".as_ref(),
+        "--no-wait".as_ref(),
+    ])
+    .await
+}
+
+#[tokio::test]
+async fn apply_does_not_delete_again_a_spoke_already_being_deleted() {
+    let hub = EmbeddedHub::start().await;
+    let (_dir, fleet) = example_copy();
+    let first = apply_now(&hub, &fleet).await;
+    assert_eq!(first.status.code(), Some(0), "{}", stdout(&first));
+    // dev's unjoin takes its time: a finalizer holds it (as the reconciler's do).
+    let spokes: Api<DynamicObject> = Api::namespaced_with(
+        hub.client.clone(),
+        SYSTEM_NAMESPACE,
+        &api_resource(fleetform::plan::ObjectKind::Spoke),
+    );
+    let hold = serde_json::json!({"metadata": {"finalizers": ["example.com/hold"]}});
+    spokes
+        .patch("dev", &PatchParams::default(), &Patch::Merge(&hold))
+        .await
+        .unwrap();
+    // dev leaves the fleet.
+    let spokes_file = fleet.join("spokes/edge.yaml");
+    let text = std::fs::read_to_string(&spokes_file).unwrap();
+    let without_dev: Vec<&str> = text
+        .split("\n---\n")
+        .filter(|document| !document.contains("name: dev\n"))
+        .collect();
+    std::fs::write(&spokes_file, without_dev.join("\n---\n")).unwrap();
+    let deleting = apply_now(&hub, &fleet).await;
+    assert_eq!(deleting.status.code(), Some(0), "{}", stdout(&deleting));
+    assert!(
+        stdout(&deleting).contains("hub hub: delete Spoke fleetform-system/dev"),
+        "{}",
+        stdout(&deleting)
+    );
+    let terminating = spokes.get("dev").await.unwrap();
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+
+    // Applied again while dev still leaves: nothing to delete, nothing deleted.
+    let again = apply_now(&hub, &fleet).await;
+    let text = stdout(&again);
+    assert_eq!(again.status.code(), Some(0), "{text}");
+    assert!(
+        !text.contains("delete Spoke fleetform-system/dev"),
+        "{text}"
+    );
+    assert!(
+        text.contains("No changes: the fleet matches the repo."),
+        "{text}"
+    );
+    hub.server.shutdown().await;
+}
+
 #[tokio::test]
 async fn apply_installs_the_hub_writes_the_plan_and_refuses_a_stale_saved_plan() {
     let hub = EmbeddedHub::start().await;
