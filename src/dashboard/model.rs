@@ -384,6 +384,8 @@ impl HubView {
             // Lease ages are the viewer's to count from `renewed`.
             leases: BTreeMap::new(),
             fleet_syncs: Vec::new(),
+            // The rollouts have a page of their own.
+            hub_status: None,
         };
         let Some(status) = crate::status::rows(&state, now).pop() else {
             return false;

@@ -557,6 +557,49 @@ async fn status_shows_one_row_per_spoke_and_follows_changes_with_watch() {
     hub.server.shutdown().await;
 }
 
+#[tokio::test]
+async fn status_watch_on_a_hub_without_the_fleetsync_crd_says_so_and_exits_1() {
+    let hub = EmbeddedHub::start().await;
+    let (_dir, fleet) = example_copy();
+    hub.converge(&fleet).await;
+    // A hub installed before FleetSyncs existed.
+    Api::<CustomResourceDefinition>::all(hub.client.clone())
+        .delete("fleetsyncs.fleetform.io", &Default::default())
+        .await
+        .unwrap();
+    let plain = hub.run("status", &fleet, &[]).await;
+    assert_eq!(
+        plain.status.code(),
+        Some(0),
+        "without --watch it has no FleetSync to show: {}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    let watching = tokio::process::Command::new(env!("CARGO_BIN_EXE_fleetform"))
+        .arg("status")
+        .arg(&fleet)
+        .arg("--data-dir")
+        .arg(hub.data_dir.path())
+        .arg("--watch")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let watched = tokio::time::timeout(support::PATIENCE, watching.wait_with_output())
+        .await
+        .expect("status --watch ends rather than waiting for what is not served")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&watched.stderr);
+    assert_eq!(watched.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "error: hub hub: FleetSyncs are not served there (CRD fleetsyncs.fleetform.io is not installed)"
+        ) && stderr.contains("fleetform crds"),
+        "{stderr}"
+    );
+    hub.server.shutdown().await;
+}
+
 /// A pseudo-terminal: the end a program reads as its terminal, and the end that types into it.
 fn terminal() -> (std::fs::File, std::fs::File) {
     use std::os::fd::FromRawFd;
