@@ -1,6 +1,13 @@
 //! The agent's live loops (DESIGN §4.1–§4.4): [`run`] registers the spoke's ManagedCluster,
 //! follows it by watch, and runs the lease, status and addon loops until shutdown.
 //!
+//! An agent in a Deployment elects ([`AgentConfig::leader_elect`]): the Deployment rolls to a
+//! new agent by starting it beside the one that runs and stopping that one once the new one is
+//! ready (so an agent that never starts leaves the spoke its working one), and of the two only
+//! the holder of the spoke's [`ELECTION_LEASE`] acts, so they never renew the cluster lease, or
+//! write anything, together. Keeping the old agent was chosen over going back to it: nothing
+//! would be left on the spoke to go back, and the spoke would be without an agent meanwhile.
+//!
 //! The loops own the watches, timers, probes and writes; every decision comes from the pure
 //! modules ([`super::availability`], [`super::claims`], [`super::addon_health`]). Each loop
 //! survives API errors by logging them and retrying; only shutdown ends it.

@@ -594,7 +594,7 @@ pub(crate) mod tests {
     #[test]
     fn events_are_listed_newest_first_whatever_order_they_arrive_in() {
         let mut model = model_with(&[spoke("edge", json!({}))]);
-        for (uid, seconds) in [("b", 20), ("c", 30), ("a", 10)] {
+        for (uid, seconds) in [("c", 30), ("a", 10), ("b", 20)] {
             model.observe(
                 "hub",
                 Observed::Event(watcher::Event::InitApply(event(uid, seconds, uid))),

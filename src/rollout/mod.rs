@@ -609,7 +609,7 @@ fn over_budget(
     }
     let failed = failed_in(&mut entries.keys().copied());
     let budget = spec.max_failures.of(entries.len());
-    (failed.saturating_sub(accepted) > budget).then(|| OverBudget {
+    (failed.saturating_sub(accepted) > budget).then_some(OverBudget {
         failed,
         of: entries.len(),
         group: None,
