@@ -553,7 +553,11 @@ async fn install_leaves_ocm_crds_alone_and_uninstall_removes_only_what_is_fleetf
 
     let again = kubeconfig.fleetform(&["uninstall"]).await;
     assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
-    assert!(text(&again.stdout).contains("nothing to remove"));
+    assert!(
+        text(&again.stdout).contains("nothing to remove"),
+        "{}",
+        text(&again.stdout)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
