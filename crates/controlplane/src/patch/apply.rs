@@ -60,7 +60,13 @@ fn walk(v: &Value, path: &mut FieldPath, field: Option<&str>, out: &mut FieldSet
                     let mut kv = Map::new();
                     kv.insert(key.into(), item.get(key).cloned().unwrap_or(Value::Null));
                     path.push(format!("k:{}", Value::Object(kv)));
-                    walk(item, path, None, out);
+                    // An OwnerReference is an atomic struct: the item is owned (and removed)
+                    // whole, never field by field.
+                    if field == Some("ownerReferences") {
+                        out.insert(path.clone());
+                    } else {
+                        walk(item, path, None, out);
+                    }
                     path.pop();
                 }
             } else if field.is_some_and(is_set) {
@@ -405,6 +411,16 @@ pub fn apply(
             remove(&mut merged, path);
         }
     }
+    // ObjectMeta's lists and maps are `omitempty`: one emptied by the removals is gone.
+    if let Some(meta) = merged.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.retain(|key, value| {
+            !(matches!(
+                key.as_str(),
+                "labels" | "annotations" | "finalizers" | "ownerReferences"
+            ) && (value.as_array().is_some_and(Vec::is_empty)
+                || value.as_object().is_some_and(Map::is_empty)))
+        });
+    }
     for m in owners.iter_mut() {
         if m.manager == manager && m.operation == "Apply" {
             continue;
@@ -537,6 +553,34 @@ mod tests {
         )
         .unwrap();
         assert_eq!(managers(&both).len(), 2);
+    }
+
+    #[test]
+    fn an_owner_reference_dropped_from_config_goes_whole() {
+        let owner = json!({"apiVersion": "v1", "kind": "Namespace", "name": "ns", "uid": "u1"});
+        let owned = apply(
+            None,
+            &json!({"metadata": {"name": "x", "ownerReferences": [owner]}, "rules": []}),
+            "a",
+            "v1",
+            false,
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            owned["metadata"]["managedFields"][0]["fieldsV1"]["f:metadata"]["f:ownerReferences"],
+            json!({"k:{\"uid\":\"u1\"}": {}})
+        );
+        let after = apply(
+            Some(&owned),
+            &json!({"metadata": {"name": "x"}, "rules": []}),
+            "a",
+            "v1",
+            false,
+            "t",
+        )
+        .unwrap();
+        assert_eq!(after["metadata"].get("ownerReferences"), None, "{after}");
     }
 
     #[test]
