@@ -28,6 +28,7 @@ pub mod conversion;
 pub mod crd_schema;
 pub mod error;
 pub mod events;
+pub mod fields;
 pub mod http;
 pub mod meta;
 pub mod objects;
