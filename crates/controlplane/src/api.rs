@@ -19,7 +19,9 @@ use crate::objects::{
     self, DeleteOptions, DeleteOutcome, Part, decide_delete, decide_update, prepare_create,
     prepare_update, present, settle_update, subject,
 };
-use crate::patch::{self, PatchType, apply as ssa};
+use crate::fields::decode::Decoded;
+use crate::patch::{self, PatchType};
+use crate::writes::{self, FieldValidation};
 use crate::registry::{Registry, ResourceInfo};
 use crate::selectors::{FieldSelector, LabelReq, LabelSelector};
 use crate::storage::{self, Indexed, Lookup, Store, WriteError, WriteOp};
@@ -92,8 +94,8 @@ pub struct WriteOptions {
     pub dry_run: bool,
     pub field_manager: Option<String>,
     pub force: bool,
-    /// `fieldValidation=Strict`: unknown fields are an error rather than silently dropped.
-    pub strict: bool,
+    /// What to do with undeclared fields and duplicate JSON keys (`fieldValidation`).
+    pub validation: FieldValidation,
     /// Manager name derived from the User-Agent when none is given.
     pub user_agent_manager: String,
     /// Who asks (recorded as the requester of CertificateSigningRequests, and shown to
@@ -131,21 +133,13 @@ impl WriteOptions {
                 )));
             }
         };
-        let strict = match q.get("fieldValidation") {
-            None | Some("") | Some("Ignore") | Some("Warn") => false,
-            Some("Strict") => true,
-            Some(other) => {
-                return Err(ApiError::BadRequest(format!(
-                    "fieldValidation: Unsupported value: {other:?}: supported values: \"Ignore\", \"Strict\", \"Warn\""
-                )));
-            }
-        };
+        let validation = FieldValidation::parse(q.get("fieldValidation"))?;
         let ua = user_agent.split('/').next().unwrap_or("").trim();
         Ok(WriteOptions {
             dry_run,
             field_manager,
             force,
-            strict,
+            validation,
             user: Some(user.clone()),
             user_agent_manager: if ua.is_empty() {
                 "unknown".into()
@@ -197,6 +191,9 @@ impl Query {
 pub struct Answer {
     pub code: u16,
     pub body: Reply,
+    /// `Warning` headers: what the request did that it should not have (kube-apiserver's
+    /// `299 -` warnings).
+    pub warnings: Vec<String>,
 }
 
 /// What an answer carries.
@@ -212,6 +209,7 @@ impl Answer {
         Answer {
             code: 200,
             body: Reply::Object(body),
+            warnings: Vec::new(),
         }
     }
 
@@ -219,7 +217,14 @@ impl Answer {
         Answer {
             code: 200,
             body: Reply::Json(body),
+            warnings: Vec::new(),
         }
+    }
+
+    /// The answer with these warnings.
+    fn warned(mut self, warnings: Vec<String>) -> Self {
+        self.warnings.extend(warnings);
+        self
     }
 
     /// The answer's object.
@@ -563,33 +568,34 @@ impl ApiServer {
     }
 
     /// POST: create.
-    pub async fn create(&self, t: &Target, body: Value, opts: &WriteOptions) -> ApiResult<Answer> {
+    pub async fn create(
+        &self,
+        t: &Target,
+        body: impl Into<Decoded>,
+        opts: &WriteOptions,
+    ) -> ApiResult<Answer> {
         if t.info.custom.is_some() && self.crd_terminating(&t.info) {
             return Err(ApiError::MethodNotAllowed(subject(&t.info, "")));
         }
         let now = now_rfc3339();
-        check_strict(&t.info, &body, opts.strict)?;
+        let body = body.into();
+        objects::check_type_meta(&t.info, &body.object)?;
+        let mut warnings = Vec::new();
+        let mut body = writes::take_body(&t.info, body, opts.validation, &mut warnings)?;
         if !body.resource_version().is_empty() {
             return Err(ApiError::BadRequest(
                 "resourceVersion should not be set on objects to be created".into(),
             ));
         }
+        self.recorder(t, &now).create(&mut body, opts.manager());
         let mut obj = prepare_create(&t.info, &t.namespace, body, &now)?;
         if let Some(user) = &opts.user {
             t.info.strategy.record_requester(&mut obj, user);
         }
         let name = obj.name().to_string();
         self.check_namespace(t, &name)?;
-        let mut obj = self.admit_create(t, obj, opts)?;
-        ssa::record_update(
-            None,
-            &mut obj,
-            opts.manager(),
-            &t.info.api_version(),
-            "",
-            &now,
-        );
-        let obj = self.conversions.stored(&t.info, obj)?;
+        let obj = self.admit_create(t, obj, opts)?;
+        let obj = self.stored_form(&t.info, obj)?;
         let info = t.info.clone();
         let written = self
             .store
@@ -599,7 +605,25 @@ impl ApiServer {
                 }
                 Ok(WriteOp::Put(obj))
             })?;
-        self.written_answer(t, 201, written).await
+        let answer = self.written_answer(t, 201, written).await?;
+        Ok(answer.warned(warnings))
+    }
+
+    /// The field manager of a write to `t`.
+    fn recorder<'a>(&'a self, t: &'a Target, now: &'a str) -> writes::Recorder<'a> {
+        writes::Recorder {
+            info: &t.info,
+            registry: &self.registry,
+            conversions: &self.conversions,
+            part: t.part,
+            now,
+        }
+    }
+
+    /// An object as it is stored: in its Go type's form, at its CRD's storage version.
+    fn stored_form(&self, info: &ResourceInfo, mut obj: Value) -> ApiResult<Value> {
+        writes::canonical(info, &mut obj);
+        self.conversions.stored(info, obj)
     }
 
     fn crd_terminating(&self, info: &ResourceInfo) -> bool {
@@ -615,27 +639,46 @@ impl ApiServer {
     }
 
     /// PUT: update (or a subresource update).
-    pub async fn update(&self, t: &Target, body: Value, opts: &WriteOptions) -> ApiResult<Answer> {
+    pub async fn update(
+        &self,
+        t: &Target,
+        body: impl Into<Decoded>,
+        opts: &WriteOptions,
+    ) -> ApiResult<Answer> {
         let now = now_rfc3339();
         let info = t.info.clone();
         let part = t.part;
         let manager = opts.manager().to_string();
-        let sub = subresource_name(part);
-        check_strict(&info, &body, opts.strict)?;
+        let mut warnings = Vec::new();
+        let body = body.into();
+        let body = match part {
+            Part::Scale => body.object,
+            _ => {
+                objects::check_type_meta(&info, &body.object)?;
+                writes::take_body(&info, body, opts.validation, &mut warnings)?
+            }
+        };
+        let recorder = self.recorder(t, &now);
         let written = self.write_decided(t, opts.dry_run, |cur| {
             let cur = cur.ok_or_else(|| Self::not_found(t))?;
             let cur = self.as_served(&info, cur)?;
             let next = match (part, &info.scale) {
                 (Part::Scale, Some(paths)) => {
-                    let next = crate::scale::apply_scale(&info, paths, &cur, &body)?;
+                    let mut next = crate::scale::apply_scale(&info, paths, &cur, &body)?;
+                    recorder.update(&cur, &mut next, &manager);
                     prepare_update(&info, &cur, next, Part::Main, false)?
                 }
-                _ => prepare_update(&info, &cur, body.clone(), part, true)?,
+                _ => {
+                    let mut next = body.clone();
+                    recorder.update(&cur, &mut next, &manager);
+                    prepare_update(&info, &cur, next, part, true)?
+                }
             };
             let op = self.admit_update(t, &cur, next, opts)?;
-            self.to_stored(&info, record(op, &cur, &manager, &info, sub, &now))
+            self.to_stored(&info, op)
         })?;
-        self.written_answer(t, 200, written).await
+        let answer = self.written_answer(t, 200, written).await?;
+        Ok(answer.warned(warnings))
     }
 
     /// A write's answer once it is durable: the object as served, from its stored bytes when
@@ -653,7 +696,11 @@ impl ApiServer {
                 Some(raw) => Reply::Json(raw),
                 None => Reply::Object(self.render_written(t, &obj)?),
             };
-        Ok(Answer { code, body })
+        Ok(Answer {
+            code,
+            body,
+            warnings: Vec::new(),
+        })
     }
 
     fn render_written(&self, t: &Target, obj: &Value) -> ApiResult<Value> {
@@ -674,10 +721,10 @@ impl ApiServer {
         }
     }
 
-    /// What a decided write stores: the object at its CRD's storage version.
+    /// What a decided write stores: the object in its stored form.
     fn to_stored(&self, info: &ResourceInfo, op: WriteOp) -> ApiResult<WriteOp> {
         match op {
-            WriteOp::Put(next) => Ok(WriteOp::Put(self.conversions.stored(info, next)?)),
+            WriteOp::Put(next) => Ok(WriteOp::Put(self.stored_form(info, next)?)),
             other => Ok(other),
         }
     }
@@ -693,8 +740,6 @@ impl ApiServer {
         let now = now_rfc3339();
         let info = t.info.clone();
         let part = t.part;
-        let sub = subresource_name(part);
-        let api_version = info.api_version();
         if kind == PatchType::Apply && part == Part::Scale {
             return Err(ApiError::UnsupportedMediaType(
                 patch::PATCH_TYPES_SCALE.into(),
@@ -703,7 +748,11 @@ impl ApiServer {
         let config = if kind == PatchType::Apply {
             if opts.field_manager.is_none() {
                 return Err(ApiError::invalid(
-                    objects::kind_subject(&info, t.name()),
+                    crate::error::Subject {
+                        group: "meta.k8s.io".into(),
+                        kind: "PatchOptions".into(),
+                        name: String::new(),
+                    },
                     vec![crate::error::FieldError::required(
                         "fieldManager",
                         "is required for apply patch",
@@ -711,14 +760,7 @@ impl ApiServer {
                 ));
             }
             let c = patch::parse_apply_body(body)?;
-            check_strict(&info, &c, opts.strict)?;
-            if !c.name().is_empty() && c.name() != t.name() {
-                return Err(ApiError::BadRequest(format!(
-                    "the name of the object ({}) does not match the name on the URL ({})",
-                    c.name(),
-                    t.name()
-                )));
-            }
+            writes::check_apply_kind(&info, &c)?;
             Some(c)
         } else {
             None
@@ -733,20 +775,22 @@ impl ApiServer {
         }
         let manager = opts.manager().to_string();
         let force = opts.force;
-        let strict = opts.strict;
         let ns = t.namespace.clone();
         let name = t.name().to_string();
+        let recorder = self.recorder(t, &now);
         let mut created = false;
+        let mut warnings = Vec::new();
         let written = self.write_decided(t, opts.dry_run, |cur| {
             created = false;
+            warnings.clear();
             match (cur, &config) {
                 (None, Some(config)) => {
-                    let merged = ssa::apply(None, config, &manager, &api_version, force, &now)
-                        .map_err(|c| apply_conflict(&info, &name, &c))?;
-                    let mut with_name = merged;
-                    crate::meta::meta_mut(&mut with_name).insert("name".into(), json!(name));
-                    let mf = with_name.pointer("/metadata/managedFields").cloned();
-                    let mut obj = prepare_create(&info, &ns, with_name, &now)?;
+                    let applied = recorder.apply(None, config, &manager, force)?;
+                    let mut obj = writes::take_applied(&info, applied);
+                    check_applied_name(&obj, &name)?;
+                    crate::meta::meta_mut(&mut obj).insert("name".into(), json!(name));
+                    let mf = obj.pointer("/metadata/managedFields").cloned();
+                    let mut obj = prepare_create(&info, &ns, obj, &now)?;
                     if let Some(user) = &opts.user {
                         info.strategy.record_requester(&mut obj, user);
                     }
@@ -755,16 +799,16 @@ impl ApiServer {
                         crate::meta::meta_mut(&mut obj).insert("managedFields".into(), mf);
                     }
                     created = true;
-                    Ok(WriteOp::Put(self.conversions.stored(&info, obj)?))
+                    Ok(WriteOp::Put(self.stored_form(&info, obj)?))
                 }
                 (None, None) => Err(Self::not_found(t)),
                 (Some(cur), Some(config)) => {
                     let cur = self.as_served(&info, cur)?;
                     let shown = present(&info, cur.clone().into_owned());
-                    let merged =
-                        ssa::apply(Some(&shown), config, &manager, &api_version, force, &now)
-                            .map_err(|c| apply_conflict(&info, &name, &c))?;
-                    let next = prepare_update(&info, &cur, merged, part, false)?;
+                    let applied = recorder.apply(Some(&shown), config, &manager, force)?;
+                    let obj = writes::take_applied(&info, applied);
+                    check_applied_name(&obj, &name)?;
+                    let next = prepare_update(&info, &cur, obj, part, false)?;
                     let op = self.admit_update(t, &cur, next, opts)?;
                     self.to_stored(&info, op)
                 }
@@ -773,24 +817,35 @@ impl ApiServer {
                     let next = match (part, &info.scale) {
                         (Part::Scale, Some(paths)) => {
                             let shown = crate::scale::to_scale(paths, &cur);
-                            let patched = patch::apply_patch(kind, &shown, body)?;
-                            let next = crate::scale::apply_scale(&info, paths, &cur, &patched)?;
+                            let patched = patch::apply_patch(kind, &shown, body)?.object;
+                            let mut next =
+                                crate::scale::apply_scale(&info, paths, &cur, &patched)?;
+                            recorder.update(&cur, &mut next, &manager);
                             prepare_update(&info, &cur, next, Part::Main, false)?
                         }
                         _ => {
                             let shown = present(&info, cur.clone().into_owned());
                             let patched = patch::apply_patch(kind, &shown, body)?;
-                            check_strict(&info, &patched, strict)?;
-                            prepare_update(&info, &cur, patched, part, false)?
+                            let mut next = writes::take_patched(
+                                &info,
+                                patched.object,
+                                patched.strict_errors,
+                                opts.validation,
+                                &mut warnings,
+                            )?;
+                            recorder.update(&cur, &mut next, &manager);
+                            prepare_update(&info, &cur, next, part, false)?
                         }
                     };
                     let op = self.admit_update(t, &cur, next, opts)?;
-                    self.to_stored(&info, record(op, &cur, &manager, &info, sub, &now))
+                    self.to_stored(&info, op)
                 }
             }
         })?;
-        self.written_answer(t, if created { 201 } else { 200 }, written)
-            .await
+        let answer = self
+            .written_answer(t, if created { 201 } else { 200 }, written)
+            .await?;
+        Ok(answer.warned(warnings))
     }
 
     /// DELETE of one object.
@@ -925,7 +980,7 @@ impl ApiServer {
             operation: Operation::Update,
             user,
             info: &t.info,
-            subresource: subresource_name(t.part),
+            subresource: t.part.name(),
             namespace: &t.namespace,
             name: t.name(),
             old_object: Some(cur),
@@ -978,7 +1033,13 @@ impl ApiServer {
                     let mut next = next;
                     crate::meta::meta_mut(&mut next)
                         .insert("resourceVersion".into(), json!(cur.resource_version()));
-                    decide_update(&info, cur, next, Part::Main, false)
+                    match decide_update(&info, cur, next, Part::Main, false)? {
+                        WriteOp::Put(mut obj) => {
+                            writes::canonical(&info, &mut obj);
+                            Ok(WriteOp::Put(obj))
+                        }
+                        other => Ok(other),
+                    }
                 }
             }
         });
@@ -998,63 +1059,15 @@ impl ApiServer {
     }
 }
 
-/// Refuses fields a custom resource's schema does not declare when validation is strict.
-fn check_strict(info: &ResourceInfo, obj: &Value, strict: bool) -> ApiResult<()> {
-    if !strict {
+/// Refuses an applied object named otherwise than its URL.
+fn check_applied_name(obj: &Value, url_name: &str) -> ApiResult<()> {
+    if obj.name().is_empty() || obj.name() == url_name {
         return Ok(());
     }
-    let Some(schema) = info.custom.as_ref().and_then(|c| c.schema.as_deref()) else {
-        return Ok(());
-    };
-    let unknown = crate::crd_schema::unknown_fields(schema, obj);
-    if unknown.is_empty() {
-        return Ok(());
-    }
-    let list: Vec<String> = unknown
-        .iter()
-        .map(|f| format!("unknown field {f:?}"))
-        .collect();
     Err(ApiError::BadRequest(format!(
-        "{kind} in version {v:?} cannot be handled as a {kind}: strict decoding error: {}",
-        list.join(", "),
-        kind = info.kind,
-        v = info.version
+        "the name of the object ({}) does not match the name on the URL ({url_name})",
+        obj.name()
     )))
-}
-
-fn subresource_name(part: Part) -> &'static str {
-    match part {
-        Part::Main => "",
-        Part::Status => "status",
-        Part::Approval => "approval",
-        Part::Finalize => "finalize",
-        Part::Scale => "scale",
-    }
-}
-
-fn record(
-    op: WriteOp,
-    cur: &Value,
-    manager: &str,
-    info: &ResourceInfo,
-    sub: &str,
-    now: &str,
-) -> WriteOp {
-    match op {
-        WriteOp::Put(mut next) => {
-            ssa::record_update(Some(cur), &mut next, manager, &info.api_version(), sub, now);
-            WriteOp::Put(next)
-        }
-        other => other,
-    }
-}
-
-fn apply_conflict(info: &ResourceInfo, name: &str, c: &[ssa::Conflict]) -> ApiError {
-    ApiError::ConflictMessage {
-        subject: subject(info, name),
-        message: ssa::conflict_message(c),
-        causes: ssa::conflict_causes(c),
-    }
 }
 
 #[cfg(test)]

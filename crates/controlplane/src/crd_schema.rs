@@ -14,61 +14,59 @@ use crate::error::FieldError;
 
 /// Prunes, defaults and validates `obj` in place; returns every field error.
 pub fn validate_object(schema: &Value, obj: &mut Value) -> Vec<FieldError> {
-    if let Some(root) = obj.as_object_mut() {
-        let mut body = Value::Object(
-            root.iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        );
-        let mut root_schema = schema.clone();
-        if let Some(props) = root_schema
-            .get_mut("properties")
-            .and_then(Value::as_object_mut)
-        {
-            props.remove("metadata");
-            props.remove("apiVersion");
-            props.remove("kind");
-        }
-        prune(&root_schema, &mut body, "", &mut Vec::new());
-        apply_defaults(&root_schema, &mut body);
-        let mut errs = Vec::new();
-        check(&root_schema, &body, "", &mut errs);
-        root.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
-        if let Value::Object(fields) = body {
-            for (k, v) in fields {
-                root.insert(k, v);
-            }
-        }
-        return errs;
+    if !obj.is_object() {
+        return vec![FieldError::invalid("", obj, "must be an object")];
     }
-    vec![FieldError::invalid("", obj, "must be an object")]
+    let mut errs = Vec::new();
+    with_body(schema, obj, |root_schema, body| {
+        prune(root_schema, body, "", &mut Vec::new());
+        apply_defaults(root_schema, body);
+        check(root_schema, body, "", &mut errs);
+    });
+    errs
 }
 
-/// The fields of `obj` the schema does not declare (what pruning would drop), for
-/// `fieldValidation=Strict`.
-pub fn unknown_fields(schema: &Value, obj: &Value) -> Vec<String> {
-    let mut body = obj.clone();
+/// Prunes the fields the schema does not declare and fills in its defaults, as
+/// kube-apiserver does when it decodes a custom resource; returns the pruned fields' paths.
+pub fn decode(schema: &Value, obj: &mut Value) -> Vec<String> {
+    let mut removed = Vec::new();
+    if obj.is_object() {
+        with_body(schema, obj, |root_schema, body| {
+            prune(root_schema, body, "", &mut removed);
+            apply_defaults(root_schema, body);
+        });
+    }
+    removed
+}
+
+/// Runs `f` on the object without apiVersion, kind and metadata, which the schema does not
+/// describe, with the schema likewise.
+fn with_body(schema: &Value, obj: &mut Value, f: impl FnOnce(&Value, &mut Value)) {
+    let Some(root) = obj.as_object_mut() else {
+        return;
+    };
+    let mut body = Value::Object(
+        root.iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    );
     let mut root_schema = schema.clone();
     if let Some(props) = root_schema
         .get_mut("properties")
         .and_then(Value::as_object_mut)
     {
-        for k in ["apiVersion", "kind", "metadata"] {
-            props.insert(
-                k.into(),
-                serde_json::json!({"x-kubernetes-preserve-unknown-fields": true}),
-            );
-        }
-    } else if let Some(o) = root_schema.as_object_mut() {
-        o.insert(
-            "properties".into(),
-            serde_json::json!({"apiVersion": {}, "kind": {}, "metadata": {"x-kubernetes-preserve-unknown-fields": true}}),
-        );
+        props.remove("metadata");
+        props.remove("apiVersion");
+        props.remove("kind");
     }
-    let mut removed = Vec::new();
-    prune(&root_schema, &mut body, "", &mut removed);
-    removed
+    f(&root_schema, &mut body);
+    root.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
+    if let Value::Object(fields) = body {
+        for (k, v) in fields {
+            root.insert(k, v);
+        }
+    }
 }
 
 fn flag(schema: &Value, key: &str) -> bool {
@@ -452,7 +450,13 @@ fn check_list_type(schema: &Value, items: &[Value], path: &str, errs: &mut Vec<F
         let times = seen.entry(key.to_string()).or_default();
         *times += 1;
         if *times == 2 {
-            errs.push(FieldError::duplicate(format!("{path}[{i}]"), key));
+            // kube-apiserver prints the duplicated key as JSON here.
+            let field = format!("{path}[{i}]");
+            errs.push(FieldError {
+                reason: "FieldValueDuplicate",
+                message: format!("{field}: Duplicate value: {key}"),
+                field,
+            });
         }
     }
 }
@@ -584,12 +588,12 @@ mod tests {
     }
 
     #[test]
-    fn strict_validation_names_undeclared_fields() {
-        let obj = json!({"apiVersion": "x/v1", "kind": "W", "metadata": {"name": "w"},
+    fn decoding_prunes_undeclared_fields_names_them_and_defaults() {
+        let mut obj = json!({"apiVersion": "x/v1", "kind": "W", "metadata": {"name": "w"},
             "spec": {"name": "a", "extra": true, "tags": ["x"], "free": {"ok": 1}}});
-        assert_eq!(
-            unknown_fields(&schema(), &obj),
-            vec!["spec.extra".to_string()]
-        );
+        assert_eq!(decode(&schema(), &mut obj), vec!["spec.extra".to_string()]);
+        assert!(obj["spec"].get("extra").is_none());
+        assert_eq!(obj["spec"]["replicas"], 1);
+        assert_eq!(obj["metadata"]["name"], "w");
     }
 }

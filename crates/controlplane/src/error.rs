@@ -216,6 +216,10 @@ pub enum ApiError {
     TooLarge,
     #[error("Internal error occurred: {0}")]
     Internal(String),
+    /// A 500 kube-apiserver answers with no reason: an error from deep inside a request that
+    /// no API error wraps (an apply configuration its type cannot hold).
+    #[error("{0}")]
+    Failure(String),
     /// An admission plugin refused the request (worded as a webhook's denial).
     #[error("{}", denied_message(.plugin, .message))]
     AdmissionDenied {
@@ -287,7 +291,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::NotAcceptable => 406,
             ApiError::TooLarge => 413,
-            ApiError::Internal(_) => 500,
+            ApiError::Internal(_) | ApiError::Failure(_) => 500,
             ApiError::AdmissionDenied { code, .. } => *code,
             ApiError::ServiceUnavailable(_) => 503,
         }
@@ -310,6 +314,7 @@ impl ApiError {
             ApiError::NotAcceptable => "NotAcceptable",
             ApiError::TooLarge => "RequestEntityTooLarge",
             ApiError::Internal(_) => "InternalError",
+            ApiError::Failure(_) => "",
             ApiError::AdmissionDenied { reason, .. } => reason,
             ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
         }
@@ -328,6 +333,11 @@ impl ApiError {
         });
         if let Some(details) = self.details() {
             status["details"] = details;
+        }
+        if self.reason().is_empty()
+            && let Some(o) = status.as_object_mut()
+        {
+            o.remove("reason");
         }
         status
     }

@@ -47,6 +47,7 @@ pub mod strategy;
 pub mod table;
 pub mod validation_rules;
 pub mod watch;
+pub mod writes;
 
 pub use api::UserInfo;
 pub use server::{

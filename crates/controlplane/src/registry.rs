@@ -100,6 +100,9 @@ pub struct ResourceInfo {
     pub custom: Option<CustomInfo>,
     /// What the `/scale` subresource reads and writes, when there is one.
     pub scale: Option<crate::scale::ScalePaths>,
+    /// The type of the objects as kube-apiserver's decoder and field manager see it; None
+    /// for kinds no field is recorded for.
+    pub fields: Option<crate::fields::ObjectType>,
 }
 
 /// What a CRD adds to a resource entry.
@@ -130,10 +133,14 @@ pub enum ConversionStrategy {
 impl ResourceInfo {
     /// `apps/v1` or `v1`.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
+        Self::api_version_of(&self.group, &self.version)
+    }
+
+    fn api_version_of(group: &str, version: &str) -> String {
+        if group.is_empty() {
+            version.to_string()
         } else {
-            format!("{}/{}", self.group, self.version)
+            format!("{group}/{version}")
         }
     }
 
@@ -215,6 +222,10 @@ fn builtin(b: Builtin) -> ResourceInfo {
         strategy: b.strategy,
         custom: None,
         scale,
+        fields: crate::fields::ObjectType::builtin(
+            &ResourceInfo::api_version_of(b.group, "v1"),
+            b.kind,
+        ),
     }
 }
 
@@ -445,6 +456,7 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
     }
     let storage_version = storage[0].to_string();
     let conversion = conversion_strategy(spec.get("conversion"))?;
+    let preserve_unknown = spec.get("preserveUnknownFields") == Some(&Value::Bool(true));
     let crd_name = format!("{plural}.{group}");
     let mut out = Vec::new();
     for (i, v) in versions.iter().enumerate() {
@@ -519,6 +531,10 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
             printer_columns,
             strategy: &strategy::apiextensions::CustomResources,
             scale,
+            fields: Some(crate::fields::schema::Schema::from_crd(
+                schema,
+                preserve_unknown,
+            )),
             custom: Some(CustomInfo {
                 crd_name: crd_name.clone(),
                 storage_version: storage_version.clone(),

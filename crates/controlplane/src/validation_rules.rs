@@ -808,12 +808,28 @@ impl Run {
                         Some(m) if !m.trim().is_empty() => m.trim().to_string(),
                         _ => format!("failed rule: {said}"),
                     });
-                    let value = Value::String(set.type_name.clone());
-                    self.errs.push(match rule.reason.as_deref() {
-                        Some("FieldValueForbidden") => FieldError::forbidden(at, &detail),
-                        Some("FieldValueRequired") => FieldError::required(at, &detail),
-                        Some("FieldValueDuplicate") => FieldError::duplicate(at, &value),
-                        _ => FieldError::invalid(at, &value, detail),
+                    // kube-apiserver prints a failing scalar, never an object or a list.
+                    let shown = match v {
+                        Value::Object(_) | Value::Array(_) => None,
+                        scalar => Some(scalar),
+                    };
+                    self.errs.push(match (rule.reason.as_deref(), shown) {
+                        (Some("FieldValueForbidden"), _) => FieldError::forbidden(at, &detail),
+                        (Some("FieldValueRequired"), _) => FieldError::required(at, &detail),
+                        (Some("FieldValueDuplicate"), Some(value)) => {
+                            FieldError::duplicate(at, value)
+                        }
+                        (Some("FieldValueDuplicate"), None) => FieldError {
+                            reason: "FieldValueDuplicate",
+                            message: format!("{at}: Duplicate value: "),
+                            field: at,
+                        },
+                        (_, Some(value)) => FieldError::invalid(at, value, detail),
+                        (_, None) => FieldError {
+                            reason: "FieldValueInvalid",
+                            message: format!("{at}: Invalid value: {detail}"),
+                            field: at,
+                        },
                     });
                 }
                 (Ok(other), _) => self.invalid(
@@ -903,7 +919,7 @@ mod tests {
         let schema = spec_rule(json!({"rule": "self.a == 'x'"}), json!({}));
         assert_eq!(
             messages(schema, json!({"spec": {"a": "y"}}), None),
-            ["spec: Invalid value: \"object\": failed rule: self.a == 'x'"]
+            ["spec: Invalid value: failed rule: self.a == 'x'"]
         );
     }
 
@@ -935,7 +951,7 @@ mod tests {
                 json!({"spec": {"n": 1}}),
                 Some(json!({"spec": {"n": 2}}))
             ),
-            ["spec: Invalid value: \"object\": n may only grow"]
+            ["spec: Invalid value: n may only grow"]
         );
         let optional = spec_rule(
             json!({"rule": "oldSelf.hasValue() || self.n == 0", "optionalOldSelf": true,
@@ -944,7 +960,7 @@ mod tests {
         );
         assert_eq!(
             messages(optional.clone(), json!({"spec": {"n": 1}}), None),
-            ["spec: Invalid value: \"object\": start at 0"]
+            ["spec: Invalid value: start at 0"]
         );
         assert!(
             messages(
@@ -969,7 +985,7 @@ mod tests {
         let changed = json!({"items": [{"name": "b", "v": "3"}]});
         assert_eq!(
             messages(schema, changed, Some(old)),
-            ["items[0]: Invalid value: \"object\": v is immutable"]
+            ["items[0]: Invalid value: v is immutable"]
         );
     }
 

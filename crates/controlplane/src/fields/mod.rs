@@ -5,6 +5,7 @@
 //!
 //! Pure: JSON in and out, no storage, no HTTP.
 
+pub mod decode;
 pub mod manager;
 pub mod schema;
 pub mod set;

@@ -128,6 +128,13 @@ impl ObjectType {
         Some(ObjectType { schema, root })
     }
 
+    /// A named built-in type (`io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta`).
+    pub fn builtin_named(name: &str) -> Option<ObjectType> {
+        let schema = BUILTIN.clone();
+        let root = schema.named(name)?;
+        Some(ObjectType { schema, root })
+    }
+
     /// What the Go type decodes `{}` into: the object the field manager compares a created
     /// object with.
     pub fn zero(&self) -> Value {

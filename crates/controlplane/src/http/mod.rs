@@ -22,6 +22,7 @@ use crate::auth::authn::StaticTokens;
 use crate::auth::gate;
 use crate::auth::tls::PeerIdentity;
 use crate::error::{ApiError, ApiResult};
+use crate::fields::decode::{Decoded, decode_json};
 use crate::objects::{DeleteOptions, Part};
 use crate::patch::PatchType;
 use crate::request_info::{RequestInfo, Verb};
@@ -254,18 +255,41 @@ async fn review(fe: &Frontend, call: Call<'_>, request: &RequestInfo) -> ApiResu
     Ok(json_response(201, &out))
 }
 
-/// Decodes a create or update body: JSON (or YAML-free JSON), or Kubernetes protobuf for the
-/// kinds [`crate::protobuf`] knows; anything else is 415 as kube-apiserver answers.
+/// Decodes a request body as an object, untyped.
 fn decode_body(headers: &HeaderMap, body: &Bytes) -> ApiResult<Value> {
+    decode_write(headers, body, None).map(|d| d.object)
+}
+
+/// Decodes a create or update body: JSON (or YAML-free JSON), or Kubernetes protobuf for the
+/// kinds [`crate::protobuf`] knows; anything else is 415 as kube-apiserver answers. JSON of
+/// a built-in kind is decoded as its Go type decodes it (see [`crate::fields::decode`]).
+fn decode_write(headers: &HeaderMap, body: &Bytes, target: Option<&Target>) -> ApiResult<Decoded> {
     let ct = header_str(headers, header::CONTENT_TYPE);
     let base = ct.split(';').next().unwrap_or("").trim();
     match base {
-        "" | "application/json" | "*/*" => parse_body(body),
-        crate::protobuf::MEDIA_TYPE => crate::protobuf::decode(body),
+        "" | "application/json" | "*/*" => {
+            if body.is_empty() {
+                return Err(ApiError::BadRequest("the request body is empty".into()));
+            }
+            let typed = target.and_then(|t| match (&t.info.fields, &t.info.custom, t.part) {
+                (Some(ty), None, part) if part != Part::Scale => Some((&*ty.schema, ty.root)),
+                _ => None,
+            });
+            decode_json(body, typed).map_err(|e| {
+                ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}"))
+            })
+        }
+        crate::protobuf::MEDIA_TYPE => crate::protobuf::decode(body).map(Decoded::from),
         _ => Err(ApiError::UnsupportedMediaType(
             "application/json, application/vnd.kubernetes.protobuf".into(),
         )),
     }
+}
+
+/// A `Warning` header as kube-apiserver writes one: `299 - "text"`.
+fn warning_header(text: &str) -> Option<header::HeaderValue> {
+    let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
+    header::HeaderValue::from_str(&format!("299 - \"{escaped}\"")).ok()
 }
 
 fn parse_body(body: &Bytes) -> ApiResult<Value> {
@@ -371,13 +395,13 @@ async fn resource(
             }
             let opts = WriteOptions::from_query(q, user_agent, user)?;
             fe.api
-                .create(&target, decode_body(headers, &body)?, &opts)
+                .create(&target, decode_write(headers, &body, Some(&target))?, &opts)
                 .await?
         }
         Verb::Update if name.is_some() => {
             let opts = WriteOptions::from_query(q, user_agent, user)?;
             fe.api
-                .update(&target, decode_body(headers, &body)?, &opts)
+                .update(&target, decode_write(headers, &body, Some(&target))?, &opts)
                 .await?
         }
         Verb::Patch if name.is_some() => {
@@ -410,10 +434,14 @@ async fn resource(
         }
         _ => return Err(not_allowed()),
     };
-    Ok(match answer.body {
+    let mut response = match answer.body {
         Reply::Object(object) => json_response(answer.code, &object),
         Reply::Json(raw) => full(answer.code, "application/json", raw),
-    })
+    };
+    for warning in answer.warnings.iter().filter_map(|w| warning_header(w)) {
+        response.headers_mut().append(header::WARNING, warning);
+    }
+    Ok(response)
 }
 
 /// The checks kube-apiserver makes beyond RBAC: CSR approval needs `approve` and CSR status

@@ -1,15 +1,15 @@
-//! Patches: JSON patch (RFC 6902), JSON merge patch (RFC 7386), strategic merge patch for
-//! built-in types, and server-side apply (see [`apply`]).
+//! Patches: JSON patch (RFC 6902), JSON merge patch (RFC 7386) and strategic merge patch for
+//! built-in types; server-side apply is [`crate::fields`]'.
 //!
 //! Pure functions from (current object, patch body) to the patched object. Whether the result
 //! may be stored is decided afterwards by the ordinary update rules.
 
-pub mod apply;
 pub mod strategic;
 
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
+use crate::fields::decode::{Decoded, decode_json};
 
 /// The patch formats, by Content-Type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,14 +46,16 @@ impl PatchType {
     }
 }
 
-fn parse_json(body: &[u8]) -> ApiResult<Value> {
-    serde_json::from_slice(body)
-        .map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}")))
+/// A merge patch's body, with its duplicate keys (what strict decoding notes).
+fn parse_json(body: &[u8]) -> ApiResult<Decoded> {
+    decode_json(body, None).map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}")))
 }
 
-/// Applies a JSON, merge or strategic patch to `current`.
-pub fn apply_patch(kind: PatchType, current: &Value, body: &[u8]) -> ApiResult<Value> {
+/// Applies a JSON, merge or strategic patch to `current`: the patched object, with the
+/// strict decoding errors of the patch itself (duplicate keys of a merge patch).
+pub fn apply_patch(kind: PatchType, current: &Value, body: &[u8]) -> ApiResult<Decoded> {
     let mut doc = current.clone();
+    let mut strict_errors = Vec::new();
     match kind {
         PatchType::Json => {
             let ops: json_patch::Patch = serde_json::from_slice(body)
@@ -72,7 +74,11 @@ pub fn apply_patch(kind: PatchType, current: &Value, body: &[u8]) -> ApiResult<V
             }
         }
         PatchType::Merge => {
-            let p = parse_json(body)?;
+            let Decoded {
+                object: p,
+                strict_errors: errors,
+            } = parse_json(body)?;
+            strict_errors = errors;
             if !p.is_object() {
                 return Err(ApiError::BadRequest(
                     "error decoding patch: a merge patch must be a JSON object".into(),
@@ -81,7 +87,11 @@ pub fn apply_patch(kind: PatchType, current: &Value, body: &[u8]) -> ApiResult<V
             json_patch::merge(&mut doc, &p);
         }
         PatchType::Strategic => {
-            let p = parse_json(body)?;
+            let Decoded {
+                object: p,
+                strict_errors: errors,
+            } = parse_json(body)?;
+            strict_errors = errors;
             if !p.is_object() {
                 return Err(ApiError::BadRequest(
                     "error decoding patch: a strategic merge patch must be a JSON object".into(),
@@ -91,11 +101,14 @@ pub fn apply_patch(kind: PatchType, current: &Value, body: &[u8]) -> ApiResult<V
         }
         PatchType::Apply => {
             return Err(ApiError::Internal(
-                "apply patches go through apply::apply".into(),
+                "apply patches go through the field manager".into(),
             ));
         }
     }
-    Ok(doc)
+    Ok(Decoded {
+        object: doc,
+        strict_errors,
+    })
 }
 
 /// Parses an apply body (YAML or JSON).
@@ -123,15 +136,19 @@ mod tests {
             &cur,
             br#"[{"op":"add","path":"/data/y","value":"2"},{"op":"remove","path":"/data/x"}]"#,
         )
-        .unwrap();
+        .unwrap()
+        .object;
         assert_eq!(j["data"], json!({"y": "2"}));
         let m = apply_patch(
             PatchType::Merge,
             &cur,
             br#"{"metadata":{"labels":{"a":null,"b":"2"}}}"#,
         )
-        .unwrap();
+        .unwrap()
+        .object;
         assert_eq!(m["metadata"]["labels"], json!({"b": "2"}));
+        let dup = apply_patch(PatchType::Merge, &cur, br#"{"data":{"y":"1","y":"2"}}"#).unwrap();
+        assert_eq!(dup.strict_errors, vec!["duplicate field \"data.y\""]);
     }
 
     #[test]

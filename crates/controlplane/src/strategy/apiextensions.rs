@@ -157,6 +157,15 @@ impl ResourceStrategy for CustomResources {
         false
     }
 
+    /// A custom resource's `/status` may change only its status.
+    fn reset_fields(&self, info: &ResourceInfo, part: Part) -> &'static [&'static [&'static str]] {
+        match part {
+            Part::Main if info.has_status() => &[&["status"]],
+            Part::Status => &[&["metadata"], &["spec"]],
+            _ => &[],
+        }
+    }
+
     fn prepare_for_create(&self, info: &ResourceInfo, obj: &mut Value, _now: &str) {
         if info.has_status()
             && let Some(o) = obj.as_object_mut()
@@ -174,14 +183,21 @@ impl ResourceStrategy for CustomResources {
             return;
         };
         let schema_errs = crate::crd_schema::validate_object(schema, obj);
-        // As kube-apiserver, CEL rules run only when every value has its schema's type: they
-        // rely on it.
-        let mistyped = schema_errs
-            .iter()
-            .any(|e| e.message.contains(" must be of type "));
+        // As kube-apiserver, CEL rules run only when no value breaks its schema's type, enum,
+        // required fields or limits: they rely on them.
+        let blocking = schema_errs.iter().any(|e| {
+            matches!(
+                e.reason,
+                "FieldValueNotSupported"
+                    | "FieldValueRequired"
+                    | "FieldValueTooLong"
+                    | "FieldValueTooMany"
+                    | "FieldValueTypeInvalid"
+            ) || e.message.contains(" must be of type ")
+        });
         errs.extend(schema_errs);
         if let Some(rules) = &custom.rules {
-            if mistyped {
+            if blocking {
                 errs.push(FieldError::invalid(
                     "<nil>",
                     &Value::Null,

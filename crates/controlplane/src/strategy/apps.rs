@@ -41,7 +41,7 @@ impl ResourceStrategy for Deployments {
         })
     }
 
-    fn prepare_for_create(&self, _info: &ResourceInfo, obj: &mut Value, _now: &str) {
+    fn default(&self, obj: &mut Value) {
         let Some(o) = obj.as_object_mut() else {
             return;
         };
@@ -50,11 +50,24 @@ impl ResourceStrategy for Deployments {
             s.entry("replicas").or_insert(json!(1));
             s.entry("revisionHistoryLimit").or_insert(json!(10));
             s.entry("progressDeadlineSeconds").or_insert(json!(600));
-            s.entry("strategy")
-                .or_insert(json!({"type": "RollingUpdate",
-                "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}));
+            let strategy = s.entry("strategy").or_insert(json!({}));
+            if let Some(st) = strategy.as_object_mut() {
+                let kind = st.entry("type").or_insert(json!("RollingUpdate"));
+                if *kind == "RollingUpdate" {
+                    let rolling = st.entry("rollingUpdate").or_insert(json!({}));
+                    if let Some(r) = rolling.as_object_mut() {
+                        r.entry("maxUnavailable").or_insert(json!("25%"));
+                        r.entry("maxSurge").or_insert(json!("25%"));
+                    }
+                }
+            }
         }
-        o.remove("status");
+    }
+
+    fn prepare_for_create(&self, _info: &ResourceInfo, obj: &mut Value, _now: &str) {
+        if let Some(o) = obj.as_object_mut() {
+            o.remove("status");
+        }
     }
 
     fn validate(&self, obj: &mut Value, check: &mut Validation<'_>) {

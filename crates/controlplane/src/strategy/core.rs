@@ -25,6 +25,18 @@ impl ResourceStrategy for Namespaces {
         vec![PrinterColumn::path("Status", "string", ".status.phase")]
     }
 
+    /// The label naming the namespace, which selectors of namespaces rely on.
+    fn default(&self, obj: &mut Value) {
+        let name = obj.name().to_string();
+        if name.is_empty() {
+            return;
+        }
+        let labels = meta_mut(obj).entry("labels").or_insert(json!({}));
+        if let Some(l) = labels.as_object_mut() {
+            l.insert("kubernetes.io/metadata.name".into(), json!(name));
+        }
+    }
+
     fn prepare_for_create(&self, _info: &ResourceInfo, obj: &mut Value, _now: &str) {
         if let Some(o) = obj.as_object_mut() {
             o.insert("spec".into(), json!({"finalizers": ["kubernetes"]}));
@@ -83,7 +95,7 @@ impl ResourceStrategy for Secrets {
         ]
     }
 
-    fn prepare_for_create(&self, _info: &ResourceInfo, obj: &mut Value, _now: &str) {
+    fn default(&self, obj: &mut Value) {
         if let Some(o) = obj.as_object_mut()
             && o.get("type")
                 .and_then(Value::as_str)
@@ -158,7 +170,7 @@ impl ResourceStrategy for ServiceAccounts {
 pub struct Services;
 
 impl ResourceStrategy for Services {
-    fn prepare_for_create(&self, _info: &ResourceInfo, obj: &mut Value, _now: &str) {
+    fn default(&self, obj: &mut Value) {
         let Some(o) = obj.as_object_mut() else {
             return;
         };
@@ -180,7 +192,12 @@ impl ResourceStrategy for Services {
                 }
             }
         }
-        o.insert("status".into(), json!({"loadBalancer": {}}));
+    }
+
+    fn prepare_for_create(&self, _info: &ResourceInfo, obj: &mut Value, _now: &str) {
+        if let Some(o) = obj.as_object_mut() {
+            o.insert("status".into(), json!({"loadBalancer": {}}));
+        }
     }
 }
 

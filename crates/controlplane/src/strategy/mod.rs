@@ -130,6 +130,22 @@ pub trait ResourceStrategy: fmt::Debug + Send + Sync {
         Cow::Borrowed(path)
     }
 
+    /// The defaults kube-apiserver applies when it decodes an object of this kind (its
+    /// `SetDefaults_*`): applied before the writer's fields are recorded, so the writer owns
+    /// them, unlike the server-set fields of [`Self::prepare_for_create`].
+    fn default(&self, _obj: &mut Value) {}
+
+    /// What a write through `part` may not change, so its writer owns none of it (kube's
+    /// `GetResetFields`): by default `status` through the main resource of a kind with a
+    /// status subresource, and `spec` through `/status`.
+    fn reset_fields(&self, info: &ResourceInfo, part: Part) -> &'static [&'static [&'static str]] {
+        match part {
+            Part::Main if info.has_status() => &[&["status"]],
+            Part::Status => &[&["spec"]],
+            _ => &[],
+        }
+    }
+
     /// Sets defaults and server-owned fields of a new object, once its metadata is set and
     /// before it is validated.
     fn prepare_for_create(&self, _info: &ResourceInfo, _obj: &mut Value, _now: &str) {}

@@ -270,7 +270,7 @@ async fn cel_rule_refuses_an_object_with_the_rules_message() {
     assert_eq!(
         causes(&s),
         [
-            "spec.manifestConfigs[0].conditionRules[0]: Invalid value: \"object\": Condition is required for CEL rules"
+            "spec.manifestConfigs[0].conditionRules[0]: Invalid value: Condition is required for CEL rules"
         ]
     );
     assert!(
@@ -323,7 +323,7 @@ async fn cel_message_expression_field_path_and_reason_word_the_error() {
     );
     assert_eq!(
         causes(&s),
-        ["spec.executor: Invalid value: \"object\": at most 3 executor entries, got 4"]
+        ["spec.executor: Invalid value: at most 3 executor entries, got 4"]
     );
     works
         .create(
