@@ -25,7 +25,11 @@ use crate::writes::{self, FieldValidation};
 use crate::registry::{Registry, ResourceInfo};
 use crate::selectors::{FieldSelector, LabelReq, LabelSelector};
 use crate::storage::{self, Indexed, Lookup, Store, WriteError, WriteOp};
+use crate::strategy::apiextensions;
 use crate::table::{self, IncludeObject};
+
+/// Where CRDs are stored.
+const CRD_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
 
 /// Who is making a request (see [`crate::auth`]), as kube-apiserver's `user.Info`; plain-HTTP
 /// and in-process requests are an administrator.
@@ -549,21 +553,80 @@ impl ApiServer {
             .await
             .map_err(|e| ApiError::Internal(e.to_string()))?;
         if t.info.strategy.defines_resources() {
-            self.sync_crd(written.object.name());
+            let name = written.object.name();
+            match self.store.get(CRD_KEY, "", name) {
+                Some(c) if c.resource_version() == written.object.resource_version() => {
+                    self.settle_crd(name).await;
+                }
+                // A dry run, or written again since.
+                Some(_) => self.sync_crd(name),
+                None => {
+                    self.sync_crd(name);
+                    // Its names are free: the CRDs refused them may take them now.
+                    let (_, crds) = self.store.list(CRD_KEY, None, None);
+                    for crd in crds.iter().filter(|c| !apiextensions::serves(c)) {
+                        self.settle_crd(crd.name()).await;
+                    }
+                }
+            }
         }
         Ok(written.object)
     }
 
-    /// Makes the registry serve exactly what the stored CRD says.
+    /// Does what kube-apiserver's apiextensions naming and establishing controllers do as
+    /// soon as a CRD is written (its names accepted unless taken, then established, written
+    /// through `/status` by `kube-apiserver`), then serves what it defines.
+    async fn settle_crd(&self, name: &str) {
+        if let Some(crd) = self.store.get(CRD_KEY, "", name)
+            && !crd.is_deleting()
+            && let Some(info) = self
+                .registry
+                .lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        {
+            let now = now_rfc3339();
+            let (_, crds) = self.store.list(CRD_KEY, None, None);
+            if let Some(mut next) = apiextensions::controlled_status(&crd, &crds, &now) {
+                let t = Target {
+                    info: info.clone(),
+                    namespace: String::new(),
+                    name: Some(name.to_string()),
+                    part: Part::Status,
+                };
+                self.recorder(&t, &now).update(&crd, &mut next, "kube-apiserver");
+                writes::canonical(&info, &mut next);
+                let seen = crd.resource_version().to_string();
+                let written = self.store.write(CRD_KEY, "", name, false, |cur| {
+                    Ok::<_, ApiError>(match cur {
+                        Some(c) if c.resource_version() == seen => WriteOp::Put(next),
+                        // Written again meanwhile: that write settles it.
+                        _ => WriteOp::Unchanged,
+                    })
+                });
+                match written {
+                    Ok(w) => {
+                        if let Err(e) = w.ack.wait().await {
+                            tracing::warn!(crd = %name, error = %e, "accepting the CRD's names was not stored");
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(crd = %name, error = %ApiError::from(e), "accepting the CRD's names failed")
+                    }
+                }
+            }
+        }
+        self.sync_crd(name);
+    }
+
+    /// Makes the registry serve exactly what the stored CRD says, once its names are
+    /// accepted.
     pub fn sync_crd(&self, name: &str) {
-        let key = "apiextensions.k8s.io/customresourcedefinitions";
-        match self.store.get(key, "", name) {
-            Some(crd) => {
+        match self.store.get(CRD_KEY, "", name) {
+            Some(crd) if apiextensions::serves(&crd) => {
                 if let Ok(infos) = crate::registry::resources_from_crd(&crd) {
                     self.registry.set_crd(name, infos);
                 }
             }
-            None => self.registry.remove_crd(name),
+            _ => self.registry.remove_crd(name),
         }
     }
 
@@ -589,6 +652,7 @@ impl ApiServer {
         }
         self.recorder(t, &now).create(&mut body, opts.manager());
         let mut obj = prepare_create(&t.info, &t.namespace, body, &now)?;
+        warnings.extend(t.info.strategy.warnings_on_create(&obj));
         if let Some(user) = &opts.user {
             t.info.strategy.record_requester(&mut obj, user);
         }
@@ -659,6 +723,7 @@ impl ApiServer {
             }
         };
         let recorder = self.recorder(t, &now);
+        let mut noted = Vec::new();
         let written = self.write_decided(t, opts.dry_run, |cur| {
             let cur = cur.ok_or_else(|| Self::not_found(t))?;
             let cur = self.as_served(&info, cur)?;
@@ -670,13 +735,15 @@ impl ApiServer {
                 }
                 _ => {
                     let mut next = body.clone();
-                    recorder.update(&cur, &mut next, &manager);
+                    recorder.update(&served_view(&info, &cur), &mut next, &manager);
                     prepare_update(&info, &cur, next, part, true)?
                 }
             };
+            noted = info.strategy.warnings_on_update(&next, &cur);
             let op = self.admit_update(t, &cur, next, opts)?;
             self.to_stored(&info, op)
         })?;
+        warnings.extend(noted);
         let answer = self.written_answer(t, 200, written).await?;
         Ok(answer.warned(warnings))
     }
@@ -725,6 +792,7 @@ impl ApiServer {
     fn to_stored(&self, info: &ResourceInfo, op: WriteOp) -> ApiResult<WriteOp> {
         match op {
             WriteOp::Put(next) => Ok(WriteOp::Put(self.stored_form(info, next)?)),
+            WriteOp::DeleteAs(last) => Ok(WriteOp::DeleteAs(self.stored_form(info, last)?)),
             other => Ok(other),
         }
     }
@@ -791,6 +859,7 @@ impl ApiServer {
                     crate::meta::meta_mut(&mut obj).insert("name".into(), json!(name));
                     let mf = obj.pointer("/metadata/managedFields").cloned();
                     let mut obj = prepare_create(&info, &ns, obj, &now)?;
+                    warnings.extend(info.strategy.warnings_on_create(&obj));
                     if let Some(user) = &opts.user {
                         info.strategy.record_requester(&mut obj, user);
                     }
@@ -809,6 +878,7 @@ impl ApiServer {
                     let obj = writes::take_applied(&info, applied);
                     check_applied_name(&obj, &name)?;
                     let next = prepare_update(&info, &cur, obj, part, false)?;
+                    warnings.extend(info.strategy.warnings_on_update(&next, &cur));
                     let op = self.admit_update(t, &cur, next, opts)?;
                     self.to_stored(&info, op)
                 }
@@ -826,17 +896,13 @@ impl ApiServer {
                         _ => {
                             let shown = present(&info, cur.clone().into_owned());
                             let patched = patch::apply_patch(kind, &shown, body)?;
-                            let mut next = writes::take_patched(
-                                &info,
-                                patched.object,
-                                patched.strict_errors,
-                                opts.validation,
-                                &mut warnings,
-                            )?;
-                            recorder.update(&cur, &mut next, &manager);
+                            let mut next =
+                                writes::take_patched(&info, patched, opts.validation, &mut warnings)?;
+                            recorder.update(&shown, &mut next, &manager);
                             prepare_update(&info, &cur, next, part, false)?
                         }
                     };
+                    warnings.extend(info.strategy.warnings_on_update(&next, &cur));
                     let op = self.admit_update(t, &cur, next, opts)?;
                     self.to_stored(&info, op)
                 }
@@ -957,7 +1023,7 @@ impl ApiServer {
         match admitted {
             Some(mut changed) if changed != obj => {
                 objects::keep_server_metadata(&obj, &mut changed);
-                objects::validate(&t.info, &mut changed, None)?;
+                objects::validate(&t.info, &mut changed, None, Part::Main)?;
                 Ok(changed)
             }
             _ => Ok(obj),
@@ -990,7 +1056,7 @@ impl ApiServer {
             Some(mut changed) if changed != next => {
                 objects::keep_server_metadata(&next, &mut changed);
                 if matches!(t.part, Part::Main | Part::Status | Part::Scale) {
-                    objects::validate(&t.info, &mut changed, Some(cur))?;
+                    objects::validate(&t.info, &mut changed, Some(cur), t.part)?;
                 }
                 changed
             }
@@ -1056,6 +1122,16 @@ impl ApiServer {
             Err(WriteError::Refused(ApiError::NotFound(_))) => Ok(()),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+/// `cur` (as stored, at the request's version) as its resource serves it, for the field
+/// manager: borrowed unless the resource serves another form (events.k8s.io Events).
+fn served_view<'a>(info: &ResourceInfo, cur: &'a Value) -> Cow<'a, Value> {
+    if info.strategy.serves_as_stored() {
+        Cow::Borrowed(cur)
+    } else {
+        Cow::Owned(present(info, cur.clone()))
     }
 }
 

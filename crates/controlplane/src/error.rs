@@ -263,14 +263,19 @@ fn denied_message(plugin: &str, message: &str) -> String {
     }
 }
 
+/// kube-apiserver's Invalid message: its errors as one aggregate, in which the same sentence
+/// appears once (the causes keep every error).
 fn invalid_message(subject: &Subject, errors: &[FieldError]) -> String {
     let head = format!("{} {:?} is invalid: ", subject.qualified(), subject.name);
-    match errors {
-        [one] => head + &one.message,
-        many => {
-            let parts: Vec<&str> = many.iter().map(|e| e.message.as_str()).collect();
-            format!("{head}[{}]", parts.join(", "))
+    let mut parts: Vec<&str> = Vec::new();
+    for e in errors {
+        if !parts.contains(&e.message.as_str()) {
+            parts.push(&e.message);
         }
+    }
+    match parts.as_slice() {
+        [one] => head + one,
+        many => format!("{head}[{}]", many.join(", ")),
     }
 }
 

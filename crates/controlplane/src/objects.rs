@@ -144,13 +144,18 @@ pub fn prepare_create(info: &ResourceInfo, ns: &str, obj: Value, now: &str) -> A
     o.insert("apiVersion".into(), json!(info.storage_api_version()));
     o.insert("kind".into(), json!(info.kind));
     info.strategy.prepare_for_create(info, &mut obj, now);
-    validate(info, &mut obj, None)?;
+    validate(info, &mut obj, None, Part::Main)?;
     Ok(obj)
 }
 
 /// Validation and normalisation: the metadata every object shares, then the resource's own
 /// (see [`crate::strategy::ResourceStrategy::validate`]); Invalid lists every field error.
-pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> ApiResult<()> {
+pub fn validate(
+    info: &ResourceInfo,
+    obj: &mut Value,
+    old: Option<&Value>,
+    part: Part,
+) -> ApiResult<()> {
     let name = obj.name().to_string();
     let mut errs = Vec::new();
     if let Some(e) = validate_name(&name, info.strategy.name_rule(), "metadata.name") {
@@ -183,6 +188,7 @@ pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Ap
     }
     let mut check = Validation {
         info,
+        part,
         old,
         errors: errs,
     };
@@ -434,7 +440,7 @@ pub fn prepare_update(
     }
     info.strategy.prepare_for_update(cur, &mut next, part);
     if part == Part::Main || part == Part::Status {
-        validate(info, &mut next, Some(cur))?;
+        validate(info, &mut next, Some(cur), part)?;
     }
     Ok(next)
 }
@@ -452,15 +458,18 @@ pub fn settle_update(info: &ResourceInfo, cur: &Value, mut next: Value) -> ApiRe
             .collect();
         if !added.is_empty() {
             let list: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
+            let refusal = FieldError::forbidden(
+                "metadata.finalizers",
+                &format!(
+                    "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                    list.join(", ")
+                ),
+            );
+            // kube-apiserver checks metadata updates twice (its common checks and the
+            // strategy's), and lists this refusal from both.
             return Err(ApiError::invalid(
                 kind_subject(info, name),
-                vec![FieldError::forbidden(
-                    "metadata.finalizers",
-                    &format!(
-                        "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
-                        list.join(", ")
-                    ),
-                )],
+                vec![refusal.clone(), refusal],
             ));
         }
     }
@@ -474,7 +483,7 @@ pub fn settle_update(info: &ResourceInfo, cur: &Value, mut next: Value) -> ApiRe
         meta_mut(&mut next).insert("generation".into(), json!(g + 1));
     }
     if cur.is_deleting() && next.finalizers().is_empty() && info.strategy.removed_once_finalized() {
-        return Ok(WriteOp::Delete);
+        return Ok(WriteOp::DeleteAs(next));
     }
     if comparable(&next) == comparable(cur) {
         return Ok(WriteOp::Unchanged);
@@ -813,7 +822,7 @@ mod tests {
         none["metadata"]["finalizers"] = json!([]);
         assert!(matches!(
             decide_update(&i, &marked, none, Part::Main, true).unwrap(),
-            WriteOp::Delete
+            WriteOp::DeleteAs(last) if last.finalizers().is_empty()
         ));
     }
 

@@ -500,7 +500,9 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
                 name: cname,
                 type_: s(c, "type").unwrap_or_else(|| "string".into()),
                 format: s(c, "format").unwrap_or_default(),
-                description: s(c, "description").unwrap_or_default(),
+                description: s(c, "description").filter(|d| !d.is_empty()).unwrap_or_else(
+                    || format!("Custom resource definition column (in JSONPath format): {path}"),
+                ),
                 priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
                 source: CellSource::JsonPath(path),
             });
@@ -511,9 +513,15 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
                 s,
                 &format!("spec.versions[{i}].schema.openAPIV3Schema"),
             )
-            .map_err(|e| CrdError::Field {
-                field: e.field,
-                message: e.message,
+            .map_err(|errors| match errors.into_iter().next() {
+                Some(e) => CrdError::Field {
+                    field: e.field,
+                    message: e.message,
+                },
+                None => CrdError::Field {
+                    field: format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                    message: "Invalid value: its rules do not compile".into(),
+                },
             })?,
             None => None,
         };
@@ -753,6 +761,20 @@ pub fn version_priority(v: &str) -> (u8, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_built_in_resource_has_its_kube_type() {
+        // Its managed fields, apply and fieldValidation need it (see `tools/builtin_types.py`).
+        for info in Registry::with_builtins().all() {
+            assert!(
+                info.fields.is_some(),
+                "{}/{} {} has no type in fields/builtin.types",
+                info.group,
+                info.version,
+                info.kind
+            );
+        }
+    }
 
     #[test]
     fn builtins_include_every_required_resource() {

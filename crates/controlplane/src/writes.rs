@@ -12,11 +12,13 @@ use serde_json::Value;
 use crate::conversion::Converters;
 use crate::error::{ApiError, ApiResult, FieldError, Subject};
 use crate::fields::decode::{Decoded, normalize};
+use crate::fields::encode::merge_patched_json;
 use crate::fields::schema::OBJECT_META;
 use crate::fields::set::PathElement;
 use crate::fields::{Applied, ApplyError, FieldManager, ObjectType, Set, Versions};
 use crate::meta::ObjectMeta;
 use crate::objects::Part;
+use crate::patch::Patched;
 use crate::registry::{Registry, ResourceInfo};
 
 /// The `fieldValidation` a write asks for: what to do with fields the kind does not declare
@@ -129,15 +131,22 @@ pub fn take_body(
 }
 
 /// A patched object as the resource takes it; a strict refusal (422) quotes the patched
-/// object, as kube-apiserver does. `patch_errors` are the patch body's own (duplicate keys).
+/// object as kube-apiserver's patch library wrote it.
 pub fn take_patched(
     info: &ResourceInfo,
-    mut patched: Value,
-    mut patch_errors: Vec<String>,
+    patched: Patched,
     validation: FieldValidation,
     warnings: &mut Vec<String>,
 ) -> ApiResult<Value> {
-    let quoted = patched.to_string();
+    let Patched {
+        object: mut patched,
+        strict_errors: mut patch_errors,
+        reached,
+    } = patched;
+    let quoted = match (&info.custom, &info.fields) {
+        (None, Some(ty)) => merge_patched_json(&ty.schema, Some(ty.root), &patched, &reached),
+        _ => patched.to_string(),
+    };
     patch_errors.extend(decode_kind(info, &mut patched));
     validation.judge(patch_errors, warnings, |errors| {
         ApiError::invalid(

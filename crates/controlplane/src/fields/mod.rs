@@ -6,6 +6,7 @@
 //! Pure: JSON in and out, no storage, no HTTP.
 
 pub mod decode;
+pub mod encode;
 pub mod manager;
 pub mod schema;
 pub mod set;

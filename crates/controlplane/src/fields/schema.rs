@@ -60,6 +60,8 @@ pub struct Field {
     pub omit: Omit,
     /// The value a keyed list's item has for this key field when it omits it.
     pub key_default: Option<Value>,
+    /// Where the Go type declares the field: its JSON encoding writes fields in this order.
+    pub order: usize,
 }
 
 /// A struct or map: declared fields, and the type of undeclared keys (None: undeclared keys
@@ -235,6 +237,7 @@ impl Schema {
                     zero: None,
                     omit: Omit::Never,
                     key_default: None,
+                    order: map.fields.len(),
                 };
                 for word in words {
                     match word {
@@ -513,6 +516,7 @@ impl Schema {
                 zero: None,
                 omit: Omit::Never,
                 key_default: sub.get("default").cloned(),
+                order: 0,
             });
         }
         let embedded = node.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true));
@@ -580,6 +584,7 @@ fn add_field(map: &mut MapType, name: &str, ty: TypeId) {
             zero: None,
             omit: Omit::Never,
             key_default: None,
+            order: map.fields.len(),
         });
         map.fields.sort_by(|a, b| a.name.cmp(&b.name));
     }

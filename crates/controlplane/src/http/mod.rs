@@ -338,6 +338,11 @@ async fn resource(
     let namespace = match info.namespaced {
         true => request.namespace.as_str(),
         false if request.namespace.is_empty() || request.names_its_namespace() => "",
+        // A custom resource's group answers unknown paths as kube-apiserver's CRD handler
+        // does: a plain-text 404.
+        false if info.custom.is_some() => {
+            return Ok(full(404, "text/plain; charset=utf-8", "404 page not found\n"));
+        }
         false => return Err(ApiError::NoRoute),
     };
     let sub = request.parts.get(2).map(String::as_str);

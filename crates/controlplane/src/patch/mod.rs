@@ -51,15 +51,54 @@ fn parse_json(body: &[u8]) -> ApiResult<Decoded> {
     decode_json(body, None).map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}")))
 }
 
-/// Applies a JSON, merge or strategic patch to `current`: the patched object, with the
-/// strict decoding errors of the patch itself (duplicate keys of a merge patch).
-pub fn apply_patch(kind: PatchType, current: &Value, body: &[u8]) -> ApiResult<Decoded> {
+/// A patched object, with the strict decoding errors of the patch itself (duplicate keys of
+/// a merge patch) and the objects the patch reached, as a tree of objects (kube's patch
+/// library writes those out again, keys sorted).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Patched {
+    pub object: Value,
+    pub strict_errors: Vec<String>,
+    pub reached: Value,
+}
+
+/// The objects JSON patch operations reach: those holding their paths' last steps.
+fn reached_by(ops: &json_patch::Patch) -> Value {
+    let mut reached = Value::Object(Default::default());
+    let paths = ops.0.iter().flat_map(|op| {
+        let (path, from) = match op {
+            json_patch::PatchOperation::Add(o) => (o.path.to_string(), None),
+            json_patch::PatchOperation::Remove(o) => (o.path.to_string(), None),
+            json_patch::PatchOperation::Replace(o) => (o.path.to_string(), None),
+            json_patch::PatchOperation::Move(o) => (o.path.to_string(), Some(o.from.to_string())),
+            json_patch::PatchOperation::Copy(o) => (o.path.to_string(), Some(o.from.to_string())),
+            json_patch::PatchOperation::Test(o) => (o.path.to_string(), None),
+        };
+        std::iter::once(path).chain(from)
+    });
+    for path in paths {
+        let steps: Vec<&str> = path.split('/').skip(1).collect();
+        let mut node = &mut reached;
+        for step in steps.iter().take(steps.len().saturating_sub(1)) {
+            let step = step.replace("~1", "/").replace("~0", "~");
+            let Some(map) = node.as_object_mut() else { break };
+            node = map
+                .entry(step)
+                .or_insert_with(|| Value::Object(Default::default()));
+        }
+    }
+    reached
+}
+
+/// Applies a JSON, merge or strategic patch to `current`.
+pub fn apply_patch(kind: PatchType, current: &Value, body: &[u8]) -> ApiResult<Patched> {
     let mut doc = current.clone();
     let mut strict_errors = Vec::new();
+    let reached;
     match kind {
         PatchType::Json => {
             let ops: json_patch::Patch = serde_json::from_slice(body)
                 .map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}")))?;
+            reached = reached_by(&ops);
             for op in ops.0 {
                 // Like kube-apiserver, `test` for null passes on an absent path (the
                 // finalizer helpers of kube-rs and client-go rely on it).
@@ -85,6 +124,7 @@ pub fn apply_patch(kind: PatchType, current: &Value, body: &[u8]) -> ApiResult<D
                 ));
             }
             json_patch::merge(&mut doc, &p);
+            reached = p;
         }
         PatchType::Strategic => {
             let Decoded {
@@ -98,6 +138,7 @@ pub fn apply_patch(kind: PatchType, current: &Value, body: &[u8]) -> ApiResult<D
                 ));
             }
             strategic::merge(&mut doc, &p);
+            reached = p;
         }
         PatchType::Apply => {
             return Err(ApiError::Internal(
@@ -105,9 +146,10 @@ pub fn apply_patch(kind: PatchType, current: &Value, body: &[u8]) -> ApiResult<D
             ));
         }
     }
-    Ok(Decoded {
+    Ok(Patched {
         object: doc,
         strict_errors,
+        reached,
     })
 }
 

@@ -7,7 +7,7 @@ use super::{ResourceStrategy, Validation, WriteCheck};
 use crate::api::UserInfo;
 use crate::error::FieldError;
 use crate::objects::Part;
-use crate::registry::{CellSource, PrinterColumn};
+use crate::registry::{CellSource, PrinterColumn, ResourceInfo};
 
 /// CertificateSigningRequests: the requester recorded at creation, the spec fixed from then on,
 /// and approval and status writes checked against the signer.
@@ -55,6 +55,17 @@ impl ResourceStrategy for CertificateSigningRequests {
 
     /// The spec, requester included, never changes after creation: every update keeps the
     /// stored spec whatever it was sent.
+    /// A CSR's spec is its requester's alone; its status is written by approvers
+    /// (conditions) and signers (the certificate), each through their own subresource.
+    fn reset_fields(&self, _info: &ResourceInfo, part: Part) -> &'static [&'static [&'static str]] {
+        match part {
+            Part::Main => &[&["spec"], &["status"]],
+            Part::Status => &[&["spec"], &["status", "conditions"]],
+            Part::Approval => &[&["spec"], &["status", "certificate"]],
+            _ => &[],
+        }
+    }
+
     fn prepare_for_update(&self, cur: &Value, next: &mut Value, _part: Part) {
         if let Some(o) = next.as_object_mut() {
             match cur.get("spec") {

@@ -95,7 +95,12 @@ impl ResourceStrategy for Secrets {
         ]
     }
 
+    /// `stringData` folds into `data` as kube-apiserver's decoding does (so its writer owns
+    /// `data`), and the type defaults to Opaque.
     fn default(&self, obj: &mut Value) {
+        if obj.get("stringData").is_some_and(Value::is_object) {
+            secret_data(obj, &mut Vec::new());
+        }
         if let Some(o) = obj.as_object_mut()
             && o.get("type")
                 .and_then(Value::as_str)

@@ -41,10 +41,11 @@ pub enum WriteCheck {
     Escalation,
 }
 
-/// An object being validated: the resource it is written through, the stored object when it
-/// is an update, and the field errors found so far.
+/// An object being validated: the resource it is written through, the part written, the
+/// stored object when it is an update, and the field errors found so far.
 pub struct Validation<'a> {
     pub info: &'a ResourceInfo,
+    pub part: Part,
     pub old: Option<&'a Value>,
     pub errors: Vec<FieldError>,
 }
@@ -160,6 +161,17 @@ pub trait ResourceStrategy: fmt::Debug + Send + Sync {
     /// Validates (and normalises) an object of this resource, adding what is wrong to
     /// `check.errors`; an update is first refused changes to what may not change once set.
     fn validate(&self, _obj: &mut Value, _check: &mut Validation<'_>) {}
+
+    /// What kube-apiserver warns of when a valid object is created (its strategy's
+    /// `WarningsOnCreate`).
+    fn warnings_on_create(&self, _obj: &Value) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// What kube-apiserver warns of when a valid object is updated from `old`.
+    fn warnings_on_update(&self, _obj: &Value, _old: &Value) -> Vec<String> {
+        Vec::new()
+    }
 
     /// What a write through `part` needs checked beyond RBAC.
     fn write_check(&self, _part: Part) -> Option<WriteCheck> {

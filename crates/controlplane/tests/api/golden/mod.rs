@@ -45,14 +45,6 @@ const KNOWN_DIFFERENT: &[(&str, &str)] = &[
         "built-in groups not served (batch, policy, ...); aggregated discovery shape",
     ),
     (
-        "06-server-side-apply",
-        "apply of unknown fields, fieldValidation Strict/Warn, list-map duplicates",
-    ),
-    (
-        "07-crds",
-        "non-structural schemas and unknown formats are not refused or warned about",
-    ),
-    (
         "08-optimistic-concurrency",
         "Lease MicroTime, unconditional update and create-on-update rules",
     ),
@@ -76,10 +68,6 @@ const KNOWN_DIFFERENT: &[(&str, &str)] = &[
     (
         "14-csr-registration",
         "CSR admission (system:masters), expirationSeconds and condition validation",
-    ),
-    (
-        "15-status-subresource",
-        "status subresource defaults, condition validation, printer columns",
     ),
     (
         "16-garbage-collection",
