@@ -14,19 +14,19 @@ use serde_json::{Map, Value, json};
 use crate::admission::{Admission, Attempt, Operation};
 use crate::conversion::Converters;
 use crate::error::{ApiError, ApiResult};
+use crate::fields::decode::Decoded;
 use crate::meta::{ObjectMeta, now_rfc3339};
 use crate::objects::{
     self, DeleteOptions, DeleteOutcome, Part, decide_delete, decide_update, prepare_create,
     prepare_update, present, settle_update, subject,
 };
-use crate::fields::decode::Decoded;
 use crate::patch::{self, PatchType};
-use crate::writes::{self, FieldValidation};
 use crate::registry::{Registry, ResourceInfo};
 use crate::selectors::{FieldSelector, LabelReq, LabelSelector};
 use crate::storage::{self, Indexed, Lookup, Store, WriteError, WriteOp};
 use crate::strategy::apiextensions;
 use crate::table::{self, IncludeObject};
+use crate::writes::{self, FieldValidation};
 
 /// Where CRDs are stored.
 const CRD_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
@@ -579,9 +579,9 @@ impl ApiServer {
     async fn settle_crd(&self, name: &str) {
         if let Some(crd) = self.store.get(CRD_KEY, "", name)
             && !crd.is_deleting()
-            && let Some(info) = self
-                .registry
-                .lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+            && let Some(info) =
+                self.registry
+                    .lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
         {
             let now = now_rfc3339();
             let (_, crds) = self.store.list(CRD_KEY, None, None);
@@ -592,7 +592,8 @@ impl ApiServer {
                     name: Some(name.to_string()),
                     part: Part::Status,
                 };
-                self.recorder(&t, &now).update(&crd, &mut next, "kube-apiserver");
+                self.recorder(&t, &now)
+                    .update(&crd, &mut next, "kube-apiserver");
                 writes::canonical(&info, &mut next);
                 let seen = crd.resource_version().to_string();
                 let written = self.store.write(CRD_KEY, "", name, false, |cur| {
@@ -888,16 +889,19 @@ impl ApiServer {
                         (Part::Scale, Some(paths)) => {
                             let shown = crate::scale::to_scale(paths, &cur);
                             let patched = patch::apply_patch(kind, &shown, body)?.object;
-                            let mut next =
-                                crate::scale::apply_scale(&info, paths, &cur, &patched)?;
+                            let mut next = crate::scale::apply_scale(&info, paths, &cur, &patched)?;
                             recorder.update(&cur, &mut next, &manager);
                             prepare_update(&info, &cur, next, Part::Main, false)?
                         }
                         _ => {
                             let shown = present(&info, cur.clone().into_owned());
                             let patched = patch::apply_patch(kind, &shown, body)?;
-                            let mut next =
-                                writes::take_patched(&info, patched, opts.validation, &mut warnings)?;
+                            let mut next = writes::take_patched(
+                                &info,
+                                patched,
+                                opts.validation,
+                                &mut warnings,
+                            )?;
                             recorder.update(&shown, &mut next, &manager);
                             prepare_update(&info, &cur, next, part, false)?
                         }

@@ -56,7 +56,10 @@ fn invariants(s: &Value, lvl: Level, at: &str, errs: &mut Vec<FieldError>) {
     let ty = s.get("type").and_then(Value::as_str).unwrap_or("");
     let props = s.get("properties").and_then(Value::as_object);
     if ty == "array" && s.get("items").is_none() {
-        errs.push(FieldError::required(format!("{at}.items"), "must be specified"));
+        errs.push(FieldError::required(
+            format!("{at}.items"),
+            "must be specified",
+        ));
     }
     if let Some(items) = s.get("items").filter(|i| i.is_object()) {
         invariants(items, Level::Item, &format!("{at}.items"), errs);
@@ -72,7 +75,12 @@ fn invariants(s: &Value, lvl: Level, at: &str, errs: &mut Vec<FieldError>) {
             ));
         }
         if additional.is_object() {
-            invariants(additional, Level::Field, &format!("{at}.additionalProperties"), errs);
+            invariants(
+                additional,
+                Level::Field,
+                &format!("{at}.additionalProperties"),
+                errs,
+            );
         }
     }
     let int_or_string = flag(s, "x-kubernetes-int-or-string");
@@ -110,7 +118,10 @@ fn invariants(s: &Value, lvl: Level, at: &str, errs: &mut Vec<FieldError>) {
             // `x-kubernetes-int-or-string` may spell out its integer and string types.
             let int_or_string_types = int_or_string
                 && (combinator == "anyOf" || combinator == "allOf")
-                && matches!(sub.get("type").and_then(Value::as_str), Some("integer" | "string"));
+                && matches!(
+                    sub.get("type").and_then(Value::as_str),
+                    Some("integer" | "string")
+                );
             if !int_or_string_types {
                 nested_value_validation(sub, &format!("{at}.{combinator}[{i}]"), errs);
             }
@@ -211,9 +222,18 @@ fn nested_value_validation(s: &Value, at: &str, errs: &mut Vec<FieldError>) {
         ("default", "must be undefined to be structural"),
         ("title", "must be empty to be structural"),
         ("description", "must be empty to be structural"),
-        ("x-kubernetes-list-map-keys", "must be empty to be structural"),
-        ("x-kubernetes-list-type", "must be undefined to be structural"),
-        ("x-kubernetes-map-type", "must be undefined to be structural"),
+        (
+            "x-kubernetes-list-map-keys",
+            "must be empty to be structural",
+        ),
+        (
+            "x-kubernetes-list-type",
+            "must be undefined to be structural",
+        ),
+        (
+            "x-kubernetes-map-type",
+            "must be undefined to be structural",
+        ),
         ("x-kubernetes-validations", "must be empty to be structural"),
     ] {
         if s.get(key).is_some() {
@@ -222,9 +242,18 @@ fn nested_value_validation(s: &Value, at: &str, errs: &mut Vec<FieldError>) {
     }
     for (key, detail) in [
         ("nullable", "must be false to be structural"),
-        ("x-kubernetes-preserve-unknown-fields", "must be false to be structural"),
-        ("x-kubernetes-embedded-resource", "must be false to be structural"),
-        ("x-kubernetes-int-or-string", "must be false to be structural"),
+        (
+            "x-kubernetes-preserve-unknown-fields",
+            "must be false to be structural",
+        ),
+        (
+            "x-kubernetes-embedded-resource",
+            "must be false to be structural",
+        ),
+        (
+            "x-kubernetes-int-or-string",
+            "must be false to be structural",
+        ),
     ] {
         if flag(s, key) {
             errs.push(FieldError::forbidden(format!("{at}.{key}"), detail));
@@ -276,14 +305,41 @@ fn openapi_rules(s: &Value, at: &str, errs: &mut Vec<FieldError>) {
 
 /// The formats kube-apiserver validates strings by (without dashes, as it compares them).
 const STRING_FORMATS: &[&str] = &[
-    "bsonobjectid", "uri", "email", "hostname", "ipv4", "ipv6", "cidr", "mac", "uuid", "uuid3",
-    "uuid4", "uuid5", "isbn", "isbn10", "isbn13", "creditcard", "ssn", "hexcolor", "rgbcolor",
-    "byte", "password", "date", "duration", "datetime", "k8sshortname", "k8slongname",
+    "bsonobjectid",
+    "uri",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "cidr",
+    "mac",
+    "uuid",
+    "uuid3",
+    "uuid4",
+    "uuid5",
+    "isbn",
+    "isbn10",
+    "isbn13",
+    "creditcard",
+    "ssn",
+    "hexcolor",
+    "rgbcolor",
+    "byte",
+    "password",
+    "date",
+    "duration",
+    "datetime",
+    "k8sshortname",
+    "k8slongname",
 ];
 
 /// The `format`s of a schema kube-apiserver does not know (it warns of each).
 pub fn unrecognized_formats(s: &Value, out: &mut Vec<String>) {
-    if let Some(format) = s.get("format").and_then(Value::as_str).filter(|f| !f.is_empty()) {
+    if let Some(format) = s
+        .get("format")
+        .and_then(Value::as_str)
+        .filter(|f| !f.is_empty())
+    {
         let known = match s.get("type").and_then(Value::as_str).unwrap_or("") {
             "" | "string" => STRING_FORMATS.contains(&format.replace('-', "").as_str()),
             "integer" => matches!(format, "int32" | "int64"),
@@ -300,7 +356,12 @@ pub fn unrecognized_formats(s: &Value, out: &mut Vec<String>) {
         }
     }
     for key in ["properties", "patternProperties", "definitions"] {
-        for sub in s.get(key).and_then(Value::as_object).into_iter().flat_map(|m| m.values()) {
+        for sub in s
+            .get(key)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|m| m.values())
+        {
             unrecognized_formats(sub, out);
         }
     }
@@ -322,9 +383,10 @@ pub fn validate_status(schema: &Value, obj: &mut Value) -> Vec<FieldError> {
     with_body(schema, obj, |root_schema, body| {
         prune(root_schema, body, "", &mut Vec::new());
         apply_defaults(root_schema, body);
-        if let (Some(status_schema), Some(status)) =
-            (root_schema.pointer("/properties/status"), body.get("status"))
-        {
+        if let (Some(status_schema), Some(status)) = (
+            root_schema.pointer("/properties/status"),
+            body.get("status"),
+        ) {
             check(status_schema, status, "", &mut errs);
         }
     });

@@ -500,9 +500,11 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
                 name: cname,
                 type_: s(c, "type").unwrap_or_else(|| "string".into()),
                 format: s(c, "format").unwrap_or_default(),
-                description: s(c, "description").filter(|d| !d.is_empty()).unwrap_or_else(
-                    || format!("Custom resource definition column (in JSONPath format): {path}"),
-                ),
+                description: s(c, "description")
+                    .filter(|d| !d.is_empty())
+                    .unwrap_or_else(|| {
+                        format!("Custom resource definition column (in JSONPath format): {path}")
+                    }),
                 priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
                 source: CellSource::JsonPath(path),
             });

@@ -390,7 +390,10 @@ fn compile_rule(r: &Value, schema: &Value, at: &str) -> Result<Rule, CompileErro
     let source = text("rule").unwrap_or_default();
     let fail = |field: &str, what: &str, why: String| CompileError {
         field: format!("{at}.{field}"),
-        message: format!("Invalid value: {}: {what}compilation failed: {why}", rule_value(r)),
+        message: format!(
+            "Invalid value: {}: {what}compilation failed: {why}",
+            rule_value(r)
+        ),
     };
     if source.trim().is_empty() {
         return Err(CompileError {
@@ -403,7 +406,8 @@ fn compile_rule(r: &Value, schema: &Value, at: &str) -> Result<Rule, CompileErro
         .map_err(|why| fail("rule", "", why))?;
     let message_expression = match text("messageExpression") {
         Some(m) => Some(
-            compile_expression(&m).map_err(|why| fail("messageExpression", "messageExpression ", why))?,
+            compile_expression(&m)
+                .map_err(|why| fail("messageExpression", "messageExpression ", why))?,
         ),
         None => None,
     };
@@ -517,7 +521,11 @@ fn check_fields(e: &IdedExpr, self_schema: &Value, source: &str) -> Result<(), S
 
 /// The schema a selection chain rooted at `self` reaches, noting in `found` the first field
 /// selected that its object does not declare.
-fn visit_selects<'s>(e: &IdedExpr, self_schema: &'s Value, found: &mut Option<String>) -> Option<&'s Value> {
+fn visit_selects<'s>(
+    e: &IdedExpr,
+    self_schema: &'s Value,
+    found: &mut Option<String>,
+) -> Option<&'s Value> {
     match &e.expr {
         Expr::Ident(name) if name == "self" => Some(self_schema),
         Expr::Select(s) => {

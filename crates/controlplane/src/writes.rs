@@ -254,14 +254,8 @@ impl Recorder<'_> {
             conversions: self.conversions,
         };
         let api_version = self.info.api_version();
-        let describe = |obj: &Value| {
-            format!(
-                "{}/{}; {}",
-                obj.namespace(),
-                obj.name(),
-                gvk_string(obj)
-            )
-        };
+        let describe =
+            |obj: &Value| format!("{}/{}; {}", obj.namespace(), obj.name(), gvk_string(obj));
         let fm = FieldManager {
             ty,
             api_version: &api_version,

@@ -119,7 +119,9 @@ impl<'de> Visitor<'de> for Node<'_, '_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
-        let map = self.ty.and_then(|(s, t)| Some((s, s.atom(t).map.as_ref()?)));
+        let map = self
+            .ty
+            .and_then(|(s, t)| Some((s, s.atom(t).map.as_ref()?)));
         let mut out = Map::new();
         while let Some(key) = access.next_key::<String>()? {
             let path = if self.path.is_empty() {
@@ -139,7 +141,8 @@ impl<'de> Visitor<'de> for Node<'_, '_> {
                 None => None,
             };
             if out.contains_key(&key) {
-                self.errors.push(format!("duplicate field {}", quote(&path)));
+                self.errors
+                    .push(format!("duplicate field {}", quote(&path)));
             }
             let node = Node {
                 ty: child,

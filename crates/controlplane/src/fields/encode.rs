@@ -17,7 +17,12 @@ pub fn go_json(schema: &Schema, ty: Option<TypeId>, v: &Value) -> String {
 /// The object merge patch `patch` made (`patched`), as kube-apiserver's merge patch library
 /// writes it: every object the patch reached re-sorted, everything else as the Go type wrote
 /// it.
-pub fn merge_patched_json(schema: &Schema, ty: Option<TypeId>, patched: &Value, patch: &Value) -> String {
+pub fn merge_patched_json(
+    schema: &Schema,
+    ty: Option<TypeId>,
+    patched: &Value,
+    patch: &Value,
+) -> String {
     let mut out = String::new();
     write(schema, ty, patched, Some(patch), &mut out);
     out

@@ -59,7 +59,10 @@ impl Entry {
     fn named(&self) -> String {
         let mut s = super::set::go_quote(&self.manager);
         if !self.subresource.is_empty() {
-            s = format!("{s} with subresource {}", super::set::go_quote(&self.subresource));
+            s = format!(
+                "{s} with subresource {}",
+                super::set::go_quote(&self.subresource)
+            );
         }
         if self.operation == Operation::Update {
             s = format!("{s} using {}", self.api_version);
@@ -118,13 +121,20 @@ impl Managed {
     pub fn encode(mut self, obj: &mut Value) {
         self.0.retain(|e| !e.fields.is_empty());
         self.0.sort_by(|a, b| {
-            (a.operation, &a.time, &a.manager, &a.api_version, &a.subresource).cmp(&(
-                b.operation,
-                &b.time,
-                &b.manager,
-                &b.api_version,
-                &b.subresource,
-            ))
+            (
+                a.operation,
+                &a.time,
+                &a.manager,
+                &a.api_version,
+                &a.subresource,
+            )
+                .cmp(&(
+                    b.operation,
+                    &b.time,
+                    &b.manager,
+                    &b.api_version,
+                    &b.subresource,
+                ))
         });
         let entries: Vec<Value> = self
             .0
@@ -154,7 +164,9 @@ impl Managed {
     }
 
     fn find(&self, manager: &str, op: Operation, version: &str, sub: &str) -> Option<usize> {
-        self.0.iter().position(|e| e.same(manager, op, version, sub))
+        self.0
+            .iter()
+            .position(|e| e.same(manager, op, version, sub))
     }
 }
 
@@ -438,7 +450,8 @@ impl FieldManager<'_> {
         let compare = typed::compare(schema, root, &live, &merged).without(self.reset);
         by_version.insert(self.api_version.to_string(), Some(compare));
         let before = managed.clone();
-        let taken = self.settle_others(&mut managed, &live, &merged, &mut by_version, Some(mine_at));
+        let taken =
+            self.settle_others(&mut managed, &live, &merged, &mut by_version, Some(mine_at));
         if !taken.is_empty() && !force {
             let mut conflicts: Vec<(String, Conflict)> = Vec::new();
             for (i, set) in taken {
@@ -512,7 +525,9 @@ impl FieldManager<'_> {
         // Put back what was removed but not set by the applier last time.
         let merged_set = named(&typed::field_set(schema, root, &merged_at_last));
         let pruned_set = named(&typed::field_set(schema, root, &pruned));
-        let dangling = merged_set.difference(&pruned_set).intersection(&named(&last.fields));
+        let dangling = merged_set
+            .difference(&pruned_set)
+            .intersection(&named(&last.fields));
         let out = typed::remove_items(schema, root, &merged_at_last, &dangling);
         self.at_version_from(&out, &last.api_version, self.api_version)
             .map(|(v, _)| v)
@@ -578,7 +593,12 @@ mod tests {
             .as_array()
             .unwrap()
             .iter()
-            .map(|e| (e["manager"].as_str().unwrap().to_string(), e["fieldsV1"].clone()))
+            .map(|e| {
+                (
+                    e["manager"].as_str().unwrap().to_string(),
+                    e["fieldsV1"].clone(),
+                )
+            })
             .collect()
     }
 
@@ -588,7 +608,10 @@ mod tests {
         let fm = manager(&ty, &reset);
         let zero = ty.zero();
         let live = applied(fm.apply(&zero, &config(json!({"k": "v1"})), "alice", false));
-        assert_eq!(fields_of(&live), vec![("alice".into(), json!({"f:data": {"f:k": {}}}))]);
+        assert_eq!(
+            fields_of(&live),
+            vec![("alice".into(), json!({"f:data": {"f:k": {}}}))]
+        );
         let again = fm.apply(&live, &config(json!({"k": "v1"})), "alice", false);
         assert!(matches!(again, Ok(Applied::Unchanged(_))));
         let Err(ApplyError::Conflicts(c)) =
@@ -601,7 +624,10 @@ mod tests {
             "Apply failed with 1 conflict: conflict with \"alice\": .data.k"
         );
         let forced = applied(fm.apply(&live, &config(json!({"k": "v2"})), "bob", true));
-        assert_eq!(fields_of(&forced), vec![("bob".into(), json!({"f:data": {"f:k": {}}}))]);
+        assert_eq!(
+            fields_of(&forced),
+            vec![("bob".into(), json!({"f:data": {"f:k": {}}}))]
+        );
         // alice's next configuration drops k: bob owns it, so it stays.
         let next = applied(fm.apply(&forced, &config(json!({"other": "x"})), "alice", false));
         assert_eq!(next["data"], json!({"k": "v2", "other": "x"}));

@@ -227,7 +227,9 @@ impl Schema {
                 continue;
             }
             if let Some(field) = line.strip_prefix("  ") {
-                let (_, map) = current.as_mut().ok_or_else(|| err("field outside a struct"))?;
+                let (_, map) = current
+                    .as_mut()
+                    .ok_or_else(|| err("field outside a struct"))?;
                 let mut words = field.split(' ');
                 let name = words.next().ok_or_else(|| err("no field name"))?;
                 let ty = s.parse_expr(words.next().ok_or_else(|| err("no type"))?)?;
@@ -471,8 +473,8 @@ impl Schema {
     /// set by `x-kubernetes-preserve-unknown-fields` it holds for every node below) lets
     /// objects keep undeclared fields.
     fn from_openapi(&mut self, node: &Value, preserve: bool) -> TypeId {
-        let preserve =
-            preserve || node.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+        let preserve = preserve
+            || node.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
         let int_or_string = node.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true));
         let ty = node.get("type").and_then(Value::as_str).unwrap_or("");
         if int_or_string {
@@ -607,7 +609,9 @@ mod tests {
                 id = list.elem;
             }
             let map = t.schema.atom(id).map.as_ref().expect("a struct");
-            id = map.type_of(name).unwrap_or_else(|| panic!("no field {name}"));
+            id = map
+                .type_of(name)
+                .unwrap_or_else(|| panic!("no field {name}"));
         }
         t.schema.atom(id)
     }
@@ -683,11 +687,22 @@ mod tests {
         assert!(spec.elem.is_none(), "undeclared spec fields are refused");
         let free_a = field_type(&t, &["spec", "free", "a"]).map.as_ref().unwrap();
         assert!(free_a.elem.is_some(), "preserve-unknown-fields holds below");
-        assert!(field_type(&t, &["spec", "labels"]).map.as_ref().unwrap().elem.is_some());
+        assert!(
+            field_type(&t, &["spec", "labels"])
+                .map
+                .as_ref()
+                .unwrap()
+                .elem
+                .is_some()
+        );
         assert_eq!(field_type(&t, &["spec", "size"]).scalar, Some(Scalar::Any));
         assert!(field_type(&t, &["metadata", "labels"]).map.is_some());
         assert_eq!(
-            field_type(&t, &["spec", "ports"]).list.as_ref().unwrap().kind,
+            field_type(&t, &["spec", "ports"])
+                .list
+                .as_ref()
+                .unwrap()
+                .kind,
             ListKind::Map(vec!["name".into()])
         );
     }

@@ -176,7 +176,9 @@ impl PathElement {
         let (kind, rest) = s.split_at_checked(2)?;
         match kind {
             "f:" => Some(PathElement::Field(rest.to_string())),
-            "v:" => Some(PathElement::Value(KeyValue(serde_json::from_str(rest).ok()?))),
+            "v:" => Some(PathElement::Value(KeyValue(
+                serde_json::from_str(rest).ok()?,
+            ))),
             "k:" => {
                 let Value::Object(m) = serde_json::from_str(rest).ok()? else {
                     return None;
@@ -254,11 +256,7 @@ impl Set {
     }
 
     pub fn intersection(&self, other: &Set) -> Set {
-        let members = self
-            .members
-            .intersection(&other.members)
-            .cloned()
-            .collect();
+        let members = self.members.intersection(&other.members).cloned().collect();
         let children = self
             .children
             .iter()

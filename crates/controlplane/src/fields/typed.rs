@@ -145,20 +145,14 @@ fn check_scalar(s: Scalar, v: &Value) -> Option<String> {
 }
 
 /// The path element of an item of a set or keyed list, or why it has none.
-pub fn item_element(
-    schema: &Schema,
-    list: &ListType,
-    item: &Value,
-) -> Result<PathElement, String> {
+pub fn item_element(schema: &Schema, list: &ListType, item: &Value) -> Result<PathElement, String> {
     match &list.kind {
         ListKind::Atomic => Err("invalid indexing of non-associative list".into()),
         ListKind::Set => match item {
             Value::Object(_) => {
                 Err("associative list without keys has an element that's a map type".into())
             }
-            Value::Array(_) => {
-                Err("not supported: associative list with lists as elements".into())
-            }
+            Value::Array(_) => Err("not supported: associative list with lists as elements".into()),
             Value::Null => {
                 Err("associative list without keys has an element that's an explicit null".into())
             }
@@ -179,7 +173,10 @@ pub fn item_element(
             for key in keys {
                 if let Some(v) = m.get(key) {
                     fields.push((key.clone(), KeyValue(v.clone())));
-                } else if let Some(d) = elem.and_then(|e| e.field(key)).and_then(|f| f.key_default.clone()) {
+                } else if let Some(d) = elem
+                    .and_then(|e| e.field(key))
+                    .and_then(|f| f.key_default.clone())
+                {
                     fields.push((key.clone(), KeyValue(d)));
                 }
             }
@@ -229,7 +226,10 @@ fn check(
                 Value::Null => return,
                 Value::Array(items) => items,
                 other => {
-                    errors.push(error(path, format!("expected list, got {}", go_value(other))));
+                    errors.push(error(
+                        path,
+                        format!("expected list, got {}", go_value(other)),
+                    ));
                     return;
                 }
             };
@@ -263,7 +263,10 @@ fn check(
                 Value::Null => return,
                 Value::Object(m) => m,
                 other => {
-                    errors.push(error(path, format!("expected map, got {}", go_value(other))));
+                    errors.push(error(
+                        path,
+                        format!("expected map, got {}", go_value(other)),
+                    ));
                     return;
                 }
             };
@@ -542,7 +545,14 @@ fn compare_items(
         path.push(pe.clone());
         match (ll.len(), rl.len()) {
             (a, b) if a <= 1 && b <= 1 => {
-                compare_at(schema, list.elem, ll.first().copied(), rl.first().copied(), path, c);
+                compare_at(
+                    schema,
+                    list.elem,
+                    ll.first().copied(),
+                    rl.first().copied(),
+                    path,
+                    c,
+                );
             }
             (a, b) if a >= 2 && b >= 2 => {
                 let equal = a == b && ll.iter().zip(&rl).all(|(x, y)| values_equal(x, y));
@@ -570,9 +580,21 @@ fn compare_items(
 /// `rhs` merged into `lhs` as server-side apply merges a configuration into an object:
 /// maps by key, sets and keyed lists by item (in the order kube gives them), everything else
 /// replaced. Duplicate items in `rhs` are an error.
-pub fn merge(schema: &Schema, ty: TypeId, lhs: &Value, rhs: &Value) -> Result<Value, Vec<TypeError>> {
+pub fn merge(
+    schema: &Schema,
+    ty: TypeId,
+    lhs: &Value,
+    rhs: &Value,
+) -> Result<Value, Vec<TypeError>> {
     let mut errors = Vec::new();
-    let out = merge_at(schema, ty, Some(lhs), Some(rhs), &mut String::new(), &mut errors);
+    let out = merge_at(
+        schema,
+        ty,
+        Some(lhs),
+        Some(rhs),
+        &mut String::new(),
+        &mut errors,
+    );
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -686,14 +708,15 @@ fn merge_items(
     let mut merged_rhs: Vec<&PathElement> = Vec::new();
     let mut out = Vec::new();
     let (mut li, mut ri) = (0, 0);
-    let mut item_out = |pe: &PathElement, l: Option<&Value>, r: Option<&Value>, out: &mut Vec<Value>| {
-        let len = path.len();
-        path.push_str(&pe.to_string());
-        if let Some(v) = merge_at(schema, list.elem, l, r, path, errors) {
-            out.push(v);
-        }
-        path.truncate(len);
-    };
+    let mut item_out =
+        |pe: &PathElement, l: Option<&Value>, r: Option<&Value>, out: &mut Vec<Value>| {
+            let len = path.len();
+            path.push_str(&pe.to_string());
+            if let Some(v) = merge_at(schema, list.elem, l, r, path, errors) {
+                out.push(v);
+            }
+            path.truncate(len);
+        };
     while li < lhs_pes.len() || ri < rhs_pes.len() {
         if li < lhs_pes.len() && ri < rhs_pes.len() {
             let pe = &lhs_pes[li];
@@ -771,7 +794,9 @@ fn remove_at(schema: &Schema, ty: TypeId, v: &Value, set: &Set) -> Option<Value>
             (!out.is_empty() || had_matches).then_some(Value::Array(out))
         }
         Form::Map(map) => {
-            let Value::Object(entries) = v else { return None };
+            let Value::Object(entries) = v else {
+                return None;
+            };
             if entries.is_empty() || map.atomic {
                 return None;
             }
@@ -844,13 +869,15 @@ mod tests {
 
     fn widget() -> ObjectType {
         Schema::from_crd(
-            Some(&json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            Some(
+                &json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
                 "size": {"type": "integer"},
                 "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
                 "ports": {"type": "array", "x-kubernetes-list-type": "map",
                     "x-kubernetes-list-map-keys": ["name"],
                     "items": {"type": "object", "properties": {
-                        "name": {"type": "string"}, "port": {"type": "integer"}}}}}}}})),
+                        "name": {"type": "string"}, "port": {"type": "integer"}}}}}}}}),
+            ),
             false,
         )
     }
@@ -862,8 +889,16 @@ mod tests {
     #[test]
     fn undeclared_fields_and_duplicate_keys_are_type_errors() {
         let t = widget();
-        let errs = validate(&t.schema, t.root, &json!({"spec": {"size": 1, "bogus": 1}}), false);
-        assert_eq!(errors_string(&errs), ".spec.bogus: field not declared in schema");
+        let errs = validate(
+            &t.schema,
+            t.root,
+            &json!({"spec": {"size": 1, "bogus": 1}}),
+            false,
+        );
+        assert_eq!(
+            errors_string(&errs),
+            ".spec.bogus: field not declared in schema"
+        );
         let dup = json!({"spec": {"ports": [{"name": "a"}, {"name": "a"}]}});
         let errs = validate(&t.schema, t.root, &dup, false);
         assert_eq!(
@@ -877,8 +912,11 @@ mod tests {
     fn an_apply_owns_leaves_items_and_empty_fields() {
         let t = widget();
         assert_eq!(
-            set_of(&t, json!({"spec": {"size": 1, "tags": ["a"],
-                "ports": [{"name": "a", "port": 1}]}})),
+            set_of(
+                &t,
+                json!({"spec": {"size": 1, "tags": ["a"],
+                "ports": [{"name": "a", "port": 1}]}})
+            ),
             json!({"f:spec": {"f:size": {}, "f:tags": {"v:\"a\"": {}},
                 "f:ports": {"k:{\"name\":\"a\"}": {".": {}, "f:name": {}, "f:port": {}}}}})
         );

@@ -341,7 +341,11 @@ async fn resource(
         // A custom resource's group answers unknown paths as kube-apiserver's CRD handler
         // does: a plain-text 404.
         false if info.custom.is_some() => {
-            return Ok(full(404, "text/plain; charset=utf-8", "404 page not found\n"));
+            return Ok(full(
+                404,
+                "text/plain; charset=utf-8",
+                "404 page not found\n",
+            ));
         }
         false => return Err(ApiError::NoRoute),
     };

@@ -80,7 +80,9 @@ fn reached_by(ops: &json_patch::Patch) -> Value {
         let mut node = &mut reached;
         for step in steps.iter().take(steps.len().saturating_sub(1)) {
             let step = step.replace("~1", "/").replace("~0", "~");
-            let Some(map) = node.as_object_mut() else { break };
+            let Some(map) = node.as_object_mut() else {
+                break;
+            };
             node = map
                 .entry(step)
                 .or_insert_with(|| Value::Object(Default::default()));

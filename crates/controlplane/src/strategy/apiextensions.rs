@@ -6,8 +6,8 @@ use super::{ResourceStrategy, Validation};
 use crate::error::{ApiResult, FieldError};
 use crate::meta::{ObjectMeta, meta_mut};
 use crate::objects::{DeleteOptions, DeleteOutcome, Part};
-use crate::storage::WriteOp;
 use crate::registry::{CrdError, PrinterColumn, ResourceInfo, resources_from_crd};
+use crate::storage::WriteOp;
 
 /// The finalizer that keeps a CRD until its objects are gone.
 pub const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
@@ -30,16 +30,26 @@ impl ResourceStrategy for CustomResourceDefinitions {
     /// kube-apiserver's defaults of a CRD: singular and list kind from the kind, no
     /// conversion, the storage version recorded, webhook services on port 443.
     fn default(&self, obj: &mut Value) {
-        if let Some(names) = obj.pointer_mut("/spec/names").and_then(Value::as_object_mut) {
+        if let Some(names) = obj
+            .pointer_mut("/spec/names")
+            .and_then(Value::as_object_mut)
+        {
             let kind = names
                 .get("kind")
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string();
-            if names.get("singular").and_then(Value::as_str).is_none_or(str::is_empty) {
+            if names
+                .get("singular")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
                 names.insert("singular".into(), json!(kind.to_lowercase()));
             }
-            if names.get("listKind").and_then(Value::as_str).is_none_or(str::is_empty)
+            if names
+                .get("listKind")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
                 && !kind.is_empty()
             {
                 names.insert("listKind".into(), json!(format!("{kind}List")));
@@ -74,7 +84,10 @@ impl ResourceStrategy for CustomResourceDefinitions {
     /// A new CRD's status is only the version it is stored at: the apiextensions
     /// controllers accept its names and establish it afterwards.
     fn prepare_for_create(&self, _info: &ResourceInfo, obj: &mut Value, _now: &str) {
-        let stored: Vec<Value> = storage_version(obj).map(Value::String).into_iter().collect();
+        let stored: Vec<Value> = storage_version(obj)
+            .map(Value::String)
+            .into_iter()
+            .collect();
         if let Some(o) = obj.as_object_mut() {
             o.insert("status".into(), json!({"storedVersions": stored}));
         }
@@ -212,7 +225,9 @@ fn schema_locations(crd: &Value) -> Vec<(String, &Value)> {
         _ => schemas
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| Some((format!("spec.versions[{i}].schema.openAPIV3Schema"), (*s)?)))
+            .filter_map(|(i, s)| {
+                Some((format!("spec.versions[{i}].schema.openAPIV3Schema"), (*s)?))
+            })
             .collect(),
     }
 }
@@ -306,8 +321,17 @@ pub fn serves(crd: &Value) -> bool {
 /// other CRDs (any group): its names accepted unless another CRD of its group accepted them
 /// first (each clash said in `NamesAccepted`), and, once they are, established. None when
 /// they would change nothing.
-pub fn controlled_status(crd: &Value, others: &[std::sync::Arc<Value>], now: &str) -> Option<Value> {
-    let text = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+pub fn controlled_status(
+    crd: &Value,
+    others: &[std::sync::Arc<Value>],
+    now: &str,
+) -> Option<Value> {
+    let text = |v: &Value, p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     let group = text(crd, "/spec/group");
     let requested = crd.pointer("/spec/names").cloned().unwrap_or(json!({}));
     let accepted = crd
@@ -321,7 +345,10 @@ pub fn controlled_status(crd: &Value, others: &[std::sync::Arc<Value>], now: &st
             .iter()
             .filter(|o| o.name() != crd.name() && text(o, "/spec/group") == group)
         {
-            let names = other.pointer("/status/acceptedNames").cloned().unwrap_or(json!({}));
+            let names = other
+                .pointer("/status/acceptedNames")
+                .cloned()
+                .unwrap_or(json!({}));
             for k in ["plural", "singular"] {
                 resources.push(text(&names, &format!("/{k}")));
             }
@@ -345,7 +372,10 @@ pub fn controlled_status(crd: &Value, others: &[std::sync::Arc<Value>], now: &st
                 refusal = Some((reason, format!("{wanted:?} is already in use")));
             }
         }
-        let (wanted_short, had_short) = (strings(&requested, "shortNames"), strings(&accepted, "shortNames"));
+        let (wanted_short, had_short) = (
+            strings(&requested, "shortNames"),
+            strings(&accepted, "shortNames"),
+        );
         if wanted_short != had_short {
             let clashes: Vec<String> = wanted_short
                 .iter()
@@ -373,7 +403,13 @@ pub fn controlled_status(crd: &Value, others: &[std::sync::Arc<Value>], now: &st
             None => names.remove("categories"),
         };
         let naming = match &refusal {
-            None => condition("NamesAccepted", "True", "NoConflicts", "no conflicts found", now),
+            None => condition(
+                "NamesAccepted",
+                "True",
+                "NoConflicts",
+                "no conflicts found",
+                now,
+            ),
             Some((reason, message)) => condition("NamesAccepted", "False", reason, message, now),
         };
         let old_naming = next
@@ -388,14 +424,26 @@ pub fn controlled_status(crd: &Value, others: &[std::sync::Arc<Value>], now: &st
         });
         if Value::Object(names.clone()) != accepted || !same_naming {
             let established = if refusal.is_none() && !condition_true(crd, "Established") {
-                condition("Established", "False", "Installing", "the initial names have been accepted", now)
+                condition(
+                    "Established",
+                    "False",
+                    "Installing",
+                    "the initial names have been accepted",
+                    now,
+                )
             } else {
                 next.pointer("/status/conditions")
                     .and_then(Value::as_array)
                     .and_then(|l| l.iter().find(|c| c["type"] == "Established"))
                     .cloned()
                     .unwrap_or_else(|| {
-                        condition("Established", "False", "NotAccepted", "not all names are accepted", now)
+                        condition(
+                            "Established",
+                            "False",
+                            "NotAccepted",
+                            "not all names are accepted",
+                            now,
+                        )
                     })
             };
             if let Some(status) = next.get_mut("status").and_then(Value::as_object_mut) {
@@ -408,7 +456,13 @@ pub fn controlled_status(crd: &Value, others: &[std::sync::Arc<Value>], now: &st
     if condition_true(&next, "NamesAccepted") && !condition_true(&next, "Established") {
         set_condition(
             &mut next,
-            condition("Established", "True", "InitialNamesAccepted", "the initial names have been accepted", now),
+            condition(
+                "Established",
+                "True",
+                "InitialNamesAccepted",
+                "the initial names have been accepted",
+                now,
+            ),
         );
     }
     (next != *crd).then_some(next)

@@ -216,9 +216,7 @@ async fn list_map_refuses_two_entries_with_the_same_key() {
     assert_eq!(s.code, 422, "{s:?}");
     assert_eq!(
         causes(&s),
-        [
-            "status.conditions[1]: Duplicate value: {\"type\":\"ManagedClusterJoined\"}"
-        ],
+        ["status.conditions[1]: Duplicate value: {\"type\":\"ManagedClusterJoined\"}"],
         "{s:?}"
     );
     // Two keys: the same key with another effect is a different entry.
@@ -231,9 +229,7 @@ async fn list_map_refuses_two_entries_with_the_same_key() {
     );
     assert_eq!(
         causes(&s),
-        [
-            "spec.taints[2]: Duplicate value: {\"effect\":\"NoSelect\",\"key\":\"k\"}"
-        ]
+        ["spec.taints[2]: Duplicate value: {\"effect\":\"NoSelect\",\"key\":\"k\"}"]
     );
     // Distinct keys are fine.
     let status = json!({"status": {"conditions": [joined("True"),
