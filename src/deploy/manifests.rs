@@ -210,6 +210,12 @@ pub fn hub_rbac() -> Vec<Value> {
                 {"apiGroups": ["apiextensions.k8s.io"],
                  "resources": ["customresourcedefinitions"],
                  "verbs": ["get", "list", "watch", "create", "update", "patch"]},
+                // Read only, OCM's registration webhook only: whether it checks who may accept a
+                // cluster, so that a person's acceptance of one not in git is honoured.
+                {"apiGroups": ["admissionregistration.k8s.io"],
+                 "resources": ["validatingwebhookconfigurations"],
+                 "resourceNames": [crate::hub::acceptance::OCM_MANAGED_CLUSTER_VALIDATOR],
+                 "verbs": ["get"]},
                 // Read only, and only because the agent's ClusterRole on a hub that is its own
                 // spoke (inCluster) reads nodes, and the hub may grant only what it holds.
                 {"apiGroups": [""],
@@ -307,6 +313,11 @@ pub fn hub_deployment(settings: &HubSettings) -> Value {
                 "metadata": {"labels": { LABEL_APP: HUB_DEPLOYMENT }},
                 "spec": {
                     "serviceAccountName": HUB_SERVICE_ACCOUNT,
+                    // PodSecurity `restricted`, so the hub runs in a namespace that enforces it.
+                    "securityContext": {
+                        "runAsNonRoot": true,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
                     "containers": [
                         {
                             "name": "hub",
@@ -450,7 +461,7 @@ pub fn deploy_files() -> Vec<(String, String)> {
     let rest = [
         hub(
             "rbac.yaml",
-            "# The hub ServiceAccount and what it may do (the README's \"Install on a hub\" says why).",
+            "# The hub ServiceAccount and what it may do (docs/install/rbac.md says why).",
             &hub_rbac(),
         ),
         hub(
@@ -473,7 +484,7 @@ pub fn deploy_files() -> Vec<(String, String)> {
         .collect();
     let kustomization = generated(
         "# fleetform on a hub: `kubectl apply -k deploy/`, or the base of an overlay that sets the\n\
-         # image, replicas or resources (see the README's \"Install on a hub\").",
+         # image, replicas or resources (see docs/install/hub.md).",
         format!(
             "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n{resources}"
         ),

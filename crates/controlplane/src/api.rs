@@ -21,10 +21,11 @@ use crate::objects::{
     prepare_update, present, settle_update, subject,
 };
 use crate::patch::{self, PatchType};
+use crate::pod_admission;
 use crate::registry::{Registry, ResourceInfo};
 use crate::selectors::{FieldSelector, LabelReq, LabelSelector};
 use crate::storage::{self, Indexed, Lookup, Store, WriteError, WriteOp};
-use crate::strategy::apiextensions;
+use crate::strategy::{PodAdmission, apiextensions};
 use crate::table::{self, IncludeObject};
 use crate::writes::{self, FieldValidation};
 
@@ -36,10 +37,12 @@ const CRD_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct UserInfo {
     pub name: String,
-    /// Empty when the authenticator knows none (client certificates, bootstrap tokens).
+    /// Empty when the authenticator knows none (client certificates, bootstrap tokens); a
+    /// ServiceAccount's uid for its tokens.
     pub uid: String,
     pub groups: Vec<String>,
-    /// Extra attributes the authenticator attaches (none of this server's do yet).
+    /// Extra attributes the authenticator attaches (the credential id of certificates and
+    /// ServiceAccount tokens, a bound token's pod).
     pub extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
@@ -153,7 +156,8 @@ impl WriteOptions {
         })
     }
 
-    fn manager(&self) -> &str {
+    /// The field manager writes are recorded under: `fieldManager`, else the User-Agent's name.
+    pub fn manager(&self) -> &str {
         self.field_manager
             .as_deref()
             .unwrap_or(&self.user_agent_manager)
@@ -195,8 +199,8 @@ impl Query {
 pub struct Answer {
     pub code: u16,
     pub body: Reply,
-    /// `Warning` headers: what the request did that it should not have (kube-apiserver's
-    /// `299 -` warnings).
+    /// `Warning` headers (`299 - "..."`): what decoding, the strategy and admission found for
+    /// the client.
     pub warnings: Vec<String>,
 }
 
@@ -360,27 +364,66 @@ fn stored_list(info: &ResourceInfo, metadata: &Map<String, Value>, items: &[Byte
     Bytes::from(out)
 }
 
-/// The page token of a paginated list.
+/// The page token of a paginated list, shaped as kube-apiserver's: unpadded URL-safe base64 of
+/// `{"v":"meta.k8s.io/v1","rv":RV,"start":"<key after the last item>"}`.
 fn encode_continue(rv: i64, ns: &str, name: &str) -> String {
-    let raw = json!({"rv": rv, "ns": ns, "name": name}).to_string();
-    objects::base64_encode(raw.as_bytes())
+    use base64::Engine;
+    let key = if ns.is_empty() {
+        name.to_string()
+    } else {
+        format!("{ns}/{name}")
+    };
+    let raw = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{key}\u{0}")});
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw.to_string())
 }
 
+/// The resourceVersion and the last item (namespace, name) of a page token; a token the server
+/// never gave is refused in kube-apiserver's words.
 fn decode_continue(token: &str) -> ApiResult<(i64, String, String)> {
-    let bad = || ApiError::BadRequest(format!("continue key is not valid: {token:?}"));
-    let raw = objects::base64_decode(token).ok_or_else(bad)?;
-    let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
-    Ok((
-        v.get("rv").and_then(Value::as_i64).ok_or_else(bad)?,
-        v.get("ns")
-            .and_then(Value::as_str)
-            .ok_or_else(bad)?
-            .to_string(),
-        v.get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(bad)?
-            .to_string(),
-    ))
+    use base64::Engine;
+    let bad = |why: String| {
+        ApiError::BadRequest(format!(
+            "invalid continue token: continue key is not valid: {why}"
+        ))
+    };
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|e| {
+            let at = match e {
+                base64::DecodeError::InvalidByte(at, _)
+                | base64::DecodeError::InvalidLastSymbol(at, _) => at,
+                base64::DecodeError::InvalidLength(len) => len.saturating_sub(1),
+                base64::DecodeError::InvalidPadding => token.len(),
+            };
+            bad(format!("illegal base64 data at input byte {at}"))
+        })?;
+    if let Some(syntax) = crate::gojson::syntax_error(&raw) {
+        return Err(bad(syntax));
+    }
+    let v: Value = serde_json::from_slice(&raw).map_err(|e| bad(e.to_string()))?;
+    match v.get("v").and_then(Value::as_str).unwrap_or("") {
+        "meta.k8s.io/v1" => {}
+        other => {
+            return Err(bad(format!(
+                "server does not recognize this encoded version {other:?}"
+            )));
+        }
+    }
+    let rv = v.get("rv").and_then(Value::as_i64).unwrap_or(0);
+    if rv == 0 {
+        return Err(bad(
+            "incorrect encoded start resourceVersion (version meta.k8s.io/v1)".into(),
+        ));
+    }
+    let start = v.get("start").and_then(Value::as_str).unwrap_or("");
+    let key = start.strip_suffix('\u{0}').unwrap_or(start);
+    if key.is_empty() {
+        return Err(bad(
+            "encoded start key empty (version meta.k8s.io/v1)".into()
+        ));
+    }
+    let (ns, name) = key.split_once('/').unwrap_or(("", key));
+    Ok((rv, ns.to_string(), name.to_string()))
 }
 
 /// How to render objects in an answer.
@@ -659,7 +702,19 @@ impl ApiServer {
         }
         let name = obj.name().to_string();
         self.check_namespace(t, &name)?;
-        let obj = self.admit_create(t, obj, opts)?;
+        let mut obj = self.admit_create(t, obj, opts)?;
+        t.info.strategy.admit_create(&t.info, &obj)?;
+        if t.info.strategy.pod_admission() == Some(PodAdmission::Pod) {
+            let facts = pod_admission::new_pod_facts(&self.store, &t.namespace, &obj).await;
+            pod_admission::admit_new_pod(&t.info, &mut obj, &facts)?;
+        }
+        warnings.extend(pod_admission::pod_security(
+            &self.store,
+            &t.info,
+            "",
+            &obj,
+            None,
+        )?);
         let obj = self.stored_form(&t.info, obj)?;
         let info = t.info.clone();
         let written = self
@@ -703,7 +758,8 @@ impl ApiServer {
         })
     }
 
-    /// PUT: update (or a subresource update).
+    /// PUT: update (or a subresource update); of a missing object, a create where the resource
+    /// allows it.
     pub async fn update(
         &self,
         t: &Target,
@@ -714,8 +770,16 @@ impl ApiServer {
         let info = t.info.clone();
         let part = t.part;
         let manager = opts.manager().to_string();
-        let mut warnings = Vec::new();
         let body = body.into();
+        objects::check_names(&body.object, t.name(), &t.namespace)?;
+        if part == Part::Main
+            && info.strategy.allows_create_on_update()
+            && body.object.resource_version().is_empty()
+            && self.store.get(&t.key(), &t.namespace, t.name()).is_none()
+        {
+            return self.create(t, body, opts).await;
+        }
+        let mut warnings = Vec::new();
         let body = match part {
             Part::Scale => body.object,
             _ => {
@@ -741,7 +805,7 @@ impl ApiServer {
                 }
             };
             noted = info.strategy.warnings_on_update(&next, &cur);
-            let op = self.admit_update(t, &cur, next, opts)?;
+            let op = self.admit_update(t, &cur, next, opts, &mut noted)?;
             self.to_stored(&info, op)
         })?;
         warnings.extend(noted);
@@ -750,7 +814,8 @@ impl ApiServer {
     }
 
     /// A write's answer once it is durable: the object as served, from its stored bytes when
-    /// it is served as stored.
+    /// it is served as stored (an update that removed the object answers it as the update
+    /// left it: see [`WriteOp::DeleteAs`]).
     async fn written_answer(
         &self,
         t: &Target,
@@ -846,6 +911,14 @@ impl ApiServer {
         let force = opts.force;
         let ns = t.namespace.clone();
         let name = t.name().to_string();
+        let new_pod = match &config {
+            Some(config)
+                if creating && info.strategy.pod_admission() == Some(PodAdmission::Pod) =>
+            {
+                Some(pod_admission::new_pod_facts(&self.store, &ns, config).await)
+            }
+            _ => None,
+        };
         let recorder = self.recorder(t, &now);
         let mut created = false;
         let mut warnings = Vec::new();
@@ -868,6 +941,20 @@ impl ApiServer {
                     if let Some(mf) = mf {
                         crate::meta::meta_mut(&mut obj).insert("managedFields".into(), mf);
                     }
+                    if info.strategy.pod_admission() == Some(PodAdmission::Pod) {
+                        // Looked up before the write, which found no object then.
+                        let facts = new_pod
+                            .as_ref()
+                            .ok_or_else(|| ApiError::Conflict(subject(&info, &name)))?;
+                        pod_admission::admit_new_pod(&info, &mut obj, facts)?;
+                    }
+                    warnings.extend(pod_admission::pod_security(
+                        &self.store,
+                        &info,
+                        "",
+                        &obj,
+                        None,
+                    )?);
                     created = true;
                     Ok(WriteOp::Put(self.stored_form(&info, obj)?))
                 }
@@ -880,7 +967,7 @@ impl ApiServer {
                     check_applied_name(&obj, &name)?;
                     let next = prepare_update(&info, &cur, obj, part, false)?;
                     warnings.extend(info.strategy.warnings_on_update(&next, &cur));
-                    let op = self.admit_update(t, &cur, next, opts)?;
+                    let op = self.admit_update(t, &cur, next, opts, &mut warnings)?;
                     self.to_stored(&info, op)
                 }
                 (Some(cur), None) => {
@@ -907,7 +994,7 @@ impl ApiServer {
                         }
                     };
                     warnings.extend(info.strategy.warnings_on_update(&next, &cur));
-                    let op = self.admit_update(t, &cur, next, opts)?;
+                    let op = self.admit_update(t, &cur, next, opts, &mut warnings)?;
                     self.to_stored(&info, op)
                 }
             }
@@ -920,6 +1007,7 @@ impl ApiServer {
 
     /// DELETE of one object.
     pub async fn delete(&self, t: &Target, opts: &DeleteOptions) -> ApiResult<Answer> {
+        opts.validate()?;
         let now = now_rfc3339();
         let info = t.info.clone();
         let mut outcome = DeleteOutcome::Removed;
@@ -931,6 +1019,14 @@ impl ApiServer {
             Ok(op)
         })?;
         let obj = self.finish(t, written).await?;
+        if outcome == DeleteOutcome::MarkedThenRemoved {
+            let removed = self.write_decided(t, opts.dry_run, |cur| match cur {
+                Some(cur) if cur.uid() == obj.uid() => Ok(WriteOp::Delete),
+                _ => Err(Self::not_found(t)),
+            })?;
+            self.finish(t, removed).await?;
+            outcome = DeleteOutcome::Removed;
+        }
         if outcome == DeleteOutcome::Removed && !t.info.strategy.returns_deleted_object() {
             return Ok(Answer::ok(objects::delete_success(&t.info, &obj)));
         }
@@ -944,6 +1040,7 @@ impl ApiServer {
         q: &Query,
         opts: &DeleteOptions,
     ) -> ApiResult<Answer> {
+        opts.validate()?;
         let filter = Filter::from_query(&t.info, q)?;
         let (rv, items) = self
             .store
@@ -1027,7 +1124,7 @@ impl ApiServer {
         match admitted {
             Some(mut changed) if changed != obj => {
                 objects::keep_server_metadata(&obj, &mut changed);
-                objects::validate(&t.info, &mut changed, None, Part::Main)?;
+                objects::validate(&t.info, &mut changed, None)?;
                 Ok(changed)
             }
             _ => Ok(obj),
@@ -1035,16 +1132,37 @@ impl ApiServer {
     }
 
     /// Admits an update of `cur` to `next` (as [`prepare_update`] made it) and settles what it
-    /// comes to; a plugin's changes are validated again.
+    /// comes to; a plugin's changes are validated again, and PodSecurity's warnings added to
+    /// `warnings`.
     fn admit_update(
         &self,
         t: &Target,
         cur: &Value,
         next: Value,
         opts: &WriteOptions,
+        warnings: &mut Vec<String>,
     ) -> ApiResult<WriteOp> {
+        let next = self.admit_update_by_plugins(t, cur, next, opts)?;
+        warnings.extend(pod_admission::pod_security(
+            &self.store,
+            &t.info,
+            t.part.name(),
+            &next,
+            Some(cur),
+        )?);
+        settle_update(&t.info, cur, next)
+    }
+
+    /// The embedder's plugins' view of an update: `next` as they leave it, validated again.
+    fn admit_update_by_plugins(
+        &self,
+        t: &Target,
+        cur: &Value,
+        next: Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<Value> {
         let Some(user) = opts.user.as_ref().filter(|_| !self.admission.is_empty()) else {
-            return settle_update(&t.info, cur, next);
+            return Ok(next);
         };
         let attempt = Attempt {
             operation: Operation::Update,
@@ -1059,14 +1177,16 @@ impl ApiServer {
         let next = match self.admission.admit(self, &attempt, Some(next.clone()))? {
             Some(mut changed) if changed != next => {
                 objects::keep_server_metadata(&next, &mut changed);
-                if matches!(t.part, Part::Main | Part::Status | Part::Scale) {
-                    objects::validate(&t.info, &mut changed, Some(cur), t.part)?;
+                if matches!(t.part, Part::Main | Part::Status | Part::Approval) {
+                    objects::validate_part(&t.info, &mut changed, Some(cur), t.part)?;
+                } else if t.part == Part::Scale {
+                    objects::validate(&t.info, &mut changed, Some(cur))?;
                 }
                 changed
             }
             _ => next,
         };
-        settle_update(&t.info, cur, next)
+        Ok(next)
     }
 
     /// Admits the delete of `cur`.

@@ -1,5 +1,5 @@
-//! Object-metadata helpers shared by every resource: timestamps, uids, name validation and
-//! typed access into generic JSON objects.
+//! Object-metadata helpers shared by every resource: timestamps, uids and typed access into
+//! generic JSON objects (what a valid name is, is [`crate::names`]').
 //!
 //! Objects are plain `serde_json::Value`s; this module is the one place that knows where
 //! `metadata.*` fields live.
@@ -47,126 +47,94 @@ pub fn random_suffix() -> String {
         .collect()
 }
 
-/// How a resource's names are validated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NameRule {
-    /// RFC 1123 subdomain (most resources).
-    Subdomain,
-    /// RFC 1123 label (namespaces).
-    Label,
-    /// Any name valid as a path segment (RBAC roles allow `:`).
-    PathSegment,
-}
+pub use crate::names::NameRule;
 
-/// Validates a name, returning the field error kube-apiserver reports.
-pub fn validate_name(name: &str, rule: NameRule, field: &str) -> Option<FieldError> {
-    let v = Value::String(name.to_string());
-    match rule {
-        NameRule::PathSegment => {
-            if name == "." || name == ".." {
-                return Some(FieldError::invalid(
-                    field,
-                    &v,
-                    format!("may not be '{name}'"),
-                ));
-            }
-            if name.contains('/') || name.contains('%') {
-                return Some(FieldError::invalid(
-                    field,
-                    &v,
-                    format!(
-                        "may not contain '{}'",
-                        if name.contains('/') { "/" } else { "%" }
-                    ),
-                ));
-            }
-            None
-        }
-        NameRule::Label => {
-            if name.len() > 63 || !is_dns_label(name) {
-                return Some(FieldError::invalid(
-                    field,
-                    &v,
-                    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
-                ));
-            }
-            None
-        }
-        NameRule::Subdomain => {
-            if name.len() > 253 || !name.split('.').all(is_dns_label) {
-                return Some(FieldError::invalid(
-                    field,
-                    &v,
-                    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
-                ));
-            }
-            None
-        }
-    }
-}
-
-fn is_dns_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0] != b'-'
-        && b[b.len() - 1] != b'-'
-}
-
-/// Validates label keys and values; returns every error.
-pub fn validate_labels(labels: &Value, field: &str) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    let Some(map) = labels.as_object() else {
-        if !labels.is_null() {
-            errs.push(FieldError::invalid(
-                field,
-                labels,
-                "must be a map of strings",
-            ));
-        }
-        return errs;
+/// Checks `metadata.ownerReferences` as kube-apiserver does: each reference names an
+/// apiVersion with a version, a kind, a name and a uid, no Event owns anything, and at most one
+/// reference is the controller. The field paths carry no index, as kube-apiserver's.
+pub fn validate_owner_references(refs: &Value) -> Vec<FieldError> {
+    const FIELD: &str = "metadata.ownerReferences";
+    let Some(refs) = refs.as_array() else {
+        return Vec::new();
     };
-    for (k, v) in map {
-        if !valid_qualified_name(k) {
-            errs.push(FieldError::invalid(
-                field,
-                &Value::String(k.clone()),
-                "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+    let text = |r: &Value, key: &str| r.get(key).and_then(Value::as_str).unwrap_or("").to_string();
+    let mut errs = Vec::new();
+    let mut first_controller: Option<String> = None;
+    for r in refs {
+        let api_version = text(r, "apiVersion");
+        let kind = text(r, "kind");
+        // A malformed group/version has no version, as kube-apiserver parses it.
+        let version = match api_version.split('/').collect::<Vec<_>>().as_slice() {
+            [v] => *v,
+            [_, v] => *v,
+            _ => "",
+        };
+        let empty = [
+            (
+                "apiVersion",
+                version.is_empty(),
+                "version must not be empty",
+            ),
+            ("kind", kind.is_empty(), "must not be empty"),
+            ("name", text(r, "name").is_empty(), "must not be empty"),
+            ("uid", text(r, "uid").is_empty(), "must not be empty"),
+        ];
+        for (key, missing, detail) in empty {
+            if missing {
+                errs.push(FieldError::invalid(
+                    format!("{FIELD}.{key}"),
+                    &Value::String(text(r, key)),
+                    detail,
+                ));
+            }
+        }
+        if api_version == "v1" && kind == "Event" {
+            errs.push(owner_error(
+                owner_reference_json(r),
+                "/v1, Kind=Event is disallowed from being an owner",
             ));
         }
-        match v.as_str() {
-            Some(s) if s.is_empty() || (s.len() <= 63 && valid_label_value(s)) => {}
-            _ => errs.push(FieldError::invalid(
-                field,
-                v,
-                "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
-            )),
+        if r.get("controller").and_then(Value::as_bool) == Some(true) {
+            let this = format!("{kind}/{}", text(r, "name"));
+            match &first_controller {
+                Some(first) => {
+                    let all: Vec<String> = refs.iter().map(owner_reference_json).collect();
+                    errs.push(owner_error(
+                        format!("[{}]", all.join(",")),
+                        &format!(
+                            "Only one reference can have Controller set to true. Found \"true\" in references for {first} and {this}"
+                        ),
+                    ));
+                }
+                None => first_controller = Some(this),
+            }
         }
     }
     errs
 }
 
-fn valid_label_value(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.iter()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
+fn owner_error(value: String, detail: &str) -> FieldError {
+    FieldError {
+        reason: "FieldValueInvalid",
+        field: "metadata.ownerReferences".into(),
+        message: format!("metadata.ownerReferences: Invalid value: {value}: {detail}"),
+    }
 }
 
-fn valid_qualified_name(k: &str) -> bool {
-    let (prefix, name) = match k.rsplit_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, k),
-    };
-    if let Some(p) = prefix
-        && (p.is_empty() || p.len() > 253 || !p.split('.').all(is_dns_label))
-    {
-        return false;
+/// An owner reference as kube-apiserver prints it in a message: its fields in the order of the
+/// Go type, the optional ones only when set.
+fn owner_reference_json(r: &Value) -> String {
+    let mut fields = Vec::new();
+    for key in ["apiVersion", "kind", "name", "uid"] {
+        let v = r.get(key).cloned().unwrap_or(Value::String(String::new()));
+        fields.push(format!("{}:{}", Value::String(key.into()), v));
     }
-    !name.is_empty() && name.len() <= 63 && valid_label_value(name)
+    for key in ["controller", "blockOwnerDeletion"] {
+        if let Some(v) = r.get(key).filter(|v| !v.is_null()) {
+            fields.push(format!("{}:{}", Value::String(key.into()), v));
+        }
+    }
+    format!("{{{}}}", fields.join(","))
 }
 
 /// Read-only accessors over an object's metadata.
@@ -242,19 +210,46 @@ mod tests {
     }
 
     #[test]
-    fn subdomain_names_reject_uppercase_and_accept_dots() {
-        assert!(validate_name("a.b-c", NameRule::Subdomain, "metadata.name").is_none());
-        assert!(validate_name("Abc", NameRule::Subdomain, "metadata.name").is_some());
-        assert!(validate_name("a.b", NameRule::Label, "metadata.name").is_some());
-        assert!(validate_name("system:admin", NameRule::PathSegment, "metadata.name").is_none());
-    }
-
-    #[test]
-    fn label_validation_flags_bad_keys_and_values() {
-        let ok = serde_json::json!({"app.kubernetes.io/name": "web", "x": ""});
-        assert!(validate_labels(&ok, "metadata.labels").is_empty());
-        let bad = serde_json::json!({"-x": "a b"});
-        assert_eq!(validate_labels(&bad, "metadata.labels").len(), 2);
+    fn owner_references_need_version_kind_name_and_uid_and_one_controller() {
+        use serde_json::json;
+        let ok = json!([{"apiVersion": "apps/v1", "kind": "Deployment", "name": "d", "uid": "1",
+            "controller": true}]);
+        assert!(validate_owner_references(&ok).is_empty());
+        let empty = json!([{"apiVersion": "apps/", "kind": "", "name": "", "uid": ""}]);
+        let messages: Vec<String> = validate_owner_references(&empty)
+            .into_iter()
+            .map(|e| e.message)
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                "metadata.ownerReferences.apiVersion: Invalid value: \"apps/\": version must not be empty",
+                "metadata.ownerReferences.kind: Invalid value: \"\": must not be empty",
+                "metadata.ownerReferences.name: Invalid value: \"\": must not be empty",
+                "metadata.ownerReferences.uid: Invalid value: \"\": must not be empty",
+            ]
+        );
+        let event = json!([{"apiVersion": "v1", "kind": "Event", "name": "e", "uid": "1"}]);
+        assert_eq!(
+            validate_owner_references(&event)[0].message,
+            "metadata.ownerReferences: Invalid value: {\"apiVersion\":\"v1\",\"kind\":\"Event\",\"name\":\"e\",\"uid\":\"1\"}: /v1, Kind=Event is disallowed from being an owner"
+        );
+        let three = json!([
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "a", "uid": "1", "controller": true},
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "b", "uid": "2", "controller": false,
+             "blockOwnerDeletion": true},
+            {"apiVersion": "v1", "kind": "Secret", "name": "c", "uid": "3", "controller": true},
+        ]);
+        let errs = validate_owner_references(&three);
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].field, "metadata.ownerReferences");
+        assert!(
+            errs[0].message.ends_with(
+                ",\"controller\":false,\"blockOwnerDeletion\":true},{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"name\":\"c\",\"uid\":\"3\",\"controller\":true}]: Only one reference can have Controller set to true. Found \"true\" in references for ConfigMap/a and Secret/c"
+            ),
+            "{}",
+            errs[0].message
+        );
     }
 
     #[test]

@@ -9,7 +9,8 @@
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, ApiResult, FieldError, Subject};
-use crate::meta::{ObjectMeta, meta_mut, new_uid, validate_labels, validate_name};
+use crate::meta::{ObjectMeta, meta_mut, new_uid};
+use crate::names;
 use crate::registry::ResourceInfo;
 use crate::storage::WriteOp;
 use crate::strategy::Validation;
@@ -23,10 +24,19 @@ pub fn subject(info: &ResourceInfo, name: &str) -> Subject {
     }
 }
 
-/// The subject of Invalid errors: Kind and group.
+/// The subject of Invalid errors: Kind and the group of the kind kube-apiserver decodes it to
+/// (events.k8s.io Events are core Events inside).
 pub fn kind_subject(info: &ResourceInfo, name: &str) -> Subject {
+    let group = match info.strategy.stored_as() {
+        Some(stored) => stored
+            .api_version
+            .rsplit_once('/')
+            .map_or("", |(group, _)| group)
+            .to_string(),
+        None => info.group.clone(),
+    };
     Subject {
-        group: info.group.clone(),
+        group,
         kind: info.kind.clone(),
         name: name.to_string(),
     }
@@ -78,14 +88,29 @@ pub fn check_type_meta(info: &ResourceInfo, obj: &Value) -> ApiResult<()> {
             )));
         }
     }
-    if let Some(k) = obj.get("kind") {
-        let k = k.as_str().unwrap_or("");
-        if !k.is_empty() && k != info.kind {
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    let cannot_handle = |why: String| {
+        let kind = if kind.is_empty() { &info.kind } else { kind };
+        ApiError::BadRequest(format!(
+            "{kind} in version {:?} cannot be handled as a {}: {why}",
+            info.version, info.kind
+        ))
+    };
+    if !kind.is_empty() && kind != info.kind {
+        if info.custom.is_some() {
             return Err(ApiError::BadRequest(format!(
-                "the kind in the data ({k}) does not match the expected kind ({})",
+                "the kind in the data ({kind}) does not match the expected kind ({})",
                 info.kind
             )));
         }
+        // A built-in kind's decoder finds no conversion from the body's kind to its own.
+        let internal = info.group.split('.').next().filter(|g| !g.is_empty());
+        return Err(cannot_handle(format!(
+            "converting ({}.{kind}) to ({}.{}): unknown conversion",
+            info.version,
+            internal.unwrap_or("core"),
+            info.kind
+        )));
     }
     if let Some(m) = obj.get("metadata")
         && !m.is_object()
@@ -94,7 +119,43 @@ pub fn check_type_meta(info: &ResourceInfo, obj: &Value) -> ApiResult<()> {
             "metadata in the data must be an object".into(),
         ));
     }
+    if info.custom.is_none() {
+        let typed = crate::typed::OBJECT_META
+            .iter()
+            .chain(info.strategy.typed_fields());
+        if let Some(why) = typed
+            .clone()
+            .find_map(|f| crate::typed::first_error(obj, std::slice::from_ref(f)))
+        {
+            return Err(cannot_handle(why));
+        }
+    }
     Ok(())
+}
+
+/// An update's body names the object its URL names (kube-apiserver's `checkName`, before it
+/// looks the object up).
+pub fn check_names(body: &Value, name: &str, namespace: &str) -> ApiResult<()> {
+    if body.name() != name {
+        return Err(ApiError::BadRequest(format!(
+            "the name of the object ({}) does not match the name on the URL ({name})",
+            body.name()
+        )));
+    }
+    let body_namespace = body.namespace();
+    if !namespace.is_empty() && !body_namespace.is_empty() && body_namespace != namespace {
+        return Err(ApiError::BadRequest(format!(
+            "the namespace of the object ({body_namespace}) does not match the namespace on the URL ({namespace})"
+        )));
+    }
+    Ok(())
+}
+
+/// The name kube-apiserver makes of a `generateName`: the prefix, cut to 58 characters, and five
+/// random characters.
+pub fn generated_name(prefix: &str) -> String {
+    let cut: String = prefix.chars().take(58).collect();
+    format!("{cut}{}", crate::meta::random_suffix())
 }
 
 /// Turns a create request body into the object to store (without resourceVersion).
@@ -111,7 +172,7 @@ pub fn prepare_create(info: &ResourceInfo, ns: &str, obj: Value, now: &str) -> A
     let mut name = obj.name().to_string();
     let generate = obj.meta_str("generateName").unwrap_or("").to_string();
     if name.is_empty() && !generate.is_empty() {
-        name = format!("{generate}{}", crate::meta::random_suffix());
+        name = generated_name(&generate);
     }
     if name.is_empty() {
         return Err(ApiError::invalid(
@@ -144,13 +205,18 @@ pub fn prepare_create(info: &ResourceInfo, ns: &str, obj: Value, now: &str) -> A
     o.insert("apiVersion".into(), json!(info.storage_api_version()));
     o.insert("kind".into(), json!(info.kind));
     info.strategy.prepare_for_create(info, &mut obj, now);
-    validate(info, &mut obj, None, Part::Main)?;
+    validate(info, &mut obj, None)?;
     Ok(obj)
 }
 
 /// Validation and normalisation: the metadata every object shares, then the resource's own
 /// (see [`crate::strategy::ResourceStrategy::validate`]); Invalid lists every field error.
-pub fn validate(
+pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> ApiResult<()> {
+    validate_part(info, obj, old, Part::Main)
+}
+
+/// [`validate`] of a write through `part` of the object.
+pub fn validate_part(
     info: &ResourceInfo,
     obj: &mut Value,
     old: Option<&Value>,
@@ -158,23 +224,24 @@ pub fn validate(
 ) -> ApiResult<()> {
     let name = obj.name().to_string();
     let mut errs = Vec::new();
-    if let Some(e) = validate_name(&name, info.strategy.name_rule(), "metadata.name") {
-        errs.push(e);
+    let rule = info.strategy.name_rule();
+    if let Some(generate) = obj.meta_str("generateName").filter(|g| !g.is_empty()) {
+        errs.extend(
+            names::name(generate, rule, true)
+                .into_iter()
+                .map(|m| FieldError::invalid("metadata.generateName", &json!(generate), m)),
+        );
     }
+    errs.extend(
+        names::name(&name, rule, false)
+            .into_iter()
+            .map(|m| FieldError::invalid("metadata.name", &json!(name), m)),
+    );
     if let Some(labels) = obj.pointer("/metadata/labels") {
-        errs.extend(validate_labels(labels, "metadata.labels"));
+        errs.extend(names::labels(labels, "metadata.labels"));
     }
-    if let Some(a) = obj.pointer("/metadata/annotations")
-        && !a.is_null()
-        && !a
-            .as_object()
-            .is_some_and(|m| m.values().all(Value::is_string))
-    {
-        errs.push(FieldError::invalid(
-            "metadata.annotations",
-            a,
-            "must be a map of strings",
-        ));
+    if let Some(a) = obj.pointer("/metadata/annotations") {
+        errs.extend(names::annotations(a, "metadata.annotations"));
     }
     if let Some(f) = obj.pointer("/metadata/finalizers")
         && !f.is_null()
@@ -186,10 +253,13 @@ pub fn validate(
             "must be a list of strings",
         ));
     }
+    if let Some(refs) = obj.pointer("/metadata/ownerReferences") {
+        errs.extend(crate::meta::validate_owner_references(refs));
+    }
     let mut check = Validation {
         info,
-        part,
         old,
+        part,
         errors: errs,
     };
     info.strategy.validate(obj, &mut check);
@@ -221,28 +291,6 @@ pub fn base64_encode(data: &[u8]) -> String {
         }
     }
     out
-}
-
-/// Standard base64 (padding optional); None if malformed.
-pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    let s = s.trim_end_matches('=');
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let mut acc = 0u32;
-    let mut bits = 0;
-    for c in s.bytes() {
-        let v = B64.iter().position(|x| *x == c)? as u32;
-        acc = (acc << 6) | v;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    if bits >= 6 {
-        return None;
-    }
-    Some(out)
 }
 
 fn without_meta_and_status(v: &Value) -> Value {
@@ -279,7 +327,7 @@ pub enum Part {
     /// The main resource: everything but status (when status is a subresource).
     Main,
     Status,
-    /// CSR approval: status.conditions only.
+    /// CSR approval: status.conditions (and metadata) only.
     Approval,
     /// Namespace finalize: spec.finalizers only.
     Finalize,
@@ -336,27 +384,16 @@ pub fn prepare_update(
     check_type_meta(info, &new)?;
     let mut new = info.strategy.to_stored(new);
     let name = cur.name().to_string();
-    if new.name() != name {
-        return Err(ApiError::BadRequest(format!(
-            "the name of the object ({}) does not match the name on the URL ({name})",
-            new.name()
-        )));
-    }
-    if info.namespaced && !new.namespace().is_empty() && new.namespace() != cur.namespace() {
-        return Err(ApiError::BadRequest(
-            "the namespace of the provided object does not match the namespace sent on the request"
-                .into(),
-        ));
-    }
+    check_names(&new, &name, cur.namespace())?;
     match new.resource_version() {
         "" if require_rv && !info.strategy.allows_unconditional_update() => {
             return Err(ApiError::invalid(
-                kind_subject(info, &name),
-                vec![FieldError {
-                    reason: "FieldValueInvalid",
-                    field: "metadata.resourceVersion".into(),
-                    message: "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update".into(),
-                }],
+                subject(info, &name),
+                vec![FieldError::invalid(
+                    "metadata.resourceVersion",
+                    &json!(0),
+                    "must be specified for an update",
+                )],
             ));
         }
         "" => {}
@@ -386,22 +423,19 @@ pub fn prepare_update(
                 };
             }
             carry_meta(&mut next, &new);
-            next
-        }
-        Part::Approval => {
-            let mut next = cur.clone();
-            let conds = new
-                .pointer("/status/conditions")
-                .cloned()
-                .unwrap_or(json!([]));
-            let status = next
-                .as_object_mut()
-                .map(|o| o.entry("status").or_insert(json!({})));
-            if let Some(Value::Object(s)) = status {
-                s.insert("conditions".into(), conds);
+            let sent = new.meta().cloned().unwrap_or_default();
+            let m = meta_mut(&mut next);
+            for f in info.strategy.status_writes_metadata() {
+                match sent.get(*f) {
+                    Some(v) => m.insert((*f).to_string(), v.clone()),
+                    None => m.remove(*f),
+                };
             }
             next
         }
+        // The object as sent: its strategy keeps what approval may not change (as
+        // kube-apiserver's CSR approval strategy, which takes the metadata as sent).
+        Part::Approval => new,
         Part::Finalize => {
             let mut next = cur.clone();
             let fin = new
@@ -439,8 +473,8 @@ pub fn prepare_update(
         o.insert("kind".into(), json!(info.kind));
     }
     info.strategy.prepare_for_update(cur, &mut next, part);
-    if part == Part::Main || part == Part::Status {
-        validate(info, &mut next, Some(cur), part)?;
+    if matches!(part, Part::Main | Part::Status | Part::Approval) {
+        validate_part(info, &mut next, Some(cur), part)?;
     }
     Ok(next)
 }
@@ -482,7 +516,10 @@ pub fn settle_update(info: &ResourceInfo, cur: &Value, mut next: Value) -> ApiRe
             .unwrap_or(0);
         meta_mut(&mut next).insert("generation".into(), json!(g + 1));
     }
-    if cur.is_deleting() && next.finalizers().is_empty() && info.strategy.removed_once_finalized() {
+    if cur.is_deleting()
+        && next.finalizers().is_empty()
+        && info.strategy.removed_once_finalized(&next)
+    {
         return Ok(WriteOp::DeleteAs(next));
     }
     if comparable(&next) == comparable(cur) {
@@ -534,6 +571,31 @@ pub struct DeleteOptions {
 }
 
 impl DeleteOptions {
+    /// Checks the options as kube-apiserver does before it looks at the object: an unknown
+    /// propagation policy is refused whether or not the object exists.
+    pub fn validate(&self) -> ApiResult<()> {
+        match self.propagation.as_deref() {
+            None | Some("Foreground" | "Background" | "Orphan") => Ok(()),
+            Some(other) => Err(ApiError::invalid(
+                Subject {
+                    group: "meta.k8s.io".into(),
+                    kind: "DeleteOptions".into(),
+                    name: String::new(),
+                },
+                vec![FieldError::not_supported(
+                    "propagationPolicy",
+                    &json!(other),
+                    &[
+                        json!("Foreground"),
+                        json!("Background"),
+                        json!("Orphan"),
+                        json!("nil"),
+                    ],
+                )],
+            )),
+        }
+    }
+
     /// Reads a DeleteOptions body (absent fields keep their query-string values).
     pub fn merge_body(&mut self, body: &Value) -> ApiResult<()> {
         if body.is_null() {
@@ -575,6 +637,9 @@ pub enum DeleteOutcome {
     Removed,
     /// The object is marked and waits for its finalizers.
     Pending,
+    /// The object is marked deleted (the write stores it so, as watchers see it), then removed
+    /// at once: kube-apiserver's graceful deletion with a grace period of 0.
+    MarkedThenRemoved,
 }
 
 /// Decides a delete: preconditions, then what the resource's strategy makes of it.
@@ -585,22 +650,37 @@ pub fn decide_delete(
     now: &str,
 ) -> ApiResult<(WriteOp, DeleteOutcome)> {
     let name = cur.name().to_string();
-    let precondition = |what: &str, want: &str, have: &str| ApiError::ConflictMessage {
-        subject: subject(info, &name),
-        message: format!(
-            "Precondition failed: {what} in precondition: {want}, {what} in object meta: {have}"
-        ),
-        causes: Vec::new(),
+    let subject = kind_subject(info, &name);
+    let precondition = |what: &str, want: &str, have: &str, might: &str| {
+        let message = format!(
+            "Operation cannot be fulfilled on {} {name:?}: the {what} in the precondition ({want}) does not match the {what} in record ({have}). The object might have been {might}",
+            subject.qualified()
+        );
+        ApiError::ConflictMessage {
+            subject: subject.clone(),
+            message,
+            causes: Vec::new(),
+        }
     };
     if let Some(u) = &opts.precondition_uid
         && u != cur.uid()
     {
-        return Err(precondition("UID", u, cur.uid()));
+        return Err(precondition(
+            "UID",
+            u,
+            cur.uid(),
+            "deleted and then recreated",
+        ));
     }
     if let Some(r) = &opts.precondition_rv
         && r != cur.resource_version()
     {
-        return Err(precondition("ResourceVersion", r, cur.resource_version()));
+        return Err(precondition(
+            "ResourceVersion",
+            r,
+            cur.resource_version(),
+            "modified",
+        ));
     }
     info.strategy.delete(info, cur, opts, now)
 }
@@ -613,22 +693,12 @@ pub fn delete_by_finalizers(
     opts: &DeleteOptions,
     now: &str,
 ) -> ApiResult<(WriteOp, DeleteOutcome)> {
-    let name = cur.name();
     let mut finalizers = cur.finalizers();
+    // The policy was checked with the rest of the options ([`DeleteOptions::validate`]).
     let extra = match opts.propagation.as_deref() {
         Some("Foreground") => Some(FOREGROUND),
         Some("Orphan") => Some(ORPHAN),
-        Some("Background") | None => None,
-        Some(other) => {
-            return Err(ApiError::invalid(
-                kind_subject(info, name),
-                vec![FieldError::not_supported(
-                    "propagationPolicy",
-                    &json!(other),
-                    &[json!("Foreground"), json!("Background"), json!("Orphan")],
-                )],
-            ));
-        }
+        _ => None,
     };
     let mut changed = false;
     if let Some(f) = extra
@@ -698,7 +768,8 @@ mod tests {
     fn deployment() -> Value {
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
             "spec": {"selector": {"matchLabels": {"a": "b"}},
-                     "template": {"metadata": {"labels": {"a": "b"}}}}})
+                     "template": {"metadata": {"labels": {"a": "b"}},
+                         "spec": {"containers": [{"name": "c", "image": "i"}]}}}})
     }
 
     #[test]
@@ -877,6 +948,93 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_propagation_policy_is_refused_as_delete_options() {
+        let opts = DeleteOptions {
+            propagation: Some("Sideways".into()),
+            ..Default::default()
+        };
+        let err = opts.validate().err().unwrap();
+        assert_eq!(err.code(), 422);
+        assert_eq!(
+            err.to_string(),
+            "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"Sideways\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+        );
+        for ok in [None, Some("Foreground"), Some("Background"), Some("Orphan")] {
+            let opts = DeleteOptions {
+                propagation: ok.map(str::to_string),
+                ..Default::default()
+            };
+            assert!(opts.validate().is_ok(), "{ok:?}");
+        }
+    }
+
+    #[test]
+    fn a_namespace_is_labelled_finalized_by_kubernetes_and_marked_terminating() {
+        let i = info("", "namespaces");
+        let mut ns = prepare_create(
+            &i,
+            "",
+            json!({"metadata": {"name": "team", "labels": {"kubernetes.io/metadata.name": "x"}},
+                "spec": {"finalizers": ["example.com/keep"]}, "status": {"phase": "Terminating"}}),
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+            "team"
+        );
+        assert_eq!(
+            ns["spec"]["finalizers"],
+            json!(["example.com/keep", "kubernetes"])
+        );
+        assert_eq!(ns["status"], json!({"phase": "Active"}));
+        meta_mut(&mut ns).insert("resourceVersion".into(), json!("2"));
+
+        // Only /finalize changes the spec's finalizers; the label follows the name.
+        let mut edited = ns.clone();
+        edited["spec"]["finalizers"] = json!([]);
+        edited["metadata"]["labels"] = json!({});
+        edited["metadata"]["annotations"] = json!({"note": "kept"});
+        let WriteOp::Put(next) = decide_update(&i, &ns, edited.clone(), Part::Main, true).unwrap()
+        else {
+            panic!("expected a write")
+        };
+        assert_eq!(next["spec"], ns["spec"]);
+        assert_eq!(
+            next["metadata"]["labels"]["kubernetes.io/metadata.name"],
+            "team"
+        );
+
+        let (op, outcome) = decide_delete(&i, &ns, &DeleteOptions::default(), "t2").unwrap();
+        assert_eq!(outcome, DeleteOutcome::Pending);
+        let WriteOp::Put(mut terminating) = op else {
+            panic!("marked, not removed")
+        };
+        assert_eq!(terminating["status"]["phase"], "Terminating");
+        assert_eq!(terminating.meta_str("deletionTimestamp"), Some("t2"));
+        assert_eq!(
+            terminating["metadata"].get("deletionGracePeriodSeconds"),
+            None
+        );
+        meta_mut(&mut terminating).insert("resourceVersion".into(), json!("3"));
+
+        // Finalizing away `kubernetes` leaves the client's; with none left the namespace goes.
+        let mut finalized = terminating.clone();
+        finalized["spec"]["finalizers"] = json!(["example.com/keep"]);
+        let WriteOp::Put(kept) =
+            decide_update(&i, &terminating, finalized, Part::Finalize, true).unwrap()
+        else {
+            panic!("another finalizer holds it")
+        };
+        let mut last = kept.clone();
+        last["spec"]["finalizers"] = json!([]);
+        assert!(matches!(
+            decide_update(&i, &kept, last, Part::Finalize, true).unwrap(),
+            WriteOp::DeleteAs(_)
+        ));
+    }
+
+    #[test]
     fn delete_preconditions_are_checked() {
         let i = info("", "configmaps");
         let cur = prepare_create(&i, "ns", json!({"metadata": {"name": "c"}}), "t").unwrap();
@@ -886,9 +1044,12 @@ mod tests {
         };
         let err = decide_delete(&i, &cur, &opts, "t").err().unwrap();
         assert_eq!(err.code(), 409);
-        assert!(
-            err.to_string()
-                .starts_with("Precondition failed: UID in precondition: nope")
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "Operation cannot be fulfilled on ConfigMap \"c\": the UID in the precondition (nope) does not match the UID in record ({}). The object might have been deleted and then recreated",
+                cur.uid()
+            )
         );
     }
 
@@ -902,7 +1063,6 @@ mod tests {
         )
         .unwrap();
         assert_eq!(o["data"]["k"], "aGVsbG8=");
-        assert_eq!(base64_decode("aGVsbG8=").unwrap(), b"hello");
         assert!(
             prepare_create(
                 &info("", "secrets"),

@@ -91,7 +91,8 @@ pub struct ResourceInfo {
     pub namespaced: bool,
     pub short_names: Vec<String>,
     pub categories: Vec<String>,
-    /// Subresources besides the main resource: `status`, `approval`, `finalize`, `scale`.
+    /// Subresources besides the main resource: `status`, `approval`, `finalize`, `scale`,
+    /// `token` (a ServiceAccount's TokenRequests).
     pub subresources: Vec<String>,
     pub printer_columns: Vec<PrinterColumn>,
     /// What is particular about the resource's objects (see [`crate::strategy`]).
@@ -230,7 +231,7 @@ fn builtin(b: Builtin) -> ResourceInfo {
 }
 
 fn builtins() -> Vec<ResourceInfo> {
-    use strategy::{apiextensions, apps, certificates, coordination, core, events, rbac};
+    use strategy::{apiextensions, apps, certificates, coordination, core, events, pods, rbac};
     let b = |group, kind, plural, namespaced, short, subresources, strategy| {
         builtin(Builtin {
             group,
@@ -268,7 +269,7 @@ fn builtins() -> Vec<ResourceInfo> {
             "serviceaccounts",
             true,
             &["sa"],
-            &[],
+            &["token"],
             &core::ServiceAccounts,
         ),
         // Stored with kube-apiserver's spec defaults; nothing routes to a Service here, so it
@@ -282,6 +283,8 @@ fn builtins() -> Vec<ResourceInfo> {
             &["status"],
             &core::Services,
         ),
+        // Nothing runs them: a pod stays Pending, as on a cluster without nodes.
+        b("", "Pod", "pods", true, &["po"], &["status"], &pods::Pods),
         b(
             "",
             "Event",
@@ -685,6 +688,13 @@ impl Registry {
     }
 
     /// Every entry, ordered by group, version, plural.
+    /// Whether `group`/`version` is a built-in group version (not one a CRD adds).
+    pub fn serves_builtin(&self, group: &str, version: &str) -> bool {
+        self.resources_in(group, version)
+            .iter()
+            .any(|r| r.custom.is_none())
+    }
+
     pub fn all(&self) -> Vec<Arc<ResourceInfo>> {
         self.read().values().cloned().collect()
     }
@@ -789,6 +799,7 @@ mod tests {
             ("", "services"),
             ("", "events"),
             ("", "nodes"),
+            ("", "pods"),
             ("apps", "deployments"),
             ("coordination.k8s.io", "leases"),
             ("certificates.k8s.io", "certificatesigningrequests"),

@@ -13,6 +13,7 @@ use crate::conversion::Converters;
 use crate::error::{ApiError, ApiResult, FieldError, Subject};
 use crate::fields::decode::{Decoded, normalize};
 use crate::fields::encode::merge_patched_json;
+use crate::fields::manager::OneVersion;
 use crate::fields::schema::OBJECT_META;
 use crate::fields::set::PathElement;
 use crate::fields::{Applied, ApplyError, FieldManager, ObjectType, Set, Versions};
@@ -175,6 +176,32 @@ pub fn canonical(info: &ResourceInfo, obj: &mut Value) {
     {
         normalize(&ty.schema, ty.root, obj, &mut Vec::new());
     }
+}
+
+/// Records `obj`'s writer as kube-apiserver's field manager does for an object it answers but
+/// does not store (an access review, a TokenRequest). Their kinds have no type here, so the
+/// fields are deduced from the JSON (maps merged by key, lists atomic), against the zero
+/// object of their Go types, whose `spec` is a struct always there.
+pub fn record_unstored(
+    obj: &mut Value,
+    manager: &str,
+    api_version: &str,
+    subresource: &str,
+    now: &str,
+) {
+    let Some(ty) = ObjectType::builtin_named(crate::fields::schema::DEDUCED) else {
+        return;
+    };
+    let fm = FieldManager {
+        ty: &ty,
+        api_version,
+        subresource,
+        reset: &Set::new(),
+        versions: &OneVersion,
+        now,
+        describe: &|_| String::new(),
+    };
+    fm.update(&serde_json::json!({"spec": {}}), obj, manager);
 }
 
 /// `group/version, Kind=kind` as kube prints a group-version-kind.

@@ -307,6 +307,15 @@ impl FieldManager<'_> {
             }
         };
         crate::meta::meta_mut(new).remove("managedFields");
+        // kube-apiserver starts tracking an object's fields only when it is created: an update
+        // of an object without any (never tracked, or reset with `[]`) leaves it without.
+        let existing = live
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .is_some_and(|uid| !uid.is_empty());
+        if managed.0.is_empty() && existing {
+            return;
+        }
         let (schema, root) = (&self.ty.schema, self.ty.root);
         // kube keeps no managed fields for objects its type cannot hold.
         if !typed::validate(schema, root, new, true).is_empty()
@@ -600,6 +609,42 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn only_a_create_starts_tracking_fields() {
+        let (ty, reset) = (cm(), Set::new());
+        let fm = manager(&ty, &reset);
+        let mut created = config(json!({"k": "v1"}));
+        fm.update(&ty.zero(), &mut created, "alice");
+        assert_eq!(
+            fields_of(&created),
+            vec![("alice".into(), json!({"f:data": {".": {}, "f:k": {}}}))]
+        );
+        // Stored without managed fields (or reset with []): an update records nobody.
+        let mut live = config(json!({"k": "v1"}));
+        live["metadata"]["uid"] = json!("u1");
+        let mut next = live.clone();
+        next["data"]["k"] = json!("v2");
+        fm.update(&live, &mut next, "bob");
+        assert_eq!(next["metadata"].get("managedFields"), None);
+        let mut tracked = created.clone();
+        tracked["metadata"]["uid"] = json!("u1");
+        let mut reset_all = tracked.clone();
+        reset_all["metadata"]["managedFields"] = json!([]);
+        fm.update(&tracked, &mut reset_all, "bob");
+        assert_eq!(reset_all["metadata"].get("managedFields"), None);
+        // A tracked object's update is recorded.
+        let mut next = tracked.clone();
+        next["data"]["k"] = json!("v2");
+        fm.update(&tracked, &mut next, "bob");
+        assert_eq!(
+            fields_of(&next),
+            vec![
+                ("alice".into(), json!({"f:data": {}})),
+                ("bob".into(), json!({"f:data": {"f:k": {}}}))
+            ]
+        );
     }
 
     #[test]

@@ -155,7 +155,8 @@ static BUILTIN: LazyLock<Arc<Schema>> = LazyLock::new(|| {
 pub const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
 const ANY: &str = "atomic-any";
-const DEDUCED: &str = "deduced";
+/// The type of any JSON value, its maps merged by key (what kube deduces of untyped objects).
+pub const DEDUCED: &str = "deduced";
 
 impl Schema {
     pub fn atom(&self, id: TypeId) -> &Atom {
@@ -404,7 +405,7 @@ impl Schema {
         });
         let root = match schema {
             Some(schema) => {
-                let root = s.from_openapi(schema, preserve);
+                let root = s.add_openapi(schema, preserve);
                 if let Some(map) = s.atoms[root].map.as_mut() {
                     for (name, ty) in [("apiVersion", string), ("kind", string), ("metadata", meta)]
                     {
@@ -472,7 +473,7 @@ impl Schema {
     /// One structural schema node, as kube-openapi's schemaconv types it; `preserve` (once
     /// set by `x-kubernetes-preserve-unknown-fields` it holds for every node below) lets
     /// objects keep undeclared fields.
-    fn from_openapi(&mut self, node: &Value, preserve: bool) -> TypeId {
+    fn add_openapi(&mut self, node: &Value, preserve: bool) -> TypeId {
         let preserve = preserve
             || node.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
         let int_or_string = node.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true));
@@ -511,7 +512,7 @@ impl Schema {
         let mut fields = Vec::new();
         let properties = node.get("properties").and_then(Value::as_object);
         for (name, sub) in properties.into_iter().flatten() {
-            let ty = self.from_openapi(sub, preserve);
+            let ty = self.add_openapi(sub, preserve);
             fields.push(Field {
                 name: name.clone(),
                 ty,
@@ -537,7 +538,7 @@ impl Schema {
         fields.sort_by(|a, b| a.name.cmp(&b.name));
         let elem = match node.get("additionalProperties") {
             Some(Value::Bool(true)) => Some(self.deduced()),
-            Some(sub @ Value::Object(_)) => Some(self.from_openapi(sub, preserve)),
+            Some(sub @ Value::Object(_)) => Some(self.add_openapi(sub, preserve)),
             Some(_) => None,
             None if preserve || fields.is_empty() => Some(self.deduced()),
             None => None,
@@ -563,7 +564,7 @@ impl Schema {
             _ => ListKind::Atomic,
         };
         let elem = match node.get("items") {
-            Some(items @ Value::Object(_)) => self.from_openapi(items, preserve),
+            Some(items @ Value::Object(_)) => self.add_openapi(items, preserve),
             _ => self.names[ANY],
         };
         ListType { elem, kind }

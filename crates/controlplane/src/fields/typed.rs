@@ -125,14 +125,17 @@ fn plain(v: &Value) -> String {
 }
 
 fn check_scalar(s: Scalar, v: &Value) -> Option<String> {
-    let ok = match (s, v) {
-        (_, Value::Null) => true,
-        (Scalar::Number, Value::Number(_)) => true,
-        (Scalar::String, Value::String(_)) => true,
-        (Scalar::Boolean, Value::Bool(_)) => true,
-        (Scalar::Any, Value::Number(_) | Value::String(_) | Value::Bool(_)) => true,
-        _ => false,
-    };
+    let ok = matches!(
+        (s, v),
+        (_, Value::Null)
+            | (Scalar::Number, Value::Number(_))
+            | (Scalar::String, Value::String(_))
+            | (Scalar::Boolean, Value::Bool(_))
+            | (
+                Scalar::Any,
+                Value::Number(_) | Value::String(_) | Value::Bool(_)
+            )
+    );
     if ok {
         return None;
     }

@@ -14,27 +14,53 @@ struct Review {
     version: &'static str,
     plural: &'static str,
     kind: &'static str,
+    /// Asked in a namespace (LocalSubjectAccessReview).
+    namespaced: bool,
 }
 
 /// The reviews this server answers (see [`crate::http`]'s routes).
-const REVIEWS: [Review; 3] = [
+const REVIEWS: [Review; 6] = [
     Review {
         group: "authentication.k8s.io",
         version: "v1",
         plural: "selfsubjectreviews",
         kind: "SelfSubjectReview",
+        namespaced: false,
+    },
+    Review {
+        group: "authentication.k8s.io",
+        version: "v1",
+        plural: "tokenreviews",
+        kind: "TokenReview",
+        namespaced: false,
+    },
+    Review {
+        group: "authorization.k8s.io",
+        version: "v1",
+        plural: "localsubjectaccessreviews",
+        kind: "LocalSubjectAccessReview",
+        namespaced: true,
     },
     Review {
         group: "authorization.k8s.io",
         version: "v1",
         plural: "selfsubjectaccessreviews",
         kind: "SelfSubjectAccessReview",
+        namespaced: false,
+    },
+    Review {
+        group: "authorization.k8s.io",
+        version: "v1",
+        plural: "selfsubjectrulesreviews",
+        kind: "SelfSubjectRulesReview",
+        namespaced: false,
     },
     Review {
         group: "authorization.k8s.io",
         version: "v1",
         plural: "subjectaccessreviews",
         kind: "SubjectAccessReview",
+        namespaced: false,
     },
 ];
 
@@ -128,10 +154,10 @@ fn resource_entries(info: &ResourceInfo) -> Vec<Value> {
     }
     let mut out = vec![main];
     for sub in &info.subresources {
-        let verbs = if sub == "finalize" {
-            json!(["update"])
-        } else {
-            json!(["get", "patch", "update"])
+        let verbs = match sub.as_str() {
+            "finalize" => json!(["update"]),
+            "token" => json!(["create"]),
+            _ => json!(["get", "patch", "update"]),
         };
         let mut entry = json!({
             "name": format!("{}/{sub}", info.plural),
@@ -145,6 +171,11 @@ fn resource_entries(info: &ResourceInfo) -> Vec<Value> {
             entry["version"] = json!("v1");
             entry["kind"] = json!("Scale");
         }
+        if sub == "token" {
+            entry["group"] = json!("authentication.k8s.io");
+            entry["version"] = json!("v1");
+            entry["kind"] = json!("TokenRequest");
+        }
         out.push(entry);
     }
     out
@@ -155,8 +186,8 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<
     let infos = registry.resources_in(group, version);
     let reviews: Vec<Value> = reviews_in(group, version)
         .map(|r| {
-            json!({"name": r.plural, "singularName": r.kind.to_lowercase(), "namespaced": false,
-                "kind": r.kind, "verbs": ["create"]})
+            json!({"name": r.plural, "singularName": r.kind.to_lowercase(),
+                "namespaced": r.namespaced, "kind": r.kind, "verbs": ["create"]})
         })
         .collect();
     if infos.is_empty() && reviews.is_empty() {
@@ -206,6 +237,10 @@ fn resource_discovery(info: &ResourceInfo) -> Value {
                     gvk(&info.group, &info.version, &info.kind),
                     json!(["update"]),
                 ),
+                "token" => (
+                    gvk("authentication.k8s.io", "v1", "TokenRequest"),
+                    json!(["create"]),
+                ),
                 _ => (
                     gvk(&info.group, &info.version, &info.kind),
                     json!(["get", "patch", "update"]),
@@ -244,7 +279,8 @@ fn group_discovery(registry: &Registry, group: &str, versions: &[String]) -> Val
                 .collect();
             resources.extend(reviews_in(group, v).map(|r| {
                 json!({"resource": r.plural, "responseKind": gvk(r.group, r.version, r.kind),
-                    "scope": "Cluster", "singularResource": r.kind.to_lowercase(),
+                    "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+                    "singularResource": r.kind.to_lowercase(),
                     "verbs": ["create"]})
             }));
             json!({"version": v, "resources": resources, "freshness": "Current"})

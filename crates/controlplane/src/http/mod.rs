@@ -20,7 +20,9 @@ use serde_json::Value;
 use crate::api::{ApiServer, Query, Render, Reply, Target, UserInfo, WriteOptions};
 use crate::auth::authn::StaticTokens;
 use crate::auth::gate;
+use crate::auth::reviews::{self, AccessReview};
 use crate::auth::tls::PeerIdentity;
+use crate::auth::tokens::SigningKey;
 use crate::error::{ApiError, ApiResult};
 use crate::fields::decode::{Decoded, decode_json};
 use crate::objects::{DeleteOptions, Part};
@@ -31,6 +33,9 @@ use crate::table::{IncludeObject, wants_table};
 
 /// Response body type.
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// The subresource a ServiceAccount's tokens are requested through (a TokenRequest).
+const TOKEN: &str = "token";
 
 /// Largest request body accepted (as kube-apiserver: 3 MiB).
 const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -46,6 +51,8 @@ pub struct Frontend {
     pub security: Option<Security>,
     /// Resource requests received, by verb and resource.
     pub requests: crate::requests::RequestCounter,
+    /// The key ServiceAccount tokens are issued (TokenRequest) and verified with.
+    pub token_key: Arc<SigningKey>,
     /// The runtime the control plane was started on, where in-process requests are handled as
     /// network ones are.
     pub runtime: tokio::runtime::Handle,
@@ -81,7 +88,10 @@ fn json_response(code: u16, v: &Value) -> Response<Body> {
 }
 
 fn error_response(e: &ApiError) -> Response<Body> {
-    json_response(e.code(), &e.to_status())
+    match e {
+        ApiError::PageNotFound => full(404, "text/plain; charset=utf-8", "404 page not found\n"),
+        e => json_response(e.code(), &e.to_status()),
+    }
 }
 
 /// Authenticates, authorizes, routes and answers one request.
@@ -150,8 +160,7 @@ fn admit(
     let Some(security) = &fe.security else {
         return Ok((UserInfo::anonymous_admin(), false));
     };
-    let public = gate::is_public(request);
-    let user = gate::authenticate(&fe.api, &security.tokens, headers, &peer, public)?;
+    let user = gate::authenticate(&fe.api, &security.tokens, &fe.token_key, headers, &peer)?;
     security.policy.check(&fe.api, |policy| {
         let user = gate::impersonate(policy, user, headers)?;
         gate::authorize(policy, &gate::attributes(request, &user))?;
@@ -222,48 +231,112 @@ async fn route(fe: &Frontend, call: Call<'_>, request: &RequestInfo) -> ApiResul
             }
             crate::openapi::serve(registry, rest, q, accept).map(|(ct, body)| full(200, ct, body))
         }
-        _ => Err(ApiError::NoRoute),
+        _ => Err(ApiError::PageNotFound),
     }
 }
 
-/// The reviews answered without storing anything: access reviews (`kubectl auth can-i`) and
-/// SelfSubjectReview (`kubectl auth whoami`); other resources of their groups are not served.
+/// The reviews answered without storing anything (see [`reviews`]); other resources of their
+/// groups are not served.
 async fn review(fe: &Frontend, call: Call<'_>, request: &RequestInfo) -> ApiResult<Response<Body>> {
-    let top_level = request.namespace.is_empty() && request.parts.len() == 1;
-    let own_access = match (request.api_group.as_str(), request.resource.as_str()) {
-        ("authorization.k8s.io", "selfsubjectaccessreviews") if top_level => true,
-        ("authorization.k8s.io", "subjectaccessreviews") if top_level => false,
-        ("authentication.k8s.io", "selfsubjectreviews") if top_level => {
-            if request.verb != Verb::Create {
-                return Err(ApiError::MethodNotAllowed(Default::default()));
-            }
-            // The review asks nothing: its answer comes from the request's credentials alone.
-            return Ok(json_response(201, &gate::self_subject_review(call.user)));
+    enum Kind<'a> {
+        Access(AccessReview<'a>),
+        Rules,
+        Whoami,
+        Token,
+    }
+    let one_level = request.parts.len() == 1;
+    let namespace = request.namespace.as_str();
+    let kind = match (request.api_group.as_str(), request.resource.as_str()) {
+        _ if !one_level => None,
+        ("authorization.k8s.io", "localsubjectaccessreviews") if !namespace.is_empty() => {
+            Some(Kind::Access(AccessReview::Local { namespace }))
         }
-        _ => return resource(fe, call, request).await,
+        _ if !namespace.is_empty() => None,
+        ("authorization.k8s.io", "selfsubjectaccessreviews") => {
+            Some(Kind::Access(AccessReview::OwnAccess))
+        }
+        ("authorization.k8s.io", "subjectaccessreviews") => {
+            Some(Kind::Access(AccessReview::Subject))
+        }
+        ("authorization.k8s.io", "selfsubjectrulesreviews") => Some(Kind::Rules),
+        ("authentication.k8s.io", "selfsubjectreviews") => Some(Kind::Whoami),
+        ("authentication.k8s.io", "tokenreviews") => Some(Kind::Token),
+        _ => None,
+    };
+    let Some(kind) = kind else {
+        return resource(fe, call, request).await;
     };
     if request.verb != Verb::Create {
         return Err(ApiError::MethodNotAllowed(Default::default()));
     }
-    let review = decode_body(call.headers, &call.body)?;
-    let out = match call.policy {
-        Some(cache) => cache.check(&fe.api, |policy| {
-            gate::access_review(policy, call.user, own_access, &review)
-        })?,
-        None => gate::access_review(&gate::policy(&fe.api), call.user, own_access, &review)?,
+    let now = crate::meta::now_rfc3339();
+    let answer = match kind {
+        // The review asks nothing: its answer comes from the request's credentials alone.
+        Kind::Whoami => reviews::self_subject_review(call.user, &now),
+        Kind::Token => {
+            let body = decode_body(call.headers, &call.body, "")?;
+            let security = fe.security.as_ref();
+            reviews::token_review(&body, |token, audiences| {
+                let tokens = security.map(|s| &s.tokens);
+                gate::token_user(&fe.api, tokens, &fe.token_key, token, audiences)
+            })?
+        }
+        Kind::Rules => {
+            let body = decode_body(call.headers, &call.body, "")?;
+            with_policy(fe, call.policy, |policy| {
+                reviews::rules_review(policy, call.user, &body)
+            })?
+        }
+        Kind::Access(review) => {
+            let body = decode_body(call.headers, &call.body, "")?;
+            let mut out = with_policy(fe, call.policy, |policy| {
+                reviews::access_review(policy, call.user, review, &body)
+            })?;
+            // kube-apiserver records who wrote the review's fields, as for any created object.
+            let status = out.as_object_mut().and_then(|o| o.remove("status"));
+            let opts = WriteOptions::from_query(
+                call.q,
+                header_str(call.headers, header::USER_AGENT),
+                call.user,
+            )?;
+            let api_version = format!("{}/{}", request.api_group, request.api_version);
+            crate::writes::record_unstored(&mut out, opts.manager(), &api_version, "", &now);
+            if let (Some(o), Some(status)) = (out.as_object_mut(), status) {
+                o.insert("status".into(), status);
+            }
+            out
+        }
     };
-    Ok(json_response(201, &out))
+    Ok(json_response(201, &answer))
 }
 
-/// Decodes a request body as an object, untyped.
-fn decode_body(headers: &HeaderMap, body: &Bytes) -> ApiResult<Value> {
-    decode_write(headers, body, None).map(|d| d.object)
+/// Runs `check` against the RBAC policy: the cached one when authorization is on, one read
+/// now otherwise (a plain-HTTP server still answers reviews as RBAC would).
+fn with_policy<R>(
+    fe: &Frontend,
+    cache: Option<&gate::PolicyCache>,
+    check: impl FnOnce(&crate::auth::rbac::Policy) -> R,
+) -> R {
+    match cache {
+        Some(cache) => cache.check(&fe.api, check),
+        None => check(&gate::policy(&fe.api)),
+    }
 }
 
-/// Decodes a create or update body: JSON (or YAML-free JSON), or Kubernetes protobuf for the
-/// kinds [`crate::protobuf`] knows; anything else is 415 as kube-apiserver answers. JSON of
-/// a built-in kind is decoded as its Go type decodes it (see [`crate::fields::decode`]).
-fn decode_write(headers: &HeaderMap, body: &Bytes, target: Option<&Target>) -> ApiResult<Decoded> {
+/// Decodes a request body of `kind` as an object, untyped.
+fn decode_body(headers: &HeaderMap, body: &Bytes, kind: &str) -> ApiResult<Value> {
+    decode_write(headers, body, None, kind).map(|d| d.object)
+}
+
+/// Decodes a create or update body of `kind`: JSON (or YAML-free JSON), or Kubernetes protobuf
+/// for the kinds [`crate::protobuf`] knows; anything else is 415 as kube-apiserver answers.
+/// JSON of a built-in kind is decoded as its Go type decodes it (see [`crate::fields::decode`]).
+fn decode_write(
+    headers: &HeaderMap,
+    body: &Bytes,
+    target: Option<&Target>,
+    kind: &str,
+) -> ApiResult<Decoded> {
     let ct = header_str(headers, header::CONTENT_TYPE);
     let base = ct.split(';').next().unwrap_or("").trim();
     match base {
@@ -275,9 +348,7 @@ fn decode_write(headers: &HeaderMap, body: &Bytes, target: Option<&Target>) -> A
                 (Some(ty), None, part) if part != Part::Scale => Some((&*ty.schema, ty.root)),
                 _ => None,
             });
-            decode_json(body, typed).map_err(|e| {
-                ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}"))
-            })
+            decode_json(body, typed).map_err(|e| json_error(body, kind, e))
         }
         crate::protobuf::MEDIA_TYPE => crate::protobuf::decode(body).map(Decoded::from),
         _ => Err(ApiError::UnsupportedMediaType(
@@ -286,19 +357,27 @@ fn decode_write(headers: &HeaderMap, body: &Bytes, target: Option<&Target>) -> A
     }
 }
 
-/// A `Warning` header as kube-apiserver writes one: `299 - "text"`.
-fn warning_header(text: &str) -> Option<header::HeaderValue> {
-    let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
-    header::HeaderValue::from_str(&format!("299 - \"{escaped}\"")).ok()
-}
-
-fn parse_body(body: &Bytes) -> ApiResult<Value> {
+/// Parses a JSON body.
+fn parse_body(body: &Bytes, kind: &str) -> ApiResult<Value> {
     if body.is_empty() {
         return Err(ApiError::BadRequest("the request body is empty".into()));
     }
-    serde_json::from_slice(body).map_err(|e| {
-        ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}"))
-    })
+    serde_json::from_slice(body).map_err(|e| json_error(body, kind, e))
+}
+
+/// Malformed JSON refused in kube-apiserver's words, quoting the body's first 30 bytes.
+fn json_error(body: &Bytes, kind: &str, e: serde_json::Error) -> ApiError {
+    let syntax = crate::gojson::syntax_error(body).unwrap_or_else(|| e.to_string());
+    let head = String::from_utf8_lossy(&body[..body.len().min(30)]);
+    let more = if body.len() > 30 { " ..." } else { "" };
+    let unrecognized = if kind.is_empty() {
+        String::new()
+    } else {
+        format!("the object provided is unrecognized (must be of type {kind}): ")
+    };
+    ApiError::BadRequest(format!(
+        "{unrecognized}couldn't get version/kind; json parse error: {syntax} ({head}{more})"
+    ))
 }
 
 /// One request, as the router hands it on.
@@ -329,11 +408,22 @@ async fn resource(
     if request.parts.is_empty() || request.parts.len() > 3 {
         return Err(ApiError::NoRoute);
     }
-    let info = fe
-        .api
-        .registry
+    let registry = &fe.api.registry;
+    let info = registry
         .lookup(&request.api_group, &request.api_version, &request.resource)
-        .ok_or(ApiError::NoRoute)?;
+        .ok_or_else(|| {
+            // A built-in group version answers for its own unknown resources; anything else
+            // (a custom resource's group, an unknown group) falls through to the plain 404.
+            let reviews = matches!(
+                request.api_group.as_str(),
+                "authorization.k8s.io" | "authentication.k8s.io"
+            );
+            if reviews || registry.serves_builtin(&request.api_group, &request.api_version) {
+                ApiError::NoRoute
+            } else {
+                ApiError::PageNotFound
+            }
+        })?;
     // A cluster-scoped object lives in no namespace, whatever scope RBAC saw the request in.
     let namespace = match info.namespaced {
         true => request.namespace.as_str(),
@@ -350,6 +440,28 @@ async fn resource(
         false => return Err(ApiError::NoRoute),
     };
     let sub = request.parts.get(2).map(String::as_str);
+    if sub == Some(TOKEN)
+        && info.subresources.iter().any(|s| s == TOKEN)
+        && request.parts.len() == 3
+    {
+        if request.verb != Verb::Create {
+            return Err(ApiError::MethodNotAllowed(crate::objects::subject(
+                &info, "",
+            )));
+        }
+        let opts = WriteOptions::from_query(q, header_str(headers, header::USER_AGENT), user)?;
+        let answer = crate::token_request::create(
+            &fe.api,
+            &fe.token_key,
+            namespace,
+            request.path_name().unwrap_or(""),
+            &decode_body(headers, &body, "TokenRequest")?,
+            opts.manager(),
+            &crate::meta::now_rfc3339(),
+        )?;
+        fe.requests.record(request);
+        return Ok(json_response(201, &answer));
+    }
     let part = Part::from_subresource(&info, sub).ok_or(ApiError::NoRoute)?;
     fe.requests.record(request);
     let name = request.path_name();
@@ -373,13 +485,26 @@ async fn resource(
     if let Some(policy) = policy {
         guard_write(fe, policy, &target, request, q, headers, &body, user).await?;
     }
-    let not_allowed = || ApiError::MethodNotAllowed(crate::objects::subject(&info, ""));
+    let not_allowed = || ApiError::MethodNotAllowed(Default::default());
     // Reads are GETs (a HEAD, or a POST to a legacy watch path, is no read).
     if matches!(request.verb, Verb::Get | Verb::List | Verb::Watch) && *method != Method::GET {
         return Err(not_allowed());
     }
     let answer = match &request.verb {
-        Verb::Get => fe.api.get(&target, render)?,
+        Verb::Get => {
+            if let Some(rv) = q.get("resourceVersion").filter(|rv| !rv.is_empty())
+                && rv.parse::<u64>().is_err()
+            {
+                // kube-apiserver's storage fails to parse it: an error without a reason.
+                return Err(ApiError::Unclassified {
+                    code: 500,
+                    message: format!(
+                        "resourceVersion: Invalid value: {rv:?}: strconv.ParseUint: parsing {rv:?}: invalid syntax"
+                    ),
+                });
+            }
+            fe.api.get(&target, render)?
+        }
         Verb::List => fe.api.list(&target, q, render)?,
         Verb::Watch => {
             let t = Target {
@@ -404,13 +529,21 @@ async fn resource(
             }
             let opts = WriteOptions::from_query(q, user_agent, user)?;
             fe.api
-                .create(&target, decode_write(headers, &body, Some(&target))?, &opts)
+                .create(
+                    &target,
+                    decode_write(headers, &body, Some(&target), &info.kind)?,
+                    &opts,
+                )
                 .await?
         }
         Verb::Update if name.is_some() => {
             let opts = WriteOptions::from_query(q, user_agent, user)?;
             fe.api
-                .update(&target, decode_write(headers, &body, Some(&target))?, &opts)
+                .update(
+                    &target,
+                    decode_write(headers, &body, Some(&target), &info.kind)?,
+                    &opts,
+                )
                 .await?
         }
         Verb::Patch if name.is_some() => {
@@ -433,7 +566,7 @@ async fn resource(
                 opts.propagation = Some("Orphan".into());
             }
             if !body.is_empty() {
-                opts.merge_body(&parse_body(&body)?)?;
+                opts.merge_body(&parse_body(&body, "DeleteOptions")?)?;
             }
             match verb {
                 Verb::Delete if part == Part::Main => fe.api.delete(&target, &opts).await?,
@@ -447,10 +580,28 @@ async fn resource(
         Reply::Object(object) => json_response(answer.code, &object),
         Reply::Json(raw) => full(answer.code, "application/json", raw),
     };
-    for warning in answer.warnings.iter().filter_map(|w| warning_header(w)) {
-        response.headers_mut().append(header::WARNING, warning);
-    }
+    add_warnings(response.headers_mut(), &answer.warnings);
     Ok(response)
+}
+
+/// `Warning: 299 - "text"` for each distinct warning, in order, as kube-apiserver writes them
+/// (quotes and backslashes escaped).
+fn add_warnings(headers: &mut HeaderMap, warnings: &[String]) {
+    let mut seen = std::collections::HashSet::new();
+    for text in warnings.iter().filter(|w| seen.insert(w.as_str())) {
+        let mut value = String::with_capacity(text.len() + 8);
+        value.push_str("299 - \"");
+        for c in text.chars() {
+            if matches!(c, '"' | '\\') {
+                value.push('\\');
+            }
+            value.push(c);
+        }
+        value.push('"');
+        if let Ok(v) = header::HeaderValue::from_bytes(value.as_bytes()) {
+            headers.append(header::WARNING, v);
+        }
+    }
 }
 
 /// The checks kube-apiserver makes beyond RBAC: CSR approval needs `approve` and CSR status
@@ -471,6 +622,33 @@ async fn guard_write(
     }
     let info = &target.info;
     let name = target.name.as_deref().unwrap_or("");
+    let creates = request.verb == Verb::Update
+        && target.part == Part::Main
+        && info.strategy.allows_create_on_update()
+        && fe
+            .api
+            .store
+            .get(&target.key(), &target.namespace, name)
+            .is_none();
+    if creates {
+        // A PUT that creates is a create, and needs that verb too (as kube-apiserver asks).
+        policy.check(&fe.api, |policy| {
+            gate::authorize(
+                policy,
+                &crate::auth::rbac::Attributes {
+                    user,
+                    verb: "create",
+                    target: crate::auth::rbac::Target::Resource {
+                        namespace: &target.namespace,
+                        group: &info.group,
+                        resource: &info.plural,
+                        subresource: "",
+                        name,
+                    },
+                },
+            )
+        })?;
+    }
     match info.strategy.write_check(target.part) {
         None => Ok(()),
         Some(WriteCheck::Signer(verb)) => {
@@ -497,7 +675,7 @@ async fn guard_write(
                 opts.user = None;
                 fe.api.patch(target, kind, body, &opts).await?.into_object()
             } else {
-                decode_body(headers, body)?
+                decode_body(headers, body, &info.kind)?
             };
             if !target.namespace.is_empty()
                 && let Some(o) = obj.as_object_mut()

@@ -2,12 +2,12 @@
 
 use serde_json::{Value, json};
 
-use super::{ResourceStrategy, Validation};
+use super::{PodAdmission, ResourceStrategy, Validation};
 use crate::error::FieldError;
 use crate::registry::{CellSource, PrinterColumn, ResourceInfo};
 use crate::scale::{ScalePaths, SelectorSource};
 
-/// Deployments: kube-apiserver's defaults, a selector and template labels required, replicas
+/// Deployments: kube-apiserver's defaults (their pod template's too), a selector and template labels required, replicas
 /// not negative, a generation, and a `/scale` subresource. Status is written only through
 /// `/status` (nothing here runs them).
 #[derive(Debug)]
@@ -31,6 +31,12 @@ impl ResourceStrategy for Deployments {
 
     fn categories(&self) -> &'static [&'static str] {
         &["all"]
+    }
+
+    /// kube-apiserver's Deployment status writes keep all but the labels of the request's
+    /// metadata: the deployment controller records the revision annotation with the status.
+    fn status_writes_metadata(&self) -> &'static [&'static str] {
+        &["annotations", "finalizers", "ownerReferences"]
     }
 
     fn scale(&self) -> Option<ScalePaths> {
@@ -61,12 +67,26 @@ impl ResourceStrategy for Deployments {
                     }
                 }
             }
+            if let Some(template) = s.get_mut("template") {
+                super::pods::default_pod_template(template);
+            }
         }
     }
 
+    /// A new Deployment's status is its Go type's zero value, `{}`, until its controller writes.
     fn prepare_for_create(&self, _info: &ResourceInfo, obj: &mut Value, _now: &str) {
         if let Some(o) = obj.as_object_mut() {
-            o.remove("status");
+            o.insert("status".into(), json!({}));
+        }
+    }
+
+    fn pod_admission(&self) -> Option<PodAdmission> {
+        Some(PodAdmission::Template("/spec/template"))
+    }
+
+    fn prepare_for_update(&self, _cur: &Value, next: &mut Value, _part: crate::objects::Part) {
+        if let Some(template) = next.pointer_mut("/spec/template") {
+            super::pods::default_pod_template(template);
         }
     }
 
@@ -78,6 +98,8 @@ impl ResourceStrategy for Deployments {
         if obj.pointer("/spec/template/metadata/labels").is_none() {
             errs.push(FieldError::required("spec.template.metadata.labels", ""));
         }
+        let pod_spec = obj.pointer("/spec/template/spec").unwrap_or(&Value::Null);
+        super::pods::validate_pod_spec(pod_spec, "spec.template.spec", errs);
         if let Some(r) = obj.pointer("/spec/replicas")
             && r.as_i64().is_none_or(|n| n < 0)
         {

@@ -15,6 +15,7 @@ pub mod certificates;
 pub mod coordination;
 pub mod core;
 pub mod events;
+pub mod pods;
 pub mod rbac;
 
 use std::borrow::Cow;
@@ -29,6 +30,7 @@ use crate::objects::{DeleteOptions, DeleteOutcome, Part};
 use crate::registry::{PrinterColumn, ResourceInfo};
 use crate::scale::ScalePaths;
 use crate::storage::WriteOp;
+use crate::typed::TypedField;
 
 /// A check a write needs beyond RBAC's on its own verb (kube-apiserver's admission for CSRs,
 /// and RBAC's escalation check on roles and bindings).
@@ -41,12 +43,12 @@ pub enum WriteCheck {
     Escalation,
 }
 
-/// An object being validated: the resource it is written through, the part written, the
-/// stored object when it is an update, and the field errors found so far.
+/// An object being validated: the resource it is written through, the stored object when it
+/// is an update, the part of it the write is through, and the field errors found so far.
 pub struct Validation<'a> {
     pub info: &'a ResourceInfo,
-    pub part: Part,
     pub old: Option<&'a Value>,
+    pub part: Part,
     pub errors: Vec<FieldError>,
 }
 
@@ -56,6 +58,20 @@ pub struct Validation<'a> {
 pub struct StoredAs {
     pub key: &'static str,
     pub api_version: &'static str,
+}
+
+/// What kube-apiserver's pod admission (ServiceAccount, Priority, DefaultTolerationSeconds and
+/// PodSecurity, see [`crate::pod_admission`]) has to do with a resource's objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodAdmission {
+    /// The objects are Pods: admitted as new pods, and held to the namespace's PodSecurity
+    /// `enforce` level.
+    Pod,
+    /// The objects hold a pod template at this JSON pointer (`/spec/template` of a Deployment,
+    /// `/spec/jobTemplate/spec/template` of a CronJob): PodSecurity warns about it.
+    Template(&'static str),
+    /// The objects are Namespaces, whose labels set the PodSecurity levels.
+    Namespace,
 }
 
 /// What is particular about one resource. Every method has the behaviour most resources share
@@ -75,6 +91,17 @@ pub trait ResourceStrategy: fmt::Debug + Send + Sync {
     /// (kube-apiserver's `AllowUnconditionalUpdate`).
     fn allows_unconditional_update(&self) -> bool {
         true
+    }
+
+    /// Whether a PUT of a missing object creates it (kube-apiserver's `AllowCreateOnUpdate`:
+    /// Leases, Events, Services, Endpoints, RBAC objects).
+    fn allows_create_on_update(&self) -> bool {
+        false
+    }
+
+    /// The fields of a built-in kind whose decoding can fail (see [`crate::typed`]).
+    fn typed_fields(&self) -> &'static [TypedField] {
+        &[]
     }
 
     /// Whether patches may be strategic merge patches (built-in kinds know their merge keys;
@@ -154,6 +181,12 @@ pub trait ResourceStrategy: fmt::Debug + Send + Sync {
     /// Records who creates the object, when the resource keeps that.
     fn record_requester(&self, _obj: &mut Value, _user: &UserInfo) {}
 
+    /// The metadata fields a write through `/status` takes from the request; the others keep
+    /// their stored values (what custom resources and most kinds do).
+    fn status_writes_metadata(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// Adjusts an update of `cur` through `part` (made of the request and what the part may
     /// not change), before it is validated: what the resource keeps or recomputes itself.
     fn prepare_for_update(&self, _cur: &Value, _next: &mut Value, _part: Part) {}
@@ -171,6 +204,12 @@ pub trait ResourceStrategy: fmt::Debug + Send + Sync {
     /// What kube-apiserver warns of when a valid object is updated from `old`.
     fn warnings_on_update(&self, _obj: &Value, _old: &Value) -> Vec<String> {
         Vec::new()
+    }
+
+    /// Refuses a new object, validated and admitted by the embedder's plugins, as
+    /// kube-apiserver's own validating admission of the resource does (403).
+    fn admit_create(&self, _info: &ResourceInfo, _obj: &Value) -> ApiResult<()> {
+        Ok(())
     }
 
     /// What a write through `part` needs checked beyond RBAC.
@@ -196,10 +235,15 @@ pub trait ResourceStrategy: fmt::Debug + Send + Sync {
         crate::objects::delete_by_finalizers(info, cur, opts, now)
     }
 
-    /// Whether an object being deleted is removed once its last finalizer goes (a Namespace
-    /// is removed by the namespace controller once its contents are gone).
-    fn removed_once_finalized(&self) -> bool {
+    /// Whether `next`, an object being deleted whose last finalizer goes, is removed (a
+    /// Namespace also waits for the finalizers of its spec).
+    fn removed_once_finalized(&self, _next: &Value) -> bool {
         true
+    }
+
+    /// What kube-apiserver's pod admission does with the resource's objects, if anything.
+    fn pod_admission(&self) -> Option<PodAdmission> {
+        None
     }
 
     /// Whether a delete that removed the object answers with the object rather than a

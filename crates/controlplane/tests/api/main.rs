@@ -7,6 +7,7 @@
 mod common;
 
 mod admission;
+mod controllers;
 mod conversion;
 mod crd_enforcement;
 mod durability;
@@ -20,9 +21,12 @@ mod kubectl;
 mod lifecycle;
 mod list_by_name;
 mod malformed_requests;
+mod pod_security;
+mod pods;
 mod request_counts;
 mod request_routing;
 mod secret_logging;
 mod security;
+mod service_accounts;
 mod strategies;
 mod watch_history;

@@ -43,7 +43,7 @@ impl Volatile {
         let cut: String = prefix.chars().take(58).collect();
         if name.len() == cut.len() + 5 && name.starts_with(&cut) {
             self.generated
-                .insert(name.to_string(), format!("<generated:{cut}>"));
+                .insert(name.to_string(), format!("<generated:{prefix}>"));
         }
     }
 
@@ -59,6 +59,13 @@ impl Volatile {
         match v {
             Value::Object(map) => {
                 let is_table = map.get("kind").and_then(Value::as_str) == Some("Table");
+                // Keys hold volatile values too (managedFields' `k:{"uid":"..."}`).
+                if map.keys().any(|k| self.text(k, generate_name) != *k) {
+                    *map = std::mem::take(map)
+                        .into_iter()
+                        .map(|(k, item)| (self.text(&k, generate_name), item))
+                        .collect();
+                }
                 for (key, item) in map.iter_mut() {
                     match (key.as_str(), &*item) {
                         ("uid", Value::String(_)) => *item = Value::from("<uid>"),
@@ -90,9 +97,8 @@ impl Volatile {
             }
         }
         if let Some(prefix) = generate_name {
-            let cut: String = prefix.chars().take(58).collect();
             out = Self::generated_pattern(prefix)
-                .replace_all(&out, format!("<generated:{cut}>").as_str())
+                .replace_all(&out, format!("<generated:{prefix}>").as_str())
                 .into_owned();
         }
         out = PEM.replace_all(&out, "<pem>").into_owned();
