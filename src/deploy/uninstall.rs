@@ -289,6 +289,9 @@ async fn remove_install_set(
         let removed = match api.get_opt(name).await.map_err(failed("read"))? {
             None => Removed::Absent,
             Some(found) if !is_marked(&found) => Removed::LeftAlone,
+            // Already being deleted (a Namespace terminates while the namespace controller
+            // empties it): it is going, nothing more to do.
+            Some(found) if found.metadata.deletion_timestamp.is_some() => Removed::Absent,
             Some(_) => {
                 api.delete(name, &DeleteParams::background())
                     .await
