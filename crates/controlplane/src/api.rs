@@ -14,18 +14,23 @@ use serde_json::{Map, Value, json};
 use crate::admission::{Admission, Attempt, Operation};
 use crate::conversion::Converters;
 use crate::error::{ApiError, ApiResult};
+use crate::fields::decode::Decoded;
 use crate::meta::{ObjectMeta, now_rfc3339};
 use crate::objects::{
     self, DeleteOptions, DeleteOutcome, Part, decide_delete, decide_update, prepare_create,
     prepare_update, present, settle_update, subject,
 };
-use crate::patch::{self, PatchType, apply as ssa};
+use crate::patch::{self, PatchType};
 use crate::pod_admission;
 use crate::registry::{Registry, ResourceInfo};
 use crate::selectors::{FieldSelector, LabelReq, LabelSelector};
 use crate::storage::{self, Indexed, Lookup, Store, WriteError, WriteOp};
-use crate::strategy::PodAdmission;
+use crate::strategy::{PodAdmission, apiextensions};
 use crate::table::{self, IncludeObject};
+use crate::writes::{self, FieldValidation};
+
+/// Where CRDs are stored.
+const CRD_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
 
 /// Who is making a request (see [`crate::auth`]), as kube-apiserver's `user.Info`; plain-HTTP
 /// and in-process requests are an administrator.
@@ -96,8 +101,8 @@ pub struct WriteOptions {
     pub dry_run: bool,
     pub field_manager: Option<String>,
     pub force: bool,
-    /// `fieldValidation=Strict`: unknown fields are an error rather than silently dropped.
-    pub strict: bool,
+    /// What to do with undeclared fields and duplicate JSON keys (`fieldValidation`).
+    pub validation: FieldValidation,
     /// Manager name derived from the User-Agent when none is given.
     pub user_agent_manager: String,
     /// Who asks (recorded as the requester of CertificateSigningRequests, and shown to
@@ -135,21 +140,13 @@ impl WriteOptions {
                 )));
             }
         };
-        let strict = match q.get("fieldValidation") {
-            None | Some("") | Some("Ignore") | Some("Warn") => false,
-            Some("Strict") => true,
-            Some(other) => {
-                return Err(ApiError::BadRequest(format!(
-                    "fieldValidation: Unsupported value: {other:?}: supported values: \"Ignore\", \"Strict\", \"Warn\""
-                )));
-            }
-        };
+        let validation = FieldValidation::parse(q.get("fieldValidation"))?;
         let ua = user_agent.split('/').next().unwrap_or("").trim();
         Ok(WriteOptions {
             dry_run,
             field_manager,
             force,
-            strict,
+            validation,
             user: Some(user.clone()),
             user_agent_manager: if ua.is_empty() {
                 "unknown".into()
@@ -202,7 +199,8 @@ impl Query {
 pub struct Answer {
     pub code: u16,
     pub body: Reply,
-    /// Warnings for the client (`Warning: 299 - "..."` headers), as admission gave them.
+    /// `Warning` headers (`299 - "..."`): what decoding, the strategy and admission found for
+    /// the client.
     pub warnings: Vec<String>,
 }
 
@@ -229,6 +227,12 @@ impl Answer {
             body: Reply::Json(body),
             warnings: Vec::new(),
         }
+    }
+
+    /// The answer with these warnings.
+    fn warned(mut self, warnings: Vec<String>) -> Self {
+        self.warnings.extend(warnings);
+        self
     }
 
     /// The answer's object.
@@ -592,37 +596,107 @@ impl ApiServer {
             .await
             .map_err(|e| ApiError::Internal(e.to_string()))?;
         if t.info.strategy.defines_resources() {
-            self.sync_crd(written.object.name());
+            let name = written.object.name();
+            match self.store.get(CRD_KEY, "", name) {
+                Some(c) if c.resource_version() == written.object.resource_version() => {
+                    self.settle_crd(name).await;
+                }
+                // A dry run, or written again since.
+                Some(_) => self.sync_crd(name),
+                None => {
+                    self.sync_crd(name);
+                    // Its names are free: the CRDs refused them may take them now.
+                    let (_, crds) = self.store.list(CRD_KEY, None, None);
+                    for crd in crds.iter().filter(|c| !apiextensions::serves(c)) {
+                        self.settle_crd(crd.name()).await;
+                    }
+                }
+            }
         }
         Ok(written.object)
     }
 
-    /// Makes the registry serve exactly what the stored CRD says.
+    /// Does what kube-apiserver's apiextensions naming and establishing controllers do as
+    /// soon as a CRD is written (its names accepted unless taken, then established, written
+    /// through `/status` by `kube-apiserver`), then serves what it defines.
+    async fn settle_crd(&self, name: &str) {
+        if let Some(crd) = self.store.get(CRD_KEY, "", name)
+            && !crd.is_deleting()
+            && let Some(info) =
+                self.registry
+                    .lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        {
+            let now = now_rfc3339();
+            let (_, crds) = self.store.list(CRD_KEY, None, None);
+            if let Some(mut next) = apiextensions::controlled_status(&crd, &crds, &now) {
+                let t = Target {
+                    info: info.clone(),
+                    namespace: String::new(),
+                    name: Some(name.to_string()),
+                    part: Part::Status,
+                };
+                self.recorder(&t, &now)
+                    .update(&crd, &mut next, "kube-apiserver");
+                writes::canonical(&info, &mut next);
+                let seen = crd.resource_version().to_string();
+                let written = self.store.write(CRD_KEY, "", name, false, |cur| {
+                    Ok::<_, ApiError>(match cur {
+                        Some(c) if c.resource_version() == seen => WriteOp::Put(next),
+                        // Written again meanwhile: that write settles it.
+                        _ => WriteOp::Unchanged,
+                    })
+                });
+                match written {
+                    Ok(w) => {
+                        if let Err(e) = w.ack.wait().await {
+                            tracing::warn!(crd = %name, error = %e, "accepting the CRD's names was not stored");
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(crd = %name, error = %ApiError::from(e), "accepting the CRD's names failed")
+                    }
+                }
+            }
+        }
+        self.sync_crd(name);
+    }
+
+    /// Makes the registry serve exactly what the stored CRD says, once its names are
+    /// accepted.
     pub fn sync_crd(&self, name: &str) {
-        let key = "apiextensions.k8s.io/customresourcedefinitions";
-        match self.store.get(key, "", name) {
-            Some(crd) => {
+        match self.store.get(CRD_KEY, "", name) {
+            Some(crd) if apiextensions::serves(&crd) => {
                 if let Ok(infos) = crate::registry::resources_from_crd(&crd) {
                     self.registry.set_crd(name, infos);
                 }
             }
-            None => self.registry.remove_crd(name),
+            _ => self.registry.remove_crd(name),
         }
     }
 
     /// POST: create.
-    pub async fn create(&self, t: &Target, body: Value, opts: &WriteOptions) -> ApiResult<Answer> {
+    pub async fn create(
+        &self,
+        t: &Target,
+        body: impl Into<Decoded>,
+        opts: &WriteOptions,
+    ) -> ApiResult<Answer> {
         if t.info.custom.is_some() && self.crd_terminating(&t.info) {
             return Err(ApiError::MethodNotAllowed(subject(&t.info, "")));
         }
         let now = now_rfc3339();
-        check_strict(&t.info, &body, opts.strict)?;
+        let body = body.into();
+        objects::check_type_meta(&t.info, &body.object)?;
+        let mut warnings = Vec::new();
+        let mut body = writes::take_body(&t.info, body, opts.validation, &mut warnings)?;
         if !body.resource_version().is_empty() {
             return Err(ApiError::BadRequest(
                 "resourceVersion should not be set on objects to be created".into(),
             ));
         }
+        self.recorder(t, &now).create(&mut body, opts.manager());
         let mut obj = prepare_create(&t.info, &t.namespace, body, &now)?;
+        warnings.extend(t.info.strategy.warnings_on_create(&obj));
         if let Some(user) = &opts.user {
             t.info.strategy.record_requester(&mut obj, user);
         }
@@ -630,20 +704,18 @@ impl ApiServer {
         self.check_namespace(t, &name)?;
         let mut obj = self.admit_create(t, obj, opts)?;
         t.info.strategy.admit_create(&t.info, &obj)?;
-        ssa::record_update(
-            None,
-            &mut obj,
-            opts.manager(),
-            &t.info.api_version(),
-            "",
-            &now,
-        );
         if t.info.strategy.pod_admission() == Some(PodAdmission::Pod) {
             let facts = pod_admission::new_pod_facts(&self.store, &t.namespace, &obj).await;
             pod_admission::admit_new_pod(&t.info, &mut obj, &facts)?;
         }
-        let warnings = pod_admission::pod_security(&self.store, &t.info, "", &obj, None)?;
-        let obj = self.conversions.stored(&t.info, obj)?;
+        warnings.extend(pod_admission::pod_security(
+            &self.store,
+            &t.info,
+            "",
+            &obj,
+            None,
+        )?);
+        let obj = self.stored_form(&t.info, obj)?;
         let info = t.info.clone();
         let written = self
             .store
@@ -653,9 +725,25 @@ impl ApiServer {
                 }
                 Ok(WriteOp::Put(obj))
             })?;
-        let mut answer = self.written_answer(t, 201, written, None).await?;
-        answer.warnings = warnings;
-        Ok(answer)
+        let answer = self.written_answer(t, 201, written).await?;
+        Ok(answer.warned(warnings))
+    }
+
+    /// The field manager of a write to `t`.
+    fn recorder<'a>(&'a self, t: &'a Target, now: &'a str) -> writes::Recorder<'a> {
+        writes::Recorder {
+            info: &t.info,
+            registry: &self.registry,
+            conversions: &self.conversions,
+            part: t.part,
+            now,
+        }
+    }
+
+    /// An object as it is stored: in its Go type's form, at its CRD's storage version.
+    fn stored_form(&self, info: &ResourceInfo, mut obj: Value) -> ApiResult<Value> {
+        writes::canonical(info, &mut obj);
+        self.conversions.stored(info, obj)
     }
 
     fn crd_terminating(&self, info: &ResourceInfo) -> bool {
@@ -672,73 +760,70 @@ impl ApiServer {
 
     /// PUT: update (or a subresource update); of a missing object, a create where the resource
     /// allows it.
-    pub async fn update(&self, t: &Target, body: Value, opts: &WriteOptions) -> ApiResult<Answer> {
+    pub async fn update(
+        &self,
+        t: &Target,
+        body: impl Into<Decoded>,
+        opts: &WriteOptions,
+    ) -> ApiResult<Answer> {
         let now = now_rfc3339();
         let info = t.info.clone();
         let part = t.part;
         let manager = opts.manager().to_string();
-        let sub = subresource_name(part);
-        objects::check_names(&body, t.name(), &t.namespace)?;
+        let body = body.into();
+        objects::check_names(&body.object, t.name(), &t.namespace)?;
         if part == Part::Main
             && info.strategy.allows_create_on_update()
-            && body.resource_version().is_empty()
+            && body.object.resource_version().is_empty()
             && self.store.get(&t.key(), &t.namespace, t.name()).is_none()
         {
             return self.create(t, body, opts).await;
         }
-        check_strict(&info, &body, opts.strict)?;
         let mut warnings = Vec::new();
-        let mut removed = None;
+        let body = match part {
+            Part::Scale => body.object,
+            _ => {
+                objects::check_type_meta(&info, &body.object)?;
+                writes::take_body(&info, body, opts.validation, &mut warnings)?
+            }
+        };
+        let recorder = self.recorder(t, &now);
+        let mut noted = Vec::new();
         let written = self.write_decided(t, opts.dry_run, |cur| {
-            removed = None;
             let cur = cur.ok_or_else(|| Self::not_found(t))?;
             let cur = self.as_served(&info, cur)?;
             let next = match (part, &info.scale) {
                 (Part::Scale, Some(paths)) => {
-                    let next = crate::scale::apply_scale(&info, paths, &cur, &body)?;
+                    let mut next = crate::scale::apply_scale(&info, paths, &cur, &body)?;
+                    recorder.update(&cur, &mut next, &manager);
                     prepare_update(&info, &cur, next, Part::Main, false)?
                 }
-                _ => prepare_update(&info, &cur, body.clone(), part, true)?,
+                _ => {
+                    let mut next = body.clone();
+                    recorder.update(&served_view(&info, &cur), &mut next, &manager);
+                    prepare_update(&info, &cur, next, part, true)?
+                }
             };
-            let (op, last) = self.admit_update(t, &cur, next, opts, &mut warnings)?;
-            removed = last.map(|last| (last, Some(cur.clone().into_owned())));
-            self.to_stored(&info, record(op, &cur, &manager, &info, sub, &now))
+            noted = info.strategy.warnings_on_update(&next, &cur);
+            let op = self.admit_update(t, &cur, next, opts, &mut noted)?;
+            self.to_stored(&info, op)
         })?;
-        let removed = removed.map(|(last, cur)| {
-            removed_answer(
-                last,
-                cur.as_ref(),
-                &written.object,
-                &manager,
-                &info,
-                sub,
-                &now,
-            )
-        });
-        let mut answer = self.written_answer(t, 200, written, removed).await?;
-        answer.warnings = warnings;
-        Ok(answer)
+        warnings.extend(noted);
+        let answer = self.written_answer(t, 200, written).await?;
+        Ok(answer.warned(warnings))
     }
 
     /// A write's answer once it is durable: the object as served, from its stored bytes when
-    /// it is served as stored; for an update that removed the object, that object as the
-    /// update left it (`removed`).
+    /// it is served as stored (an update that removed the object answers it as the update
+    /// left it: see [`WriteOp::DeleteAs`]).
     async fn written_answer(
         &self,
         t: &Target,
         code: u16,
         written: crate::storage::Written,
-        removed: Option<Value>,
     ) -> ApiResult<Answer> {
         let stored = written.stored.clone();
         let obj = self.finish(t, written).await?;
-        if let Some(last) = removed {
-            return Ok(Answer {
-                code,
-                body: Reply::Object(self.render_written(t, &last)?),
-                warnings: Vec::new(),
-            });
-        }
         let body =
             match stored.filter(|raw| t.part != Part::Scale && served_as_stored(&t.info, raw)) {
                 Some(raw) => Reply::Json(raw),
@@ -769,10 +854,11 @@ impl ApiServer {
         }
     }
 
-    /// What a decided write stores: the object at its CRD's storage version.
+    /// What a decided write stores: the object in its stored form.
     fn to_stored(&self, info: &ResourceInfo, op: WriteOp) -> ApiResult<WriteOp> {
         match op {
-            WriteOp::Put(next) => Ok(WriteOp::Put(self.conversions.stored(info, next)?)),
+            WriteOp::Put(next) => Ok(WriteOp::Put(self.stored_form(info, next)?)),
+            WriteOp::DeleteAs(last) => Ok(WriteOp::DeleteAs(self.stored_form(info, last)?)),
             other => Ok(other),
         }
     }
@@ -788,8 +874,6 @@ impl ApiServer {
         let now = now_rfc3339();
         let info = t.info.clone();
         let part = t.part;
-        let sub = subresource_name(part);
-        let api_version = info.api_version();
         if kind == PatchType::Apply && part == Part::Scale {
             return Err(ApiError::UnsupportedMediaType(
                 patch::PATCH_TYPES_SCALE.into(),
@@ -798,7 +882,11 @@ impl ApiServer {
         let config = if kind == PatchType::Apply {
             if opts.field_manager.is_none() {
                 return Err(ApiError::invalid(
-                    objects::kind_subject(&info, t.name()),
+                    crate::error::Subject {
+                        group: "meta.k8s.io".into(),
+                        kind: "PatchOptions".into(),
+                        name: String::new(),
+                    },
                     vec![crate::error::FieldError::required(
                         "fieldManager",
                         "is required for apply patch",
@@ -806,14 +894,7 @@ impl ApiServer {
                 ));
             }
             let c = patch::parse_apply_body(body)?;
-            check_strict(&info, &c, opts.strict)?;
-            if !c.name().is_empty() && c.name() != t.name() {
-                return Err(ApiError::BadRequest(format!(
-                    "the name of the object ({}) does not match the name on the URL ({})",
-                    c.name(),
-                    t.name()
-                )));
-            }
+            writes::check_apply_kind(&info, &c)?;
             Some(c)
         } else {
             None
@@ -828,7 +909,6 @@ impl ApiServer {
         }
         let manager = opts.manager().to_string();
         let force = opts.force;
-        let strict = opts.strict;
         let ns = t.namespace.clone();
         let name = t.name().to_string();
         let new_pod = match &config {
@@ -839,21 +919,21 @@ impl ApiServer {
             }
             _ => None,
         };
+        let recorder = self.recorder(t, &now);
         let mut created = false;
         let mut warnings = Vec::new();
-        let mut removed = None;
         let written = self.write_decided(t, opts.dry_run, |cur| {
             created = false;
             warnings.clear();
-            removed = None;
             match (cur, &config) {
                 (None, Some(config)) => {
-                    let merged = ssa::apply(None, config, &manager, &api_version, force, &now)
-                        .map_err(|c| apply_conflict(&info, &name, &c))?;
-                    let mut with_name = merged;
-                    crate::meta::meta_mut(&mut with_name).insert("name".into(), json!(name));
-                    let mf = with_name.pointer("/metadata/managedFields").cloned();
-                    let mut obj = prepare_create(&info, &ns, with_name, &now)?;
+                    let applied = recorder.apply(None, config, &manager, force)?;
+                    let mut obj = writes::take_applied(&info, applied);
+                    check_applied_name(&obj, &name)?;
+                    crate::meta::meta_mut(&mut obj).insert("name".into(), json!(name));
+                    let mf = obj.pointer("/metadata/managedFields").cloned();
+                    let mut obj = prepare_create(&info, &ns, obj, &now)?;
+                    warnings.extend(info.strategy.warnings_on_create(&obj));
                     if let Some(user) = &opts.user {
                         info.strategy.record_requester(&mut obj, user);
                     }
@@ -868,20 +948,26 @@ impl ApiServer {
                             .ok_or_else(|| ApiError::Conflict(subject(&info, &name)))?;
                         pod_admission::admit_new_pod(&info, &mut obj, facts)?;
                     }
-                    warnings = pod_admission::pod_security(&self.store, &info, "", &obj, None)?;
+                    warnings.extend(pod_admission::pod_security(
+                        &self.store,
+                        &info,
+                        "",
+                        &obj,
+                        None,
+                    )?);
                     created = true;
-                    Ok(WriteOp::Put(self.conversions.stored(&info, obj)?))
+                    Ok(WriteOp::Put(self.stored_form(&info, obj)?))
                 }
                 (None, None) => Err(Self::not_found(t)),
                 (Some(cur), Some(config)) => {
                     let cur = self.as_served(&info, cur)?;
                     let shown = present(&info, cur.clone().into_owned());
-                    let merged =
-                        ssa::apply(Some(&shown), config, &manager, &api_version, force, &now)
-                            .map_err(|c| apply_conflict(&info, &name, &c))?;
-                    let next = prepare_update(&info, &cur, merged, part, false)?;
-                    let (op, last) = self.admit_update(t, &cur, next, opts, &mut warnings)?;
-                    removed = last.map(|last| (last, None));
+                    let applied = recorder.apply(Some(&shown), config, &manager, force)?;
+                    let obj = writes::take_applied(&info, applied);
+                    check_applied_name(&obj, &name)?;
+                    let next = prepare_update(&info, &cur, obj, part, false)?;
+                    warnings.extend(info.strategy.warnings_on_update(&next, &cur));
+                    let op = self.admit_update(t, &cur, next, opts, &mut warnings)?;
                     self.to_stored(&info, op)
                 }
                 (Some(cur), None) => {
@@ -889,39 +975,34 @@ impl ApiServer {
                     let next = match (part, &info.scale) {
                         (Part::Scale, Some(paths)) => {
                             let shown = crate::scale::to_scale(paths, &cur);
-                            let patched = patch::apply_patch(kind, &shown, body)?;
-                            let next = crate::scale::apply_scale(&info, paths, &cur, &patched)?;
+                            let patched = patch::apply_patch(kind, &shown, body)?.object;
+                            let mut next = crate::scale::apply_scale(&info, paths, &cur, &patched)?;
+                            recorder.update(&cur, &mut next, &manager);
                             prepare_update(&info, &cur, next, Part::Main, false)?
                         }
                         _ => {
                             let shown = present(&info, cur.clone().into_owned());
                             let patched = patch::apply_patch(kind, &shown, body)?;
-                            check_strict(&info, &patched, strict)?;
-                            prepare_update(&info, &cur, patched, part, false)?
+                            let mut next = writes::take_patched(
+                                &info,
+                                patched,
+                                opts.validation,
+                                &mut warnings,
+                            )?;
+                            recorder.update(&shown, &mut next, &manager);
+                            prepare_update(&info, &cur, next, part, false)?
                         }
                     };
-                    let (op, last) = self.admit_update(t, &cur, next, opts, &mut warnings)?;
-                    removed = last.map(|last| (last, Some(cur.clone().into_owned())));
-                    self.to_stored(&info, record(op, &cur, &manager, &info, sub, &now))
+                    warnings.extend(info.strategy.warnings_on_update(&next, &cur));
+                    let op = self.admit_update(t, &cur, next, opts, &mut warnings)?;
+                    self.to_stored(&info, op)
                 }
             }
         })?;
-        let removed = removed.map(|(last, cur)| {
-            removed_answer(
-                last,
-                cur.as_ref(),
-                &written.object,
-                &manager,
-                &info,
-                sub,
-                &now,
-            )
-        });
-        let mut answer = self
-            .written_answer(t, if created { 201 } else { 200 }, written, removed)
+        let answer = self
+            .written_answer(t, if created { 201 } else { 200 }, written)
             .await?;
-        answer.warnings = warnings;
-        Ok(answer)
+        Ok(answer.warned(warnings))
     }
 
     /// DELETE of one object.
@@ -1051,9 +1132,8 @@ impl ApiServer {
     }
 
     /// Admits an update of `cur` to `next` (as [`prepare_update`] made it) and settles what it
-    /// comes to; a plugin's changes are validated again. An update that removes the object (its
-    /// last finalizer gone) also answers the object as the update left it, which is what
-    /// kube-apiserver answers.
+    /// comes to; a plugin's changes are validated again, and PodSecurity's warnings added to
+    /// `warnings`.
     fn admit_update(
         &self,
         t: &Target,
@@ -1061,16 +1141,16 @@ impl ApiServer {
         next: Value,
         opts: &WriteOptions,
         warnings: &mut Vec<String>,
-    ) -> ApiResult<(WriteOp, Option<Value>)> {
+    ) -> ApiResult<WriteOp> {
         let next = self.admit_update_by_plugins(t, cur, next, opts)?;
-        *warnings = pod_admission::pod_security(
+        warnings.extend(pod_admission::pod_security(
             &self.store,
             &t.info,
-            subresource_name(t.part),
+            t.part.name(),
             &next,
             Some(cur),
-        )?;
-        settle_removing(&t.info, cur, next)
+        )?);
+        settle_update(&t.info, cur, next)
     }
 
     /// The embedder's plugins' view of an update: `next` as they leave it, validated again.
@@ -1088,7 +1168,7 @@ impl ApiServer {
             operation: Operation::Update,
             user,
             info: &t.info,
-            subresource: subresource_name(t.part),
+            subresource: t.part.name(),
             namespace: &t.namespace,
             name: t.name(),
             old_object: Some(cur),
@@ -1143,7 +1223,13 @@ impl ApiServer {
                     let mut next = next;
                     crate::meta::meta_mut(&mut next)
                         .insert("resourceVersion".into(), json!(cur.resource_version()));
-                    decide_update(&info, cur, next, Part::Main, false)
+                    match decide_update(&info, cur, next, Part::Main, false)? {
+                        WriteOp::Put(mut obj) => {
+                            writes::canonical(&info, &mut obj);
+                            Ok(WriteOp::Put(obj))
+                        }
+                        other => Ok(other),
+                    }
                 }
             }
         });
@@ -1163,95 +1249,25 @@ impl ApiServer {
     }
 }
 
-/// Refuses fields a custom resource's schema does not declare when validation is strict.
-fn check_strict(info: &ResourceInfo, obj: &Value, strict: bool) -> ApiResult<()> {
-    if !strict {
+/// `cur` (as stored, at the request's version) as its resource serves it, for the field
+/// manager: borrowed unless the resource serves another form (events.k8s.io Events).
+fn served_view<'a>(info: &ResourceInfo, cur: &'a Value) -> Cow<'a, Value> {
+    if info.strategy.serves_as_stored() {
+        Cow::Borrowed(cur)
+    } else {
+        Cow::Owned(present(info, cur.clone()))
+    }
+}
+
+/// Refuses an applied object named otherwise than its URL.
+fn check_applied_name(obj: &Value, url_name: &str) -> ApiResult<()> {
+    if obj.name().is_empty() || obj.name() == url_name {
         return Ok(());
     }
-    let Some(schema) = info.custom.as_ref().and_then(|c| c.schema.as_deref()) else {
-        return Ok(());
-    };
-    let unknown = crate::crd_schema::unknown_fields(schema, obj);
-    if unknown.is_empty() {
-        return Ok(());
-    }
-    let list: Vec<String> = unknown
-        .iter()
-        .map(|f| format!("unknown field {f:?}"))
-        .collect();
     Err(ApiError::BadRequest(format!(
-        "{kind} in version {v:?} cannot be handled as a {kind}: strict decoding error: {}",
-        list.join(", "),
-        kind = info.kind,
-        v = info.version
+        "the name of the object ({}) does not match the name on the URL ({url_name})",
+        obj.name()
     )))
-}
-
-fn subresource_name(part: Part) -> &'static str {
-    match part {
-        Part::Main => "",
-        Part::Status => "status",
-        Part::Approval => "approval",
-        Part::Finalize => "finalize",
-        Part::Scale => "scale",
-    }
-}
-
-/// [`settle_update`], keeping `next` when the update removes the object.
-fn settle_removing(
-    info: &ResourceInfo,
-    cur: &Value,
-    next: Value,
-) -> ApiResult<(WriteOp, Option<Value>)> {
-    let last = cur.is_deleting().then(|| next.clone());
-    let op = settle_update(info, cur, next)?;
-    let removed = matches!(op, WriteOp::Delete).then_some(last).flatten();
-    Ok((op, removed))
-}
-
-/// The object an update that removed it answers: as the update left it, with the managers an
-/// update of `recorded_over` records (an apply has recorded its own), and the resourceVersion
-/// of the removal.
-fn removed_answer(
-    mut last: Value,
-    recorded_over: Option<&Value>,
-    removal: &Value,
-    manager: &str,
-    info: &ResourceInfo,
-    sub: &str,
-    now: &str,
-) -> Value {
-    if let Some(cur) = recorded_over {
-        ssa::record_update(Some(cur), &mut last, manager, &info.api_version(), sub, now);
-    }
-    crate::meta::meta_mut(&mut last)
-        .insert("resourceVersion".into(), json!(removal.resource_version()));
-    last
-}
-
-fn record(
-    op: WriteOp,
-    cur: &Value,
-    manager: &str,
-    info: &ResourceInfo,
-    sub: &str,
-    now: &str,
-) -> WriteOp {
-    match op {
-        WriteOp::Put(mut next) => {
-            ssa::record_update(Some(cur), &mut next, manager, &info.api_version(), sub, now);
-            WriteOp::Put(next)
-        }
-        other => other,
-    }
-}
-
-fn apply_conflict(info: &ResourceInfo, name: &str, c: &[ssa::Conflict]) -> ApiError {
-    ApiError::ConflictMessage {
-        subject: subject(info, name),
-        message: ssa::conflict_message(c),
-        causes: ssa::conflict_causes(c),
-    }
 }
 
 #[cfg(test)]

@@ -14,61 +14,444 @@ use crate::error::FieldError;
 
 /// Prunes, defaults and validates `obj` in place; returns every field error.
 pub fn validate_object(schema: &Value, obj: &mut Value) -> Vec<FieldError> {
-    if let Some(root) = obj.as_object_mut() {
-        let mut body = Value::Object(
-            root.iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        );
-        let mut root_schema = schema.clone();
-        if let Some(props) = root_schema
-            .get_mut("properties")
-            .and_then(Value::as_object_mut)
-        {
-            props.remove("metadata");
-            props.remove("apiVersion");
-            props.remove("kind");
-        }
-        prune(&root_schema, &mut body, "", &mut Vec::new());
-        apply_defaults(&root_schema, &mut body);
-        let mut errs = Vec::new();
-        check(&root_schema, &body, "", &mut errs);
-        root.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
-        if let Value::Object(fields) = body {
-            for (k, v) in fields {
-                root.insert(k, v);
-            }
-        }
-        return errs;
+    if !obj.is_object() {
+        return vec![FieldError::invalid("", obj, "must be an object")];
     }
-    vec![FieldError::invalid("", obj, "must be an object")]
+    let mut errs = Vec::new();
+    with_body(schema, obj, |root_schema, body| {
+        prune(root_schema, body, "", &mut Vec::new());
+        apply_defaults(root_schema, body);
+        check(root_schema, body, "", &mut errs);
+    });
+    errs
 }
 
-/// The fields of `obj` the schema does not declare (what pruning would drop), for
-/// `fieldValidation=Strict`.
-pub fn unknown_fields(schema: &Value, obj: &Value) -> Vec<String> {
-    let mut body = obj.clone();
+/// How deep a schema node sits, for kube-apiserver's structural schema rules.
+#[derive(Clone, Copy, PartialEq)]
+enum Level {
+    Root,
+    Item,
+    Field,
+}
+
+/// What makes a CRD version's `openAPIV3Schema` (at `at`) unacceptable, as kube-apiserver
+/// finds it: the rules of structural schemas (sorted, as kube sorts them), then those of its
+/// OpenAPI schema validation; and whether the schema is structural (only then are its CEL
+/// rules compiled).
+pub fn definition_errors(schema: &Value, at: &str) -> (Vec<FieldError>, bool) {
+    let mut structural = Vec::new();
+    invariants(schema, Level::Root, at, &mut structural);
+    structural.sort_by(|a, b| a.message.cmp(&b.message));
+    let is_structural = structural.is_empty();
+    let mut errs = structural;
+    openapi_rules(schema, at, &mut errs);
+    (errs, is_structural)
+}
+
+fn child_path(at: &str, key: &str) -> String {
+    format!("{at}.properties[{key}]")
+}
+
+fn invariants(s: &Value, lvl: Level, at: &str, errs: &mut Vec<FieldError>) {
+    let ty = s.get("type").and_then(Value::as_str).unwrap_or("");
+    let props = s.get("properties").and_then(Value::as_object);
+    if ty == "array" && s.get("items").is_none() {
+        errs.push(FieldError::required(
+            format!("{at}.items"),
+            "must be specified",
+        ));
+    }
+    if let Some(items) = s.get("items").filter(|i| i.is_object()) {
+        invariants(items, Level::Item, &format!("{at}.items"), errs);
+    }
+    for (k, v) in props.into_iter().flatten() {
+        invariants(v, Level::Field, &child_path(at, k), errs);
+    }
+    if let Some(additional) = s.get("additionalProperties") {
+        if lvl == Level::Root {
+            errs.push(FieldError::forbidden(
+                format!("{at}.additionalProperties"),
+                "must not be used at the root",
+            ));
+        }
+        if additional.is_object() {
+            invariants(
+                additional,
+                Level::Field,
+                &format!("{at}.additionalProperties"),
+                errs,
+            );
+        }
+    }
+    let int_or_string = flag(s, "x-kubernetes-int-or-string");
+    let preserve = flag(s, "x-kubernetes-preserve-unknown-fields");
+    let embedded = flag(s, "x-kubernetes-embedded-resource");
+    if s.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(false)) {
+        errs.push(FieldError::invalid(
+            format!("{at}.x-kubernetes-preserve-unknown-fields"),
+            &Value::Bool(false),
+            "must be true or undefined",
+        ));
+    }
+    if int_or_string && preserve {
+        errs.push(FieldError::invalid(
+            format!("{at}.x-kubernetes-preserve-unknown-fields"),
+            &Value::Bool(true),
+            "must be false if x-kubernetes-int-or-string is true",
+        ));
+    }
+    if int_or_string && embedded {
+        errs.push(FieldError::invalid(
+            format!("{at}.x-kubernetes-embedded-resource"),
+            &Value::Bool(true),
+            "must be false if x-kubernetes-int-or-string is true",
+        ));
+    }
+    for combinator in ["allOf", "anyOf", "oneOf"] {
+        for (i, sub) in s
+            .get(combinator)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            // `x-kubernetes-int-or-string` may spell out its integer and string types.
+            let int_or_string_types = int_or_string
+                && (combinator == "anyOf" || combinator == "allOf")
+                && matches!(
+                    sub.get("type").and_then(Value::as_str),
+                    Some("integer" | "string")
+                );
+            if !int_or_string_types {
+                nested_value_validation(sub, &format!("{at}.{combinator}[{i}]"), errs);
+            }
+        }
+    }
+    if let Some(not) = s.get("not").filter(|n| n.is_object()) {
+        nested_value_validation(not, &format!("{at}.not"), errs);
+    }
+    if embedded && ty != "object" {
+        if ty.is_empty() {
+            errs.push(FieldError::required(
+                format!("{at}.type"),
+                "must be object if x-kubernetes-embedded-resource is true",
+            ));
+        } else {
+            errs.push(FieldError::invalid(
+                format!("{at}.type"),
+                &Value::String(ty.into()),
+                "must be object if x-kubernetes-embedded-resource is true",
+            ));
+        }
+    } else if ty.is_empty() && !int_or_string && !preserve {
+        let detail = match lvl {
+            Level::Root => "must not be empty at the root",
+            Level::Item => "must not be empty for specified array items",
+            Level::Field => "must not be empty for specified object fields",
+        };
+        errs.push(FieldError::required(format!("{at}.type"), detail));
+    }
+    if embedded && s.get("additionalProperties").is_some() {
+        errs.push(FieldError::forbidden(
+            format!("{at}.additionalProperties"),
+            "must not be used if x-kubernetes-embedded-resource is set",
+        ));
+    }
+    if lvl == Level::Root && !ty.is_empty() && ty != "object" {
+        errs.push(FieldError::invalid(
+            format!("{at}.type"),
+            &Value::String(ty.into()),
+            "must be object at the root",
+        ));
+    }
+    let check_metadata = lvl == Level::Root || embedded;
+    for field in ["kind", "apiVersion"] {
+        if let Some(p) = props.and_then(|p| p.get(field))
+            && check_metadata
+        {
+            let t = p.get("type").and_then(Value::as_str).unwrap_or("");
+            if t != "string" {
+                errs.push(FieldError::invalid(
+                    format!("{}.type", child_path(at, field)),
+                    &Value::String(t.into()),
+                    "must be string",
+                ));
+            }
+        }
+    }
+    if let Some(meta) = props.and_then(|p| p.get("metadata")) {
+        let path = child_path(at, "metadata");
+        let t = meta.get("type").and_then(Value::as_str).unwrap_or("");
+        if check_metadata && t != "object" {
+            errs.push(FieldError::invalid(
+                format!("{path}.type"),
+                &Value::String(t.into()),
+                "must be object",
+            ));
+        }
+        if lvl == Level::Root {
+            let allowed = |k: &str| matches!(k, "type" | "properties" | "default");
+            let named_only = meta
+                .get("properties")
+                .and_then(Value::as_object)
+                .is_none_or(|p| p.keys().all(|k| k == "name" || k == "generateName"));
+            let meta_keys_ok = meta
+                .as_object()
+                .is_some_and(|m| m.keys().all(|k| allowed(k)));
+            if !named_only || !meta_keys_ok {
+                errs.push(FieldError::forbidden(
+                    path,
+                    "must not specify anything other than name and generateName, but metadata is implicitly specified",
+                ));
+            }
+        }
+    }
+    if embedded && !preserve && props.is_none_or(|p| p.is_empty()) {
+        errs.push(FieldError::required(
+            format!("{at}.properties"),
+            "must not be empty if x-kubernetes-embedded-resource is true without x-kubernetes-preserve-unknown-fields",
+        ));
+    }
+}
+
+/// What a schema under `allOf`, `anyOf`, `oneOf` or `not` may not say to stay structural.
+fn nested_value_validation(s: &Value, at: &str, errs: &mut Vec<FieldError>) {
+    for (key, detail) in [
+        ("type", "must be empty to be structural"),
+        ("additionalProperties", "must be undefined to be structural"),
+        ("default", "must be undefined to be structural"),
+        ("title", "must be empty to be structural"),
+        ("description", "must be empty to be structural"),
+        (
+            "x-kubernetes-list-map-keys",
+            "must be empty to be structural",
+        ),
+        (
+            "x-kubernetes-list-type",
+            "must be undefined to be structural",
+        ),
+        (
+            "x-kubernetes-map-type",
+            "must be undefined to be structural",
+        ),
+        ("x-kubernetes-validations", "must be empty to be structural"),
+    ] {
+        if s.get(key).is_some() {
+            errs.push(FieldError::forbidden(format!("{at}.{key}"), detail));
+        }
+    }
+    for (key, detail) in [
+        ("nullable", "must be false to be structural"),
+        (
+            "x-kubernetes-preserve-unknown-fields",
+            "must be false to be structural",
+        ),
+        (
+            "x-kubernetes-embedded-resource",
+            "must be false to be structural",
+        ),
+        (
+            "x-kubernetes-int-or-string",
+            "must be false to be structural",
+        ),
+    ] {
+        if flag(s, key) {
+            errs.push(FieldError::forbidden(format!("{at}.{key}"), detail));
+        }
+    }
+    if let Some(props) = s.get("properties").and_then(Value::as_object) {
+        for (k, v) in props {
+            if k == "metadata" {
+                errs.push(FieldError::forbidden(
+                    child_path(at, k),
+                    "must not be specified in a nested context",
+                ));
+            }
+            nested_value_validation(v, &child_path(at, k), errs);
+        }
+    }
+    if let Some(items) = s.get("items").filter(|i| i.is_object()) {
+        nested_value_validation(items, &format!("{at}.items"), errs);
+    }
+}
+
+/// kube-apiserver's OpenAPI schema rules beyond structurality.
+fn openapi_rules(s: &Value, at: &str, errs: &mut Vec<FieldError>) {
+    if flag(s, "uniqueItems") {
+        errs.push(FieldError::forbidden(
+            format!("{at}.uniqueItems"),
+            "uniqueItems cannot be set to true since the runtime complexity becomes quadratic",
+        ));
+    }
+    let props = s.get("properties").and_then(Value::as_object);
+    if let Some(additional) = s.get("additionalProperties") {
+        if props.is_some_and(|p| !p.is_empty()) && additional != &Value::Bool(true) {
+            errs.push(FieldError::forbidden(
+                format!("{at}.additionalProperties"),
+                "additionalProperties and properties are mutual exclusive",
+            ));
+        }
+        if additional.is_object() {
+            openapi_rules(additional, &format!("{at}.additionalProperties"), errs);
+        }
+    }
+    for (k, v) in props.into_iter().flatten() {
+        openapi_rules(v, &child_path(at, k), errs);
+    }
+    if let Some(items) = s.get("items").filter(|i| i.is_object()) {
+        openapi_rules(items, &format!("{at}.items"), errs);
+    }
+}
+
+/// The formats kube-apiserver validates strings by (without dashes, as it compares them).
+const STRING_FORMATS: &[&str] = &[
+    "bsonobjectid",
+    "uri",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "cidr",
+    "mac",
+    "uuid",
+    "uuid3",
+    "uuid4",
+    "uuid5",
+    "isbn",
+    "isbn10",
+    "isbn13",
+    "creditcard",
+    "ssn",
+    "hexcolor",
+    "rgbcolor",
+    "byte",
+    "password",
+    "date",
+    "duration",
+    "datetime",
+    "k8sshortname",
+    "k8slongname",
+];
+
+/// The `format`s of a schema kube-apiserver does not know (it warns of each).
+pub fn unrecognized_formats(s: &Value, out: &mut Vec<String>) {
+    if let Some(format) = s
+        .get("format")
+        .and_then(Value::as_str)
+        .filter(|f| !f.is_empty())
+    {
+        let known = match s.get("type").and_then(Value::as_str).unwrap_or("") {
+            "" | "string" => STRING_FORMATS.contains(&format.replace('-', "").as_str()),
+            "integer" => matches!(format, "int32" | "int64"),
+            "number" => matches!(format, "float" | "double"),
+            _ => false,
+        };
+        if !known {
+            out.push(format.to_string());
+        }
+    }
+    for key in ["items", "additionalProperties", "not"] {
+        if let Some(sub) = s.get(key).filter(|v| v.is_object()) {
+            unrecognized_formats(sub, out);
+        }
+    }
+    for key in ["properties", "patternProperties", "definitions"] {
+        for sub in s
+            .get(key)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|m| m.values())
+        {
+            unrecognized_formats(sub, out);
+        }
+    }
+    for key in ["allOf", "anyOf", "oneOf"] {
+        for sub in s.get(key).and_then(Value::as_array).into_iter().flatten() {
+            unrecognized_formats(sub, out);
+        }
+    }
+}
+
+/// Prunes and defaults `obj` and validates its status only, against the schema's `status`,
+/// with messages relative to the status (`conditions[0].reason in body ...`) and fields named
+/// from the object's root (`status.conditions[0].reason`).
+pub fn validate_status(schema: &Value, obj: &mut Value) -> Vec<FieldError> {
+    if !obj.is_object() {
+        return vec![FieldError::invalid("", obj, "must be an object")];
+    }
+    let mut errs = Vec::new();
+    with_body(schema, obj, |root_schema, body| {
+        prune(root_schema, body, "", &mut Vec::new());
+        apply_defaults(root_schema, body);
+        if let (Some(status_schema), Some(status)) = (
+            root_schema.pointer("/properties/status"),
+            body.get("status"),
+        ) {
+            check(status_schema, status, "", &mut errs);
+        }
+    });
+    errs.into_iter()
+        .map(|e| {
+            let field = match e.field.as_str() {
+                "" => "status".to_string(),
+                f if f.starts_with('[') => format!("status{f}"),
+                f => format!("status.{f}"),
+            };
+            let detail = e
+                .message
+                .strip_prefix(&format!("{}: ", e.field))
+                .unwrap_or(&e.message)
+                .to_string();
+            FieldError {
+                reason: e.reason,
+                message: format!("{field}: {detail}"),
+                field,
+            }
+        })
+        .collect()
+}
+
+/// Prunes the fields the schema does not declare and fills in its defaults, as
+/// kube-apiserver does when it decodes a custom resource; returns the pruned fields' paths.
+pub fn decode(schema: &Value, obj: &mut Value) -> Vec<String> {
+    let mut removed = Vec::new();
+    if obj.is_object() {
+        with_body(schema, obj, |root_schema, body| {
+            prune(root_schema, body, "", &mut removed);
+            apply_defaults(root_schema, body);
+        });
+    }
+    removed
+}
+
+/// Runs `f` on the object without apiVersion, kind and metadata, which the schema does not
+/// describe, with the schema likewise.
+fn with_body(schema: &Value, obj: &mut Value, f: impl FnOnce(&Value, &mut Value)) {
+    let Some(root) = obj.as_object_mut() else {
+        return;
+    };
+    let mut body = Value::Object(
+        root.iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    );
     let mut root_schema = schema.clone();
     if let Some(props) = root_schema
         .get_mut("properties")
         .and_then(Value::as_object_mut)
     {
-        for k in ["apiVersion", "kind", "metadata"] {
-            props.insert(
-                k.into(),
-                serde_json::json!({"x-kubernetes-preserve-unknown-fields": true}),
-            );
-        }
-    } else if let Some(o) = root_schema.as_object_mut() {
-        o.insert(
-            "properties".into(),
-            serde_json::json!({"apiVersion": {}, "kind": {}, "metadata": {"x-kubernetes-preserve-unknown-fields": true}}),
-        );
+        props.remove("metadata");
+        props.remove("apiVersion");
+        props.remove("kind");
     }
-    let mut removed = Vec::new();
-    prune(&root_schema, &mut body, "", &mut removed);
-    removed
+    f(&root_schema, &mut body);
+    root.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
+    if let Value::Object(fields) = body {
+        for (k, v) in fields {
+            root.insert(k, v);
+        }
+    }
 }
 
 fn flag(schema: &Value, key: &str) -> bool {
@@ -452,7 +835,13 @@ fn check_list_type(schema: &Value, items: &[Value], path: &str, errs: &mut Vec<F
         let times = seen.entry(key.to_string()).or_default();
         *times += 1;
         if *times == 2 {
-            errs.push(FieldError::duplicate(format!("{path}[{i}]"), key));
+            // kube-apiserver prints the duplicated key as JSON here.
+            let field = format!("{path}[{i}]");
+            errs.push(FieldError {
+                reason: "FieldValueDuplicate",
+                message: format!("{field}: Duplicate value: {key}"),
+                field,
+            });
         }
     }
 }
@@ -584,12 +973,12 @@ mod tests {
     }
 
     #[test]
-    fn strict_validation_names_undeclared_fields() {
-        let obj = json!({"apiVersion": "x/v1", "kind": "W", "metadata": {"name": "w"},
+    fn decoding_prunes_undeclared_fields_names_them_and_defaults() {
+        let mut obj = json!({"apiVersion": "x/v1", "kind": "W", "metadata": {"name": "w"},
             "spec": {"name": "a", "extra": true, "tags": ["x"], "free": {"ok": 1}}});
-        assert_eq!(
-            unknown_fields(&schema(), &obj),
-            vec!["spec.extra".to_string()]
-        );
+        assert_eq!(decode(&schema(), &mut obj), vec!["spec.extra".to_string()]);
+        assert!(obj["spec"].get("extra").is_none());
+        assert_eq!(obj["spec"]["replicas"], 1);
+        assert_eq!(obj["metadata"]["name"], "w");
     }
 }

@@ -228,6 +228,10 @@ pub enum ApiError {
     TooLarge,
     #[error("Internal error occurred: {0}")]
     Internal(String),
+    /// A 500 kube-apiserver answers with no reason: an error from deep inside a request that
+    /// no API error wraps (an apply configuration its type cannot hold).
+    #[error("{0}")]
+    Failure(String),
     /// An admission plugin refused the request (worded as a webhook's denial).
     #[error("{}", denied_message(.plugin, .message))]
     AdmissionDenied {
@@ -271,14 +275,19 @@ fn denied_message(plugin: &str, message: &str) -> String {
     }
 }
 
+/// kube-apiserver's Invalid message: its errors as one aggregate, in which the same sentence
+/// appears once (the causes keep every error).
 fn invalid_message(subject: &Subject, errors: &[FieldError]) -> String {
     let head = format!("{} {:?} is invalid: ", subject.qualified(), subject.name);
-    match errors {
-        [one] => head + &one.message,
-        many => {
-            let parts: Vec<&str> = many.iter().map(|e| e.message.as_str()).collect();
-            format!("{head}[{}]", parts.join(", "))
+    let mut parts: Vec<&str> = Vec::new();
+    for e in errors {
+        if !parts.contains(&e.message.as_str()) {
+            parts.push(&e.message);
         }
+    }
+    match parts.as_slice() {
+        [one] => head + one,
+        many => format!("{head}[{}]", many.join(", ")),
     }
 }
 
@@ -300,7 +309,7 @@ impl ApiError {
             ApiError::Unclassified { code, .. } => *code,
             ApiError::NotAcceptable => 406,
             ApiError::TooLarge => 413,
-            ApiError::Internal(_) => 500,
+            ApiError::Internal(_) | ApiError::Failure(_) => 500,
             ApiError::AdmissionDenied { code, .. } => *code,
             ApiError::ServiceUnavailable(_) => 503,
         }
@@ -326,6 +335,7 @@ impl ApiError {
             ApiError::NotAcceptable => "NotAcceptable",
             ApiError::TooLarge => "RequestEntityTooLarge",
             ApiError::Internal(_) => "InternalError",
+            ApiError::Failure(_) => "",
             ApiError::AdmissionDenied { reason, .. } => reason,
             ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
         }
@@ -349,6 +359,11 @@ impl ApiError {
         }
         if let Some(details) = self.details() {
             status["details"] = details;
+        }
+        if self.reason().is_empty()
+            && let Some(o) = status.as_object_mut()
+        {
+            o.remove("reason");
         }
         status
     }

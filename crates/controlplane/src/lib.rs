@@ -32,6 +32,7 @@ pub mod conversion;
 pub mod crd_schema;
 pub mod error;
 pub mod events;
+pub mod fields;
 pub mod gojson;
 pub mod http;
 pub mod meta;
@@ -56,6 +57,7 @@ pub mod token_request;
 pub mod typed;
 pub mod validation_rules;
 pub mod watch;
+pub mod writes;
 
 pub use api::UserInfo;
 pub use server::{

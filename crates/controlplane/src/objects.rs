@@ -66,7 +66,9 @@ pub fn present(info: &ResourceInfo, obj: Value) -> Value {
     out
 }
 
-fn check_type_meta(info: &ResourceInfo, obj: &Value) -> ApiResult<()> {
+/// Refuses an object that is not a JSON object, or names another version or kind than the
+/// resource's (400, as kube-apiserver's decoder does).
+pub fn check_type_meta(info: &ResourceInfo, obj: &Value) -> ApiResult<()> {
     if !obj.is_object() {
         return Err(ApiError::BadRequest(
             "the object provided is not a JSON object".into(),
@@ -334,6 +336,17 @@ pub enum Part {
 }
 
 impl Part {
+    /// The subresource's name; empty for the main resource.
+    pub fn name(self) -> &'static str {
+        match self {
+            Part::Main => "",
+            Part::Status => "status",
+            Part::Approval => "approval",
+            Part::Finalize => "finalize",
+            Part::Scale => "scale",
+        }
+    }
+
     pub fn from_subresource(info: &ResourceInfo, sub: Option<&str>) -> Option<Part> {
         match sub {
             None => Some(Part::Main),
@@ -479,15 +492,18 @@ pub fn settle_update(info: &ResourceInfo, cur: &Value, mut next: Value) -> ApiRe
             .collect();
         if !added.is_empty() {
             let list: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
+            let refusal = FieldError::forbidden(
+                "metadata.finalizers",
+                &format!(
+                    "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                    list.join(", ")
+                ),
+            );
+            // kube-apiserver checks metadata updates twice (its common checks and the
+            // strategy's), and lists this refusal from both.
             return Err(ApiError::invalid(
                 kind_subject(info, name),
-                vec![FieldError::forbidden(
-                    "metadata.finalizers",
-                    &format!(
-                        "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
-                        list.join(", ")
-                    ),
-                )],
+                vec![refusal.clone(), refusal],
             ));
         }
     }
@@ -504,7 +520,7 @@ pub fn settle_update(info: &ResourceInfo, cur: &Value, mut next: Value) -> ApiRe
         && next.finalizers().is_empty()
         && info.strategy.removed_once_finalized(&next)
     {
-        return Ok(WriteOp::Delete);
+        return Ok(WriteOp::DeleteAs(next));
     }
     if comparable(&next) == comparable(cur) {
         return Ok(WriteOp::Unchanged);
@@ -737,14 +753,14 @@ mod tests {
         Registry::with_builtins().lookup(g, "v1", p).unwrap()
     }
 
+    /// A create as the API takes it: decoded with the kind's defaults, then prepared.
+    fn created(info: &ResourceInfo, mut obj: Value) -> Value {
+        info.strategy.default(&mut obj);
+        prepare_create(info, "ns", obj, "2024-01-01T00:00:00Z").unwrap()
+    }
+
     fn stored(obj: Value) -> Value {
-        let mut o = prepare_create(
-            &info("apps", "deployments"),
-            "ns",
-            obj,
-            "2024-01-01T00:00:00Z",
-        )
-        .unwrap();
+        let mut o = created(&info("apps", "deployments"), obj);
         meta_mut(&mut o).insert("resourceVersion".into(), json!("5"));
         o
     }
@@ -767,14 +783,11 @@ mod tests {
 
     #[test]
     fn a_service_gets_kube_apiserver_s_spec_defaults() {
-        let o = prepare_create(
+        let o = created(
             &info("", "services"),
-            "ns",
             json!({"metadata": {"name": "web"}, "spec": {"selector": {"a": "b"},
                 "ports": [{"port": 443}, {"port": 9443, "targetPort": "webhook", "protocol": "UDP"}]}}),
-            "t",
-        )
-        .unwrap();
+        );
         assert_eq!(o["spec"]["type"], "ClusterIP");
         assert_eq!(o["spec"]["sessionAffinity"], "None");
         assert_eq!(
@@ -880,7 +893,7 @@ mod tests {
         none["metadata"]["finalizers"] = json!([]);
         assert!(matches!(
             decide_update(&i, &marked, none, Part::Main, true).unwrap(),
-            WriteOp::Delete
+            WriteOp::DeleteAs(last) if last.finalizers().is_empty()
         ));
     }
 
@@ -1017,7 +1030,7 @@ mod tests {
         last["spec"]["finalizers"] = json!([]);
         assert!(matches!(
             decide_update(&i, &kept, last, Part::Finalize, true).unwrap(),
-            WriteOp::Delete
+            WriteOp::DeleteAs(_)
         ));
     }
 

@@ -101,6 +101,9 @@ pub struct ResourceInfo {
     pub custom: Option<CustomInfo>,
     /// What the `/scale` subresource reads and writes, when there is one.
     pub scale: Option<crate::scale::ScalePaths>,
+    /// The type of the objects as kube-apiserver's decoder and field manager see it; None
+    /// for kinds no field is recorded for.
+    pub fields: Option<crate::fields::ObjectType>,
 }
 
 /// What a CRD adds to a resource entry.
@@ -131,10 +134,14 @@ pub enum ConversionStrategy {
 impl ResourceInfo {
     /// `apps/v1` or `v1`.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
+        Self::api_version_of(&self.group, &self.version)
+    }
+
+    fn api_version_of(group: &str, version: &str) -> String {
+        if group.is_empty() {
+            version.to_string()
         } else {
-            format!("{}/{}", self.group, self.version)
+            format!("{group}/{version}")
         }
     }
 
@@ -216,6 +223,10 @@ fn builtin(b: Builtin) -> ResourceInfo {
         strategy: b.strategy,
         custom: None,
         scale,
+        fields: crate::fields::ObjectType::builtin(
+            &ResourceInfo::api_version_of(b.group, "v1"),
+            b.kind,
+        ),
     }
 }
 
@@ -448,6 +459,7 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
     }
     let storage_version = storage[0].to_string();
     let conversion = conversion_strategy(spec.get("conversion"))?;
+    let preserve_unknown = spec.get("preserveUnknownFields") == Some(&Value::Bool(true));
     let crd_name = format!("{plural}.{group}");
     let mut out = Vec::new();
     for (i, v) in versions.iter().enumerate() {
@@ -491,7 +503,11 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
                 name: cname,
                 type_: s(c, "type").unwrap_or_else(|| "string".into()),
                 format: s(c, "format").unwrap_or_default(),
-                description: s(c, "description").unwrap_or_default(),
+                description: s(c, "description")
+                    .filter(|d| !d.is_empty())
+                    .unwrap_or_else(|| {
+                        format!("Custom resource definition column (in JSONPath format): {path}")
+                    }),
                 priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
                 source: CellSource::JsonPath(path),
             });
@@ -502,9 +518,15 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
                 s,
                 &format!("spec.versions[{i}].schema.openAPIV3Schema"),
             )
-            .map_err(|e| CrdError::Field {
-                field: e.field,
-                message: e.message,
+            .map_err(|errors| match errors.into_iter().next() {
+                Some(e) => CrdError::Field {
+                    field: e.field,
+                    message: e.message,
+                },
+                None => CrdError::Field {
+                    field: format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                    message: "Invalid value: its rules do not compile".into(),
+                },
             })?,
             None => None,
         };
@@ -522,6 +544,10 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
             printer_columns,
             strategy: &strategy::apiextensions::CustomResources,
             scale,
+            fields: Some(crate::fields::schema::Schema::from_crd(
+                schema,
+                preserve_unknown,
+            )),
             custom: Some(CustomInfo {
                 crd_name: crd_name.clone(),
                 storage_version: storage_version.clone(),
@@ -747,6 +773,20 @@ pub fn version_priority(v: &str) -> (u8, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_built_in_resource_has_its_kube_type() {
+        // Its managed fields, apply and fieldValidation need it (see `tools/builtin_types.py`).
+        for info in Registry::with_builtins().all() {
+            assert!(
+                info.fields.is_some(),
+                "{}/{} {} has no type in fields/builtin.types",
+                info.group,
+                info.version,
+                info.kind
+            );
+        }
+    }
 
     #[test]
     fn builtins_include_every_required_resource() {

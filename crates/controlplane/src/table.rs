@@ -77,7 +77,8 @@ pub fn columns(info: &ResourceInfo) -> Value {
     let mut cols = Vec::new();
     if !own_name(info) {
         cols.push(json!({"name": "Name", "type": "string", "format": "name",
-            "description": "Name must be unique within a namespace.", "priority": 0}));
+            "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
+            "priority": 0}));
     }
     let has_custom_age = replaces_age(info);
     for c in &info.printer_columns {

@@ -211,7 +211,7 @@ pub fn create(
         spec.insert("boundObjectRef".into(), Value::Object(r.clone()));
     }
     let mut sent = json!({"spec": spec});
-    crate::patch::apply::record_update(None, &mut sent, manager, API_VERSION, "token", now);
+    crate::writes::record_unstored(&mut sent, manager, API_VERSION, "token", now);
     let audiences = if asked.audiences.is_empty() {
         vec![tokens::ISSUER.to_string()]
     } else {

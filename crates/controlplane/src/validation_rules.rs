@@ -231,14 +231,23 @@ impl RuleSet {
     /// Compiles every `x-kubernetes-validations` rule under `schema`; None when there are
     /// none. `at` names the schema in errors, e.g.
     /// `spec.versions[0].schema.openAPIV3Schema`.
-    pub fn compile(schema: &Value, at: &str) -> Result<Option<Arc<RuleSet>>, CompileError> {
+    pub fn compile(schema: &Value, at: &str) -> Result<Option<Arc<RuleSet>>, Vec<CompileError>> {
         let (schema, place) = (schema.clone(), at.to_string());
-        let set = on_cel_stack(move || compile_node(&schema, &place)).unwrap_or_else(|| {
-            Err(CompileError {
+        let (set, errors) = on_cel_stack(move || {
+            let mut errors = Vec::new();
+            let set = compile_node(&schema, &place, &mut errors);
+            (set, errors)
+        })
+        .unwrap_or_else(|| {
+            let failed = CompileError {
                 field: at.to_string(),
                 message: "Internal error: compiling its x-kubernetes-validations failed".into(),
-            })
-        })?;
+            };
+            (RuleSet::default(), vec![failed])
+        });
+        if !errors.is_empty() {
+            return Err(errors);
+        }
         Ok(set.has_rules().then(|| Arc::new(set)))
     }
 
@@ -285,7 +294,7 @@ fn resource_root(obj: &Value) -> Value {
     root
 }
 
-fn compile_node(schema: &Value, at: &str) -> Result<RuleSet, CompileError> {
+fn compile_node(schema: &Value, at: &str, errors: &mut Vec<CompileError>) -> RuleSet {
     let mut set = RuleSet {
         type_name: schema
             .get("type")
@@ -301,25 +310,25 @@ fn compile_node(schema: &Value, at: &str) -> Result<RuleSet, CompileError> {
         .flatten()
         .enumerate()
     {
-        set.rules.push(compile_rule(
-            r,
-            &format!("{at}.x-kubernetes-validations[{i}]"),
-        )?);
+        match compile_rule(r, schema, &format!("{at}.x-kubernetes-validations[{i}]")) {
+            Ok(rule) => set.rules.push(rule),
+            Err(e) => errors.push(e),
+        }
     }
     if let Some(props) = schema.get("properties").and_then(Value::as_object) {
         for (k, s) in props {
-            let child = compile_node(s, &format!("{at}.properties[{k}]"))?;
+            let child = compile_node(s, &format!("{at}.properties[{k}]"), errors);
             if child.has_rules() {
                 set.properties.insert(k.clone(), child);
             }
         }
     }
     if let Some(s) = schema.get("additionalProperties").filter(|s| s.is_object()) {
-        let child = compile_node(s, &format!("{at}.additionalProperties"))?;
+        let child = compile_node(s, &format!("{at}.additionalProperties"), errors);
         set.additional = child.has_rules().then(|| Box::new(child));
     }
     if let Some(s) = schema.get("items").filter(|s| s.is_object()) {
-        let child = compile_node(s, &format!("{at}.items"))?;
+        let child = compile_node(s, &format!("{at}.items"), errors);
         set.items = child.has_rules().then(|| Box::new(child));
     }
     for (i, s) in schema
@@ -329,7 +338,7 @@ fn compile_node(schema: &Value, at: &str) -> Result<RuleSet, CompileError> {
         .flatten()
         .enumerate()
     {
-        let child = compile_node(s, &format!("{at}.allOf[{i}]"))?;
+        let child = compile_node(s, &format!("{at}.allOf[{i}]"), errors);
         if child.has_rules() {
             set.all_of.push(child);
         }
@@ -345,17 +354,45 @@ fn compile_node(schema: &Value, at: &str) -> Result<RuleSet, CompileError> {
                     .collect()
             });
     }
-    Ok(set)
+    set
 }
 
-fn compile_rule(r: &Value, at: &str) -> Result<Rule, CompileError> {
+/// A rule as kube-apiserver prints it in errors: its internal Go struct as JSON.
+fn rule_value(r: &Value) -> String {
+    let text = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("");
+    let optional = |v: Option<&Value>| match v {
+        Some(Value::String(s)) => go_json(s),
+        Some(Value::Bool(b)) => b.to_string(),
+        _ => "null".into(),
+    };
+    format!(
+        "{{\"Rule\":{},\"Message\":{},\"MessageExpression\":{},\"Reason\":{},\"FieldPath\":{},\"OptionalOldSelf\":{}}}",
+        go_json(text("rule")),
+        go_json(text("message")),
+        go_json(text("messageExpression")),
+        optional(r.get("reason")),
+        go_json(text("fieldPath")),
+        optional(r.get("optionalOldSelf")),
+    )
+}
+
+/// A JSON string as Go's encoder writes it (`<`, `>` and `&` escaped).
+fn go_json(s: &str) -> String {
+    Value::String(s.to_string())
+        .to_string()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+}
+
+fn compile_rule(r: &Value, schema: &Value, at: &str) -> Result<Rule, CompileError> {
     let text = |k: &str| r.get(k).and_then(Value::as_str).map(str::to_string);
     let source = text("rule").unwrap_or_default();
-    let fail = |field: &str, value: &str, why: String| CompileError {
+    let fail = |field: &str, what: &str, why: String| CompileError {
         field: format!("{at}.{field}"),
         message: format!(
-            "Invalid value: {}: compilation failed: {why}",
-            crate::error::render_value(&Value::String(value.to_string()))
+            "Invalid value: {}: {what}compilation failed: {why}",
+            rule_value(r)
         ),
     };
     if source.trim().is_empty() {
@@ -364,9 +401,14 @@ fn compile_rule(r: &Value, at: &str) -> Result<Rule, CompileError> {
             message: "Required value".into(),
         });
     }
-    let program = compile_expression(&source).map_err(|why| fail("rule", &source, why))?;
+    let program = compile_expression(&source)
+        .and_then(|p| check_fields(p.expression(), schema, &source).map(|()| p))
+        .map_err(|why| fail("rule", "", why))?;
     let message_expression = match text("messageExpression") {
-        Some(m) => Some(compile_expression(&m).map_err(|why| fail("messageExpression", &m, why))?),
+        Some(m) => Some(
+            compile_expression(&m)
+                .map_err(|why| fail("messageExpression", "messageExpression ", why))?,
+        ),
         None => None,
     };
     let reason = text("reason");
@@ -410,7 +452,8 @@ fn compile_rule(r: &Value, at: &str) -> Result<Rule, CompileError> {
 /// macros bind and the functions of [`FUNCTIONS`].
 fn compile_expression(source: &str) -> Result<Program, String> {
     check_size(source)?;
-    let program = Program::compile(source).map_err(|e| e.to_string())?;
+    // cel-go indents the snippet lines under each error by a space.
+    let program = Program::compile(source).map_err(|e| e.to_string().replace("\n| ", "\n | "))?;
     let mut scope = vec!["self".to_string(), "oldSelf".to_string()];
     check_references(program.expression(), &mut scope)?;
     Ok(program)
@@ -448,6 +491,80 @@ fn check_size(source: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Refuses selecting, from `self`, a field its schema does not declare (an object with
+/// properties that keeps no unknown fields), as cel-go's type checker does.
+fn check_fields(e: &IdedExpr, self_schema: &Value, source: &str) -> Result<(), String> {
+    let mut found = None;
+    visit_selects(e, self_schema, &mut found);
+    match found {
+        None => Ok(()),
+        Some(field) => {
+            let needle = format!(".{field}");
+            let at = source
+                .match_indices(&needle)
+                .find(|(i, _)| {
+                    let after = source[i + needle.len()..].chars().next();
+                    !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                })
+                .map_or(0, |(i, _)| i);
+            let line = source.lines().next().unwrap_or("");
+            Err(format!(
+                "ERROR: <input>:1:{}: undefined field '{field}'\n | {line}\n | {}^",
+                at + 1,
+                ".".repeat(at)
+            ))
+        }
+    }
+}
+
+/// The schema a selection chain rooted at `self` reaches, noting in `found` the first field
+/// selected that its object does not declare.
+fn visit_selects<'s>(
+    e: &IdedExpr,
+    self_schema: &'s Value,
+    found: &mut Option<String>,
+) -> Option<&'s Value> {
+    match &e.expr {
+        Expr::Ident(name) if name == "self" => Some(self_schema),
+        Expr::Select(s) => {
+            let parent = visit_selects(&s.operand, self_schema, found)?;
+            let declared = parent.get("properties").and_then(Value::as_object);
+            let open = parent.get("additionalProperties").is_some()
+                || parent.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+            match declared.and_then(|p| p.get(&s.field)) {
+                Some(child) => Some(child),
+                None if declared.is_some_and(|d| !d.is_empty()) && !open => {
+                    found.get_or_insert_with(|| s.field.clone());
+                    None
+                }
+                None => None,
+            }
+        }
+        Expr::Call(call) => {
+            if let Some(t) = &call.target {
+                visit_selects(t, self_schema, found);
+            }
+            for a in &call.args {
+                visit_selects(a, self_schema, found);
+            }
+            None
+        }
+        Expr::List(l) => {
+            for x in &l.elements {
+                visit_selects(x, self_schema, found);
+            }
+            None
+        }
+        Expr::Comprehension(c) => {
+            visit_selects(&c.iter_range, self_schema, found);
+            visit_selects(&c.loop_step, self_schema, found);
+            visit_selects(&c.result, self_schema, found);
+            None
+        }
+        _ => None,
+    }
 }
 
 fn undeclared(name: &str) -> String {
@@ -808,12 +925,28 @@ impl Run {
                         Some(m) if !m.trim().is_empty() => m.trim().to_string(),
                         _ => format!("failed rule: {said}"),
                     });
-                    let value = Value::String(set.type_name.clone());
-                    self.errs.push(match rule.reason.as_deref() {
-                        Some("FieldValueForbidden") => FieldError::forbidden(at, &detail),
-                        Some("FieldValueRequired") => FieldError::required(at, &detail),
-                        Some("FieldValueDuplicate") => FieldError::duplicate(at, &value),
-                        _ => FieldError::invalid(at, &value, detail),
+                    // kube-apiserver prints a failing scalar, never an object or a list.
+                    let shown = match v {
+                        Value::Object(_) | Value::Array(_) => None,
+                        scalar => Some(scalar),
+                    };
+                    self.errs.push(match (rule.reason.as_deref(), shown) {
+                        (Some("FieldValueForbidden"), _) => FieldError::forbidden(at, &detail),
+                        (Some("FieldValueRequired"), _) => FieldError::required(at, &detail),
+                        (Some("FieldValueDuplicate"), Some(value)) => {
+                            FieldError::duplicate(at, value)
+                        }
+                        (Some("FieldValueDuplicate"), None) => FieldError {
+                            reason: "FieldValueDuplicate",
+                            message: format!("{at}: Duplicate value: "),
+                            field: at,
+                        },
+                        (_, Some(value)) => FieldError::invalid(at, value, detail),
+                        (_, None) => FieldError {
+                            reason: "FieldValueInvalid",
+                            message: format!("{at}: Invalid value: {detail}"),
+                            field: at,
+                        },
                     });
                 }
                 (Ok(other), _) => self.invalid(
@@ -903,7 +1036,7 @@ mod tests {
         let schema = spec_rule(json!({"rule": "self.a == 'x'"}), json!({}));
         assert_eq!(
             messages(schema, json!({"spec": {"a": "y"}}), None),
-            ["spec: Invalid value: \"object\": failed rule: self.a == 'x'"]
+            ["spec: Invalid value: failed rule: self.a == 'x'"]
         );
     }
 
@@ -935,7 +1068,7 @@ mod tests {
                 json!({"spec": {"n": 1}}),
                 Some(json!({"spec": {"n": 2}}))
             ),
-            ["spec: Invalid value: \"object\": n may only grow"]
+            ["spec: Invalid value: n may only grow"]
         );
         let optional = spec_rule(
             json!({"rule": "oldSelf.hasValue() || self.n == 0", "optionalOldSelf": true,
@@ -944,7 +1077,7 @@ mod tests {
         );
         assert_eq!(
             messages(optional.clone(), json!({"spec": {"n": 1}}), None),
-            ["spec: Invalid value: \"object\": start at 0"]
+            ["spec: Invalid value: start at 0"]
         );
         assert!(
             messages(
@@ -969,7 +1102,7 @@ mod tests {
         let changed = json!({"items": [{"name": "b", "v": "3"}]});
         assert_eq!(
             messages(schema, changed, Some(old)),
-            ["items[0]: Invalid value: \"object\": v is immutable"]
+            ["items[0]: Invalid value: v is immutable"]
         );
     }
 
@@ -993,17 +1126,17 @@ mod tests {
             let err =
                 RuleSet::compile(&spec_rule(json!({"rule": rule}), json!({})), "s").unwrap_err();
             assert_eq!(
-                err.field,
+                err[0].field,
                 "s.properties[spec].x-kubernetes-validations[0].rule"
             );
-            assert!(err.message.contains("compilation failed"), "{err:?}");
+            assert!(err[0].message.contains("compilation failed"), "{err:?}");
         }
         let deep = format!("{}true{}", "(".repeat(40), ")".repeat(40));
         let long = vec!["1"; 3000].join("+") + " > 0";
         for (rule, why) in [(deep, "nests deeper"), (long, "is longer than")] {
             let err =
                 RuleSet::compile(&spec_rule(json!({"rule": rule}), json!({})), "s").unwrap_err();
-            assert!(err.message.contains(why), "{err:?}");
+            assert!(err[0].message.contains(why), "{err:?}");
         }
         // cel-rust's parser gives up on (or, in debug builds, panics at) deep right-nested
         // conditionals; either way the CRD is refused and the server goes on.
@@ -1024,9 +1157,33 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(
-            err.field,
+            err[0].field,
             "s.properties[spec].x-kubernetes-validations[0].reason"
         );
+    }
+
+    #[test]
+    fn every_rule_that_does_not_compile_is_refused_as_cel_go_words_it() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "properties": {"size": {"type": "integer"}},
+            "x-kubernetes-validations": [{"rule": "self.size >>> 10"}, {"rule": "self.missing == 1"}]}}});
+        let errs = RuleSet::compile(&schema, "s").unwrap_err();
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        assert_eq!(
+            errs[0].message,
+            "Invalid value: {\"Rule\":\"self.size \\u003e\\u003e\\u003e 10\",\"Message\":\"\",\"MessageExpression\":\"\",\"Reason\":null,\"FieldPath\":\"\",\"OptionalOldSelf\":null}: compilation failed: ERROR: <input>:1:12: Syntax error: mismatched input '>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}\n | self.size >>> 10\n | ...........^\nERROR: <input>:1:13: Syntax error: extraneous input '>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}\n | self.size >>> 10\n | ............^"
+        );
+        assert!(
+            errs[1].message.ends_with(
+                "compilation failed: ERROR: <input>:1:5: undefined field 'missing'\n | self.missing == 1\n | ....^"
+            ),
+            "{errs:?}"
+        );
+        // A map, or an object keeping unknown fields, has any field.
+        let open = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-preserve-unknown-fields": true, "properties": {"a": {"type": "string"}},
+            "x-kubernetes-validations": [{"rule": "self.anything == 1"}]}}});
+        assert!(RuleSet::compile(&open, "s").is_ok());
     }
 
     #[test]

@@ -24,6 +24,7 @@ use crate::auth::reviews::{self, AccessReview};
 use crate::auth::tls::PeerIdentity;
 use crate::auth::tokens::SigningKey;
 use crate::error::{ApiError, ApiResult};
+use crate::fields::decode::{Decoded, decode_json};
 use crate::objects::{DeleteOptions, Part};
 use crate::patch::PatchType;
 use crate::request_info::{RequestInfo, Verb};
@@ -299,14 +300,7 @@ async fn review(fe: &Frontend, call: Call<'_>, request: &RequestInfo) -> ApiResu
                 call.user,
             )?;
             let api_version = format!("{}/{}", request.api_group, request.api_version);
-            crate::patch::apply::record_update(
-                None,
-                &mut out,
-                opts.manager(),
-                &api_version,
-                "",
-                &now,
-            );
+            crate::writes::record_unstored(&mut out, opts.manager(), &api_version, "", &now);
             if let (Some(o), Some(status)) = (out.as_object_mut(), status) {
                 o.insert("status".into(), status);
             }
@@ -329,39 +323,61 @@ fn with_policy<R>(
     }
 }
 
+/// Decodes a request body of `kind` as an object, untyped.
+fn decode_body(headers: &HeaderMap, body: &Bytes, kind: &str) -> ApiResult<Value> {
+    decode_write(headers, body, None, kind).map(|d| d.object)
+}
+
 /// Decodes a create or update body of `kind`: JSON (or YAML-free JSON), or Kubernetes protobuf
 /// for the kinds [`crate::protobuf`] knows; anything else is 415 as kube-apiserver answers.
-fn decode_body(headers: &HeaderMap, body: &Bytes, kind: &str) -> ApiResult<Value> {
+/// JSON of a built-in kind is decoded as its Go type decodes it (see [`crate::fields::decode`]).
+fn decode_write(
+    headers: &HeaderMap,
+    body: &Bytes,
+    target: Option<&Target>,
+    kind: &str,
+) -> ApiResult<Decoded> {
     let ct = header_str(headers, header::CONTENT_TYPE);
     let base = ct.split(';').next().unwrap_or("").trim();
     match base {
-        "" | "application/json" | "*/*" => parse_body(body, kind),
-        crate::protobuf::MEDIA_TYPE => crate::protobuf::decode(body),
+        "" | "application/json" | "*/*" => {
+            if body.is_empty() {
+                return Err(ApiError::BadRequest("the request body is empty".into()));
+            }
+            let typed = target.and_then(|t| match (&t.info.fields, &t.info.custom, t.part) {
+                (Some(ty), None, part) if part != Part::Scale => Some((&*ty.schema, ty.root)),
+                _ => None,
+            });
+            decode_json(body, typed).map_err(|e| json_error(body, kind, e))
+        }
+        crate::protobuf::MEDIA_TYPE => crate::protobuf::decode(body).map(Decoded::from),
         _ => Err(ApiError::UnsupportedMediaType(
             "application/json, application/vnd.kubernetes.protobuf".into(),
         )),
     }
 }
 
-/// Parses a JSON body; malformed JSON is refused in kube-apiserver's words, quoting the
-/// body's first 30 bytes.
+/// Parses a JSON body.
 fn parse_body(body: &Bytes, kind: &str) -> ApiResult<Value> {
     if body.is_empty() {
         return Err(ApiError::BadRequest("the request body is empty".into()));
     }
-    serde_json::from_slice(body).map_err(|e| {
-        let syntax = crate::gojson::syntax_error(body).unwrap_or_else(|| e.to_string());
-        let head = String::from_utf8_lossy(&body[..body.len().min(30)]);
-        let more = if body.len() > 30 { " ..." } else { "" };
-        let unrecognized = if kind.is_empty() {
-            String::new()
-        } else {
-            format!("the object provided is unrecognized (must be of type {kind}): ")
-        };
-        ApiError::BadRequest(format!(
-            "{unrecognized}couldn't get version/kind; json parse error: {syntax} ({head}{more})"
-        ))
-    })
+    serde_json::from_slice(body).map_err(|e| json_error(body, kind, e))
+}
+
+/// Malformed JSON refused in kube-apiserver's words, quoting the body's first 30 bytes.
+fn json_error(body: &Bytes, kind: &str, e: serde_json::Error) -> ApiError {
+    let syntax = crate::gojson::syntax_error(body).unwrap_or_else(|| e.to_string());
+    let head = String::from_utf8_lossy(&body[..body.len().min(30)]);
+    let more = if body.len() > 30 { " ..." } else { "" };
+    let unrecognized = if kind.is_empty() {
+        String::new()
+    } else {
+        format!("the object provided is unrecognized (must be of type {kind}): ")
+    };
+    ApiError::BadRequest(format!(
+        "{unrecognized}couldn't get version/kind; json parse error: {syntax} ({head}{more})"
+    ))
 }
 
 /// One request, as the router hands it on.
@@ -412,6 +428,15 @@ async fn resource(
     let namespace = match info.namespaced {
         true => request.namespace.as_str(),
         false if request.namespace.is_empty() || request.names_its_namespace() => "",
+        // A custom resource's group answers unknown paths as kube-apiserver's CRD handler
+        // does: a plain-text 404.
+        false if info.custom.is_some() => {
+            return Ok(full(
+                404,
+                "text/plain; charset=utf-8",
+                "404 page not found\n",
+            ));
+        }
         false => return Err(ApiError::NoRoute),
     };
     let sub = request.parts.get(2).map(String::as_str);
@@ -504,13 +529,21 @@ async fn resource(
             }
             let opts = WriteOptions::from_query(q, user_agent, user)?;
             fe.api
-                .create(&target, decode_body(headers, &body, &info.kind)?, &opts)
+                .create(
+                    &target,
+                    decode_write(headers, &body, Some(&target), &info.kind)?,
+                    &opts,
+                )
                 .await?
         }
         Verb::Update if name.is_some() => {
             let opts = WriteOptions::from_query(q, user_agent, user)?;
             fe.api
-                .update(&target, decode_body(headers, &body, &info.kind)?, &opts)
+                .update(
+                    &target,
+                    decode_write(headers, &body, Some(&target), &info.kind)?,
+                    &opts,
+                )
                 .await?
         }
         Verb::Patch if name.is_some() => {

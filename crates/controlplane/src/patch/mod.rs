@@ -1,15 +1,15 @@
-//! Patches: JSON patch (RFC 6902), JSON merge patch (RFC 7386), strategic merge patch for
-//! built-in types, and server-side apply (see [`apply`]).
+//! Patches: JSON patch (RFC 6902), JSON merge patch (RFC 7386) and strategic merge patch for
+//! built-in types; server-side apply is [`crate::fields`]'.
 //!
 //! Pure functions from (current object, patch body) to the patched object. Whether the result
 //! may be stored is decided afterwards by the ordinary update rules.
 
-pub mod apply;
 pub mod strategic;
 
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
+use crate::fields::decode::{Decoded, decode_json};
 
 /// The patch formats, by Content-Type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,8 +45,49 @@ impl PatchType {
     }
 }
 
-fn parse_json(body: &[u8]) -> ApiResult<Value> {
-    serde_json::from_slice(body).map_err(|e| decoding_error(body, e))
+/// A merge patch's body, with its duplicate keys (what strict decoding notes).
+fn parse_json(body: &[u8]) -> ApiResult<Decoded> {
+    decode_json(body, None).map_err(|e| decoding_error(body, e))
+}
+
+/// A patched object, with the strict decoding errors of the patch itself (duplicate keys of
+/// a merge patch) and the objects the patch reached, as a tree of objects (kube's patch
+/// library writes those out again, keys sorted).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Patched {
+    pub object: Value,
+    pub strict_errors: Vec<String>,
+    pub reached: Value,
+}
+
+/// The objects JSON patch operations reach: those holding their paths' last steps.
+fn reached_by(ops: &json_patch::Patch) -> Value {
+    let mut reached = Value::Object(Default::default());
+    let paths = ops.0.iter().flat_map(|op| {
+        let (path, from) = match op {
+            json_patch::PatchOperation::Add(o) => (o.path.to_string(), None),
+            json_patch::PatchOperation::Remove(o) => (o.path.to_string(), None),
+            json_patch::PatchOperation::Replace(o) => (o.path.to_string(), None),
+            json_patch::PatchOperation::Move(o) => (o.path.to_string(), Some(o.from.to_string())),
+            json_patch::PatchOperation::Copy(o) => (o.path.to_string(), Some(o.from.to_string())),
+            json_patch::PatchOperation::Test(o) => (o.path.to_string(), None),
+        };
+        std::iter::once(path).chain(from)
+    });
+    for path in paths {
+        let steps: Vec<&str> = path.split('/').skip(1).collect();
+        let mut node = &mut reached;
+        for step in steps.iter().take(steps.len().saturating_sub(1)) {
+            let step = step.replace("~1", "/").replace("~0", "~");
+            let Some(map) = node.as_object_mut() else {
+                break;
+            };
+            node = map
+                .entry(step)
+                .or_insert_with(|| Value::Object(Default::default()));
+        }
+    }
+    reached
 }
 
 /// A patch that is not JSON, refused in kube-apiserver's (Go's) words.
@@ -56,12 +97,15 @@ fn decoding_error(body: &[u8], e: serde_json::Error) -> ApiError {
 }
 
 /// Applies a JSON, merge or strategic patch to `current`.
-pub fn apply_patch(kind: PatchType, current: &Value, body: &[u8]) -> ApiResult<Value> {
+pub fn apply_patch(kind: PatchType, current: &Value, body: &[u8]) -> ApiResult<Patched> {
     let mut doc = current.clone();
+    let mut strict_errors = Vec::new();
+    let reached;
     match kind {
         PatchType::Json => {
             let ops: json_patch::Patch =
                 serde_json::from_slice(body).map_err(|e| decoding_error(body, e))?;
+            reached = reached_by(&ops);
             for op in ops.0 {
                 // Like kube-apiserver, `test` for null passes on an absent path (the
                 // finalizer helpers of kube-rs and client-go rely on it).
@@ -78,30 +122,44 @@ pub fn apply_patch(kind: PatchType, current: &Value, body: &[u8]) -> ApiResult<V
             }
         }
         PatchType::Merge => {
-            let p = parse_json(body)?;
+            let Decoded {
+                object: p,
+                strict_errors: errors,
+            } = parse_json(body)?;
+            strict_errors = errors;
             if !p.is_object() {
                 return Err(ApiError::BadRequest(
                     "error decoding patch: a merge patch must be a JSON object".into(),
                 ));
             }
             json_patch::merge(&mut doc, &p);
+            reached = p;
         }
         PatchType::Strategic => {
-            let p = parse_json(body)?;
+            let Decoded {
+                object: p,
+                strict_errors: errors,
+            } = parse_json(body)?;
+            strict_errors = errors;
             if !p.is_object() {
                 return Err(ApiError::BadRequest(
                     "error decoding patch: a strategic merge patch must be a JSON object".into(),
                 ));
             }
             strategic::merge(&mut doc, &p);
+            reached = p;
         }
         PatchType::Apply => {
             return Err(ApiError::Internal(
-                "apply patches go through apply::apply".into(),
+                "apply patches go through the field manager".into(),
             ));
         }
     }
-    Ok(doc)
+    Ok(Patched {
+        object: doc,
+        strict_errors,
+        reached,
+    })
 }
 
 /// Parses an apply body (YAML or JSON).
@@ -129,15 +187,19 @@ mod tests {
             &cur,
             br#"[{"op":"add","path":"/data/y","value":"2"},{"op":"remove","path":"/data/x"}]"#,
         )
-        .unwrap();
+        .unwrap()
+        .object;
         assert_eq!(j["data"], json!({"y": "2"}));
         let m = apply_patch(
             PatchType::Merge,
             &cur,
             br#"{"metadata":{"labels":{"a":null,"b":"2"}}}"#,
         )
-        .unwrap();
+        .unwrap()
+        .object;
         assert_eq!(m["metadata"]["labels"], json!({"b": "2"}));
+        let dup = apply_patch(PatchType::Merge, &cur, br#"{"data":{"y":"1","y":"2"}}"#).unwrap();
+        assert_eq!(dup.strict_errors, vec!["duplicate field \"data.y\""]);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 use serde_json::{Map, Value};
 
 /// The merge key of a list field, if it is merged by key.
-pub fn merge_key(field: &str) -> Option<&'static str> {
+fn merge_key(field: &str) -> Option<&'static str> {
     Some(match field {
         "containers"
         | "initContainers"
@@ -32,7 +32,7 @@ pub fn merge_key(field: &str) -> Option<&'static str> {
 }
 
 /// Whether a primitive list field is merged as a set.
-pub fn is_set(field: &str) -> bool {
+fn is_set(field: &str) -> bool {
     field == "finalizers"
 }
 

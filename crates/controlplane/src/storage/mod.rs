@@ -210,6 +210,9 @@ pub enum WriteOp {
     Put(Value),
     /// Remove the object.
     Delete,
+    /// Remove the object, whose last state is this (an update that let it go: its last
+    /// finalizer removed); watchers and the writer see this state.
+    DeleteAs(Value),
     /// Change nothing; answer with the current object.
     Unchanged,
 }
@@ -692,6 +695,10 @@ impl Store {
             ),
             WriteOp::Delete => match &current {
                 Some(c) => (EventType::Deleted, (**c).clone()),
+                None => return Err(StorageError::NoObject("delete").into()),
+            },
+            WriteOp::DeleteAs(last) => match &current {
+                Some(_) => (EventType::Deleted, last),
                 None => return Err(StorageError::NoObject("delete").into()),
             },
         };

@@ -3,10 +3,11 @@
 use serde_json::{Value, json};
 
 use super::{ResourceStrategy, Validation};
-use crate::error::FieldError;
+use crate::error::{ApiResult, FieldError};
 use crate::meta::{ObjectMeta, meta_mut};
-use crate::objects::Part;
+use crate::objects::{DeleteOptions, DeleteOutcome, Part};
 use crate::registry::{CrdError, PrinterColumn, ResourceInfo, resources_from_crd};
+use crate::storage::WriteOp;
 
 /// The finalizer that keeps a CRD until its objects are gone.
 pub const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
@@ -26,64 +27,178 @@ impl ResourceStrategy for CustomResourceDefinitions {
         vec![PrinterColumn::created_at()]
     }
 
-    fn prepare_for_create(&self, _info: &ResourceInfo, obj: &mut Value, now: &str) {
-        crd_status(obj, now);
-        let finalizers = meta_mut(obj).entry("finalizers").or_insert(json!([]));
+    /// kube-apiserver's defaults of a CRD: singular and list kind from the kind, no
+    /// conversion, the storage version recorded, webhook services on port 443.
+    fn default(&self, obj: &mut Value) {
+        if let Some(names) = obj
+            .pointer_mut("/spec/names")
+            .and_then(Value::as_object_mut)
+        {
+            let kind = names
+                .get("kind")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            if names
+                .get("singular")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
+                names.insert("singular".into(), json!(kind.to_lowercase()));
+            }
+            if names
+                .get("listKind")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+                && !kind.is_empty()
+            {
+                names.insert("listKind".into(), json!(format!("{kind}List")));
+            }
+        }
+        if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+            let conversion = spec.entry("conversion").or_insert(Value::Null);
+            if conversion.is_null() {
+                *conversion = json!({"strategy": "None"});
+            }
+            if let Some(service) = conversion
+                .pointer_mut("/webhook/clientConfig/service")
+                .and_then(Value::as_object_mut)
+            {
+                service.entry("port").or_insert(json!(443));
+            }
+        }
+        let stored_none = obj
+            .pointer("/status/storedVersions")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty);
+        if stored_none && let Some(storage) = storage_version(obj) {
+            let status = obj
+                .as_object_mut()
+                .map(|o| o.entry("status").or_insert(json!({})));
+            if let Some(Value::Object(status)) = status {
+                status.insert("storedVersions".into(), json!([storage]));
+            }
+        }
+    }
+
+    /// A new CRD's status is only the version it is stored at: the apiextensions
+    /// controllers accept its names and establish it afterwards.
+    fn prepare_for_create(&self, _info: &ResourceInfo, obj: &mut Value, _now: &str) {
+        let stored: Vec<Value> = storage_version(obj)
+            .map(Value::String)
+            .into_iter()
+            .collect();
+        if let Some(o) = obj.as_object_mut() {
+            o.insert("status".into(), json!({"storedVersions": stored}));
+        }
+    }
+
+    /// A spec update keeps the status, adding its storage version to the stored ones.
+    fn prepare_for_update(&self, _cur: &Value, next: &mut Value, part: Part) {
+        if part != Part::Main {
+            return;
+        }
+        let Some(storage) = storage_version(next) else {
+            return;
+        };
+        let status = next
+            .as_object_mut()
+            .map(|o| o.entry("status").or_insert(json!({})));
+        if let Some(Value::Object(status)) = status {
+            let stored = status.entry("storedVersions").or_insert(json!([]));
+            if let Some(list) = stored.as_array_mut()
+                && !list.iter().any(|v| *v == storage)
+            {
+                list.push(json!(storage));
+            }
+        }
+    }
+
+    /// The first delete marks the CRD, holds it with the cleanup finalizer and says it is
+    /// terminating; the CRD cleanup controller deletes its objects, then releases it.
+    fn delete(
+        &self,
+        info: &ResourceInfo,
+        cur: &Value,
+        opts: &DeleteOptions,
+        now: &str,
+    ) -> ApiResult<(WriteOp, DeleteOutcome)> {
+        if cur.is_deleting() {
+            return crate::objects::delete_by_finalizers(info, cur, opts, now);
+        }
+        let mut next = cur.clone();
+        let m = meta_mut(&mut next);
+        m.insert("deletionTimestamp".into(), json!(now));
+        let finalizers = m.entry("finalizers").or_insert(json!([]));
         if let Some(a) = finalizers.as_array_mut()
             && !a.iter().any(|f| f == CRD_CLEANUP)
         {
             a.push(json!(CRD_CLEANUP));
         }
+        set_condition(
+            &mut next,
+            condition(
+                "Terminating",
+                "True",
+                "InstanceDeletionPending",
+                "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
+                now,
+            ),
+        );
+        Ok((WriteOp::Put(next), DeleteOutcome::Pending))
     }
 
-    /// A spec update recomputes the accepted names and stored versions; conditions stay.
-    fn prepare_for_update(&self, cur: &Value, next: &mut Value, part: Part) {
-        if part != Part::Main {
-            return;
-        }
-        let created = cur
-            .meta_str("creationTimestamp")
-            .unwrap_or_default()
-            .to_string();
-        let status = cur.get("status").cloned();
-        crd_status(next, &created);
-        if let (Some(old), Some(o)) = (status, next.as_object_mut())
-            && let Some(conds) = old.get("conditions")
-            && let Some(Value::Object(s)) = o.get_mut("status")
-        {
-            s.insert("conditions".into(), conds.clone());
-        }
+    fn returns_deleted_object(&self) -> bool {
+        true
     }
 
     fn validate(&self, obj: &mut Value, check: &mut Validation<'_>) {
         let errs = &mut check.errors;
-        match resources_from_crd(obj) {
-            Err(CrdError::Field { field, message }) => {
-                errs.push(FieldError {
-                    reason: "FieldValueInvalid",
-                    message: format!("{field}: {message}"),
-                    field,
-                });
+        let text = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("");
+        let (group, plural) = (text("/spec/group"), text("/spec/names/plural"));
+        let name = obj.name();
+        if name != format!("{plural}.{group}") {
+            errs.push(FieldError::invalid(
+                "metadata.name",
+                &json!(name),
+                "must be spec.names.plural+\".\"+spec.group",
+            ));
+        }
+        let mut schema_errs = Vec::new();
+        for (at, schema) in schema_locations(obj) {
+            let (found, structural) = crate::crd_schema::definition_errors(schema, &at);
+            schema_errs.extend(found);
+            if !structural {
+                continue;
             }
-            Ok(_) => {
-                let group = obj
-                    .pointer("/spec/group")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let plural = obj
-                    .pointer("/spec/names/plural")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let name = obj.name();
-                if name != format!("{plural}.{group}") {
-                    errs.push(FieldError::invalid(
-                        "metadata.name",
-                        &json!(name),
-                        "must be spec.names.plural+\".\"+spec.group",
-                    ));
-                }
+            if let Err(compile) = crate::validation_rules::RuleSet::compile(schema, &at) {
+                schema_errs.extend(compile.into_iter().map(|e| field_error(e.field, e.message)));
             }
         }
+        if !schema_errs.is_empty() {
+            errs.extend(schema_errs);
+            return;
+        }
+        if let Err(CrdError::Field { field, message }) = resources_from_crd(obj) {
+            errs.push(field_error(field, message));
+        }
+    }
+
+    fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
+        unrecognized_formats(obj)
+            .into_iter()
+            .map(|f| format!("unrecognized format {f:?}"))
+            .collect()
+    }
+
+    /// Only formats the update introduces are warned of.
+    fn warnings_on_update(&self, obj: &Value, old: &Value) -> Vec<String> {
+        let known = unrecognized_formats(old);
+        unrecognized_formats(obj)
+            .into_iter()
+            .filter(|f| !known.contains(f))
+            .map(|f| format!("unrecognized format {f:?}"))
+            .collect()
     }
 
     fn defines_resources(&self) -> bool {
@@ -91,50 +206,283 @@ impl ResourceStrategy for CustomResourceDefinitions {
     }
 }
 
-/// Sets a CRD's status as the apiextensions controllers would once its names are accepted.
-fn crd_status(obj: &mut Value, now: &str) {
-    let names = obj.pointer("/spec/names").cloned().unwrap_or(json!({}));
-    let mut accepted = names.clone();
-    if let Some(a) = accepted.as_object_mut() {
-        let kind = a
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        a.entry("singular").or_insert(json!(kind.to_lowercase()));
-        a.entry("listKind").or_insert(json!(format!("{kind}List")));
-    }
-    let storage: Vec<Value> = obj
+/// Each `openAPIV3Schema` of a CRD where kube-apiserver's errors name it: one
+/// `spec.validation.openAPIV3Schema` when every version has the same schema (its internal
+/// version keeps one then), else each version's.
+fn schema_locations(crd: &Value) -> Vec<(String, &Value)> {
+    let versions: &[Value] = crd
         .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice);
+    let schemas: Vec<Option<&Value>> = versions
+        .iter()
+        .map(|v| v.pointer("/schema/openAPIV3Schema"))
+        .collect();
+    match schemas.first() {
+        Some(Some(first)) if schemas.iter().all(|s| *s == Some(*first)) => {
+            vec![("spec.validation.openAPIV3Schema".to_string(), *first)]
+        }
+        _ => schemas
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                Some((format!("spec.versions[{i}].schema.openAPIV3Schema"), (*s)?))
+            })
+            .collect(),
+    }
+}
+
+/// The formats of a CRD's schemas kube-apiserver does not know.
+fn unrecognized_formats(crd: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for (_, schema) in schema_locations(crd) {
+        crate::crd_schema::unrecognized_formats(schema, &mut out);
+    }
+    out
+}
+
+/// A field error from its field and kube's sentence, its reason read from the sentence.
+fn field_error(field: String, message: String) -> FieldError {
+    let reason = if message.starts_with("Required value") {
+        "FieldValueRequired"
+    } else if message.starts_with("Unsupported value") {
+        "FieldValueNotSupported"
+    } else if message.starts_with("Forbidden") {
+        "FieldValueForbidden"
+    } else {
+        "FieldValueInvalid"
+    };
+    FieldError {
+        reason,
+        message: format!("{field}: {message}"),
+        field,
+    }
+}
+
+/// The version a CRD's objects are stored at.
+fn storage_version(crd: &Value) -> Option<String> {
+    crd.pointer("/spec/versions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .and_then(|v| v.get("name").and_then(Value::as_str))
+        .map(str::to_string)
+}
+
+fn condition(kind: &str, status: &str, reason: &str, message: &str, now: &str) -> Value {
+    json!({"type": kind, "status": status, "lastTransitionTime": now, "reason": reason,
+        "message": message})
+}
+
+/// Sets a condition as kube's `SetCRDCondition`: its transition time kept while its status
+/// stays, new conditions appended.
+fn set_condition(crd: &mut Value, new: Value) {
+    let status = crd
+        .as_object_mut()
+        .map(|o| o.entry("status").or_insert(json!({})));
+    let Some(Value::Object(status)) = status else {
+        return;
+    };
+    let conditions = status.entry("conditions").or_insert(json!([]));
+    if conditions.is_null() {
+        *conditions = json!([]);
+    }
+    let Some(list) = conditions.as_array_mut() else {
+        return;
+    };
+    match list.iter_mut().find(|c| c.get("type") == new.get("type")) {
+        Some(old) => {
+            let mut new = new;
+            if old.get("status") == new.get("status")
+                && let Some(t) = old.get("lastTransitionTime")
+            {
+                new["lastTransitionTime"] = t.clone();
+            }
+            *old = new;
+        }
+        None => list.push(new),
+    }
+}
+
+fn condition_true(crd: &Value, kind: &str) -> bool {
+    crd.pointer("/status/conditions")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
-        .filter_map(|v| v.get("name").cloned())
-        .collect();
-    let mut stored: Vec<Value> = obj
-        .pointer("/status/storedVersions")
-        .and_then(Value::as_array)
+        .any(|c| c.get("type").and_then(Value::as_str) == Some(kind) && c["status"] == "True")
+}
+
+/// Whether a CRD's resources are served: once its names are accepted.
+pub fn serves(crd: &Value) -> bool {
+    condition_true(crd, "NamesAccepted") || condition_true(crd, "Established")
+}
+
+/// The status the apiextensions naming and establishing controllers give `crd`, given the
+/// other CRDs (any group): its names accepted unless another CRD of its group accepted them
+/// first (each clash said in `NamesAccepted`), and, once they are, established. None when
+/// they would change nothing.
+pub fn controlled_status(
+    crd: &Value,
+    others: &[std::sync::Arc<Value>],
+    now: &str,
+) -> Option<Value> {
+    let text = |v: &Value, p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let group = text(crd, "/spec/group");
+    let requested = crd.pointer("/spec/names").cloned().unwrap_or(json!({}));
+    let accepted = crd
+        .pointer("/status/acceptedNames")
         .cloned()
-        .unwrap_or_default();
-    for s in storage {
-        if !stored.contains(&s) {
-            stored.push(s);
+        .unwrap_or(json!({}));
+    let mut next = crd.clone();
+    if requested != accepted {
+        let (mut resources, mut kinds) = (Vec::new(), Vec::new());
+        for other in others
+            .iter()
+            .filter(|o| o.name() != crd.name() && text(o, "/spec/group") == group)
+        {
+            let names = other
+                .pointer("/status/acceptedNames")
+                .cloned()
+                .unwrap_or(json!({}));
+            for k in ["plural", "singular"] {
+                resources.push(text(&names, &format!("/{k}")));
+            }
+            resources.extend(strings(&names, "shortNames"));
+            kinds.push(text(&names, "/kind"));
+            kinds.push(text(&names, "/listKind"));
+        }
+        let mut names = accepted.as_object().cloned().unwrap_or_default();
+        let mut refusal: Option<(&str, String)> = None;
+        let fresh = |wanted: &str, had: &str, used: &[String]| {
+            wanted == had || !used.iter().any(|u| u == wanted)
+        };
+        for (field, reason, used) in [
+            ("plural", "PluralConflict", &resources),
+            ("singular", "SingularConflict", &resources),
+        ] {
+            let wanted = text(&requested, &format!("/{field}"));
+            if fresh(&wanted, &text(&accepted, &format!("/{field}")), used) {
+                set_name(&mut names, field, &wanted);
+            } else {
+                refusal = Some((reason, format!("{wanted:?} is already in use")));
+            }
+        }
+        let (wanted_short, had_short) = (
+            strings(&requested, "shortNames"),
+            strings(&accepted, "shortNames"),
+        );
+        if wanted_short != had_short {
+            let clashes: Vec<String> = wanted_short
+                .iter()
+                .filter(|s| !had_short.contains(s) && !fresh(s, "", &resources))
+                .map(|s| format!("{s:?} is already in use"))
+                .collect();
+            match clashes.as_slice() {
+                [] => {
+                    names.insert("shortNames".into(), json!(wanted_short));
+                }
+                [one] => refusal = Some(("ShortNamesConflict", one.clone())),
+                many => refusal = Some(("ShortNamesConflict", format!("[{}]", many.join(", ")))),
+            }
+        }
+        for (field, reason) in [("kind", "KindConflict"), ("listKind", "ListKindConflict")] {
+            let wanted = text(&requested, &format!("/{field}"));
+            if fresh(&wanted, &text(&accepted, &format!("/{field}")), &kinds) {
+                set_name(&mut names, field, &wanted);
+            } else {
+                refusal = Some((reason, format!("{wanted:?} is already in use")));
+            }
+        }
+        match requested.get("categories") {
+            Some(c) => names.insert("categories".into(), c.clone()),
+            None => names.remove("categories"),
+        };
+        let naming = match &refusal {
+            None => condition(
+                "NamesAccepted",
+                "True",
+                "NoConflicts",
+                "no conflicts found",
+                now,
+            ),
+            Some((reason, message)) => condition("NamesAccepted", "False", reason, message, now),
+        };
+        let old_naming = next
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|l| l.iter().find(|c| c["type"] == "NamesAccepted"))
+            .cloned();
+        let same_naming = old_naming.is_some_and(|o| {
+            o["status"] == naming["status"]
+                && o["reason"] == naming["reason"]
+                && o["message"] == naming["message"]
+        });
+        if Value::Object(names.clone()) != accepted || !same_naming {
+            let established = if refusal.is_none() && !condition_true(crd, "Established") {
+                condition(
+                    "Established",
+                    "False",
+                    "Installing",
+                    "the initial names have been accepted",
+                    now,
+                )
+            } else {
+                next.pointer("/status/conditions")
+                    .and_then(Value::as_array)
+                    .and_then(|l| l.iter().find(|c| c["type"] == "Established"))
+                    .cloned()
+                    .unwrap_or_else(|| {
+                        condition(
+                            "Established",
+                            "False",
+                            "NotAccepted",
+                            "not all names are accepted",
+                            now,
+                        )
+                    })
+            };
+            if let Some(status) = next.get_mut("status").and_then(Value::as_object_mut) {
+                status.insert("acceptedNames".into(), Value::Object(names));
+            }
+            set_condition(&mut next, naming);
+            set_condition(&mut next, established);
         }
     }
-    let cond = |t: &str, reason: &str, msg: &str| json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": msg});
-    if let Some(o) = obj.as_object_mut() {
-        o.insert(
-            "status".into(),
-            json!({
-                "conditions": [
-                    cond("NamesAccepted", "NoConflicts", "no conflicts found"),
-                    cond("Established", "InitialNamesAccepted", "the initial names have been accepted"),
-                ],
-                "acceptedNames": accepted,
-                "storedVersions": stored,
-            }),
+    if condition_true(&next, "NamesAccepted") && !condition_true(&next, "Established") {
+        set_condition(
+            &mut next,
+            condition(
+                "Established",
+                "True",
+                "InitialNamesAccepted",
+                "the initial names have been accepted",
+                now,
+            ),
         );
+    }
+    (next != *crd).then_some(next)
+}
+
+fn strings(v: &Value, key: &str) -> Vec<String> {
+    v.get(key)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(str::to_string))
+        .collect()
+}
+
+/// Sets an accepted name; kube's Go type leaves empty optional names out.
+fn set_name(names: &mut serde_json::Map<String, Value>, field: &str, value: &str) {
+    if value.is_empty() && !matches!(field, "plural" | "kind") {
+        names.remove(field);
+    } else {
+        names.insert(field.into(), json!(value));
     }
 }
 
@@ -157,6 +505,15 @@ impl ResourceStrategy for CustomResources {
         false
     }
 
+    /// A custom resource's `/status` may change only its status.
+    fn reset_fields(&self, info: &ResourceInfo, part: Part) -> &'static [&'static [&'static str]] {
+        match part {
+            Part::Main if info.has_status() => &[&["status"]],
+            Part::Status => &[&["metadata"], &["spec"]],
+            _ => &[],
+        }
+    }
+
     fn prepare_for_create(&self, info: &ResourceInfo, obj: &mut Value, _now: &str) {
         if info.has_status()
             && let Some(o) = obj.as_object_mut()
@@ -167,21 +524,35 @@ impl ResourceStrategy for CustomResources {
 
     fn validate(&self, obj: &mut Value, check: &mut Validation<'_>) {
         let (old, errs) = (check.old, &mut check.errors);
+        let part = check.part;
         let Some(custom) = &check.info.custom else {
             return;
         };
         let Some(schema) = &custom.schema else {
             return;
         };
-        let schema_errs = crate::crd_schema::validate_object(schema, obj);
-        // As kube-apiserver, CEL rules run only when every value has its schema's type: they
-        // rely on it.
-        let mistyped = schema_errs
-            .iter()
-            .any(|e| e.message.contains(" must be of type "));
+        // Through `/status` only the status is checked against the schema, with messages
+        // relative to it, as kube-apiserver's status validator does.
+        let schema_errs = if part == Part::Status {
+            crate::crd_schema::validate_status(schema, obj)
+        } else {
+            crate::crd_schema::validate_object(schema, obj)
+        };
+        // As kube-apiserver, CEL rules run only when no value breaks its schema's type, enum,
+        // required fields or limits: they rely on them.
+        let blocking = schema_errs.iter().any(|e| {
+            matches!(
+                e.reason,
+                "FieldValueNotSupported"
+                    | "FieldValueRequired"
+                    | "FieldValueTooLong"
+                    | "FieldValueTooMany"
+                    | "FieldValueTypeInvalid"
+            ) || e.message.contains(" must be of type ")
+        });
         errs.extend(schema_errs);
         if let Some(rules) = &custom.rules {
-            if mistyped {
+            if blocking {
                 errs.push(FieldError::invalid(
                     "<nil>",
                     &Value::Null,

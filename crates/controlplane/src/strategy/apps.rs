@@ -47,7 +47,7 @@ impl ResourceStrategy for Deployments {
         })
     }
 
-    fn prepare_for_create(&self, _info: &ResourceInfo, obj: &mut Value, _now: &str) {
+    fn default(&self, obj: &mut Value) {
         let Some(o) = obj.as_object_mut() else {
             return;
         };
@@ -56,14 +56,28 @@ impl ResourceStrategy for Deployments {
             s.entry("replicas").or_insert(json!(1));
             s.entry("revisionHistoryLimit").or_insert(json!(10));
             s.entry("progressDeadlineSeconds").or_insert(json!(600));
-            s.entry("strategy")
-                .or_insert(json!({"type": "RollingUpdate",
-                "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}));
+            let strategy = s.entry("strategy").or_insert(json!({}));
+            if let Some(st) = strategy.as_object_mut() {
+                let kind = st.entry("type").or_insert(json!("RollingUpdate"));
+                if *kind == "RollingUpdate" {
+                    let rolling = st.entry("rollingUpdate").or_insert(json!({}));
+                    if let Some(r) = rolling.as_object_mut() {
+                        r.entry("maxUnavailable").or_insert(json!("25%"));
+                        r.entry("maxSurge").or_insert(json!("25%"));
+                    }
+                }
+            }
             if let Some(template) = s.get_mut("template") {
                 super::pods::default_pod_template(template);
             }
         }
-        o.insert("status".into(), json!({}));
+    }
+
+    /// A new Deployment's status is its Go type's zero value, `{}`, until its controller writes.
+    fn prepare_for_create(&self, _info: &ResourceInfo, obj: &mut Value, _now: &str) {
+        if let Some(o) = obj.as_object_mut() {
+            o.insert("status".into(), json!({}));
+        }
     }
 
     fn pod_admission(&self) -> Option<PodAdmission> {

@@ -94,6 +94,17 @@ impl ResourceStrategy for CertificateSigningRequests {
         }
     }
 
+    /// A CSR's spec is its requester's alone; its status is written by approvers
+    /// (conditions) and signers (the certificate), each through their own subresource.
+    fn reset_fields(&self, _info: &ResourceInfo, part: Part) -> &'static [&'static [&'static str]] {
+        match part {
+            Part::Main => &[&["spec"], &["status"]],
+            Part::Status => &[&["spec"], &["status", "conditions"]],
+            Part::Approval => &[&["spec"], &["status", "certificate"]],
+            _ => &[],
+        }
+    }
+
     /// The spec, requester included, never changes after creation. Approval changes the
     /// conditions only (and the metadata it is sent with); status writes anything of the status.
     /// New conditions are stamped with when they were written, and keep when they last changed.

@@ -44,6 +44,11 @@ impl ResourceStrategy for Namespaces {
         vec![PrinterColumn::path("Status", "string", ".status.phase")]
     }
 
+    /// The label naming the namespace, which selectors of namespaces rely on.
+    fn default(&self, obj: &mut Value) {
+        label_with_name(obj);
+    }
+
     fn prepare_for_create(&self, _info: &ResourceInfo, obj: &mut Value, _now: &str) {
         label_with_name(obj);
         let Some(o) = obj.as_object_mut() else {
@@ -185,7 +190,12 @@ impl ResourceStrategy for Secrets {
         ]
     }
 
-    fn prepare_for_create(&self, _info: &ResourceInfo, obj: &mut Value, _now: &str) {
+    /// `stringData` folds into `data` as kube-apiserver's decoding does (so its writer owns
+    /// `data`), and the type defaults to Opaque.
+    fn default(&self, obj: &mut Value) {
+        if obj.get("stringData").is_some_and(Value::is_object) {
+            secret_data(obj, &mut Vec::new());
+        }
         if let Some(o) = obj.as_object_mut()
             && o.get("type")
                 .and_then(Value::as_str)
@@ -291,7 +301,7 @@ impl ResourceStrategy for Services {
         true
     }
 
-    fn prepare_for_create(&self, _info: &ResourceInfo, obj: &mut Value, _now: &str) {
+    fn default(&self, obj: &mut Value) {
         let Some(o) = obj.as_object_mut() else {
             return;
         };
@@ -313,7 +323,12 @@ impl ResourceStrategy for Services {
                 }
             }
         }
-        o.insert("status".into(), json!({"loadBalancer": {}}));
+    }
+
+    fn prepare_for_create(&self, _info: &ResourceInfo, obj: &mut Value, _now: &str) {
+        if let Some(o) = obj.as_object_mut() {
+            o.insert("status".into(), json!({"loadBalancer": {}}));
+        }
     }
 }
 

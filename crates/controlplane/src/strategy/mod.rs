@@ -158,6 +158,22 @@ pub trait ResourceStrategy: fmt::Debug + Send + Sync {
         Cow::Borrowed(path)
     }
 
+    /// The defaults kube-apiserver applies when it decodes an object of this kind (its
+    /// `SetDefaults_*`): applied before the writer's fields are recorded, so the writer owns
+    /// them, unlike the server-set fields of [`Self::prepare_for_create`].
+    fn default(&self, _obj: &mut Value) {}
+
+    /// What a write through `part` may not change, so its writer owns none of it (kube's
+    /// `GetResetFields`): by default `status` through the main resource of a kind with a
+    /// status subresource, and `spec` through `/status`.
+    fn reset_fields(&self, info: &ResourceInfo, part: Part) -> &'static [&'static [&'static str]] {
+        match part {
+            Part::Main if info.has_status() => &[&["status"]],
+            Part::Status => &[&["spec"]],
+            _ => &[],
+        }
+    }
+
     /// Sets defaults and server-owned fields of a new object, once its metadata is set and
     /// before it is validated.
     fn prepare_for_create(&self, _info: &ResourceInfo, _obj: &mut Value, _now: &str) {}
@@ -178,6 +194,17 @@ pub trait ResourceStrategy: fmt::Debug + Send + Sync {
     /// Validates (and normalises) an object of this resource, adding what is wrong to
     /// `check.errors`; an update is first refused changes to what may not change once set.
     fn validate(&self, _obj: &mut Value, _check: &mut Validation<'_>) {}
+
+    /// What kube-apiserver warns of when a valid object is created (its strategy's
+    /// `WarningsOnCreate`).
+    fn warnings_on_create(&self, _obj: &Value) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// What kube-apiserver warns of when a valid object is updated from `old`.
+    fn warnings_on_update(&self, _obj: &Value, _old: &Value) -> Vec<String> {
+        Vec::new()
+    }
 
     /// Refuses a new object, validated and admitted by the embedder's plugins, as
     /// kube-apiserver's own validating admission of the resource does (403).

@@ -52,6 +52,11 @@ impl ResourceStrategy for Pods {
         ]
     }
 
+    /// Defaulted as decoded, so the writer owns the defaults (as kube-apiserver records them).
+    fn default(&self, obj: &mut Value) {
+        default_pod(obj);
+    }
+
     fn prepare_for_create(&self, _info: &ResourceInfo, obj: &mut Value, _now: &str) {
         default_pod(obj);
         let Some(o) = obj.as_object_mut() else {

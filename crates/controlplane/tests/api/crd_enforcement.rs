@@ -216,9 +216,7 @@ async fn list_map_refuses_two_entries_with_the_same_key() {
     assert_eq!(s.code, 422, "{s:?}");
     assert_eq!(
         causes(&s),
-        [
-            "status.conditions[1]: Duplicate value: map[string]interface {}{\"type\":\"ManagedClusterJoined\"}"
-        ],
+        ["status.conditions[1]: Duplicate value: {\"type\":\"ManagedClusterJoined\"}"],
         "{s:?}"
     );
     // Two keys: the same key with another effect is a different entry.
@@ -231,9 +229,7 @@ async fn list_map_refuses_two_entries_with_the_same_key() {
     );
     assert_eq!(
         causes(&s),
-        [
-            "spec.taints[2]: Duplicate value: map[string]interface {}{\"effect\":\"NoSelect\", \"key\":\"k\"}"
-        ]
+        ["spec.taints[2]: Duplicate value: {\"effect\":\"NoSelect\",\"key\":\"k\"}"]
     );
     // Distinct keys are fine.
     let status = json!({"status": {"conditions": [joined("True"),
@@ -270,7 +266,7 @@ async fn cel_rule_refuses_an_object_with_the_rules_message() {
     assert_eq!(
         causes(&s),
         [
-            "spec.manifestConfigs[0].conditionRules[0]: Invalid value: \"object\": Condition is required for CEL rules"
+            "spec.manifestConfigs[0].conditionRules[0]: Invalid value: Condition is required for CEL rules"
         ]
     );
     assert!(
@@ -323,7 +319,7 @@ async fn cel_message_expression_field_path_and_reason_word_the_error() {
     );
     assert_eq!(
         causes(&s),
-        ["spec.executor: Invalid value: \"object\": at most 3 executor entries, got 4"]
+        ["spec.executor: Invalid value: at most 3 executor entries, got 4"]
     );
     works
         .create(
@@ -355,7 +351,7 @@ async fn cel_message_expression_field_path_and_reason_word_the_error() {
     assert_eq!(
         causes(&s),
         [
-            "spec.deleteOption.propagationPolicy: Invalid value: \"string\": propagationPolicy is immutable"
+            "spec.deleteOption.propagationPolicy: Invalid value: \"Orphan\": propagationPolicy is immutable"
         ]
     );
 }
@@ -382,7 +378,7 @@ async fn crd_with_a_rule_that_does_not_compile_is_refused() {
         assert_eq!(c.len(), 1, "{c:?}");
         assert!(
             c[0].starts_with(
-                "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: "
+                "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: "
             ) && c[0].contains("compilation failed")
                 && c[0].contains(why),
             "{rule}: {c:?}"

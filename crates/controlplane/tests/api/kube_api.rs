@@ -163,6 +163,7 @@ async fn generation_bumps_on_spec_changes_only_and_status_is_separate() {
         .await
         .unwrap();
     assert_eq!(d.metadata.generation, Some(1));
+    // Its Go type always writes a status, empty until the deployment controller's first.
     assert_eq!(
         d.status,
         Some(Default::default()),

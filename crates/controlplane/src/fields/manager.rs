@@ -1,0 +1,733 @@
+//! `metadata.managedFields` as kube-apiserver's field manager keeps them.
+//!
+//! Every write records who set what. An ordinary write (create, update, patch) gives its
+//! manager, with operation `Update` at the request's version (and subresource), the fields it
+//! added or changed, and takes them from everyone else; fields it removed leave every owner.
+//! A server-side apply merges its configuration into the object, owns exactly the fields the
+//! configuration sets, removes the fields it set last time and no longer sets (unless someone
+//! else owns them), and conflicts with other managers owning what it would change, unless
+//! forced. Fields a write's part may not change (`status` through the main resource, `spec`
+//! through `/status`: the strategy's reset fields) are owned by nobody through it, and nobody
+//! owns the metadata only the server sets.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value, json};
+
+use super::schema::ObjectType;
+use super::set::{PathElement, Set, path_string};
+use super::typed::{self, Comparison, TypeError, errors_string};
+
+/// `Apply` or `Update`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Operation {
+    Apply,
+    Update,
+}
+
+impl Operation {
+    fn as_str(self) -> &'static str {
+        match self {
+            Operation::Apply => "Apply",
+            Operation::Update => "Update",
+        }
+    }
+}
+
+/// One `managedFields` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub manager: String,
+    pub operation: Operation,
+    pub api_version: String,
+    pub time: Option<String>,
+    pub subresource: String,
+    pub fields: Set,
+}
+
+impl Entry {
+    /// Whether two entries are the same manager: appliers are one whatever their version,
+    /// updaters one per version.
+    fn same(&self, manager: &str, operation: Operation, api_version: &str, sub: &str) -> bool {
+        self.manager == manager
+            && self.operation == operation
+            && self.subresource == sub
+            && (operation == Operation::Apply || self.api_version == api_version)
+    }
+
+    /// The manager as conflicts name it: `"bob"`, `"bob" using v1`, with its subresource.
+    fn named(&self) -> String {
+        let mut s = super::set::go_quote(&self.manager);
+        if !self.subresource.is_empty() {
+            s = format!(
+                "{s} with subresource {}",
+                super::set::go_quote(&self.subresource)
+            );
+        }
+        if self.operation == Operation::Update {
+            s = format!("{s} using {}", self.api_version);
+        }
+        s
+    }
+}
+
+/// The entries of an object's `metadata.managedFields`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Managed(pub Vec<Entry>);
+
+impl Managed {
+    /// Reads `metadata.managedFields`; an error names what is malformed.
+    pub fn decode(obj: &Value) -> Result<Managed, String> {
+        let Some(entries) = obj.pointer("/metadata/managedFields") else {
+            return Ok(Managed::default());
+        };
+        let Some(entries) = entries.as_array() else {
+            return if entries.is_null() {
+                Ok(Managed::default())
+            } else {
+                Err("managedFields must be a list".into())
+            };
+        };
+        let mut out = Vec::new();
+        for (i, e) in entries.iter().enumerate() {
+            let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+            let operation = match e.get("operation").and_then(Value::as_str) {
+                Some("Apply") => Operation::Apply,
+                Some("Update") => Operation::Update,
+                other => return Err(format!("managedFields[{i}]: invalid operation {other:?}")),
+            };
+            if e.get("fieldsType").and_then(Value::as_str) != Some("FieldsV1") {
+                return Err(format!(
+                    "managedFields[{i}]: invalid fieldsType {:?}",
+                    e.get("fieldsType")
+                ));
+            }
+            let fields = Set::from_fields_v1(e.get("fieldsV1").unwrap_or(&json!({})))
+                .ok_or_else(|| format!("managedFields[{i}]: invalid fieldsV1"))?;
+            out.push(Entry {
+                manager: s("manager"),
+                operation,
+                api_version: s("apiVersion"),
+                time: e.get("time").and_then(Value::as_str).map(str::to_string),
+                subresource: s("subresource"),
+                fields,
+            });
+        }
+        Ok(Managed(out))
+    }
+
+    /// Writes the entries into `obj` in kube's order (operation, time, manager, version,
+    /// subresource), or removes `managedFields` when there are none.
+    pub fn encode(mut self, obj: &mut Value) {
+        self.0.retain(|e| !e.fields.is_empty());
+        self.0.sort_by(|a, b| {
+            (
+                a.operation,
+                &a.time,
+                &a.manager,
+                &a.api_version,
+                &a.subresource,
+            )
+                .cmp(&(
+                    b.operation,
+                    &b.time,
+                    &b.manager,
+                    &b.api_version,
+                    &b.subresource,
+                ))
+        });
+        let entries: Vec<Value> = self
+            .0
+            .into_iter()
+            .map(|e| {
+                let mut m = Map::new();
+                m.insert("manager".into(), json!(e.manager));
+                m.insert("operation".into(), json!(e.operation.as_str()));
+                m.insert("apiVersion".into(), json!(e.api_version));
+                if let Some(t) = e.time {
+                    m.insert("time".into(), json!(t));
+                }
+                m.insert("fieldsType".into(), json!("FieldsV1"));
+                m.insert("fieldsV1".into(), e.fields.to_fields_v1());
+                if !e.subresource.is_empty() {
+                    m.insert("subresource".into(), json!(e.subresource));
+                }
+                Value::Object(m)
+            })
+            .collect();
+        let meta = crate::meta::meta_mut(obj);
+        if entries.is_empty() {
+            meta.remove("managedFields");
+        } else {
+            meta.insert("managedFields".into(), Value::Array(entries));
+        }
+    }
+
+    fn find(&self, manager: &str, op: Operation, version: &str, sub: &str) -> Option<usize> {
+        self.0
+            .iter()
+            .position(|e| e.same(manager, op, version, sub))
+    }
+}
+
+/// Whether `managedFields` in a request asks to drop every entry (`[]` or `[{}]`).
+fn asks_reset(obj: &Value) -> bool {
+    match obj.pointer("/metadata/managedFields") {
+        Some(Value::Array(a)) => {
+            a.is_empty() || (a.len() == 1 && a[0].as_object().is_some_and(Map::is_empty))
+        }
+        _ => false,
+    }
+}
+
+/// The paths only the server sets, owned by nobody.
+fn server_metadata() -> Set {
+    let mut s = Set::new();
+    let f = |n: &str| PathElement::Field(n.into());
+    for top in ["apiVersion", "kind", "metadata"] {
+        s.insert(&[f(top)]);
+    }
+    for m in [
+        "name",
+        "namespace",
+        "creationTimestamp",
+        "selfLink",
+        "uid",
+        "clusterName",
+        "generation",
+        "managedFields",
+        "resourceVersion",
+    ] {
+        s.insert(&[f("metadata"), f(m)]);
+    }
+    s
+}
+
+/// An object as served at another version, for managers that wrote at that version.
+pub trait Versions {
+    /// `obj` at `api_version` with that version's type; None when it is not served.
+    fn convert(&self, obj: &Value, api_version: &str) -> Option<(Value, ObjectType)>;
+}
+
+/// No other version: managers of other versions are dropped.
+pub struct OneVersion;
+
+impl Versions for OneVersion {
+    fn convert(&self, _obj: &Value, _api_version: &str) -> Option<(Value, ObjectType)> {
+        None
+    }
+}
+
+/// A field another manager owns that an apply would change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conflict {
+    /// The owner, as kube names it in messages.
+    pub manager: String,
+    /// The field, as kube prints paths: `.data.k`.
+    pub field: String,
+}
+
+/// Why an apply failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApplyError {
+    /// Fields owned by other managers (409).
+    Conflicts(Vec<Conflict>),
+    /// A malformed configuration (400).
+    BadRequest(String),
+    /// What kube answers as a plain 500: a configuration its type cannot hold.
+    Untyped(String),
+}
+
+impl ApplyError {
+    /// The message kube-apiserver gives for conflicts.
+    pub fn conflict_message(conflicts: &[Conflict]) -> String {
+        if let [c] = conflicts {
+            return format!(
+                "Apply failed with 1 conflict: conflict with {}: {}",
+                c.manager, c.field
+            );
+        }
+        let mut managers: Vec<&str> = conflicts.iter().map(|c| c.manager.as_str()).collect();
+        managers.sort();
+        managers.dedup();
+        let mut lines = Vec::new();
+        for m in managers {
+            lines.push(format!("conflicts with {m}:"));
+            for c in conflicts.iter().filter(|c| c.manager == m) {
+                lines.push(format!("- {}", c.field));
+            }
+        }
+        format!(
+            "Apply failed with {} conflicts: {}",
+            conflicts.len(),
+            lines.join("\n")
+        )
+    }
+}
+
+/// The result of an apply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Applied {
+    /// The merged object, with its managed fields.
+    Changed(Value),
+    /// Nothing but the managed fields changed: the live object with them.
+    Unchanged(Value),
+}
+
+/// One write's field management: the type and version of the request, its subresource and
+/// the fields it may not set.
+pub struct FieldManager<'a> {
+    pub ty: &'a ObjectType,
+    /// The request's `group/version`.
+    pub api_version: &'a str,
+    /// `""` or `"status"`...
+    pub subresource: &'a str,
+    /// What the request's part may not change (its strategy's reset fields).
+    pub reset: &'a Set,
+    pub versions: &'a dyn Versions,
+    /// The write's time, RFC 3339 in seconds.
+    pub now: &'a str,
+    /// `namespace/name; group/version, Kind=kind` as kube names objects in errors.
+    pub describe: &'a dyn Fn(&Value) -> String,
+}
+
+impl FieldManager<'_> {
+    /// Records an ordinary write of `new` over `live` (the zero object of a create) by
+    /// `manager`, setting `new`'s managedFields. A subresource write keeps the live entries;
+    /// a main write may replace them with its own, or drop them with `[]`.
+    pub fn update(&self, live: &Value, new: &mut Value, manager: &str) {
+        let mut managed = if !self.subresource.is_empty() {
+            Managed::decode(live).unwrap_or_default()
+        } else if asks_reset(new) {
+            Managed::default()
+        } else {
+            match Managed::decode(new) {
+                Ok(m) if !m.0.is_empty() => m,
+                _ => Managed::decode(live).unwrap_or_default(),
+            }
+        };
+        crate::meta::meta_mut(new).remove("managedFields");
+        // kube-apiserver starts tracking an object's fields only when it is created: an update
+        // of an object without any (never tracked, or reset with `[]`) leaves it without.
+        let existing = live
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .is_some_and(|uid| !uid.is_empty());
+        if managed.0.is_empty() && existing {
+            return;
+        }
+        let (schema, root) = (&self.ty.schema, self.ty.root);
+        // kube keeps no managed fields for objects its type cannot hold.
+        if !typed::validate(schema, root, new, true).is_empty()
+            || !typed::validate(schema, root, live, true).is_empty()
+        {
+            return;
+        }
+        let compare = typed::compare(schema, root, live, new).without(self.reset);
+        let mut by_version = HashMap::new();
+        by_version.insert(self.api_version.to_string(), Some(compare.clone()));
+        self.settle_others(&mut managed, live, new, &mut by_version, None);
+        let mut mine = compare.modified.union(&compare.added);
+        mine = mine.difference(&server_metadata());
+        if !mine.is_empty() {
+            let (sub, version) = (self.subresource, self.api_version);
+            match managed.find(manager, Operation::Update, version, sub) {
+                Some(i) => {
+                    let e = &mut managed.0[i];
+                    e.fields.union_with(&mine);
+                    e.time = Some(self.now.to_string());
+                }
+                None => managed.0.push(Entry {
+                    manager: manager.to_string(),
+                    operation: Operation::Update,
+                    api_version: version.to_string(),
+                    time: Some(self.now.to_string()),
+                    subresource: sub.to_string(),
+                    fields: mine,
+                }),
+            }
+        }
+        managed.encode(new);
+    }
+
+    /// Takes from every manager but `skip` what the write changes (or, when `refuse`, says
+    /// which of their fields it would change), and what it removes.
+    fn settle_others(
+        &self,
+        managed: &mut Managed,
+        live: &Value,
+        new: &Value,
+        by_version: &mut HashMap<String, Option<Comparison>>,
+        skip: Option<usize>,
+    ) -> Vec<(usize, Set)> {
+        let mut conflicts = Vec::new();
+        for (i, e) in managed.0.iter_mut().enumerate() {
+            if Some(i) == skip {
+                continue;
+            }
+            let compare = by_version
+                .entry(e.api_version.clone())
+                .or_insert_with(|| {
+                    let (live, ty) = self.versions.convert(live, &e.api_version)?;
+                    let (new, _) = self.versions.convert(new, &e.api_version)?;
+                    Some(typed::compare(&ty.schema, ty.root, &live, &new).without(self.reset))
+                })
+                .as_ref();
+            let Some(compare) = compare else {
+                // Written at a version no longer served: kube forgets the entry.
+                e.fields = Set::new();
+                continue;
+            };
+            let changed = compare.modified.union(&compare.added);
+            let taken = e.fields.intersection(&changed);
+            if !taken.is_empty() {
+                conflicts.push((i, taken.clone()));
+            }
+            e.fields = e.fields.difference(&taken).difference(&compare.removed);
+        }
+        conflicts
+    }
+
+    /// Applies `config` by `manager` to `live` (the zero object when creating).
+    pub fn apply(
+        &self,
+        live: &Value,
+        config: &Value,
+        manager: &str,
+        force: bool,
+    ) -> Result<Applied, ApplyError> {
+        if config
+            .pointer("/metadata/managedFields")
+            .is_some_and(|m| !m.is_null())
+        {
+            return Err(ApplyError::BadRequest(
+                "metadata.managedFields must be nil".into(),
+            ));
+        }
+        let (schema, root) = (&self.ty.schema, self.ty.root);
+        let errs = typed::validate(schema, root, config, false);
+        if !errs.is_empty() {
+            return Err(ApplyError::Untyped(format!(
+                "failed to create typed patch object ({}): {}",
+                (self.describe)(config),
+                errors_string(&errs)
+            )));
+        }
+        let errs = typed::validate(schema, root, live, true);
+        if !errs.is_empty() {
+            return Err(ApplyError::Untyped(format!(
+                "failed to create typed live object ({}): {}",
+                (self.describe)(live),
+                errors_string(&errs)
+            )));
+        }
+        let mut managed = Managed::decode(live)
+            .map_err(|e| ApplyError::Untyped(format!("failed to decode managed fields: {e}")))?;
+        let mut live = live.clone();
+        crate::meta::meta_mut(&mut live).remove("managedFields");
+        let merged = typed::merge(schema, root, &live, config).map_err(|e: Vec<TypeError>| {
+            ApplyError::Untyped(format!("failed to merge config: {}", errors_string(&e)))
+        })?;
+        let sub = self.subresource;
+        let last = managed
+            .find(manager, Operation::Apply, self.api_version, sub)
+            .map(|i| managed.0[i].clone());
+        let set = typed::field_set(schema, root, config).recursive_difference(self.reset);
+        let mine = Entry {
+            manager: manager.to_string(),
+            operation: Operation::Apply,
+            api_version: self.api_version.to_string(),
+            time: last.as_ref().and_then(|l| l.time.clone()),
+            subresource: sub.to_string(),
+            fields: set,
+        };
+        let mine_at = match managed.find(manager, Operation::Apply, self.api_version, sub) {
+            Some(i) => {
+                managed.0[i] = mine;
+                i
+            }
+            None => {
+                managed.0.push(mine);
+                managed.0.len() - 1
+            }
+        };
+        let merged = match &last {
+            Some(last) if !last.fields.is_empty() => self.prune(merged, &managed, last),
+            _ => merged,
+        };
+        let mut by_version = HashMap::new();
+        let compare = typed::compare(schema, root, &live, &merged).without(self.reset);
+        by_version.insert(self.api_version.to_string(), Some(compare));
+        let before = managed.clone();
+        let taken =
+            self.settle_others(&mut managed, &live, &merged, &mut by_version, Some(mine_at));
+        if !taken.is_empty() && !force {
+            let mut conflicts: Vec<(String, Conflict)> = Vec::new();
+            for (i, set) in taken {
+                let owner = &before.0[i];
+                for path in set.paths() {
+                    conflicts.push((
+                        owner.named(),
+                        Conflict {
+                            manager: owner.named(),
+                            field: path_string(&path),
+                        },
+                    ));
+                }
+            }
+            conflicts.sort_by(|a, b| a.0.cmp(&b.0));
+            return Err(ApplyError::Conflicts(
+                conflicts.into_iter().map(|(_, c)| c).collect(),
+            ));
+        }
+        let server = server_metadata();
+        let changed = !typed::values_equal(&live, &merged);
+        let e = &mut managed.0[mine_at];
+        e.fields = e.fields.difference(&server);
+        if changed {
+            e.time = Some(self.now.to_string());
+        }
+        let mut out = if changed { merged } else { live };
+        managed.encode(&mut out);
+        Ok(if changed {
+            Applied::Changed(out)
+        } else {
+            Applied::Unchanged(out)
+        })
+    }
+
+    /// Removes from `merged` what `last` (the applier's previous apply) set and its new
+    /// configuration does not, unless another manager owns it.
+    fn prune(&self, merged: Value, managed: &Managed, last: &Entry) -> Value {
+        let Some((merged_at_last, ty)) = self.at_version(&merged, &last.api_version) else {
+            return merged;
+        };
+        let (schema, root) = (&ty.schema, ty.root);
+        let named = |s: &Set| typed::with_named_fields(schema, root, s);
+        let mut pruned = typed::remove_items(schema, root, &merged_at_last, &named(&last.fields));
+        // Put back what any manager (the applier's new configuration included) owns.
+        let mut owned: Vec<(String, Set)> = Vec::new();
+        for e in &managed.0 {
+            match owned.iter_mut().find(|(v, _)| *v == e.api_version) {
+                Some((_, s)) => s.union_with(&e.fields),
+                None => owned.push((e.api_version.clone(), e.fields.clone())),
+            }
+        }
+        owned.sort_by_key(|(v, _)| *v != last.api_version);
+        for (version, set) in owned {
+            let (Some((m, vty)), Some((p, _))) = (
+                self.at_version(&merged, &version),
+                self.at_version_from(&pruned, &last.api_version, &version),
+            ) else {
+                continue;
+            };
+            let (vs, vr) = (&vty.schema, vty.root);
+            let vnamed = |s: &Set| typed::with_named_fields(vs, vr, s);
+            let drop = vnamed(&typed::field_set(vs, vr, &m))
+                .difference(&vnamed(&typed::field_set(vs, vr, &p)).union(&vnamed(&set)));
+            let repaired = typed::remove_items(vs, vr, &m, &drop);
+            match self.at_version_from(&repaired, &version, &last.api_version) {
+                Some((r, _)) => pruned = r,
+                None => continue,
+            }
+        }
+        // Put back what was removed but not set by the applier last time.
+        let merged_set = named(&typed::field_set(schema, root, &merged_at_last));
+        let pruned_set = named(&typed::field_set(schema, root, &pruned));
+        let dangling = merged_set
+            .difference(&pruned_set)
+            .intersection(&named(&last.fields));
+        let out = typed::remove_items(schema, root, &merged_at_last, &dangling);
+        self.at_version_from(&out, &last.api_version, self.api_version)
+            .map(|(v, _)| v)
+            .unwrap_or(merged)
+    }
+
+    /// `obj` (at the request's version) at `version`.
+    fn at_version(&self, obj: &Value, version: &str) -> Option<(Value, ObjectType)> {
+        self.at_version_from(obj, self.api_version, version)
+    }
+
+    fn at_version_from(&self, obj: &Value, from: &str, to: &str) -> Option<(Value, ObjectType)> {
+        if from == to {
+            let ty = if to == self.api_version {
+                self.ty.clone()
+            } else {
+                self.versions.convert(obj, to)?.1
+            };
+            return Some((obj.clone(), ty));
+        }
+        self.versions.convert(obj, to)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fields::schema::ObjectType;
+
+    fn cm() -> ObjectType {
+        ObjectType::builtin("v1", "ConfigMap").unwrap()
+    }
+
+    fn describe(_: &Value) -> String {
+        "/ssa; /v1, Kind=ConfigMap".into()
+    }
+
+    fn manager<'a>(ty: &'a ObjectType, reset: &'a Set) -> FieldManager<'a> {
+        FieldManager {
+            ty,
+            api_version: "v1",
+            subresource: "",
+            reset,
+            versions: &OneVersion,
+            now: "2026-01-01T00:00:00Z",
+            describe: &describe,
+        }
+    }
+
+    fn config(data: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": data})
+    }
+
+    fn applied(r: Result<Applied, ApplyError>) -> Value {
+        match r {
+            Ok(Applied::Changed(v) | Applied::Unchanged(v)) => v,
+            Err(e) => panic!("apply failed: {e:?}"),
+        }
+    }
+
+    fn fields_of(obj: &Value) -> Vec<(String, Value)> {
+        obj["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["manager"].as_str().unwrap().to_string(),
+                    e["fieldsV1"].clone(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn only_a_create_starts_tracking_fields() {
+        let (ty, reset) = (cm(), Set::new());
+        let fm = manager(&ty, &reset);
+        let mut created = config(json!({"k": "v1"}));
+        fm.update(&ty.zero(), &mut created, "alice");
+        assert_eq!(
+            fields_of(&created),
+            vec![("alice".into(), json!({"f:data": {".": {}, "f:k": {}}}))]
+        );
+        // Stored without managed fields (or reset with []): an update records nobody.
+        let mut live = config(json!({"k": "v1"}));
+        live["metadata"]["uid"] = json!("u1");
+        let mut next = live.clone();
+        next["data"]["k"] = json!("v2");
+        fm.update(&live, &mut next, "bob");
+        assert_eq!(next["metadata"].get("managedFields"), None);
+        let mut tracked = created.clone();
+        tracked["metadata"]["uid"] = json!("u1");
+        let mut reset_all = tracked.clone();
+        reset_all["metadata"]["managedFields"] = json!([]);
+        fm.update(&tracked, &mut reset_all, "bob");
+        assert_eq!(reset_all["metadata"].get("managedFields"), None);
+        // A tracked object's update is recorded.
+        let mut next = tracked.clone();
+        next["data"]["k"] = json!("v2");
+        fm.update(&tracked, &mut next, "bob");
+        assert_eq!(
+            fields_of(&next),
+            vec![
+                ("alice".into(), json!({"f:data": {}})),
+                ("bob".into(), json!({"f:data": {"f:k": {}}}))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_conflict_names_the_owner_and_force_takes_the_field() {
+        let (ty, reset) = (cm(), Set::new());
+        let fm = manager(&ty, &reset);
+        let zero = ty.zero();
+        let live = applied(fm.apply(&zero, &config(json!({"k": "v1"})), "alice", false));
+        assert_eq!(
+            fields_of(&live),
+            vec![("alice".into(), json!({"f:data": {"f:k": {}}}))]
+        );
+        let again = fm.apply(&live, &config(json!({"k": "v1"})), "alice", false);
+        assert!(matches!(again, Ok(Applied::Unchanged(_))));
+        let Err(ApplyError::Conflicts(c)) =
+            fm.apply(&live, &config(json!({"k": "v2"})), "bob", false)
+        else {
+            panic!("expected a conflict")
+        };
+        assert_eq!(
+            ApplyError::conflict_message(&c),
+            "Apply failed with 1 conflict: conflict with \"alice\": .data.k"
+        );
+        let forced = applied(fm.apply(&live, &config(json!({"k": "v2"})), "bob", true));
+        assert_eq!(
+            fields_of(&forced),
+            vec![("bob".into(), json!({"f:data": {"f:k": {}}}))]
+        );
+        // alice's next configuration drops k: bob owns it, so it stays.
+        let next = applied(fm.apply(&forced, &config(json!({"other": "x"})), "alice", false));
+        assert_eq!(next["data"], json!({"k": "v2", "other": "x"}));
+    }
+
+    #[test]
+    fn an_apply_removes_what_it_no_longer_sets() {
+        let (ty, reset) = (cm(), Set::new());
+        let fm = manager(&ty, &reset);
+        let live = applied(fm.apply(&ty.zero(), &config(json!({"a": "1", "b": "2"})), "a", false));
+        let next = applied(fm.apply(&live, &config(json!({"a": "1"})), "a", false));
+        assert_eq!(next["data"], json!({"a": "1"}));
+    }
+
+    #[test]
+    fn an_update_owns_what_it_adds_or_changes_and_takes_it_from_others() {
+        let (ty, reset) = (cm(), Set::new());
+        let fm = manager(&ty, &reset);
+        let live = applied(fm.apply(&ty.zero(), &config(json!({"k": "v"})), "alice", false));
+        let mut new = live.clone();
+        new["data"]["k"] = json!("changed");
+        new["metadata"]["labels"] = json!({"a": "b"});
+        fm.update(&live, &mut new, "kubectl-edit");
+        assert_eq!(
+            fields_of(&new),
+            vec![(
+                "kubectl-edit".into(),
+                json!({"f:data": {"f:k": {}}, "f:metadata": {"f:labels": {".": {}, "f:a": {}}}})
+            )]
+        );
+        assert_eq!(new["metadata"]["managedFields"][0]["operation"], "Update");
+    }
+
+    #[test]
+    fn a_create_owns_what_it_sets_beyond_the_zero_object() {
+        let ty = ObjectType::builtin("v1", "Event").unwrap();
+        let reset = Set::new();
+        let fm = FieldManager {
+            ty: &ty,
+            ..manager(&ty, &reset)
+        };
+        let mut event = json!({"apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": "obj.", "namespace": "n"},
+            "involvedObject": {"kind": "ConfigMap", "name": "obj"}, "reason": "Synced",
+            "source": {"component": "c"}, "reportingComponent": "", "reportingInstance": "",
+            "eventTime": null, "firstTimestamp": "2020-01-01T00:00:00Z"});
+        fm.update(&ty.zero(), &mut event, "unknown");
+        assert_eq!(
+            fields_of(&event),
+            vec![(
+                "unknown".into(),
+                json!({"f:firstTimestamp": {}, "f:involvedObject": {},
+                    "f:metadata": {"f:generateName": {}}, "f:reason": {},
+                    "f:source": {"f:component": {}}})
+            )]
+        );
+    }
+}
