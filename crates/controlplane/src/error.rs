@@ -210,7 +210,9 @@ pub enum ApiError {
     ExpiredContinue,
     #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
     UnsupportedMediaType(String),
-    #[error("only the following media types are accepted: application/json")]
+    #[error(
+        "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+    )]
     NotAcceptable,
     #[error("the request entity is too large")]
     TooLarge,
@@ -385,6 +387,7 @@ impl ApiError {
                 }
                 Some(Value::Object(d))
             }
+            ApiError::NotAcceptable => Some(json!({})),
             _ => None,
         }
     }

@@ -11,7 +11,8 @@
 //! particular to each resource), [`api`] (operations), [`admission`] (the
 //! embedder's plugins), [`conversion`] (CRD versions), [`watch`], [`patch`] (JSON, merge,
 //! strategic, server-side apply), [`crd_schema`], [`selectors`], [`table`], [`openapi`],
-//! [`private_files`] (owner-only state on disk), [`request_info`] (what a request asks, read
+//! [`private_files`] (owner-only state on disk), [`encode`] (the bytes objects are stored and
+//! answered in: JSON in kube-apiserver's key order, YAML), [`request_info`] (what a request asks, read
 //! once for authorization, routing and counting), [`requests`] (request counts),
 //! [`controllers`] (GC, namespace and CRD cleanup), [`auth`] (TLS, authentication, RBAC, CSR
 //! signing), [`http`] (routing) and [`server`] (lifecycle).
@@ -26,6 +27,7 @@ pub mod auth;
 pub mod controllers;
 pub mod conversion;
 pub mod crd_schema;
+pub mod encode;
 pub mod error;
 pub mod events;
 pub mod http;
