@@ -165,6 +165,10 @@ pub enum ApiError {
     NotFound(Subject),
     #[error("the server could not find the requested resource")]
     NoRoute,
+    /// A path no API group serves (an unknown group, or an unknown resource of a CRD's
+    /// group): kube-apiserver's plain-text `404 page not found`.
+    #[error("404 page not found")]
+    PageNotFound,
     #[error("{} {:?} already exists", .0.qualified(), .0.name)]
     AlreadyExists(Subject),
     #[error(
@@ -276,7 +280,7 @@ impl ApiError {
     /// HTTP status code.
     pub fn code(&self) -> u16 {
         match self {
-            ApiError::NotFound(_) | ApiError::NoRoute => 404,
+            ApiError::NotFound(_) | ApiError::NoRoute | ApiError::PageNotFound => 404,
             ApiError::AlreadyExists(_)
             | ApiError::Conflict(_)
             | ApiError::ConflictMessage { .. } => 409,
@@ -298,7 +302,7 @@ impl ApiError {
     /// The `reason` field of the Status.
     pub fn reason(&self) -> &'static str {
         match self {
-            ApiError::NotFound(_) | ApiError::NoRoute => "NotFound",
+            ApiError::NotFound(_) | ApiError::NoRoute | ApiError::PageNotFound => "NotFound",
             ApiError::AlreadyExists(_) => "AlreadyExists",
             ApiError::Conflict(_) | ApiError::ConflictMessage { .. } => "Conflict",
             ApiError::Invalid { .. } | ApiError::Unprocessable(_) => "Invalid",

@@ -283,7 +283,7 @@ impl Part {
     pub fn from_subresource(info: &ResourceInfo, sub: Option<&str>) -> Option<Part> {
         match sub {
             None => Some(Part::Main),
-            Some(s) if !info.subresources.iter().any(|x| x == s) => None,
+            Some(s) if !info.subresources.iter().any(|x| x.name == s) => None,
             Some("status") => Some(Part::Status),
             Some("approval") => Some(Part::Approval),
             Some("finalize") => Some(Part::Finalize),

@@ -24,6 +24,7 @@ use crate::auth::tls::PeerIdentity;
 use crate::error::{ApiError, ApiResult};
 use crate::objects::{DeleteOptions, Part};
 use crate::patch::PatchType;
+use crate::registry::is_builtin_group;
 use crate::request_info::{RequestInfo, Verb};
 use crate::strategy::WriteCheck;
 use crate::table::{IncludeObject, wants_table};
@@ -102,7 +103,10 @@ fn negotiate(accept: &str) -> Option<Form> {
 }
 
 fn error_response(e: &ApiError) -> Response<Body> {
-    json_response(e.code(), &e.to_status())
+    match e {
+        ApiError::PageNotFound => full(404, "text/plain; charset=utf-8", "404 page not found\n"),
+        _ => json_response(e.code(), &e.to_status()),
+    }
 }
 
 /// Authenticates, authorizes, routes and answers one request.
@@ -223,9 +227,13 @@ async fn route(fe: &Frontend, call: Call<'_>, request: &RequestInfo) -> ApiResul
         }
         ["api"] => get_only(Some(discovery::core_versions(&fe.addr))),
         ["apis"] => get_only(Some(discovery::group_list(registry))),
-        ["apis", g] => get_only(discovery::group(registry, g)),
+        ["apis", g] => get_only(Some(
+            discovery::group(registry, g).ok_or(ApiError::PageNotFound)?,
+        )),
         ["api", "v1"] => get_only(discovery::resource_list(registry, "", "v1")),
-        ["apis", g, v] => get_only(discovery::resource_list(registry, g, v)),
+        ["apis", g, v] => get_only(Some(
+            discovery::resource_list(registry, g, v).ok_or(ApiError::PageNotFound)?,
+        )),
         ["openapi", rest @ ..] => {
             if method != Method::GET {
                 return Err(ApiError::MethodNotAllowed(Default::default()));
@@ -316,11 +324,16 @@ async fn resource(
     if request.parts.is_empty() || request.parts.len() > 3 {
         return Err(ApiError::NoRoute);
     }
+    // An unknown resource of a built-in group is a JSON 404; of any other group, a page
+    // that does not exist.
     let info = fe
         .api
         .registry
         .lookup(&request.api_group, &request.api_version, &request.resource)
-        .ok_or(ApiError::NoRoute)?;
+        .ok_or_else(|| match is_builtin_group(&request.api_group) {
+            true => ApiError::NoRoute,
+            false => ApiError::PageNotFound,
+        })?;
     // A cluster-scoped object lives in no namespace, whatever scope RBAC saw the request in.
     let namespace = match info.namespaced {
         true => request.namespace.as_str(),
@@ -328,6 +341,25 @@ async fn resource(
         false => return Err(ApiError::NoRoute),
     };
     let sub = request.parts.get(2).map(String::as_str);
+    let verbs = match sub {
+        None => info.verbs,
+        Some(s) => {
+            info.subresources
+                .iter()
+                .find(|x| x.name == s)
+                .ok_or(ApiError::NoRoute)?
+                .verbs
+        }
+    };
+    // Resources answered by handlers of their own reach here only when this server has none.
+    if !info.stored {
+        return Err(ApiError::NoRoute);
+    }
+    if !verbs.contains(&request.verb.as_str()) {
+        return Err(ApiError::MethodNotAllowed(crate::objects::subject(
+            &info, "",
+        )));
+    }
     let part = Part::from_subresource(&info, sub).ok_or(ApiError::NoRoute)?;
     fe.requests.record(request);
     let name = request.path_name();

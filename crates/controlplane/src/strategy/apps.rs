@@ -29,10 +29,6 @@ impl ResourceStrategy for Deployments {
         ]
     }
 
-    fn categories(&self) -> &'static [&'static str] {
-        &["all"]
-    }
-
     fn scale(&self) -> Option<ScalePaths> {
         Some(ScalePaths {
             spec_replicas: "/spec/replicas".into(),

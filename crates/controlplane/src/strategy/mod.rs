@@ -49,6 +49,33 @@ pub struct Validation<'a> {
     pub errors: Vec<FieldError>,
 }
 
+/// A built-in kind with no behaviour of its own: stored as written, with the rules every
+/// object shares.
+#[derive(Debug)]
+pub struct Plain {
+    /// Whether `metadata.generation` counts changes of the spec.
+    pub generation: bool,
+    /// Whether a delete answers with the deleted object (kube-apiserver's
+    /// `ReturnDeletedObject`).
+    pub returns_object: bool,
+}
+
+/// Stored as written; a delete answers a Status.
+pub static PLAIN: Plain = Plain {
+    generation: false,
+    returns_object: false,
+};
+
+impl ResourceStrategy for Plain {
+    fn tracks_generation(&self) -> bool {
+        self.generation
+    }
+
+    fn returns_deleted_object(&self) -> bool {
+        self.returns_object
+    }
+}
+
 /// Where a resource's objects are stored when that is not under their own resource: the
 /// storage key and the apiVersion stored objects carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,11 +118,6 @@ pub trait ResourceStrategy: fmt::Debug + Send + Sync {
     /// CRD).
     fn printer_columns(&self) -> Vec<PrinterColumn> {
         Vec::new()
-    }
-
-    /// The categories a built-in kind is listed under (`kubectl get all`).
-    fn categories(&self) -> &'static [&'static str] {
-        &[]
     }
 
     /// Where a built-in kind's `/scale` subresource reads and writes, when it has one.
