@@ -596,8 +596,44 @@ impl ApiServer {
             .map_err(|e| ApiError::Internal(e.to_string()))?;
         if t.info.strategy.defines_resources() {
             self.sync_crd(written.object.name());
+            self.establish_crd(written.object.name()).await?;
         }
         Ok(written.object)
+    }
+
+    /// Accepts a new CRD's names and establishes it, as kube-apiserver's apiextensions
+    /// controllers do right after it is made (its create is answered before).
+    async fn establish_crd(&self, name: &str) -> ApiResult<()> {
+        let key = "apiextensions.k8s.io/customresourcedefinitions";
+        let now = now_rfc3339();
+        let written = self.store.write(key, "", name, false, |cur| {
+            let Some(cur) = cur else {
+                return Ok(WriteOp::Unchanged);
+            };
+            match crate::strategy::apiextensions::established(cur, &now) {
+                Some(mut next) => {
+                    ssa::record_update(
+                        Some(cur),
+                        &mut next,
+                        "kube-apiserver",
+                        "apiextensions.k8s.io/v1",
+                        "status",
+                        &now,
+                    );
+                    Ok(WriteOp::Put(next))
+                }
+                None => Ok(WriteOp::Unchanged),
+            }
+        });
+        match written {
+            Ok(w) => w
+                .ack
+                .wait()
+                .await
+                .map_err(|e| ApiError::Internal(e.to_string())),
+            Err(WriteError::Storage(crate::storage::StorageError::NoObject(_))) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Makes the registry serve exactly what the stored CRD says.
@@ -607,6 +643,11 @@ impl ApiServer {
             Some(crd) => {
                 if let Ok(infos) = crate::registry::resources_from_crd(&crd) {
                     self.registry.set_crd(name, infos);
+                }
+                // Removed meanwhile (its removal's own sync may have run before this one's
+                // entries went in): serve it no more.
+                if self.store.get(key, "", name).is_none() {
+                    self.registry.remove_crd(name);
                 }
             }
             None => self.registry.remove_crd(name),

@@ -14,7 +14,7 @@ use sha2::Digest;
 use crate::strategy::{self, ResourceStrategy};
 
 /// How a printer column's cell is computed from an object.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum CellSource {
     /// A simple JSONPath such as `.spec.replicas`.
     JsonPath(String),
@@ -37,10 +37,15 @@ pub enum CellSource {
     LastSeen,
     /// `kind/name` (kind in lower case) of the object an event is about, at this field.
     EventObject(&'static str),
+    /// How long ago the object was created (`5m`).
+    Age,
+    /// A built-in kind's own rule, as kube-apiserver's printers compute the cell (given the
+    /// time now, in seconds).
+    Fn(fn(&Value, i64) -> Value),
 }
 
 /// One column of `kubectl get` output.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct PrinterColumn {
     pub name: String,
     pub type_: String,
@@ -65,6 +70,55 @@ impl PrinterColumn {
     /// When the object was created, as CRDs and roles show it.
     pub fn created_at() -> Self {
         PrinterColumn::path("Created At", "date-time", ".metadata.creationTimestamp")
+    }
+
+    /// A column of a built-in kind: its name, type and kube-apiserver's description, the cell
+    /// computed by `cell`.
+    pub fn cell(
+        name: &str,
+        type_: &str,
+        description: &str,
+        cell: fn(&Value, i64) -> Value,
+    ) -> Self {
+        PrinterColumn {
+            name: name.into(),
+            type_: type_.into(),
+            format: String::new(),
+            description: description.into(),
+            priority: 0,
+            source: CellSource::Fn(cell),
+        }
+    }
+
+    /// The Age column of built-in kinds, placed where their printers place it.
+    pub fn age() -> Self {
+        PrinterColumn {
+            name: "Age".into(),
+            type_: "string".into(),
+            format: String::new(),
+            description: crate::table::doc("meta.k8s.io/v1", "ObjectMeta", "creationTimestamp")
+                .into(),
+            priority: 0,
+            source: CellSource::Age,
+        }
+    }
+
+    /// Shown only in wide output (`-o wide`).
+    pub fn wide(mut self) -> Self {
+        self.priority = 1;
+        self
+    }
+
+    /// Formatted as a name (`format: name`).
+    pub fn named(mut self) -> Self {
+        self.format = "name".into();
+        self
+    }
+
+    /// With kube-apiserver's description.
+    pub fn described(mut self, description: &str) -> Self {
+        self.description = description.into();
+        self
     }
 
     /// A string column computed from the object.
@@ -390,7 +444,17 @@ impl Subresource {
 /// Every built-in resource, its group placed where kube-apiserver places it in discovery
 /// (the order of groups here is the order `/apis` lists them in).
 static BUILTINS: &[Builtin] = {
-    use strategy::{PLAIN, apiextensions, apps, certificates, coordination, core, events, rbac};
+    use strategy::{
+        PLAIN, Plain, apiextensions, apiregistration, apps, autoscaling, batch, certificates,
+        coordination, core, core_kinds, discovery, events, networking, policy, rbac, scheduling,
+        storage,
+    };
+    // Pods are stored with a generation and answered when deleted; their own strategy (PodSpec
+    // defaults, PodSecurity) is the pods module's.
+    static PODS: Plain = Plain {
+        generation: true,
+        returns_object: true,
+    };
     &[
         res("", "v1", "Binding", "bindings", true, &PLAIN)
             .verbs(&["create"])
@@ -407,9 +471,25 @@ static BUILTINS: &[Builtin] = {
         .verbs(&["get", "list"])
         .answered(),
         res("", "v1", "ConfigMap", "configmaps", true, &core::ConfigMaps).short(&["cm"]),
-        res("", "v1", "Endpoints", "endpoints", true, &PLAIN).short(&["ep"]),
+        res(
+            "",
+            "v1",
+            "Endpoints",
+            "endpoints",
+            true,
+            &core_kinds::Endpoints,
+        )
+        .short(&["ep"]),
         res("", "v1", "Event", "events", true, &events::CoreEvents).short(&["ev"]),
-        res("", "v1", "LimitRange", "limitranges", true, &PLAIN).short(&["limits"]),
+        res(
+            "",
+            "v1",
+            "LimitRange",
+            "limitranges",
+            true,
+            &core_kinds::LimitRanges,
+        )
+        .short(&["limits"]),
         res(
             "",
             "v1",
@@ -440,7 +520,7 @@ static BUILTINS: &[Builtin] = {
             "PersistentVolumeClaim",
             "persistentvolumeclaims",
             true,
-            &PLAIN,
+            &core_kinds::PersistentVolumeClaims,
         )
         .short(&["pvc"])
         .subresources(&[STATUS]),
@@ -450,11 +530,11 @@ static BUILTINS: &[Builtin] = {
             "PersistentVolume",
             "persistentvolumes",
             false,
-            &PLAIN,
+            &core_kinds::PersistentVolumes,
         )
         .short(&["pv"])
         .subresources(&[STATUS]),
-        res("", "v1", "Pod", "pods", true, &PLAIN)
+        res("", "v1", "Pod", "pods", true, &PODS)
             .short(&["po"])
             .categories(&["all"])
             .subresources(&[
@@ -489,21 +569,35 @@ static BUILTINS: &[Builtin] = {
                 sub("resize", SAME, None, &["get", "patch", "update"]),
                 STATUS,
             ]),
-        res("", "v1", "PodTemplate", "podtemplates", true, &PLAIN),
+        res(
+            "",
+            "v1",
+            "PodTemplate",
+            "podtemplates",
+            true,
+            &core_kinds::PodTemplates,
+        ),
         res(
             "",
             "v1",
             "ReplicationController",
             "replicationcontrollers",
             true,
-            &PLAIN,
+            &core_kinds::ReplicationControllers,
         )
         .short(&["rc"])
         .categories(&["all"])
         .subresources(&[STATUS]),
-        res("", "v1", "ResourceQuota", "resourcequotas", true, &PLAIN)
-            .short(&["quota"])
-            .subresources(&[STATUS]),
+        res(
+            "",
+            "v1",
+            "ResourceQuota",
+            "resourcequotas",
+            true,
+            &core_kinds::ResourceQuotas,
+        )
+        .short(&["quota"])
+        .subresources(&[STATUS]),
         res("", "v1", "Secret", "secrets", true, &core::Secrets),
         res(
             "",
@@ -538,7 +632,7 @@ static BUILTINS: &[Builtin] = {
             "APIService",
             "apiservices",
             false,
-            &PLAIN,
+            &apiregistration::ApiServices,
         )
         .categories(&["api-extensions"])
         .subresources(&[STATUS]),
@@ -548,12 +642,19 @@ static BUILTINS: &[Builtin] = {
             "ControllerRevision",
             "controllerrevisions",
             true,
-            &PLAIN,
+            &apps::ControllerRevisions,
         ),
-        res("apps", "v1", "DaemonSet", "daemonsets", true, &PLAIN)
-            .short(&["ds"])
-            .categories(&["all"])
-            .subresources(&[STATUS]),
+        res(
+            "apps",
+            "v1",
+            "DaemonSet",
+            "daemonsets",
+            true,
+            &apps::DaemonSets,
+        )
+        .short(&["ds"])
+        .categories(&["all"])
+        .subresources(&[STATUS]),
         res(
             "apps",
             "v1",
@@ -565,14 +666,28 @@ static BUILTINS: &[Builtin] = {
         .short(&["deploy"])
         .categories(&["all"])
         .subresources(&[STATUS]),
-        res("apps", "v1", "ReplicaSet", "replicasets", true, &PLAIN)
-            .short(&["rs"])
-            .categories(&["all"])
-            .subresources(&[STATUS]),
-        res("apps", "v1", "StatefulSet", "statefulsets", true, &PLAIN)
-            .short(&["sts"])
-            .categories(&["all"])
-            .subresources(&[STATUS]),
+        res(
+            "apps",
+            "v1",
+            "ReplicaSet",
+            "replicasets",
+            true,
+            &apps::ReplicaSets,
+        )
+        .short(&["rs"])
+        .categories(&["all"])
+        .subresources(&[STATUS]),
+        res(
+            "apps",
+            "v1",
+            "StatefulSet",
+            "statefulsets",
+            true,
+            &apps::StatefulSets,
+        )
+        .short(&["sts"])
+        .categories(&["all"])
+        .subresources(&[STATUS]),
         res(
             "events.k8s.io",
             "v1",
@@ -648,7 +763,7 @@ static BUILTINS: &[Builtin] = {
             "HorizontalPodAutoscaler",
             "horizontalpodautoscalers",
             true,
-            &PLAIN,
+            &autoscaling::V2,
         )
         .short(&["hpa"])
         .categories(&["all"])
@@ -659,16 +774,16 @@ static BUILTINS: &[Builtin] = {
             "HorizontalPodAutoscaler",
             "horizontalpodautoscalers",
             true,
-            &PLAIN,
+            &autoscaling::V1,
         )
         .short(&["hpa"])
         .categories(&["all"])
         .subresources(&[STATUS]),
-        res("batch", "v1", "CronJob", "cronjobs", true, &PLAIN)
+        res("batch", "v1", "CronJob", "cronjobs", true, &batch::CronJobs)
             .short(&["cj"])
             .categories(&["all"])
             .subresources(&[STATUS]),
-        res("batch", "v1", "Job", "jobs", true, &PLAIN)
+        res("batch", "v1", "Job", "jobs", true, &batch::Jobs)
             .categories(&["all"])
             .subresources(&[STATUS]),
         res(
@@ -690,7 +805,7 @@ static BUILTINS: &[Builtin] = {
             "IngressClass",
             "ingressclasses",
             false,
-            &PLAIN,
+            &networking::IngressClasses,
         ),
         res(
             "networking.k8s.io",
@@ -698,7 +813,7 @@ static BUILTINS: &[Builtin] = {
             "Ingress",
             "ingresses",
             true,
-            &PLAIN,
+            &networking::Ingresses,
         )
         .short(&["ing"])
         .subresources(&[STATUS]),
@@ -717,7 +832,7 @@ static BUILTINS: &[Builtin] = {
             "NetworkPolicy",
             "networkpolicies",
             true,
-            &PLAIN,
+            &networking::NetworkPolicies,
         )
         .short(&["netpol"]),
         res(
@@ -735,7 +850,7 @@ static BUILTINS: &[Builtin] = {
             "PodDisruptionBudget",
             "poddisruptionbudgets",
             true,
-            &PLAIN,
+            &policy::PodDisruptionBudgets,
         )
         .short(&["pdb"])
         .subresources(&[STATUS]),
@@ -777,9 +892,16 @@ static BUILTINS: &[Builtin] = {
             "CSIDriver",
             "csidrivers",
             false,
-            &PLAIN,
+            &storage::CsiDrivers,
         ),
-        res("storage.k8s.io", "v1", "CSINode", "csinodes", false, &PLAIN),
+        res(
+            "storage.k8s.io",
+            "v1",
+            "CSINode",
+            "csinodes",
+            false,
+            &storage::CSI_NODES,
+        ),
         res(
             "storage.k8s.io",
             "v1",
@@ -794,7 +916,7 @@ static BUILTINS: &[Builtin] = {
             "StorageClass",
             "storageclasses",
             false,
-            &PLAIN,
+            &storage::StorageClasses,
         )
         .short(&["sc"]),
         res(
@@ -803,7 +925,7 @@ static BUILTINS: &[Builtin] = {
             "VolumeAttachment",
             "volumeattachments",
             false,
-            &PLAIN,
+            &storage::VOLUME_ATTACHMENTS,
         )
         .subresources(&[STATUS]),
         res(
@@ -888,7 +1010,7 @@ static BUILTINS: &[Builtin] = {
             "PriorityClass",
             "priorityclasses",
             false,
-            &PLAIN,
+            &scheduling::PriorityClasses,
         )
         .short(&["pc"]),
         res(
@@ -913,7 +1035,7 @@ static BUILTINS: &[Builtin] = {
             "EndpointSlice",
             "endpointslices",
             true,
-            &PLAIN,
+            &discovery::EndpointSlices,
         ),
         res(
             "resource.k8s.io",
@@ -1105,9 +1227,21 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
                 name: cname,
                 type_: s(c, "type").unwrap_or_else(|| "string".into()),
                 format: s(c, "format").unwrap_or_default(),
-                description: s(c, "description").unwrap_or_default(),
+                description: s(c, "description").unwrap_or_else(|| column_description(&path)),
                 priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
                 source: CellSource::JsonPath(path),
+            });
+        }
+        // A CRD without columns of its own shows when each object was made.
+        if printer_columns.is_empty() {
+            let path = ".metadata.creationTimestamp";
+            printer_columns.push(PrinterColumn {
+                name: "Age".into(),
+                type_: "date".into(),
+                format: String::new(),
+                description: column_description(path),
+                priority: 0,
+                source: CellSource::JsonPath(path.into()),
             });
         }
         let schema = v.pointer("/schema/openAPIV3Schema");
@@ -1152,6 +1286,11 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
         });
     }
     Ok(out)
+}
+
+/// What kube-apiserver says of a CRD's column that has no description of its own.
+fn column_description(path: &str) -> String {
+    format!("Custom resource definition column (in JSONPath format): {path}")
 }
 
 /// Reads `spec.conversion` as kube-apiserver validates it: `None` (the default) or `Webhook`,

@@ -3,17 +3,19 @@
 use serde_json::{Value, json};
 
 use super::{ResourceStrategy, Validation};
-use crate::error::FieldError;
+use crate::error::{ApiResult, FieldError};
 use crate::meta::{ObjectMeta, meta_mut};
-use crate::objects::Part;
+use crate::objects::{DeleteOptions, DeleteOutcome, Part};
 use crate::registry::{CrdError, PrinterColumn, ResourceInfo, resources_from_crd};
+use crate::storage::WriteOp;
 
 /// The finalizer that keeps a CRD until its objects are gone.
 pub const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
 
-/// CustomResourceDefinitions: valid definitions named `<plural>.<group>`, their status set as
-/// the apiextensions controllers set it once names are accepted, kept until their objects are
-/// gone, and served as soon as they are written.
+/// CustomResourceDefinitions: valid definitions named `<plural>.<group>`, created with no
+/// accepted names or conditions (the names are accepted and the CRD established right after,
+/// see [`established`]), served as soon as they are written, and on delete marked
+/// Terminating and kept until their objects are gone.
 #[derive(Debug)]
 pub struct CustomResourceDefinitions;
 
@@ -26,14 +28,56 @@ impl ResourceStrategy for CustomResourceDefinitions {
         vec![PrinterColumn::created_at()]
     }
 
-    fn prepare_for_create(&self, _info: &ResourceInfo, obj: &mut Value, now: &str) {
-        crd_status(obj, now);
-        let finalizers = meta_mut(obj).entry("finalizers").or_insert(json!([]));
+    fn prepare_for_create(&self, _info: &ResourceInfo, obj: &mut Value, _now: &str) {
+        if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+            let conversion = spec.entry("conversion").or_insert(json!({}));
+            if let Some(c) = conversion.as_object_mut() {
+                c.entry("strategy").or_insert(json!("None"));
+            }
+        }
+        let stored = stored_versions(obj);
+        if let Some(o) = obj.as_object_mut() {
+            o.insert(
+                "status".into(),
+                json!({"conditions": null, "acceptedNames": {"plural": "", "kind": ""},
+                    "storedVersions": stored}),
+            );
+        }
+    }
+
+    fn delete(
+        &self,
+        _info: &ResourceInfo,
+        cur: &Value,
+        _opts: &DeleteOptions,
+        now: &str,
+    ) -> ApiResult<(WriteOp, DeleteOutcome)> {
+        if cur.is_deleting() {
+            return Ok((WriteOp::Unchanged, DeleteOutcome::Pending));
+        }
+        // As kube-apiserver's CRD storage: the cleanup finalizer and the Terminating condition,
+        // with neither a grace period nor a new generation.
+        let mut next = cur.clone();
+        let m = meta_mut(&mut next);
+        m.insert("deletionTimestamp".into(), json!(now));
+        let finalizers = m.entry("finalizers").or_insert(json!([]));
         if let Some(a) = finalizers.as_array_mut()
             && !a.iter().any(|f| f == CRD_CLEANUP)
         {
             a.push(json!(CRD_CLEANUP));
         }
+        let terminating = json!({"type": "Terminating", "status": "True",
+            "lastTransitionTime": now, "reason": "InstanceDeletionPending",
+            "message": "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon"});
+        if let Some(status) = next.get_mut("status").and_then(Value::as_object_mut) {
+            match status.get_mut("conditions").and_then(Value::as_array_mut) {
+                Some(conditions) => conditions.push(terminating),
+                None => {
+                    status.insert("conditions".into(), json!([terminating]));
+                }
+            }
+        }
+        Ok((WriteOp::Put(next), DeleteOutcome::Pending))
     }
 
     /// A spec update recomputes the accepted names and stored versions; conditions stay.
@@ -91,6 +135,41 @@ impl ResourceStrategy for CustomResourceDefinitions {
     }
 }
 
+/// The versions a CRD's objects have been stored at: those listed, and its storage version.
+fn stored_versions(obj: &Value) -> Vec<Value> {
+    let storage = obj
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .filter_map(|v| v.get("name").cloned());
+    let mut stored: Vec<Value> = obj
+        .pointer("/status/storedVersions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for s in storage {
+        if !stored.contains(&s) {
+            stored.push(s);
+        }
+    }
+    stored
+}
+
+/// The CRD once the apiextensions controllers have accepted its names and established it
+/// (None when they have already): what kube-apiserver writes right after the CRD is made.
+pub fn established(crd: &Value, now: &str) -> Option<Value> {
+    let conditions = crd.pointer("/status/conditions").and_then(Value::as_array);
+    let has = |t: &str| conditions.is_some_and(|c| c.iter().any(|x| x["type"] == t));
+    if crd.is_deleting() || has("Established") {
+        return None;
+    }
+    let mut next = crd.clone();
+    crd_status(&mut next, now);
+    Some(next)
+}
+
 /// Sets a CRD's status as the apiextensions controllers would once its names are accepted.
 fn crd_status(obj: &mut Value, now: &str) {
     let names = obj.pointer("/spec/names").cloned().unwrap_or(json!({}));
@@ -104,24 +183,7 @@ fn crd_status(obj: &mut Value, now: &str) {
         a.entry("singular").or_insert(json!(kind.to_lowercase()));
         a.entry("listKind").or_insert(json!(format!("{kind}List")));
     }
-    let storage: Vec<Value> = obj
-        .pointer("/spec/versions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
-        .filter_map(|v| v.get("name").cloned())
-        .collect();
-    let mut stored: Vec<Value> = obj
-        .pointer("/status/storedVersions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    for s in storage {
-        if !stored.contains(&s) {
-            stored.push(s);
-        }
-    }
+    let stored = stored_versions(obj);
     let cond = |t: &str, reason: &str, msg: &str| json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": msg});
     if let Some(o) = obj.as_object_mut() {
         o.insert(
@@ -139,8 +201,8 @@ fn crd_status(obj: &mut Value, now: &str) {
 }
 
 /// Every custom resource: a generation, optimistic concurrency required on update, no
-/// strategic merge, status only through `/status` when the CRD declares it, validation by the
-/// CRD version's schema and CEL rules, and deletes answered with the object.
+/// strategic merge, status only through `/status` when the CRD declares it, and validation by
+/// the CRD version's schema and CEL rules.
 #[derive(Debug)]
 pub struct CustomResources;
 
@@ -191,9 +253,5 @@ impl ResourceStrategy for CustomResources {
                 errs.extend(rules.validate(obj, old));
             }
         }
-    }
-
-    fn returns_deleted_object(&self) -> bool {
-        true
     }
 }

@@ -10,12 +10,21 @@
 //! nothing else asks which resource it is handling. Pure: JSON in and out, no storage, no HTTP.
 
 pub mod apiextensions;
+pub mod apiregistration;
 pub mod apps;
+pub mod autoscaling;
+pub mod batch;
 pub mod certificates;
 pub mod coordination;
 pub mod core;
+pub mod core_kinds;
+pub mod discovery;
 pub mod events;
+pub mod networking;
+pub mod policy;
 pub mod rbac;
+pub mod scheduling;
+pub mod storage;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -47,6 +56,24 @@ pub struct Validation<'a> {
     pub info: &'a ResourceInfo,
     pub old: Option<&'a Value>,
     pub errors: Vec<FieldError>,
+}
+
+/// Sets `key` to `value` unless it holds one already (kube-apiserver's defaulting: a field
+/// absent or null takes its default).
+pub(crate) fn set_default(map: &mut serde_json::Map<String, Value>, key: &str, value: Value) {
+    match map.get(key) {
+        Some(v) if !v.is_null() => {}
+        _ => {
+            map.insert(key.to_string(), value);
+        }
+    }
+}
+
+/// The pod template at `pointer` of a workload, defaulted as kube-apiserver defaults every
+/// pod template. PodSpec defaulting is the pods strategy's; until it is merged, templates are
+/// stored as written.
+pub(crate) fn default_pod_template(obj: &mut Value, pointer: &str) {
+    let _template = obj.pointer_mut(pointer);
 }
 
 /// A built-in kind with no behaviour of its own: stored as written, with the rules every
