@@ -351,14 +351,14 @@ async fn resource(
                 .verbs
         }
     };
-    // Resources answered by handlers of their own reach here only when this server has none.
-    if !info.stored {
-        return Err(ApiError::NoRoute);
-    }
     if !verbs.contains(&request.verb.as_str()) {
         return Err(ApiError::MethodNotAllowed(crate::objects::subject(
             &info, "",
         )));
+    }
+    // Resources answered by handlers of their own reach here only when this server has none.
+    if !info.stored {
+        return Err(ApiError::NoRoute);
     }
     let part = Part::from_subresource(&info, sub).ok_or(ApiError::NoRoute)?;
     fe.requests.record(request);

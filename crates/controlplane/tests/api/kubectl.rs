@@ -951,5 +951,8 @@ async fn kubectl_auth_whoami_names_the_requester() {
             "name",
         ])
         .await;
-    assert_eq!(resources.trim(), "selfsubjectreviews.authentication.k8s.io");
+    assert_eq!(
+        resources.trim(),
+        "selfsubjectreviews.authentication.k8s.io\ntokenreviews.authentication.k8s.io"
+    );
 }

@@ -41,10 +41,6 @@ const KNOWN_DIFFERENT: &[(&str, &str)] = &[
         "DELETE answer shapes; Pods not served; no deployment controller",
     ),
     (
-        "05-discovery",
-        "built-in groups not served (batch, policy, ...); aggregated discovery shape",
-    ),
-    (
         "06-server-side-apply",
         "apply of unknown fields, fieldValidation Strict/Warn, list-map duplicates",
     ),
