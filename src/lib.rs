@@ -1,7 +1,7 @@
 //! fleetform keeps a fleet of Kubernetes clusters — hubs, the spoke clusters registered to them,
 //! and the addons on those spokes — in line with a git repository.
 //!
-//! - [`fleet`]: the fleet repo format, loading and validation (pure).
+//! - [`fleet`]: the fleet repo format, loading, validation and its reference page (pure).
 //! - [`source`]: reading a fleet repo from a directory or a git commit.
 //! - [`plan`]: desired fleet + observed state → an ordered plan (pure).
 //! - [`api`]: the Kubernetes types fleetform reads and writes (OCM's and its own).
@@ -21,7 +21,8 @@
 //! - [`sync`]: the in-cluster GitOps controller (`fleetform sync`).
 //! - [`runtime`]: the machinery between decisions and kube-rs every component shares: Kubernetes
 //!   errors and the error policy, conditions, finalizers, CRD presence, one task per object.
-//! - [`cli`]: the `fleetform` command line.
+//! - [`cli`]: the `fleetform` command line, and the pages generated from it and the schemas
+//!   (`cli::docs`: the CLI and fleet repo references, the man pages).
 
 pub mod access;
 pub mod admission;

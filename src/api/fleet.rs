@@ -66,15 +66,20 @@ impl KubeconfigSource {
 /// A reference to one key of a Secret.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SecretKeyRef {
+    /// Namespace of the Secret on the hub.
     pub namespace: String,
+    /// Name of the Secret.
     pub name: String,
+    /// The key of the Secret's data that holds the value.
     pub key: String,
 }
 
 /// A reference to a Secret.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SecretRef {
+    /// Namespace of the Secret on the hub.
     pub namespace: String,
+    /// Name of the Secret.
     pub name: String,
 }
 
@@ -174,14 +179,15 @@ pub struct HubSpec {
     pub agent: Option<AgentSpec>,
     #[serde(default)]
     pub registration: RegistrationSpec,
-    /// How a change of the agent reaches this hub's spokes: all at once, or in waves.
+    /// How a change that reaches many of this hub's spokes (their agent, addons or lease duration)
+    /// reaches them: all at once, or in waves.
     #[serde(default, skip_serializing_if = "RolloutSpec::is_default")]
     pub rollout: RolloutSpec,
 }
 
-/// How a change that reaches many spokes rolls out (an agent version or configuration change):
-/// all at once (today's behaviour), or in waves, each spoke counting as done once it has run the
-/// new agent, Available, for `minSuccessSeconds`.
+/// How a change that reaches many spokes rolls out (their agent, addons or lease duration): all
+/// at once, or in waves, each spoke counting as done once it has had its new settings, Available,
+/// for `minSuccessSeconds`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutSpec {
@@ -190,14 +196,16 @@ pub struct RolloutSpec {
     /// For `Groups`: the groups in the order they roll out; spokes no group selects go last.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<RolloutGroup>,
-    /// How many spokes (or what percent of them, at least one) may be upgrading at once; no limit
-    /// when unset.
+    /// How many spokes (or what percent of them, rounded down but at least one) may be moving at
+    /// once; no limit when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_concurrency: Option<SpokeCount>,
-    /// How many spokes (or what percent of them) may fail before the rollout halts.
+    /// How many spokes (or what percent of those rolled out) may fail before the rollout halts;
+    /// a new target, or `paused: true` then `false`, resumes it.
     #[serde(default)]
     pub max_failures: SpokeCount,
-    /// Bake time: how long a spoke must have run the new agent, Available, to count as done.
+    /// Bake time: how long a spoke must have had its new settings (agent running, addons
+    /// Available, lease duration), Available, to count as done.
     #[serde(default)]
     pub min_success_seconds: i64,
     /// How long a spoke may take from its release to done before it counts as failed.
@@ -263,6 +271,7 @@ pub enum OfflinePolicy {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutGroup {
+    /// The group's name, as `plan`, `status` and the Hub's status show its wave.
     pub name: String,
     /// Spokes whose labels include all of these.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -279,6 +288,7 @@ pub struct RolloutGroup {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GroupSelector {
+    /// Labels a spoke must all have, with these values.
     pub match_labels: std::collections::BTreeMap<String, String>,
 }
 
@@ -489,6 +499,7 @@ impl JsonSchema for SpokeAddon {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfiguredAddon {
+    /// Name of an AddOn of the fleet.
     pub name: String,
     /// Overrides the AddOn's install namespace on this spoke.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -511,7 +522,8 @@ impl SpokeAddon {
     }
 }
 
-/// How the hub learns whether a spoke is available (seed 000 for `lease`, seed 002 for `poll`).
+/// How the hub learns whether a spoke is available: from the lease its agent renews, or by
+/// polling the spoke's API server itself.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum AvailabilityMode {
@@ -567,7 +579,7 @@ fn default_backoff_limit() -> i32 {
     -1
 }
 
-/// What unjoining a spoke does (seed 004).
+/// What unjoining a spoke does when its Spoke is deleted.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CleanupSpec {
@@ -617,7 +629,9 @@ pub enum TaintEffect {
 /// A taint the fleet repo puts on a spoke's ManagedCluster.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SpokeTaint {
+    /// The taint's key, a qualified name (`example.com/maintenance`).
     pub key: String,
+    /// The taint's value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
     pub effect: TaintEffect,
@@ -651,12 +665,14 @@ pub struct SpokeSpec {
     /// Overrides the hub's agent bundle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentSpec>,
+    /// The addons enabled on this spoke: AddOn names, or `{name, installNamespace}`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addons: Vec<SpokeAddon>,
     #[serde(default)]
     pub availability: AvailabilitySpec,
     #[serde(default)]
     pub cleanup: CleanupSpec,
+    /// Taints on the spoke's ManagedCluster, which placements respect.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub taints: Vec<SpokeTaint>,
     /// The ManagedClusterSet the spoke's cluster belongs to (OCM's `clusterset` label, which
@@ -890,7 +906,7 @@ pub struct SyncRecord {
     pub changes: Vec<String>,
 }
 
-/// How the hub judges an addon's health (seed 001).
+/// How the hub judges an addon's health.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum HealthCheckMode {
     /// The addon renews a Lease in its install namespace on the spoke.
@@ -911,10 +927,13 @@ pub struct HealthCheck {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RegistrationSubject {
+    /// The certificate's user (common name); OCM's default subject when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// The certificate's groups (organizations).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<String>,
+    /// The certificate's organizational units.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub organization_units: Vec<String>,
 }
@@ -925,6 +944,7 @@ pub struct RegistrationSubject {
 pub struct AddOnRegistration {
     /// `kubernetes.io/kube-apiserver-client`, or a custom signer.
     pub signer_name: String,
+    /// The subject the certificate is issued for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject: Option<RegistrationSubject>,
     /// For a custom signer: the hub Secret holding its CA.
@@ -941,6 +961,7 @@ pub struct AddOnSpec {
     pub install_namespace: String,
     #[serde(default)]
     pub health_check: HealthCheck,
+    /// The client certificates the addon's agent gets on the hub, one per signer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub registrations: Vec<AddOnRegistration>,
     /// How enabling and disabling this addon reaches the spokes, apart from their hubs'

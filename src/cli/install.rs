@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::exit;
 use crate::access::Reached;
-use crate::api::fleet::FleetSyncSpec;
+use crate::api::fleet::{FleetSyncSpec, SYSTEM_NAMESPACE};
 use crate::deploy::install::{Event, InstallFailed, Wait, install};
 use crate::deploy::manifests::{
     AgentSettings, HubSettings, agent_yaml, default_image, hub_manifests, yaml_stream,
@@ -21,6 +21,11 @@ pub struct Args {
     target: Option<Target>,
     #[command(flatten)]
     cluster: super::ClusterArgs,
+    /// The namespace fleetform is installed in; fleetform-system is the only one it runs in:
+    /// Hubs and Spokes live there, every agent, `plan` and `status` look for them there, and the
+    /// addon CRDs' conversion webhook names its Service there.
+    #[arg(long, value_name = "NAMESPACE", default_value = SYSTEM_NAMESPACE)]
+    namespace: String,
     /// The image the hub Deployment runs (default: this fleetform's,
     /// ghcr.io/fleetform/fleetform:VERSION).
     #[arg(long)]
@@ -100,6 +105,13 @@ pub async fn run(args: Args) -> u8 {
     if let Some(Target::Agent(agent)) = args.target {
         return export_agent(agent);
     }
+    if args.namespace != SYSTEM_NAMESPACE {
+        errln!(
+            "error: --namespace {}: fleetform runs only in {SYSTEM_NAMESPACE}: Hubs and Spokes live there, every agent, `plan` and `status` look for them there, and the addon CRDs' conversion webhook names its Service there",
+            args.namespace
+        );
+        return exit::INVALID_INPUT;
+    }
     let settings = HubSettings {
         image: args.image.unwrap_or_else(default_image),
         replicas: args.replicas,
@@ -134,8 +146,12 @@ pub async fn run(args: Args) -> u8 {
         Event::Ready { what, state } => progress.line(&format!("{what}: {state}")),
     })
     .await;
-    progress.clear();
     let where_ = reached.describe();
+    // A failure is said below what was still waited on, on a line of its own.
+    match &result {
+        Ok(_) => progress.clear(),
+        Err(_) => progress.end(),
+    }
     match result {
         Ok(installed) if installed.changed() => {
             let count = |wanted: crate::deploy::Applied| {
@@ -160,7 +176,7 @@ pub async fn run(args: Args) -> u8 {
         Err(err @ (InstallFailed::Timeout { .. } | InstallFailed::RolloutFailed(_))) => {
             errln!("error: {err}");
             errln!(
-                "the manifests are written; see `kubectl -n fleetform-system describe deployment fleetform-hub` and its pods' logs"
+                "the manifests are written; see `kubectl -n fleetform-system describe deployment fleetform-hub` and its pods' logs (on a cluster where nothing runs pods, install with --no-wait)"
             );
             exit::NOT_CONVERGED
         }
@@ -296,9 +312,21 @@ impl ProgressLine {
         }
     }
 
+    /// Takes the waiting line away.
     fn clear(&mut self) {
         if self.drawn {
             out!("\r\x1b[2K");
+            super::output::flush_stdout();
+            self.drawn = false;
+        }
+    }
+
+    /// Leaves the waiting line as it was drawn last and ends it, so that what follows (an error
+    /// on stderr, which is not buffered) starts a line of its own.
+    fn end(&mut self) {
+        if self.drawn {
+            outln!();
+            super::output::flush_stdout();
             self.drawn = false;
         }
     }

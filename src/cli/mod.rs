@@ -22,6 +22,7 @@ mod apply;
 mod completion;
 mod controlplane;
 mod crds;
+pub mod docs;
 mod hub;
 mod install;
 pub(crate) mod output;

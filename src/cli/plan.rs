@@ -44,6 +44,8 @@ pub struct Args {
     clusters: ClusterArgs,
     #[command(flatten)]
     guard: GuardArgs,
+    /// How to print the plan: text (diffs and steps), the plan document as JSON or YAML (what
+    /// `--out` saves), or Markdown for a pull request comment.
     #[arg(short, long, value_enum, default_value_t)]
     output: PlanOutput,
     /// Accept a source without any fleet document (otherwise an error). Such a fleet names no

@@ -20,6 +20,7 @@ pub struct Args {
     source: SourceArgs,
     #[command(flatten)]
     clusters: ClusterArgs,
+    /// How to print the rows: a table, or JSON or YAML (`{spokes, fleetSyncs, rollouts, errors}`).
     #[arg(short, long, value_enum, default_value_t)]
     output: Output,
     /// Keep printing the rows whenever a spoke, cluster, addon or lease changes.

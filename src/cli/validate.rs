@@ -10,6 +10,8 @@ use crate::source::{self, LoadError, Origin};
 pub struct Args {
     #[command(flatten)]
     source: SourceArgs,
+    /// How to print the problems: one `file:line:column: /pointer: message` line each, or JSON
+    /// or YAML.
     #[arg(short, long, value_enum, default_value_t)]
     output: Output,
     /// Accept a source without any fleet document (otherwise an error).

@@ -450,7 +450,7 @@ pub fn deploy_files() -> Vec<(String, String)> {
     let rest = [
         hub(
             "rbac.yaml",
-            "# The hub ServiceAccount and what it may do (the README's \"Install on a hub\" says why).",
+            "# The hub ServiceAccount and what it may do (docs/install/rbac.md says why).",
             &hub_rbac(),
         ),
         hub(
@@ -473,7 +473,7 @@ pub fn deploy_files() -> Vec<(String, String)> {
         .collect();
     let kustomization = generated(
         "# fleetform on a hub: `kubectl apply -k deploy/`, or the base of an overlay that sets the\n\
-         # image, replicas or resources (see the README's \"Install on a hub\").",
+         # image, replicas or resources (see docs/install/hub.md).",
         format!(
             "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n{resources}"
         ),

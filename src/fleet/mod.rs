@@ -6,6 +6,7 @@
 
 pub mod diagnostic;
 pub mod names;
+pub mod reference;
 pub mod schema;
 mod validate;
 pub mod yaml;

@@ -18,6 +18,139 @@ const MANAGED_TAINTS: [&str; 4] = [
     TAINT_WORKLOAD_CLEANUP,
 ];
 
+/// The rules [`check`] applies beyond each document's schema, by kind and the field they are
+/// said at (`spec.addons[]` for each item of a list), in a user's words: the fleet repo reference
+/// lists them beside the schema's own. A check added here gets its line.
+pub const RULES: &[(Kind, &str, &str)] = &[
+    (
+        Kind::Hub,
+        "metadata.name",
+        "unique among Hubs; a DNS-1123 subdomain",
+    ),
+    (
+        Kind::Hub,
+        "spec.kubeconfig",
+        "exactly one of `context`, `secretRef`, `inCluster`, `embedded`",
+    ),
+    (
+        Kind::Hub,
+        "spec.caBundle",
+        "PEM holding at least one certificate; not with `caBundleSecretRef`",
+    ),
+    (
+        Kind::Hub,
+        "spec.rollout.strategy",
+        "`Groups` needs `groups`",
+    ),
+    (
+        Kind::Hub,
+        "spec.rollout.groups",
+        "only with `strategy: Groups`",
+    ),
+    (
+        Kind::Hub,
+        "spec.rollout.maxConcurrency",
+        "not with `strategy: All`",
+    ),
+    (
+        Kind::Hub,
+        "spec.rollout.groups[]",
+        "chooses spokes: `selector.matchLabels`, `spokes`, or both",
+    ),
+    (
+        Kind::Hub,
+        "spec.rollout.groups[].name",
+        "unique among the rollout's groups",
+    ),
+    (
+        Kind::Hub,
+        "spec.rollout.groups[].spokes[]",
+        "names a Spoke of this hub",
+    ),
+    (
+        Kind::Spoke,
+        "metadata.name",
+        "unique among Spokes; a DNS-1123 label (it becomes a namespace on the hub)",
+    ),
+    (
+        Kind::Spoke,
+        "metadata.labels",
+        "not `cluster.open-cluster-management.io/clusterset`: that is `spec.clusterSet`",
+    ),
+    (Kind::Spoke, "spec.hubRef", "names a Hub of the fleet"),
+    (
+        Kind::Spoke,
+        "spec.kubeconfig",
+        "exactly one of `context`, `secretRef`, `inCluster`, `embedded`; not its hub's `context` or `secretRef`",
+    ),
+    (
+        Kind::Spoke,
+        "spec.kubeconfig.inCluster",
+        "at most one Spoke of a hub (the hub registered as its own spoke)",
+    ),
+    (
+        Kind::Spoke,
+        "spec.addons[]",
+        "names an AddOn of the fleet, once",
+    ),
+    (
+        Kind::Spoke,
+        "spec.addons[].installNamespace",
+        "a DNS-1123 label",
+    ),
+    (
+        Kind::Spoke,
+        "spec.taints[].key",
+        "not a taint fleetform sets itself (`cluster.open-cluster-management.io/unreachable`, `…/unavailable`, `fleetform.io/terminating`, `fleetform.io/workload-cleanup`)",
+    ),
+    (
+        Kind::AddOn,
+        "metadata.name",
+        "unique among AddOns; a DNS-1123 label",
+    ),
+    (Kind::AddOn, "spec.installNamespace", "a DNS-1123 label"),
+    (
+        Kind::AddOn,
+        "spec.registrations[].signerName",
+        "a signer name, `domain/path`; one registration per signer",
+    ),
+    (
+        Kind::AddOn,
+        "spec.registrations[].signerSecretRef",
+        "required for a custom signer, refused for `kubernetes.io/kube-apiserver-client`",
+    ),
+    (
+        Kind::AddOn,
+        "spec.rollout.strategy",
+        "`Groups` needs `groups`",
+    ),
+    (
+        Kind::AddOn,
+        "spec.rollout.groups",
+        "only with `strategy: Groups`",
+    ),
+    (
+        Kind::AddOn,
+        "spec.rollout.maxConcurrency",
+        "not with `strategy: All`",
+    ),
+    (
+        Kind::AddOn,
+        "spec.rollout.groups[]",
+        "chooses spokes: `selector.matchLabels`, `spokes`, or both",
+    ),
+    (
+        Kind::AddOn,
+        "spec.rollout.groups[].name",
+        "unique among the rollout's groups",
+    ),
+    (
+        Kind::AddOn,
+        "spec.rollout.groups[].spokes[]",
+        "names a Spoke of the fleet",
+    ),
+];
+
 /// Checks the documents against each other and builds the fleet from those that are unique.
 pub(super) fn check(documents: Documents, diagnostics: &mut Vec<Diagnostic>) -> Fleet {
     let Documents {

@@ -382,6 +382,79 @@ async fn install_waits_for_the_hub_and_a_second_run_changes_nothing() {
     assert_eq!(fleet_sync.spec.git_ref, "main");
 }
 
+/// On a terminal the wait is one line redrawn in place. When the install fails, that line is
+/// left as it was and ended, and the error starts a line of its own below it (it used to land on
+/// the end of the waiting line).
+#[tokio::test]
+async fn a_failed_install_on_a_terminal_says_its_error_on_a_line_of_its_own() {
+    use std::io::Read;
+    let (_server, _client, kubeconfig) = fresh_cluster().await;
+    let (screen, mut keyboard) = support::terminal();
+    // What the terminal shows, read while the install runs (a full terminal would block it).
+    let shown = tokio::task::spawn_blocking(move || {
+        let mut shown = Vec::new();
+        let mut chunk = [0u8; 4096];
+        // Once the last program writing to the terminal exits, reading ends (EIO on Linux).
+        while let Ok(read @ 1..) = keyboard.read(&mut chunk) {
+            shown.extend_from_slice(&chunk[..read]);
+        }
+        String::from_utf8_lossy(&shown).into_owned()
+    });
+    // Nothing runs pods here: the hub Deployment never becomes available.
+    let status = tokio::process::Command::new(env!("CARGO_BIN_EXE_fleetform"))
+        .args(["install", "--timeout", "3", "--kubeconfig"])
+        .arg(kubeconfig.path())
+        .env_remove("KUBECONFIG")
+        .env_remove("FLEETFORM_LOG")
+        .env("HOME", kubeconfig.dir.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(screen.try_clone().unwrap())
+        .stderr(screen)
+        .status()
+        .await
+        .unwrap();
+    let shown = shown.await.unwrap();
+    assert_eq!(status.code(), Some(4), "{shown:?}");
+    let at = shown
+        .find("error: timed out")
+        .unwrap_or_else(|| panic!("no timeout error on the terminal: {shown:?}"));
+    let before = &shown[..at];
+    assert!(
+        before.ends_with('\n'),
+        "the error starts a line of its own: {shown:?}"
+    );
+    let waiting = before.trim_end().rsplit('\n').next().unwrap_or_default();
+    assert!(
+        waiting.contains("waiting: Deployment fleetform-system/fleetform-hub"),
+        "the line above the error is the last wait, as it was drawn: {shown:?}"
+    );
+}
+
+/// fleetform runs in fleetform-system only; `--namespace` says so rather than installing
+/// somewhere its components would not look.
+#[tokio::test]
+async fn install_refuses_another_namespace_and_says_why() {
+    let kubeconfig = Kubeconfig::of("");
+    let elsewhere = kubeconfig
+        .fleetform(&["install", "--namespace", "platform", "--export"])
+        .await;
+    let stderr = text(&elsewhere.stderr);
+    assert_eq!(elsewhere.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--namespace platform: fleetform runs only in fleetform-system")
+            && stderr.contains("conversion webhook"),
+        "{stderr}"
+    );
+    assert!(elsewhere.stdout.is_empty(), "nothing is exported");
+
+    let named = kubeconfig
+        .fleetform(&["install", "--namespace", "fleetform-system", "--export"])
+        .await;
+    let default = kubeconfig.fleetform(&["install", "--export"]).await;
+    assert!(named.status.success(), "{}", text(&named.stderr));
+    assert_eq!(text(&named.stdout), text(&default.stdout));
+}
+
 #[tokio::test]
 async fn install_agent_export_is_what_the_reconciler_installs() {
     let kubeconfig = Kubeconfig::of("");

@@ -17,6 +17,7 @@ mod csr_approval;
 mod dashboard;
 mod day2;
 mod deploy;
+mod docs;
 mod gitops;
 mod ha_hub;
 mod hub_security;

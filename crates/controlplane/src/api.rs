@@ -409,27 +409,66 @@ fn stored_list(
     Some(Bytes::from(out))
 }
 
-/// The page token of a paginated list.
+/// The page token of a paginated list, shaped as kube-apiserver's: unpadded URL-safe base64 of
+/// `{"v":"meta.k8s.io/v1","rv":RV,"start":"<key after the last item>"}`.
 fn encode_continue(rv: i64, ns: &str, name: &str) -> String {
-    let raw = json!({"rv": rv, "ns": ns, "name": name}).to_string();
-    objects::base64_encode(raw.as_bytes())
+    use base64::Engine;
+    let key = if ns.is_empty() {
+        name.to_string()
+    } else {
+        format!("{ns}/{name}")
+    };
+    let raw = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{key}\u{0}")});
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw.to_string())
 }
 
+/// The resourceVersion and the last item (namespace, name) of a page token; a token the server
+/// never gave is refused in kube-apiserver's words.
 fn decode_continue(token: &str) -> ApiResult<(i64, String, String)> {
-    let bad = || ApiError::BadRequest(format!("continue key is not valid: {token:?}"));
-    let raw = objects::base64_decode(token).ok_or_else(bad)?;
-    let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
-    Ok((
-        v.get("rv").and_then(Value::as_i64).ok_or_else(bad)?,
-        v.get("ns")
-            .and_then(Value::as_str)
-            .ok_or_else(bad)?
-            .to_string(),
-        v.get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(bad)?
-            .to_string(),
-    ))
+    use base64::Engine;
+    let bad = |why: String| {
+        ApiError::BadRequest(format!(
+            "invalid continue token: continue key is not valid: {why}"
+        ))
+    };
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|e| {
+            let at = match e {
+                base64::DecodeError::InvalidByte(at, _)
+                | base64::DecodeError::InvalidLastSymbol(at, _) => at,
+                base64::DecodeError::InvalidLength(len) => len.saturating_sub(1),
+                base64::DecodeError::InvalidPadding => token.len(),
+            };
+            bad(format!("illegal base64 data at input byte {at}"))
+        })?;
+    if let Some(syntax) = crate::gojson::syntax_error(&raw) {
+        return Err(bad(syntax));
+    }
+    let v: Value = serde_json::from_slice(&raw).map_err(|e| bad(e.to_string()))?;
+    match v.get("v").and_then(Value::as_str).unwrap_or("") {
+        "meta.k8s.io/v1" => {}
+        other => {
+            return Err(bad(format!(
+                "server does not recognize this encoded version {other:?}"
+            )));
+        }
+    }
+    let rv = v.get("rv").and_then(Value::as_i64).unwrap_or(0);
+    if rv == 0 {
+        return Err(bad(
+            "incorrect encoded start resourceVersion (version meta.k8s.io/v1)".into(),
+        ));
+    }
+    let start = v.get("start").and_then(Value::as_str).unwrap_or("");
+    let key = start.strip_suffix('\u{0}').unwrap_or(start);
+    if key.is_empty() {
+        return Err(bad(
+            "encoded start key empty (version meta.k8s.io/v1)".into()
+        ));
+    }
+    let (ns, name) = key.split_once('/').unwrap_or(("", key));
+    Ok((rv, ns.to_string(), name.to_string()))
 }
 
 /// How to render objects in an answer.
@@ -706,13 +745,22 @@ impl ApiServer {
         })
     }
 
-    /// PUT: update (or a subresource update).
+    /// PUT: update (or a subresource update); of a missing object, a create where the resource
+    /// allows it.
     pub async fn update(&self, t: &Target, body: Value, opts: &WriteOptions) -> ApiResult<Answer> {
         let now = now_rfc3339();
         let info = t.info.clone();
         let part = t.part;
         let manager = opts.manager().to_string();
         let sub = subresource_name(part);
+        objects::check_names(&body, t.name(), &t.namespace)?;
+        if part == Part::Main
+            && info.strategy.allows_create_on_update()
+            && body.resource_version().is_empty()
+            && self.store.get(&t.key(), &t.namespace, t.name()).is_none()
+        {
+            return self.create(t, body, opts).await;
+        }
         check_strict(&info, &body, opts.strict)?;
         let written = self.write_decided(t, opts.dry_run, |cur| {
             let cur = cur.ok_or_else(|| Self::not_found(t))?;

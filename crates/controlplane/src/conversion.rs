@@ -204,7 +204,7 @@ fn check_converted(original: &Value, out: &mut Value, desired: &str) -> Result<(
                     return Err(format!("metadata.{f} must be a map of strings"));
                 }
                 if f == "labels"
-                    && let Some(e) = crate::meta::validate_labels(v, "metadata.labels")
+                    && let Some(e) = crate::names::labels(v, "metadata.labels")
                         .into_iter()
                         .next()
                 {

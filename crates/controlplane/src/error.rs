@@ -149,7 +149,7 @@ pub struct Subject {
 
 impl Subject {
     /// `configmaps` or `deployments.apps`.
-    fn qualified(&self) -> String {
+    pub fn qualified(&self) -> String {
         if self.group.is_empty() {
             self.kind.clone()
         } else {
@@ -165,10 +165,6 @@ pub enum ApiError {
     NotFound(Subject),
     #[error("the server could not find the requested resource")]
     NoRoute,
-    /// A path no API group serves (an unknown group, or an unknown resource of a CRD's
-    /// group): kube-apiserver's plain-text `404 page not found`.
-    #[error("404 page not found")]
-    PageNotFound,
     #[error("{} {:?} already exists", .0.qualified(), .0.name)]
     AlreadyExists(Subject),
     #[error(
@@ -191,9 +187,10 @@ pub enum ApiError {
     },
     #[error("{0}")]
     BadRequest(String),
-    /// A 422 without field causes (failed JSON patch operations).
-    #[error("{0}")]
-    Unprocessable(String),
+    /// A 422 without field causes (a JSON patch operation that failed): kube-apiserver answers
+    /// its generic words, not the operation's.
+    #[error("the server rejected our request due to an error in our request")]
+    Unprocessable,
     #[error("the server does not allow this method on the requested resource")]
     MethodNotAllowed(Subject),
     #[error("{message}")]
@@ -214,6 +211,17 @@ pub enum ApiError {
     ExpiredContinue,
     #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
     UnsupportedMediaType(String),
+    /// A PATCH whose Content-Type is no patch type: refused before it reaches a handler, in
+    /// the router's generic words.
+    #[error("415: Unsupported Media Type")]
+    UnsupportedPatchType,
+    /// A path no API serves (an unknown group or version, a custom resource its group does not
+    /// have): answered as plain text, as kube-apiserver's fallback handler does.
+    #[error("404 page not found")]
+    PageNotFound,
+    /// An error kube-apiserver answers with a code and message only, no reason.
+    #[error("{message}")]
+    Unclassified { code: u16, message: String },
     #[error(
         "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, application/vnd.kubernetes.protobuf"
     )]
@@ -284,13 +292,14 @@ impl ApiError {
             ApiError::AlreadyExists(_)
             | ApiError::Conflict(_)
             | ApiError::ConflictMessage { .. } => 409,
-            ApiError::Invalid { .. } | ApiError::Unprocessable(_) => 422,
+            ApiError::Invalid { .. } | ApiError::Unprocessable => 422,
             ApiError::BadRequest(_) => 400,
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::Forbidden { .. } => 403,
             ApiError::Unauthorized => 401,
             ApiError::Expired { .. } | ApiError::ExpiredContinue => 410,
-            ApiError::UnsupportedMediaType(_) => 415,
+            ApiError::UnsupportedMediaType(_) | ApiError::UnsupportedPatchType => 415,
+            ApiError::Unclassified { code, .. } => *code,
             ApiError::NotAcceptable => 406,
             ApiError::TooLarge => 413,
             ApiError::Internal(_) => 500,
@@ -305,14 +314,17 @@ impl ApiError {
             ApiError::NotFound(_) | ApiError::NoRoute | ApiError::PageNotFound => "NotFound",
             ApiError::AlreadyExists(_) => "AlreadyExists",
             ApiError::Conflict(_) | ApiError::ConflictMessage { .. } => "Conflict",
-            ApiError::Invalid { .. } | ApiError::Unprocessable(_) => "Invalid",
+            ApiError::Invalid { .. } | ApiError::Unprocessable => "Invalid",
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
             ApiError::Forbidden { .. } => "Forbidden",
             ApiError::Unauthorized => "Unauthorized",
             ApiError::Expired { .. } => "Expired",
             ApiError::ExpiredContinue => "Expired",
-            ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
+            ApiError::UnsupportedMediaType(_) | ApiError::UnsupportedPatchType => {
+                "UnsupportedMediaType"
+            }
+            ApiError::Unclassified { .. } => "",
             ApiError::NotAcceptable => "NotAcceptable",
             ApiError::TooLarge => "RequestEntityTooLarge",
             ApiError::Internal(_) => "InternalError",
@@ -332,6 +344,11 @@ impl ApiError {
             "reason": self.reason(),
             "code": self.code(),
         });
+        if self.reason().is_empty()
+            && let Some(s) = status.as_object_mut()
+        {
+            s.remove("reason");
+        }
         if let Some(details) = self.details() {
             status["details"] = details;
         }
@@ -353,6 +370,9 @@ impl ApiError {
             d
         };
         match self {
+            ApiError::NoRoute | ApiError::Unprocessable | ApiError::UnsupportedPatchType => {
+                Some(json!({}))
+            }
             ApiError::NotFound(s)
             | ApiError::AlreadyExists(s)
             | ApiError::Conflict(s)

@@ -44,14 +44,87 @@ fn rename(obj: Value, to_core: bool) -> Value {
     Value::Object(out)
 }
 
+/// The fields a core/v1 Event always has, as Go writes its struct: the zero value of each field
+/// without `omitempty` (`source: {}`, `firstTimestamp: null`, `reportingComponent: ""`, ...).
+const CORE_ZEROES: [(&str, ZeroValue); 7] = [
+    ("involvedObject", ZeroValue::Object),
+    ("source", ZeroValue::Object),
+    ("firstTimestamp", ZeroValue::Null),
+    ("lastTimestamp", ZeroValue::Null),
+    ("eventTime", ZeroValue::Null),
+    ("reportingComponent", ZeroValue::String),
+    ("reportingInstance", ZeroValue::String),
+];
+
+/// The same for an events.k8s.io/v1 Event.
+const V1_ZEROES: [(&str, ZeroValue); 4] = [
+    ("eventTime", ZeroValue::Null),
+    ("deprecatedSource", ZeroValue::Object),
+    ("deprecatedFirstTimestamp", ZeroValue::Null),
+    ("deprecatedLastTimestamp", ZeroValue::Null),
+];
+
+/// events.k8s.io/v1 fields with `omitempty`: absent when empty.
+const V1_OMITTED_WHEN_EMPTY: [&str; 6] = [
+    "reportingController",
+    "reportingInstance",
+    "action",
+    "note",
+    "type",
+    "deprecatedCount",
+];
+
+#[derive(Clone, Copy)]
+enum ZeroValue {
+    Object,
+    Null,
+    String,
+}
+
+impl ZeroValue {
+    fn value(self) -> Value {
+        match self {
+            ZeroValue::Object => Value::Object(Map::new()),
+            ZeroValue::Null => Value::Null,
+            ZeroValue::String => Value::String(String::new()),
+        }
+    }
+}
+
+fn with_zeroes(mut obj: Value, zeroes: &[(&str, ZeroValue)]) -> Value {
+    if let Some(o) = obj.as_object_mut() {
+        for (field, zero) in zeroes {
+            o.entry(*field).or_insert_with(|| zero.value());
+        }
+    }
+    obj
+}
+
+/// A core/v1 Event as stored: with the zero values of its fields that Go never omits.
+pub fn core_with_zeroes(obj: Value) -> Value {
+    with_zeroes(obj, &CORE_ZEROES)
+}
+
 /// An events.k8s.io/v1 Event in its core/v1 form.
 pub fn to_core(obj: Value) -> Value {
-    rename(obj, true)
+    core_with_zeroes(rename(obj, true))
 }
 
 /// A core/v1 Event in its events.k8s.io/v1 form (before apiVersion and kind are set).
 pub fn to_events_v1(obj: Value) -> Value {
-    rename(obj, false)
+    let mut v1 = rename(obj, false);
+    if let Some(o) = v1.as_object_mut() {
+        o.retain(|k, v| {
+            let empty = match v {
+                Value::String(s) => s.is_empty(),
+                Value::Number(n) => n.as_i64() == Some(0),
+                Value::Null => true,
+                _ => false,
+            };
+            !(empty && V1_OMITTED_WHEN_EMPTY.contains(&k.as_str()))
+        });
+    }
+    with_zeroes(v1, &V1_ZEROES)
 }
 
 /// The core/v1 field an events.k8s.io/v1 field selector names (`regarding.name` →
@@ -116,6 +189,7 @@ mod tests {
             "deprecatedLastTimestamp": "2026-01-01T00:00:01Z", "deprecatedCount": 2});
         let info = events_v1();
         let core = info.strategy.to_stored(v1.clone());
+        assert_eq!(core["eventTime"], "2026-01-01T00:00:00.000000Z");
         assert_eq!(
             core,
             json!({"metadata": {"name": "e"}, "eventTime": "2026-01-01T00:00:00.000000Z",
@@ -129,6 +203,29 @@ mod tests {
             "lastTimestamp": "2026-01-01T00:00:01Z", "count": 2})
         );
         assert_eq!(info.strategy.to_served(core), v1);
+    }
+
+    #[test]
+    fn each_view_shows_the_other_groups_fields_as_go_zero_values() {
+        let info = events_v1();
+        let written_as_v1 = json!({"metadata": {"name": "e"}, "eventTime": "2020-01-01T00:00:00.000000Z",
+            "reportingController": "c", "reportingInstance": "i", "action": "A", "reason": "R",
+            "regarding": {"kind": "ConfigMap", "name": "obj"}, "note": "n", "type": "Normal"});
+        let core = info.strategy.to_stored(written_as_v1);
+        assert_eq!(core["source"], json!({}));
+        assert_eq!(core["firstTimestamp"], Value::Null);
+        assert_eq!(core["lastTimestamp"], Value::Null);
+        assert!(core.get("count").is_none());
+        let written_as_core = core_with_zeroes(json!({"metadata": {"name": "c"},
+            "involvedObject": {"kind": "ConfigMap", "name": "obj"}, "reason": "R", "message": "m",
+            "source": {"component": "x"}, "count": 1, "type": "Normal"}));
+        assert_eq!(written_as_core["eventTime"], Value::Null);
+        assert_eq!(written_as_core["reportingComponent"], "");
+        let v1 = info.strategy.to_served(written_as_core);
+        assert_eq!(v1["eventTime"], Value::Null);
+        assert_eq!(v1["deprecatedCount"], 1);
+        assert!(v1.get("reportingController").is_none());
+        assert!(v1.get("reportingInstance").is_none());
     }
 
     #[test]

@@ -30,8 +30,10 @@ pub mod crd_schema;
 pub mod encode;
 pub mod error;
 pub mod events;
+pub mod gojson;
 pub mod http;
 pub mod meta;
+pub mod names;
 pub mod objects;
 pub mod openapi;
 pub mod patch;
@@ -46,6 +48,7 @@ pub mod server;
 pub mod storage;
 pub mod strategy;
 pub mod table;
+pub mod typed;
 pub mod validation_rules;
 pub mod watch;
 

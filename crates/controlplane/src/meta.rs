@@ -1,12 +1,10 @@
-//! Object-metadata helpers shared by every resource: timestamps, uids, name validation and
-//! typed access into generic JSON objects.
+//! Object-metadata helpers shared by every resource: timestamps, uids and typed access into
+//! generic JSON objects (what a valid name is, is [`crate::names`]').
 //!
 //! Objects are plain `serde_json::Value`s; this module is the one place that knows where
 //! `metadata.*` fields live.
 
 use serde_json::{Map, Value};
-
-use crate::error::FieldError;
 
 /// The current time as kube-apiserver writes timestamps (RFC 3339, seconds, UTC).
 pub fn now_rfc3339() -> String {
@@ -47,127 +45,7 @@ pub fn random_suffix() -> String {
         .collect()
 }
 
-/// How a resource's names are validated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NameRule {
-    /// RFC 1123 subdomain (most resources).
-    Subdomain,
-    /// RFC 1123 label (namespaces).
-    Label,
-    /// Any name valid as a path segment (RBAC roles allow `:`).
-    PathSegment,
-}
-
-/// Validates a name, returning the field error kube-apiserver reports.
-pub fn validate_name(name: &str, rule: NameRule, field: &str) -> Option<FieldError> {
-    let v = Value::String(name.to_string());
-    match rule {
-        NameRule::PathSegment => {
-            if name == "." || name == ".." {
-                return Some(FieldError::invalid(
-                    field,
-                    &v,
-                    format!("may not be '{name}'"),
-                ));
-            }
-            if name.contains('/') || name.contains('%') {
-                return Some(FieldError::invalid(
-                    field,
-                    &v,
-                    format!(
-                        "may not contain '{}'",
-                        if name.contains('/') { "/" } else { "%" }
-                    ),
-                ));
-            }
-            None
-        }
-        NameRule::Label => {
-            if name.len() > 63 || !is_dns_label(name) {
-                return Some(FieldError::invalid(
-                    field,
-                    &v,
-                    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
-                ));
-            }
-            None
-        }
-        NameRule::Subdomain => {
-            if name.len() > 253 || !name.split('.').all(is_dns_label) {
-                return Some(FieldError::invalid(
-                    field,
-                    &v,
-                    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
-                ));
-            }
-            None
-        }
-    }
-}
-
-fn is_dns_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0] != b'-'
-        && b[b.len() - 1] != b'-'
-}
-
-/// Validates label keys and values; returns every error.
-pub fn validate_labels(labels: &Value, field: &str) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    let Some(map) = labels.as_object() else {
-        if !labels.is_null() {
-            errs.push(FieldError::invalid(
-                field,
-                labels,
-                "must be a map of strings",
-            ));
-        }
-        return errs;
-    };
-    for (k, v) in map {
-        if !valid_qualified_name(k) {
-            errs.push(FieldError::invalid(
-                field,
-                &Value::String(k.clone()),
-                "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
-            ));
-        }
-        match v.as_str() {
-            Some(s) if s.is_empty() || (s.len() <= 63 && valid_label_value(s)) => {}
-            _ => errs.push(FieldError::invalid(
-                field,
-                v,
-                "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
-            )),
-        }
-    }
-    errs
-}
-
-fn valid_label_value(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.iter()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-}
-
-fn valid_qualified_name(k: &str) -> bool {
-    let (prefix, name) = match k.rsplit_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, k),
-    };
-    if let Some(p) = prefix
-        && (p.is_empty() || p.len() > 253 || !p.split('.').all(is_dns_label))
-    {
-        return false;
-    }
-    !name.is_empty() && name.len() <= 63 && valid_label_value(name)
-}
+pub use crate::names::NameRule;
 
 /// Read-only accessors over an object's metadata.
 pub trait ObjectMeta {
@@ -239,22 +117,6 @@ mod tests {
         assert_eq!(a.len(), 36);
         assert_eq!(&a[14..15], "4");
         assert_ne!(a, new_uid());
-    }
-
-    #[test]
-    fn subdomain_names_reject_uppercase_and_accept_dots() {
-        assert!(validate_name("a.b-c", NameRule::Subdomain, "metadata.name").is_none());
-        assert!(validate_name("Abc", NameRule::Subdomain, "metadata.name").is_some());
-        assert!(validate_name("a.b", NameRule::Label, "metadata.name").is_some());
-        assert!(validate_name("system:admin", NameRule::PathSegment, "metadata.name").is_none());
-    }
-
-    #[test]
-    fn label_validation_flags_bad_keys_and_values() {
-        let ok = serde_json::json!({"app.kubernetes.io/name": "web", "x": ""});
-        assert!(validate_labels(&ok, "metadata.labels").is_empty());
-        let bad = serde_json::json!({"-x": "a b"});
-        assert_eq!(validate_labels(&bad, "metadata.labels").len(), 2);
     }
 
     #[test]

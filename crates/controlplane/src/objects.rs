@@ -9,7 +9,8 @@
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, ApiResult, FieldError, Subject};
-use crate::meta::{ObjectMeta, meta_mut, new_uid, validate_labels, validate_name};
+use crate::meta::{ObjectMeta, meta_mut, new_uid};
+use crate::names;
 use crate::registry::ResourceInfo;
 use crate::storage::WriteOp;
 use crate::strategy::Validation;
@@ -23,10 +24,19 @@ pub fn subject(info: &ResourceInfo, name: &str) -> Subject {
     }
 }
 
-/// The subject of Invalid errors: Kind and group.
+/// The subject of Invalid errors: Kind and the group of the kind kube-apiserver decodes it to
+/// (events.k8s.io Events are core Events inside).
 pub fn kind_subject(info: &ResourceInfo, name: &str) -> Subject {
+    let group = match info.strategy.stored_as() {
+        Some(stored) => stored
+            .api_version
+            .rsplit_once('/')
+            .map_or("", |(group, _)| group)
+            .to_string(),
+        None => info.group.clone(),
+    };
     Subject {
-        group: info.group.clone(),
+        group,
         kind: info.kind.clone(),
         name: name.to_string(),
     }
@@ -76,14 +86,29 @@ fn check_type_meta(info: &ResourceInfo, obj: &Value) -> ApiResult<()> {
             )));
         }
     }
-    if let Some(k) = obj.get("kind") {
-        let k = k.as_str().unwrap_or("");
-        if !k.is_empty() && k != info.kind {
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    let cannot_handle = |why: String| {
+        let kind = if kind.is_empty() { &info.kind } else { kind };
+        ApiError::BadRequest(format!(
+            "{kind} in version {:?} cannot be handled as a {}: {why}",
+            info.version, info.kind
+        ))
+    };
+    if !kind.is_empty() && kind != info.kind {
+        if info.custom.is_some() {
             return Err(ApiError::BadRequest(format!(
-                "the kind in the data ({k}) does not match the expected kind ({})",
+                "the kind in the data ({kind}) does not match the expected kind ({})",
                 info.kind
             )));
         }
+        // A built-in kind's decoder finds no conversion from the body's kind to its own.
+        let internal = info.group.split('.').next().filter(|g| !g.is_empty());
+        return Err(cannot_handle(format!(
+            "converting ({}.{kind}) to ({}.{}): unknown conversion",
+            info.version,
+            internal.unwrap_or("core"),
+            info.kind
+        )));
     }
     if let Some(m) = obj.get("metadata")
         && !m.is_object()
@@ -92,7 +117,43 @@ fn check_type_meta(info: &ResourceInfo, obj: &Value) -> ApiResult<()> {
             "metadata in the data must be an object".into(),
         ));
     }
+    if info.custom.is_none() {
+        let typed = crate::typed::OBJECT_META
+            .iter()
+            .chain(info.strategy.typed_fields());
+        if let Some(why) = typed
+            .clone()
+            .find_map(|f| crate::typed::first_error(obj, std::slice::from_ref(f)))
+        {
+            return Err(cannot_handle(why));
+        }
+    }
     Ok(())
+}
+
+/// An update's body names the object its URL names (kube-apiserver's `checkName`, before it
+/// looks the object up).
+pub fn check_names(body: &Value, name: &str, namespace: &str) -> ApiResult<()> {
+    if body.name() != name {
+        return Err(ApiError::BadRequest(format!(
+            "the name of the object ({}) does not match the name on the URL ({name})",
+            body.name()
+        )));
+    }
+    let body_namespace = body.namespace();
+    if !namespace.is_empty() && !body_namespace.is_empty() && body_namespace != namespace {
+        return Err(ApiError::BadRequest(format!(
+            "the namespace of the object ({body_namespace}) does not match the namespace on the URL ({namespace})"
+        )));
+    }
+    Ok(())
+}
+
+/// The name kube-apiserver makes of a `generateName`: the prefix, cut to 58 characters, and five
+/// random characters.
+pub fn generated_name(prefix: &str) -> String {
+    let cut: String = prefix.chars().take(58).collect();
+    format!("{cut}{}", crate::meta::random_suffix())
 }
 
 /// Turns a create request body into the object to store (without resourceVersion).
@@ -109,7 +170,7 @@ pub fn prepare_create(info: &ResourceInfo, ns: &str, obj: Value, now: &str) -> A
     let mut name = obj.name().to_string();
     let generate = obj.meta_str("generateName").unwrap_or("").to_string();
     if name.is_empty() && !generate.is_empty() {
-        name = format!("{generate}{}", crate::meta::random_suffix());
+        name = generated_name(&generate);
     }
     if name.is_empty() {
         return Err(ApiError::invalid(
@@ -151,23 +212,24 @@ pub fn prepare_create(info: &ResourceInfo, ns: &str, obj: Value, now: &str) -> A
 pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> ApiResult<()> {
     let name = obj.name().to_string();
     let mut errs = Vec::new();
-    if let Some(e) = validate_name(&name, info.strategy.name_rule(), "metadata.name") {
-        errs.push(e);
+    let rule = info.strategy.name_rule();
+    if let Some(generate) = obj.meta_str("generateName").filter(|g| !g.is_empty()) {
+        errs.extend(
+            names::name(generate, rule, true)
+                .into_iter()
+                .map(|m| FieldError::invalid("metadata.generateName", &json!(generate), m)),
+        );
     }
+    errs.extend(
+        names::name(&name, rule, false)
+            .into_iter()
+            .map(|m| FieldError::invalid("metadata.name", &json!(name), m)),
+    );
     if let Some(labels) = obj.pointer("/metadata/labels") {
-        errs.extend(validate_labels(labels, "metadata.labels"));
+        errs.extend(names::labels(labels, "metadata.labels"));
     }
-    if let Some(a) = obj.pointer("/metadata/annotations")
-        && !a.is_null()
-        && !a
-            .as_object()
-            .is_some_and(|m| m.values().all(Value::is_string))
-    {
-        errs.push(FieldError::invalid(
-            "metadata.annotations",
-            a,
-            "must be a map of strings",
-        ));
+    if let Some(a) = obj.pointer("/metadata/annotations") {
+        errs.extend(names::annotations(a, "metadata.annotations"));
     }
     if let Some(f) = obj.pointer("/metadata/finalizers")
         && !f.is_null()
@@ -213,28 +275,6 @@ pub fn base64_encode(data: &[u8]) -> String {
         }
     }
     out
-}
-
-/// Standard base64 (padding optional); None if malformed.
-pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    let s = s.trim_end_matches('=');
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let mut acc = 0u32;
-    let mut bits = 0;
-    for c in s.bytes() {
-        let v = B64.iter().position(|x| *x == c)? as u32;
-        acc = (acc << 6) | v;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    if bits >= 6 {
-        return None;
-    }
-    Some(out)
 }
 
 fn without_meta_and_status(v: &Value) -> Value {
@@ -317,27 +357,16 @@ pub fn prepare_update(
     check_type_meta(info, &new)?;
     let mut new = info.strategy.to_stored(new);
     let name = cur.name().to_string();
-    if new.name() != name {
-        return Err(ApiError::BadRequest(format!(
-            "the name of the object ({}) does not match the name on the URL ({name})",
-            new.name()
-        )));
-    }
-    if info.namespaced && !new.namespace().is_empty() && new.namespace() != cur.namespace() {
-        return Err(ApiError::BadRequest(
-            "the namespace of the provided object does not match the namespace sent on the request"
-                .into(),
-        ));
-    }
+    check_names(&new, &name, cur.namespace())?;
     match new.resource_version() {
         "" if require_rv && !info.strategy.allows_unconditional_update() => {
             return Err(ApiError::invalid(
-                kind_subject(info, &name),
-                vec![FieldError {
-                    reason: "FieldValueInvalid",
-                    field: "metadata.resourceVersion".into(),
-                    message: "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update".into(),
-                }],
+                subject(info, &name),
+                vec![FieldError::invalid(
+                    "metadata.resourceVersion",
+                    &json!(0),
+                    "must be specified for an update",
+                )],
             ));
         }
         "" => {}
@@ -563,22 +592,37 @@ pub fn decide_delete(
     now: &str,
 ) -> ApiResult<(WriteOp, DeleteOutcome)> {
     let name = cur.name().to_string();
-    let precondition = |what: &str, want: &str, have: &str| ApiError::ConflictMessage {
-        subject: subject(info, &name),
-        message: format!(
-            "Precondition failed: {what} in precondition: {want}, {what} in object meta: {have}"
-        ),
-        causes: Vec::new(),
+    let subject = kind_subject(info, &name);
+    let precondition = |what: &str, want: &str, have: &str, might: &str| {
+        let message = format!(
+            "Operation cannot be fulfilled on {} {name:?}: the {what} in the precondition ({want}) does not match the {what} in record ({have}). The object might have been {might}",
+            subject.qualified()
+        );
+        ApiError::ConflictMessage {
+            subject: subject.clone(),
+            message,
+            causes: Vec::new(),
+        }
     };
     if let Some(u) = &opts.precondition_uid
         && u != cur.uid()
     {
-        return Err(precondition("UID", u, cur.uid()));
+        return Err(precondition(
+            "UID",
+            u,
+            cur.uid(),
+            "deleted and then recreated",
+        ));
     }
     if let Some(r) = &opts.precondition_rv
         && r != cur.resource_version()
     {
-        return Err(precondition("ResourceVersion", r, cur.resource_version()));
+        return Err(precondition(
+            "ResourceVersion",
+            r,
+            cur.resource_version(),
+            "modified",
+        ));
     }
     info.strategy.delete(info, cur, opts, now)
 }
@@ -867,9 +911,12 @@ mod tests {
         };
         let err = decide_delete(&i, &cur, &opts, "t").err().unwrap();
         assert_eq!(err.code(), 409);
-        assert!(
-            err.to_string()
-                .starts_with("Precondition failed: UID in precondition: nope")
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "Operation cannot be fulfilled on ConfigMap \"c\": the UID in the precondition (nope) does not match the UID in record ({}). The object might have been deleted and then recreated",
+                cur.uid()
+            )
         );
     }
 
@@ -883,7 +930,6 @@ mod tests {
         )
         .unwrap();
         assert_eq!(o["data"]["k"], "aGVsbG8=");
-        assert_eq!(base64_decode("aGVsbG8=").unwrap(), b"hello");
         assert!(
             prepare_create(
                 &info("", "secrets"),

@@ -1091,11 +1091,6 @@ static BUILTINS: &[Builtin] = {
     ]
 };
 
-/// Whether `group` is one of kube-apiserver's own (the core group included).
-pub fn is_builtin_group(group: &str) -> bool {
-    builtin_group_rank(group).is_some()
-}
-
 /// The built-in groups in the order discovery lists them (the core group first).
 fn builtin_group_rank(group: &str) -> Option<usize> {
     let mut seen = 0;
@@ -1418,6 +1413,13 @@ impl Registry {
             }
         }
         found
+    }
+
+    /// Whether `group`/`version` is a built-in group version (not one a CRD adds).
+    pub fn serves_builtin(&self, group: &str, version: &str) -> bool {
+        self.resources_in(group, version)
+            .iter()
+            .any(|r| r.custom.is_none())
     }
 
     /// Every entry, ordered by group, version, plural.

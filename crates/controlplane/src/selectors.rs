@@ -22,10 +22,15 @@ pub enum LabelReq {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LabelSelector(pub Vec<LabelReq>);
 
-/// Why a selector could not be parsed.
+/// Why a selector could not be parsed, in kube-apiserver's words.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("unable to parse requirement: {0}")]
+#[error("{0}")]
 pub struct SelectorError(pub String);
+
+/// A label requirement that could not be parsed.
+fn requirement(message: impl std::fmt::Display) -> SelectorError {
+    SelectorError(format!("unable to parse requirement: {message}"))
+}
 
 fn split_top_level(s: &str) -> Vec<&str> {
     let mut parts = Vec::new();
@@ -61,22 +66,29 @@ fn valid_value(v: &str) -> bool {
 
 fn parse_set(key: &str, rest: &str) -> Result<Vec<String>, SelectorError> {
     let rest = rest.trim();
-    let inner = rest
-        .strip_prefix('(')
-        .and_then(|r| r.strip_suffix(')'))
-        .ok_or_else(|| SelectorError(format!("{key}: expected a parenthesised set of values")))?;
+    let Some(open) = rest.strip_prefix('(') else {
+        let found = rest.split([' ', ',', ')']).next().unwrap_or("");
+        return Err(requirement(format!("found '{found}' expected: '('")));
+    };
+    let Some(inner) = open.strip_suffix(')') else {
+        let last = open.rsplit(',').next().unwrap_or("").trim();
+        return Err(match last {
+            "" => requirement("found '', expected: ',', ')' or identifier"),
+            _ => requirement(format!("found '', expected: ',' or ')' after {last:?}")),
+        });
+    };
     let values: Vec<String> = inner
         .split(',')
         .map(|v| v.trim().to_string())
         .filter(|v| !v.is_empty())
         .collect();
     if values.is_empty() {
-        return Err(SelectorError(format!(
+        return Err(requirement(format!(
             "{key}: for 'in', 'notin' operators, values set can't be empty"
         )));
     }
     if let Some(bad) = values.iter().find(|v| !valid_value(v)) {
-        return Err(SelectorError(format!("invalid label value: {bad:?}")));
+        return Err(requirement(format!("invalid label value: {bad:?}")));
     }
     Ok(values)
 }
@@ -91,7 +103,7 @@ impl LabelSelector {
         for part in split_top_level(s) {
             let part = part.trim();
             if part.is_empty() {
-                return Err(SelectorError("found '', expected: identifier".into()));
+                return Err(requirement("found '', expected: identifier"));
             }
             let req = if let Some(k) = part.strip_prefix('!') {
                 LabelReq::NotExists(k.trim().to_string())
@@ -106,14 +118,14 @@ impl LabelSelector {
                     k.trim().into(),
                     v.trim()
                         .parse()
-                        .map_err(|_| SelectorError(format!("{part}: value must be an integer")))?,
+                        .map_err(|_| requirement(format!("{part}: value must be an integer")))?,
                 )
             } else if let Some((k, v)) = part.split_once('<') {
                 LabelReq::Lt(
                     k.trim().into(),
                     v.trim()
                         .parse()
-                        .map_err(|_| SelectorError(format!("{part}: value must be an integer")))?,
+                        .map_err(|_| requirement(format!("{part}: value must be an integer")))?,
                 )
             } else if let Some(idx) = part.find(" notin") {
                 let key = part[..idx].trim();
@@ -133,12 +145,12 @@ impl LabelSelector {
                 | LabelReq::Lt(k, _) => (k, None),
             };
             if !valid_key(key) {
-                return Err(SelectorError(format!("invalid label key {key:?}")));
+                return Err(requirement(format!("invalid label key {key:?}")));
             }
             if let Some(v) = value
                 && !valid_value(v)
             {
-                return Err(SelectorError(format!("invalid label value: {v:?}")));
+                return Err(requirement(format!("invalid label value: {v:?}")));
             }
             reqs.push(req);
         }
@@ -203,7 +215,8 @@ pub struct FieldReq {
 pub struct FieldSelector(pub Vec<FieldReq>);
 
 impl FieldSelector {
-    /// Parses `metadata.name=x,spec.signerName!=y`, allowing only `supported` paths.
+    /// Parses `metadata.name=x,spec.signerName!=y`, allowing only `supported` paths (the
+    /// object metadata's two, then the resource's own).
     pub fn parse(s: &str, supported: &[String]) -> Result<Self, SelectorError> {
         let mut reqs = Vec::new();
         if s.trim().is_empty() {
@@ -223,7 +236,18 @@ impl FieldSelector {
             };
             let path = path.trim();
             if !supported.iter().any(|p| p == path) {
-                return Err(SelectorError(format!("field label not supported: {path}")));
+                // Resources with fields of their own refuse others as their conversion
+                // function does; the rest as the generic metadata one does.
+                let message = if supported.len() > 2 {
+                    format!("field label not supported: {path}")
+                } else {
+                    let only: Vec<String> = supported.iter().map(|p| format!("{p:?}")).collect();
+                    format!(
+                        "{path:?} is not a known field selector: only {}",
+                        only.join(", ")
+                    )
+                };
+                return Err(SelectorError(message));
             }
             reqs.push(FieldReq {
                 path: path.to_string(),
@@ -296,6 +320,10 @@ mod tests {
         for s in ["app in ()", "a b c=d", "app=web,", "x in (a b)", "=x"] {
             assert!(LabelSelector::parse(s).is_err(), "{s}");
         }
+        assert_eq!(
+            LabelSelector::parse("a in (").unwrap_err().0,
+            "unable to parse requirement: found '', expected: ',', ')' or identifier"
+        );
     }
 
     #[test]
@@ -311,7 +339,18 @@ mod tests {
         assert_eq!(f.exact_name(), Some("a"));
         let f = FieldSelector::parse("metadata.namespace!=ns", &supported).unwrap();
         assert!(!f.matches(&o));
-        assert!(FieldSelector::parse("spec.other=1", &supported).is_err());
+        assert_eq!(
+            FieldSelector::parse("spec.other=1", &supported)
+                .unwrap_err()
+                .0,
+            "field label not supported: spec.other"
+        );
+        assert_eq!(
+            FieldSelector::parse("data.k=v", &supported[..2])
+                .unwrap_err()
+                .0,
+            "\"data.k\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        );
         assert!(FieldSelector::parse("nonsense", &supported).is_err());
     }
 }

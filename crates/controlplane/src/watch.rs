@@ -9,6 +9,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How long before a watch times out it gets its last bookmark.
+const PRE_TIMEOUT_BOOKMARK: Duration = Duration::from_secs(2);
+
 use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
@@ -275,6 +278,16 @@ pub fn start(
         tokio::pin!(deadline);
         let mut tick = tokio::time::interval(bookmark_every);
         tick.tick().await;
+        // As kube-apiserver does, a watch that lasts longer than 2 s gets a bookmark 2 s before
+        // it times out, so its client resumes from then rather than from a resourceVersion the
+        // history may no longer reach (which would cost it a full list); a shorter one gets
+        // none.
+        let before_deadline = timeout
+            .checked_sub(PRE_TIMEOUT_BOOKMARK)
+            .filter(|d| !d.is_zero());
+        let pre_timeout = tokio::time::sleep(before_deadline.unwrap_or(timeout));
+        tokio::pin!(pre_timeout);
+        let mut pre_timeout_due = bookmarks && before_deadline.is_some();
         loop {
             let sent = tokio::select! {
                 r = sub.recv() => match r {
@@ -283,15 +296,11 @@ pub fn start(
                     Err(broadcast::error::RecvError::Closed) => return,
                 },
                 _ = tick.tick(), if bookmarks => feed.bookmark(&mut sub).await,
-                _ = &mut deadline => {
-                    // As kube-apiserver does, a watch that times out ends with a bookmark, so
-                    // its client resumes from now rather than from a resourceVersion the history
-                    // may no longer reach (which would cost it a full list).
-                    if bookmarks {
-                        let _ = feed.bookmark(&mut sub).await;
-                    }
-                    return;
+                _ = &mut pre_timeout, if pre_timeout_due => {
+                    pre_timeout_due = false;
+                    feed.bookmark(&mut sub).await
                 }
+                _ = &mut deadline => return,
                 _ = shutdown.changed() => return,
                 _ = feed.tx.closed() => return,
             };

@@ -8,6 +8,9 @@
 //! with a suggestion, not silently ignored. An overlay entry naming a field the types lack, or
 //! saying something else than they do (another type, another default), fails generation.
 //!
+//! Every field a value is written for has an example (`examples`), which the fleet repo
+//! reference shows and editors offer; a field without one fails generation.
+//!
 //! The overlay is not written as schemars attributes on the types: those are also the Hub and
 //! Spoke CRDs' schema (kube's derive), and a bound there would change what the hub's API server
 //! accepts.
@@ -21,9 +24,9 @@ use serde_json::{Map, Value, json};
 
 use crate::api::fleet::{
     API_VERSION, AddOn, AddOnRegistration, AddOnSpec, AgentSpec, AutoApprovalSpec,
-    AvailabilitySpec, CleanupSpec, ConfiguredAddon, Hub, HubSpec, KubeconfigSource,
-    RegistrationSpec, RegistrationSubject, RolloutGroup, RolloutSpec, SecretKeyRef, SecretRef,
-    Spoke, SpokeAddon, SpokeSpec, SpokeTaint, VERSION,
+    AvailabilitySpec, CleanupSpec, ConfiguredAddon, GroupSelector, HealthCheck, Hub, HubSpec,
+    KubeconfigSource, RegistrationSpec, RegistrationSubject, RolloutGroup, RolloutSpec,
+    SecretKeyRef, SecretRef, Spoke, SpokeAddon, SpokeSpec, SpokeTaint, VERSION,
 };
 use crate::api::schema::{DNS_LABEL, OmitNull};
 use crate::api::vocabulary::CLUSTER_SET_DEFAULT;
@@ -51,6 +54,8 @@ pub enum SchemaError {
     NewSubschema { field: String, keyword: String },
     #[error("{field} is an integer without minimum and maximum in the overlay")]
     UnboundedInteger { field: String },
+    #[error("{field} has no example in the overlay")]
+    NoExample { field: String },
 }
 
 /// What the fleet format says of one field beyond its type.
@@ -86,78 +91,161 @@ fn overlay() -> Vec<Refinement> {
         };
         json!({"type": ["integer", "string"], "minimum": least, "maximum": 100_000, "pattern": percent})
     };
+    // What a value looks like, for the reference and editors.
+    let example = |value: Value| json!({"examples": [value]});
+    let with_example = |mut keywords: Value, value: Value| {
+        keywords["examples"] = json!([value]);
+        keywords
+    };
     vec![
-        refine::<KubeconfigSource>("context", non_empty()),
-        refine::<SecretKeyRef>("namespace", non_empty()),
-        refine::<SecretKeyRef>("name", non_empty()),
-        refine::<SecretKeyRef>("key", non_empty()),
-        refine::<SecretRef>("namespace", non_empty()),
-        refine::<SecretRef>("name", non_empty()),
-        refine::<AgentSpec>("version", non_empty()),
-        refine::<AgentSpec>("image", non_empty()),
-        refine::<HubSpec>("apiServer", json!({"pattern": r"^https?://[^\s]+$"})),
-        refine::<HubSpec>("caBundle", non_empty()),
-        refine::<RegistrationSpec>("leaseDurationSeconds", lease_duration()),
-        refine::<RegistrationSpec>("clusterClaimsMax", cluster_claims_max()),
+        refine::<KubeconfigSource>("context", with_example(non_empty(), json!("prod-eu"))),
+        refine::<KubeconfigSource>("inCluster", example(json!(true))),
+        refine::<KubeconfigSource>("embedded", example(json!({}))),
+        refine::<SecretKeyRef>(
+            "namespace",
+            with_example(non_empty(), json!("fleetform-system")),
+        ),
+        refine::<SecretKeyRef>(
+            "name",
+            with_example(non_empty(), json!("edge-1-kubeconfig")),
+        ),
+        refine::<SecretKeyRef>("key", with_example(non_empty(), json!("kubeconfig"))),
+        refine::<SecretRef>(
+            "namespace",
+            with_example(non_empty(), json!("fleetform-system")),
+        ),
+        refine::<SecretRef>(
+            "name",
+            with_example(non_empty(), json!("metrics-signer-ca")),
+        ),
+        refine::<AgentSpec>("version", with_example(non_empty(), json!("0.2.0"))),
+        refine::<AgentSpec>(
+            "image",
+            with_example(non_empty(), json!("registry.example.com/fleetform:0.2.0")),
+        ),
+        refine::<HubSpec>(
+            "apiServer",
+            json!({"pattern": r"^https?://[^\s]+$", "examples": ["https://hub.example.com:6443"]}),
+        ),
+        refine::<HubSpec>(
+            "caBundle",
+            with_example(
+                non_empty(),
+                json!("-----BEGIN CERTIFICATE-----\nMIIB…\n-----END CERTIFICATE-----\n"),
+            ),
+        ),
+        refine::<RegistrationSpec>(
+            "leaseDurationSeconds",
+            with_example(lease_duration(), json!(30)),
+        ),
+        refine::<RegistrationSpec>(
+            "clusterClaimsMax",
+            with_example(cluster_claims_max(), json!(50)),
+        ),
         // Kubernetes refuses a CSR's expirationSeconds under ten minutes.
         refine::<RegistrationSpec>(
             "clientCertExpirationSeconds",
-            json!({"minimum": 600, "maximum": 31_536_000}),
+            json!({"minimum": 600, "maximum": 31_536_000, "examples": [604_800]}),
         ),
         refine::<AutoApprovalSpec>(
             "users",
-            json!({"items": {"minLength": 1}, "uniqueItems": true}),
+            json!({"items": {"minLength": 1}, "uniqueItems": true,
+                   "examples": [["system:serviceaccount:open-cluster-management:cluster-bootstrap"]]}),
         ),
-        refine::<SpokeSpec>("hubRef", non_empty()),
-        refine::<SpokeSpec>("leaseDurationSeconds", lease_duration()),
-        refine::<SpokeSpec>("clusterClaimsMax", cluster_claims_max()),
+        refine::<SpokeSpec>("hubRef", with_example(non_empty(), json!("hub"))),
+        refine::<SpokeSpec>(
+            "leaseDurationSeconds",
+            with_example(lease_duration(), json!(30)),
+        ),
+        refine::<SpokeSpec>(
+            "clusterClaimsMax",
+            with_example(cluster_claims_max(), json!(50)),
+        ),
+        refine::<SpokeSpec>(
+            "addons",
+            example(json!(["metrics", {"name": "logging", "installNamespace": "logging"}])),
+        ),
         refine::<SpokeSpec>(
             "clusterSet",
-            json!({"minLength": 1, "maxLength": 63, "pattern": DNS_LABEL, "default": CLUSTER_SET_DEFAULT}),
+            json!({"minLength": 1, "maxLength": 63, "pattern": DNS_LABEL, "default": CLUSTER_SET_DEFAULT,
+                   "examples": ["edge"]}),
         ),
-        refine::<ConfiguredAddon>("name", non_empty()),
-        refine::<ConfiguredAddon>("installNamespace", non_empty()),
+        refine::<ConfiguredAddon>("name", with_example(non_empty(), json!("logging"))),
+        refine::<ConfiguredAddon>(
+            "installNamespace",
+            with_example(non_empty(), json!("logging")),
+        ),
+        refine::<AvailabilitySpec>("mode", example(json!("poll"))),
         refine::<AvailabilitySpec>(
             "pollIntervalSeconds",
-            json!({"minimum": 1, "maximum": 86_400}),
+            json!({"minimum": 1, "maximum": 86_400, "examples": [60]}),
         ),
-        refine::<AvailabilitySpec>("backoff", json!({"minimum": 1, "maximum": 100})),
+        refine::<AvailabilitySpec>(
+            "backoff",
+            json!({"minimum": 1, "maximum": 100, "examples": [2]}),
+        ),
         refine::<AvailabilitySpec>(
             "backoffDelaySeconds",
-            json!({"minimum": 0, "maximum": 86_400}),
+            json!({"minimum": 0, "maximum": 86_400, "examples": [10]}),
         ),
-        refine::<AvailabilitySpec>("backoffLimit", json!({"minimum": -1, "maximum": 1_000_000})),
+        refine::<AvailabilitySpec>(
+            "backoffLimit",
+            json!({"minimum": -1, "maximum": 1_000_000, "examples": [5]}),
+        ),
+        refine::<CleanupSpec>("forceClusterDrain", example(json!(true))),
+        refine::<CleanupSpec>("purgeAgentNamespace", example(json!(false))),
         refine::<CleanupSpec>(
             "unjoinTimeoutSeconds",
-            json!({"minimum": 0, "maximum": 604_800}),
+            json!({"minimum": 0, "maximum": 604_800, "examples": [1800]}),
         ),
         // OCM's limits of a taint's key (a qualified name) and value.
-        refine::<SpokeTaint>("key", json!({"minLength": 1, "maxLength": 316})),
-        refine::<SpokeTaint>("value", json!({"maxLength": 1024})),
-        refine::<RolloutSpec>("maxConcurrency", spoke_count(1)),
-        refine::<RolloutSpec>("maxFailures", spoke_count(0)),
+        refine::<SpokeTaint>(
+            "key",
+            json!({"minLength": 1, "maxLength": 316, "examples": ["example.com/maintenance"]}),
+        ),
+        refine::<SpokeTaint>("value", json!({"maxLength": 1024, "examples": ["true"]})),
+        refine::<SpokeTaint>("effect", example(json!("NoSelect"))),
+        refine::<RolloutSpec>("strategy", example(json!("Progressive"))),
+        refine::<RolloutSpec>("maxConcurrency", with_example(spoke_count(1), json!("10%"))),
+        refine::<RolloutSpec>("maxFailures", with_example(spoke_count(0), json!(2))),
         refine::<RolloutSpec>(
             "minSuccessSeconds",
-            json!({"minimum": 0, "maximum": 86_400}),
+            json!({"minimum": 0, "maximum": 86_400, "examples": [300]}),
         ),
         refine::<RolloutSpec>(
             "progressDeadlineSeconds",
-            json!({"minimum": 1, "maximum": 604_800}),
+            json!({"minimum": 1, "maximum": 604_800, "examples": [900]}),
         ),
+        refine::<RolloutSpec>("offline", example(json!("Wait"))),
+        refine::<RolloutSpec>("paused", example(json!(true))),
         refine::<RolloutGroup>(
             "name",
-            json!({"minLength": 1, "maxLength": 63, "pattern": DNS_LABEL}),
+            json!({"minLength": 1, "maxLength": 63, "pattern": DNS_LABEL, "examples": ["canary"]}),
         ),
         refine::<RolloutGroup>(
             "spokes",
-            json!({"items": {"minLength": 1}, "uniqueItems": true}),
+            json!({"items": {"minLength": 1}, "uniqueItems": true, "examples": [["edge-1", "edge-2"]]}),
         ),
-        refine::<RolloutGroup>("maxConcurrency", spoke_count(1)),
-        refine::<AddOnSpec>("installNamespace", non_empty()),
-        refine::<AddOnRegistration>("signerName", non_empty()),
-        refine::<RegistrationSubject>("user", non_empty()),
-        refine::<RegistrationSubject>("groups", non_empty_items()),
-        refine::<RegistrationSubject>("organizationUnits", non_empty_items()),
+        refine::<RolloutGroup>("maxConcurrency", with_example(spoke_count(1), json!(1))),
+        refine::<GroupSelector>("matchLabels", example(json!({"env": "canary"}))),
+        refine::<AddOnSpec>(
+            "installNamespace",
+            with_example(non_empty(), json!("metrics-agent")),
+        ),
+        refine::<HealthCheck>("mode", example(json!("Customized"))),
+        refine::<AddOnRegistration>(
+            "signerName",
+            with_example(non_empty(), json!("example.com/metrics")),
+        ),
+        refine::<RegistrationSubject>("user", with_example(non_empty(), json!("metrics-agent"))),
+        refine::<RegistrationSubject>(
+            "groups",
+            with_example(non_empty_items(), json!(["metrics-agents"])),
+        ),
+        refine::<RegistrationSubject>(
+            "organizationUnits",
+            with_example(non_empty_items(), json!(["edge"])),
+        ),
     ]
 }
 
@@ -184,6 +272,7 @@ fn definitions(overlay: &[Refinement]) -> Result<Map<String, Value>, SchemaError
     }
     spoke_addon(&mut definitions)?;
     check_bounds(&definitions)?;
+    check_examples(&definitions)?;
     Ok(definitions)
 }
 
@@ -283,6 +372,36 @@ fn check_bounds(definitions: &Map<String, Value>) -> Result<(), SchemaError> {
     Ok(())
 }
 
+/// Every field a value is written for has an example: all but those holding an object of
+/// fields (or a list of them), whose own fields have theirs.
+fn check_examples(definitions: &Map<String, Value>) -> Result<(), SchemaError> {
+    let holds_fields = |node: &Value| {
+        let node = match node.get("$ref").and_then(Value::as_str) {
+            Some(target) => target
+                .strip_prefix(DEFINITIONS)
+                .and_then(|name| definitions.get(name))
+                .unwrap_or(node),
+            None => node,
+        };
+        node.get("type") == Some(&json!("object")) && node.get("properties").is_some()
+    };
+    for (type_name, definition) in definitions {
+        let fields = definition.get("properties").and_then(Value::as_object);
+        for (field, schema) in fields.into_iter().flatten() {
+            let written = match schema.get("items") {
+                Some(items) => !holds_fields(items),
+                None => !holds_fields(schema),
+            };
+            if written && schema.get("examples").is_none() {
+                return Err(SchemaError::NoExample {
+                    field: format!("{type_name}.{field}"),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A kind's document: `apiVersion`, `kind`, `metadata` and the spec type's schema, with the
 /// definitions the spec refers to.
 fn document(kind: Kind, definitions: &Map<String, Value>) -> Value {
@@ -343,7 +462,20 @@ fn spec_required(kind: Kind) -> bool {
 fn metadata(kind: Kind) -> Value {
     let strings = json!({"type": "object", "additionalProperties": {"type": "string"}});
     let mut labels = strings.clone();
-    labels["description"] = json!("Labels; on a Spoke they are synced to its ManagedCluster.");
+    labels["description"] = json!(match kind {
+        Kind::Spoke =>
+            "Labels, synced to the spoke's ManagedCluster (placements and rollout groups select on them).",
+        Kind::Hub | Kind::AddOn => "Labels of the document.",
+    });
+    labels["examples"] = json!([{"env": "prod"}]);
+    let mut annotations = strings;
+    annotations["description"] = json!("Annotations of the document.");
+    annotations["examples"] = json!([{"example.com/owner": "team-edge"}]);
+    let name = match kind {
+        Kind::Hub => "hub",
+        Kind::Spoke => "edge-1",
+        Kind::AddOn => "metrics",
+    };
     json!({
         "description": format!("Identity of the {kind}."),
         "type": "object",
@@ -354,9 +486,10 @@ fn metadata(kind: Kind) -> Value {
                 "type": "string",
                 "minLength": 1,
                 "description": "Unique name among documents of this kind.",
+                "examples": [name],
             },
             "labels": labels,
-            "annotations": strings,
+            "annotations": annotations,
         },
     })
 }
@@ -410,6 +543,24 @@ impl Transform for FleetFormat {
                 .and_then(Value::as_array)
                 .and_then(|branches| branches.iter().map(|b| b.get("const").cloned()).collect());
             if let Some(constants) = constants {
+                // Each value's own description goes into the enum's, which is all an `enum` has.
+                let meanings: Vec<String> = object["oneOf"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|branch| {
+                        let description = branch.get("description")?.as_str()?;
+                        Some(format!("`{}`: {description}", branch["const"].as_str()?))
+                    })
+                    .collect();
+                if !meanings.is_empty() {
+                    let own = object
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    let folded = format!("{own} {}", meanings.join(" "));
+                    object.insert("description".into(), json!(folded.trim()));
+                }
                 object.remove("oneOf");
                 object.insert("enum".into(), Value::Array(constants));
             }
@@ -529,6 +680,54 @@ mod tests {
                 field: "AvailabilitySpec.backoffLimit".into()
             }
         );
+    }
+
+    #[test]
+    fn a_field_without_an_example_fails_generation() {
+        let without: Vec<Refinement> = overlay()
+            .into_iter()
+            .filter(|refinement| refinement.field != "hubRef")
+            .collect();
+        assert_eq!(
+            definitions(&without).unwrap_err(),
+            SchemaError::NoExample {
+                field: "SpokeSpec.hubRef".into()
+            }
+        );
+    }
+
+    /// An example is a value its field accepts, so the reference never shows one that fails.
+    #[test]
+    fn every_example_is_valid() {
+        let mut checked = 0;
+        for kind in Kind::ALL {
+            let root = schema(kind).unwrap();
+            let mut pending = vec![root.clone()];
+            while let Some(node) = pending.pop() {
+                let Value::Object(map) = &node else { continue };
+                if let Some(Value::Array(examples)) = map.get("examples") {
+                    let mut standalone = node.clone();
+                    standalone["$defs"] = root["$defs"].clone();
+                    standalone.as_object_mut().unwrap().remove("examples");
+                    let validator = jsonschema::draft202012::new(&standalone).unwrap();
+                    for example in examples {
+                        assert!(
+                            validator.is_valid(example),
+                            "{kind}: {example} fails {node}"
+                        );
+                        checked += 1;
+                    }
+                }
+                for value in map.values() {
+                    match value {
+                        Value::Object(_) => pending.push(value.clone()),
+                        Value::Array(items) => pending.extend(items.iter().cloned()),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        assert!(checked >= 50, "only {checked} examples found");
     }
 
     /// A default is valid for its field, and an object's default (its type's `Default`) is what

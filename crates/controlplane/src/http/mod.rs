@@ -24,7 +24,6 @@ use crate::auth::tls::PeerIdentity;
 use crate::error::{ApiError, ApiResult};
 use crate::objects::{DeleteOptions, Part};
 use crate::patch::PatchType;
-use crate::registry::is_builtin_group;
 use crate::request_info::{RequestInfo, Verb};
 use crate::strategy::WriteCheck;
 use crate::table::{IncludeObject, wants_table};
@@ -105,7 +104,7 @@ fn negotiate(accept: &str) -> Option<Form> {
 fn error_response(e: &ApiError) -> Response<Body> {
     match e {
         ApiError::PageNotFound => full(404, "text/plain; charset=utf-8", "404 page not found\n"),
-        _ => json_response(e.code(), &e.to_status()),
+        e => json_response(e.code(), &e.to_status()),
     }
 }
 
@@ -240,7 +239,7 @@ async fn route(fe: &Frontend, call: Call<'_>, request: &RequestInfo) -> ApiResul
             }
             crate::openapi::serve(registry, rest, q, accept).map(|(ct, body)| full(200, ct, body))
         }
-        _ => Err(ApiError::NoRoute),
+        _ => Err(ApiError::PageNotFound),
     }
 }
 
@@ -263,7 +262,7 @@ async fn review(fe: &Frontend, call: Call<'_>, request: &RequestInfo) -> ApiResu
     if request.verb != Verb::Create {
         return Err(ApiError::MethodNotAllowed(Default::default()));
     }
-    let review = decode_body(call.headers, &call.body)?;
+    let review = decode_body(call.headers, &call.body, "")?;
     let out = match call.policy {
         Some(cache) => cache.check(&fe.api, |policy| {
             gate::access_review(policy, call.user, own_access, &review)
@@ -273,13 +272,13 @@ async fn review(fe: &Frontend, call: Call<'_>, request: &RequestInfo) -> ApiResu
     Ok(json_response(201, &out))
 }
 
-/// Decodes a create or update body: JSON (or YAML-free JSON), or Kubernetes protobuf for the
-/// kinds [`crate::protobuf`] knows; anything else is 415 as kube-apiserver answers.
-fn decode_body(headers: &HeaderMap, body: &Bytes) -> ApiResult<Value> {
+/// Decodes a create or update body of `kind`: JSON (or YAML-free JSON), or Kubernetes protobuf
+/// for the kinds [`crate::protobuf`] knows; anything else is 415 as kube-apiserver answers.
+fn decode_body(headers: &HeaderMap, body: &Bytes, kind: &str) -> ApiResult<Value> {
     let ct = header_str(headers, header::CONTENT_TYPE);
     let base = ct.split(';').next().unwrap_or("").trim();
     match base {
-        "" | "application/json" | "*/*" => parse_body(body),
+        "" | "application/json" | "*/*" => parse_body(body, kind),
         crate::protobuf::MEDIA_TYPE => crate::protobuf::decode(body),
         _ => Err(ApiError::UnsupportedMediaType(
             "application/json, application/vnd.kubernetes.protobuf".into(),
@@ -287,12 +286,24 @@ fn decode_body(headers: &HeaderMap, body: &Bytes) -> ApiResult<Value> {
     }
 }
 
-fn parse_body(body: &Bytes) -> ApiResult<Value> {
+/// Parses a JSON body; malformed JSON is refused in kube-apiserver's words, quoting the
+/// body's first 30 bytes.
+fn parse_body(body: &Bytes, kind: &str) -> ApiResult<Value> {
     if body.is_empty() {
         return Err(ApiError::BadRequest("the request body is empty".into()));
     }
     serde_json::from_slice(body).map_err(|e| {
-        ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}"))
+        let syntax = crate::gojson::syntax_error(body).unwrap_or_else(|| e.to_string());
+        let head = String::from_utf8_lossy(&body[..body.len().min(30)]);
+        let more = if body.len() > 30 { " ..." } else { "" };
+        let unrecognized = if kind.is_empty() {
+            String::new()
+        } else {
+            format!("the object provided is unrecognized (must be of type {kind}): ")
+        };
+        ApiError::BadRequest(format!(
+            "{unrecognized}couldn't get version/kind; json parse error: {syntax} ({head}{more})"
+        ))
     })
 }
 
@@ -324,15 +335,21 @@ async fn resource(
     if request.parts.is_empty() || request.parts.len() > 3 {
         return Err(ApiError::NoRoute);
     }
-    // An unknown resource of a built-in group is a JSON 404; of any other group, a page
-    // that does not exist.
-    let info = fe
-        .api
-        .registry
+    let registry = &fe.api.registry;
+    let info = registry
         .lookup(&request.api_group, &request.api_version, &request.resource)
-        .ok_or_else(|| match is_builtin_group(&request.api_group) {
-            true => ApiError::NoRoute,
-            false => ApiError::PageNotFound,
+        .ok_or_else(|| {
+            // A built-in group version answers for its own unknown resources; anything else
+            // (a custom resource's group, an unknown group) falls through to the plain 404.
+            let reviews = matches!(
+                request.api_group.as_str(),
+                "authorization.k8s.io" | "authentication.k8s.io"
+            );
+            if reviews || registry.serves_builtin(&request.api_group, &request.api_version) {
+                ApiError::NoRoute
+            } else {
+                ApiError::PageNotFound
+            }
         })?;
     // A cluster-scoped object lives in no namespace, whatever scope RBAC saw the request in.
     let namespace = match info.namespaced {
@@ -384,13 +401,26 @@ async fn resource(
     if let Some(policy) = policy {
         guard_write(fe, policy, &target, request, q, headers, &body, user).await?;
     }
-    let not_allowed = || ApiError::MethodNotAllowed(crate::objects::subject(&info, ""));
+    let not_allowed = || ApiError::MethodNotAllowed(Default::default());
     // Reads are GETs (a HEAD, or a POST to a legacy watch path, is no read).
     if matches!(request.verb, Verb::Get | Verb::List | Verb::Watch) && *method != Method::GET {
         return Err(not_allowed());
     }
     let answer = match &request.verb {
-        Verb::Get => fe.api.get(&target, render)?,
+        Verb::Get => {
+            if let Some(rv) = q.get("resourceVersion").filter(|rv| !rv.is_empty())
+                && rv.parse::<u64>().is_err()
+            {
+                // kube-apiserver's storage fails to parse it: an error without a reason.
+                return Err(ApiError::Unclassified {
+                    code: 500,
+                    message: format!(
+                        "resourceVersion: Invalid value: {rv:?}: strconv.ParseUint: parsing {rv:?}: invalid syntax"
+                    ),
+                });
+            }
+            fe.api.get(&target, render)?
+        }
         Verb::List => fe.api.list(&target, q, render)?,
         Verb::Watch => {
             let t = Target {
@@ -415,13 +445,13 @@ async fn resource(
             }
             let opts = WriteOptions::from_query(q, user_agent, user)?;
             fe.api
-                .create(&target, decode_body(headers, &body)?, &opts)
+                .create(&target, decode_body(headers, &body, &info.kind)?, &opts)
                 .await?
         }
         Verb::Update if name.is_some() => {
             let opts = WriteOptions::from_query(q, user_agent, user)?;
             fe.api
-                .update(&target, decode_body(headers, &body)?, &opts)
+                .update(&target, decode_body(headers, &body, &info.kind)?, &opts)
                 .await?
         }
         Verb::Patch if name.is_some() => {
@@ -444,7 +474,7 @@ async fn resource(
                 opts.propagation = Some("Orphan".into());
             }
             if !body.is_empty() {
-                opts.merge_body(&parse_body(&body)?)?;
+                opts.merge_body(&parse_body(&body, "DeleteOptions")?)?;
             }
             match verb {
                 Verb::Delete if part == Part::Main => fe.api.delete(&target, &opts).await?,
@@ -489,6 +519,33 @@ async fn guard_write(
     }
     let info = &target.info;
     let name = target.name.as_deref().unwrap_or("");
+    let creates = request.verb == Verb::Update
+        && target.part == Part::Main
+        && info.strategy.allows_create_on_update()
+        && fe
+            .api
+            .store
+            .get(&target.key(), &target.namespace, name)
+            .is_none();
+    if creates {
+        // A PUT that creates is a create, and needs that verb too (as kube-apiserver asks).
+        policy.check(&fe.api, |policy| {
+            gate::authorize(
+                policy,
+                &crate::auth::rbac::Attributes {
+                    user,
+                    verb: "create",
+                    target: crate::auth::rbac::Target::Resource {
+                        namespace: &target.namespace,
+                        group: &info.group,
+                        resource: &info.plural,
+                        subresource: "",
+                        name,
+                    },
+                },
+            )
+        })?;
+    }
     match info.strategy.write_check(target.part) {
         None => Ok(()),
         Some(WriteCheck::Signer(verb)) => {
@@ -515,7 +572,7 @@ async fn guard_write(
                 opts.user = None;
                 fe.api.patch(target, kind, body, &opts).await?.into_object()
             } else {
-                decode_body(headers, body)?
+                decode_body(headers, body, &info.kind)?
             };
             if !target.namespace.is_empty()
                 && let Some(o) = obj.as_object_mut()

@@ -20,35 +20,39 @@ pub enum PatchType {
     Apply,
 }
 
-/// The media types accepted for PATCH, for 415 messages.
+/// The media types custom resources accept for PATCH, for 415 messages.
 pub const PATCH_TYPES: &str =
     "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml";
 /// The media types accepted for PATCH on `/scale`.
 pub const PATCH_TYPES_SCALE: &str = "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json";
-const PATCH_TYPES_SMP: &str = "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml";
 
 impl PatchType {
     /// Reads the Content-Type of a PATCH; `strategic` says whether the resource supports it.
+    /// A type that is no patch type at all is refused as the router refuses it; a strategic
+    /// merge patch to a resource without merge keys (a custom resource), as its handler does.
     pub fn from_content_type(ct: &str, strategic: bool) -> ApiResult<Self> {
         let base = ct.split(';').next().unwrap_or("").trim();
-        let accepted = if strategic {
-            PATCH_TYPES_SMP
-        } else {
-            PATCH_TYPES
-        };
         match base {
             "application/json-patch+json" => Ok(PatchType::Json),
             "application/merge-patch+json" => Ok(PatchType::Merge),
             "application/strategic-merge-patch+json" if strategic => Ok(PatchType::Strategic),
+            "application/strategic-merge-patch+json" => {
+                Err(ApiError::UnsupportedMediaType(PATCH_TYPES.into()))
+            }
             "application/apply-patch+yaml" | "application/apply-patch+json" => Ok(PatchType::Apply),
-            _ => Err(ApiError::UnsupportedMediaType(accepted.into())),
+            _ => Err(ApiError::UnsupportedPatchType),
         }
     }
 }
 
 fn parse_json(body: &[u8]) -> ApiResult<Value> {
-    serde_json::from_slice(body)
-        .map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}")))
+    serde_json::from_slice(body).map_err(|e| decoding_error(body, e))
+}
+
+/// A patch that is not JSON, refused in kube-apiserver's (Go's) words.
+fn decoding_error(body: &[u8], e: serde_json::Error) -> ApiError {
+    let syntax = crate::gojson::syntax_error(body).unwrap_or_else(|| e.to_string());
+    ApiError::BadRequest(format!("error decoding patch: {syntax}"))
 }
 
 /// Applies a JSON, merge or strategic patch to `current`.
@@ -56,8 +60,8 @@ pub fn apply_patch(kind: PatchType, current: &Value, body: &[u8]) -> ApiResult<V
     let mut doc = current.clone();
     match kind {
         PatchType::Json => {
-            let ops: json_patch::Patch = serde_json::from_slice(body)
-                .map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}")))?;
+            let ops: json_patch::Patch =
+                serde_json::from_slice(body).map_err(|e| decoding_error(body, e))?;
             for op in ops.0 {
                 // Like kube-apiserver, `test` for null passes on an absent path (the
                 // finalizer helpers of kube-rs and client-go rely on it).
@@ -67,8 +71,10 @@ pub fn apply_patch(kind: PatchType, current: &Value, body: &[u8]) -> ApiResult<V
                 {
                     continue;
                 }
-                json_patch::patch(&mut doc, std::slice::from_ref(&op))
-                    .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
+                json_patch::patch(&mut doc, std::slice::from_ref(&op)).map_err(|e| {
+                    tracing::debug!(error = %e, "a JSON patch operation failed");
+                    ApiError::Unprocessable
+                })?;
             }
         }
         PatchType::Merge => {

@@ -6,9 +6,11 @@ use serde_json::{Value, json};
 use super::{ResourceStrategy, Validation};
 use crate::error::{ApiError, ApiResult, FieldError};
 use crate::meta::{NameRule, ObjectMeta, meta_mut};
-use crate::objects::{DeleteOptions, DeleteOutcome, base64_decode, base64_encode, subject};
+use crate::names;
+use crate::objects::{DeleteOptions, DeleteOutcome, base64_encode, subject};
 use crate::registry::{CellSource, PrinterColumn, ResourceInfo};
 use crate::storage::WriteOp;
+use crate::typed::{GoType, TypedField};
 
 /// Namespaces: named as DNS labels, created Active with the `kubernetes` finalizer, and on
 /// delete marked Terminating for the namespace controller, which removes their contents and
@@ -75,6 +77,14 @@ impl ResourceStrategy for Namespaces {
 pub struct Secrets;
 
 impl ResourceStrategy for Secrets {
+    fn typed_fields(&self) -> &'static [TypedField] {
+        const FIELDS: &[TypedField] = &[
+            TypedField::new("data", "Secret", GoType::BytesMap),
+            TypedField::new("stringData", "Secret", GoType::StringMap),
+        ];
+        FIELDS
+    }
+
     fn field_selectors(&self) -> &'static [&'static str] {
         &["type"]
     }
@@ -118,6 +128,14 @@ impl ResourceStrategy for Secrets {
 pub struct ConfigMaps;
 
 impl ResourceStrategy for ConfigMaps {
+    fn typed_fields(&self) -> &'static [TypedField] {
+        const FIELDS: &[TypedField] = &[
+            TypedField::new("data", "ConfigMap", GoType::StringMap),
+            TypedField::new("binaryData", "ConfigMap", GoType::BytesMap),
+        ];
+        FIELDS
+    }
+
     fn printer_columns(&self) -> Vec<PrinterColumn> {
         vec![
             PrinterColumn::computed("Data", CellSource::Count(vec!["data"]))
@@ -130,15 +148,20 @@ impl ResourceStrategy for ConfigMaps {
             immutable_contents(old, obj, &mut check.errors);
         }
         for field in ["data", "binaryData"] {
-            if let Some(d) = obj.get(field)
-                && !d.is_null()
-                && !d
-                    .as_object()
-                    .is_some_and(|m| m.values().all(Value::is_string))
-            {
-                check
-                    .errors
-                    .push(FieldError::invalid(field, d, "must be a map of strings"));
+            if let Some(d) = obj.get(field) {
+                check.errors.extend(names::config_keys(d, field));
+            }
+        }
+        if let (Some(data), Some(binary)) = (
+            obj.get("data").and_then(Value::as_object),
+            obj.get("binaryData").and_then(Value::as_object),
+        ) {
+            for key in data.keys().filter(|k| binary.contains_key(*k)) {
+                check.errors.push(FieldError::invalid(
+                    format!("data[{key}]"),
+                    &json!(key),
+                    "duplicate of key present in binaryData",
+                ));
             }
         }
     }
@@ -235,6 +258,10 @@ fn service_defaults(spec: &mut serde_json::Map<String, Value>) {
 }
 
 impl ResourceStrategy for Services {
+    fn allows_create_on_update(&self) -> bool {
+        true
+    }
+
     fn printer_columns(&self) -> Vec<PrinterColumn> {
         let spec = |f| crate::table::doc("v1", "ServiceSpec", f);
         vec![
@@ -356,7 +383,8 @@ fn immutable_contents(old: &Value, new: &Value, errs: &mut Vec<FieldError>) {
     }
 }
 
-/// Moves `stringData` into `data` and checks that `data` holds base64.
+/// Moves `stringData` into `data` (decoding has checked that `data` holds base64) and checks
+/// its keys.
 fn secret_data(obj: &mut Value, errs: &mut Vec<FieldError>) {
     let Some(o) = obj.as_object_mut() else { return };
     if let Some(sd) = o.remove("stringData") {
@@ -378,22 +406,7 @@ fn secret_data(obj: &mut Value, errs: &mut Vec<FieldError>) {
             }
         }
     }
-    if let Some(d) = o.get("data")
-        && !d.is_null()
-    {
-        match d.as_object() {
-            Some(m) => {
-                for (k, v) in m {
-                    if v.as_str().and_then(base64_decode).is_none() {
-                        errs.push(FieldError::invalid(
-                            format!("data[{k}]"),
-                            v,
-                            "illegal base64 data",
-                        ));
-                    }
-                }
-            }
-            None => errs.push(FieldError::invalid("data", d, "must be a map of strings")),
-        }
+    if let Some(d) = o.get("data") {
+        errs.extend(names::config_keys(d, "data"));
     }
 }

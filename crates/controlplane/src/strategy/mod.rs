@@ -38,6 +38,7 @@ use crate::objects::{DeleteOptions, DeleteOutcome, Part};
 use crate::registry::{PrinterColumn, ResourceInfo};
 use crate::scale::ScalePaths;
 use crate::storage::WriteOp;
+use crate::typed::TypedField;
 
 /// A check a write needs beyond RBAC's on its own verb (kube-apiserver's admission for CSRs,
 /// and RBAC's escalation check on roles and bindings).
@@ -128,6 +129,17 @@ pub trait ResourceStrategy: fmt::Debug + Send + Sync {
     /// (kube-apiserver's `AllowUnconditionalUpdate`).
     fn allows_unconditional_update(&self) -> bool {
         true
+    }
+
+    /// Whether a PUT of a missing object creates it (kube-apiserver's `AllowCreateOnUpdate`:
+    /// Leases, Events, Services, Endpoints, RBAC objects).
+    fn allows_create_on_update(&self) -> bool {
+        false
+    }
+
+    /// The fields of a built-in kind whose decoding can fail (see [`crate::typed`]).
+    fn typed_fields(&self) -> &'static [TypedField] {
+        &[]
     }
 
     /// Whether patches may be strategic merge patches (built-in kinds know their merge keys;

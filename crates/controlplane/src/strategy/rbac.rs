@@ -15,6 +15,10 @@ use crate::registry::{CellSource, PrinterColumn};
 pub struct Roles;
 
 impl ResourceStrategy for Roles {
+    fn allows_create_on_update(&self) -> bool {
+        true
+    }
+
     fn name_rule(&self) -> NameRule {
         NameRule::PathSegment
     }
@@ -34,6 +38,10 @@ impl ResourceStrategy for Roles {
 pub struct Bindings;
 
 impl ResourceStrategy for Bindings {
+    fn allows_create_on_update(&self) -> bool {
+        true
+    }
+
     fn name_rule(&self) -> NameRule {
         NameRule::PathSegment
     }

@@ -251,11 +251,12 @@ async fn delete_preconditions_are_enforced() {
     };
     let err = api_error(api.delete("p", &wrong).await);
     assert_eq!(err.code, 409);
-    assert!(
-        err.message
-            .starts_with("Precondition failed: UID in precondition"),
-        "{}",
-        err.message
+    assert_eq!(
+        err.message,
+        format!(
+            "Operation cannot be fulfilled on ConfigMap \"p\": the UID in the precondition (00000000-0000-0000-0000-000000000000) does not match the UID in record ({}). The object might have been deleted and then recreated",
+            c.metadata.uid.as_deref().unwrap()
+        )
     );
     let right = DeleteParams {
         preconditions: Some(Preconditions {

@@ -43,7 +43,7 @@ impl Volatile {
         let cut: String = prefix.chars().take(58).collect();
         if name.len() == cut.len() + 5 && name.starts_with(&cut) {
             self.generated
-                .insert(name.to_string(), format!("<generated:{cut}>"));
+                .insert(name.to_string(), format!("<generated:{prefix}>"));
         }
     }
 
@@ -90,9 +90,8 @@ impl Volatile {
             }
         }
         if let Some(prefix) = generate_name {
-            let cut: String = prefix.chars().take(58).collect();
             out = Self::generated_pattern(prefix)
-                .replace_all(&out, format!("<generated:{cut}>").as_str())
+                .replace_all(&out, format!("<generated:{prefix}>").as_str())
                 .into_owned();
         }
         out = PEM.replace_all(&out, "<pem>").into_owned();
