@@ -255,6 +255,118 @@ mod tests {
         assert!(resource_list(&r, "nope", "v1").is_none());
     }
 
+    fn with_crds(names: &[(&str, &str)]) -> Registry {
+        let r = Registry::with_builtins();
+        for (group, version) in names {
+            let crd = json!({"spec": {"group": group, "scope": "Namespaced",
+                "names": {"plural": "widgets", "kind": "Widget"},
+                "versions": [{"name": version, "served": true, "storage": true,
+                    "subresources": {"status": {}}}]}});
+            r.set_crd(
+                &format!("widgets.{group}"),
+                crate::registry::resources_from_crd(&crd).unwrap(),
+            );
+        }
+        r
+    }
+
+    #[test]
+    fn groups_are_listed_in_kube_apiserver_s_order_crd_groups_last() {
+        let r = with_crds(&[("zeta.example.com", "v1"), ("alpha.example.com", "v1beta1")]);
+        let names: Vec<String> = group_list(&r)["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            names[..4],
+            [
+                "apiregistration.k8s.io",
+                "apps",
+                "events.k8s.io",
+                "authentication.k8s.io"
+            ]
+        );
+        assert_eq!(
+            names[names.len() - 3..],
+            [
+                "flowcontrol.apiserver.k8s.io",
+                // As kube-aggregator orders APIServices of one priority: `v1.zeta...` before
+                // `v1beta1.alpha...`.
+                "zeta.example.com",
+                "alpha.example.com",
+            ]
+        );
+        let autoscaling = group(&r, "autoscaling").unwrap();
+        assert_eq!(autoscaling["preferredVersion"]["version"], "v2");
+    }
+
+    #[test]
+    fn resources_carry_kube_apiserver_s_verbs_and_storage_hashes() {
+        let r = with_crds(&[("golden.example.com", "v1")]);
+        let core = resource_list(&r, "", "v1").unwrap();
+        let find = |doc: &Value, name: &str| {
+            doc["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|x| x["name"] == name)
+                .cloned()
+                .unwrap()
+        };
+        let namespaces = find(&core, "namespaces");
+        assert_eq!(
+            namespaces["verbs"],
+            json!([
+                "create", "delete", "get", "list", "patch", "update", "watch"
+            ])
+        );
+        assert_eq!(namespaces["storageVersionHash"], "Q3oi5N2YM8M=");
+        assert!(find(&core, "bindings").get("storageVersionHash").is_none());
+        assert_eq!(find(&core, "pods/eviction")["group"], "policy");
+        let crds = resource_list(&r, "apiextensions.k8s.io", "v1").unwrap();
+        // kube-apiserver still stores CRDs at v1beta1.
+        assert_eq!(
+            find(&crds, "customresourcedefinitions")["storageVersionHash"],
+            "jfWCUB31mvA="
+        );
+        let widgets = resource_list(&r, "golden.example.com", "v1").unwrap();
+        assert_eq!(
+            find(&widgets, "widgets")["storageVersionHash"],
+            "FtbgEmiKtnw="
+        );
+        assert_eq!(find(&widgets, "widgets")["verbs"][0], "delete");
+    }
+
+    #[test]
+    fn aggregated_discovery_names_kinds_of_custom_resources_only_with_their_group() {
+        let r = with_crds(&[("golden.example.com", "v1")]);
+        let all = aggregated(&r, false);
+        let items = all["items"].as_array().unwrap();
+        let apps = items
+            .iter()
+            .find(|g| g["metadata"]["name"] == "apps")
+            .unwrap();
+        let deployments = &apps["versions"][0]["resources"][2];
+        assert_eq!(deployments["resource"], "deployments");
+        assert_eq!(
+            deployments["responseKind"],
+            json!({"group": "", "version": "", "kind": "Deployment"})
+        );
+        assert_eq!(
+            deployments["subresources"][0]["responseKind"],
+            json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
+        );
+        let golden = items.last().unwrap();
+        assert_eq!(
+            golden["versions"][0]["resources"][0]["subresources"][0]["responseKind"],
+            json!({"group": "golden.example.com", "version": "v1", "kind": "Widget"})
+        );
+        let core = aggregated(&r, true);
+        assert_eq!(core["items"][0]["metadata"], json!({}));
+    }
+
     #[test]
     fn verbose_health_lists_checks() {
         let (code, body) = health("readyz", true, true);
