@@ -885,6 +885,7 @@ async fn run(settings: &Settings, hub_rt: &Runtime) -> Result<(), String> {
                 admin_addr: None,
                 webhook: None,
                 sync: None,
+                accept_check: fleetform::hub::run::AcceptCheck::InProcess,
             },
             shutdown.child_token(),
         ))

@@ -41,8 +41,7 @@ pub const ACCEPT_GROUP: &str = "register.open-cluster-management.io";
 pub const MUTATOR_NAME: &str =
     "managedclustermutators.admission.cluster.open-cluster-management.io";
 /// Name of the validating plugin (OCM's webhook's).
-pub const VALIDATOR_NAME: &str =
-    "managedclustervalidators.admission.cluster.open-cluster-management.io";
+pub const VALIDATOR_NAME: &str = crate::hub::acceptance::OCM_MANAGED_CLUSTER_VALIDATOR;
 
 /// Whether `request` is one OCM's ManagedCluster webhooks are registered for, with the object
 /// written.

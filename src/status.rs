@@ -2,9 +2,10 @@
 //! state, availability, agent version, lease age, node health, addon health, claims and the
 //! reason it needs attention — and one line per FleetSync: Ready or Stalled, the commits it
 //! applied and attempted, and why — and a line per hub rolling out its agent: target, done of
-//! total, wave, spokes in progress, failed (and why) and skipped offline, halted or not.
-//! [`rows`], [`fleet_sync_rows`] and [`rollout_row`] are pure; [`gather`] and
-//! [`gather_rollout`] only read.
+//! total, wave, spokes in progress, failed (and why) and skipped offline, halted or not — and a
+//! line per cluster a person accepted that is not in git. [`rows`], [`clusters_not_in_git`],
+//! [`fleet_sync_rows`] and [`rollout_row`] are pure; [`gather`] and [`gather_rollout`] only
+//! read.
 
 use std::collections::BTreeMap;
 
@@ -19,9 +20,10 @@ use crate::api::fleet::{
     AvailabilityMode, FleetSync, Hub, HubStatus, RolloutStatus, SYSTEM_NAMESPACE, SpokeRolloutState,
 };
 use crate::api::vocabulary::{
-    CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_CLEANUP_FAILED, CONDITION_JOINED,
-    CONDITION_ONLINE, CONDITION_READY, CONDITION_RECONCILED, CONDITION_ROLLOUT_HALTED,
-    CONDITION_SPOKE_JOINED, CONDITION_STALLED, CONDITION_UNJOINED, STATUS_FALSE, STATUS_TRUE,
+    CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_CLEANUP_FAILED, CONDITION_HUB_ACCEPTED,
+    CONDITION_JOINED, CONDITION_ONLINE, CONDITION_READY, CONDITION_RECONCILED,
+    CONDITION_ROLLOUT_HALTED, CONDITION_SPOKE_JOINED, CONDITION_STALLED, CONDITION_UNJOINED,
+    STATUS_FALSE, STATUS_TRUE,
 };
 use crate::api::{ManagedCluster, ManagedClusterAddOn, Spoke};
 use crate::hub::observer::{ClusterState, state_from_conditions};
@@ -275,6 +277,55 @@ impl RolloutRow {
     }
 }
 
+/// A cluster a hub accepted that no Spoke declares: a person allowed to accept it did (as
+/// `clusteradm accept` does), and fleetform leaves it as it is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NotInGitRow {
+    pub cluster: String,
+    pub hub: String,
+    pub joined: bool,
+    /// `ManagedClusterConditionAvailable`: True, False or Unknown.
+    pub available: Option<String>,
+}
+
+impl NotInGitRow {
+    fn text(&self) -> String {
+        format!(
+            "{}/{}: NotInGit: accepted by a user allowed to accept, not declared in git ({}, Available {}); fleetform keeps it and never prunes it: declare a Spoke {} to manage it from git",
+            self.hub,
+            self.cluster,
+            if self.joined { "joined" } else { "not joined" },
+            self.available.as_deref().unwrap_or("-"),
+            self.cluster
+        )
+    }
+}
+
+/// The accepted clusters of a hub that none of its Spokes declares, sorted by name.
+pub fn clusters_not_in_git(state: &HubState) -> Vec<NotInGitRow> {
+    state
+        .clusters
+        .iter()
+        .filter(|(name, cluster)| {
+            cluster.hub_accepts_client()
+                && crate::api::is_condition_true(cluster.conditions(), CONDITION_HUB_ACCEPTED)
+                && !state
+                    .spokes
+                    .iter()
+                    .any(|spoke| spoke.metadata.name.as_deref() == Some(name.as_str()))
+        })
+        .map(|(name, cluster)| NotInGitRow {
+            cluster: name.clone(),
+            hub: state.hub.clone(),
+            joined: cluster.is_joined(),
+            available: cluster
+                .condition(CONDITION_AVAILABLE)
+                .map(|c| c.status.clone()),
+        })
+        .collect()
+}
+
 /// Everything `fleetform status` shows of the fleet's hubs.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -283,12 +334,15 @@ pub struct Report {
     pub fleet_syncs: Vec<FleetSyncRow>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rollouts: Vec<RolloutRow>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_in_git: Vec<NotInGitRow>,
 }
 
 impl Report {
-    /// Adds a hub's spokes and FleetSyncs.
+    /// Adds a hub's spokes, the clusters it accepted that are not in git, and its FleetSyncs.
     pub fn add(&mut self, state: &HubState, now: Timestamp) {
         self.spokes.extend(rows(state, now));
+        self.not_in_git.extend(clusters_not_in_git(state));
         self.fleet_syncs.extend(fleet_sync_rows(state));
     }
 
@@ -308,6 +362,13 @@ impl Report {
         if !why.is_empty() {
             out.push('\n');
             out.extend(why);
+        }
+        if !self.not_in_git.is_empty() {
+            out.push('\n');
+        }
+        for cluster in &self.not_in_git {
+            out.push_str(&cluster.text());
+            out.push('\n');
         }
         if !self.rollouts.is_empty() {
             out.push('\n');

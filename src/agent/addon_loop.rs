@@ -21,11 +21,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::{instrument, warn};
 
 use super::addon_health::{addon_grace_period, judge_addon_lease, needs_hub_write};
-use super::run::{AgentError, Context, FIELD_MANAGER, RETRY_DELAY};
+use super::run::{AgentError, Context, FIELD_MANAGER, MAX_RETRY_DELAY, RETRY_DELAY};
 use crate::api::ManagedClusterAddOn;
 use crate::runtime::clock::{after, sleep_until};
 use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
+use crate::runtime::retry::Retry;
 use crate::runtime::task_set::TaskSet;
 use crate::runtime::watch::{Change, object_changes};
 
@@ -44,10 +45,21 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let addons: Api<ManagedClusterAddOn> = Api::namespaced(ctx.hub.clone(), ctx.name());
     let mut changes = object_changes(addons, watcher::Config::default(), &shutdown);
     let mut tasks = TaskSet::new("addon health");
+    let mut watching = Retry::new(
+        "watching ManagedClusterAddOns",
+        ctx.name(),
+        RETRY_DELAY,
+        MAX_RETRY_DELAY,
+    );
     while let Some(change) = changes.next().await {
         match change {
-            Err(err) => warn!(%err, "watching ManagedClusterAddOns"),
-            Ok(Change::Applied(addon)) => follow(&ctx, &mut tasks, addon).await,
+            Err(err) => {
+                watching.failed(&err);
+            }
+            Ok(Change::Applied(addon)) => {
+                watching.succeeded();
+                follow(&ctx, &mut tasks, addon).await;
+            }
             Ok(Change::Deleted(addon)) => {
                 tasks.stop(&addon.name).await;
             }

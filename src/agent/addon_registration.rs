@@ -29,7 +29,7 @@ use tracing::{info, warn};
 use super::addon_secret::{AddonCertificate, stored_certificate};
 use super::hub_identity::{CsrState, csr_state, hub_kubeconfig, may_request_addon_certificate};
 use super::rotation::addon_registration_csr;
-use super::run::{Context, FIELD_MANAGER};
+use super::run::{Context, FIELD_MANAGER, MAX_RETRY_DELAY, RETRY_DELAY};
 use crate::api::ManagedClusterAddOn;
 use crate::api::addon::RegistrationConfig;
 use crate::api::vocabulary::{
@@ -39,7 +39,9 @@ use crate::api::vocabulary::{
 };
 use crate::runtime::clock::sleep_until;
 use crate::runtime::conditions::set_conditions;
+use crate::runtime::retry::Retry;
 use crate::runtime::task_set::TaskSet;
+use crate::runtime::watch::backing_off;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 /// How long a registration waits before asking again after a refused CSR or a failed write; it
@@ -64,18 +66,24 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let addons: Api<ManagedClusterAddOn> = Api::namespaced(ctx.hub.clone(), ctx.name());
     let (reader, writer) = reflector::store();
     let mut events = std::pin::pin!(
-        watcher(addons, watcher::Config::default())
-            .default_backoff()
+        backing_off(watcher(addons, watcher::Config::default()))
             .reflect(writer)
             .take_until(shutdown.cancelled())
     );
     let mut registrations = TaskSet::new("addon registration");
+    let mut watching = Retry::new(
+        "watching ManagedClusterAddOns for registrations",
+        ctx.name(),
+        RETRY_DELAY,
+        MAX_RETRY_DELAY,
+    );
     while let Some(event) = events.next().await {
         match event {
             Err(err) => {
-                warn!(cluster = ctx.name(), %err, "watching ManagedClusterAddOns for registrations");
+                watching.failed(&err);
                 continue;
             }
+            Ok(watcher::Event::InitDone) => watching.succeeded(),
             // The store is complete once the listing is done.
             Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => continue,
             Ok(_) => {}

@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::day2_decision::{Action, Facts, Next, Outcome, after, decide};
-use super::run::{AgentError, Context, FIELD_MANAGER, RETRY_DELAY};
+use super::run::{AgentError, Context, FIELD_MANAGER, MAX_RETRY_DELAY, RETRY_DELAY};
 use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::FINALIZER_SPOKE_CLEANUP;
 use crate::reconciler::uninstall;
@@ -38,6 +38,8 @@ use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
 use crate::runtime::error::is_not_found;
 use crate::runtime::finalizers::set_finalizer;
+use crate::runtime::retry::Retry;
+use crate::runtime::watch::backing_off;
 
 /// The changes of a Hub's spec, by a watch of its metadata.
 type HubChanges =
@@ -46,10 +48,16 @@ type HubChanges =
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let spokes: Api<Spoke> = Api::namespaced(ctx.hub.clone(), SYSTEM_NAMESPACE);
     let config = watcher::Config::default().fields(&format!("metadata.name={}", ctx.name()));
-    let mut events = watcher(spokes, config)
-        .default_backoff()
+    let mut events = backing_off(watcher(spokes, config))
         .applied_objects()
         .boxed();
+    let mut watching_spoke = Retry::new(
+        "watching the Spoke",
+        ctx.name(),
+        RETRY_DELAY,
+        MAX_RETRY_DELAY,
+    );
+    let mut watching_hub = Retry::new("watching the Hub", ctx.name(), RETRY_DELAY, MAX_RETRY_DELAY);
     let mut cluster_rx = ctx.cluster.clone();
     let mut spoke: Option<Spoke> = None;
     // The Spoke's Hub, watched by name once the Spoke names it: its agent settings are defaults.
@@ -70,8 +78,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
             hub.hub = None;
             hub_events = Some((
                 hub_ref,
-                watcher(hubs, config)
-                    .default_backoff()
+                backing_off(watcher(hubs, config))
                     .applied_objects()
                     .predicate_filter(predicates::generation, Default::default())
                     .boxed(),
@@ -88,21 +95,27 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
             event = next_hub => match event {
                 None => hub_events = None,
                 Some(Err(err)) => {
-                    warn!(%err, "watching the Hub");
+                    watching_hub.failed(&err);
                     continue;
                 }
                 // Its spec changed: read it again.
-                Some(Ok(_)) => hub.hub = None,
+                Some(Ok(_)) => {
+                    watching_hub.succeeded();
+                    hub.hub = None;
+                }
             },
             event = events.next() => match event {
                 None => return,
-                Some(Ok(seen)) => spoke = Some(seen),
+                Some(Ok(seen)) => {
+                    watching_spoke.succeeded();
+                    spoke = Some(seen);
+                }
                 Some(Err(watcher::Error::InitialListFailed(err))) if is_not_found(&err) => {
                     info!("the hub has no Spoke objects: day 2 stays with whoever installed this agent");
                     return;
                 }
                 Some(Err(err)) => {
-                    warn!(%err, "watching the Spoke");
+                    watching_spoke.failed(&err);
                     continue;
                 }
             },

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{instrument, warn};
 
 use super::availability::{AvailabilityTracker, Probe, next_lease_renewal};
-use super::run::{AgentError, Context, FIELD_MANAGER, RETRY_DELAY};
+use super::run::{AgentError, Context, FIELD_MANAGER, MAX_RETRY_DELAY, RETRY_DELAY};
 use crate::api::ManagedCluster;
 use crate::api::vocabulary::{
     CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_HUB_ACCEPTED, LABEL_CLUSTER_NAME,
@@ -34,6 +34,7 @@ use crate::runtime::clock::{after, sleep_until};
 use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
 use crate::runtime::error::is_not_found;
+use crate::runtime::retry::Retry;
 
 /// How long one probe may take before it counts as failed.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -45,6 +46,18 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let mut last_renewal: Option<Timestamp> = None;
     let mut jitter = fastrand::f64();
     let mut recheck_at: Option<Timestamp> = None;
+    let mut renewing = Retry::new(
+        "renewing the cluster lease",
+        ctx.name(),
+        RETRY_DELAY,
+        MAX_RETRY_DELAY,
+    );
+    let mut reporting = Retry::new(
+        "writing Available",
+        ctx.name(),
+        RETRY_DELAY,
+        MAX_RETRY_DELAY,
+    );
     loop {
         let cluster = cluster_rx.borrow_and_update().clone();
         let accepted = cluster.as_ref().is_some_and(|cluster| {
@@ -65,14 +78,17 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
             if now >= due {
                 match renew_lease(&ctx, duration).await {
                     Ok(()) => {
+                        renewing.succeeded();
                         last_renewal = Some(now);
                         jitter = fastrand::f64();
                         recheck_at = Some(now);
                     }
                     Err(err) => {
-                        warn!(%err, "renewing the cluster lease");
+                        // No longer than a lease apart, so the cluster is Available again soon
+                        // after the hub takes renewals again.
+                        let lease = Duration::from_secs(u64::try_from(duration).unwrap_or(1));
                         last_renewal = None;
-                        wake = Some(after(now, RETRY_DELAY));
+                        wake = Some(after(now, renewing.failed(&err).min(lease)));
                     }
                 }
             }
@@ -82,11 +98,13 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
                 recheck_at = step.recheck_at;
                 if let Some(condition) = step.report {
                     match write_available(&ctx, condition.clone()).await {
-                        Ok(()) => reported = Some(condition),
+                        Ok(()) => {
+                            reporting.succeeded();
+                            reported = Some(condition);
+                        }
                         Err(err) => {
-                            warn!(%err, "writing Available");
                             tracker = AvailabilityTracker::resuming(ctx.config.failure_grace, None);
-                            recheck_at = Some(after(Timestamp::now(), RETRY_DELAY));
+                            recheck_at = Some(after(Timestamp::now(), reporting.failed(&err)));
                         }
                     }
                 }

@@ -565,14 +565,13 @@ async fn record_event(config: &AgentConfig, reason: &str, message: &str) {
     };
     let event = super::run::warning_event(
         namespace,
-        &format!("{}.registration-", config.cluster_name),
         about,
         reason,
         message.to_string(),
         &config.cluster_name,
     );
     let events: Api<Event> = Api::namespaced(config.spoke.clone(), namespace);
-    if let Err(err) = events.create(&PostParams::default(), &event).await {
+    if let Err(err) = crate::events::create(&events, namespace, event).await {
         warn!(%err, "recording event {reason}");
     }
 }

@@ -529,6 +529,7 @@ mod tests {
             accepted: true,
             bootstrap_token_ids: vec!["tok123".into()],
             auto_approval_users: Vec::new(),
+            bound_users: [crate::api::identity::agent_common_name("spoke1", "agent-7")].into(),
         };
         assert_eq!(
             decide_registration(&csr, Some(&spoke)).verdict,

@@ -12,7 +12,6 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client};
 use tokio::sync::watch;
@@ -29,12 +28,16 @@ use crate::api::vocabulary::{
 use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
 use crate::runtime::error::is_conflict;
+use crate::runtime::retry::Retry;
+use crate::runtime::watch::backing_off;
 
 /// Field manager of every write the agent makes.
 pub const FIELD_MANAGER: &str = "fleetform-agent";
 
 /// How long a loop waits before retrying after an API error.
 pub(crate) const RETRY_DELAY: Duration = Duration::from_secs(1);
+/// The longest a loop's step that keeps failing waits before it is tried again.
+pub(crate) const MAX_RETRY_DELAY: Duration = Duration::from_secs(300);
 
 /// What one agent is and where it runs.
 #[derive(Clone)]
@@ -143,11 +146,10 @@ pub enum AgentError {
     Local { cluster: String, message: String },
 }
 
-/// A Warning Event the agent of `cluster` records in `namespace` about `involved`, its name
-/// generated from `name_prefix`.
+/// A Warning Event the agent of `cluster` records in `namespace` about `involved` (named when
+/// it is created: [`crate::events::create`]).
 pub(crate) fn warning_event(
     namespace: &str,
-    name_prefix: &str,
     involved: ObjectReference,
     reason: &str,
     message: String,
@@ -156,7 +158,6 @@ pub(crate) fn warning_event(
     let now = Time(Timestamp::now());
     Event {
         metadata: ObjectMeta {
-            generate_name: Some(name_prefix.to_string()),
             namespace: Some(namespace.to_string()),
             ..ObjectMeta::default()
         },
@@ -296,19 +297,32 @@ async fn follow_cluster(
     shutdown: CancellationToken,
 ) {
     let config = watcher::Config::default().fields(&format!("metadata.name={}", ctx.name()));
-    let mut events = watcher(ctx.clusters(), config).default_backoff().boxed();
+    let mut events = backing_off(watcher(ctx.clusters(), config)).boxed();
     // Whether the listing in progress (after a (re)connect) found the cluster.
     let mut listed = false;
-    let mut join_failed = false;
+    // The watch backs off by itself; its failures are said once.
+    let mut watching = Retry::new(
+        "watching the ManagedCluster",
+        ctx.name(),
+        RETRY_DELAY,
+        MAX_RETRY_DELAY,
+    );
+    let mut joining = Retry::new(
+        "setting ManagedClusterJoined",
+        ctx.name(),
+        RETRY_DELAY,
+        MAX_RETRY_DELAY,
+    );
+    let mut join_again: Option<Duration> = None;
     loop {
         let event = tokio::select! {
             _ = shutdown.cancelled() => return,
             event = events.next() => event,
-            _ = tokio::time::sleep(RETRY_DELAY), if join_failed => {
+            _ = tokio::time::sleep(join_again.unwrap_or_default()), if join_again.is_some() => {
                 let cluster = cluster_tx.borrow().clone();
-                join_failed = match cluster {
-                    Some(cluster) => join(&ctx, &cluster).await.is_err(),
-                    None => false,
+                join_again = match cluster {
+                    Some(cluster) => join(&ctx, &cluster, &mut joining).await,
+                    None => None,
                 };
                 continue;
             }
@@ -316,7 +330,7 @@ async fn follow_cluster(
         let cluster = match event {
             None => return,
             Some(Err(err)) => {
-                warn!(cluster = ctx.name(), %err, "watching the ManagedCluster");
+                watching.failed(&err);
                 continue;
             }
             Some(Ok(watcher::Event::Init)) => {
@@ -332,17 +346,27 @@ async fn follow_cluster(
             Some(Ok(watcher::Event::InitDone)) if listed => continue,
             Some(Ok(watcher::Event::InitDone)) => None,
         };
+        watching.succeeded();
         match &cluster {
             None => {
+                // Created again, unless this agent may not (its cluster was deleted on the hub,
+                // and its rights with it): then it asks ever more rarely, saying so once.
+                let mut registering = Retry::new(
+                    "creating the ManagedCluster",
+                    ctx.name(),
+                    RETRY_DELAY,
+                    MAX_RETRY_DELAY,
+                );
                 while let Err(err) = register(&ctx).await {
-                    warn!(%err, "registering");
+                    let wait = registering.failed(&err);
                     tokio::select! {
                         _ = shutdown.cancelled() => return,
-                        _ = tokio::time::sleep(RETRY_DELAY) => {}
+                        _ = tokio::time::sleep(wait) => {}
                     }
                 }
+                registering.succeeded();
             }
-            Some(cluster) => join_failed = join(&ctx, cluster).await.is_err(),
+            Some(cluster) => join_again = join(&ctx, cluster, &mut joining).await,
         }
         cluster_tx.send_replace(cluster);
     }
@@ -395,13 +419,14 @@ pub(crate) async fn create_cluster(
     }
 }
 
-/// Sets ManagedClusterJoined once the hub says it accepts the cluster.
-#[instrument(skip(ctx, cluster), fields(cluster = ctx.name()))]
-async fn join(ctx: &Context, cluster: &ManagedCluster) -> Result<(), AgentError> {
+/// Sets ManagedClusterJoined once the hub says it accepts the cluster; when that fails, how
+/// long to wait before trying again.
+#[instrument(skip(ctx, cluster, retry), fields(cluster = ctx.name()))]
+async fn join(ctx: &Context, cluster: &ManagedCluster, retry: &mut Retry) -> Option<Duration> {
     let accepted = cluster.hub_accepts_client()
         && crate::api::is_condition_true(cluster.conditions(), CONDITION_HUB_ACCEPTED);
     if !accepted || cluster.is_joined() {
-        return Ok(());
+        return None;
     }
     let joined = Condition {
         type_: CONDITION_JOINED.to_string(),
@@ -421,12 +446,10 @@ async fn join(ctx: &Context, cluster: &ManagedCluster) -> Result<(), AgentError>
     ));
     match written {
         Ok(_) => {
+            retry.succeeded();
             info!("joined");
-            Ok(())
+            None
         }
-        Err(err) => {
-            warn!(%err, "setting ManagedClusterJoined; retrying");
-            Err(err.into())
-        }
+        Err(err) => Some(retry.failed(&err)),
     }
 }

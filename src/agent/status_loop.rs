@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Node, ObjectReference};
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, watcher};
@@ -201,17 +201,10 @@ async fn announce_cut(ctx: &Context, note: String) -> Result<(), AgentError> {
         name: Some(ctx.name().to_string()),
         ..ObjectReference::default()
     };
-    let event = super::run::warning_event(
-        ctx.name(),
-        &format!("{}.claims-", ctx.name()),
-        about,
-        REASON_CLAIMS_TRUNCATED,
-        note,
-        ctx.name(),
-    );
+    let event =
+        super::run::warning_event(ctx.name(), about, REASON_CLAIMS_TRUNCATED, note, ctx.name());
     let events: Api<Event> = Api::namespaced(ctx.hub.clone(), ctx.name());
-    Ok(events
-        .create(&PostParams::default(), &event)
+    Ok(crate::events::create(&events, ctx.name(), event)
         .await
         .map(|_| ())
         .map_err(KubeError::on(

@@ -161,6 +161,119 @@ impl Transform for IntOrStringBranches {
     }
 }
 
+/// The string formats kube-apiserver validates in a CRD schema (as it compares them: without
+/// `-`, so `date-time` is `datetime`). An integer may say `int32` or `int64`, a number `float`
+/// or `double`; any other format is answered on every write of the CRD with `Warning:
+/// unrecognized format` and is not checked at all.
+const STRING_FORMATS: [&str; 25] = [
+    "bsonobjectid",
+    "uri",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "cidr",
+    "mac",
+    "uuid",
+    "uuid3",
+    "uuid4",
+    "uuid5",
+    "isbn",
+    "isbn10",
+    "isbn13",
+    "creditcard",
+    "ssn",
+    "hexcolor",
+    "rgbcolor",
+    "byte",
+    "password",
+    "date",
+    "duration",
+    "datetime",
+    "quantity",
+];
+
+/// Whether kube-apiserver knows `format` on a schema of `type_` (see [`STRING_FORMATS`]).
+pub(crate) fn known_format(type_: Option<&str>, format: &str) -> bool {
+    match type_ {
+        Some("integer") => matches!(format, "int32" | "int64"),
+        Some("number") => matches!(format, "float" | "double"),
+        None | Some("string") => STRING_FORMATS.contains(&format.replace('-', "").as_str()),
+        Some(_) => false,
+    }
+}
+
+/// `crd` with every `format` of its schemas one kube-apiserver knows. schemars names Rust's
+/// integer widths (`uint32`, `uint16`, ...): those become `int32` or `int64` with the width's
+/// bounds as `minimum` and `maximum`, so the server still refuses what the type cannot hold; any
+/// other unknown format is dropped.
+pub(crate) fn with_known_formats(crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let mut value = serde_json::to_value(&crd).expect("a CRD serialises to JSON");
+    for version in value
+        .pointer_mut("/spec/versions")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(schema) = version.pointer_mut("/schema/openAPIV3Schema") {
+            known_formats(schema);
+        }
+    }
+    serde_json::from_value(value).expect("a CRD with other formats is still a CRD")
+}
+
+/// [`with_known_formats`] on one schema and the schemas in it.
+fn known_formats(schema: &mut Value) {
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    let type_ = object
+        .get("type")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if let Some(format) = object
+        .get("format")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        && !known_format(type_.as_deref(), &format)
+    {
+        let bounds: Option<(&str, f64, f64)> = match format.as_str() {
+            "int8" => Some(("int32", i8::MIN.into(), i8::MAX.into())),
+            "int16" => Some(("int32", i16::MIN.into(), i16::MAX.into())),
+            "uint8" => Some(("int32", 0.0, u8::MAX.into())),
+            "uint16" => Some(("int32", 0.0, u16::MAX.into())),
+            "uint32" => Some(("int64", 0.0, u32::MAX.into())),
+            "uint64" | "uint" => Some(("int64", 0.0, i64::MAX as f64)),
+            _ => None,
+        };
+        match bounds {
+            Some((known, minimum, maximum)) if type_.as_deref() == Some("integer") => {
+                object.insert("format".into(), json!(known));
+                object.entry("minimum").or_insert(json!(minimum));
+                object.entry("maximum").or_insert(json!(maximum));
+            }
+            _ => {
+                object.remove("format");
+            }
+        }
+    }
+    for key in ["items", "additionalProperties", "not"] {
+        if let Some(child) = object.get_mut(key) {
+            known_formats(child);
+        }
+    }
+    for key in ["properties", "patternProperties"] {
+        if let Some(Value::Object(children)) = object.get_mut(key) {
+            children.values_mut().for_each(known_formats);
+        }
+    }
+    for key in ["allOf", "anyOf", "oneOf"] {
+        if let Some(Value::Array(children)) = object.get_mut(key) {
+            children.iter_mut().for_each(known_formats);
+        }
+    }
+}
+
 /// `pattern` of a qualified name (an optional DNS subdomain prefix and `/`, then a name), as
 /// Kubernetes checks condition types and OCM checks taint keys.
 pub(crate) const QUALIFIED_NAME: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$";

@@ -195,6 +195,12 @@ pub const CONDITION_UNJOINED: &str = "Unjoined";
 pub const REASON_WAITING_FOR_AGENT_UNJOIN: &str = "WaitingForAgentUnjoin";
 /// Reason of [`CONDITION_UNJOINED`] False: active ManifestWorks block the unjoin.
 pub const REASON_MANIFEST_WORKS_REMAIN: &str = "ManifestWorksRemain";
+/// Reason of [`CONDITION_UNJOINED`] False: what the unjoin removed from the hub is still being
+/// deleted (a namespace terminates until the namespace controller has emptied it).
+pub const REASON_HUB_OBJECTS_TERMINATING: &str = "HubObjectsTerminating";
+/// Reason of [`CONDITION_UNJOINED`] False: what the unjoin removed from the hub is held by a
+/// finalizer nobody removes; the message names the object, the finalizer and what to do.
+pub const REASON_HELD_BY_FINALIZER: &str = "HeldByFinalizer";
 /// Reason of [`CONDITION_UNJOINED`] False: the unjoin is under way.
 pub const REASON_UNJOINING: &str = "Unjoining";
 /// Reason of [`CONDITION_UNJOINED`] True: the hub completed the unjoin without the agent.

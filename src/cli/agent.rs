@@ -34,10 +34,17 @@ pub async fn run(args: AgentArgs) -> u8 {
     };
     let config = args.into_config(spoke, hub);
     let shutdown = CancellationToken::new();
-    let agent = tokio::spawn(crate::agent::run(config, shutdown.clone()));
-    super::shutdown_signal().await;
-    shutdown.cancel();
-    match agent.await {
+    let mut agent = tokio::spawn(crate::agent::run(config, shutdown.clone()));
+    // An agent that cannot start (its health port taken, say) ends at once: it must exit, with
+    // its error, for the kubelet to restart it, not wait for a SIGTERM that never comes.
+    let ended = tokio::select! {
+        ended = &mut agent => ended,
+        () = super::shutdown_signal() => {
+            shutdown.cancel();
+            agent.await
+        }
+    };
+    match ended {
         Ok(Ok(())) => exit::OK,
         Ok(Err(err)) => {
             eprintln!("error: {err}");

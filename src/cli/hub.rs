@@ -13,6 +13,7 @@ use super::exit;
 use crate::api::fleet::SYSTEM_NAMESPACE;
 use crate::hub::conversion_webhook::WebhookConfig;
 use crate::hub::process::{self, DEFAULT_ADMIN_ADDR, HubProcessConfig, LEASE_NAME};
+use crate::hub::run::AcceptCheck;
 use crate::reconciler::install::KnownEndpoint;
 use crate::runtime::leader::Election;
 
@@ -126,6 +127,8 @@ pub async fn run(args: Args) -> u8 {
             extra_names: args.webhook_dns_names,
         }),
         sync: None,
+        // A hub elsewhere: a person's acceptance is honoured where a webhook checks it.
+        accept_check: AcceptCheck::Webhook,
     };
     let shutdown = CancellationToken::new();
     let running = match process::start(config, shutdown.clone()).await {

@@ -144,6 +144,11 @@ pub async fn run(args: Args) -> u8 {
         Event::Applied { object, applied } => progress.line(&format!("{object} {applied}")),
         Event::Waiting { what, state } => progress.waiting(&what, &state),
         Event::Ready { what, state } => progress.line(&format!("{what}: {state}")),
+        // As kubectl says what the server warns about, on stderr.
+        Event::Warning { object, text } => {
+            progress.clear();
+            errln!("Warning: {object}: {text}");
+        }
     })
     .await;
     let where_ = reached.describe();
@@ -251,6 +256,9 @@ pub async fn uninstall(args: UninstallArgs) -> u8 {
             }
             uninstall::Event::Unjoining { spoke, state } => outln!("Spoke {spoke}: {state}"),
             uninstall::Event::Unjoined { spoke } => outln!("Spoke {spoke}: unjoined"),
+            uninstall::Event::HubWaiting { hub, state } => {
+                outln!("Hub {hub}: waiting to go: {state}")
+            }
         },
     )
     .await;
@@ -264,7 +272,7 @@ pub async fn uninstall(args: UninstallArgs) -> u8 {
             outln!("fleetform is not installed on {where_}: nothing to remove.");
             exit::OK
         }
-        Err(err @ UninstallError::Timeout { .. }) => {
+        Err(err @ (UninstallError::Timeout { .. } | UninstallError::HubsRemain { .. })) => {
             errln!("error: {err}");
             exit::NOT_CONVERGED
         }

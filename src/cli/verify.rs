@@ -7,13 +7,16 @@ use super::exit;
 use crate::api::fleet::VerifyMode;
 use crate::source::{Keys, SourceSpec, Verification};
 
-/// Which signature `--verify` checks, on the command line.
+/// Which signature `--verify` checks, on the command line: spelled as a FleetSync's
+/// `spec.verify.mode` spells it (`HEAD`, `Tag`), in any case, so one word works in both places.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum ModeArg {
     /// The commit's own signature.
     #[default]
+    #[value(name = "HEAD")]
     Head,
     /// The signature of the annotated tag `--ref` names.
+    #[value(name = "Tag")]
     Tag,
 }
 
@@ -33,9 +36,15 @@ pub struct VerifyArgs {
     /// ASCII-armored OpenPGP public keys); the plan shows who signed.
     #[arg(long, value_name = "KEYS")]
     verify: Option<PathBuf>,
-    /// Which signature --verify checks: the commit's (head) or the annotated tag's that --ref
-    /// names (tag).
-    #[arg(long, value_enum, default_value_t, requires = "verify")]
+    /// Which signature --verify checks: the commit's (HEAD) or the annotated tag's that --ref
+    /// names (Tag); as a FleetSync's spec.verify.mode, in any case.
+    #[arg(
+        long,
+        value_enum,
+        default_value_t,
+        ignore_case = true,
+        requires = "verify"
+    )]
     verify_mode: ModeArg,
 }
 
@@ -71,9 +80,9 @@ pub struct Args {
     /// The trusted keys: SSH `allowed_signers` lines and/or ASCII-armored OpenPGP public keys.
     #[arg(long, value_name = "FILE")]
     keys: PathBuf,
-    /// Which signature to check: the commit's (head) or the annotated tag's that --ref names
-    /// (tag).
-    #[arg(long, value_enum, default_value_t)]
+    /// Which signature to check: the commit's (HEAD) or the annotated tag's that --ref names
+    /// (Tag); as a FleetSync's spec.verify.mode, in any case.
+    #[arg(long, value_enum, default_value_t, ignore_case = true)]
     mode: ModeArg,
 }
 
@@ -108,5 +117,58 @@ pub fn run(args: Args) -> u8 {
             errln!("error: {err}");
             super::source_error_code(&err)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    /// `--verify-mode` of `plan` and the others beside `fleetform verify`'s own arguments.
+    #[derive(Debug, clap::Parser)]
+    struct Command {
+        #[command(flatten)]
+        verify: VerifyArgs,
+        #[command(flatten)]
+        command: Args,
+    }
+
+    #[test]
+    fn the_mode_takes_the_fleetsync_spelling_in_any_case() {
+        for (word, mode) in [
+            ("HEAD", ModeArg::Head),
+            ("head", ModeArg::Head),
+            ("Head", ModeArg::Head),
+            ("Tag", ModeArg::Tag),
+            ("tag", ModeArg::Tag),
+            ("TAG", ModeArg::Tag),
+        ] {
+            let parsed = Command::try_parse_from([
+                "x",
+                "--keys",
+                "k",
+                "--verify",
+                "k",
+                "--verify-mode",
+                word,
+                "--mode",
+                word,
+            ])
+            .unwrap_or_else(|err| panic!("{word}: {err}"));
+            assert_eq!(parsed.verify.verify_mode, mode, "--verify-mode {word}");
+            assert_eq!(parsed.command.mode, mode, "--mode {word}");
+        }
+    }
+
+    #[test]
+    fn help_and_errors_name_the_modes_as_a_fleetsync_does() {
+        let err = Command::try_parse_from(["x", "--keys", "k", "--mode", "commit"]).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.contains("[possible values: HEAD, Tag]"),
+            "{message}"
+        );
     }
 }

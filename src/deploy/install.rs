@@ -30,6 +30,8 @@ pub enum Event {
     Waiting { what: String, state: String },
     /// The wait on `what` is over, at `state`.
     Ready { what: String, state: String },
+    /// The API server warned about the write of `object` (as kubectl prints `Warning: text`).
+    Warning { object: String, text: String },
 }
 
 /// How an installation ended well.
@@ -84,9 +86,13 @@ pub async fn install(
     wait: Wait,
     report: impl FnMut(Event),
 ) -> Result<Installed, InstallFailed> {
+    // Every write's warnings are said with the object written.
+    let (client, warnings) = crate::runtime::warnings::recording(client);
+    let client = &client;
     let mut progress = Progress {
         report,
         waiting: String::new(),
+        warnings,
     };
     let manifests = hub_manifests(settings);
     // Custom resources wait for their CRDs: kubectl would fail them with "no matches for kind".
@@ -124,10 +130,12 @@ pub async fn install(
     Ok(installed)
 }
 
-/// The caller's report, and the last wait reported (what a timeout names).
+/// The caller's report, the last wait reported (what a timeout names), and the server's
+/// warnings not yet said.
 struct Progress<R> {
     report: R,
     waiting: String,
+    warnings: crate::runtime::warnings::Warnings,
 }
 
 impl<R: FnMut(Event)> Progress<R> {
@@ -164,6 +172,12 @@ async fn apply<R: FnMut(Event)>(
         object: describe(manifest),
         applied,
     });
+    for text in progress.warnings.take() {
+        (progress.report)(Event::Warning {
+            object: describe(manifest),
+            text,
+        });
+    }
     Ok((describe(manifest), applied))
 }
 

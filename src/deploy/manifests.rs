@@ -210,6 +210,12 @@ pub fn hub_rbac() -> Vec<Value> {
                 {"apiGroups": ["apiextensions.k8s.io"],
                  "resources": ["customresourcedefinitions"],
                  "verbs": ["get", "list", "watch", "create", "update", "patch"]},
+                // Read only, OCM's registration webhook only: whether it checks who may accept a
+                // cluster, so that a person's acceptance of one not in git is honoured.
+                {"apiGroups": ["admissionregistration.k8s.io"],
+                 "resources": ["validatingwebhookconfigurations"],
+                 "resourceNames": [crate::hub::acceptance::OCM_MANAGED_CLUSTER_VALIDATOR],
+                 "verbs": ["get"]},
                 // Read only, and only because the agent's ClusterRole on a hub that is its own
                 // spoke (inCluster) reads nodes, and the hub may grant only what it holds.
                 {"apiGroups": [""],
@@ -307,6 +313,11 @@ pub fn hub_deployment(settings: &HubSettings) -> Value {
                 "metadata": {"labels": { LABEL_APP: HUB_DEPLOYMENT }},
                 "spec": {
                     "serviceAccountName": HUB_SERVICE_ACCOUNT,
+                    // PodSecurity `restricted`, so the hub runs in a namespace that enforces it.
+                    "securityContext": {
+                        "runAsNonRoot": true,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
                     "containers": [
                         {
                             "name": "hub",

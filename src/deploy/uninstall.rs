@@ -19,10 +19,11 @@ use kube::{Api, Client, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
+use super::manifests::HUB_DEPLOYMENT;
 use super::manifests::{HubSettings, hub_manifests};
 use super::{dynamic_api, is_marked};
 use crate::api::fleet::{FleetSync, Hub, SYSTEM_NAMESPACE, Spoke};
-use crate::api::vocabulary::{ANNOTATION_FORCE_UNJOIN, CONDITION_UNJOINED};
+use crate::api::vocabulary::{ANNOTATION_FORCE_UNJOIN, CONDITION_UNJOINED, FINALIZER_HUB_CLEANUP};
 use crate::api::{ManagedCluster, find_condition};
 
 /// What uninstalling is doing, for its progress display.
@@ -34,6 +35,8 @@ pub enum Event {
     Unjoining { spoke: String, state: String },
     /// A spoke is unjoined and its Spoke gone.
     Unjoined { spoke: String },
+    /// A Hub whose spokes are gone is still there, held by `state` (its finalizers).
+    HubWaiting { hub: String, state: String },
 }
 
 /// What happened to one object.
@@ -85,6 +88,26 @@ pub enum UninstallError {
         waiting.join("; ")
     )]
     Timeout { waiting: Vec<String>, seconds: u64 },
+    #[error("{}", hubs_remain(hubs, *seconds))]
+    HubsRemain {
+        /// Each Hub left, with what holds it.
+        hubs: Vec<(String, String)>,
+        seconds: u64,
+    },
+}
+
+/// What a timeout waiting for Hubs to go says: what holds each, who removes it, how to go on.
+fn hubs_remain(hubs: &[(String, String)], seconds: u64) -> String {
+    let names: Vec<&str> = hubs.iter().map(|(name, _)| name.as_str()).collect();
+    let held: Vec<String> = hubs
+        .iter()
+        .map(|(name, state)| format!("Hub {name} ({state})"))
+        .collect();
+    format!(
+        "timed out after {seconds} s waiting for {}: the hub's lifecycle reconciler removes {FINALIZER_HUB_CLEANUP} once a Hub's spokes are gone, so the hub must run meanwhile (Deployment {HUB_DEPLOYMENT} in {SYSTEM_NAMESPACE}, or `fleetform hub`); start it again and run uninstall again, or, if it cannot run, remove the finalizer by hand: kubectl patch hub -n {SYSTEM_NAMESPACE} {} --type=merge -p '{{\"metadata\":{{\"finalizers\":null}}}}'",
+        held.join(", "),
+        names.join(" ")
+    )
 }
 
 fn refusal(spokes: &[String], unmanaged: &[String]) -> String {
@@ -187,34 +210,63 @@ async fn unjoin(
             }
         }
     });
-    let timed_out = |waiting: Vec<String>| UninstallError::Timeout {
-        waiting,
-        seconds: timeout.as_secs(),
-    };
     match tokio::time::timeout_at(deadline, unjoined).await {
         Ok(result) => result?,
         Err(_) => {
-            return Err(timed_out(
-                waiting
+            return Err(UninstallError::Timeout {
+                waiting: waiting
                     .iter()
                     .map(|(spoke, state)| format!("Spoke {spoke} to unjoin ({state})"))
                     .collect(),
-            ));
+                seconds: timeout.as_secs(),
+            });
         }
     }
-    let hubs_gone = until_none::<Hub>(client, "Hubs", |_, _| {});
+    let mut held: BTreeMap<String, String> = BTreeMap::new();
+    let hubs_gone = until_none::<Hub>(client, "Hubs", |name, hub| match hub {
+        Some(hub) => {
+            let state = hub_state(hub);
+            if held.get(name) != Some(&state) {
+                report(Event::HubWaiting {
+                    hub: name.to_string(),
+                    state: state.clone(),
+                });
+                held.insert(name.to_string(), state);
+            }
+        }
+        None => {
+            held.remove(name);
+        }
+    });
     match tokio::time::timeout_at(deadline, hubs_gone).await {
         Ok(result) => result?,
         Err(_) => {
-            return Err(timed_out(
-                hub_names
-                    .iter()
-                    .map(|hub| format!("Hub {hub} to go"))
-                    .collect(),
-            ));
+            return Err(UninstallError::HubsRemain {
+                hubs: held.into_iter().collect(),
+                seconds: timeout.as_secs(),
+            });
         }
     }
     Ok(())
+}
+
+/// What holds a deleted Hub: its finalizers, and who removes fleetform's.
+fn hub_state(hub: &Hub) -> String {
+    let finalizers = hub.finalizers();
+    if finalizers.is_empty() {
+        return "going".to_string();
+    }
+    let by = |finalizer: &String| {
+        if finalizer == FINALIZER_HUB_CLEANUP {
+            format!("{finalizer}, which the hub's lifecycle reconciler removes")
+        } else {
+            format!("{finalizer}, not fleetform's")
+        }
+    };
+    format!(
+        "held by its finalizer {}",
+        finalizers.iter().map(by).collect::<Vec<_>>().join(" and ")
+    )
 }
 
 /// The install set's objects that carry fleetform's mark, deleted in reverse order.

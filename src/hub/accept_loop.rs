@@ -2,22 +2,26 @@
 //!
 //! For each ManagedCluster it gathers what [`super::acceptance`] decides on — whether a Spoke
 //! declares it, whether the hub accepted it before, whether a Hub's auto-approval lists the
-//! requester of one of its registration CSRs — and does what that says. Accepting creates the
+//! requester of one of its registration CSRs, whether the hub checks who may set
+//! `hubAcceptsClient` — and does what that says. Accepting creates the
 //! cluster namespace, the RBAC that lets the cluster's agent touch only its own ManagedCluster
 //! and status, its lease, its addons' status, CSRs and Events (and, on a fleetform hub, read its
-//! Spoke and Hub), bound to the users of this join's certificates (kept on the namespace), the
+//! Spoke and Hub), bound to the users of this join's certificates and of its requests still
+//! pending (kept on the namespace, written once bound: see [`super::acceptance`]), the
 //! `managed-cluster-lease` (renewed now, so a new cluster gets five durations to report), and
 //! then sets HubAcceptedManagedCluster True. CSRs are watched, so a newly approved certificate is
 //! bound as soon as it is issued. When `hubAcceptsClient` is false, or was true and is no longer,
 //! the RBAC is removed and the condition set False. The namespace is kept: it holds the
 //! cluster's addons and history, and removing it is the unjoin's job (seed 004). A cluster that
-//! asks to join and is not in git gets nothing, and one Normal Event saying so.
+//! asks to join and is not in git gets nothing, and one Normal Event saying so; one a person
+//! allowed to accept accepted is accepted, with one Warning Event saying it is not in git.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::TryStreamExt;
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
@@ -36,8 +40,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, instrument};
 
 use super::acceptance::{
-    ANNOTATION_AUTOMATICALLY_ACCEPTED_ON, ANNOTATION_JOIN_USERS, Acceptance, Facts, JoinRecord,
-    REASON_NOT_IN_GIT, decide, join_users, requested_by_one_of,
+    ANNOTATION_AUTOMATICALLY_ACCEPTED_ON, ANNOTATION_JOIN_USERS, AcceptCheck, Acceptance, Facts,
+    JoinRecord, OCM_MANAGED_CLUSTER_VALIDATOR, REASON_NOT_IN_GIT, decide, join_users,
+    requested_by_one_of, webhook_checks_accept,
 };
 use super::approval::registration_cluster;
 use super::cache;
@@ -53,7 +58,7 @@ use crate::reconciler::install::{agent_hub_role_binding, agent_hub_role_name};
 use crate::runtime::conditions::set_conditions;
 use crate::runtime::controller::refs_where;
 use crate::runtime::error::KubeError;
-use crate::runtime::error::{is_conflict, is_not_found};
+use crate::runtime::error::{is_conflict, is_forbidden, is_not_found};
 
 /// What the accept loop keeps besides the hub loops' context.
 struct AcceptContext {
@@ -66,9 +71,10 @@ struct AcceptContext {
     /// their Spoke's RBAC in `fleetform-system`.
     fleet_crds: bool,
     events: Reporter,
-    /// Clusters (by uid, and whether `hubAcceptsClient` was set) already reported as not in
-    /// git, so each is reported once: when it asks, and if someone sets `hubAcceptsClient`.
-    reported: Mutex<HashSet<(String, bool)>>,
+    /// Clusters (by uid, whether `hubAcceptsClient` was set, and why) already reported as not
+    /// in git, so each is reported once: when it asks, if someone sets `hubAcceptsClient`, and
+    /// when a person accepts it.
+    reported: Mutex<HashSet<(String, bool, NotInGit)>>,
     /// What an acceptance last wrote for each cluster (a digest of its join: the cluster's uid,
     /// its users, its owner) and when: every change of a ManagedCluster or of its CSRs wakes
     /// the loop, and writing its namespace and RBAC again each time cost a joining fleet seven
@@ -161,6 +167,9 @@ async fn reconcile(
         if !facts.declared && !accepted_before {
             facts.auto_approved = auto_approved(&ctx, &name).await?;
         }
+        if cluster.hub_accepts_client() && !facts.declared && !facts.auto_approved {
+            facts.accept_checked = accept_checked(&ctx.hub).await?;
+        }
     }
     match decide(&facts) {
         Acceptance::Accept => {
@@ -169,6 +178,12 @@ async fn reconcile(
                 set_accepted(&ctx.hub, &name, true).await?;
                 info!("cluster accepted");
             }
+        }
+        Acceptance::AcceptNotInGit => {
+            accept(&ctx, &cluster).await?;
+            set_accepted(&ctx.hub, &name, true).await?;
+            info!("cluster accepted by a person allowed to, though not in git");
+            report_not_in_git(&ctx, &cluster, NotInGit::Accepted).await;
         }
         Acceptance::AutoAccept => auto_accept(&ctx.hub, &cluster).await?,
         Acceptance::Revoke => {
@@ -179,7 +194,7 @@ async fn reconcile(
                 info!("cluster no longer accepted; its agent's RBAC is removed");
             }
         }
-        Acceptance::NotInGit => report_not_in_git(&ctx, &cluster).await,
+        Acceptance::NotInGit => report_not_in_git(&ctx, &cluster, NotInGit::Refused).await,
         Acceptance::Wait => {}
     }
     Ok(Action::await_change())
@@ -253,34 +268,83 @@ async fn auto_accept(ctx: &Context, cluster: &ManagedCluster) -> Result<(), HubE
     Ok(())
 }
 
-/// One Normal Event per cluster (and per process) saying it stays un-accepted, and one more if
-/// someone sets `hubAcceptsClient` on it all the same.
-async fn report_not_in_git(ctx: &AcceptContext, cluster: &ManagedCluster) {
+/// Whether the hub's API server lets only a user allowed to `update managedclusters/accept` set
+/// `hubAcceptsClient` (see [`AcceptCheck`]).
+async fn accept_checked(ctx: &Context) -> Result<bool, HubError> {
+    if ctx.accept_check == AcceptCheck::InProcess {
+        return Ok(true);
+    }
+    let read = Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone())
+        .get_opt(OCM_MANAGED_CLUSTER_VALIDATOR)
+        .await;
+    match read {
+        Ok(config) => Ok(config.as_ref().is_some_and(webhook_checks_accept)),
+        // Not served, or not readable: nothing known checks it.
+        Err(err) if is_not_found(&err) || is_forbidden(&err) => Ok(false),
+        Err(err) => Err(KubeError::on(
+            format!("ValidatingWebhookConfiguration {OCM_MANAGED_CLUSTER_VALIDATOR}"),
+            "read",
+        )(err)
+        .into()),
+    }
+}
+
+/// Why a cluster not in git is reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum NotInGit {
+    /// It asked to join, or someone set `hubAcceptsClient` where nothing checks who did: it
+    /// stays un-accepted.
+    Refused,
+    /// A person allowed to accept it did: it is accepted, and fleetform leaves it as it is.
+    Accepted,
+}
+
+/// One Event per cluster (and per process) saying it is not in git: a Normal one while it stays
+/// un-accepted (one more if someone sets `hubAcceptsClient` where nothing checks who did), a
+/// Warning once a person accepted it.
+async fn report_not_in_git(ctx: &AcceptContext, cluster: &ManagedCluster, why: NotInGit) {
     let set_anyway = cluster.hub_accepts_client();
     let first = ctx
         .reported
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .insert((cluster.uid().unwrap_or_default(), set_anyway));
+        .insert((cluster.uid().unwrap_or_default(), set_anyway, why));
     if !first {
         return;
     }
     let name = cluster.name_any();
-    let note = if set_anyway {
-        info!("hubAcceptsClient is set, but the cluster is not in git; it stays un-accepted");
-        format!(
-            "cluster {name} has hubAcceptsClient set, but is not in git: it is not accepted until a Spoke declares it (or a Hub's registration.autoApproval lists its requester)"
-        )
-    } else {
-        info!("cluster asked to join, not in git; it stays un-accepted");
-        format!(
-            "cluster {name} asked to join, not in git: it stays un-accepted until a Spoke declares it (or a Hub's registration.autoApproval lists its requester)"
-        )
+    let (kind, note) = match why {
+        NotInGit::Accepted => (
+            EventType::Warning,
+            format!(
+                "cluster {name} is not in git: a user allowed to update managedclusters/accept accepted it (hubAcceptsClient), so it joins as OCM's hub lets it; fleetform keeps it joined and never prunes it, and its lifecycle is that user's (declare a Spoke {name} to manage it from git, or set hubAcceptsClient: false to deny it)"
+            ),
+        ),
+        NotInGit::Refused if set_anyway => {
+            info!(
+                "hubAcceptsClient is set, but the cluster is not in git and nothing on this hub checks who set it; it stays un-accepted"
+            );
+            (
+                EventType::Normal,
+                format!(
+                    "cluster {name} has hubAcceptsClient set, but is not in git, and this hub has no admission that checks who may accept (OCM's registration webhook): it is not accepted until a Spoke declares it (or a Hub's registration.autoApproval lists its requester)"
+                ),
+            )
+        }
+        NotInGit::Refused => {
+            info!("cluster asked to join, not in git; it stays un-accepted");
+            (
+                EventType::Normal,
+                format!(
+                    "cluster {name} asked to join, not in git: it stays un-accepted until a Spoke declares it, a Hub's registration.autoApproval lists its requester, or a user allowed to update managedclusters/accept sets hubAcceptsClient (clusteradm accept)"
+                ),
+            )
+        }
     };
     ctx.events
         .publish(
             &events::reference(cluster),
-            EventType::Normal,
+            kind,
             REASON_NOT_IN_GIT,
             "Accept",
             note,
@@ -298,20 +362,24 @@ async fn accept(ctx: &AcceptContext, managed_cluster: &ManagedCluster) -> Result
         .get_opt(cluster)
         .await
         .map_err(KubeError::on(format!("namespace {cluster}"), "read"))?;
-    let recorded = JoinRecord::of_join(
-        namespace
-            .as_ref()
-            .and_then(|namespace| namespace.annotations().get(ANNOTATION_JOIN_USERS))
-            .map(String::as_str),
-        &uid,
-    );
+    let written_record = namespace
+        .as_ref()
+        .and_then(|namespace| namespace.annotations().get(ANNOTATION_JOIN_USERS))
+        .cloned();
+    let recorded = JoinRecord::of_join(written_record.as_deref(), &uid);
     let since = managed_cluster
         .metadata
         .creation_timestamp
         .as_ref()
         .map_or(Timestamp::UNIX_EPOCH, |created| created.0);
     let csrs = ctx.csrs_by_cluster.of(&ctx.csrs, cluster);
-    let users = join_users(cluster, since, csrs.iter().map(|csr| &**csr), recorded);
+    let record = join_users(
+        (cluster, &uid),
+        since,
+        csrs.iter().map(|csr| &**csr),
+        recorded.users,
+    );
+    let users = record.bound();
     let owner = managed_cluster
         .controller_owner_ref(&())
         .map(|owner| json!([owner]));
@@ -328,19 +396,23 @@ async fn accept(ctx: &AcceptContext, managed_cluster: &ManagedCluster) -> Result
     {
         return Ok(());
     }
-    let record = JoinRecord {
-        cluster: uid,
-        users: users.clone(),
+    // The namespace first, with the record it has, for the RBAC that lives in it; the record of
+    // this join's users last, once they are bound: the approval loop approves a new agent's
+    // certificate only when the record names it.
+    let cluster_namespace = |record: Option<&str>| {
+        let mut namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": cluster,
+            "labels": { LABEL_CLUSTER_NAME: cluster },
+        }});
+        if let Some(record) = record {
+            namespace["metadata"]["annotations"] = json!({ ANNOTATION_JOIN_USERS: record });
+        }
+        namespace
     };
-    let labels = json!({ LABEL_CLUSTER_NAME: cluster });
     apply::<Namespace>(
         &namespaces,
         cluster,
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {
-            "name": cluster,
-            "labels": labels,
-            "annotations": {ANNOTATION_JOIN_USERS: record.to_annotation()},
-        }}),
+        cluster_namespace(written_record.as_deref()),
     )
     .await?;
     let objects = rbac(cluster, &users);
@@ -366,6 +438,10 @@ async fn accept(ctx: &AcceptContext, managed_cluster: &ManagedCluster) -> Result
     }
     if ctx.fleet_crds {
         bind_spoke_role(ctx, cluster, &users, owner).await?;
+    }
+    let annotation = record.to_annotation();
+    if written_record.as_deref() != Some(annotation.as_str()) {
+        apply::<Namespace>(&namespaces, cluster, cluster_namespace(Some(&annotation))).await?;
     }
     ensure_lease(&ctx.hub, cluster).await?;
     ctx.written()

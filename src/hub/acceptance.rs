@@ -1,12 +1,17 @@
 //! Whether the hub accepts a cluster, and which certificates speak for an accepted one (DESIGN
 //! §4.1). Pure: the accept loop gathers the facts and does what this module says.
 //!
-//! **Acceptance.** fleetform accepts a cluster only when git declares it (a Spoke of its name) or
-//! a Hub's `registration.autoApproval.users` lists the requester of one of its registration CSRs
+//! **Acceptance.** fleetform accepts a cluster when git declares it (a Spoke of its name), when a
+//! Hub's `registration.autoApproval.users` lists the requester of one of its registration CSRs
 //! (OCM's ManagedClusterAutoApproval: accepted once, marked with OCM's annotation, so a later
-//! denial stands). `hubAcceptsClient: true` alone is not enough: on a hub without OCM's
-//! admission webhook anyone who may create a ManagedCluster could set it. A cluster that asks to
-//! join and is neither stays un-accepted, and the loop says so once.
+//! denial stands), and, as OCM's hub does, when a person allowed to `update
+//! managedclusters/accept` sets `hubAcceptsClient: true` (`clusteradm accept`): such a cluster is
+//! not in git, which a Warning Event says once; fleetform keeps it joined and never prunes it.
+//! That last one rests on the hub's API server checking who sets the field (fleetform's own
+//! admission in the control planes it runs, OCM's registration webhook on a real hub:
+//! [`AcceptCheck`]); where nothing checks it, anyone who may create a ManagedCluster (every
+//! bootstrap token holder) could set it, so `hubAcceptsClient: true` alone is not enough. A
+//! cluster that asks to join and is none of these stays un-accepted, and the loop says so once.
 //!
 //! **Join identities.** An accepted cluster's RBAC binds the users (common names) of the
 //! registration certificates approved for its current join, not the cluster's group: a
@@ -16,9 +21,16 @@
 //! CSRs created since that object was, kept in a record across CSR cleanup (kube-controller-manager
 //! deletes approved CSRs after an hour) and a denial. A renewal keeps the common name, so a
 //! rotated certificate keeps its rights.
+//!
+//! **Bound before issued.** The common name of a registration CSR still pending is bound too, and
+//! recorded as pending (it goes from the record once its CSR is denied or gone): the approval
+//! loop approves a request only once the record names its user ([`JoinRecord::bound`]), so an
+//! agent's first requests with its new certificate are never refused. A name bound before its
+//! certificate exists grants nothing: only an approved request is signed.
 
 use std::collections::BTreeSet;
 
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use serde::{Deserialize, Serialize};
 
@@ -36,6 +48,52 @@ pub const ANNOTATION_JOIN_USERS: &str = "fleetform.io/join-users";
 /// Reason of the Event about a cluster that asked to join and is not in git.
 pub const REASON_NOT_IN_GIT: &str = "NotInGit";
 
+/// What makes sure that only a user allowed to `update managedclusters/accept` (in
+/// `register.open-cluster-management.io`) sets `hubAcceptsClient: true` on the hub, on which
+/// honouring a person's acceptance rests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AcceptCheck {
+    /// fleetform's own ManagedCluster admission, in the control plane it runs in process
+    /// (`fleetform up`, the tests): always in force.
+    InProcess,
+    /// OCM's registration webhook, registered on the hub as
+    /// [`OCM_MANAGED_CLUSTER_VALIDATOR`], looked for each time a person's acceptance is to be
+    /// honoured ([`webhook_checks_accept`]); without it, none is.
+    #[default]
+    Webhook,
+}
+
+/// The name of OCM's ManagedCluster validating webhook (and of its configuration), which checks
+/// who may accept a cluster; fleetform's in-process admission bears it too.
+pub const OCM_MANAGED_CLUSTER_VALIDATOR: &str =
+    "managedclustervalidators.admission.cluster.open-cluster-management.io";
+
+/// Whether `config` (the hub's [`OCM_MANAGED_CLUSTER_VALIDATOR`] configuration) sends every
+/// create and update of a ManagedCluster to OCM's webhook, and fails the write when it cannot
+/// answer. By name only: another webhook that sees every write (a policy engine's) checks
+/// nothing of acceptance.
+pub fn webhook_checks_accept(config: &ValidatingWebhookConfiguration) -> bool {
+    let names = |values: &Option<Vec<String>>, wanted: &str| {
+        values.iter().flatten().any(|value| value == wanted)
+    };
+    config
+        .webhooks
+        .iter()
+        .flatten()
+        .filter(|webhook| webhook.name == OCM_MANAGED_CLUSTER_VALIDATOR)
+        .filter(|webhook| webhook.failure_policy.as_deref().unwrap_or("Fail") == "Fail")
+        .flat_map(|webhook| webhook.rules.iter().flatten())
+        .any(|rule| {
+            names(&rule.api_groups, CLUSTER_GROUP)
+                && names(&rule.resources, "managedclusters")
+                && (names(&rule.operations, "*")
+                    || (names(&rule.operations, "CREATE") && names(&rule.operations, "UPDATE")))
+        })
+}
+
+/// OCM's API group of ManagedClusters.
+const CLUSTER_GROUP: &str = "cluster.open-cluster-management.io";
+
 /// What the accept loop knows about one ManagedCluster.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Facts {
@@ -50,6 +108,9 @@ pub struct Facts {
     pub auto_accepted_before: bool,
     /// A user of a Hub's `autoApproval.users` requested a registration CSR of this cluster.
     pub auto_approved: bool,
+    /// The hub's API server lets only a user allowed to accept set `hubAcceptsClient`
+    /// ([`AcceptCheck`]): when it is set, a person so allowed accepted the cluster.
+    pub accept_checked: bool,
 }
 
 /// What the accept loop does with a cluster.
@@ -62,7 +123,11 @@ pub enum Acceptance {
     AutoAccept,
     /// Remove the RBAC; HubAcceptedManagedCluster False (denied).
     Revoke,
-    /// Neither in git nor auto-approved: nothing is granted, and the loop reports it once.
+    /// Accepted by a person allowed to, and not in git: [`Acceptance::Accept`], and a Warning
+    /// Event once that the cluster is not in git (fleetform leaves it as it is).
+    AcceptNotInGit,
+    /// Neither in git nor auto-approved nor accepted by a person allowed to: nothing is granted,
+    /// and the loop reports it once.
     NotInGit,
     /// Declared, and waiting for the lifecycle reconciler to set `hubAcceptsClient`.
     Wait,
@@ -73,6 +138,7 @@ pub fn decide(facts: &Facts) -> Acceptance {
     let allowed = facts.declared || facts.accepted_before || facts.auto_approved;
     match facts.hub_accepts_client {
         Some(true) if allowed => Acceptance::Accept,
+        Some(true) if facts.accept_checked => Acceptance::AcceptNotInGit,
         _ if facts.auto_approved && !facts.auto_accepted_before => Acceptance::AutoAccept,
         Some(true) => Acceptance::NotInGit,
         Some(false) => Acceptance::Revoke,
@@ -106,22 +172,31 @@ fn is_registration_of(csr: &CertificateSigningRequest, cluster: &str) -> bool {
             .is_none_or(|labels| !labels.contains_key(LABEL_ADDON_NAME))
 }
 
-/// The users of one join, as kept on the cluster's namespace.
+/// The users of one join, as kept on the cluster's namespace: written once their RBAC is
+/// bound.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JoinRecord {
     /// The uid of the ManagedCluster of this join.
     pub cluster: String,
+    /// The common names of its approved registration requests.
     pub users: BTreeSet<String>,
+    /// The common names of its registration requests still pending, bound ahead of approval.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub pending: BTreeSet<String>,
 }
 
 impl JoinRecord {
     /// The record in the annotation `text`, if it is one of the join of the ManagedCluster
     /// `uid` (a record of an earlier join, or one that does not parse, counts for nothing).
-    pub fn of_join(text: Option<&str>, uid: &str) -> BTreeSet<String> {
+    pub fn of_join(text: Option<&str>, uid: &str) -> JoinRecord {
         text.and_then(|text| serde_json::from_str::<JoinRecord>(text).ok())
             .filter(|record| record.cluster == uid)
-            .map(|record| record.users)
             .unwrap_or_default()
+    }
+
+    /// Every user this join's RBAC is bound to: approved and pending.
+    pub fn bound(&self) -> BTreeSet<String> {
+        self.users.union(&self.pending).cloned().collect()
     }
 
     /// The annotation's value.
@@ -130,18 +205,20 @@ impl JoinRecord {
     }
 }
 
-/// The users of `cluster`'s join that began at its ManagedCluster's creation `since`: those
-/// already `recorded` for it, and the common name of every registration CSR of the cluster
-/// created since then that was approved (and neither denied nor failed), whose subject names an
-/// agent of this cluster.
+/// The record of `cluster`'s join (the ManagedCluster `uid`, created at `since`): the users
+/// already `recorded` for it and the common name of every registration CSR of the cluster
+/// created since then that was approved (and neither denied nor failed); pending, the common
+/// name of each such CSR not decided yet. Only subjects that name an agent of this cluster
+/// count.
 pub fn join_users<'a>(
-    cluster: &str,
+    (cluster, uid): (&str, &str),
     since: k8s_openapi::jiff::Timestamp,
     csrs: impl IntoIterator<Item = &'a CertificateSigningRequest>,
     recorded: BTreeSet<String>,
-) -> BTreeSet<String> {
+) -> JoinRecord {
     let agent_prefix = format!("{}:", cluster_group(cluster));
     let mut users = recorded;
+    let mut pending = BTreeSet::new();
     for csr in csrs {
         let created = csr.metadata.creation_timestamp.as_ref().map(|time| time.0);
         let conditions = csr
@@ -152,7 +229,6 @@ pub fn join_users<'a>(
         let has = |type_: &str| conditions.iter().any(|c| c.type_ == type_);
         if !is_registration_of(csr, cluster)
             || created.is_none_or(|created| created < since)
-            || !has(CSR_APPROVED)
             || has(CSR_DENIED)
             || has(CSR_FAILED)
         {
@@ -162,11 +238,21 @@ pub fn join_users<'a>(
             continue;
         };
         let agent = subject.common_name.strip_prefix(&agent_prefix);
-        if agent.is_some_and(|agent| !agent.is_empty() && !agent.contains(':')) {
+        if !agent.is_some_and(|agent| !agent.is_empty() && !agent.contains(':')) {
+            continue;
+        }
+        if has(CSR_APPROVED) {
             users.insert(subject.common_name);
+        } else {
+            pending.insert(subject.common_name);
         }
     }
-    users
+    pending.retain(|user| !users.contains(user));
+    JoinRecord {
+        cluster: uid.to_string(),
+        users,
+        pending,
+    }
 }
 
 #[cfg(test)]
@@ -204,8 +290,31 @@ mod tests {
             }),
             Acceptance::Wait
         );
-        // Whoever set hubAcceptsClient, git did not declare the cluster.
+        // Where nothing checks who sets hubAcceptsClient, anyone may have: not accepted.
         assert_eq!(decide(&facts(Some(true))), Acceptance::NotInGit);
+        // Where the API server checks it, a person allowed to accept did, as OCM honours.
+        let by_a_person = Facts {
+            accept_checked: true,
+            ..facts(Some(true))
+        };
+        assert_eq!(decide(&by_a_person), Acceptance::AcceptNotInGit);
+        assert_eq!(
+            decide(&Facts {
+                hub_accepts_client: None,
+                ..by_a_person.clone()
+            }),
+            Acceptance::NotInGit,
+            "asking is not being accepted"
+        );
+        assert_eq!(
+            decide(&Facts {
+                hub_accepts_client: Some(false),
+                accepted_before: true,
+                ..by_a_person
+            }),
+            Acceptance::Revoke,
+            "a person's denial stands"
+        );
         assert_eq!(decide(&facts(None)), Acceptance::NotInGit);
         let accepted = Facts {
             accepted_before: true,
@@ -302,14 +411,55 @@ mod tests {
             unreadable,
         ];
         let recorded = BTreeSet::from(["system:open-cluster-management:c1:cleaned".to_string()]);
-        let users = join_users("c1", since, &csrs, recorded);
+        let record = join_users(("c1", "uid-1"), since, &csrs, recorded);
+        assert_eq!(record.cluster, "uid-1");
         assert_eq!(
-            users.into_iter().collect::<Vec<_>>(),
+            record.users.iter().collect::<Vec<_>>(),
             [
                 "system:open-cluster-management:c1:cleaned",
                 "system:open-cluster-management:c1:now"
             ]
         );
+        // The pending request's user is bound before its certificate is issued.
+        assert_eq!(
+            record.pending.iter().collect::<Vec<_>>(),
+            ["system:open-cluster-management:c1:pending"]
+        );
+        assert_eq!(record.bound().len(), 3);
+    }
+
+    #[test]
+    fn a_pending_user_goes_from_the_record_once_its_request_is_denied_and_stays_once_approved() {
+        let since = Timestamp::from_second(1_000).unwrap();
+        let pending = join_users(
+            ("c1", "uid-1"),
+            since,
+            &[csr("c1", "a", 1_100, &[])],
+            BTreeSet::new(),
+        );
+        assert!(
+            pending
+                .bound()
+                .contains("system:open-cluster-management:c1:a")
+        );
+        let denied = join_users(
+            ("c1", "uid-1"),
+            since,
+            &[csr("c1", "a", 1_100, &[CSR_DENIED])],
+            pending.users.clone(),
+        );
+        assert!(denied.bound().is_empty());
+        let approved = join_users(
+            ("c1", "uid-1"),
+            since,
+            &[csr("c1", "a", 1_100, &[CSR_APPROVED])],
+            pending.users,
+        );
+        assert_eq!(approved.users.len(), 1);
+        assert!(approved.pending.is_empty());
+        // Cleaned up an hour later, the approved user stays bound.
+        let cleaned = join_users(("c1", "uid-1"), since, &[], approved.users);
+        assert_eq!(cleaned.bound().len(), 1);
     }
 
     #[test]
@@ -317,12 +467,66 @@ mod tests {
         let record = JoinRecord {
             cluster: "uid-1".into(),
             users: BTreeSet::from(["u".to_string()]),
+            pending: BTreeSet::from(["p".to_string()]),
         };
         let text = record.to_annotation();
-        assert_eq!(JoinRecord::of_join(Some(&text), "uid-1"), record.users);
-        assert!(JoinRecord::of_join(Some(&text), "uid-2").is_empty());
-        assert!(JoinRecord::of_join(Some("{not json"), "uid-1").is_empty());
-        assert!(JoinRecord::of_join(None, "uid-1").is_empty());
+        assert_eq!(JoinRecord::of_join(Some(&text), "uid-1"), record);
+        assert!(JoinRecord::of_join(Some(&text), "uid-2").bound().is_empty());
+        assert!(
+            JoinRecord::of_join(Some("{not json"), "uid-1")
+                .bound()
+                .is_empty()
+        );
+        assert!(JoinRecord::of_join(None, "uid-1").bound().is_empty());
+        // A record written before pending users were kept reads as one with none.
+        let older = r#"{"cluster":"uid-1","users":["u"]}"#;
+        assert_eq!(JoinRecord::of_join(Some(older), "uid-1").bound().len(), 1);
+    }
+
+    fn webhook(
+        name: &str,
+        failure_policy: Option<&str>,
+        operations: &[&str],
+    ) -> ValidatingWebhookConfiguration {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": OCM_MANAGED_CLUSTER_VALIDATOR},
+            "webhooks": [{
+                "name": name,
+                "failurePolicy": failure_policy,
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "clientConfig": {"service": {"namespace": "open-cluster-management-hub", "name": "cluster-manager-registration-webhook"}},
+                "rules": [{"apiGroups": ["cluster.open-cluster-management.io"], "apiVersions": ["*"],
+                           "operations": operations, "resources": ["managedclusters"]}],
+            }],
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_ocms_webhook_seeing_every_write_of_a_managed_cluster_and_failing_closed_checks_acceptance()
+     {
+        let ocm = OCM_MANAGED_CLUSTER_VALIDATOR;
+        assert!(webhook_checks_accept(&webhook(
+            ocm,
+            None,
+            &["CREATE", "UPDATE"]
+        )));
+        assert!(webhook_checks_accept(&webhook(ocm, Some("Fail"), &["*"])));
+        assert!(!webhook_checks_accept(&webhook(
+            ocm,
+            Some("Ignore"),
+            &["CREATE", "UPDATE"]
+        )));
+        assert!(!webhook_checks_accept(&webhook(ocm, None, &["UPDATE"])));
+        assert!(
+            !webhook_checks_accept(&webhook(
+                "validate.kyverno.svc-fail",
+                Some("Fail"),
+                &["CREATE", "UPDATE"]
+            )),
+            "a policy engine's webhook checks nothing of acceptance"
+        );
     }
 
     #[test]

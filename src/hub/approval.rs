@@ -122,6 +122,10 @@ pub struct SpokeIdentity {
     /// of a cluster no Spoke declares are approved once the cluster is accepted, as OCM's
     /// ManagedClusterAutoApproval does.
     pub auto_approval_users: Vec<String>,
+    /// The agents (common names) the accepted cluster's RBAC is bound to, as the accept loop
+    /// recorded them: a request is approved only once its user is bound, so the agent's first
+    /// requests with the new certificate are allowed.
+    pub bound_users: BTreeSet<String>,
 }
 
 impl SpokeIdentity {
@@ -240,6 +244,13 @@ pub fn decide_registration(
         return Decision::deny(reason);
     }
     let requester = csr.spec.username.as_deref().unwrap_or_default();
+    let unbound = |spoke: &SpokeIdentity| {
+        (!spoke.bound_users.contains(&subject.common_name)).then(|| {
+            Decision::ignore(format!(
+                "cluster {cluster}'s agent {agent_id} is not bound to its RBAC yet; the request is approved once the hub has bound it"
+            ))
+        })
+    };
     let spoke = match spoke {
         Some(spoke) if spoke.cluster == cluster && spoke.declared => spoke,
         Some(spoke)
@@ -250,6 +261,9 @@ pub fn decide_registration(
                     .iter()
                     .any(|user| user == requester) =>
         {
+            if let Some(wait) = unbound(spoke) {
+                return wait;
+            }
             return Decision::approve(format!(
                 "registration of cluster {cluster}'s agent {agent_id}, requested by {requester}, whom a Hub's autoApproval lists"
             ));
@@ -266,12 +280,18 @@ pub fn decide_registration(
         ));
     }
     if requester == subject.common_name {
+        if let Some(wait) = unbound(spoke) {
+            return wait;
+        }
         return Decision::approve(format!(
             "renewal of cluster {cluster}'s agent {agent_id}, requested by itself"
         ));
     }
     let bootstrap_users = spoke.bootstrap_users();
     if bootstrap_users.iter().any(|user| user == requester) {
+        if let Some(wait) = unbound(spoke) {
+            return wait;
+        }
         return Decision::approve(format!(
             "registration of cluster {cluster}'s agent {agent_id} with the cluster's bootstrap token"
         ));
@@ -659,10 +679,40 @@ mod tests {
             accepted: true,
             bootstrap_token_ids: vec!["abc123".into()],
             auto_approval_users: Vec::new(),
+            bound_users: [agent_common_name(CLUSTER, "agent-7")].into(),
         }
     }
 
     const BOOTSTRAP: &str = "system:bootstrap:abc123";
+
+    #[test]
+    fn a_request_is_approved_only_once_its_agent_is_bound_to_its_rbac() {
+        let unbound = SpokeIdentity {
+            bound_users: BTreeSet::new(),
+            ..spoke()
+        };
+        let cn = agent_common_name(CLUSTER, "agent-7");
+        let auto = SpokeIdentity {
+            declared: false,
+            auto_approval_users: vec!["someone".into()],
+            ..unbound.clone()
+        };
+        for (requester, spoke) in [
+            (BOOTSTRAP, &unbound),
+            (cn.as_str(), &unbound),
+            ("someone", &auto),
+        ] {
+            let decision = decide_registration(&registration_csr(requester), Some(spoke));
+            assert_eq!(decision.verdict, Verdict::Ignore, "{requester}");
+            assert!(decision.reason.contains("not bound"), "{}", decision.reason);
+            let bound = SpokeIdentity {
+                bound_users: [cn.clone()].into(),
+                ..spoke.clone()
+            };
+            let decision = decide_registration(&registration_csr(requester), Some(&bound));
+            assert_eq!(decision.verdict, Verdict::Approve, "{requester}");
+        }
+    }
 
     #[test]
     fn an_accepted_undeclared_cluster_registers_only_through_an_auto_approval_user() {

@@ -5,8 +5,10 @@
 //! hub knows of the spoke each one names: whether a Spoke of that name is declared in
 //! `fleetform-system`, whether its ManagedCluster is accepted, and the ids of the spoke's own
 //! bootstrap tokens (`bootstrap.kubernetes.io/token` Secrets in `kube-system` labelled with the
-//! cluster name; two while one replaces the other). A CSR waiting for its spoke to be declared or accepted stays pending and is
-//! judged again when the Spoke or ManagedCluster changes. Addon CSRs are the
+//! cluster name; two while one replaces the other), and which agents the accept loop has bound
+//! the cluster's RBAC to (the record on its namespace: a request is approved only once its agent
+//! is bound). A CSR waiting for its spoke to be declared, accepted or bound stays pending and is
+//! judged again when the Spoke, ManagedCluster or cluster namespace changes. Addon CSRs are the
 //! [`super::signer_loop`]'s.
 
 use std::sync::Arc;
@@ -16,7 +18,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestCondition,
 };
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, PostParams};
 use kube::runtime::WatchStreamExt;
@@ -27,6 +29,7 @@ use kube::{Api, ResourceExt};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, instrument};
 
+use super::acceptance::{ANNOTATION_JOIN_USERS, JoinRecord};
 use super::approval::{
     SpokeIdentity, Verdict, decide_registration, is_decided, registration_cluster,
 };
@@ -54,7 +57,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
         .inspect_ok(move |event| observer.observe(event))
         .reflect(writer)
         .applied_objects();
-    let by_spoke = by_cluster.clone();
+    let (by_spoke, by_managed_cluster) = (by_cluster.clone(), by_cluster.clone());
     let controller = Controller::for_stream(changes, store)
         .watches(
             Api::<Spoke>::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE),
@@ -64,7 +67,13 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
         .watches(
             Api::<ManagedCluster>::all(ctx.client.clone()),
             watcher::Config::default(),
-            move |cluster| by_cluster.refs(&cluster.name_any()),
+            move |cluster| by_managed_cluster.refs(&cluster.name_any()),
+        )
+        // The accept loop records there whom it bound.
+        .watches(
+            Api::<Namespace>::all(ctx.client.clone()),
+            watcher::Config::default().labels(LABEL_CLUSTER_NAME),
+            move |namespace| by_cluster.refs(&namespace.name_any()),
         );
     errors.drive(controller, reconcile, ctx, shutdown).await;
 }
@@ -106,11 +115,32 @@ async fn spoke_identity(ctx: &Context, cluster: &str) -> Result<SpokeIdentity, H
             "read",
         ))?
         .is_some();
-    let accepted = Api::<ManagedCluster>::all(ctx.client.clone())
+    let managed_cluster = Api::<ManagedCluster>::all(ctx.client.clone())
         .get_opt(cluster)
         .await
-        .map_err(KubeError::on(format!("ManagedCluster {cluster}"), "read"))?
-        .is_some_and(|cluster| cluster.hub_accepts_client());
+        .map_err(KubeError::on(format!("ManagedCluster {cluster}"), "read"))?;
+    let accepted = managed_cluster
+        .as_ref()
+        .is_some_and(ManagedCluster::hub_accepts_client);
+    // Whom the accept loop has bound this join's RBAC to; nothing before the cluster is accepted.
+    let bound_users = match managed_cluster.filter(|_| accepted) {
+        None => Default::default(),
+        Some(managed_cluster) => Api::<Namespace>::all(ctx.client.clone())
+            .get_opt(cluster)
+            .await
+            .map_err(KubeError::on(format!("namespace {cluster}"), "read"))?
+            .map(|namespace| {
+                JoinRecord::of_join(
+                    namespace
+                        .annotations()
+                        .get(ANNOTATION_JOIN_USERS)
+                        .map(String::as_str),
+                    &managed_cluster.uid().unwrap_or_default(),
+                )
+                .bound()
+            })
+            .unwrap_or_default(),
+    };
     let tokens = Api::<Secret>::namespaced(ctx.client.clone(), BOOTSTRAP_TOKEN_NAMESPACE)
         .list(&ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}={cluster}")))
         .await
@@ -148,6 +178,7 @@ async fn spoke_identity(ctx: &Context, cluster: &str) -> Result<SpokeIdentity, H
         accepted,
         bootstrap_token_ids,
         auto_approval_users,
+        bound_users,
     })
 }
 

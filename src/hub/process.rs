@@ -22,7 +22,7 @@ use tracing::warn;
 
 use super::conversion_webhook::{self, ConversionWebhook, WebhookConfig, WebhookError};
 use super::metrics::HubMetrics;
-use super::run::HubConfig;
+use super::run::{AcceptCheck, HubConfig};
 use crate::access::Access;
 use crate::reconciler::ReconcilerConfig;
 use crate::reconciler::install::KnownEndpoint;
@@ -56,6 +56,8 @@ pub struct HubProcessConfig {
     pub webhook: Option<WebhookConfig>,
     /// The sync controller; `None`: not run here.
     pub sync: Option<SyncConfig>,
+    /// What checks who may accept a cluster on this hub ([`AcceptCheck`]).
+    pub accept_check: AcceptCheck,
 }
 
 impl std::fmt::Debug for HubProcessConfig {
@@ -67,6 +69,7 @@ impl std::fmt::Debug for HubProcessConfig {
             .field("admin_addr", &self.admin_addr)
             .field("webhook", &self.webhook)
             .field("sync", &self.sync)
+            .field("accept_check", &self.accept_check)
             .finish_non_exhaustive()
     }
 }
@@ -164,6 +167,7 @@ async fn lead(
             client: config.client.clone(),
             access: config.access.clone(),
             metrics: metrics.clone(),
+            accept_check: config.accept_check,
         };
         let reconciler = ReconcilerConfig {
             client: config.client.clone(),

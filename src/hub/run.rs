@@ -18,6 +18,7 @@ use crate::access::Access;
 use crate::api::addon::ClusterManagementAddOn;
 use crate::api::fleet::Spoke;
 use crate::api::{ManagedCluster, ManagedClusterAddOn, ManagedClusterSet};
+pub use crate::hub::acceptance::AcceptCheck;
 use crate::hub::metrics::HubMetrics;
 use crate::runtime::controller::ErrorPolicy;
 use crate::runtime::crd;
@@ -43,12 +44,16 @@ pub struct HubConfig {
     pub access: Access,
     /// What the loops count ([`HubMetrics::default`]: into nothing).
     pub metrics: HubMetrics,
+    /// What checks who may accept a cluster on this hub, so that a person's acceptance can be
+    /// honoured ([`AcceptCheck`]).
+    pub accept_check: AcceptCheck,
 }
 
 impl std::fmt::Debug for HubConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HubConfig")
             .field("access", &self.access)
+            .field("accept_check", &self.accept_check)
             .finish_non_exhaustive()
     }
 }
@@ -80,6 +85,7 @@ pub(crate) struct Context {
     pub client: Client,
     pub access: Access,
     pub metrics: HubMetrics,
+    pub accept_check: AcceptCheck,
 }
 
 impl Context {
@@ -124,6 +130,7 @@ pub async fn start(config: HubConfig, shutdown: CancellationToken) -> RunningLoo
         client: config.client,
         access: config.access,
         metrics: config.metrics,
+        accept_check: config.accept_check,
     });
     let mut tasks = vec![tokio::spawn(ensure_bootstrap_rbac(
         ctx.client.clone(),

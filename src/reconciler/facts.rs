@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::GroupVersion;
 use kube::{Api, Client, ResourceExt};
 
 use super::clients::SpokeClients;
@@ -17,7 +18,7 @@ use super::cluster_sync::{WantedCluster, drifted};
 use super::install::{
     AGENT_DEPLOYMENT, HubEndpoint, agent_deployment, bootstrap_current, deployment_current,
 };
-use super::lifecycle::{AgentRead, Facts, agent_facts};
+use super::lifecycle::{AgentRead, Facts, Terminating, agent_facts};
 use crate::access::Reached;
 use crate::agent::hub_identity::{HubIdentity, bootstrap_fingerprint};
 use crate::api::bootstrap_token::BOOTSTRAP_TOKEN_NAMESPACE;
@@ -178,6 +179,11 @@ pub(crate) async fn gather(
         .get_opt(&name)
         .await
         .map_err(KubeError::on(format!("namespace {name}"), "read"))?;
+    let terminating = if deleting {
+        terminating(client, namespace.as_ref(), cluster.as_ref()).await
+    } else {
+        Vec::new()
+    };
 
     // The hub looks at the spoke while it owns the agent, and afterwards to put back what was
     // removed or changed there; not while the agent unjoins by itself.
@@ -271,10 +277,15 @@ pub(crate) async fn gather(
         cluster_spec_drifted: cluster.as_ref().is_some_and(|c| drifted(c, &wanted)),
         agent_outdated: agent_outdated && !keep_agent,
         agent_drifted,
-        hub_leftovers: cluster.is_some()
-            || namespace.is_some()
+        hub_leftovers: cluster
+            .as_ref()
+            .is_some_and(|c| c.metadata.deletion_timestamp.is_none())
+            || namespace
+                .as_ref()
+                .is_some_and(|ns| ns.metadata.deletion_timestamp.is_none())
             || !csrs.is_empty()
             || !tokens.is_empty(),
+        terminating,
         now: Timestamp::now(),
         unavailable_since: cluster.as_ref().and_then(unavailable_since),
         unjoin_timeout: Duration::from_secs(
@@ -295,6 +306,135 @@ pub(crate) async fn gather(
         keep_agent,
         applied,
     })
+}
+
+/// What of a deleted spoke's is still being deleted on the hub: its namespace while it
+/// terminates, with what holds it, and its ManagedCluster while a finalizer holds it.
+async fn terminating(
+    client: &Client,
+    namespace: Option<&Namespace>,
+    cluster: Option<&ManagedCluster>,
+) -> Vec<Terminating> {
+    let mut terminating = Vec::new();
+    if let Some(namespace) = namespace
+        && let Some(since) = &namespace.metadata.deletion_timestamp
+    {
+        terminating.push(Terminating {
+            object: format!("Namespace {}", namespace.name_any()),
+            since: since.0,
+            held_by: namespace_holders(client, namespace).await,
+        });
+    }
+    if let Some(cluster) = cluster
+        && let Some(since) = &cluster.metadata.deletion_timestamp
+    {
+        let object = format!("ManagedCluster {}", cluster.name_any());
+        let finalizers = cluster.finalizers().to_vec();
+        terminating.push(Terminating {
+            object: object.clone(),
+            since: since.0,
+            held_by: if finalizers.is_empty() {
+                Vec::new()
+            } else {
+                vec![(object, finalizers)]
+            },
+        });
+    }
+    terminating
+}
+
+/// What the namespace controller says is left in a terminating namespace, from its conditions:
+/// the resources with objects left (`plural.group`, or `plural` for the core group) and the
+/// finalizers that hold some of them; nothing before it has looked, or once nothing holds it.
+pub(crate) fn remaining_in(namespace: &Namespace) -> (Vec<String>, Vec<String>) {
+    let conditions = namespace
+        .status
+        .as_ref()
+        .and_then(|status| status.conditions.as_deref())
+        .unwrap_or_default();
+    let listed = |type_: &str, separator: &str| -> Vec<String> {
+        conditions
+            .iter()
+            .filter(|c| c.type_ == type_ && c.status == STATUS_TRUE)
+            .filter_map(|c| c.message.as_deref()?.split_once(": ").map(|(_, list)| list))
+            .flat_map(|list| list.split(", "))
+            .filter_map(|entry| {
+                entry
+                    .split_once(separator)
+                    .map(|(what, _)| what.to_string())
+            })
+            .collect()
+    };
+    let finalizers = listed("NamespaceFinalizersRemaining", " in ");
+    if finalizers.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    (listed("NamespaceContentRemaining", " has "), finalizers)
+}
+
+/// The objects in a terminating namespace that finalizers hold, as `Kind namespace/name` with
+/// their finalizers. A resource whose objects the hub may not read (or cannot find) is named as
+/// the namespace controller names it, with the finalizers it names.
+async fn namespace_holders(client: &Client, namespace: &Namespace) -> Vec<(String, Vec<String>)> {
+    let (resources, finalizers) = remaining_in(namespace);
+    let name = namespace.name_any();
+    let mut holders = Vec::new();
+    for resource in resources {
+        let held = held_objects(client, &name, &resource).await;
+        match held {
+            Some(objects) if !objects.is_empty() => holders.extend(objects),
+            Some(_) => {}
+            None => holders.push((
+                format!("{resource} in namespace {name}"),
+                finalizers.clone(),
+            )),
+        }
+    }
+    holders
+}
+
+/// The objects of `resource` (`plural.group`) in `namespace` that carry finalizers; `None` when
+/// they cannot be read.
+async fn held_objects(
+    client: &Client,
+    namespace: &str,
+    resource: &str,
+) -> Option<Vec<(String, Vec<String>)>> {
+    let (plural, group) = resource.split_once('.').unwrap_or((resource, ""));
+    let api_resource = if group.is_empty() {
+        kube::discovery::oneshot::pinned_group(client, &GroupVersion::gv("", "v1"))
+            .await
+            .ok()?
+            .recommended_resources()
+            .into_iter()
+            .find(|(found, _)| found.plural == plural)?
+            .0
+    } else {
+        kube::discovery::oneshot::group(client, group)
+            .await
+            .ok()?
+            .recommended_resources()
+            .into_iter()
+            .find(|(found, _)| found.plural == plural)?
+            .0
+    };
+    let objects = Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &api_resource)
+        .list(&ListParams::default())
+        .await
+        .ok()?;
+    Some(
+        objects
+            .items
+            .into_iter()
+            .filter(|object| !object.finalizers().is_empty())
+            .map(|object| {
+                (
+                    format!("{} {namespace}/{}", api_resource.kind, object.name_any()),
+                    object.finalizers().to_vec(),
+                )
+            })
+            .collect(),
+    )
 }
 
 /// The hub's bootstrap token Secrets of the spoke `name`.
@@ -418,4 +558,42 @@ async fn would_change(
         .patch(AGENT_DEPLOYMENT, &params, &Patch::Apply(&object))
         .await?;
     Ok(applied.metadata.generation != live.metadata.generation)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_holds_a_terminating_namespace_is_read_from_the_namespace_controllers_conditions() {
+        let namespace: Namespace = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "spoke-a", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "status": {"phase": "Terminating", "conditions": [
+                {"type": "NamespaceDeletionContentFailure", "status": "False",
+                 "reason": "ContentDeleted", "message": "All content successfully deleted, may be waiting on finalization"},
+                {"type": "NamespaceContentRemaining", "status": "True", "reason": "SomeResourcesRemain",
+                 "message": "Some resources are remaining: configmaps has 2 resource instances, widgets.golden.example.com has 1 resource instances"},
+                {"type": "NamespaceFinalizersRemaining", "status": "True", "reason": "SomeFinalizersRemain",
+                 "message": "Some content in the namespace has finalizers remaining: golden.example.com/hold in 1 resource instances"},
+            ]},
+        }))
+        .unwrap();
+        assert_eq!(
+            remaining_in(&namespace),
+            (
+                vec![
+                    "configmaps".to_string(),
+                    "widgets.golden.example.com".to_string()
+                ],
+                vec!["golden.example.com/hold".to_string()]
+            )
+        );
+        // Content the namespace controller is still deleting, nothing holding it: nothing to
+        // name.
+        let mut emptying = namespace.clone();
+        if let Some(conditions) = emptying.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+            conditions.retain(|c| c.type_ != "NamespaceFinalizersRemaining");
+        }
+        assert_eq!(remaining_in(&emptying), (Vec::new(), Vec::new()));
+    }
 }

@@ -314,6 +314,11 @@ pub fn agent_deployment(
         "metadata": {"labels": pod_labels},
         "spec": {
             "serviceAccountName": AGENT_DEPLOYMENT,
+            // PodSecurity `restricted`, so the agent runs in a namespace that enforces it.
+            "securityContext": {
+                "runAsNonRoot": true,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
             "containers": [{
                 "name": "agent",
                 "image": image,

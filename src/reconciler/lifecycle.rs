@@ -11,7 +11,10 @@
 //! taint; addons disabled; the preflight finalizer removed (the agent's signal to unjoin); for a
 //! hub-as-spoke or a failed pivot the hub unjoins the spoke itself and removes the spoke-cleanup
 //! finalizer; once that finalizer is gone, CSRs, ManagedCluster and cluster namespace are
-//! removed, and last the hub-cleanup finalizer.
+//! removed, and last the hub-cleanup finalizer, once they are gone: a namespace terminates until
+//! the namespace controller has emptied it (forever while a finalizer holds something in it),
+//! which the pass waits for by watch, looking again ever more rarely, and reports on the Spoke
+//! with what holds it ([`Terminating`]).
 //!
 //! Waiting for an agent to unjoin is bounded (seed 004 lets the hub do the spoke's side when the
 //! agent cannot): once the cluster has not been Available for the Spoke's unjoin timeout, or when
@@ -35,9 +38,10 @@ use crate::api::fleet::Phase;
 use crate::api::vocabulary::{
     ANNOTATION_FORCE_UNJOIN, CONDITION_ADDONS_CONFIGURED, CONDITION_CLEANUP_FAILED,
     CONDITION_RECONCILED, CONDITION_SPOKE_JOINED, CONDITION_UNJOINED, FINALIZER_HUB_CLEANUP,
-    FINALIZER_HUB_CLEANUP_PREFLIGHT, FINALIZER_SPOKE_CLEANUP, REASON_MANIFEST_WORKS_REMAIN,
-    REASON_UNJOINED_BY_HUB, REASON_UNJOINING, REASON_WAITING_FOR_AGENT_UNJOIN, STATUS_FALSE,
-    STATUS_TRUE, TAINT_TERMINATING, TAINT_WORKLOAD_CLEANUP,
+    FINALIZER_HUB_CLEANUP_PREFLIGHT, FINALIZER_SPOKE_CLEANUP, REASON_HELD_BY_FINALIZER,
+    REASON_HUB_OBJECTS_TERMINATING, REASON_MANIFEST_WORKS_REMAIN, REASON_UNJOINED_BY_HUB,
+    REASON_UNJOINING, REASON_WAITING_FOR_AGENT_UNJOIN, STATUS_FALSE, STATUS_TRUE,
+    TAINT_TERMINATING, TAINT_WORKLOAD_CLEANUP,
 };
 
 /// How long a settled Spoke waits before it is looked at again without a change.
@@ -84,8 +88,11 @@ pub struct Facts {
     /// On the spoke, the agent Deployment is gone or was edited, or the bootstrap kubeconfig does
     /// not reach the hub as it should (its address or CA changed): the hub puts them back.
     pub agent_drifted: bool,
-    /// CSRs, ManagedCluster or cluster namespace of the spoke still exist on the hub.
+    /// CSRs, ManagedCluster or cluster namespace of the spoke still exist on the hub, and are
+    /// not being deleted already.
     pub hub_leftovers: bool,
+    /// The spoke's objects on the hub whose deletion is under way (its namespace terminating).
+    pub terminating: Vec<Terminating>,
     /// When the pass runs.
     pub now: Timestamp,
     /// Since when the cluster has not been Available (its condition's last transition), if it
@@ -95,6 +102,67 @@ pub struct Facts {
     pub unjoin_timeout: Duration,
     /// The Spoke asks the hub to complete its unjoin at once.
     pub force_unjoin: bool,
+}
+
+/// An object of the spoke's on the hub that is being deleted and not gone yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Terminating {
+    /// It, as `Kind name`.
+    pub object: String,
+    /// Since when (its deletionTimestamp).
+    pub since: Timestamp,
+    /// What holds it: each object (as `Kind namespace/name`, or the resource and count the
+    /// namespace controller names when the objects cannot be read) with its finalizers.
+    pub held_by: Vec<(String, Vec<String>)>,
+}
+
+/// How long after `since` a deletion that is not over is looked at again when nothing wakes
+/// the pass (its watch does, as the deletion moves): as long as it has taken so far, at least
+/// [`POLL`] and at most [`RESYNC`], so a deletion of seconds is seen soon and one held for good
+/// costs a pass every half minute.
+pub fn deletion_look_again(since: Timestamp, now: Timestamp) -> Timestamp {
+    let taken = Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO);
+    now.checked_add(taken.clamp(POLL, RESYNC)).unwrap_or(now)
+}
+
+/// What a deletion waits on, for the Spoke's condition: what is terminating, and, when a
+/// finalizer holds it, which object and finalizer and what to do.
+fn terminating_message(terminating: &[Terminating]) -> (&'static str, String) {
+    let mut held = Vec::new();
+    let mut going = Vec::new();
+    for deletion in terminating {
+        let since = deletion.since.strftime("%Y-%m-%dT%H:%M:%SZ");
+        if deletion.held_by.is_empty() {
+            going.push(format!("{} (deleted at {since})", deletion.object));
+            continue;
+        }
+        let holders: Vec<String> = deletion
+            .held_by
+            .iter()
+            .map(|(object, finalizers)| format!("{object} by finalizer {}", finalizers.join(", ")))
+            .collect();
+        held.push(format!(
+            "{} (deleted at {since}) is held: {}",
+            deletion.object,
+            holders.join("; ")
+        ));
+    }
+    if held.is_empty() {
+        return (
+            REASON_HUB_OBJECTS_TERMINATING,
+            format!(
+                "waiting for the hub to finish deleting {}; the namespace controller empties a namespace before it goes",
+                going.join(", ")
+            ),
+        );
+    }
+    (
+        REASON_HELD_BY_FINALIZER,
+        format!(
+            "{}: the controller that owns each finalizer removes it once it has cleaned up (is it running?); if it is gone for good, remove the finalizer by hand (kubectl patch KIND -n NAMESPACE NAME --type=merge -p '{{\"metadata\":{{\"finalizers\":null}}}}') and the unjoin goes on",
+            held.join("; ")
+        ),
+    )
 }
 
 /// What the hub read of the agent on its spoke.
@@ -291,7 +359,7 @@ impl Decision {
                 .unwrap_or(Duration::ZERO)
                 .min(RESYNC)
         } else if self.phase == Phase::Deleting && self.waiting.is_none() {
-            // Waiting on namespaces to finish terminating, which nothing here watches.
+            // Between the steps of a deletion.
             POLL
         } else {
             RESYNC
@@ -585,6 +653,15 @@ fn cleanup(facts: &Facts) -> Decision {
     if has(FINALIZER_HUB_CLEANUP) {
         if facts.hub_leftovers {
             return act(vec![Action::RemoveFromHub]);
+        }
+        // Deleted already: deleting again would change nothing; wait for it to go.
+        if let Some(since) = facts.terminating.iter().map(|t| t.since).min() {
+            let (reason, message) = terminating_message(&facts.terminating);
+            return Decision::waiting_on(
+                reason,
+                message,
+                Some(deletion_look_again(since, facts.now)),
+            );
         }
         return act(vec![Action::RemoveFinalizer(FINALIZER_HUB_CLEANUP)]);
     }
@@ -1218,5 +1295,98 @@ mod tests {
             assert_eq!(phase_unreached(Some(phase), true, false), None, "{phase:?}");
         }
         assert_eq!(phase_unreached(None, true, false), None);
+    }
+
+    /// A spoke whose hub objects were deleted, its namespace still terminating.
+    fn namespace_terminating(since: Timestamp, held_by: Vec<(String, Vec<String>)>) -> Facts {
+        Facts {
+            deleting: true,
+            finalizers: [FINALIZER_HUB_CLEANUP.to_string()].into(),
+            pivoted: true,
+            terminating: vec![Terminating {
+                object: "Namespace spoke-a".into(),
+                since,
+                held_by,
+            }],
+            now: since.checked_add(Duration::from_secs(10)).unwrap(),
+            ..Facts::default()
+        }
+    }
+
+    #[test]
+    fn a_terminating_namespace_is_waited_for_never_deleted_again() {
+        let since = Timestamp::from_second(1_800_000_000).unwrap();
+        let facts = namespace_terminating(since, Vec::new());
+        let decision = decide(&facts);
+        assert!(decision.actions.is_empty(), "{:?}", decision.actions);
+        assert!(decision.settled);
+        let (reason, message) = decision.waiting.clone().unwrap();
+        assert_eq!(reason, REASON_HUB_OBJECTS_TERMINATING);
+        assert!(
+            message.contains("Namespace spoke-a (deleted at 2027-01-15T08:00:00Z)"),
+            "{message}"
+        );
+        // Its watch wakes the pass; without it, the pass looks again as long after as the
+        // deletion has taken so far.
+        assert_eq!(
+            decision.look_again_after(facts.now),
+            Duration::from_secs(10)
+        );
+        let conditions = conditions(&facts, &decision, None, facts.now);
+        let unjoined = conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_UNJOINED)
+            .unwrap();
+        assert_eq!(
+            (unjoined.status.as_str(), unjoined.reason.as_str()),
+            ("False", reason)
+        );
+        // Gone: the last finalizer goes.
+        let gone = Facts {
+            terminating: Vec::new(),
+            ..facts
+        };
+        assert_eq!(
+            decide(&gone).actions,
+            [Action::RemoveFinalizer(FINALIZER_HUB_CLEANUP)]
+        );
+    }
+
+    #[test]
+    fn a_namespace_held_by_a_finalizer_names_the_object_the_finalizer_and_what_to_do() {
+        let since = Timestamp::from_second(1_800_000_000).unwrap();
+        let facts = namespace_terminating(
+            since,
+            vec![(
+                "ManagedClusterAddOn spoke-a/foreign".into(),
+                vec!["example.com/hold".into()],
+            )],
+        );
+        let decision = decide(&facts);
+        assert!(decision.actions.is_empty());
+        let (reason, message) = decision.waiting.unwrap();
+        assert_eq!(reason, REASON_HELD_BY_FINALIZER);
+        for said in [
+            "Namespace spoke-a (deleted at 2027-01-15T08:00:00Z) is held: ManagedClusterAddOn spoke-a/foreign by finalizer example.com/hold",
+            "the controller that owns each finalizer removes it",
+            "kubectl patch KIND -n NAMESPACE NAME --type=merge -p '{\"metadata\":{\"finalizers\":null}}'",
+        ] {
+            assert!(message.contains(said), "{said} missing from {message}");
+        }
+    }
+
+    #[test]
+    fn a_deletion_is_looked_at_again_ever_more_rarely_up_to_the_resync() {
+        let since = Timestamp::from_second(1_800_000_000).unwrap();
+        let after = |seconds: u64| {
+            let now = since.checked_add(Duration::from_secs(seconds)).unwrap();
+            deletion_look_again(since, now)
+                .duration_since(now)
+                .as_secs()
+        };
+        assert_eq!(after(0), POLL.as_secs() as i64);
+        assert_eq!(after(4), 4);
+        assert_eq!(after(20), 20);
+        assert_eq!(after(600), RESYNC.as_secs() as i64);
     }
 }

@@ -5,6 +5,10 @@
 //! settled one after [`RESYNC`] (the spoke side cannot be watched from here), or later in a large
 //! fleet ([`resync_for`]).
 //!
+//! A deletion waits for the spoke's namespace on the hub to finish terminating: the namespace
+//! (its deletion's progress and end) wakes the pass, which looks again ever more rarely without
+//! one ([`lifecycle::deletion_look_again`]).
+//!
 //! A second controller keeps Hubs: their finalizer, phase, and on deletion the cascade to their
 //! spokes first, as [`hub_lifecycle`] decides; and their agent rollout ([`super::rollout`]).
 
@@ -12,7 +16,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::{FutureExt, StreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
@@ -57,7 +61,7 @@ use crate::runtime::error::is_not_found;
 use crate::runtime::error::{Category, Failure, KubeError};
 use crate::runtime::finalizers::{delete_if_present, set_finalizer, set_finalizers};
 use crate::runtime::metrics::ControllerMetrics;
-use crate::runtime::watch::{cached, cached_controller, without_managed_fields};
+use crate::runtime::watch::{backing_off, cached, cached_controller, without_managed_fields};
 
 /// Field manager of the reconciler's writes.
 pub const FIELD_MANAGER: &str = "fleetform";
@@ -326,6 +330,19 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
             Api::<ManifestWork>::all(client.clone()),
             watcher::Config::default(),
             move |work| in_namespace(work.namespace()),
+        )
+        // An unjoin waits for the cluster's namespace to finish terminating: each step of its
+        // deletion (the namespace controller's conditions, its end) wakes the Spoke's pass.
+        .watches_stream(
+            backing_off(watcher(
+                Api::<Namespace>::all(client.clone()),
+                watcher::Config::default().labels(LABEL_CLUSTER_NAME),
+            ))
+            .touched_objects()
+            .try_filter(|namespace| {
+                std::future::ready(namespace.metadata.deletion_timestamp.is_some())
+            }),
+            |namespace| Some(ObjectRef::new(&namespace.name_any()).within(SYSTEM_NAMESPACE)),
         )
         // A Hub concerns every spoke when what it says changes (its generation), not on its own
         // status writes; and a spoke its rollout releases gets its agent, addons and lease

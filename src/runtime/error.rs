@@ -131,6 +131,11 @@ pub fn is_not_found(err: &kube::Error) -> bool {
     Category::of(err) == Category::NotFound
 }
 
+/// Whether a call failed with 403 Forbidden.
+pub fn is_forbidden(err: &kube::Error) -> bool {
+    Category::of(err) == Category::Forbidden
+}
+
 /// Whether a call failed with 409 Conflict (AlreadyExists on create).
 pub fn is_conflict(err: &kube::Error) -> bool {
     Category::of(err) == Category::Conflict

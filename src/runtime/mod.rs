@@ -8,13 +8,16 @@
 //! - [`conditions`]: writing an object's conditions without losing another writer's.
 //! - [`finalizers`]: adding and removing finalizers, and deleting what may be gone already.
 //! - [`crd`]: whether a CRD is installed, said when it is not.
-//! - [`clock`]: sleeping until the instant a decision named.
+//! - [`clock`]: sleeping until the instant a decision named; [`retry`]: the backoff of a loop's
+//!   step that fails, and saying its failure once.
 //! - [`leader`]: leader election on a Lease, and running leader-gated work for each term.
 //! - [`metrics`]: what every controller counts; [`admin`]: the admin endpoint (`/metrics`,
 //!   `/healthz`, `/readyz`) on one address, served by [`http`] (plain HTTP/1.1 until a stop).
 //! - [`task_set`]: one task per watched object (or per anything keyed), started, restarted and
 //!   stopped as what it runs with changes; [`watch`]: the changes of each watched object that
 //!   drive it, deletions missed while the watch was away included.
+//! - [`warnings`]: what an API server warns about in its answers, kept for who writes on a
+//!   person's behalf.
 //!
 //! It depends on no component and decides nothing about fleets.
 
@@ -28,5 +31,7 @@ pub mod finalizers;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod retry;
 pub mod task_set;
+pub mod warnings;
 pub mod watch;

@@ -11,6 +11,7 @@ use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::utils::Backoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
@@ -24,8 +25,38 @@ pub enum Change<K: Resource> {
     Deleted(ObjectRef<K>),
 }
 
-/// The [`Change`]s of the objects of `api` that `config` selects, watched (with kube's default
-/// backoff) until `shutdown`.
+/// `events` with a pause after each failure that grows while the watch keeps failing (kube's
+/// default, up to 30 s). kube's own `default_backoff` starts over at the `Init` its watcher yields
+/// before every new listing, so a watch whose listing is refused (403: the watcher's rights are
+/// gone) was tried again about every second for ever; this one starts over only once the watch
+/// delivers something past that.
+pub fn backing_off<K, S>(
+    events: S,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
+where
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    K: Send + 'static,
+{
+    let start = (events.boxed(), watcher::DefaultBackoff::default(), None);
+    futures::stream::unfold(start, |(mut events, mut backoff, pause)| async move {
+        if let Some(pause) = pause {
+            tokio::time::sleep(pause).await;
+        }
+        let event = events.next().await?;
+        let pause = match &event {
+            Err(_) => backoff.next(),
+            Ok(watcher::Event::Init) => None,
+            Ok(_) => {
+                backoff.reset();
+                None
+            }
+        };
+        Some((event, (events, backoff, pause)))
+    })
+}
+
+/// The [`Change`]s of the objects of `api` that `config` selects, watched (with a backoff that
+/// grows while the watch fails: [`backing_off`]) until `shutdown`.
 pub fn object_changes<K>(
     api: Api<K>,
     config: watcher::Config,
@@ -35,7 +66,7 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send,
 {
-    changes(watcher(api, config).default_backoff())
+    changes(backing_off(watcher(api, config)))
         .take_until(shutdown.clone().cancelled_owned())
         .boxed()
 }

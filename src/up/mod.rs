@@ -579,6 +579,8 @@ pub async fn start(fleet: &Fleet, config: UpConfig) -> Result<Running, UpError> 
             admin_addr: None,
             webhook: None,
             sync: Some(sync),
+            // The hub is a control plane of this process, with fleetform's admission in it.
+            accept_check: crate::hub::run::AcceptCheck::InProcess,
         };
         let running = hub_runtime
             .spawn(crate::hub::process::start(process, shutdown.child_token()))

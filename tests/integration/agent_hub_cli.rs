@@ -157,3 +157,164 @@ async fn agent_command_registers_by_certificate_with_a_bootstrap_kubeconfig() {
     terminate(agent_process, "fleetform agent").await;
     terminate(hub_process, "fleetform hub").await;
 }
+
+#[tokio::test]
+async fn an_agent_that_cannot_start_says_why_and_exits_at_once() {
+    let hub = Cluster::start().await;
+    let spoke = Cluster::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("hub.kubeconfig"), hub.kubeconfig()).unwrap();
+    std::fs::write(dir.path().join("spoke.kubeconfig"), spoke.kubeconfig()).unwrap();
+    // Its health port is taken.
+    let taken = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = taken.local_addr().unwrap().to_string();
+
+    let agent = fleetform(
+        &[
+            "agent",
+            "--hub-kubeconfig",
+            "hub.kubeconfig",
+            "--kubeconfig",
+            "spoke.kubeconfig",
+            "--cluster-name",
+            "spoke-a",
+            "--health-addr",
+            &port,
+        ],
+        dir.path(),
+    );
+    // No SIGTERM: a kubelet restarts only what exits.
+    let output = tokio::time::timeout(PATIENCE, agent.wait_with_output())
+        .await
+        .expect("the agent exits by itself")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "error: cluster spoke-a: cannot serve its health endpoint on {port}"
+        )),
+        "{stderr}"
+    );
+    drop(taken);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_whose_cluster_an_admin_deleted_backs_off_and_says_each_failure_once() {
+    use fleetform::reconciler::install::AGENT_DEPLOYMENT;
+    let hub = Cluster::start().await;
+    let spoke = Cluster::start().await;
+    let _loops = support::start_hub_loops(&hub).await;
+    hub.declare_spoke("spoke-a").await;
+    let token = hub.issue_bootstrap_token("spoke-a").await;
+    // The agent as its ServiceAccount on the spoke, registering with its bootstrap token.
+    spoke.agent_identity().await;
+    let agent_kubeconfig = spoke
+        .server
+        .identities()
+        .unwrap()
+        .service_account_kubeconfig(AGENT_NAMESPACE, AGENT_DEPLOYMENT)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("spoke.kubeconfig"), agent_kubeconfig).unwrap();
+    std::fs::write(
+        dir.path().join("bootstrap.kubeconfig"),
+        hub.bootstrap_kubeconfig(&token),
+    )
+    .unwrap();
+    // Logged as by default, and the retries' own lines too, to count the attempts.
+    let mut agent = Command::new(env!("CARGO_BIN_EXE_fleetform"))
+        .args([
+            "agent",
+            "--bootstrap-kubeconfig",
+            "bootstrap.kubeconfig",
+            "--kubeconfig",
+            "spoke.kubeconfig",
+            "--cluster-name",
+            "spoke-a",
+        ])
+        .current_dir(dir.path())
+        .env(
+            "FLEETFORM_LOG",
+            "warn,kube_runtime::watcher=error,fleetform::runtime::retry=debug",
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel();
+    let stderr = agent.stderr.take().unwrap();
+    tokio::spawn(async move {
+        use tokio::io::AsyncBufReadExt;
+        let mut stderr = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = stderr.next_line().await {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    wait_for(&clusters, "spoke-a", "registered", |_| true).await;
+    accept(&hub, "spoke-a", 1).await;
+    wait_for(&clusters, "spoke-a", "joined and available", |c| {
+        c.is_joined() && condition_status(c, CONDITION_AVAILABLE).as_deref() == Some(STATUS_TRUE)
+    })
+    .await;
+
+    // An administrator deletes the cluster; the agent may no longer create it.
+    let joined = clusters.get("spoke-a").await.unwrap();
+    clusters
+        .delete("spoke-a", &Default::default())
+        .await
+        .unwrap();
+    support::wait_deleted(&clusters, &joined).await;
+    let mut seen: Vec<String> = Vec::new();
+    let attempts = |seen: &[String]| {
+        seen.iter()
+            .filter(|line| line.contains("cannot create its ManagedCluster"))
+            .count()
+    };
+    let tried = tokio::time::timeout(PATIENCE, async {
+        while attempts(&seen) < 3 {
+            match lines.recv().await {
+                Some(line) => seen.push(line),
+                None => return,
+            }
+        }
+    })
+    .await
+    .is_ok();
+    let pid = agent.id().unwrap().to_string();
+    Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    tokio::time::timeout(PATIENCE, agent.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    while let Some(line) = lines.recv().await {
+        seen.push(line);
+    }
+    let stderr = seen.join("\n");
+    assert!(
+        tried && attempts(&seen) >= 3,
+        "the agent did not try to create its cluster again:\n{stderr}"
+    );
+    // Each failure is said once: no warning repeats (the time each line begins with aside).
+    let mut warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains(" WARN "))
+        .map(|line| line.split_once(' ').map_or(line, |(_, rest)| rest))
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|line| line.contains("creating the ManagedCluster")),
+        "{stderr}"
+    );
+    let said = warnings.len();
+    warnings.sort();
+    warnings.dedup();
+    assert_eq!(warnings.len(), said, "a warning repeats:\n{stderr}");
+}

@@ -571,3 +571,63 @@ fn the_hub_service_takes_the_crds_conversion_to_the_hub_container() {
     assert_eq!(container_port["containerPort"], listen.port());
     assert!(listen.ip().is_unspecified(), "reachable from the Service");
 }
+
+/// A hub whose right to write the CRDs is not in force yet (kube-apiserver's RBAC takes a moment
+/// to see a new binding) serves no certificate until its CA is in the CRDs: kube-apiserver,
+/// trusting only the CRDs' bundle, would otherwise fail every conversion with `x509: certificate
+/// signed by unknown authority` until the CA got there.
+#[tokio::test]
+async fn the_webhook_serves_its_certificate_only_once_its_ca_is_in_the_crds() {
+    use fleetform::deploy::manifests::HUB_CLUSTER_ROLE;
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let hub = Cluster::start().await;
+    let client = hub.hub_identity().await;
+    let roles: Api<ClusterRole> = Api::all(hub.client.clone());
+    let granted = roles.get(HUB_CLUSTER_ROLE).await.unwrap();
+    let mut not_yet = granted.clone();
+    for rule in not_yet.rules.iter_mut().flatten() {
+        if rule
+            .resources
+            .iter()
+            .flatten()
+            .any(|r| r == "customresourcedefinitions")
+        {
+            rule.verbs
+                .retain(|verb| !["update", "patch"].contains(&verb.as_str()));
+        }
+    }
+    roles
+        .replace(HUB_CLUSTER_ROLE, &PostParams::default(), &not_yet)
+        .await
+        .unwrap();
+
+    let webhook = Webhook::start(client).await;
+    let ca_bundle = secret_text(&webhook_secret(&hub).await, CA_CERT_KEY);
+    // kube-apiserver calls it now; the handshake ends when the webhook answers.
+    let addr = webhook.addr();
+    let bundle = ca_bundle.clone();
+    let presented = tokio::spawn(async move { served_certificate(addr, &bundle).await });
+    let mut granted = granted;
+    granted.metadata.resource_version = None;
+    roles
+        .replace(HUB_CLUSTER_ROLE, &PostParams::default(), &granted)
+        .await
+        .unwrap();
+    let presented = tokio::time::timeout(support::PATIENCE, presented)
+        .await
+        .expect("the webhook serves once it may write the CRDs")
+        .unwrap();
+
+    // When it answered, the CRDs already held the CA that signed what it presented.
+    let crds: Api<CustomResourceDefinition> = Api::all(hub.client.clone());
+    for name in [MANAGED_CLUSTER_ADDONS, CLUSTER_MANAGEMENT_ADDONS] {
+        let held = ca_bundle_of(&crds.get(name).await.unwrap());
+        assert_eq!(held.as_deref(), Some(ca_bundle.as_str()), "{name}");
+    }
+    let secret = webhook_secret(&hub).await;
+    assert_eq!(
+        der_certificates(&secret_text(&secret, TLS_CERT_KEY))[0],
+        presented
+    );
+    webhook.stop().await;
+}

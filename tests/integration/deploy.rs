@@ -260,3 +260,25 @@ async fn every_manifest_applies_to_an_api_server() {
     }
     server.shutdown().await;
 }
+
+/// Every workload fleetform installs (the hub Deployment, the agent Deployment) passes PodSecurity
+/// `restricted`, so it runs in a namespace that enforces it.
+#[test]
+fn every_workload_passes_pod_security_restricted() {
+    let documents = manifests();
+    let deployments = of_kind(&documents, "Deployment");
+    let names: BTreeSet<String> = deployments.iter().map(|d| name(d)).collect();
+    assert_eq!(
+        names,
+        BTreeSet::from([
+            "fleetform-system/fleetform-hub".to_string(),
+            "open-cluster-management-agent/fleetform-agent".to_string()
+        ])
+    );
+    for deployment in deployments {
+        let broken = crate::support::pod_security::restricted_violations(
+            &deployment["spec"]["template"]["spec"],
+        );
+        assert!(broken.is_empty(), "{}: {broken:#?}", name(deployment));
+    }
+}

@@ -98,6 +98,7 @@ async fn replica_config(hub: &Cluster, identity: &str) -> HubProcessConfig {
         admin_addr: Some("127.0.0.1:0".parse().unwrap()),
         webhook: None,
         sync: None,
+        accept_check: fleetform::hub::run::AcceptCheck::InProcess,
     }
 }
 

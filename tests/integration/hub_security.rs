@@ -1,7 +1,8 @@
 //! A hostile spoke or local user gets nothing that is not theirs, on embedded hubs through their
 //! HTTP API with real identities (a spoke's bootstrap token, its issued certificate): OCM's
-//! ManagedCluster admission (accepting, cluster sets, taint times), acceptance only of what git
-//! declares, the bootstrap role's least privilege, bootstrap tokens that expire, are renewed
+//! ManagedCluster admission (accepting, cluster sets, taint times), acceptance of what git
+//! declares or a person allowed to accept accepted (never of a cluster by itself), the bootstrap
+//! role's least privilege, bootstrap tokens that expire, are renewed
 //! and go away after the join, and certificates bound to one join only.
 
 use crate::support;
@@ -284,12 +285,64 @@ fn not_in_git(events: &[Event], name: &str) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_cluster_not_in_git_is_not_accepted_is_reported_once_and_shows_in_the_plan() {
+/// A client of `hub` for the person `user`, whom a ClusterRole of `rules` binds.
+async fn person(hub: &Cluster, user: &str, rules: Value) -> Client {
+    let role = format!("person:{user}");
+    for object in [
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": role}, "rules": rules}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": role},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
+    ] {
+        fleetform::deploy::apply_document(&hub.client, &object)
+            .await
+            .unwrap();
+    }
+    let kubeconfig = hub
+        .server
+        .identities()
+        .unwrap()
+        .kubeconfig_for(user, &[])
+        .unwrap();
+    client_for(&kubeconfig).await
+}
+
+/// What `clusteradm accept` needs: approve a cluster's registration and set hubAcceptsClient.
+fn accept_rules() -> Value {
+    json!([
+        {"apiGroups": ["cluster.open-cluster-management.io"], "resources": ["managedclusters"],
+         "verbs": ["get", "list", "update", "patch"]},
+        {"apiGroups": ["register.open-cluster-management.io"], "resources": ["managedclusters/accept"],
+         "verbs": ["update"]},
+        {"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests"],
+         "verbs": ["get", "list"]},
+        {"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests/approval"],
+         "verbs": ["update"]},
+        {"apiGroups": ["certificates.k8s.io"], "resources": ["signers"],
+         "resourceNames": ["kubernetes.io/kube-apiserver-client"], "verbs": ["approve"]},
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_not_in_git_joins_once_a_person_allowed_to_accept_it_does_and_never_by_itself() {
     let hub = Cluster::start().await;
     let spoke = Cluster::start().await;
     let _loops = start_hub_loops(&hub).await;
+    bootstrap_role_bound(&hub).await;
     let token = hub.issue_bootstrap_token("stranger").await;
+    let stranger: ManagedCluster = serde_json::from_value(json!({
+        "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+        "metadata": {"name": "stranger"}, "spec": {"hubAcceptsClient": true},
+    }))
+    .unwrap();
+    // A bootstrap identity can never accept itself.
+    let as_bootstrap: Api<ManagedCluster> = Api::all(bootstrap_client(&hub, &token).await);
+    let (code, message) = refused(as_bootstrap.create(&PostParams::default(), &stranger).await);
+    assert_eq!(code, 403, "{message}");
+    assert!(message.contains("managedclusters/accept"), "{message}");
+
     spoke
         .install_bootstrap(&hub.bootstrap_kubeconfig(&token))
         .await;
@@ -299,67 +352,145 @@ async fn a_cluster_not_in_git_is_not_accepted_is_reported_once_and_shows_in_the_
         not_in_git(events, "stranger").len() == 1
     })
     .await;
-
-    // The hub admin may set hubAcceptsClient; git still does not declare the cluster.
-    accept(&hub, "stranger", 1).await;
-    let reported = wait_for_list(events, None, "the refusal reported", |events| {
-        not_in_git(events, "stranger").len() == 2
-    })
-    .await;
-    assert!(
-        not_in_git(&reported, "stranger")
-            .iter()
-            .any(|note| note.contains("asked to join, not in git")),
-        "{reported:?}"
+    let accept_it = merge(json!({"spec": {"hubAcceptsClient": true}}));
+    let (code, _) = refused(
+        as_bootstrap
+            .patch("stranger", &PatchParams::default(), &accept_it)
+            .await,
     );
-    let stranger = Api::<ManagedCluster>::all(hub.client.clone())
-        .get("stranger")
+    assert_eq!(code, 403, "nor afterwards");
+    // Nor can whoever may edit ManagedClusters but not accept them.
+    let editor = person(
+        &hub,
+        "editor",
+        json!([{"apiGroups": ["cluster.open-cluster-management.io"],
+                "resources": ["managedclusters"], "verbs": ["get", "patch"]}]),
+    )
+    .await;
+    let (code, message) = refused(
+        Api::<ManagedCluster>::all(editor)
+            .patch("stranger", &PatchParams::default(), &accept_it)
+            .await,
+    );
+    assert_eq!(code, 403, "{message}");
+    // Still pending, so `plan` (as sync's identity) lists it.
+    let plan_pending = || async {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("hub.yaml"),
+            "apiVersion: fleetform.io/v1alpha1\nkind: Hub\nmetadata:\n  name: hub\nspec:\n  kubeconfig:\n    embedded: {}\n",
+        )
+        .unwrap();
+        let (origin, fleet) = fleetform::source::load_fleet(&fleetform::source::SourceSpec {
+            location: dir.path().display().to_string(),
+            ..Default::default()
+        })
+        .unwrap();
+        let observed = fleetform::observe::observe_hub(
+            "hub",
+            &hub.hub_identity().await,
+            &fleetform::plan::desired::hub_objects(&fleet, "hub"),
+        )
         .await
         .unwrap();
-    assert!(!is_condition_true(
-        stranger.conditions(),
-        CONDITION_HUB_ACCEPTED
-    ));
+        let plan = fleetform::plan::plan(
+            &fleet,
+            origin,
+            &[("hub".to_string(), observed)].into(),
+            Default::default(),
+        );
+        (
+            plan.hubs[0].pending_clusters.clone(),
+            fleetform::plan::render::text(&plan, false),
+        )
+    };
+    let (pending, text) = plan_pending().await;
+    assert_eq!(pending, ["stranger"]);
+    assert!(
+        text.contains("cluster stranger asked to join but is not in git"),
+        "{text}"
+    );
+
+    // A person allowed to accept does, as `clusteradm accept` does: the registration approved,
+    // hubAcceptsClient set.
+    let alice = person(&hub, "alice", accept_rules()).await;
+    let csrs: Api<CertificateSigningRequest> = Api::all(alice.clone());
+    let requests = wait_for_list(
+        csrs.clone(),
+        Some(&format!("{LABEL_CLUSTER_NAME}=stranger")),
+        "the stranger's registration request",
+        |csrs| !csrs.is_empty(),
+    )
+    .await;
+    let mut approved = requests[0].clone();
+    approved.status.get_or_insert_default().conditions = Some(vec![
+        serde_json::from_value(
+            json!({"type": "Approved", "status": "True", "reason": "AcceptedByClusteradm",
+               "message": "accepted by alice"}),
+        )
+        .unwrap(),
+    ]);
+    csrs.replace_subresource::<CertificateSigningRequest>(
+        "approval",
+        &approved.name_any(),
+        &PostParams::default(),
+        &approved,
+    )
+    .await
+    .unwrap();
+    Api::<ManagedCluster>::all(alice)
+        .patch("stranger", &PatchParams::default(), &accept_it)
+        .await
+        .unwrap();
+
+    // It joins, and the hub says once that it is not in git.
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    wait_for(&clusters, "stranger", "accepted and joined", |cluster| {
+        is_condition_true(cluster.conditions(), CONDITION_HUB_ACCEPTED) && cluster.is_joined()
+    })
+    .await;
     assert!(
         Api::<ClusterRole>::all(hub.client.clone())
             .get_opt(&cluster_role_name("stranger"))
             .await
             .unwrap()
-            .is_none(),
-        "no rights for a cluster git does not declare"
+            .is_some(),
+        "its agent's rights on the hub"
     );
-
-    // `plan`, as the hub's ServiceAccount (sync's identity), lists it.
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("hub.yaml"),
-        "apiVersion: fleetform.io/v1alpha1\nkind: Hub\nmetadata:\n  name: hub\nspec:\n  kubeconfig:\n    embedded: {}\n",
-    )
-    .unwrap();
-    let (origin, fleet) = fleetform::source::load_fleet(&fleetform::source::SourceSpec {
-        location: dir.path().display().to_string(),
-        ..Default::default()
+    let reported = wait_for_list(events, None, "the acceptance reported", |events| {
+        events.iter().any(|event| {
+            event.reason.as_deref() == Some(REASON_NOT_IN_GIT)
+                && event.type_.as_deref() == Some("Warning")
+        })
     })
-    .unwrap();
-    let observed = fleetform::observe::observe_hub(
-        "hub",
-        &hub.hub_identity().await,
-        &fleetform::plan::desired::hub_objects(&fleet, "hub"),
-    )
-    .await
-    .unwrap();
-    let plan = fleetform::plan::plan(
-        &fleet,
-        origin,
-        &[("hub".to_string(), observed)].into(),
-        Default::default(),
-    );
-    assert_eq!(plan.hubs[0].pending_clusters, ["stranger"]);
-    let text = fleetform::plan::render::text(&plan, false);
+    .await;
+    support::assert_named_as_client_go(&reported);
+    let warnings: Vec<&Event> = reported
+        .iter()
+        .filter(|event| event.type_.as_deref() == Some("Warning"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let note = warnings[0].note.as_deref().unwrap_or_default();
     assert!(
-        text.contains("cluster stranger asked to join but is not in git"),
+        note.contains("cluster stranger is not in git: a user allowed to update managedclusters/accept accepted it")
+            && note.contains("never prunes it"),
+        "{note}"
+    );
+    // `status` shows it; `plan` no longer counts it pending, nor removes it.
+    let state = fleetform::status::gather("hub", &hub.hub_identity().await)
+        .await
+        .unwrap();
+    let mut report = fleetform::status::Report::default();
+    report.add(&state, Timestamp::now());
+    let text = report.text();
+    assert!(
+        text.contains("hub/stranger: NotInGit: accepted by a user allowed to accept, not declared in git (joined"),
         "{text}"
     );
+    let (pending, text) = plan_pending().await;
+    assert!(pending.is_empty(), "{text}");
+    assert!(!text.contains("stranger"), "{text}");
+    assert!(clusters.get_opt("stranger").await.unwrap().is_some());
 }
 
 #[tokio::test]

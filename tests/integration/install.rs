@@ -628,3 +628,52 @@ async fn uninstall_refuses_while_spokes_are_joined_and_unjoins_them_all_first() 
     assert!(crds.get_opt("hubs.fleetform.io").await.unwrap().is_none());
     reconciler.stop().await;
 }
+
+#[tokio::test]
+async fn uninstall_waiting_on_a_hubs_finalizer_says_the_hub_must_run_to_remove_it() {
+    use fleetform::api::vocabulary::FINALIZER_HUB_CLEANUP;
+    let (_server, client, kubeconfig) = fresh_cluster().await;
+    let install = kubeconfig.fleetform(&["install", "--no-wait"]).await;
+    assert_eq!(install.status.code(), Some(0), "{}", text(&install.stderr));
+    // A Hub the reconciler took charge of, and no hub running now to let it go.
+    fleetform::deploy::apply_document(
+        &client,
+        &json!({"apiVersion": "fleetform.io/v1alpha1", "kind": "Hub",
+            "metadata": {"name": "hub", "namespace": SYSTEM_NAMESPACE,
+                         "finalizers": [FINALIZER_HUB_CLEANUP]},
+            "spec": {"kubeconfig": {"inCluster": true}}}),
+    )
+    .await
+    .unwrap();
+
+    let uninstall = kubeconfig
+        .fleetform(&["uninstall", "--unjoin-all", "--timeout", "2"])
+        .await;
+    let (stdout, stderr) = (text(&uninstall.stdout), text(&uninstall.stderr));
+    assert_eq!(uninstall.status.code(), Some(4), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "Hub hub: waiting to go: held by its finalizer {FINALIZER_HUB_CLEANUP}, which the hub's lifecycle reconciler removes"
+        )),
+        "{stdout}"
+    );
+    for said in [
+        "timed out after 2 s waiting for Hub hub",
+        "so the hub must run meanwhile (Deployment fleetform-hub in fleetform-system, or `fleetform hub`)",
+        "kubectl patch hub -n fleetform-system hub --type=merge -p '{\"metadata\":{\"finalizers\":null}}'",
+    ] {
+        assert!(stderr.contains(said), "{said} missing from:\n{stderr}");
+    }
+    assert!(
+        !stderr.contains("a spoke whose agent cannot unjoin"),
+        "there is no spoke: {stderr}"
+    );
+    // Nothing of the install set went while a Hub was left.
+    assert!(
+        Api::<Deployment>::namespaced(client.clone(), SYSTEM_NAMESPACE)
+            .get_opt(HUB_DEPLOYMENT)
+            .await
+            .unwrap()
+            .is_some()
+    );
+}

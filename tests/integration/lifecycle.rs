@@ -538,13 +538,20 @@ struct UpProcess {
 
 impl UpProcess {
     fn start(repo: &Path, data_dir: &Path) -> Self {
+        Self::start_with(repo, data_dir, &["--interval", "1", "--log", "info"])
+    }
+
+    /// `fleetform up` with `args` besides the repository and data directory.
+    fn start_with(repo: &Path, data_dir: &Path, args: &[&str]) -> Self {
         use tokio::io::{AsyncBufReadExt, AsyncReadExt};
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_fleetform"))
             .arg("up")
             .arg(repo)
             .arg("--data-dir")
             .arg(data_dir)
-            .args(["--interval", "1", "--log", "info"])
+            .args(args)
+            .env_remove("FLEETFORM_LOG")
+            .env_remove("RUST_LOG")
             // Not a terminal, and NO_COLOR unset: no escapes either way.
             .env_remove("NO_COLOR")
             .stdout(std::process::Stdio::piped())
@@ -722,6 +729,46 @@ async fn up_tells_the_story_of_each_commit_on_its_console() {
         !stderr.contains('\x1b') && !printed.contains('\x1b'),
         "escapes where no terminal reads:\n{printed}\n{stderr}"
     );
+}
+
+/// What a new user sees first: `fleetform up` on the example fleet, logging as it does by
+/// default, joins every spoke without a warning or an error on its console (each joining agent's
+/// first watches were refused, its RBAC bound only after its certificate was issued).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_up_of_the_example_fleet_prints_no_warning_or_error() {
+    let (dir, _repo) = support::example_fleet_repo();
+    let home = tempfile::tempdir().unwrap();
+    let mut up = UpProcess::start_with(
+        &dir.path().join("fleet"),
+        &home.path().join("fleetform"),
+        &["--dashboard-addr", "127.0.0.1:0"],
+    );
+    up.expect(&["converged: 4 spoke(s) Running"]).await;
+    let pid = up.child.id().expect("still running").to_string();
+    tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    let status = tokio::time::timeout(PATIENCE, up.child.wait())
+        .await
+        .expect("up stops on SIGTERM")
+        .unwrap();
+    // What stdout had left, then the whole of stderr.
+    while let Some(line) = up.lines.recv().await {
+        up.seen.push(line);
+    }
+    let printed = up.seen.join("\n");
+    let stderr = up.stderr.await.unwrap();
+    assert!(status.success(), "{status}: {stderr}");
+    let noisy: Vec<&str> = stderr
+        .lines()
+        .chain(printed.lines())
+        .filter(|line| {
+            line.contains(" WARN ") || line.contains(" ERROR ") || line.starts_with("error")
+        })
+        .collect();
+    assert!(noisy.is_empty(), "{noisy:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -831,6 +831,7 @@ async fn metered_hub(hub: &support::Cluster) -> (RunningHub, CancellationToken) 
         admin_addr: Some("127.0.0.1:0".parse().unwrap()),
         webhook: None,
         sync: None,
+        accept_check: fleetform::hub::run::AcceptCheck::InProcess,
     };
     let running = process::start(config, stop.clone())
         .await

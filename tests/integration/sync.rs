@@ -176,7 +176,8 @@ async fn events(hub: &Cluster, kind: &str, name: &str) -> Vec<Event> {
                 })
             })
             .collect();
-    // Listed by name, which is random: the time they happened is their order.
+    support::assert_named_as_client_go(&events);
+    // Listed by name, which begins with the object's: the time they happened is their order.
     events.sort_by_key(|event| event.event_time.as_ref().map(|time| time.0));
     events
 }

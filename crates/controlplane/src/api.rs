@@ -20,9 +20,11 @@ use crate::objects::{
     prepare_update, present, settle_update, subject,
 };
 use crate::patch::{self, PatchType, apply as ssa};
+use crate::pod_admission;
 use crate::registry::{Registry, ResourceInfo};
 use crate::selectors::{FieldSelector, LabelReq, LabelSelector};
 use crate::storage::{self, Indexed, Lookup, Store, WriteError, WriteOp};
+use crate::strategy::PodAdmission;
 use crate::table::{self, IncludeObject};
 
 /// Who is making a request (see [`crate::auth`]), as kube-apiserver's `user.Info`; plain-HTTP
@@ -30,10 +32,12 @@ use crate::table::{self, IncludeObject};
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct UserInfo {
     pub name: String,
-    /// Empty when the authenticator knows none (client certificates, bootstrap tokens).
+    /// Empty when the authenticator knows none (client certificates, bootstrap tokens); a
+    /// ServiceAccount's uid for its tokens.
     pub uid: String,
     pub groups: Vec<String>,
-    /// Extra attributes the authenticator attaches (none of this server's do yet).
+    /// Extra attributes the authenticator attaches (the credential id of certificates and
+    /// ServiceAccount tokens, a bound token's pod).
     pub extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
@@ -155,7 +159,8 @@ impl WriteOptions {
         })
     }
 
-    fn manager(&self) -> &str {
+    /// The field manager writes are recorded under: `fieldManager`, else the User-Agent's name.
+    pub fn manager(&self) -> &str {
         self.field_manager
             .as_deref()
             .unwrap_or(&self.user_agent_manager)
@@ -197,6 +202,8 @@ impl Query {
 pub struct Answer {
     pub code: u16,
     pub body: Reply,
+    /// Warnings for the client (`Warning: 299 - "..."` headers), as admission gave them.
+    pub warnings: Vec<String>,
 }
 
 /// What an answer carries.
@@ -212,6 +219,7 @@ impl Answer {
         Answer {
             code: 200,
             body: Reply::Object(body),
+            warnings: Vec::new(),
         }
     }
 
@@ -219,6 +227,7 @@ impl Answer {
         Answer {
             code: 200,
             body: Reply::Json(body),
+            warnings: Vec::new(),
         }
     }
 
@@ -712,6 +721,7 @@ impl ApiServer {
         let name = obj.name().to_string();
         self.check_namespace(t, &name)?;
         let mut obj = self.admit_create(t, obj, opts)?;
+        t.info.strategy.admit_create(&t.info, &obj)?;
         ssa::record_update(
             None,
             &mut obj,
@@ -720,6 +730,11 @@ impl ApiServer {
             "",
             &now,
         );
+        if t.info.strategy.pod_admission() == Some(PodAdmission::Pod) {
+            let facts = pod_admission::new_pod_facts(&self.store, &t.namespace, &obj).await;
+            pod_admission::admit_new_pod(&t.info, &mut obj, &facts)?;
+        }
+        let warnings = pod_admission::pod_security(&self.store, &t.info, "", &obj, None)?;
         let obj = self.conversions.stored(&t.info, obj)?;
         let info = t.info.clone();
         let written = self
@@ -730,7 +745,9 @@ impl ApiServer {
                 }
                 Ok(WriteOp::Put(obj))
             })?;
-        self.written_answer(t, 201, written).await
+        let mut answer = self.written_answer(t, 201, written, None).await?;
+        answer.warnings = warnings;
+        Ok(answer)
     }
 
     fn crd_terminating(&self, info: &ResourceInfo) -> bool {
@@ -762,7 +779,10 @@ impl ApiServer {
             return self.create(t, body, opts).await;
         }
         check_strict(&info, &body, opts.strict)?;
+        let mut warnings = Vec::new();
+        let mut removed = None;
         let written = self.write_decided(t, opts.dry_run, |cur| {
+            removed = None;
             let cur = cur.ok_or_else(|| Self::not_found(t))?;
             let cur = self.as_served(&info, cur)?;
             let next = match (part, &info.scale) {
@@ -772,28 +792,55 @@ impl ApiServer {
                 }
                 _ => prepare_update(&info, &cur, body.clone(), part, true)?,
             };
-            let op = self.admit_update(t, &cur, next, opts)?;
+            let (op, last) = self.admit_update(t, &cur, next, opts, &mut warnings)?;
+            removed = last.map(|last| (last, Some(cur.clone().into_owned())));
             self.to_stored(&info, record(op, &cur, &manager, &info, sub, &now))
         })?;
-        self.written_answer(t, 200, written).await
+        let removed = removed.map(|(last, cur)| {
+            removed_answer(
+                last,
+                cur.as_ref(),
+                &written.object,
+                &manager,
+                &info,
+                sub,
+                &now,
+            )
+        });
+        let mut answer = self.written_answer(t, 200, written, removed).await?;
+        answer.warnings = warnings;
+        Ok(answer)
     }
 
     /// A write's answer once it is durable: the object as served, from its stored bytes when
-    /// it is served as stored.
+    /// it is served as stored; for an update that removed the object, that object as the
+    /// update left it (`removed`).
     async fn written_answer(
         &self,
         t: &Target,
         code: u16,
         written: crate::storage::Written,
+        removed: Option<Value>,
     ) -> ApiResult<Answer> {
         let stored = written.stored.clone();
         let obj = self.finish(t, written).await?;
+        if let Some(last) = removed {
+            return Ok(Answer {
+                code,
+                body: Reply::Object(self.render_written(t, &last)?),
+                warnings: Vec::new(),
+            });
+        }
         let body =
             match stored.filter(|raw| t.part != Part::Scale && served_as_stored(&t.info, raw)) {
                 Some(raw) => Reply::Json(raw),
                 None => Reply::Object(self.render_written(t, &obj)?),
             };
-        Ok(Answer { code, body })
+        Ok(Answer {
+            code,
+            body,
+            warnings: Vec::new(),
+        })
     }
 
     fn render_written(&self, t: &Target, obj: &Value) -> ApiResult<Value> {
@@ -876,9 +923,21 @@ impl ApiServer {
         let strict = opts.strict;
         let ns = t.namespace.clone();
         let name = t.name().to_string();
+        let new_pod = match &config {
+            Some(config)
+                if creating && info.strategy.pod_admission() == Some(PodAdmission::Pod) =>
+            {
+                Some(pod_admission::new_pod_facts(&self.store, &ns, config).await)
+            }
+            _ => None,
+        };
         let mut created = false;
+        let mut warnings = Vec::new();
+        let mut removed = None;
         let written = self.write_decided(t, opts.dry_run, |cur| {
             created = false;
+            warnings.clear();
+            removed = None;
             match (cur, &config) {
                 (None, Some(config)) => {
                     let merged = ssa::apply(None, config, &manager, &api_version, force, &now)
@@ -894,6 +953,14 @@ impl ApiServer {
                     if let Some(mf) = mf {
                         crate::meta::meta_mut(&mut obj).insert("managedFields".into(), mf);
                     }
+                    if info.strategy.pod_admission() == Some(PodAdmission::Pod) {
+                        // Looked up before the write, which found no object then.
+                        let facts = new_pod
+                            .as_ref()
+                            .ok_or_else(|| ApiError::Conflict(subject(&info, &name)))?;
+                        pod_admission::admit_new_pod(&info, &mut obj, facts)?;
+                    }
+                    warnings = pod_admission::pod_security(&self.store, &info, "", &obj, None)?;
                     created = true;
                     Ok(WriteOp::Put(self.conversions.stored(&info, obj)?))
                 }
@@ -905,7 +972,8 @@ impl ApiServer {
                         ssa::apply(Some(&shown), config, &manager, &api_version, force, &now)
                             .map_err(|c| apply_conflict(&info, &name, &c))?;
                     let next = prepare_update(&info, &cur, merged, part, false)?;
-                    let op = self.admit_update(t, &cur, next, opts)?;
+                    let (op, last) = self.admit_update(t, &cur, next, opts, &mut warnings)?;
+                    removed = last.map(|last| (last, None));
                     self.to_stored(&info, op)
                 }
                 (Some(cur), None) => {
@@ -924,17 +992,33 @@ impl ApiServer {
                             prepare_update(&info, &cur, patched, part, false)?
                         }
                     };
-                    let op = self.admit_update(t, &cur, next, opts)?;
+                    let (op, last) = self.admit_update(t, &cur, next, opts, &mut warnings)?;
+                    removed = last.map(|last| (last, Some(cur.clone().into_owned())));
                     self.to_stored(&info, record(op, &cur, &manager, &info, sub, &now))
                 }
             }
         })?;
-        self.written_answer(t, if created { 201 } else { 200 }, written)
-            .await
+        let removed = removed.map(|(last, cur)| {
+            removed_answer(
+                last,
+                cur.as_ref(),
+                &written.object,
+                &manager,
+                &info,
+                sub,
+                &now,
+            )
+        });
+        let mut answer = self
+            .written_answer(t, if created { 201 } else { 200 }, written, removed)
+            .await?;
+        answer.warnings = warnings;
+        Ok(answer)
     }
 
     /// DELETE of one object.
     pub async fn delete(&self, t: &Target, opts: &DeleteOptions) -> ApiResult<Answer> {
+        opts.validate()?;
         let now = now_rfc3339();
         let info = t.info.clone();
         let mut outcome = DeleteOutcome::Removed;
@@ -946,6 +1030,14 @@ impl ApiServer {
             Ok(op)
         })?;
         let obj = self.finish(t, written).await?;
+        if outcome == DeleteOutcome::MarkedThenRemoved {
+            let removed = self.write_decided(t, opts.dry_run, |cur| match cur {
+                Some(cur) if cur.uid() == obj.uid() => Ok(WriteOp::Delete),
+                _ => Err(Self::not_found(t)),
+            })?;
+            self.finish(t, removed).await?;
+            outcome = DeleteOutcome::Removed;
+        }
         if outcome == DeleteOutcome::Removed && !t.info.strategy.returns_deleted_object() {
             return Ok(Answer::ok(objects::delete_success(&t.info, &obj)));
         }
@@ -959,6 +1051,7 @@ impl ApiServer {
         q: &Query,
         opts: &DeleteOptions,
     ) -> ApiResult<Answer> {
+        opts.validate()?;
         let filter = Filter::from_query(&t.info, q)?;
         let (rv, items) = self
             .store
@@ -1049,16 +1142,38 @@ impl ApiServer {
     }
 
     /// Admits an update of `cur` to `next` (as [`prepare_update`] made it) and settles what it
-    /// comes to; a plugin's changes are validated again.
+    /// comes to; a plugin's changes are validated again. An update that removes the object (its
+    /// last finalizer gone) also answers the object as the update left it, which is what
+    /// kube-apiserver answers.
     fn admit_update(
         &self,
         t: &Target,
         cur: &Value,
         next: Value,
         opts: &WriteOptions,
-    ) -> ApiResult<WriteOp> {
+        warnings: &mut Vec<String>,
+    ) -> ApiResult<(WriteOp, Option<Value>)> {
+        let next = self.admit_update_by_plugins(t, cur, next, opts)?;
+        *warnings = pod_admission::pod_security(
+            &self.store,
+            &t.info,
+            subresource_name(t.part),
+            &next,
+            Some(cur),
+        )?;
+        settle_removing(&t.info, cur, next)
+    }
+
+    /// The embedder's plugins' view of an update: `next` as they leave it, validated again.
+    fn admit_update_by_plugins(
+        &self,
+        t: &Target,
+        cur: &Value,
+        next: Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<Value> {
         let Some(user) = opts.user.as_ref().filter(|_| !self.admission.is_empty()) else {
-            return settle_update(&t.info, cur, next);
+            return Ok(next);
         };
         let attempt = Attempt {
             operation: Operation::Update,
@@ -1073,14 +1188,16 @@ impl ApiServer {
         let next = match self.admission.admit(self, &attempt, Some(next.clone()))? {
             Some(mut changed) if changed != next => {
                 objects::keep_server_metadata(&next, &mut changed);
-                if matches!(t.part, Part::Main | Part::Status | Part::Scale) {
+                if matches!(t.part, Part::Main | Part::Status | Part::Approval) {
+                    objects::validate_part(&t.info, &mut changed, Some(cur), t.part)?;
+                } else if t.part == Part::Scale {
                     objects::validate(&t.info, &mut changed, Some(cur))?;
                 }
                 changed
             }
             _ => next,
         };
-        settle_update(&t.info, cur, next)
+        Ok(next)
     }
 
     /// Admits the delete of `cur`.
@@ -1169,6 +1286,38 @@ fn subresource_name(part: Part) -> &'static str {
         Part::Finalize => "finalize",
         Part::Scale => "scale",
     }
+}
+
+/// [`settle_update`], keeping `next` when the update removes the object.
+fn settle_removing(
+    info: &ResourceInfo,
+    cur: &Value,
+    next: Value,
+) -> ApiResult<(WriteOp, Option<Value>)> {
+    let last = cur.is_deleting().then(|| next.clone());
+    let op = settle_update(info, cur, next)?;
+    let removed = matches!(op, WriteOp::Delete).then_some(last).flatten();
+    Ok((op, removed))
+}
+
+/// The object an update that removed it answers: as the update left it, with the managers an
+/// update of `recorded_over` records (an apply has recorded its own), and the resourceVersion
+/// of the removal.
+fn removed_answer(
+    mut last: Value,
+    recorded_over: Option<&Value>,
+    removal: &Value,
+    manager: &str,
+    info: &ResourceInfo,
+    sub: &str,
+    now: &str,
+) -> Value {
+    if let Some(cur) = recorded_over {
+        ssa::record_update(Some(cur), &mut last, manager, &info.api_version(), sub, now);
+    }
+    crate::meta::meta_mut(&mut last)
+        .insert("resourceVersion".into(), json!(removal.resource_version()));
+    last
 }
 
 fn record(

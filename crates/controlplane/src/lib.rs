@@ -11,11 +11,15 @@
 //! particular to each resource), [`api`] (operations), [`admission`] (the
 //! embedder's plugins), [`conversion`] (CRD versions), [`watch`], [`patch`] (JSON, merge,
 //! strategic, server-side apply), [`crd_schema`], [`selectors`], [`table`], [`openapi`],
+//! [`pod_admission`] (kube-apiserver's admission of pods, pod templates and namespaces) and
+//! [`podsecurity`] (the Pod Security Standards it holds them to),
 //! [`private_files`] (owner-only state on disk), [`encode`] (the bytes objects are stored and
 //! answered in: JSON in kube-apiserver's key order, YAML), [`request_info`] (what a request asks, read
 //! once for authorization, routing and counting), [`requests`] (request counts),
-//! [`controllers`] (GC, namespace and CRD cleanup), [`auth`] (TLS, authentication, RBAC, CSR
-//! signing), [`http`] (routing) and [`server`] (lifecycle).
+//! [`controllers`] (kube-controller-manager's part: garbage collection, namespaces, CRD
+//! cleanup, ServiceAccounts and their tokens, the root CA, Deployments and ReplicaSets),
+//! [`auth`] (TLS, authentication, RBAC, reviews, CSR signing, ServiceAccount tokens),
+//! [`token_request`] (`serviceaccounts/token`), [`http`] (routing) and [`server`] (lifecycle).
 
 // ApiError carries the Status details it renders; errors are the cold path, so their size
 // is not worth boxing for.
@@ -37,6 +41,8 @@ pub mod names;
 pub mod objects;
 pub mod openapi;
 pub mod patch;
+pub mod pod_admission;
+pub mod podsecurity;
 pub mod private_files;
 pub mod protobuf;
 pub mod registry;
@@ -48,6 +54,7 @@ pub mod server;
 pub mod storage;
 pub mod strategy;
 pub mod table;
+pub mod token_request;
 pub mod typed;
 pub mod validation_rules;
 pub mod watch;

@@ -210,6 +210,16 @@ pub fn prepare_create(info: &ResourceInfo, ns: &str, obj: Value, now: &str) -> A
 /// Validation and normalisation: the metadata every object shares, then the resource's own
 /// (see [`crate::strategy::ResourceStrategy::validate`]); Invalid lists every field error.
 pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> ApiResult<()> {
+    validate_part(info, obj, old, Part::Main)
+}
+
+/// [`validate`] of a write through `part` of the object.
+pub fn validate_part(
+    info: &ResourceInfo,
+    obj: &mut Value,
+    old: Option<&Value>,
+    part: Part,
+) -> ApiResult<()> {
     let name = obj.name().to_string();
     let mut errs = Vec::new();
     let rule = info.strategy.name_rule();
@@ -241,9 +251,13 @@ pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Ap
             "must be a list of strings",
         ));
     }
+    if let Some(refs) = obj.pointer("/metadata/ownerReferences") {
+        errs.extend(crate::meta::validate_owner_references(refs));
+    }
     let mut check = Validation {
         info,
         old,
+        part,
         errors: errs,
     };
     info.strategy.validate(obj, &mut check);
@@ -311,7 +325,7 @@ pub enum Part {
     /// The main resource: everything but status (when status is a subresource).
     Main,
     Status,
-    /// CSR approval: status.conditions only.
+    /// CSR approval: status.conditions (and metadata) only.
     Approval,
     /// Namespace finalize: spec.finalizers only.
     Finalize,
@@ -396,22 +410,19 @@ pub fn prepare_update(
                 };
             }
             carry_meta(&mut next, &new);
-            next
-        }
-        Part::Approval => {
-            let mut next = cur.clone();
-            let conds = new
-                .pointer("/status/conditions")
-                .cloned()
-                .unwrap_or(json!([]));
-            let status = next
-                .as_object_mut()
-                .map(|o| o.entry("status").or_insert(json!({})));
-            if let Some(Value::Object(s)) = status {
-                s.insert("conditions".into(), conds);
+            let sent = new.meta().cloned().unwrap_or_default();
+            let m = meta_mut(&mut next);
+            for f in info.strategy.status_writes_metadata() {
+                match sent.get(*f) {
+                    Some(v) => m.insert((*f).to_string(), v.clone()),
+                    None => m.remove(*f),
+                };
             }
             next
         }
+        // The object as sent: its strategy keeps what approval may not change (as
+        // kube-apiserver's CSR approval strategy, which takes the metadata as sent).
+        Part::Approval => new,
         Part::Finalize => {
             let mut next = cur.clone();
             let fin = new
@@ -449,8 +460,8 @@ pub fn prepare_update(
         o.insert("kind".into(), json!(info.kind));
     }
     info.strategy.prepare_for_update(cur, &mut next, part);
-    if part == Part::Main || part == Part::Status {
-        validate(info, &mut next, Some(cur))?;
+    if matches!(part, Part::Main | Part::Status | Part::Approval) {
+        validate_part(info, &mut next, Some(cur), part)?;
     }
     Ok(next)
 }
@@ -489,7 +500,10 @@ pub fn settle_update(info: &ResourceInfo, cur: &Value, mut next: Value) -> ApiRe
             .unwrap_or(0);
         meta_mut(&mut next).insert("generation".into(), json!(g + 1));
     }
-    if cur.is_deleting() && next.finalizers().is_empty() && info.strategy.removed_once_finalized() {
+    if cur.is_deleting()
+        && next.finalizers().is_empty()
+        && info.strategy.removed_once_finalized(&next)
+    {
         return Ok(WriteOp::Delete);
     }
     if comparable(&next) == comparable(cur) {
@@ -541,6 +555,31 @@ pub struct DeleteOptions {
 }
 
 impl DeleteOptions {
+    /// Checks the options as kube-apiserver does before it looks at the object: an unknown
+    /// propagation policy is refused whether or not the object exists.
+    pub fn validate(&self) -> ApiResult<()> {
+        match self.propagation.as_deref() {
+            None | Some("Foreground" | "Background" | "Orphan") => Ok(()),
+            Some(other) => Err(ApiError::invalid(
+                Subject {
+                    group: "meta.k8s.io".into(),
+                    kind: "DeleteOptions".into(),
+                    name: String::new(),
+                },
+                vec![FieldError::not_supported(
+                    "propagationPolicy",
+                    &json!(other),
+                    &[
+                        json!("Foreground"),
+                        json!("Background"),
+                        json!("Orphan"),
+                        json!("nil"),
+                    ],
+                )],
+            )),
+        }
+    }
+
     /// Reads a DeleteOptions body (absent fields keep their query-string values).
     pub fn merge_body(&mut self, body: &Value) -> ApiResult<()> {
         if body.is_null() {
@@ -582,6 +621,9 @@ pub enum DeleteOutcome {
     Removed,
     /// The object is marked and waits for its finalizers.
     Pending,
+    /// The object is marked deleted (the write stores it so, as watchers see it), then removed
+    /// at once: kube-apiserver's graceful deletion with a grace period of 0.
+    MarkedThenRemoved,
 }
 
 /// Decides a delete: preconditions, then what the resource's strategy makes of it.
@@ -635,22 +677,12 @@ pub fn delete_by_finalizers(
     opts: &DeleteOptions,
     now: &str,
 ) -> ApiResult<(WriteOp, DeleteOutcome)> {
-    let name = cur.name();
     let mut finalizers = cur.finalizers();
+    // The policy was checked with the rest of the options ([`DeleteOptions::validate`]).
     let extra = match opts.propagation.as_deref() {
         Some("Foreground") => Some(FOREGROUND),
         Some("Orphan") => Some(ORPHAN),
-        Some("Background") | None => None,
-        Some(other) => {
-            return Err(ApiError::invalid(
-                kind_subject(info, name),
-                vec![FieldError::not_supported(
-                    "propagationPolicy",
-                    &json!(other),
-                    &[json!("Foreground"), json!("Background"), json!("Orphan")],
-                )],
-            ));
-        }
+        _ => None,
     };
     let mut changed = false;
     if let Some(f) = extra
@@ -720,7 +752,8 @@ mod tests {
     fn deployment() -> Value {
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
             "spec": {"selector": {"matchLabels": {"a": "b"}},
-                     "template": {"metadata": {"labels": {"a": "b"}}}}})
+                     "template": {"metadata": {"labels": {"a": "b"}},
+                         "spec": {"containers": [{"name": "c", "image": "i"}]}}}})
     }
 
     #[test]
@@ -899,6 +932,93 @@ mod tests {
             .unwrap();
         assert!(err.to_string().contains("roleRef: Invalid value"), "{err}");
         assert!(err.to_string().contains("cannot change roleRef"), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_propagation_policy_is_refused_as_delete_options() {
+        let opts = DeleteOptions {
+            propagation: Some("Sideways".into()),
+            ..Default::default()
+        };
+        let err = opts.validate().err().unwrap();
+        assert_eq!(err.code(), 422);
+        assert_eq!(
+            err.to_string(),
+            "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"Sideways\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+        );
+        for ok in [None, Some("Foreground"), Some("Background"), Some("Orphan")] {
+            let opts = DeleteOptions {
+                propagation: ok.map(str::to_string),
+                ..Default::default()
+            };
+            assert!(opts.validate().is_ok(), "{ok:?}");
+        }
+    }
+
+    #[test]
+    fn a_namespace_is_labelled_finalized_by_kubernetes_and_marked_terminating() {
+        let i = info("", "namespaces");
+        let mut ns = prepare_create(
+            &i,
+            "",
+            json!({"metadata": {"name": "team", "labels": {"kubernetes.io/metadata.name": "x"}},
+                "spec": {"finalizers": ["example.com/keep"]}, "status": {"phase": "Terminating"}}),
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+            "team"
+        );
+        assert_eq!(
+            ns["spec"]["finalizers"],
+            json!(["example.com/keep", "kubernetes"])
+        );
+        assert_eq!(ns["status"], json!({"phase": "Active"}));
+        meta_mut(&mut ns).insert("resourceVersion".into(), json!("2"));
+
+        // Only /finalize changes the spec's finalizers; the label follows the name.
+        let mut edited = ns.clone();
+        edited["spec"]["finalizers"] = json!([]);
+        edited["metadata"]["labels"] = json!({});
+        edited["metadata"]["annotations"] = json!({"note": "kept"});
+        let WriteOp::Put(next) = decide_update(&i, &ns, edited.clone(), Part::Main, true).unwrap()
+        else {
+            panic!("expected a write")
+        };
+        assert_eq!(next["spec"], ns["spec"]);
+        assert_eq!(
+            next["metadata"]["labels"]["kubernetes.io/metadata.name"],
+            "team"
+        );
+
+        let (op, outcome) = decide_delete(&i, &ns, &DeleteOptions::default(), "t2").unwrap();
+        assert_eq!(outcome, DeleteOutcome::Pending);
+        let WriteOp::Put(mut terminating) = op else {
+            panic!("marked, not removed")
+        };
+        assert_eq!(terminating["status"]["phase"], "Terminating");
+        assert_eq!(terminating.meta_str("deletionTimestamp"), Some("t2"));
+        assert_eq!(
+            terminating["metadata"].get("deletionGracePeriodSeconds"),
+            None
+        );
+        meta_mut(&mut terminating).insert("resourceVersion".into(), json!("3"));
+
+        // Finalizing away `kubernetes` leaves the client's; with none left the namespace goes.
+        let mut finalized = terminating.clone();
+        finalized["spec"]["finalizers"] = json!(["example.com/keep"]);
+        let WriteOp::Put(kept) =
+            decide_update(&i, &terminating, finalized, Part::Finalize, true).unwrap()
+        else {
+            panic!("another finalizer holds it")
+        };
+        let mut last = kept.clone();
+        last["spec"]["finalizers"] = json!([]);
+        assert!(matches!(
+            decide_update(&i, &kept, last, Part::Finalize, true).unwrap(),
+            WriteOp::Delete
+        ));
     }
 
     #[test]

@@ -445,15 +445,9 @@ impl Subresource {
 /// (the order of groups here is the order `/apis` lists them in).
 static BUILTINS: &[Builtin] = {
     use strategy::{
-        PLAIN, Plain, apiextensions, apiregistration, apps, autoscaling, batch, certificates,
-        coordination, core, core_kinds, discovery, events, networking, policy, rbac, scheduling,
-        storage,
-    };
-    // Pods are stored with a generation and answered when deleted; their own strategy (PodSpec
-    // defaults, PodSecurity) is the pods module's.
-    static PODS: Plain = Plain {
-        generation: true,
-        returns_object: true,
+        PLAIN, apiextensions, apiregistration, apps, autoscaling, batch, certificates,
+        coordination, core, core_kinds, discovery, events, networking, pods, policy, rbac,
+        scheduling, storage,
     };
     &[
         res("", "v1", "Binding", "bindings", true, &PLAIN)
@@ -534,7 +528,8 @@ static BUILTINS: &[Builtin] = {
         )
         .short(&["pv"])
         .subresources(&[STATUS]),
-        res("", "v1", "Pod", "pods", true, &PODS)
+        // Nothing runs them: a pod stays Pending, as on a cluster without nodes.
+        res("", "v1", "Pod", "pods", true, &pods::Pods)
             .short(&["po"])
             .categories(&["all"])
             .subresources(&[
@@ -1529,6 +1524,7 @@ mod tests {
             ("", "services"),
             ("", "events"),
             ("", "nodes"),
+            ("", "pods"),
             ("apps", "deployments"),
             ("coordination.k8s.io", "leases"),
             ("certificates.k8s.io", "certificatesigningrequests"),

@@ -234,7 +234,16 @@ impl ControlPlaneBuilder {
             Some((s, t, ca, admin)) => (Some(s), Some(t), Some(ca), Some(admin)),
             None => (None, None, None, None),
         };
+        crate::controllers::bootstrap(&api, ca.as_ref().map(|ca| ca.cert_pem())).await;
         let tls = tls.map(Arc::new);
+        // Tokens are checked only when requests are authenticated, but TokenRequest answers
+        // either way; a plain-HTTP server's key lives as long as it does.
+        let token_key = Arc::new(match &self.transport {
+            Transport::InsecureHttp => crate::auth::ca::load_or_create_token_key(None)?,
+            Transport::Secure { .. } => {
+                crate::auth::ca::load_or_create_token_key(self.data_dir.as_deref())?
+            }
+        });
         let fe = Arc::new(Frontend {
             api: api.clone(),
             addr: addr.to_string(),
@@ -243,9 +252,14 @@ impl ControlPlaneBuilder {
             default_watch_timeout: self.watch_timeout,
             security,
             requests: Default::default(),
+            token_key: token_key.clone(),
             runtime: tokio::runtime::Handle::current(),
         });
-        let controllers = tokio::spawn(crate::controllers::run(api.clone(), shutdown_rx.clone()));
+        let controllers = tokio::spawn(crate::controllers::run(
+            api.clone(),
+            ca.as_ref().map(|ca| ca.cert_pem().to_string()),
+            shutdown_rx.clone(),
+        ));
         let signer = ca.clone().map(|ca| {
             tokio::spawn(crate::auth::csr_signer::run(
                 api.clone(),
@@ -255,6 +269,12 @@ impl ControlPlaneBuilder {
                 shutdown_rx.clone(),
             ))
         });
+        let token_controller = tokio::spawn(crate::auth::token_controller::run(
+            api.clone(),
+            token_key,
+            ca.as_ref().map(|ca| ca.cert_pem().to_string()),
+            shutdown_rx.clone(),
+        ));
         let server = tokio::spawn(serve(listener, fe.clone(), tls.clone(), shutdown_rx));
         Ok(RunningControlPlane {
             fe,
@@ -262,6 +282,7 @@ impl ControlPlaneBuilder {
             shutdown_tx,
             server: Some(server),
             controllers: Some(controllers),
+            token_controller: Some(token_controller),
             signer,
             api,
             ca,
@@ -585,6 +606,7 @@ pub struct RunningControlPlane {
     shutdown_tx: watch::Sender<bool>,
     server: Option<JoinHandle<()>>,
     controllers: Option<JoinHandle<()>>,
+    token_controller: Option<JoinHandle<()>>,
     signer: Option<JoinHandle<()>>,
     api: Arc<ApiServer>,
     ca: Option<Arc<CertificateAuthority>>,
@@ -668,6 +690,9 @@ impl RunningControlPlane {
         }
         if let Some(s) = self.signer.take() {
             let _ = s.await;
+        }
+        if let Some(t) = self.token_controller.take() {
+            let _ = t.await;
         }
         let store = self.api.store.clone();
         let _ = tokio::task::spawn_blocking(move || store.close()).await;

@@ -39,6 +39,7 @@ use super::run::RETRY_DELAY;
 use crate::api::conversion::convert_addon;
 use crate::api::fleet::SYSTEM_NAMESPACE;
 use crate::api::schema::{CONVERSION_PATH, CONVERSION_SERVICE};
+use crate::runtime::retry::Retry;
 
 /// `apiVersion` and `kind` of the ConversionReviews the CRDs ask for (`conversionReviewVersions:
 /// [v1]`).
@@ -248,7 +249,11 @@ impl ConversionWebhook {
 /// Starts the conversion webhook: binds `config.addr`, takes the certificate from
 /// [`WEBHOOK_SECRET`] (creating or renewing it), writes its CA into the CRDs that are
 /// fleetform's, and serves HTTPS until `shutdown` while keeping certificate and CRDs in line.
-/// It returns once it serves; without a certificate it does not start.
+/// It returns once it serves, or, when the CA cannot be written yet (the hub's rights not in
+/// force yet, say), once the listener is bound: it serves only after the CA is in the CRDs, so
+/// kube-apiserver never meets a certificate it cannot trust (each conversion meanwhile failed
+/// with `x509: certificate signed by unknown authority`). Without a certificate it does not
+/// start.
 pub async fn serve(
     config: WebhookConfig,
     shutdown: CancellationToken,
@@ -270,11 +275,6 @@ pub async fn serve(
         held,
         served: served.clone(),
     };
-    let mut next_check = tokio::time::Instant::now() + CHECK_INTERVAL;
-    if let Err(err) = keeper.inject_all(&keeper.held.ca_bundle).await {
-        warn!(%err, "conversion webhook: retrying");
-        next_check = tokio::time::Instant::now() + RETRY_DELAY;
-    }
     let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
@@ -282,17 +282,66 @@ pub async fn serve(
     .with_no_client_auth()
     .with_cert_resolver(served);
     tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let server = tokio::spawn(accept(
-        listener,
-        TlsAcceptor::from(Arc::new(tls)),
-        shutdown.clone(),
-    ));
-    let keeper = tokio::spawn(keeper.run(next_check, shutdown));
-    info!(%addr, "conversion webhook serving");
+    let tls = TlsAcceptor::from(Arc::new(tls));
+    // The CA goes into the CRDs before anything it signed is served.
+    let serving = match keeper.inject_all(&keeper.held.ca_bundle).await {
+        Ok(()) => tokio::spawn(serve_published(listener, tls, keeper, shutdown)),
+        Err(err) => tokio::spawn(async move {
+            if publish(&keeper, err, &shutdown).await {
+                serve_published(listener, tls, keeper, shutdown).await;
+            }
+        }),
+    };
     Ok(ConversionWebhook {
         addr,
-        tasks: vec![server, keeper],
+        tasks: vec![serving],
     })
+}
+
+/// The longest the webhook waits before it tries again to write its CA into the CRDs.
+const MAX_PUBLISH_DELAY: Duration = Duration::from_secs(60);
+
+/// Writes the keeper's CA into the CRDs after a first attempt failed with `failed`, backing off
+/// and saying each failure once, until it is there (`true`) or `shutdown` (`false`).
+async fn publish(keeper: &Keeper, failed: WebhookError, shutdown: &CancellationToken) -> bool {
+    let mut retry = Retry::new(
+        "conversion webhook: writing its CA into the CRDs (it serves once they hold it)",
+        WEBHOOK_SECRET,
+        RETRY_DELAY,
+        MAX_PUBLISH_DELAY,
+    );
+    let mut wait = retry.failed(&failed);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return false,
+            _ = tokio::time::sleep(wait) => {}
+        }
+        match keeper.inject_all(&keeper.held.ca_bundle).await {
+            Ok(()) => {
+                retry.succeeded();
+                return true;
+            }
+            Err(err) => wait = retry.failed(&err),
+        }
+    }
+}
+
+/// Serves HTTPS on `listener` with the keeper's certificate, whose CA the CRDs hold, and keeps
+/// both in line, until `shutdown`.
+async fn serve_published(
+    listener: TcpListener,
+    tls: TlsAcceptor,
+    keeper: Keeper,
+    shutdown: CancellationToken,
+) {
+    if let Ok(addr) = listener.local_addr() {
+        info!(%addr, "conversion webhook serving");
+    }
+    let next_check = tokio::time::Instant::now() + CHECK_INTERVAL;
+    futures::join!(
+        accept(listener, tls, shutdown.clone()),
+        keeper.run(next_check, shutdown)
+    );
 }
 
 /// Accepts connections until `shutdown`; each is served until it closes or `shutdown`.

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod fleet;
+pub mod pod_security;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -271,6 +272,8 @@ pub async fn start_hub_loops(hub: &Cluster) -> Running {
         client: hub.hub_identity().await,
         access: fleetform::access::Access::default(),
         metrics: Default::default(),
+        // The embedded control plane checks who may accept, as OCM's webhook does.
+        accept_check: fleetform::hub::run::AcceptCheck::InProcess,
     };
     let handle = tokio::spawn(fleetform::hub::run(config, stop.clone()));
     Running { stop, handle }
@@ -575,6 +578,39 @@ pub async fn wait_for_metric(addr: SocketAddr, series: &str, at_least: f64) {
     tokio::time::timeout(PATIENCE, reached)
         .await
         .unwrap_or_else(|_| panic!("{series} never reached {at_least}"));
+}
+
+/// Fails unless every Event of `events` is named as client-go's recorders name theirs,
+/// `<object>.<nanoseconds in hex>`, with no `generateName` (kube-apiserver refuses fleetform's
+/// old `<object>.` with 422), and the name is a DNS-1123 subdomain.
+pub fn assert_named_as_client_go(events: &[k8s_openapi::api::events::v1::Event]) {
+    for event in events {
+        let name = event.metadata.name.as_deref().unwrap_or_default();
+        let about = event
+            .regarding
+            .as_ref()
+            .and_then(|regarding| regarding.name.as_deref())
+            .unwrap_or_default();
+        assert_eq!(event.metadata.generate_name, None, "{name}: generated");
+        let (object, nanos) = name
+            .rsplit_once('.')
+            .unwrap_or_else(|| panic!("{name}: not <object>.<hex>"));
+        assert_eq!(
+            object,
+            fleetform::events::event_name(about, 0)
+                .strip_suffix(".0")
+                .unwrap_or_default(),
+            "{name}: not named for {about}"
+        );
+        assert!(
+            !nanos.is_empty() && nanos.len() <= 16 && u64::from_str_radix(nanos, 16).is_ok(),
+            "{name}: not <object>.<nanoseconds in hex>"
+        );
+        assert!(
+            fleetform::fleet::names::dns1123_subdomain_error(name).is_none(),
+            "{name}: not a DNS-1123 subdomain"
+        );
+    }
 }
 
 /// A pseudo-terminal: the end a program reads as its terminal, and the end that types into it.

@@ -1,6 +1,7 @@
 //! Authentication: static bearer tokens (kube-apiserver's `--token-auth-file` CSV), bootstrap
-//! tokens (Secrets of type `bootstrap.kubernetes.io/token` in kube-system) and client
-//! certificates (CN = user, O = groups; the chain is verified by TLS before this runs).
+//! tokens (Secrets of type `bootstrap.kubernetes.io/token` in kube-system), client certificates
+//! (CN = user, O = groups; the chain is verified by TLS before this runs) and the anonymous user
+//! a request without credentials is. ServiceAccount tokens are [`super::tokens`]'.
 //!
 //! Pure. Errors and logs never carry a token or a token secret: they name line numbers and
 //! token ids only.
@@ -14,6 +15,13 @@ use crate::api::UserInfo;
 
 /// Added to every authenticated user.
 pub const AUTHENTICATED: &str = "system:authenticated";
+/// The user a request without credentials is.
+pub const ANONYMOUS: &str = "system:anonymous";
+/// The group of a request without credentials (and only of such a request).
+pub const UNAUTHENTICATED: &str = "system:unauthenticated";
+/// The `user.extra` key naming the credential a request was authenticated by: `X509SHA256=<hex>`
+/// for a client certificate, `JTI=<id>` for a ServiceAccount token.
+pub const CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
 /// Added to every bootstrap token user.
 pub const BOOTSTRAPPERS: &str = "system:bootstrappers";
 /// The Secret type bootstrap tokens are stored as.
@@ -112,6 +120,17 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// Who a request without credentials is, as kube-apiserver's anonymous authenticator says:
+/// `system:anonymous` in `system:unauthenticated` only, so that RBAC gives it exactly what is
+/// bound to that group (by default the health and version paths).
+pub fn anonymous() -> UserInfo {
+    UserInfo {
+        name: ANONYMOUS.into(),
+        groups: vec![UNAUTHENTICATED.into()],
+        ..Default::default()
+    }
+}
+
 /// A user with `system:authenticated` added.
 pub fn authenticated(name: String, mut groups: Vec<String>) -> UserInfo {
     if !groups.iter().any(|g| g == AUTHENTICATED) {
@@ -196,7 +215,8 @@ pub fn bootstrap_user(
     if secret_data(secret, "usage-bootstrap-authentication").as_deref() != Some("true") {
         return Err(BootstrapRejection::NotForAuthentication);
     }
-    let mut groups = Vec::new();
+    // As kube-apiserver lists them: the bootstrappers' group, then the token's own.
+    let mut groups = vec![BOOTSTRAPPERS.to_string()];
     if let Some(extra) = secret_data(secret, "auth-extra-groups") {
         for g in extra.split(',').map(str::trim).filter(|g| !g.is_empty()) {
             let rest = g.strip_prefix("system:bootstrappers:").unwrap_or("");
@@ -215,11 +235,11 @@ pub fn bootstrap_user(
             groups.push(g.to_string());
         }
     }
-    groups.push(BOOTSTRAPPERS.into());
     Ok(authenticated(format!("system:bootstrap:{id}"), groups))
 }
 
-/// The user a verified client certificate names: subject CN, groups from every O.
+/// The user a verified client certificate names: subject CN, groups from every O, and the
+/// certificate's SHA-256 fingerprint as its credential id.
 pub fn certificate_user(der: &[u8]) -> Option<UserInfo> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let subject = cert.subject();
@@ -237,7 +257,18 @@ pub fn certificate_user(der: &[u8]) -> Option<UserInfo> {
         .filter_map(|o| o.as_str().ok())
         .map(str::to_string)
         .collect();
-    Some(authenticated(name, groups))
+    let mut user = authenticated(name, groups);
+    let fingerprint = ring::digest::digest(&ring::digest::SHA256, der);
+    user.extra.insert(
+        CREDENTIAL_ID.into(),
+        vec![format!("X509SHA256={}", hex(fingerprint.as_ref()))],
+    );
+    Some(user)
+}
+
+/// Lower-case hexadecimal, as Go's `hex.EncodeToString`.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -313,7 +344,7 @@ mod tests {
         assert_eq!(u.name, "system:bootstrap:abcdef");
         assert_eq!(
             u.groups,
-            ["system:bootstrappers:fleet", BOOTSTRAPPERS, AUTHENTICATED]
+            [BOOTSTRAPPERS, "system:bootstrappers:fleet", AUTHENTICATED]
         );
     }
 
@@ -351,6 +382,47 @@ mod tests {
             bootstrap_user("abcdef", "0123456789abcdef", &s, now()),
             Err(BootstrapRejection::WrongType)
         );
+    }
+
+    #[test]
+    fn a_certificate_names_its_user_groups_and_fingerprint() {
+        let issue = || {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let mut params = rcgen::CertificateParams::default();
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, "alice");
+            params
+                .distinguished_name
+                .push(rcgen::DnType::OrganizationName, "team");
+            params.self_signed(&key).unwrap().der().to_vec()
+        };
+        let der = issue();
+        let alice = certificate_user(&der).unwrap();
+        assert_eq!(alice.name, "alice");
+        assert_eq!(alice.groups, ["team", AUTHENTICATED]);
+        let id = &alice.extra[CREDENTIAL_ID];
+        let hex = id[0].strip_prefix("X509SHA256=").unwrap();
+        assert!(
+            hex.len() == 64
+                && hex
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+            "{id:?}"
+        );
+        assert_eq!(certificate_user(&der).unwrap().extra, alice.extra);
+        assert_ne!(
+            certificate_user(&issue()).unwrap().extra,
+            alice.extra,
+            "each certificate its own id"
+        );
+    }
+
+    #[test]
+    fn a_request_without_credentials_is_anonymous_and_unauthenticated_only() {
+        let who = anonymous();
+        assert_eq!(who.name, "system:anonymous");
+        assert_eq!(who.groups, [UNAUTHENTICATED]);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The control plane's certificate authority: created at first start, kept in `DIR/pki` with
 //! owner-only permissions and reused on restart; it signs the serving certificate, the admin
-//! client certificate and approved client CSRs.
+//! client certificate and approved client CSRs. The ServiceAccount token key is kept beside it
+//! the same way.
 //!
 //! Owns key material and files only; which CSRs get signed is the CSR controller's decision.
 
@@ -13,7 +14,10 @@ use rcgen::{
     BasicConstraints, CertificateParams, CertificateSigningRequestParams, DnType,
     ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber,
 };
+use rustls::pki_types::pem::PemObject;
 use time::{Duration, OffsetDateTime};
+
+use super::tokens::SigningKey;
 
 /// The shortest certificate a CSR may ask for (`spec.expirationSeconds`), as Kubernetes.
 pub const MIN_EXPIRATION_SECONDS: i64 = 600;
@@ -39,6 +43,11 @@ pub enum CaError {
     Corrupt { path: PathBuf, detail: String },
     #[error("cannot generate a certificate: {0}")]
     Generate(#[from] rcgen::Error),
+    #[error("{path}: {source}")]
+    TokenKey {
+        path: PathBuf,
+        source: super::tokens::KeyError,
+    },
 }
 
 /// Why a CSR was not signed (written into the CSR's `Failed` condition).
@@ -342,14 +351,18 @@ fn der_element(tag: u8, contents: &[u8]) -> Vec<u8> {
 }
 
 fn pem_certificate(der: &[u8]) -> String {
+    pem_block("CERTIFICATE", der)
+}
+
+fn pem_block(label: &str, der: &[u8]) -> String {
     use base64::Engine;
     let encoded = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+    let mut pem = format!("-----BEGIN {label}-----\n");
     for line in encoded.as_bytes().chunks(64) {
         pem.push_str(&String::from_utf8_lossy(line));
         pem.push('\n');
     }
-    pem.push_str("-----END CERTIFICATE-----\n");
+    pem.push_str(&format!("-----END {label}-----\n"));
     pem
 }
 
@@ -388,6 +401,7 @@ const CA_CERT: &str = "ca.crt";
 const CA_KEY: &str = "ca.key";
 const SERVING_CERT: &str = "apiserver.crt";
 const SERVING_KEY: &str = "apiserver.key";
+const TOKEN_KEY: &str = "sa.key";
 
 /// The CA of control planes without a data dir: one per process, so that an in-memory control
 /// plane restarted on the same address is still trusted by the kubeconfigs handed out before
@@ -453,6 +467,39 @@ pub fn load_or_create(data_dir: Option<&Path>, hosts: &[String]) -> Result<Pki, 
     write_private(&key_path, &serving.key_pem)?;
     write_private(&cert_path, &serving.cert_pem)?;
     Ok(Pki { ca, serving })
+}
+
+/// The key ServiceAccount tokens are signed with: `DIR/pki/sa.key` (PKCS#8 PEM), made at first
+/// start, so that tokens stay valid across restarts; with no directory, a new one.
+pub fn load_or_create_token_key(data_dir: Option<&Path>) -> Result<SigningKey, CaError> {
+    let generated = |path: &Path| {
+        SigningKey::generate().map_err(|source| CaError::TokenKey {
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    let Some(dir) = data_dir else {
+        return Ok(generated(Path::new("(in memory)"))?.0);
+    };
+    let pki = dir.join("pki");
+    fs::create_dir_all(&pki).map_err(io("create", &pki))?;
+    let path = pki.join(TOKEN_KEY);
+    if path.exists() {
+        check_private(&path)?;
+        let pem = read(&path)?;
+        let der =
+            rustls::pki_types::PrivatePkcs8KeyDer::from_pem_slice(pem.as_bytes()).map_err(|e| {
+                CaError::Corrupt {
+                    path: path.clone(),
+                    detail: e.to_string(),
+                }
+            })?;
+        return SigningKey::from_pkcs8(der.secret_pkcs8_der())
+            .map_err(|source| CaError::TokenKey { path, source });
+    }
+    let (key, pkcs8) = generated(&path)?;
+    write_private(&path, &pem_block("PRIVATE KEY", &pkcs8))?;
+    Ok(key)
 }
 
 fn covers_hosts(cert_pem: &str, hosts: &[String]) -> bool {

@@ -200,7 +200,12 @@ async fn handle(signer: &Signer, csr: &Value, decision: Decision) {
         name: Some(name.to_string()),
         part: Part::Status,
     };
-    match api.update(&target, next, &WriteOptions::default()).await {
+    // Recorded as kube-controller-manager's signer writes it.
+    let opts = WriteOptions {
+        field_manager: Some("kube-controller-manager".into()),
+        ..WriteOptions::default()
+    };
+    match api.update(&target, next, &opts).await {
         Ok(_) | Err(ApiError::NotFound(_)) => {}
         // A newer version is on its way as an event; it is handled then.
         Err(ApiError::Conflict(_)) => {}

@@ -1,6 +1,7 @@
 //! The request path's security checks: who is asking (client certificate, static token,
-//! bootstrap token, impersonation), whether RBAC allows the request, access reviews, and the
-//! extra checks on RBAC and CSR writes (escalation, `approve`/`sign` on signers).
+//! bootstrap token, ServiceAccount token, impersonation, or no one: anonymous), whether RBAC
+//! allows the request, and the extra checks on RBAC and CSR writes (escalation,
+//! `approve`/`sign` on signers).
 //!
 //! Reads roles, bindings and bootstrap Secrets from the store; never logs a credential.
 
@@ -10,41 +11,24 @@ use serde_json::{Value, json};
 use super::authn::{self, StaticTokens};
 use super::rbac::{Attributes, Binding, Policy, PolicyRule, SYSTEM_MASTERS, Target};
 use super::tls::PeerIdentity;
+use super::tokens::{self, SigningKey};
 use crate::api::{ApiServer, UserInfo};
-use crate::error::{ApiError, FieldError, Subject};
+use crate::error::{ApiError, Subject};
 use crate::request_info::RequestInfo;
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 const CSR_GROUP: &str = "certificates.k8s.io";
 
-/// Whether anyone may send `request` without credentials: reading a health or version path.
-pub fn is_public(request: &RequestInfo) -> bool {
-    !request.is_resource_request
-        && request.verb.as_str() == "get"
-        && matches!(
-            request.path.trim_end_matches('/'),
-            "/healthz" | "/livez" | "/readyz" | "/version"
-        )
-}
-
-/// The unauthenticated user public paths are served to.
-pub fn anonymous() -> UserInfo {
-    UserInfo {
-        name: "system:anonymous".into(),
-        groups: vec!["system:unauthenticated".into()],
-        ..Default::default()
-    }
-}
-
-/// Establishes who sent a request: a trusted client certificate first, then a bearer token
-/// (static, then bootstrap). No credentials are anonymous on public paths and 401 elsewhere;
-/// a bearer token that authenticates nobody is 401 everywhere.
+/// Establishes who sent a request, as kube-apiserver's authenticators do: a trusted client
+/// certificate first, then a bearer token (static, bootstrap, ServiceAccount). A request with
+/// no credentials at all is `system:anonymous` (what it may do is RBAC's to say); a certificate
+/// this control plane did not issue, or a bearer token that authenticates nobody, is 401.
 pub fn authenticate(
     api: &ApiServer,
     tokens: &StaticTokens,
+    service_accounts: &SigningKey,
     headers: &HeaderMap,
     peer: &PeerIdentity,
-    public: bool,
 ) -> Result<UserInfo, ApiError> {
     if let PeerIdentity::Verified(u) = peer {
         return Ok(u.clone());
@@ -59,39 +43,74 @@ pub fn authenticate(
         .map(str::trim);
     match bearer {
         Some(token) if !token.is_empty() => {
-            if let Some(u) = tokens.authenticate(token) {
-                return Ok(u);
-            }
-            if let Some((id, secret)) = authn::parse_bootstrap_token(token) {
-                let stored =
-                    api.store
-                        .get("/secrets", "kube-system", &authn::bootstrap_secret_name(id));
-                match stored {
-                    Some(s) => {
-                        match authn::bootstrap_user(id, secret, &s, jiff::Timestamp::now()) {
-                            Ok(u) => return Ok(u),
-                            Err(why) => {
-                                tracing::debug!(token_id = id, reason = %why, "bootstrap token rejected")
-                            }
-                        }
-                    }
-                    None => tracing::debug!(token_id = id, "no secret for bootstrap token"),
-                }
-            } else {
-                tracing::debug!("bearer token matches no user");
-            }
+            token_user(api, Some(tokens), service_accounts, token, &[])
+                .map(|(user, _)| user)
+                .ok_or(ApiError::Unauthorized)
+        }
+        _ if *peer == PeerIdentity::Untrusted => {
+            tracing::debug!("client certificate not issued by this control plane's CA, or expired");
             Err(ApiError::Unauthorized)
         }
-        _ if public => Ok(anonymous()),
-        _ => {
-            if *peer == PeerIdentity::Untrusted {
-                tracing::debug!(
-                    "client certificate not issued by this control plane's CA, or expired"
-                );
-            }
-            Err(ApiError::Unauthorized)
-        }
+        _ => Ok(authn::anonymous()),
     }
+}
+
+/// Who a bearer token is (static, bootstrap or ServiceAccount token) when presented for
+/// `audiences` (none: this API server's), and which of them it is for. Static and bootstrap
+/// tokens are for this API server only.
+pub fn token_user(
+    api: &ApiServer,
+    static_tokens: Option<&StaticTokens>,
+    service_accounts: &SigningKey,
+    token: &str,
+    audiences: &[String],
+) -> Option<(UserInfo, Vec<String>)> {
+    let audiences = if audiences.is_empty() {
+        vec![tokens::ISSUER.to_string()]
+    } else {
+        audiences.to_vec()
+    };
+    let for_api: Vec<String> = audiences
+        .iter()
+        .filter(|a| *a == tokens::ISSUER)
+        .cloned()
+        .collect();
+    let lookup = |key: &str, ns: &str, name: &str| api.store.get(key, ns, name);
+    let found = if let Some(u) = static_tokens.and_then(|t| t.authenticate(token)) {
+        Some(u)
+    } else if let Some((id, secret)) = authn::parse_bootstrap_token(token) {
+        bootstrap_user(api, id, secret)
+    } else {
+        return match tokens::authenticate(
+            service_accounts,
+            token,
+            &audiences,
+            jiff::Timestamp::now().as_second(),
+            &lookup,
+        ) {
+            Ok(found) => Some(found),
+            Err(why) => {
+                tracing::debug!(reason = %why, "bearer token matches no user");
+                None
+            }
+        };
+    };
+    let user = found?;
+    (!for_api.is_empty()).then_some((user, for_api))
+}
+
+/// The user of bootstrap token `id`.`secret`, if its Secret says it is one.
+fn bootstrap_user(api: &ApiServer, id: &str, secret: &str) -> Option<UserInfo> {
+    let Some(stored) = api
+        .store
+        .get("/secrets", "kube-system", &authn::bootstrap_secret_name(id))
+    else {
+        tracing::debug!(token_id = id, "no secret for bootstrap token");
+        return None;
+    };
+    authn::bootstrap_user(id, secret, &stored, jiff::Timestamp::now())
+        .map_err(|why| tracing::debug!(token_id = id, reason = %why, "bootstrap token rejected"))
+        .ok()
 }
 
 /// The RBAC resources a policy is built from, by their store keys, with their kinds.
@@ -312,138 +331,13 @@ pub fn impersonate(
         check("", "groups", g)?;
         as_groups.push(g.clone());
     }
-    if target != "system:anonymous" {
+    if target != authn::ANONYMOUS {
         return Ok(authn::authenticated(target.into(), as_groups));
     }
     Ok(UserInfo {
         name: target.into(),
         groups: as_groups,
         ..Default::default()
-    })
-}
-
-fn review_subject(kind: &str) -> Subject {
-    Subject {
-        group: "authorization.k8s.io".into(),
-        kind: kind.into(),
-        name: String::new(),
-    }
-}
-
-fn review_attributes<'a>(
-    spec: &'a Value,
-    user: &'a UserInfo,
-    kind: &str,
-) -> Result<Attributes<'a>, ApiError> {
-    let s = |v: &'a Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("");
-    if let Some(r) = spec.get("resourceAttributes") {
-        return Ok(Attributes {
-            user,
-            verb: s(r, "verb"),
-            target: Target::Resource {
-                namespace: s(r, "namespace"),
-                group: s(r, "group"),
-                resource: s(r, "resource"),
-                subresource: s(r, "subresource"),
-                name: s(r, "name"),
-            },
-        });
-    }
-    if let Some(n) = spec.get("nonResourceAttributes") {
-        return Ok(Attributes {
-            user,
-            verb: s(n, "verb"),
-            target: Target::NonResource { path: s(n, "path") },
-        });
-    }
-    Err(ApiError::invalid(
-        review_subject(kind),
-        vec![FieldError::required(
-            "spec.resourceAttributes",
-            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
-        )],
-    ))
-}
-
-/// Answers a SelfSubjectAccessReview (about `requester`) or SubjectAccessReview (about the
-/// user in its spec): the request body with `status` filled in.
-pub fn access_review(
-    policy: &Policy,
-    requester: &UserInfo,
-    self_review: bool,
-    body: &Value,
-) -> Result<Value, ApiError> {
-    let spec = body.get("spec").cloned().unwrap_or(Value::Null);
-    let user = if self_review {
-        requester.clone()
-    } else {
-        let name = spec.get("user").and_then(Value::as_str).unwrap_or("");
-        let groups: Vec<String> = spec
-            .get("groups")
-            .and_then(Value::as_array)
-            .map(|g| {
-                g.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
-        if name.is_empty() && groups.is_empty() {
-            return Err(ApiError::invalid(
-                review_subject("SubjectAccessReview"),
-                vec![FieldError::invalid(
-                    "spec.user",
-                    &json!(""),
-                    "at least one of user or group must be specified",
-                )],
-            ));
-        }
-        UserInfo {
-            name: name.into(),
-            groups,
-            ..Default::default()
-        }
-    };
-    let kind = if self_review {
-        "SelfSubjectAccessReview"
-    } else {
-        "SubjectAccessReview"
-    };
-    let a = review_attributes(&spec, &user, kind)?;
-    let allowed = policy.authorize(&a);
-    let mut out = body.clone();
-    if let Some(o) = out.as_object_mut() {
-        o.insert("apiVersion".into(), json!("authorization.k8s.io/v1"));
-        o.insert("kind".into(), json!(kind));
-        o.entry("metadata").or_insert_with(|| json!({}));
-        let status = if allowed {
-            json!({"allowed": true, "reason": "RBAC: allowed"})
-        } else {
-            json!({"allowed": false})
-        };
-        o.insert("status".into(), status);
-    }
-    Ok(out)
-}
-
-/// Answers a SelfSubjectReview (`kubectl auth whoami`): the requester as authenticated, or as
-/// impersonated, in `status.userInfo` (empty fields left out, as Kubernetes' omitempty does).
-pub fn self_subject_review(user: &UserInfo) -> Value {
-    let mut info = json!({"username": user.name});
-    if !user.uid.is_empty() {
-        info["uid"] = json!(user.uid);
-    }
-    if !user.groups.is_empty() {
-        info["groups"] = json!(user.groups);
-    }
-    if !user.extra.is_empty() {
-        info["extra"] = json!(user.extra);
-    }
-    json!({
-        "kind": "SelfSubjectReview",
-        "apiVersion": "authentication.k8s.io/v1",
-        "metadata": {"creationTimestamp": crate::meta::now_rfc3339()},
-        "status": {"userInfo": info},
     })
 }
 
@@ -584,9 +478,6 @@ mod tests {
             attributes(&request(Method::POST, "/metrics"), &user).verb,
             "post"
         );
-        assert!(is_public(&request(Method::HEAD, "/healthz/")));
-        assert!(!is_public(&request(Method::POST, "/healthz")));
-        assert!(!is_public(&request(Method::GET, "/api/v1/namespaces")));
     }
 
     #[test]
@@ -608,24 +499,6 @@ mod tests {
         let as_alice = impersonate(&p, admin, &h).unwrap();
         assert_eq!(as_alice.name, "alice");
         assert_eq!(as_alice.groups, ["team", "system:authenticated"]);
-    }
-
-    #[test]
-    fn self_access_review_answers_for_the_requester() {
-        let p = Policy::with_defaults();
-        let body = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-            "spec": {"resourceAttributes": {"verb": "list", "resource": "secrets", "namespace": "default"}}});
-        let out = access_review(&p, &u(), true, &body).unwrap();
-        assert_eq!(out["status"]["allowed"], json!(false));
-        let admin = UserInfo {
-            name: "root".into(),
-            groups: vec![SYSTEM_MASTERS.into()],
-            ..Default::default()
-        };
-        assert_eq!(
-            access_review(&p, &admin, true, &body).unwrap()["status"]["allowed"],
-            json!(true)
-        );
     }
 
     #[test]

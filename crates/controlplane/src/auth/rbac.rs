@@ -307,6 +307,7 @@ impl Subject {
 /// A RoleBinding (namespace set) or ClusterRoleBinding (namespace empty).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Binding {
+    pub name: String,
     pub namespace: String,
     /// `Role` or `ClusterRole`.
     pub role_kind: String,
@@ -319,6 +320,11 @@ impl Binding {
     pub fn from_json(v: &Value) -> Option<Self> {
         let role_ref = v.get("roleRef")?;
         Some(Binding {
+            name: v
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
             namespace: v
                 .pointer("/metadata/namespace")
                 .and_then(Value::as_str)
@@ -334,8 +340,10 @@ impl Binding {
         })
     }
 
+    /// A built-in ClusterRoleBinding, named as its role (as kube-apiserver bootstraps them).
     fn cluster(role: &str, subjects: Vec<Subject>) -> Self {
         Binding {
+            name: role.into(),
             namespace: String::new(),
             role_kind: "ClusterRole".into(),
             role_name: role.into(),
@@ -353,6 +361,44 @@ impl Binding {
         principals.sort();
         principals.dedup();
         principals
+    }
+
+    /// How kube-apiserver's RBAC names this binding granting to `user` in the reason of an
+    /// access review: `RoleBinding "name/namespace" of Role "r" to ServiceAccount "sa/ns"`.
+    fn describe(&self, user: &UserInfo) -> String {
+        let binding = if self.namespace.is_empty() {
+            format!("ClusterRoleBinding {:?}", self.name)
+        } else {
+            format!(
+                "RoleBinding {:?}",
+                format!("{}/{}", self.name, self.namespace)
+            )
+        };
+        let names = |principal: &Principal| match principal {
+            Principal::User(name) => *name == user.name,
+            Principal::Group(group) => user.groups.contains(group),
+        };
+        let subject = self
+            .subjects
+            .iter()
+            .find(|s| names(&s.principal(&self.namespace)))
+            .map(|s| match s {
+                Subject::User(name) => format!("User {name:?}"),
+                Subject::Group(name) => format!("Group {name:?}"),
+                Subject::ServiceAccount { namespace, name } => {
+                    let ns = if namespace.is_empty() {
+                        &self.namespace
+                    } else {
+                        namespace
+                    };
+                    format!("ServiceAccount {:?}", format!("{name}/{ns}"))
+                }
+            })
+            .unwrap_or_default();
+        format!(
+            "{binding} of {} {:?} to {subject}",
+            self.role_kind, self.role_name
+        )
     }
 }
 
@@ -497,6 +543,13 @@ impl Policy {
         user: &UserInfo,
         namespace: &str,
     ) -> impl Iterator<Item = &'a PolicyRule> {
+        self.bindings_for(user, namespace)
+            .into_iter()
+            .flat_map(|binding| self.role_rules(binding).iter())
+    }
+
+    /// The bindings granting to `user` in `namespace`, each once.
+    fn bindings_for<'a>(&'a self, user: &UserInfo, namespace: &str) -> Vec<&'a Arc<Binding>> {
         let principals = std::iter::once(Principal::User(user.name.clone()))
             .chain(user.groups.iter().cloned().map(Principal::Group));
         let mut seen = std::collections::HashSet::new();
@@ -511,8 +564,34 @@ impl Policy {
             }
         }
         bindings
+    }
+
+    /// Why RBAC allows the request, as kube-apiserver's access reviews give it: the first
+    /// binding (ClusterRoleBindings, then the namespace's RoleBindings, each by name) with a
+    /// rule that allows it. None when RBAC does not allow it. `system:masters` is allowed before
+    /// RBAC is asked, with no reason; this is RBAC's answer alone.
+    pub fn allowed_by(&self, a: &Attributes<'_>) -> Option<String> {
+        let mut bindings = self.bindings_for(a.user, a.namespace());
+        bindings.sort_by(|x, y| {
+            (!x.namespace.is_empty(), &x.name).cmp(&(!y.namespace.is_empty(), &y.name))
+        });
+        bindings
             .into_iter()
-            .flat_map(|binding| self.role_rules(binding).iter())
+            .find(|b| self.role_rules(b).iter().any(|r| r.allows(a)))
+            .map(|b| format!("RBAC: allowed by {}", b.describe(a.user)))
+    }
+
+    /// The rules RBAC grants `user` in `namespace` (a SelfSubjectRulesReview), in the order of
+    /// their bindings: ClusterRoleBindings, then the namespace's RoleBindings, each by name.
+    pub fn rules_review(&self, user: &UserInfo, namespace: &str) -> Vec<PolicyRule> {
+        let mut bindings = self.bindings_for(user, namespace);
+        bindings.sort_by(|x, y| {
+            (!x.namespace.is_empty(), &x.name).cmp(&(!y.namespace.is_empty(), &y.name))
+        });
+        bindings
+            .into_iter()
+            .flat_map(|b| self.role_rules(b).iter().cloned())
+            .collect()
     }
 
     /// Every rule that applies to `user` in `namespace` (cluster-wide rules always; rules of
@@ -784,6 +863,8 @@ fn default_cluster_roles() -> Vec<(&'static str, Vec<PolicyRule>)> {
         PolicyRule::resource(WRITE, &["apps"], apps),
         PolicyRule::resource(WRITE, &["coordination.k8s.io"], &["leases"]),
         PolicyRule::resource(&["impersonate"], &[""], &["serviceaccounts"]),
+        // Tokens for the namespace's ServiceAccounts (TokenRequest), as kube-apiserver's edit.
+        PolicyRule::resource(&["create"], &[""], &["serviceaccounts/token"]),
     ]);
     let mut admin = edit.clone();
     admin.extend([
@@ -857,6 +938,15 @@ fn default_cluster_roles() -> Vec<(&'static str, Vec<PolicyRule>)> {
             "system:public-info-viewer",
             vec![PolicyRule::urls(&["get"], health)],
         ),
+        // kube-apiserver v1.36 grants every authenticated user these paths (the corpus's
+        // SelfSubjectRulesReview shows the rule; the role's name is this server's).
+        (
+            WELL_KNOWN_VIEWER,
+            vec![PolicyRule::urls(
+                &["get"],
+                &["/.well-known", "/.well-known/*"],
+            )],
+        ),
         (
             "system:node-bootstrapper",
             vec![PolicyRule::resource(
@@ -881,8 +971,11 @@ fn default_bindings() -> Vec<Binding> {
                 group("system:unauthenticated"),
             ],
         ),
+        Binding::cluster(WELL_KNOWN_VIEWER, vec![group("system:authenticated")]),
     ]
 }
+
+const WELL_KNOWN_VIEWER: &str = "system:well-known-viewer";
 
 #[cfg(test)]
 mod tests {
@@ -1308,6 +1401,7 @@ mod tests {
             cluster_binding("binder", json!({"kind": "User", "name": "carol"})),
         ]);
         let b = |role: &str| Binding {
+            name: "b".into(),
             namespace: "a".into(),
             role_kind: "ClusterRole".into(),
             role_name: role.into(),

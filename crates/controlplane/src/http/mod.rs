@@ -20,7 +20,9 @@ use serde_json::Value;
 use crate::api::{ApiServer, Query, Render, Reply, Target, UserInfo, WriteOptions};
 use crate::auth::authn::StaticTokens;
 use crate::auth::gate;
+use crate::auth::reviews::{self, AccessReview};
 use crate::auth::tls::PeerIdentity;
+use crate::auth::tokens::SigningKey;
 use crate::error::{ApiError, ApiResult};
 use crate::objects::{DeleteOptions, Part};
 use crate::patch::PatchType;
@@ -30,6 +32,9 @@ use crate::table::{IncludeObject, wants_table};
 
 /// Response body type.
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// The subresource a ServiceAccount's tokens are requested through (a TokenRequest).
+const TOKEN: &str = "token";
 
 /// Largest request body accepted (as kube-apiserver: 3 MiB).
 const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -45,6 +50,8 @@ pub struct Frontend {
     pub security: Option<Security>,
     /// Resource requests received, by verb and resource.
     pub requests: crate::requests::RequestCounter,
+    /// The key ServiceAccount tokens are issued (TokenRequest) and verified with.
+    pub token_key: Arc<SigningKey>,
     /// The runtime the control plane was started on, where in-process requests are handled as
     /// network ones are.
     pub runtime: tokio::runtime::Handle,
@@ -174,8 +181,7 @@ fn admit(
     let Some(security) = &fe.security else {
         return Ok((UserInfo::anonymous_admin(), false));
     };
-    let public = gate::is_public(request);
-    let user = gate::authenticate(&fe.api, &security.tokens, headers, &peer, public)?;
+    let user = gate::authenticate(&fe.api, &security.tokens, &fe.token_key, headers, &peer)?;
     security.policy.check(&fe.api, |policy| {
         let user = gate::impersonate(policy, user, headers)?;
         gate::authorize(policy, &gate::attributes(request, &user))?;
@@ -243,33 +249,99 @@ async fn route(fe: &Frontend, call: Call<'_>, request: &RequestInfo) -> ApiResul
     }
 }
 
-/// The reviews answered without storing anything: access reviews (`kubectl auth can-i`) and
-/// SelfSubjectReview (`kubectl auth whoami`); other resources of their groups are not served.
+/// The reviews answered without storing anything (see [`reviews`]); other resources of their
+/// groups are not served.
 async fn review(fe: &Frontend, call: Call<'_>, request: &RequestInfo) -> ApiResult<Response<Body>> {
-    let top_level = request.namespace.is_empty() && request.parts.len() == 1;
-    let own_access = match (request.api_group.as_str(), request.resource.as_str()) {
-        ("authorization.k8s.io", "selfsubjectaccessreviews") if top_level => true,
-        ("authorization.k8s.io", "subjectaccessreviews") if top_level => false,
-        ("authentication.k8s.io", "selfsubjectreviews") if top_level => {
-            if request.verb != Verb::Create {
-                return Err(ApiError::MethodNotAllowed(Default::default()));
-            }
-            // The review asks nothing: its answer comes from the request's credentials alone.
-            return Ok(json_response(201, &gate::self_subject_review(call.user)));
+    enum Kind<'a> {
+        Access(AccessReview<'a>),
+        Rules,
+        Whoami,
+        Token,
+    }
+    let one_level = request.parts.len() == 1;
+    let namespace = request.namespace.as_str();
+    let kind = match (request.api_group.as_str(), request.resource.as_str()) {
+        _ if !one_level => None,
+        ("authorization.k8s.io", "localsubjectaccessreviews") if !namespace.is_empty() => {
+            Some(Kind::Access(AccessReview::Local { namespace }))
         }
-        _ => return resource(fe, call, request).await,
+        _ if !namespace.is_empty() => None,
+        ("authorization.k8s.io", "selfsubjectaccessreviews") => {
+            Some(Kind::Access(AccessReview::OwnAccess))
+        }
+        ("authorization.k8s.io", "subjectaccessreviews") => {
+            Some(Kind::Access(AccessReview::Subject))
+        }
+        ("authorization.k8s.io", "selfsubjectrulesreviews") => Some(Kind::Rules),
+        ("authentication.k8s.io", "selfsubjectreviews") => Some(Kind::Whoami),
+        ("authentication.k8s.io", "tokenreviews") => Some(Kind::Token),
+        _ => None,
+    };
+    let Some(kind) = kind else {
+        return resource(fe, call, request).await;
     };
     if request.verb != Verb::Create {
         return Err(ApiError::MethodNotAllowed(Default::default()));
     }
-    let review = decode_body(call.headers, &call.body, "")?;
-    let out = match call.policy {
-        Some(cache) => cache.check(&fe.api, |policy| {
-            gate::access_review(policy, call.user, own_access, &review)
-        })?,
-        None => gate::access_review(&gate::policy(&fe.api), call.user, own_access, &review)?,
+    let now = crate::meta::now_rfc3339();
+    let answer = match kind {
+        // The review asks nothing: its answer comes from the request's credentials alone.
+        Kind::Whoami => reviews::self_subject_review(call.user, &now),
+        Kind::Token => {
+            let body = decode_body(call.headers, &call.body, "")?;
+            let security = fe.security.as_ref();
+            reviews::token_review(&body, |token, audiences| {
+                let tokens = security.map(|s| &s.tokens);
+                gate::token_user(&fe.api, tokens, &fe.token_key, token, audiences)
+            })?
+        }
+        Kind::Rules => {
+            let body = decode_body(call.headers, &call.body, "")?;
+            with_policy(fe, call.policy, |policy| {
+                reviews::rules_review(policy, call.user, &body)
+            })?
+        }
+        Kind::Access(review) => {
+            let body = decode_body(call.headers, &call.body, "")?;
+            let mut out = with_policy(fe, call.policy, |policy| {
+                reviews::access_review(policy, call.user, review, &body)
+            })?;
+            // kube-apiserver records who wrote the review's fields, as for any created object.
+            let status = out.as_object_mut().and_then(|o| o.remove("status"));
+            let opts = WriteOptions::from_query(
+                call.q,
+                header_str(call.headers, header::USER_AGENT),
+                call.user,
+            )?;
+            let api_version = format!("{}/{}", request.api_group, request.api_version);
+            crate::patch::apply::record_update(
+                None,
+                &mut out,
+                opts.manager(),
+                &api_version,
+                "",
+                &now,
+            );
+            if let (Some(o), Some(status)) = (out.as_object_mut(), status) {
+                o.insert("status".into(), status);
+            }
+            out
+        }
     };
-    Ok(json_response(201, &out))
+    Ok(json_response(201, &answer))
+}
+
+/// Runs `check` against the RBAC policy: the cached one when authorization is on, one read
+/// now otherwise (a plain-HTTP server still answers reviews as RBAC would).
+fn with_policy<R>(
+    fe: &Frontend,
+    cache: Option<&gate::PolicyCache>,
+    check: impl FnOnce(&crate::auth::rbac::Policy) -> R,
+) -> R {
+    match cache {
+        Some(cache) => cache.check(&fe.api, check),
+        None => check(&gate::policy(&fe.api)),
+    }
 }
 
 /// Decodes a create or update body of `kind`: JSON (or YAML-free JSON), or Kubernetes protobuf
@@ -372,6 +444,20 @@ async fn resource(
         return Err(ApiError::MethodNotAllowed(crate::objects::subject(
             &info, "",
         )));
+    }
+    if sub == Some(TOKEN) {
+        let opts = WriteOptions::from_query(q, header_str(headers, header::USER_AGENT), user)?;
+        let answer = crate::token_request::create(
+            &fe.api,
+            &fe.token_key,
+            namespace,
+            request.path_name().unwrap_or(""),
+            &decode_body(headers, &body, "TokenRequest")?,
+            opts.manager(),
+            &crate::meta::now_rfc3339(),
+        )?;
+        fe.requests.record(request);
+        return Ok(json_response(201, &answer));
     }
     // Resources answered by handlers of their own reach here only when this server has none.
     if !info.stored {
@@ -484,7 +570,7 @@ async fn resource(
         }
         _ => return Err(not_allowed()),
     };
-    Ok(match (form, answer.body) {
+    let mut response = match (form, answer.body) {
         (Form::Json, Reply::Object(object)) => json_response(answer.code, &object),
         (Form::Json, Reply::Json(raw)) => full(answer.code, "application/json", raw),
         (Form::Yaml, body) => {
@@ -498,7 +584,29 @@ async fn resource(
                 crate::encode::yaml::yaml(&object),
             )
         }
-    })
+    };
+    add_warnings(response.headers_mut(), &answer.warnings);
+    Ok(response)
+}
+
+/// `Warning: 299 - "text"` for each distinct warning, in order, as kube-apiserver writes them
+/// (quotes and backslashes escaped).
+fn add_warnings(headers: &mut HeaderMap, warnings: &[String]) {
+    let mut seen = std::collections::HashSet::new();
+    for text in warnings.iter().filter(|w| seen.insert(w.as_str())) {
+        let mut value = String::with_capacity(text.len() + 8);
+        value.push_str("299 - \"");
+        for c in text.chars() {
+            if matches!(c, '"' | '\\') {
+                value.push('\\');
+            }
+            value.push(c);
+        }
+        value.push('"');
+        if let Ok(v) = header::HeaderValue::from_bytes(value.as_bytes()) {
+            headers.append(header::WARNING, v);
+        }
+    }
 }
 
 /// The checks kube-apiserver makes beyond RBAC: CSR approval needs `approve` and CSR status

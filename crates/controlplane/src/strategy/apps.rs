@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::{ResourceStrategy, Validation, default_pod_template, set_default};
+use super::{PodAdmission, ResourceStrategy, Validation, default_pod_template, set_default};
 use crate::error::FieldError;
 use crate::objects::Part;
 use crate::registry::{PrinterColumn, ResourceInfo};
@@ -38,14 +38,9 @@ fn reset_status(obj: &mut Value, status: Value) {
     }
 }
 
-/// What every workload with a selector and a pod template is refused for.
+/// What every workload with a selector, a pod template and replicas is refused for.
 fn validate_workload(obj: &Value, errs: &mut Vec<FieldError>) {
-    if obj.pointer("/spec/selector").is_none() {
-        errs.push(FieldError::required("spec.selector", ""));
-    }
-    if obj.pointer("/spec/template/metadata/labels").is_none() {
-        errs.push(FieldError::required("spec.template.metadata.labels", ""));
-    }
+    validate_selector_and_template(obj, errs);
     if let Some(r) = obj.pointer("/spec/replicas")
         && r.as_i64().is_none_or(|n| n < 0)
     {
@@ -57,8 +52,20 @@ fn validate_workload(obj: &Value, errs: &mut Vec<FieldError>) {
     }
 }
 
-/// Deployments: kube-apiserver's defaults, a selector and template labels required, replicas
-/// not negative, a generation, and a `/scale` subresource.
+/// A selector and template labels required, and the pod template's spec valid as a pod's.
+fn validate_selector_and_template(obj: &Value, errs: &mut Vec<FieldError>) {
+    if obj.pointer("/spec/selector").is_none() {
+        errs.push(FieldError::required("spec.selector", ""));
+    }
+    if obj.pointer("/spec/template/metadata/labels").is_none() {
+        errs.push(FieldError::required("spec.template.metadata.labels", ""));
+    }
+    let pod_spec = obj.pointer("/spec/template/spec").unwrap_or(&Value::Null);
+    super::pods::validate_pod_spec(pod_spec, "spec.template.spec", errs);
+}
+
+/// Deployments: kube-apiserver's defaults (their pod template's too), a selector and template
+/// labels required, replicas not negative, a generation, and a `/scale` subresource.
 #[derive(Debug)]
 pub struct Deployments;
 
@@ -82,6 +89,10 @@ fn deployment_defaults(spec: &mut serde_json::Map<String, Value>) {
 impl ResourceStrategy for Deployments {
     fn tracks_generation(&self) -> bool {
         true
+    }
+
+    fn pod_admission(&self) -> Option<PodAdmission> {
+        Some(PodAdmission::Template("/spec/template"))
     }
 
     fn printer_columns(&self) -> Vec<PrinterColumn> {
@@ -140,6 +151,10 @@ fn replica_set_defaults(spec: &mut serde_json::Map<String, Value>) {
 impl ResourceStrategy for ReplicaSets {
     fn tracks_generation(&self) -> bool {
         true
+    }
+
+    fn pod_admission(&self) -> Option<PodAdmission> {
+        Some(PodAdmission::Template("/spec/template"))
     }
 
     fn printer_columns(&self) -> Vec<PrinterColumn> {
@@ -211,6 +226,10 @@ impl ResourceStrategy for StatefulSets {
         true
     }
 
+    fn pod_admission(&self) -> Option<PodAdmission> {
+        Some(PodAdmission::Template("/spec/template"))
+    }
+
     fn printer_columns(&self) -> Vec<PrinterColumn> {
         vec![
             PrinterColumn::cell(
@@ -223,6 +242,12 @@ impl ResourceStrategy for StatefulSets {
             workload::containers_column(),
             workload::images_column(),
         ]
+    }
+
+    /// kube-apiserver's Deployment status writes keep all but the labels of the request's
+    /// metadata: the deployment controller records the revision annotation with the status.
+    fn status_writes_metadata(&self) -> &'static [&'static str] {
+        &["annotations", "finalizers", "ownerReferences"]
     }
 
     fn scale(&self) -> Option<ScalePaths> {
@@ -271,6 +296,10 @@ fn daemon_set_defaults(spec: &mut serde_json::Map<String, Value>) {
 impl ResourceStrategy for DaemonSets {
     fn tracks_generation(&self) -> bool {
         true
+    }
+
+    fn pod_admission(&self) -> Option<PodAdmission> {
+        Some(PodAdmission::Template("/spec/template"))
     }
 
     fn printer_columns(&self) -> Vec<PrinterColumn> {
@@ -329,13 +358,7 @@ impl ResourceStrategy for DaemonSets {
     }
 
     fn validate(&self, obj: &mut Value, check: &mut Validation<'_>) {
-        let errs = &mut check.errors;
-        if obj.pointer("/spec/selector").is_none() {
-            errs.push(FieldError::required("spec.selector", ""));
-        }
-        if obj.pointer("/spec/template/metadata/labels").is_none() {
-            errs.push(FieldError::required("spec.template.metadata.labels", ""));
-        }
+        validate_selector_and_template(obj, &mut check.errors);
     }
 }
 

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{ResourceStrategy, Validation, default_pod_template, set_default};
+use super::{PodAdmission, ResourceStrategy, Validation, default_pod_template, set_default};
 use crate::error::FieldError;
 use crate::meta::ObjectMeta;
 use crate::objects::Part;
@@ -131,6 +131,10 @@ fn job_duration(obj: &Value, now: i64) -> Value {
 }
 
 impl ResourceStrategy for Jobs {
+    fn pod_admission(&self) -> Option<PodAdmission> {
+        Some(PodAdmission::Template("/spec/template"))
+    }
+
     fn tracks_generation(&self) -> bool {
         true
     }
@@ -207,6 +211,10 @@ fn cron_job_defaults(obj: &mut Value) {
 }
 
 impl ResourceStrategy for CronJobs {
+    fn pod_admission(&self) -> Option<PodAdmission> {
+        Some(PodAdmission::Template("/spec/jobTemplate/spec/template"))
+    }
+
     fn tracks_generation(&self) -> bool {
         true
     }

@@ -3,18 +3,35 @@
 
 use serde_json::{Value, json};
 
-use super::{ResourceStrategy, Validation};
+use super::{PodAdmission, ResourceStrategy, Validation};
 use crate::error::{ApiError, ApiResult, FieldError};
 use crate::meta::{NameRule, ObjectMeta, meta_mut};
 use crate::names;
-use crate::objects::{DeleteOptions, DeleteOutcome, base64_encode, subject};
+use crate::objects::{
+    DeleteOptions, DeleteOutcome, FOREGROUND, ORPHAN, Part, base64_encode, subject,
+};
 use crate::registry::{CellSource, PrinterColumn, ResourceInfo};
 use crate::storage::WriteOp;
 use crate::typed::{GoType, TypedField};
 
-/// Namespaces: named as DNS labels, created Active with the `kubernetes` finalizer, and on
-/// delete marked Terminating for the namespace controller, which removes their contents and
-/// then them; the system namespaces may not be deleted.
+/// The type of Secrets holding a ServiceAccount's legacy token (filled by the token
+/// controller, [`crate::auth::token_controller`]).
+pub const TOKEN_SECRET_TYPE: &str = "kubernetes.io/service-account-token";
+/// The annotation naming a token Secret's ServiceAccount.
+pub const SERVICE_ACCOUNT_NAME: &str = "kubernetes.io/service-account.name";
+
+/// The label every Namespace carries with its own name, so selectors can pick namespaces by
+/// name (kube-apiserver sets it on every write).
+pub const NAME_LABEL: &str = "kubernetes.io/metadata.name";
+/// The finalizer in a Namespace's `spec.finalizers` that the namespace controller removes once
+/// the namespace is empty.
+pub const KUBERNETES_FINALIZER: &str = "kubernetes";
+
+/// Namespaces: named as DNS labels and labelled with their name; created Active with the
+/// `kubernetes` finalizer in `spec.finalizers` (beside any the client asks for), which only
+/// `/finalize` may change. A DELETE marks them Terminating for the namespace controller (see
+/// [`crate::controllers::namespaces`]); they go once both `spec.finalizers` and
+/// `metadata.finalizers` are empty. The system namespaces may not be deleted.
 #[derive(Debug)]
 pub struct Namespaces;
 
@@ -31,9 +48,28 @@ impl ResourceStrategy for Namespaces {
     }
 
     fn prepare_for_create(&self, _info: &ResourceInfo, obj: &mut Value, _now: &str) {
-        if let Some(o) = obj.as_object_mut() {
-            o.insert("spec".into(), json!({"finalizers": ["kubernetes"]}));
-            o.insert("status".into(), json!({"phase": "Active"}));
+        label_with_name(obj);
+        let Some(o) = obj.as_object_mut() else {
+            return;
+        };
+        let mut finalizers = spec_finalizers(o.get("spec"));
+        if !finalizers.iter().any(|f| f == KUBERNETES_FINALIZER) {
+            finalizers.push(KUBERNETES_FINALIZER.to_string());
+        }
+        o.insert("spec".into(), json!({"finalizers": finalizers}));
+        o.insert("status".into(), json!({"phase": "Active"}));
+    }
+
+    fn prepare_for_update(&self, cur: &Value, next: &mut Value, part: Part) {
+        label_with_name(next);
+        // Only `/finalize` changes the finalizers of the spec.
+        if matches!(part, Part::Main | Part::Scale)
+            && let Some(o) = next.as_object_mut()
+        {
+            match cur.get("spec") {
+                Some(spec) => o.insert("spec".into(), spec.clone()),
+                None => o.remove("spec"),
+            };
         }
     }
 
@@ -41,7 +77,7 @@ impl ResourceStrategy for Namespaces {
         &self,
         info: &ResourceInfo,
         cur: &Value,
-        _opts: &DeleteOptions,
+        opts: &DeleteOptions,
         now: &str,
     ) -> ApiResult<(WriteOp, DeleteOutcome)> {
         let name = cur.name();
@@ -55,20 +91,76 @@ impl ResourceStrategy for Namespaces {
             });
         }
         if cur.is_deleting() {
+            // Only a finalized namespace goes; until then a DELETE answers it as it is.
+            if spec_finalizers(cur.get("spec")).is_empty() {
+                return crate::objects::delete_by_finalizers(info, cur, opts, now);
+            }
             return Ok((WriteOp::Unchanged, DeleteOutcome::Pending));
         }
         let mut next = cur.clone();
-        meta_mut(&mut next).insert("deletionTimestamp".into(), json!(now));
-        meta_mut(&mut next).insert("deletionGracePeriodSeconds".into(), json!(0));
+        let meta = meta_mut(&mut next);
+        meta.insert("deletionTimestamp".into(), json!(now));
+        let mut finalizers = cur.finalizers();
+        let asked = match opts.propagation.as_deref() {
+            Some("Orphan") => Some(ORPHAN),
+            Some("Foreground") => Some(FOREGROUND),
+            _ => None,
+        };
+        if let Some(f) = asked
+            && !finalizers.iter().any(|x| x == f)
+        {
+            finalizers.push(f.to_string());
+            meta.insert("finalizers".into(), json!(finalizers));
+        }
         if let Some(o) = next.as_object_mut() {
-            o.insert("status".into(), json!({"phase": "Terminating"}));
+            let status = o.entry("status").or_insert_with(|| json!({}));
+            if let Some(s) = status.as_object_mut() {
+                s.insert("phase".into(), json!("Terminating"));
+            }
         }
         Ok((WriteOp::Put(next), DeleteOutcome::Pending))
     }
 
-    fn removed_once_finalized(&self) -> bool {
-        false
+    fn removed_once_finalized(&self, next: &Value) -> bool {
+        spec_finalizers(next.get("spec")).is_empty()
     }
+
+    fn pod_admission(&self) -> Option<PodAdmission> {
+        Some(PodAdmission::Namespace)
+    }
+
+    fn returns_deleted_object(&self) -> bool {
+        true
+    }
+}
+
+/// Sets the `kubernetes.io/metadata.name` label to the namespace's name.
+fn label_with_name(obj: &mut Value) {
+    let name = obj.name().to_string();
+    if name.is_empty() {
+        return;
+    }
+    let meta = meta_mut(obj);
+    let labels = meta.entry("labels").or_insert_with(|| json!({}));
+    if !labels.is_object() {
+        *labels = json!({});
+    }
+    if let Some(l) = labels.as_object_mut() {
+        l.insert(NAME_LABEL.into(), json!(name));
+    }
+}
+
+/// A Namespace's `spec.finalizers`.
+pub fn spec_finalizers(spec: Option<&Value>) -> Vec<String> {
+    spec.and_then(|s| s.get("finalizers"))
+        .and_then(Value::as_array)
+        .map(|f| {
+            f.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Secrets: type `Opaque` unless given, `stringData` folded into base64 `data`, the type and
@@ -120,6 +212,20 @@ impl ResourceStrategy for Secrets {
             immutable_contents(old, obj, &mut check.errors);
         }
         secret_data(obj, &mut check.errors);
+        // A ServiceAccount token Secret names its ServiceAccount; the token controller fills in
+        // the rest.
+        if obj.get("type").and_then(Value::as_str) == Some(TOKEN_SECRET_TYPE)
+            && obj
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(SERVICE_ACCOUNT_NAME))
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+        {
+            check.errors.push(FieldError::required(
+                format!("metadata.annotations[{SERVICE_ACCOUNT_NAME}]"),
+                "",
+            ));
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{ResourceStrategy, default_pod_template, set_default};
+use super::{PodAdmission, ResourceStrategy, default_pod_template, set_default};
 use crate::objects::Part;
 use crate::registry::{PrinterColumn, ResourceInfo};
 use crate::scale::{ScalePaths, SelectorSource};
@@ -46,6 +46,10 @@ fn replication_controller_defaults(obj: &mut Value) {
 }
 
 impl ResourceStrategy for ReplicationControllers {
+    fn pod_admission(&self) -> Option<PodAdmission> {
+        Some(PodAdmission::Template("/spec/template"))
+    }
+
     fn tracks_generation(&self) -> bool {
         true
     }
@@ -85,6 +89,10 @@ impl ResourceStrategy for ReplicationControllers {
 pub struct PodTemplates;
 
 impl ResourceStrategy for PodTemplates {
+    fn pod_admission(&self) -> Option<PodAdmission> {
+        Some(PodAdmission::Template("/template"))
+    }
+
     fn printer_columns(&self) -> Vec<PrinterColumn> {
         vec![
             PrinterColumn::cell(

@@ -21,6 +21,7 @@ pub mod core_kinds;
 pub mod discovery;
 pub mod events;
 pub mod networking;
+pub mod pods;
 pub mod policy;
 pub mod rbac;
 pub mod scheduling;
@@ -52,10 +53,11 @@ pub enum WriteCheck {
 }
 
 /// An object being validated: the resource it is written through, the stored object when it
-/// is an update, and the field errors found so far.
+/// is an update, the part of it the write is through, and the field errors found so far.
 pub struct Validation<'a> {
     pub info: &'a ResourceInfo,
     pub old: Option<&'a Value>,
+    pub part: Part,
     pub errors: Vec<FieldError>,
 }
 
@@ -71,10 +73,11 @@ pub(crate) fn set_default(map: &mut serde_json::Map<String, Value>, key: &str, v
 }
 
 /// The pod template at `pointer` of a workload, defaulted as kube-apiserver defaults every
-/// pod template. PodSpec defaulting is the pods strategy's; until it is merged, templates are
-/// stored as written.
+/// pod template (see [`pods::default_pod_template`]).
 pub(crate) fn default_pod_template(obj: &mut Value, pointer: &str) {
-    let _template = obj.pointer_mut(pointer);
+    if let Some(template) = obj.pointer_mut(pointer) {
+        pods::default_pod_template(template);
+    }
 }
 
 /// A built-in kind with no behaviour of its own: stored as written, with the rules every
@@ -110,6 +113,20 @@ impl ResourceStrategy for Plain {
 pub struct StoredAs {
     pub key: &'static str,
     pub api_version: &'static str,
+}
+
+/// What kube-apiserver's pod admission (ServiceAccount, Priority, DefaultTolerationSeconds and
+/// PodSecurity, see [`crate::pod_admission`]) has to do with a resource's objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodAdmission {
+    /// The objects are Pods: admitted as new pods, and held to the namespace's PodSecurity
+    /// `enforce` level.
+    Pod,
+    /// The objects hold a pod template at this JSON pointer (`/spec/template` of a Deployment,
+    /// `/spec/jobTemplate/spec/template` of a CronJob): PodSecurity warns about it.
+    Template(&'static str),
+    /// The objects are Namespaces, whose labels set the PodSecurity levels.
+    Namespace,
 }
 
 /// What is particular about one resource. Every method has the behaviour most resources share
@@ -198,6 +215,12 @@ pub trait ResourceStrategy: fmt::Debug + Send + Sync {
     /// Records who creates the object, when the resource keeps that.
     fn record_requester(&self, _obj: &mut Value, _user: &UserInfo) {}
 
+    /// The metadata fields a write through `/status` takes from the request; the others keep
+    /// their stored values (what custom resources and most kinds do).
+    fn status_writes_metadata(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// Adjusts an update of `cur` through `part` (made of the request and what the part may
     /// not change), before it is validated: what the resource keeps or recomputes itself.
     fn prepare_for_update(&self, _cur: &Value, _next: &mut Value, _part: Part) {}
@@ -205,6 +228,12 @@ pub trait ResourceStrategy: fmt::Debug + Send + Sync {
     /// Validates (and normalises) an object of this resource, adding what is wrong to
     /// `check.errors`; an update is first refused changes to what may not change once set.
     fn validate(&self, _obj: &mut Value, _check: &mut Validation<'_>) {}
+
+    /// Refuses a new object, validated and admitted by the embedder's plugins, as
+    /// kube-apiserver's own validating admission of the resource does (403).
+    fn admit_create(&self, _info: &ResourceInfo, _obj: &Value) -> ApiResult<()> {
+        Ok(())
+    }
 
     /// What a write through `part` needs checked beyond RBAC.
     fn write_check(&self, _part: Part) -> Option<WriteCheck> {
@@ -229,10 +258,15 @@ pub trait ResourceStrategy: fmt::Debug + Send + Sync {
         crate::objects::delete_by_finalizers(info, cur, opts, now)
     }
 
-    /// Whether an object being deleted is removed once its last finalizer goes (a Namespace
-    /// is removed by the namespace controller once its contents are gone).
-    fn removed_once_finalized(&self) -> bool {
+    /// Whether `next`, an object being deleted whose last finalizer goes, is removed (a
+    /// Namespace also waits for the finalizers of its spec).
+    fn removed_once_finalized(&self, _next: &Value) -> bool {
         true
+    }
+
+    /// What kube-apiserver's pod admission does with the resource's objects, if anything.
+    fn pod_admission(&self) -> Option<PodAdmission> {
+        None
     }
 
     /// Whether a delete that removed the object answers with the object rather than a

@@ -297,7 +297,8 @@ async fn plugins_see_every_write_change_objects_and_deny_as_webhooks() {
     let deployments: Api<Deployment> = Api::default_namespaced(p.admin.clone());
     let d: Deployment = serde_json::from_value(json!({"metadata": {"name": "web"}, "spec": {
         "selector": {"matchLabels": {"app": "web"}},
-        "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": []}}}}))
+        "template": {"metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "web", "image": "web:1"}]}}}}))
     .unwrap();
     deployments
         .create(&PostParams::default(), &d)

@@ -201,7 +201,7 @@ async fn create_map(client: &kube::Client, ns: &str, name: &str, cluster: &str, 
 async fn create_csr(client: &kube::Client, name: &str, signer: &str) {
     let api: Api<CertificateSigningRequest> = Api::all(client.clone());
     let object = serde_json::from_value(json!({"metadata": {"name": name},
-        "spec": {"request": "LS0tLS1CRUdJTg==", "signerName": signer, "usages": ["client auth"]}}))
+        "spec": {"request": common::csr_request(name), "signerName": signer, "usages": ["client auth"]}}))
     .expect("a CSR");
     api.create(&PostParams::default(), &object)
         .await

@@ -7,6 +7,8 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use base64::Engine;
+
 use common::{TestPlane, api_error};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
@@ -59,9 +61,18 @@ async fn crud_round_trip_sets_server_metadata() {
     assert!(rv2 > rv1);
     assert_eq!(updated.data.unwrap()["k"], "w");
 
+    let names: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
     assert_eq!(
-        api.list(&ListParams::default()).await.unwrap().items.len(),
-        1
+        names,
+        ["a", "kube-root-ca.crt"],
+        "beside the published root CA"
     );
     api.delete("a", &DeleteParams::default()).await.unwrap();
     assert_eq!(api_error(api.get("a").await).code, 404);
@@ -152,8 +163,11 @@ async fn generation_bumps_on_spec_changes_only_and_status_is_separate() {
         .await
         .unwrap();
     assert_eq!(d.metadata.generation, Some(1));
-    // kube-apiserver answers a new Deployment with an empty status (`status: {}`).
-    assert_eq!(d.status, Some(Default::default()));
+    assert_eq!(
+        d.status,
+        Some(Default::default()),
+        "kube-apiserver serves a new Deployment's status as {{}}"
+    );
     let pp = PatchParams::default();
     let labelled = api
         .patch(
@@ -294,7 +308,8 @@ async fn label_and_field_selectors_filter_lists() {
     assert_eq!(names(api.list(&q("tier==back")).await.unwrap()), ["b"]);
     assert_eq!(
         names(api.list(&q("tier!=front")).await.unwrap()),
-        ["b", "d"]
+        ["b", "d", "kube-root-ca.crt"],
+        "objects without the label match a != selector"
     );
     assert_eq!(
         names(api.list(&q("tier in (back,none)")).await.unwrap()),
@@ -302,10 +317,13 @@ async fn label_and_field_selectors_filter_lists() {
     );
     assert_eq!(
         names(api.list(&q("tier notin (front)")).await.unwrap()),
-        ["b", "d"]
+        ["b", "d", "kube-root-ca.crt"]
     );
     assert_eq!(names(api.list(&q("app")).await.unwrap()), ["a", "b", "c"]);
-    assert_eq!(names(api.list(&q("!app")).await.unwrap()), ["d"]);
+    assert_eq!(
+        names(api.list(&q("!app")).await.unwrap()),
+        ["d", "kube-root-ca.crt"]
+    );
     let f = ListParams::default().fields("metadata.name=c");
     assert_eq!(names(api.list(&f).await.unwrap()), ["c"]);
     let f = ListParams::default().fields("metadata.namespace!=default");
@@ -324,7 +342,7 @@ async fn csr_field_selector_on_signer_name() {
     ] {
         let csr: CertificateSigningRequest = serde_json::from_value(json!({
             "metadata": {"name": n},
-            "spec": {"request": "LS0tLS1CRUdJTg==", "signerName": signer, "usages": ["client auth"]}
+            "spec": {"request": common::csr_request(n), "signerName": signer, "usages": ["client auth"]}
         }))
         .unwrap();
         api.create(&PostParams::default(), &csr).await.unwrap();
@@ -357,7 +375,9 @@ async fn lists_paginate_with_limit_and_continue() {
             _ => break,
         }
     }
-    assert_eq!(seen, (0..7).map(|i| format!("c{i}")).collect::<Vec<_>>());
+    let mut expected: Vec<String> = (0..7).map(|i| format!("c{i}")).collect();
+    expected.push("kube-root-ca.crt".into());
+    assert_eq!(seen, expected);
 }
 
 #[tokio::test]
@@ -383,7 +403,9 @@ async fn generate_name_and_dry_run() {
             .await
             .unwrap()
             .items
-            .is_empty()
+            .iter()
+            .all(|c| !c.metadata.name.as_deref().unwrap_or("").starts_with("gen-")),
+        "a dry run stores nothing"
     );
     let real = api.create(&PostParams::default(), &c).await.unwrap();
     let name = real.metadata.name.unwrap();
@@ -413,18 +435,26 @@ async fn namespaces_must_exist_and_deletion_removes_contents() {
     assert_eq!(err.message, "namespaces \"missing\" not found");
 
     let nss: Api<Namespace> = Api::all(t.client.clone());
-    nss.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap(),
-    )
-    .await
-    .unwrap();
+    let ns_uid = nss
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap(),
+        )
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
     let team: Api<ConfigMap> = Api::namespaced(t.client.clone(), "team");
     let mut held = cm("held", &[]);
     held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
     team.create(&PostParams::default(), &held).await.unwrap();
-    team.create(&PostParams::default(), &cm("plain", &[]))
+    let plain_uid = team
+        .create(&PostParams::default(), &cm("plain", &[]))
         .await
+        .unwrap()
+        .metadata
+        .uid
         .unwrap();
     nss.delete("team", &DeleteParams::default()).await.unwrap();
     let ns = nss.get("team").await.unwrap();
@@ -440,7 +470,7 @@ async fn namespaces_must_exist_and_deletion_removes_contents() {
     let w = kube::runtime::wait::await_condition(
         team.clone(),
         "plain",
-        kube::runtime::wait::conditions::is_deleted(""),
+        kube::runtime::wait::conditions::is_deleted(&plain_uid),
     );
     tokio::time::timeout(Duration::from_secs(10), w)
         .await
@@ -456,7 +486,7 @@ async fn namespaces_must_exist_and_deletion_removes_contents() {
     let gone = kube::runtime::wait::await_condition(
         nss.clone(),
         "team",
-        kube::runtime::wait::conditions::is_deleted(""),
+        kube::runtime::wait::conditions::is_deleted(&ns_uid),
     );
     tokio::time::timeout(Duration::from_secs(10), gone)
         .await
@@ -637,7 +667,7 @@ async fn csr_approval_and_status_subresources() {
     let csr: CertificateSigningRequest = serde_json::from_value(json!({
         "metadata": {"generateName": "spoke-"},
         // A signer the control plane does not own, so this test plays the signer.
-        "spec": {"request": "LS0tLS1CRUdJTg==", "signerName": "example.com/signer", "usages": ["client auth"]}
+        "spec": {"request": common::csr_request("spoke"), "signerName": "example.com/signer", "usages": ["client auth"]}
     }))
     .unwrap();
     let created = api.create(&PostParams::default(), &csr).await.unwrap();
@@ -665,16 +695,17 @@ async fn csr_approval_and_status_subresources() {
         approved.status.unwrap().conditions.unwrap()[0].type_,
         "Approved"
     );
+    let certificate = common::certificate_pem("spoke");
     let issued = api
         .patch_status(
             &name,
             &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"certificate": "Y2VydA=="}})),
+            &Patch::Merge(json!({"status": {"certificate": base64::engine::general_purpose::STANDARD.encode(&certificate)}})),
         )
         .await
         .unwrap();
     let status = issued.status.unwrap();
-    assert_eq!(status.certificate.unwrap().0, b"cert");
+    assert_eq!(status.certificate.unwrap().0, certificate.as_bytes());
     assert_eq!(status.conditions.unwrap().len(), 1);
 }
 
@@ -831,7 +862,7 @@ async fn later_pages_show_the_list_as_of_the_first_page() {
             _ => break,
         }
     }
-    assert_eq!(names, ["c2", "c3", "c4", "c5"]);
+    assert_eq!(names, ["c2", "c3", "c4", "c5", "kube-root-ca.crt"]);
 }
 
 #[tokio::test]

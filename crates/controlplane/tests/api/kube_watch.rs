@@ -41,7 +41,8 @@ async fn watcher_lists_then_follows_changes() {
     api.create(&PostParams::default(), &cm("before"))
         .await
         .unwrap();
-    let mut events = watcher(api.clone(), watcher::Config::default()).boxed();
+    // Its own objects: the namespace holds the published root CA too.
+    let mut events = watcher(api.clone(), watcher::Config::default().labels("app=x")).boxed();
     assert!(matches!(next(&mut events).await.unwrap(), Event::Init));
     match next(&mut events).await.unwrap() {
         Event::InitApply(c) => assert_eq!(name(&c), "before"),
@@ -69,7 +70,11 @@ async fn watcher_with_streaming_lists_gets_initial_events() {
     let t = TestPlane::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     api.create(&PostParams::default(), &cm("a")).await.unwrap();
-    let mut events = watcher(api.clone(), watcher::Config::default().streaming_lists()).boxed();
+    let mut events = watcher(
+        api.clone(),
+        watcher::Config::default().labels("app=x").streaming_lists(),
+    )
+    .boxed();
     assert!(matches!(next(&mut events).await.unwrap(), Event::Init));
     assert!(matches!(
         next(&mut events).await.unwrap(),
@@ -95,7 +100,7 @@ async fn reflector_store_follows_the_server() {
     let (reader, writer) = reflector::store();
     let stream = reflector(
         writer,
-        kube::runtime::watcher(api.clone(), watcher::Config::default()),
+        kube::runtime::watcher(api.clone(), watcher::Config::default().labels("app=x")),
     )
     .applied_objects()
     .boxed();
@@ -424,13 +429,13 @@ async fn metadata_watcher_and_metadata_reads_get_partial_objects() {
     let meta = api.get_metadata("m1").await.unwrap();
     assert_eq!(meta.types.unwrap().kind, "PartialObjectMetadata");
     let list = api
-        .list_metadata(&kube::api::ListParams::default())
+        .list_metadata(&kube::api::ListParams::default().labels("app=x"))
         .await
         .unwrap();
     assert_eq!(list.items.len(), 1);
     let meta_api: Api<kube::core::PartialObjectMeta<ConfigMap>> =
         Api::default_namespaced(t.client.clone());
-    let mut events = kube::runtime::watcher(meta_api, watcher::Config::default())
+    let mut events = kube::runtime::watcher(meta_api, watcher::Config::default().labels("app=x"))
         .applied_objects()
         .boxed();
     assert_eq!(
@@ -538,7 +543,7 @@ async fn streaming_list_with_a_resource_version_sends_current_state() {
     let api: Api<ConfigMap> = Api::default_namespaced(t.client.clone());
     let a = api.create(&PostParams::default(), &cm("a")).await.unwrap();
     api.create(&PostParams::default(), &cm("b")).await.unwrap();
-    let wp = WatchParams::streaming_lists();
+    let wp = WatchParams::streaming_lists().labels("app=x");
     let rv = a.metadata.resource_version.unwrap();
     let mut s = api.watch(&wp, &rv).await.unwrap().boxed();
     let mut names = Vec::new();

@@ -1,6 +1,7 @@
 //! A secured control plane through kube-rs: who may connect (admin certificate, static token,
-//! bootstrap token, CSR-issued certificate; not expired certificates, other CAs' certificates
-//! or no credentials), what RBAC lets each do, the CSR flow end to end, escalation refusal and
+//! bootstrap token, CSR-issued certificate, and anonymously what RBAC gives
+//! system:unauthenticated; not expired certificates or other CAs' certificates), what RBAC lets
+//! each do, the CSR flow end to end, escalation refusal and
 //! the key-file permission check.
 
 use std::os::unix::fs::PermissionsExt;
@@ -8,6 +9,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use fleetform_controlplane::{ControlPlane, RunningControlPlane, StartError};
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
@@ -130,7 +132,7 @@ async fn admin_kubeconfig_is_tls_with_a_system_masters_certificate() {
 }
 
 #[tokio::test]
-async fn requests_without_credentials_are_unauthorized_except_health_and_version() {
+async fn requests_without_credentials_are_anonymous_and_may_read_only_health_and_version() {
     let s = start().await;
     let anon = client_as(&s.plane, json!({})).await;
     let st = status(
@@ -140,7 +142,11 @@ async fn requests_without_credentials_are_unauthorized_except_health_and_version
     );
     assert_eq!(
         (st.code, st.reason.as_str(), st.message.as_str()),
-        (401, "Unauthorized", "Unauthorized")
+        (
+            403,
+            "Forbidden",
+            r#"configmaps is forbidden: User "system:anonymous" cannot list resource "configmaps" in API group "" in the namespace "team""#
+        )
     );
     anon.apiserver_version().await.expect("/version is public");
     let health: String = anon
@@ -148,6 +154,53 @@ async fn requests_without_credentials_are_unauthorized_except_health_and_version
         .await
         .expect("/readyz is public");
     assert_eq!(health, "ok");
+    // Discovery and who-am-i are for authenticated users only (kube-apiserver's default RBAC).
+    let st = status(
+        anon.request_text(http::Request::get("/apis").body(vec![]).unwrap())
+            .await,
+    );
+    assert_eq!(
+        (st.code, st.message.as_str()),
+        (
+            403,
+            r#"forbidden: User "system:anonymous" cannot get path "/apis""#
+        )
+    );
+    let whoami = http::Request::post("/apis/authentication.k8s.io/v1/selfsubjectreviews")
+        .header("content-type", "application/json")
+        .body(br#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#.to_vec())
+        .unwrap();
+    assert_eq!(status(anon.request_text(whoami).await).code, 403);
+    // What is bound to system:unauthenticated is granted, as on any cluster.
+    let binding: RoleBinding = obj(json!({"metadata": {"name": "anonymous-view"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+            "name": "system:unauthenticated"}]}));
+    Api::<RoleBinding>::namespaced(s.admin.clone(), "team")
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    Api::<ConfigMap>::namespaced(anon.clone(), "team")
+        .list(&ListParams::default())
+        .await
+        .expect("bound to system:unauthenticated");
+    assert_eq!(
+        status(
+            Api::<ConfigMap>::namespaced(anon, "other")
+                .list(&ListParams::default())
+                .await
+        )
+        .code,
+        403
+    );
+    // A token that authenticates nobody is not anonymous: it is refused.
+    let wrong = client_as(&s.plane, json!({"token": "not-a-token-at-all"})).await;
+    let st = status(
+        Api::<ConfigMap>::namespaced(wrong, "team")
+            .list(&ListParams::default())
+            .await,
+    );
+    assert_eq!((st.code, st.message.as_str()), (401, "Unauthorized"));
 }
 
 #[tokio::test]
@@ -355,11 +408,22 @@ async fn grant_csrs(admin: &kube::Client, user: &str, verbs: &[&str]) {
 
 /// A CSR whose spec claims to come from someone else.
 fn forged_csr(name: &str) -> Value {
+    let (csr, _) = csr_for(name, "someone");
+    let request = serde_json::to_value(&csr).unwrap()["spec"]["request"].clone();
     json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
         "metadata": {"name": name},
-        "spec": {"request": b64("not checked until signed"), "signerName": "example.com/signer",
+        "spec": {"request": request, "signerName": "example.com/signer",
             "usages": ["client auth"], "username": "system:admin", "uid": "0",
             "groups": ["system:masters"], "extra": {"scopes": ["everything"]}}})
+}
+
+/// A PEM certificate (one the test signs itself: only its form is checked).
+fn any_certificate() -> String {
+    let key = rcgen::KeyPair::generate().unwrap();
+    rcgen::CertificateParams::default()
+        .self_signed(&key)
+        .unwrap()
+        .pem()
 }
 
 /// (username, uid, groups, extra) of a CSR's spec.
@@ -422,8 +486,8 @@ async fn csr_requester_is_recorded_on_every_create_path_and_never_changes() {
             Some("system:bootstrap:abcdef"),
             None,
             vec![
-                "system:bootstrappers:fleet".to_string(),
-                "system:bootstrappers".into(),
+                "system:bootstrappers".to_string(),
+                "system:bootstrappers:fleet".into(),
                 "system:authenticated".into()
             ],
             false
@@ -468,7 +532,7 @@ async fn csr_requester_is_recorded_on_every_create_path_and_never_changes() {
             "by-apply",
             &PatchParams::default(),
             &Patch::Merge(
-                json!({"spec": {"username": "mallory"}, "status": {"certificate": b64("x")}}),
+                json!({"spec": {"username": "mallory"}, "status": {"certificate": b64(&any_certificate())}}),
             ),
         )
         .await
@@ -477,17 +541,30 @@ async fn csr_requester_is_recorded_on_every_create_path_and_never_changes() {
 }
 
 #[tokio::test]
-async fn denied_csr_is_never_signed() {
+async fn denied_csr_cannot_be_approved_and_is_never_signed() {
     let s = start().await;
     let api = Api::<CertificateSigningRequest>::all(s.admin.clone());
     let (denied, _) = csr_for("denied", "x");
     api.create(&PostParams::default(), &denied).await.unwrap();
-    let patch = json!({"status": {"conditions": [
-        {"type": "Denied", "status": "True", "reason": "No", "message": "no"},
-        {"type": "Approved", "status": "True", "reason": "Yes", "message": "yes"}]}});
-    api.patch_approval("denied", &PatchParams::default(), &Patch::Merge(&patch))
+    let deny = json!({"status": {"conditions": [
+        {"type": "Denied", "status": "True", "reason": "No", "message": "no"}]}});
+    api.patch_approval("denied", &PatchParams::default(), &Patch::Merge(&deny))
         .await
         .unwrap();
+    let both = json!({"status": {"conditions": [
+        {"type": "Denied", "status": "True", "reason": "No", "message": "no"},
+        {"type": "Approved", "status": "True", "reason": "Yes", "message": "yes"}]}});
+    let st = status(
+        api.patch_approval("denied", &PatchParams::default(), &Patch::Merge(&both))
+            .await,
+    );
+    assert_eq!(
+        (st.code, st.message.as_str()),
+        (
+            422,
+            r#"CertificateSigningRequest.certificates.k8s.io "denied" is invalid: status.conditions: Invalid value: "Approved": Approved and Denied conditions are mutually exclusive"#
+        )
+    );
     // A CSR approved after the denied one is signed; once it is, the signer has seen both.
     let (later, _) = csr_for("later", "y");
     api.create(&PostParams::default(), &later).await.unwrap();
@@ -509,6 +586,122 @@ async fn denied_csr_is_never_signed() {
     .unwrap();
     let denied = api.get("denied").await.unwrap();
     assert!(denied.status.unwrap().certificate.is_none());
+}
+
+/// A CSR asking kube-apiserver's signer for a certificate in `groups`.
+fn csr_in_groups(
+    name: &str,
+    groups: &[&str],
+    expiration_seconds: i64,
+) -> CertificateSigningRequest {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut p = rcgen::CertificateParams::default();
+    p.distinguished_name.push(rcgen::DnType::CommonName, name);
+    for g in groups {
+        p.distinguished_name
+            .push(rcgen::DnType::OrganizationName, *g);
+    }
+    let pem = p.serialize_request(&key).unwrap().pem().unwrap();
+    obj(json!({"metadata": {"name": name}, "spec": {
+        "request": b64(&pem), "signerName": "kubernetes.io/kube-apiserver-client",
+        "usages": ["digital signature", "client auth"], "expirationSeconds": expiration_seconds}}))
+}
+
+#[tokio::test]
+async fn no_one_gets_a_system_masters_certificate_or_a_csr_kube_apiserver_refuses() {
+    let s = start().await;
+    let api = Api::<CertificateSigningRequest>::all(s.admin.clone());
+    let st = status(
+        api.create(
+            &PostParams::default(),
+            &csr_in_groups("root", &["team", "system:masters"], 3600),
+        )
+        .await,
+    );
+    assert_eq!(
+        (st.code, st.message.as_str()),
+        (
+            403,
+            r#"certificatesigningrequests.certificates.k8s.io "root" is forbidden: use of kubernetes.io/kube-apiserver-client signer with system:masters group is not allowed"#
+        ),
+        "even an administrator may not ask for one"
+    );
+    let st = status(
+        api.create(&PostParams::default(), &csr_in_groups("short", &[], 599))
+            .await,
+    );
+    assert_eq!(
+        (st.code, st.message.as_str()),
+        (
+            422,
+            r#"CertificateSigningRequest.certificates.k8s.io "short" is invalid: spec.expirationSeconds: Invalid value: 599: may not specify a duration less than 600 seconds (10 minutes)"#
+        )
+    );
+    // For a signer of its own, so that this server's signer leaves its status to the test.
+    let mut own_signer = csr_in_groups("agent", &["team"], 3600);
+    own_signer.spec.signer_name = "example.com/signer".into();
+    let created = api
+        .create(&PostParams::default(), &own_signer)
+        .await
+        .unwrap();
+    assert_eq!(
+        serde_json::to_value(&created).unwrap()["status"],
+        json!({}),
+        "nothing approved on create"
+    );
+    let approved = approve(&api, "agent").await.unwrap();
+    let condition = &approved.status.unwrap().conditions.unwrap()[0];
+    assert!(condition.last_update_time.is_some() && condition.last_transition_time.is_some());
+    let st = status(
+        api.patch_status(
+            "agent",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"certificate": b64("foo")}})),
+        )
+        .await,
+    );
+    assert_eq!(
+        (st.code, st.message.as_str()),
+        (
+            422,
+            r#"CertificateSigningRequest.certificates.k8s.io "agent" is invalid: status.certificate: Invalid value: "<certificate data>": must contain at least one CERTIFICATE PEM block"#
+        )
+    );
+}
+
+#[tokio::test]
+async fn whoami_names_a_client_certificate_by_its_fingerprint() {
+    let s = start().await;
+    let kubeconfig: Value = serde_json::from_str(&s.plane.kubeconfig()).unwrap();
+    let cert_pem = base64::engine::general_purpose::STANDARD
+        .decode(
+            kubeconfig["users"][0]["user"]["client-certificate-data"]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap();
+    let (_, pem) = x509_parser::pem::parse_x509_pem(&cert_pem).unwrap();
+    let fingerprint: String = ring::digest::digest(&ring::digest::SHA256, &pem.contents)
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let me = Api::<SelfSubjectReview>::all(s.admin.clone())
+        .create(
+            &PostParams::default(),
+            &obj(json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})),
+        )
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .user_info
+        .unwrap();
+    assert_eq!(me.username.as_deref(), Some("system:admin"));
+    assert_eq!(
+        me.extra.unwrap()["authentication.kubernetes.io/credential-id"],
+        [format!("X509SHA256={fingerprint}")]
+    );
 }
 
 #[tokio::test]

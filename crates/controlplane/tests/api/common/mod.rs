@@ -74,6 +74,33 @@ impl fleetform_controlplane::Clock for ManualClock {
     }
 }
 
+/// A signed PKCS#10 request for `cn`, as a CSR's `spec.request` holds it (base64 of its PEM):
+/// kube-apiserver refuses a CSR whose request is anything else.
+pub fn csr_request(cn: &str) -> String {
+    use base64::Engine;
+    let key = rcgen::KeyPair::generate().expect("a key");
+    let mut params = rcgen::CertificateParams::default();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, cn);
+    let pem = params
+        .serialize_request(&key)
+        .and_then(|r| r.pem())
+        .expect("a CSR");
+    base64::engine::general_purpose::STANDARD.encode(pem)
+}
+
+/// A PEM certificate (self-signed for `cn`), as a signer writes into a CSR's
+/// `status.certificate`.
+pub fn certificate_pem(cn: &str) -> String {
+    let key = rcgen::KeyPair::generate().expect("a key");
+    let mut params = rcgen::CertificateParams::default();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, cn);
+    params.self_signed(&key).expect("a certificate").pem()
+}
+
 /// Unwraps an API error response.
 pub fn api_error<T: std::fmt::Debug>(r: kube::Result<T>) -> kube::core::Status {
     match r {

@@ -58,20 +58,23 @@ const KNOWN_DIFFERENT: &[(&str, &str)] = &[
     ),
     (
         "10-identity",
-        "anonymous requests are 401, not system:anonymous; no SelfSubjectRulesReview",
+        "managedFields: no \".\" entries for the maps of created Secrets and access reviews",
     ),
-    ("11-pod-security", "no Pods and no PodSecurity admission"),
+    (
+        "11-pod-security",
+        "Pods wait for the `default` ServiceAccount (no serviceaccount controller); no kubernetes.io/metadata.name label; managedFields",
+    ),
     (
         "12-json-bytes",
         "key order of built-in kinds and Status; Tables of built-in kinds",
     ),
     (
         "13-serviceaccount-tokens",
-        "no TokenRequest, ServiceAccount tokens or token controller",
+        "no kubernetes.io/metadata.name label on Namespaces; DELETE of a ServiceAccount answers a Status, not the object; managedFields (\".\" entries, roleRef atomic)",
     ),
     (
         "14-csr-registration",
-        "CSR admission (system:masters), expirationSeconds and condition validation",
+        "CSR managedFields (kube-apiserver does not record the fields a CSR write may not change: spec and status of the main resource, all but the conditions through /approval, all but the certificate through /status); list items carry apiVersion and kind; managedFields \".\" entries",
     ),
     (
         "15-status-subresource",

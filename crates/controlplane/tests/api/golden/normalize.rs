@@ -59,6 +59,13 @@ impl Volatile {
         match v {
             Value::Object(map) => {
                 let is_table = map.get("kind").and_then(Value::as_str) == Some("Table");
+                // Keys hold volatile values too (managedFields' `k:{"uid":"..."}`).
+                if map.keys().any(|k| self.text(k, generate_name) != *k) {
+                    *map = std::mem::take(map)
+                        .into_iter()
+                        .map(|(k, item)| (self.text(&k, generate_name), item))
+                        .collect();
+                }
                 for (key, item) in map.iter_mut() {
                     match (key.as_str(), &*item) {
                         ("uid", Value::String(_)) => *item = Value::from("<uid>"),

@@ -1,0 +1,107 @@
+//! Retrying one step of a loop that is not a controller (an agent registering its cluster,
+//! renewing its lease): after a failure the step waits a backoff that doubles with each failure
+//! in a row up to a bound, the failure is logged as a warning when it is news (the step's first
+//! failure, or another error than its last) and at debug level while it repeats, and the step's
+//! recovery is said once. A step failing for good (its ManagedCluster deleted on the hub, its
+//! rights gone) then says so once and asks the server ever more rarely, instead of a warning a
+//! second.
+
+use std::time::Duration;
+
+use tracing::{debug, info, warn};
+
+/// One step's failures in a row.
+#[derive(Debug)]
+pub struct Retry {
+    /// What the step does, as the log says it (`registering the ManagedCluster`).
+    step: &'static str,
+    /// What the step is about, as the log names it (`object` field: a cluster, a Secret).
+    object: String,
+    first: Duration,
+    max: Duration,
+    failures: u32,
+    last: Option<String>,
+}
+
+impl Retry {
+    /// The step `step` about `object`, waiting `first` after its first failure, doubling up to
+    /// `max`.
+    pub fn new(step: &'static str, object: &str, first: Duration, max: Duration) -> Self {
+        Retry {
+            step,
+            object: object.to_string(),
+            first,
+            max,
+            failures: 0,
+            last: None,
+        }
+    }
+
+    /// The step failed with `err`: logs it if it is news and returns how long to wait before
+    /// trying again.
+    pub fn failed(&mut self, err: &dyn std::fmt::Display) -> Duration {
+        let text = err.to_string();
+        let wait = self.backoff(self.failures);
+        self.failures = self.failures.saturating_add(1);
+        if self.last.as_deref() == Some(text.as_str()) {
+            debug!(
+                object = self.object,
+                step = self.step,
+                err = text,
+                ?wait,
+                "still failing"
+            );
+        } else {
+            warn!(
+                object = self.object,
+                err = text,
+                "{}; trying again with a backoff (up to {} s), said again only if the error changes",
+                self.step,
+                self.max.as_secs()
+            );
+            self.last = Some(text);
+        }
+        wait
+    }
+
+    /// The step went through: says so once if it was failing.
+    pub fn succeeded(&mut self) {
+        if self.failures > 0 {
+            info!(
+                object = self.object,
+                failures = self.failures,
+                "{}: works again",
+                self.step
+            );
+        }
+        self.failures = 0;
+        self.last = None;
+    }
+
+    /// How long to wait after `failures` failures before this one.
+    fn backoff(&self, failures: u32) -> Duration {
+        self.first
+            .checked_mul(2u32.saturating_pow(failures))
+            .unwrap_or(self.max)
+            .min(self.max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_failing_in_a_row_waits_ever_longer_up_to_its_bound_and_starts_over_once_it_works() {
+        let mut retry = Retry::new(
+            "renewing",
+            "c1",
+            Duration::from_secs(1),
+            Duration::from_secs(60),
+        );
+        let waits: Vec<u64> = (0..9).map(|_| retry.failed(&"403").as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        retry.succeeded();
+        assert_eq!(retry.failed(&"403"), Duration::from_secs(1));
+    }
+}
