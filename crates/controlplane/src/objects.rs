@@ -852,6 +852,17 @@ mod tests {
         };
         assert_eq!(st["status"]["replicas"], 9);
         assert_eq!(st["spec"]["replicas"], 1);
+        let mut annotated = cur.clone();
+        annotated["status"] = json!({"replicas": 2});
+        annotated["metadata"]["annotations"] = json!({"deployment.kubernetes.io/revision": "1"});
+        let WriteOp::Put(st) = decide_update(&i, &cur, annotated, Part::Status, true).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(
+            st["metadata"]["annotations"]["deployment.kubernetes.io/revision"], "1",
+            "a Deployment's status write takes the request's annotations: {st}"
+        );
     }
 
     #[test]

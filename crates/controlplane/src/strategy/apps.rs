@@ -87,6 +87,12 @@ fn deployment_defaults(spec: &mut serde_json::Map<String, Value>) {
 }
 
 impl ResourceStrategy for Deployments {
+    /// kube-apiserver's Deployment status writes keep all but the labels of the request's
+    /// metadata: the deployment controller records the revision annotation with the status.
+    fn status_writes_metadata(&self) -> &'static [&'static str] {
+        &["annotations", "finalizers", "ownerReferences"]
+    }
+
     fn tracks_generation(&self) -> bool {
         true
     }
@@ -242,12 +248,6 @@ impl ResourceStrategy for StatefulSets {
             workload::containers_column(),
             workload::images_column(),
         ]
-    }
-
-    /// kube-apiserver's Deployment status writes keep all but the labels of the request's
-    /// metadata: the deployment controller records the revision annotation with the status.
-    fn status_writes_metadata(&self) -> &'static [&'static str] {
-        &["annotations", "finalizers", "ownerReferences"]
     }
 
     fn scale(&self) -> Option<ScalePaths> {

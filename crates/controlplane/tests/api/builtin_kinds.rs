@@ -379,6 +379,61 @@ async fn yaml_is_answered_on_request_and_other_media_types_are_406() {
     );
 }
 
+/// A workload's pod template gets a Pod's spec defaults, and the deployment controller rolls a
+/// new Deployment out to a ReplicaSet (served here), both annotated with revision 1.
+#[tokio::test]
+async fn a_deployment_is_rolled_out_to_a_replica_set_with_its_revision() {
+    let t = TestPlane::start().await;
+    let created = post(
+        &t,
+        "/apis/apps/v1/namespaces/default/deployments",
+        json!({"metadata": {"name": "web"}, "spec": {"selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "c", "image": "registry.example/web:1"}]}}}}),
+    )
+    .await;
+    let pod_spec = &created["spec"]["template"]["spec"];
+    assert_eq!(pod_spec["restartPolicy"], "Always", "{created}");
+    assert_eq!(pod_spec["dnsPolicy"], "ClusterFirst", "{created}");
+    let uri = "/apis/apps/v1/namespaces/default/deployments/web";
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    let rolled_out = loop {
+        let d = send(&t, "GET", uri, "", None).await.json();
+        if d["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "1"
+            && d["status"]["updatedReplicas"] == 1
+        {
+            break d;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no rollout in 30 s: {d}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(rolled_out["status"]["observedGeneration"], 1);
+    let sets = send(
+        &t,
+        "GET",
+        "/apis/apps/v1/namespaces/default/replicasets",
+        "",
+        None,
+    )
+    .await
+    .json();
+    let items = sets["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{sets}");
+    let rs = &items[0];
+    let hash = rs["metadata"]["labels"]["pod-template-hash"]
+        .as_str()
+        .unwrap();
+    assert_eq!(rs["metadata"]["name"], format!("web-{hash}"));
+    assert_eq!(
+        rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+        "1"
+    );
+    assert_eq!(rs["metadata"]["ownerReferences"][0]["name"], "web");
+}
+
 #[tokio::test]
 async fn a_table_of_deployments_has_kubectl_s_columns() {
     let t = TestPlane::start().await;
