@@ -193,6 +193,15 @@ async fn write_change(
             (written.uid, written.generation)
         }
         (Action::Delete, _) => {
+            // An object already being deleted (a plan saved before its deletion began) is on
+            // its way out: deleting it again is no write of this plan's.
+            let live = api
+                .get_opt(&change.key.name)
+                .await
+                .map_err(failed(format!("read {}", change.key)))?;
+            if live.is_none_or(|live| live.metadata.deletion_timestamp.is_some()) {
+                return Ok(None);
+            }
             // Deleting sets off the object's finalizers; a 404 means someone was first.
             match api.delete(&change.key.name, &DeleteParams::default()).await {
                 Ok(deleted) => (deleted.left().and_then(|object| object.metadata.uid), None),

@@ -1,11 +1,11 @@
 //! `fleetform status`: one row per spoke, gathered from its hub — lifecycle phase, Krake-style
-//! state, availability, agent version, lease age, node health, addon health, claims and the
-//! reason it needs attention — and one line per FleetSync: Ready or Stalled, the commits it
-//! applied and attempted, and why — and a line per hub rolling out its agent: target, done of
-//! total, wave, spokes in progress, failed (and why) and skipped offline, halted or not — and a
-//! line per cluster a person accepted that is not in git. [`rows`], [`clusters_not_in_git`],
-//! [`fleet_sync_rows`] and [`rollout_row`] are pure; [`gather`] and [`gather_rollout`] only
-//! read.
+//! state, availability, agent version, lease age, node health, addon health, claims, its place
+//! in its hub's rollout (and in each addon's own) and the reason it needs attention — and one
+//! line per FleetSync: Ready or Stalled, the commits it applied and attempted, and why — and a
+//! line per hub rolling out its agent: target, done of total, wave, spokes in progress, failed
+//! (and why) and skipped offline, halted or not — and a line per cluster a person accepted that
+//! is not in git. [`rows`], [`clusters_not_in_git`], [`fleet_sync_rows`] and [`rollout_row`]
+//! are pure; [`gather`] only reads.
 
 use std::collections::BTreeMap;
 
@@ -39,6 +39,8 @@ pub struct HubState {
     /// `managed-cluster-lease` of each cluster, by cluster namespace.
     pub leases: BTreeMap<String, Lease>,
     pub fleet_syncs: Vec<FleetSync>,
+    /// The Hub's status: its rollouts (none when its rows leave them out).
+    pub hub_status: Option<HubStatus>,
 }
 
 /// One spoke's line of `fleetform status`.
@@ -65,6 +67,63 @@ pub struct SpokeRow {
     pub reason: Option<String>,
     /// What that condition says.
     pub message: Option<String>,
+    /// Its place in its hub's rollout, then in each addon's own; none where no rollout runs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rollouts: Vec<RolloutPlace>,
+}
+
+/// A spoke's place in a rollout.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutPlace {
+    /// The addon whose own rollout this is; none for the hub's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub addon: Option<String>,
+    /// `pending`, `inProgress`, `succeeded`, `failed` or `skippedOffline`.
+    pub state: SpokeRolloutState,
+    /// Why it failed, or was passed over.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl RolloutPlace {
+    /// Its state as `status.rollout` spells it.
+    fn state_word(&self) -> String {
+        serde_json::to_value(self.state)
+            .ok()
+            .and_then(|value| value.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+
+    /// `inProgress`, or `metrics: failed` for an addon's own.
+    fn text(&self) -> String {
+        match &self.addon {
+            Some(addon) => format!("{addon}: {}", self.state_word()),
+            None => self.state_word(),
+        }
+    }
+}
+
+/// The places of `spoke` in the rollouts `status` keeps: the hub's, then each addon's own.
+fn places(status: Option<&HubStatus>, spoke: &str) -> Vec<RolloutPlace> {
+    let Some(status) = status else {
+        return Vec::new();
+    };
+    let own = status.rollout.iter().map(|rollout| (None, rollout));
+    let addons = status
+        .addon_rollouts
+        .iter()
+        .map(|kept| (Some(kept.addon.clone()), &kept.rollout));
+    own.chain(addons)
+        .filter_map(|(addon, rollout)| {
+            let entry = rollout.spokes.iter().find(|entry| entry.name == spoke)?;
+            Some(RolloutPlace {
+                addon,
+                state: entry.state,
+                reason: entry.reason.clone(),
+            })
+        })
+        .collect()
 }
 
 /// Why a spoke needs attention, as a condition's reason and message, the first of:
@@ -339,11 +398,15 @@ pub struct Report {
 }
 
 impl Report {
-    /// Adds a hub's spokes, the clusters it accepted that are not in git, and its FleetSyncs.
+    /// Adds a hub's spokes, the clusters it accepted that are not in git, its FleetSyncs and
+    /// rollouts.
     pub fn add(&mut self, state: &HubState, now: Timestamp) {
         self.spokes.extend(rows(state, now));
         self.not_in_git.extend(clusters_not_in_git(state));
         self.fleet_syncs.extend(fleet_sync_rows(state));
+        if let Some(status) = &state.hub_status {
+            self.rollouts.extend(rollout_rows(&state.hub, status));
+        }
     }
 
     /// The report for a terminal: the spokes' table, what each spoke that needs attention
@@ -353,10 +416,25 @@ impl Report {
         let why: Vec<String> = self
             .spokes
             .iter()
-            .filter_map(|row| {
-                let reason = row.reason.as_deref()?;
-                let message = row.message.as_deref().filter(|m| !m.is_empty())?;
-                Some(format!("{}/{}: {reason}: {message}\n", row.hub, row.spoke))
+            .flat_map(|row| {
+                let attention = row.reason.as_deref().and_then(|reason| {
+                    let message = row.message.as_deref().filter(|m| !m.is_empty())?;
+                    Some(format!("{}/{}: {reason}: {message}\n", row.hub, row.spoke))
+                });
+                let rollouts = row.rollouts.iter().filter_map(|place| {
+                    let reason = place.reason.as_deref()?;
+                    let whose = match &place.addon {
+                        Some(addon) => format!("the rollout of addon {addon}"),
+                        None => "the rollout".to_string(),
+                    };
+                    Some(format!(
+                        "{}/{}: {} in {whose}: {reason}\n",
+                        row.hub,
+                        row.spoke,
+                        place.state_word()
+                    ))
+                });
+                attention.into_iter().chain(rollouts).collect::<Vec<_>>()
             })
             .collect();
         if !why.is_empty() {
@@ -467,22 +545,13 @@ pub fn rows(state: &HubState, now: Timestamp) -> Vec<SpokeRow> {
                     .map_or(0, |status| status.cluster_claims.len()),
                 reason: why.as_ref().map(|(reason, _)| reason.clone()),
                 message: why.map(|(_, message)| message),
+                rollouts: places(state.hub_status.as_ref(), &name),
                 spoke: name,
             }
         })
         .collect();
     rows.sort_by(|a, b| a.spoke.cmp(&b.spoke));
     rows
-}
-
-/// The rollout lines of the rollouts a hub's Hub object reports ([`rollout_rows`]).
-pub async fn gather_rollouts(hub: &str, client: &Client) -> Result<Vec<RolloutRow>, kube::Error> {
-    Ok(Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE)
-        .get_opt(hub)
-        .await?
-        .and_then(|object| object.status)
-        .map(|status| rollout_rows(hub, &status))
-        .unwrap_or_default())
 }
 
 /// Reads what a hub holds about its spokes.
@@ -509,8 +578,13 @@ pub async fn gather(hub: &str, client: &Client) -> Result<HubState, kube::Error>
         Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
         Err(err) => return Err(err),
     };
+    let hub_status = Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE)
+        .get_opt(hub)
+        .await?
+        .and_then(|object| object.status);
     Ok(HubState {
         hub: hub.to_string(),
+        hub_status,
         fleet_syncs,
         spokes: spokes.items,
         clusters: clusters
@@ -541,10 +615,11 @@ pub fn table(rows: &[SpokeRow]) -> String {
         "NODES",
         "ADDONS",
         "CLAIMS",
+        "ROLLOUT",
         "REASON",
     ];
     let dash = || "-".to_string();
-    let lines: Vec<[String; 12]> = rows
+    let lines: Vec<[String; 13]> = rows
         .iter()
         .map(|row| {
             [
@@ -572,6 +647,15 @@ pub fn table(rows: &[SpokeRow]) -> String {
                 }),
                 format!("{}/{}", row.addons_available, row.addons),
                 row.claims.to_string(),
+                if row.rollouts.is_empty() {
+                    dash()
+                } else {
+                    row.rollouts
+                        .iter()
+                        .map(RolloutPlace::text)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
                 row.reason.clone().unwrap_or_else(dash),
             ]
         })
@@ -675,6 +759,7 @@ mod tests {
             addons: vec![addon("metrics", "True"), addon("logging", "False")],
             leases: BTreeMap::from([("dev".to_string(), lease)]),
             fleet_syncs: Vec::new(),
+            hub_status: None,
         };
         let rows = rows(&state, now());
         assert_eq!(
@@ -700,6 +785,7 @@ mod tests {
                 claims: 2,
                 reason: None,
                 message: None,
+                rollouts: Vec::new(),
             }]
         );
         let table = table(&rows);
@@ -880,6 +966,95 @@ mod tests {
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(json["rollouts"][0]["failed"][0]["spoke"], "b");
         assert_eq!(json["rollouts"][0]["skippedOffline"], json!(["c"]));
+    }
+
+    #[test]
+    fn each_row_names_its_spokes_place_in_the_rollouts_and_why_it_failed() {
+        let hub_status: HubStatus = serde_json::from_value(json!({
+            "rollout": {"target": "2.0.0/00ff", "wave": 1, "spokes": [
+                {"name": "a", "target": "h", "state": "succeeded"},
+                {"name": "b", "target": "h", "state": "failed", "reason": "not on the new agent within progressDeadlineSeconds (60 s)"},
+                {"name": "c", "target": "h", "state": "skippedOffline", "reason": "not Available when its turn came"},
+                {"name": "d", "target": "h", "state": "inProgress"},
+                {"name": "e", "target": "h", "state": "pending"},
+            ]},
+            "addonRollouts": [{"addon": "metrics", "rollout": {"target": "metrics/0a1b", "spokes": [
+                {"name": "a", "target": "m", "state": "pending"},
+            ]}}],
+        }))
+        .unwrap();
+        let state = HubState {
+            hub: "hub".into(),
+            spokes: ["a", "b", "c", "d", "e", "f"]
+                .iter()
+                .map(|name| spoke(name, "lease", json!({})))
+                .collect(),
+            hub_status: Some(hub_status),
+            ..HubState::default()
+        };
+        let mut report = Report::default();
+        report.add(&state, now());
+        let places: Vec<(String, Vec<String>)> = report
+            .spokes
+            .iter()
+            .map(|row| {
+                (
+                    row.spoke.clone(),
+                    row.rollouts.iter().map(RolloutPlace::text).collect(),
+                )
+            })
+            .collect();
+        let place = |spoke: &str, places: &[&str]| {
+            (
+                spoke.to_string(),
+                places.iter().map(|place| place.to_string()).collect(),
+            )
+        };
+        assert_eq!(
+            places,
+            [
+                place("a", &["succeeded", "metrics: pending"]),
+                place("b", &["failed"]),
+                place("c", &["skippedOffline"]),
+                place("d", &["inProgress"]),
+                place("e", &["pending"]),
+                place("f", &[]),
+            ]
+        );
+        let text = report.text();
+        let table: Vec<&str> = text.lines().take(7).collect();
+        assert!(table[0].contains("  ROLLOUT  "), "{text}");
+        assert!(
+            table[1].contains("  succeeded, metrics: pending  "),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "hub/b: failed in the rollout: not on the new agent within progressDeadlineSeconds (60 s)\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "hub/c: skippedOffline in the rollout: not Available when its turn came\n"
+            ),
+            "{text}"
+        );
+        // The hub's line keeps its target, done of total and wave.
+        assert!(
+            text.contains("Rollout on hub hub to 2.0.0/00ff: 1/5 done, wave 1, in progress: d"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(
+            json["spokes"][1]["rollouts"],
+            json!([{"state": "failed", "reason": "not on the new agent within progressDeadlineSeconds (60 s)"}])
+        );
+        assert_eq!(
+            json["spokes"][0]["rollouts"][1],
+            json!({"addon": "metrics", "state": "pending"})
+        );
+        assert!(json["spokes"][5].get("rollouts").is_none());
     }
 
     #[test]

@@ -61,6 +61,15 @@ pub struct AgentArgs {
     /// The configuration hash this agent reports running (its pod's label).
     #[arg(long, env = crate::reconciler::install::ENV_AGENT_CONFIG_HASH)]
     pub(crate) agent_config_hash: Option<String>,
+    /// Act (register, renew the cluster lease, run day 2, ...) only while holding the Lease
+    /// `fleetform-agent` in the agent's namespace, so that of two agents of one spoke running at
+    /// once (a Deployment rolling to a new agent) only one acts; ready once it takes part.
+    #[arg(long)]
+    pub(crate) leader_elect: bool,
+    /// This agent's name in that election and on the cluster lease it renews (default:
+    /// $POD_NAME, else host name and pid).
+    #[arg(long, env = crate::reconciler::install::ENV_POD_NAME)]
+    pub(crate) identity: Option<String>,
 }
 
 impl AgentArgs {
@@ -78,18 +87,25 @@ impl AgentArgs {
             config.version = version;
         }
         config.config_hash = self.agent_config_hash.filter(|hash| !hash.is_empty());
+        if let Some(identity) = self.identity.filter(|identity| !identity.is_empty()) {
+            config.identity = identity;
+        }
+        config.leader_elect = self.leader_elect;
         config
     }
 
     /// These arguments with what a container's environment gives (its `env`, resolved by
     /// whoever runs it), where the command line says nothing, as clap does with the process's.
     pub fn with_env(mut self, env: &std::collections::BTreeMap<String, String>) -> Self {
-        use crate::reconciler::install::{ENV_AGENT_CONFIG_HASH, ENV_AGENT_VERSION};
+        use crate::reconciler::install::{ENV_AGENT_CONFIG_HASH, ENV_AGENT_VERSION, ENV_POD_NAME};
         if self.agent_version.is_none() {
             self.agent_version = env.get(ENV_AGENT_VERSION).cloned();
         }
         if self.agent_config_hash.is_none() {
             self.agent_config_hash = env.get(ENV_AGENT_CONFIG_HASH).cloned();
+        }
+        if self.identity.is_none() {
+            self.identity = env.get(ENV_POD_NAME).cloned();
         }
         self
     }

@@ -138,8 +138,8 @@ fn same_condition(a: Option<&Condition>, b: Option<&Condition>) -> bool {
 }
 
 /// Moves the lease's `renewTime` to now, creating the lease if the hub has not. The lease also
-/// says which agent version renews it (annotations, so that a hub without fleetform's Spokes, or
-/// a rollout, can tell what runs).
+/// says which agent renews it (`holderIdentity`: its pod) and its version (annotations, so that
+/// a hub without fleetform's Spokes, or a rollout, can tell what runs).
 #[instrument(skip(ctx), fields(cluster = ctx.name()))]
 async fn renew_lease(ctx: &Context, lease_duration_seconds: i32) -> Result<(), AgentError> {
     let leases: Api<Lease> = Api::namespaced(ctx.hub.clone(), ctx.name());
@@ -153,7 +153,7 @@ async fn renew_lease(ctx: &Context, lease_duration_seconds: i32) -> Result<(), A
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
         "metadata": {"annotations": annotations},
-        "spec": {"renewTime": now, "leaseDurationSeconds": lease_duration_seconds},
+        "spec": {"holderIdentity": ctx.config.identity, "renewTime": now, "leaseDurationSeconds": lease_duration_seconds},
     });
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
@@ -172,7 +172,7 @@ async fn renew_lease(ctx: &Context, lease_duration_seconds: i32) -> Result<(), A
                     "labels": {LABEL_CLUSTER_NAME: ctx.name()},
                     "annotations": annotations,
                 },
-                "spec": {"renewTime": now, "leaseDurationSeconds": lease_duration_seconds},
+                "spec": {"holderIdentity": ctx.config.identity, "renewTime": now, "leaseDurationSeconds": lease_duration_seconds},
             }))
             .map_err(|err| {
                 KubeError::on(format!("cluster {}", ctx.name()), "build the cluster lease")(

@@ -18,7 +18,8 @@
 //!
 //! The live loops around them, which own the watches, timers, probes and writes:
 //!
-//! - [`run`]: [`run::run`] starts an agent ([`AgentConfig`]) and its loops: registration and
+//! - [`run`]: [`run::run`] starts an agent ([`AgentConfig`]) and its loops, while it holds its
+//!   spoke's election Lease when it elects: registration and
 //!   joining, [`lease_loop`], [`status_loop`], [`addon_loop`], [`addon_registration`]; [`hub_connection`] is how it
 //!   reaches the hub, and [`registration`] trades a bootstrap kubeconfig for a certificate,
 //!   rotates it and restarts the loops with each new one; [`day2`] follows the Spoke and acts on

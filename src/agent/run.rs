@@ -1,6 +1,13 @@
 //! The agent's live loops (DESIGN §4.1–§4.4): [`run`] registers the spoke's ManagedCluster,
 //! follows it by watch, and runs the lease, status and addon loops until shutdown.
 //!
+//! An agent in a Deployment elects ([`AgentConfig::leader_elect`]): the Deployment rolls to a
+//! new agent by starting it beside the one that runs and stopping that one once the new one is
+//! ready (so an agent that never starts leaves the spoke its working one), and of the two only
+//! the holder of the spoke's [`ELECTION_LEASE`] acts, so they never renew the cluster lease, or
+//! write anything, together. Keeping the old agent was chosen over going back to it: nothing
+//! would be left on the spoke to go back, and the spoke would be without an agent meanwhile.
+//!
 //! The loops own the watches, timers, probes and writes; every decision comes from the pure
 //! modules ([`super::availability`], [`super::claims`], [`super::addon_health`]). Each loop
 //! survives API errors by logging them and retrying; only shutdown ends it.
@@ -25,9 +32,11 @@ use crate::api::cluster::{ClientConfig, ManagedClusterSpec};
 use crate::api::vocabulary::{
     AGENT_NAMESPACE, CONDITION_HUB_ACCEPTED, CONDITION_JOINED, REASON_JOINED, STATUS_TRUE,
 };
+use crate::reconciler::install::ELECTION_LEASE;
 use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
 use crate::runtime::error::is_conflict;
+use crate::runtime::leader::Election;
 use crate::runtime::retry::Retry;
 use crate::runtime::watch::backing_off;
 
@@ -73,7 +82,20 @@ pub struct AgentConfig {
     pub health_addr: Option<std::net::SocketAddr>,
     /// Which of its loops run.
     pub loops: AgentLoops,
+    /// This agent's name among its spoke's agents (its pod's name): the holder it writes on the
+    /// cluster lease it renews, and its name in the election below.
+    pub identity: String,
+    /// Run the loops only while holding the Lease [`ELECTION_LEASE`] in `agent_namespace` on
+    /// the spoke: set where two agents of one spoke can run at once (a Deployment rolling from
+    /// one agent to the next keeps the old one until the new one is ready), so that they never
+    /// act, nor renew the cluster lease, together.
+    pub leader_elect: bool,
 }
+
+/// How long [`ELECTION_LEASE`] holds without renewal. A holder that stops releases it and the
+/// next agent, watching it, takes over at once; only an agent that vanished without releasing
+/// it (its node lost) keeps the next one waiting this long.
+pub const ELECTION_LEASE_DURATION: Duration = Duration::from_secs(60);
 
 /// Which of the agent's loops run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -109,6 +131,8 @@ impl std::fmt::Debug for AgentConfig {
             .field("config_hash", &self.config_hash)
             .field("health_addr", &self.health_addr)
             .field("loops", &self.loops)
+            .field("identity", &self.identity)
+            .field("leader_elect", &self.leader_elect)
             .finish_non_exhaustive()
     }
 }
@@ -131,6 +155,8 @@ impl AgentConfig {
             config_hash: None,
             health_addr: None,
             loops: AgentLoops::All,
+            identity: crate::runtime::leader::default_identity(),
+            leader_elect: false,
         }
     }
 }
@@ -223,6 +249,18 @@ impl Context {
 /// Later errors are logged and retried.
 pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> Result<(), AgentError> {
     let readiness = crate::health::Readiness::new("the agent has no hub connection yet");
+    run_with(config, readiness, shutdown).await
+}
+
+/// [`run`], saying whether the agent is ready in `readiness` (what `/readyz` serves). An agent
+/// that elects ([`AgentConfig::leader_elect`]) is ready once it takes part in the election,
+/// leading or not: a Deployment rolling to it keeps the agent it replaces until then, and that
+/// one hands the Lease over as it stops.
+pub async fn run_with(
+    config: AgentConfig,
+    readiness: Arc<crate::health::Readiness>,
+    shutdown: CancellationToken,
+) -> Result<(), AgentError> {
     if let Some(addr) = config.health_addr {
         crate::health::serve(addr, readiness.clone(), shutdown.clone())
             .await
@@ -231,6 +269,58 @@ pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> Result<(),
                 message: format!("cannot serve its health endpoint on {addr}: {err}"),
             })?;
     }
+    if !config.leader_elect {
+        return act(config, readiness, shutdown).await;
+    }
+    let election = Election {
+        namespace: config.agent_namespace.clone(),
+        lease_name: ELECTION_LEASE.to_string(),
+        identity: config.identity.clone(),
+        lease_duration: ELECTION_LEASE_DURATION,
+    };
+    let following = readiness.clone();
+    // An agent that cannot start acting stops altogether (and gives the Lease up), rather than
+    // starting a term again at once: whoever runs it restarts it, with a backoff.
+    let failed: Arc<std::sync::Mutex<Option<AgentError>>> = Arc::default();
+    let stop = shutdown.child_token();
+    let (term_failed, term_stop) = (failed.clone(), stop.clone());
+    crate::runtime::leader::lead(
+        config.spoke.clone(),
+        &election,
+        &stop,
+        move |leads| {
+            if !leads {
+                following.set_ready();
+            }
+        },
+        move |term| {
+            let (config, readiness) = (config.clone(), readiness.clone());
+            let (failed, stop) = (term_failed.clone(), term_stop.clone());
+            async move {
+                if let Err(err) = act(config, readiness, term).await {
+                    *failed
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(err);
+                    stop.cancel();
+                }
+            }
+        },
+    )
+    .await;
+    let failed = failed
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    failed.map_or(Ok(()), Err)
+}
+
+/// What the agent does while it acts: registers (or uses its hub credentials) and runs its
+/// loops until `shutdown`.
+async fn act(
+    config: AgentConfig,
+    readiness: Arc<crate::health::Readiness>,
+    shutdown: CancellationToken,
+) -> Result<(), AgentError> {
     if config.hub.is_bootstrap() {
         super::registration::run(config, readiness, shutdown).await;
         return Ok(());

@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Duration;
 
-use super::plan::{GuardArgs, build, colour};
+use super::plan::{GuardArgs, build_planned, colour};
 use super::{ClusterArgs, Empty, SourceArgs, exit};
 use crate::apply::apply_hub;
 use crate::converge::{self, HubWrites, Progress};
@@ -55,8 +55,18 @@ pub async fn run(args: Args) -> u8 {
         }
     } else {
         let empty = Empty::from_flag(args.allow_empty);
-        match build(&args.source, empty, &args.clusters, args.guard.guard()).await {
-            Ok(plan) => plan,
+        match build_planned(&args.source, empty, &args.clusters, args.guard.guard()).await {
+            // What is already being deleted (a Spoke whose finalizers run its unjoin) is not
+            // deleted again: apply writes what sync would.
+            Ok(planned) => Plan {
+                hubs: planned
+                    .plan
+                    .hubs
+                    .iter()
+                    .filter_map(|hub| planned.writes(&hub.hub))
+                    .collect(),
+                ..planned.plan
+            },
             Err(code) => return code,
         }
     };

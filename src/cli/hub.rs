@@ -15,7 +15,7 @@ use crate::hub::conversion_webhook::WebhookConfig;
 use crate::hub::process::{self, DEFAULT_ADMIN_ADDR, HubProcessConfig, LEASE_NAME};
 use crate::hub::run::AcceptCheck;
 use crate::reconciler::install::KnownEndpoint;
-use crate::runtime::leader::Election;
+use crate::runtime::leader::{self, Election};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -109,10 +109,14 @@ pub async fn run(args: Args) -> u8 {
             return exit::INVALID_INPUT;
         }
     };
+    if let Err(message) = namespace_exists(&client, &config_url(&known_endpoint)).await {
+        eprintln!("error: hub: {message}");
+        return exit::INVALID_INPUT;
+    }
     let election = args.leader_elect.then(|| Election {
         namespace: SYSTEM_NAMESPACE.to_string(),
         lease_name: LEASE_NAME.to_string(),
-        identity: args.identity.unwrap_or_else(default_identity),
+        identity: args.identity.unwrap_or_else(leader::default_identity),
         lease_duration: Duration::from_secs(args.lease_duration_seconds),
     });
     let config = HubProcessConfig {
@@ -144,16 +148,35 @@ pub async fn run(args: Args) -> u8 {
     exit::OK
 }
 
-/// The host name (a pod's name in a cluster) and the process id: a replica's default name in a
-/// leader election.
-pub(super) fn default_identity() -> String {
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
-        .map(|host| host.trim().to_string())
-        .filter(|host| !host.is_empty())
-        .unwrap_or_else(|| "fleetform".to_string());
-    format!("{host}-{}", std::process::id())
+/// Where the hub process runs, for its messages.
+fn config_url(known: &KnownEndpoint) -> String {
+    known
+        .server
+        .clone()
+        .unwrap_or_else(|| "the in-cluster API server".to_string())
+}
+
+/// Whether the hub's namespace is there: everything the hub keeps (its leader Lease, its
+/// Spokes and Hubs, the webhook's Secret) lives in it, so without it nothing could start. A
+/// hub that may not read namespaces is let through: its loops say what they miss.
+async fn namespace_exists(client: &Client, at: &str) -> Result<(), String> {
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(client.clone());
+    match namespaces.get_opt(SYSTEM_NAMESPACE).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(format!(
+            "namespace {SYSTEM_NAMESPACE} does not exist at {at}; the hub keeps its leader Lease, Hubs and Spokes there: install fleetform on this cluster first (`fleetform install`, or `kubectl apply -k deploy/hub`)"
+        )),
+        Err(err)
+            if crate::runtime::error::Category::of(&err)
+                == crate::runtime::error::Category::Forbidden =>
+        {
+            Ok(())
+        }
+        Err(err) => Err(format!(
+            "cannot read namespace {SYSTEM_NAMESPACE} at {at}: {err}"
+        )),
+    }
 }
 
 /// A client from a kubeconfig file, or the usual lookup (in-cluster, $KUBECONFIG,

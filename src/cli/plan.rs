@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use super::output::{self, Output};
 use super::{ClusterArgs, Empty, SourceArgs, exit};
-use crate::pipeline::{Loaded, Planning};
+use crate::pipeline::{Loaded, Planned, Planning};
 use crate::plan::{Plan, PruneGuard, render};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -90,6 +90,16 @@ pub async fn build(
     clusters: &ClusterArgs,
     guard: PruneGuard,
 ) -> Result<Plan, u8> {
+    Ok(build_planned(source, empty, clusters, guard).await?.plan)
+}
+
+/// [`build`], with what the plan was made against.
+pub async fn build_planned(
+    source: &SourceArgs,
+    empty: Empty,
+    clusters: &ClusterArgs,
+    guard: PruneGuard,
+) -> Result<Planned, u8> {
     let (origin, fleet) = super::load_reported(&source.spec(), empty)?;
     let loaded = Loaded { origin, fleet };
     let access = clusters.access();
@@ -107,7 +117,7 @@ pub async fn build(
                 exit::INVALID_INPUT
             })?;
     }
-    Ok(planning.plan(guard).plan)
+    Ok(planning.plan(guard))
 }
 
 fn save(plan: &Plan, path: &std::path::Path) -> std::io::Result<()> {

@@ -5,7 +5,7 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use serde::Serialize;
 
 use super::{ClusterArgs, Empty, Output, SourceArgs, exit, print_data};
@@ -68,6 +68,7 @@ pub async fn run(args: Args) -> u8 {
             match changes.next().await {
                 Some(Signal::Ready) => ready += 1,
                 Some(Signal::Change) => {}
+                Some(Signal::NotServed(missing)) => return not_served(&missing),
                 None => return code,
             }
         }
@@ -113,6 +114,7 @@ pub async fn run(args: Args) -> u8 {
                 signal = changes.next() => match signal {
                     Some(Signal::Change) => break,
                     Some(Signal::Ready) => {}
+                    Some(Signal::NotServed(missing)) => return not_served(&missing),
                     None => return code,
                 },
                 _ = super::shutdown_signal() => return code,
@@ -138,10 +140,6 @@ async fn collect(hubs: &[(String, Reached)]) -> Result<Report, String> {
             .await
             .map_err(|err| super::at(&format!("hub {name}: {err}"), reached))?;
         report.add(&state, Timestamp::now());
-        let rollouts = crate::status::gather_rollouts(name, &client)
-            .await
-            .map_err(|err| super::at(&format!("hub {name}: {err}"), reached))?;
-        report.rollouts.extend(rollouts);
     }
     Ok(report)
 }
@@ -155,36 +153,78 @@ enum Signal {
     Ready,
     /// Something a row shows changed.
     Change,
+    /// A hub does not serve a kind `--watch` follows.
+    NotServed(NotServed),
+}
+
+/// A kind a hub does not serve (its CRD is not installed there).
+struct NotServed {
+    hub: String,
+    kind: String,
+    crd: String,
+}
+
+/// Says that `--watch` cannot follow what `missing` names; the exit code.
+fn not_served(missing: &NotServed) -> u8 {
+    errln!(
+        "error: hub {}: {} are not served there (CRD {} is not installed), so `status --watch` cannot follow them; install fleetform's CRDs on the hub (`fleetform crds | kubectl apply -f -`, or `fleetform install`), or run `status` without --watch",
+        missing.hub,
+        missing.kind,
+        missing.crd
+    );
+    exit::INVALID_INPUT
 }
 
 /// Watches of Spokes, ManagedClusters, ManagedClusterAddOns, Leases, FleetSyncs and Hubs (their
 /// rollouts) on every hub.
 fn changes(hubs: &[(String, Reached)]) -> impl futures::Stream<Item = Signal> + Unpin {
-    fn changes_of<K>(api: Api<K>) -> futures::stream::BoxStream<'static, Signal>
+    fn changes_of<K>(hub: &str, api: Api<K>) -> futures::stream::BoxStream<'static, Signal>
     where
-        K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+        K: kube::Resource<DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + Send
+            + 'static,
     {
+        let missing = NotServed {
+            hub: hub.to_string(),
+            kind: format!("{}s", K::kind(&())),
+            crd: format!("{}.{}", K::plural(&()), K::group(&())),
+        };
+        let mut missing = Some(missing);
+        // A watch that fails is tried again after a pause, not at once.
         watcher(api, watcher::Config::default())
-            .filter_map(|event| async move {
-                match event {
+            .default_backoff()
+            .filter_map(move |event| {
+                let signal = match event {
                     Ok(watcher::Event::InitDone) => Some(Signal::Ready),
                     Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {
                         Some(Signal::Change)
                     }
+                    Err(watcher::Error::InitialListFailed(err))
+                        if crate::runtime::error::is_not_found(&err) =>
+                    {
+                        missing.take().map(Signal::NotServed)
+                    }
                     _ => None,
-                }
+                };
+                async move { signal }
             })
             .boxed()
     }
-    futures::stream::select_all(hubs.iter().flat_map(|(_, reached)| -> [_; WATCHED_KINDS] {
-        let client = &reached.client();
-        [
-            changes_of(Api::<Spoke>::all(client.clone())),
-            changes_of(Api::<ManagedCluster>::all(client.clone())),
-            changes_of(Api::<ManagedClusterAddOn>::all(client.clone())),
-            changes_of(Api::<Lease>::all(client.clone())),
-            changes_of(Api::<FleetSync>::all(client.clone())),
-            changes_of(Api::<Hub>::all(client.clone())),
-        ]
-    }))
+    futures::stream::select_all(
+        hubs.iter()
+            .flat_map(|(hub, reached)| -> [_; WATCHED_KINDS] {
+                let client = &reached.client();
+                [
+                    changes_of(hub, Api::<Spoke>::all(client.clone())),
+                    changes_of(hub, Api::<ManagedCluster>::all(client.clone())),
+                    changes_of(hub, Api::<ManagedClusterAddOn>::all(client.clone())),
+                    changes_of(hub, Api::<Lease>::all(client.clone())),
+                    changes_of(hub, Api::<FleetSync>::all(client.clone())),
+                    changes_of(hub, Api::<Hub>::all(client.clone())),
+                ]
+            }),
+    )
 }

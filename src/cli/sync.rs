@@ -54,7 +54,9 @@ pub async fn run(args: Args) -> u8 {
                 return exit::INVALID_INPUT;
             }
         };
-    let identity = args.identity.unwrap_or_else(super::hub::default_identity);
+    let identity = args
+        .identity
+        .unwrap_or_else(crate::runtime::leader::default_identity);
     let config = SyncConfig {
         hub: args.hub,
         namespace: args.namespace,

@@ -209,6 +209,7 @@ impl HubStores {
             // FleetSync's story from its Events).
             leases: BTreeMap::new(),
             fleet_syncs: Vec::new(),
+            hub_status: None,
         }
     }
 }

@@ -3,7 +3,8 @@
 //! process, with live updates over Server-Sent Events. Viewers never cause API requests: the
 //! [`watch`] task keeps the [`model`] and renders each change once for every viewer; the
 //! [`server`] only reads the model. It never reads a Secret's contents except the one holding
-//! its own token, and shows none.
+//! its own token (followed by watch, so that a rotated token takes effect at once), and shows
+//! none.
 
 pub mod fleet_query;
 pub mod model;
@@ -125,14 +126,62 @@ async fn read_token(client: &Client, secret: &SecretName) -> Result<String, Dash
         .get(&secret.name)
         .await
         .map_err(|err| failed(err.to_string()))?;
-    let token = object
+    token_of(&object).ok_or_else(|| failed(format!("it has no non-empty key {TOKEN_KEY:?}")))
+}
+
+/// The token a Secret holds under [`TOKEN_KEY`], if any.
+fn token_of(secret: &Secret) -> Option<String> {
+    secret
         .data
         .as_ref()
         .and_then(|data| data.get(TOKEN_KEY))
         .map(|bytes| String::from_utf8_lossy(&bytes.0).trim().to_string())
         .filter(|token| !token.is_empty())
-        .ok_or_else(|| failed(format!("it has no non-empty key {TOKEN_KEY:?}")))?;
-    Ok(token)
+}
+
+/// Follows the token Secret `secret` until `stop`, so that a token rotated there is the one
+/// `access` admits at once (and the one it replaces no more); a Secret deleted, or left without
+/// a token, admits nobody until it holds one again.
+async fn follow_token(client: Client, secret: SecretName, access: Access, stop: CancellationToken) {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let config = watcher::Config::default().fields(&format!("metadata.name={}", secret.name));
+    let mut events = watcher(Api::<Secret>::namespaced(client, &secret.namespace), config)
+        .default_backoff()
+        .boxed();
+    let mut current: Option<Option<String>> = None;
+    loop {
+        let seen = tokio::select! {
+            _ = stop.cancelled() => return,
+            event = events.next() => match event {
+                None => return,
+                Some(Err(err)) => {
+                    tracing::warn!(%secret, %err, "watching the dashboard's token Secret");
+                    continue;
+                }
+                Some(Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object))) => {
+                    token_of(&object)
+                }
+                Some(Ok(watcher::Event::Delete(_))) => None,
+                Some(Ok(_)) => continue,
+            },
+        };
+        if current.as_ref() == Some(&seen) {
+            continue;
+        }
+        match &seen {
+            Some(_) if current.is_some() => {
+                tracing::info!(%secret, "the dashboard's token changed: the new one is admitted");
+            }
+            Some(_) => {}
+            None => tracing::warn!(
+                %secret,
+                "the dashboard's token Secret is gone or holds no token: no viewer is admitted until it does"
+            ),
+        }
+        access.replace(seen.as_deref());
+        current = Some(seen);
+    }
 }
 
 /// Starts the watches and the server; both stop at `stop`.
@@ -140,8 +189,18 @@ pub async fn start(
     config: DashboardConfig,
     stop: CancellationToken,
 ) -> Result<RunningDashboard, DashboardError> {
+    let mut follow = None;
     let access = match (&config.token_secret, config.hubs.first()) {
-        (Some(secret), Some((_, client))) => Access::token(&read_token(client, secret).await?),
+        (Some(secret), Some((_, client))) => {
+            let access = Access::token(&read_token(client, secret).await?);
+            follow = Some(follow_token(
+                client.clone(),
+                secret.clone(),
+                access.clone(),
+                stop.clone(),
+            ));
+            access
+        }
         (Some(secret), None) => {
             return Err(DashboardError::Token {
                 secret: secret.clone(),
@@ -178,10 +237,9 @@ pub async fn start(
         },
     ));
     tracing::info!(%addr, "serving the dashboard");
-    Ok(RunningDashboard {
-        addr,
-        tasks: vec![watches, server],
-    })
+    let mut tasks = vec![watches, server];
+    tasks.extend(follow.map(tokio::spawn));
+    Ok(RunningDashboard { addr, tasks })
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::runtime::watcher;
 
 use crate::api::fleet::{FleetSync, Hub, Spoke};
-use crate::api::vocabulary::CLUSTER_LEASE_NAME;
+use crate::api::vocabulary::{CLUSTER_LEASE_NAME, CONDITION_AVAILABLE};
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
 use crate::status::{HubState, SpokeRow};
 
@@ -169,7 +169,7 @@ pub struct HubView {
     /// Cluster leases by cluster namespace.
     pub leases: Mirror<Lease>,
     pub fleet_syncs: Mirror<FleetSync>,
-    /// Events by the `Kind/name` they regard, newest last.
+    /// Events by the `Kind/name` they regard, oldest first by when they happened.
     pub events: BTreeMap<String, VecDeque<EventLine>>,
     pub rows: BTreeMap<String, Row>,
     /// Each spoke's availability changes, oldest first.
@@ -334,15 +334,19 @@ fn remember(view: &mut HubView, event: &Event, hub: &str, changes: &mut Changes)
     let object = regarding.name.clone().unwrap_or_default();
     let line = EventLine::of(event);
     let lines = view.events.entry(format!("{kind}/{object}")).or_default();
-    match lines.iter_mut().find(|known| known.uid == line.uid) {
-        Some(known) if *known == line => return,
-        Some(known) => *known = line,
-        None => {
-            lines.push_back(line);
-            if lines.len() > EVENTS_PER_OBJECT {
-                lines.pop_front();
-            }
+    match lines.iter().position(|known| known.uid == line.uid) {
+        Some(known) if lines[known] == line => return,
+        Some(known) => {
+            lines.remove(known);
         }
+        None => {}
+    }
+    // By when they happened (a list, or a relist, brings them in any order; a repeat moves
+    // one on), the oldest dropped first.
+    let place = lines.partition_point(|known| known.time <= line.time);
+    lines.insert(place, line);
+    if lines.len() > EVENTS_PER_OBJECT {
+        lines.pop_front();
     }
     match kind.as_str() {
         "Spoke" => {
@@ -384,6 +388,8 @@ impl HubView {
             // Lease ages are the viewer's to count from `renewed`.
             leases: BTreeMap::new(),
             fleet_syncs: Vec::new(),
+            // The rollouts have a page of their own.
+            hub_status: None,
         };
         let Some(status) = crate::status::rows(&state, now).pop() else {
             return false;
@@ -395,8 +401,30 @@ impl HubView {
         };
         let timeline = self.timelines.entry(spoke.to_string()).or_default();
         if timeline.back().map(|last| &last.available) != Some(&row.status.available) {
+            // When it changed, as the hub keeps it (the condition's last transition), so that a
+            // process started later still shows since when a spoke has been as it is; what was
+            // drawn only for want of its cluster at that instant or after gives way to it.
+            let since = self
+                .clusters
+                .objects
+                .get(spoke)
+                .and_then(|cluster| cluster.condition(CONDITION_AVAILABLE))
+                .map(|condition| condition.last_transition_time.0)
+                .filter(|since| *since <= now)
+                .unwrap_or(now);
+            while timeline
+                .back()
+                .is_some_and(|last| last.available.is_none() && last.at >= since)
+            {
+                timeline.pop_back();
+            }
+            // A transition no later than the last one drawn tells nothing new: seen now.
+            let at = match timeline.back() {
+                Some(last) if since <= last.at => now.max(last.at),
+                _ => since,
+            };
             timeline.push_back(Transition {
-                at: now,
+                at,
                 available: row.status.available.clone(),
             });
             while timeline.len() > TRANSITIONS_PER_SPOKE
@@ -515,14 +543,7 @@ pub(crate) mod tests {
             .iter()
             .map(|transition| (transition.at, transition.available.as_deref()))
             .collect();
-        assert_eq!(
-            timeline,
-            [
-                (at(0), None),
-                (at(0), Some("True")),
-                (at(60), Some("Unknown"))
-            ]
-        );
+        assert_eq!(timeline, [(at(0), Some("True")), (at(60), Some("Unknown"))]);
         // The same again is no change for anyone.
         let again = model.observe(
             "hub",
@@ -530,6 +551,67 @@ pub(crate) mod tests {
             at(61),
         );
         assert!(again.is_empty(), "{again:?}");
+    }
+
+    #[test]
+    fn a_process_started_later_draws_the_availability_since_the_hub_says_it_began() {
+        // Available since at(0), as its condition says; this process starts three hours on.
+        let later = at(3 * 3600);
+        let mut model = Model::new(["hub".to_string()]);
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(spoke("edge", json!({}))),
+            watcher::Event::InitDone,
+        ] {
+            model.observe("hub", Observed::Spoke(event), later);
+        }
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(cluster("edge", "True")),
+            watcher::Event::InitDone,
+        ] {
+            model.observe("hub", Observed::Cluster(event), later);
+        }
+        let timeline: Vec<_> = model.hubs["hub"].timelines["edge"]
+            .iter()
+            .map(|transition| (transition.at, transition.available.as_deref()))
+            .collect();
+        assert_eq!(timeline, [(at(0), Some("True"))]);
+    }
+
+    /// An Event about Spoke `edge` at `seconds` (its series' last time), with `reason`.
+    fn event(uid: &str, seconds: i64, reason: &str) -> Event {
+        serde_json::from_value(json!({
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": uid, "namespace": "fleetform-system", "uid": uid},
+            "eventTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(at(seconds)),
+            "reason": reason, "type": "Normal", "note": reason,
+            "regarding": {"kind": "Spoke", "name": "edge"},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn events_are_listed_newest_first_whatever_order_they_arrive_in() {
+        let mut model = model_with(&[spoke("edge", json!({}))]);
+        for (uid, seconds) in [("c", 30), ("a", 10), ("b", 20)] {
+            model.observe(
+                "hub",
+                Observed::Event(watcher::Event::InitApply(event(uid, seconds, uid))),
+                at(40),
+            );
+        }
+        // A repeat of the oldest makes it the newest.
+        model.observe(
+            "hub",
+            Observed::Event(watcher::Event::Apply(event("a", 50, "a again"))),
+            at(50),
+        );
+        let reasons: Vec<&str> = model.hubs["hub"]
+            .events_of("Spoke", "edge")
+            .map(|line| line.reason.as_str())
+            .collect();
+        assert_eq!(reasons, ["a again", "c", "b"]);
     }
 
     #[test]

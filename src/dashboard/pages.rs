@@ -63,12 +63,13 @@ fn state_badge(state: &str) -> Markup {
     }
 }
 
-/// A condition's status (True, False, Unknown) as text, shape and colour.
+/// A condition's status (True, False, Unknown) as text, shape and colour: Unknown is not known
+/// to be a failure, so it does not wear a failure's ✕.
 fn status_badge(status: Option<&str>) -> Markup {
     let (glyph, look) = match status {
         Some(STATUS_TRUE) => ("●", "good"),
         Some(STATUS_FALSE) => ("■", "bad"),
-        Some(_) => ("✕", "warn"),
+        Some(_) => ("?", "warn"),
         None => ("○", "idle"),
     };
     html! {
@@ -366,7 +367,11 @@ fn events_table<'a>(caption: &str, events: impl Iterator<Item = &'a EventLine>) 
                     @for event in &events {
                         tr {
                             td { @if let Some(at) = event.time { (time(at)) } @else { "-" } }
-                            td { @if event.warning { (status_badge(Some(STATUS_FALSE))) " Warning" } @else { "Normal" } }
+                            td {
+                                @if event.warning {
+                                    span class="state warn" { span.glyph aria-hidden="true" { "▲" } " Warning" }
+                                } @else { "Normal" }
+                            }
                             th scope="row" { (event.reason) @if event.count > 1 { " ×" (event.count) } }
                             td.message { (event.note) }
                         }
@@ -412,7 +417,7 @@ fn timeline(transitions: &[Transition], now: Timestamp) -> Markup {
         section aria-labelledby="timeline-title" {
             h2 #timeline-title { "Availability, last 24 hours" }
             @if let Some((first, _, _)) = periods.first() {
-                p { "As watched since " (time(*first)) "." }
+                p { "Since " (time(*first)) ", as the hub tells it." }
                 div.bar aria-hidden="true" {
                     // The part of the day before this process watched: blank, to scale.
                     @if *first > now - TIMELINE_SPAN {
@@ -562,7 +567,7 @@ pub fn spoke_page(model: &Model, hub: &str, spoke: &str, now: Timestamp) -> Opti
 }
 
 /// The Sync page: every hub's FleetSyncs, the commits they applied and attempted, what holds
-/// them, and their latest Events (each sync's summary).
+/// them, the commits they fetched last (their recent syncs) and their latest Events.
 pub fn sync_page(model: &Model, now: Timestamp) -> Markup {
     let body = html! {
         @for (hub, view) in &model.hubs {
@@ -602,7 +607,7 @@ pub fn sync_page(model: &Model, now: Timestamp) -> Markup {
                         @if let Some(status) = view.fleet_syncs.objects.get(&sync.fleet_sync).and_then(|object| object.status.as_ref()) {
                             (recent_syncs(&status.recent_syncs))
                         }
-                        (events_table("Recent syncs", view.events_of("FleetSync", &sync.fleet_sync)))
+                        (events_table("Events", view.events_of("FleetSync", &sync.fleet_sync)))
                     }
                 }
             }
@@ -617,7 +622,7 @@ fn recent_syncs(records: &[SyncRecord]) -> Markup {
     html! {
         @if !records.is_empty() {
             table {
-                caption { "Commits fetched" }
+                caption { "Recent syncs: the commits fetched" }
                 (column_heads(&["Commit", "Signed by", "When", "Outcome", "Plan"]))
                 tbody {
                     @for record in records {
@@ -885,6 +890,24 @@ mod tests {
     }
 
     #[test]
+    fn unknown_is_not_drawn_as_a_failure_nor_a_warning_event_as_false() {
+        let unknown = status_badge(Some("Unknown")).into_string();
+        assert!(!unknown.contains('✕'), "{unknown}");
+        assert!(unknown.contains("Unknown"), "{unknown}");
+        let lines = [EventLine {
+            uid: "u".into(),
+            time: Some(at(0)),
+            warning: true,
+            reason: "SpokeUnreachable".into(),
+            note: "cannot reach it".into(),
+            count: 1,
+        }];
+        let table = events_table("Events", lines.iter()).into_string();
+        assert!(table.contains(" Warning"), "{table}");
+        assert!(!table.contains("False"), "{table}");
+    }
+
+    #[test]
     fn periods_are_clipped_to_the_last_day() {
         let transitions = [
             Transition {
@@ -950,7 +973,14 @@ mod tests {
             at(0),
         );
         let page = sync_page(&model, at(1)).into_string();
-        assert!(page.contains("Commits fetched"), "{page}");
+        // Each table under the heading that says what it holds.
+        let captions: Vec<&str> = page
+            .split("<caption>")
+            .skip(1)
+            .filter_map(|rest| rest.split("</caption>").next())
+            .collect();
+        assert_eq!(captions, ["Recent syncs: the commits fetched"], "{page}");
+        assert!(page.contains("No events seen."), "{page}");
         assert!(page.contains("&lt;b&gt;broken&lt;/b&gt;"), "{page}");
         assert!(
             page.contains("SSH key SHA256:abc (alice@example.com)"),

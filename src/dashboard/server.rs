@@ -35,26 +35,45 @@ const STYLE: &str = include_str!("assets/dashboard.css");
 pub enum Access {
     /// Anyone who reaches the address (`up`'s loopback default, or behind a port-forward).
     Open,
-    /// Whoever presents this token (kept as its SHA-256).
-    Token(Vec<u8>),
+    /// Whoever presents the token (kept as its SHA-256), which may change while the dashboard
+    /// runs ([`Access::replace`]); none admits nobody.
+    Token(Arc<RwLock<Option<Vec<u8>>>>),
 }
 
 impl Access {
     pub fn token(token: &str) -> Access {
-        Access::Token(digest(token))
+        Access::Token(Arc::new(RwLock::new(Some(digest(token)))))
+    }
+
+    /// Admits the bearers of `token` from now on, and nobody else (nobody at all for `None`).
+    /// An open dashboard stays open.
+    pub fn replace(&self, token: Option<&str>) {
+        if let Access::Token(expected) = self {
+            *expected
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()) = token.map(digest);
+        }
     }
 
     fn admits(&self, presented: Option<&str>) -> bool {
         match self {
             Access::Open => true,
             // Digests of equal length compared in full: the time taken says nothing of the token.
-            Access::Token(expected) => presented.is_some_and(|presented| {
-                digest(presented)
-                    .iter()
-                    .zip(expected)
-                    .fold(0u8, |differ, (a, b)| differ | (a ^ b))
-                    == 0
-            }),
+            Access::Token(expected) => {
+                let expected = expected
+                    .read()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                match (expected.as_ref(), presented) {
+                    (Some(expected), Some(presented)) => {
+                        digest(presented)
+                            .iter()
+                            .zip(expected)
+                            .fold(0u8, |differ, (a, b)| differ | (a ^ b))
+                            == 0
+                    }
+                    _ => false,
+                }
+            }
         }
     }
 }

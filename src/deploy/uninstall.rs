@@ -43,6 +43,9 @@ pub enum Event {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Removed {
     Deleted,
+    /// It was being deleted already (a namespace terminates for a while): an earlier
+    /// uninstall removed it.
+    Deleting,
     /// It was not there.
     Absent,
     /// It is there without fleetform's mark: not fleetform's to delete.
@@ -53,6 +56,7 @@ impl std::fmt::Display for Removed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Removed::Deleted => "deleted",
+            Removed::Deleting => "being deleted",
             Removed::Absent => "absent",
             Removed::LeftAlone => "left alone (not fleetform's)",
         })
@@ -289,6 +293,7 @@ async fn remove_install_set(
         let removed = match api.get_opt(name).await.map_err(failed("read"))? {
             None => Removed::Absent,
             Some(found) if !is_marked(&found) => Removed::LeftAlone,
+            Some(found) if found.metadata.deletion_timestamp.is_some() => Removed::Deleting,
             Some(_) => {
                 api.delete(name, &DeleteParams::background())
                     .await

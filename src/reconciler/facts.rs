@@ -8,6 +8,7 @@ use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::GroupVersion;
@@ -16,7 +17,8 @@ use kube::{Api, Client, ResourceExt};
 use super::clients::SpokeClients;
 use super::cluster_sync::{WantedCluster, drifted};
 use super::install::{
-    AGENT_DEPLOYMENT, HubEndpoint, agent_deployment, bootstrap_current, deployment_current,
+    AGENT_CLUSTER_ROLE, AGENT_DEPLOYMENT, HubEndpoint, agent_deployment, bootstrap_current,
+    deployment_current,
 };
 use super::lifecycle::{AgentRead, Facts, Terminating, agent_facts};
 use crate::access::Reached;
@@ -225,18 +227,6 @@ pub(crate) async fn gather(
     } else {
         Vec::new()
     };
-    let read = on_spoke.as_ref().map(|(on_spoke, desired)| AgentRead {
-        installed: on_spoke.installed(),
-        bootstrap_current: on_spoke.bootstrap_current,
-        outdated: on_spoke
-            .deployment
-            .as_ref()
-            .is_some_and(|current| !deployment_current(current, desired)),
-        edited: on_spoke.edited,
-    });
-    let (agent_installed, agent_outdated, agent_drifted) =
-        agent_facts(read.as_ref(), pivoted, bootstrapped, !tokens.is_empty());
-    let bootstrap_current = read.is_some_and(|read| read.bootstrap_current);
     // A running agent its hub's rollout has not released to another agent stays as it is (a
     // join is no rollout; a target that changes only addons or lease leaves the agent as git
     // has it, so a Deployment edited on the spoke is still put back).
@@ -250,7 +240,29 @@ pub(crate) async fn gather(
             .is_some_and(|(on_spoke, _)| on_spoke.deployment.is_some())
         && reported_agent != Some(effective.agent.hash().as_str())
         && !gate.released;
+    let read = on_spoke.as_ref().map(|(on_spoke, desired)| AgentRead {
+        installed: on_spoke.installed(),
+        bootstrap_current: on_spoke.bootstrap_current,
+        election_rbac: on_spoke.election_rbac,
+        outdated: on_spoke
+            .deployment
+            .as_ref()
+            .is_some_and(|current| !deployment_current(current, desired)),
+        // A Deployment the rollout keeps is not put back either (a pass would apply all but
+        // it, and find it edited again).
+        edited: on_spoke.edited && !keep_agent,
+    });
+    let (agent_installed, agent_outdated, agent_drifted) =
+        agent_facts(read.as_ref(), pivoted, bootstrapped, !tokens.is_empty());
+    let bootstrap_current = read.is_some_and(|read| read.bootstrap_current);
 
+    // Since when no agent has run on the spoke, if none does: its Deployment has no ready
+    // replica and its cluster has not been Available since then (no agent renews the lease).
+    let unavailable_since = cluster.as_ref().and_then(unavailable_since);
+    let agent_down_since = on_spoke
+        .as_ref()
+        .filter(|(on_spoke, _)| on_spoke.none_available())
+        .and(unavailable_since);
     let wanted = WantedCluster {
         labels: &effective.labels,
         lease_duration_seconds: effective.lease_duration_seconds,
@@ -276,6 +288,7 @@ pub(crate) async fn gather(
         active_works,
         cluster_spec_drifted: cluster.as_ref().is_some_and(|c| drifted(c, &wanted)),
         agent_outdated: agent_outdated && !keep_agent,
+        agent_superseded: agent_outdated,
         agent_drifted,
         hub_leftovers: cluster
             .as_ref()
@@ -287,7 +300,11 @@ pub(crate) async fn gather(
             || !tokens.is_empty(),
         terminating,
         now: Timestamp::now(),
-        unavailable_since: cluster.as_ref().and_then(unavailable_since),
+        unavailable_since,
+        agent_down_since,
+        progress_deadline: Duration::from_secs(
+            u64::try_from(hub.spec.rollout.progress_deadline_seconds).unwrap_or(0),
+        ),
         unjoin_timeout: Duration::from_secs(
             u64::try_from(spoke.spec.cleanup.unjoin_timeout_seconds).unwrap_or(0),
         ),
@@ -466,6 +483,8 @@ struct SpokeAgent {
     /// `hub-kubeconfig-secret` holds a certificate the agent would keep using: of this cluster,
     /// obtained with the current bootstrap kubeconfig, not expired.
     identity_held: bool,
+    /// The Role and RoleBinding of its election are there.
+    election_rbac: bool,
     deployment: Option<Deployment>,
     /// Applying the desired Deployment would change it: it was edited (or is outdated).
     edited: bool,
@@ -517,6 +536,18 @@ impl SpokeAgent {
                     )
                     .is_ok()
                 });
+        // Without them an agent that elects (see `install::agent_deployment`) never acts, and
+        // its Deployment never rolls to it: an agent installed before it elected has none.
+        let election_rbac = Api::<Role>::namespaced(spoke.clone(), AGENT_NAMESPACE)
+            .get_opt(AGENT_CLUSTER_ROLE)
+            .await
+            .map_err(unreachable("the agent's election Role"))?
+            .is_some()
+            && Api::<RoleBinding>::namespaced(spoke.clone(), AGENT_NAMESPACE)
+                .get_opt(AGENT_CLUSTER_ROLE)
+                .await
+                .map_err(unreachable("the agent's election RoleBinding"))?
+                .is_some();
         let deployments = Api::<Deployment>::namespaced(spoke.clone(), AGENT_NAMESPACE);
         let deployment = deployments
             .get_opt(AGENT_DEPLOYMENT)
@@ -533,6 +564,7 @@ impl SpokeAgent {
             bootstrap_secret: bootstrap.is_some(),
             bootstrap_current,
             identity_held,
+            election_rbac,
             deployment,
             edited,
         })
@@ -540,6 +572,18 @@ impl SpokeAgent {
 
     fn installed(&self) -> bool {
         self.namespace && self.bootstrap_secret && self.deployment.is_some()
+    }
+
+    /// Whether its Deployment runs no ready agent.
+    fn none_available(&self) -> bool {
+        self.deployment.as_ref().is_some_and(|deployment| {
+            deployment
+                .status
+                .as_ref()
+                .and_then(|status| status.available_replicas)
+                .unwrap_or(0)
+                == 0
+        })
     }
 }
 

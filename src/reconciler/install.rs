@@ -31,7 +31,11 @@ use crate::plan::desired::{EffectiveSpoke, MANAGED_BY, MANAGED_BY_LABEL, stable_
 const CLUSTER_CLAIM_CRD: &str = "clusterclaims.cluster.open-cluster-management.io";
 /// Name of the agent's Deployment and ServiceAccount on a spoke.
 pub const AGENT_DEPLOYMENT: &str = "fleetform-agent";
-/// Name of the agent's ClusterRole and ClusterRoleBinding on a spoke.
+/// The Lease, in the agent's namespace on its spoke, whose holder is the one agent of the spoke
+/// that acts (`fleetform agent --leader-elect`).
+pub const ELECTION_LEASE: &str = "fleetform-agent";
+/// Name of the agent's ClusterRole and ClusterRoleBinding on a spoke (and of its Role and
+/// RoleBinding in its namespace).
 pub const AGENT_CLUSTER_ROLE: &str = "fleetform:agent";
 /// Label on the agent Deployment: the agent bundle version it runs.
 pub const LABEL_AGENT_VERSION: &str = "fleetform.io/agent-version";
@@ -210,12 +214,18 @@ pub fn agent_cluster_role() -> ClusterRole {
             // Whether ClusterClaims are served at all, before watching them.
             {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "resourceNames": [CLUSTER_CLAIM_CRD], "verbs": ["get"]},
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [ELECTION_LEASE], "verbs": ["delete"]},
             {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
             {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
             {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "delete"]},
             {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch", "patch", "update", "delete"]},
-            // The last step of an unjoin; the garbage collector takes the binding with it.
-            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "resourceNames": [AGENT_CLUSTER_ROLE], "verbs": ["delete"]},
+            // Its election's RBAC, which an unjoin that keeps the agent namespace removes.
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "resourceNames": [AGENT_CLUSTER_ROLE], "verbs": ["delete"]},
+            // An unjoin makes its binding owned by its ClusterRole (one installed by hand is
+            // not), so that the garbage collector takes the binding with the ClusterRole,
+            // whose deletion is the unjoin's last step: no step could delete the binding after.
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "resourceNames": [AGENT_CLUSTER_ROLE], "verbs": ["get", "delete"]},
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterrolebindings"], "resourceNames": [AGENT_CLUSTER_ROLE], "verbs": ["get", "patch"]},
         ],
     }))
     .unwrap_or_default()
@@ -246,6 +256,35 @@ pub fn agent_cluster_role_binding() -> ClusterRoleBinding {
     .unwrap_or_default()
 }
 
+/// What the agent may do in its own namespace besides: hold the Lease of its election
+/// ([`ELECTION_LEASE`]; its ClusterRole lets it delete the Lease when it unjoins, after this
+/// Role, so that nothing writes the Lease again).
+pub fn agent_election_role() -> Role {
+    from_json(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": AGENT_CLUSTER_ROLE, "namespace": AGENT_NAMESPACE, "labels": managed_labels([])},
+        "rules": [
+            // Creating cannot be limited to a name.
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [ELECTION_LEASE], "verbs": ["get", "update", "patch"]},
+        ],
+    }))
+    .unwrap_or_default()
+}
+
+/// Binds [`agent_election_role`] to the agent's ServiceAccount.
+pub fn agent_election_role_binding() -> RoleBinding {
+    from_json(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": AGENT_CLUSTER_ROLE, "namespace": AGENT_NAMESPACE, "labels": managed_labels([])},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": AGENT_CLUSTER_ROLE},
+        "subjects": [{"kind": "ServiceAccount", "name": AGENT_DEPLOYMENT, "namespace": AGENT_NAMESPACE}],
+    }))
+    .unwrap_or_default()
+}
+
 /// Port of the agent's health endpoint (`/healthz`, `/readyz`) in its pod.
 pub const AGENT_HEALTH_PORT: u16 = 8000;
 /// Environment variable carrying the agent version its pod was started for (from the pod's
@@ -253,6 +292,8 @@ pub const AGENT_HEALTH_PORT: u16 = 8000;
 pub const ENV_AGENT_VERSION: &str = "FLEETFORM_AGENT_VERSION";
 /// Environment variable carrying the agent configuration hash its pod was started for.
 pub const ENV_AGENT_CONFIG_HASH: &str = "FLEETFORM_AGENT_CONFIG_HASH";
+/// Environment variable carrying the name of the agent's pod: its name in its election.
+pub const ENV_POD_NAME: &str = "POD_NAME";
 
 /// The command line the agent container runs; `fleetform up` parses the same arguments to start
 /// its in-process agents, so they cannot disagree. `spoke_url` is the spoke's API server as the
@@ -274,6 +315,7 @@ pub fn agent_args(
         AGENT_DEPLOYMENT.to_string(),
         "--health-addr".to_string(),
         format!("0.0.0.0:{AGENT_HEALTH_PORT}"),
+        "--leader-elect".to_string(),
     ];
     if let Some(url) = spoke_url {
         args.extend(["--spoke-url".to_string(), url.to_string()]);
@@ -281,10 +323,14 @@ pub fn agent_args(
     args
 }
 
-/// The agent Deployment for `cluster` with `effective` settings: one replica, replaced rather
-/// than rolled (two agents of one cluster must never run at once), probed on its health
-/// endpoint, with requests and limits, and the version and configuration hash it is started for
-/// in its pod's labels, which the agent reads back to report what actually runs.
+/// The agent Deployment for `cluster` with `effective` settings: one replica, rolled with a
+/// surge and none unavailable, so that the agent it runs keeps running until the next one is
+/// ready (an upgrade to an agent that never starts leaves the spoke its working agent, which
+/// takes the next commit as ever); the two never act at once, for an agent acts only while it
+/// holds its Lease ([`agent_election_role`], `--leader-elect`), and is ready once it takes
+/// part in that election. Probed on its health endpoint, with requests and limits, and the
+/// version and configuration hash it is started for in its pod's labels, which the agent reads
+/// back to report what actually runs.
 pub fn agent_deployment(
     cluster: &str,
     effective: &EffectiveSpoke,
@@ -302,7 +348,9 @@ pub fn agent_deployment(
         (LABEL_AGENT_VERSION.to_string(), agent.version.clone()),
         (LABEL_AGENT_CONFIG_HASH.to_string(), config_hash.clone()),
     ]);
-    let from_label = |name: &str, label: &str| json!({"name": name, "valueFrom": {"fieldRef": {"fieldPath": format!("metadata.labels['{label}']")}}});
+    let from_field = |name: &str, path: String| json!({"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}});
+    let from_label =
+        |name: &str, label: &str| from_field(name, format!("metadata.labels['{label}']"));
     let probe = |path: &str| {
         json!({
             "httpGet": {"path": path, "port": "health"},
@@ -327,6 +375,7 @@ pub fn agent_deployment(
                     {"name": "FLEETFORM_LOG", "value": "info"},
                     from_label(ENV_AGENT_VERSION, LABEL_AGENT_VERSION),
                     from_label(ENV_AGENT_CONFIG_HASH, LABEL_AGENT_CONFIG_HASH),
+                    from_field(ENV_POD_NAME, "metadata.name".to_string()),
                 ],
                 "ports": [{"name": "health", "containerPort": AGENT_HEALTH_PORT}],
                 "readinessProbe": probe("/readyz"),
@@ -361,7 +410,7 @@ pub fn agent_deployment(
         },
         "spec": {
             "replicas": 1,
-            "strategy": {"type": "Recreate"},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "selector": {"matchLabels": selector},
             "template": template,
         },
@@ -406,8 +455,8 @@ fn from_json<T: serde::de::DeserializeOwned + Default>(value: Value) -> Option<T
 /// (`deploy/agent/agent.yaml`): exactly what the reconciler installs (the ClusterClaim CRD
 /// included), minus the bootstrap Secret, which carries a credential and is created from the
 /// hub's token, and the owner references that let the agent remove all of its RBAC (they name
-/// uids only a live cluster has): an agent installed by hand leaves its ClusterRoleBinding behind
-/// when it unjoins.
+/// uids only a live cluster has; an agent unjoining sets the one that takes its
+/// ClusterRoleBinding with its ClusterRole itself).
 pub fn manual_install_yaml(
     cluster: &str,
     effective: &EffectiveSpoke,
@@ -419,6 +468,8 @@ pub fn manual_install_yaml(
         serde_json::to_value(agent_service_account()),
         serde_json::to_value(agent_cluster_role()),
         serde_json::to_value(agent_cluster_role_binding()),
+        serde_json::to_value(agent_election_role()),
+        serde_json::to_value(agent_election_role_binding()),
         serde_json::to_value(agent_deployment(cluster, effective, spoke_url)),
     ];
     documents

@@ -20,8 +20,14 @@
 //! agent cannot): once the cluster has not been Available for the Spoke's unjoin timeout, or when
 //! the Spoke carries the force-unjoin annotation, the hub completes the unjoin itself.
 //!
-//! After the pivot the agent upgrades itself, but a Deployment that is gone or was edited, or a
-//! bootstrap kubeconfig that no longer reaches the hub, is put back by the hub.
+//! After the pivot the agent upgrades itself, but a Deployment that is gone or was edited, the
+//! RBAC of its election, or a bootstrap kubeconfig that no longer reaches the hub, is put back
+//! by the hub. And when no agent runs on a spoke the hub still reaches — its Deployment has no
+//! ready replica and the cluster has not been Available for the rollout's
+//! `progressDeadlineSeconds`, as when an agent released to a new version never came up and left
+//! none behind — while the fleet now declares another agent than that Deployment's (a later
+//! commit), the hub installs the declared one: no agent is there to take the commit. The agent
+//! stays in charge whenever it runs.
 //!
 //! Pure here too, around the decision: the agent's facts from what the hub read on the spoke
 //! ([`agent_facts`]), the Spoke's conditions after a pass ([`conditions`]), when it is looked at
@@ -83,8 +89,12 @@ pub struct Facts {
     pub active_works: Vec<String>,
     /// The ManagedCluster's labels, lease duration and Spoke-set taints differ from the Spoke's.
     pub cluster_spec_drifted: bool,
-    /// The agent's running version or configuration hash differs from the Spoke's.
+    /// The agent's running version or configuration hash differs from the Spoke's, and it is
+    /// to move (its rollout released it, or no rollout holds it).
     pub agent_outdated: bool,
+    /// The agent Deployment on the spoke differs from the one the fleet declares now, whether
+    /// the rollout released the spoke to it or not.
+    pub agent_superseded: bool,
     /// On the spoke, the agent Deployment is gone or was edited, or the bootstrap kubeconfig does
     /// not reach the hub as it should (its address or CA changed): the hub puts them back.
     pub agent_drifted: bool,
@@ -98,6 +108,12 @@ pub struct Facts {
     /// Since when the cluster has not been Available (its condition's last transition), if it
     /// is not.
     pub unavailable_since: Option<Timestamp>,
+    /// Since when no agent has run on the spoke, if none does: its Deployment has had no ready
+    /// replica and its cluster has not been Available since then.
+    pub agent_down_since: Option<Timestamp>,
+    /// The hub's rollout's `progressDeadlineSeconds`: how long the hub leaves a spoke without
+    /// a running agent to itself before it installs the declared one.
+    pub progress_deadline: Duration,
     /// How long a deletion waits for the agent to unjoin while the cluster is not Available.
     pub unjoin_timeout: Duration,
     /// The Spoke asks the hub to complete its unjoin at once.
@@ -172,6 +188,8 @@ pub struct AgentRead {
     pub installed: bool,
     /// The bootstrap kubeconfig reaches the hub as the hub would write it now.
     pub bootstrap_current: bool,
+    /// The Role and RoleBinding of the agent's election are there.
+    pub election_rbac: bool,
     /// The Deployment runs another version or configuration than the Spoke asks for.
     pub outdated: bool,
     /// Applying the Deployment the Spoke asks for would change it (edited, or outdated).
@@ -197,7 +215,9 @@ pub fn agent_facts(
     // After the pivot a new version is the agent's to roll out; anything else that differs
     // was changed on the spoke.
     let drifted = read.installed
-        && (!read.bootstrap_current || (read.edited && (!pivoted || !read.outdated)));
+        && (!read.bootstrap_current
+            || !read.election_rbac
+            || (read.edited && (!pivoted || !read.outdated)));
     (installed, read.outdated, drifted)
 }
 
@@ -221,6 +241,9 @@ pub enum Action {
     SyncCluster,
     /// Upgrade the agent to the Spoke's version and configuration (hub-as-spoke only).
     UpgradeAgent,
+    /// Install the agent Deployment the fleet declares on a spoke where no agent has run for
+    /// the rollout's progress deadline (see the module's documentation).
+    RecoverAgent,
     AddTaint(&'static str),
     /// Set CleanupFailed with this message and try again later.
     Blocked(String),
@@ -440,9 +463,24 @@ pub fn decide(facts: &Facts) -> Decision {
     if facts.cluster_spec_drifted {
         actions.push(Action::SyncCluster);
     }
-    // Day 2 belongs to the agent once it has pivoted; the hub upgrades only its own cluster.
+    // Day 2 belongs to the agent once it has pivoted; the hub upgrades only its own cluster,
+    // and a spoke where no agent runs to take what the fleet now declares.
+    let mut wake_at = None;
     if facts.hub_as_spoke && facts.agent_outdated {
         actions.push(Action::UpgradeAgent);
+    } else if facts.pivoted
+        && !facts.hub_as_spoke
+        && facts.agent_superseded
+        && let Some(since) = facts.agent_down_since
+    {
+        let due = since
+            .checked_add(facts.progress_deadline)
+            .unwrap_or(Timestamp::MAX);
+        if due <= facts.now {
+            actions.push(Action::RecoverAgent);
+        } else {
+            wake_at = Some(due);
+        }
     }
     let phase = if facts.available {
         Phase::Running
@@ -450,7 +488,10 @@ pub fn decide(facts: &Facts) -> Decision {
         Phase::Unhealthy
     };
     if actions.is_empty() {
-        Decision::wait(phase)
+        Decision {
+            wake_at,
+            ..Decision::wait(phase)
+        }
     } else {
         Decision::act(phase, actions)
     }
@@ -1230,6 +1271,7 @@ mod tests {
         let read = AgentRead {
             installed: true,
             bootstrap_current: true,
+            election_rbac: true,
             outdated: false,
             edited: false,
         };
@@ -1278,6 +1320,72 @@ mod tests {
             agent_facts(Some(&gone), true, true, true),
             (false, false, false)
         );
+        let without_election = AgentRead {
+            election_rbac: false,
+            ..rolling_out
+        };
+        assert!(
+            agent_facts(Some(&without_election), true, true, false).2,
+            "an agent installed before it elected gets its election's RBAC, rolling out or not"
+        );
+    }
+
+    /// A running spoke whose agent Deployment names another agent than the fleet declares now,
+    /// with no agent running since `down_since`.
+    fn agent_down(down_since: Option<&str>) -> Facts {
+        Facts {
+            available: down_since.is_none(),
+            agent_superseded: true,
+            agent_down_since: down_since.map(|at| at.parse().unwrap()),
+            progress_deadline: Duration::from_secs(600),
+            now: noon(),
+            ..running()
+        }
+    }
+
+    #[test]
+    fn the_hub_installs_the_declared_agent_where_none_ran_for_the_progress_deadline() {
+        let recovered = decide(&agent_down(Some("2026-11-26T11:50:00Z")));
+        assert_eq!(recovered.actions, [Action::RecoverAgent]);
+        assert_eq!(recovered.phase, Phase::Unhealthy);
+
+        let waiting = decide(&agent_down(Some("2026-11-26T11:55:00Z")));
+        assert!(waiting.actions.is_empty(), "{:?}", waiting.actions);
+        assert_eq!(
+            waiting.wake_at,
+            Some("2026-11-26T12:05:00Z".parse().unwrap()),
+            "looks again when the deadline is up"
+        );
+    }
+
+    #[test]
+    fn an_agent_that_runs_stays_in_charge_of_its_spoke() {
+        // Running (its old agent kept while the new one never started): the agent moves itself.
+        assert!(decide(&agent_down(None)).actions.is_empty());
+        // Down, but the fleet declares what its Deployment names (no later commit): nothing
+        // the hub could install would differ.
+        let same = Facts {
+            agent_superseded: false,
+            ..agent_down(Some("2026-11-26T11:00:00Z"))
+        };
+        assert!(decide(&same).actions.is_empty());
+        // Not taken over yet: the hub puts its own version back by the drift it reads.
+        let never_pivoted = Facts {
+            pivoted: false,
+            ..agent_down(Some("2026-11-26T11:00:00Z"))
+        };
+        assert!(
+            !decide(&never_pivoted)
+                .actions
+                .contains(&Action::RecoverAgent)
+        );
+        // The hub's own spoke is upgraded as ever, by the hub.
+        let hub_as_spoke = Facts {
+            hub_as_spoke: true,
+            agent_outdated: true,
+            ..agent_down(Some("2026-11-26T11:00:00Z"))
+        };
+        assert_eq!(decide(&hub_as_spoke).actions, [Action::UpgradeAgent]);
     }
 
     #[test]

@@ -722,10 +722,12 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
         info!(?action, "lifecycle");
         carry_out(ctx, &spoke, &hub, &endpoint, &gathered, action).await?;
     }
-    let installed = decision
-        .actions
-        .iter()
-        .any(|action| matches!(action, Action::InstallAgent | Action::UpgradeAgent));
+    let installed = decision.actions.iter().any(|action| {
+        matches!(
+            action,
+            Action::InstallAgent | Action::UpgradeAgent | Action::RecoverAgent
+        )
+    });
     if !gathered.facts.deleting && !installed {
         keep_tokens(ctx, &spoke.name_any(), &gathered).await?;
     }
@@ -775,7 +777,7 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
     // that reads it; so does a joining spoke's new agent, registering).
     let on_spoke = decision.actions.iter().any(|action| match action {
         Action::InstallAgent => gathered.facts.joined,
-        Action::UpgradeAgent | Action::UnjoinSpoke(_) => true,
+        Action::UpgradeAgent | Action::RecoverAgent | Action::UnjoinSpoke(_) => true,
         _ => false,
     });
     let promised = ctx
@@ -965,7 +967,30 @@ async fn carry_out(
                 .map_err(KubeError::on(format!("Spoke {name}"), "remove a finalizer"))?)
         }
         Action::InstallAgent | Action::UpgradeAgent => {
-            install_agent(ctx, spoke, hub, endpoint, gathered).await
+            install_agent(ctx, spoke, hub, endpoint, gathered, false).await
+        }
+        Action::RecoverAgent => {
+            install_agent(ctx, spoke, hub, endpoint, gathered, true).await?;
+            let down = gathered
+                .facts
+                .agent_down_since
+                .map_or_else(String::new, |since| {
+                    format!(" since {}", since.strftime("%Y-%m-%dT%H:%M:%SZ"))
+                });
+            ctx.events
+                .publish(
+                    &events::reference(spoke),
+                    EventType::Warning,
+                    "AgentReinstalled",
+                    "Recover",
+                    format!(
+                        "no agent ran on the spoke{down} (its Deployment had no ready replica and the cluster was not Available past progressDeadlineSeconds, {} s), so none could take the fleet's new agent: the hub installed it (version {})",
+                        gathered.facts.progress_deadline.as_secs(),
+                        gathered.effective.agent.version
+                    ),
+                )
+                .await;
+            Ok(())
         }
         Action::Accept | Action::SyncCluster => {
             let Some(cluster) = &gathered.cluster else {
@@ -1031,13 +1056,15 @@ fn spokes_api(client: &Client) -> Api<Spoke> {
     Api::namespaced(client.clone(), SYSTEM_NAMESPACE)
 }
 
-/// Namespace, RBAC, bootstrap secret with the spoke's own token, and the agent Deployment.
+/// Namespace, RBAC, bootstrap secret with the spoke's own token, and the agent Deployment
+/// (unless the rollout keeps the one there, or `recover`: no agent runs to move it).
 async fn install_agent(
     ctx: &Context,
     spoke: &Spoke,
     hub: &Hub,
     endpoint: &HubEndpoint,
     gathered: &Gathered,
+    recover: bool,
 ) -> Result<(), ReconcileError> {
     let client = &ctx.config.client;
     let name = spoke.name_any();
@@ -1091,6 +1118,18 @@ async fn install_agent(
     )
     .await
     .map_err(on_spoke("the agent ClusterRoleBinding"))?;
+    apply_on(
+        &Api::<Role>::namespaced(spoke_client.clone(), AGENT_NAMESPACE),
+        &install::agent_election_role(),
+    )
+    .await
+    .map_err(on_spoke("the agent's election Role"))?;
+    apply_on(
+        &Api::<RoleBinding>::namespaced(spoke_client.clone(), AGENT_NAMESPACE),
+        &install::agent_election_role_binding(),
+    )
+    .await
+    .map_err(on_spoke("the agent's election RoleBinding"))?;
     // The agent reports ClusterClaims, as OCM's klusterlet does, so it brings their CRD (unless
     // the spoke has one it did not write, such as OCM's own).
     crate::deploy::install_crd(&spoke_client, &crate::api::cluster_claim_crd())
@@ -1104,7 +1143,7 @@ async fn install_agent(
         .await
         .map_err(on_spoke("the bootstrap kubeconfig"))?;
     }
-    if !gathered.keep_agent {
+    if recover || !gathered.keep_agent {
         apply_on(
             &Api::<Deployment>::namespaced(spoke_client, AGENT_NAMESPACE),
             &install::agent_deployment(&name, &gathered.effective, Some(spoke_url)),

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::fleet::{
     AddOn, AppliedAddon, AppliedSettings, Hub, OfflinePolicy, RolloutSpec, RolloutStatus,
-    RolloutStrategy, SpokeRollout, SpokeRolloutState, SpokeStatus,
+    RolloutStrategy, SpokeCount, SpokeRollout, SpokeRolloutState, SpokeStatus,
 };
 use crate::plan::desired::{EffectiveSpoke, stable_hash};
 
@@ -481,7 +481,6 @@ pub fn decide(
         }
     }
 
-    let total = entries.len();
     let failed: Vec<&SpokeRollout> = entries
         .values()
         .filter(|entry| entry.state == SpokeRolloutState::Failed)
@@ -494,11 +493,15 @@ pub fn decide(
     if spec.paused && was_halted.is_some() {
         accepted = failed_count;
     }
-    let budget = spec.max_failures.of(total);
-    let halted = if (failed_count - accepted) as usize > budget {
-        Some(format!(
-            "{failed_count} of {total} spoke(s) failed, more than maxFailures {} allows ({budget}): {}",
+    let order = ordered(
+        spec,
+        entries.values().map(|entry| facts[entry.name.as_str()]),
+    );
+    let halted = over_budget(spec, &order, &entries, accepted).map(|over| {
+        format!(
+            "{over}, more than maxFailures {} allows ({}): {}",
             spec.max_failures,
+            over.budget,
             failed
                 .iter()
                 .map(|entry| format!(
@@ -508,15 +511,8 @@ pub fn decide(
                 ))
                 .collect::<Vec<_>>()
                 .join(", ")
-        ))
-    } else {
-        None
-    };
-
-    let order = ordered(
-        spec,
-        entries.values().map(|entry| facts[entry.name.as_str()]),
-    );
+        )
+    });
     // Halted, nothing is released; paused, `release` releases nothing either.
     let wave = if halted.is_none() {
         release(spec, &order, &mut entries, &facts, &unreported, now)
@@ -547,6 +543,78 @@ pub fn decide(
         wake_at,
         halted_now,
     }
+}
+
+/// Failures past what `maxFailures` allows: how many failed of how many, and where.
+struct OverBudget {
+    failed: usize,
+    of: usize,
+    /// The group whose budget they passed; none for the whole rollout's.
+    group: Option<String>,
+    budget: usize,
+}
+
+impl std::fmt::Display for OverBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} of {} spoke(s)", self.failed, self.of)?;
+        if let Some(group) = &self.group {
+            write!(f, " of group {group}")?;
+        }
+        write!(f, " failed")
+    }
+}
+
+/// Whether the failures among `entries`, but the `accepted` ones, pass `maxFailures`: a count
+/// is the whole rollout's; a percentage, of the spokes rolled out — under `Groups`, of each
+/// group's own (the spokes no group selects are one more), so that a group of 5 fails at its
+/// own 20% whatever the size of the rest. Failures accepted are those of the earliest groups
+/// (groups go in order, and a halt holds the next).
+fn over_budget(
+    spec: &RolloutSpec,
+    order: &[Stage],
+    entries: &BTreeMap<&str, SpokeRollout>,
+    accepted: u32,
+) -> Option<OverBudget> {
+    let failed_in = |names: &mut dyn Iterator<Item = &str>| {
+        names
+            .filter(|name| {
+                entries
+                    .get(name)
+                    .is_some_and(|entry| entry.state == SpokeRolloutState::Failed)
+            })
+            .count()
+    };
+    let mut accepted = accepted as usize;
+    if let (RolloutStrategy::Groups, SpokeCount::Percent(_)) = (spec.strategy, spec.max_failures) {
+        for stage in order {
+            let failed = failed_in(&mut stage.spokes.iter().map(String::as_str));
+            let forgiven = failed.min(accepted);
+            accepted -= forgiven;
+            let budget = spec.max_failures.of(stage.spokes.len());
+            if failed - forgiven > budget {
+                return Some(OverBudget {
+                    failed,
+                    of: stage.spokes.len(),
+                    group: Some(
+                        stage
+                            .group
+                            .clone()
+                            .unwrap_or_else(|| "(spokes no group selects)".to_string()),
+                    ),
+                    budget,
+                });
+            }
+        }
+        return None;
+    }
+    let failed = failed_in(&mut entries.keys().copied());
+    let budget = spec.max_failures.of(entries.len());
+    (failed.saturating_sub(accepted) > budget).then_some(OverBudget {
+        failed,
+        of: entries.len(),
+        group: None,
+        budget,
+    })
 }
 
 /// Moves a released spoke on: it bakes once it has its target and is Available with every

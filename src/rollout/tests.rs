@@ -289,6 +289,64 @@ fn offline_wait_holds_the_place_only_until_the_progress_deadline() {
 }
 
 #[test]
+fn a_max_failures_percentage_counts_each_group_of_groups_apart() {
+    // A canary of 2 spokes and 8 others, at most half of a group failing.
+    let spec = RolloutSpec {
+        strategy: RolloutStrategy::Groups,
+        groups: vec![RolloutGroup {
+            name: "canary".into(),
+            spokes: vec!["s00".into(), "s01".into()],
+            ..RolloutGroup::default()
+        }],
+        max_failures: SpokeCount::Percent(50),
+        progress_deadline_seconds: 100,
+        ..RolloutSpec::default()
+    };
+    let spokes = fleet(10);
+    let canary = decide(&spec, "t", &spokes, None, at(0));
+    assert_eq!(
+        in_state(&canary, SpokeRolloutState::InProgress),
+        ["s00", "s01"]
+    );
+    // Both canaries fail: 2 of 10 is within 50% of the fleet, but not of the canary group.
+    let halted = decide(&spec, "t", &spokes, Some(&canary.status), at(100));
+    assert_eq!(in_state(&halted, SpokeRolloutState::Failed), ["s00", "s01"]);
+    let reason = halted.status.halted.clone().unwrap_or_default();
+    assert!(
+        reason.starts_with(
+            "2 of 2 spoke(s) of group canary failed, more than maxFailures 50% allows (1): s00"
+        ),
+        "{reason}"
+    );
+    assert!(in_state(&halted, SpokeRolloutState::InProgress).is_empty());
+
+    // Accepted (paused, then resumed): the rest roll out, judged by their own 50%.
+    let paused = RolloutSpec {
+        paused: true,
+        ..spec.clone()
+    };
+    let accepted = decide(&paused, "t", &spokes, Some(&halted.status), at(101));
+    let resumed = decide(&spec, "t", &spokes, Some(&accepted.status), at(102));
+    assert_eq!(resumed.status.halted, None);
+    assert_eq!(in_state(&resumed, SpokeRolloutState::InProgress).len(), 8);
+    let rest_failed = decide(&spec, "t", &spokes, Some(&resumed.status), at(202));
+    let reason = rest_failed.status.halted.clone().unwrap_or_default();
+    assert!(
+        reason.starts_with("8 of 8 spoke(s) of group (spokes no group selects) failed"),
+        "{reason}"
+    );
+
+    // A count stays the whole rollout's.
+    let counted = RolloutSpec {
+        max_failures: SpokeCount::Count(2),
+        ..spec
+    };
+    let first = decide(&counted, "t", &spokes, None, at(0));
+    let within = decide(&counted, "t", &spokes, Some(&first.status), at(100));
+    assert_eq!(within.status.halted, None, "2 failures, 2 allowed");
+}
+
+#[test]
 fn groups_roll_out_in_order_each_finished_before_the_next() {
     let spec = RolloutSpec {
         strategy: RolloutStrategy::Groups,

@@ -5,8 +5,8 @@
 //! follows it, and takes the Lease over once the Lease has stayed unchanged for a whole duration
 //! *by its own clock* (the way client-go judges expiry, so clock skew between replicas does not
 //! matter). A holder that cannot renew within two thirds of the duration steps down before anyone
-//! could take over. On shutdown the holder releases the Lease (clears its holder), so a follower
-//! takes over at its next try instead of waiting for expiry.
+//! could take over. On shutdown the holder releases the Lease (clears its holder); a follower
+//! watches the Lease, so it takes over as soon as it sees that instead of waiting for expiry.
 //!
 //! [`decide`] is the pure part; [`run`] owns the reads, writes and timer; [`lead`] runs a
 //! component's work for each term the replica leads, and stops it (awaiting it) when the term
@@ -15,10 +15,13 @@
 use std::future::Future;
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ObjectMeta, PostParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -96,6 +99,18 @@ pub struct Election {
     /// How long the Lease holds without renewal; a follower takes over that long after the
     /// leader stopped renewing it.
     pub lease_duration: Duration,
+}
+
+/// The host name (a pod's name in a cluster) and the process id: a replica's default name in a
+/// leader election.
+pub fn default_identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|host| host.trim().to_string())
+        .filter(|host| !host.is_empty())
+        .unwrap_or_else(|| "fleetform".to_string());
+    format!("{host}-{}", std::process::id())
 }
 
 /// One replica's side of the election on one Lease.
@@ -234,31 +249,54 @@ fn view(lease: &Lease) -> LeaseView {
 }
 
 /// Runs the election until `stop` is cancelled, telling `leader` whether we hold the Lease
-/// (after the first round, and on every change); then releases it if we do.
+/// (after the first round that could read the Lease, and on every change); then releases it if
+/// we do.
 pub async fn run(mut lock: LeaseLock, leader: watch::Sender<bool>, stop: CancellationToken) {
     let retry = (lock.duration / 3).max(Duration::from_millis(100));
     let renew_deadline = lock.duration * 2 / 3;
     let mut renewed: Option<Instant> = None;
     let mut first_round = true;
+    // A follower looks again whenever the Lease changes (its holder released it), not only at
+    // its next try.
+    let config = watcher::Config::default().fields(&format!("metadata.name={}", lock.name));
+    let mut changes = watcher(lock.api.clone(), config)
+        .default_backoff()
+        .filter(|event| {
+            std::future::ready(matches!(
+                event,
+                Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_))
+            ))
+        })
+        .boxed();
+    let mut failing = false;
     loop {
-        let holds = match lock.try_acquire_or_renew().await {
+        let round = lock.try_acquire_or_renew().await;
+        let decided = round.is_ok();
+        let holds = match round {
             Ok(true) => {
                 renewed = Some(Instant::now());
                 true
             }
             Ok(false) => false,
             Err(err) => {
-                warn!(lease = %lock.name, %err, "cannot read or renew the leader Lease");
+                // Said once until a round goes through again, not at every try.
+                if !std::mem::replace(&mut failing, true) {
+                    warn!(lease = %lock.name, %err, "cannot read or renew the leader Lease; trying again");
+                }
                 // Keep leading only while no follower could have taken over yet.
                 renewed.is_some_and(|at| at.elapsed() < renew_deadline)
             }
         };
+        if decided && std::mem::take(&mut failing) {
+            info!(lease = %lock.name, "the leader Lease can be read and written again");
+        }
         if !holds {
             renewed = None;
         }
         leader.send_if_modified(|current| {
-            // The first round always tells: followers wait for it to know where they stand.
-            let changed = *current != holds || std::mem::take(&mut first_round);
+            // The first round that could read the Lease always tells: followers wait for it to
+            // know where they stand (one that cannot even read it is not ready to lead).
+            let changed = *current != holds || (decided && std::mem::take(&mut first_round));
             if *current != holds {
                 info!(lease = %lock.name, identity = %lock.identity, leader = holds, "leadership changed");
             }
@@ -268,6 +306,7 @@ pub async fn run(mut lock: LeaseLock, leader: watch::Sender<bool>, stop: Cancell
         tokio::select! {
             _ = stop.cancelled() => break,
             _ = tokio::time::sleep(retry) => {}
+            Some(_) = changes.next(), if !holds => {}
         }
     }
     let holds = *leader.borrow();

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use git2::{ObjectType, Oid, Repository};
-use pgp::composed::{Deserializable, DetachedSignature};
+use pgp::composed::{Deserializable, DetachedSignature, SignedPublicKey, SignedPublicSubKey};
+use pgp::packet::{Signature, SignatureType};
 use pgp::types::KeyDetails;
 use ssh_key::SshSig;
 
@@ -261,13 +262,13 @@ fn check_pgp(
         fingerprints.iter().any(|f| **f == fingerprint) || key_ids.iter().any(|k| **k == key_id)
     };
     for trusted in &keys.pgp {
-        let candidates = std::iter::once(&trusted.primary_key as &dyn Verifier).chain(
+        let candidates = std::iter::once((&trusted.primary_key as &dyn Verifier, None)).chain(
             trusted
                 .public_subkeys
                 .iter()
-                .map(|subkey| &subkey.key as &dyn Verifier),
+                .map(|subkey| (&subkey.key as &dyn Verifier, Some(subkey))),
         );
-        for candidate in candidates {
+        for (candidate, subkey) in candidates {
             if !issued(candidate.details()) {
                 continue;
             }
@@ -275,6 +276,13 @@ fn check_pgp(
                 format!("{:X}", candidate.details().fingerprint()),
                 Some(trusted),
             );
+            if let Some(reason) = pgp_unusable(trusted, subkey, pgp::types::Timestamp::now()) {
+                return Err(SignatureError::Invalid {
+                    object,
+                    signer: Box::new(signer),
+                    reason,
+                });
+            }
             return match candidate.verify(&signature, data) {
                 Ok(()) => Ok(signer),
                 Err(reason) => Err(SignatureError::Invalid {
@@ -294,6 +302,103 @@ fn check_pgp(
         object,
         signer: Box::new(Signer::pgp(key, None)),
     })
+}
+
+/// Why the trusted key `key` (its `subkey`, when the signature names one) verifies nothing at
+/// `now`, if it does not: it, or its primary key, was revoked (by a revocation it signed
+/// itself), or expired (as its newest self-signature, or the subkey's newest binding, says).
+fn pgp_unusable(
+    key: &SignedPublicKey,
+    subkey: Option<&SignedPublicSubKey>,
+    now: pgp::types::Timestamp,
+) -> Option<String> {
+    let primary = &key.primary_key;
+    fn revoked<'a>(
+        signatures: &'a [Signature],
+        verifies: &dyn Fn(&Signature) -> bool,
+    ) -> Option<&'a Signature> {
+        signatures.iter().find(|signature| {
+            matches!(
+                signature.typ(),
+                Some(SignatureType::KeyRevocation | SignatureType::SubkeyRevocation)
+            ) && verifies(signature)
+        })
+    }
+    let why = |signature: &Signature| {
+        signature
+            .revocation_reason_string()
+            .map(|reason| format!(" ({})", String::from_utf8_lossy(reason)))
+            .unwrap_or_default()
+    };
+    if let Some(revocation) = revoked(&key.details.revocation_signatures, &|signature| {
+        signature.verify_key(primary).is_ok()
+    }) {
+        return Some(format!(
+            "the key was revoked{}: it verifies nothing",
+            why(revocation)
+        ));
+    }
+    // The newest self-signature says when the primary key expires.
+    let certifications = key.details.users.iter().flat_map(|user| {
+        user.signatures.iter().filter(|signature| {
+            signature
+                .verify_certification(primary, pgp::types::Tag::UserId, &user.id)
+                .is_ok()
+        })
+    });
+    let direct = key
+        .details
+        .direct_signatures
+        .iter()
+        .filter(|signature| signature.verify_key(primary).is_ok());
+    let newest = certifications
+        .chain(direct)
+        .max_by_key(|signature| signature.created().map(|at| at.as_secs()));
+    if let Some(expired) = expired(primary.created_at(), newest, now) {
+        return Some(format!("the key expired on {expired}: it verifies nothing"));
+    }
+    let subkey = subkey?;
+    if let Some(revocation) = revoked(&subkey.signatures, &|signature| {
+        signature
+            .verify_subkey_binding(primary, &subkey.key)
+            .is_ok()
+    }) {
+        return Some(format!(
+            "its subkey was revoked{}: it verifies nothing",
+            why(revocation)
+        ));
+    }
+    let binding = subkey
+        .signatures
+        .iter()
+        .filter(|signature| {
+            signature.typ() == Some(SignatureType::SubkeyBinding)
+                && signature
+                    .verify_subkey_binding(primary, &subkey.key)
+                    .is_ok()
+        })
+        .max_by_key(|signature| signature.created().map(|at| at.as_secs()));
+    expired(subkey.key.created_at(), binding, now)
+        .map(|expired| format!("its subkey expired on {expired}: it verifies nothing"))
+}
+
+/// When a key created at `created` expired by `now`, as `signature` (its newest self-signature
+/// or binding) says; `None` while it has not, or never does.
+fn expired(
+    created: pgp::types::Timestamp,
+    signature: Option<&Signature>,
+    now: pgp::types::Timestamp,
+) -> Option<String> {
+    let lifetime = signature?.key_expiration_time()?.as_secs();
+    let expires = created.as_secs().checked_add(lifetime)?;
+    if lifetime == 0 || expires > now.as_secs() {
+        return None;
+    }
+    Some(
+        k8s_openapi::jiff::Timestamp::from_second(i64::from(expires))
+            .map(|at| at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+            .unwrap_or_else(|_| expires.to_string()),
+    )
 }
 
 /// A primary key or subkey a detached signature can be checked with.

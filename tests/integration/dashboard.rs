@@ -433,6 +433,25 @@ async fn syncs_dashboard_wants_its_secrets_token_and_reads_as_the_hub_service_ac
     assert!(page.contains("cannot reach &lt;edge&gt;"), "{page}");
     assert!(!page.contains("s3cret"), "the token is shown nowhere");
 
+    // The token rotated in its Secret: the new one is admitted, the old one no more.
+    let rotated = json!({"data": {"token": "bjN3"}}); // "n3w"
+    Api::<Secret>::namespaced(hub.client.clone(), SYSTEM_NAMESPACE)
+        .patch(
+            "dashboard",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&rotated),
+        )
+        .await
+        .unwrap();
+    tokio::time::timeout(crate::support::PATIENCE, async {
+        while http_response(addr, "/", Some("n3w")).await.0 != 200 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the rotated token admitted");
+    assert_eq!(http_response(addr, "/", Some("s3cret")).await.0, 401);
+
     stop.cancel();
     dashboard.stopped().await;
 }

@@ -260,6 +260,69 @@ async fn fleetform(args: &[&std::ffi::OsStr]) -> Output {
         .expect("run fleetform")
 }
 
+/// `fleetform apply` of the example fleet on `hub`, without waiting (no reconciler runs there).
+async fn apply_now(hub: &EmbeddedHub, fleet: &Path) -> Output {
+    fleetform(&[
+        "apply".as_ref(),
+        fleet.as_os_str(),
+        "--data-dir".as_ref(),
+        hub.data_dir.path().as_os_str(),
+        "--auto-approve".as_ref(),
+        "--no-wait".as_ref(),
+    ])
+    .await
+}
+
+#[tokio::test]
+async fn apply_does_not_delete_again_a_spoke_already_being_deleted() {
+    let hub = EmbeddedHub::start().await;
+    let (_dir, fleet) = example_copy();
+    let first = apply_now(&hub, &fleet).await;
+    assert_eq!(first.status.code(), Some(0), "{}", stdout(&first));
+    // dev's unjoin takes its time: a finalizer holds it (as the reconciler's do).
+    let spokes: Api<DynamicObject> = Api::namespaced_with(
+        hub.client.clone(),
+        SYSTEM_NAMESPACE,
+        &api_resource(fleetform::plan::ObjectKind::Spoke),
+    );
+    let hold = serde_json::json!({"metadata": {"finalizers": ["example.com/hold"]}});
+    spokes
+        .patch("dev", &PatchParams::default(), &Patch::Merge(&hold))
+        .await
+        .unwrap();
+    // dev leaves the fleet.
+    let spokes_file = fleet.join("spokes/edge.yaml");
+    let text = std::fs::read_to_string(&spokes_file).unwrap();
+    let without_dev: Vec<&str> = text
+        .split("\n---\n")
+        .filter(|document| !document.contains("name: dev\n"))
+        .collect();
+    std::fs::write(&spokes_file, without_dev.join("\n---\n")).unwrap();
+    let deleting = apply_now(&hub, &fleet).await;
+    assert_eq!(deleting.status.code(), Some(0), "{}", stdout(&deleting));
+    assert!(
+        stdout(&deleting).contains("hub hub: delete Spoke fleetform-system/dev"),
+        "{}",
+        stdout(&deleting)
+    );
+    let terminating = spokes.get("dev").await.unwrap();
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+
+    // Applied again while dev still leaves: nothing to delete, nothing deleted.
+    let again = apply_now(&hub, &fleet).await;
+    let text = stdout(&again);
+    assert_eq!(again.status.code(), Some(0), "{text}");
+    assert!(
+        !text.contains("delete Spoke fleetform-system/dev"),
+        "{text}"
+    );
+    assert!(
+        text.contains("No changes: the fleet matches the repo."),
+        "{text}"
+    );
+    hub.server.shutdown().await;
+}
+
 #[tokio::test]
 async fn apply_installs_the_hub_writes_the_plan_and_refuses_a_stale_saved_plan() {
     let hub = EmbeddedHub::start().await;
@@ -492,6 +555,76 @@ async fn status_shows_one_row_per_spoke_and_follows_changes_with_watch() {
         .expect("a row for dev");
     assert!(dev.contains("ONLINE") && dev.contains("yes"), "{second:#?}");
     hub.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn status_watch_on_a_hub_without_the_fleetsync_crd_says_so_and_exits_1() {
+    let hub = EmbeddedHub::start().await;
+    let (_dir, fleet) = example_copy();
+    hub.converge(&fleet).await;
+    // A hub installed before FleetSyncs existed.
+    Api::<CustomResourceDefinition>::all(hub.client.clone())
+        .delete("fleetsyncs.fleetform.io", &Default::default())
+        .await
+        .unwrap();
+    let plain = hub.run("status", &fleet, &[]).await;
+    assert_eq!(
+        plain.status.code(),
+        Some(0),
+        "without --watch it has no FleetSync to show: {}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    let watching = tokio::process::Command::new(env!("CARGO_BIN_EXE_fleetform"))
+        .arg("status")
+        .arg(&fleet)
+        .arg("--data-dir")
+        .arg(hub.data_dir.path())
+        .arg("--watch")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let watched = tokio::time::timeout(support::PATIENCE, watching.wait_with_output())
+        .await
+        .expect("status --watch ends rather than waiting for what is not served")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&watched.stderr);
+    assert_eq!(watched.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "error: hub hub: FleetSyncs are not served there (CRD fleetsyncs.fleetform.io is not installed)"
+        ) && stderr.contains("fleetform crds"),
+        "{stderr}"
+    );
+    hub.server.shutdown().await;
+}
+
+/// A pseudo-terminal: the end a program reads as its terminal, and the end that types into it.
+fn terminal() -> (std::fs::File, std::fs::File) {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    // SAFETY: plain libc calls on a descriptor this function owns; each result is checked
+    // before the descriptor is used or handed to `File`.
+    let (keyboard, path) = unsafe {
+        let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(fd >= 0, "posix_openpt");
+        assert_eq!(libc::grantpt(fd), 0, "grantpt");
+        assert_eq!(libc::unlockpt(fd), 0, "unlockpt");
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(libc::ptsname_r(fd, name.as_mut_ptr(), name.len()), 0);
+        let path = std::ffi::CStr::from_ptr(name.as_ptr())
+            .to_string_lossy()
+            .into_owned();
+        (std::fs::File::from_raw_fd(fd), path)
+    };
+    let screen = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOCTTY)
+        .open(path)
+        .expect("open the terminal");
+    (screen, keyboard)
 }
 
 /// `fleetform apply FLEET --no-wait` with a terminal for stdin, answering `answer`.

@@ -553,7 +553,11 @@ async fn install_leaves_ocm_crds_alone_and_uninstall_removes_only_what_is_fleetf
 
     let again = kubeconfig.fleetform(&["uninstall"]).await;
     assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
-    assert!(text(&again.stdout).contains("nothing to remove"));
+    assert!(
+        text(&again.stdout).contains("nothing to remove"),
+        "{}",
+        text(&again.stdout)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -676,4 +680,130 @@ async fn uninstall_waiting_on_a_hubs_finalizer_says_the_hub_must_run_to_remove_i
             .unwrap()
             .is_some()
     );
+}
+
+#[tokio::test]
+async fn fleetform_hub_on_a_cluster_without_its_namespace_says_so_and_exits() {
+    let (server, _client, kubeconfig) = fresh_cluster().await;
+    let hub = tokio::process::Command::new(env!("CARGO_BIN_EXE_fleetform"))
+        .args(["hub", "--metrics-addr", "127.0.0.1:0", "--kubeconfig"])
+        .arg(kubeconfig.path())
+        .env_remove("KUBECONFIG")
+        .env_remove("FLEETFORM_LOG")
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let ended = tokio::time::timeout(support::PATIENCE, hub.wait_with_output())
+        .await
+        .expect("the hub exits rather than waiting for a namespace nobody will create")
+        .unwrap();
+    let stderr = text(&ended.stderr);
+    assert_eq!(ended.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "error: hub: namespace {SYSTEM_NAMESPACE} does not exist at "
+        )) && stderr.contains("fleetform install"),
+        "{stderr}"
+    );
+    server.shutdown().await;
+}
+
+/// The agent's objects as `deploy/agent/agent.yaml` has them, applied by a person.
+async fn install_agent_by_hand(spoke: &Cluster) -> Client {
+    let yaml = std::fs::read_to_string(root().join("deploy/agent/agent.yaml")).unwrap();
+    for document in documents(&yaml) {
+        fleetform::deploy::apply_document(&spoke.client, &document)
+            .await
+            .expect("apply the agent's manifest");
+    }
+    spoke.agent_identity().await
+}
+
+/// An agent installed by hand has no owner references on its RBAC (they name uids only a live
+/// cluster has); unjoining with its own rights, it still leaves none of it behind, whether it
+/// purges its namespace or keeps it.
+#[tokio::test]
+async fn an_agent_installed_by_hand_removes_all_of_its_rbac_when_it_unjoins() {
+    use fleetform::reconciler::install::{AGENT_CLUSTER_ROLE, AGENT_DEPLOYMENT, ELECTION_LEASE};
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Role, RoleBinding};
+    use support::fleet::wait_gone;
+    for purge in [true, false] {
+        let spoke = Cluster::start().await;
+        let agent = install_agent_by_hand(&spoke).await;
+        let bindings: Api<ClusterRoleBinding> = Api::all(spoke.client.clone());
+        assert!(
+            bindings
+                .get(AGENT_CLUSTER_ROLE)
+                .await
+                .unwrap()
+                .owner_references()
+                .is_empty(),
+            "installed by hand: no owner"
+        );
+        // What the agent's election leaves in its namespace.
+        let leases: Api<Lease> = Api::namespaced(spoke.client.clone(), AGENT_NAMESPACE);
+        leases
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": ELECTION_LEASE}, "spec": {}}))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+
+        fleetform::reconciler::uninstall::remove_workload(&agent, purge)
+            .await
+            .expect("the agent removes its workload with its own rights");
+
+        wait_gone(&bindings, AGENT_CLUSTER_ROLE).await;
+        wait_gone(
+            &Api::<ClusterRole>::all(spoke.client.clone()),
+            AGENT_CLUSTER_ROLE,
+        )
+        .await;
+        if purge {
+            let namespace = Api::<Namespace>::all(spoke.client.clone())
+                .get_opt(AGENT_NAMESPACE)
+                .await
+                .unwrap();
+            assert!(
+                namespace.is_none_or(|namespace| namespace.metadata.deletion_timestamp.is_some()),
+                "purged"
+            );
+        } else {
+            let in_namespace =
+                |kind: &str, gone: bool| assert!(gone, "{kind} left in {AGENT_NAMESPACE}");
+            in_namespace(
+                "Role",
+                Api::<Role>::namespaced(spoke.client.clone(), AGENT_NAMESPACE)
+                    .get_opt(AGENT_CLUSTER_ROLE)
+                    .await
+                    .unwrap()
+                    .is_none(),
+            );
+            in_namespace(
+                "RoleBinding",
+                Api::<RoleBinding>::namespaced(spoke.client.clone(), AGENT_NAMESPACE)
+                    .get_opt(AGENT_CLUSTER_ROLE)
+                    .await
+                    .unwrap()
+                    .is_none(),
+            );
+            in_namespace(
+                "Lease",
+                leases.get_opt(ELECTION_LEASE).await.unwrap().is_none(),
+            );
+            in_namespace(
+                "Deployment",
+                Api::<Deployment>::namespaced(spoke.client.clone(), AGENT_NAMESPACE)
+                    .get_opt(AGENT_DEPLOYMENT)
+                    .await
+                    .unwrap()
+                    .is_none(),
+            );
+        }
+        spoke.stop().await;
+    }
 }

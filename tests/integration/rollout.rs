@@ -385,6 +385,403 @@ async fn a_spoke_whose_new_agent_never_comes_up_halts_the_rollout_until_paused_a
     fleet.shutdown().await;
 }
 
+/// The halt's condition, when the rollout is halted.
+fn rollout_halted(hub: &Hub) -> Option<String> {
+    hub.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_ROLLOUT_HALTED && c.status == "True")
+        .map(|c| c.message.clone())
+}
+
+/// Every spoke has succeeded to a target of agent 9.9.9, and nothing halts the rollout.
+fn all_on_new_version(hub: &Hub) -> bool {
+    let rollout = hub.status.as_ref().and_then(|s| s.rollout.as_ref());
+    rollout.is_some_and(|rollout| {
+        rollout.target.starts_with("9.9.9/") && rollout.halted.is_none() && rollout.wave.is_none()
+    }) && states(hub).len() == SPOKES.len()
+        && states(hub)
+            .iter()
+            .all(|(_, state)| *state == SpokeRolloutState::Succeeded)
+        && rollout_halted(hub).is_none()
+}
+
+/// The image of the agent Deployment on the spoke `name`.
+async fn deployed_image(fleet: &Fleet, name: &str) -> Option<String> {
+    let deployments: Api<Deployment> = Api::namespaced(
+        fleet.spoke_client(name),
+        fleetform::api::vocabulary::AGENT_NAMESPACE,
+    );
+    let deployment = deployments.get(AGENT_DEPLOYMENT).await.unwrap();
+    deployment
+        .spec?
+        .template
+        .spec?
+        .containers
+        .first()?
+        .image
+        .clone()
+}
+
+/// Issue 31's acceptance: a rollout halted by a spoke whose new agent never starts is undone by
+/// the next commit alone. The spoke keeps the agent it ran while the new one cannot start (its
+/// Deployment rolls with none unavailable), so that agent takes the commit that restores the
+/// image: every spoke ends on the new version, the halt cleared, nothing deleted by hand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_halted_by_an_agent_that_never_starts_is_recovered_by_one_commit() {
+    let rollout = "    strategy: Progressive\n    maxConcurrency: 1\n    minSuccessSeconds: 1\n    progressDeadlineSeconds: 8\n    paused: false\n";
+    let fleet = fleet(rollout).await;
+    let broken = spoke(
+        "alpha",
+        "  agent:\n    image: registry.invalid/fleetform:9.9.9\n",
+    );
+    fleet.repo.commit(
+        "agent 9.9.9, alpha's from a registry that does not resolve",
+        &[
+            (
+                "hubs/hub.yaml",
+                Some(&rolling_hub(Some(NEW_VERSION), rollout)),
+            ),
+            ("spokes/alpha.yaml", Some(&broken)),
+        ],
+    );
+    fleet.synced().await;
+    let halted = wait_for(&hubs(&fleet), "hub", "RolloutHalted", |hub: &Hub| {
+        rollout_halted(hub).is_some()
+    })
+    .await;
+    assert_eq!(state_of(&halted, "alpha"), Some(SpokeRolloutState::Failed));
+    // The agent alpha ran still runs: the spoke is Running on the old version.
+    let alpha = fleet.spokes().get("alpha").await.unwrap();
+    assert_eq!(reported(&alpha), Some(DEFAULT_AGENT_VERSION));
+    assert_eq!(
+        alpha.status.as_ref().and_then(|status| status.phase),
+        Some(Phase::Running)
+    );
+
+    fleet.repo.commit(
+        "alpha's image restored",
+        &[
+            (
+                "hubs/hub.yaml",
+                Some(&rolling_hub(Some(NEW_VERSION), rollout)),
+            ),
+            ("spokes/alpha.yaml", Some(&spoke("alpha", ""))),
+        ],
+    );
+    fleet.synced().await;
+    wait_for(
+        &hubs(&fleet),
+        "hub",
+        "every spoke on 9.9.9, the halt cleared",
+        all_on_new_version,
+    )
+    .await;
+    for name in SPOKES {
+        assert_eq!(
+            reported(&fleet.spokes().get(name).await.unwrap()),
+            Some(NEW_VERSION),
+            "{name}"
+        );
+        assert_eq!(
+            deployed_version(&fleet, name).await.as_deref(),
+            Some(NEW_VERSION),
+            "{name}"
+        );
+        let image = deployed_image(&fleet, name).await.unwrap_or_default();
+        assert!(!image.contains(".invalid"), "{name}: {image}");
+    }
+    fleet.shutdown().await;
+}
+
+/// A spoke left with no agent (an earlier fleetform's agent upgraded itself by `Recreate` to an
+/// image that never starts, so nothing runs there to take a commit) is given the agent the
+/// fleet declares by the hub, once the next commit changes what it is to run and it has been
+/// without an agent for `progressDeadlineSeconds`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hub_installs_the_declared_agent_where_none_runs_after_the_next_commit() {
+    let rollout = |paused: bool| {
+        format!(
+            "    strategy: Progressive\n    maxConcurrency: 1\n    minSuccessSeconds: 1\n    progressDeadlineSeconds: 8\n    paused: {paused}\n"
+        )
+    };
+    let fleet = fleet(&rollout(false)).await;
+    // The commit to 9.9.9, paused: no spoke moves by itself.
+    let broken = spoke(
+        "alpha",
+        "  agent:\n    image: registry.invalid/fleetform:9.9.9\n",
+    );
+    fleet.repo.commit(
+        "agent 9.9.9, paused",
+        &[
+            (
+                "hubs/hub.yaml",
+                Some(&rolling_hub(Some(NEW_VERSION), &rollout(true))),
+            ),
+            ("spokes/alpha.yaml", Some(&broken)),
+        ],
+    );
+    fleet.synced().await;
+    // What such an agent left on alpha: the broken agent's Deployment, replaced rather than
+    // rolled. Its agent stops; the new one never starts.
+    let spoke_object = fleet.spokes().get("alpha").await.unwrap();
+    let hub = hubs(&fleet).get("hub").await.unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(
+        fleet.spoke_client("alpha"),
+        fleetform::api::vocabulary::AGENT_NAMESPACE,
+    );
+    let running = deployments.get(AGENT_DEPLOYMENT).await.unwrap();
+    let rendered = fleetform::reconciler::install::agent_deployment(
+        "alpha",
+        &effective(&spoke_object, &hub, &BTreeMap::new()),
+        fleetform::reconciler::install::spoke_url_of(&running),
+    );
+    let mut left = running.clone();
+    left.metadata.labels = rendered.metadata.labels;
+    left.spec = rendered.spec;
+    if let Some(spec) = left.spec.as_mut() {
+        spec.strategy = Some(serde_json::from_value(json!({"type": "Recreate"})).unwrap());
+    }
+    deployments
+        .replace(AGENT_DEPLOYMENT, &PostParams::default(), &left)
+        .await
+        .unwrap();
+    wait_for(
+        &fleet.spokes(),
+        "alpha",
+        "no agent renews its lease",
+        |spoke: &Spoke| {
+            spoke.status.as_ref().and_then(|status| status.phase) == Some(Phase::Unhealthy)
+        },
+    )
+    .await;
+
+    // One commit: alpha's image restored, the rollout resumed.
+    fleet.repo.commit(
+        "alpha's image restored",
+        &[
+            (
+                "hubs/hub.yaml",
+                Some(&rolling_hub(Some(NEW_VERSION), &rollout(false))),
+            ),
+            ("spokes/alpha.yaml", Some(&spoke("alpha", ""))),
+        ],
+    );
+    fleet.synced().await;
+    wait_for(
+        &hubs(&fleet),
+        "hub",
+        "every spoke on 9.9.9, the halt cleared",
+        all_on_new_version,
+    )
+    .await;
+    assert_eq!(
+        reported(&fleet.spokes().get("alpha").await.unwrap()),
+        Some(NEW_VERSION)
+    );
+    let image = deployed_image(&fleet, "alpha").await.unwrap_or_default();
+    assert!(!image.contains(".invalid"), "{image}");
+    let said: Vec<Event> = Api::<Event>::namespaced(fleet.hub.clone(), SYSTEM_NAMESPACE)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|event| {
+            event.reason.as_deref() == Some("AgentReinstalled")
+                && event
+                    .regarding
+                    .as_ref()
+                    .is_some_and(|r| r.name.as_deref() == Some("alpha"))
+        })
+        .collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    let note = said[0].note.clone().unwrap_or_default();
+    assert!(
+        note.contains("the hub installed it (version 9.9.9)"),
+        "{note}"
+    );
+    fleet.shutdown().await;
+}
+
+/// A hub that is its own spoke is upgraded by the hub (no agent upgrades itself there) as soon
+/// as its rollout releases it: it is done well within its progress deadline, as any spoke.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_that_is_its_own_spoke_moves_as_soon_as_its_rollout_releases_it() {
+    let rollout = "    strategy: Progressive\n    maxConcurrency: 1\n    minSuccessSeconds: 1\n    progressDeadlineSeconds: 10\n";
+    let local = "apiVersion: fleetform.io/v1alpha1
+kind: Spoke
+metadata:
+  name: local
+spec:
+  hubRef: hub
+  kubeconfig:
+    inCluster: true
+";
+    let repo = Repo::new();
+    repo.commit(
+        "a hub that is its own spoke, and alpha",
+        &[
+            ("hubs/hub.yaml", Some(&rolling_hub(None, rollout))),
+            ("spokes/alpha.yaml", Some(&spoke("alpha", ""))),
+            ("spokes/local.yaml", Some(local)),
+        ],
+    );
+    let fleet = Fleet::up(repo).await;
+    fleet.synced().await;
+    for name in ["alpha", "local"] {
+        fleet.wait_running(name).await;
+        wait_for(
+            &fleet.spokes(),
+            name,
+            "its agent reported",
+            |spoke: &Spoke| reported(spoke) == Some(DEFAULT_AGENT_VERSION),
+        )
+        .await;
+    }
+    fleet.repo.commit(
+        "agent 9.9.9",
+        &[(
+            "hubs/hub.yaml",
+            Some(&rolling_hub(Some(NEW_VERSION), rollout)),
+        )],
+    );
+    fleet.synced().await;
+    let done = wait_for(&hubs(&fleet), "hub", "both on 9.9.9", |hub: &Hub| {
+        let rollout = hub.status.as_ref().and_then(|s| s.rollout.as_ref());
+        rollout.is_some_and(|rollout| {
+            rollout.target.starts_with("9.9.9/")
+                && rollout.spokes.len() == 2
+                && rollout.spokes.iter().all(|entry| {
+                    entry.state != SpokeRolloutState::Pending
+                        && entry.state != SpokeRolloutState::InProgress
+                })
+        })
+    })
+    .await;
+    assert_eq!(
+        states(&done),
+        [
+            ("alpha".to_string(), SpokeRolloutState::Succeeded),
+            ("local".to_string(), SpokeRolloutState::Succeeded),
+        ]
+    );
+    assert_eq!(
+        reported(&fleet.spokes().get("local").await.unwrap()),
+        Some(NEW_VERSION)
+    );
+    fleet.shutdown().await;
+}
+
+/// Each renewal of the cluster lease of `cluster` on the hub seen from now on: who renewed it.
+fn lease_renewals(fleet: &Fleet, cluster: &str) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(fleet.hub.clone(), cluster);
+    let config = watcher::Config::default().fields("metadata.name=managed-cluster-lease");
+    let mut events = watcher(leases, config).applied_objects().boxed();
+    let (renewed, renewals) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut last = None;
+        while let Some(Ok(lease)) = events.next().await {
+            let spec = lease.spec.unwrap_or_default();
+            let at = spec.renew_time.map(|at| at.0);
+            if at != last {
+                last = at;
+                let holder = spec.holder_identity.unwrap_or_default();
+                if renewed.send(holder).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    renewals
+}
+
+/// The next `count` renewals `renewals` hears.
+async fn next_renewals(
+    renewals: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    count: usize,
+) -> Vec<String> {
+    let mut seen = Vec::new();
+    tokio::time::timeout(support::PATIENCE, async {
+        while seen.len() < count {
+            seen.push(renewals.recv().await.expect("the lease is watched"));
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{count} renewals of the cluster lease; saw {seen:?}"));
+    seen
+}
+
+/// Two agents of one spoke running at once (as while its Deployment rolls from one agent to the
+/// next) never renew its cluster lease together: only the holder of the agent's election acts;
+/// the other is ready, and takes over once the first stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_agents_of_one_spoke_never_renew_its_lease_together() {
+    let fleet = fleet("    strategy: All\n").await;
+    let deployments: Api<Deployment> = Api::namespaced(
+        fleet.spoke_client("alpha"),
+        fleetform::api::vocabulary::AGENT_NAMESPACE,
+    );
+    let mut renewals = lease_renewals(&fleet, "alpha");
+    let first = next_renewals(&mut renewals, 1).await.remove(0);
+    assert!(
+        first.starts_with("fleetform-agent-"),
+        "renewed by its pod: {first}"
+    );
+
+    // A second Deployment of the same agent, as a person copying it would make.
+    let mut twin = deployments.get(AGENT_DEPLOYMENT).await.unwrap();
+    twin.metadata = kube::api::ObjectMeta {
+        name: Some("twin".to_string()),
+        namespace: twin.metadata.namespace.clone(),
+        labels: twin.metadata.labels.clone(),
+        ..Default::default()
+    };
+    twin.status = None;
+    deployments
+        .create(&PostParams::default(), &twin)
+        .await
+        .unwrap();
+    wait_for(
+        &deployments,
+        "twin",
+        "its agent ready",
+        |deployment: &Deployment| {
+            deployment
+                .status
+                .as_ref()
+                .and_then(|status| status.available_replicas)
+                == Some(1)
+        },
+    )
+    .await;
+    let both_running = next_renewals(&mut renewals, 3).await;
+    assert!(
+        both_running.iter().all(|holder| *holder == first),
+        "only {first} renews while both run: {both_running:?}"
+    );
+
+    // The first agent stops (its Deployment deleted): the twin takes over, and it alone renews.
+    deployments
+        .delete(AGENT_DEPLOYMENT, &Default::default())
+        .await
+        .unwrap();
+    let mut handed_over = next_renewals(&mut renewals, 1).await;
+    while handed_over.last() == Some(&first) {
+        handed_over.extend(next_renewals(&mut renewals, 1).await);
+    }
+    let second = handed_over.last().cloned().unwrap_or_default();
+    assert!(second.starts_with("twin-"), "{handed_over:?}");
+    let after = next_renewals(&mut renewals, 3).await;
+    assert!(
+        after.iter().all(|holder| *holder == second),
+        "only {second} renews once it took over: {after:?}"
+    );
+    fleet.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spoke_whose_cluster_is_destroyed_turns_unhealthy_and_the_rollout_passes_it_over() {
     let rollout = "    strategy: Progressive\n    maxConcurrency: 1\n    minSuccessSeconds: 1\n    offline: Skip\n";

@@ -28,7 +28,8 @@ use pgp::composed::{
     SignedSecretKey,
 };
 use pgp::crypto::hash::HashAlgorithm;
-use pgp::types::{KeyDetails, Password};
+use pgp::packet::{RevocationCode, SignatureConfig, SignatureType, Subpacket, SubpacketData};
+use pgp::types::{KeyDetails, Password, Timestamp};
 use serde_json::json;
 use ssh_key::rand_core::OsRng;
 use ssh_key::{Algorithm, HashAlg, LineEnding, PrivateKey};
@@ -49,13 +50,43 @@ impl Key {
     }
 
     fn pgp(user: &str) -> Key {
+        Key::pgp_created(user, Timestamp::now())
+    }
+
+    fn pgp_created(user: &str, created: Timestamp) -> Key {
         let mut params = SecretKeyParamsBuilder::default();
         params
             .key_type(KeyType::Ed25519Legacy)
             .can_certify(true)
             .can_sign(true)
+            .created_at(created)
             .primary_user_id(user.to_string());
         Key::Pgp(Box::new(params.build().unwrap().generate(OsRng).unwrap()))
+    }
+
+    /// An OpenPGP key made two days ago that expired after one, as its newest self-signature
+    /// says.
+    fn pgp_expired(user: &str) -> Key {
+        let two_days_ago = Timestamp::from_secs(Timestamp::now().as_secs() - 2 * 86_400);
+        let Key::Pgp(mut key) = Key::pgp_created(user, two_days_ago) else {
+            unreachable!()
+        };
+        let expiry = SubpacketData::KeyExpirationTime(pgp::types::Duration::from_secs(86_400));
+        let signature = key.self_signed(SignatureType::Key, expiry);
+        key.details.direct_signatures.push(signature);
+        Key::Pgp(key)
+    }
+
+    /// An OpenPGP key its holder revoked.
+    fn pgp_revoked(user: &str) -> Key {
+        let Key::Pgp(mut key) = Key::pgp(user) else {
+            unreachable!()
+        };
+        let reason =
+            SubpacketData::RevocationReason(RevocationCode::KeyCompromised, "leaked".into());
+        let signature = key.self_signed(SignatureType::KeyRevocation, reason);
+        key.details.revocation_signatures.push(signature);
+        Key::Pgp(key)
     }
 
     /// A detached signature of `data`, armored, as git stores it.
@@ -95,6 +126,30 @@ impl Key {
             Key::Ssh(key) => key.public_key().fingerprint(HashAlg::Sha256).to_string(),
             Key::Pgp(key) => format!("{:X}", key.fingerprint()),
         }
+    }
+}
+
+/// A signature of an OpenPGP key over itself.
+trait SelfSigned {
+    /// A direct-key signature or revocation of `typ`, made now, that says `what`.
+    fn self_signed(&self, typ: SignatureType, what: SubpacketData) -> pgp::packet::Signature;
+}
+
+impl SelfSigned for SignedSecretKey {
+    fn self_signed(&self, typ: SignatureType, what: SubpacketData) -> pgp::packet::Signature {
+        let mut config = SignatureConfig::from_key(OsRng, &self.primary_key, typ).unwrap();
+        config.hashed_subpackets = vec![
+            Subpacket::regular(SubpacketData::SignatureCreationTime(Timestamp::now())).unwrap(),
+            Subpacket::regular(SubpacketData::IssuerFingerprint(self.fingerprint())).unwrap(),
+            Subpacket::regular(what).unwrap(),
+        ];
+        config
+            .sign_key(
+                &self.primary_key,
+                &Password::empty(),
+                self.primary_key.public_key(),
+            )
+            .unwrap()
     }
 }
 
@@ -191,6 +246,36 @@ fn refusal(result: Result<fleetform::source::Snapshot, SourceError>) -> Signatur
         Err(SourceError::Signature { error, .. }) => *error,
         Err(other) => panic!("refused for another reason: {other}"),
         Ok(snapshot) => panic!("read {}", snapshot.origin),
+    }
+}
+
+#[test]
+fn an_openpgp_key_past_its_expiry_or_revoked_verifies_nothing() {
+    let repo = Repo::example();
+    let expired = Key::pgp_expired("Old Bot <old@example.com>");
+    let revoked = Key::pgp_revoked("Leaked Bot <leaked@example.com>");
+    let keys_dir = tempfile::tempdir().unwrap();
+    let keys = keys_dir.path().join("trusted");
+    std::fs::write(
+        &keys,
+        format!("{}{}", expired.trusted(""), revoked.trusted("")),
+    )
+    .unwrap();
+    for (key, lease, why) in [
+        (&expired, 21, "the key expired on "),
+        (
+            &revoked,
+            22,
+            "the key was revoked (leaked): it verifies nothing",
+        ),
+    ] {
+        repo.commit(lease, Some(key));
+        let refused = refusal(read(&spec(&repo, "main", VerifyMode::Head, &keys)));
+        assert!(
+            matches!(&refused, SignatureError::Invalid { signer, reason, .. }
+                if signer.key == key.id() && reason.contains(why)),
+            "{refused:?}"
+        );
     }
 }
 
