@@ -107,6 +107,14 @@ fn remove(v: &mut Value, path: &[String]) {
     let Some((last, parents)) = path.split_last() else {
         return;
     };
+    // A key field of a list item goes with its item: without it the item is no longer the
+    // one its key names, and what remains of it would be left behind.
+    if let (Some(field), Some(item)) = (last.strip_prefix("f:"), parents.last())
+        && let Some(key) = item.strip_prefix("k:")
+        && serde_json::from_str::<Value>(key).is_ok_and(|k| k.get(field).is_some())
+    {
+        return remove(v, parents);
+    }
     let mut cur = v;
     for el in parents {
         let next = if let Some(f) = el.strip_prefix("f:") {
@@ -504,6 +512,30 @@ mod tests {
             "f:image".into()
         ]));
         assert_eq!(from_fields_v1(&to_fields_v1(&set)), set);
+    }
+
+    #[test]
+    fn an_applier_that_stops_applying_a_list_item_removes_all_of_it() {
+        let owner = json!({"apiVersion": "v1", "kind": "Namespace", "name": "n", "uid": "u1"});
+        let both = json!({"metadata": {"ownerReferences": [owner,
+            {"apiVersion": "v1", "kind": "Namespace", "name": "m", "uid": "u2"}]}});
+        let live = apply(None, &both, "a", "v1", false, "t").unwrap();
+        let one = json!({"metadata": {"ownerReferences": [owner]}});
+        let fewer = apply(Some(&live), &one, "a", "v1", false, "t").unwrap();
+        assert_eq!(fewer["metadata"]["ownerReferences"], json!([owner]));
+        let none = apply(
+            Some(&fewer),
+            &json!({"data": {"x": "1"}}),
+            "a",
+            "v1",
+            false,
+            "t",
+        )
+        .unwrap();
+        let left = none
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array);
+        assert!(left.is_none_or(|items| items.is_empty()), "{none}");
     }
 
     #[test]
