@@ -173,15 +173,22 @@ pub enum AgentError {
 }
 
 /// A Warning Event the agent of `cluster` records in `namespace` about `involved` (named when
-/// it is created: [`crate::events::create`]).
+/// it is created: [`crate::events::create`]). An object of no namespace (the ManagedCluster, the
+/// agent's Namespace) is referred to as in `namespace`: kube-apiserver keeps an Event about an
+/// object of no namespace to `default` (or `kube-system`), where the agent may not write, and
+/// refuses it elsewhere ("involvedObject.namespace: does not match event.namespace"); the
+/// cluster's namespace stands for its ManagedCluster as in OCM.
 pub(crate) fn warning_event(
     namespace: &str,
-    involved: ObjectReference,
+    mut involved: ObjectReference,
     reason: &str,
     message: String,
     cluster: &str,
 ) -> Event {
     let now = Time(Timestamp::now());
+    involved
+        .namespace
+        .get_or_insert_with(|| namespace.to_string());
     Event {
         metadata: ObjectMeta {
             namespace: Some(namespace.to_string()),

@@ -165,10 +165,14 @@ fn kubelet(spoke: &Plane) -> JoinHandle<()> {
                     (Some(value), _) => value,
                     (None, Some(from)) => {
                         let path = from.field_ref.unwrap().field_path;
-                        let key = path
-                            .trim_start_matches("metadata.labels['")
-                            .trim_end_matches("']");
-                        labels.get(key).cloned().unwrap_or_default()
+                        if path == "metadata.name" {
+                            pod_name(&deployment.name_any(), &fingerprint)
+                        } else {
+                            let key = path
+                                .trim_start_matches("metadata.labels['")
+                                .trim_end_matches("']");
+                            labels.get(key).cloned().unwrap_or_default()
+                        }
                     }
                     _ => continue,
                 };
@@ -188,8 +192,11 @@ fn kubelet(spoke: &Plane) -> JoinHandle<()> {
                     .unwrap(),
             )
             .unwrap();
-            // The old agent stops before the new one starts (the Deployment is Recreate).
-            drop(running.take());
+            // The old agent is stopped as kubelet stops a pod (SIGTERM, then its grace), so it
+            // lets go of its election Lease, before the new one starts.
+            if let Some((_, old)) = running.take() {
+                stop_gracefully(old).await;
+            }
             let child = Command::new(env!("CARGO_BIN_EXE_fleetform"))
                 .args(&args)
                 .arg("--kubeconfig")
@@ -212,6 +219,32 @@ fn kubelet(spoke: &Plane) -> JoinHandle<()> {
                 .await;
         }
     })
+}
+
+/// The name of the pod of `deployment` running the template `fingerprint`, shaped as a
+/// ReplicaSet names its pods.
+fn pod_name(deployment: &str, fingerprint: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    fingerprint.hash(&mut hasher);
+    format!(
+        "{deployment}-{:010x}-agent",
+        hasher.finish() & 0xff_ffff_ffff
+    )
+}
+
+/// Stops an agent as kubelet stops its container: SIGTERM, and SIGKILL once its grace is over.
+async fn stop_gracefully(mut agent: Child) {
+    if let Some(pid) = agent.id().and_then(|pid| i32::try_from(pid).ok()) {
+        // SAFETY: a plain kill(2) of a child this test started and has not reaped.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+    if tokio::time::timeout(Duration::from_secs(30), agent.wait())
+        .await
+        .is_err()
+    {
+        let _ = agent.kill().await;
+    }
 }
 
 fn hub_document(hub: &Plane, api_server: &str) -> String {
