@@ -38,7 +38,7 @@ const KNOWN_DIFFERENT: &[(&str, &str)] = &[
     ),
     (
         "04-delete-responses",
-        "managedFields as kube-apiserver writes them (\".\" entries, ...); the deployment controller's revision annotation and pod-template-hash (kube-controller-manager hashes the Go struct)",
+        "managedFields as kube-apiserver writes them (\".\" entries, ...); the deployment controller's pod-template-hash (kube-controller-manager hashes the Go struct)",
     ),
     (
         "06-server-side-apply",
