@@ -22,7 +22,7 @@ use fleetform::deploy::manifests::{HUB_CLUSTER_ROLE, HUB_DEPLOYMENT};
 use fleetform_controlplane::RunningControlPlane;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -140,33 +140,28 @@ fn documents(yaml: &str) -> Vec<Value> {
         .collect()
 }
 
-/// Plays the Deployment controller, which an embedded control plane does not run: every
-/// generation of a Deployment in fleetform-system is reported rolled out and available.
-fn deployment_controller(client: Client) -> JoinHandle<()> {
+/// Plays the node the embedded control plane does not have: every Pod in fleetform-system is
+/// reported Running and Ready, so the control plane's own ReplicaSet and Deployment controllers
+/// count the hub Deployment's replicas available, as on a cluster that runs them.
+fn kubelet(client: Client) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let api: Api<Deployment> = Api::namespaced(client, SYSTEM_NAMESPACE);
-        let mut deployments = watcher(api.clone(), watcher::Config::default())
+        let api: Api<Pod> = Api::namespaced(client, SYSTEM_NAMESPACE);
+        let mut pods = watcher(api.clone(), watcher::Config::default())
             .applied_objects()
             .boxed();
-        while let Some(Ok(deployment)) = deployments.next().await {
-            let generation = deployment.metadata.generation;
-            let status = deployment.status.clone().unwrap_or_default();
-            if status.observed_generation == generation {
+        while let Some(Ok(pod)) = pods.next().await {
+            let ready = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            if ready || pod.metadata.deletion_timestamp.is_some() {
                 continue;
             }
-            let replicas = deployment
-                .spec
-                .as_ref()
-                .and_then(|spec| spec.replicas)
-                .unwrap_or(1);
-            let status = json!({"status": {
-                "observedGeneration": generation,
-                "replicas": replicas, "updatedReplicas": replicas,
-                "readyReplicas": replicas, "availableReplicas": replicas,
-                "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}],
-            }});
+            let status = json!({"status": {"phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True"}]}});
             api.patch_status(
-                &deployment.name_any(),
+                &pod.name_any(),
                 &PatchParams::default(),
                 &Patch::Merge(&status),
             )
@@ -302,7 +297,7 @@ async fn install_waits_for_the_hub_and_a_second_run_changes_nothing() {
     );
 
     // With the hub running, a second run writes nothing and says so.
-    let _controller = deployment_controller(client.clone());
+    let _kubelet = kubelet(client.clone());
     let second = kubeconfig.fleetform(&["install"]).await;
     let stdout = text(&second.stdout);
     assert_eq!(

@@ -333,35 +333,93 @@ pub(crate) fn served_as_stored(info: &ResourceInfo, raw: &[u8]) -> bool {
     info.strategy.serves_as_stored() && storage::stored_as(raw, &info.api_version(), &info.kind)
 }
 
-/// A list object; its items moved in, not copied.
-fn collection(api_version: &str, kind: &str, metadata: Value, items: Vec<Value>) -> Value {
+/// A list object; its items moved in, not copied. Items of built-in kinds carry no apiVersion
+/// and kind (their type is the list's), as kube-apiserver writes them; custom resources' do.
+fn collection(info: &ResourceInfo, metadata: Value, mut items: Vec<Value>) -> Value {
+    if info.custom.is_none() {
+        for item in &mut items {
+            if let Some(o) = item.as_object_mut() {
+                o.remove("apiVersion");
+                o.remove("kind");
+            }
+        }
+    }
     let mut list = Map::new();
-    list.insert("apiVersion".into(), Value::String(api_version.to_string()));
+    list.insert("apiVersion".into(), Value::String(info.api_version()));
     list.insert("items".into(), Value::Array(items));
-    list.insert("kind".into(), Value::String(kind.to_string()));
+    list.insert("kind".into(), Value::String(info.list_kind.clone()));
     list.insert("metadata".into(), metadata);
     Value::Object(list)
 }
 
-/// `info`'s list of objects served as stored, written out from their stored bytes.
-fn stored_list(info: &ResourceInfo, metadata: &Map<String, Value>, items: &[Bytes]) -> Bytes {
-    // Writing JSON into a Vec cannot fail.
-    let mut out = Vec::with_capacity(items.iter().map(|raw| raw.len() + 1).sum::<usize>() + 256);
-    out.extend_from_slice(b"{\"apiVersion\":");
-    let _ = serde_json::to_writer(&mut out, &info.api_version());
-    out.extend_from_slice(b",\"items\":[");
-    for (i, raw) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(raw);
+/// `info`'s list of objects served as stored, written out from their stored bytes as
+/// [`collection`] and [`crate::encode`] would write them; None when an object is not stored as
+/// it is served.
+fn stored_list(
+    info: &ResourceInfo,
+    metadata: &Map<String, Value>,
+    items: &[Bytes],
+) -> Option<Bytes> {
+    if !info.strategy.serves_as_stored() {
+        return None;
     }
-    out.extend_from_slice(b"],\"kind\":");
-    let _ = serde_json::to_writer(&mut out, &info.list_kind);
-    out.extend_from_slice(b",\"metadata\":");
-    let _ = serde_json::to_writer(&mut out, metadata);
-    out.push(b'}');
-    Bytes::from(out)
+    let api_version = info.api_version();
+    let mut meta = Vec::new();
+    // A built-in kind's stored bytes start with its kind and apiVersion (see
+    // `encode::type_prefix`): its items are the rest.
+    let prefix = match &info.custom {
+        None => Some(crate::encode::type_prefix(&api_version, &info.kind)?),
+        Some(_) => None,
+    };
+    let mut out = Vec::with_capacity(items.iter().map(|raw| raw.len()).sum::<usize>() + 256);
+    let mut item_bytes = Vec::with_capacity(items.len());
+    for raw in items {
+        let body = raw.strip_suffix(b"\n").unwrap_or(raw);
+        match &prefix {
+            Some(prefix) => item_bytes.push((true, body.strip_prefix(prefix.as_slice())?)),
+            None if served_as_stored(info, body) => item_bytes.push((false, body)),
+            None => return None,
+        }
+    }
+    let write_items = |out: &mut Vec<u8>| {
+        out.push(b'[');
+        for (i, (stripped, body)) in item_bytes.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            if *stripped {
+                out.push(b'{');
+            }
+            out.extend_from_slice(body);
+        }
+        out.push(b']');
+    };
+    // Writing JSON into a Vec cannot fail.
+    let kind = serde_json::to_string(&info.list_kind).unwrap_or_default();
+    let version = serde_json::to_string(&api_version).unwrap_or_default();
+    if prefix.is_some() {
+        crate::encode::write_list_meta(metadata, &mut meta);
+        out.extend_from_slice(b"{\"kind\":");
+        out.extend_from_slice(kind.as_bytes());
+        out.extend_from_slice(b",\"apiVersion\":");
+        out.extend_from_slice(version.as_bytes());
+        out.extend_from_slice(b",\"metadata\":");
+        out.extend_from_slice(&meta);
+        out.extend_from_slice(b",\"items\":");
+        write_items(&mut out);
+    } else {
+        crate::encode::write_json(&Value::Object(metadata.clone()), &mut meta);
+        out.extend_from_slice(b"{\"apiVersion\":");
+        out.extend_from_slice(version.as_bytes());
+        out.extend_from_slice(b",\"items\":");
+        write_items(&mut out);
+        out.extend_from_slice(b",\"kind\":");
+        out.extend_from_slice(kind.as_bytes());
+        out.extend_from_slice(b",\"metadata\":");
+        out.extend_from_slice(&meta);
+    }
+    out.extend_from_slice(b"}\n");
+    Some(Bytes::from(out))
 }
 
 /// The page token of a paginated list, shaped as kube-apiserver's: unpadded URL-safe base64 of
@@ -527,20 +585,18 @@ impl ApiServer {
                 meta.insert("remainingItemCount".into(), Value::from(remaining));
             }
         }
-        if render.whole_objects() && page.iter().all(|raw| served_as_stored(&t.info, raw)) {
-            return Ok(Answer::json(stored_list(&t.info, &meta, &page)));
+        if render.whole_objects()
+            && let Some(list) = stored_list(&t.info, &meta, &page)
+        {
+            return Ok(Answer::json(list));
         }
         let out = page.iter().map(|raw| storage::decode(raw)).collect();
         let out = self.conversions.served(&t.info, out)?;
         let meta = Value::Object(meta);
         if render.metadata_only {
             let items: Vec<Value> = out.iter().map(table::partial).collect();
-            return Ok(Answer::ok(collection(
-                "meta.k8s.io/v1",
-                "PartialObjectMetadataList",
-                meta,
-                items,
-            )));
+            return Ok(Answer::ok(json!({"kind": "PartialObjectMetadataList",
+                "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items})));
         }
         if render.table {
             return Ok(Answer::ok(table::table(
@@ -551,12 +607,7 @@ impl ApiServer {
                 true,
             )));
         }
-        Ok(Answer::ok(collection(
-            &t.info.api_version(),
-            &t.info.list_kind,
-            meta,
-            out,
-        )))
+        Ok(Answer::ok(collection(&t.info, meta, out)))
     }
 
     fn check_namespace(&self, t: &Target, name: &str) -> ApiResult<()> {
@@ -668,6 +719,11 @@ impl ApiServer {
             Some(crd) if apiextensions::serves(&crd) => {
                 if let Ok(infos) = crate::registry::resources_from_crd(&crd) {
                     self.registry.set_crd(name, infos);
+                }
+                // Removed meanwhile (its removal's own sync may have run before this one's
+                // entries went in): serve it no more.
+                if self.store.get(CRD_KEY, "", name).is_none() {
+                    self.registry.remove_crd(name);
                 }
             }
             _ => self.registry.remove_crd(name),
@@ -1062,12 +1118,11 @@ impl ApiServer {
                 Err(e) => return Err(e),
             }
         }
-        Ok(Answer::ok(json!({
-            "kind": t.info.list_kind,
-            "apiVersion": t.info.api_version(),
-            "metadata": {"resourceVersion": rv.to_string()},
-            "items": self.conversions.served(&t.info, out)?,
-        })))
+        Ok(Answer::ok(collection(
+            &t.info,
+            json!({"resourceVersion": rv.to_string()}),
+            self.conversions.served(&t.info, out)?,
+        )))
     }
 
     /// Stores what `decide` makes of the current object. `decide` runs outside the store's lock,
@@ -1311,7 +1366,7 @@ mod tests {
     }
 
     fn stored(object: &Value) -> Bytes {
-        Bytes::from(object.to_string())
+        Bytes::from(crate::encode::json(object))
     }
 
     fn leases() -> Arc<ResourceInfo> {
@@ -1342,29 +1397,53 @@ mod tests {
     }
 
     #[test]
-    fn a_list_written_from_stored_bytes_is_the_list_decoded_and_served() {
-        let leases = leases();
-        let items: Vec<Value> = ["a", "b\"c"]
-            .iter()
-            .map(|name| {
-                json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": name, "namespace": "n", "resourceVersion": "7"},
-                    "spec": {"leaseDurationSeconds": 10, "renewTime": "2026-11-26T00:00:00.000000Z"}})
-            })
-            .collect();
-        let mut meta = Map::new();
-        meta.insert("resourceVersion".into(), json!("9"));
-        meta.insert("continue".into(), json!("token"));
-        let raw: Vec<Bytes> = items.iter().map(stored).collect();
-        let written: Value = serde_json::from_slice(&stored_list(&leases, &meta, &raw)).unwrap();
-        let decoded = collection(
-            "coordination.k8s.io/v1",
-            "LeaseList",
-            Value::Object(meta),
-            items,
+    fn a_list_written_from_stored_bytes_is_the_list_decoded_and_written() {
+        let widgets = crate::registry::resources_from_crd(&json!({"spec": {
+            "group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true}]}}))
+        .unwrap()
+        .remove(0);
+        for (info, api_version, kind) in [
+            (&*leases(), "coordination.k8s.io/v1", "Lease"),
+            (&widgets, "example.com/v1", "Widget"),
+        ] {
+            let items: Vec<Value> = ["a", "b\"c"]
+                .iter()
+                .map(|name| {
+                    json!({"apiVersion": api_version, "kind": kind,
+                        "metadata": {"name": name, "namespace": "n", "resourceVersion": "7"},
+                        "spec": {"leaseDurationSeconds": 10, "renewTime": "2026-11-26T00:00:00.000000Z"}})
+                })
+                .collect();
+            let mut meta = Map::new();
+            meta.insert("resourceVersion".into(), json!("9"));
+            meta.insert("continue".into(), json!("token"));
+            let raw: Vec<Bytes> = items.iter().map(stored).collect();
+            let written = stored_list(info, &meta, &raw).unwrap();
+            let decoded = crate::encode::json(&collection(info, Value::Object(meta), items));
+            assert_eq!(
+                String::from_utf8_lossy(&written),
+                String::from_utf8_lossy(&decoded)
+            );
+            let empty = stored_list(info, &Map::new(), &[]).unwrap();
+            assert_eq!(
+                serde_json::from_slice::<Value>(&empty).unwrap()["items"],
+                json!([])
+            );
+        }
+    }
+
+    #[test]
+    fn list_items_of_built_in_kinds_carry_no_type() {
+        let raw = stored(
+            &json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "a"}}),
         );
-        assert_eq!(written, decoded);
-        let empty: Value = serde_json::from_slice(&stored_list(&leases, &Map::new(), &[])).unwrap();
-        assert_eq!(empty["items"], json!([]));
+        let list = stored_list(&leases(), &Map::new(), &[raw]).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&list),
+            "{\"kind\":\"LeaseList\",\"apiVersion\":\"coordination.k8s.io/v1\",\"metadata\":{},\"items\":[{\"metadata\":{\"name\":\"a\"}}]}\n"
+        );
     }
 }

@@ -222,7 +222,9 @@ pub enum ApiError {
     /// An error kube-apiserver answers with a code and message only, no reason.
     #[error("{message}")]
     Unclassified { code: u16, message: String },
-    #[error("only the following media types are accepted: application/json")]
+    #[error(
+        "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+    )]
     NotAcceptable,
     #[error("the request entity is too large")]
     TooLarge,
@@ -424,6 +426,7 @@ impl ApiError {
                 }
                 Some(Value::Object(d))
             }
+            ApiError::NotAcceptable => Some(json!({})),
             _ => None,
         }
     }

@@ -13,7 +13,8 @@
 //! strategic, server-side apply), [`crd_schema`], [`selectors`], [`table`], [`openapi`],
 //! [`pod_admission`] (kube-apiserver's admission of pods, pod templates and namespaces) and
 //! [`podsecurity`] (the Pod Security Standards it holds them to),
-//! [`private_files`] (owner-only state on disk), [`request_info`] (what a request asks, read
+//! [`private_files`] (owner-only state on disk), [`encode`] (the bytes objects are stored and
+//! answered in: JSON in kube-apiserver's key order, YAML), [`request_info`] (what a request asks, read
 //! once for authorization, routing and counting), [`requests`] (request counts),
 //! [`controllers`] (kube-controller-manager's part: garbage collection, namespaces, CRD
 //! cleanup, ServiceAccounts and their tokens, the root CA, Deployments and ReplicaSets),
@@ -30,6 +31,7 @@ pub mod auth;
 pub mod controllers;
 pub mod conversion;
 pub mod crd_schema;
+pub mod encode;
 pub mod error;
 pub mod events;
 pub mod fields;

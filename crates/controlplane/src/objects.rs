@@ -350,7 +350,7 @@ impl Part {
     pub fn from_subresource(info: &ResourceInfo, sub: Option<&str>) -> Option<Part> {
         match sub {
             None => Some(Part::Main),
-            Some(s) if !info.subresources.iter().any(|x| x == s) => None,
+            Some(s) if !info.subresources.iter().any(|x| x.name == s) => None,
             Some("status") => Some(Part::Status),
             Some("approval") => Some(Part::Approval),
             Some("finalize") => Some(Part::Finalize),
@@ -865,6 +865,17 @@ mod tests {
         };
         assert_eq!(st["status"]["replicas"], 9);
         assert_eq!(st["spec"]["replicas"], 1);
+        let mut annotated = cur.clone();
+        annotated["status"] = json!({"replicas": 2});
+        annotated["metadata"]["annotations"] = json!({"deployment.kubernetes.io/revision": "1"});
+        let WriteOp::Put(st) = decide_update(&i, &cur, annotated, Part::Status, true).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(
+            st["metadata"]["annotations"]["deployment.kubernetes.io/revision"], "1",
+            "a Deployment's status write takes the request's annotations: {st}"
+        );
     }
 
     #[test]

@@ -159,7 +159,7 @@ fn paths_for(info: &ResourceInfo) -> Vec<(String, Value)> {
             }),
         ),
     ];
-    for sub in &info.subresources {
+    for sub in info.subresources.iter().map(|s| &s.name) {
         out.push((
             format!("{coll}/{{name}}/{sub}"),
             json!({

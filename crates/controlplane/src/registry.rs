@@ -8,12 +8,13 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
-use serde_json::{Value, json};
+use serde_json::Value;
+use sha2::Digest;
 
 use crate::strategy::{self, ResourceStrategy};
 
 /// How a printer column's cell is computed from an object.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum CellSource {
     /// A simple JSONPath such as `.spec.replicas`.
     JsonPath(String),
@@ -36,10 +37,15 @@ pub enum CellSource {
     LastSeen,
     /// `kind/name` (kind in lower case) of the object an event is about, at this field.
     EventObject(&'static str),
+    /// How long ago the object was created (`5m`).
+    Age,
+    /// A built-in kind's own rule, as kube-apiserver's printers compute the cell (given the
+    /// time now, in seconds).
+    Fn(fn(&Value, i64) -> Value),
 }
 
 /// One column of `kubectl get` output.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct PrinterColumn {
     pub name: String,
     pub type_: String,
@@ -64,6 +70,55 @@ impl PrinterColumn {
     /// When the object was created, as CRDs and roles show it.
     pub fn created_at() -> Self {
         PrinterColumn::path("Created At", "date-time", ".metadata.creationTimestamp")
+    }
+
+    /// A column of a built-in kind: its name, type and kube-apiserver's description, the cell
+    /// computed by `cell`.
+    pub fn cell(
+        name: &str,
+        type_: &str,
+        description: &str,
+        cell: fn(&Value, i64) -> Value,
+    ) -> Self {
+        PrinterColumn {
+            name: name.into(),
+            type_: type_.into(),
+            format: String::new(),
+            description: description.into(),
+            priority: 0,
+            source: CellSource::Fn(cell),
+        }
+    }
+
+    /// The Age column of built-in kinds, placed where their printers place it.
+    pub fn age() -> Self {
+        PrinterColumn {
+            name: "Age".into(),
+            type_: "string".into(),
+            format: String::new(),
+            description: crate::table::doc("meta.k8s.io/v1", "ObjectMeta", "creationTimestamp")
+                .into(),
+            priority: 0,
+            source: CellSource::Age,
+        }
+    }
+
+    /// Shown only in wide output (`-o wide`).
+    pub fn wide(mut self) -> Self {
+        self.priority = 1;
+        self
+    }
+
+    /// Formatted as a name (`format: name`).
+    pub fn named(mut self) -> Self {
+        self.format = "name".into();
+        self
+    }
+
+    /// With kube-apiserver's description.
+    pub fn described(mut self, description: &str) -> Self {
+        self.description = description.into();
+        self
     }
 
     /// A string column computed from the object.
@@ -91,9 +146,17 @@ pub struct ResourceInfo {
     pub namespaced: bool,
     pub short_names: Vec<String>,
     pub categories: Vec<String>,
-    /// Subresources besides the main resource: `status`, `approval`, `finalize`, `scale`,
-    /// `token` (a ServiceAccount's TokenRequests).
-    pub subresources: Vec<String>,
+    /// The verbs discovery lists for the resource (and the only ones it is served for).
+    pub verbs: &'static [&'static str],
+    /// Whether objects are stored; false for resources answered by handlers of their own
+    /// (reviews, bindings), which are never kept.
+    pub stored: bool,
+    /// What legacy discovery lists as `storageVersionHash` (see [`storage_version_hash`]);
+    /// None for resources never stored.
+    pub storage_version_hash: Option<String>,
+    /// Subresources besides the main resource, by name: `status`, `approval`, `finalize`,
+    /// `scale`, and those discovery lists but other handlers serve (`pods/exec`, ...).
+    pub subresources: Vec<Subresource>,
     pub printer_columns: Vec<PrinterColumn>,
     /// What is particular about the resource's objects (see [`crate::strategy`]).
     pub strategy: &'static dyn ResourceStrategy,
@@ -105,6 +168,43 @@ pub struct ResourceInfo {
     /// for kinds no field is recorded for.
     pub fields: Option<crate::fields::ObjectType>,
 }
+
+/// One subresource as discovery lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Subresource {
+    pub name: String,
+    /// The kind it answers with, and that kind's group and version when they are not the
+    /// resource's own (`autoscaling/v1` Scale, `policy/v1` Eviction).
+    pub kind: String,
+    pub group_version: Option<(String, String)>,
+    pub verbs: &'static [&'static str],
+}
+
+/// What discovery lists for most resources.
+pub const ALL_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// The verbs of custom resources, in the order kube-apiserver lists them.
+pub const CUSTOM_VERBS: &[&str] = &[
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "create",
+    "update",
+    "watch",
+];
+
+const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
 
 /// What a CRD adds to a resource entry.
 #[derive(Debug, Clone)]
@@ -155,7 +255,7 @@ impl ResourceInfo {
     }
 
     pub fn has_status(&self) -> bool {
-        self.subresources.iter().any(|s| s == "status")
+        self.subresources.iter().any(|s| s.name == "status")
     }
 
     /// The apiVersion objects are stored with.
@@ -170,221 +270,847 @@ impl ResourceInfo {
             _ => self.api_version(),
         }
     }
-
-    /// The verbs advertised in discovery.
-    pub fn verbs() -> Value {
-        json!([
-            "create",
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "update",
-            "watch"
-        ])
-    }
 }
 
-/// One built-in resource: its names, scope and subresources; the rest is its strategy's.
-struct Builtin {
+/// One built-in resource as discovery lists it; what its objects do is its strategy's.
+pub struct Builtin {
     group: &'static str,
+    version: &'static str,
     kind: &'static str,
     plural: &'static str,
     namespaced: bool,
     short: &'static [&'static str],
-    subresources: &'static [&'static str],
+    categories: &'static [&'static str],
+    verbs: &'static [&'static str],
+    stored: bool,
+    /// The version kube-apiserver stores objects at, when it is not the served one (its
+    /// storage version hash tells it).
+    hashed_as: Option<&'static str>,
+    subresources: &'static [BuiltinSub],
     strategy: &'static dyn ResourceStrategy,
 }
 
-fn builtin(b: Builtin) -> ResourceInfo {
-    let mut subresources: Vec<String> = b.subresources.iter().map(|s| s.to_string()).collect();
-    let scale = b.strategy.scale();
-    if scale.is_some() {
-        subresources.push("scale".into());
-    }
-    ResourceInfo {
-        group: b.group.into(),
-        version: "v1".into(),
-        kind: b.kind.into(),
-        list_kind: format!("{}List", b.kind),
-        plural: b.plural.into(),
-        singular: b.kind.to_lowercase(),
-        namespaced: b.namespaced,
-        short_names: b.short.iter().map(|s| s.to_string()).collect(),
-        categories: b
-            .strategy
-            .categories()
-            .iter()
-            .map(|c| c.to_string())
-            .collect(),
-        subresources,
-        printer_columns: b.strategy.printer_columns(),
-        strategy: b.strategy,
-        custom: None,
-        scale,
-        fields: crate::fields::ObjectType::builtin(
-            &ResourceInfo::api_version_of(b.group, "v1"),
-            b.kind,
-        ),
+/// A built-in resource's subresource: its name, the kind it answers with (None: the
+/// resource's own), that kind's group and version when they differ, and its verbs.
+pub struct BuiltinSub(
+    &'static str,
+    Option<&'static str>,
+    Option<(&'static str, &'static str)>,
+    &'static [&'static str],
+);
+
+/// The first 8 bytes of the SHA-256 of the `group/version/kind` objects are stored as, in
+/// base64: how discovery tells clients that a resource's storage changed.
+pub fn storage_version_hash(api_version: &str, kind: &str) -> String {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let digest = sha2::Sha256::digest(format!("{group}/{version}/{kind}"));
+    crate::objects::base64_encode(&digest[..8])
+}
+
+/// The `status` subresource.
+const STATUS: BuiltinSub = BuiltinSub("status", None, None, STATUS_VERBS);
+
+/// The resource's own kind, for [`sub`].
+const SAME: Option<&str> = None;
+
+const fn sub(
+    name: &'static str,
+    kind: Option<&'static str>,
+    group_version: Option<(&'static str, &'static str)>,
+    verbs: &'static [&'static str],
+) -> BuiltinSub {
+    BuiltinSub(name, kind, group_version, verbs)
+}
+
+/// A stored resource with every verb, no short names, categories or subresources.
+const fn res(
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+    strategy: &'static dyn ResourceStrategy,
+) -> Builtin {
+    Builtin {
+        group,
+        version,
+        kind,
+        plural,
+        namespaced,
+        short: &[],
+        categories: &[],
+        verbs: ALL_VERBS,
+        stored: true,
+        hashed_as: None,
+        subresources: &[],
+        strategy,
     }
 }
 
-fn builtins() -> Vec<ResourceInfo> {
-    use strategy::{apiextensions, apps, certificates, coordination, core, events, pods, rbac};
-    let b = |group, kind, plural, namespaced, short, subresources, strategy| {
-        builtin(Builtin {
-            group,
-            kind,
-            plural,
-            namespaced,
-            short,
+impl Builtin {
+    const fn short(self, short: &'static [&'static str]) -> Self {
+        Builtin { short, ..self }
+    }
+    const fn categories(self, categories: &'static [&'static str]) -> Self {
+        Builtin { categories, ..self }
+    }
+    const fn verbs(self, verbs: &'static [&'static str]) -> Self {
+        Builtin { verbs, ..self }
+    }
+    const fn subresources(self, subresources: &'static [BuiltinSub]) -> Self {
+        Builtin {
             subresources,
-            strategy,
-        })
+            ..self
+        }
+    }
+    /// Stored by kube-apiserver at another version (CRDs: `v1beta1`), as its storage version
+    /// hash says.
+    const fn hashed_as(self, version: &'static str) -> Self {
+        Builtin {
+            hashed_as: Some(version),
+            ..self
+        }
+    }
+    /// Answered by a handler of its own, never stored.
+    const fn answered(self) -> Self {
+        Builtin {
+            stored: false,
+            ..self
+        }
+    }
+
+    fn info(&self) -> ResourceInfo {
+        let mut subresources: Vec<Subresource> = self
+            .subresources
+            .iter()
+            .map(|BuiltinSub(name, kind, gv, verbs)| Subresource {
+                name: name.to_string(),
+                kind: kind.unwrap_or(self.kind).to_string(),
+                group_version: gv.map(|(g, v)| (g.to_string(), v.to_string())),
+                verbs,
+            })
+            .collect();
+        let scale = self.strategy.scale();
+        if scale.is_some() {
+            subresources.push(Subresource::scale());
+        }
+        subresources.sort_by(|a, b| a.name.cmp(&b.name));
+        let stored_as = match (self.hashed_as, self.strategy.stored_as()) {
+            (Some(version), _) if self.group.is_empty() => version.to_string(),
+            (Some(version), _) => format!("{}/{version}", self.group),
+            (None, Some(stored)) => stored.api_version.to_string(),
+            (None, None) if self.group.is_empty() => self.version.to_string(),
+            (None, None) => format!("{}/{}", self.group, self.version),
+        };
+        ResourceInfo {
+            group: self.group.into(),
+            version: self.version.into(),
+            kind: self.kind.into(),
+            list_kind: format!("{}List", self.kind),
+            plural: self.plural.into(),
+            singular: self.kind.to_lowercase(),
+            namespaced: self.namespaced,
+            short_names: self.short.iter().map(|s| s.to_string()).collect(),
+            categories: self.categories.iter().map(|c| c.to_string()).collect(),
+            verbs: self.verbs,
+            stored: self.stored,
+            storage_version_hash: self
+                .stored
+                .then(|| storage_version_hash(&stored_as, self.kind)),
+            subresources,
+            printer_columns: self.strategy.printer_columns(),
+            strategy: self.strategy,
+            custom: None,
+            scale,
+            fields: crate::fields::ObjectType::builtin(
+                &ResourceInfo::api_version_of(self.group, self.version),
+                self.kind,
+            ),
+        }
+    }
+}
+
+impl Subresource {
+    /// `/scale`, answered as `autoscaling/v1` Scale.
+    pub fn scale() -> Self {
+        Subresource {
+            name: "scale".into(),
+            kind: "Scale".into(),
+            group_version: Some(("autoscaling".into(), "v1".into())),
+            verbs: STATUS_VERBS,
+        }
+    }
+
+    /// `/status`, answered as the resource's own kind.
+    pub fn status(kind: &str) -> Self {
+        Subresource {
+            name: "status".into(),
+            kind: kind.into(),
+            group_version: None,
+            verbs: STATUS_VERBS,
+        }
+    }
+}
+
+/// Every built-in resource, its group placed where kube-apiserver places it in discovery
+/// (the order of groups here is the order `/apis` lists them in).
+static BUILTINS: &[Builtin] = {
+    use strategy::{
+        PLAIN, apiextensions, apiregistration, apps, autoscaling, batch, certificates,
+        coordination, core, core_kinds, discovery, events, networking, pods, policy, rbac,
+        scheduling, storage,
     };
-    vec![
-        b(
+    &[
+        res("", "v1", "Binding", "bindings", true, &PLAIN)
+            .verbs(&["create"])
+            .answered(),
+        res(
             "",
+            "v1",
+            "ComponentStatus",
+            "componentstatuses",
+            false,
+            &PLAIN,
+        )
+        .short(&["cs"])
+        .verbs(&["get", "list"])
+        .answered(),
+        res("", "v1", "ConfigMap", "configmaps", true, &core::ConfigMaps).short(&["cm"]),
+        res(
+            "",
+            "v1",
+            "Endpoints",
+            "endpoints",
+            true,
+            &core_kinds::Endpoints,
+        )
+        .short(&["ep"]),
+        res("", "v1", "Event", "events", true, &events::CoreEvents).short(&["ev"]),
+        res(
+            "",
+            "v1",
+            "LimitRange",
+            "limitranges",
+            true,
+            &core_kinds::LimitRanges,
+        )
+        .short(&["limits"]),
+        res(
+            "",
+            "v1",
             "Namespace",
             "namespaces",
             false,
-            &["ns"],
-            &["status", "finalize"],
             &core::Namespaces,
-        ),
-        b("", "Secret", "secrets", true, &[], &[], &core::Secrets),
-        b(
+        )
+        .short(&["ns"])
+        .verbs(&[
+            "create", "delete", "get", "list", "patch", "update", "watch",
+        ])
+        .subresources(&[sub("finalize", SAME, None, &["update"]), STATUS]),
+        res("", "v1", "Node", "nodes", false, &core::Nodes)
+            .short(&["no"])
+            .subresources(&[
+                sub(
+                    "proxy",
+                    Some("NodeProxyOptions"),
+                    None,
+                    &["create", "delete", "get", "patch", "update"],
+                ),
+                STATUS,
+            ]),
+        res(
             "",
-            "ConfigMap",
-            "configmaps",
+            "v1",
+            "PersistentVolumeClaim",
+            "persistentvolumeclaims",
             true,
-            &["cm"],
-            &[],
-            &core::ConfigMaps,
-        ),
-        b(
+            &core_kinds::PersistentVolumeClaims,
+        )
+        .short(&["pvc"])
+        .subresources(&[STATUS]),
+        res(
             "",
+            "v1",
+            "PersistentVolume",
+            "persistentvolumes",
+            false,
+            &core_kinds::PersistentVolumes,
+        )
+        .short(&["pv"])
+        .subresources(&[STATUS]),
+        // Nothing runs them: a pod stays Pending, as on a cluster without nodes.
+        res("", "v1", "Pod", "pods", true, &pods::Pods)
+            .short(&["po"])
+            .categories(&["all"])
+            .subresources(&[
+                sub("attach", Some("PodAttachOptions"), None, &["create", "get"]),
+                sub("binding", Some("Binding"), None, &["create"]),
+                sub(
+                    "ephemeralcontainers",
+                    SAME,
+                    None,
+                    &["get", "patch", "update"],
+                ),
+                sub(
+                    "eviction",
+                    Some("Eviction"),
+                    Some(("policy", "v1")),
+                    &["create"],
+                ),
+                sub("exec", Some("PodExecOptions"), None, &["create", "get"]),
+                sub("log", SAME, None, &["get"]),
+                sub(
+                    "portforward",
+                    Some("PodPortForwardOptions"),
+                    None,
+                    &["create", "get"],
+                ),
+                sub(
+                    "proxy",
+                    Some("PodProxyOptions"),
+                    None,
+                    &["create", "delete", "get", "patch", "update"],
+                ),
+                sub("resize", SAME, None, &["get", "patch", "update"]),
+                STATUS,
+            ]),
+        res(
+            "",
+            "v1",
+            "PodTemplate",
+            "podtemplates",
+            true,
+            &core_kinds::PodTemplates,
+        ),
+        res(
+            "",
+            "v1",
+            "ReplicationController",
+            "replicationcontrollers",
+            true,
+            &core_kinds::ReplicationControllers,
+        )
+        .short(&["rc"])
+        .categories(&["all"])
+        .subresources(&[STATUS]),
+        res(
+            "",
+            "v1",
+            "ResourceQuota",
+            "resourcequotas",
+            true,
+            &core_kinds::ResourceQuotas,
+        )
+        .short(&["quota"])
+        .subresources(&[STATUS]),
+        res("", "v1", "Secret", "secrets", true, &core::Secrets),
+        res(
+            "",
+            "v1",
             "ServiceAccount",
             "serviceaccounts",
             true,
-            &["sa"],
-            &["token"],
             &core::ServiceAccounts,
-        ),
-        // Stored with kube-apiserver's spec defaults; nothing routes to a Service here, so it
-        // gets no cluster IP.
-        b(
-            "",
-            "Service",
-            "services",
-            true,
-            &["svc"],
-            &["status"],
-            &core::Services,
-        ),
-        // Nothing runs them: a pod stays Pending, as on a cluster without nodes.
-        b("", "Pod", "pods", true, &["po"], &["status"], &pods::Pods),
-        b(
-            "",
-            "Event",
-            "events",
-            true,
-            &["ev"],
-            &[],
-            &events::CoreEvents,
-        ),
-        b(
-            "",
-            "Node",
-            "nodes",
+        )
+        .short(&["sa"])
+        .subresources(&[sub(
+            "token",
+            Some("TokenRequest"),
+            Some(("authentication.k8s.io", "v1")),
+            &["create"],
+        )]),
+        res("", "v1", "Service", "services", true, &core::Services)
+            .short(&["svc"])
+            .categories(&["all"])
+            .subresources(&[
+                sub(
+                    "proxy",
+                    Some("ServiceProxyOptions"),
+                    None,
+                    &["create", "delete", "get", "patch", "update"],
+                ),
+                STATUS,
+            ]),
+        res(
+            "apiregistration.k8s.io",
+            "v1",
+            "APIService",
+            "apiservices",
             false,
-            &["no"],
-            &["status"],
-            &core::Nodes,
-        ),
-        b(
+            &apiregistration::ApiServices,
+        )
+        .categories(&["api-extensions"])
+        .subresources(&[STATUS]),
+        res(
             "apps",
+            "v1",
+            "ControllerRevision",
+            "controllerrevisions",
+            true,
+            &apps::ControllerRevisions,
+        ),
+        res(
+            "apps",
+            "v1",
+            "DaemonSet",
+            "daemonsets",
+            true,
+            &apps::DaemonSets,
+        )
+        .short(&["ds"])
+        .categories(&["all"])
+        .subresources(&[STATUS]),
+        res(
+            "apps",
+            "v1",
             "Deployment",
             "deployments",
             true,
-            &["deploy"],
-            &["status"],
             &apps::Deployments,
-        ),
-        b(
-            "coordination.k8s.io",
-            "Lease",
-            "leases",
+        )
+        .short(&["deploy"])
+        .categories(&["all"])
+        .subresources(&[STATUS]),
+        res(
+            "apps",
+            "v1",
+            "ReplicaSet",
+            "replicasets",
             true,
-            &[],
-            &[],
-            &coordination::Leases,
-        ),
-        b(
+            &apps::ReplicaSets,
+        )
+        .short(&["rs"])
+        .categories(&["all"])
+        .subresources(&[STATUS]),
+        res(
+            "apps",
+            "v1",
+            "StatefulSet",
+            "statefulsets",
+            true,
+            &apps::StatefulSets,
+        )
+        .short(&["sts"])
+        .categories(&["all"])
+        .subresources(&[STATUS]),
+        res(
             "events.k8s.io",
+            "v1",
             "Event",
             "events",
             true,
-            &[],
-            &[],
             &events::EventsV1,
-        ),
-        b(
+        )
+        .short(&["ev"]),
+        res(
+            "authentication.k8s.io",
+            "v1",
+            "SelfSubjectReview",
+            "selfsubjectreviews",
+            false,
+            &PLAIN,
+        )
+        .verbs(&["create"])
+        .answered(),
+        res(
+            "authentication.k8s.io",
+            "v1",
+            "TokenReview",
+            "tokenreviews",
+            false,
+            &PLAIN,
+        )
+        .verbs(&["create"])
+        .answered(),
+        res(
+            "authorization.k8s.io",
+            "v1",
+            "LocalSubjectAccessReview",
+            "localsubjectaccessreviews",
+            true,
+            &PLAIN,
+        )
+        .verbs(&["create"])
+        .answered(),
+        res(
+            "authorization.k8s.io",
+            "v1",
+            "SelfSubjectAccessReview",
+            "selfsubjectaccessreviews",
+            false,
+            &PLAIN,
+        )
+        .verbs(&["create"])
+        .answered(),
+        res(
+            "authorization.k8s.io",
+            "v1",
+            "SelfSubjectRulesReview",
+            "selfsubjectrulesreviews",
+            false,
+            &PLAIN,
+        )
+        .verbs(&["create"])
+        .answered(),
+        res(
+            "authorization.k8s.io",
+            "v1",
+            "SubjectAccessReview",
+            "subjectaccessreviews",
+            false,
+            &PLAIN,
+        )
+        .verbs(&["create"])
+        .answered(),
+        res(
+            "autoscaling",
+            "v2",
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+            true,
+            &autoscaling::V2,
+        )
+        .short(&["hpa"])
+        .categories(&["all"])
+        .subresources(&[STATUS]),
+        res(
+            "autoscaling",
+            "v1",
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+            true,
+            &autoscaling::V1,
+        )
+        .short(&["hpa"])
+        .categories(&["all"])
+        .subresources(&[STATUS]),
+        res("batch", "v1", "CronJob", "cronjobs", true, &batch::CronJobs)
+            .short(&["cj"])
+            .categories(&["all"])
+            .subresources(&[STATUS]),
+        res("batch", "v1", "Job", "jobs", true, &batch::Jobs)
+            .categories(&["all"])
+            .subresources(&[STATUS]),
+        res(
             "certificates.k8s.io",
+            "v1",
             "CertificateSigningRequest",
             "certificatesigningrequests",
             false,
-            &["csr"],
-            &["approval", "status"],
             &certificates::CertificateSigningRequests,
-        ),
-        b(
-            "apiextensions.k8s.io",
-            "CustomResourceDefinition",
-            "customresourcedefinitions",
+        )
+        .short(&["csr"])
+        .subresources(&[
+            sub("approval", SAME, None, &["get", "patch", "update"]),
+            STATUS,
+        ]),
+        res(
+            "networking.k8s.io",
+            "v1",
+            "IngressClass",
+            "ingressclasses",
             false,
-            &["crd", "crds"],
-            &["status"],
-            &apiextensions::CustomResourceDefinitions,
+            &networking::IngressClasses,
         ),
-        b(
-            "rbac.authorization.k8s.io",
-            "Role",
-            "roles",
+        res(
+            "networking.k8s.io",
+            "v1",
+            "Ingress",
+            "ingresses",
             true,
-            &[],
-            &[],
-            &rbac::Roles,
-        ),
-        b(
-            "rbac.authorization.k8s.io",
-            "ClusterRole",
-            "clusterroles",
+            &networking::Ingresses,
+        )
+        .short(&["ing"])
+        .subresources(&[STATUS]),
+        res(
+            "networking.k8s.io",
+            "v1",
+            "IPAddress",
+            "ipaddresses",
             false,
-            &[],
-            &[],
-            &rbac::Roles,
-        ),
-        b(
-            "rbac.authorization.k8s.io",
-            "RoleBinding",
-            "rolebindings",
+            &PLAIN,
+        )
+        .short(&["ip"]),
+        res(
+            "networking.k8s.io",
+            "v1",
+            "NetworkPolicy",
+            "networkpolicies",
             true,
-            &[],
-            &[],
-            &rbac::Bindings,
-        ),
-        b(
+            &networking::NetworkPolicies,
+        )
+        .short(&["netpol"]),
+        res(
+            "networking.k8s.io",
+            "v1",
+            "ServiceCIDR",
+            "servicecidrs",
+            false,
+            &PLAIN,
+        )
+        .subresources(&[STATUS]),
+        res(
+            "policy",
+            "v1",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+            true,
+            &policy::PodDisruptionBudgets,
+        )
+        .short(&["pdb"])
+        .subresources(&[STATUS]),
+        res(
             "rbac.authorization.k8s.io",
+            "v1",
             "ClusterRoleBinding",
             "clusterrolebindings",
             false,
-            &[],
-            &[],
             &rbac::Bindings,
         ),
+        res(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRole",
+            "clusterroles",
+            false,
+            &rbac::Roles,
+        ),
+        res(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "RoleBinding",
+            "rolebindings",
+            true,
+            &rbac::Bindings,
+        ),
+        res(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "Role",
+            "roles",
+            true,
+            &rbac::Roles,
+        ),
+        res(
+            "storage.k8s.io",
+            "v1",
+            "CSIDriver",
+            "csidrivers",
+            false,
+            &storage::CsiDrivers,
+        ),
+        res(
+            "storage.k8s.io",
+            "v1",
+            "CSINode",
+            "csinodes",
+            false,
+            &storage::CSI_NODES,
+        ),
+        res(
+            "storage.k8s.io",
+            "v1",
+            "CSIStorageCapacity",
+            "csistoragecapacities",
+            true,
+            &PLAIN,
+        ),
+        res(
+            "storage.k8s.io",
+            "v1",
+            "StorageClass",
+            "storageclasses",
+            false,
+            &storage::StorageClasses,
+        )
+        .short(&["sc"]),
+        res(
+            "storage.k8s.io",
+            "v1",
+            "VolumeAttachment",
+            "volumeattachments",
+            false,
+            &storage::VOLUME_ATTACHMENTS,
+        )
+        .subresources(&[STATUS]),
+        res(
+            "storage.k8s.io",
+            "v1",
+            "VolumeAttributesClass",
+            "volumeattributesclasses",
+            false,
+            &PLAIN,
+        )
+        .short(&["vac"]),
+        res(
+            "admissionregistration.k8s.io",
+            "v1",
+            "MutatingAdmissionPolicy",
+            "mutatingadmissionpolicies",
+            false,
+            &PLAIN,
+        )
+        .categories(&["api-extensions"]),
+        res(
+            "admissionregistration.k8s.io",
+            "v1",
+            "MutatingAdmissionPolicyBinding",
+            "mutatingadmissionpolicybindings",
+            false,
+            &PLAIN,
+        )
+        .categories(&["api-extensions"]),
+        res(
+            "admissionregistration.k8s.io",
+            "v1",
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+            false,
+            &PLAIN,
+        )
+        .categories(&["api-extensions"]),
+        res(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingAdmissionPolicy",
+            "validatingadmissionpolicies",
+            false,
+            &PLAIN,
+        )
+        .categories(&["api-extensions"])
+        .subresources(&[STATUS]),
+        res(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+            false,
+            &PLAIN,
+        )
+        .categories(&["api-extensions"]),
+        res(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+            false,
+            &PLAIN,
+        )
+        .categories(&["api-extensions"]),
+        res(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            false,
+            &apiextensions::CustomResourceDefinitions,
+        )
+        .hashed_as("v1beta1")
+        .short(&["crd", "crds"])
+        .categories(&["api-extensions"])
+        .subresources(&[STATUS]),
+        res(
+            "scheduling.k8s.io",
+            "v1",
+            "PriorityClass",
+            "priorityclasses",
+            false,
+            &scheduling::PriorityClasses,
+        )
+        .short(&["pc"]),
+        res(
+            "coordination.k8s.io",
+            "v1",
+            "Lease",
+            "leases",
+            true,
+            &coordination::Leases,
+        ),
+        res(
+            "node.k8s.io",
+            "v1",
+            "RuntimeClass",
+            "runtimeclasses",
+            false,
+            &PLAIN,
+        ),
+        res(
+            "discovery.k8s.io",
+            "v1",
+            "EndpointSlice",
+            "endpointslices",
+            true,
+            &discovery::EndpointSlices,
+        ),
+        res(
+            "resource.k8s.io",
+            "v1",
+            "DeviceClass",
+            "deviceclasses",
+            false,
+            &PLAIN,
+        ),
+        res(
+            "resource.k8s.io",
+            "v1",
+            "ResourceClaim",
+            "resourceclaims",
+            true,
+            &PLAIN,
+        )
+        .subresources(&[STATUS]),
+        res(
+            "resource.k8s.io",
+            "v1",
+            "ResourceClaimTemplate",
+            "resourceclaimtemplates",
+            true,
+            &PLAIN,
+        ),
+        res(
+            "resource.k8s.io",
+            "v1",
+            "ResourceSlice",
+            "resourceslices",
+            false,
+            &PLAIN,
+        ),
+        res(
+            "flowcontrol.apiserver.k8s.io",
+            "v1",
+            "FlowSchema",
+            "flowschemas",
+            false,
+            &PLAIN,
+        )
+        .subresources(&[STATUS]),
+        res(
+            "flowcontrol.apiserver.k8s.io",
+            "v1",
+            "PriorityLevelConfiguration",
+            "prioritylevelconfigurations",
+            false,
+            &PLAIN,
+        )
+        .subresources(&[STATUS]),
     ]
+};
+
+/// The built-in groups in the order discovery lists them (the core group first).
+fn builtin_group_rank(group: &str) -> Option<usize> {
+    let mut seen = 0;
+    let mut last = None;
+    for b in BUILTINS {
+        if last != Some(b.group) {
+            if b.group == group {
+                return Some(seen);
+            }
+            seen += 1;
+            last = Some(b.group);
+        }
+    }
+    None
 }
 
 /// Why a CRD could not be turned into served resources.
@@ -472,7 +1198,7 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
         }
         let mut subresources = Vec::new();
         if v.pointer("/subresources/status").is_some() {
-            subresources.push("status".to_string());
+            subresources.push(Subresource::status(&kind));
         }
         let scale = v.pointer("/subresources/scale").map(|sc| {
             let path = |k: &str| sc.get(k).and_then(Value::as_str).map(crate::scale::pointer);
@@ -487,7 +1213,7 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
             }
         });
         if scale.is_some() {
-            subresources.push("scale".to_string());
+            subresources.insert(0, Subresource::scale());
         }
         let mut printer_columns = Vec::new();
         for c in v
@@ -505,11 +1231,21 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
                 format: s(c, "format").unwrap_or_default(),
                 description: s(c, "description")
                     .filter(|d| !d.is_empty())
-                    .unwrap_or_else(|| {
-                        format!("Custom resource definition column (in JSONPath format): {path}")
-                    }),
+                    .unwrap_or_else(|| column_description(&path)),
                 priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
                 source: CellSource::JsonPath(path),
+            });
+        }
+        // A CRD without columns of its own shows when each object was made.
+        if printer_columns.is_empty() {
+            let path = ".metadata.creationTimestamp";
+            printer_columns.push(PrinterColumn {
+                name: "Age".into(),
+                type_: "date".into(),
+                format: String::new(),
+                description: column_description(path),
+                priority: 0,
+                source: CellSource::JsonPath(path.into()),
             });
         }
         let schema = v.pointer("/schema/openAPIV3Schema");
@@ -540,6 +1276,12 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
             namespaced,
             short_names: short_names.clone(),
             categories: categories.clone(),
+            verbs: CUSTOM_VERBS,
+            stored: true,
+            storage_version_hash: Some(storage_version_hash(
+                &format!("{group}/{storage_version}"),
+                &kind,
+            )),
             subresources,
             printer_columns,
             strategy: &strategy::apiextensions::CustomResources,
@@ -558,6 +1300,11 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
         });
     }
     Ok(out)
+}
+
+/// What kube-apiserver says of a CRD's column that has no description of its own.
+fn column_description(path: &str) -> String {
+    format!("Custom resource definition column (in JSONPath format): {path}")
 }
 
 /// Reads `spec.conversion` as kube-apiserver validates it: `None` (the default) or `Webhook`,
@@ -638,7 +1385,7 @@ impl Registry {
     /// A registry holding the built-in resources.
     pub fn with_builtins() -> Self {
         let r = Registry::default();
-        for info in builtins() {
+        for info in BUILTINS.iter().map(Builtin::info) {
             r.insert(info);
         }
         r
@@ -687,7 +1434,6 @@ impl Registry {
         found
     }
 
-    /// Every entry, ordered by group, version, plural.
     /// Whether `group`/`version` is a built-in group version (not one a CRD adds).
     pub fn serves_builtin(&self, group: &str, version: &str) -> bool {
         self.resources_in(group, version)
@@ -695,6 +1441,7 @@ impl Registry {
             .any(|r| r.custom.is_none())
     }
 
+    /// Every entry, ordered by group, version, plural.
     pub fn all(&self) -> Vec<Arc<ResourceInfo>> {
         self.read().values().cloned().collect()
     }
@@ -708,7 +1455,9 @@ impl Registry {
             .collect()
     }
 
-    /// Named groups (not the core group) with their versions.
+    /// Named groups (not the core group) with their versions, preferred first, in the order
+    /// kube-apiserver lists them: built-in groups in their place, then the groups of CRDs as
+    /// kube-aggregator orders their APIServices of equal priority (by `version.group`).
     pub fn groups(&self) -> Vec<GroupVersions> {
         let mut out: Vec<GroupVersions> = Vec::new();
         for info in self.read().values() {
@@ -731,6 +1480,19 @@ impl Registry {
             g.versions
                 .sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
         }
+        let rank = |g: &GroupVersions| match builtin_group_rank(&g.group) {
+            Some(rank) => (0, rank, String::new()),
+            None => (
+                1,
+                0,
+                g.versions
+                    .iter()
+                    .map(|v| format!("{v}.{}", g.group))
+                    .min()
+                    .unwrap_or_default(),
+            ),
+        };
+        out.sort_by_cached_key(rank);
         out
     }
 
@@ -773,19 +1535,23 @@ pub fn version_priority(v: &str) -> (u8, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn every_built_in_resource_has_its_kube_type() {
         // Its managed fields, apply and fieldValidation need it (see `tools/builtin_types.py`).
-        for info in Registry::with_builtins().all() {
-            assert!(
-                info.fields.is_some(),
-                "{}/{} {} has no type in fields/builtin.types",
-                info.group,
-                info.version,
-                info.kind
-            );
-        }
+        let missing: Vec<String> = Registry::with_builtins()
+            .all()
+            .iter()
+            // Reviews and bindings are answered, never stored: their fields are recorded
+            // from their JSON (`writes::record_unstored`).
+            .filter(|info| info.stored && info.fields.is_none())
+            .map(|info| format!("{}/{} {}", info.group, info.version, info.kind))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "no type in fields/builtin.types: {missing:?}"
+        );
     }
 
     #[test]

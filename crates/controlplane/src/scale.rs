@@ -1,4 +1,4 @@
-//! The `/scale` subresource (`autoscaling/v1` Scale) of deployments and of custom resources
+//! The `/scale` subresource (`autoscaling/v1` Scale) of workloads and of custom resources
 //! whose CRD declares one: reading the replica counts and selector out of an object, and
 //! writing a new desired replica count back into it.
 
@@ -26,6 +26,8 @@ pub enum SelectorSource {
     StringAt(String),
     /// A LabelSelector whose matchLabels are rendered `k=v,...` (deployments).
     MatchLabelsAt(String),
+    /// A map of labels rendered `k=v,...` (ReplicationControllers' `spec.selector`).
+    MapAt(String),
 }
 
 /// Turns a CRD JSONPath such as `.spec.replicas` into a JSON pointer.
@@ -64,11 +66,13 @@ pub fn to_scale(paths: &ScalePaths, obj: &Value) -> Value {
                 status["selector"] = json!(s);
             }
         }
-        SelectorSource::MatchLabelsAt(p) => {
-            if let Some(m) = obj
-                .pointer(&format!("{p}/matchLabels"))
-                .and_then(Value::as_object)
-            {
+        SelectorSource::MatchLabelsAt(_) | SelectorSource::MapAt(_) => {
+            let labels = match &paths.selector {
+                SelectorSource::MatchLabelsAt(p) => obj.pointer(&format!("{p}/matchLabels")),
+                SelectorSource::MapAt(p) => obj.pointer(p),
+                _ => None,
+            };
+            if let Some(m) = labels.and_then(Value::as_object) {
                 let parts: Vec<String> = m
                     .iter()
                     .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))

@@ -134,7 +134,7 @@ impl Encoder {
                 )
             }
         };
-        Ok(line(&json!({"type": kind, "object": object})))
+        Ok(line(kind, &object))
     }
 
     fn bookmark(&self, rv: i64, initial_end: bool) -> Bytes {
@@ -142,13 +142,17 @@ impl Encoder {
         if initial_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
-        line(&json!({"type": "BOOKMARK", "object": {
-            "kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": meta}}))
+        line(
+            "BOOKMARK",
+            &json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": meta}),
+        )
     }
 }
 
-/// A watch event line of type `kind` around `object`, already JSON.
+/// A watch event line of type `kind` around `object`, already JSON (as stored: its newline
+/// left out).
 fn framed(kind: &str, object: &[u8]) -> Bytes {
+    let object = object.strip_suffix(b"\n").unwrap_or(object);
     let mut buf = Vec::with_capacity(object.len() + 40);
     buf.extend_from_slice(b"{\"type\":\"");
     buf.extend_from_slice(kind.as_bytes());
@@ -158,10 +162,11 @@ fn framed(kind: &str, object: &[u8]) -> Bytes {
     Bytes::from(buf)
 }
 
-fn line(v: &Value) -> Bytes {
-    let mut s = v.to_string();
-    s.push('\n');
-    Bytes::from(s)
+/// A watch event line of type `kind` around `object`.
+fn line(kind: &str, object: &Value) -> Bytes {
+    let mut raw = Vec::with_capacity(256);
+    crate::encode::write_json(object, &mut raw);
+    framed(kind, &raw)
 }
 
 fn expired_event(e: Expired) -> Bytes {
@@ -173,7 +178,7 @@ fn expired_event(e: Expired) -> Bytes {
 
 /// The ERROR event that ends a watch.
 fn error_event(e: &ApiError) -> Bytes {
-    line(&json!({"type": "ERROR", "object": e.to_status()}))
+    line("ERROR", &e.to_status())
 }
 
 /// Starts a watch; the returned channel yields encoded events until the watch ends.

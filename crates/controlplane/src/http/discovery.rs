@@ -1,92 +1,12 @@
 //! Discovery and health documents: /version, /api, /api/v1, /apis, /apis/G, /apis/G/V,
 //! /healthz, /livez, /readyz. `/api` and `/apis` answer aggregated discovery
 //! (`apidiscovery.k8s.io/v2` APIGroupDiscoveryList) to clients that ask for it, and the
-//! legacy documents otherwise. Besides the registry's resources they list the reviews, which
-//! are answered by handlers of their own and can only be created.
+//! legacy documents otherwise; both list every resource of the registry, groups in
+//! kube-apiserver's order (see [`Registry::groups`]) and resources by name.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
-use crate::registry::{GroupVersions, Registry, ResourceInfo};
-
-/// A create-only resource answered from the request alone, never stored.
-struct Review {
-    group: &'static str,
-    version: &'static str,
-    plural: &'static str,
-    kind: &'static str,
-    /// Asked in a namespace (LocalSubjectAccessReview).
-    namespaced: bool,
-}
-
-/// The reviews this server answers (see [`crate::http`]'s routes).
-const REVIEWS: [Review; 6] = [
-    Review {
-        group: "authentication.k8s.io",
-        version: "v1",
-        plural: "selfsubjectreviews",
-        kind: "SelfSubjectReview",
-        namespaced: false,
-    },
-    Review {
-        group: "authentication.k8s.io",
-        version: "v1",
-        plural: "tokenreviews",
-        kind: "TokenReview",
-        namespaced: false,
-    },
-    Review {
-        group: "authorization.k8s.io",
-        version: "v1",
-        plural: "localsubjectaccessreviews",
-        kind: "LocalSubjectAccessReview",
-        namespaced: true,
-    },
-    Review {
-        group: "authorization.k8s.io",
-        version: "v1",
-        plural: "selfsubjectaccessreviews",
-        kind: "SelfSubjectAccessReview",
-        namespaced: false,
-    },
-    Review {
-        group: "authorization.k8s.io",
-        version: "v1",
-        plural: "selfsubjectrulesreviews",
-        kind: "SelfSubjectRulesReview",
-        namespaced: false,
-    },
-    Review {
-        group: "authorization.k8s.io",
-        version: "v1",
-        plural: "subjectaccessreviews",
-        kind: "SubjectAccessReview",
-        namespaced: false,
-    },
-];
-
-fn reviews_in<'a>(group: &'a str, version: &'a str) -> impl Iterator<Item = &'static Review> + 'a {
-    REVIEWS
-        .iter()
-        .filter(move |r| r.group == group && r.version == version)
-}
-
-/// The registry's groups plus the reviews' groups.
-fn served_groups(registry: &Registry) -> Vec<GroupVersions> {
-    let mut groups = registry.groups();
-    for r in &REVIEWS {
-        match groups.iter_mut().find(|g| g.group == r.group) {
-            Some(g) if !g.versions.iter().any(|v| v == r.version) => {
-                g.versions.push(r.version.to_string())
-            }
-            Some(_) => {}
-            None => groups.push(GroupVersions {
-                group: r.group.to_string(),
-                versions: vec![r.version.to_string()],
-            }),
-        }
-    }
-    groups
-}
+use crate::registry::{Registry, ResourceInfo};
 
 /// The Kubernetes version this server speaks.
 pub fn version() -> Value {
@@ -120,7 +40,8 @@ fn group_doc(group: &str, versions: &[String]) -> Value {
 
 /// GET /apis
 pub fn group_list(registry: &Registry) -> Value {
-    let groups: Vec<Value> = served_groups(registry)
+    let groups: Vec<Value> = registry
+        .groups()
         .iter()
         .map(|g| group_doc(&g.group, &g.versions))
         .collect();
@@ -129,52 +50,46 @@ pub fn group_list(registry: &Registry) -> Value {
 
 /// GET /apis/G
 pub fn group(registry: &Registry, name: &str) -> Option<Value> {
-    let g = served_groups(registry)
-        .into_iter()
-        .find(|g| g.group == name)?;
+    let g = registry.groups().into_iter().find(|g| g.group == name)?;
     let mut doc = group_doc(&g.group, &g.versions);
     doc["kind"] = json!("APIGroup");
     doc["apiVersion"] = json!("v1");
     Some(doc)
 }
 
+fn strings(items: &[String]) -> Value {
+    json!(items)
+}
+
+/// A resource's entries in a legacy APIResourceList: the resource, then its subresources.
 fn resource_entries(info: &ResourceInfo) -> Vec<Value> {
-    let mut main = json!({
-        "name": info.plural,
-        "singularName": info.singular,
-        "namespaced": info.namespaced,
-        "kind": info.kind,
-        "verbs": ResourceInfo::verbs(),
-    });
+    let mut main = Map::new();
+    main.insert("name".into(), json!(info.plural));
+    main.insert("singularName".into(), json!(info.singular));
+    main.insert("namespaced".into(), json!(info.namespaced));
+    main.insert("kind".into(), json!(info.kind));
+    main.insert("verbs".into(), json!(info.verbs));
     if !info.short_names.is_empty() {
-        main["shortNames"] = json!(info.short_names);
+        main.insert("shortNames".into(), strings(&info.short_names));
     }
     if !info.categories.is_empty() {
-        main["categories"] = json!(info.categories);
+        main.insert("categories".into(), strings(&info.categories));
     }
-    let mut out = vec![main];
+    if let Some(hash) = &info.storage_version_hash {
+        main.insert("storageVersionHash".into(), json!(hash));
+    }
+    let mut out = vec![Value::Object(main)];
     for sub in &info.subresources {
-        let verbs = match sub.as_str() {
-            "finalize" => json!(["update"]),
-            "token" => json!(["create"]),
-            _ => json!(["get", "patch", "update"]),
-        };
         let mut entry = json!({
-            "name": format!("{}/{sub}", info.plural),
+            "name": format!("{}/{}", info.plural, sub.name),
             "singularName": "",
             "namespaced": info.namespaced,
-            "kind": info.kind,
-            "verbs": verbs,
+            "kind": sub.kind,
+            "verbs": sub.verbs,
         });
-        if sub == "scale" {
-            entry["group"] = json!("autoscaling");
-            entry["version"] = json!("v1");
-            entry["kind"] = json!("Scale");
-        }
-        if sub == "token" {
-            entry["group"] = json!("authentication.k8s.io");
-            entry["version"] = json!("v1");
-            entry["kind"] = json!("TokenRequest");
+        if let Some((group, version)) = &sub.group_version {
+            entry["group"] = json!(group);
+            entry["version"] = json!(version);
         }
         out.push(entry);
     }
@@ -184,26 +99,17 @@ fn resource_entries(info: &ResourceInfo) -> Vec<Value> {
 /// GET /api/v1 or /apis/G/V; None when the group-version is not served.
 pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<Value> {
     let infos = registry.resources_in(group, version);
-    let reviews: Vec<Value> = reviews_in(group, version)
-        .map(|r| {
-            json!({"name": r.plural, "singularName": r.kind.to_lowercase(),
-                "namespaced": r.namespaced, "kind": r.kind, "verbs": ["create"]})
-        })
-        .collect();
-    if infos.is_empty() && reviews.is_empty() {
+    if infos.is_empty() {
         return None;
     }
-    let gv = if group.is_empty() {
-        version.to_string()
+    let resources: Vec<Value> = infos.iter().flat_map(|i| resource_entries(i)).collect();
+    // The core group's list is written without an apiVersion, as kube-apiserver writes it.
+    Some(if group.is_empty() {
+        json!({"kind": "APIResourceList", "groupVersion": version, "resources": resources})
     } else {
-        format!("{group}/{version}")
-    };
-    let mut resources: Vec<Value> = infos.iter().flat_map(|i| resource_entries(i)).collect();
-    resources.extend(reviews);
-    Some(
-        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
-        "resources": resources}),
-    )
+        json!({"kind": "APIResourceList", "apiVersion": "v1",
+            "groupVersion": format!("{group}/{version}"), "resources": resources})
+    })
 }
 
 /// The media type of aggregated discovery answers.
@@ -223,44 +129,36 @@ fn gvk(group: &str, version: &str, kind: &str) -> Value {
     json!({"group": group, "version": version, "kind": kind})
 }
 
+/// A resource as aggregated discovery lists it. Built-in kinds are named without their group
+/// and version (they are the group-version's own); custom resources' carry them.
 fn resource_discovery(info: &ResourceInfo) -> Value {
+    let (group, version) = match info.custom {
+        Some(_) => (info.group.as_str(), info.version.as_str()),
+        None => ("", ""),
+    };
     let subresources: Vec<Value> = info
         .subresources
         .iter()
         .map(|sub| {
-            let (kind, verbs) = match sub.as_str() {
-                "scale" => (
-                    gvk("autoscaling", "v1", "Scale"),
-                    json!(["get", "patch", "update"]),
-                ),
-                "finalize" => (
-                    gvk(&info.group, &info.version, &info.kind),
-                    json!(["update"]),
-                ),
-                "token" => (
-                    gvk("authentication.k8s.io", "v1", "TokenRequest"),
-                    json!(["create"]),
-                ),
-                _ => (
-                    gvk(&info.group, &info.version, &info.kind),
-                    json!(["get", "patch", "update"]),
-                ),
+            let kind = match &sub.group_version {
+                Some((g, v)) => gvk(g, v, &sub.kind),
+                None => gvk(group, version, &sub.kind),
             };
-            json!({"subresource": sub, "responseKind": kind, "verbs": verbs})
+            json!({"subresource": sub.name, "responseKind": kind, "verbs": sub.verbs})
         })
         .collect();
     let mut r = json!({
         "resource": info.plural,
-        "responseKind": gvk(&info.group, &info.version, &info.kind),
+        "responseKind": gvk(group, version, &info.kind),
         "scope": if info.namespaced { "Namespaced" } else { "Cluster" },
         "singularResource": info.singular,
-        "verbs": ResourceInfo::verbs(),
+        "verbs": info.verbs,
     });
     if !info.short_names.is_empty() {
-        r["shortNames"] = json!(info.short_names);
+        r["shortNames"] = strings(&info.short_names);
     }
     if !info.categories.is_empty() {
-        r["categories"] = json!(info.categories);
+        r["categories"] = strings(&info.categories);
     }
     if !subresources.is_empty() {
         r["subresources"] = Value::Array(subresources);
@@ -272,21 +170,21 @@ fn group_discovery(registry: &Registry, group: &str, versions: &[String]) -> Val
     let vs: Vec<Value> = versions
         .iter()
         .map(|v| {
-            let mut resources: Vec<Value> = registry
+            let resources: Vec<Value> = registry
                 .resources_in(group, v)
                 .iter()
                 .map(|i| resource_discovery(i))
                 .collect();
-            resources.extend(reviews_in(group, v).map(|r| {
-                json!({"resource": r.plural, "responseKind": gvk(r.group, r.version, r.kind),
-                    "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
-                    "singularResource": r.kind.to_lowercase(),
-                    "verbs": ["create"]})
-            }));
             json!({"version": v, "resources": resources, "freshness": "Current"})
         })
         .collect();
-    json!({"metadata": {"name": group}, "versions": vs})
+    // The core group has no name: its metadata is empty.
+    let metadata = if group.is_empty() {
+        json!({})
+    } else {
+        json!({ "name": group })
+    };
+    json!({"metadata": metadata, "versions": vs})
 }
 
 /// Aggregated discovery of the core group (`/api`) or of every named group (`/apis`).
@@ -294,7 +192,8 @@ pub fn aggregated(registry: &Registry, core: bool) -> Value {
     let items = if core {
         vec![group_discovery(registry, "", &["v1".to_string()])]
     } else {
-        served_groups(registry)
+        registry
+            .groups()
             .iter()
             .map(|g| group_discovery(registry, &g.group, &g.versions))
             .collect()
@@ -354,6 +253,118 @@ mod tests {
         assert!(names.contains(&"namespaces/status"));
         assert!(names.contains(&"configmaps"));
         assert!(resource_list(&r, "nope", "v1").is_none());
+    }
+
+    fn with_crds(names: &[(&str, &str)]) -> Registry {
+        let r = Registry::with_builtins();
+        for (group, version) in names {
+            let crd = json!({"spec": {"group": group, "scope": "Namespaced",
+                "names": {"plural": "widgets", "kind": "Widget"},
+                "versions": [{"name": version, "served": true, "storage": true,
+                    "subresources": {"status": {}}}]}});
+            r.set_crd(
+                &format!("widgets.{group}"),
+                crate::registry::resources_from_crd(&crd).unwrap(),
+            );
+        }
+        r
+    }
+
+    #[test]
+    fn groups_are_listed_in_kube_apiserver_s_order_crd_groups_last() {
+        let r = with_crds(&[("zeta.example.com", "v1"), ("alpha.example.com", "v1beta1")]);
+        let names: Vec<String> = group_list(&r)["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            names[..4],
+            [
+                "apiregistration.k8s.io",
+                "apps",
+                "events.k8s.io",
+                "authentication.k8s.io"
+            ]
+        );
+        assert_eq!(
+            names[names.len() - 3..],
+            [
+                "flowcontrol.apiserver.k8s.io",
+                // As kube-aggregator orders APIServices of one priority: `v1.zeta...` before
+                // `v1beta1.alpha...`.
+                "zeta.example.com",
+                "alpha.example.com",
+            ]
+        );
+        let autoscaling = group(&r, "autoscaling").unwrap();
+        assert_eq!(autoscaling["preferredVersion"]["version"], "v2");
+    }
+
+    #[test]
+    fn resources_carry_kube_apiserver_s_verbs_and_storage_hashes() {
+        let r = with_crds(&[("golden.example.com", "v1")]);
+        let core = resource_list(&r, "", "v1").unwrap();
+        let find = |doc: &Value, name: &str| {
+            doc["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|x| x["name"] == name)
+                .cloned()
+                .unwrap()
+        };
+        let namespaces = find(&core, "namespaces");
+        assert_eq!(
+            namespaces["verbs"],
+            json!([
+                "create", "delete", "get", "list", "patch", "update", "watch"
+            ])
+        );
+        assert_eq!(namespaces["storageVersionHash"], "Q3oi5N2YM8M=");
+        assert!(find(&core, "bindings").get("storageVersionHash").is_none());
+        assert_eq!(find(&core, "pods/eviction")["group"], "policy");
+        let crds = resource_list(&r, "apiextensions.k8s.io", "v1").unwrap();
+        // kube-apiserver still stores CRDs at v1beta1.
+        assert_eq!(
+            find(&crds, "customresourcedefinitions")["storageVersionHash"],
+            "jfWCUB31mvA="
+        );
+        let widgets = resource_list(&r, "golden.example.com", "v1").unwrap();
+        assert_eq!(
+            find(&widgets, "widgets")["storageVersionHash"],
+            "FtbgEmiKtnw="
+        );
+        assert_eq!(find(&widgets, "widgets")["verbs"][0], "delete");
+    }
+
+    #[test]
+    fn aggregated_discovery_names_kinds_of_custom_resources_only_with_their_group() {
+        let r = with_crds(&[("golden.example.com", "v1")]);
+        let all = aggregated(&r, false);
+        let items = all["items"].as_array().unwrap();
+        let apps = items
+            .iter()
+            .find(|g| g["metadata"]["name"] == "apps")
+            .unwrap();
+        let deployments = &apps["versions"][0]["resources"][2];
+        assert_eq!(deployments["resource"], "deployments");
+        assert_eq!(
+            deployments["responseKind"],
+            json!({"group": "", "version": "", "kind": "Deployment"})
+        );
+        assert_eq!(
+            deployments["subresources"][0]["responseKind"],
+            json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
+        );
+        let golden = items.last().unwrap();
+        assert_eq!(
+            golden["versions"][0]["resources"][0]["subresources"][0]["responseKind"],
+            json!({"group": "golden.example.com", "version": "v1", "kind": "Widget"})
+        );
+        let core = aggregated(&r, true);
+        assert_eq!(core["items"][0]["metadata"], json!({}));
     }
 
     #[test]

@@ -84,7 +84,29 @@ fn full(code: u16, content_type: &str, body: impl Into<Bytes>) -> Response<Body>
 }
 
 fn json_response(code: u16, v: &Value) -> Response<Body> {
-    full(code, "application/json", v.to_string())
+    full(code, "application/json", crate::encode::json(v))
+}
+
+/// The form an answer is written in, as the request's Accept header asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    Json,
+    Yaml,
+}
+
+/// The first media type of `accept` this server writes: JSON (also for `*/*` and no header)
+/// or YAML; None when it asks only for others (a 406).
+fn negotiate(accept: &str) -> Option<Form> {
+    if accept.trim().is_empty() {
+        return Some(Form::Json);
+    }
+    accept
+        .split(',')
+        .find_map(|a| match a.split(';').next().unwrap_or("").trim() {
+            "application/json" | "*/*" | "application/*" | "" => Some(Form::Json),
+            "application/yaml" => Some(Form::Yaml),
+            _ => None,
+        })
 }
 
 fn error_response(e: &ApiError) -> Response<Body> {
@@ -172,17 +194,6 @@ fn header_str(h: &HeaderMap, name: header::HeaderName) -> &str {
     h.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
 }
 
-fn accepts_json(accept: &str) -> bool {
-    accept.is_empty()
-        || accept.split(',').any(|a| {
-            let base = a.split(';').next().unwrap_or("").trim();
-            matches!(
-                base,
-                "application/json" | "*/*" | "application/*" | "application/yaml" | ""
-            )
-        })
-}
-
 async fn route(fe: &Frontend, call: Call<'_>, request: &RequestInfo) -> ApiResult<Response<Body>> {
     if request.is_resource_request {
         return match (request.api_group.as_str(), request.api_version.as_str()) {
@@ -218,13 +229,17 @@ async fn route(fe: &Frontend, call: Call<'_>, request: &RequestInfo) -> ApiResul
         }
         ["api" | "apis"] if method == Method::GET && discovery::wants_aggregated(accept) => {
             let doc = discovery::aggregated(registry, segs[0] == "api");
-            Ok(full(200, discovery::AGGREGATED, doc.to_string()))
+            Ok(full(200, discovery::AGGREGATED, crate::encode::json(&doc)))
         }
         ["api"] => get_only(Some(discovery::core_versions(&fe.addr))),
         ["apis"] => get_only(Some(discovery::group_list(registry))),
-        ["apis", g] => get_only(discovery::group(registry, g)),
+        ["apis", g] => get_only(Some(
+            discovery::group(registry, g).ok_or(ApiError::PageNotFound)?,
+        )),
         ["api", "v1"] => get_only(discovery::resource_list(registry, "", "v1")),
-        ["apis", g, v] => get_only(discovery::resource_list(registry, g, v)),
+        ["apis", g, v] => get_only(Some(
+            discovery::resource_list(registry, g, v).ok_or(ApiError::PageNotFound)?,
+        )),
         ["openapi", rest @ ..] => {
             if method != Method::GET {
                 return Err(ApiError::MethodNotAllowed(Default::default()));
@@ -440,15 +455,22 @@ async fn resource(
         false => return Err(ApiError::NoRoute),
     };
     let sub = request.parts.get(2).map(String::as_str);
-    if sub == Some(TOKEN)
-        && info.subresources.iter().any(|s| s == TOKEN)
-        && request.parts.len() == 3
-    {
-        if request.verb != Verb::Create {
-            return Err(ApiError::MethodNotAllowed(crate::objects::subject(
-                &info, "",
-            )));
+    let verbs = match sub {
+        None => info.verbs,
+        Some(s) => {
+            info.subresources
+                .iter()
+                .find(|x| x.name == s)
+                .ok_or(ApiError::NoRoute)?
+                .verbs
         }
+    };
+    if !verbs.contains(&request.verb.as_str()) {
+        return Err(ApiError::MethodNotAllowed(crate::objects::subject(
+            &info, "",
+        )));
+    }
+    if sub == Some(TOKEN) {
         let opts = WriteOptions::from_query(q, header_str(headers, header::USER_AGENT), user)?;
         let answer = crate::token_request::create(
             &fe.api,
@@ -462,6 +484,10 @@ async fn resource(
         fe.requests.record(request);
         return Ok(json_response(201, &answer));
     }
+    // Resources answered by handlers of their own reach here only when this server has none.
+    if !info.stored {
+        return Err(ApiError::NoRoute);
+    }
     let part = Part::from_subresource(&info, sub).ok_or(ApiError::NoRoute)?;
     fe.requests.record(request);
     let name = request.path_name();
@@ -473,9 +499,10 @@ async fn resource(
     };
     let accept = header_str(headers, header::ACCEPT);
     let table = wants_table(accept);
-    if !table && !accepts_json(accept) {
-        return Err(ApiError::NotAcceptable);
-    }
+    let form = match table {
+        true => Form::Json,
+        false => negotiate(accept).ok_or(ApiError::NotAcceptable)?,
+    };
     let render = Render {
         table,
         include: IncludeObject::parse(q.get("includeObject")),
@@ -576,9 +603,20 @@ async fn resource(
         }
         _ => return Err(not_allowed()),
     };
-    let mut response = match answer.body {
-        Reply::Object(object) => json_response(answer.code, &object),
-        Reply::Json(raw) => full(answer.code, "application/json", raw),
+    let mut response = match (form, answer.body) {
+        (Form::Json, Reply::Object(object)) => json_response(answer.code, &object),
+        (Form::Json, Reply::Json(raw)) => full(answer.code, "application/json", raw),
+        (Form::Yaml, body) => {
+            let object = match body {
+                Reply::Object(object) => object,
+                Reply::Json(raw) => crate::storage::decode(&raw),
+            };
+            full(
+                answer.code,
+                "application/yaml",
+                crate::encode::yaml::yaml(&object),
+            )
+        }
     };
     add_warnings(response.headers_mut(), &answer.warnings);
     Ok(response)

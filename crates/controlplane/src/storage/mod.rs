@@ -100,10 +100,12 @@ impl StoredHead {
         }
         let head: Head = serde_json::from_slice(raw).ok()?;
         let partial = crate::table::partial_of(head.metadata);
+        let mut raw = Vec::new();
+        crate::encode::write_json(&partial, &mut raw);
         Some(StoredHead {
             api_version: head.api_version,
             kind: head.kind,
-            partial: Bytes::from(partial.to_string()),
+            partial: Bytes::from(raw),
         })
     }
 }
@@ -764,10 +766,11 @@ impl Store {
     }
 }
 
-/// An object's stored form. The buffer is cut to its length: it lives as long as the object
-/// and its events, and serialising leaves up to half of it spare.
+/// An object's stored form: the bytes it is answered in ([`crate::encode::json`]), so that it
+/// is served as stored without being decoded. The buffer is cut to its length: it lives as
+/// long as the object and its events, and serialising leaves up to half of it spare.
 fn serialise(v: &Value) -> Bytes {
-    let mut raw = serde_json::to_vec(v).unwrap_or_default();
+    let mut raw = crate::encode::json(v);
     raw.shrink_to_fit();
     Bytes::from(raw)
 }

@@ -12,9 +12,10 @@ use crate::storage::WriteOp;
 /// The finalizer that keeps a CRD until its objects are gone.
 pub const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
 
-/// CustomResourceDefinitions: valid definitions named `<plural>.<group>`, their status set as
-/// the apiextensions controllers set it once names are accepted, kept until their objects are
-/// gone, and served as soon as they are written.
+/// CustomResourceDefinitions: valid definitions named `<plural>.<group>`, created with no
+/// accepted names or conditions (the names are accepted and the CRD established right after,
+/// see [`established`]), served as soon as they are written, and on delete marked
+/// Terminating and kept until their objects are gone.
 #[derive(Debug)]
 pub struct CustomResourceDefinitions;
 
@@ -487,8 +488,8 @@ fn set_name(names: &mut serde_json::Map<String, Value>, field: &str, value: &str
 }
 
 /// Every custom resource: a generation, optimistic concurrency required on update, no
-/// strategic merge, status only through `/status` when the CRD declares it, validation by the
-/// CRD version's schema and CEL rules, and deletes answered with the object.
+/// strategic merge, status only through `/status` when the CRD declares it, and validation by
+/// the CRD version's schema and CEL rules.
 #[derive(Debug)]
 pub struct CustomResources;
 
@@ -562,9 +563,5 @@ impl ResourceStrategy for CustomResources {
                 errs.extend(rules.validate(obj, old));
             }
         }
-    }
-
-    fn returns_deleted_object(&self) -> bool {
-        true
     }
 }

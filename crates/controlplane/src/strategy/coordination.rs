@@ -27,10 +27,12 @@ impl ResourceStrategy for Leases {
     }
 
     fn printer_columns(&self) -> Vec<PrinterColumn> {
-        vec![PrinterColumn::path(
+        // A Lease with no holder shows an empty cell, as kube-apiserver's printer leaves it.
+        vec![PrinterColumn::cell(
             "Holder",
             "string",
-            ".spec.holderIdentity",
+            crate::table::doc("coordination.k8s.io/v1", "LeaseSpec", "holderIdentity"),
+            |o, _| crate::table::workload::text(o.pointer("/spec/holderIdentity")),
         )]
     }
 }

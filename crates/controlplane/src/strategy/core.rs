@@ -41,7 +41,10 @@ impl ResourceStrategy for Namespaces {
     }
 
     fn printer_columns(&self) -> Vec<PrinterColumn> {
-        vec![PrinterColumn::path("Status", "string", ".status.phase")]
+        vec![
+            PrinterColumn::path("Status", "string", ".status.phase")
+                .described("The status of the namespace"),
+        ]
     }
 
     /// The label naming the namespace, which selectors of namespaces rely on.
@@ -185,8 +188,10 @@ impl ResourceStrategy for Secrets {
 
     fn printer_columns(&self) -> Vec<PrinterColumn> {
         vec![
-            PrinterColumn::path("Type", "string", ".type"),
-            PrinterColumn::computed("Data", CellSource::Count(vec!["data"])),
+            PrinterColumn::path("Type", "string", ".type")
+                .described(crate::table::doc("v1", "Secret", "type")),
+            PrinterColumn::computed("Data", CellSource::Count(vec!["data"]))
+                .described(crate::table::doc("v1", "Secret", "data")),
         ]
     }
 
@@ -248,10 +253,10 @@ impl ResourceStrategy for ConfigMaps {
     }
 
     fn printer_columns(&self) -> Vec<PrinterColumn> {
-        vec![PrinterColumn::computed(
-            "Data",
-            CellSource::Count(vec!["data"]),
-        )]
+        vec![
+            PrinterColumn::computed("Data", CellSource::Count(vec!["data"]))
+                .described(crate::table::doc("v1", "ConfigMap", "data")),
+        ]
     }
 
     fn validate(&self, obj: &mut Value, check: &mut Validation<'_>) {
@@ -278,58 +283,212 @@ impl ResourceStrategy for ConfigMaps {
     }
 }
 
-/// ServiceAccounts: printed with their secrets.
+/// ServiceAccounts: printed with their secrets, answered with the object when deleted.
 #[derive(Debug)]
 pub struct ServiceAccounts;
 
 impl ResourceStrategy for ServiceAccounts {
     fn printer_columns(&self) -> Vec<PrinterColumn> {
-        vec![PrinterColumn::computed(
-            "Secrets",
-            CellSource::Count(vec!["secrets"]),
-        )]
+        vec![
+            PrinterColumn::computed("Secrets", CellSource::Count(vec!["secrets"]))
+                .described(crate::table::doc("v1", "ServiceAccount", "secrets")),
+        ]
+    }
+
+    fn returns_deleted_object(&self) -> bool {
+        true
     }
 }
 
-/// Services: stored with kube-apiserver's spec defaults; nothing routes to a Service here, so it
-/// gets no cluster IP.
+/// Services: kube-apiserver's spec defaults, a cluster IP of their own (from 10.96.0.0/12,
+/// as kubeadm's clusters have; nothing routes to it here) and node ports for NodePort and
+/// LoadBalancer Services, answered with the object when deleted.
 #[derive(Debug)]
 pub struct Services;
+
+/// Where Services' cluster IPs are taken from: 10.96.0.0/12, less its first two addresses
+/// (the network's and the `kubernetes` Service's).
+fn cluster_ip() -> String {
+    let offset = 2 + rand::random::<u32>() % ((1 << 20) - 3);
+    let ip = (10 << 24 | 96 << 16) + offset;
+    std::net::Ipv4Addr::from(ip).to_string()
+}
+
+/// A node port from kube-apiserver's default range, 30000-32767.
+fn node_port() -> u16 {
+    30000 + rand::random::<u16>() % 2768
+}
+
+fn service_defaults(spec: &mut serde_json::Map<String, Value>) {
+    super::set_default(spec, "type", json!("ClusterIP"));
+    super::set_default(spec, "sessionAffinity", json!("None"));
+    if spec.get("sessionAffinity") == Some(&json!("ClientIP")) {
+        let config = spec.entry("sessionAffinityConfig").or_insert(json!({}));
+        if let Some(client) = config
+            .as_object_mut()
+            .map(|c| c.entry("clientIP").or_insert(json!({})))
+            .and_then(Value::as_object_mut)
+        {
+            super::set_default(client, "timeoutSeconds", json!(10800));
+        }
+    }
+    let kind = spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+        .to_string();
+    let node_ports = matches!(kind.as_str(), "NodePort" | "LoadBalancer");
+    for port in spec
+        .get_mut("ports")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+    {
+        super::set_default(port, "protocol", json!("TCP"));
+        if let Some(number) = port.get("port").cloned() {
+            super::set_default(port, "targetPort", number);
+        }
+        if node_ports {
+            super::set_default(port, "nodePort", json!(node_port()));
+        }
+    }
+    if kind == "ExternalName" {
+        return;
+    }
+    super::set_default(spec, "internalTrafficPolicy", json!("Cluster"));
+    if node_ports {
+        super::set_default(spec, "externalTrafficPolicy", json!("Cluster"));
+    }
+    if kind == "LoadBalancer" {
+        super::set_default(spec, "allocateLoadBalancerNodePorts", json!(true));
+    }
+    let ip = match spec.get("clusterIP").and_then(Value::as_str) {
+        Some(ip) if !ip.is_empty() => ip.to_string(),
+        _ => cluster_ip(),
+    };
+    spec.insert("clusterIP".into(), json!(ip));
+}
+
+/// What kube-apiserver's Service storage sets after decoding (so the writer owns none of it):
+/// the allocated addresses' list, families and policy.
+fn service_ip_families(spec: &mut serde_json::Map<String, Value>) {
+    let Some(ip) = spec
+        .get("clusterIP")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    else {
+        return;
+    };
+    super::set_default(spec, "clusterIPs", json!([ip]));
+    super::set_default(spec, "ipFamilies", json!(["IPv4"]));
+    super::set_default(spec, "ipFamilyPolicy", json!("SingleStack"));
+}
 
 impl ResourceStrategy for Services {
     fn allows_create_on_update(&self) -> bool {
         true
     }
 
+    fn printer_columns(&self) -> Vec<PrinterColumn> {
+        let spec = |f| crate::table::doc("v1", "ServiceSpec", f);
+        vec![
+            PrinterColumn::cell("Type", "string", spec("type"), |o, _| {
+                crate::table::workload::text(o.pointer("/spec/type"))
+            }),
+            PrinterColumn::cell("Cluster-IP", "string", spec("clusterIP"), |o, _| {
+                crate::table::workload::or_none(o.pointer("/spec/clusterIP"))
+            }),
+            PrinterColumn::cell("External-IP", "string", spec("externalIPs"), |o, _| {
+                service_external(o)
+            }),
+            PrinterColumn::cell("Port(s)", "string", spec("ports"), |o, _| service_ports(o)),
+            PrinterColumn::age(),
+            PrinterColumn::cell("Selector", "string", spec("selector"), |o, _| {
+                crate::table::workload::labels(o.pointer("/spec/selector"))
+            })
+            .wide(),
+        ]
+    }
+
     fn default(&self, obj: &mut Value) {
         let Some(o) = obj.as_object_mut() else {
             return;
         };
-        let spec = o.entry("spec").or_insert(json!({}));
-        if let Some(s) = spec.as_object_mut() {
-            s.entry("type").or_insert(json!("ClusterIP"));
-            s.entry("sessionAffinity").or_insert(json!("None"));
-            s.entry("internalTrafficPolicy").or_insert(json!("Cluster"));
-            for port in s
-                .get_mut("ports")
-                .and_then(Value::as_array_mut)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_object_mut)
-            {
-                port.entry("protocol").or_insert(json!("TCP"));
-                if let Some(number) = port.get("port").cloned() {
-                    port.entry("targetPort").or_insert(number);
-                }
-            }
+        if let Some(spec) = o.entry("spec").or_insert(json!({})).as_object_mut() {
+            service_defaults(spec);
+        }
+    }
+
+    fn prepare_for_update(&self, _cur: &Value, next: &mut Value, part: Part) {
+        if part == Part::Main
+            && let Some(spec) = next.get_mut("spec").and_then(Value::as_object_mut)
+        {
+            service_ip_families(spec);
         }
     }
 
     fn prepare_for_create(&self, _info: &ResourceInfo, obj: &mut Value, _now: &str) {
+        if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+            service_ip_families(spec);
+        }
         if let Some(o) = obj.as_object_mut() {
             o.insert("status".into(), json!({"loadBalancer": {}}));
         }
     }
+
+    fn returns_deleted_object(&self) -> bool {
+        true
+    }
+}
+
+/// A Service's external addresses as `kubectl get` shows them.
+fn service_external(obj: &Value) -> Value {
+    let kind = obj.pointer("/spec/type").and_then(Value::as_str);
+    if kind == Some("ExternalName") {
+        return crate::table::workload::text(obj.pointer("/spec/externalName"));
+    }
+    let mut ips: Vec<String> = obj
+        .pointer("/spec/externalIPs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    if kind == Some("LoadBalancer") {
+        let lb = crate::table::workload::load_balancer(obj.pointer("/status/loadBalancer/ingress"));
+        match lb.as_str() {
+            Some("") | None if ips.is_empty() => return json!("<pending>"),
+            Some(lb) if !lb.is_empty() => ips.push(lb.to_string()),
+            _ => {}
+        }
+    }
+    json!(match ips.is_empty() {
+        true => "<none>".to_string(),
+        false => ips.join(","),
+    })
+}
+
+/// `80/TCP,443:30443/TCP`.
+fn service_ports(obj: &Value) -> Value {
+    let ports: Vec<String> = obj
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let port = p.get("port").map(Value::to_string).unwrap_or_default();
+            let protocol = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+            match p.get("nodePort").and_then(Value::as_i64) {
+                Some(node) => format!("{port}:{node}/{protocol}"),
+                None => format!("{port}/{protocol}"),
+            }
+        })
+        .collect();
+    json!(match ports.is_empty() {
+        true => "<none>".to_string(),
+        false => ports.join(","),
+    })
 }
 
 /// Nodes: printed with their readiness, roles and kubelet version.

@@ -10,13 +10,22 @@
 //! nothing else asks which resource it is handling. Pure: JSON in and out, no storage, no HTTP.
 
 pub mod apiextensions;
+pub mod apiregistration;
 pub mod apps;
+pub mod autoscaling;
+pub mod batch;
 pub mod certificates;
 pub mod coordination;
 pub mod core;
+pub mod core_kinds;
+pub mod discovery;
 pub mod events;
+pub mod networking;
 pub mod pods;
+pub mod policy;
 pub mod rbac;
+pub mod scheduling;
+pub mod storage;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -50,6 +59,52 @@ pub struct Validation<'a> {
     pub old: Option<&'a Value>,
     pub part: Part,
     pub errors: Vec<FieldError>,
+}
+
+/// Sets `key` to `value` unless it holds one already (kube-apiserver's defaulting: a field
+/// absent or null takes its default).
+pub(crate) fn set_default(map: &mut serde_json::Map<String, Value>, key: &str, value: Value) {
+    match map.get(key) {
+        Some(v) if !v.is_null() => {}
+        _ => {
+            map.insert(key.to_string(), value);
+        }
+    }
+}
+
+/// The pod template at `pointer` of a workload, defaulted as kube-apiserver defaults every
+/// pod template (see [`pods::default_pod_template`]).
+pub(crate) fn default_pod_template(obj: &mut Value, pointer: &str) {
+    if let Some(template) = obj.pointer_mut(pointer) {
+        pods::default_pod_template(template);
+    }
+}
+
+/// A built-in kind with no behaviour of its own: stored as written, with the rules every
+/// object shares.
+#[derive(Debug)]
+pub struct Plain {
+    /// Whether `metadata.generation` counts changes of the spec.
+    pub generation: bool,
+    /// Whether a delete answers with the deleted object (kube-apiserver's
+    /// `ReturnDeletedObject`).
+    pub returns_object: bool,
+}
+
+/// Stored as written; a delete answers a Status.
+pub static PLAIN: Plain = Plain {
+    generation: false,
+    returns_object: false,
+};
+
+impl ResourceStrategy for Plain {
+    fn tracks_generation(&self) -> bool {
+        self.generation
+    }
+
+    fn returns_deleted_object(&self) -> bool {
+        self.returns_object
+    }
 }
 
 /// Where a resource's objects are stored when that is not under their own resource: the
@@ -119,11 +174,6 @@ pub trait ResourceStrategy: fmt::Debug + Send + Sync {
     /// CRD).
     fn printer_columns(&self) -> Vec<PrinterColumn> {
         Vec::new()
-    }
-
-    /// The categories a built-in kind is listed under (`kubectl get all`).
-    fn categories(&self) -> &'static [&'static str] {
-        &[]
     }
 
     /// Where a built-in kind's `/scale` subresource reads and writes, when it has one.

@@ -36,10 +36,6 @@ impl ResourceStrategy for Pods {
         true
     }
 
-    fn categories(&self) -> &'static [&'static str] {
-        &["all"]
-    }
-
     fn field_selectors(&self) -> &'static [&'static str] {
         &[
             "spec.nodeName",

@@ -188,9 +188,11 @@ async fn generation_bumps_on_spec_changes_only_and_status_is_separate() {
         .await
         .unwrap();
     assert_eq!(scaled.metadata.generation, Some(2));
-    assert_eq!(
-        scaled.status,
-        Some(Default::default()),
+    // The deployment controller writes the status it sees (it may already have), never the
+    // patch's.
+    assert_ne!(
+        scaled.status.and_then(|s| s.replicas),
+        Some(9),
         "status ignored on the main resource"
     );
     let status = api

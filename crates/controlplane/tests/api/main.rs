@@ -7,6 +7,7 @@
 mod common;
 
 mod admission;
+mod builtin_kinds;
 mod controllers;
 mod conversion;
 mod crd_enforcement;

@@ -3,6 +3,11 @@
 //!
 //! Pure: objects in, Table JSON out.
 
+mod docs;
+pub mod workload;
+
+pub use docs::doc;
+
 use serde_json::{Value, json};
 
 use crate::meta::{ObjectMeta, parse_time};
@@ -72,13 +77,13 @@ fn own_name(info: &ResourceInfo) -> bool {
     info.printer_columns.iter().any(|c| c.name == "Name")
 }
 
-/// The column definitions of a resource's table.
+/// The column definitions of a resource's table: a Name column unless the resource places
+/// its own, its columns, and an Age column unless it says when objects were made itself.
 pub fn columns(info: &ResourceInfo) -> Value {
     let mut cols = Vec::new();
     if !own_name(info) {
         cols.push(json!({"name": "Name", "type": "string", "format": "name",
-            "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
-            "priority": 0}));
+            "description": doc("meta.k8s.io/v1", "ObjectMeta", "name"), "priority": 0}));
     }
     let has_custom_age = replaces_age(info);
     for c in &info.printer_columns {
@@ -87,21 +92,33 @@ pub fn columns(info: &ResourceInfo) -> Value {
     }
     if !has_custom_age {
         cols.push(json!({"name": "Age", "type": "string", "format": "",
-            "description": "CreationTimestamp is a timestamp representing the server time when this object was created.",
+            "description": doc("meta.k8s.io/v1", "ObjectMeta", "creationTimestamp"),
             "priority": 0}));
     }
     Value::Array(cols)
 }
 
-/// A human age as kubectl prints it: 5s, 3m, 2h, 4d, 2y.
+/// A duration as kube-apiserver's printers write ages: `90s`, `3m2s`, `42m`, `5h3m`, `20h`,
+/// `3d4h`, `40d`, `2y3d`, `9y`.
 pub fn human_age(seconds: i64) -> String {
     let s = seconds.max(0);
-    match s {
-        0..120 => format!("{s}s"),
-        120..7200 => format!("{}m", s / 60),
-        7200..172_800 => format!("{}h", s / 3600),
-        172_800..63_072_000 => format!("{}d", s / 86_400),
-        _ => format!("{}y", s / 31_536_000),
+    if s < 120 {
+        return format!("{s}s");
+    }
+    let (minutes, hours, days) = (s / 60, s / 3600, s / 86_400);
+    let with = |big: i64, unit: &str, small: i64, small_unit: &str| match small {
+        0 => format!("{big}{unit}"),
+        small => format!("{big}{unit}{small}{small_unit}"),
+    };
+    match () {
+        _ if minutes < 10 => with(minutes, "m", s % 60, "s"),
+        _ if minutes < 180 => format!("{minutes}m"),
+        _ if hours < 8 => with(hours, "h", minutes % 60, "m"),
+        _ if hours < 48 => format!("{hours}h"),
+        _ if hours < 24 * 8 => with(days, "d", hours % 24, "h"),
+        _ if hours < 24 * 365 * 2 => format!("{days}d"),
+        _ if hours < 24 * 365 * 8 => with(days / 365, "y", days % 365, "d"),
+        _ => format!("{}y", days / 365),
     }
 }
 
@@ -357,7 +374,9 @@ mod jsonpath {
     }
 }
 
-fn cell(source: &CellSource, type_: &str, obj: &Value, now: i64) -> Value {
+/// One cell. A custom resource's JSONPath that finds nothing is an empty (null) cell, as
+/// kube-apiserver's CRD table convertor leaves it; a built-in kind's shows `<none>`.
+fn cell(source: &CellSource, type_: &str, obj: &Value, now: i64, custom: bool) -> Value {
     let at = |p: &[&str]| {
         let mut cur = obj;
         for k in p {
@@ -371,10 +390,12 @@ fn cell(source: &CellSource, type_: &str, obj: &Value, now: i64) -> Value {
             if type_ == "date" {
                 return match v.as_str() {
                     Some(s) => Value::String(age_of(Some(s), now)),
+                    None if custom => Value::Null,
                     None => Value::String("<unknown>".into()),
                 };
             }
             match v {
+                Value::Null if custom => Value::Null,
                 Value::Null => match type_ {
                     "integer" | "number" => json!(0),
                     _ => json!("<none>"),
@@ -471,6 +492,8 @@ fn cell(source: &CellSource, type_: &str, obj: &Value, now: i64) -> Value {
             Some(s) => json!(human_age(s)),
             None => json!("<none>"),
         },
+        CellSource::Age => json!(age_of(obj.meta_str("creationTimestamp"), now)),
+        CellSource::Fn(cell) => cell(obj, now),
         CellSource::RoleRef => json!(format!(
             "{}/{}",
             obj.pointer("/roleRef/kind")
@@ -490,14 +513,15 @@ pub fn row(info: &ResourceInfo, obj: &Value, include: IncludeObject, now: i64) -
         cells.push(json!(obj.name()));
     }
     for c in &info.printer_columns {
-        cells.push(cell(&c.source, &c.type_, obj, now));
+        cells.push(cell(&c.source, &c.type_, obj, now, info.custom.is_some()));
     }
     if !replaces_age(info) {
         cells.push(json!(age_of(obj.meta_str("creationTimestamp"), now)));
     }
     let mut r = json!({"cells": cells});
     match include {
-        IncludeObject::None => {}
+        // kube-apiserver's row always has its object: empty, it is null.
+        IncludeObject::None => r["object"] = Value::Null,
         IncludeObject::Metadata => {
             r["object"] = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
                 "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))});
@@ -537,6 +561,11 @@ mod tests {
         assert_eq!(human_age(300), "5m");
         assert_eq!(human_age(3 * 3600), "3h");
         assert_eq!(human_age(5 * 86400), "5d");
+        assert_eq!(human_age(182), "3m2s");
+        assert_eq!(human_age(5 * 3600 + 180), "5h3m");
+        assert_eq!(human_age(3 * 86400 + 4 * 3600), "3d4h");
+        assert_eq!(human_age(40 * 86400), "40d");
+        assert_eq!(human_age(-5), "0s");
     }
 
     #[test]
@@ -581,11 +610,11 @@ mod tests {
         let node = json!({"spec": {"unschedulable": true},
             "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
         assert_eq!(
-            cell(&CellSource::NodeStatus, "string", &node, 0),
+            cell(&CellSource::NodeStatus, "string", &node, 0, false),
             json!("Ready,SchedulingDisabled")
         );
         assert_eq!(
-            cell(&CellSource::NodeStatus, "string", &json!({}), 0),
+            cell(&CellSource::NodeStatus, "string", &json!({}), 0, false),
             json!("Unknown")
         );
     }
