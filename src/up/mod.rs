@@ -869,7 +869,11 @@ async fn start_cluster(
             )));
         }
     };
-    let mut builder = crate::embedded::builder().data_dir(durable.then(|| dir.join("state")));
+    // up's kubelet stand-in (kubelet.rs) rolls and runs the agent Deployments, as the
+    // deployment controller and kubelet would: the control plane runs neither.
+    let mut builder = crate::embedded::builder()
+        .data_dir(durable.then(|| dir.join("state")))
+        .without_workload_controllers();
     if role == ClusterRole::Spoke {
         builder = builder.controller_backlog(SPOKE_CONTROLLER_BACKLOG);
     }

@@ -23,7 +23,7 @@ use fleetform_controlplane::Identities;
 use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
@@ -122,7 +122,7 @@ fn fleetform(args: &[&str], kubeconfig: &Path) -> Child {
 
 /// Plays kubelet for the agent Deployments of one spoke: runs each as a `fleetform agent`
 /// process with its container's arguments and environment, as its pod's ServiceAccount,
-/// restarting it when the template changes, and reports the Deployment available.
+/// restarting it when the template changes (its pods' readiness: [`pod_readiness`]).
 fn kubelet(spoke: &Plane) -> JoinHandle<()> {
     let admin = spoke.admin.clone();
     let identities = spoke.identities.clone();
@@ -130,9 +130,7 @@ fn kubelet(spoke: &Plane) -> JoinHandle<()> {
     tokio::spawn(async move {
         let deployments: Api<Deployment> = Api::namespaced(admin, AGENT_NAMESPACE);
         let config = watcher::Config::default().labels(&format!("{LABEL_APP}={APP_AGENT}"));
-        let mut events = watcher(deployments.clone(), config)
-            .default_backoff()
-            .boxed();
+        let mut events = watcher(deployments, config).default_backoff().boxed();
         let mut running: Option<(String, Child)> = None;
         while let Some(event) = events.next().await {
             let (deleted, deployment) = match event {
@@ -208,11 +206,38 @@ fn kubelet(spoke: &Plane) -> JoinHandle<()> {
                 .spawn()
                 .expect("start the agent");
             running = Some((fingerprint, child));
-            let status = json!({"status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1,
-                "observedGeneration": deployment.metadata.generation}});
-            let _ = deployments
+        }
+    })
+}
+
+/// Plays kubelet's part in the pods of one spoke's agent namespace: each pod the control
+/// plane's ReplicaSet controller makes is reported Running and Ready (its agent is the process
+/// [`kubelet`] runs), so the deployment controller reports the Deployment available.
+fn pod_readiness(spoke: &Plane) -> JoinHandle<()> {
+    let pods: Api<Pod> = Api::namespaced(spoke.admin.clone(), AGENT_NAMESPACE);
+    tokio::spawn(async move {
+        let mut changes = watcher(pods.clone(), watcher::Config::default())
+            .default_backoff()
+            .applied_objects()
+            .boxed();
+        while let Some(Ok(pod)) = changes.next().await {
+            let ready = pod
+                .status
+                .as_ref()
+                .and_then(|status| status.conditions.as_ref())
+                .is_some_and(|conditions| {
+                    conditions
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.status == "True")
+                });
+            if ready || pod.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let status = json!({"status": {"phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True"}]}});
+            let _ = pods
                 .patch_status(
-                    &deployment.name_any(),
+                    &pod.name_any(),
                     &PatchParams::default(),
                     &Patch::Merge(&status),
                 )
@@ -364,7 +389,12 @@ async fn every_component_in_its_own_process_with_its_production_identity() {
         ],
         &hub_identity,
     );
-    let kubelets = [kubelet(&spoke_a), kubelet(&spoke_b)];
+    let kubelets = [
+        kubelet(&spoke_a),
+        kubelet(&spoke_b),
+        pod_readiness(&spoke_a),
+        pod_readiness(&spoke_b),
+    ];
 
     // Join: both registered by certificate, accepted, joined, available.
     let clusters: Api<ManagedCluster> = Api::all(hub.admin.clone());

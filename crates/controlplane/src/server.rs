@@ -78,6 +78,7 @@ pub struct ControlPlaneBuilder {
     admission: Admission,
     conversions: Converters,
     controller_backlog: usize,
+    workload_controllers: bool,
 }
 
 /// Entry point: `ControlPlane::builder()`.
@@ -96,6 +97,7 @@ impl ControlPlane {
             admission: Admission::default(),
             conversions: Converters::default(),
             controller_backlog: crate::storage::DEFAULT_BACKLOG,
+            workload_controllers: true,
         }
     }
 }
@@ -139,6 +141,16 @@ impl ControlPlaneBuilder {
         self
     }
     /// How often watches that allow bookmarks get one.
+    /// Runs none of kube-controller-manager's workload controllers (the deployment and
+    /// ReplicaSet controllers): the embedder plays them, and kubelet, for the Deployments it
+    /// runs itself (`fleetform up` does for agent Deployments), as on a cluster whose
+    /// controller manager runs without them. The namespace, garbage-collection, ServiceAccount
+    /// and CRD controllers still run.
+    pub fn without_workload_controllers(mut self) -> Self {
+        self.workload_controllers = false;
+        self
+    }
+
     pub fn bookmark_interval(mut self, every: Duration) -> Self {
         self.bookmark_every = every;
         self
@@ -258,6 +270,7 @@ impl ControlPlaneBuilder {
         let controllers = tokio::spawn(crate::controllers::run(
             api.clone(),
             ca.as_ref().map(|ca| ca.cert_pem().to_string()),
+            self.workload_controllers,
             shutdown_rx.clone(),
         ));
         let signer = ca.clone().map(|ca| {

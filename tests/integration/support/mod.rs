@@ -83,9 +83,15 @@ impl Cluster {
         Self::start_with(fleetform::embedded::builder().cluster_signing_duration(max)).await
     }
 
+    /// A cluster whose agent Deployments the tests (or `up`'s kubelet stand-in) play, rolling
+    /// them and reporting their status: no deployment controller runs to report otherwise.
     async fn start_with(builder: fleetform_controlplane::ControlPlaneBuilder) -> Self {
         log_if_asked();
-        let server = builder.start().await.expect("control plane starts");
+        let server = builder
+            .without_workload_controllers()
+            .start()
+            .await
+            .expect("control plane starts");
         let client = client_for(&server.kubeconfig()).await;
         let params = PatchParams::apply("fleetform-test").force();
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());

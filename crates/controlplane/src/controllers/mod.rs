@@ -36,10 +36,12 @@ pub(crate) const NS_KEY: &str = "/namespaces";
 const MANAGER: &str = "kube-controller-manager";
 
 /// Runs until shutdown. `root_ca` is the CA certificate (PEM) published into every namespace
-/// as `kube-root-ca.crt`; a control plane serving plain HTTP has none.
+/// as `kube-root-ca.crt`; a control plane serving plain HTTP has none. `workloads`: whether the
+/// deployment and ReplicaSet controllers run.
 pub async fn run(
     api: Arc<ApiServer>,
     root_ca: Option<String>,
+    workloads: bool,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut rx = api.store.subscribe_all();
@@ -47,6 +49,7 @@ pub async fn run(
     let mut controllers = Controllers {
         api,
         root_ca,
+        workloads,
         namespaces: namespaces::Queue::default(),
         deadlines: deployments::Deadlines::default(),
     };
@@ -102,6 +105,9 @@ pub async fn bootstrap(api: &ApiServer, root_ca: Option<&str>) {
 struct Controllers {
     api: Arc<ApiServer>,
     root_ca: Option<String>,
+    /// Whether the deployment and ReplicaSet controllers run (see
+    /// `ControlPlaneBuilder::without_workload_controllers`).
+    workloads: bool,
     namespaces: namespaces::Queue,
     deadlines: deployments::Deadlines,
 }
@@ -117,8 +123,10 @@ impl Controllers {
         bootstrap(&api, self.root_ca.as_deref()).await;
         crds::resync(&api).await;
         gc::resync(&api).await;
-        deployments::resync(&api, &mut self.deadlines).await;
-        replicasets::resync(&api).await;
+        if self.workloads {
+            deployments::resync(&api, &mut self.deadlines).await;
+            replicasets::resync(&api).await;
+        }
     }
 
     async fn react(&mut self, e: &Event) {
@@ -147,8 +155,10 @@ impl Controllers {
         if let Some(ca) = &self.root_ca {
             root_ca::react(&api, ca, e).await;
         }
-        deployments::react(&api, &mut self.deadlines, e).await;
-        replicasets::react(&api, e).await;
+        if self.workloads {
+            deployments::react(&api, &mut self.deadlines, e).await;
+            replicasets::react(&api, e).await;
+        }
     }
 
     async fn namespace_changed(&mut self, e: &Event) {
