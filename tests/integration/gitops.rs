@@ -600,33 +600,6 @@ async fn status_watch_on_a_hub_without_the_fleetsync_crd_says_so_and_exits_1() {
     hub.server.shutdown().await;
 }
 
-/// A pseudo-terminal: the end a program reads as its terminal, and the end that types into it.
-fn terminal() -> (std::fs::File, std::fs::File) {
-    use std::os::fd::FromRawFd;
-    use std::os::unix::fs::OpenOptionsExt;
-    // SAFETY: plain libc calls on a descriptor this function owns; each result is checked
-    // before the descriptor is used or handed to `File`.
-    let (keyboard, path) = unsafe {
-        let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
-        assert!(fd >= 0, "posix_openpt");
-        assert_eq!(libc::grantpt(fd), 0, "grantpt");
-        assert_eq!(libc::unlockpt(fd), 0, "unlockpt");
-        let mut name = [0 as libc::c_char; 128];
-        assert_eq!(libc::ptsname_r(fd, name.as_mut_ptr(), name.len()), 0);
-        let path = std::ffi::CStr::from_ptr(name.as_ptr())
-            .to_string_lossy()
-            .into_owned();
-        (std::fs::File::from_raw_fd(fd), path)
-    };
-    let screen = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_NOCTTY)
-        .open(path)
-        .expect("open the terminal");
-    (screen, keyboard)
-}
-
 /// `fleetform apply FLEET --no-wait` with a terminal for stdin, answering `answer`.
 async fn apply_answering(hub: &EmbeddedHub, fleet: &Path, answer: &str) -> Output {
     use std::io::Write;
