@@ -1,10 +1,13 @@
-//! What a benchmark reads of its own process from `/proc`: resident set, CPU time by the
-//! runtime a thread belongs to (told apart by thread name), load and machine. Each benchmark
-//! uses what it reports.
+//! What a benchmark reads from `/proc` of its own process and of the processes it started:
+//! resident set (now and at its peak), CPU time (of a whole process, and of its own threads by
+//! the runtime a thread belongs to, told apart by thread name), load and machine. Each
+//! benchmark uses what it reports.
 #![allow(dead_code)]
 
-fn proc_status_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+/// A `/proc/<process>/status` field in KiB (`process`: a pid, or `self`); 0 when the process
+/// is gone.
+fn proc_status_kib(process: &str, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{process}/status"))
         .unwrap_or_default()
         .lines()
         .find_map(|line| line.strip_prefix(field))
@@ -15,7 +18,24 @@ fn proc_status_kib(field: &str) -> u64 {
 
 /// This process's resident set.
 pub fn rss_mib() -> f64 {
-    proc_status_kib("VmRSS:") as f64 / 1024.0
+    proc_status_kib("self", "VmRSS:") as f64 / 1024.0
+}
+
+/// The resident set of process `pid` (0 once it is gone).
+pub fn process_rss_mib(pid: u32) -> f64 {
+    proc_status_kib(&pid.to_string(), "VmRSS:") as f64 / 1024.0
+}
+
+/// The largest resident set process `pid` has had since it started (the kernel's high-water
+/// mark, which catches a peak between two samples).
+pub fn process_peak_rss_mib(pid: u32) -> f64 {
+    proc_status_kib(&pid.to_string(), "VmHWM:") as f64 / 1024.0
+}
+
+/// CPU seconds (user + system) process `pid` has used so far, all its threads together.
+pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_cpu_seconds(&stat).map(|(_, cpu)| cpu)
 }
 
 /// CPU seconds (user + system) of a `/proc/.../stat` line.

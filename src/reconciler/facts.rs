@@ -90,10 +90,18 @@ pub(crate) fn addon_documents<'a>(
         .collect()
 }
 
+/// What the reconciler already knows of a spoke, without asking the hub.
+pub(crate) struct Known {
+    /// Its ManagedCluster, from the reconciler's watch of them.
+    pub cluster: Option<ManagedCluster>,
+    /// This process saw the spoke's tokens deleted after it joined, so a bootstrapped spoke's
+    /// tokens need not be listed again.
+    pub tokens_cleared: bool,
+}
+
 /// Gathers the facts about `spoke` of `hub`. The spoke is read unless its agent unjoins by itself
 /// (after the pivot, the agent reports itself; the hub only puts back what was removed or
-/// changed there). `tokens_cleared`: this process saw the spoke's tokens deleted after it
-/// joined, so a bootstrapped spoke's tokens need not be listed again.
+/// changed there).
 pub(crate) async fn gather(
     client: &Client,
     spokes: &SpokeClients,
@@ -101,15 +109,14 @@ pub(crate) async fn gather(
     hub: &Hub,
     endpoint: &HubEndpoint,
     addon_docs: &BTreeMap<String, AddOn>,
-    tokens_cleared: bool,
+    known: Known,
 ) -> Result<Gathered, ReconcileError> {
     let name = spoke.name_any();
     let mut effective = effective(spoke, hub, addon_docs);
-    let clusters: Api<ManagedCluster> = Api::all(client.clone());
-    let cluster = clusters
-        .get_opt(&name)
-        .await
-        .map_err(KubeError::on(format!("ManagedCluster {name}"), "read"))?;
+    let Known {
+        cluster,
+        tokens_cleared,
+    } = known;
     // Only the addons fleetform enabled (its mark): one an OCM tool or a person enabled is not
     // fleetform's to disable.
     let marked = Api::<ManagedClusterAddOn>::namespaced(client.clone(), &name)

@@ -3,7 +3,8 @@
 //! and conditions on the Spoke. It is woken by the Spoke, its ManagedCluster, addons and
 //! ManifestWorks, and by changes of Hubs and AddOns; a pass that acted comes back at once, a
 //! settled one after [`RESYNC`] (the spoke side cannot be watched from here), or later in a large
-//! fleet ([`resync_for`]).
+//! fleet ([`resync_for`]). Hubs, AddOns and ManagedClusters are read from those watches' stores,
+//! not asked of the hub by every pass.
 //!
 //! A deletion waits for the spoke's namespace on the hub to finish terminating: the namespace
 //! (its deletion's progress and end) wakes the pass, which looks again ever more rarely without
@@ -26,7 +27,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action as Requeue, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
@@ -167,6 +168,9 @@ struct Context {
     hubs: Store<Hub>,
     /// The ClusterManagementAddOns, as the Spoke controller's watch of them keeps them.
     addons: Store<ClusterManagementAddOn>,
+    /// The ManagedClusters, as the watch that wakes passes on them keeps them (what a pass
+    /// reads of them: [`cluster_kept`]).
+    clusters: Store<ManagedCluster>,
     clients: SpokeClients,
     /// Publishes the reconciler's Events.
     events: Reporter,
@@ -189,6 +193,23 @@ impl Context {
             ));
         }
         facts::addons(&self.config.client).await
+    }
+
+    /// The ManagedCluster `name`: from the store of the watch of them once it has listed them,
+    /// read afresh until then. A pass woken by its cluster's change finds the change there (the
+    /// store takes an event before it wakes the pass); one a pass's own write made arrives with
+    /// the event that wakes the next.
+    async fn managed_cluster(&self, name: &str) -> Result<Option<ManagedCluster>, ReconcileError> {
+        if let Some(Ok(())) = self.clusters.wait_until_ready().now_or_never() {
+            return Ok(self
+                .clusters
+                .get(&ObjectRef::new(name))
+                .map(|cluster| (*cluster).clone()));
+        }
+        Ok(Api::<ManagedCluster>::all(self.config.client.clone())
+            .get_opt(name)
+            .await
+            .map_err(KubeError::on(format!("ManagedCluster {name}"), "read"))?)
     }
 
     fn tokens_cleared(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
@@ -294,9 +315,11 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
         watcher::Config::default(),
         without_managed_fields,
     );
+    let (clusters, clusters_writer) = reflector::store();
     let ctx = Arc::new(Context {
         hubs,
         addons,
+        clusters,
         clients: SpokeClients::new(config.access.clone()),
         events: Reporter::new(client.clone(), FIELD_MANAGER, "fleetform-hub"),
         config,
@@ -317,7 +340,9 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
                     Api::<ManagedCluster>::all(client.clone()),
                     watcher::Config::default(),
                 )
-                .default_backoff(),
+                .default_backoff()
+                .modify(cluster_kept)
+                .reflect(clusters_writer),
             ),
             |cluster| Some(ObjectRef::new(&cluster.name_any()).within(SYSTEM_NAMESPACE)),
         )
@@ -466,6 +491,20 @@ fn cluster_changes(
             changed.into_iter().map(Ok).collect()
         })
         .flat_map(futures::stream::iter)
+}
+
+/// Cuts a ManagedCluster to what a pass reads of it ([`facts::gather`], [`cluster_sync`]): not
+/// its managed fields, nor what its agent reports of the spoke (capacity, allocatable, version,
+/// claims) or the namespaces its cluster sets manage.
+fn cluster_kept(cluster: &mut ManagedCluster) {
+    without_managed_fields(cluster);
+    if let Some(status) = cluster.status.as_mut() {
+        status.capacity.clear();
+        status.allocatable.clear();
+        status.version = None;
+        status.cluster_claims.clear();
+        status.managed_namespaces.clear();
+    }
 }
 
 /// What a Spoke pass reads of its ManagedCluster ([`facts::gather`], [`cluster_sync::drifted`]):
@@ -656,7 +695,10 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
     };
     let endpoint = hub_endpoint_of(client, &hub, &ctx.config.known_endpoint).await?;
     let addon_docs = ctx.addon_documents().await?;
-    let tokens_cleared = ctx.tokens_cleared().contains(&spoke.name_any());
+    let known = facts::Known {
+        cluster: ctx.managed_cluster(&spoke.name_any()).await?,
+        tokens_cleared: ctx.tokens_cleared().contains(&spoke.name_any()),
+    };
     let gathered = match facts::gather(
         client,
         &ctx.clients,
@@ -664,13 +706,13 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
         &hub,
         &endpoint,
         &addon_docs,
-        tokens_cleared,
+        known,
     )
     .await
     {
         Ok(gathered) => gathered,
         Err(err @ ReconcileError::Access(_)) => {
-            report_phase_unreached(client, &spoke).await?;
+            report_phase_unreached(ctx, &spoke).await?;
             return Err(err);
         }
         Err(err) => return Err(err),
@@ -863,16 +905,13 @@ async fn hub_endpoint_of(
 
 /// The phase of a spoke whose API server the hub cannot reach, from its ManagedCluster (see
 /// [`lifecycle::phase_unreached`]): a destroyed cluster does not stay Running.
-async fn report_phase_unreached(client: &Client, spoke: &Spoke) -> Result<(), ReconcileError> {
+async fn report_phase_unreached(ctx: &Context, spoke: &Spoke) -> Result<(), ReconcileError> {
     let current = spoke.status.as_ref().and_then(|status| status.phase);
     if !matches!(current, Some(Phase::Running | Phase::Unhealthy)) {
         return Ok(());
     }
-    let name = spoke.name_any();
-    let cluster = Api::<ManagedCluster>::all(client.clone())
-        .get_opt(&name)
-        .await
-        .map_err(KubeError::on(format!("ManagedCluster {name}"), "read"))?;
+    let client = &ctx.config.client;
+    let cluster = ctx.managed_cluster(&spoke.name_any()).await?;
     let joined = cluster.as_ref().is_some_and(ManagedCluster::is_joined);
     let available = cluster.as_ref().is_some_and(ManagedCluster::is_available);
     match lifecycle::phase_unreached(current, joined, available) {

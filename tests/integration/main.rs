@@ -30,6 +30,7 @@ mod notify;
 mod observer;
 mod ocm_schemas;
 mod production_path;
+mod reconciler_reads;
 mod registration;
 mod rollout;
 mod sync;

@@ -4,6 +4,10 @@
 //! A request is counted once its target resolves to a served resource, whatever its outcome
 //! (refused, conflicting or failed requests were still received). Discovery, health and
 //! OpenAPI requests are not counted. Counting is one short critical section per request.
+//!
+//! A server serves its counts at `/metrics` as kube-apiserver serves its own there (see
+//! [`RequestCounter::metrics_text`]), so a client in another process (a benchmark of a
+//! deployment) reads them the same way from either.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -61,6 +65,53 @@ impl RequestCounter {
         }
     }
 
+    /// The counts as kube-apiserver's `apiserver_request_total` counter in the Prometheus text
+    /// format, with the subset of its labels counted here (`verb`, `group`, `resource`,
+    /// `subresource`; no `code`, `scope`, `version` or `component`). Verbs are named as
+    /// kube-apiserver's metrics name them: `LIST` and `WATCH` beside the methods `GET`, `POST`
+    /// (create), `PUT` (update), `PATCH`, `DELETE` and `DELETECOLLECTION` (server-side apply is
+    /// counted as `PATCH`, not apart as `APPLY`). Series are sorted, for a stable page.
+    pub fn metrics_text(&self) -> String {
+        let mut series: Vec<(&str, &str, &str, &str, u64)> = Vec::new();
+        let counts = self
+            .counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (group, resources) in counts.iter() {
+            for (resource, subresources) in resources {
+                for (subresource, by_verb) in subresources {
+                    for (verb, n) in by_verb {
+                        let verb = match verb {
+                            Verb::Get => "GET",
+                            Verb::List => "LIST",
+                            Verb::Watch => "WATCH",
+                            Verb::Create => "POST",
+                            Verb::Update => "PUT",
+                            Verb::Patch => "PATCH",
+                            Verb::Delete => "DELETE",
+                            Verb::DeleteCollection => "DELETECOLLECTION",
+                            Verb::Other(_) => continue,
+                        };
+                        series.push((verb, group, resource, subresource, *n));
+                    }
+                }
+            }
+        }
+        series.sort_unstable();
+        let mut text = String::from(
+            "# HELP apiserver_request_total Resource requests received, by verb, API group, resource and subresource, whatever their outcome.\n# TYPE apiserver_request_total counter\n",
+        );
+        for (verb, group, resource, subresource, n) in series {
+            text.push_str(&format!(
+                "apiserver_request_total{{verb=\"{verb}\",group=\"{}\",resource=\"{}\",subresource=\"{}\"}} {n}\n",
+                label_value(group),
+                label_value(resource),
+                label_value(subresource)
+            ));
+        }
+        text
+    }
+
     pub fn snapshot(&self) -> RequestCounts {
         let counts = self
             .counts
@@ -87,6 +138,19 @@ impl RequestCounter {
             }
         }
         RequestCounts(out)
+    }
+}
+
+/// A label value escaped as the Prometheus text format asks (backslash, quote, newline).
+fn label_value(value: &str) -> std::borrow::Cow<'_, str> {
+    if value.contains(['\\', '"', '\n']) {
+        value
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+            .into()
+    } else {
+        value.into()
     }
 }
 

@@ -215,9 +215,21 @@ async fn route(fe: &Frontend, call: Call<'_>, request: &RequestInfo) -> ApiResul
     };
     match segs.as_slice() {
         [] => get_only(Some(serde_json::json!({"paths": [
-            "/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/openapi/v2", "/openapi/v3", "/version"
+            "/api", "/api/v1", "/apis", "/healthz", "/livez", "/metrics", "/readyz", "/openapi/v2", "/openapi/v3", "/version"
         ]}))),
         ["version"] => get_only(Some(discovery::version())),
+        // The request counts, as kube-apiserver's `apiserver_request_total`; RBAC decides who
+        // reads them (a nonResourceURLs rule for `/metrics`, as kube-apiserver's).
+        ["metrics"] => {
+            if method != Method::GET {
+                return Err(ApiError::MethodNotAllowed(Default::default()));
+            }
+            Ok(full(
+                200,
+                "text/plain; version=0.0.4; charset=utf-8",
+                fe.requests.metrics_text(),
+            ))
+        }
         [h @ ("healthz" | "livez" | "readyz"), rest @ ..] if rest.len() <= 1 => {
             if method != Method::GET && method != Method::HEAD {
                 return Err(ApiError::MethodNotAllowed(Default::default()));

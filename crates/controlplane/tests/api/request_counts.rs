@@ -1,5 +1,6 @@
 //! The request counter: what a client sends is what the server counts, by verb and resource.
 
+use crate::common::{TestPlane, client_from_kubeconfig};
 use fleetform_controlplane::ControlPlane;
 use fleetform_controlplane::requests::Verb;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -41,4 +42,71 @@ async fn counts_each_write_and_read_by_verb_and_resource() {
         .sum();
     assert_eq!(patches, 3);
     plane.shutdown().await;
+}
+
+/// Sends `GET /metrics`; its status code and text.
+async fn metrics(client: &kube::Client) -> (u16, String) {
+    let req = http::Request::get("/metrics")
+        .body(kube::client::Body::empty())
+        .unwrap();
+    let resp = client.send(req).await.expect("the server answers");
+    let code = resp.status().as_u16();
+    let bytes = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    (code, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[tokio::test]
+async fn metrics_serve_the_counts_as_kube_apiserver_names_them_to_whom_rbac_lets_read_them() {
+    let t = TestPlane::start().await;
+    let leases: Api<Lease> = Api::namespaced(t.client.clone(), "default");
+    let lease: Lease = serde_json::from_value(json!({"metadata": {"name": "l"}})).unwrap();
+    leases.create(&PostParams::default(), &lease).await.unwrap();
+    for _ in 0..2 {
+        leases
+            .patch(
+                "l",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"holderIdentity": "x"}})),
+            )
+            .await
+            .unwrap();
+    }
+    leases.list(&Default::default()).await.unwrap();
+
+    let (code, text) = metrics(&t.client).await;
+    assert_eq!(code, 200, "{text}");
+    let series = |verb: &str| {
+        format!(
+            "apiserver_request_total{{verb=\"{verb}\",group=\"coordination.k8s.io\",resource=\"leases\",subresource=\"\"}} "
+        )
+    };
+    let count = |verb: &str| -> Option<u64> {
+        let series = series(verb);
+        text.lines()
+            .find_map(|line| line.strip_prefix(series.as_str()))
+            .and_then(|n| n.parse().ok())
+    };
+    assert_eq!(count("POST"), Some(1), "{text}");
+    assert_eq!(count("PATCH"), Some(2), "{text}");
+    assert_eq!(count("LIST"), Some(1), "{text}");
+    assert_eq!(count("GET"), None, "no single Lease was read: {text}");
+    assert!(
+        text.contains("# TYPE apiserver_request_total counter\n"),
+        "{text}"
+    );
+
+    // Like kube-apiserver's, the page is for those RBAC lets `get` `/metrics`.
+    let identities = t.plane.identities().expect("a secured control plane");
+    let nobody = client_from_kubeconfig(
+        &identities
+            .service_account_kubeconfig("default", "nobody")
+            .unwrap(),
+    )
+    .await;
+    let (code, text) = metrics(&nobody).await;
+    assert_eq!(code, 403, "{text}");
+    t.plane.shutdown().await;
 }

@@ -1,0 +1,1119 @@
+//! Commit to Available as fleetform is deployed (issue 33): the hub's API server, the hub and
+//! the sync are processes of their own, measured apart.
+//!
+//! - **API server**: `fleetform controlplane` (durable, its SQLite under a temporary directory),
+//!   standing in for kube-apiserver. What a human does on it uses its administrator: install
+//!   fleetform's CRDs and namespace (`install_hub`) and the RBAC of `deploy/hub/rbac.yaml`
+//!   (`install_hub_rbac`), create a Secret per spoke with that spoke's kubeconfig, and point a
+//!   FleetSync at the fleet repo (every 1 s, as the converge benchmark's `up` syncs).
+//! - **hub**: `fleetform hub --metrics-addr …` and **sync**: `fleetform sync --metrics-addr …
+//!   --webhook-addr … --dashboard-addr …`, the arguments and environment (`FLEETFORM_LOG=info`,
+//!   `POD_NAME`, the sync's `FLEETFORM_CACHE_DIR`) of `deploy/hub/deployment.yaml`'s containers
+//!   on loopback ports, plus the dashboard, each under the `fleetform-system/fleetform`
+//!   ServiceAccount's identity (a kubeconfig of it, as its token would be mounted), electing a
+//!   leader on their Leases as a replica does. The hub's conversion webhook is not served (its
+//!   certificate names the in-cluster Service, which nothing resolves here; the fleet declares
+//!   no addon, so nothing converts).
+//! - **spokes** (this process): `FLEETFORM_BENCH_SPOKES` spokes (default 1,000) of the converge
+//!   benchmark's kind (`FLEETFORM_BENCH_SPOKES_KIND`, `light` by default here): `up`'s spoke
+//!   clusters on loopback ports, each with its kubelet stand-in running the agent the hub
+//!   installs; every agent reaches the hub's API server over TCP, registers by CSR and renews
+//!   its lease. The Spokes name their clusters by `kubeconfig.secretRef`, as on a real hub.
+//!
+//! Then, as the converge benchmark: one commit declares every spoke and the clock runs until
+//! every ManagedCluster is Available; a second changes every spoke's lease duration (10 s →
+//! 20 s) and the clock runs until every ManagedCluster asks for it and is still Available.
+//! For each phase and process: CPU-seconds (utime + stime of `/proc/<pid>/stat`; per 1,000
+//! spokes, the figure that survives a busy machine), the resident set's peak (sampled every
+//! 250 ms), and at the end each process's high-water mark (`VmHWM`); the API server's requests
+//! (its `/metrics`, `apiserver_request_total`, read by its administrator before and after):
+//! per spoke, writes apart, and the busiest kinds. They include every client's: the hub's,
+//! the sync's, the dashboard's, the agents' and this benchmark's two watches. While a phase
+//! runs a viewer loads the dashboard's fleet page every 5 s.
+//! Targets (issue 33, at 10,000 light spokes on 2 cores): the hub ≤ 512 MiB and the sync with
+//! its dashboard ≤ 256 MiB at every peak, ≤ 50 requests per spoke (≤ 25 writes) for the join,
+//! commit → every spoke Available < 120 s, the lease change < 30 s. They are printed beside the
+//! figures; nothing is asserted.
+//!
+//! Prints a table and writes `target/bench/deployment.json`; each process's output goes to
+//! `target/bench/deployment-logs/<process>.log`. `FLEETFORM_BENCH_BIN=/path/to/fleetform` runs
+//! the three processes from another build (an older one, for figures beside the new ones; one
+//! without the API server's `/metrics` gets no request counts). `RUST_LOG` logs this process
+//! (the spokes) to stderr.
+//! `cargo bench --bench deployment`; `FLEETFORM_BENCH_SPOKES=100` for a quick run;
+//! `FLEETFORM_BENCH_SPOKES=10000` for issue 33's.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use fleetform::agent::AgentLoops;
+use fleetform::api::fleet::SYSTEM_NAMESPACE;
+use fleetform::api::{FleetSync, ManagedCluster};
+use futures::{StreamExt, TryStreamExt};
+use http_body_util::BodyExt;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::PostParams;
+use kube::runtime::watcher::{self, watcher};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+use tokio::process::{Child, Command};
+
+#[path = "support/procfs.rs"]
+mod procfs;
+#[path = "support/repo.rs"]
+mod repo;
+
+use procfs::{
+    load_average, machine, process_cpu_seconds, process_peak_rss_mib, process_rss_mib, rss_mib,
+};
+use repo::commit;
+
+const LEASE_SECONDS: i32 = 10;
+const CHANGED_LEASE_SECONDS: i32 = 20;
+/// How long either phase may take before the benchmark gives up on it.
+const GIVE_UP: Duration = Duration::from_secs(900);
+/// How long a process may take to come up (write its kubeconfig, print its dashboard's URL).
+const START: Duration = Duration::from_secs(60);
+/// The FleetSync this benchmark points at the fleet repo.
+const FLEET_SYNC: &str = "fleet";
+
+/// Issue 33's targets.
+const HUB_RSS_TARGET_MIB: f64 = 512.0;
+const SYNC_RSS_TARGET_MIB: f64 = 256.0;
+const REQUESTS_PER_SPOKE_TARGET: f64 = 50.0;
+const WRITES_PER_SPOKE_TARGET: f64 = 25.0;
+const JOIN_TARGET: Duration = Duration::from_secs(120);
+const LEASE_CHANGE_TARGET: Duration = Duration::from_secs(30);
+
+struct Settings {
+    spokes: usize,
+    light: bool,
+    /// The `fleetform` binary the API server, hub and sync run.
+    binary: PathBuf,
+}
+
+impl Settings {
+    fn from_env() -> Result<Settings, String> {
+        let spokes = match std::env::var("FLEETFORM_BENCH_SPOKES") {
+            Err(_) => 1_000,
+            Ok(text) => text
+                .parse()
+                .map_err(|_| format!("FLEETFORM_BENCH_SPOKES={text:?}: expected a count"))?,
+        };
+        let light = match std::env::var("FLEETFORM_BENCH_SPOKES_KIND").as_deref() {
+            Err(_) | Ok("light") => true,
+            Ok("real") => false,
+            Ok(other) => {
+                return Err(format!(
+                    "FLEETFORM_BENCH_SPOKES_KIND={other:?}: expected `light` or `real`"
+                ));
+            }
+        };
+        let binary = match std::env::var_os("FLEETFORM_BENCH_BIN") {
+            Some(path) => PathBuf::from(path),
+            None => PathBuf::from(env!("CARGO_BIN_EXE_fleetform")),
+        };
+        if !binary.is_file() {
+            return Err(format!(
+                "{}: no such file (FLEETFORM_BENCH_BIN names the fleetform binary to run)",
+                binary.display()
+            ));
+        }
+        Ok(Settings {
+            spokes,
+            light,
+            binary,
+        })
+    }
+}
+
+/// The processes measured, in the order they are reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Role {
+    ApiServer,
+    Hub,
+    Sync,
+    Spokes,
+}
+
+impl Role {
+    const ALL: [Role; 4] = [Role::ApiServer, Role::Hub, Role::Sync, Role::Spokes];
+
+    fn label(self) -> &'static str {
+        match self {
+            Role::ApiServer => "API server (fleetform controlplane)",
+            Role::Hub => "hub (fleetform hub)",
+            Role::Sync => "sync + dashboard (fleetform sync)",
+            Role::Spokes => "spokes (this benchmark)",
+        }
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            Role::ApiServer => "apiserver",
+            Role::Hub => "hub",
+            Role::Sync => "sync",
+            Role::Spokes => "spokes",
+        }
+    }
+
+    fn rss_target(self) -> Option<f64> {
+        match self {
+            Role::Hub => Some(HUB_RSS_TARGET_MIB),
+            Role::Sync => Some(SYNC_RSS_TARGET_MIB),
+            Role::ApiServer | Role::Spokes => None,
+        }
+    }
+}
+
+/// The pids of the processes measured (this one's for the spokes).
+#[derive(Clone)]
+struct Pids(BTreeMap<Role, u32>);
+
+impl Pids {
+    fn cpu(&self) -> BTreeMap<Role, f64> {
+        self.0
+            .iter()
+            .map(|(role, pid)| (*role, process_cpu_seconds(*pid).unwrap_or(0.0)))
+            .collect()
+    }
+
+    fn rss(&self) -> BTreeMap<Role, f64> {
+        self.0
+            .iter()
+            .map(|(role, pid)| {
+                let rss = if *role == Role::Spokes {
+                    rss_mib()
+                } else {
+                    process_rss_mib(*pid)
+                };
+                (*role, rss)
+            })
+            .collect()
+    }
+
+    fn peak_rss(&self) -> BTreeMap<Role, f64> {
+        self.0
+            .iter()
+            .map(|(role, pid)| (*role, process_peak_rss_mib(*pid)))
+            .collect()
+    }
+}
+
+/// One `fleetform` process of the deployment, killed when dropped.
+struct Process {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Process {
+    fn start(
+        binary: &Path,
+        args: &[&str],
+        envs: &[(&str, &str)],
+        log: PathBuf,
+    ) -> Result<Process, String> {
+        let file = std::fs::File::create(&log)
+            .map_err(|err| format!("cannot create {}: {err}", log.display()))?;
+        let stderr = file
+            .try_clone()
+            .map_err(|err| format!("cannot open {} twice: {err}", log.display()))?;
+        let child = Command::new(binary)
+            .args(args)
+            .envs(envs.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(file)
+            .stderr(stderr)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|err| format!("cannot start {} {}: {err}", binary.display(), args[0]))?;
+        Ok(Process { child, log })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id().unwrap_or(0)
+    }
+
+    /// Fails when the process has exited, pointing at its log.
+    fn check_running(&mut self, what: &str) -> Result<(), String> {
+        match self.child.try_wait() {
+            Ok(None) => Ok(()),
+            Ok(Some(status)) => Err(format!(
+                "{what} exited ({status}); see {}",
+                self.log.display()
+            )),
+            Err(err) => Err(format!("{what}: {err}")),
+        }
+    }
+
+    /// Waits until `found` finds what it wants in the process's output, or `START` passes.
+    async fn wait_for_output<T>(
+        &mut self,
+        what: &str,
+        found: impl Fn(&str) -> Option<T>,
+    ) -> Result<T, String> {
+        let from = Instant::now();
+        loop {
+            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+            if let Some(value) = found(&text) {
+                return Ok(value);
+            }
+            self.check_running(what)?;
+            if from.elapsed() > START {
+                return Err(format!(
+                    "{what} did not come up within {START:?}; see {}",
+                    self.log.display()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Waits until `path` has content, or `START` passes.
+async fn wait_for_file(process: &mut Process, what: &str, path: &Path) -> Result<String, String> {
+    let from = Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && !text.is_empty()
+        {
+            return Ok(text);
+        }
+        process.check_running(what)?;
+        if from.elapsed() > START {
+            return Err(format!("{} never appeared", path.display()));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The Hub document: the hub is the cluster its fleetform runs in, and agents reach it at its
+/// API server's address, trusting its CA.
+fn hub_document(api_server: &str, ca_pem: &str) -> String {
+    let ca: String = ca_pem.lines().map(|line| format!("    {line}\n")).collect();
+    format!(
+        "apiVersion: fleetform.io/v1alpha1\nkind: Hub\nmetadata:\n  name: hub\nspec:\n  kubeconfig:\n    inCluster: true\n  apiServer: {api_server}\n  caBundle: |\n{ca}  registration:\n    leaseDurationSeconds: {LEASE_SECONDS}\n"
+    )
+}
+
+fn spoke_name(i: usize) -> String {
+    format!("spoke-{i:05}")
+}
+
+fn kubeconfig_secret(spoke: &str) -> String {
+    format!("{spoke}-kubeconfig")
+}
+
+/// Writes the hub and `spokes` spokes (100 to a file), each asking for leases of
+/// `lease_seconds`; `embedded` spokes are `up`'s clusters (what this process starts), the others
+/// name their kubeconfig Secret on the hub (what the commit declares).
+fn write_fleet(
+    dir: &Path,
+    hub: &str,
+    spokes: usize,
+    lease_seconds: i32,
+    embedded: bool,
+) -> Result<(), std::io::Error> {
+    std::fs::create_dir_all(dir.join("spokes"))?;
+    std::fs::write(dir.join("hub.yaml"), hub)?;
+    for chunk in 0..spokes.div_ceil(100) {
+        let mut text = String::new();
+        for i in chunk * 100..((chunk + 1) * 100).min(spokes) {
+            let name = spoke_name(i);
+            let kubeconfig = if embedded {
+                "embedded: {}".to_string()
+            } else {
+                format!(
+                    "secretRef: {{namespace: {SYSTEM_NAMESPACE}, name: {}, key: kubeconfig}}",
+                    kubeconfig_secret(&name)
+                )
+            };
+            text.push_str(&format!(
+                "---\napiVersion: fleetform.io/v1alpha1\nkind: Spoke\nmetadata:\n  name: {name}\n  labels:\n    batch: b{chunk}\nspec:\n  hubRef: hub\n  kubeconfig:\n    {kubeconfig}\n  leaseDurationSeconds: {lease_seconds}\n"
+            ));
+        }
+        std::fs::write(dir.join(format!("spokes/batch-{chunk:03}.yaml")), text)?;
+    }
+    Ok(())
+}
+
+/// The API server's request counts by verb (as its `/metrics` names them), group and resource
+/// (`resource/subresource`).
+#[derive(Clone, Debug, Default)]
+struct Requests(BTreeMap<(String, String, String), u64>);
+
+impl Requests {
+    /// Parses `apiserver_request_total` series, summing those that differ in other labels (a
+    /// kube-apiserver's `code`, `scope`, ...).
+    fn parse(text: &str) -> Requests {
+        let mut counts = BTreeMap::new();
+        for line in text.lines() {
+            let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+                continue;
+            };
+            let Some((labels, value)) = rest.rsplit_once("} ") else {
+                continue;
+            };
+            let Ok(value) = value.trim().parse::<f64>() else {
+                continue;
+            };
+            let mut found = BTreeMap::new();
+            for pair in labels.split("\",") {
+                if let Some((key, value)) = pair.split_once("=\"") {
+                    found.insert(key.trim(), value.trim_end_matches('"').to_string());
+                }
+            }
+            let label = |key: &str| found.get(key).cloned().unwrap_or_default();
+            let resource = match label("subresource").as_str() {
+                "" => label("resource"),
+                sub => format!("{}/{sub}", label("resource")),
+            };
+            *counts
+                .entry((label("verb"), label("group"), resource))
+                .or_insert(0) += value as u64;
+        }
+        Requests(counts)
+    }
+
+    fn since(&self, earlier: &Requests) -> Requests {
+        Requests(
+            self.0
+                .iter()
+                .map(|(kind, n)| {
+                    (
+                        kind.clone(),
+                        n.saturating_sub(earlier.0.get(kind).copied().unwrap_or(0)),
+                    )
+                })
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+        )
+    }
+
+    fn total(&self) -> u64 {
+        self.0.values().sum()
+    }
+
+    fn writes(&self) -> u64 {
+        self.0
+            .iter()
+            .filter(|((verb, _, _), _)| {
+                matches!(
+                    verb.as_str(),
+                    "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE" | "DELETECOLLECTION"
+                )
+            })
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    fn busiest(&self, count: usize) -> Vec<(String, u64)> {
+        let mut kinds: Vec<_> = self
+            .0
+            .iter()
+            .map(|((verb, group, resource), n)| {
+                let resource = match group.as_str() {
+                    "" => resource.clone(),
+                    group => format!("{resource}.{group}"),
+                };
+                (format!("{verb} {resource}"), *n)
+            })
+            .collect();
+        kinds.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+        kinds.truncate(count);
+        kinds
+    }
+}
+
+/// The API server's request counts, or `None` when it serves no `/metrics` (an older build).
+async fn request_counts(admin: &Client) -> Option<Requests> {
+    let request = http::Request::get("/metrics").body(Vec::new()).ok()?;
+    match admin.request_text(request).await {
+        Ok(text) => Some(Requests::parse(&text)),
+        Err(err) => {
+            eprintln!("the API server's /metrics: {err}");
+            None
+        }
+    }
+}
+
+/// What the benchmark follows: every ManagedCluster (Available, the lease duration it asks
+/// for) and the commit the FleetSync last applied, each by one watch.
+struct Follower {
+    clusters:
+        futures::stream::BoxStream<'static, Result<watcher::Event<ManagedCluster>, watcher::Error>>,
+    syncs: futures::stream::BoxStream<'static, Result<watcher::Event<FleetSync>, watcher::Error>>,
+    seen: BTreeMap<String, (bool, i32)>,
+    applied: Option<String>,
+    spokes: usize,
+    pids: Pids,
+    dashboard: Viewer,
+}
+
+/// Peaks sampled while a phase runs.
+#[derive(Default)]
+struct Peaks {
+    rss: BTreeMap<Role, f64>,
+    /// The slowest dashboard page load.
+    dashboard_page: Option<Duration>,
+}
+
+impl Peaks {
+    fn sample(&mut self, pids: &Pids) {
+        for (role, rss) in pids.rss() {
+            let peak = self.rss.entry(role).or_insert(0.0);
+            *peak = peak.max(rss);
+        }
+    }
+}
+
+impl Follower {
+    fn available(&self) -> usize {
+        self.seen
+            .values()
+            .filter(|(available, _)| *available)
+            .count()
+    }
+
+    fn on_lease(&self, lease_seconds: i32) -> usize {
+        self.seen
+            .values()
+            .filter(|(available, lease)| *available && *lease == lease_seconds)
+            .count()
+    }
+
+    /// Waits until the FleetSync applied `commit` and `done` reaches every spoke (or
+    /// [`GIVE_UP`]), printing progress every 5 s; returns when the commit was applied and when
+    /// `done` reached every spoke (from `from`), whether it did, and the peaks sampled.
+    async fn wait(
+        &mut self,
+        from: Instant,
+        commit: &str,
+        what: &str,
+        done: impl Fn(&Follower) -> usize,
+    ) -> (Option<Duration>, Duration, bool, Peaks) {
+        let mut peaks = Peaks::default();
+        let mut applied = None;
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        let mut last_report = Instant::now();
+        let mut last_view = Instant::now();
+        loop {
+            tokio::select! {
+                event = self.clusters.next() => match event {
+                    Some(Ok(watcher::Event::InitApply(cluster) | watcher::Event::Apply(cluster))) => {
+                        let facts = (cluster.is_available(), cluster.lease_duration_seconds());
+                        self.seen.insert(cluster.name_any(), facts);
+                    }
+                    Some(Ok(watcher::Event::Delete(cluster))) => {
+                        self.seen.remove(&cluster.name_any());
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(err)) => eprintln!("watching ManagedClusters: {err}"),
+                    None => return (applied, from.elapsed(), false, peaks),
+                },
+                event = self.syncs.next() => match event {
+                    Some(Ok(watcher::Event::InitApply(sync) | watcher::Event::Apply(sync))) => {
+                        self.applied = sync.status.and_then(|s| s.last_applied_commit);
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(err)) => eprintln!("watching the FleetSync: {err}"),
+                    None => return (applied, from.elapsed(), false, peaks),
+                },
+                _ = tick.tick() => {
+                    peaks.sample(&self.pids);
+                    if last_view.elapsed() >= Duration::from_secs(5) {
+                        last_view = Instant::now();
+                        if let Some(took) = self.dashboard.view().await {
+                            peaks.dashboard_page = peaks.dashboard_page.max(Some(took));
+                        }
+                    }
+                    if last_report.elapsed() >= Duration::from_secs(5) {
+                        last_report = Instant::now();
+                        let rss = self.pids.rss();
+                        eprintln!(
+                            "{:>6.1?}: {} registered, {} available, {} {what}; RSS MiB: API server {:.0}, hub {:.0}, sync {:.0}, spokes {:.0}; load {}",
+                            from.elapsed(),
+                            self.seen.len(),
+                            self.available(),
+                            done(self),
+                            rss[&Role::ApiServer],
+                            rss[&Role::Hub],
+                            rss[&Role::Sync],
+                            rss[&Role::Spokes],
+                            load_average()
+                        );
+                    }
+                    if from.elapsed() > GIVE_UP {
+                        eprintln!(
+                            "gave up after {GIVE_UP:?} with {} of {} {what}",
+                            done(self),
+                            self.spokes
+                        );
+                        return (applied, from.elapsed(), false, peaks);
+                    }
+                }
+            }
+            if applied.is_none() && self.applied.as_deref() == Some(commit) {
+                applied = Some(from.elapsed());
+            }
+            if applied.is_some() && done(self) == self.spokes {
+                peaks.sample(&self.pids);
+                return (applied, from.elapsed(), true, peaks);
+            }
+        }
+    }
+}
+
+/// A person looking at the dashboard's fleet page.
+struct Viewer {
+    url: String,
+    client: hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        http_body_util::Empty<hyper::body::Bytes>,
+    >,
+    failed_once: bool,
+}
+
+impl Viewer {
+    /// Loads the page; how long it took, `None` when it failed (said once).
+    async fn view(&mut self) -> Option<Duration> {
+        let started = Instant::now();
+        let uri: http::Uri = self.url.parse().ok()?;
+        let outcome = match self.client.get(uri).await {
+            Ok(response) if response.status().is_success() => response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|err| err.to_string()),
+            Ok(response) => Err(format!("status {}", response.status())),
+            Err(err) => Err(err.to_string()),
+        };
+        match outcome {
+            Ok(_) => Some(started.elapsed()),
+            Err(err) => {
+                if !self.failed_once {
+                    self.failed_once = true;
+                    eprintln!("the dashboard at {}: {err}", self.url);
+                }
+                None
+            }
+        }
+    }
+}
+
+/// One commit's way to the fleet.
+struct CommitRun {
+    applied: Option<Duration>,
+    done: Duration,
+    complete: bool,
+    cpu: BTreeMap<Role, f64>,
+    peaks: Peaks,
+    requests: Option<Requests>,
+}
+
+struct Report {
+    clusters_started: Duration,
+    join: CommitRun,
+    lease: CommitRun,
+    peak_rss: BTreeMap<Role, f64>,
+    load_before: String,
+    load_after: String,
+}
+
+fn main() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
+    let settings = match Settings::from_env() {
+        Ok(settings) => settings,
+        Err(message) => {
+            eprintln!("deployment bench: {message}");
+            std::process::exit(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("deployment bench: cannot start a runtime: {err}");
+            std::process::exit(3);
+        }
+    };
+    let result = runtime.block_on(run(&settings));
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    match result {
+        Ok(report) => print(&settings, &report),
+        Err(message) => {
+            eprintln!("deployment bench failed: {message}");
+            std::process::exit(3);
+        }
+    }
+}
+
+async fn run(settings: &Settings) -> Result<Report, String> {
+    let spokes = settings.spokes;
+    let load_before = load_average();
+    eprintln!(
+        "deployment bench: {spokes} {} spokes on {}; load {load_before}; processes from {}",
+        if settings.light { "light" } else { "real" },
+        machine(),
+        settings.binary.display()
+    );
+    let io = |what: &str| {
+        let what = what.to_string();
+        move |err: std::io::Error| format!("{what}: {err}")
+    };
+    let bench_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench");
+    let logs = bench_dir.join("deployment-logs");
+    std::fs::create_dir_all(&logs).map_err(io("create target/bench/deployment-logs"))?;
+    let work = tempfile::tempdir().map_err(io("temporary directory"))?;
+    let binary = settings.binary.as_path();
+
+    // The API server, and what a human does on it.
+    let admin_kubeconfig_path = work.path().join("admin.kubeconfig");
+    let state = work.path().join("apiserver");
+    let mut api_server = Process::start(
+        binary,
+        &[
+            "controlplane",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            &state.display().to_string(),
+            "--kubeconfig-out",
+            &admin_kubeconfig_path.display().to_string(),
+        ],
+        &[],
+        logs.join("controlplane.log"),
+    )?;
+    let admin_kubeconfig =
+        wait_for_file(&mut api_server, "the API server", &admin_kubeconfig_path).await?;
+    let admin = fleetform::transport::client_from_kubeconfig(&admin_kubeconfig)
+        .await
+        .map_err(|err| format!("the API server's admin kubeconfig: {err}"))?;
+    let parsed: serde_json::Value = serde_yaml::from_str(&admin_kubeconfig)
+        .map_err(|err| format!("the API server's admin kubeconfig: {err}"))?;
+    let url = parsed["clusters"][0]["cluster"]["server"]
+        .as_str()
+        .ok_or("the API server's admin kubeconfig names no server")?
+        .to_string();
+    let identities = fleetform_controlplane::Identities::from_data_dir(&url, &state)
+        .map_err(|err| format!("the API server's CA: {err}"))?;
+    let ca_pem = std::fs::read_to_string(state.join("pki/ca.crt"))
+        .map_err(io("read the API server's CA"))?;
+    fleetform::apply::install_hub("hub", &admin)
+        .await
+        .map_err(|err| format!("install fleetform on the hub: {err}"))?;
+    fleetform::deploy::install_hub_rbac(&admin)
+        .await
+        .map_err(|err| format!("install the hub's RBAC: {err}"))?;
+
+    // The spokes' clusters exist before the commit that declares them, as real ones would.
+    let hub = hub_document(&url, &ca_pem);
+    let clusters = tempfile::tempdir().map_err(io("temporary directory"))?;
+    write_fleet(clusters.path(), &hub, spokes, LEASE_SECONDS, true)
+        .map_err(io("write the fleet"))?;
+    let fleet = repo::load(clusters.path())?;
+    let repo = tempfile::tempdir().map_err(io("temporary directory"))?;
+    let git = git2::Repository::init(repo.path()).map_err(|err| err.to_string())?;
+    write_fleet(repo.path(), &hub, 0, LEASE_SECONDS, false).map_err(io("write the fleet"))?;
+    let first = commit(&git, "the hub").map_err(|err| err.to_string())?;
+    let started = Instant::now();
+    let running = fleetform::up::start(
+        &fleet,
+        repo::up_config(
+            work.path(),
+            repo.path(),
+            settings.light,
+            AgentLoops::Registration,
+            tokio::runtime::Handle::current(),
+        ),
+    )
+    .await
+    .map_err(|err| format!("the spokes' clusters: {err}"))?;
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), SYSTEM_NAMESPACE);
+    futures::stream::iter(running.spokes())
+        .map(|(name, _, kubeconfig)| {
+            let secrets = secrets.clone();
+            async move {
+                let text = std::fs::read_to_string(&kubeconfig)
+                    .map_err(|err| format!("{}: {err}", kubeconfig.display()))?;
+                let mut secret = Secret::default();
+                secret.metadata.name = Some(kubeconfig_secret(&name));
+                secret.data = Some(BTreeMap::from([(
+                    "kubeconfig".to_string(),
+                    ByteString(text.into_bytes()),
+                )]));
+                secrets
+                    .create(&PostParams::default(), &secret)
+                    .await
+                    .map_err(|err| format!("create {name}'s kubeconfig Secret: {err}"))
+            }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<_>>()
+        .await?;
+    let clusters_started = started.elapsed();
+    eprintln!("{spokes} spokes' clusters started in {clusters_started:.1?}");
+
+    let fleetsync = json!({
+        "apiVersion": "fleetform.io/v1alpha1", "kind": "FleetSync",
+        "metadata": {"name": FLEET_SYNC, "namespace": SYSTEM_NAMESPACE},
+        "spec": {"repo": repo.path().display().to_string(), "ref": "HEAD",
+                 "intervalSeconds": 1, "allowPrune": true},
+    });
+    let fleetsync: FleetSync = serde_json::from_value(fleetsync).map_err(|err| err.to_string())?;
+    Api::<FleetSync>::namespaced(admin.clone(), SYSTEM_NAMESPACE)
+        .create(&PostParams::default(), &fleetsync)
+        .await
+        .map_err(|err| format!("create the FleetSync: {err}"))?;
+
+    // fleetform on the hub, as its ServiceAccount.
+    let identity_path = work.path().join("fleetform.kubeconfig");
+    let identity = identities
+        .service_account_kubeconfig(
+            fleetform::deploy::HUB_SERVICE_ACCOUNT_NAMESPACE,
+            fleetform::deploy::HUB_SERVICE_ACCOUNT,
+        )
+        .map_err(|err| format!("the hub ServiceAccount's kubeconfig: {err}"))?;
+    std::fs::write(&identity_path, identity).map_err(io("write the hub's kubeconfig"))?;
+    let identity_path = identity_path.display().to_string();
+    let mut hub_process = Process::start(
+        binary,
+        &[
+            "hub",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--kubeconfig",
+            &identity_path,
+        ],
+        &[("FLEETFORM_LOG", "info"), ("POD_NAME", "fleetform-hub-0")],
+        logs.join("hub.log"),
+    )?;
+    let cache = work.path().join("cache");
+    let mut sync_process = Process::start(
+        binary,
+        &[
+            "sync",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--webhook-addr",
+            "127.0.0.1:0",
+            "--dashboard-addr",
+            "127.0.0.1:0",
+            "--kubeconfig",
+            &identity_path,
+        ],
+        &[
+            ("FLEETFORM_LOG", "info"),
+            ("POD_NAME", "fleetform-hub-0"),
+            ("FLEETFORM_CACHE_DIR", &cache.display().to_string()),
+        ],
+        logs.join("sync.log"),
+    )?;
+    let dashboard = sync_process
+        .wait_for_output("the sync's dashboard", |text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("dashboard: "))
+                .map(|url| url.trim().to_string())
+        })
+        .await?;
+    hub_process.check_running("the hub")?;
+
+    let pids = Pids(BTreeMap::from([
+        (Role::ApiServer, api_server.pid()),
+        (Role::Hub, hub_process.pid()),
+        (Role::Sync, sync_process.pid()),
+        (Role::Spokes, std::process::id()),
+    ]));
+    let mut follower = Follower {
+        clusters: watcher(
+            Api::<ManagedCluster>::all(admin.clone()),
+            Default::default(),
+        )
+        .boxed(),
+        syncs: watcher(
+            Api::<FleetSync>::namespaced(admin.clone(), SYSTEM_NAMESPACE),
+            watcher::Config::default().fields(&format!("metadata.name={FLEET_SYNC}")),
+        )
+        .boxed(),
+        seen: BTreeMap::new(),
+        applied: None,
+        spokes,
+        pids: pids.clone(),
+        dashboard: Viewer {
+            url: dashboard,
+            client: hyper_util::client::legacy::Client::builder(
+                hyper_util::rt::TokioExecutor::new(),
+            )
+            .build_http(),
+            failed_once: false,
+        },
+    };
+    // The hub alone first, as a hub is installed before its spokes are declared.
+    let (applied, _, _, _) = follower
+        .wait(Instant::now(), &first, "(the hub's commit)", |f| {
+            if f.applied.as_deref() == Some(first.as_str()) {
+                f.spokes
+            } else {
+                0
+            }
+        })
+        .await;
+    if applied.is_none() {
+        hub_process.check_running("the hub")?;
+        sync_process.check_running("the sync")?;
+        return Err(format!(
+            "the sync did not apply the hub's commit within {GIVE_UP:?}; see {}",
+            logs.display()
+        ));
+    }
+
+    let mut phase = async |message: &str,
+                           lease_seconds: i32,
+                           what: &str,
+                           done: &dyn Fn(&Follower) -> usize|
+           -> Result<CommitRun, String> {
+        let cpu_before = pids.cpu();
+        let requests_before = request_counts(&admin).await;
+        write_fleet(repo.path(), &hub, spokes, lease_seconds, false)
+            .map_err(io("write the fleet"))?;
+        let sha = commit(&git, message).map_err(|err| err.to_string())?;
+        let from = Instant::now();
+        let (applied, done, complete, peaks) = follower.wait(from, &sha, what, done).await;
+        let cpu_after = pids.cpu();
+        let requests = match (requests_before, request_counts(&admin).await) {
+            (Some(before), Some(after)) => Some(after.since(&before)),
+            _ => None,
+        };
+        Ok(CommitRun {
+            applied,
+            done,
+            complete,
+            cpu: cpu_after
+                .iter()
+                .map(|(role, cpu)| (*role, cpu - cpu_before.get(role).copied().unwrap_or(0.0)))
+                .collect(),
+            peaks,
+            requests,
+        })
+    };
+    let join = phase(
+        "every spoke",
+        LEASE_SECONDS,
+        "available",
+        &Follower::available,
+    )
+    .await?;
+    let lease = phase(
+        "every spoke's lease",
+        CHANGED_LEASE_SECONDS,
+        "on the new lease",
+        &|f: &Follower| f.on_lease(CHANGED_LEASE_SECONDS),
+    )
+    .await?;
+    for (process, what) in [
+        (&mut api_server, "the API server"),
+        (&mut hub_process, "the hub"),
+        (&mut sync_process, "the sync"),
+    ] {
+        if let Err(message) = process.check_running(what) {
+            eprintln!("{message}");
+        }
+    }
+    let report = Report {
+        clusters_started,
+        join,
+        lease,
+        peak_rss: pids.peak_rss(),
+        load_before,
+        load_after: load_average(),
+    };
+    drop(hub_process);
+    drop(sync_process);
+    running.shutdown().await;
+    drop(api_server);
+    Ok(report)
+}
+
+fn print(settings: &Settings, report: &Report) {
+    let spokes = settings.spokes;
+    let kind = if settings.light { "light" } else { "real" };
+    let per_spoke = |n: u64| n as f64 / spokes.max(1) as f64;
+    let per_thousand = |cpu: f64| cpu * 1_000.0 / spokes.max(1) as f64;
+    println!(
+        "commit to Available as deployed, {spokes} {kind} spokes: the API server, the hub and the sync each a process — {}",
+        machine()
+    );
+    println!(
+        "{:<64} {:>16} {:>16}",
+        "measure", "value", "target (10,000)"
+    );
+    let row = |measure: &str, value: String, target: String| {
+        println!("{measure:<64} {value:>16} {target:>16}");
+    };
+    let seconds = |d: Duration| format!("{:.1} s", d.as_secs_f64());
+    row(
+        "clusters started (not timed)",
+        seconds(report.clusters_started),
+        "-".into(),
+    );
+    for (title, phase, what, within) in [
+        ("commit", &report.join, "every spoke Available", JOIN_TARGET),
+        (
+            "lease commit",
+            &report.lease,
+            "every spoke on the new lease",
+            LEASE_CHANGE_TARGET,
+        ),
+    ] {
+        row(
+            &format!("{title} → applied by sync"),
+            phase.applied.map_or("never".into(), seconds),
+            "-".into(),
+        );
+        row(
+            &format!("{title} → {what}"),
+            if phase.complete {
+                seconds(phase.done)
+            } else {
+                format!("not in {}", seconds(phase.done))
+            },
+            format!("< {} s", within.as_secs()),
+        );
+        for role in Role::ALL {
+            let cpu = phase.cpu.get(&role).copied().unwrap_or(0.0);
+            row(&format!("  {}", role.label()), String::new(), String::new());
+            row(
+                "    CPU (per 1,000 spokes)",
+                format!("{cpu:.1} s ({:.1} s)", per_thousand(cpu)),
+                "-".into(),
+            );
+            row(
+                "    RSS peak",
+                format!(
+                    "{:.0} MiB",
+                    phase.peaks.rss.get(&role).copied().unwrap_or(0.0)
+                ),
+                role.rss_target()
+                    .map_or("-".into(), |target| format!("≤ {target:.0} MiB")),
+            );
+        }
+        row(
+            "  slowest dashboard page",
+            phase
+                .peaks
+                .dashboard_page
+                .map_or("none loaded".into(), seconds),
+            "-".into(),
+        );
+        match &phase.requests {
+            None => row("  API server requests", "no /metrics".into(), "-".into()),
+            Some(requests) => {
+                let (requests_target, writes_target) = if std::ptr::eq(phase, &report.join) {
+                    (
+                        format!("≤ {REQUESTS_PER_SPOKE_TARGET:.0}"),
+                        format!("≤ {WRITES_PER_SPOKE_TARGET:.0}"),
+                    )
+                } else {
+                    ("-".into(), "-".into())
+                };
+                row(
+                    "  API server requests (per spoke)",
+                    format!("{} ({:.1})", requests.total(), per_spoke(requests.total())),
+                    requests_target,
+                );
+                row(
+                    "  of them writes (per spoke)",
+                    format!(
+                        "{} ({:.1})",
+                        requests.writes(),
+                        per_spoke(requests.writes())
+                    ),
+                    writes_target,
+                );
+                for (kind, count) in requests.busiest(14) {
+                    row(&format!("    {kind}"), count.to_string(), String::new());
+                }
+            }
+        }
+    }
+    for role in Role::ALL {
+        row(
+            &format!("{} RSS high-water mark", role.key()),
+            format!(
+                "{:.0} MiB",
+                report.peak_rss.get(&role).copied().unwrap_or(0.0)
+            ),
+            role.rss_target()
+                .map_or("-".into(), |target| format!("≤ {target:.0} MiB")),
+        );
+    }
+    println!(
+        "load average before {}, after {}",
+        report.load_before, report.load_after
+    );
+
+    let phase = |phase: &CommitRun| {
+        json!({
+            "applied_seconds": phase.applied.map(|d| d.as_secs_f64()),
+            "done_seconds": phase.done.as_secs_f64(),
+            "complete": phase.complete,
+            "processes": Role::ALL.iter().map(|role| {
+                let cpu = phase.cpu.get(role).copied().unwrap_or(0.0);
+                (role.key().to_string(), json!({
+                    "cpu_seconds": cpu,
+                    "cpu_seconds_per_1000_spokes": per_thousand(cpu),
+                    "rss_peak_mib": phase.peaks.rss.get(role).copied().unwrap_or(0.0),
+                }))
+            }).collect::<serde_json::Map<_, _>>(),
+            "slowest_dashboard_page_seconds": phase.peaks.dashboard_page.map(|d| d.as_secs_f64()),
+            "requests": phase.requests.as_ref().map(|requests| json!({
+                "total": requests.total(),
+                "writes": requests.writes(),
+                "per_spoke": per_spoke(requests.total()),
+                "writes_per_spoke": per_spoke(requests.writes()),
+                "by_kind": requests.0.iter().map(|((verb, group, resource), count)| json!({
+                    "verb": verb, "group": group, "resource": resource, "count": count,
+                })).collect::<Vec<_>>(),
+            })),
+        })
+    };
+    let json = json!({
+        "spokes": spokes,
+        "kind": kind,
+        "machine": machine(),
+        "binary": settings.binary.display().to_string(),
+        "clusters_started_seconds": report.clusters_started.as_secs_f64(),
+        "join": phase(&report.join),
+        "lease_change": phase(&report.lease),
+        "rss_high_water_mib": Role::ALL.iter()
+            .map(|role| (role.key().to_string(), json!(report.peak_rss.get(role).copied().unwrap_or(0.0))))
+            .collect::<serde_json::Map<_, _>>(),
+        "targets": {
+            "hub_rss_mib": HUB_RSS_TARGET_MIB,
+            "sync_rss_mib": SYNC_RSS_TARGET_MIB,
+            "join_requests_per_spoke": REQUESTS_PER_SPOKE_TARGET,
+            "join_writes_per_spoke": WRITES_PER_SPOKE_TARGET,
+            "join_seconds": JOIN_TARGET.as_secs_f64(),
+            "lease_change_seconds": LEASE_CHANGE_TARGET.as_secs_f64(),
+        },
+        "load_before": report.load_before,
+        "load_after": report.load_after,
+    });
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench");
+    let _ = std::fs::create_dir_all(&out);
+    let _ = std::fs::write(
+        out.join("deployment.json"),
+        serde_json::to_vec_pretty(&json).unwrap_or_default(),
+    );
+}

@@ -1,0 +1,77 @@
+//! What a lifecycle pass reads from the reconciler's watches instead of asking the hub: its
+//! ManagedCluster. A pass runs a dozen times while a spoke joins, so a read per pass was about
+//! 14 GETs per spoke, 140,000 for a fleet of 10,000 (issue 33).
+
+use crate::support;
+
+use fleetform::api::ManagedCluster;
+use fleetform::api::fleet::{SYSTEM_NAMESPACE, Spoke};
+use fleetform_controlplane::requests::{RequestCounts, Verb};
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
+use support::{Cluster, declare_fleet_of_one, start_reconciler, wait_for};
+
+/// GETs of ManagedClusters the hub received since `before`.
+fn cluster_gets(hub: &Cluster, before: &RequestCounts) -> u64 {
+    hub.server
+        .request_counts()
+        .since(before)
+        .iter()
+        .filter(|(kind, _)| {
+            kind.verb == Verb::Get
+                && kind.group == "cluster.open-cluster-management.io"
+                && kind.resource == "managedclusters"
+        })
+        .map(|(_, count)| count)
+        .sum()
+}
+
+/// Waits until a pass has reported the Spoke's current generation.
+async fn passed(spokes: &Api<Spoke>, name: &str) -> Spoke {
+    wait_for(spokes, name, "a pass on its generation", |spoke| {
+        spoke.status.as_ref().and_then(|s| s.observed_generation) == spoke.metadata.generation
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spoke_passes_read_the_managed_cluster_from_the_watch_not_by_a_get_each() {
+    let hub = Cluster::start().await;
+    let spoke = Cluster::start().await;
+    // The spoke's cluster registered (as its agent would have), so a pass has one to read.
+    let cluster: ManagedCluster = serde_json::from_value(json!({
+        "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+        "metadata": {"name": "spoke-a"},
+        "spec": {"hubAcceptsClient": false},
+    }))
+    .unwrap();
+    Api::<ManagedCluster>::all(hub.client.clone())
+        .create(&PostParams::default(), &cluster)
+        .await
+        .unwrap();
+    let _reconciler = start_reconciler(&hub).await;
+    declare_fleet_of_one(&hub, &spoke, "spoke-a").await;
+    let spokes: Api<Spoke> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);
+    passed(&spokes, "spoke-a").await;
+
+    // Each change of the Spoke's spec is a new generation, which a pass reads and reports.
+    let before = hub.server.request_counts();
+    for seconds in [20, 30, 40] {
+        spokes
+            .patch(
+                "spoke-a",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"leaseDurationSeconds": seconds}})),
+            )
+            .await
+            .unwrap();
+        let seen = passed(&spokes, "spoke-a").await;
+        assert_eq!(seen.spec.lease_duration_seconds, Some(seconds));
+    }
+    assert_eq!(
+        cluster_gets(&hub, &before),
+        0,
+        "three passes read the ManagedCluster from the hub instead of the watch's store"
+    );
+}
