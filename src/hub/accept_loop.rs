@@ -373,12 +373,17 @@ async fn accept(ctx: &AcceptContext, managed_cluster: &ManagedCluster) -> Result
         .as_ref()
         .map_or(Timestamp::UNIX_EPOCH, |created| created.0);
     let csrs = ctx.csrs_by_cluster.of(&ctx.csrs, cluster);
-    let record = join_users(
+    let mut record = join_users(
         (cluster, &uid),
         since,
         csrs.iter().map(|csr| &**csr),
         recorded.users,
     );
+    record.users.retain(|user| !recorded.earlier.contains(user));
+    record
+        .pending
+        .retain(|user| !recorded.earlier.contains(user));
+    record.earlier = recorded.earlier;
     let users = record.bound();
     let owner = managed_cluster
         .controller_owner_ref(&())

@@ -183,15 +183,32 @@ pub struct JoinRecord {
     /// The common names of its registration requests still pending, bound ahead of approval.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub pending: BTreeSet<String>,
+    /// The users of earlier joins of this name, never bound to this one: a cluster unjoined
+    /// and joined again within the second its old request was made in would otherwise count
+    /// that request (creation times have whole seconds) and bind its old certificate again.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub earlier: BTreeSet<String>,
 }
 
 impl JoinRecord {
     /// The record in the annotation `text`, if it is one of the join of the ManagedCluster
-    /// `uid` (a record of an earlier join, or one that does not parse, counts for nothing).
+    /// `uid`; a record of an earlier join binds no one to this one, and its users are
+    /// [`Self::earlier`] (one that does not parse counts for nothing).
     pub fn of_join(text: Option<&str>, uid: &str) -> JoinRecord {
-        text.and_then(|text| serde_json::from_str::<JoinRecord>(text).ok())
-            .filter(|record| record.cluster == uid)
-            .unwrap_or_default()
+        match text.and_then(|text| serde_json::from_str::<JoinRecord>(text).ok()) {
+            Some(record) if record.cluster == uid => record,
+            Some(record) => JoinRecord {
+                cluster: uid.to_string(),
+                earlier: record
+                    .earlier
+                    .into_iter()
+                    .chain(record.users)
+                    .chain(record.pending)
+                    .collect(),
+                ..JoinRecord::default()
+            },
+            None => JoinRecord::default(),
+        }
     }
 
     /// Every user this join's RBAC is bound to: approved and pending.
@@ -252,6 +269,7 @@ pub fn join_users<'a>(
         cluster: uid.to_string(),
         users,
         pending,
+        earlier: BTreeSet::new(),
     }
 }
 
@@ -468,10 +486,16 @@ mod tests {
             cluster: "uid-1".into(),
             users: BTreeSet::from(["u".to_string()]),
             pending: BTreeSet::from(["p".to_string()]),
+            earlier: BTreeSet::new(),
         };
         let text = record.to_annotation();
         assert_eq!(JoinRecord::of_join(Some(&text), "uid-1"), record);
-        assert!(JoinRecord::of_join(Some(&text), "uid-2").bound().is_empty());
+        let next = JoinRecord::of_join(Some(&text), "uid-2");
+        assert!(next.bound().is_empty());
+        assert_eq!(
+            next.earlier,
+            BTreeSet::from(["p".to_string(), "u".to_string()])
+        );
         assert!(
             JoinRecord::of_join(Some("{not json"), "uid-1")
                 .bound()
