@@ -16,10 +16,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::api::{ApiServer, UserInfo};
+use crate::api::ApiServer;
 use crate::auth::gate::PolicyCache;
 use crate::auth::rbac::{Attributes, Target};
 use crate::error::{ApiError, ApiResult};
+use crate::user::UserInfo;
 
 /// What a request does to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

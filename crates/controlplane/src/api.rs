@@ -29,33 +29,11 @@ use crate::strategy::{PodAdmission, apiextensions};
 use crate::table::{self, IncludeObject};
 use crate::writes::{self, FieldValidation};
 
+pub use crate::request_info::Query;
+pub use crate::user::UserInfo;
+
 /// Where CRDs are stored.
 const CRD_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
-
-/// Who is making a request (see [`crate::auth`]), as kube-apiserver's `user.Info`; plain-HTTP
-/// and in-process requests are an administrator.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct UserInfo {
-    pub name: String,
-    /// Empty when the authenticator knows none (client certificates, bootstrap tokens); a
-    /// ServiceAccount's uid for its tokens.
-    pub uid: String,
-    pub groups: Vec<String>,
-    /// Extra attributes the authenticator attaches (the credential id of certificates and
-    /// ServiceAccount tokens, a bound token's pod).
-    pub extra: std::collections::BTreeMap<String, Vec<String>>,
-}
-
-impl UserInfo {
-    /// The identity of requests on plain HTTP and the in-process transport.
-    pub fn anonymous_admin() -> Self {
-        UserInfo {
-            name: "system:admin".into(),
-            groups: vec!["system:masters".into(), "system:authenticated".into()],
-            ..Default::default()
-        }
-    }
-}
 
 /// The shared state every request works on.
 pub struct ApiServer {
@@ -161,37 +139,6 @@ impl WriteOptions {
         self.field_manager
             .as_deref()
             .unwrap_or(&self.user_agent_manager)
-    }
-}
-
-/// Decoded query parameters.
-#[derive(Debug, Clone, Default)]
-pub struct Query(pub Vec<(String, String)>);
-
-impl Query {
-    pub fn parse(q: Option<&str>) -> Self {
-        Query(
-            form_urlencoded::parse(q.unwrap_or("").as_bytes())
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect(),
-        )
-    }
-    pub fn get(&self, k: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .rev()
-            .find(|(kk, _)| kk == k)
-            .map(|(_, v)| v.as_str())
-    }
-    pub fn all(&self, k: &str) -> Vec<&str> {
-        self.0
-            .iter()
-            .filter(|(kk, _)| kk == k)
-            .map(|(_, v)| v.as_str())
-            .collect()
-    }
-    pub fn flag(&self, k: &str) -> bool {
-        matches!(self.get(k), Some("true") | Some("1"))
     }
 }
 

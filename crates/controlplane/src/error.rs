@@ -6,8 +6,6 @@
 
 use serde_json::{Value, json};
 
-use crate::storage::{StorageError, WriteError};
-
 /// One field-level validation failure, as listed under `details.causes` of an Invalid status.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FieldError {
@@ -246,29 +244,6 @@ pub enum ApiError {
     ServiceUnavailable(String),
 }
 
-/// The store's failures as clients see them: unavailable while it takes no writes, an
-/// internal error otherwise.
-impl From<StorageError> for ApiError {
-    fn from(e: StorageError) -> Self {
-        match e {
-            StorageError::Failed | StorageError::ShuttingDown | StorageError::WriterGone => {
-                ApiError::ServiceUnavailable(e.to_string())
-            }
-            other => ApiError::Internal(other.to_string()),
-        }
-    }
-}
-
-/// A write refused by its own decision answers that decision's error.
-impl From<WriteError<ApiError>> for ApiError {
-    fn from(e: WriteError<ApiError>) -> Self {
-        match e {
-            WriteError::Refused(e) => e,
-            WriteError::Storage(e) => e.into(),
-        }
-    }
-}
-
 fn denied_message(plugin: &str, message: &str) -> String {
     if message.is_empty() {
         format!("admission webhook {plugin:?} denied the request without explanation")
@@ -443,6 +418,7 @@ pub type ApiResult<T> = Result<T, ApiError>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::{StorageError, WriteError};
 
     fn cm(name: &str) -> Subject {
         Subject {

@@ -57,13 +57,14 @@ pub mod strategy;
 pub mod table;
 pub mod token_request;
 pub mod typed;
+pub mod user;
 pub mod validation_rules;
 pub mod watch;
 pub mod writes;
 
-pub use api::UserInfo;
 pub use server::{
     ControlPlane, ControlPlaneBuilder, Identities, InProcessService, LocalEndpoint,
     RunningControlPlane, StartError,
 };
 pub use storage::{Clock, SystemClock};
+pub use user::UserInfo;

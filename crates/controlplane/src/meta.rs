@@ -197,6 +197,16 @@ pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     entry.as_object_mut().expect("object ensured above")
 }
 
+/// The PartialObjectMetadata of an object whose metadata is `metadata`.
+pub fn partial_of(metadata: Value) -> Value {
+    let metadata = if metadata.is_null() {
+        serde_json::json!({})
+    } else {
+        metadata
+    };
+    serde_json::json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": metadata})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -567,7 +567,7 @@ pub struct DeleteOptions {
     pub precondition_rv: Option<String>,
     pub dry_run: bool,
     /// Who asks (shown to admission plugins); None for the server's own deletes.
-    pub user: Option<crate::api::UserInfo>,
+    pub user: Option<crate::user::UserInfo>,
 }
 
 impl DeleteOptions {

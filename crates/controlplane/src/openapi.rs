@@ -10,9 +10,9 @@ use std::hash::{Hash, Hasher};
 
 use serde_json::{Map, Value, json};
 
-use crate::api::Query;
 use crate::error::{ApiError, ApiResult};
 use crate::registry::{Registry, ResourceInfo};
+use crate::request_info::Query;
 
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 

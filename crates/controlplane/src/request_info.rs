@@ -11,7 +11,36 @@ use std::fmt;
 
 use http::Method;
 
-use crate::api::Query;
+/// Decoded query parameters.
+#[derive(Debug, Clone, Default)]
+pub struct Query(pub Vec<(String, String)>);
+
+impl Query {
+    pub fn parse(q: Option<&str>) -> Self {
+        Query(
+            form_urlencoded::parse(q.unwrap_or("").as_bytes())
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect(),
+        )
+    }
+    pub fn get(&self, k: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(kk, _)| kk == k)
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn all(&self, k: &str) -> Vec<&str> {
+        self.0
+            .iter()
+            .filter(|(kk, _)| kk == k)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+    pub fn flag(&self, k: &str) -> bool {
+        matches!(self.get(k), Some("true") | Some("1"))
+    }
+}
 
 /// What a request asks: a resource request's API verb, as RBAC and kube-apiserver's audit log
 /// name it, or the verb of anything else.

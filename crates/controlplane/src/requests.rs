@@ -207,7 +207,7 @@ mod tests {
     use super::*;
 
     fn request(method: http::Method, path: &str) -> RequestInfo {
-        RequestInfo::new(&method, path, &crate::api::Query::default())
+        RequestInfo::new(&method, path, &crate::request_info::Query::default())
     }
 
     #[test]

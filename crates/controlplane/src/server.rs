@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use base64::Engine;
 
 use crate::admission::{Admission, AdmissionPlugin};
-use crate::api::{ApiServer, UserInfo};
+use crate::api::ApiServer;
 use crate::auth::authn::{StaticTokens, TokenFileError};
 use crate::auth::ca::{CaError, CertificateAuthority, CertifiedKey};
 use crate::auth::tls::{TlsError, TlsSetup};
@@ -29,6 +29,7 @@ use crate::storage::{
     Backend, Clock, HistoryLimits, StorageError, Store, memory::MemoryBackend,
     sqlite::SqliteBackend,
 };
+use crate::user::UserInfo;
 
 /// Why a control plane could not start.
 #[derive(Debug, thiserror::Error)]

@@ -40,7 +40,7 @@ pub struct WatchSpec {
 /// Reads the watch parameters of a request.
 pub fn spec_from_query(
     target: Target,
-    q: &crate::api::Query,
+    q: &crate::request_info::Query,
     table: Option<IncludeObject>,
     default_timeout: Duration,
 ) -> ApiResult<WatchSpec> {

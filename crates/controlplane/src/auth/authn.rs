@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use base64::Engine;
 use serde_json::Value;
 
-use crate::api::UserInfo;
+use crate::user::UserInfo;
 
 /// Added to every authenticated user.
 pub const AUTHENTICATED: &str = "system:authenticated";

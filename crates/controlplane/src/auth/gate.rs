@@ -12,9 +12,10 @@ use super::authn::{self, StaticTokens};
 use super::rbac::{Attributes, Binding, Policy, PolicyRule, SYSTEM_MASTERS, Target};
 use super::tls::PeerIdentity;
 use super::tokens::{self, SigningKey};
-use crate::api::{ApiServer, UserInfo};
+use crate::api::ApiServer;
 use crate::error::{ApiError, Subject};
 use crate::request_info::RequestInfo;
+use crate::user::UserInfo;
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 const CSR_GROUP: &str = "certificates.k8s.io";
@@ -442,7 +443,11 @@ mod tests {
 
     fn request(method: http::Method, url: &str) -> RequestInfo {
         let (path, query) = url.split_once('?').unwrap_or((url, ""));
-        RequestInfo::new(&method, path, &crate::api::Query::parse(Some(query)))
+        RequestInfo::new(
+            &method,
+            path,
+            &crate::request_info::Query::parse(Some(query)),
+        )
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use serde_json::Value;
 
-use crate::api::UserInfo;
+use crate::user::UserInfo;
 
 /// The group whose members may do everything, whatever the bindings say.
 pub const SYSTEM_MASTERS: &str = "system:masters";

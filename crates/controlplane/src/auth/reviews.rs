@@ -10,8 +10,8 @@
 use serde_json::{Map, Value, json};
 
 use super::rbac::{Attributes, Policy, PolicyRule, SYSTEM_MASTERS, Target};
-use crate::api::UserInfo;
 use crate::error::{ApiError, FieldError, Subject};
+use crate::user::UserInfo;
 
 const AUTHORIZATION: &str = "authorization.k8s.io/v1";
 const AUTHENTICATION: &str = "authentication.k8s.io/v1";

@@ -14,7 +14,7 @@ use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::{ServerConfig, WebPkiClientVerifier};
 
 use super::ca::Pki;
-use crate::api::UserInfo;
+use crate::user::UserInfo;
 
 /// Why TLS could not be configured.
 #[derive(Debug, thiserror::Error)]

@@ -17,8 +17,8 @@ use ring::signature::{self, EcdsaKeyPair, KeyPair};
 use serde_json::{Value, json};
 
 use super::authn::{self, CREDENTIAL_ID};
-use crate::api::UserInfo;
 use crate::meta::ObjectMeta;
+use crate::user::UserInfo;
 
 /// The issuer of the tokens TokenRequest makes, and the audience API requests' tokens must name
 /// (kube-apiserver's `--service-account-issuer` and `--api-audiences` as the corpus recorded).

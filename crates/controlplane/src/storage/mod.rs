@@ -26,6 +26,7 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
+use crate::error::ApiError;
 use crate::meta::ObjectMeta;
 use history::History;
 use index::Indexes;
@@ -99,7 +100,7 @@ impl StoredHead {
             metadata: Value,
         }
         let head: Head = serde_json::from_slice(raw).ok()?;
-        let partial = crate::table::partial_of(head.metadata);
+        let partial = crate::meta::partial_of(head.metadata);
         let mut raw = Vec::new();
         crate::encode::write_json(&partial, &mut raw);
         Some(StoredHead {
@@ -912,6 +913,29 @@ fn run_writer(
             failed.store(true, std::sync::atomic::Ordering::SeqCst);
             // Later writes would build on state that is not durable: stop acknowledging.
             return;
+        }
+    }
+}
+
+/// The store's failures as clients see them: unavailable while it takes no writes, an
+/// internal error otherwise.
+impl From<StorageError> for ApiError {
+    fn from(e: StorageError) -> Self {
+        match e {
+            StorageError::Failed | StorageError::ShuttingDown | StorageError::WriterGone => {
+                ApiError::ServiceUnavailable(e.to_string())
+            }
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+/// A write refused by its own decision answers that decision's error.
+impl From<WriteError<ApiError>> for ApiError {
+    fn from(e: WriteError<ApiError>) -> Self {
+        match e {
+            WriteError::Refused(e) => e,
+            WriteError::Storage(e) => e.into(),
         }
     }
 }

@@ -7,10 +7,10 @@ use serde_json::{Value, json};
 use x509_parser::prelude::FromDer as _;
 
 use super::{ResourceStrategy, Validation, WriteCheck};
-use crate::api::UserInfo;
 use crate::error::{ApiError, ApiResult, FieldError};
 use crate::objects::{Part, subject};
 use crate::registry::{CellSource, PrinterColumn, ResourceInfo};
+use crate::user::UserInfo;
 
 /// The signer of client certificates for kube-apiserver.
 const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client";

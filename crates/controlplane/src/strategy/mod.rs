@@ -32,7 +32,6 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::api::UserInfo;
 use crate::error::{ApiResult, FieldError};
 use crate::meta::NameRule;
 use crate::objects::{DeleteOptions, DeleteOutcome, Part};
@@ -40,6 +39,7 @@ use crate::registry::{PrinterColumn, ResourceInfo};
 use crate::scale::ScalePaths;
 use crate::storage::WriteOp;
 use crate::typed::TypedField;
+use crate::user::UserInfo;
 
 /// A check a write needs beyond RBAC's on its own verb (kube-apiserver's admission for CSRs,
 /// and RBAC's escalation check on roles and bindings).

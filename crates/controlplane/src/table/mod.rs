@@ -54,15 +54,7 @@ pub fn partial(obj: &Value) -> Value {
     partial_of(obj.get("metadata").cloned().unwrap_or(Value::Null))
 }
 
-/// The PartialObjectMetadata of an object whose metadata is `metadata`.
-pub fn partial_of(metadata: Value) -> Value {
-    let metadata = if metadata.is_null() {
-        json!({})
-    } else {
-        metadata
-    };
-    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": metadata})
-}
+pub use crate::meta::partial_of;
 
 /// Whether the resource's own columns already say when objects were made (`Age` placed
 /// elsewhere, or `Created At` as CRDs and roles show it), so no Age column is appended.
