@@ -164,8 +164,10 @@ impl Transform for IntOrStringBranches {
 /// The string formats kube-apiserver validates in a CRD schema (as it compares them: without
 /// `-`, so `date-time` is `datetime`). An integer may say `int32` or `int64`, a number `float`
 /// or `double`; any other format is answered on every write of the CRD with `Warning:
-/// unrecognized format` and is not checked at all.
-const STRING_FORMATS: [&str; 25] = [
+/// unrecognized format` and is not checked at all. The wire vocabulary imports no server, so
+/// this is the embedded control plane's list (`crd_schema::STRING_FORMATS`) again; a test
+/// keeps the two equal.
+pub(crate) const STRING_FORMATS: [&str; 26] = [
     "bsonobjectid",
     "uri",
     "email",
@@ -190,7 +192,8 @@ const STRING_FORMATS: [&str; 25] = [
     "date",
     "duration",
     "datetime",
-    "quantity",
+    "k8sshortname",
+    "k8slongname",
 ];
 
 /// Whether kube-apiserver knows `format` on a schema of `type_` (see [`STRING_FORMATS`]).
@@ -391,6 +394,14 @@ pub(crate) fn label_selector(_: &mut SchemaGenerator) -> Schema {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_known_formats_are_the_embedded_control_planes() {
+        assert_eq!(
+            STRING_FORMATS.as_slice(),
+            fleetform_controlplane::crd_schema::STRING_FORMATS
+        );
+    }
 
     #[test]
     fn omit_null_leaves_only_the_optional_values_type() {

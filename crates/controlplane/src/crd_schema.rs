@@ -304,7 +304,7 @@ fn openapi_rules(s: &Value, at: &str, errs: &mut Vec<FieldError>) {
 }
 
 /// The formats kube-apiserver validates strings by (without dashes, as it compares them).
-const STRING_FORMATS: &[&str] = &[
+pub const STRING_FORMATS: &[&str] = &[
     "bsonobjectid",
     "uri",
     "email",
