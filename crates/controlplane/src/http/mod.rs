@@ -157,7 +157,14 @@ where
             .flatten(),
     };
     match route(&fe, call, &request).await {
-        Ok(r) => r,
+        Ok(r) => {
+            // kube-apiserver's request log (its `-v=3` httplog): who asked what, to see which
+            // client's requests a load is made of.
+            tracing::trace!(verb = %request.verb, resource = %request.resource,
+                subresource = %request.subresource, namespace = %request.namespace,
+                user = %user.name, code = r.status().as_u16(), "request served");
+            r
+        }
         Err(e) => {
             tracing::debug!(method = %parts.method, path = %request.path, verb = %request.verb,
                 resource = %request.resource, namespace = %request.namespace, name = %request.name,
