@@ -90,7 +90,7 @@ pub(crate) async fn run(ctx: Arc<Context>, fleet_crds: bool, shutdown: Cancellat
     let errors = ctx.error_policy("accept loop");
     let client = ctx.client.clone();
     let (csrs, writer) = reflector::store();
-    let csrs_by_cluster = cache::CsrsByCluster::default();
+    let csrs_by_cluster = cache::csrs_by_cluster();
     let by_cluster = csrs_by_cluster.clone();
     let csr_changes = watcher(
         Api::<CertificateSigningRequest>::all(client.clone()),

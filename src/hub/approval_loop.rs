@@ -48,7 +48,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let errors = ctx.error_policy("CSR approval loop");
     let csrs: Api<CertificateSigningRequest> = Api::all(ctx.client.clone());
     // The CSRs naming a cluster are judged again when what the hub knows of it changes.
-    let by_cluster = cache::CsrsByCluster::default();
+    let by_cluster = cache::csrs_by_cluster();
     let observer = by_cluster.clone();
     let (store, writer) = reflector::store();
     let changes = watcher(csrs, watcher::Config::default().labels(LABEL_CLUSTER_NAME))

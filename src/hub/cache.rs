@@ -9,19 +9,15 @@
 //! The cut must keep every field a loop's predicates, mappers and reconciles read: a field cut
 //! here reads as absent there.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
-
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
 
 use crate::api::addon::ManagedClusterAddOnStatus;
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
 use crate::hub::approval::{is_decided, registration_cluster};
 use crate::hub::signing::is_signed;
 
+use crate::runtime::index::Index;
 pub(crate) use crate::runtime::watch::{cached_controller as controller, without_managed_fields};
 
 /// A ManagedCluster as the accept and expiry loops read it: its metadata (no managed fields),
@@ -84,69 +80,12 @@ pub(crate) fn csr_as_signed(csr: &mut CertificateSigningRequest) {
 }
 
 /// The registration CSRs of each cluster (by the cluster-name label), kept beside a cache of
-/// CSRs as its watch delivers them, so that a loop finds a cluster's CSRs without scanning every
-/// CSR of the hub: with one per cluster, that scan on each change of each of 10,000 clusters was
-/// quadratic. A CSR deleted while the watch was down may stay listed; [`Self::of`] reads each
-/// from the cache, where it is gone.
-#[derive(Clone, Default)]
-pub(crate) struct CsrsByCluster(Arc<Mutex<HashMap<String, BTreeSet<String>>>>);
+/// CSRs as its watch delivers them (see [`Index`]).
+pub(crate) type CsrsByCluster = Index<CertificateSigningRequest>;
 
-impl CsrsByCluster {
-    fn names(&self) -> std::sync::MutexGuard<'_, HashMap<String, BTreeSet<String>>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Takes in what the CSR watch delivered.
-    pub(crate) fn observe(&self, event: &watcher::Event<CertificateSigningRequest>) {
-        match event {
-            watcher::Event::Apply(csr) | watcher::Event::InitApply(csr) => {
-                if let (Some(cluster), Some(name)) = (registration_cluster(csr), &csr.metadata.name)
-                {
-                    self.names()
-                        .entry(cluster.to_string())
-                        .or_default()
-                        .insert(name.clone());
-                }
-            }
-            watcher::Event::Delete(csr) => {
-                if let (Some(cluster), Some(name)) = (registration_cluster(csr), &csr.metadata.name)
-                {
-                    let mut names = self.names();
-                    if let Some(of_cluster) = names.get_mut(cluster) {
-                        of_cluster.remove(name);
-                        if of_cluster.is_empty() {
-                            names.remove(cluster);
-                        }
-                    }
-                }
-            }
-            watcher::Event::Init | watcher::Event::InitDone => {}
-        }
-    }
-
-    /// The CSRs naming `cluster`, as references.
-    pub(crate) fn refs(&self, cluster: &str) -> Vec<ObjectRef<CertificateSigningRequest>> {
-        self.names()
-            .get(cluster)
-            .into_iter()
-            .flatten()
-            .map(|name| ObjectRef::new(name))
-            .collect()
-    }
-
-    /// The CSRs naming `cluster` as `store` holds them.
-    pub(crate) fn of(
-        &self,
-        store: &Store<CertificateSigningRequest>,
-        cluster: &str,
-    ) -> Vec<Arc<CertificateSigningRequest>> {
-        self.refs(cluster)
-            .iter()
-            .filter_map(|reference| store.get(reference))
-            .collect()
-    }
+/// An empty [`CsrsByCluster`].
+pub(crate) fn csrs_by_cluster() -> CsrsByCluster {
+    Index::new(registration_cluster)
 }
 
 #[cfg(test)]
@@ -164,39 +103,6 @@ mod tests {
             "spec": {"request": "", "signerName": "kubernetes.io/kube-apiserver-client"},
         }))
         .unwrap()
-    }
-
-    #[test]
-    fn a_clusters_csrs_are_found_by_its_name_until_deleted() {
-        let index = CsrsByCluster::default();
-        let (store, mut writer) = kube::runtime::reflector::store();
-        for event in [
-            watcher::Event::InitApply(csr("a-1", Some("a"))),
-            watcher::Event::InitApply(csr("b-1", Some("b"))),
-            watcher::Event::InitDone,
-            watcher::Event::Apply(csr("a-2", Some("a"))),
-            watcher::Event::Apply(csr("none", None)),
-        ] {
-            index.observe(&event);
-            writer.apply_watcher_event(&event);
-        }
-        let names = |found: Vec<Arc<CertificateSigningRequest>>| -> Vec<String> {
-            found
-                .iter()
-                .map(|csr| csr.metadata.name.clone().unwrap())
-                .collect()
-        };
-        assert_eq!(names(index.of(&store, "a")), ["a-1", "a-2"]);
-        assert_eq!(names(index.of(&store, "b")), ["b-1"]);
-        assert!(
-            index.refs("none").is_empty(),
-            "a CSR naming no cluster is indexed nowhere"
-        );
-
-        let deleted = watcher::Event::Delete(csr("a-1", Some("a")));
-        index.observe(&deleted);
-        writer.apply_watcher_event(&deleted);
-        assert_eq!(names(index.of(&store, "a")), ["a-2"]);
     }
 
     /// A registration CSR as stored once approved and issued, with its managed fields.

@@ -15,7 +15,8 @@
 //!   `/healthz`, `/readyz`) on one address, served by [`http`] (plain HTTP/1.1 until a stop).
 //! - [`task_set`]: one task per watched object (or per anything keyed), started, restarted and
 //!   stopped as what it runs with changes; [`watch`]: the changes of each watched object that
-//!   drive it, deletions missed while the watch was away included.
+//!   drive it, deletions missed while the watch was away included; [`index`]: a cache's objects
+//!   found by a key of theirs (a cluster, a namespace) without a scan.
 //! - [`warnings`]: what an API server warns about in its answers, kept for who writes on a
 //!   person's behalf.
 //!
@@ -29,6 +30,7 @@ pub mod crd;
 pub mod error;
 pub mod finalizers;
 pub mod http;
+pub mod index;
 pub mod leader;
 pub mod metrics;
 pub mod retry;
