@@ -6,13 +6,15 @@
 //! write here reads the object, sets its conditions with [`set_condition`] (which keeps
 //! `lastTransitionTime` unless the status changes) and patches with the `resourceVersion` it read:
 //! a concurrent write makes the patch fail with 409 Conflict, and the write starts over from a
-//! fresh read. Nothing is written when no condition changes.
+//! fresh read. A writer holding a watch's copy starts from that copy instead
+//! ([`set_conditions_from`]): one request when the copy is current. Nothing is written when no
+//! condition changes.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use serde_json::json;
+use serde_json::{Map, Value, json};
 
 use crate::api::{HasConditions, set_condition};
 use crate::runtime::error::is_conflict;
@@ -42,22 +44,66 @@ pub async fn set_conditions<K>(
 where
     K: Resource<DynamicType = ()> + HasConditions + Clone + DeserializeOwned + std::fmt::Debug,
 {
+    write_status(api, name, None, field_manager, wanted, &Map::new()).await
+}
+
+/// As [`set_conditions`], starting from `cached`, the copy a watch keeps, and writing the status
+/// fields `also` in the same patch: when the copy is current (the writer's own watch brought
+/// it), one request and no read; when another write came first, its 409 Conflict sends the
+/// write to a fresh read, as [`set_conditions`]. Nothing is written when no condition changes
+/// and `also` is empty.
+pub async fn set_conditions_from<K>(
+    api: &Api<K>,
+    cached: &K,
+    field_manager: &str,
+    wanted: impl Fn(&K) -> Vec<Condition>,
+    also: &Map<String, Value>,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource<DynamicType = ()> + HasConditions + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let name = cached.name_any();
+    write_status(api, &name, Some(cached), field_manager, wanted, also).await
+}
+
+async fn write_status<K>(
+    api: &Api<K>,
+    name: &str,
+    mut cached: Option<&K>,
+    field_manager: &str,
+    wanted: impl Fn(&K) -> Vec<Condition>,
+    also: &Map<String, Value>,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource<DynamicType = ()> + HasConditions + Clone + DeserializeOwned + std::fmt::Debug,
+{
     let mut attempt = 0;
     loop {
-        let current = api.get(name).await?;
+        let read;
+        let current = match cached.take() {
+            Some(cached) => cached,
+            None => {
+                read = api.get(name).await?;
+                &read
+            }
+        };
         let mut conditions = current.current_conditions().to_vec();
         let mut changed = false;
-        for condition in wanted(&current) {
+        for condition in wanted(current) {
             changed |= set_condition(&mut conditions, condition);
         }
-        if !changed {
+        if !changed && also.is_empty() {
             return Ok(None);
+        }
+        let mut status = also.clone();
+        if changed {
+            status.insert("conditions".into(), json!(conditions));
         }
         let patch = json!({
             "apiVersion": K::api_version(&()),
             "kind": K::kind(&()),
             "metadata": {"resourceVersion": current.resource_version()},
-            "status": {"conditions": conditions},
+            "status": status,
         });
         let params = PatchParams {
             field_manager: Some(field_manager.to_string()),
