@@ -94,6 +94,8 @@ pub(crate) fn addon_documents<'a>(
 pub(crate) struct Known {
     /// Its ManagedCluster, from the reconciler's watch of them.
     pub cluster: Option<ManagedCluster>,
+    /// The ManagedClusterAddOns of its cluster's namespace, from the reconciler's watch of them.
+    pub addons: Vec<ManagedClusterAddOn>,
     /// This process saw the spoke's tokens deleted after it joined, so a bootstrapped spoke's
     /// tokens need not be listed again.
     pub tokens_cleared: bool,
@@ -115,15 +117,17 @@ pub(crate) async fn gather(
     let mut effective = effective(spoke, hub, addon_docs);
     let Known {
         cluster,
+        addons,
         tokens_cleared,
     } = known;
     // Only the addons fleetform enabled (its mark): one an OCM tool or a person enabled is not
     // fleetform's to disable.
-    let marked = Api::<ManagedClusterAddOn>::namespaced(client.clone(), &name)
-        .list(&ListParams::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}")))
-        .await
-        .map_err(KubeError::on(format!("addons of {name}"), "list"))?
-        .items;
+    let marked: Vec<ManagedClusterAddOn> = addons
+        .into_iter()
+        .filter(|addon| {
+            addon.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY)
+        })
+        .collect();
     let enabled_addons: BTreeMap<String, String> = marked
         .iter()
         .map(|addon| (addon.name_any(), addon.install_namespace().to_string()))
@@ -140,14 +144,6 @@ pub(crate) async fn gather(
                 .collect();
             crate::rollout::applied(&enabled_addons, unavailable, lease)
         });
-    let active_works = Api::<ManifestWork>::namespaced(client.clone(), &name)
-        .list(&ListParams::default())
-        .await
-        .map_err(KubeError::on(format!("ManifestWorks of {name}"), "list"))?
-        .into_iter()
-        .filter(|work| !work.is_addon_work() && !work.is_deleting())
-        .map(|work| work.name_any())
-        .collect();
     let status_conditions = spoke
         .status
         .as_ref()
@@ -184,14 +180,25 @@ pub(crate) async fn gather(
     } else {
         Vec::new()
     };
-    let namespace = Api::<Namespace>::all(client.clone())
-        .get_opt(&name)
-        .await
-        .map_err(KubeError::on(format!("namespace {name}"), "read"))?;
-    let terminating = if deleting {
-        terminating(client, namespace.as_ref(), cluster.as_ref()).await
+    // What only an unjoin reads (what it must wait for or refuse over): read only while the
+    // Spoke is deleted, not on each pass of a joining fleet (two requests of ten per pass).
+    let (namespace, active_works, terminating) = if deleting {
+        let namespace = Api::<Namespace>::all(client.clone())
+            .get_opt(&name)
+            .await
+            .map_err(KubeError::on(format!("namespace {name}"), "read"))?;
+        let active_works = Api::<ManifestWork>::namespaced(client.clone(), &name)
+            .list(&ListParams::default())
+            .await
+            .map_err(KubeError::on(format!("ManifestWorks of {name}"), "list"))?
+            .into_iter()
+            .filter(|work| !work.is_addon_work() && !work.is_deleting())
+            .map(|work| work.name_any())
+            .collect();
+        let terminating = terminating(client, namespace.as_ref(), cluster.as_ref()).await;
+        (namespace, active_works, terminating)
     } else {
-        Vec::new()
+        (None, Vec::new(), Vec::new())
     };
 
     // The hub looks at the spoke while it owns the agent, and afterwards to put back what was

@@ -85,7 +85,8 @@ pub struct Facts {
     /// ManagedClusterAddOns fleetform enabled (its mark) in the cluster namespace, with their
     /// install namespaces; those others enabled are not its to disable.
     pub enabled_addons: BTreeMap<String, String>,
-    /// Names of active ManifestWorks in the cluster namespace that addons did not create.
+    /// Names of active ManifestWorks in the cluster namespace that addons did not create (read
+    /// only while the Spoke is deleted: only its cleanup refuses over them).
     pub active_works: Vec<String>,
     /// The ManagedCluster's labels, lease duration and Spoke-set taints differ from the Spoke's.
     pub cluster_spec_drifted: bool,
@@ -99,7 +100,8 @@ pub struct Facts {
     /// not reach the hub as it should (its address or CA changed): the hub puts them back.
     pub agent_drifted: bool,
     /// CSRs, ManagedCluster or cluster namespace of the spoke still exist on the hub, and are
-    /// not being deleted already.
+    /// not being deleted already (the namespace and CSRs are read only while the Spoke is
+    /// deleted: only its cleanup removes them).
     pub hub_leftovers: bool,
     /// The spoke's objects on the hub whose deletion is under way (its namespace terminating).
     pub terminating: Vec<Terminating>,

@@ -56,11 +56,12 @@ use crate::api::vocabulary::{
 };
 use crate::api::{ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn, ManifestWork};
 use crate::events::{self, EventType, Reporter};
-use crate::runtime::conditions::{conditions_hold, set_conditions};
+use crate::runtime::conditions::{conditions_hold, set_conditions, set_conditions_from};
 use crate::runtime::controller::ErrorPolicy;
 use crate::runtime::error::is_not_found;
 use crate::runtime::error::{Category, Failure, KubeError};
 use crate::runtime::finalizers::{delete_if_present, set_finalizer, set_finalizers};
+use crate::runtime::index::{self, Index};
 use crate::runtime::metrics::ControllerMetrics;
 use crate::runtime::watch::{backing_off, cached, cached_controller, without_managed_fields};
 
@@ -171,6 +172,10 @@ struct Context {
     /// The ManagedClusters, as the watch that wakes passes on them keeps them (what a pass
     /// reads of them: [`cluster_kept`]).
     clusters: Store<ManagedCluster>,
+    /// The ManagedClusterAddOns, as the watch that wakes passes on them keeps them
+    /// ([`addon_kept`]), and which of them each cluster's namespace holds.
+    cluster_addons: Store<ManagedClusterAddOn>,
+    addons_by_cluster: Index<ManagedClusterAddOn>,
     clients: SpokeClients,
     /// Publishes the reconciler's Events.
     events: Reporter,
@@ -210,6 +215,26 @@ impl Context {
             .get_opt(name)
             .await
             .map_err(KubeError::on(format!("ManagedCluster {name}"), "read"))?)
+    }
+
+    /// The ManagedClusterAddOns in the namespace of the cluster `name`: from the store of the
+    /// watch of them once it has listed them (as [`Self::managed_cluster`]), listed until then.
+    async fn cluster_addons(&self, name: &str) -> Result<Vec<ManagedClusterAddOn>, ReconcileError> {
+        if let Some(Ok(())) = self.cluster_addons.wait_until_ready().now_or_never() {
+            return Ok(self
+                .addons_by_cluster
+                .of(&self.cluster_addons, name)
+                .iter()
+                .map(|addon| (**addon).clone())
+                .collect());
+        }
+        Ok(
+            Api::<ManagedClusterAddOn>::namespaced(self.config.client.clone(), name)
+                .list(&ListParams::default())
+                .await
+                .map_err(KubeError::on(format!("addons of {name}"), "list"))?
+                .items,
+        )
     }
 
     fn tokens_cleared(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
@@ -316,10 +341,15 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
         without_managed_fields,
     );
     let (clusters, clusters_writer) = reflector::store();
+    let (cluster_addons, addons_writer) = reflector::store();
+    let addons_by_cluster = Index::new(index::namespace::<ManagedClusterAddOn>);
+    let addons_indexed = addons_by_cluster.clone();
     let ctx = Arc::new(Context {
         hubs,
         addons,
         clusters,
+        cluster_addons,
+        addons_by_cluster,
         clients: SpokeClients::new(config.access.clone()),
         events: Reporter::new(client.clone(), FIELD_MANAGER, "fleetform-hub"),
         config,
@@ -346,9 +376,16 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
             ),
             |cluster| Some(ObjectRef::new(&cluster.name_any()).within(SYSTEM_NAMESPACE)),
         )
-        .watches(
-            Api::<ManagedClusterAddOn>::all(client.clone()),
-            watcher::Config::default(),
+        .watches_stream(
+            watcher(
+                Api::<ManagedClusterAddOn>::all(client.clone()),
+                watcher::Config::default(),
+            )
+            .default_backoff()
+            .modify(addon_kept)
+            .inspect_ok(move |event| addons_indexed.observe(event))
+            .reflect(addons_writer)
+            .touched_objects(),
             move |addon| in_namespace(addon.namespace()),
         )
         .watches(
@@ -496,6 +533,19 @@ fn cluster_changes(
 /// Cuts a ManagedCluster to what a pass reads of it ([`facts::gather`], [`cluster_sync`]): not
 /// its managed fields, nor what its agent reports of the spoke (capacity, allocatable, version,
 /// claims) or the namespaces its cluster sets manage.
+/// What a pass reads of a ManagedClusterAddOn: which it is, fleetform's mark, where it installs
+/// and whether it is Available (its conditions); its managed fields and the rest of its status
+/// are cut.
+fn addon_kept(addon: &mut ManagedClusterAddOn) {
+    without_managed_fields(addon);
+    if let Some(status) = addon.status.as_mut() {
+        *status = crate::api::addon::ManagedClusterAddOnStatus {
+            conditions: std::mem::take(&mut status.conditions),
+            ..Default::default()
+        };
+    }
+}
+
 fn cluster_kept(cluster: &mut ManagedCluster) {
     without_managed_fields(cluster);
     if let Some(status) = cluster.status.as_mut() {
@@ -697,6 +747,7 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
     let addon_docs = ctx.addon_documents().await?;
     let known = facts::Known {
         cluster: ctx.managed_cluster(&spoke.name_any()).await?,
+        addons: ctx.cluster_addons(&spoke.name_any()).await?,
         tokens_cleared: ctx.tokens_cleared().contains(&spoke.name_any()),
     };
     let gathered = match facts::gather(
@@ -959,31 +1010,30 @@ async fn write_status(
     if let Some(released) = released_agent.filter(|r| status.released_agent.as_deref() != Some(r)) {
         fields.insert("releasedAgent".into(), json!(released));
     }
-    if !fields.is_empty() {
-        let patch = json!({"status": fields});
-        match api
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+    // One patch, from the cached Spoke: this reconciler's own writes are what it is at most
+    // behind, and a write of anyone else's since makes it a fresh read (409 Conflict).
+    let wanted = conditions.to_vec();
+    let written = if conditions_hold(&status.conditions, conditions) {
+        if fields.is_empty() {
+            return Ok(());
+        }
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": fields})),
+        )
+        .await
+        .map(|_| ())
+    } else {
+        set_conditions_from(&api, spoke, FIELD_MANAGER, move |_| wanted.clone(), &fields)
             .await
-        {
-            Ok(_) => {}
-            // Gone in the meantime: its last finalizer was just removed.
-            Err(err) if is_not_found(&err) => return Ok(()),
-            Err(err) => {
-                return Err(KubeError::on(format!("Spoke {name}"), "write status")(err).into());
-            }
-        }
-    }
-    // The cached Spoke is at most behind this reconciler's own writes: when it already holds
-    // them, so does the stored one.
-    if !conditions_hold(&status.conditions, conditions) {
-        let wanted = conditions.to_vec();
-        match set_conditions(&api, &name, FIELD_MANAGER, move |_| wanted.clone()).await {
-            Ok(_) => {}
-            Err(err) if is_not_found(&err) => {}
-            Err(err) => {
-                return Err(KubeError::on(format!("Spoke {name}"), "write conditions")(err).into());
-            }
-        }
+            .map(|_| ())
+    };
+    match written {
+        // Gone in the meantime: its last finalizer was just removed.
+        Err(err) if is_not_found(&err) => {}
+        Err(err) => return Err(KubeError::on(format!("Spoke {name}"), "write status")(err).into()),
+        Ok(()) => {}
     }
     Ok(())
 }
