@@ -1122,7 +1122,9 @@ impl ApiServer {
             old_object: None,
             dry_run: opts.dry_run,
         };
-        let admitted = self.admission.admit(self, &attempt, Some(obj.clone()))?;
+        let admitted = self
+            .admission
+            .admit(&self.store, &attempt, Some(obj.clone()))?;
         match admitted {
             Some(mut changed) if changed != obj => {
                 objects::keep_server_metadata(&obj, &mut changed);
@@ -1176,7 +1178,10 @@ impl ApiServer {
             old_object: Some(cur),
             dry_run: opts.dry_run,
         };
-        let next = match self.admission.admit(self, &attempt, Some(next.clone()))? {
+        let next = match self
+            .admission
+            .admit(&self.store, &attempt, Some(next.clone()))?
+        {
             Some(mut changed) if changed != next => {
                 objects::keep_server_metadata(&next, &mut changed);
                 if matches!(t.part, Part::Main | Part::Status | Part::Approval) {
@@ -1206,7 +1211,9 @@ impl ApiServer {
             old_object: Some(cur),
             dry_run: opts.dry_run,
         };
-        self.admission.admit(self, &attempt, None).map(|_| ())
+        self.admission
+            .admit(&self.store, &attempt, None)
+            .map(|_| ())
     }
 
     /// Internal write used by the server's controllers: re-reads, changes, stores.
