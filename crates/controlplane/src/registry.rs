@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
+use base64::Engine;
 use serde_json::Value;
 use sha2::Digest;
 
@@ -304,7 +305,7 @@ pub struct BuiltinSub(
 pub fn storage_version_hash(api_version: &str, kind: &str) -> String {
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     let digest = sha2::Sha256::digest(format!("{group}/{version}/{kind}"));
-    crate::objects::base64_encode(&digest[..8])
+    base64::engine::general_purpose::STANDARD.encode(&digest[..8])
 }
 
 /// The `status` subresource.

@@ -1,15 +1,15 @@
 //! The core group's kinds: Namespaces, Secrets, ConfigMaps, ServiceAccounts and Nodes (Events
 //! are [`super::events`]').
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
 use super::{PodAdmission, ResourceStrategy, Validation};
 use crate::error::{ApiError, ApiResult, FieldError};
 use crate::meta::{NameRule, ObjectMeta, meta_mut};
 use crate::names;
-use crate::objects::{
-    DeleteOptions, DeleteOutcome, FOREGROUND, ORPHAN, Part, base64_encode, subject,
-};
+use crate::objects::{DeleteOptions, DeleteOutcome, FOREGROUND, ORPHAN, Part, subject};
 use crate::registry::{CellSource, PrinterColumn, ResourceInfo};
 use crate::storage::WriteOp;
 use crate::typed::{GoType, TypedField};
@@ -543,10 +543,7 @@ fn secret_data(obj: &mut Value, errs: &mut Vec<FieldError>) {
         let data = o.entry("data").or_insert(json!({}));
         if let Some(d) = data.as_object_mut() {
             for (k, v) in sd {
-                d.insert(
-                    k.clone(),
-                    json!(base64_encode(v.as_str().unwrap_or("").as_bytes())),
-                );
+                d.insert(k.clone(), json!(STANDARD.encode(v.as_str().unwrap_or(""))));
             }
         }
     }
