@@ -466,7 +466,7 @@ impl ApiServer {
         if render.table {
             let rv = obj.resource_version().to_string();
             return Ok(Answer::ok(table::table(
-                &t.info,
+                &t.info.printer_columns,
                 &[obj],
                 render.include,
                 json!({"resourceVersion": rv}),
@@ -547,7 +547,7 @@ impl ApiServer {
         }
         if render.table {
             return Ok(Answer::ok(table::table(
-                &t.info,
+                &t.info.printer_columns,
                 &out,
                 render.include,
                 meta,
@@ -797,7 +797,7 @@ impl ApiServer {
             let cur = self.as_served(&info, cur)?;
             let next = match (part, &info.scale) {
                 (Part::Scale, Some(paths)) => {
-                    let mut next = crate::scale::apply_scale(&info, paths, &cur, &body)?;
+                    let mut next = crate::scale::apply_scale(&info.kind, paths, &cur, &body)?;
                     recorder.update(&cur, &mut next, &manager);
                     prepare_update(&info, &cur, next, Part::Main, false)?
                 }
@@ -979,7 +979,8 @@ impl ApiServer {
                         (Part::Scale, Some(paths)) => {
                             let shown = crate::scale::to_scale(paths, &cur);
                             let patched = patch::apply_patch(kind, &shown, body)?.object;
-                            let mut next = crate::scale::apply_scale(&info, paths, &cur, &patched)?;
+                            let mut next =
+                                crate::scale::apply_scale(&info.kind, paths, &cur, &patched)?;
                             recorder.update(&cur, &mut next, &manager);
                             prepare_update(&info, &cur, next, Part::Main, false)?
                         }

@@ -13,127 +13,7 @@ use serde_json::Value;
 use sha2::Digest;
 
 use crate::strategy::{self, ResourceStrategy};
-
-/// How a printer column's cell is computed from an object.
-#[derive(Debug, Clone)]
-pub enum CellSource {
-    /// A simple JSONPath such as `.spec.replicas`.
-    JsonPath(String),
-    /// The number of entries of the map or list at a path (ConfigMap DATA, SA SECRETS).
-    Count(Vec<&'static str>),
-    /// `ready/desired` for workloads.
-    Ratio(Vec<&'static str>, Vec<&'static str>),
-    /// Comma-joined types of conditions whose status is True (CSR CONDITION).
-    TrueConditions,
-    /// `Kind/name` of a binding's roleRef.
-    RoleRef,
-    /// A number of seconds at a path, printed as a duration (`1h`), or `<none>`.
-    Seconds(Vec<&'static str>),
-    /// A node's readiness from its `Ready` condition (`Ready`, `NotReady`, `Unknown`), with
-    /// `SchedulingDisabled` when cordoned.
-    NodeStatus,
-    /// A node's roles from its `node-role.kubernetes.io/<role>` labels.
-    NodeRoles,
-    /// Age of an event's last occurrence (lastTimestamp, eventTime or creation).
-    LastSeen,
-    /// `kind/name` (kind in lower case) of the object an event is about, at this field.
-    EventObject(&'static str),
-    /// How long ago the object was created (`5m`).
-    Age,
-    /// A built-in kind's own rule, as kube-apiserver's printers compute the cell (given the
-    /// time now, in seconds).
-    Fn(fn(&Value, i64) -> Value),
-}
-
-/// One column of `kubectl get` output.
-#[derive(Debug, Clone)]
-pub struct PrinterColumn {
-    pub name: String,
-    pub type_: String,
-    pub format: String,
-    pub description: String,
-    pub priority: i64,
-    pub source: CellSource,
-}
-
-impl PrinterColumn {
-    /// A column showing the value at a simple JSONPath.
-    pub fn path(name: &str, type_: &str, path: &str) -> Self {
-        PrinterColumn {
-            name: name.into(),
-            type_: type_.into(),
-            format: String::new(),
-            description: String::new(),
-            priority: 0,
-            source: CellSource::JsonPath(path.into()),
-        }
-    }
-    /// When the object was created, as CRDs and roles show it.
-    pub fn created_at() -> Self {
-        PrinterColumn::path("Created At", "date-time", ".metadata.creationTimestamp")
-    }
-
-    /// A column of a built-in kind: its name, type and kube-apiserver's description, the cell
-    /// computed by `cell`.
-    pub fn cell(
-        name: &str,
-        type_: &str,
-        description: &str,
-        cell: fn(&Value, i64) -> Value,
-    ) -> Self {
-        PrinterColumn {
-            name: name.into(),
-            type_: type_.into(),
-            format: String::new(),
-            description: description.into(),
-            priority: 0,
-            source: CellSource::Fn(cell),
-        }
-    }
-
-    /// The Age column of built-in kinds, placed where their printers place it.
-    pub fn age() -> Self {
-        PrinterColumn {
-            name: "Age".into(),
-            type_: "string".into(),
-            format: String::new(),
-            description: crate::table::doc("meta.k8s.io/v1", "ObjectMeta", "creationTimestamp")
-                .into(),
-            priority: 0,
-            source: CellSource::Age,
-        }
-    }
-
-    /// Shown only in wide output (`-o wide`).
-    pub fn wide(mut self) -> Self {
-        self.priority = 1;
-        self
-    }
-
-    /// Formatted as a name (`format: name`).
-    pub fn named(mut self) -> Self {
-        self.format = "name".into();
-        self
-    }
-
-    /// With kube-apiserver's description.
-    pub fn described(mut self, description: &str) -> Self {
-        self.description = description.into();
-        self
-    }
-
-    /// A string column computed from the object.
-    pub fn computed(name: &str, source: CellSource) -> Self {
-        PrinterColumn {
-            name: name.into(),
-            type_: "string".into(),
-            format: String::new(),
-            description: String::new(),
-            priority: 0,
-            source,
-        }
-    }
-}
+use crate::table::{CellSource, PrinterColumn};
 
 /// One served resource of one group-version.
 #[derive(Debug, Clone)]
@@ -1234,7 +1114,7 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
                     .filter(|d| !d.is_empty())
                     .unwrap_or_else(|| column_description(&path)),
                 priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
-                source: CellSource::JsonPath(path),
+                source: CellSource::CustomPath(path),
             });
         }
         // A CRD without columns of its own shows when each object was made.
@@ -1246,7 +1126,7 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
                 format: String::new(),
                 description: column_description(path),
                 priority: 0,
-                source: CellSource::JsonPath(path.into()),
+                source: CellSource::CustomPath(path.into()),
             });
         }
         let schema = v.pointer("/schema/openAPIV3Schema");

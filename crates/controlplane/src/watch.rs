@@ -126,7 +126,7 @@ impl Encoder {
                 self.columns_sent = true;
                 let rv = shown.resource_version().to_string();
                 table::table(
-                    &self.info,
+                    &self.info.printer_columns,
                     &[shown],
                     include,
                     json!({"resourceVersion": rv}),

@@ -6,8 +6,9 @@ use super::{ResourceStrategy, Validation};
 use crate::error::{ApiResult, FieldError};
 use crate::meta::{ObjectMeta, meta_mut};
 use crate::objects::{DeleteOptions, DeleteOutcome, Part};
-use crate::registry::{CrdError, PrinterColumn, ResourceInfo, resources_from_crd};
+use crate::registry::{CrdError, ResourceInfo, resources_from_crd};
 use crate::storage::WriteOp;
+use crate::table::PrinterColumn;
 
 /// The finalizer that keeps a CRD until its objects are gone.
 pub const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";

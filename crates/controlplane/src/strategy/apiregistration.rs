@@ -4,7 +4,8 @@
 use serde_json::{Value, json};
 
 use super::ResourceStrategy;
-use crate::registry::{PrinterColumn, ResourceInfo};
+use crate::registry::ResourceInfo;
+use crate::table::PrinterColumn;
 
 /// APIServices: an empty status on create (no availability controller runs here).
 #[derive(Debug)]

@@ -5,8 +5,8 @@ use serde_json::{Map, Value, json};
 
 use super::{ResourceStrategy, StoredAs, set_default};
 use crate::objects::Part;
-use crate::registry::{PrinterColumn, ResourceInfo};
-use crate::table::{doc, workload};
+use crate::registry::ResourceInfo;
+use crate::table::{PrinterColumn, doc, workload};
 
 /// Where both versions' objects are stored.
 const STORED: StoredAs = StoredAs {

@@ -7,8 +7,8 @@ use super::{PodAdmission, ResourceStrategy, Validation, default_pod_template, se
 use crate::error::FieldError;
 use crate::meta::ObjectMeta;
 use crate::objects::Part;
-use crate::registry::{PrinterColumn, ResourceInfo};
-use crate::table::{doc, human_age, workload};
+use crate::registry::ResourceInfo;
+use crate::table::{PrinterColumn, doc, human_age, workload};
 
 /// The label a Job's generated selector matches on.
 const CONTROLLER_UID: &str = "batch.kubernetes.io/controller-uid";

@@ -9,7 +9,8 @@ use x509_parser::prelude::FromDer as _;
 use super::{ResourceStrategy, Validation, WriteCheck};
 use crate::error::{ApiError, ApiResult, FieldError};
 use crate::objects::{Part, subject};
-use crate::registry::{CellSource, PrinterColumn, ResourceInfo};
+use crate::registry::ResourceInfo;
+use crate::table::{CellSource, PrinterColumn};
 use crate::user::UserInfo;
 
 /// The signer of client certificates for kube-apiserver.

@@ -10,8 +10,9 @@ use crate::error::{ApiError, ApiResult, FieldError};
 use crate::meta::{NameRule, ObjectMeta, meta_mut};
 use crate::names;
 use crate::objects::{DeleteOptions, DeleteOutcome, FOREGROUND, ORPHAN, Part, subject};
-use crate::registry::{CellSource, PrinterColumn, ResourceInfo};
+use crate::registry::ResourceInfo;
 use crate::storage::WriteOp;
+use crate::table::{CellSource, PrinterColumn};
 use crate::typed::{GoType, TypedField};
 
 /// The type of Secrets holding a ServiceAccount's legacy token (filled by the token

@@ -4,8 +4,8 @@ use serde_json::{Value, json};
 
 use super::{ResourceStrategy, set_default};
 use crate::objects::Part;
-use crate::registry::{PrinterColumn, ResourceInfo};
-use crate::table::doc;
+use crate::registry::ResourceInfo;
+use crate::table::{PrinterColumn, doc};
 
 /// EndpointSlices: a generation, and ports named `""` with protocol TCP unless given.
 #[derive(Debug)]

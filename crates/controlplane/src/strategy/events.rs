@@ -9,7 +9,7 @@ use super::{ResourceStrategy, StoredAs, Validation};
 use crate::error::FieldError;
 use crate::meta::{NameRule, ObjectMeta};
 use crate::names;
-use crate::registry::{CellSource, PrinterColumn};
+use crate::table::{CellSource, PrinterColumn};
 use crate::typed::{GoType, TypedField};
 
 /// core/v1 Events: selectable by the object they are about, their reason and type; for

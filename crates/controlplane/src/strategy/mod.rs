@@ -35,9 +35,10 @@ use serde_json::Value;
 use crate::error::{ApiResult, FieldError};
 use crate::meta::NameRule;
 use crate::objects::{DeleteOptions, DeleteOutcome, Part};
-use crate::registry::{PrinterColumn, ResourceInfo};
+use crate::registry::ResourceInfo;
 use crate::scale::ScalePaths;
 use crate::storage::WriteOp;
+use crate::table::PrinterColumn;
 use crate::typed::TypedField;
 use crate::user::UserInfo;
 

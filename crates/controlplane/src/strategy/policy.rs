@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 
 use super::{ResourceStrategy, Validation};
 use crate::error::FieldError;
-use crate::registry::{PrinterColumn, ResourceInfo};
-use crate::table::workload;
+use crate::registry::ResourceInfo;
+use crate::table::{PrinterColumn, workload};
 
 /// PodDisruptionBudgets: a generation, a zero status on create, and at most one of
 /// `minAvailable` and `maxUnavailable`.

@@ -7,7 +7,7 @@ use super::{ResourceStrategy, Validation, WriteCheck};
 use crate::error::FieldError;
 use crate::meta::NameRule;
 use crate::objects::Part;
-use crate::registry::{CellSource, PrinterColumn};
+use crate::table::{CellSource, PrinterColumn};
 
 /// Roles and ClusterRoles: any path segment as a name (`system:...`), and no rule granted
 /// that its author does not hold.

@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 use super::{ResourceStrategy, Validation, set_default};
 use crate::error::FieldError;
 use crate::objects::Part;
-use crate::registry::{PrinterColumn, ResourceInfo};
-use crate::table::{doc, workload};
+use crate::registry::ResourceInfo;
+use crate::table::{PrinterColumn, doc, workload};
 
 /// PriorityClasses: preempting lower priorities unless given, and a value required.
 #[derive(Debug)]
