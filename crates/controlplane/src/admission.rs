@@ -185,7 +185,7 @@ impl std::fmt::Debug for Admission {
 pub(crate) struct Attempt<'a> {
     pub operation: Operation,
     pub user: &'a UserInfo,
-    pub info: &'a crate::registry::ResourceInfo,
+    pub info: &'a crate::resource::ResourceInfo,
     pub subresource: &'a str,
     pub namespace: &'a str,
     pub name: &'a str,

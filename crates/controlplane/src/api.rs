@@ -22,10 +22,11 @@ use crate::objects::{
 };
 use crate::patch::{self, PatchType};
 use crate::pod_admission;
-use crate::registry::{Registry, ResourceInfo};
+use crate::registry::Registry;
+use crate::resource::{PodAdmission, ResourceInfo};
 use crate::selectors::{FieldSelector, LabelReq, LabelSelector};
 use crate::storage::{self, Indexed, Lookup, Store, WriteError, WriteOp};
-use crate::strategy::{PodAdmission, apiextensions};
+use crate::strategy::apiextensions;
 use crate::table::{self, IncludeObject};
 use crate::writes::{self, FieldValidation};
 

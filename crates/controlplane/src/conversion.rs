@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{ApiError, ApiResult};
 use crate::meta::ObjectMeta;
-use crate::registry::{ConversionStrategy, ResourceInfo};
+use crate::resource::{ConversionStrategy, ResourceInfo};
 
 /// Converts objects of one CRD between its versions, as its conversion webhook would answer a
 /// `ConversionReview`.

@@ -49,6 +49,7 @@ pub mod protobuf;
 pub mod registry;
 pub mod request_info;
 pub mod requests;
+pub mod resource;
 pub mod scale;
 pub mod selectors;
 pub mod server;

@@ -11,9 +11,8 @@ use serde_json::{Map, Value, json};
 use crate::error::{ApiError, ApiResult, FieldError, Subject};
 use crate::meta::{ObjectMeta, meta_mut, new_uid};
 use crate::names;
-use crate::registry::ResourceInfo;
+use crate::resource::{ResourceInfo, Validation};
 use crate::storage::WriteOp;
-use crate::strategy::Validation;
 
 /// The subject of NotFound/AlreadyExists/Conflict errors: plural resource and group.
 pub fn subject(info: &ResourceInfo, name: &str) -> Subject {
@@ -210,7 +209,7 @@ pub fn prepare_create(info: &ResourceInfo, ns: &str, obj: Value, now: &str) -> A
 }
 
 /// Validation and normalisation: the metadata every object shares, then the resource's own
-/// (see [`crate::strategy::ResourceStrategy::validate`]); Invalid lists every field error.
+/// (see [`crate::resource::ResourceStrategy::validate`]); Invalid lists every field error.
 pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> ApiResult<()> {
     validate_part(info, obj, old, Part::Main)
 }

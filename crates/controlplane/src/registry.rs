@@ -8,58 +8,14 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
-use base64::Engine;
 use serde_json::Value;
-use sha2::Digest;
 
-use crate::strategy::{self, ResourceStrategy};
+use crate::resource::{
+    ConversionStrategy, CustomInfo, ResourceInfo, ResourceStrategy, STATUS_VERBS, Subresource,
+    storage_version_hash,
+};
+use crate::strategy;
 use crate::table::{CellSource, PrinterColumn};
-
-/// One served resource of one group-version.
-#[derive(Debug, Clone)]
-pub struct ResourceInfo {
-    pub group: String,
-    pub version: String,
-    pub kind: String,
-    pub list_kind: String,
-    pub plural: String,
-    pub singular: String,
-    pub namespaced: bool,
-    pub short_names: Vec<String>,
-    pub categories: Vec<String>,
-    /// The verbs discovery lists for the resource (and the only ones it is served for).
-    pub verbs: &'static [&'static str],
-    /// Whether objects are stored; false for resources answered by handlers of their own
-    /// (reviews, bindings), which are never kept.
-    pub stored: bool,
-    /// What legacy discovery lists as `storageVersionHash` (see [`storage_version_hash`]);
-    /// None for resources never stored.
-    pub storage_version_hash: Option<String>,
-    /// Subresources besides the main resource, by name: `status`, `approval`, `finalize`,
-    /// `scale`, and those discovery lists but other handlers serve (`pods/exec`, ...).
-    pub subresources: Vec<Subresource>,
-    pub printer_columns: Vec<PrinterColumn>,
-    /// What is particular about the resource's objects (see [`crate::strategy`]).
-    pub strategy: &'static dyn ResourceStrategy,
-    /// Served from a CustomResourceDefinition.
-    pub custom: Option<CustomInfo>,
-    /// What the `/scale` subresource reads and writes, when there is one.
-    pub scale: Option<crate::scale::ScalePaths>,
-    /// The type of the objects as kube-apiserver's decoder and field manager see it; None
-    /// for kinds no field is recorded for.
-    pub fields: Option<crate::fields::ObjectType>,
-}
-
-/// One subresource as discovery lists it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Subresource {
-    pub name: String,
-    /// The kind it answers with, and that kind's group and version when they are not the
-    /// resource's own (`autoscaling/v1` Scale, `policy/v1` Eviction).
-    pub kind: String,
-    pub group_version: Option<(String, String)>,
-    pub verbs: &'static [&'static str],
-}
 
 /// What discovery lists for most resources.
 pub const ALL_VERBS: &[&str] = &[
@@ -84,74 +40,6 @@ pub const CUSTOM_VERBS: &[&str] = &[
     "update",
     "watch",
 ];
-
-const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
-
-/// What a CRD adds to a resource entry.
-#[derive(Debug, Clone)]
-pub struct CustomInfo {
-    /// metadata.name of the CRD.
-    pub crd_name: String,
-    /// The version objects are stored at.
-    pub storage_version: String,
-    /// openAPIV3Schema of this version, if any.
-    pub schema: Option<Arc<Value>>,
-    /// The schema's `x-kubernetes-validations`, compiled when the CRD was read.
-    pub rules: Option<Arc<crate::validation_rules::RuleSet>>,
-    /// How objects move between versions (`spec.conversion.strategy`).
-    pub conversion: ConversionStrategy,
-}
-
-/// A CRD's `spec.conversion.strategy`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ConversionStrategy {
-    /// Versions share one schema: only `apiVersion` changes.
-    #[default]
-    None,
-    /// Objects are converted by the CRD's conversion webhook (see [`crate::conversion`]).
-    Webhook,
-}
-
-impl ResourceInfo {
-    /// `apps/v1` or `v1`.
-    pub fn api_version(&self) -> String {
-        Self::api_version_of(&self.group, &self.version)
-    }
-
-    fn api_version_of(group: &str, version: &str) -> String {
-        if group.is_empty() {
-            version.to_string()
-        } else {
-            format!("{group}/{version}")
-        }
-    }
-
-    /// The key objects are stored under: shared by every version of a resource, and by
-    /// core/v1 and events.k8s.io/v1 Events (see [`crate::events`]).
-    pub fn storage_key(&self) -> String {
-        match self.strategy.stored_as() {
-            Some(stored) => stored.key.into(),
-            None => format!("{}/{}", self.group, self.plural),
-        }
-    }
-
-    pub fn has_status(&self) -> bool {
-        self.subresources.iter().any(|s| s.name == "status")
-    }
-
-    /// The apiVersion objects are stored with.
-    pub fn storage_api_version(&self) -> String {
-        if let Some(stored) = self.strategy.stored_as() {
-            return stored.api_version.into();
-        }
-        match &self.custom {
-            Some(c) if c.storage_version != self.version => {
-                format!("{}/{}", self.group, c.storage_version)
-            }
-            _ => self.api_version(),
-        }
-    }
-}
 
 /// One built-in resource as discovery lists it; what its objects do is its strategy's.
 pub struct Builtin {
@@ -179,14 +67,6 @@ pub struct BuiltinSub(
     Option<(&'static str, &'static str)>,
     &'static [&'static str],
 );
-
-/// The first 8 bytes of the SHA-256 of the `group/version/kind` objects are stored as, in
-/// base64: how discovery tells clients that a resource's storage changed.
-pub fn storage_version_hash(api_version: &str, kind: &str) -> String {
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let digest = sha2::Sha256::digest(format!("{group}/{version}/{kind}"));
-    base64::engine::general_purpose::STANDARD.encode(&digest[..8])
-}
 
 /// The `status` subresource.
 const STATUS: BuiltinSub = BuiltinSub("status", None, None, STATUS_VERBS);
@@ -307,28 +187,6 @@ impl Builtin {
                 &ResourceInfo::api_version_of(self.group, self.version),
                 self.kind,
             ),
-        }
-    }
-}
-
-impl Subresource {
-    /// `/scale`, answered as `autoscaling/v1` Scale.
-    pub fn scale() -> Self {
-        Subresource {
-            name: "scale".into(),
-            kind: "Scale".into(),
-            group_version: Some(("autoscaling".into(), "v1".into())),
-            verbs: STATUS_VERBS,
-        }
-    }
-
-    /// `/status`, answered as the resource's own kind.
-    pub fn status(kind: &str) -> Self {
-        Subresource {
-            name: "status".into(),
-            kind: kind.into(),
-            group_version: None,
-            verbs: STATUS_VERBS,
         }
     }
 }

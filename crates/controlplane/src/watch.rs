@@ -90,7 +90,7 @@ pub fn spec_from_query(
 struct Encoder {
     /// Whose converters show objects at the watched version.
     server: Arc<ApiServer>,
-    info: Arc<crate::registry::ResourceInfo>,
+    info: Arc<crate::resource::ResourceInfo>,
     api_version: String,
     metadata_only: bool,
     table: Option<IncludeObject>,

@@ -6,7 +6,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::registry::{Registry, ResourceInfo};
+use crate::registry::Registry;
+use crate::resource::ResourceInfo;
 
 /// The Kubernetes version this server speaks.
 pub fn version() -> Value {

@@ -28,7 +28,7 @@ use crate::fields::decode::{Decoded, decode_json};
 use crate::objects::{DeleteOptions, Part};
 use crate::patch::PatchType;
 use crate::request_info::{RequestInfo, Verb};
-use crate::strategy::WriteCheck;
+use crate::resource::WriteCheck;
 use crate::table::{IncludeObject, wants_table};
 
 /// Response body type.

@@ -2,11 +2,11 @@
 
 use serde_json::{Value, json};
 
-use super::{ResourceStrategy, Validation};
 use crate::error::{ApiResult, FieldError};
 use crate::meta::{ObjectMeta, meta_mut};
 use crate::objects::{DeleteOptions, DeleteOutcome, Part};
-use crate::registry::{CrdError, ResourceInfo, resources_from_crd};
+use crate::registry::{CrdError, resources_from_crd};
+use crate::resource::{ResourceInfo, ResourceStrategy, Validation};
 use crate::storage::WriteOp;
 use crate::table::PrinterColumn;
 

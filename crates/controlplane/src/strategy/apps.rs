@@ -4,10 +4,10 @@
 
 use serde_json::{Value, json};
 
-use super::{PodAdmission, ResourceStrategy, Validation, default_pod_template, set_default};
+use super::{default_pod_template, set_default};
 use crate::error::FieldError;
 use crate::objects::Part;
-use crate::registry::ResourceInfo;
+use crate::resource::{PodAdmission, ResourceInfo, ResourceStrategy, Validation};
 use crate::scale::{ScalePaths, SelectorSource};
 use crate::table::{PrinterColumn, doc, workload};
 

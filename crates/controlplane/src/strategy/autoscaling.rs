@@ -3,9 +3,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{ResourceStrategy, StoredAs, set_default};
+use super::set_default;
 use crate::objects::Part;
-use crate::registry::ResourceInfo;
+use crate::resource::{ResourceInfo, ResourceStrategy, StoredAs};
 use crate::table::{PrinterColumn, doc, workload};
 
 /// Where both versions' objects are stored.

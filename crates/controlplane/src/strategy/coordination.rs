@@ -1,6 +1,6 @@
 //! coordination.k8s.io/v1: Leases.
 
-use super::ResourceStrategy;
+use crate::resource::ResourceStrategy;
 use crate::table::PrinterColumn;
 use crate::typed::{GoType, TypedField};
 

@@ -5,12 +5,11 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
-use super::{PodAdmission, ResourceStrategy, Validation};
 use crate::error::{ApiError, ApiResult, FieldError};
 use crate::meta::{NameRule, ObjectMeta, meta_mut};
 use crate::names;
 use crate::objects::{DeleteOptions, DeleteOutcome, FOREGROUND, ORPHAN, Part, subject};
-use crate::registry::ResourceInfo;
+use crate::resource::{PodAdmission, ResourceInfo, ResourceStrategy, Validation};
 use crate::storage::WriteOp;
 use crate::table::{CellSource, PrinterColumn};
 use crate::typed::{GoType, TypedField};

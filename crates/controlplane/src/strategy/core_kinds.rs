@@ -4,9 +4,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{PodAdmission, ResourceStrategy, default_pod_template, set_default};
+use super::{default_pod_template, set_default};
 use crate::objects::Part;
-use crate::registry::ResourceInfo;
+use crate::resource::{PodAdmission, ResourceInfo, ResourceStrategy};
 use crate::scale::{ScalePaths, SelectorSource};
 use crate::table::{PrinterColumn, doc, workload};
 

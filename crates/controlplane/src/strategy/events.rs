@@ -5,10 +5,10 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::{ResourceStrategy, StoredAs, Validation};
 use crate::error::FieldError;
 use crate::meta::{NameRule, ObjectMeta};
 use crate::names;
+use crate::resource::{ResourceStrategy, StoredAs, Validation};
 use crate::table::{CellSource, PrinterColumn};
 use crate::typed::{GoType, TypedField};
 

@@ -13,11 +13,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{PodAdmission, ResourceStrategy, Validation};
 use crate::error::{ApiResult, FieldError};
 use crate::meta::{ObjectMeta, meta_mut};
 use crate::objects::{DeleteOptions, DeleteOutcome};
-use crate::registry::ResourceInfo;
+use crate::resource::{PodAdmission, ResourceInfo, ResourceStrategy, Validation};
 use crate::storage::WriteOp;
 
 /// Where the kubelet writes a container's termination message unless told otherwise.

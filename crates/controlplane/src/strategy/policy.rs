@@ -3,9 +3,8 @@
 
 use serde_json::{Value, json};
 
-use super::{ResourceStrategy, Validation};
 use crate::error::FieldError;
-use crate::registry::ResourceInfo;
+use crate::resource::{ResourceInfo, ResourceStrategy, Validation};
 use crate::table::{PrinterColumn, workload};
 
 /// PodDisruptionBudgets: a generation, a zero status on create, and at most one of

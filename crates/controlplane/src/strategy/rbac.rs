@@ -3,10 +3,10 @@
 
 use serde_json::Value;
 
-use super::{ResourceStrategy, Validation, WriteCheck};
 use crate::error::FieldError;
 use crate::meta::NameRule;
 use crate::objects::Part;
+use crate::resource::{ResourceStrategy, Validation, WriteCheck};
 use crate::table::{CellSource, PrinterColumn};
 
 /// Roles and ClusterRoles: any path segment as a name (`system:...`), and no rule granted

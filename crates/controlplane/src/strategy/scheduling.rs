@@ -2,10 +2,10 @@
 
 use serde_json::{Value, json};
 
-use super::{ResourceStrategy, Validation, set_default};
+use super::set_default;
 use crate::error::FieldError;
 use crate::objects::Part;
-use crate::registry::ResourceInfo;
+use crate::resource::{ResourceInfo, ResourceStrategy, Validation};
 use crate::table::{PrinterColumn, doc, workload};
 
 /// PriorityClasses: preempting lower priorities unless given, and a value required.

@@ -3,10 +3,10 @@
 
 use serde_json::{Value, json};
 
-use super::{ResourceStrategy, set_default};
+use super::set_default;
 use crate::meta::ObjectMeta;
 use crate::objects::Part;
-use crate::registry::ResourceInfo;
+use crate::resource::{ResourceInfo, ResourceStrategy};
 use crate::table::{PrinterColumn, doc, workload};
 
 /// The annotation that makes a StorageClass the default one.
