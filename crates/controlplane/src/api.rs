@@ -17,13 +17,13 @@ use crate::error::{ApiError, ApiResult};
 use crate::fields::decode::Decoded;
 use crate::meta::{ObjectMeta, now_rfc3339};
 use crate::objects::{
-    self, DeleteOptions, DeleteOutcome, Part, decide_delete, decide_update, prepare_create,
-    prepare_update, present, settle_update, subject,
+    self, decide_delete, decide_update, prepare_create, prepare_update, present, settle_update,
+    subject,
 };
 use crate::patch::{self, PatchType};
 use crate::pod_admission;
 use crate::registry::Registry;
-use crate::resource::{PodAdmission, ResourceInfo};
+use crate::resource::{DeleteOptions, DeleteOutcome, Part, PodAdmission, ResourceInfo};
 use crate::selectors::{FieldSelector, LabelReq, LabelSelector};
 use crate::storage::{self, Indexed, Lookup, Store, WriteError, WriteOp};
 use crate::strategy::apiextensions;

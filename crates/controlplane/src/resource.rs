@@ -1,21 +1,24 @@
 //! What describes one served resource: its names, verbs, subresources, printer columns and
 //! schema ([`ResourceInfo`], one entry of [`crate::registry`]), and what is particular about
-//! its objects ([`ResourceStrategy`], implemented in [`crate::strategy`]), with the types the
-//! strategy's hooks take.
+//! its objects ([`ResourceStrategy`], implemented in [`crate::strategy`]), with what the
+//! strategy's hooks take and answer: the [`Part`] of an object a write goes through, a
+//! [`Validation`], [`DeleteOptions`] and a [`DeleteOutcome`]. The default delete
+//! ([`delete_by_finalizers`]: finalizers and the propagation policy decide) is here, beside the
+//! trait whose default it is.
 //!
-//! Names and shapes only: it never touches stored objects.
+//! The object rules ([`crate::objects`]), the strategies, Table output and the API stand on
+//! it. Pure: JSON in and out, no storage, no HTTP.
 
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
 use base64::Engine;
-use serde_json::Value;
+use serde_json::{Value, json};
 use sha2::Digest;
 
-use crate::error::{ApiResult, FieldError};
-use crate::meta::NameRule;
-use crate::objects::{DeleteOptions, DeleteOutcome, Part};
+use crate::error::{ApiError, ApiResult, FieldError, Subject};
+use crate::meta::{NameRule, ObjectMeta, meta_mut};
 use crate::scale::ScalePaths;
 use crate::storage::WriteOp;
 use crate::table::PrinterColumn;
@@ -51,7 +54,7 @@ pub struct ResourceInfo {
     /// Served from a CustomResourceDefinition.
     pub custom: Option<CustomInfo>,
     /// What the `/scale` subresource reads and writes, when there is one.
-    pub scale: Option<crate::scale::ScalePaths>,
+    pub scale: Option<ScalePaths>,
     /// The type of the objects as kube-apiserver's decoder and field manager see it; None
     /// for kinds no field is recorded for.
     pub fields: Option<crate::fields::ObjectType>,
@@ -334,7 +337,7 @@ pub trait ResourceStrategy: fmt::Debug + Send + Sync {
     }
 
     /// What deleting `cur` does once its preconditions hold: by default finalizers and the
-    /// propagation policy decide (see [`crate::objects::delete_by_finalizers`]).
+    /// propagation policy decide (see [`delete_by_finalizers`]).
     fn delete(
         &self,
         info: &ResourceInfo,
@@ -342,7 +345,7 @@ pub trait ResourceStrategy: fmt::Debug + Send + Sync {
         opts: &DeleteOptions,
         now: &str,
     ) -> ApiResult<(WriteOp, DeleteOutcome)> {
-        crate::objects::delete_by_finalizers(info, cur, opts, now)
+        delete_by_finalizers(info, cur, opts, now)
     }
 
     /// Whether `next`, an object being deleted whose last finalizer goes, is removed (a
@@ -381,4 +384,177 @@ pub struct Validation<'a> {
     pub old: Option<&'a Value>,
     pub part: Part,
     pub errors: Vec<FieldError>,
+}
+
+/// Which part of an object a write may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The main resource: everything but status (when status is a subresource).
+    Main,
+    Status,
+    /// CSR approval: status.conditions (and metadata) only.
+    Approval,
+    /// Namespace finalize: spec.finalizers only.
+    Finalize,
+    /// `/scale`: served through [`crate::scale`]; writes become main-resource updates.
+    Scale,
+}
+
+impl Part {
+    /// The subresource's name; empty for the main resource.
+    pub fn name(self) -> &'static str {
+        match self {
+            Part::Main => "",
+            Part::Status => "status",
+            Part::Approval => "approval",
+            Part::Finalize => "finalize",
+            Part::Scale => "scale",
+        }
+    }
+
+    pub fn from_subresource(info: &ResourceInfo, sub: Option<&str>) -> Option<Part> {
+        match sub {
+            None => Some(Part::Main),
+            Some(s) if !info.subresources.iter().any(|x| x.name == s) => None,
+            Some("status") => Some(Part::Status),
+            Some("approval") => Some(Part::Approval),
+            Some("finalize") => Some(Part::Finalize),
+            Some("scale") if info.scale.is_some() => Some(Part::Scale),
+            Some(_) => None,
+        }
+    }
+}
+
+/// The finalizer the server's garbage collector uses for foreground deletion.
+pub const FOREGROUND: &str = "foregroundDeletion";
+/// The finalizer asking the collector to orphan dependents.
+pub const ORPHAN: &str = "orphan";
+
+/// Options of a delete request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeleteOptions {
+    pub propagation: Option<String>,
+    pub precondition_uid: Option<String>,
+    pub precondition_rv: Option<String>,
+    pub dry_run: bool,
+    /// Who asks (shown to admission plugins); None for the server's own deletes.
+    pub user: Option<UserInfo>,
+}
+
+impl DeleteOptions {
+    /// Checks the options as kube-apiserver does before it looks at the object: an unknown
+    /// propagation policy is refused whether or not the object exists.
+    pub fn validate(&self) -> ApiResult<()> {
+        match self.propagation.as_deref() {
+            None | Some("Foreground" | "Background" | "Orphan") => Ok(()),
+            Some(other) => Err(ApiError::invalid(
+                Subject {
+                    group: "meta.k8s.io".into(),
+                    kind: "DeleteOptions".into(),
+                    name: String::new(),
+                },
+                vec![FieldError::not_supported(
+                    "propagationPolicy",
+                    &json!(other),
+                    &[
+                        json!("Foreground"),
+                        json!("Background"),
+                        json!("Orphan"),
+                        json!("nil"),
+                    ],
+                )],
+            )),
+        }
+    }
+
+    /// Reads a DeleteOptions body (absent fields keep their query-string values).
+    pub fn merge_body(&mut self, body: &Value) -> ApiResult<()> {
+        if body.is_null() {
+            return Ok(());
+        }
+        if !body.is_object() {
+            return Err(ApiError::BadRequest(
+                "DeleteOptions must be a JSON object".into(),
+            ));
+        }
+        if let Some(p) = body.get("propagationPolicy").and_then(Value::as_str) {
+            self.propagation = Some(p.to_string());
+        }
+        if body.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
+            self.propagation = Some("Orphan".into());
+        }
+        if let Some(u) = body.pointer("/preconditions/uid").and_then(Value::as_str) {
+            self.precondition_uid = Some(u.to_string());
+        }
+        if let Some(r) = body
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+        {
+            self.precondition_rv = Some(r.to_string());
+        }
+        if let Some(d) = body.get("dryRun").and_then(Value::as_array)
+            && d.iter().any(|x| x == "All")
+        {
+            self.dry_run = true;
+        }
+        Ok(())
+    }
+}
+
+/// What a delete did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    /// The object is gone.
+    Removed,
+    /// The object is marked and waits for its finalizers.
+    Pending,
+    /// The object is marked deleted (the write stores it so, as watchers see it), then removed
+    /// at once: kube-apiserver's graceful deletion with a grace period of 0.
+    MarkedThenRemoved,
+}
+
+/// What deleting `cur` does for most resources: with no finalizers (and none the propagation
+/// policy adds) the object goes at once; otherwise it is marked deleted and waits for them.
+pub fn delete_by_finalizers(
+    info: &ResourceInfo,
+    cur: &Value,
+    opts: &DeleteOptions,
+    now: &str,
+) -> ApiResult<(WriteOp, DeleteOutcome)> {
+    let mut finalizers = cur.finalizers();
+    // The policy was checked with the rest of the options ([`DeleteOptions::validate`]).
+    let extra = match opts.propagation.as_deref() {
+        Some("Foreground") => Some(FOREGROUND),
+        Some("Orphan") => Some(ORPHAN),
+        _ => None,
+    };
+    let mut changed = false;
+    if let Some(f) = extra
+        && !finalizers.iter().any(|x| x == f)
+        && !cur.is_deleting()
+    {
+        finalizers.push(f.to_string());
+        changed = true;
+    }
+    if finalizers.is_empty() {
+        return Ok((WriteOp::Delete, DeleteOutcome::Removed));
+    }
+    if cur.is_deleting() && !changed {
+        return Ok((WriteOp::Unchanged, DeleteOutcome::Pending));
+    }
+    let mut next = cur.clone();
+    let m = meta_mut(&mut next);
+    m.insert("finalizers".into(), json!(finalizers));
+    if !cur.is_deleting() {
+        m.insert("deletionTimestamp".into(), json!(now));
+        m.insert("deletionGracePeriodSeconds".into(), json!(0));
+    }
+    if info.strategy.tracks_generation() {
+        let g = cur
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        m.insert("generation".into(), json!(g + 1));
+    }
+    Ok((WriteOp::Put(next), DeleteOutcome::Pending))
 }

@@ -25,10 +25,9 @@ use crate::auth::tls::PeerIdentity;
 use crate::auth::tokens::SigningKey;
 use crate::error::{ApiError, ApiResult};
 use crate::fields::decode::{Decoded, decode_json};
-use crate::objects::{DeleteOptions, Part};
 use crate::patch::PatchType;
 use crate::request_info::{RequestInfo, Verb};
-use crate::resource::WriteCheck;
+use crate::resource::{DeleteOptions, Part, WriteCheck};
 use crate::table::{IncludeObject, wants_table};
 
 /// Response body type.

@@ -4,9 +4,10 @@ use serde_json::{Value, json};
 
 use crate::error::{ApiResult, FieldError};
 use crate::meta::{ObjectMeta, meta_mut};
-use crate::objects::{DeleteOptions, DeleteOutcome, Part};
 use crate::registry::{CrdError, resources_from_crd};
-use crate::resource::{ResourceInfo, ResourceStrategy, Validation};
+use crate::resource::{
+    DeleteOptions, DeleteOutcome, Part, ResourceInfo, ResourceStrategy, Validation,
+};
 use crate::storage::WriteOp;
 use crate::table::PrinterColumn;
 
@@ -126,7 +127,7 @@ impl ResourceStrategy for CustomResourceDefinitions {
         now: &str,
     ) -> ApiResult<(WriteOp, DeleteOutcome)> {
         if cur.is_deleting() {
-            return crate::objects::delete_by_finalizers(info, cur, opts, now);
+            return crate::resource::delete_by_finalizers(info, cur, opts, now);
         }
         let mut next = cur.clone();
         let m = meta_mut(&mut next);

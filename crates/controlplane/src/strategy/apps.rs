@@ -6,8 +6,7 @@ use serde_json::{Value, json};
 
 use super::{default_pod_template, set_default};
 use crate::error::FieldError;
-use crate::objects::Part;
-use crate::resource::{PodAdmission, ResourceInfo, ResourceStrategy, Validation};
+use crate::resource::{Part, PodAdmission, ResourceInfo, ResourceStrategy, Validation};
 use crate::scale::{ScalePaths, SelectorSource};
 use crate::table::{PrinterColumn, doc, workload};
 

@@ -4,8 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use super::set_default;
-use crate::objects::Part;
-use crate::resource::{ResourceInfo, ResourceStrategy, StoredAs};
+use crate::resource::{Part, ResourceInfo, ResourceStrategy, StoredAs};
 use crate::table::{PrinterColumn, doc, workload};
 
 /// Where both versions' objects are stored.

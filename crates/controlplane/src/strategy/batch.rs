@@ -6,8 +6,7 @@ use serde_json::{Map, Value, json};
 use super::{default_pod_template, set_default};
 use crate::error::FieldError;
 use crate::meta::ObjectMeta;
-use crate::objects::Part;
-use crate::resource::{PodAdmission, ResourceInfo, ResourceStrategy, Validation};
+use crate::resource::{Part, PodAdmission, ResourceInfo, ResourceStrategy, Validation};
 use crate::table::{PrinterColumn, doc, human_age, workload};
 
 /// The label a Job's generated selector matches on.

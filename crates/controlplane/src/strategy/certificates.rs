@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 use x509_parser::prelude::FromDer as _;
 
 use crate::error::{ApiError, ApiResult, FieldError};
-use crate::objects::{Part, subject};
-use crate::resource::{ResourceInfo, ResourceStrategy, Validation, WriteCheck};
+use crate::objects::subject;
+use crate::resource::{Part, ResourceInfo, ResourceStrategy, Validation, WriteCheck};
 use crate::table::{CellSource, PrinterColumn};
 use crate::user::UserInfo;
 

@@ -8,8 +8,11 @@ use serde_json::{Value, json};
 use crate::error::{ApiError, ApiResult, FieldError};
 use crate::meta::{NameRule, ObjectMeta, meta_mut};
 use crate::names;
-use crate::objects::{DeleteOptions, DeleteOutcome, FOREGROUND, ORPHAN, Part, subject};
-use crate::resource::{PodAdmission, ResourceInfo, ResourceStrategy, Validation};
+use crate::objects::subject;
+use crate::resource::{
+    DeleteOptions, DeleteOutcome, FOREGROUND, ORPHAN, Part, PodAdmission, ResourceInfo,
+    ResourceStrategy, Validation,
+};
 use crate::storage::WriteOp;
 use crate::table::{CellSource, PrinterColumn};
 use crate::typed::{GoType, TypedField};
@@ -98,7 +101,7 @@ impl ResourceStrategy for Namespaces {
         if cur.is_deleting() {
             // Only a finalized namespace goes; until then a DELETE answers it as it is.
             if spec_finalizers(cur.get("spec")).is_empty() {
-                return crate::objects::delete_by_finalizers(info, cur, opts, now);
+                return crate::resource::delete_by_finalizers(info, cur, opts, now);
             }
             return Ok((WriteOp::Unchanged, DeleteOutcome::Pending));
         }

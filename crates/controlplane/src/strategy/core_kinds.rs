@@ -5,8 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{default_pod_template, set_default};
-use crate::objects::Part;
-use crate::resource::{PodAdmission, ResourceInfo, ResourceStrategy};
+use crate::resource::{Part, PodAdmission, ResourceInfo, ResourceStrategy};
 use crate::scale::{ScalePaths, SelectorSource};
 use crate::table::{PrinterColumn, doc, workload};
 

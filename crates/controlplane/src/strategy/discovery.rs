@@ -3,8 +3,7 @@
 use serde_json::{Value, json};
 
 use super::set_default;
-use crate::objects::Part;
-use crate::resource::{ResourceInfo, ResourceStrategy};
+use crate::resource::{Part, ResourceInfo, ResourceStrategy};
 use crate::table::{PrinterColumn, doc};
 
 /// EndpointSlices: a generation, and ports named `""` with protocol TCP unless given.

@@ -4,8 +4,7 @@
 use serde_json::{Value, json};
 
 use super::{core_kinds::default_protocols, set_default};
-use crate::objects::Part;
-use crate::resource::{ResourceInfo, ResourceStrategy};
+use crate::resource::{Part, ResourceInfo, ResourceStrategy};
 use crate::table::{PrinterColumn, doc, workload};
 
 /// Ingresses: a generation and an empty load balancer status on create.

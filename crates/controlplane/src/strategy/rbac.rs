@@ -5,8 +5,7 @@ use serde_json::Value;
 
 use crate::error::FieldError;
 use crate::meta::NameRule;
-use crate::objects::Part;
-use crate::resource::{ResourceStrategy, Validation, WriteCheck};
+use crate::resource::{Part, ResourceStrategy, Validation, WriteCheck};
 use crate::table::{CellSource, PrinterColumn};
 
 /// Roles and ClusterRoles: any path segment as a name (`system:...`), and no rule granted

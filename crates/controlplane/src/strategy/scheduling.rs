@@ -4,8 +4,7 @@ use serde_json::{Value, json};
 
 use super::set_default;
 use crate::error::FieldError;
-use crate::objects::Part;
-use crate::resource::{ResourceInfo, ResourceStrategy, Validation};
+use crate::resource::{Part, ResourceInfo, ResourceStrategy, Validation};
 use crate::table::{PrinterColumn, doc, workload};
 
 /// PriorityClasses: preempting lower priorities unless given, and a value required.

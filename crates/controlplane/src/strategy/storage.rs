@@ -5,8 +5,7 @@ use serde_json::{Value, json};
 
 use super::set_default;
 use crate::meta::ObjectMeta;
-use crate::objects::Part;
-use crate::resource::{ResourceInfo, ResourceStrategy};
+use crate::resource::{Part, ResourceInfo, ResourceStrategy};
 use crate::table::{PrinterColumn, doc, workload};
 
 /// The annotation that makes a StorageClass the default one.
