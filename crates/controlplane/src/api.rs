@@ -665,7 +665,7 @@ impl ApiServer {
     pub fn sync_crd(&self, name: &str) {
         match self.store.get(CRD_KEY, "", name) {
             Some(crd) if apiextensions::serves(&crd) => {
-                if let Ok(infos) = crate::registry::resources_from_crd(&crd) {
+                if let Ok(infos) = crate::strategy::apiextensions::resources_from_crd(&crd) {
                     self.registry.set_crd(name, infos);
                 }
                 // Removed meanwhile (its removal's own sync may have run before this one's
@@ -1354,7 +1354,7 @@ mod tests {
 
     #[test]
     fn a_list_written_from_stored_bytes_is_the_list_decoded_and_written() {
-        let widgets = crate::registry::resources_from_crd(&json!({"spec": {
+        let widgets = crate::strategy::apiextensions::resources_from_crd(&json!({"spec": {
             "group": "example.com", "scope": "Namespaced",
             "names": {"plural": "widgets", "kind": "Widget"},
             "versions": [{"name": "v1", "served": true, "storage": true}]}}))

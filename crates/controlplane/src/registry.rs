@@ -1,21 +1,19 @@
-//! The resource registry: what the server serves. Each entry describes one resource of one
-//! group-version (names, scope, verbs, subresources, printer columns, schema). Built-in
-//! resources are registered at start; CustomResourceDefinitions add and remove entries while
-//! the server runs.
+//! The resource registry: what the server serves. Each entry is a [`ResourceInfo`] (one
+//! resource of one group-version). Built-in resources are listed here (`BUILTINS`) and
+//! registered at start: a new built-in kind is one entry there and, when its objects have
+//! behaviour of their own, a strategy in [`crate::strategy`]. CustomResourceDefinitions add
+//! and remove entries while the server runs
+//! ([`crate::strategy::apiextensions::resources_from_crd`]).
 //!
 //! This module owns names and shapes only; it never touches stored objects.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
-use serde_json::Value;
-
 use crate::resource::{
-    ConversionStrategy, CustomInfo, ResourceInfo, ResourceStrategy, STATUS_VERBS, Subresource,
-    storage_version_hash,
+    ResourceInfo, ResourceStrategy, STATUS_VERBS, Subresource, storage_version_hash,
 };
 use crate::strategy;
-use crate::table::{CellSource, PrinterColumn};
 
 /// What discovery lists for most resources.
 pub const ALL_VERBS: &[&str] = &[
@@ -25,18 +23,6 @@ pub const ALL_VERBS: &[&str] = &[
     "get",
     "list",
     "patch",
-    "update",
-    "watch",
-];
-
-/// The verbs of custom resources, in the order kube-apiserver lists them.
-pub const CUSTOM_VERBS: &[&str] = &[
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "create",
     "update",
     "watch",
 ];
@@ -852,259 +838,6 @@ fn builtin_group_rank(group: &str) -> Option<usize> {
     None
 }
 
-/// Why a CRD could not be turned into served resources.
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum CrdError {
-    #[error("{field}: {message}")]
-    Field { field: String, message: String },
-}
-
-/// Builds the resource entries a CRD serves (one per served version).
-pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
-    let field = |f: &str, m: &str| CrdError::Field {
-        field: f.into(),
-        message: m.into(),
-    };
-    let spec = crd
-        .get("spec")
-        .ok_or_else(|| field("spec", "Required value"))?;
-    let group = spec
-        .get("group")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| field("spec.group", "Required value"))?;
-    let names = spec
-        .get("names")
-        .ok_or_else(|| field("spec.names", "Required value"))?;
-    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
-    let plural = s(names, "plural")
-        .filter(|p| !p.is_empty())
-        .ok_or_else(|| field("spec.names.plural", "Required value"))?;
-    let kind = s(names, "kind")
-        .filter(|p| !p.is_empty())
-        .ok_or_else(|| field("spec.names.kind", "Required value"))?;
-    let singular = s(names, "singular").unwrap_or_else(|| kind.to_lowercase());
-    let list_kind = s(names, "listKind").unwrap_or_else(|| format!("{kind}List"));
-    let strs = |v: Option<&Value>| -> Vec<String> {
-        v.and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let short_names = strs(names.get("shortNames"));
-    let categories = strs(names.get("categories"));
-    let namespaced = match spec.get("scope").and_then(Value::as_str) {
-        Some("Namespaced") => true,
-        Some("Cluster") => false,
-        _ => {
-            return Err(field(
-                "spec.scope",
-                "Unsupported value: supported values: \"Cluster\", \"Namespaced\"",
-            ));
-        }
-    };
-    let versions = spec
-        .get("versions")
-        .and_then(Value::as_array)
-        .filter(|v| !v.is_empty())
-        .ok_or_else(|| field("spec.versions", "Required value"))?;
-    let storage: Vec<&str> = versions
-        .iter()
-        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
-        .filter_map(|v| v.get("name").and_then(Value::as_str))
-        .collect();
-    if storage.len() != 1 {
-        return Err(field(
-            "spec.versions",
-            "Invalid value: must have exactly one version marked as storage version",
-        ));
-    }
-    let storage_version = storage[0].to_string();
-    let conversion = conversion_strategy(spec.get("conversion"))?;
-    let preserve_unknown = spec.get("preserveUnknownFields") == Some(&Value::Bool(true));
-    let crd_name = format!("{plural}.{group}");
-    let mut out = Vec::new();
-    for (i, v) in versions.iter().enumerate() {
-        let name = v
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| field("spec.versions[].name", "Required value"))?;
-        if v.get("served").and_then(Value::as_bool) != Some(true) {
-            continue;
-        }
-        let mut subresources = Vec::new();
-        if v.pointer("/subresources/status").is_some() {
-            subresources.push(Subresource::status(&kind));
-        }
-        let scale = v.pointer("/subresources/scale").map(|sc| {
-            let path = |k: &str| sc.get(k).and_then(Value::as_str).map(crate::scale::pointer);
-            crate::scale::ScalePaths {
-                spec_replicas: path("specReplicasPath").unwrap_or_else(|| "/spec/replicas".into()),
-                status_replicas: path("statusReplicasPath")
-                    .unwrap_or_else(|| "/status/replicas".into()),
-                selector: path("labelSelectorPath").map_or(
-                    crate::scale::SelectorSource::None,
-                    crate::scale::SelectorSource::StringAt,
-                ),
-            }
-        });
-        if scale.is_some() {
-            subresources.insert(0, Subresource::scale());
-        }
-        let mut printer_columns = Vec::new();
-        for c in v
-            .get("additionalPrinterColumns")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let (Some(cname), Some(path)) = (s(c, "name"), s(c, "jsonPath")) else {
-                continue;
-            };
-            printer_columns.push(PrinterColumn {
-                name: cname,
-                type_: s(c, "type").unwrap_or_else(|| "string".into()),
-                format: s(c, "format").unwrap_or_default(),
-                description: s(c, "description")
-                    .filter(|d| !d.is_empty())
-                    .unwrap_or_else(|| column_description(&path)),
-                priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
-                source: CellSource::CustomPath(path),
-            });
-        }
-        // A CRD without columns of its own shows when each object was made.
-        if printer_columns.is_empty() {
-            let path = ".metadata.creationTimestamp";
-            printer_columns.push(PrinterColumn {
-                name: "Age".into(),
-                type_: "date".into(),
-                format: String::new(),
-                description: column_description(path),
-                priority: 0,
-                source: CellSource::CustomPath(path.into()),
-            });
-        }
-        let schema = v.pointer("/schema/openAPIV3Schema");
-        let rules = match schema {
-            Some(s) => crate::validation_rules::RuleSet::compile(
-                s,
-                &format!("spec.versions[{i}].schema.openAPIV3Schema"),
-            )
-            .map_err(|errors| match errors.into_iter().next() {
-                Some(e) => CrdError::Field {
-                    field: e.field,
-                    message: e.message,
-                },
-                None => CrdError::Field {
-                    field: format!("spec.versions[{i}].schema.openAPIV3Schema"),
-                    message: "Invalid value: its rules do not compile".into(),
-                },
-            })?,
-            None => None,
-        };
-        out.push(ResourceInfo {
-            group: group.to_string(),
-            version: name.to_string(),
-            kind: kind.clone(),
-            list_kind: list_kind.clone(),
-            plural: plural.clone(),
-            singular: singular.clone(),
-            namespaced,
-            short_names: short_names.clone(),
-            categories: categories.clone(),
-            verbs: CUSTOM_VERBS,
-            stored: true,
-            storage_version_hash: Some(storage_version_hash(
-                &format!("{group}/{storage_version}"),
-                &kind,
-            )),
-            subresources,
-            printer_columns,
-            strategy: &strategy::apiextensions::CustomResources,
-            scale,
-            fields: Some(crate::fields::schema::Schema::from_crd(
-                schema,
-                preserve_unknown,
-            )),
-            custom: Some(CustomInfo {
-                crd_name: crd_name.clone(),
-                storage_version: storage_version.clone(),
-                schema: schema.cloned().map(Arc::new),
-                rules,
-                conversion,
-            }),
-        });
-    }
-    Ok(out)
-}
-
-/// What kube-apiserver says of a CRD's column that has no description of its own.
-fn column_description(path: &str) -> String {
-    format!("Custom resource definition column (in JSONPath format): {path}")
-}
-
-/// Reads `spec.conversion` as kube-apiserver validates it: `None` (the default) or `Webhook`,
-/// which needs exactly one of `webhook.clientConfig.url` and `.service`, and
-/// `webhook.conversionReviewVersions` naming `v1` or `v1beta1` (errors name the fields as
-/// kube-apiserver's internal version does).
-fn conversion_strategy(conversion: Option<&Value>) -> Result<ConversionStrategy, CrdError> {
-    let field = |f: &str, m: String| CrdError::Field {
-        field: format!("spec.conversion.{f}"),
-        message: m,
-    };
-    let Some(conversion) = conversion.filter(|c| !c.is_null()) else {
-        return Ok(ConversionStrategy::None);
-    };
-    let webhook = conversion.get("webhook").filter(|w| !w.is_null());
-    match conversion.get("strategy").and_then(Value::as_str) {
-        None | Some("None") if webhook.and_then(|w| w.get("clientConfig")).is_some() => Err(field(
-            "webhookClientConfig",
-            "Forbidden: should not be set when strategy is not set to Webhook".into(),
-        )),
-        None | Some("None") => Ok(ConversionStrategy::None),
-        Some("Webhook") => {
-            let client = webhook.and_then(|w| w.get("clientConfig"));
-            let Some(client) = client else {
-                return Err(field(
-                    "webhookClientConfig",
-                    "Required value: required when strategy is set to Webhook".into(),
-                ));
-            };
-            if client.get("url").is_some() == client.get("service").is_some() {
-                return Err(field(
-                    "webhookClientConfig",
-                    "Required value: exactly one of url or service is required".into(),
-                ));
-            }
-            let versions = webhook
-                .and_then(|w| w.get("conversionReviewVersions"))
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            if versions.is_empty() {
-                return Err(field("conversionReviewVersions", "Required value".into()));
-            }
-            if !versions.iter().any(|v| v == "v1" || v == "v1beta1") {
-                return Err(field(
-                    "conversionReviewVersions",
-                    format!(
-                        "Invalid value: {}: must include at least one of v1, v1beta1",
-                        crate::error::render_value(&Value::Array(versions))
-                    ),
-                ));
-            }
-            Ok(ConversionStrategy::Webhook)
-        }
-        Some(other) => Err(field(
-            "strategy",
-            format!("Unsupported value: {other:?}: supported values: \"None\", \"Webhook\""),
-        )),
-    }
-}
-
 type Key = (String, String, String);
 
 /// The set of served resources. Cheap to read concurrently.
@@ -1331,7 +1064,7 @@ mod tests {
             {"name": "v1beta1", "served": true, "storage": false},
             {"name": "v1alpha1", "served": false, "storage": false}
         ]}});
-        let infos = resources_from_crd(&crd).unwrap();
+        let infos = crate::strategy::apiextensions::resources_from_crd(&crd).unwrap();
         assert_eq!(infos.len(), 2);
         assert!(infos[0].has_status());
         assert_eq!(infos[1].storage_api_version(), "example.com/v1");

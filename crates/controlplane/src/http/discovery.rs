@@ -265,7 +265,7 @@ mod tests {
                     "subresources": {"status": {}}}]}});
             r.set_crd(
                 &format!("widgets.{group}"),
-                crate::registry::resources_from_crd(&crd).unwrap(),
+                crate::strategy::apiextensions::resources_from_crd(&crd).unwrap(),
             );
         }
         r
