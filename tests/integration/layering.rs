@@ -4,6 +4,10 @@
 //!
 //! Only the code a file ships counts: comments and its `#[cfg(test)]` module are left out, since
 //! a test may build one side of a protocol to check the other side accepts it.
+//!
+//! The embedded control plane's layers (ARCHITECTURE.md, "The layers of the control plane") are
+//! its own crate's to keep: `crates/controlplane/tests/api/layering.rs` fails on any import circle
+//! between its modules.
 
 use std::path::{Path, PathBuf};
 

@@ -16,10 +16,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::api::ApiServer;
 use crate::auth::gate::PolicyCache;
 use crate::auth::rbac::{Attributes, Target};
 use crate::error::{ApiError, ApiResult};
+use crate::storage::Store;
 use crate::user::UserInfo;
 
 /// What a request does to an object.
@@ -142,7 +142,7 @@ pub struct ResourceAccess<'a> {
 /// anything); on a plain-HTTP control plane, which authorizes no request, RBAC is still what
 /// answers.
 pub struct Authorizer<'a> {
-    api: &'a ApiServer,
+    store: &'a Store,
     policy: &'a PolicyCache,
 }
 
@@ -161,7 +161,7 @@ impl Authorizer<'_> {
             },
         };
         self.policy
-            .check(self.api, |policy| policy.authorize(&attributes))
+            .check(self.store, |policy| policy.authorize(&attributes))
     }
 }
 
@@ -185,7 +185,7 @@ impl std::fmt::Debug for Admission {
 pub(crate) struct Attempt<'a> {
     pub operation: Operation,
     pub user: &'a UserInfo,
-    pub info: &'a crate::registry::ResourceInfo,
+    pub info: &'a crate::resource::ResourceInfo,
     pub subresource: &'a str,
     pub namespace: &'a str,
     pub name: &'a str,
@@ -213,7 +213,7 @@ impl Admission {
     /// as kube-apiserver answers a webhook's.
     pub(crate) fn admit(
         &self,
-        api: &ApiServer,
+        store: &Store,
         attempt: &Attempt<'_>,
         object: Option<Value>,
     ) -> ApiResult<Option<Value>> {
@@ -221,7 +221,7 @@ impl Admission {
             return Ok(object);
         }
         let authorizer = Authorizer {
-            api,
+            store,
             policy: &self.policy,
         };
         let mut request = AdmissionRequest {

@@ -17,15 +17,16 @@ use crate::error::{ApiError, ApiResult};
 use crate::fields::decode::Decoded;
 use crate::meta::{ObjectMeta, now_rfc3339};
 use crate::objects::{
-    self, DeleteOptions, DeleteOutcome, Part, decide_delete, decide_update, prepare_create,
-    prepare_update, present, settle_update, subject,
+    self, decide_delete, decide_update, prepare_create, prepare_update, present, settle_update,
+    subject,
 };
 use crate::patch::{self, PatchType};
 use crate::pod_admission;
-use crate::registry::{Registry, ResourceInfo};
+use crate::registry::Registry;
+use crate::resource::{DeleteOptions, DeleteOutcome, Part, PodAdmission, ResourceInfo};
 use crate::selectors::{FieldSelector, LabelReq, LabelSelector};
 use crate::storage::{self, Indexed, Lookup, Store, WriteError, WriteOp};
-use crate::strategy::{PodAdmission, apiextensions};
+use crate::strategy::apiextensions;
 use crate::table::{self, IncludeObject};
 use crate::writes::{self, FieldValidation};
 
@@ -466,7 +467,7 @@ impl ApiServer {
         if render.table {
             let rv = obj.resource_version().to_string();
             return Ok(Answer::ok(table::table(
-                &t.info,
+                &t.info.printer_columns,
                 &[obj],
                 render.include,
                 json!({"resourceVersion": rv}),
@@ -547,7 +548,7 @@ impl ApiServer {
         }
         if render.table {
             return Ok(Answer::ok(table::table(
-                &t.info,
+                &t.info.printer_columns,
                 &out,
                 render.include,
                 meta,
@@ -664,7 +665,7 @@ impl ApiServer {
     pub fn sync_crd(&self, name: &str) {
         match self.store.get(CRD_KEY, "", name) {
             Some(crd) if apiextensions::serves(&crd) => {
-                if let Ok(infos) = crate::registry::resources_from_crd(&crd) {
+                if let Ok(infos) = crate::strategy::apiextensions::resources_from_crd(&crd) {
                     self.registry.set_crd(name, infos);
                 }
                 // Removed meanwhile (its removal's own sync may have run before this one's
@@ -797,7 +798,7 @@ impl ApiServer {
             let cur = self.as_served(&info, cur)?;
             let next = match (part, &info.scale) {
                 (Part::Scale, Some(paths)) => {
-                    let mut next = crate::scale::apply_scale(&info, paths, &cur, &body)?;
+                    let mut next = crate::scale::apply_scale(&info.kind, paths, &cur, &body)?;
                     recorder.update(&cur, &mut next, &manager);
                     prepare_update(&info, &cur, next, Part::Main, false)?
                 }
@@ -979,7 +980,8 @@ impl ApiServer {
                         (Part::Scale, Some(paths)) => {
                             let shown = crate::scale::to_scale(paths, &cur);
                             let patched = patch::apply_patch(kind, &shown, body)?.object;
-                            let mut next = crate::scale::apply_scale(&info, paths, &cur, &patched)?;
+                            let mut next =
+                                crate::scale::apply_scale(&info.kind, paths, &cur, &patched)?;
                             recorder.update(&cur, &mut next, &manager);
                             prepare_update(&info, &cur, next, Part::Main, false)?
                         }
@@ -1122,7 +1124,9 @@ impl ApiServer {
             old_object: None,
             dry_run: opts.dry_run,
         };
-        let admitted = self.admission.admit(self, &attempt, Some(obj.clone()))?;
+        let admitted = self
+            .admission
+            .admit(&self.store, &attempt, Some(obj.clone()))?;
         match admitted {
             Some(mut changed) if changed != obj => {
                 objects::keep_server_metadata(&obj, &mut changed);
@@ -1176,7 +1180,10 @@ impl ApiServer {
             old_object: Some(cur),
             dry_run: opts.dry_run,
         };
-        let next = match self.admission.admit(self, &attempt, Some(next.clone()))? {
+        let next = match self
+            .admission
+            .admit(&self.store, &attempt, Some(next.clone()))?
+        {
             Some(mut changed) if changed != next => {
                 objects::keep_server_metadata(&next, &mut changed);
                 if matches!(t.part, Part::Main | Part::Status | Part::Approval) {
@@ -1206,7 +1213,9 @@ impl ApiServer {
             old_object: Some(cur),
             dry_run: opts.dry_run,
         };
-        self.admission.admit(self, &attempt, None).map(|_| ())
+        self.admission
+            .admit(&self.store, &attempt, None)
+            .map(|_| ())
     }
 
     /// Internal write used by the server's controllers: re-reads, changes, stores.
@@ -1345,7 +1354,7 @@ mod tests {
 
     #[test]
     fn a_list_written_from_stored_bytes_is_the_list_decoded_and_written() {
-        let widgets = crate::registry::resources_from_crd(&json!({"spec": {
+        let widgets = crate::strategy::apiextensions::resources_from_crd(&json!({"spec": {
             "group": "example.com", "scope": "Namespaced",
             "names": {"plural": "widgets", "kind": "Widget"},
             "versions": [{"name": "v1", "served": true, "storage": true}]}}))

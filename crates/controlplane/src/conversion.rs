@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{ApiError, ApiResult};
 use crate::meta::ObjectMeta;
-use crate::registry::{ConversionStrategy, ResourceInfo};
+use crate::resource::{ConversionStrategy, ResourceInfo};
 
 /// Converts objects of one CRD between its versions, as its conversion webhook would answer a
 /// `ConversionReview`.
@@ -247,7 +247,7 @@ mod tests {
                 "clientConfig": {"url": "https://converter.example.com/convert"}}},
             "versions": [{"name": "v1", "served": true, "storage": true},
                          {"name": "v2", "served": true, "storage": false}]}});
-        let infos = crate::registry::resources_from_crd(&crd).unwrap();
+        let infos = crate::strategy::apiextensions::resources_from_crd(&crd).unwrap();
         Arc::new(infos.into_iter().find(|i| i.version == "v2").unwrap())
     }
 

@@ -170,7 +170,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn events_v1() -> std::sync::Arc<crate::registry::ResourceInfo> {
+    fn events_v1() -> std::sync::Arc<crate::resource::ResourceInfo> {
         crate::registry::Registry::with_builtins()
             .lookup("events.k8s.io", "v1", "events")
             .expect("events.k8s.io/v1 events are served")

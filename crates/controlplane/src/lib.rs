@@ -6,11 +6,12 @@
 //! with client-certificate and token authentication and RBAC (or, when asked, plain HTTP) so
 //! kubectl and kube-rs work against it unchanged.
 //!
-//! Layout: [`registry`] (what is served), [`storage`] (objects, history, indexes, durability),
+//! Layout: [`resource`] (what describes a served resource, and the strategy trait),
+//! [`registry`] (what is served), [`storage`] (objects, history, indexes, durability),
 //! [`objects`] (create/update/delete rules every object shares), [`strategy`] (what is
 //! particular to each resource), [`api`] (operations), [`admission`] (the
 //! embedder's plugins), [`conversion`] (CRD versions), [`watch`], [`patch`] (JSON, merge,
-//! strategic, server-side apply), [`crd_schema`], [`selectors`], [`table`], [`openapi`],
+//! strategic, server-side apply), [`crd_schema`], [`selectors`], [`table`], [`scale`], [`openapi`],
 //! [`pod_admission`] (kube-apiserver's admission of pods, pod templates and namespaces) and
 //! [`podsecurity`] (the Pod Security Standards it holds them to),
 //! [`private_files`] (owner-only state on disk), [`encode`] (the bytes objects are stored and
@@ -20,6 +21,7 @@
 //! cleanup, ServiceAccounts and their tokens, the root CA, Deployments and ReplicaSets),
 //! [`auth`] (TLS, authentication, RBAC, reviews, CSR signing, ServiceAccount tokens),
 //! [`token_request`] (`serviceaccounts/token`), [`http`] (routing) and [`server`] (lifecycle).
+//! Modules import downward (ARCHITECTURE.md, "The layers of the control plane").
 
 // ApiError carries the Status details it renders; errors are the cold path, so their size
 // is not worth boxing for.
@@ -49,6 +51,7 @@ pub mod protobuf;
 pub mod registry;
 pub mod request_info;
 pub mod requests;
+pub mod resource;
 pub mod scale;
 pub mod selectors;
 pub mod server;

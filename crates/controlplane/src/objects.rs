@@ -1,8 +1,9 @@
 //! Object semantics shared by every resource, as kube-apiserver applies them: what create,
 //! update and delete do to metadata (uid, creationTimestamp, generation, finalizers,
-//! deletionTimestamp), how subresources split spec from status, preconditions and
-//! propagation, and the Status errors each rule produces. What is particular to one resource
-//! is its [`crate::strategy`]'s, which these rules call at kube-apiserver's points.
+//! deletionTimestamp), how subresources split spec from status, preconditions, and the Status
+//! errors each rule produces. What is particular to one resource is its [`crate::strategy`]'s,
+//! which these rules call at kube-apiserver's points (a delete that no strategy makes its own is
+//! [`crate::resource::delete_by_finalizers`]).
 //!
 //! Pure functions over JSON: no storage, no HTTP. Handlers call them inside a store write.
 
@@ -11,9 +12,8 @@ use serde_json::{Map, Value, json};
 use crate::error::{ApiError, ApiResult, FieldError, Subject};
 use crate::meta::{ObjectMeta, meta_mut, new_uid};
 use crate::names;
-use crate::registry::ResourceInfo;
+use crate::resource::{DeleteOptions, DeleteOutcome, Part, ResourceInfo, Validation};
 use crate::storage::WriteOp;
-use crate::strategy::Validation;
 
 /// The subject of NotFound/AlreadyExists/Conflict errors: plural resource and group.
 pub fn subject(info: &ResourceInfo, name: &str) -> Subject {
@@ -50,11 +50,6 @@ const SERVER_OWNED: [&str; 5] = [
     "deletionGracePeriodSeconds",
     "generation",
 ];
-
-/// The finalizer the server's garbage collector uses for foreground deletion.
-pub const FOREGROUND: &str = "foregroundDeletion";
-/// The finalizer asking the collector to orphan dependents.
-pub const ORPHAN: &str = "orphan";
 
 /// Gives the object the apiVersion and kind of the version it is served at.
 pub fn present(info: &ResourceInfo, obj: Value) -> Value {
@@ -210,7 +205,7 @@ pub fn prepare_create(info: &ResourceInfo, ns: &str, obj: Value, now: &str) -> A
 }
 
 /// Validation and normalisation: the metadata every object shares, then the resource's own
-/// (see [`crate::strategy::ResourceStrategy::validate`]); Invalid lists every field error.
+/// (see [`crate::resource::ResourceStrategy::validate`]); Invalid lists every field error.
 pub fn validate(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> ApiResult<()> {
     validate_part(info, obj, old, Part::Main)
 }
@@ -270,29 +265,6 @@ pub fn validate_part(
     }
 }
 
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/// Standard base64 with padding.
-pub fn base64_encode(data: &[u8]) -> String {
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(B64[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 fn without_meta_and_status(v: &Value) -> Value {
     let mut v = v.clone();
     if let Some(o) = v.as_object_mut() {
@@ -319,45 +291,6 @@ fn comparable(v: &Value) -> Value {
         }
     }
     v
-}
-
-/// Which part of an object a write may change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Part {
-    /// The main resource: everything but status (when status is a subresource).
-    Main,
-    Status,
-    /// CSR approval: status.conditions (and metadata) only.
-    Approval,
-    /// Namespace finalize: spec.finalizers only.
-    Finalize,
-    /// `/scale`: served through [`crate::scale`]; writes become main-resource updates.
-    Scale,
-}
-
-impl Part {
-    /// The subresource's name; empty for the main resource.
-    pub fn name(self) -> &'static str {
-        match self {
-            Part::Main => "",
-            Part::Status => "status",
-            Part::Approval => "approval",
-            Part::Finalize => "finalize",
-            Part::Scale => "scale",
-        }
-    }
-
-    pub fn from_subresource(info: &ResourceInfo, sub: Option<&str>) -> Option<Part> {
-        match sub {
-            None => Some(Part::Main),
-            Some(s) if !info.subresources.iter().any(|x| x.name == s) => None,
-            Some("status") => Some(Part::Status),
-            Some("approval") => Some(Part::Approval),
-            Some("finalize") => Some(Part::Finalize),
-            Some("scale") if info.scale.is_some() => Some(Part::Scale),
-            Some(_) => None,
-        }
-    }
 }
 
 /// Decides an update of `cur` to `new`: [`prepare_update`], then [`settle_update`].
@@ -559,89 +492,6 @@ fn carry_meta(next: &mut Value, new: &Value) {
     }
 }
 
-/// Options of a delete request.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DeleteOptions {
-    pub propagation: Option<String>,
-    pub precondition_uid: Option<String>,
-    pub precondition_rv: Option<String>,
-    pub dry_run: bool,
-    /// Who asks (shown to admission plugins); None for the server's own deletes.
-    pub user: Option<crate::user::UserInfo>,
-}
-
-impl DeleteOptions {
-    /// Checks the options as kube-apiserver does before it looks at the object: an unknown
-    /// propagation policy is refused whether or not the object exists.
-    pub fn validate(&self) -> ApiResult<()> {
-        match self.propagation.as_deref() {
-            None | Some("Foreground" | "Background" | "Orphan") => Ok(()),
-            Some(other) => Err(ApiError::invalid(
-                Subject {
-                    group: "meta.k8s.io".into(),
-                    kind: "DeleteOptions".into(),
-                    name: String::new(),
-                },
-                vec![FieldError::not_supported(
-                    "propagationPolicy",
-                    &json!(other),
-                    &[
-                        json!("Foreground"),
-                        json!("Background"),
-                        json!("Orphan"),
-                        json!("nil"),
-                    ],
-                )],
-            )),
-        }
-    }
-
-    /// Reads a DeleteOptions body (absent fields keep their query-string values).
-    pub fn merge_body(&mut self, body: &Value) -> ApiResult<()> {
-        if body.is_null() {
-            return Ok(());
-        }
-        if !body.is_object() {
-            return Err(ApiError::BadRequest(
-                "DeleteOptions must be a JSON object".into(),
-            ));
-        }
-        if let Some(p) = body.get("propagationPolicy").and_then(Value::as_str) {
-            self.propagation = Some(p.to_string());
-        }
-        if body.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
-            self.propagation = Some("Orphan".into());
-        }
-        if let Some(u) = body.pointer("/preconditions/uid").and_then(Value::as_str) {
-            self.precondition_uid = Some(u.to_string());
-        }
-        if let Some(r) = body
-            .pointer("/preconditions/resourceVersion")
-            .and_then(Value::as_str)
-        {
-            self.precondition_rv = Some(r.to_string());
-        }
-        if let Some(d) = body.get("dryRun").and_then(Value::as_array)
-            && d.iter().any(|x| x == "All")
-        {
-            self.dry_run = true;
-        }
-        Ok(())
-    }
-}
-
-/// What a delete did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeleteOutcome {
-    /// The object is gone.
-    Removed,
-    /// The object is marked and waits for its finalizers.
-    Pending,
-    /// The object is marked deleted (the write stores it so, as watchers see it), then removed
-    /// at once: kube-apiserver's graceful deletion with a grace period of 0.
-    MarkedThenRemoved,
-}
-
 /// Decides a delete: preconditions, then what the resource's strategy makes of it.
 pub fn decide_delete(
     info: &ResourceInfo,
@@ -683,52 +533,6 @@ pub fn decide_delete(
         ));
     }
     info.strategy.delete(info, cur, opts, now)
-}
-
-/// What deleting `cur` does for most resources: with no finalizers (and none the propagation
-/// policy adds) the object goes at once; otherwise it is marked deleted and waits for them.
-pub fn delete_by_finalizers(
-    info: &ResourceInfo,
-    cur: &Value,
-    opts: &DeleteOptions,
-    now: &str,
-) -> ApiResult<(WriteOp, DeleteOutcome)> {
-    let mut finalizers = cur.finalizers();
-    // The policy was checked with the rest of the options ([`DeleteOptions::validate`]).
-    let extra = match opts.propagation.as_deref() {
-        Some("Foreground") => Some(FOREGROUND),
-        Some("Orphan") => Some(ORPHAN),
-        _ => None,
-    };
-    let mut changed = false;
-    if let Some(f) = extra
-        && !finalizers.iter().any(|x| x == f)
-        && !cur.is_deleting()
-    {
-        finalizers.push(f.to_string());
-        changed = true;
-    }
-    if finalizers.is_empty() {
-        return Ok((WriteOp::Delete, DeleteOutcome::Removed));
-    }
-    if cur.is_deleting() && !changed {
-        return Ok((WriteOp::Unchanged, DeleteOutcome::Pending));
-    }
-    let mut next = cur.clone();
-    let m = meta_mut(&mut next);
-    m.insert("finalizers".into(), json!(finalizers));
-    if !cur.is_deleting() {
-        m.insert("deletionTimestamp".into(), json!(now));
-        m.insert("deletionGracePeriodSeconds".into(), json!(0));
-    }
-    if info.strategy.tracks_generation() {
-        let g = cur
-            .pointer("/metadata/generation")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        m.insert("generation".into(), json!(g + 1));
-    }
-    Ok((WriteOp::Put(next), DeleteOutcome::Pending))
 }
 
 /// The `Status` answered for a delete that removed an object at once.

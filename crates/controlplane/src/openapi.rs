@@ -11,8 +11,9 @@ use std::hash::{Hash, Hasher};
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, ApiResult};
-use crate::registry::{Registry, ResourceInfo};
+use crate::registry::Registry;
 use crate::request_info::Query;
+use crate::resource::ResourceInfo;
 
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 

@@ -5,7 +5,7 @@
 //! [`crate::podsecurity`]).
 //!
 //! Which resources this concerns is their strategy's
-//! ([`crate::strategy::ResourceStrategy::pod_admission`]). What is added to a new Pod is added
+//! ([`crate::resource::ResourceStrategy::pod_admission`]). What is added to a new Pod is added
 //! after its managed fields are recorded, as kube-apiserver's mutating admission runs after its
 //! field manager; PodSecurity runs last, on the object as it would be stored. Both run for dry
 //! runs too, and for every client, administrators included; the server's own controllers write
@@ -20,9 +20,8 @@ use crate::error::{ApiError, ApiResult};
 use crate::meta::{ObjectMeta, random_suffix};
 use crate::objects::{kind_subject, subject};
 use crate::podsecurity::{self, LabelChange, Verdict};
-use crate::registry::ResourceInfo;
+use crate::resource::{PodAdmission, ResourceInfo};
 use crate::storage::Store;
-use crate::strategy::PodAdmission;
 
 /// Where a ServiceAccount's token, CA and namespace are mounted in every container.
 const TOKEN_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";

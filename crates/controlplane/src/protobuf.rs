@@ -6,6 +6,8 @@
 //! The envelope is the `k8s\0` magic followed by a `runtime.Unknown` message (type meta, raw
 //! object bytes). Objects are decoded with small field tables; unknown fields are skipped.
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, ApiResult};
@@ -302,7 +304,7 @@ fn map_entry(b: &[u8], bytes_value: bool) -> ApiResult<(String, Value)> {
         let (num, wire) = r.key()?;
         match (num, wire) {
             (1, 2) => k = string(r.bytes()?)?.as_str().unwrap_or("").to_string(),
-            (2, 2) if bytes_value => v = json!(crate::objects::base64_encode(r.bytes()?)),
+            (2, 2) if bytes_value => v = json!(STANDARD.encode(r.bytes()?)),
             (2, 2) => v = string(r.bytes()?)?,
             (_, w) => r.skip(w)?,
         }
@@ -349,10 +351,7 @@ fn message(b: &[u8], fields: &[Field]) -> ApiResult<Value> {
                 }
             }
             Kind::Bytes => {
-                out.insert(
-                    field.name.into(),
-                    json!(crate::objects::base64_encode(r.bytes()?)),
-                );
+                out.insert(field.name.into(), json!(STANDARD.encode(r.bytes()?)));
             }
             Kind::Int => {
                 out.insert(field.name.into(), json!(r.varint()? as i64));

@@ -6,7 +6,6 @@ use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult, FieldError};
 use crate::meta::{ObjectMeta, meta_mut};
-use crate::registry::ResourceInfo;
 
 /// Where a resource keeps what Scale shows.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,14 +84,9 @@ pub fn to_scale(paths: &ScalePaths, obj: &Value) -> Value {
         "spec": {"replicas": replicas}, "status": status})
 }
 
-/// The object with the Scale's desired replicas written back (and its resourceVersion, so
-/// the ordinary update rules check it).
-pub fn apply_scale(
-    info: &ResourceInfo,
-    paths: &ScalePaths,
-    cur: &Value,
-    scale: &Value,
-) -> ApiResult<Value> {
+/// The object, of kind `kind`, with the Scale's desired replicas written back (and its
+/// resourceVersion, so the ordinary update rules check it).
+pub fn apply_scale(kind: &str, paths: &ScalePaths, cur: &Value, scale: &Value) -> ApiResult<Value> {
     let invalid = |v: &Value| {
         ApiError::invalid(
             crate::error::Subject {
@@ -120,10 +114,7 @@ pub fn apply_scale(
         .collect();
     for (i, seg) in segs.iter().enumerate() {
         let Some(o) = at.as_object_mut() else {
-            return Err(ApiError::BadRequest(format!(
-                "{}: cannot set replicas",
-                info.kind
-            )));
+            return Err(ApiError::BadRequest(format!("{kind}: cannot set replicas")));
         };
         if i == segs.len() - 1 {
             o.insert((*seg).to_string(), replicas.clone());

@@ -90,7 +90,7 @@ pub fn spec_from_query(
 struct Encoder {
     /// Whose converters show objects at the watched version.
     server: Arc<ApiServer>,
-    info: Arc<crate::registry::ResourceInfo>,
+    info: Arc<crate::resource::ResourceInfo>,
     api_version: String,
     metadata_only: bool,
     table: Option<IncludeObject>,
@@ -126,7 +126,7 @@ impl Encoder {
                 self.columns_sent = true;
                 let rv = shown.resource_version().to_string();
                 table::table(
-                    &self.info,
+                    &self.info.printer_columns,
                     &[shown],
                     include,
                     json!({"resourceVersion": rv}),

@@ -18,9 +18,9 @@ use crate::fields::schema::OBJECT_META;
 use crate::fields::set::PathElement;
 use crate::fields::{Applied, ApplyError, FieldManager, ObjectType, Set, Versions};
 use crate::meta::ObjectMeta;
-use crate::objects::Part;
 use crate::patch::Patched;
-use crate::registry::{Registry, ResourceInfo};
+use crate::registry::Registry;
+use crate::resource::{Part, ResourceInfo};
 
 /// The `fieldValidation` a write asks for: what to do with fields the kind does not declare
 /// and duplicate JSON keys.

@@ -15,7 +15,7 @@ use super::ca::{CertificateAuthority, DEFAULT_CLIENT_SECONDS, check_client_usage
 use crate::api::{ApiServer, Target, WriteOptions};
 use crate::error::ApiError;
 use crate::meta::now_rfc3339;
-use crate::objects::Part;
+use crate::resource::Part;
 
 /// The signer this control plane owns.
 pub const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client";

@@ -12,9 +12,9 @@ use super::authn::{self, StaticTokens};
 use super::rbac::{Attributes, Binding, Policy, PolicyRule, SYSTEM_MASTERS, Target};
 use super::tls::PeerIdentity;
 use super::tokens::{self, SigningKey};
-use crate::api::ApiServer;
 use crate::error::{ApiError, Subject};
 use crate::request_info::RequestInfo;
+use crate::storage::{EventType, Store};
 use crate::user::UserInfo;
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
@@ -25,7 +25,7 @@ const CSR_GROUP: &str = "certificates.k8s.io";
 /// no credentials at all is `system:anonymous` (what it may do is RBAC's to say); a certificate
 /// this control plane did not issue, or a bearer token that authenticates nobody, is 401.
 pub fn authenticate(
-    api: &ApiServer,
+    store: &Store,
     tokens: &StaticTokens,
     service_accounts: &SigningKey,
     headers: &HeaderMap,
@@ -44,7 +44,7 @@ pub fn authenticate(
         .map(str::trim);
     match bearer {
         Some(token) if !token.is_empty() => {
-            token_user(api, Some(tokens), service_accounts, token, &[])
+            token_user(store, Some(tokens), service_accounts, token, &[])
                 .map(|(user, _)| user)
                 .ok_or(ApiError::Unauthorized)
         }
@@ -60,7 +60,7 @@ pub fn authenticate(
 /// `audiences` (none: this API server's), and which of them it is for. Static and bootstrap
 /// tokens are for this API server only.
 pub fn token_user(
-    api: &ApiServer,
+    store: &Store,
     static_tokens: Option<&StaticTokens>,
     service_accounts: &SigningKey,
     token: &str,
@@ -76,11 +76,11 @@ pub fn token_user(
         .filter(|a| *a == tokens::ISSUER)
         .cloned()
         .collect();
-    let lookup = |key: &str, ns: &str, name: &str| api.store.get(key, ns, name);
+    let lookup = |key: &str, ns: &str, name: &str| store.get(key, ns, name);
     let found = if let Some(u) = static_tokens.and_then(|t| t.authenticate(token)) {
         Some(u)
     } else if let Some((id, secret)) = authn::parse_bootstrap_token(token) {
-        bootstrap_user(api, id, secret)
+        bootstrap_user(store, id, secret)
     } else {
         return match tokens::authenticate(
             service_accounts,
@@ -101,10 +101,8 @@ pub fn token_user(
 }
 
 /// The user of bootstrap token `id`.`secret`, if its Secret says it is one.
-fn bootstrap_user(api: &ApiServer, id: &str, secret: &str) -> Option<UserInfo> {
-    let Some(stored) = api
-        .store
-        .get("/secrets", "kube-system", &authn::bootstrap_secret_name(id))
+fn bootstrap_user(store: &Store, id: &str, secret: &str) -> Option<UserInfo> {
+    let Some(stored) = store.get("/secrets", "kube-system", &authn::bootstrap_secret_name(id))
     else {
         tracing::debug!(token_id = id, "no secret for bootstrap token");
         return None;
@@ -141,10 +139,10 @@ struct CachedPolicy {
 
 impl PolicyCache {
     /// Runs `check` against the current policy.
-    pub fn check<R>(&self, api: &ApiServer, check: impl FnOnce(&Policy) -> R) -> R {
+    pub fn check<R>(&self, store: &Store, check: impl FnOnce(&Policy) -> R) -> R {
         let last_write = RBAC_RESOURCES
             .iter()
-            .map(|(key, _)| api.store.last_write(key))
+            .map(|(key, _)| store.last_write(key))
             .max()
             .unwrap_or(0);
         {
@@ -167,17 +165,17 @@ impl PolicyCache {
                 // Another request caught up while this one waited.
                 return check(&current.policy);
             }
-            if let Some(applied) = catch_up(api, current.applied, &mut current.policy) {
+            if let Some(applied) = catch_up(store, current.applied, &mut current.policy) {
                 current.applied = applied;
                 return check(&current.policy);
             }
         }
         // Stamped before reading: a write racing the build is applied again next time, which
         // is harmless (objects replace themselves).
-        let applied = api.store.current_rv();
+        let applied = store.current_rv();
         let current = cached.insert(CachedPolicy {
             applied,
-            policy: policy(api),
+            policy: policy(store),
         });
         check(&current.policy)
     }
@@ -185,16 +183,16 @@ impl PolicyCache {
 
 /// Applies the RBAC writes after `applied` to `policy`; returns the resourceVersion it is now
 /// up to, `None` when the history has been compacted past them.
-fn catch_up(api: &ApiServer, applied: i64, policy: &mut Policy) -> Option<i64> {
+fn catch_up(store: &Store, applied: i64, policy: &mut Policy) -> Option<i64> {
     let mut events = Vec::new();
     for (key, kind) in RBAC_RESOURCES {
-        let written = api.store.replay(key, applied).ok()?;
+        let written = store.replay(key, applied).ok()?;
         events.extend(written.into_iter().map(|event| (kind, event)));
     }
     events.sort_by_key(|(_, event)| event.rv);
     let mut applied = applied;
     for (kind, event) in events {
-        if event.kind == crate::storage::EventType::Deleted {
+        if event.kind == EventType::Deleted {
             policy.remove_object(kind, &event.namespace, &event.name);
         } else {
             let mut object = event.decode();
@@ -207,10 +205,10 @@ fn catch_up(api: &ApiServer, applied: i64, policy: &mut Policy) -> Option<i64> {
 }
 
 /// Every stored role and binding plus the defaults.
-pub fn policy(api: &ApiServer) -> Policy {
+pub fn policy(store: &Store) -> Policy {
     let mut p = Policy::with_defaults();
     for (key, kind) in RBAC_RESOURCES {
-        let (_, objs) = api.store.list(key, None, None);
+        let (_, objs) = store.list(key, None, None);
         for o in objs {
             let mut o = (*o).clone();
             o["kind"] = json!(kind);

@@ -18,7 +18,7 @@ use super::tokens::{self, SECRETS_KEY, SERVICE_ACCOUNTS_KEY, SigningKey};
 use crate::api::{ApiServer, Target, WriteOptions};
 use crate::error::ApiError;
 use crate::meta::ObjectMeta;
-use crate::objects::{DeleteOptions, Part};
+use crate::resource::{DeleteOptions, Part};
 use crate::storage::EventType;
 use crate::strategy::core::{SERVICE_ACCOUNT_NAME, TOKEN_SECRET_TYPE};
 

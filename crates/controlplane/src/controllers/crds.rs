@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::{delete, update, warn_failed, without_finalizer};
 use crate::api::ApiServer;
 use crate::meta::ObjectMeta;
-use crate::objects::Part;
+use crate::resource::Part;
 use crate::storage::Event;
 use crate::strategy::apiextensions::CRD_CLEANUP;
 

@@ -12,7 +12,7 @@ use super::deployment_decision::{Action, Facts, REVISION, plan};
 use super::{create, set, update, warn_failed};
 use crate::api::ApiServer;
 use crate::meta::{ObjectMeta, now_rfc3339, parse_time};
-use crate::objects::Part;
+use crate::resource::Part;
 use crate::storage::{Event, EventType};
 
 pub(super) const DEPLOY_KEY: &str = "apps/deployments";

@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::{delete, update, warn_failed, without_finalizer};
 use crate::api::ApiServer;
 use crate::meta::ObjectMeta;
-use crate::objects::{FOREGROUND, ORPHAN, Part};
+use crate::resource::{FOREGROUND, ORPHAN, Part};
 use crate::storage::Event;
 
 /// One entry of `metadata.ownerReferences`, as the collector reads it.

@@ -27,7 +27,7 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::api::{ApiServer, Target, WriteOptions};
 use crate::error::{ApiError, ApiResult};
 use crate::meta::ObjectMeta;
-use crate::objects::{DeleteOptions, Part};
+use crate::resource::{DeleteOptions, Part};
 use crate::storage::{Event, EventType};
 
 /// The storage key of Namespaces.

@@ -19,8 +19,8 @@ use super::namespace_decision::{Content, Resource, decide};
 use super::{NS_KEY, set, update, warn_failed};
 use crate::api::ApiServer;
 use crate::meta::{ObjectMeta, now_rfc3339};
-use crate::objects::Part;
-use crate::registry::{ResourceInfo, version_priority};
+use crate::registry::version_priority;
+use crate::resource::{Part, ResourceInfo};
 use crate::strategy::core::spec_finalizers;
 
 /// How long after a namespace turns Terminating the controller first looks at it:

@@ -11,7 +11,7 @@ use super::deployments::{RS_KEY, controlled_by, controller_of};
 use super::{create, delete, set, update, warn_failed};
 use crate::api::ApiServer;
 use crate::meta::{ObjectMeta, now_rfc3339};
-use crate::objects::Part;
+use crate::resource::Part;
 use crate::storage::{Event, EventType};
 
 const PODS_KEY: &str = "/pods";

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::{NS_KEY, create, update, warn_failed};
 use crate::api::ApiServer;
 use crate::meta::ObjectMeta;
-use crate::objects::Part;
+use crate::resource::Part;
 use crate::storage::{Event, EventType};
 
 const CM_KEY: &str = "/configmaps";

@@ -6,7 +6,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::registry::{Registry, ResourceInfo};
+use crate::registry::Registry;
+use crate::resource::ResourceInfo;
 
 /// The Kubernetes version this server speaks.
 pub fn version() -> Value {
@@ -264,7 +265,7 @@ mod tests {
                     "subresources": {"status": {}}}]}});
             r.set_crd(
                 &format!("widgets.{group}"),
-                crate::registry::resources_from_crd(&crd).unwrap(),
+                crate::strategy::apiextensions::resources_from_crd(&crd).unwrap(),
             );
         }
         r

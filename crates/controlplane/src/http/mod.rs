@@ -25,10 +25,9 @@ use crate::auth::tls::PeerIdentity;
 use crate::auth::tokens::SigningKey;
 use crate::error::{ApiError, ApiResult};
 use crate::fields::decode::{Decoded, decode_json};
-use crate::objects::{DeleteOptions, Part};
 use crate::patch::PatchType;
 use crate::request_info::{RequestInfo, Verb};
-use crate::strategy::WriteCheck;
+use crate::resource::{DeleteOptions, Part, WriteCheck};
 use crate::table::{IncludeObject, wants_table};
 
 /// Response body type.
@@ -189,8 +188,14 @@ fn admit(
     let Some(security) = &fe.security else {
         return Ok((UserInfo::anonymous_admin(), false));
     };
-    let user = gate::authenticate(&fe.api, &security.tokens, &fe.token_key, headers, &peer)?;
-    security.policy.check(&fe.api, |policy| {
+    let user = gate::authenticate(
+        &fe.api.store,
+        &security.tokens,
+        &fe.token_key,
+        headers,
+        &peer,
+    )?;
+    security.policy.check(&fe.api.store, |policy| {
         let user = gate::impersonate(policy, user, headers)?;
         gate::authorize(policy, &gate::attributes(request, &user))?;
         Ok((user, true))
@@ -312,7 +317,7 @@ async fn review(fe: &Frontend, call: Call<'_>, request: &RequestInfo) -> ApiResu
             let security = fe.security.as_ref();
             reviews::token_review(&body, |token, audiences| {
                 let tokens = security.map(|s| &s.tokens);
-                gate::token_user(&fe.api, tokens, &fe.token_key, token, audiences)
+                gate::token_user(&fe.api.store, tokens, &fe.token_key, token, audiences)
             })?
         }
         Kind::Rules => {
@@ -352,8 +357,8 @@ fn with_policy<R>(
     check: impl FnOnce(&crate::auth::rbac::Policy) -> R,
 ) -> R {
     match cache {
-        Some(cache) => cache.check(&fe.api, check),
-        None => check(&gate::policy(&fe.api)),
+        Some(cache) => cache.check(&fe.api.store, check),
+        None => check(&gate::policy(&fe.api.store)),
     }
 }
 
@@ -689,7 +694,7 @@ async fn guard_write(
             .is_none();
     if creates {
         // A PUT that creates is a create, and needs that verb too (as kube-apiserver asks).
-        policy.check(&fe.api, |policy| {
+        policy.check(&fe.api.store, |policy| {
             gate::authorize(
                 policy,
                 &crate::auth::rbac::Attributes {
@@ -716,7 +721,7 @@ async fn guard_write(
                 .pointer("/spec/signerName")
                 .and_then(Value::as_str)
                 .unwrap_or("");
-            policy.check(&fe.api, |policy| {
+            policy.check(&fe.api.store, |policy| {
                 gate::check_signer(policy, user, verb, signer, name)
             })
         }
@@ -743,7 +748,7 @@ async fn guard_write(
             {
                 meta.insert("namespace".into(), Value::String(target.namespace.clone()));
             }
-            policy.check(&fe.api, |policy| {
+            policy.check(&fe.api.store, |policy| {
                 gate::check_escalation(policy, user, &info.plural, &obj)
             })
         }

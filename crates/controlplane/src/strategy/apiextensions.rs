@@ -1,13 +1,17 @@
 //! apiextensions.k8s.io/v1: CustomResourceDefinitions, and the resources they define.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
-use super::{ResourceStrategy, Validation};
 use crate::error::{ApiResult, FieldError};
 use crate::meta::{ObjectMeta, meta_mut};
-use crate::objects::{DeleteOptions, DeleteOutcome, Part};
-use crate::registry::{CrdError, PrinterColumn, ResourceInfo, resources_from_crd};
+use crate::resource::{
+    ConversionStrategy, CustomInfo, DeleteOptions, DeleteOutcome, Part, ResourceInfo,
+    ResourceStrategy, Subresource, Validation, storage_version_hash,
+};
 use crate::storage::WriteOp;
+use crate::table::{CellSource, PrinterColumn};
 
 /// The finalizer that keeps a CRD until its objects are gone.
 pub const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
@@ -125,7 +129,7 @@ impl ResourceStrategy for CustomResourceDefinitions {
         now: &str,
     ) -> ApiResult<(WriteOp, DeleteOutcome)> {
         if cur.is_deleting() {
-            return crate::objects::delete_by_finalizers(info, cur, opts, now);
+            return crate::resource::delete_by_finalizers(info, cur, opts, now);
         }
         let mut next = cur.clone();
         let m = meta_mut(&mut next);
@@ -322,11 +326,7 @@ pub fn serves(crd: &Value) -> bool {
 /// other CRDs (any group): its names accepted unless another CRD of its group accepted them
 /// first (each clash said in `NamesAccepted`), and, once they are, established. None when
 /// they would change nothing.
-pub fn controlled_status(
-    crd: &Value,
-    others: &[std::sync::Arc<Value>],
-    now: &str,
-) -> Option<Value> {
+pub fn controlled_status(crd: &Value, others: &[Arc<Value>], now: &str) -> Option<Value> {
     let text = |v: &Value, p: &str| {
         v.pointer(p)
             .and_then(Value::as_str)
@@ -484,6 +484,271 @@ fn set_name(names: &mut serde_json::Map<String, Value>, field: &str, value: &str
         names.remove(field);
     } else {
         names.insert(field.into(), json!(value));
+    }
+}
+
+/// The verbs of custom resources, in the order kube-apiserver lists them.
+pub const CUSTOM_VERBS: &[&str] = &[
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "create",
+    "update",
+    "watch",
+];
+
+/// Why a CRD could not be turned into served resources.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum CrdError {
+    #[error("{field}: {message}")]
+    Field { field: String, message: String },
+}
+
+/// Builds the resource entries a CRD serves (one per served version).
+pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
+    let field = |f: &str, m: &str| CrdError::Field {
+        field: f.into(),
+        message: m.into(),
+    };
+    let spec = crd
+        .get("spec")
+        .ok_or_else(|| field("spec", "Required value"))?;
+    let group = spec
+        .get("group")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| field("spec.group", "Required value"))?;
+    let names = spec
+        .get("names")
+        .ok_or_else(|| field("spec.names", "Required value"))?;
+    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+    let plural = s(names, "plural")
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| field("spec.names.plural", "Required value"))?;
+    let kind = s(names, "kind")
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| field("spec.names.kind", "Required value"))?;
+    let singular = s(names, "singular").unwrap_or_else(|| kind.to_lowercase());
+    let list_kind = s(names, "listKind").unwrap_or_else(|| format!("{kind}List"));
+    let strs = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let short_names = strs(names.get("shortNames"));
+    let categories = strs(names.get("categories"));
+    let namespaced = match spec.get("scope").and_then(Value::as_str) {
+        Some("Namespaced") => true,
+        Some("Cluster") => false,
+        _ => {
+            return Err(field(
+                "spec.scope",
+                "Unsupported value: supported values: \"Cluster\", \"Namespaced\"",
+            ));
+        }
+    };
+    let versions = spec
+        .get("versions")
+        .and_then(Value::as_array)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| field("spec.versions", "Required value"))?;
+    let storage: Vec<&str> = versions
+        .iter()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .filter_map(|v| v.get("name").and_then(Value::as_str))
+        .collect();
+    if storage.len() != 1 {
+        return Err(field(
+            "spec.versions",
+            "Invalid value: must have exactly one version marked as storage version",
+        ));
+    }
+    let storage_version = storage[0].to_string();
+    let conversion = conversion_strategy(spec.get("conversion"))?;
+    let preserve_unknown = spec.get("preserveUnknownFields") == Some(&Value::Bool(true));
+    let crd_name = format!("{plural}.{group}");
+    let mut out = Vec::new();
+    for (i, v) in versions.iter().enumerate() {
+        let name = v
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| field("spec.versions[].name", "Required value"))?;
+        if v.get("served").and_then(Value::as_bool) != Some(true) {
+            continue;
+        }
+        let mut subresources = Vec::new();
+        if v.pointer("/subresources/status").is_some() {
+            subresources.push(Subresource::status(&kind));
+        }
+        let scale = v.pointer("/subresources/scale").map(|sc| {
+            let path = |k: &str| sc.get(k).and_then(Value::as_str).map(crate::scale::pointer);
+            crate::scale::ScalePaths {
+                spec_replicas: path("specReplicasPath").unwrap_or_else(|| "/spec/replicas".into()),
+                status_replicas: path("statusReplicasPath")
+                    .unwrap_or_else(|| "/status/replicas".into()),
+                selector: path("labelSelectorPath").map_or(
+                    crate::scale::SelectorSource::None,
+                    crate::scale::SelectorSource::StringAt,
+                ),
+            }
+        });
+        if scale.is_some() {
+            subresources.insert(0, Subresource::scale());
+        }
+        let mut printer_columns = Vec::new();
+        for c in v
+            .get("additionalPrinterColumns")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let (Some(cname), Some(path)) = (s(c, "name"), s(c, "jsonPath")) else {
+                continue;
+            };
+            printer_columns.push(PrinterColumn {
+                name: cname,
+                type_: s(c, "type").unwrap_or_else(|| "string".into()),
+                format: s(c, "format").unwrap_or_default(),
+                description: s(c, "description")
+                    .filter(|d| !d.is_empty())
+                    .unwrap_or_else(|| column_description(&path)),
+                priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
+                source: CellSource::CustomPath(path),
+            });
+        }
+        // A CRD without columns of its own shows when each object was made.
+        if printer_columns.is_empty() {
+            let path = ".metadata.creationTimestamp";
+            printer_columns.push(PrinterColumn {
+                name: "Age".into(),
+                type_: "date".into(),
+                format: String::new(),
+                description: column_description(path),
+                priority: 0,
+                source: CellSource::CustomPath(path.into()),
+            });
+        }
+        let schema = v.pointer("/schema/openAPIV3Schema");
+        let rules = match schema {
+            Some(s) => crate::validation_rules::RuleSet::compile(
+                s,
+                &format!("spec.versions[{i}].schema.openAPIV3Schema"),
+            )
+            .map_err(|errors| match errors.into_iter().next() {
+                Some(e) => CrdError::Field {
+                    field: e.field,
+                    message: e.message,
+                },
+                None => CrdError::Field {
+                    field: format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                    message: "Invalid value: its rules do not compile".into(),
+                },
+            })?,
+            None => None,
+        };
+        out.push(ResourceInfo {
+            group: group.to_string(),
+            version: name.to_string(),
+            kind: kind.clone(),
+            list_kind: list_kind.clone(),
+            plural: plural.clone(),
+            singular: singular.clone(),
+            namespaced,
+            short_names: short_names.clone(),
+            categories: categories.clone(),
+            verbs: CUSTOM_VERBS,
+            stored: true,
+            storage_version_hash: Some(storage_version_hash(
+                &format!("{group}/{storage_version}"),
+                &kind,
+            )),
+            subresources,
+            printer_columns,
+            strategy: &CustomResources,
+            scale,
+            fields: Some(crate::fields::schema::Schema::from_crd(
+                schema,
+                preserve_unknown,
+            )),
+            custom: Some(CustomInfo {
+                crd_name: crd_name.clone(),
+                storage_version: storage_version.clone(),
+                schema: schema.cloned().map(Arc::new),
+                rules,
+                conversion,
+            }),
+        });
+    }
+    Ok(out)
+}
+
+/// What kube-apiserver says of a CRD's column that has no description of its own.
+fn column_description(path: &str) -> String {
+    format!("Custom resource definition column (in JSONPath format): {path}")
+}
+
+/// Reads `spec.conversion` as kube-apiserver validates it: `None` (the default) or `Webhook`,
+/// which needs exactly one of `webhook.clientConfig.url` and `.service`, and
+/// `webhook.conversionReviewVersions` naming `v1` or `v1beta1` (errors name the fields as
+/// kube-apiserver's internal version does).
+fn conversion_strategy(conversion: Option<&Value>) -> Result<ConversionStrategy, CrdError> {
+    let field = |f: &str, m: String| CrdError::Field {
+        field: format!("spec.conversion.{f}"),
+        message: m,
+    };
+    let Some(conversion) = conversion.filter(|c| !c.is_null()) else {
+        return Ok(ConversionStrategy::None);
+    };
+    let webhook = conversion.get("webhook").filter(|w| !w.is_null());
+    match conversion.get("strategy").and_then(Value::as_str) {
+        None | Some("None") if webhook.and_then(|w| w.get("clientConfig")).is_some() => Err(field(
+            "webhookClientConfig",
+            "Forbidden: should not be set when strategy is not set to Webhook".into(),
+        )),
+        None | Some("None") => Ok(ConversionStrategy::None),
+        Some("Webhook") => {
+            let client = webhook.and_then(|w| w.get("clientConfig"));
+            let Some(client) = client else {
+                return Err(field(
+                    "webhookClientConfig",
+                    "Required value: required when strategy is set to Webhook".into(),
+                ));
+            };
+            if client.get("url").is_some() == client.get("service").is_some() {
+                return Err(field(
+                    "webhookClientConfig",
+                    "Required value: exactly one of url or service is required".into(),
+                ));
+            }
+            let versions = webhook
+                .and_then(|w| w.get("conversionReviewVersions"))
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if versions.is_empty() {
+                return Err(field("conversionReviewVersions", "Required value".into()));
+            }
+            if !versions.iter().any(|v| v == "v1" || v == "v1beta1") {
+                return Err(field(
+                    "conversionReviewVersions",
+                    format!(
+                        "Invalid value: {}: must include at least one of v1, v1beta1",
+                        crate::error::render_value(&Value::Array(versions))
+                    ),
+                ));
+            }
+            Ok(ConversionStrategy::Webhook)
+        }
+        Some(other) => Err(field(
+            "strategy",
+            format!("Unsupported value: {other:?}: supported values: \"None\", \"Webhook\""),
+        )),
     }
 }
 

@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 
-use super::ResourceStrategy;
-use crate::registry::{PrinterColumn, ResourceInfo};
+use crate::resource::{ResourceInfo, ResourceStrategy};
+use crate::table::PrinterColumn;
 
 /// APIServices: an empty status on create (no availability controller runs here).
 #[derive(Debug)]

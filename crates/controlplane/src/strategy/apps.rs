@@ -4,12 +4,11 @@
 
 use serde_json::{Value, json};
 
-use super::{PodAdmission, ResourceStrategy, Validation, default_pod_template, set_default};
+use super::{default_pod_template, set_default};
 use crate::error::FieldError;
-use crate::objects::Part;
-use crate::registry::{PrinterColumn, ResourceInfo};
+use crate::resource::{Part, PodAdmission, ResourceInfo, ResourceStrategy, Validation};
 use crate::scale::{ScalePaths, SelectorSource};
-use crate::table::{doc, workload};
+use crate::table::{PrinterColumn, doc, workload};
 
 /// `/scale` of a workload whose desired count is `spec.replicas`.
 fn replicas_scale() -> Option<ScalePaths> {

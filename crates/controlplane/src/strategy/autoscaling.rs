@@ -3,10 +3,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{ResourceStrategy, StoredAs, set_default};
-use crate::objects::Part;
-use crate::registry::{PrinterColumn, ResourceInfo};
-use crate::table::{doc, workload};
+use super::set_default;
+use crate::resource::{Part, ResourceInfo, ResourceStrategy, StoredAs};
+use crate::table::{PrinterColumn, doc, workload};
 
 /// Where both versions' objects are stored.
 const STORED: StoredAs = StoredAs {

@@ -3,12 +3,11 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{PodAdmission, ResourceStrategy, Validation, default_pod_template, set_default};
+use super::{default_pod_template, set_default};
 use crate::error::FieldError;
 use crate::meta::ObjectMeta;
-use crate::objects::Part;
-use crate::registry::{PrinterColumn, ResourceInfo};
-use crate::table::{doc, human_age, workload};
+use crate::resource::{Part, PodAdmission, ResourceInfo, ResourceStrategy, Validation};
+use crate::table::{PrinterColumn, doc, human_age, workload};
 
 /// The label a Job's generated selector matches on.
 const CONTROLLER_UID: &str = "batch.kubernetes.io/controller-uid";

@@ -6,10 +6,10 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 use x509_parser::prelude::FromDer as _;
 
-use super::{ResourceStrategy, Validation, WriteCheck};
 use crate::error::{ApiError, ApiResult, FieldError};
-use crate::objects::{Part, subject};
-use crate::registry::{CellSource, PrinterColumn, ResourceInfo};
+use crate::objects::subject;
+use crate::resource::{Part, ResourceInfo, ResourceStrategy, Validation, WriteCheck};
+use crate::table::{CellSource, PrinterColumn};
 use crate::user::UserInfo;
 
 /// The signer of client certificates for kube-apiserver.

@@ -1,7 +1,7 @@
 //! coordination.k8s.io/v1: Leases.
 
-use super::ResourceStrategy;
-use crate::registry::PrinterColumn;
+use crate::resource::ResourceStrategy;
+use crate::table::PrinterColumn;
 use crate::typed::{GoType, TypedField};
 
 /// Leases: printed with their holder; a PUT must name the version it replaces (leader election

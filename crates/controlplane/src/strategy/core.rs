@@ -1,17 +1,20 @@
 //! The core group's kinds: Namespaces, Secrets, ConfigMaps, ServiceAccounts and Nodes (Events
 //! are [`super::events`]').
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
-use super::{PodAdmission, ResourceStrategy, Validation};
 use crate::error::{ApiError, ApiResult, FieldError};
 use crate::meta::{NameRule, ObjectMeta, meta_mut};
 use crate::names;
-use crate::objects::{
-    DeleteOptions, DeleteOutcome, FOREGROUND, ORPHAN, Part, base64_encode, subject,
+use crate::objects::subject;
+use crate::resource::{
+    DeleteOptions, DeleteOutcome, FOREGROUND, ORPHAN, Part, PodAdmission, ResourceInfo,
+    ResourceStrategy, Validation,
 };
-use crate::registry::{CellSource, PrinterColumn, ResourceInfo};
 use crate::storage::WriteOp;
+use crate::table::{CellSource, PrinterColumn};
 use crate::typed::{GoType, TypedField};
 
 /// The type of Secrets holding a ServiceAccount's legacy token (filled by the token
@@ -98,7 +101,7 @@ impl ResourceStrategy for Namespaces {
         if cur.is_deleting() {
             // Only a finalized namespace goes; until then a DELETE answers it as it is.
             if spec_finalizers(cur.get("spec")).is_empty() {
-                return crate::objects::delete_by_finalizers(info, cur, opts, now);
+                return crate::resource::delete_by_finalizers(info, cur, opts, now);
             }
             return Ok((WriteOp::Unchanged, DeleteOutcome::Pending));
         }
@@ -543,10 +546,7 @@ fn secret_data(obj: &mut Value, errs: &mut Vec<FieldError>) {
         let data = o.entry("data").or_insert(json!({}));
         if let Some(d) = data.as_object_mut() {
             for (k, v) in sd {
-                d.insert(
-                    k.clone(),
-                    json!(base64_encode(v.as_str().unwrap_or("").as_bytes())),
-                );
+                d.insert(k.clone(), json!(STANDARD.encode(v.as_str().unwrap_or(""))));
             }
         }
     }

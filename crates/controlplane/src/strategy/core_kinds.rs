@@ -4,11 +4,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{PodAdmission, ResourceStrategy, default_pod_template, set_default};
-use crate::objects::Part;
-use crate::registry::{PrinterColumn, ResourceInfo};
+use super::{default_pod_template, set_default};
+use crate::resource::{Part, PodAdmission, ResourceInfo, ResourceStrategy};
 use crate::scale::{ScalePaths, SelectorSource};
-use crate::table::{doc, workload};
+use crate::table::{PrinterColumn, doc, workload};
 
 /// ReplicationControllers: a selector and labels taken from the template when not given,
 /// one replica unless given, a generation and `/scale`.
@@ -396,7 +395,7 @@ impl ResourceStrategy for LimitRanges {
             format: String::new(),
             description: doc("meta.k8s.io/v1", "ObjectMeta", "creationTimestamp").into(),
             priority: 0,
-            source: crate::registry::CellSource::Fn(|o, _| {
+            source: crate::table::CellSource::Fn(|o, _| {
                 o.pointer("/metadata/creationTimestamp")
                     .cloned()
                     .unwrap_or(Value::Null)

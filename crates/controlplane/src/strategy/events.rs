@@ -5,11 +5,11 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::{ResourceStrategy, StoredAs, Validation};
 use crate::error::FieldError;
 use crate::meta::{NameRule, ObjectMeta};
 use crate::names;
-use crate::registry::{CellSource, PrinterColumn};
+use crate::resource::{ResourceStrategy, StoredAs, Validation};
+use crate::table::{CellSource, PrinterColumn};
 use crate::typed::{GoType, TypedField};
 
 /// core/v1 Events: selectable by the object they are about, their reason and type; for

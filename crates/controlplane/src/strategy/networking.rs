@@ -3,10 +3,9 @@
 
 use serde_json::{Value, json};
 
-use super::{ResourceStrategy, core_kinds::default_protocols, set_default};
-use crate::objects::Part;
-use crate::registry::{PrinterColumn, ResourceInfo};
-use crate::table::{doc, workload};
+use super::{core_kinds::default_protocols, set_default};
+use crate::resource::{Part, ResourceInfo, ResourceStrategy};
+use crate::table::{PrinterColumn, doc, workload};
 
 /// Ingresses: a generation and an empty load balancer status on create.
 #[derive(Debug)]

@@ -13,11 +13,11 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{PodAdmission, ResourceStrategy, Validation};
 use crate::error::{ApiResult, FieldError};
 use crate::meta::{ObjectMeta, meta_mut};
-use crate::objects::{DeleteOptions, DeleteOutcome};
-use crate::registry::ResourceInfo;
+use crate::resource::{
+    DeleteOptions, DeleteOutcome, PodAdmission, ResourceInfo, ResourceStrategy, Validation,
+};
 use crate::storage::WriteOp;
 
 /// Where the kubelet writes a container's termination message unless told otherwise.
@@ -77,7 +77,7 @@ impl ResourceStrategy for Pods {
         o.insert("status".into(), Value::Object(status));
     }
 
-    fn prepare_for_update(&self, _cur: &Value, next: &mut Value, _part: crate::objects::Part) {
+    fn prepare_for_update(&self, _cur: &Value, next: &mut Value, _part: crate::resource::Part) {
         default_pod(next);
     }
 
@@ -96,7 +96,7 @@ impl ResourceStrategy for Pods {
         opts: &DeleteOptions,
         now: &str,
     ) -> ApiResult<(WriteOp, DeleteOutcome)> {
-        let (op, outcome) = crate::objects::delete_by_finalizers(info, cur, opts, now)?;
+        let (op, outcome) = crate::resource::delete_by_finalizers(info, cur, opts, now)?;
         if outcome != DeleteOutcome::Removed || cur.is_deleting() {
             return Ok((op, outcome));
         }

@@ -3,10 +3,9 @@
 
 use serde_json::{Value, json};
 
-use super::{ResourceStrategy, Validation};
 use crate::error::FieldError;
-use crate::registry::{PrinterColumn, ResourceInfo};
-use crate::table::workload;
+use crate::resource::{ResourceInfo, ResourceStrategy, Validation};
+use crate::table::{PrinterColumn, workload};
 
 /// PodDisruptionBudgets: a generation, a zero status on create, and at most one of
 /// `minAvailable` and `maxUnavailable`.

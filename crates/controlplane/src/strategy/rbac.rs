@@ -3,11 +3,10 @@
 
 use serde_json::Value;
 
-use super::{ResourceStrategy, Validation, WriteCheck};
 use crate::error::FieldError;
 use crate::meta::NameRule;
-use crate::objects::Part;
-use crate::registry::{CellSource, PrinterColumn};
+use crate::resource::{Part, ResourceStrategy, Validation, WriteCheck};
+use crate::table::{CellSource, PrinterColumn};
 
 /// Roles and ClusterRoles: any path segment as a name (`system:...`), and no rule granted
 /// that its author does not hold.

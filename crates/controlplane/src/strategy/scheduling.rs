@@ -2,11 +2,10 @@
 
 use serde_json::{Value, json};
 
-use super::{ResourceStrategy, Validation, set_default};
+use super::set_default;
 use crate::error::FieldError;
-use crate::objects::Part;
-use crate::registry::{PrinterColumn, ResourceInfo};
-use crate::table::{doc, workload};
+use crate::resource::{Part, ResourceInfo, ResourceStrategy, Validation};
+use crate::table::{PrinterColumn, doc, workload};
 
 /// PriorityClasses: preempting lower priorities unless given, and a value required.
 #[derive(Debug)]

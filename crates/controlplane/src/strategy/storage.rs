@@ -3,11 +3,10 @@
 
 use serde_json::{Value, json};
 
-use super::{ResourceStrategy, set_default};
+use super::set_default;
 use crate::meta::ObjectMeta;
-use crate::objects::Part;
-use crate::registry::{PrinterColumn, ResourceInfo};
-use crate::table::{doc, workload};
+use crate::resource::{Part, ResourceInfo, ResourceStrategy};
+use crate::table::{PrinterColumn, doc, workload};
 
 /// The annotation that makes a StorageClass the default one.
 const DEFAULT_CLASS: &str = "storageclass.kubernetes.io/is-default-class";

@@ -11,7 +11,130 @@ pub use docs::doc;
 use serde_json::{Value, json};
 
 use crate::meta::{ObjectMeta, parse_time};
-use crate::registry::{CellSource, ResourceInfo};
+
+/// How a printer column's cell is computed from an object.
+#[derive(Debug, Clone)]
+pub enum CellSource {
+    /// A simple JSONPath such as `.spec.replicas`; where it finds nothing the cell shows
+    /// `<none>` (0 in a number column), as built-in kinds' printers show it.
+    JsonPath(String),
+    /// A CRD's column (`additionalPrinterColumns[].jsonPath`): where it finds nothing the cell
+    /// is empty (null), as kube-apiserver's CRD table convertor leaves it.
+    CustomPath(String),
+    /// The number of entries of the map or list at a path (ConfigMap DATA, SA SECRETS).
+    Count(Vec<&'static str>),
+    /// `ready/desired` for workloads.
+    Ratio(Vec<&'static str>, Vec<&'static str>),
+    /// Comma-joined types of conditions whose status is True (CSR CONDITION).
+    TrueConditions,
+    /// `Kind/name` of a binding's roleRef.
+    RoleRef,
+    /// A number of seconds at a path, printed as a duration (`1h`), or `<none>`.
+    Seconds(Vec<&'static str>),
+    /// A node's readiness from its `Ready` condition (`Ready`, `NotReady`, `Unknown`), with
+    /// `SchedulingDisabled` when cordoned.
+    NodeStatus,
+    /// A node's roles from its `node-role.kubernetes.io/<role>` labels.
+    NodeRoles,
+    /// Age of an event's last occurrence (lastTimestamp, eventTime or creation).
+    LastSeen,
+    /// `kind/name` (kind in lower case) of the object an event is about, at this field.
+    EventObject(&'static str),
+    /// How long ago the object was created (`5m`).
+    Age,
+    /// A built-in kind's own rule, as kube-apiserver's printers compute the cell (given the
+    /// time now, in seconds).
+    Fn(fn(&Value, i64) -> Value),
+}
+
+/// One column of `kubectl get` output.
+#[derive(Debug, Clone)]
+pub struct PrinterColumn {
+    pub name: String,
+    pub type_: String,
+    pub format: String,
+    pub description: String,
+    pub priority: i64,
+    pub source: CellSource,
+}
+
+impl PrinterColumn {
+    /// A column showing the value at a simple JSONPath.
+    pub fn path(name: &str, type_: &str, path: &str) -> Self {
+        PrinterColumn {
+            name: name.into(),
+            type_: type_.into(),
+            format: String::new(),
+            description: String::new(),
+            priority: 0,
+            source: CellSource::JsonPath(path.into()),
+        }
+    }
+    /// When the object was created, as CRDs and roles show it.
+    pub fn created_at() -> Self {
+        PrinterColumn::path("Created At", "date-time", ".metadata.creationTimestamp")
+    }
+
+    /// A column of a built-in kind: its name, type and kube-apiserver's description, the cell
+    /// computed by `cell`.
+    pub fn cell(
+        name: &str,
+        type_: &str,
+        description: &str,
+        cell: fn(&Value, i64) -> Value,
+    ) -> Self {
+        PrinterColumn {
+            name: name.into(),
+            type_: type_.into(),
+            format: String::new(),
+            description: description.into(),
+            priority: 0,
+            source: CellSource::Fn(cell),
+        }
+    }
+
+    /// The Age column of built-in kinds, placed where their printers place it.
+    pub fn age() -> Self {
+        PrinterColumn {
+            name: "Age".into(),
+            type_: "string".into(),
+            format: String::new(),
+            description: doc("meta.k8s.io/v1", "ObjectMeta", "creationTimestamp").into(),
+            priority: 0,
+            source: CellSource::Age,
+        }
+    }
+
+    /// Shown only in wide output (`-o wide`).
+    pub fn wide(mut self) -> Self {
+        self.priority = 1;
+        self
+    }
+
+    /// Formatted as a name (`format: name`).
+    pub fn named(mut self) -> Self {
+        self.format = "name".into();
+        self
+    }
+
+    /// With kube-apiserver's description.
+    pub fn described(mut self, description: &str) -> Self {
+        self.description = description.into();
+        self
+    }
+
+    /// A string column computed from the object.
+    pub fn computed(name: &str, source: CellSource) -> Self {
+        PrinterColumn {
+            name: name.into(),
+            type_: "string".into(),
+            format: String::new(),
+            description: String::new(),
+            priority: 0,
+            source,
+        }
+    }
+}
 
 /// How much of each object a Table row carries (`includeObject`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,27 +181,28 @@ pub use crate::meta::partial_of;
 
 /// Whether the resource's own columns already say when objects were made (`Age` placed
 /// elsewhere, or `Created At` as CRDs and roles show it), so no Age column is appended.
-fn replaces_age(info: &ResourceInfo) -> bool {
-    info.printer_columns
+fn replaces_age(printer_columns: &[PrinterColumn]) -> bool {
+    printer_columns
         .iter()
         .any(|c| matches!(c.name.as_str(), "Age" | "Created At" | "Last Seen"))
 }
 
 /// Whether the resource places its own Name column (events show it only with `-o wide`).
-fn own_name(info: &ResourceInfo) -> bool {
-    info.printer_columns.iter().any(|c| c.name == "Name")
+fn own_name(printer_columns: &[PrinterColumn]) -> bool {
+    printer_columns.iter().any(|c| c.name == "Name")
 }
 
 /// The column definitions of a resource's table: a Name column unless the resource places
-/// its own, its columns, and an Age column unless it says when objects were made itself.
-pub fn columns(info: &ResourceInfo) -> Value {
+/// its own, its printer columns, and an Age column unless it says when objects were made
+/// itself.
+pub fn columns(printer_columns: &[PrinterColumn]) -> Value {
     let mut cols = Vec::new();
-    if !own_name(info) {
+    if !own_name(printer_columns) {
         cols.push(json!({"name": "Name", "type": "string", "format": "name",
             "description": doc("meta.k8s.io/v1", "ObjectMeta", "name"), "priority": 0}));
     }
-    let has_custom_age = replaces_age(info);
-    for c in &info.printer_columns {
+    let has_custom_age = replaces_age(printer_columns);
+    for c in printer_columns {
         cols.push(json!({"name": c.name, "type": c.type_, "format": c.format,
             "description": c.description, "priority": c.priority}));
     }
@@ -366,9 +490,8 @@ mod jsonpath {
     }
 }
 
-/// One cell. A custom resource's JSONPath that finds nothing is an empty (null) cell, as
-/// kube-apiserver's CRD table convertor leaves it; a built-in kind's shows `<none>`.
-fn cell(source: &CellSource, type_: &str, obj: &Value, now: i64, custom: bool) -> Value {
+/// One cell.
+fn cell(source: &CellSource, type_: &str, obj: &Value, now: i64) -> Value {
     let at = |p: &[&str]| {
         let mut cur = obj;
         for k in p {
@@ -377,7 +500,8 @@ fn cell(source: &CellSource, type_: &str, obj: &Value, now: i64, custom: bool) -
         cur.clone()
     };
     match source {
-        CellSource::JsonPath(p) => {
+        CellSource::JsonPath(p) | CellSource::CustomPath(p) => {
+            let custom = matches!(source, CellSource::CustomPath(_));
             let v = eval_path(obj, p);
             if type_ == "date" {
                 return match v.as_str() {
@@ -498,16 +622,22 @@ fn cell(source: &CellSource, type_: &str, obj: &Value, now: i64, custom: bool) -
     }
 }
 
-/// One table row.
-pub fn row(info: &ResourceInfo, obj: &Value, include: IncludeObject, now: i64) -> Value {
+/// One table row: the cells of `printer_columns` (and of the Name and Age columns
+/// [`columns`] adds).
+pub fn row(
+    printer_columns: &[PrinterColumn],
+    obj: &Value,
+    include: IncludeObject,
+    now: i64,
+) -> Value {
     let mut cells = Vec::new();
-    if !own_name(info) {
+    if !own_name(printer_columns) {
         cells.push(json!(obj.name()));
     }
-    for c in &info.printer_columns {
-        cells.push(cell(&c.source, &c.type_, obj, now, info.custom.is_some()));
+    for c in printer_columns {
+        cells.push(cell(&c.source, &c.type_, obj, now));
     }
-    if !replaces_age(info) {
+    if !replaces_age(printer_columns) {
         cells.push(json!(age_of(obj.meta_str("creationTimestamp"), now)));
     }
     let mut r = json!({"cells": cells});
@@ -523,20 +653,23 @@ pub fn row(info: &ResourceInfo, obj: &Value, include: IncludeObject, now: i64) -
     r
 }
 
-/// A full Table.
+/// A full Table of `objs`, a resource's objects shown in its `printer_columns`.
 pub fn table(
-    info: &ResourceInfo,
+    printer_columns: &[PrinterColumn],
     objs: &[Value],
     include: IncludeObject,
     list_meta: Value,
     with_columns: bool,
 ) -> Value {
     let now = jiff::Timestamp::now().as_second();
-    let rows: Vec<Value> = objs.iter().map(|o| row(info, o, include, now)).collect();
+    let rows: Vec<Value> = objs
+        .iter()
+        .map(|o| row(printer_columns, o, include, now))
+        .collect();
     let mut t = json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta,
         "rows": rows});
     t["columnDefinitions"] = if with_columns {
-        columns(info)
+        columns(printer_columns)
     } else {
         json!([])
     };
@@ -602,11 +735,11 @@ mod tests {
         let node = json!({"spec": {"unschedulable": true},
             "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
         assert_eq!(
-            cell(&CellSource::NodeStatus, "string", &node, 0, false),
+            cell(&CellSource::NodeStatus, "string", &node, 0),
             json!("Ready,SchedulingDisabled")
         );
         assert_eq!(
-            cell(&CellSource::NodeStatus, "string", &json!({}), 0, false),
+            cell(&CellSource::NodeStatus, "string", &json!({}), 0),
             json!("Unknown")
         );
     }
@@ -616,7 +749,7 @@ mod tests {
         let info = crate::registry::Registry::with_builtins()
             .lookup("", "v1", "events")
             .unwrap();
-        let cols: Vec<(String, i64)> = columns(&info)
+        let cols: Vec<(String, i64)> = columns(&info.printer_columns)
             .as_array()
             .unwrap()
             .iter()
@@ -635,7 +768,7 @@ mod tests {
         assert_eq!(cols[5].1, 1);
         let ev = json!({"metadata": {"name": "e1"}, "type": "Normal", "reason": "R", "message": "m",
             "involvedObject": {"kind": "Deployment", "name": "web"}, "lastTimestamp": "1970-01-01T00:00:10Z"});
-        let r = row(&info, &ev, IncludeObject::None, 70);
+        let r = row(&info.printer_columns, &ev, IncludeObject::None, 70);
         assert_eq!(
             r["cells"],
             json!(["60s", "Normal", "R", "deployment/web", "m", "e1"])

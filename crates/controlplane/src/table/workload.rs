@@ -4,8 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::doc;
-use crate::registry::PrinterColumn;
+use super::{PrinterColumn, doc};
 
 /// The integer at `pointer`, 0 when absent (Go's zero value).
 pub fn count(obj: &Value, pointer: &str) -> Value {

@@ -19,6 +19,7 @@ mod kube_api;
 mod kube_crd;
 mod kube_watch;
 mod kubectl;
+mod layering;
 mod lifecycle;
 mod list_by_name;
 mod malformed_requests;
