@@ -146,7 +146,10 @@ impl Shapes {
         let mut decls: HashMap<&str, Decl> = HashMap::new();
         let mut current: Option<&str> = None;
         let mut count = 0;
-        for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        for line in text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+        {
             if let Some(field) = line.strip_prefix("  ") {
                 match current.and_then(|id| decls.get_mut(id)) {
                     Some(Decl::Struct(_, _, fields)) => fields.push(field),
@@ -216,7 +219,7 @@ impl Shapes {
             let _ = write!(out, "({})", ty.name);
         }
         let _ = match &ty.kind {
-            Kind::Pointer(_) => Ok(()),
+            Kind::Pointer(_) => Ok(()), // printed above
             Kind::Bool => write!(out, "{}", v.and_then(Value::as_bool).unwrap_or(false)),
             Kind::Int => write!(out, "{}", v.and_then(Value::as_i64).unwrap_or(0)),
             Kind::String => out.write_str(v.and_then(Value::as_str).unwrap_or("")),
@@ -524,7 +527,9 @@ mod tests {
             "{d}"
         );
         assert!(
-            d.contains("Port:(intstr.IntOrString){Type:(intstr.Type)0 IntVal:(int32)8080 StrVal:(string)}"),
+            d.contains(
+                "Port:(intstr.IntOrString){Type:(intstr.Type)0 IntVal:(int32)8080 StrVal:(string)}"
+            ),
             "{d}"
         );
         let big = dumped(&json!({"spec": {"overhead": {"memory": "1Pi"}}}));

@@ -373,7 +373,13 @@ mod tests {
         );
         assert_eq!(canonical(&q).as_deref(), Some("1Pi"));
         let q = parse("0.1n").unwrap();
-        assert_eq!(q.amount, Amount::Dec { unscaled: 1, scale: 9 });
+        assert_eq!(
+            q.amount,
+            Amount::Dec {
+                unscaled: 1,
+                scale: 9
+            }
+        );
         assert_eq!(canonical(&q).as_deref(), Some("1n"));
         // A fraction of a binary unit below one is written as a decimal.
         let q = parse("0.5Ki").unwrap();
