@@ -3,12 +3,12 @@
 //! the time), the writes out (a new ReplicaSet for the current template, the replica counts of
 //! each, the Deployment's status and revision). [`super::deployments`] gathers and writes.
 //!
-//! A ReplicaSet is named after its template's hash (`pod-template-hash`): an FNV-1a hash of the
-//! template, encoded as kube-controller-manager encodes its own. kube-controller-manager hashes a
-//! dump of its Go structures, so the names differ from a real cluster's in that suffix only.
+//! A ReplicaSet is named after its template's hash (`pod-template-hash`), kube-controller-manager's
+//! own ([`super::template_hash`]).
 
 use serde_json::{Map, Value, json};
 
+use super::template_hash::template_hash;
 use crate::meta::{ObjectMeta, parse_time};
 
 /// The annotation holding a Deployment's (and each of its ReplicaSets') revision.
@@ -81,30 +81,6 @@ fn revision(o: &Value) -> i64 {
         .and_then(Value::as_str)
         .and_then(|r| r.parse().ok())
         .unwrap_or(0)
-}
-
-/// kube's `SafeEncodeString` alphabet: no vowels, no look-alike digits.
-const SAFE: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-
-/// The `pod-template-hash` of a template (and the Deployment's collision count).
-pub fn template_hash(template: &Value, collision_count: Option<i64>) -> String {
-    let mut hash: u32 = 0x811c_9dc5;
-    let mut eat = |bytes: &[u8]| {
-        for b in bytes {
-            hash ^= u32::from(*b);
-            hash = hash.wrapping_mul(0x0100_0193);
-        }
-    };
-    eat(template.to_string().as_bytes());
-    if let Some(n) = collision_count {
-        let mut bytes = [0u8; 8];
-        bytes[..4].copy_from_slice(&(n as u32).to_le_bytes());
-        eat(&bytes);
-    }
-    hash.to_string()
-        .bytes()
-        .map(|b| SAFE[usize::from(b) % SAFE.len()] as char)
-        .collect()
 }
 
 /// A template without its `pod-template-hash` label, to compare templates by.
@@ -950,16 +926,6 @@ mod tests {
         let failure = find(status["conditions"].as_array().unwrap(), "ReplicaFailure").unwrap();
         assert_eq!(failure["reason"], "FailedCreate");
         assert_eq!(failure["message"], "pods \"web-x\" is forbidden: nope");
-    }
-
-    #[test]
-    fn template_hashes_are_stable_and_safe() {
-        let t = json!({"metadata": {"labels": {"app": "web"}}});
-        let h = template_hash(&t, None);
-        assert_eq!(h, template_hash(&t, None));
-        assert_ne!(h, template_hash(&t, Some(1)));
-        assert!(h.bytes().all(|b| SAFE.contains(&b)), "{h}");
-        assert!((1..=10).contains(&h.len()));
     }
 
     #[test]

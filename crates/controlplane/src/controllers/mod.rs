@@ -3,7 +3,8 @@
 //! namespace controller ([`namespaces`], its decisions in [`namespace_decision`]), CRD cleanup
 //! ([`crds`]), every namespace's `default` ServiceAccount ([`serviceaccounts`]) and
 //! `kube-root-ca.crt` ConfigMap ([`root_ca`]), and the deployment and ReplicaSet controllers
-//! ([`deployments`], [`replicasets`]) once those resources are served.
+//! ([`deployments`], [`replicasets`]; ReplicaSets named by [`template_hash`]) once those
+//! resources are served.
 //!
 //! They act only through [`ApiServer`] writes as `kube-controller-manager`, so their effects are
 //! ordinary events, and they are not admitted (as kube-apiserver's own loopback writes are not
@@ -18,6 +19,7 @@ pub mod namespaces;
 pub mod replicasets;
 pub mod root_ca;
 pub mod serviceaccounts;
+pub mod template_hash;
 
 use std::sync::Arc;
 

@@ -23,10 +23,7 @@ use wire::{Answer, Caller, Wire};
 
 /// Scenarios the embedded control plane does not yet answer as kube-apiserver does, with why.
 /// A scenario that answers the same must leave this list (the test says so).
-const KNOWN_DIFFERENT: &[(&str, &str)] = &[(
-    "04-delete-responses",
-    "the deployment controller's pod-template-hash: kube-controller-manager hashes the Go struct's printed form (spew) with FNV-32a, which a JSON object cannot reproduce, so the ReplicaSet named in the Progressing condition's message differs",
-)];
+const KNOWN_DIFFERENT: &[(&str, &str)] = &[];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_scenario_is_answered_as_kube_apiserver_answers() {
