@@ -6,7 +6,9 @@
 //! RSS figures are the server's own. Prints a table and writes JSON under `target/bench/`.
 //!
 //! Run: `cargo bench -p fleetform-controlplane --bench apiserver [-- SECTION...]`, sections
-//! `crud`, `fanout`, `rss`, `scale` (default: all).
+//! `crud`, `fanout`, `rss`, `scale` (default: all). `FLEETFORM_BENCH_OLD_SERVER=/path/to/an/older/
+//! controlplane-serve` runs the durable `crud` rounds with that build too, each build twice in
+//! turns (new, old, new, old), so that both are measured in the same minutes of the machine.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,6 +29,10 @@ struct Server {
 
 impl Server {
     async fn start(durable: bool) -> Server {
+        Self::start_binary(durable, env!("CARGO_BIN_EXE_controlplane-serve").as_ref()).await
+    }
+
+    async fn start_binary(durable: bool, binary: &Path) -> Server {
         // Owner-only, as a control plane's data directory must be.
         let dir = durable.then(|| {
             tempfile::Builder::new()
@@ -34,7 +40,7 @@ impl Server {
                 .tempdir()
                 .expect("tempdir")
         });
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_controlplane-serve"));
+        let mut cmd = tokio::process::Command::new(binary);
         if let Some(d) = &dir {
             cmd.arg("--data-dir").arg(d.path());
         }
@@ -143,7 +149,13 @@ async fn run_op(
 }
 
 async fn crud(durable: bool, results: &mut Vec<Result>) {
-    let server = Server::start(durable).await;
+    let binary: &Path = env!("CARGO_BIN_EXE_controlplane-serve").as_ref();
+    crud_of(durable, binary, "", results).await;
+}
+
+/// The `crud` rounds on the server `binary`, their scenarios' names ending in `build`.
+async fn crud_of(durable: bool, binary: &Path, build: &str, results: &mut Vec<Result>) {
+    let server = Server::start_binary(durable, binary).await;
     let client = client(&server.url);
     let mode = if durable { "durable" } else { "memory" };
     for clients in [1usize, 64] {
@@ -157,7 +169,7 @@ async fn crud(durable: bool, results: &mut Vec<Result>) {
             let (ops, secs, lat) = run_op(&client, op, clients, per_client, &prefix).await;
             results.push(Result {
                 name: format!(
-                    "{label} {mode} {clients} client{}",
+                    "{label} {mode} {clients} client{}{build}",
                     if clients == 1 { "" } else { "s" }
                 ),
                 ops,
@@ -177,7 +189,7 @@ async fn crud(durable: bool, results: &mut Vec<Result>) {
             )
             .await;
             results.push(Result {
-                name: format!("update {mode} 64 clients sustained"),
+                name: format!("update {mode} 64 clients sustained{build}"),
                 ops,
                 secs,
                 p50_ms: percentile(&lat, 0.5),
@@ -480,6 +492,12 @@ fn main() {
         let mut results = Vec::new();
         rt.block_on(crud(false, &mut results));
         rt.block_on(crud(true, &mut results));
+        if let Some(old) = std::env::var_os("FLEETFORM_BENCH_OLD_SERVER") {
+            let (old, new) = (Path::new(&old), env!("CARGO_BIN_EXE_controlplane-serve"));
+            rt.block_on(crud_of(true, old, " (old)", &mut results));
+            rt.block_on(crud_of(true, new.as_ref(), " (2nd)", &mut results));
+            rt.block_on(crud_of(true, old, " (old, 2nd)", &mut results));
+        }
         println!();
         println!(
             "{:<40} {:>8} {:>10} {:>9} {:>9}",
