@@ -96,9 +96,8 @@ pub(crate) struct Known {
     pub cluster: Option<ManagedCluster>,
     /// The ManagedClusterAddOns of its cluster's namespace, from the reconciler's watch of them.
     pub addons: Vec<ManagedClusterAddOn>,
-    /// This process saw the spoke's tokens deleted after it joined, so a bootstrapped spoke's
-    /// tokens need not be listed again.
-    pub tokens_cleared: bool,
+    /// Its bootstrap tokens, from the reconciler's watch of them.
+    pub tokens: Vec<Secret>,
 }
 
 /// Gathers the facts about `spoke` of `hub`. The spoke is read unless its agent unjoins by itself
@@ -118,7 +117,7 @@ pub(crate) async fn gather(
     let Known {
         cluster,
         addons,
-        tokens_cleared,
+        tokens,
     } = known;
     // Only the addons fleetform enabled (its mark): one an OCM tool or a person enabled is not
     // fleetform's to disable.
@@ -233,14 +232,6 @@ pub(crate) async fn gather(
         && on_spoke
             .as_ref()
             .is_some_and(|(on_spoke, _)| on_spoke.identity_held);
-    // Lists by label are filtered on the server but cost it every object of the kind, so a
-    // pass only makes those it needs: tokens unless the spoke is bootstrapped and its tokens
-    // were seen gone (cleaning up removes them too), CSRs only when cleaning up.
-    let tokens = if deleting || !bootstrapped || !tokens_cleared {
-        tokens(client, &name).await?
-    } else {
-        Vec::new()
-    };
     // A running agent its hub's rollout has not released to another agent stays as it is (a
     // join is no rollout; a target that changes only addons or lease leaves the agent as git
     // has it, so a Deployment edited on the spoke is still put back).

@@ -13,7 +13,7 @@
 //! A second controller keeps Hubs: their finalizer, phase, and on deletion the cascade to their
 //! spokes first, as [`hub_lifecycle`] decides; and their agent rollout ([`super::rollout`]).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -181,9 +181,10 @@ struct Context {
     events: Reporter,
     /// The Spoke controller's error policy, which also remembers the Spokes that are failing.
     errors: Arc<ErrorPolicy>,
-    /// Spokes that joined and whose bootstrap tokens this process saw deleted: their tokens are
-    /// not listed again while they stay joined.
-    tokens_cleared: Mutex<HashSet<String>>,
+    /// The hub's bootstrap token Secrets of spokes, as the watch that wakes a spoke's pass on
+    /// them keeps them, and which are each spoke's.
+    tokens: Store<Secret>,
+    tokens_by_cluster: Index<Secret>,
     /// The looks again promised by passes that acted.
     look_again: Mutex<LookAgain>,
 }
@@ -237,10 +238,18 @@ impl Context {
         )
     }
 
-    fn tokens_cleared(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        self.tokens_cleared
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// The bootstrap tokens of the spoke `name`: from the store of the watch of them once it
+    /// has listed them (as [`Self::managed_cluster`]), listed until then.
+    async fn tokens(&self, name: &str) -> Result<Vec<Secret>, ReconcileError> {
+        if let Some(Ok(())) = self.tokens.wait_until_ready().now_or_never() {
+            return Ok(self
+                .tokens_by_cluster
+                .of(&self.tokens, name)
+                .iter()
+                .map(|token| (**token).clone())
+                .collect());
+        }
+        facts::tokens(&self.config.client, name).await
     }
 }
 
@@ -344,6 +353,9 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     let (cluster_addons, addons_writer) = reflector::store();
     let addons_by_cluster = Index::new(index::namespace::<ManagedClusterAddOn>);
     let addons_indexed = addons_by_cluster.clone();
+    let (tokens, tokens_writer) = reflector::store();
+    let tokens_by_cluster = Index::new(token_cluster);
+    let tokens_indexed = tokens_by_cluster.clone();
     let ctx = Arc::new(Context {
         hubs,
         addons,
@@ -355,7 +367,8 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
         config,
         spokes: store.clone(),
         errors,
-        tokens_cleared: Mutex::default(),
+        tokens,
+        tokens_by_cluster,
         look_again: Mutex::default(),
     });
     let in_namespace = |namespace: Option<String>| {
@@ -392,6 +405,24 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
             Api::<ManifestWork>::all(client.clone()),
             watcher::Config::default(),
             move |work| in_namespace(work.namespace()),
+        )
+        // A spoke's bootstrap tokens: a pass reads them from this watch's store, and one made or
+        // deleted wakes the spoke's pass (which deletes them once the spoke holds its
+        // certificate, whenever the store shows them).
+        .watches_stream(
+            watcher(
+                Api::<Secret>::namespaced(client.clone(), BOOTSTRAP_TOKEN_NAMESPACE),
+                watcher::Config::default().labels(LABEL_CLUSTER_NAME),
+            )
+            .default_backoff()
+            .modify(without_managed_fields)
+            .inspect_ok(move |event| tokens_indexed.observe(event))
+            .reflect(tokens_writer)
+            .touched_objects(),
+            |token| {
+                token_cluster(&token)
+                    .map(|cluster| ObjectRef::new(cluster).within(SYSTEM_NAMESPACE))
+            },
         )
         // An unjoin waits for the cluster's namespace to finish terminating: each step of its
         // deletion (the namespace controller's conditions, its end) wakes the Spoke's pass.
@@ -533,6 +564,15 @@ fn cluster_changes(
 /// Cuts a ManagedCluster to what a pass reads of it ([`facts::gather`], [`cluster_sync`]): not
 /// its managed fields, nor what its agent reports of the spoke (capacity, allocatable, version,
 /// claims) or the namespaces its cluster sets manage.
+/// The spoke a bootstrap token Secret is of (its cluster-name label).
+fn token_cluster(token: &Secret) -> Option<&str> {
+    token
+        .labels()
+        .get(LABEL_CLUSTER_NAME)
+        .map(String::as_str)
+        .filter(|name| !name.is_empty())
+}
+
 /// What a pass reads of a ManagedClusterAddOn: which it is, fleetform's mark, where it installs
 /// and whether it is Available (its conditions); its managed fields and the rest of its status
 /// are cut.
@@ -748,7 +788,7 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
     let known = facts::Known {
         cluster: ctx.managed_cluster(&spoke.name_any()).await?,
         addons: ctx.cluster_addons(&spoke.name_any()).await?,
-        tokens_cleared: ctx.tokens_cleared().contains(&spoke.name_any()),
+        tokens: ctx.tokens(&spoke.name_any()).await?,
     };
     let gathered = match facts::gather(
         client,
@@ -822,7 +862,7 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
         )
     });
     if !gathered.facts.deleting && !installed {
-        keep_tokens(ctx, &spoke.name_any(), &gathered).await?;
+        keep_tokens(ctx, &gathered).await?;
     }
     let conditions = lifecycle::conditions(
         &gathered.facts,
@@ -892,7 +932,7 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
 
 /// Renews the spoke's bootstrap tokens while it has not joined, deletes them once it holds its
 /// certificate (see [`token_upkeep`]).
-async fn keep_tokens(ctx: &Context, name: &str, gathered: &Gathered) -> Result<(), ReconcileError> {
+async fn keep_tokens(ctx: &Context, gathered: &Gathered) -> Result<(), ReconcileError> {
     let secrets = Api::<Secret>::namespaced(ctx.config.client.clone(), BOOTSTRAP_TOKEN_NAMESPACE);
     for step in token_upkeep(&gathered.tokens, gathered.bootstrapped, Timestamp::now()) {
         match step {
@@ -908,11 +948,6 @@ async fn keep_tokens(ctx: &Context, name: &str, gathered: &Gathered) -> Result<(
                 );
             }
         }
-    }
-    if gathered.bootstrapped {
-        ctx.tokens_cleared().insert(name.to_string());
-    } else {
-        ctx.tokens_cleared().remove(name);
     }
     Ok(())
 }
@@ -1254,14 +1289,10 @@ async fn bootstrap_token(
     name: &str,
     gathered: &Gathered,
 ) -> Result<BootstrapToken, ReconcileError> {
-    // A pass after the pivot may not have listed tokens; putting the agent back needs one.
-    let tokens = if gathered.tokens.is_empty() {
-        facts::tokens(client, name).await?
-    } else {
-        gathered.tokens.clone()
-    };
+    // The tokens the watch's store holds: one this reconciler made is there before the event
+    // that wakes the next pass.
     let now = Timestamp::now();
-    if let Some(token) = usable_token(&tokens, now) {
+    if let Some(token) = usable_token(&gathered.tokens, now) {
         return Ok(token);
     }
     let token = BootstrapToken::generate();

@@ -1,5 +1,5 @@
 //! What a lifecycle pass reads from the reconciler's watches instead of asking the hub: its
-//! ManagedCluster and its cluster's addons; and what it reads
+//! ManagedCluster, its cluster's addons and its bootstrap tokens; and what it reads
 //! only while the Spoke is deleted: the cluster's namespace and ManifestWorks. A pass runs about
 //! ten times while a spoke joins, so each read per pass was about ten requests per spoke,
 //! 100,000 for a fleet of 10,000 (issue 33).
@@ -84,6 +84,7 @@ async fn spoke_passes_read_from_the_watches_not_by_a_request_each() {
             "managedclusteraddons",
             "the cluster's addons",
         ),
+        (Verb::List, "", "secrets", "the spoke's bootstrap tokens"),
         (
             Verb::Get,
             "",
