@@ -221,13 +221,8 @@ impl Context {
     /// The ManagedClusterAddOns in the namespace of the cluster `name`: from the store of the
     /// watch of them once it has listed them (as [`Self::managed_cluster`]), listed until then.
     async fn cluster_addons(&self, name: &str) -> Result<Vec<ManagedClusterAddOn>, ReconcileError> {
-        if let Some(Ok(())) = self.cluster_addons.wait_until_ready().now_or_never() {
-            return Ok(self
-                .addons_by_cluster
-                .of(&self.cluster_addons, name)
-                .iter()
-                .map(|addon| (**addon).clone())
-                .collect());
+        if let Some(addons) = self.addons_by_cluster.listed(&self.cluster_addons, name) {
+            return Ok(addons);
         }
         Ok(
             Api::<ManagedClusterAddOn>::namespaced(self.config.client.clone(), name)
@@ -241,13 +236,8 @@ impl Context {
     /// The bootstrap tokens of the spoke `name`: from the store of the watch of them once it
     /// has listed them (as [`Self::managed_cluster`]), listed until then.
     async fn tokens(&self, name: &str) -> Result<Vec<Secret>, ReconcileError> {
-        if let Some(Ok(())) = self.tokens.wait_until_ready().now_or_never() {
-            return Ok(self
-                .tokens_by_cluster
-                .of(&self.tokens, name)
-                .iter()
-                .map(|token| (**token).clone())
-                .collect());
+        if let Some(tokens) = self.tokens_by_cluster.listed(&self.tokens, name) {
+            return Ok(tokens);
         }
         facts::tokens(&self.config.client, name).await
     }

@@ -10,6 +10,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use futures::FutureExt;
 use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -128,6 +129,18 @@ where
             .filter_map(|reference| store.get(reference))
             .collect()
     }
+
+    /// The objects of `key`, copied, once `store` has listed its objects; `None` until then (a
+    /// reader must not take "not listed yet" for "none", and reads them afresh instead).
+    pub fn listed(&self, store: &Store<K>, key: &str) -> Option<Vec<K>> {
+        let ready = matches!(store.wait_until_ready().now_or_never(), Some(Ok(())));
+        ready.then(|| {
+            self.of(store, key)
+                .iter()
+                .map(|object| (**object).clone())
+                .collect()
+        })
+    }
 }
 
 /// The namespace of a namespaced object: the key of an index of a namespace's objects.
@@ -159,6 +172,7 @@ mod tests {
     fn a_keys_objects_are_found_until_deleted_and_a_relist_forgets_what_it_no_longer_lists() {
         let index = Index::new(namespace::<ConfigMap>);
         let (store, mut writer) = kube::runtime::reflector::store();
+        assert_eq!(index.listed(&store, "a"), None, "nothing listed yet");
         let mut deliver = |event: watcher::Event<ConfigMap>| {
             index.observe(&event);
             writer.apply_watcher_event(&event);
@@ -175,6 +189,7 @@ mod tests {
         assert_eq!(names(index.of(&store, "a")), ["one", "two"]);
         assert_eq!(names(index.of(&store, "b")), ["one"]);
         assert!(index.refs("c").is_empty());
+        assert_eq!(index.listed(&store, "c"), Some(Vec::new()), "listed: none");
 
         deliver(watcher::Event::Delete(map("a", "two")));
         assert_eq!(names(index.of(&store, "a")), ["one"]);
