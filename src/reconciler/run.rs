@@ -165,6 +165,10 @@ impl ReconcileError {
 struct Context {
     config: ReconcilerConfig,
     spokes: Store<Spoke>,
+    /// The Spokes again, as the Hub controller's watch of them keeps them: a Hub's pass reads
+    /// its Spokes from the store of the watch that woke it (the Spoke controller's store may
+    /// not have the change yet, and nothing would wake the Hub's pass again).
+    hub_spokes: Store<Spoke>,
     /// The Hubs, as the Spoke controller's watch of them keeps them.
     hubs: Store<Hub>,
     /// The ClusterManagementAddOns, as the Spoke controller's watch of them keeps them.
@@ -344,6 +348,7 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     let addons_by_cluster = Index::new(index::namespace::<ManagedClusterAddOn>);
     let addons_indexed = addons_by_cluster.clone();
     let (tokens, tokens_writer) = reflector::store();
+    let (hub_spokes, hub_spokes_writer) = reflector::store();
     let tokens_by_cluster = Index::new(token_cluster);
     let tokens_indexed = tokens_by_cluster.clone();
     let ctx = Arc::new(Context {
@@ -356,6 +361,7 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
         events: Reporter::new(client.clone(), FIELD_MANAGER, "fleetform-hub"),
         config,
         spokes: store.clone(),
+        hub_spokes,
         errors,
         tokens,
         tokens_by_cluster,
@@ -455,9 +461,15 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     );
     let hubs = hub_controller.store();
     let hub_loop = hub_controller
-        .watches(
-            Api::<Spoke>::namespaced(client.clone(), SYSTEM_NAMESPACE),
-            watcher::Config::default(),
+        .watches_stream(
+            watcher(
+                Api::<Spoke>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+                watcher::Config::default(),
+            )
+            .default_backoff()
+            .modify(without_managed_fields)
+            .reflect(hub_spokes_writer)
+            .touched_objects(),
             |spoke| Some(ObjectRef::new(&spoke.spec.hub_ref).within(SYSTEM_NAMESPACE)),
         )
         // Which addons a spoke is to have, and so its rollout target, follows the AddOn documents.
@@ -1403,7 +1415,7 @@ async fn reconcile_hub(hub: Arc<Hub>, ctx: Arc<Context>) -> Result<Requeue, Reco
             .items;
         hub_lifecycle::Facts::of(&hub, &spokes)
     } else {
-        let spokes = ctx.spokes.state();
+        let spokes = ctx.hub_spokes.state();
         hub_lifecycle::Facts::of(&hub, spokes.iter().map(|spoke| &**spoke))
     };
     for action in hub_lifecycle::decide(&facts) {
@@ -1437,7 +1449,7 @@ async fn reconcile_hub(hub: Arc<Hub>, ctx: Arc<Context>) -> Result<Requeue, Reco
         return Ok(Requeue::requeue(wait));
     }
     let spokes: Vec<Arc<Spoke>> = ctx
-        .spokes
+        .hub_spokes
         .state()
         .into_iter()
         .filter(|spoke| spoke.spec.hub_ref == name)
