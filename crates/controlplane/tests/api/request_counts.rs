@@ -7,6 +7,22 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+/// Creates the Lease `l` and patches it `patches` times.
+async fn create_and_patch(leases: &Api<Lease>, patches: usize) {
+    let lease: Lease = serde_json::from_value(json!({"metadata": {"name": "l"}})).unwrap();
+    leases.create(&PostParams::default(), &lease).await.unwrap();
+    for _ in 0..patches {
+        leases
+            .patch(
+                "l",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"holderIdentity": "x"}})),
+            )
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test]
 async fn counts_each_write_and_read_by_verb_and_resource() {
     let plane = ControlPlane::builder()
@@ -17,18 +33,7 @@ async fn counts_each_write_and_read_by_verb_and_resource() {
     let client = kube::Client::new(plane.in_process_service(), "default");
     let leases: Api<Lease> = Api::namespaced(client, "default");
     let before = plane.request_counts();
-    let lease: Lease = serde_json::from_value(json!({"metadata": {"name": "l"}})).unwrap();
-    leases.create(&PostParams::default(), &lease).await.unwrap();
-    for _ in 0..3 {
-        leases
-            .patch(
-                "l",
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"holderIdentity": "x"}})),
-            )
-            .await
-            .unwrap();
-    }
+    create_and_patch(&leases, 3).await;
     leases.get("l").await.unwrap();
     leases.list(&Default::default()).await.unwrap();
     let counted = plane.request_counts().since(&before);
@@ -62,18 +67,7 @@ async fn metrics(client: &kube::Client) -> (u16, String) {
 async fn metrics_serve_the_counts_as_kube_apiserver_names_them_to_whom_rbac_lets_read_them() {
     let t = TestPlane::start().await;
     let leases: Api<Lease> = Api::namespaced(t.client.clone(), "default");
-    let lease: Lease = serde_json::from_value(json!({"metadata": {"name": "l"}})).unwrap();
-    leases.create(&PostParams::default(), &lease).await.unwrap();
-    for _ in 0..2 {
-        leases
-            .patch(
-                "l",
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"holderIdentity": "x"}})),
-            )
-            .await
-            .unwrap();
-    }
+    create_and_patch(&leases, 2).await;
     leases.list(&Default::default()).await.unwrap();
 
     let (code, text) = metrics(&t.client).await;
