@@ -69,7 +69,28 @@ impl Server {
             .and_then(|kb| kb.parse::<f64>().ok())
             .map_or(0.0, |kb| kb / 1024.0)
     }
+
+    /// The server's CPU time so far (user + system), from `/proc/<pid>/stat`: the figure
+    /// that survives a busy machine, where throughput does not.
+    fn cpu_secs(&self) -> f64 {
+        let pid = self.child.id().unwrap_or(0);
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // Fields after the command (which may hold spaces) end at its closing parenthesis;
+        // utime and stime are the 12th and 13th after it.
+        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let ticks: f64 = after
+            .split_whitespace()
+            .skip(11)
+            .take(2)
+            .filter_map(|t| t.parse::<f64>().ok())
+            .sum();
+        ticks / USER_HZ
+    }
 }
+
+/// The unit of `/proc/<pid>/stat`'s times: Linux reports them at 100 Hz on every
+/// architecture (`sysconf(_SC_CLK_TCK)`).
+const USER_HZ: f64 = 100.0;
 
 fn client(url: &str) -> kube::Client {
     let mut c = kube::Config::new(url.parse().expect("url"));
@@ -94,6 +115,8 @@ struct Result {
     secs: f64,
     p50_ms: f64,
     p99_ms: f64,
+    /// The server's CPU-seconds over the round, per operation, in microseconds.
+    server_cpu_us: f64,
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -166,6 +189,7 @@ async fn crud_of(durable: bool, binary: &Path, build: &str, results: &mut Vec<Re
             (Op::Update, "update"),
             (Op::Get, "get"),
         ] {
+            let cpu = server.cpu_secs();
             let (ops, secs, lat) = run_op(&client, op, clients, per_client, &prefix).await;
             results.push(Result {
                 name: format!(
@@ -176,24 +200,21 @@ async fn crud_of(durable: bool, binary: &Path, build: &str, results: &mut Vec<Re
                 secs,
                 p50_ms: percentile(&lat, 0.5),
                 p99_ms: percentile(&lat, 0.99),
+                server_cpu_us: (server.cpu_secs() - cpu) / ops as f64 * 1e6,
             });
         }
         if clients == 64 {
             // A longer update run at 64 clients: the headline durable-throughput figure.
-            let (ops, secs, lat) = run_op(
-                &client,
-                Op::Update,
-                64,
-                200,
-                &prefix_for_sustained(&client, &prefix).await,
-            )
-            .await;
+            let prefix = prefix_for_sustained(&client, &prefix).await;
+            let cpu = server.cpu_secs();
+            let (ops, secs, lat) = run_op(&client, Op::Update, 64, 200, &prefix).await;
             results.push(Result {
                 name: format!("update {mode} 64 clients sustained{build}"),
                 ops,
                 secs,
                 p50_ms: percentile(&lat, 0.5),
                 p99_ms: percentile(&lat, 0.99),
+                server_cpu_us: (server.cpu_secs() - cpu) / ops as f64 * 1e6,
             });
         }
     }
@@ -500,24 +521,26 @@ fn main() {
         }
         println!();
         println!(
-            "{:<40} {:>8} {:>10} {:>9} {:>9}",
-            "scenario", "ops", "ops/s", "p50 ms", "p99 ms"
+            "{:<40} {:>8} {:>10} {:>9} {:>9} {:>14}",
+            "scenario", "ops", "ops/s", "p50 ms", "p99 ms", "server CPU/op"
         );
         for r in &results {
             println!(
-                "{:<40} {:>8} {:>10.0} {:>9.2} {:>9.2}",
+                "{:<40} {:>8} {:>10.0} {:>9.2} {:>9.2} {:>11.0} µs",
                 r.name,
                 r.ops,
                 r.ops as f64 / r.secs,
                 r.p50_ms,
-                r.p99_ms
+                r.p99_ms,
+                r.server_cpu_us
             );
         }
         doc["crud"] = results
             .iter()
             .map(|r| {
                 json!({"scenario": r.name, "ops": r.ops,
-            "ops_per_sec": r.ops as f64 / r.secs, "p50_ms": r.p50_ms, "p99_ms": r.p99_ms})
+            "ops_per_sec": r.ops as f64 / r.secs, "p50_ms": r.p50_ms, "p99_ms": r.p99_ms,
+            "server_cpu_us_per_op": r.server_cpu_us})
             })
             .collect();
     }
