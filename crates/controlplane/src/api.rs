@@ -828,11 +828,15 @@ impl ApiServer {
     ) -> ApiResult<Answer> {
         let stored = written.stored.clone();
         let obj = self.finish(t, written).await?;
-        let body =
-            match stored.filter(|raw| t.part != Part::Scale && served_as_stored(&t.info, raw)) {
-                Some(raw) => Reply::Json(raw),
-                None => Reply::Object(self.render_written(t, &obj)?),
-            };
+        // The stored bytes encode `obj`: its type meta says whether they are served as they are.
+        let as_stored = t.part != Part::Scale
+            && t.info.strategy.serves_as_stored()
+            && obj.get("apiVersion").and_then(Value::as_str) == Some(t.info.api_version().as_str())
+            && obj.get("kind").and_then(Value::as_str) == Some(t.info.kind.as_str());
+        let body = match stored.filter(|_| as_stored) {
+            Some(raw) => Reply::Json(raw),
+            None => Reply::Object(self.render_written(t, &obj)?),
+        };
         Ok(Answer {
             code,
             body,
@@ -1089,19 +1093,24 @@ impl ApiServer {
     {
         let key = t.key();
         loop {
-            let read = self.store.get(&key, &t.namespace, t.name());
-            let op = decide(read.as_ref())?;
-            let seen = read.as_ref().map(|o| o.resource_version().to_string());
+            let read = self.store.read(&key, &t.namespace, t.name());
+            let op = decide(read.as_ref().map(|r| &r.object))?;
+            let seen = read.as_ref().map(|r| r.object.resource_version().to_string());
             let mut moved = false;
-            let written = self
-                .store
-                .write(&key, &t.namespace, t.name(), dry_run, |now| {
+            let written = self.store.write_after(
+                &key,
+                &t.namespace,
+                t.name(),
+                dry_run,
+                read.as_ref(),
+                |now| {
                     if now.map(|o| o.resource_version()) != seen.as_deref() {
                         moved = true;
                         return Err(ApiError::Conflict(subject(&t.info, t.name())));
                     }
                     Ok(op)
-                });
+                },
+            );
             if !moved {
                 return written.map_err(ApiError::from);
             }

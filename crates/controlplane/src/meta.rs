@@ -140,8 +140,13 @@ fn owner_reference_json(r: &Value) -> String {
 /// Read-only accessors over an object's metadata.
 pub trait ObjectMeta {
     fn meta(&self) -> Option<&Map<String, Value>>;
+    /// `metadata.<key>`: what `pointer("/metadata/<key>")` reads, without parsing a pointer
+    /// (which allocates) on the write path.
+    fn meta_field(&self, key: &str) -> Option<&Value> {
+        self.meta().and_then(|m| m.get(key))
+    }
     fn meta_str(&self, key: &str) -> Option<&str> {
-        self.meta().and_then(|m| m.get(key)).and_then(Value::as_str)
+        self.meta_field(key).and_then(Value::as_str)
     }
     fn name(&self) -> &str {
         self.meta_str("name").unwrap_or("")

@@ -232,13 +232,13 @@ pub fn validate_part(
             .into_iter()
             .map(|m| FieldError::invalid("metadata.name", &json!(name), m)),
     );
-    if let Some(labels) = obj.pointer("/metadata/labels") {
+    if let Some(labels) = obj.meta_field("labels") {
         errs.extend(names::labels(labels, "metadata.labels"));
     }
-    if let Some(a) = obj.pointer("/metadata/annotations") {
+    if let Some(a) = obj.meta_field("annotations") {
         errs.extend(names::annotations(a, "metadata.annotations"));
     }
-    if let Some(f) = obj.pointer("/metadata/finalizers")
+    if let Some(f) = obj.meta_field("finalizers")
         && !f.is_null()
         && !f.as_array().is_some_and(|a| a.iter().all(Value::is_string))
     {
@@ -248,7 +248,7 @@ pub fn validate_part(
             "must be a list of strings",
         ));
     }
-    if let Some(refs) = obj.pointer("/metadata/ownerReferences") {
+    if let Some(refs) = obj.meta_field("ownerReferences") {
         errs.extend(crate::meta::validate_owner_references(refs));
     }
     let mut check = Validation {
@@ -444,7 +444,7 @@ pub fn settle_update(info: &ResourceInfo, cur: &Value, mut next: Value) -> ApiRe
         && without_meta_and_status(&next) != without_meta_and_status(cur)
     {
         let g = cur
-            .pointer("/metadata/generation")
+            .meta_field("generation")
             .and_then(Value::as_i64)
             .unwrap_or(0);
         meta_mut(&mut next).insert("generation".into(), json!(g + 1));
@@ -487,7 +487,7 @@ pub fn keep_server_metadata(before: &Value, after: &mut Value) {
 
 /// Like kube-apiserver, a status write keeps the stored metadata except managedFields.
 fn carry_meta(next: &mut Value, new: &Value) {
-    if let Some(mf) = new.pointer("/metadata/managedFields") {
+    if let Some(mf) = new.meta_field("managedFields") {
         meta_mut(next).insert("managedFields".into(), mf.clone());
     }
 }

@@ -144,12 +144,18 @@ pub fn take_patched(
         strict_errors: mut patch_errors,
         reached,
     } = patched;
-    let quoted = match (&info.custom, &info.fields) {
-        (None, Some(ty)) => merge_patched_json(&ty.schema, Some(ty.root), &patched, &reached),
-        _ => patched.to_string(),
-    };
+    // Only a strict refusal quotes the object as patched (before decoding drops fields):
+    // keep a copy for it rather than encode every patched object.
+    let as_patched = (validation == FieldValidation::Strict).then(|| patched.clone());
     patch_errors.extend(decode_kind(info, &mut patched));
     validation.judge(patch_errors, warnings, |errors| {
+        let as_patched = as_patched.as_ref().unwrap_or(&patched);
+        let quoted = match (&info.custom, &info.fields) {
+            (None, Some(ty)) => {
+                merge_patched_json(&ty.schema, Some(ty.root), as_patched, &reached)
+            }
+            _ => as_patched.to_string(),
+        };
         ApiError::invalid(
             Subject::default(),
             vec![FieldError::invalid(
@@ -200,6 +206,7 @@ pub fn record_unstored(
         versions: &OneVersion,
         now,
         describe: &|_| String::new(),
+        live_typed: false,
     };
     fm.update(&serde_json::json!({"spec": {}}), obj, manager);
 }
@@ -291,6 +298,7 @@ impl Recorder<'_> {
             versions: &versions,
             now: self.now,
             describe: &describe,
+            live_typed: self.info.custom.is_none() && self.info.strategy.stored_as().is_none(),
         };
         Some(f(&fm))
     }

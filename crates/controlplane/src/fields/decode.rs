@@ -4,7 +4,7 @@
 //! dropped, and a built-in kind's object is re-encoded as its Go type encodes it (empty
 //! `omitempty` fields left out, non-omitempty fields present with their zero value).
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 use serde::Deserializer;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -180,7 +180,8 @@ fn normalize_at(
             if let Some(list) = &atom.list {
                 for (i, item) in items.iter_mut().enumerate() {
                     let len = path.len();
-                    path.push_str(&format!("[{i}]"));
+                    // Writing to a String cannot fail.
+                    let _ = write!(path, "[{i}]");
                     normalize_at(schema, list.elem, item, path, unknown);
                     path.truncate(len);
                 }
@@ -200,44 +201,39 @@ fn normalize_at(
                 }
                 return;
             }
-            let keys: Vec<String> = entries.keys().cloned().collect();
-            for key in keys {
+            // Entries are changed in place; the few a decoder drops are removed after.
+            let mut dropped = Vec::new();
+            for (key, child) in entries.iter_mut() {
                 let len = path.len();
-                push_key(path, &key);
-                match map.field(&key) {
+                push_key(path, key);
+                match map.field(key) {
                     None if map.elem.is_none() => {
                         unknown.push(path.clone());
-                        entries.remove(&key);
+                        dropped.push(key.clone());
                     }
                     None => {
-                        if let (Some(elem), Some(child)) = (map.elem, entries.get_mut(&key)) {
+                        if let Some(elem) = map.elem {
                             normalize_at(schema, elem, child, path, unknown);
                         }
                     }
+                    Some(field) if child.is_null() => {
+                        if let Some(zero) = field_zero(schema, field) {
+                            *child = zero;
+                        } else if field.omit != Omit::Never {
+                            dropped.push(key.clone());
+                        }
+                    }
                     Some(field) => {
-                        let child = entries.get_mut(&key).map(std::mem::take);
-                        match child {
-                            Some(Value::Null) | None => {
-                                if let Some(zero) = field_zero(schema, field) {
-                                    entries.insert(key.clone(), zero);
-                                } else if field.omit == Omit::Never {
-                                    entries.insert(key.clone(), Value::Null);
-                                } else {
-                                    entries.remove(&key);
-                                }
-                            }
-                            Some(mut child) => {
-                                normalize_at(schema, field.ty, &mut child, path, unknown);
-                                if omitted(schema, field, &child) {
-                                    entries.remove(&key);
-                                } else {
-                                    entries.insert(key.clone(), child);
-                                }
-                            }
+                        normalize_at(schema, field.ty, child, path, unknown);
+                        if omitted(schema, field, child) {
+                            dropped.push(key.clone());
                         }
                     }
                 }
                 path.truncate(len);
+            }
+            for key in &dropped {
+                entries.remove(key);
             }
             for field in &map.fields {
                 if !entries.contains_key(&field.name)

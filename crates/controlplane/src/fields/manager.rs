@@ -11,10 +11,12 @@
 //! owns the metadata only the server sets.
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use serde_json::{Map, Value, json};
 
 use super::schema::ObjectType;
+use crate::meta::ObjectMeta;
 use super::set::{PathElement, Set, path_string};
 use super::typed::{self, Comparison, TypeError, errors_string};
 
@@ -35,17 +37,72 @@ impl Operation {
 }
 
 /// One `managedFields` entry.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Entry {
     pub manager: String,
     pub operation: Operation,
     pub api_version: String,
     pub time: Option<String>,
     pub subresource: String,
-    pub fields: Set,
+    /// What the manager owns; changed through [`Entry::set_fields`].
+    fields: Set,
+    /// The `fieldsV1` this entry was read with, while `fields` is unchanged: written back as
+    /// it was instead of encoded again (most writes leave most entries as they were).
+    fields_v1: Option<Value>,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        (
+            &self.manager,
+            self.operation,
+            &self.api_version,
+            &self.time,
+            &self.subresource,
+            &self.fields,
+        ) == (
+            &other.manager,
+            other.operation,
+            &other.api_version,
+            &other.time,
+            &other.subresource,
+            &other.fields,
+        )
+    }
 }
 
 impl Entry {
+    pub fn new(
+        manager: &str,
+        operation: Operation,
+        api_version: &str,
+        time: Option<String>,
+        subresource: &str,
+        fields: Set,
+    ) -> Entry {
+        Entry {
+            manager: manager.to_string(),
+            operation,
+            api_version: api_version.to_string(),
+            time,
+            subresource: subresource.to_string(),
+            fields,
+            fields_v1: None,
+        }
+    }
+
+    pub fn fields(&self) -> &Set {
+        &self.fields
+    }
+
+    /// Sets what the manager owns; unchanged fields keep their encoding.
+    fn set_fields(&mut self, fields: Set) {
+        if fields != self.fields {
+            self.fields = fields;
+            self.fields_v1 = None;
+        }
+    }
+
     /// Whether two entries are the same manager: appliers are one whatever their version,
     /// updaters one per version.
     fn same(&self, manager: &str, operation: Operation, api_version: &str, sub: &str) -> bool {
@@ -78,18 +135,22 @@ pub struct Managed(pub Vec<Entry>);
 impl Managed {
     /// Reads `metadata.managedFields`; an error names what is malformed.
     pub fn decode(obj: &Value) -> Result<Managed, String> {
-        let Some(entries) = obj.pointer("/metadata/managedFields") else {
-            return Ok(Managed::default());
-        };
-        let Some(entries) = entries.as_array() else {
-            return if entries.is_null() {
-                Ok(Managed::default())
-            } else {
-                Err("managedFields must be a list".into())
-            };
+        Self::from_list(obj.meta_field("managedFields").cloned())
+    }
+
+    /// Takes `metadata.managedFields` out of `obj` and reads them.
+    fn take(obj: &mut Value) -> Result<Managed, String> {
+        Self::from_list(crate::meta::meta_mut(obj).remove("managedFields"))
+    }
+
+    fn from_list(entries: Option<Value>) -> Result<Managed, String> {
+        let entries = match entries {
+            None | Some(Value::Null) => return Ok(Managed::default()),
+            Some(Value::Array(entries)) => entries,
+            Some(_) => return Err("managedFields must be a list".into()),
         };
         let mut out = Vec::new();
-        for (i, e) in entries.iter().enumerate() {
+        for (i, mut e) in entries.into_iter().enumerate() {
             let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
             let operation = match e.get("operation").and_then(Value::as_str) {
                 Some("Apply") => Operation::Apply,
@@ -104,13 +165,18 @@ impl Managed {
             }
             let fields = Set::from_fields_v1(e.get("fieldsV1").unwrap_or(&json!({})))
                 .ok_or_else(|| format!("managedFields[{i}]: invalid fieldsV1"))?;
-            out.push(Entry {
+            let entry = Entry {
                 manager: s("manager"),
                 operation,
                 api_version: s("apiVersion"),
                 time: e.get("time").and_then(Value::as_str).map(str::to_string),
                 subresource: s("subresource"),
                 fields,
+                fields_v1: None,
+            };
+            out.push(Entry {
+                fields_v1: e.as_object_mut().and_then(|e| e.remove("fieldsV1")),
+                ..entry
             });
         }
         Ok(Managed(out))
@@ -148,7 +214,8 @@ impl Managed {
                     m.insert("time".into(), json!(t));
                 }
                 m.insert("fieldsType".into(), json!("FieldsV1"));
-                m.insert("fieldsV1".into(), e.fields.to_fields_v1());
+                let fields_v1 = e.fields_v1.unwrap_or_else(|| e.fields.to_fields_v1());
+                m.insert("fieldsV1".into(), fields_v1);
                 if !e.subresource.is_empty() {
                     m.insert("subresource".into(), json!(e.subresource));
                 }
@@ -172,7 +239,7 @@ impl Managed {
 
 /// Whether `managedFields` in a request asks to drop every entry (`[]` or `[{}]`).
 fn asks_reset(obj: &Value) -> bool {
-    match obj.pointer("/metadata/managedFields") {
+    match obj.meta_field("managedFields") {
         Some(Value::Array(a)) => {
             a.is_empty() || (a.len() == 1 && a[0].as_object().is_some_and(Map::is_empty))
         }
@@ -181,6 +248,8 @@ fn asks_reset(obj: &Value) -> bool {
 }
 
 /// The paths only the server sets, owned by nobody.
+static SERVER_METADATA: LazyLock<Set> = LazyLock::new(server_metadata);
+
 fn server_metadata() -> Set {
     let mut s = Set::new();
     let f = |n: &str| PathElement::Field(n.into());
@@ -201,6 +270,24 @@ fn server_metadata() -> Set {
         s.insert(&[f("metadata"), f(m)]);
     }
     s
+}
+
+/// What a write changes at one version: the fields it adds or sets to something else, and
+/// those it removes.
+struct Change {
+    changed: Set,
+    removed: Set,
+}
+
+impl From<Comparison> for Change {
+    fn from(c: Comparison) -> Change {
+        let mut changed = c.modified;
+        changed.union_with(&c.added);
+        Change {
+            changed,
+            removed: c.removed,
+        }
+    }
 }
 
 /// An object as served at another version, for managers that wrote at that version.
@@ -289,6 +376,11 @@ pub struct FieldManager<'a> {
     pub now: &'a str,
     /// `namespace/name; group/version, Kind=kind` as kube names objects in errors.
     pub describe: &'a dyn Fn(&Value) -> String,
+    /// Whether the type of a version never changes (a built-in kind's; a custom resource's
+    /// schema may): then a live object whose managed fields were all written at this version
+    /// was typed by this type when written (an untyped object is stored without managed
+    /// fields) and is not checked again.
+    pub live_typed: bool,
 }
 
 impl FieldManager<'_> {
@@ -296,21 +388,22 @@ impl FieldManager<'_> {
     /// `manager`, setting `new`'s managedFields. A subresource write keeps the live entries;
     /// a main write may replace them with its own, or drop them with `[]`.
     pub fn update(&self, live: &Value, new: &mut Value, manager: &str) {
+        let reset = asks_reset(new);
+        let given = Managed::take(new);
         let mut managed = if !self.subresource.is_empty() {
             Managed::decode(live).unwrap_or_default()
-        } else if asks_reset(new) {
+        } else if reset {
             Managed::default()
         } else {
-            match Managed::decode(new) {
+            match given {
                 Ok(m) if !m.0.is_empty() => m,
                 _ => Managed::decode(live).unwrap_or_default(),
             }
         };
-        crate::meta::meta_mut(new).remove("managedFields");
         // kube-apiserver starts tracking an object's fields only when it is created: an update
         // of an object without any (never tracked, or reset with `[]`) leaves it without.
         let existing = live
-            .pointer("/metadata/uid")
+            .meta_field("uid")
             .and_then(Value::as_str)
             .is_some_and(|uid| !uid.is_empty());
         if managed.0.is_empty() && existing {
@@ -318,33 +411,42 @@ impl FieldManager<'_> {
         }
         let (schema, root) = (&self.ty.schema, self.ty.root);
         // kube keeps no managed fields for objects its type cannot hold.
+        // Tracked, and only ever written at this version: typed as it is now when written.
+        let live_tracked = self.live_typed
+            && live
+                .meta_field("managedFields")
+                .and_then(Value::as_array)
+                .is_some_and(|entries| {
+                    !entries.is_empty()
+                        && entries.iter().all(|e| {
+                            e.get("apiVersion").and_then(Value::as_str) == Some(self.api_version)
+                        })
+                });
         if !typed::validate(schema, root, new, true).is_empty()
-            || !typed::validate(schema, root, live, true).is_empty()
+            || (!live_tracked && !typed::validate(schema, root, live, true).is_empty())
         {
             return;
         }
-        let compare = typed::compare(schema, root, live, new).without(self.reset);
-        let mut by_version = HashMap::new();
-        by_version.insert(self.api_version.to_string(), Some(compare.clone()));
-        self.settle_others(&mut managed, live, new, &mut by_version, None);
-        let mut mine = compare.modified.union(&compare.added);
-        mine = mine.difference(&server_metadata());
+        let change = Change::from(typed::compare(schema, root, live, new).without(self.reset));
+        self.settle_others(&mut managed, live, new, &change, None);
+        let mine = change.changed.difference(&SERVER_METADATA);
         if !mine.is_empty() {
             let (sub, version) = (self.subresource, self.api_version);
+            let now = Some(self.now.to_string());
             match managed.find(manager, Operation::Update, version, sub) {
                 Some(i) => {
                     let e = &mut managed.0[i];
-                    e.fields.union_with(&mine);
-                    e.time = Some(self.now.to_string());
+                    e.set_fields(e.fields.union(&mine));
+                    e.time = now;
                 }
-                None => managed.0.push(Entry {
-                    manager: manager.to_string(),
-                    operation: Operation::Update,
-                    api_version: version.to_string(),
-                    time: Some(self.now.to_string()),
-                    subresource: sub.to_string(),
-                    fields: mine,
-                }),
+                None => managed.0.push(Entry::new(
+                    manager,
+                    Operation::Update,
+                    version,
+                    now,
+                    sub,
+                    mine,
+                )),
             }
         }
         managed.encode(new);
@@ -352,38 +454,46 @@ impl FieldManager<'_> {
 
     /// Takes from every manager but `skip` what the write changes (or, when `refuse`, says
     /// which of their fields it would change), and what it removes.
+    /// `change` is the write's at the request's version; entries of other versions are
+    /// compared at theirs.
     fn settle_others(
         &self,
         managed: &mut Managed,
         live: &Value,
         new: &Value,
-        by_version: &mut HashMap<String, Option<Comparison>>,
+        change: &Change,
         skip: Option<usize>,
     ) -> Vec<(usize, Set)> {
+        let mut at_other_versions: HashMap<String, Option<Change>> = HashMap::new();
         let mut conflicts = Vec::new();
         for (i, e) in managed.0.iter_mut().enumerate() {
             if Some(i) == skip {
                 continue;
             }
-            let compare = by_version
-                .entry(e.api_version.clone())
-                .or_insert_with(|| {
-                    let (live, ty) = self.versions.convert(live, &e.api_version)?;
-                    let (new, _) = self.versions.convert(new, &e.api_version)?;
-                    Some(typed::compare(&ty.schema, ty.root, &live, &new).without(self.reset))
-                })
-                .as_ref();
-            let Some(compare) = compare else {
+            let change = if e.api_version == self.api_version {
+                Some(change)
+            } else {
+                at_other_versions
+                    .entry(e.api_version.clone())
+                    .or_insert_with(|| {
+                        let (live, ty) = self.versions.convert(live, &e.api_version)?;
+                        let (new, _) = self.versions.convert(new, &e.api_version)?;
+                        let compare = typed::compare(&ty.schema, ty.root, &live, &new);
+                        Some(Change::from(compare.without(self.reset)))
+                    })
+                    .as_ref()
+            };
+            let Some(change) = change else {
                 // Written at a version no longer served: kube forgets the entry.
-                e.fields = Set::new();
+                e.set_fields(Set::new());
                 continue;
             };
-            let changed = compare.modified.union(&compare.added);
-            let taken = e.fields.intersection(&changed);
+            let taken = e.fields.intersection(&change.changed);
+            let kept = e.fields.difference(&taken).difference(&change.removed);
             if !taken.is_empty() {
-                conflicts.push((i, taken.clone()));
+                conflicts.push((i, taken));
             }
-            e.fields = e.fields.difference(&taken).difference(&compare.removed);
+            e.set_fields(kept);
         }
         conflicts
     }
@@ -397,7 +507,7 @@ impl FieldManager<'_> {
         force: bool,
     ) -> Result<Applied, ApplyError> {
         if config
-            .pointer("/metadata/managedFields")
+            .meta_field("managedFields")
             .is_some_and(|m| !m.is_null())
         {
             return Err(ApplyError::BadRequest(
@@ -433,14 +543,14 @@ impl FieldManager<'_> {
             .find(manager, Operation::Apply, self.api_version, sub)
             .map(|i| managed.0[i].clone());
         let set = typed::field_set(schema, root, config).recursive_difference(self.reset);
-        let mine = Entry {
-            manager: manager.to_string(),
-            operation: Operation::Apply,
-            api_version: self.api_version.to_string(),
-            time: last.as_ref().and_then(|l| l.time.clone()),
-            subresource: sub.to_string(),
-            fields: set,
-        };
+        let mine = Entry::new(
+            manager,
+            Operation::Apply,
+            self.api_version,
+            last.as_ref().and_then(|l| l.time.clone()),
+            sub,
+            set,
+        );
         let mine_at = match managed.find(manager, Operation::Apply, self.api_version, sub) {
             Some(i) => {
                 managed.0[i] = mine;
@@ -455,12 +565,9 @@ impl FieldManager<'_> {
             Some(last) if !last.fields.is_empty() => self.prune(merged, &managed, last),
             _ => merged,
         };
-        let mut by_version = HashMap::new();
-        let compare = typed::compare(schema, root, &live, &merged).without(self.reset);
-        by_version.insert(self.api_version.to_string(), Some(compare));
+        let change = Change::from(typed::compare(schema, root, &live, &merged).without(self.reset));
         let before = managed.clone();
-        let taken =
-            self.settle_others(&mut managed, &live, &merged, &mut by_version, Some(mine_at));
+        let taken = self.settle_others(&mut managed, &live, &merged, &change, Some(mine_at));
         if !taken.is_empty() && !force {
             let mut conflicts: Vec<(String, Conflict)> = Vec::new();
             for (i, set) in taken {
@@ -480,10 +587,10 @@ impl FieldManager<'_> {
                 conflicts.into_iter().map(|(_, c)| c).collect(),
             ));
         }
-        let server = server_metadata();
+        let server = &*SERVER_METADATA;
         let changed = !typed::values_equal(&live, &merged);
         let e = &mut managed.0[mine_at];
-        e.fields = e.fields.difference(&server);
+        e.set_fields(e.fields.difference(server));
         if changed {
             e.time = Some(self.now.to_string());
         }
@@ -583,6 +690,7 @@ mod tests {
             versions: &OneVersion,
             now: "2026-01-01T00:00:00Z",
             describe: &describe,
+            live_typed: true,
         }
     }
 

@@ -364,7 +364,10 @@ pub struct Comparison {
 
 impl Comparison {
     /// The comparison without `excluded` and everything below it.
-    pub fn without(&self, excluded: &Set) -> Comparison {
+    pub fn without(self, excluded: &Set) -> Comparison {
+        if excluded.is_empty() {
+            return self;
+        }
         Comparison {
             removed: self.removed.recursive_difference(excluded),
             modified: self.modified.recursive_difference(excluded),

@@ -220,6 +220,20 @@ pub enum WriteOp {
     Unchanged,
 }
 
+/// An object as [`Store::read`] read it.
+pub struct Read {
+    pub object: Arc<Value>,
+    raw: Bytes,
+}
+
+impl Read {
+    /// Whether `raw` is the very buffer this was parsed from. Stored bytes are never changed
+    /// in place and this read keeps its buffer alive, so the same address is the same object.
+    fn holds(&self, raw: &Bytes) -> bool {
+        self.raw.as_ptr() == raw.as_ptr() && self.raw.len() == raw.len()
+    }
+}
+
 /// The result of a write.
 pub struct Written {
     /// The stored object (for deletes: the last state).
@@ -355,7 +369,7 @@ pub struct Expired {
 }
 
 fn owner_uids(obj: &Value) -> Vec<String> {
-    obj.pointer("/metadata/ownerReferences")
+    obj.meta_field("ownerReferences")
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()
@@ -370,24 +384,28 @@ impl Inner {
         if let Some(indexes) = self.indexes.get_mut(&slot.0) {
             indexes.update(&(slot.1.clone(), slot.2.clone()), old, new);
         }
-        if let Some(old) = old {
+        // Most writes are updates that keep the object's uid and owners: nothing to move.
+        let (old_owners, new_owners) = (old.map(owner_uids), new.map(owner_uids));
+        let same_uid = matches!((old, new), (Some(o), Some(n)) if o.uid() == n.uid());
+        if let Some(old) = old.filter(|_| !same_uid) {
             self.uids.remove(old.uid());
-            for o in owner_uids(old) {
-                if let Some(set) = self.dependents.get_mut(&o) {
-                    set.remove(slot);
-                    if set.is_empty() {
-                        self.dependents.remove(&o);
-                    }
+        }
+        if let Some(new) = new.filter(|n| !same_uid && !n.uid().is_empty()) {
+            self.uids.insert(new.uid().to_string(), slot.clone());
+        }
+        if old_owners == new_owners {
+            return;
+        }
+        for o in old_owners.into_iter().flatten() {
+            if let Some(set) = self.dependents.get_mut(&o) {
+                set.remove(slot);
+                if set.is_empty() {
+                    self.dependents.remove(&o);
                 }
             }
         }
-        if let Some(new) = new {
-            if !new.uid().is_empty() {
-                self.uids.insert(new.uid().to_string(), slot.clone());
-            }
-            for o in owner_uids(new) {
-                self.dependents.entry(o).or_default().insert(slot.clone());
-            }
+        for o in new_owners.into_iter().flatten() {
+            self.dependents.entry(o).or_default().insert(slot.clone());
         }
     }
 
@@ -501,6 +519,15 @@ impl Store {
     /// One object.
     pub fn get(&self, key: &str, ns: &str, name: &str) -> Option<Arc<Value>> {
         self.get_stored(key, ns, name).map(|raw| parse(&raw))
+    }
+
+    /// One object, with the bytes it was parsed from: a write after it
+    /// ([`Store::write_after`]) that finds the object unchanged takes it as read.
+    pub fn read(&self, key: &str, ns: &str, name: &str) -> Option<Read> {
+        self.get_stored(key, ns, name).map(|raw| Read {
+            object: parse(&raw),
+            raw,
+        })
     }
 
     /// One object as stored ([`decode`] reads it).
@@ -674,10 +701,30 @@ impl Store {
     where
         F: FnOnce(Option<&Arc<Value>>) -> Result<WriteOp, E>,
     {
+        self.write_after(key, ns, name, dry_run, None, decide)
+    }
+
+    /// [`Store::write`] after a [`Store::read`] of the object: when it is still what was
+    /// read (the same stored bytes), `decide` gets the object as read instead of a new parse.
+    pub fn write_after<F, E>(
+        &self,
+        key: &str,
+        ns: &str,
+        name: &str,
+        dry_run: bool,
+        read: Option<&Read>,
+        decide: F,
+    ) -> Result<Written, WriteError<E>>
+    where
+        F: FnOnce(Option<&Arc<Value>>) -> Result<WriteOp, E>,
+    {
         let mut inner = self.lock();
         let id = (ns.to_string(), name.to_string());
         let stored = inner.objects.get(key).and_then(|m| m.get(&id)).cloned();
-        let current = stored.as_ref().map(parse);
+        let current = stored.as_ref().map(|raw| match read {
+            Some(read) if read.holds(raw) => read.object.clone(),
+            _ => parse(raw),
+        });
         let op = decide(current.as_ref()).map_err(WriteError::Refused)?;
         let (kind, mut object) = match op {
             WriteOp::Unchanged => {
