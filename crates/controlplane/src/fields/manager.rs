@@ -46,9 +46,10 @@ pub struct Entry {
     pub subresource: String,
     /// What the manager owns; changed through [`Entry::set_fields`].
     fields: Set,
-    /// The `fieldsV1` this entry was read with, while `fields` is unchanged: written back as
-    /// it was instead of encoded again (most writes leave most entries as they were).
-    fields_v1: Option<Value>,
+    /// The entry as read, when it was in the form [`Managed::encode`] writes, while `fields`
+    /// is unchanged: written back with its time instead of encoded again (most writes leave
+    /// most entries as they were).
+    read: Option<Map<String, Value>>,
 }
 
 impl PartialEq for Entry {
@@ -87,7 +88,7 @@ impl Entry {
             time,
             subresource: subresource.to_string(),
             fields,
-            fields_v1: None,
+            read: None,
         }
     }
 
@@ -99,7 +100,7 @@ impl Entry {
     fn set_fields(&mut self, fields: Set) {
         if fields != self.fields {
             self.fields = fields;
-            self.fields_v1 = None;
+            self.read = None;
         }
     }
 
@@ -133,24 +134,23 @@ impl Entry {
 pub struct Managed(pub Vec<Entry>);
 
 impl Managed {
-    /// Reads `metadata.managedFields`; an error names what is malformed.
+    /// Reads the `metadata.managedFields` of a stored object; an error names what is
+    /// malformed.
     pub fn decode(obj: &Value) -> Result<Managed, String> {
-        Self::from_list(obj.meta_field("managedFields").cloned())
+        Self::from_list(obj.meta_field("managedFields").cloned(), true)
     }
 
-    /// Takes `metadata.managedFields` out of `obj` and reads them.
-    fn take(obj: &mut Value) -> Result<Managed, String> {
-        Self::from_list(crate::meta::meta_mut(obj).remove("managedFields"))
-    }
-
-    fn from_list(entries: Option<Value>) -> Result<Managed, String> {
+    /// Reads `entries`. Entries `stored` (this field manager's own encoding, read back) are
+    /// kept as read, to be written back as they are while unchanged; a request's may be in
+    /// any form kube accepts, and are encoded again.
+    fn from_list(entries: Option<Value>, stored: bool) -> Result<Managed, String> {
         let entries = match entries {
             None | Some(Value::Null) => return Ok(Managed::default()),
             Some(Value::Array(entries)) => entries,
             Some(_) => return Err("managedFields must be a list".into()),
         };
         let mut out = Vec::new();
-        for (i, mut e) in entries.into_iter().enumerate() {
+        for (i, e) in entries.into_iter().enumerate() {
             let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
             let operation = match e.get("operation").and_then(Value::as_str) {
                 Some("Apply") => Operation::Apply,
@@ -172,12 +172,13 @@ impl Managed {
                 time: e.get("time").and_then(Value::as_str).map(str::to_string),
                 subresource: s("subresource"),
                 fields,
-                fields_v1: None,
+                read: None,
             };
-            out.push(Entry {
-                fields_v1: e.as_object_mut().and_then(|e| e.remove("fieldsV1")),
-                ..entry
-            });
+            let read = match e {
+                Value::Object(m) if stored && as_encoded(&m) => Some(m),
+                _ => None,
+            };
+            out.push(Entry { read, ..entry });
         }
         Ok(Managed(out))
     }
@@ -206,6 +207,13 @@ impl Managed {
             .0
             .into_iter()
             .map(|e| {
+                if let Some(mut m) = e.read {
+                    match e.time {
+                        Some(t) => m.insert("time".into(), Value::String(t)),
+                        None => m.remove("time"),
+                    };
+                    return Value::Object(m);
+                }
                 let mut m = Map::new();
                 m.insert("manager".into(), json!(e.manager));
                 m.insert("operation".into(), json!(e.operation.as_str()));
@@ -214,8 +222,7 @@ impl Managed {
                     m.insert("time".into(), json!(t));
                 }
                 m.insert("fieldsType".into(), json!("FieldsV1"));
-                let fields_v1 = e.fields_v1.unwrap_or_else(|| e.fields.to_fields_v1());
-                m.insert("fieldsV1".into(), fields_v1);
+                m.insert("fieldsV1".into(), e.fields.to_fields_v1());
                 if !e.subresource.is_empty() {
                     m.insert("subresource".into(), json!(e.subresource));
                 }
@@ -235,6 +242,19 @@ impl Managed {
             .iter()
             .position(|e| e.same(manager, op, version, sub))
     }
+}
+
+/// Whether a stored entry is in the form [`Managed::encode`] writes: strings where it writes
+/// strings, no empty subresource, nothing else (objects stored before may differ).
+fn as_encoded(m: &Map<String, Value>) -> bool {
+    m.iter().all(|(k, v)| match k.as_str() {
+        "manager" | "operation" | "apiVersion" | "time" | "fieldsType" => v.is_string(),
+        "subresource" => v.as_str().is_some_and(|s| !s.is_empty()),
+        "fieldsV1" => true,
+        _ => false,
+    }) && ["manager", "operation", "apiVersion", "fieldsType", "fieldsV1"]
+        .iter()
+        .all(|k| m.contains_key(*k))
 }
 
 /// Whether `managedFields` in a request asks to drop every entry (`[]` or `[{}]`).
@@ -389,7 +409,10 @@ impl FieldManager<'_> {
     /// a main write may replace them with its own, or drop them with `[]`.
     pub fn update(&self, live: &Value, new: &mut Value, manager: &str) {
         let reset = asks_reset(new);
-        let given = Managed::take(new);
+        let given = crate::meta::meta_mut(new).remove("managedFields");
+        // Most writes send the stored entries back untouched (a patch that leaves them alone).
+        let untouched = given.as_ref() == live.meta_field("managedFields");
+        let given = Managed::from_list(given, untouched);
         let mut managed = if !self.subresource.is_empty() {
             Managed::decode(live).unwrap_or_default()
         } else if reset {
@@ -428,26 +451,33 @@ impl FieldManager<'_> {
             return;
         }
         let change = Change::from(typed::compare(schema, root, live, new).without(self.reset));
-        self.settle_others(&mut managed, live, new, &change, None);
+        let (sub, version) = (self.subresource, self.api_version);
+        let own = managed.find(manager, Operation::Update, version, sub);
+        self.settle_others(&mut managed, live, new, &change, own);
         let mine = change.changed.difference(&SERVER_METADATA);
-        if !mine.is_empty() {
-            let (sub, version) = (self.subresource, self.api_version);
-            let now = Some(self.now.to_string());
-            match managed.find(manager, Operation::Update, version, sub) {
-                Some(i) => {
-                    let e = &mut managed.0[i];
-                    e.set_fields(e.fields.union(&mine));
+        let now = Some(self.now.to_string());
+        match own {
+            // What the writer changed it loses and takes again: settled in one step, so that
+            // an entry left as it was keeps its encoding.
+            Some(i) => {
+                let e = &mut managed.0[i];
+                let mut fields = e.fields.difference(&change.changed);
+                fields = fields.difference(&change.removed);
+                if !mine.is_empty() {
+                    fields.union_with(&mine);
                     e.time = now;
                 }
-                None => managed.0.push(Entry::new(
-                    manager,
-                    Operation::Update,
-                    version,
-                    now,
-                    sub,
-                    mine,
-                )),
+                e.set_fields(fields);
             }
+            None if !mine.is_empty() => managed.0.push(Entry::new(
+                manager,
+                Operation::Update,
+                version,
+                now,
+                sub,
+                mine,
+            )),
+            None => {}
         }
         managed.encode(new);
     }
@@ -812,6 +842,34 @@ mod tests {
             )]
         );
         assert_eq!(new["metadata"]["managedFields"][0]["operation"], "Update");
+    }
+
+    #[test]
+    fn entries_a_request_sends_are_written_in_kubes_form_stored_ones_as_they_were() {
+        let (ty, reset) = (cm(), Set::new());
+        let fm = manager(&ty, &reset);
+        let live = applied(fm.apply(&ty.zero(), &config(json!({"k": "v"})), "alice", false));
+        // bob adds a key, sending the stored entries back: alice's is written as stored.
+        let mut new = live.clone();
+        new["data"]["other"] = json!("x");
+        fm.update(&live, &mut new, "bob");
+        assert_eq!(
+            new["metadata"]["managedFields"][0],
+            live["metadata"]["managedFields"][0]
+        );
+        // The same entry sent in another form kube accepts is written as kube writes it.
+        let mut new = live.clone();
+        new["data"]["other"] = json!("x");
+        let entry = &mut new["metadata"]["managedFields"][0];
+        entry["fieldsV1"] = json!({"f:data": {"f:k": {".": {}}}});
+        fm.update(&live, &mut new, "bob");
+        assert_eq!(
+            fields_of(&new),
+            vec![
+                ("alice".into(), json!({"f:data": {"f:k": {}}})),
+                ("bob".into(), json!({"f:data": {"f:other": {}}}))
+            ]
+        );
     }
 
     #[test]
