@@ -1095,7 +1095,9 @@ impl ApiServer {
         loop {
             let read = self.store.read(&key, &t.namespace, t.name());
             let op = decide(read.as_ref().map(|r| &r.object))?;
-            let seen = read.as_ref().map(|r| r.object.resource_version().to_string());
+            let seen = read
+                .as_ref()
+                .map(|r| r.object.resource_version().to_string());
             let mut moved = false;
             let written = self.store.write_after(
                 &key,

@@ -151,9 +151,7 @@ pub fn take_patched(
     validation.judge(patch_errors, warnings, |errors| {
         let as_patched = as_patched.as_ref().unwrap_or(&patched);
         let quoted = match (&info.custom, &info.fields) {
-            (None, Some(ty)) => {
-                merge_patched_json(&ty.schema, Some(ty.root), as_patched, &reached)
-            }
+            (None, Some(ty)) => merge_patched_json(&ty.schema, Some(ty.root), as_patched, &reached),
             _ => as_patched.to_string(),
         };
         ApiError::invalid(

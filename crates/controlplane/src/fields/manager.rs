@@ -16,9 +16,9 @@ use std::sync::LazyLock;
 use serde_json::{Map, Value, json};
 
 use super::schema::ObjectType;
-use crate::meta::ObjectMeta;
 use super::set::{PathElement, Set, path_string};
 use super::typed::{self, Comparison, TypeError, errors_string};
+use crate::meta::ObjectMeta;
 
 /// `Apply` or `Update`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -252,9 +252,15 @@ fn as_encoded(m: &Map<String, Value>) -> bool {
         "subresource" => v.as_str().is_some_and(|s| !s.is_empty()),
         "fieldsV1" => true,
         _ => false,
-    }) && ["manager", "operation", "apiVersion", "fieldsType", "fieldsV1"]
-        .iter()
-        .all(|k| m.contains_key(*k))
+    }) && [
+        "manager",
+        "operation",
+        "apiVersion",
+        "fieldsType",
+        "fieldsV1",
+    ]
+    .iter()
+    .all(|k| m.contains_key(*k))
 }
 
 /// Whether `managedFields` in a request asks to drop every entry (`[]` or `[{}]`).

@@ -8,12 +8,11 @@
 //! store needs no list of them. An index holds the keys of the objects with a value, not the
 //! objects.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
-use bytes::Bytes;
 use serde_json::Value;
 
-use super::ObjKey;
+use super::{ObjKey, Objects};
 use crate::selectors;
 
 /// What objects are indexed by.
@@ -101,14 +100,15 @@ impl Indexes {
     pub(super) fn candidates(
         &mut self,
         lookups: &[&Lookup],
-        objects: &BTreeMap<ObjKey, Bytes>,
+        objects: &Objects,
     ) -> BTreeSet<ObjKey> {
         for &lookup in lookups {
             if !self.0.contains_key(&lookup.on) {
                 let mut index = Index::new();
-                for (id, raw) in objects {
+                for (ns, name, raw) in objects.iter() {
                     if let Some(value) = lookup.on.stored_value(raw) {
-                        index.entry(value).or_default().insert(id.clone());
+                        let id = (ns.to_string(), name.to_string());
+                        index.entry(value).or_default().insert(id);
                     }
                 }
                 self.0.insert(lookup.on.clone(), index);

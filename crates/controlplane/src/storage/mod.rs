@@ -246,10 +246,82 @@ pub struct Written {
 type ObjKey = (String, String);
 type Slot = (String, String, String);
 
+/// One resource's current objects by namespace, then name, in list order. A lookup searches
+/// the names of one namespace (not every object by namespace and name, comparing both at each
+/// step) and builds no key.
+#[derive(Default)]
+pub(super) struct Objects(BTreeMap<String, BTreeMap<String, Bytes>>);
+
+impl Objects {
+    pub(super) fn get(&self, ns: &str, name: &str) -> Option<&Bytes> {
+        self.0.get(ns)?.get(name)
+    }
+
+    fn insert(&mut self, ns: &str, name: &str, raw: Bytes) {
+        let names = match self.0.get_mut(ns) {
+            Some(names) => names,
+            None => self.0.entry(ns.to_string()).or_default(),
+        };
+        match names.get_mut(name) {
+            Some(kept) => *kept = raw,
+            None => {
+                names.insert(name.to_string(), raw);
+            }
+        }
+    }
+
+    fn remove(&mut self, ns: &str, name: &str) {
+        if let Some(names) = self.0.get_mut(ns) {
+            names.remove(name);
+            if names.is_empty() {
+                self.0.remove(ns);
+            }
+        }
+    }
+
+    /// Every object, in list order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&str, &str, &Bytes)> {
+        self.after(None, None)
+    }
+
+    /// The objects (of namespace `ns`, or all) after `after`, in list order.
+    fn after<'a>(
+        &'a self,
+        ns: Option<&'a str>,
+        after: Option<(&'a str, &'a str)>,
+    ) -> impl Iterator<Item = (&'a str, &'a str, &'a Bytes)> {
+        use std::ops::Bound;
+        let first = ns.or(after.map(|(ans, _)| ans));
+        let namespaces = match first {
+            Some(first) => self
+                .0
+                .range::<str, _>((Bound::Included(first), Bound::Unbounded)),
+            None => self.0.range::<str, _>(..),
+        };
+        namespaces
+            .take_while(move |(ons, _)| ns.is_none_or(|n| n == ons.as_str()))
+            .flat_map(move |(ons, names)| {
+                let ons = ons.as_str();
+                // Resuming after a name of this namespace, or past it altogether (only a
+                // namespace asked for can come before where the listing resumes).
+                let (start, past) = match after {
+                    Some((ans, aname)) if ans == ons => (Bound::Excluded(aname), false),
+                    Some((ans, _)) => (Bound::Unbounded, ans > ons),
+                    None => (Bound::Unbounded, false),
+                };
+                names
+                    .range::<str, _>((start, Bound::Unbounded))
+                    .take(if past { 0 } else { usize::MAX })
+                    .map(move |(name, raw)| (ons, name.as_str(), raw))
+            })
+    }
+}
+
 struct Inner {
     rv: i64,
-    /// Current objects, kept serialised (a parsed `Value` costs ten times the memory).
-    objects: HashMap<String, BTreeMap<ObjKey, Bytes>>,
+    /// Current objects by resource, kept serialised (a parsed `Value` costs ten times the
+    /// memory).
+    objects: HashMap<String, Objects>,
     uids: HashMap<String, Slot>,
     dependents: HashMap<String, HashSet<Slot>>,
     /// Label and field indexes by resource, built as selectors ask for them.
@@ -452,7 +524,7 @@ impl Store {
                 .objects
                 .entry(key)
                 .or_default()
-                .insert((ns, name), serialise(&obj));
+                .insert(&ns, &name, serialise(&obj));
         }
         // Events read back count as recorded now: their times were not kept.
         for e in loaded.history {
@@ -535,7 +607,7 @@ impl Store {
         self.lock()
             .objects
             .get(key)
-            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+            .and_then(|m| m.get(ns, name))
             .cloned()
     }
 
@@ -651,7 +723,7 @@ impl Store {
                 Scope::Object(ns, name) => inner
                     .objects
                     .get(key)
-                    .and_then(|objects| objects.get(&(ns.clone(), name.clone())))
+                    .and_then(|objects| objects.get(ns, name))
                     .cloned()
                     .into_iter()
                     .collect(),
@@ -719,8 +791,11 @@ impl Store {
         F: FnOnce(Option<&Arc<Value>>) -> Result<WriteOp, E>,
     {
         let mut inner = self.lock();
-        let id = (ns.to_string(), name.to_string());
-        let stored = inner.objects.get(key).and_then(|m| m.get(&id)).cloned();
+        let stored = inner
+            .objects
+            .get(key)
+            .and_then(|m| m.get(ns, name))
+            .cloned();
         let current = stored.as_ref().map(|raw| match read {
             Some(read) if read.holds(raw) => read.object.clone(),
             _ => parse(raw),
@@ -775,12 +850,15 @@ impl Store {
         let new_ref = (kind != EventType::Deleted).then(|| object.clone());
         inner.index(&slot, current.as_deref(), new_ref.as_deref());
         let raw = serialise(&object);
-        let map = inner.objects.entry(key.to_string()).or_default();
+        let map = match inner.objects.get_mut(key) {
+            Some(map) => map,
+            None => inner.objects.entry(key.to_string()).or_default(),
+        };
         let kept = if new_ref.is_some() {
-            map.insert(id, raw.clone());
+            map.insert(ns, name, raw.clone());
             Some(raw.clone())
         } else {
-            map.remove(&id);
+            map.remove(ns, name);
             None
         };
         let event = Arc::new(Event {
@@ -861,18 +939,11 @@ fn keyed(
     ns: Option<&str>,
     after: Option<(&str, &str)>,
 ) -> Vec<(ObjKey, Bytes)> {
-    use std::ops::Bound;
     let Some(map) = inner.objects.get(key) else {
         return Vec::new();
     };
-    let start = match (after, ns) {
-        (Some((ans, aname)), _) => Bound::Excluded((ans.to_string(), aname.to_string())),
-        (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
-        (None, None) => Bound::Unbounded,
-    };
-    map.range((start, Bound::Unbounded))
-        .take_while(|((ons, _), _)| ns.is_none_or(|n| n == ons))
-        .map(|(id, v)| (id.clone(), v.clone()))
+    map.after(ns, after)
+        .map(|(ons, name, raw)| ((ons.to_string(), name.to_string()), raw.clone()))
         .collect()
 }
 
@@ -902,7 +973,7 @@ fn selected(inner: &mut Inner, key: &str, ns: Option<&str>, lookups: &[Lookup]) 
         return by_name
             .values
             .iter()
-            .filter_map(|name| objects.get(&(ns.clone(), name.clone())).cloned())
+            .filter_map(|name| objects.get(ns, name).cloned())
             .collect();
     }
     if lookups.is_empty() {
@@ -915,7 +986,7 @@ fn selected(inner: &mut Inner, key: &str, ns: Option<&str>, lookups: &[Lookup]) 
         .candidates(&lookups, objects)
         .into_iter()
         .filter(|(ons, _)| ns.as_ref().is_none_or(|n| n == ons))
-        .filter_map(|id| objects.get(&id).cloned())
+        .filter_map(|(ons, name)| objects.get(&ons, &name).cloned())
         .collect()
 }
 
@@ -993,6 +1064,29 @@ mod tests {
 
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn objects_list_by_namespace_and_name_and_resume_after_one() {
+        let mut objects = Objects::default();
+        for (ns, name) in [("b", "z"), ("a", "y"), ("b", "x"), ("a", "x")] {
+            objects.insert(ns, name, Bytes::from(format!("{ns}/{name}")));
+        }
+        objects.insert("a", "y", Bytes::from("a/y again"));
+        objects.remove("b", "z");
+        let listed = |ns: Option<&str>, after: Option<(&str, &str)>| -> Vec<String> {
+            objects
+                .after(ns, after)
+                .map(|(ns, name, raw)| format!("{ns}/{name}={}", String::from_utf8_lossy(raw)))
+                .collect()
+        };
+        assert_eq!(listed(None, None), ["a/x=a/x", "a/y=a/y again", "b/x=b/x"]);
+        assert_eq!(listed(None, Some(("a", "x"))), ["a/y=a/y again", "b/x=b/x"]);
+        assert_eq!(listed(Some("a"), None), ["a/x=a/x", "a/y=a/y again"]);
+        assert_eq!(listed(Some("a"), Some(("a", "x"))), ["a/y=a/y again"]);
+        assert!(listed(Some("a"), Some(("b", "x"))).is_empty());
+        assert_eq!(objects.get("b", "x").map(|raw| &raw[..]), Some(&b"b/x"[..]));
+        assert_eq!(objects.get("b", "z"), None);
+    }
 
     fn store() -> Arc<Store> {
         Store::open(
