@@ -34,7 +34,7 @@ use crate::api::vocabulary::{
     CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_CLOCK_SYNCED, STATUS_UNKNOWN,
 };
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
-use crate::runtime::conditions::set_conditions;
+use crate::runtime::conditions::{set_conditions, set_conditions_from};
 use crate::runtime::error::KubeError;
 
 /// What the expiry loop shares between reconciles: the cluster leases, kept by watch.
@@ -132,21 +132,23 @@ async fn reconcile(
                 format!("Lease {name}/{CLUSTER_LEASE_NAME}"),
                 "read",
             ))?;
-        let written =
-            set_conditions(
-                &clusters,
-                &name,
-                FIELD_MANAGER,
-                |fresh| match judge_cluster_lease(fresh, lease.as_ref(), Timestamp::now()) {
-                    LeaseVerdict::Expired { .. } => vec![unknown.clone()],
-                    _ => Vec::new(),
-                },
-            )
-            .await
-            .map_err(KubeError::on(
-                format!("ManagedCluster {name}"),
-                "set Available Unknown",
-            ))?;
+        // Written from the watch's copy of the cluster; judged again on a fresh read if another
+        // write came first.
+        let written = set_conditions_from(
+            &clusters,
+            &cluster,
+            FIELD_MANAGER,
+            |fresh| match judge_cluster_lease(fresh, lease.as_ref(), Timestamp::now()) {
+                LeaseVerdict::Expired { .. } => vec![unknown.clone()],
+                _ => Vec::new(),
+            },
+            &Default::default(),
+        )
+        .await
+        .map_err(KubeError::on(
+            format!("ManagedCluster {name}"),
+            "set Available Unknown",
+        ))?;
         if let Some(written) = written {
             info!(%deadline, "lease expired: cluster Available is Unknown");
             let lag = Timestamp::now().duration_since(*deadline);
@@ -159,7 +161,9 @@ async fn reconcile(
             verdict = judge_cluster_lease(&cluster, lease.as_ref(), now);
         }
     }
-    reconcile_taints(&clusters, &cluster).await?;
+    if let Some(written) = reconcile_taints(&clusters, &cluster).await? {
+        cluster = written;
+    }
     if let LeaseVerdict::Fresh { .. } = verdict
         && let Some(renewed) = lease
             .as_ref()
@@ -197,12 +201,16 @@ async fn report_clock(
         return Ok(());
     }
     let name = cluster.name_any();
-    Ok(set_conditions(clusters, &name, FIELD_MANAGER, |fresh| {
-        match fresh.condition(CONDITION_CLOCK_SYNCED) {
+    Ok(set_conditions_from(
+        clusters,
+        cluster,
+        FIELD_MANAGER,
+        |fresh| match fresh.condition(CONDITION_CLOCK_SYNCED) {
             Some(current) if current.status == wanted.status => Vec::new(),
             _ => vec![wanted.clone()],
-        }
-    })
+        },
+        &Default::default(),
+    )
     .await
     .map(|_| ())
     .map_err(KubeError::on(
@@ -211,16 +219,17 @@ async fn report_clock(
     ))?)
 }
 
-/// Brings the availability taints in line with the Available condition, if they are not.
+/// Brings the availability taints in line with the Available condition, if they are not;
+/// returns the cluster written.
 async fn reconcile_taints(
     clusters: &Api<ManagedCluster>,
     cluster: &ManagedCluster,
-) -> Result<(), HubError> {
+) -> Result<Option<ManagedCluster>, HubError> {
     let name = cluster.name_any();
     let Some(taints) =
         reconcile_availability_taints(&cluster.spec.taints, cluster.condition(CONDITION_AVAILABLE))
     else {
-        return Ok(());
+        return Ok(None);
     };
     let patch = json!({
         "apiVersion": "cluster.open-cluster-management.io/v1",
@@ -235,7 +244,7 @@ async fn reconcile_taints(
     Ok(clusters
         .patch(&name, &params, &Patch::Merge(&patch))
         .await
-        .map(|_| ())
+        .map(Some)
         .map_err(KubeError::on(
             format!("ManagedCluster {name}"),
             "write availability taints",
