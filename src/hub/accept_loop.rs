@@ -621,18 +621,11 @@ where
         .map_err(KubeError::on(format!("{kind} {name}"), "apply"))?)
 }
 
-/// Creates the cluster's lease, renewed now, unless it exists.
+/// Creates the cluster's lease, renewed now, unless it exists: the create's 409 Conflict says
+/// it does (a new cluster has none, so reading it first was a request more per join).
 async fn ensure_lease(ctx: &Context, cluster: &str) -> Result<(), HubError> {
     let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), cluster);
     let object = format!("Lease {cluster}/{CLUSTER_LEASE_NAME}");
-    if leases
-        .get_opt(CLUSTER_LEASE_NAME)
-        .await
-        .map_err(KubeError::on(&object, "read"))?
-        .is_some()
-    {
-        return Ok(());
-    }
     let lease: Lease = serde_json::from_value(json!({
         "metadata": {
             "name": CLUSTER_LEASE_NAME,

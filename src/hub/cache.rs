@@ -282,6 +282,56 @@ mod tests {
     }
 
     #[test]
+    fn the_approval_loop_keeps_what_it_judges_a_spoke_by() {
+        let mut cluster: ManagedCluster = serde_json::from_value(json!({
+            "metadata": {"name": "spoke-1", "uid": "u1", "resourceVersion": "7",
+                "labels": {"l": "v"}, "annotations": {"a": "b"}},
+            "spec": {"hubAcceptsClient": true, "leaseDurationSeconds": 10,
+                "taints": [{"key": "k", "effect": "NoSelect"}]},
+            "status": {"conditions": [{"type": "ManagedClusterJoined", "status": "True",
+                "reason": "r", "message": "", "lastTransitionTime": "2026-11-26T00:00:00Z"}]},
+        }))
+        .unwrap();
+        cluster_as_accepted(&mut cluster);
+        assert!(cluster.hub_accepts_client());
+        assert_eq!(cluster.metadata.uid.as_deref(), Some("u1"));
+        assert_eq!(cluster.metadata.name.as_deref(), Some("spoke-1"));
+        assert_eq!(cluster.spec.lease_duration_seconds, None);
+        assert!(cluster.spec.taints.is_empty());
+        assert_eq!((cluster.metadata.labels, cluster.status), (None, None));
+
+        let mut namespace: Namespace = serde_json::from_value(json!({
+            "metadata": {"name": "spoke-1", "labels": {"l": "v"},
+                "annotations": {ANNOTATION_JOIN_USERS: "record", "other": "x"}},
+        }))
+        .unwrap();
+        namespace_as_recorded(&mut namespace);
+        assert_eq!(
+            namespace.metadata.annotations,
+            Some([(ANNOTATION_JOIN_USERS.to_string(), "record".to_string())].into())
+        );
+        assert_eq!(namespace.metadata.labels, None);
+
+        let mut token: Secret = serde_json::from_value(json!({
+            "metadata": {"name": "bootstrap-token-abcdef", "namespace": "kube-system",
+                "labels": {"open-cluster-management.io/cluster-name": "spoke-1"}},
+            "type": "bootstrap.kubernetes.io/token",
+            "data": {"token-id": "YWJjZGVm", "token-secret": "c2VjcmV0"},
+        }))
+        .unwrap();
+        let before = token.clone();
+        token_as_identified(&mut token);
+        assert_eq!(token.metadata.labels, before.metadata.labels);
+        assert_eq!(token.type_, before.type_);
+        let data = token.data.unwrap();
+        assert_eq!(data.keys().collect::<Vec<_>>(), [BOOTSTRAP_TOKEN_ID_KEY]);
+        assert_eq!(
+            data[BOOTSTRAP_TOKEN_ID_KEY],
+            before.data.unwrap()["token-id"]
+        );
+    }
+
+    #[test]
     fn an_addon_keeps_its_identity_and_registrations() {
         let mut addon: ManagedClusterAddOn = serde_json::from_value(json!({
             "apiVersion": "addon.open-cluster-management.io/v1alpha1",
