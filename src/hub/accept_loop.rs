@@ -55,7 +55,7 @@ use crate::api::vocabulary::{
 };
 use crate::events::{self, EventType, Reporter};
 use crate::reconciler::install::{agent_hub_role_binding, agent_hub_role_name};
-use crate::runtime::conditions::set_conditions_from;
+use crate::runtime::conditions::set_conditions_once_from;
 use crate::runtime::controller::refs_where;
 use crate::runtime::error::KubeError;
 use crate::runtime::error::{is_conflict, is_forbidden, is_not_found};
@@ -192,17 +192,24 @@ async fn reconcile(
             facts.accept_checked = accept_checked(&ctx.hub).await?;
         }
     }
+    // A condition written from a copy another write has overtaken is not written: that write's
+    // event wakes this loop again, which judges the cluster from it.
+    let overtaken = Ok(Action::await_change());
     match decide(&facts) {
         Acceptance::Accept => {
             accept(&ctx, &cluster).await?;
             if !accepted_before {
-                set_accepted(&ctx.hub, &cluster, true).await?;
+                if !set_accepted(&ctx.hub, &cluster, true).await? {
+                    return overtaken;
+                }
                 info!("cluster accepted");
             }
         }
         Acceptance::AcceptNotInGit => {
             accept(&ctx, &cluster).await?;
-            set_accepted(&ctx.hub, &cluster, true).await?;
+            if !set_accepted(&ctx.hub, &cluster, true).await? {
+                return overtaken;
+            }
             info!("cluster accepted by a person allowed to, though not in git");
             report_not_in_git(&ctx, &cluster, NotInGit::Accepted).await;
         }
@@ -210,7 +217,9 @@ async fn reconcile(
         Acceptance::Revoke => {
             ctx.written().remove(&name);
             revoke(&ctx, &name).await?;
-            set_accepted(&ctx.hub, &cluster, false).await?;
+            if !set_accepted(&ctx.hub, &cluster, false).await? {
+                return overtaken;
+            }
             if accepted_before {
                 info!("cluster no longer accepted; its agent's RBAC is removed");
             }
@@ -696,13 +705,14 @@ async fn revoke(ctx: &AcceptContext, cluster: &str) -> Result<(), HubError> {
     Ok(())
 }
 
-/// Sets HubAcceptedManagedCluster on `cluster`, the watch's copy: written from that copy, read
-/// afresh only if another write came first.
+/// Sets HubAcceptedManagedCluster on `cluster`, the watch's copy, written from that copy (no
+/// read). Returns whether it holds; not when another write came first (409 Conflict), whose
+/// event wakes the loop again.
 async fn set_accepted(
     ctx: &Context,
     cluster: &ManagedCluster,
     accepted: bool,
-) -> Result<(), HubError> {
+) -> Result<bool, HubError> {
     let condition = if accepted {
         Condition {
             type_: CONDITION_HUB_ACCEPTED.to_string(),
@@ -723,19 +733,19 @@ async fn set_accepted(
         }
     };
     let clusters: Api<ManagedCluster> = Api::all(ctx.client.clone());
-    Ok(set_conditions_from(
-        &clusters,
-        cluster,
-        FIELD_MANAGER,
-        |_| vec![condition.clone()],
-        &Default::default(),
-    )
+    match set_conditions_once_from(&clusters, cluster, FIELD_MANAGER, |_| {
+        vec![condition.clone()]
+    })
     .await
-    .map(|_| ())
-    .map_err(KubeError::on(
-        format!("ManagedCluster {}", cluster.name_any()),
-        "set HubAcceptedManagedCluster",
-    ))?)
+    {
+        Ok(_) => Ok(true),
+        Err(err) if is_conflict(&err) => Ok(false),
+        Err(err) => Err(KubeError::on(
+            format!("ManagedCluster {}", cluster.name_any()),
+            "set HubAcceptedManagedCluster",
+        )(err)
+        .into()),
+    }
 }
 
 #[cfg(test)]

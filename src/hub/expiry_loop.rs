@@ -34,8 +34,8 @@ use crate::api::vocabulary::{
     CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_CLOCK_SYNCED, STATUS_UNKNOWN,
 };
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
-use crate::runtime::conditions::{set_conditions, set_conditions_from};
-use crate::runtime::error::KubeError;
+use crate::runtime::conditions::{set_conditions, set_conditions_from, set_conditions_once_from};
+use crate::runtime::error::{KubeError, is_conflict};
 
 /// What the expiry loop shares between reconciles: the cluster leases, kept by watch.
 struct ExpiryContext {
@@ -161,15 +161,26 @@ async fn reconcile(
             verdict = judge_cluster_lease(&cluster, lease.as_ref(), now);
         }
     }
-    if let Some(written) = reconcile_taints(&clusters, &cluster).await? {
-        cluster = written;
+    // A write from a copy another write has overtaken (409 Conflict) is not made again from a
+    // fresh read: that write's event wakes this cluster's reconcile again, which judges it from
+    // that copy (a cluster joining is written by its agent and the reconciler meanwhile).
+    let overtaken = |err: &HubError| matches!(err, HubError::Kube(err) if is_conflict(&err.source));
+    match reconcile_taints(&clusters, &cluster).await {
+        Ok(Some(written)) => cluster = written,
+        Ok(None) => {}
+        Err(err) if overtaken(&err) => return Ok(Action::await_change()),
+        Err(err) => return Err(err),
     }
     if let LeaseVerdict::Fresh { .. } = verdict
         && let Some(renewed) = lease
             .as_ref()
             .and_then(|lease| lease.spec.as_ref()?.renew_time.as_ref().map(|time| time.0))
     {
-        report_clock(&clusters, &cluster, renewed, now).await?;
+        match report_clock(&clusters, &cluster, renewed, now).await {
+            Ok(()) => {}
+            Err(err) if overtaken(&err) => return Ok(Action::await_change()),
+            Err(err) => return Err(err),
+        }
     }
     if ctx.addons
         && let Some(available) = cluster.condition(CONDITION_AVAILABLE)
@@ -201,22 +212,20 @@ async fn report_clock(
         return Ok(());
     }
     let name = cluster.name_any();
-    Ok(set_conditions_from(
-        clusters,
-        cluster,
-        FIELD_MANAGER,
-        |fresh| match fresh.condition(CONDITION_CLOCK_SYNCED) {
-            Some(current) if current.status == wanted.status => Vec::new(),
-            _ => vec![wanted.clone()],
-        },
-        &Default::default(),
+    Ok(
+        set_conditions_once_from(clusters, cluster, FIELD_MANAGER, |fresh| {
+            match fresh.condition(CONDITION_CLOCK_SYNCED) {
+                Some(current) if current.status == wanted.status => Vec::new(),
+                _ => vec![wanted.clone()],
+            }
+        })
+        .await
+        .map(|_| ())
+        .map_err(KubeError::on(
+            format!("ManagedCluster {name}"),
+            "report whether its clock is synced",
+        ))?,
     )
-    .await
-    .map(|_| ())
-    .map_err(KubeError::on(
-        format!("ManagedCluster {name}"),
-        "report whether its clock is synced",
-    ))?)
 }
 
 /// Brings the availability taints in line with the Available condition, if they are not;
