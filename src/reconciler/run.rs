@@ -173,6 +173,10 @@ struct Context {
     hubs: Store<Hub>,
     /// The ClusterManagementAddOns, as the Spoke controller's watch of them keeps them.
     addons: Store<ClusterManagementAddOn>,
+    /// The ClusterManagementAddOns again, as the Hub controller's watch of them keeps them: a
+    /// Hub's pass reads the AddOn documents there (a list of them per pass was a request per
+    /// Spoke change, two per joining spoke).
+    hub_addons: Store<ClusterManagementAddOn>,
     /// The ManagedClusters, as the watch that wakes passes on them keeps them (what a pass
     /// reads of them: [`cluster_kept`]).
     clusters: Store<ManagedCluster>,
@@ -245,12 +249,12 @@ impl Context {
     /// The AddOn documents the hub holds: from the store of the watch of them once it has
     /// listed them, read afresh until then (a pass must not take "not listed yet" for none).
     async fn addon_documents(&self) -> Result<BTreeMap<String, AddOn>, ReconcileError> {
-        if let Some(Ok(())) = self.addons.wait_until_ready().now_or_never() {
-            return Ok(facts::addon_documents(
-                self.addons.state().iter().map(|cma| &**cma),
-            ));
-        }
-        facts::addons(&self.config.client).await
+        addon_documents_in(&self.addons, &self.config.client).await
+    }
+
+    /// As [`Self::addon_documents`], for a Hub's pass: from the Hub controller's store.
+    async fn hub_addon_documents(&self) -> Result<BTreeMap<String, AddOn>, ReconcileError> {
+        addon_documents_in(&self.hub_addons, &self.config.client).await
     }
 
     /// The ManagedCluster `name`: from the store of the watch of them once it has listed them,
@@ -293,6 +297,19 @@ impl Context {
         }
         facts::tokens(&self.config.client, name).await
     }
+}
+
+/// The AddOn documents in `store` once its watch has listed them, read afresh until then.
+async fn addon_documents_in(
+    store: &Store<ClusterManagementAddOn>,
+    client: &Client,
+) -> Result<BTreeMap<String, AddOn>, ReconcileError> {
+    if let Some(Ok(())) = store.wait_until_ready().now_or_never() {
+        return Ok(facts::addon_documents(
+            store.state().iter().map(|cma| &**cma),
+        ));
+    }
+    facts::addons(client).await
 }
 
 /// How many Spoke passes run at once.
@@ -397,11 +414,13 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     let addons_indexed = addons_by_cluster.clone();
     let (tokens, tokens_writer) = reflector::store();
     let (hub_spokes, hub_spokes_writer) = reflector::store();
+    let (hub_addons, hub_addons_writer) = reflector::store();
     let tokens_by_cluster = Index::new(token_cluster);
     let tokens_indexed = tokens_by_cluster.clone();
     let ctx = Arc::new(Context {
         hubs,
         addons,
+        hub_addons,
         clusters,
         cluster_addons,
         addons_by_cluster,
@@ -521,13 +540,16 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
             .touched_objects(),
             |spoke| Some(ObjectRef::new(&spoke.spec.hub_ref).within(SYSTEM_NAMESPACE)),
         )
-        // Which addons a spoke is to have, and so its rollout target, follows the AddOn documents.
+        // Which addons a spoke is to have, and so its rollout target, follows the AddOn
+        // documents; the Hub's pass reads them from this watch's store.
         .watches_stream(
             watcher(
                 Api::<ClusterManagementAddOn>::all(client),
                 watcher::Config::default(),
             )
             .default_backoff()
+            .modify(without_managed_fields)
+            .reflect(hub_addons_writer)
             .applied_objects()
             .predicate_filter(addon_spec, Default::default()),
             move |_| {
@@ -1502,12 +1524,14 @@ async fn reconcile_hub(hub: Arc<Hub>, ctx: Arc<Context>) -> Result<Requeue, Reco
         .into_iter()
         .filter(|spoke| spoke.spec.hub_ref == name)
         .collect();
+    let addon_docs = ctx.hub_addon_documents().await?;
     let wake = super::rollout::run(
         client,
         &ctx.events,
         &ctx.config.metrics.rollout,
         &hub,
         &spokes,
+        &addon_docs,
     )
     .await?;
     Ok(wake.map_or_else(Requeue::await_change, Requeue::requeue))
