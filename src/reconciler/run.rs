@@ -199,10 +199,12 @@ struct Context {
     own_writes: OwnWrites,
 }
 
-/// The Spokes whose status a pass wrote, as written, each with the resourceVersion of the
-/// copy its write started from.
+/// The Spokes whose status a pass wrote, by name, as written ([`OwnWrite`]).
 #[derive(Default)]
-struct OwnWrites(Mutex<HashMap<String, (Option<String>, Arc<Spoke>)>>);
+struct OwnWrites(Mutex<HashMap<String, OwnWrite>>);
+
+/// A Spoke as a pass wrote it, with the resourceVersion of the copy its write started from.
+type OwnWrite = (Option<String>, Arc<Spoke>);
 
 impl OwnWrites {
     /// The Spoke a pass starts from: the store's copy, or this reconciler's own last write of
