@@ -55,7 +55,7 @@ use crate::api::vocabulary::{
 };
 use crate::events::{self, EventType, Reporter};
 use crate::reconciler::install::{agent_hub_role_binding, agent_hub_role_name};
-use crate::runtime::conditions::set_conditions;
+use crate::runtime::conditions::set_conditions_once_from;
 use crate::runtime::controller::refs_where;
 use crate::runtime::error::KubeError;
 use crate::runtime::error::{is_conflict, is_forbidden, is_not_found};
@@ -67,6 +67,9 @@ struct AcceptContext {
     csrs: Store<CertificateSigningRequest>,
     /// Those CSRs by the cluster they name.
     csrs_by_cluster: cache::CsrsByCluster,
+    /// The hub loops' cache of Spokes ([`cache::SpokeCache`]), where fleetform's CRDs are
+    /// installed.
+    spokes: Option<Store<Spoke>>,
     /// fleetform's CRDs (Hub, Spoke) are installed: clusters can be declared, and agents get
     /// their Spoke's RBAC in `fleetform-system`.
     fleet_crds: bool,
@@ -75,18 +78,35 @@ struct AcceptContext {
     /// in git, so each is reported once: when it asks, if someone sets `hubAcceptsClient`, and
     /// when a person accepts it.
     reported: Mutex<HashSet<(String, bool, NotInGit)>>,
-    /// What an acceptance last wrote for each cluster (a digest of its join: the cluster's uid,
-    /// its users, its owner) and when: every change of a ManagedCluster or of its CSRs wakes
-    /// the loop, and writing its namespace and RBAC again each time cost a joining fleet seven
-    /// server-side applies per wake-up.
-    written: Mutex<HashMap<String, (u64, Instant)>>,
+    /// What an acceptance last wrote for each cluster and when: every change of a
+    /// ManagedCluster or of its CSRs wakes the loop, and writing its namespace and RBAC again
+    /// each time cost a joining fleet seven server-side applies per wake-up.
+    written: Mutex<HashMap<String, Written>>,
+}
+
+/// What an acceptance wrote for a cluster.
+struct Written {
+    /// A digest of its join: the cluster's uid, its users, its owner.
+    join: u64,
+    /// The cluster's uid.
+    uid: String,
+    /// The record of this join's users its namespace holds since (its join-users annotation):
+    /// only this loop writes it, so until [`REWRITE_AFTER`] it is not read again on each
+    /// wake-up (a request per change of a joining cluster).
+    record: Option<String>,
+    at: Instant,
 }
 
 /// How long an acceptance already written is not written again for the same join; past it, the
 /// next wake-up writes it again (putting right what was changed by hand meanwhile).
 const REWRITE_AFTER: Duration = Duration::from_secs(600);
 
-pub(crate) async fn run(ctx: Arc<Context>, fleet_crds: bool, shutdown: CancellationToken) {
+pub(crate) async fn run(
+    ctx: Arc<Context>,
+    fleet_crds: bool,
+    spokes: Option<Store<Spoke>>,
+    shutdown: CancellationToken,
+) {
     let errors = ctx.error_policy("accept loop");
     let client = ctx.client.clone();
     let (csrs, writer) = reflector::store();
@@ -125,6 +145,7 @@ pub(crate) async fn run(ctx: Arc<Context>, fleet_crds: bool, shutdown: Cancellat
         hub: ctx,
         csrs,
         csrs_by_cluster,
+        spokes,
         fleet_crds,
         events: Reporter::new(client, FIELD_MANAGER, "accept-loop"),
         reported: Mutex::default(),
@@ -171,17 +192,24 @@ async fn reconcile(
             facts.accept_checked = accept_checked(&ctx.hub).await?;
         }
     }
+    // A condition written from a copy another write has overtaken is not written: that write's
+    // event wakes this loop again, which judges the cluster from it.
+    let overtaken = Ok(Action::await_change());
     match decide(&facts) {
         Acceptance::Accept => {
             accept(&ctx, &cluster).await?;
             if !accepted_before {
-                set_accepted(&ctx.hub, &name, true).await?;
+                if !set_accepted(&ctx.hub, &cluster, true).await? {
+                    return overtaken;
+                }
                 info!("cluster accepted");
             }
         }
         Acceptance::AcceptNotInGit => {
             accept(&ctx, &cluster).await?;
-            set_accepted(&ctx.hub, &name, true).await?;
+            if !set_accepted(&ctx.hub, &cluster, true).await? {
+                return overtaken;
+            }
             info!("cluster accepted by a person allowed to, though not in git");
             report_not_in_git(&ctx, &cluster, NotInGit::Accepted).await;
         }
@@ -189,7 +217,9 @@ async fn reconcile(
         Acceptance::Revoke => {
             ctx.written().remove(&name);
             revoke(&ctx, &name).await?;
-            set_accepted(&ctx.hub, &name, false).await?;
+            if !set_accepted(&ctx.hub, &cluster, false).await? {
+                return overtaken;
+            }
             if accepted_before {
                 info!("cluster no longer accepted; its agent's RBAC is removed");
             }
@@ -200,10 +230,20 @@ async fn reconcile(
     Ok(Action::await_change())
 }
 
-/// Whether a Spoke declares the cluster `name`.
+/// Whether a Spoke declares the cluster `name`: yes when the Spokes' cache holds it; otherwise
+/// (not in it, or not listed yet) as the hub says, since the cache may not have a Spoke just
+/// declared, and a "no" can refuse the cluster or accept it as not in git. This loop is not
+/// woken by Spokes: the reconciler's writes to the ManagedCluster of a Spoke declared later do.
 async fn declared(ctx: &AcceptContext, name: &str) -> Result<bool, HubError> {
     if !ctx.fleet_crds {
         return Ok(false);
+    }
+    if let Some(spokes) = &ctx.spokes
+        && spokes
+            .get(&ObjectRef::new(name).within(SYSTEM_NAMESPACE))
+            .is_some()
+    {
+        return Ok(true);
     }
     Ok(
         Api::<Spoke>::namespaced(ctx.hub.client.clone(), SYSTEM_NAMESPACE)
@@ -358,14 +398,21 @@ async fn accept(ctx: &AcceptContext, managed_cluster: &ManagedCluster) -> Result
     let cluster = cluster.as_str();
     let uid = managed_cluster.uid().unwrap_or_default();
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let namespace = namespaces
-        .get_opt(cluster)
-        .await
-        .map_err(KubeError::on(format!("namespace {cluster}"), "read"))?;
-    let written_record = namespace
-        .as_ref()
-        .and_then(|namespace| namespace.annotations().get(ANNOTATION_JOIN_USERS))
-        .cloned();
+    let remembered = ctx
+        .written()
+        .get(cluster)
+        .filter(|written| written.uid == uid && written.at.elapsed() < REWRITE_AFTER)
+        .map(|written| written.record.clone());
+    // The lease, once made for this join, is the agent's to renew.
+    let lease_made = remembered.is_some();
+    let written_record = match remembered {
+        Some(record) => record,
+        None => namespaces
+            .get_opt(cluster)
+            .await
+            .map_err(KubeError::on(format!("namespace {cluster}"), "read"))?
+            .and_then(|namespace| namespace.annotations().get(ANNOTATION_JOIN_USERS).cloned()),
+    };
     let recorded = JoinRecord::of_join(written_record.as_deref(), &uid);
     let since = managed_cluster
         .metadata
@@ -397,7 +444,7 @@ async fn accept(ctx: &AcceptContext, managed_cluster: &ManagedCluster) -> Result
     if ctx
         .written()
         .get(cluster)
-        .is_some_and(|(written, at)| *written == join && at.elapsed() < REWRITE_AFTER)
+        .is_some_and(|written| written.join == join && written.at.elapsed() < REWRITE_AFTER)
     {
         return Ok(());
     }
@@ -448,14 +495,23 @@ async fn accept(ctx: &AcceptContext, managed_cluster: &ManagedCluster) -> Result
     if written_record.as_deref() != Some(annotation.as_str()) {
         apply::<Namespace>(&namespaces, cluster, cluster_namespace(Some(&annotation))).await?;
     }
-    ensure_lease(&ctx.hub, cluster).await?;
-    ctx.written()
-        .insert(cluster.to_string(), (join, Instant::now()));
+    if !lease_made {
+        ensure_lease(&ctx.hub, cluster).await?;
+    }
+    ctx.written().insert(
+        cluster.to_string(),
+        Written {
+            join,
+            uid,
+            record: Some(annotation),
+            at: Instant::now(),
+        },
+    );
     Ok(())
 }
 
 impl AcceptContext {
-    fn written(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u64, Instant)>> {
+    fn written(&self) -> std::sync::MutexGuard<'_, HashMap<String, Written>> {
         self.written
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -574,18 +630,11 @@ where
         .map_err(KubeError::on(format!("{kind} {name}"), "apply"))?)
 }
 
-/// Creates the cluster's lease, renewed now, unless it exists.
+/// Creates the cluster's lease, renewed now, unless it exists: the create's 409 Conflict says
+/// it does (a new cluster has none, so reading it first was a request more per join).
 async fn ensure_lease(ctx: &Context, cluster: &str) -> Result<(), HubError> {
     let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), cluster);
     let object = format!("Lease {cluster}/{CLUSTER_LEASE_NAME}");
-    if leases
-        .get_opt(CLUSTER_LEASE_NAME)
-        .await
-        .map_err(KubeError::on(&object, "read"))?
-        .is_some()
-    {
-        return Ok(());
-    }
     let lease: Lease = serde_json::from_value(json!({
         "metadata": {
             "name": CLUSTER_LEASE_NAME,
@@ -656,7 +705,14 @@ async fn revoke(ctx: &AcceptContext, cluster: &str) -> Result<(), HubError> {
     Ok(())
 }
 
-async fn set_accepted(ctx: &Context, cluster: &str, accepted: bool) -> Result<(), HubError> {
+/// Sets HubAcceptedManagedCluster on `cluster`, the watch's copy, written from that copy (no
+/// read). Returns whether it holds; not when another write came first (409 Conflict), whose
+/// event wakes the loop again.
+async fn set_accepted(
+    ctx: &Context,
+    cluster: &ManagedCluster,
+    accepted: bool,
+) -> Result<bool, HubError> {
     let condition = if accepted {
         Condition {
             type_: CONDITION_HUB_ACCEPTED.to_string(),
@@ -677,15 +733,19 @@ async fn set_accepted(ctx: &Context, cluster: &str, accepted: bool) -> Result<()
         }
     };
     let clusters: Api<ManagedCluster> = Api::all(ctx.client.clone());
-    Ok(set_conditions(&clusters, cluster, FIELD_MANAGER, |_| {
+    match set_conditions_once_from(&clusters, cluster, FIELD_MANAGER, |_| {
         vec![condition.clone()]
     })
     .await
-    .map(|_| ())
-    .map_err(KubeError::on(
-        format!("ManagedCluster {cluster}"),
-        "set HubAcceptedManagedCluster",
-    ))?)
+    {
+        Ok(_) => Ok(true),
+        Err(err) if is_conflict(&err) => Ok(false),
+        Err(err) => Err(KubeError::on(
+            format!("ManagedCluster {}", cluster.name_any()),
+            "set HubAcceptedManagedCluster",
+        )(err)
+        .into()),
+    }
 }
 
 #[cfg(test)]

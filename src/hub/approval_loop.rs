@@ -8,11 +8,14 @@
 //! cluster name; two while one replaces the other), and which agents the accept loop has bound
 //! the cluster's RBAC to (the record on its namespace: a request is approved only once its agent
 //! is bound). A CSR waiting for its spoke to be declared, accepted or bound stays pending and is
-//! judged again when the Spoke, ManagedCluster or cluster namespace changes. Addon CSRs are the
+//! judged again when the Spoke, ManagedCluster, cluster namespace or a bootstrap token of the
+//! cluster changes. What it knows of them it reads from the caches of the watches that wake
+//! it, never by a request per CSR change (several per joining spoke). Addon CSRs are the
 //! [`super::signer_loop`]'s.
 
 use std::sync::Arc;
 
+use futures::FutureExt;
 use futures::TryStreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::{
@@ -23,7 +26,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector;
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, ResourceExt};
 use tokio_util::sync::CancellationToken;
@@ -33,7 +36,7 @@ use super::acceptance::{ANNOTATION_JOIN_USERS, JoinRecord};
 use super::approval::{
     SpokeIdentity, Verdict, decide_registration, is_decided, registration_cluster,
 };
-use super::cache;
+use super::cache::{self, SpokeCache};
 use super::metrics::CsrKind;
 use super::run::{Context, FIELD_MANAGER, HubError};
 use crate::api::ManagedCluster;
@@ -43,10 +46,28 @@ use crate::api::bootstrap_token::{
 use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::LABEL_CLUSTER_NAME;
 use crate::runtime::error::KubeError;
+use crate::runtime::index::Index;
 
-pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
+/// What the approval loop reads what the hub knows of a spoke from: the caches of the watches
+/// that wake it (each store takes an event before the event wakes the CSRs it concerns, so a
+/// pass never reads a store older than what woke it), cut to what [`spoke_identity`] reads.
+struct ApprovalContext {
+    hub: Arc<Context>,
+    /// The Spokes in `fleetform-system`, shared with the accept loop (see [`super::run`]).
+    spokes: Store<Spoke>,
+    clusters: Store<ManagedCluster>,
+    /// The cluster namespaces (labelled with their cluster's name), with their join record.
+    namespaces: Store<Namespace>,
+    /// The bootstrap token Secrets of spokes (labelled with their cluster's name), and which
+    /// are each cluster's.
+    tokens: Store<Secret>,
+    tokens_by_cluster: Index<Secret>,
+}
+
+pub(crate) async fn run(ctx: Arc<Context>, spokes: SpokeCache, shutdown: CancellationToken) {
     let errors = ctx.error_policy("CSR approval loop");
-    let csrs: Api<CertificateSigningRequest> = Api::all(ctx.client.clone());
+    let client = ctx.client.clone();
+    let csrs: Api<CertificateSigningRequest> = Api::all(client.clone());
     // The CSRs naming a cluster are judged again when what the hub knows of it changes.
     let by_cluster = cache::csrs_by_cluster();
     let observer = by_cluster.clone();
@@ -57,46 +78,101 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
         .inspect_ok(move |event| observer.observe(event))
         .reflect(writer)
         .applied_objects();
-    let (by_spoke, by_managed_cluster) = (by_cluster.clone(), by_cluster.clone());
+    let (clusters, clusters_writer) = reflector::store();
+    let cluster_changes = watcher(
+        Api::<ManagedCluster>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .modify(cache::cluster_as_accepted)
+    .reflect(clusters_writer)
+    .touched_objects();
+    // The accept loop records there whom it bound.
+    let (namespaces, namespaces_writer) = reflector::store();
+    let namespace_changes = watcher(
+        Api::<Namespace>::all(client.clone()),
+        watcher::Config::default().labels(LABEL_CLUSTER_NAME),
+    )
+    .default_backoff()
+    .modify(cache::namespace_as_recorded)
+    .reflect(namespaces_writer)
+    .touched_objects();
+    let tokens_by_cluster = Index::new(token_cluster);
+    let tokens_indexed = tokens_by_cluster.clone();
+    let (tokens, tokens_writer) = reflector::store();
+    let token_changes = watcher(
+        Api::<Secret>::namespaced(client, BOOTSTRAP_TOKEN_NAMESPACE),
+        watcher::Config::default().labels(LABEL_CLUSTER_NAME),
+    )
+    .default_backoff()
+    .modify(cache::token_as_identified)
+    .inspect_ok(move |event| tokens_indexed.observe(event))
+    .reflect(tokens_writer)
+    .touched_objects();
+    let (by_spoke, by_managed_cluster, by_namespace) =
+        (by_cluster.clone(), by_cluster.clone(), by_cluster.clone());
     let controller = Controller::for_stream(changes, store)
-        .watches(
-            Api::<Spoke>::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE),
-            watcher::Config::default(),
-            move |spoke| by_spoke.refs(&spoke.name_any()),
-        )
-        .watches(
-            Api::<ManagedCluster>::all(ctx.client.clone()),
-            watcher::Config::default(),
-            move |cluster| by_managed_cluster.refs(&cluster.name_any()),
-        )
-        // The accept loop records there whom it bound.
-        .watches(
-            Api::<Namespace>::all(ctx.client.clone()),
-            watcher::Config::default().labels(LABEL_CLUSTER_NAME),
-            move |namespace| by_cluster.refs(&namespace.name_any()),
-        );
-    errors.drive(controller, reconcile, ctx, shutdown).await;
+        .watches_stream(spokes.changes, move |spoke| {
+            by_spoke.refs(&spoke.name_any())
+        })
+        .watches_stream(cluster_changes, move |cluster| {
+            by_managed_cluster.refs(&cluster.name_any())
+        })
+        .watches_stream(namespace_changes, move |namespace| {
+            by_namespace.refs(&namespace.name_any())
+        })
+        .watches_stream(token_changes, move |token| {
+            token_cluster(&token)
+                .map(|cluster| by_cluster.refs(cluster))
+                .unwrap_or_default()
+        });
+    let approval = Arc::new(ApprovalContext {
+        hub: ctx,
+        spokes: spokes.store,
+        clusters,
+        namespaces,
+        tokens,
+        tokens_by_cluster,
+    });
+    errors
+        .drive(controller, reconcile, approval, shutdown)
+        .await;
+}
+
+/// The cluster a bootstrap token Secret is of (its cluster-name label).
+fn token_cluster(token: &Secret) -> Option<&str> {
+    token
+        .labels()
+        .get(LABEL_CLUSTER_NAME)
+        .map(String::as_str)
+        .filter(|name| !name.is_empty())
 }
 
 #[instrument(skip(ctx, csr), fields(csr = csr.name_any()))]
 async fn reconcile(
     csr: Arc<CertificateSigningRequest>,
-    ctx: Arc<Context>,
+    ctx: Arc<ApprovalContext>,
 ) -> Result<Action, HubError> {
     // A decided CSR is judged again on every change of its cluster's Spoke and ManagedCluster:
     // nothing to read for it.
     let Some(cluster) = registration_cluster(&csr).filter(|_| !is_decided(&csr)) else {
         return Ok(Action::await_change());
     };
-    let identity = spoke_identity(&ctx, cluster).await?;
-    let decision = decide_registration(&csr, Some(&identity));
+    let (mut identity, tokens_cached) = spoke_identity(&ctx, cluster).await?;
+    let mut decision = decide_registration(&csr, Some(&identity));
+    if decision.verdict == Verdict::Deny && tokens_cached {
+        // A denial is final, and the cache may not have a token made a moment ago: a request
+        // is denied for its tokens only as a fresh list of them says.
+        identity.bootstrap_token_ids = listed_token_ids(&ctx.hub, cluster).await?;
+        decision = decide_registration(&csr, Some(&identity));
+    }
     let Some(condition) = decision.condition(Timestamp::now()) else {
         debug!(reason = decision.reason, "CSR left pending");
         return Ok(Action::await_change());
     };
-    write_approval(&ctx, &csr, condition).await?;
+    write_approval(&ctx.hub, &csr, condition).await?;
     let approved = decision.verdict == Verdict::Approve;
-    ctx.metrics.csr_decided(CsrKind::Registration, approved);
+    ctx.hub.metrics.csr_decided(CsrKind::Registration, approved);
     if approved {
         info!(reason = decision.reason, "CSR approved");
     } else {
@@ -105,64 +181,92 @@ async fn reconcile(
     Ok(Action::await_change())
 }
 
-/// What the hub knows of the spoke a CSR names.
-async fn spoke_identity(ctx: &Context, cluster: &str) -> Result<SpokeIdentity, HubError> {
-    let declared = Api::<Spoke>::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE)
-        .get_opt(cluster)
-        .await
-        .map_err(KubeError::on(
-            format!("Spoke {SYSTEM_NAMESPACE}/{cluster}"),
-            "read",
-        ))?
-        .is_some();
-    let managed_cluster = Api::<ManagedCluster>::all(ctx.client.clone())
-        .get_opt(cluster)
-        .await
-        .map_err(KubeError::on(format!("ManagedCluster {cluster}"), "read"))?;
+/// Whether `store`'s watch has listed its objects: until then a store's "none" is not the
+/// hub's, and what it lacks is read afresh.
+fn listed<K>(store: &Store<K>) -> bool
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash,
+{
+    matches!(store.wait_until_ready().now_or_never(), Some(Ok(())))
+}
+
+/// What the hub knows of the spoke a CSR names, and whether its tokens came from the cache:
+/// from the loop's caches once they have listed, read afresh until then. A cache behind the
+/// hub says "not yet" (not declared, not accepted, not bound: the CSR stays pending) until the
+/// event that brings the change wakes the CSR again; only its tokens could say "deny", which
+/// [`reconcile`] checks afresh.
+async fn spoke_identity(
+    ctx: &ApprovalContext,
+    cluster: &str,
+) -> Result<(SpokeIdentity, bool), HubError> {
+    let client = &ctx.hub.client;
+    let declared = if listed(&ctx.spokes) {
+        ctx.spokes
+            .get(&ObjectRef::new(cluster).within(SYSTEM_NAMESPACE))
+            .is_some()
+    } else {
+        Api::<Spoke>::namespaced(client.clone(), SYSTEM_NAMESPACE)
+            .get_opt(cluster)
+            .await
+            .map_err(KubeError::on(
+                format!("Spoke {SYSTEM_NAMESPACE}/{cluster}"),
+                "read",
+            ))?
+            .is_some()
+    };
+    let managed_cluster = if listed(&ctx.clusters) {
+        ctx.clusters
+            .get(&ObjectRef::new(cluster))
+            .map(|cluster| (*cluster).clone())
+    } else {
+        Api::<ManagedCluster>::all(client.clone())
+            .get_opt(cluster)
+            .await
+            .map_err(KubeError::on(format!("ManagedCluster {cluster}"), "read"))?
+    };
     let accepted = managed_cluster
         .as_ref()
         .is_some_and(ManagedCluster::hub_accepts_client);
     // Whom the accept loop has bound this join's RBAC to; nothing before the cluster is accepted.
     let bound_users = match managed_cluster.filter(|_| accepted) {
         None => Default::default(),
-        Some(managed_cluster) => Api::<Namespace>::all(ctx.client.clone())
-            .get_opt(cluster)
-            .await
-            .map_err(KubeError::on(format!("namespace {cluster}"), "read"))?
-            .map(|namespace| {
-                JoinRecord::of_join(
-                    namespace
-                        .annotations()
-                        .get(ANNOTATION_JOIN_USERS)
-                        .map(String::as_str),
-                    &managed_cluster.uid().unwrap_or_default(),
-                )
-                .bound()
-            })
-            .unwrap_or_default(),
+        Some(managed_cluster) => {
+            let namespace = if listed(&ctx.namespaces) {
+                ctx.namespaces
+                    .get(&ObjectRef::new(cluster))
+                    .map(|namespace| (*namespace).clone())
+            } else {
+                Api::<Namespace>::all(client.clone())
+                    .get_opt(cluster)
+                    .await
+                    .map_err(KubeError::on(format!("namespace {cluster}"), "read"))?
+            };
+            namespace
+                .map(|namespace| {
+                    JoinRecord::of_join(
+                        namespace
+                            .annotations()
+                            .get(ANNOTATION_JOIN_USERS)
+                            .map(String::as_str),
+                        &managed_cluster.uid().unwrap_or_default(),
+                    )
+                    .bound()
+                })
+                .unwrap_or_default()
+        }
     };
-    let tokens = Api::<Secret>::namespaced(ctx.client.clone(), BOOTSTRAP_TOKEN_NAMESPACE)
-        .list(&ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}={cluster}")))
-        .await
-        .map_err(KubeError::on(
-            format!("bootstrap tokens of cluster {cluster}"),
-            "list",
-        ))?;
-    let mut bootstrap_token_ids: Vec<String> = tokens
-        .items
-        .iter()
-        .filter(|secret| secret.type_.as_deref() == Some(BOOTSTRAP_TOKEN_TYPE))
-        .filter_map(|secret| {
-            let ByteString(id) = secret.data.as_ref()?.get(BOOTSTRAP_TOKEN_ID_KEY)?;
-            String::from_utf8(id.clone()).ok()
-        })
-        .collect();
-    bootstrap_token_ids.sort();
+    let cached_tokens = ctx.tokens_by_cluster.listed(&ctx.tokens, cluster);
+    let tokens_cached = cached_tokens.is_some();
+    let bootstrap_token_ids = match cached_tokens {
+        Some(tokens) => token_ids(&tokens),
+        None => listed_token_ids(&ctx.hub, cluster).await?,
+    };
     // Only an undeclared, accepted cluster needs to know who may register it.
     let auto_approval_users = if declared || !accepted {
         Vec::new()
     } else {
-        Api::<Hub>::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE)
+        Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE)
             .list(&ListParams::default())
             .await
             .map_err(KubeError::on(format!("Hubs in {SYSTEM_NAMESPACE}"), "list"))?
@@ -172,14 +276,43 @@ async fn spoke_identity(ctx: &Context, cluster: &str) -> Result<SpokeIdentity, H
             .flat_map(|approval| approval.users)
             .collect()
     };
-    Ok(SpokeIdentity {
-        cluster: cluster.to_string(),
-        declared,
-        accepted,
-        bootstrap_token_ids,
-        auto_approval_users,
-        bound_users,
-    })
+    Ok((
+        SpokeIdentity {
+            cluster: cluster.to_string(),
+            declared,
+            accepted,
+            bootstrap_token_ids,
+            auto_approval_users,
+            bound_users,
+        },
+        tokens_cached,
+    ))
+}
+
+/// The ids of the cluster's bootstrap tokens, listed afresh.
+async fn listed_token_ids(ctx: &Context, cluster: &str) -> Result<Vec<String>, HubError> {
+    let tokens = Api::<Secret>::namespaced(ctx.client.clone(), BOOTSTRAP_TOKEN_NAMESPACE)
+        .list(&ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}={cluster}")))
+        .await
+        .map_err(KubeError::on(
+            format!("bootstrap tokens of cluster {cluster}"),
+            "list",
+        ))?;
+    Ok(token_ids(&tokens.items))
+}
+
+/// The ids of `tokens`, sorted: those of the bootstrap token type only.
+fn token_ids(tokens: &[Secret]) -> Vec<String> {
+    let mut ids: Vec<String> = tokens
+        .iter()
+        .filter(|secret| secret.type_.as_deref() == Some(BOOTSTRAP_TOKEN_TYPE))
+        .filter_map(|secret| {
+            let ByteString(id) = secret.data.as_ref()?.get(BOOTSTRAP_TOKEN_ID_KEY)?;
+            String::from_utf8(id.clone()).ok()
+        })
+        .collect();
+    ids.sort();
+    ids
 }
 
 /// Writes `condition` (Approved or Denied) into `csr`'s approval subresource.

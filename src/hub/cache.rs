@@ -9,16 +9,101 @@
 //! The cut must keep every field a loop's predicates, mappers and reconciles read: a field cut
 //! here reads as absent there.
 
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
 
 use crate::api::addon::ManagedClusterAddOnStatus;
+use crate::api::bootstrap_token::BOOTSTRAP_TOKEN_ID_KEY;
+use crate::api::fleet::{SYSTEM_NAMESPACE, Spoke};
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
+use crate::hub::acceptance::ANNOTATION_JOIN_USERS;
 use crate::hub::approval::{is_decided, registration_cluster};
 use crate::hub::signing::is_signed;
 
 use crate::runtime::index::Index;
 pub(crate) use crate::runtime::watch::{cached_controller as controller, without_managed_fields};
+
+/// The hub loops' one cache of the Spokes in `fleetform-system` ([`spoke_as_declared`]): the
+/// approval loop's watch of them keeps it and is woken by its changes, and the accept loop
+/// reads from it whether a cluster is declared.
+pub(crate) struct SpokeCache {
+    pub store: Store<Spoke>,
+    /// The Spokes the watch created, changed or deleted; whoever polls this keeps `store`.
+    pub changes: BoxStream<'static, Result<Spoke, watcher::Error>>,
+}
+
+/// A [`SpokeCache`] of the hub's Spokes, kept once its `changes` are polled.
+pub(crate) fn spokes(client: Client) -> SpokeCache {
+    let (store, writer) = reflector::store();
+    let changes = watcher(
+        Api::<Spoke>::namespaced(client, SYSTEM_NAMESPACE),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .modify(spoke_as_declared)
+    .reflect(writer)
+    .touched_objects()
+    .boxed();
+    SpokeCache { store, changes }
+}
+
+/// A Spoke as the accept and approval loops read it: that it is declared, by its name. Its
+/// managed fields, labels, annotations and status are cut (its spec, which has no empty form,
+/// is kept).
+pub(crate) fn spoke_as_declared(spoke: &mut Spoke) {
+    let meta = &mut spoke.metadata;
+    meta.managed_fields = None;
+    meta.labels = None;
+    meta.annotations = None;
+    spoke.status = None;
+}
+
+/// A ManagedCluster as the approval loop reads it: which one it is (name, uid,
+/// resourceVersion) and whether `hubAcceptsClient` is set; the rest of its spec, its labels,
+/// annotations and status are cut.
+pub(crate) fn cluster_as_accepted(cluster: &mut ManagedCluster) {
+    let meta = &mut cluster.metadata;
+    meta.managed_fields = None;
+    meta.labels = None;
+    meta.annotations = None;
+    meta.owner_references = None;
+    cluster.spec = crate::api::cluster::ManagedClusterSpec {
+        hub_accepts_client: cluster.spec.hub_accepts_client,
+        ..Default::default()
+    };
+    cluster.status = None;
+}
+
+/// A cluster namespace as the approval loop reads it: its name and the accept loop's record
+/// of whom it bound (its join-users annotation); every other annotation, its labels, managed
+/// fields, spec and status are cut.
+pub(crate) fn namespace_as_recorded(namespace: &mut Namespace) {
+    let meta = &mut namespace.metadata;
+    meta.managed_fields = None;
+    meta.labels = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.retain(|key, _| key == ANNOTATION_JOIN_USERS);
+    }
+    namespace.spec = None;
+    namespace.status = None;
+}
+
+/// A bootstrap token Secret as the approval loop reads it: its labels (the cluster it is of),
+/// type and token id. Its secret and expiration, and its managed fields, are cut: the loop
+/// needs only to know whose token a request was made with.
+pub(crate) fn token_as_identified(token: &mut Secret) {
+    token.metadata.managed_fields = None;
+    token.metadata.annotations = None;
+    if let Some(data) = token.data.as_mut() {
+        data.retain(|key, _| key == BOOTSTRAP_TOKEN_ID_KEY);
+    }
+}
 
 /// A ManagedCluster as the accept and expiry loops read it: its metadata (no managed fields),
 /// acceptance, lease duration and taints, and its conditions. What its agent reports of the
@@ -194,6 +279,56 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(cluster, expected);
+    }
+
+    #[test]
+    fn the_approval_loop_keeps_what_it_judges_a_spoke_by() {
+        let mut cluster: ManagedCluster = serde_json::from_value(json!({
+            "metadata": {"name": "spoke-1", "uid": "u1", "resourceVersion": "7",
+                "labels": {"l": "v"}, "annotations": {"a": "b"}},
+            "spec": {"hubAcceptsClient": true, "leaseDurationSeconds": 10,
+                "taints": [{"key": "k", "effect": "NoSelect"}]},
+            "status": {"conditions": [{"type": "ManagedClusterJoined", "status": "True",
+                "reason": "r", "message": "", "lastTransitionTime": "2026-11-26T00:00:00Z"}]},
+        }))
+        .unwrap();
+        cluster_as_accepted(&mut cluster);
+        assert!(cluster.hub_accepts_client());
+        assert_eq!(cluster.metadata.uid.as_deref(), Some("u1"));
+        assert_eq!(cluster.metadata.name.as_deref(), Some("spoke-1"));
+        assert_eq!(cluster.spec.lease_duration_seconds, None);
+        assert!(cluster.spec.taints.is_empty());
+        assert_eq!((cluster.metadata.labels, cluster.status), (None, None));
+
+        let mut namespace: Namespace = serde_json::from_value(json!({
+            "metadata": {"name": "spoke-1", "labels": {"l": "v"},
+                "annotations": {ANNOTATION_JOIN_USERS: "record", "other": "x"}},
+        }))
+        .unwrap();
+        namespace_as_recorded(&mut namespace);
+        assert_eq!(
+            namespace.metadata.annotations,
+            Some([(ANNOTATION_JOIN_USERS.to_string(), "record".to_string())].into())
+        );
+        assert_eq!(namespace.metadata.labels, None);
+
+        let mut token: Secret = serde_json::from_value(json!({
+            "metadata": {"name": "bootstrap-token-abcdef", "namespace": "kube-system",
+                "labels": {"open-cluster-management.io/cluster-name": "spoke-1"}},
+            "type": "bootstrap.kubernetes.io/token",
+            "data": {"token-id": "YWJjZGVm", "token-secret": "c2VjcmV0"},
+        }))
+        .unwrap();
+        let before = token.clone();
+        token_as_identified(&mut token);
+        assert_eq!(token.metadata.labels, before.metadata.labels);
+        assert_eq!(token.type_, before.type_);
+        let data = token.data.unwrap();
+        assert_eq!(data.keys().collect::<Vec<_>>(), [BOOTSTRAP_TOKEN_ID_KEY]);
+        assert_eq!(
+            data[BOOTSTRAP_TOKEN_ID_KEY],
+            before.data.unwrap()["token-id"]
+        );
     }
 
     #[test]

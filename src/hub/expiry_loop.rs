@@ -34,8 +34,8 @@ use crate::api::vocabulary::{
     CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_CLOCK_SYNCED, STATUS_UNKNOWN,
 };
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
-use crate::runtime::conditions::set_conditions;
-use crate::runtime::error::KubeError;
+use crate::runtime::conditions::{set_conditions, set_conditions_from, set_conditions_once_from};
+use crate::runtime::error::{KubeError, is_conflict};
 
 /// What the expiry loop shares between reconciles: the cluster leases, kept by watch.
 struct ExpiryContext {
@@ -132,21 +132,23 @@ async fn reconcile(
                 format!("Lease {name}/{CLUSTER_LEASE_NAME}"),
                 "read",
             ))?;
-        let written =
-            set_conditions(
-                &clusters,
-                &name,
-                FIELD_MANAGER,
-                |fresh| match judge_cluster_lease(fresh, lease.as_ref(), Timestamp::now()) {
-                    LeaseVerdict::Expired { .. } => vec![unknown.clone()],
-                    _ => Vec::new(),
-                },
-            )
-            .await
-            .map_err(KubeError::on(
-                format!("ManagedCluster {name}"),
-                "set Available Unknown",
-            ))?;
+        // Written from the watch's copy of the cluster; judged again on a fresh read if another
+        // write came first.
+        let written = set_conditions_from(
+            &clusters,
+            &cluster,
+            FIELD_MANAGER,
+            |fresh| match judge_cluster_lease(fresh, lease.as_ref(), Timestamp::now()) {
+                LeaseVerdict::Expired { .. } => vec![unknown.clone()],
+                _ => Vec::new(),
+            },
+            &Default::default(),
+        )
+        .await
+        .map_err(KubeError::on(
+            format!("ManagedCluster {name}"),
+            "set Available Unknown",
+        ))?;
         if let Some(written) = written {
             info!(%deadline, "lease expired: cluster Available is Unknown");
             let lag = Timestamp::now().duration_since(*deadline);
@@ -159,13 +161,26 @@ async fn reconcile(
             verdict = judge_cluster_lease(&cluster, lease.as_ref(), now);
         }
     }
-    reconcile_taints(&clusters, &cluster).await?;
+    // A write from a copy another write has overtaken (409 Conflict) is not made again from a
+    // fresh read: that write's event wakes this cluster's reconcile again, which judges it from
+    // that copy (a cluster joining is written by its agent and the reconciler meanwhile).
+    let overtaken = |err: &HubError| matches!(err, HubError::Kube(err) if is_conflict(&err.source));
+    match reconcile_taints(&clusters, &cluster).await {
+        Ok(Some(written)) => cluster = written,
+        Ok(None) => {}
+        Err(err) if overtaken(&err) => return Ok(Action::await_change()),
+        Err(err) => return Err(err),
+    }
     if let LeaseVerdict::Fresh { .. } = verdict
         && let Some(renewed) = lease
             .as_ref()
             .and_then(|lease| lease.spec.as_ref()?.renew_time.as_ref().map(|time| time.0))
     {
-        report_clock(&clusters, &cluster, renewed, now).await?;
+        match report_clock(&clusters, &cluster, renewed, now).await {
+            Ok(()) => {}
+            Err(err) if overtaken(&err) => return Ok(Action::await_change()),
+            Err(err) => return Err(err),
+        }
     }
     if ctx.addons
         && let Some(available) = cluster.condition(CONDITION_AVAILABLE)
@@ -197,30 +212,33 @@ async fn report_clock(
         return Ok(());
     }
     let name = cluster.name_any();
-    Ok(set_conditions(clusters, &name, FIELD_MANAGER, |fresh| {
-        match fresh.condition(CONDITION_CLOCK_SYNCED) {
-            Some(current) if current.status == wanted.status => Vec::new(),
-            _ => vec![wanted.clone()],
-        }
-    })
-    .await
-    .map(|_| ())
-    .map_err(KubeError::on(
-        format!("ManagedCluster {name}"),
-        "report whether its clock is synced",
-    ))?)
+    Ok(
+        set_conditions_once_from(clusters, cluster, FIELD_MANAGER, |fresh| {
+            match fresh.condition(CONDITION_CLOCK_SYNCED) {
+                Some(current) if current.status == wanted.status => Vec::new(),
+                _ => vec![wanted.clone()],
+            }
+        })
+        .await
+        .map(|_| ())
+        .map_err(KubeError::on(
+            format!("ManagedCluster {name}"),
+            "report whether its clock is synced",
+        ))?,
+    )
 }
 
-/// Brings the availability taints in line with the Available condition, if they are not.
+/// Brings the availability taints in line with the Available condition, if they are not;
+/// returns the cluster written.
 async fn reconcile_taints(
     clusters: &Api<ManagedCluster>,
     cluster: &ManagedCluster,
-) -> Result<(), HubError> {
+) -> Result<Option<ManagedCluster>, HubError> {
     let name = cluster.name_any();
     let Some(taints) =
         reconcile_availability_taints(&cluster.spec.taints, cluster.condition(CONDITION_AVAILABLE))
     else {
-        return Ok(());
+        return Ok(None);
     };
     let patch = json!({
         "apiVersion": "cluster.open-cluster-management.io/v1",
@@ -235,7 +253,7 @@ async fn reconcile_taints(
     Ok(clusters
         .patch(&name, &params, &Patch::Merge(&patch))
         .await
-        .map(|_| ())
+        .map(Some)
         .map_err(KubeError::on(
             format!("ManagedCluster {name}"),
             "write availability taints",

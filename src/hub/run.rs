@@ -146,10 +146,14 @@ pub async fn start(config: HubConfig, shutdown: CancellationToken) -> RunningLoo
             shutdown.clone(),
         )));
     }
+    // One cache of the Spokes for the loops that read them: the approval loop's watch keeps it
+    // (both loops run where Spokes and ManagedClusters are served), the accept loop reads it.
+    let spoke_cache = (clusters && spokes).then(|| super::cache::spokes(ctx.client.clone()));
     if clusters {
         tasks.push(tokio::spawn(super::accept_loop::run(
             ctx.clone(),
             spokes,
+            spoke_cache.as_ref().map(|cache| cache.store.clone()),
             shutdown.clone(),
         )));
         let addons = crd::installed::<ManagedClusterAddOn>(
@@ -169,9 +173,10 @@ pub async fn start(config: HubConfig, shutdown: CancellationToken) -> RunningLoo
             shutdown.clone(),
         )));
     }
-    if clusters && spokes {
+    if let Some(spoke_cache) = spoke_cache {
         tasks.push(tokio::spawn(super::approval_loop::run(
             ctx.clone(),
+            spoke_cache,
             shutdown.clone(),
         )));
     }

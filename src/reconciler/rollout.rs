@@ -23,8 +23,8 @@ use tracing::info;
 
 use super::run::{FIELD_MANAGER, ReconcileError};
 use crate::api::fleet::{
-    AddonRollout, Hub, Phase, RolloutSpec, RolloutStatus, RolloutStrategy, SYSTEM_NAMESPACE, Spoke,
-    SpokeRolloutState,
+    AddOn, AddonRollout, Hub, Phase, RolloutSpec, RolloutStatus, RolloutStrategy, SYSTEM_NAMESPACE,
+    Spoke, SpokeRolloutState,
 };
 use crate::api::vocabulary::{CONDITION_ROLLOUT_HALTED, STATUS_FALSE, STATUS_TRUE};
 use crate::events::{self, EventType, Reporter};
@@ -279,14 +279,16 @@ fn gauge_value(count: usize) -> i64 {
 }
 
 /// One look at `hub`'s rollouts over `spokes` (its own, not being deleted) — the hub's, and
-/// each of the addons with a rollout of their own — counted into `metrics` (the hub's); returns
-/// how long until they must be looked at again though nothing changed.
+/// each of the addons with a rollout of their own, as the AddOn documents the hub holds
+/// (`addon_docs`) say — counted into `metrics` (the hub's); returns how long until they must be
+/// looked at again though nothing changed.
 pub(super) async fn run(
     client: &Client,
     reporter: &Reporter,
     metrics: &RolloutMetrics,
     hub: &Hub,
     spokes: &[std::sync::Arc<Spoke>],
+    addon_docs: &BTreeMap<String, AddOn>,
 ) -> Result<Option<Duration>, ReconcileError> {
     let api = Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE);
     let name = hub.name_any();
@@ -294,8 +296,7 @@ pub(super) async fn run(
     let status = hub.status.clone().unwrap_or_default();
     // Which addons a spoke is to have, and which roll out by themselves, the AddOn documents
     // the hub holds say.
-    let addon_docs = super::facts::addons(client).await?;
-    let own = rollout::own_rollouts(&addon_docs);
+    let own = rollout::own_rollouts(addon_docs);
     let own_names: BTreeSet<String> = own.keys().map(ToString::to_string).collect();
     let rolling: Vec<(&str, &RolloutSpec)> = own
         .iter()
@@ -320,7 +321,7 @@ pub(super) async fn run(
             SpokeFacts {
                 name: spoke.name_any(),
                 labels: spoke.labels().clone(),
-                wanted: Settings::wanted(&effective(spoke, hub, &addon_docs)),
+                wanted: Settings::wanted(&effective(spoke, hub, addon_docs)),
                 running: status.and_then(Settings::running),
                 online: status.and_then(|status| status.phase) == Some(Phase::Running),
                 unavailable_addons: status

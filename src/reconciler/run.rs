@@ -173,6 +173,10 @@ struct Context {
     hubs: Store<Hub>,
     /// The ClusterManagementAddOns, as the Spoke controller's watch of them keeps them.
     addons: Store<ClusterManagementAddOn>,
+    /// The ClusterManagementAddOns again, as the Hub controller's watch of them keeps them: a
+    /// Hub's pass reads the AddOn documents there (a list of them per pass was a request per
+    /// Spoke change, two per joining spoke).
+    hub_addons: Store<ClusterManagementAddOn>,
     /// The ManagedClusters, as the watch that wakes passes on them keeps them (what a pass
     /// reads of them: [`cluster_kept`]).
     clusters: Store<ManagedCluster>,
@@ -191,18 +195,68 @@ struct Context {
     tokens_by_cluster: Index<Secret>,
     /// The looks again promised by passes that acted.
     look_again: Mutex<LookAgain>,
+    /// The Spokes whose status a pass wrote, as written, until the store has their write.
+    own_writes: OwnWrites,
+}
+
+/// The Spokes whose status a pass wrote, by name, as written ([`OwnWrite`]).
+#[derive(Default)]
+struct OwnWrites(Mutex<HashMap<String, OwnWrite>>);
+
+/// A Spoke as a pass wrote it, with the resourceVersion of the copy its write started from.
+type OwnWrite = (Option<String>, Arc<Spoke>);
+
+impl OwnWrites {
+    /// The Spoke a pass starts from: the store's copy, or this reconciler's own last write of
+    /// its status while the store still holds the copy that write started from. A pass asks
+    /// for the next one when it acted, which may come before the store has the write: from the
+    /// store's copy, the next write's 409 Conflict cost it a read and a write more (three
+    /// requests per joining spoke), and what was already written looked unwritten. Any other
+    /// copy in the store came after that write, and is the one to start from.
+    fn current(&self, stored: Arc<Spoke>) -> Arc<Spoke> {
+        let mut writes = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let name = stored.name_any();
+        match writes.get(&name) {
+            Some((base, written)) if *base == stored.metadata.resource_version => written.clone(),
+            Some(_) => {
+                writes.remove(&name);
+                stored
+            }
+            None => stored,
+        }
+    }
+
+    /// Remembers `written`, a pass's write of the status of `from` (the copy it started
+    /// from), for [`Self::current`]. A Spoke being deleted is not remembered: its last pass may
+    /// be its last, and nothing would forget it.
+    fn wrote(&self, from: &Spoke, mut written: Spoke) {
+        if written.metadata.deletion_timestamp.is_some() {
+            return;
+        }
+        without_managed_fields(&mut written);
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(
+                written.name_any(),
+                (from.metadata.resource_version.clone(), Arc::new(written)),
+            );
+    }
 }
 
 impl Context {
     /// The AddOn documents the hub holds: from the store of the watch of them once it has
     /// listed them, read afresh until then (a pass must not take "not listed yet" for none).
     async fn addon_documents(&self) -> Result<BTreeMap<String, AddOn>, ReconcileError> {
-        if let Some(Ok(())) = self.addons.wait_until_ready().now_or_never() {
-            return Ok(facts::addon_documents(
-                self.addons.state().iter().map(|cma| &**cma),
-            ));
-        }
-        facts::addons(&self.config.client).await
+        addon_documents_in(&self.addons, &self.config.client).await
+    }
+
+    /// As [`Self::addon_documents`], for a Hub's pass: from the Hub controller's store.
+    async fn hub_addon_documents(&self) -> Result<BTreeMap<String, AddOn>, ReconcileError> {
+        addon_documents_in(&self.hub_addons, &self.config.client).await
     }
 
     /// The ManagedCluster `name`: from the store of the watch of them once it has listed them,
@@ -245,6 +299,19 @@ impl Context {
         }
         facts::tokens(&self.config.client, name).await
     }
+}
+
+/// The AddOn documents in `store` once its watch has listed them, read afresh until then.
+async fn addon_documents_in(
+    store: &Store<ClusterManagementAddOn>,
+    client: &Client,
+) -> Result<BTreeMap<String, AddOn>, ReconcileError> {
+    if let Some(Ok(())) = store.wait_until_ready().now_or_never() {
+        return Ok(facts::addon_documents(
+            store.state().iter().map(|cma| &**cma),
+        ));
+    }
+    facts::addons(client).await
 }
 
 /// How many Spoke passes run at once.
@@ -349,11 +416,13 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     let addons_indexed = addons_by_cluster.clone();
     let (tokens, tokens_writer) = reflector::store();
     let (hub_spokes, hub_spokes_writer) = reflector::store();
+    let (hub_addons, hub_addons_writer) = reflector::store();
     let tokens_by_cluster = Index::new(token_cluster);
     let tokens_indexed = tokens_by_cluster.clone();
     let ctx = Arc::new(Context {
         hubs,
         addons,
+        hub_addons,
         clusters,
         cluster_addons,
         addons_by_cluster,
@@ -366,6 +435,7 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
         tokens,
         tokens_by_cluster,
         look_again: Mutex::default(),
+        own_writes: OwnWrites::default(),
     });
     let in_namespace = |namespace: Option<String>| {
         namespace.map(|name| ObjectRef::<Spoke>::new(&name).within(SYSTEM_NAMESPACE))
@@ -472,13 +542,16 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
             .touched_objects(),
             |spoke| Some(ObjectRef::new(&spoke.spec.hub_ref).within(SYSTEM_NAMESPACE)),
         )
-        // Which addons a spoke is to have, and so its rollout target, follows the AddOn documents.
+        // Which addons a spoke is to have, and so its rollout target, follows the AddOn
+        // documents; the Hub's pass reads them from this watch's store.
         .watches_stream(
             watcher(
                 Api::<ClusterManagementAddOn>::all(client),
                 watcher::Config::default(),
             )
             .default_backoff()
+            .modify(without_managed_fields)
+            .reflect(hub_addons_writer)
             .applied_objects()
             .predicate_filter(addon_spec, Default::default()),
             move |_| {
@@ -706,6 +779,7 @@ fn addon_spec(addon: &ClusterManagementAddOn) -> Option<u64> {
 
 #[instrument(skip_all, fields(spoke = spoke.name_any()))]
 async fn reconcile_spoke(spoke: Arc<Spoke>, ctx: Arc<Context>) -> Result<Requeue, ReconcileError> {
+    let spoke = ctx.own_writes.current(spoke);
     let result = spoke_pass(&spoke, &ctx).await;
     match &result {
         Ok(_) => {
@@ -782,7 +856,7 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
     };
     let Some(hub) = hub else {
         // Waiting is right: the Hub watch brings the Spoke back once its hub is declared.
-        write_status(client, &spoke, Phase::Initializing, &[], None, None).await?;
+        write_status(ctx, &spoke, Phase::Initializing, &[], None, None).await?;
         return Err(ReconcileError::NoHub(spoke.spec.hub_ref.clone()));
     };
     let endpoint = hub_endpoint_of(client, &hub, &ctx.config.known_endpoint).await?;
@@ -885,7 +959,7 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
         && crate::rollout::agent_released(&hub, &spoke.name_any(), &agent))
     .then_some(agent.as_str());
     write_status(
-        client,
+        ctx,
         &spoke,
         decision.phase,
         &conditions,
@@ -998,12 +1072,11 @@ async fn report_phase_unreached(ctx: &Context, spoke: &Spoke) -> Result<(), Reco
     if !matches!(current, Some(Phase::Running | Phase::Unhealthy)) {
         return Ok(());
     }
-    let client = &ctx.config.client;
     let cluster = ctx.managed_cluster(&spoke.name_any()).await?;
     let joined = cluster.as_ref().is_some_and(ManagedCluster::is_joined);
     let available = cluster.as_ref().is_some_and(ManagedCluster::is_available);
     match lifecycle::phase_unreached(current, joined, available) {
-        Some(phase) => write_status(client, spoke, phase, &[], None, None).await,
+        Some(phase) => write_status(ctx, spoke, phase, &[], None, None).await,
         None => Ok(()),
     }
 }
@@ -1013,7 +1086,7 @@ async fn report_phase_unreached(ctx: &Context, spoke: &Spoke) -> Result<(), Reco
 /// changed. The agent version is the agent's to report: it says what runs, not what was asked
 /// for.
 async fn write_status(
-    client: &Client,
+    ctx: &Context,
     spoke: &Spoke,
     phase: Phase,
     conditions: &[Condition],
@@ -1021,7 +1094,7 @@ async fn write_status(
     released_agent: Option<&str>,
 ) -> Result<(), ReconcileError> {
     let name = spoke.name_any();
-    let api: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    let api: Api<Spoke> = Api::namespaced(ctx.config.client.clone(), SYSTEM_NAMESPACE);
     let status = spoke.status.clone().unwrap_or_default();
     let mut fields = serde_json::Map::new();
     if status.phase != Some(phase) {
@@ -1060,17 +1133,16 @@ async fn write_status(
             &Patch::Merge(&json!({"status": fields})),
         )
         .await
-        .map(|_| ())
+        .map(Some)
     } else {
-        set_conditions_from(&api, spoke, FIELD_MANAGER, move |_| wanted.clone(), &fields)
-            .await
-            .map(|_| ())
+        set_conditions_from(&api, spoke, FIELD_MANAGER, move |_| wanted.clone(), &fields).await
     };
     match written {
         // Gone in the meantime: its last finalizer was just removed.
         Err(err) if is_not_found(&err) => {}
         Err(err) => return Err(KubeError::on(format!("Spoke {name}"), "write status")(err).into()),
-        Ok(()) => {}
+        Ok(Some(written)) => ctx.own_writes.wrote(spoke, written),
+        Ok(None) => {}
     }
     Ok(())
 }
@@ -1454,12 +1526,14 @@ async fn reconcile_hub(hub: Arc<Hub>, ctx: Arc<Context>) -> Result<Requeue, Reco
         .into_iter()
         .filter(|spoke| spoke.spec.hub_ref == name)
         .collect();
+    let addon_docs = ctx.hub_addon_documents().await?;
     let wake = super::rollout::run(
         client,
         &ctx.events,
         &ctx.config.metrics.rollout,
         &hub,
         &spokes,
+        &addon_docs,
     )
     .await?;
     Ok(wake.map_or_else(Requeue::await_change, Requeue::requeue))
@@ -1600,6 +1674,51 @@ mod tests {
             "status": status,
         }))
         .expect("a Spoke")
+    }
+
+    #[test]
+    fn a_pass_starts_from_its_own_write_until_the_store_has_it_or_anything_newer() {
+        let at = |version: &str, phase: &str| {
+            let mut copy = spoke(1, json!({"phase": phase}));
+            copy.metadata.resource_version = Some(version.to_string());
+            copy
+        };
+        let writes = OwnWrites::default();
+        // The copy a pass starts from, as (resourceVersion, phase), the store holding `stored`.
+        let current = |stored: Spoke| {
+            let copy = writes.current(Arc::new(stored));
+            let version = copy.metadata.resource_version.clone().unwrap();
+            (
+                version,
+                copy.status.as_ref().and_then(|status| status.phase),
+            )
+        };
+        let seen = |version: &str, phase| (version.to_string(), Some(phase));
+        assert_eq!(
+            current(at("1", "Initializing")),
+            seen("1", Phase::Initializing)
+        );
+
+        // A pass wrote status 2 from copy 1; the store has not had the event yet.
+        writes.wrote(&at("1", "Initializing"), at("2", "Joining"));
+        assert_eq!(current(at("1", "Initializing")), seen("2", Phase::Joining));
+        assert_eq!(current(at("1", "Initializing")), seen("2", Phase::Joining));
+        // The store caught up: its copy, and the write forgotten.
+        assert_eq!(current(at("2", "Joining")), seen("2", Phase::Joining));
+        assert_eq!(
+            current(at("1", "Initializing")),
+            seen("1", Phase::Initializing)
+        );
+
+        // Someone else's write after the pass's: the store's copy is the one to start from.
+        writes.wrote(&at("2", "Joining"), at("3", "Running"));
+        assert_eq!(current(at("4", "Unhealthy")), seen("4", Phase::Unhealthy));
+
+        // A Spoke being deleted is not remembered.
+        let mut deleted = at("6", "Deleting");
+        deleted.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+        writes.wrote(&at("5", "Running"), deleted);
+        assert_eq!(current(at("5", "Running")), seen("5", Phase::Running));
     }
 
     #[test]

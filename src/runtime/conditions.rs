@@ -7,8 +7,9 @@
 //! `lastTransitionTime` unless the status changes) and patches with the `resourceVersion` it read:
 //! a concurrent write makes the patch fail with 409 Conflict, and the write starts over from a
 //! fresh read. A writer holding a watch's copy starts from that copy instead
-//! ([`set_conditions_from`]): one request when the copy is current. Nothing is written when no
-//! condition changes.
+//! ([`set_conditions_from`]): one request when the copy is current; and a controller that every
+//! change of the object wakes need not read it afresh at all after a conflict
+//! ([`set_conditions_once_from`]). Nothing is written when no condition changes.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Patch, PatchParams};
@@ -44,7 +45,16 @@ pub async fn set_conditions<K>(
 where
     K: Resource<DynamicType = ()> + HasConditions + Clone + DeserializeOwned + std::fmt::Debug,
 {
-    write_status(api, name, None, field_manager, wanted, &Map::new()).await
+    write_status(
+        api,
+        name,
+        None,
+        field_manager,
+        wanted,
+        &Map::new(),
+        CONFLICT_RETRIES,
+    )
+    .await
 }
 
 /// As [`set_conditions`], starting from `cached`, the copy a watch keeps, and writing the status
@@ -63,7 +73,42 @@ where
     K: Resource<DynamicType = ()> + HasConditions + Clone + DeserializeOwned + std::fmt::Debug,
 {
     let name = cached.name_any();
-    write_status(api, &name, Some(cached), field_manager, wanted, also).await
+    write_status(
+        api,
+        &name,
+        Some(cached),
+        field_manager,
+        wanted,
+        also,
+        CONFLICT_RETRIES,
+    )
+    .await
+}
+
+/// As [`set_conditions_from`], once: when another write came first, its 409 Conflict is
+/// returned, not retried from a fresh read. For a writer that every change of the object wakes
+/// (a controller over it): the write that came first is on its way to it, and it judges again
+/// from that copy, with no read.
+pub async fn set_conditions_once_from<K>(
+    api: &Api<K>,
+    cached: &K,
+    field_manager: &str,
+    wanted: impl Fn(&K) -> Vec<Condition>,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource<DynamicType = ()> + HasConditions + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let name = cached.name_any();
+    write_status(
+        api,
+        &name,
+        Some(cached),
+        field_manager,
+        wanted,
+        &Map::new(),
+        0,
+    )
+    .await
 }
 
 async fn write_status<K>(
@@ -73,6 +118,7 @@ async fn write_status<K>(
     field_manager: &str,
     wanted: impl Fn(&K) -> Vec<Condition>,
     also: &Map<String, Value>,
+    retries: usize,
 ) -> Result<Option<K>, kube::Error>
 where
     K: Resource<DynamicType = ()> + HasConditions + Clone + DeserializeOwned + std::fmt::Debug,
@@ -111,7 +157,7 @@ where
         };
         match api.patch_status(name, &params, &Patch::Merge(&patch)).await {
             Ok(written) => return Ok(Some(written)),
-            Err(err) if is_conflict(&err) && attempt < CONFLICT_RETRIES => attempt += 1,
+            Err(err) if is_conflict(&err) && attempt < retries => attempt += 1,
             Err(err) => return Err(err),
         }
     }

@@ -21,6 +21,7 @@ mod docs;
 mod events;
 mod gitops;
 mod ha_hub;
+mod hub_loop_reads;
 mod hub_security;
 mod install;
 mod layering;

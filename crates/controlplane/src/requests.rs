@@ -1,5 +1,6 @@
 //! Counting the resource requests a control plane receives, by verb and resource, so a caller
-//! (a benchmark, a test) can tell how many writes some workload costs the server.
+//! (a benchmark, a test) can tell how many writes some workload costs the server, and by whom
+//! (a test of one component's requests among several clients').
 //!
 //! A request is counted once its target resolves to a served resource, whatever its outcome
 //! (refused, conflicting or failed requests were still received). Discovery, health and
@@ -30,9 +31,10 @@ pub struct RequestCounter {
     counts: Mutex<Counts>,
 }
 
-/// Counts by group, resource, subresource and verb, nested so that a request finds its counter
-/// by its own strings and copies none of them once the counter exists.
-type Counts = HashMap<String, HashMap<String, HashMap<String, HashMap<Verb, u64>>>>;
+/// Counts by user, group, resource, subresource and verb, nested so that a request finds its
+/// counter by its own strings and copies none of them once the counter exists.
+type Counts =
+    HashMap<String, HashMap<String, HashMap<String, HashMap<String, HashMap<Verb, u64>>>>>;
 
 /// The entry for `key`, made empty when there is none.
 fn slot<'m, V: Default>(map: &'m mut HashMap<String, V>, key: &str) -> &'m mut V {
@@ -43,8 +45,9 @@ fn slot<'m, V: Default>(map: &'m mut HashMap<String, V>, key: &str) -> &'m mut V
 }
 
 impl RequestCounter {
-    /// Counts a request to a served resource (a verb that is no API operation is not counted).
-    pub fn record(&self, request: &RequestInfo) {
+    /// Counts a request of `user` to a served resource (a verb that is no API operation is not
+    /// counted).
+    pub fn record(&self, request: &RequestInfo, user: &str) {
         if matches!(request.verb, Verb::Other(_)) {
             return;
         }
@@ -54,7 +57,10 @@ impl RequestCounter {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let by_verb = slot(
-            slot(slot(&mut counts, &request.api_group), &request.resource),
+            slot(
+                slot(slot(&mut counts, user), &request.api_group),
+                &request.resource,
+            ),
             &request.subresource,
         );
         match by_verb.get_mut(&request.verb) {
@@ -72,31 +78,41 @@ impl RequestCounter {
     /// (create), `PUT` (update), `PATCH`, `DELETE` and `DELETECOLLECTION` (server-side apply is
     /// counted as `PATCH`, not apart as `APPLY`). Series are sorted, for a stable page.
     pub fn metrics_text(&self) -> String {
-        let mut series: Vec<(&str, &str, &str, &str, u64)> = Vec::new();
+        let mut summed: HashMap<(&str, &str, &str, &str), u64> = HashMap::new();
         let counts = self
             .counts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        for (group, resources) in counts.iter() {
-            for (resource, subresources) in resources {
-                for (subresource, by_verb) in subresources {
-                    for (verb, n) in by_verb {
-                        let verb = match verb {
-                            Verb::Get => "GET",
-                            Verb::List => "LIST",
-                            Verb::Watch => "WATCH",
-                            Verb::Create => "POST",
-                            Verb::Update => "PUT",
-                            Verb::Patch => "PATCH",
-                            Verb::Delete => "DELETE",
-                            Verb::DeleteCollection => "DELETECOLLECTION",
-                            Verb::Other(_) => continue,
-                        };
-                        series.push((verb, group, resource, subresource, *n));
+        for groups in counts.values() {
+            for (group, resources) in groups {
+                for (resource, subresources) in resources {
+                    for (subresource, by_verb) in subresources {
+                        for (verb, n) in by_verb {
+                            let verb = match verb {
+                                Verb::Get => "GET",
+                                Verb::List => "LIST",
+                                Verb::Watch => "WATCH",
+                                Verb::Create => "POST",
+                                Verb::Update => "PUT",
+                                Verb::Patch => "PATCH",
+                                Verb::Delete => "DELETE",
+                                Verb::DeleteCollection => "DELETECOLLECTION",
+                                Verb::Other(_) => continue,
+                            };
+                            *summed
+                                .entry((verb, group, resource, subresource))
+                                .or_default() += n;
+                        }
                     }
                 }
             }
         }
+        let mut series: Vec<(&str, &str, &str, &str, u64)> = summed
+            .into_iter()
+            .map(|((verb, group, resource, subresource), n)| {
+                (verb, group, resource, subresource, n)
+            })
+            .collect();
         series.sort_unstable();
         let mut text = String::from(
             "# HELP apiserver_request_total Resource requests received, by verb, API group, resource and subresource, whatever their outcome.\n# TYPE apiserver_request_total counter\n",
@@ -112,27 +128,39 @@ impl RequestCounter {
         text
     }
 
+    /// Every user's requests so far.
     pub fn snapshot(&self) -> RequestCounts {
+        self.snapshot_where(|_| true)
+    }
+
+    /// The requests of `user` so far.
+    pub fn snapshot_of(&self, user: &str) -> RequestCounts {
+        self.snapshot_where(|name| name == user)
+    }
+
+    fn snapshot_where(&self, counted: impl Fn(&str) -> bool) -> RequestCounts {
         let counts = self
             .counts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut out = BTreeMap::new();
-        for (group, resources) in counts.iter() {
-            for (resource, subresources) in resources {
-                for (subresource, by_verb) in subresources {
-                    let resource = if subresource.is_empty() {
-                        resource.clone()
-                    } else {
-                        format!("{resource}/{subresource}")
-                    };
-                    for (verb, n) in by_verb {
-                        let kind = RequestKind {
-                            verb: verb.clone(),
-                            group: group.clone(),
-                            resource: resource.clone(),
+        let mut out: BTreeMap<RequestKind, u64> = BTreeMap::new();
+        for (_, groups) in counts.iter().filter(|(user, _)| counted(user)) {
+            for (group, resources) in groups {
+                for (resource, subresources) in resources {
+                    for (subresource, by_verb) in subresources {
+                        let resource = if subresource.is_empty() {
+                            resource.clone()
+                        } else {
+                            format!("{resource}/{subresource}")
                         };
-                        out.insert(kind, *n);
+                        for (verb, n) in by_verb {
+                            let kind = RequestKind {
+                                verb: verb.clone(),
+                                group: group.clone(),
+                                resource: resource.clone(),
+                            };
+                            *out.entry(kind).or_default() += n;
+                        }
                     }
                 }
             }
@@ -215,23 +243,29 @@ mod tests {
         use http::Method;
         let lease = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l";
         let counter = RequestCounter::default();
-        counter.record(&request(
-            Method::POST,
-            "/apis/coordination.k8s.io/v1/namespaces/ns/leases",
-        ));
-        counter.record(&request(Method::GET, lease));
+        counter.record(
+            &request(
+                Method::POST,
+                "/apis/coordination.k8s.io/v1/namespaces/ns/leases",
+            ),
+            "writer",
+        );
+        counter.record(&request(Method::GET, lease), "reader");
         let before = counter.snapshot();
-        counter.record(&request(Method::PATCH, lease));
-        counter.record(&request(Method::PATCH, lease));
-        counter.record(&request(
-            Method::PATCH,
-            "/apis/cluster.open-cluster-management.io/v1/managedclusters/c/status",
-        ));
-        counter.record(&request(
-            Method::GET,
-            "/apis/coordination.k8s.io/v1/watch/leases",
-        ));
-        counter.record(&request(Method::OPTIONS, lease));
+        counter.record(&request(Method::PATCH, lease), "writer");
+        counter.record(&request(Method::PATCH, lease), "writer");
+        counter.record(
+            &request(
+                Method::PATCH,
+                "/apis/cluster.open-cluster-management.io/v1/managedclusters/c/status",
+            ),
+            "writer",
+        );
+        counter.record(
+            &request(Method::GET, "/apis/coordination.k8s.io/v1/watch/leases"),
+            "writer",
+        );
+        counter.record(&request(Method::OPTIONS, lease), "writer");
         let after = counter.snapshot();
         assert_eq!(after.total(), 6);
         assert_eq!(after.writes(), 4);
@@ -250,5 +284,10 @@ mod tests {
             window.writes_to("cluster.open-cluster-management.io", "managedclusters"),
             0
         );
+        // By whom: the reader's GET, and the writer's every other request.
+        assert_eq!(counter.snapshot_of("reader").total(), 1);
+        assert_eq!(counter.snapshot_of("writer").total(), 5);
+        assert_eq!(counter.snapshot_of("writer").writes(), 4);
+        assert_eq!(counter.snapshot_of("nobody"), RequestCounts::default());
     }
 }

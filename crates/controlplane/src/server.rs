@@ -688,6 +688,11 @@ impl RunningControlPlane {
         self.fe.requests.snapshot()
     }
 
+    /// The resource requests of `user` received so far (see [`Self::request_counts`]).
+    pub fn request_counts_of(&self, user: &str) -> crate::requests::RequestCounts {
+        self.fe.requests.snapshot_of(user)
+    }
+
     /// The current resourceVersion (for tests and diagnostics).
     pub fn resource_version(&self) -> i64 {
         self.api.store.current_rv()

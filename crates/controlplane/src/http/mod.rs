@@ -505,7 +505,7 @@ async fn resource(
             opts.manager(),
             &crate::meta::now_rfc3339(),
         )?;
-        fe.requests.record(request);
+        fe.requests.record(request, &user.name);
         return Ok(json_response(201, &answer));
     }
     // Resources answered by handlers of their own reach here only when this server has none.
@@ -513,7 +513,7 @@ async fn resource(
         return Err(ApiError::NoRoute);
     }
     let part = Part::from_subresource(&info, sub).ok_or(ApiError::NoRoute)?;
-    fe.requests.record(request);
+    fe.requests.record(request, &user.name);
     let name = request.path_name();
     let target = Target {
         info: info.clone(),
