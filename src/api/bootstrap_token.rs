@@ -112,6 +112,17 @@ fn rfc3339(instant: Timestamp) -> String {
     instant.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
+/// The cluster a bootstrap token Secret is for (its cluster-name label), if it names one.
+pub fn token_cluster(token: &Secret) -> Option<&str> {
+    token
+        .metadata
+        .labels
+        .as_ref()?
+        .get(LABEL_CLUSTER_NAME)
+        .map(String::as_str)
+        .filter(|name| !name.is_empty())
+}
+
 /// When the token of a `bootstrap-token-<id>` Secret expires; `None` if it never does (no
 /// `expiration`) or the value is not an RFC 3339 instant (which the API server treats as
 /// expired).

@@ -41,7 +41,7 @@ use super::metrics::CsrKind;
 use super::run::{Context, FIELD_MANAGER, HubError};
 use crate::api::ManagedCluster;
 use crate::api::bootstrap_token::{
-    BOOTSTRAP_TOKEN_ID_KEY, BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_TYPE,
+    BOOTSTRAP_TOKEN_ID_KEY, BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_TYPE, token_cluster,
 };
 use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::LABEL_CLUSTER_NAME;
@@ -137,15 +137,6 @@ pub(crate) async fn run(ctx: Arc<Context>, spokes: SpokeCache, shutdown: Cancell
     errors
         .drive(controller, reconcile, approval, shutdown)
         .await;
-}
-
-/// The cluster a bootstrap token Secret is of (its cluster-name label).
-fn token_cluster(token: &Secret) -> Option<&str> {
-    token
-        .labels()
-        .get(LABEL_CLUSTER_NAME)
-        .map(String::as_str)
-        .filter(|name| !name.is_empty())
 }
 
 #[instrument(skip(ctx, csr), fields(csr = csr.name_any()))]

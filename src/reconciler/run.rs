@@ -47,7 +47,7 @@ use super::tokens::{BOOTSTRAP_TOKEN_TTL, TokenUpkeep, token_upkeep, usable_token
 use super::uninstall;
 use crate::access::Access;
 use crate::api::bootstrap_token::{
-    BOOTSTRAP_TOKEN_NAMESPACE, BootstrapToken, expiration_patch, token_secret,
+    BOOTSTRAP_TOKEN_NAMESPACE, BootstrapToken, expiration_patch, token_cluster, token_secret,
 };
 use crate::api::fleet::{AddOn, AppliedSettings, Hub, Phase, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::{
@@ -639,15 +639,6 @@ fn cluster_changes(
 /// Cuts a ManagedCluster to what a pass reads of it ([`facts::gather`], [`cluster_sync`]): not
 /// its managed fields, nor what its agent reports of the spoke (capacity, allocatable, version,
 /// claims) or the namespaces its cluster sets manage.
-/// The spoke a bootstrap token Secret is of (its cluster-name label).
-fn token_cluster(token: &Secret) -> Option<&str> {
-    token
-        .labels()
-        .get(LABEL_CLUSTER_NAME)
-        .map(String::as_str)
-        .filter(|name| !name.is_empty())
-}
-
 /// What a pass reads of a ManagedClusterAddOn: which it is, fleetform's mark, where it installs
 /// and whether it is Available (its conditions); its managed fields and the rest of its status
 /// are cut.
