@@ -51,11 +51,7 @@ impl RequestCounter {
         if matches!(request.verb, Verb::Other(_)) {
             return;
         }
-        // A poisoned lock only means another request panicked mid-increment; counts stay usable.
-        let mut counts = self
-            .counts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut counts = self.lock();
         let by_verb = slot(
             slot(
                 slot(slot(&mut counts, user), &request.api_group),
@@ -79,33 +75,22 @@ impl RequestCounter {
     /// counted as `PATCH`, not apart as `APPLY`). Series are sorted, for a stable page.
     pub fn metrics_text(&self) -> String {
         let mut summed: HashMap<(&str, &str, &str, &str), u64> = HashMap::new();
-        let counts = self
-            .counts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        for groups in counts.values() {
-            for (group, resources) in groups {
-                for (resource, subresources) in resources {
-                    for (subresource, by_verb) in subresources {
-                        for (verb, n) in by_verb {
-                            let verb = match verb {
-                                Verb::Get => "GET",
-                                Verb::List => "LIST",
-                                Verb::Watch => "WATCH",
-                                Verb::Create => "POST",
-                                Verb::Update => "PUT",
-                                Verb::Patch => "PATCH",
-                                Verb::Delete => "DELETE",
-                                Verb::DeleteCollection => "DELETECOLLECTION",
-                                Verb::Other(_) => continue,
-                            };
-                            *summed
-                                .entry((verb, group, resource, subresource))
-                                .or_default() += n;
-                        }
-                    }
-                }
-            }
+        let counts = self.lock();
+        for (_, group, resource, subresource, verb, n) in counted(&counts) {
+            let verb = match verb {
+                Verb::Get => "GET",
+                Verb::List => "LIST",
+                Verb::Watch => "WATCH",
+                Verb::Create => "POST",
+                Verb::Update => "PUT",
+                Verb::Patch => "PATCH",
+                Verb::Delete => "DELETE",
+                Verb::DeleteCollection => "DELETECOLLECTION",
+                Verb::Other(_) => continue,
+            };
+            *summed
+                .entry((verb, group, resource, subresource))
+                .or_default() += n;
         }
         let mut series: Vec<(&str, &str, &str, &str, u64)> = summed
             .into_iter()
@@ -138,35 +123,56 @@ impl RequestCounter {
         self.snapshot_where(|name| name == user)
     }
 
-    fn snapshot_where(&self, counted: impl Fn(&str) -> bool) -> RequestCounts {
-        let counts = self
-            .counts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    fn snapshot_where(&self, of_user: impl Fn(&str) -> bool) -> RequestCounts {
+        let counts = self.lock();
         let mut out: BTreeMap<RequestKind, u64> = BTreeMap::new();
-        for (_, groups) in counts.iter().filter(|(user, _)| counted(user)) {
-            for (group, resources) in groups {
-                for (resource, subresources) in resources {
-                    for (subresource, by_verb) in subresources {
-                        let resource = if subresource.is_empty() {
-                            resource.clone()
-                        } else {
-                            format!("{resource}/{subresource}")
-                        };
-                        for (verb, n) in by_verb {
-                            let kind = RequestKind {
-                                verb: verb.clone(),
-                                group: group.clone(),
-                                resource: resource.clone(),
-                            };
-                            *out.entry(kind).or_default() += n;
-                        }
-                    }
-                }
+        for (user, group, resource, subresource, verb, n) in counted(&counts) {
+            if !of_user(user) {
+                continue;
             }
+            let resource = if subresource.is_empty() {
+                resource.to_string()
+            } else {
+                format!("{resource}/{subresource}")
+            };
+            let kind = RequestKind {
+                verb: verb.clone(),
+                group: group.to_string(),
+                resource,
+            };
+            *out.entry(kind).or_default() += n;
         }
         RequestCounts(out)
     }
+
+    /// A poisoned lock only means another request panicked mid-increment; counts stay usable.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Counts> {
+        self.counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Every count: user, group, resource, subresource, verb and how many.
+fn counted(counts: &Counts) -> impl Iterator<Item = (&str, &str, &str, &str, &Verb, u64)> {
+    counts.iter().flat_map(|(user, groups)| {
+        groups.iter().flat_map(move |(group, resources)| {
+            resources.iter().flat_map(move |(resource, subresources)| {
+                subresources.iter().flat_map(move |(subresource, by_verb)| {
+                    by_verb.iter().map(move |(verb, n)| {
+                        (
+                            user.as_str(),
+                            group.as_str(),
+                            resource.as_str(),
+                            subresource.as_str(),
+                            verb,
+                            *n,
+                        )
+                    })
+                })
+            })
+        })
+    })
 }
 
 /// A label value escaped as the Prometheus text format asks (backslash, quote, newline).
