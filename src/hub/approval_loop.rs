@@ -15,7 +15,6 @@
 
 use std::sync::Arc;
 
-use futures::FutureExt;
 use futures::TryStreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::{
@@ -26,7 +25,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, ResourceExt};
 use tokio_util::sync::CancellationToken;
@@ -47,6 +46,7 @@ use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::LABEL_CLUSTER_NAME;
 use crate::runtime::error::KubeError;
 use crate::runtime::index::Index;
+use crate::runtime::watch::cached_or_read;
 
 /// What the approval loop reads what the hub knows of a spoke from: the caches of the watches
 /// that wake it (each store takes an event before the event wakes the CSRs it concerns, so a
@@ -172,16 +172,6 @@ async fn reconcile(
     Ok(Action::await_change())
 }
 
-/// Whether `store`'s watch has listed its objects: until then a store's "none" is not the
-/// hub's, and what it lacks is read afresh.
-fn listed<K>(store: &Store<K>) -> bool
-where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: Clone + Eq + std::hash::Hash,
-{
-    matches!(store.wait_until_ready().now_or_never(), Some(Ok(())))
-}
-
 /// What the hub knows of the spoke a CSR names, and whether its tokens came from the cache:
 /// from the loop's caches once they have listed, read afresh until then. A cache behind the
 /// hub says "not yet" (not declared, not accepted, not bound: the CSR stays pending) until the
@@ -192,30 +182,18 @@ async fn spoke_identity(
     cluster: &str,
 ) -> Result<(SpokeIdentity, bool), HubError> {
     let client = &ctx.hub.client;
-    let declared = if listed(&ctx.spokes) {
-        ctx.spokes
-            .get(&ObjectRef::new(cluster).within(SYSTEM_NAMESPACE))
-            .is_some()
-    } else {
-        Api::<Spoke>::namespaced(client.clone(), SYSTEM_NAMESPACE)
-            .get_opt(cluster)
-            .await
-            .map_err(KubeError::on(
-                format!("Spoke {SYSTEM_NAMESPACE}/{cluster}"),
-                "read",
-            ))?
-            .is_some()
-    };
-    let managed_cluster = if listed(&ctx.clusters) {
-        ctx.clusters
-            .get(&ObjectRef::new(cluster))
-            .map(|cluster| (*cluster).clone())
-    } else {
-        Api::<ManagedCluster>::all(client.clone())
-            .get_opt(cluster)
-            .await
-            .map_err(KubeError::on(format!("ManagedCluster {cluster}"), "read"))?
-    };
+    let spokes = Api::<Spoke>::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    let declared = cached_or_read(&ctx.spokes, &spokes, cluster)
+        .await
+        .map_err(KubeError::on(
+            format!("Spoke {SYSTEM_NAMESPACE}/{cluster}"),
+            "read",
+        ))?
+        .is_some();
+    let clusters = Api::<ManagedCluster>::all(client.clone());
+    let managed_cluster = cached_or_read(&ctx.clusters, &clusters, cluster)
+        .await
+        .map_err(KubeError::on(format!("ManagedCluster {cluster}"), "read"))?;
     let accepted = managed_cluster
         .as_ref()
         .is_some_and(ManagedCluster::hub_accepts_client);
@@ -223,16 +201,10 @@ async fn spoke_identity(
     let bound_users = match managed_cluster.filter(|_| accepted) {
         None => Default::default(),
         Some(managed_cluster) => {
-            let namespace = if listed(&ctx.namespaces) {
-                ctx.namespaces
-                    .get(&ObjectRef::new(cluster))
-                    .map(|namespace| (*namespace).clone())
-            } else {
-                Api::<Namespace>::all(client.clone())
-                    .get_opt(cluster)
-                    .await
-                    .map_err(KubeError::on(format!("namespace {cluster}"), "read"))?
-            };
+            let namespaces = Api::<Namespace>::all(client.clone());
+            let namespace = cached_or_read(&ctx.namespaces, &namespaces, cluster)
+                .await
+                .map_err(KubeError::on(format!("namespace {cluster}"), "read"))?;
             namespace
                 .map(|namespace| {
                     JoinRecord::of_join(

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::{FutureExt, StreamExt, TryStreamExt};
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
@@ -63,7 +63,9 @@ use crate::runtime::error::{Category, Failure, KubeError};
 use crate::runtime::finalizers::{delete_if_present, set_finalizer, set_finalizers};
 use crate::runtime::index::{self, Index};
 use crate::runtime::metrics::ControllerMetrics;
-use crate::runtime::watch::{backing_off, cached, cached_controller, without_managed_fields};
+use crate::runtime::watch::{
+    backing_off, cached, cached_controller, cached_or_read, has_listed, without_managed_fields,
+};
 
 /// Field manager of the reconciler's writes.
 pub const FIELD_MANAGER: &str = "fleetform";
@@ -264,14 +266,8 @@ impl Context {
     /// store takes an event before it wakes the pass); one a pass's own write made arrives with
     /// the event that wakes the next.
     async fn managed_cluster(&self, name: &str) -> Result<Option<ManagedCluster>, ReconcileError> {
-        if let Some(Ok(())) = self.clusters.wait_until_ready().now_or_never() {
-            return Ok(self
-                .clusters
-                .get(&ObjectRef::new(name))
-                .map(|cluster| (*cluster).clone()));
-        }
-        Ok(Api::<ManagedCluster>::all(self.config.client.clone())
-            .get_opt(name)
+        let clusters = Api::<ManagedCluster>::all(self.config.client.clone());
+        Ok(cached_or_read(&self.clusters, &clusters, name)
             .await
             .map_err(KubeError::on(format!("ManagedCluster {name}"), "read"))?)
     }
@@ -306,7 +302,7 @@ async fn addon_documents_in(
     store: &Store<ClusterManagementAddOn>,
     client: &Client,
 ) -> Result<BTreeMap<String, AddOn>, ReconcileError> {
-    if let Some(Ok(())) = store.wait_until_ready().now_or_never() {
+    if has_listed(store) {
         return Ok(facts::addon_documents(
             store.state().iter().map(|cma| &**cma),
         ));

@@ -10,7 +10,6 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use futures::FutureExt;
 use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -133,8 +132,7 @@ where
     /// The objects of `key`, copied, once `store` has listed its objects; `None` until then (a
     /// reader must not take "not listed yet" for "none", and reads them afresh instead).
     pub fn listed(&self, store: &Store<K>, key: &str) -> Option<Vec<K>> {
-        let ready = matches!(store.wait_until_ready().now_or_never(), Some(Ok(())));
-        ready.then(|| {
+        super::watch::has_listed(store).then(|| {
             self.of(store, key)
                 .iter()
                 .map(|object| (**object).clone())

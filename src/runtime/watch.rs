@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::hash::Hash;
 
 use futures::stream::BoxStream;
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::Backoff;
@@ -153,6 +153,38 @@ where
 {
     let (reader, objects) = cached(api, config, cut);
     Controller::for_stream(objects, reader)
+}
+
+/// Whether `store`'s watch has listed its objects. Until then an object it lacks may exist: a
+/// reader must not take "not listed yet" for "none".
+pub fn has_listed<K>(store: &Store<K>) -> bool
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash,
+{
+    matches!(store.wait_until_ready().now_or_never(), Some(Ok(())))
+}
+
+/// The object `name` (of `api`'s namespace): from `store` once its watch has listed, read
+/// through `api` until then.
+pub async fn cached_or_read<K>(
+    store: &Store<K>,
+    api: &Api<K>,
+    name: &str,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + 'static,
+    K::DynamicType: Clone + Default + Eq + std::hash::Hash,
+{
+    if !has_listed(store) {
+        return api.get_opt(name).await;
+    }
+    let reference = ObjectRef::new(name);
+    let reference = match api.namespace() {
+        Some(namespace) => reference.within(namespace),
+        None => reference,
+    };
+    Ok(store.get(&reference).map(|object| (*object).clone()))
 }
 
 /// Drops the managed fields, which no loop of fleetform's reads: what a cache keeps of every

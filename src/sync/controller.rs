@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -182,7 +182,7 @@ pub async fn run(
     }
     // Let the reconcile in flight finish. Before the FleetSync cache is ready nothing runs, and
     // kube's runner would wait for a readiness that can no longer come.
-    if matches!(ready.wait_until_ready().now_or_never(), Some(Ok(()))) {
+    if crate::runtime::watch::has_listed(&ready) {
         run.await;
     }
 }
