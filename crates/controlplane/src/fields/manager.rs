@@ -92,10 +92,6 @@ impl Entry {
         }
     }
 
-    pub fn fields(&self) -> &Set {
-        &self.fields
-    }
-
     /// Sets what the manager owns; unchanged fields keep their encoding.
     fn set_fields(&mut self, fields: Set) {
         if fields != self.fields {
