@@ -161,12 +161,15 @@ where
             // client's requests a load is made of.
             tracing::trace!(verb = %request.verb, resource = %request.resource,
                 subresource = %request.subresource, namespace = %request.namespace,
-                user = %user.name, code = r.status().as_u16(), "request served");
+                name = %request.name, user = %user.name,
+                manager = query.get("fieldManager").unwrap_or_default(),
+                code = r.status().as_u16(), "request served");
             r
         }
         Err(e) => {
             tracing::debug!(method = %parts.method, path = %request.path, verb = %request.verb,
                 resource = %request.resource, namespace = %request.namespace, name = %request.name,
+                user = %user.name, manager = query.get("fieldManager").unwrap_or_default(),
                 code = e.code(), error = %e, "request failed");
             error_response(&e)
         }
