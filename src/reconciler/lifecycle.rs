@@ -406,6 +406,48 @@ pub fn phase_unreached(current: Option<Phase>, joined: bool, available: bool) ->
     (current != Some(phase)).then_some(phase)
 }
 
+impl Facts {
+    /// The facts as a pass's `actions`, all carried out, leave them, in what the conditions
+    /// report: the pass that installs the agent or enables addons reports it done, instead of
+    /// reporting what it found and leaving the next pass a second status write (two per
+    /// joining spoke).
+    pub fn after(&self, actions: &[Action]) -> Facts {
+        let mut after = self.clone();
+        for action in actions {
+            match action {
+                Action::AddFinalizer(finalizer) => {
+                    after.finalizers.insert(finalizer.to_string());
+                }
+                Action::RemoveFinalizer(finalizer) => {
+                    after.finalizers.remove(*finalizer);
+                }
+                Action::InstallAgent | Action::UpgradeAgent | Action::RecoverAgent => {
+                    after.agent_installed = true;
+                    after.agent_drifted = false;
+                }
+                Action::EnableAddon {
+                    name,
+                    install_namespace,
+                } => {
+                    after
+                        .enabled_addons
+                        .insert(name.clone(), install_namespace.clone());
+                }
+                Action::DisableAddon { name } => {
+                    after.enabled_addons.remove(name);
+                }
+                Action::Accept
+                | Action::SyncCluster
+                | Action::AddTaint(_)
+                | Action::Blocked(_)
+                | Action::UnjoinSpoke(_)
+                | Action::RemoveFromHub => {}
+            }
+        }
+        after
+    }
+}
+
 /// What the hub side does next for a Spoke.
 pub fn decide(facts: &Facts) -> Decision {
     if facts.deleting {
@@ -820,6 +862,63 @@ mod tests {
                 .actions
                 .contains(&Action::AddFinalizer(FINALIZER_SPOKE_CLEANUP))
         );
+    }
+
+    #[test]
+    fn a_pass_reports_what_its_actions_did_so_the_next_pass_has_nothing_to_write() {
+        let now = Timestamp::now();
+        // What a pass over `facts` writes: its phase and conditions.
+        let reported = |facts: &Facts| {
+            let decision = decide(facts);
+            let conditions = conditions(&facts.after(&decision.actions), &decision, None, now);
+            let conditions: Vec<_> = conditions
+                .into_iter()
+                .map(|c| (c.type_, c.status, c.message))
+                .collect();
+            (decision.phase, conditions)
+        };
+        // A new spoke: its finalizers, and in the same pass its agent.
+        let mut facts = Facts {
+            wanted_addons: [("metrics".to_string(), "addons".to_string())].into(),
+            ..Facts::default()
+        };
+        facts = facts.after(&decide(&facts).actions);
+        let install = decide(&facts);
+        assert_eq!(install.actions, [Action::InstallAgent]);
+        let installing = reported(&facts);
+        assert!(
+            installing
+                .1
+                .iter()
+                .any(|(type_, _, message)| type_ == CONDITION_SPOKE_JOINED
+                    && message == "waiting for the agent to register"),
+            "{installing:?}"
+        );
+        // The next pass finds the agent installed, not registered yet: nothing new to write.
+        facts = facts.after(&install.actions);
+        assert_eq!(reported(&facts), installing);
+
+        // Joined: the pass that enables its addons reports them configured.
+        facts.cluster_exists = true;
+        facts.accepted = true;
+        facts.joined = true;
+        facts.available = true;
+        let enable = decide(&facts);
+        assert!(
+            matches!(enable.actions[..], [Action::EnableAddon { .. }]),
+            "{enable:?}"
+        );
+        let enabling = reported(&facts);
+        assert!(
+            enabling
+                .1
+                .iter()
+                .any(|(type_, status, _)| type_ == CONDITION_ADDONS_CONFIGURED
+                    && status == STATUS_TRUE),
+            "{enabling:?}"
+        );
+        facts = facts.after(&enable.actions);
+        assert_eq!(reported(&facts), enabling);
     }
 
     #[test]

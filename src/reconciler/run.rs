@@ -199,22 +199,27 @@ struct Context {
     look_again: Mutex<LookAgain>,
     /// The Spokes whose status a pass wrote, as written, until the store has their write.
     own_writes: OwnWrites,
+    /// The agents' Roles on their Spoke and Hub this process wrote, by cluster, with the Hub
+    /// (see [`grant_spoke_access`]).
+    granted: Mutex<HashMap<String, String>>,
 }
 
-/// The Spokes whose status a pass wrote, by name, as written ([`OwnWrite`]).
+/// The Spokes a pass wrote, by name, as written ([`OwnWrite`]).
 #[derive(Default)]
 struct OwnWrites(Mutex<HashMap<String, OwnWrite>>);
 
-/// A Spoke as a pass wrote it, with the resourceVersion of the copy its write started from.
-type OwnWrite = (Option<String>, Arc<Spoke>);
+/// A Spoke as a pass last wrote it, with the resourceVersions it supersedes: the copy its
+/// first write started from, and those of this reconciler's writes since (a pass that adds
+/// finalizers writes the status next).
+type OwnWrite = (Vec<Option<String>>, Arc<Spoke>);
 
 impl OwnWrites {
-    /// The Spoke a pass starts from: the store's copy, or this reconciler's own last write of
-    /// its status while the store still holds the copy that write started from. A pass asks
-    /// for the next one when it acted, which may come before the store has the write: from the
-    /// store's copy, the next write's 409 Conflict cost it a read and a write more (three
-    /// requests per joining spoke), and what was already written looked unwritten. Any other
-    /// copy in the store came after that write, and is the one to start from.
+    /// The Spoke a pass starts from: the store's copy, or this reconciler's own last write
+    /// while the store still holds a copy that write superseded. A pass asks for the next one
+    /// when it acted, which may come before the store has the write: from the store's copy,
+    /// the next write's 409 Conflict cost it a read and a write more (three requests per
+    /// joining spoke), and what was already written looked unwritten. Any other copy in the
+    /// store came after that write, and is the one to start from.
     fn current(&self, stored: Arc<Spoke>) -> Arc<Spoke> {
         let mut writes = self
             .0
@@ -222,7 +227,11 @@ impl OwnWrites {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let name = stored.name_any();
         match writes.get(&name) {
-            Some((base, written)) if *base == stored.metadata.resource_version => written.clone(),
+            Some((superseded, written))
+                if superseded.contains(&stored.metadata.resource_version) =>
+            {
+                written.clone()
+            }
             Some(_) => {
                 writes.remove(&name);
                 stored
@@ -231,25 +240,54 @@ impl OwnWrites {
         }
     }
 
-    /// Remembers `written`, a pass's write of the status of `from` (the copy it started
-    /// from), for [`Self::current`]. A Spoke being deleted is not remembered: its last pass may
-    /// be its last, and nothing would forget it.
+    /// Remembers `written`, a pass's write of `from` (the copy it started from), for
+    /// [`Self::current`]. A Spoke being deleted is not remembered: its last pass may be its
+    /// last, and nothing would forget it.
     fn wrote(&self, from: &Spoke, mut written: Spoke) {
         if written.metadata.deletion_timestamp.is_some() {
             return;
         }
         without_managed_fields(&mut written);
-        self.0
+        let mut writes = self
+            .0
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(
-                written.name_any(),
-                (from.metadata.resource_version.clone(), Arc::new(written)),
-            );
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let name = written.name_any();
+        let mut superseded = match writes.remove(&name) {
+            Some((earlier, last))
+                if last.metadata.resource_version == from.metadata.resource_version =>
+            {
+                earlier
+            }
+            _ => Vec::new(),
+        };
+        superseded.push(from.metadata.resource_version.clone());
+        writes.insert(name, (superseded, Arc::new(written)));
     }
 }
 
 impl Context {
+    /// Whether this process wrote the agent's Role of `cluster` on its Spoke and `hub`.
+    fn granted(&self, cluster: &str, hub: &str) -> bool {
+        self.granted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(cluster)
+            .is_some_and(|granted| granted == hub)
+    }
+
+    /// Remembers the agent's Role of `cluster` as written for `hub`, or (`None`) as deleted.
+    fn granted_now(&self, cluster: &str, hub: Option<&str>) {
+        let mut granted = self
+            .granted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match hub {
+            Some(hub) => granted.insert(cluster.to_string(), hub.to_string()),
+            None => granted.remove(cluster),
+        };
+    }
+
     /// The AddOn documents the hub holds: from the store of the watch of them once it has
     /// listed them, read afresh until then (a pass must not take "not listed yet" for none).
     async fn addon_documents(&self) -> Result<BTreeMap<String, AddOn>, ReconcileError> {
@@ -432,6 +470,7 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
         tokens_by_cluster,
         look_again: Mutex::default(),
         own_writes: OwnWrites::default(),
+        granted: Mutex::default(),
     });
     let in_namespace = |namespace: Option<String>| {
         namespace.map(|name| ObjectRef::<Spoke>::new(&name).within(SYSTEM_NAMESPACE))
@@ -853,7 +892,7 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
         addons: ctx.cluster_addons(&spoke.name_any()).await?,
         tokens: ctx.tokens(&spoke.name_any()).await?,
     };
-    let gathered = match facts::gather(
+    let mut gathered = match facts::gather(
         client,
         &ctx.clients,
         &spoke,
@@ -871,7 +910,7 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
         }
         Err(err) => return Err(err),
     };
-    let decision = decide(&gathered.facts);
+    let mut decision = decide(&gathered.facts);
     // Finalizers go in one write: each write changes the resourceVersion the next is guarded by.
     let added: Vec<&str> = decision
         .actions
@@ -881,14 +920,24 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
             _ => None,
         })
         .collect();
+    let mut spoke = spoke;
     if !added.is_empty() {
         info!(finalizers = ?added, "lifecycle: adding finalizers");
-        set_finalizers(&spokes_api(client), &spoke, &added, true)
+        let written = set_finalizers(&spokes_api(client), &spoke, &added, true)
             .await
             .map_err(KubeError::on(
                 format!("Spoke {}", spoke.name_any()),
                 "add finalizers",
             ))?;
+        // The rest of the pass goes on from the Spoke as written (its status write, guarded by
+        // the resourceVersion, would meet a 409 Conflict from the copy read), and with what
+        // comes after the finalizers decided now rather than a pass later.
+        if let Some(written) = written {
+            ctx.own_writes.wrote(&spoke, written.clone());
+            spoke = Arc::new(written);
+        }
+        gathered.facts = gathered.facts.after(&decision.actions);
+        decision = decide(&gathered.facts);
     }
     let mut unjoined_by_hub = None;
     for action in &decision.actions {
@@ -928,7 +977,7 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
         keep_tokens(ctx, &gathered).await?;
     }
     let conditions = lifecycle::conditions(
-        &gathered.facts,
+        &gathered.facts.after(&decision.actions),
         &decision,
         unjoined_by_hub.as_deref(),
         Timestamp::now(),
@@ -1181,10 +1230,11 @@ async fn carry_out(
             let Some(cluster) = &gathered.cluster else {
                 return Ok(());
             };
-            // Installing the agent granted it too; the acceptance writes it again, a sync of
-            // the cluster's settings (every spoke's, when a fleet's lease changes) does not.
-            if *action == Action::Accept {
-                grant_spoke_access(client, &name, &spoke.spec.hub_ref).await?;
+            // Installing the agent granted it too, unless it was found installed (or installed
+            // by another process): the acceptance writes it when this process has not; a sync
+            // of the cluster's settings (every spoke's, when a fleet's lease changes) does not.
+            if *action == Action::Accept && !ctx.granted(&name, &spoke.spec.hub_ref) {
+                grant_spoke_access(ctx, &name, &spoke.spec.hub_ref).await?;
             }
             let wanted = WantedCluster {
                 labels: &gathered.effective.labels,
@@ -1233,7 +1283,11 @@ async fn carry_out(
         }
         // Done by the pass itself, which reports what they came to.
         Action::AddFinalizer(_) | Action::Blocked(_) | Action::UnjoinSpoke(_) => Ok(()),
-        Action::RemoveFromHub => remove_from_hub(client, &name, &gathered.tokens).await,
+        Action::RemoveFromHub => {
+            remove_from_hub(client, &name, &gathered.tokens).await?;
+            ctx.granted_now(&name, None);
+            Ok(())
+        }
     }
 }
 
@@ -1270,7 +1324,7 @@ async fn install_agent(
             &bootstrap_token(client, &name, gathered).await?,
         ))
     };
-    grant_spoke_access(client, &name, &hub.name_any()).await?;
+    grant_spoke_access(ctx, &name, &hub.name_any()).await?;
     let on_spoke = |what: &'static str| {
         let at = reached.describe();
         move |err: kube::Error| {
@@ -1373,22 +1427,20 @@ async fn bootstrap_token(
 }
 
 /// The Role that lets the spoke's agents read their Spoke and Hub and report on their Spoke; the
-/// accept loop binds it to the certificates of the cluster's current join.
-async fn grant_spoke_access(
-    client: &Client,
-    cluster: &str,
-    hub: &str,
-) -> Result<(), ReconcileError> {
-    Ok(apply_on(
-        &Api::<Role>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+/// accept loop binds it to the certificates of the cluster's current join. Remembered as
+/// written until the spoke is removed from the hub, which deletes it.
+async fn grant_spoke_access(ctx: &Context, cluster: &str, hub: &str) -> Result<(), ReconcileError> {
+    apply_on(
+        &Api::<Role>::namespaced(ctx.config.client.clone(), SYSTEM_NAMESPACE),
         &install::agent_hub_role(cluster, hub),
     )
     .await
-    .map(|_| ())
     .map_err(KubeError::on(
         format!("Role {}", install::agent_hub_role_name(cluster)),
         "apply",
-    ))?)
+    ))?;
+    ctx.granted_now(cluster, Some(hub));
+    Ok(())
 }
 
 /// The spoke-side cleanup the agent would do, done by the hub; returns what happened, for the
@@ -1701,11 +1753,19 @@ mod tests {
         writes.wrote(&at("2", "Joining"), at("3", "Running"));
         assert_eq!(current(at("4", "Unhealthy")), seen("4", Phase::Unhealthy));
 
+        // A pass added finalizers (7 from 6), then wrote the status (8 from 7): until the store
+        // has 8, either copy it may hold starts the next pass from 8.
+        writes.wrote(&at("6", "Initializing"), at("7", "Initializing"));
+        writes.wrote(&at("7", "Initializing"), at("8", "Joining"));
+        assert_eq!(current(at("6", "Initializing")), seen("8", Phase::Joining));
+        assert_eq!(current(at("7", "Initializing")), seen("8", Phase::Joining));
+        assert_eq!(current(at("8", "Joining")), seen("8", Phase::Joining));
+
         // A Spoke being deleted is not remembered.
-        let mut deleted = at("6", "Deleting");
+        let mut deleted = at("10", "Deleting");
         deleted.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
-        writes.wrote(&at("5", "Running"), deleted);
-        assert_eq!(current(at("5", "Running")), seen("5", Phase::Running));
+        writes.wrote(&at("9", "Running"), deleted);
+        assert_eq!(current(at("9", "Running")), seen("9", Phase::Running));
     }
 
     #[test]

@@ -21,16 +21,19 @@ pub async fn set_finalizer<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
 {
-    set_finalizers(api, object, &[finalizer], add).await
+    set_finalizers(api, object, &[finalizer], add)
+        .await
+        .map(|_| ())
 }
 
-/// [`set_finalizer`] for several finalizers in one write.
+/// [`set_finalizer`] for several finalizers in one write; returns the object as written, when a
+/// write was made (and the object still exists), for a caller that writes it again next.
 pub async fn set_finalizers<K>(
     api: &Api<K>,
     object: &K,
     finalizers: &[&str],
     add: bool,
-) -> Result<(), kube::Error>
+) -> Result<Option<K>, kube::Error>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
 {
@@ -44,7 +47,7 @@ where
         wanted.extend(finalizers.iter().map(|f| f.to_string()));
     }
     if wanted.len() == current.len() && wanted.iter().all(|f| current.contains(f)) {
-        return Ok(());
+        return Ok(None);
     }
     let patch = json!({
         "metadata": {"resourceVersion": object.resource_version(), "finalizers": wanted},
@@ -57,9 +60,9 @@ where
         )
         .await
     {
-        Ok(_) => Ok(()),
+        Ok(written) => Ok(Some(written)),
         // Removing the last finalizer of an object being deleted may race its disappearance.
-        Err(err) if !add && is_not_found(&err) => Ok(()),
+        Err(err) if !add && is_not_found(&err) => Ok(None),
         Err(err) => Err(err),
     }
 }
