@@ -46,11 +46,12 @@ use super::acceptance::{
 };
 use super::approval::registration_cluster;
 use super::cache;
+use super::lease::clock_synced_condition;
 use super::run::{Context, FIELD_MANAGER, HubError};
 use crate::api::ManagedCluster;
 use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::{
-    CLUSTER_LEASE_NAME, CONDITION_HUB_ACCEPTED, LABEL_CLUSTER_NAME,
+    CLUSTER_LEASE_NAME, CONDITION_CLOCK_SYNCED, CONDITION_HUB_ACCEPTED, LABEL_CLUSTER_NAME,
     REASON_HUB_CLUSTER_ADMIN_ACCEPTED, REASON_HUB_CLUSTER_ADMIN_DENIED, STATUS_FALSE, STATUS_TRUE,
 };
 use crate::events::{self, EventType, Reporter};
@@ -707,12 +708,16 @@ async fn revoke(ctx: &AcceptContext, cluster: &str) -> Result<(), HubError> {
 
 /// Sets HubAcceptedManagedCluster on `cluster`, the watch's copy, written from that copy (no
 /// read). Returns whether it holds; not when another write came first (409 Conflict), whose
-/// event wakes the loop again.
+/// event wakes the loop again. A cluster accepted for the first time has had its lease renewed
+/// by this hub a moment ago ([`accept`]), so the same write says its clock is synced: the
+/// expiry loop, woken by that lease, would otherwise write it a moment later from a copy
+/// this write has overtaken (a 409 Conflict or two per joining cluster, then the write).
 async fn set_accepted(
     ctx: &Context,
     cluster: &ManagedCluster,
     accepted: bool,
 ) -> Result<bool, HubError> {
+    let now = Timestamp::now();
     let condition = if accepted {
         Condition {
             type_: CONDITION_HUB_ACCEPTED.to_string(),
@@ -720,7 +725,7 @@ async fn set_accepted(
             reason: REASON_HUB_CLUSTER_ADMIN_ACCEPTED.to_string(),
             message: "Accepted by hub cluster admin".to_string(),
             observed_generation: None,
-            last_transition_time: Time(Timestamp::now()),
+            last_transition_time: Time(now),
         }
     } else {
         Condition {
@@ -729,14 +734,15 @@ async fn set_accepted(
             reason: REASON_HUB_CLUSTER_ADMIN_DENIED.to_string(),
             message: "Denied by hub cluster admin".to_string(),
             observed_generation: None,
-            last_transition_time: Time(Timestamp::now()),
+            last_transition_time: Time(now),
         }
     };
+    let mut conditions = vec![condition];
+    if accepted && cluster.condition(CONDITION_CLOCK_SYNCED).is_none() {
+        conditions.push(clock_synced_condition(true, now));
+    }
     let clusters: Api<ManagedCluster> = Api::all(ctx.client.clone());
-    match set_conditions_once_from(&clusters, cluster, FIELD_MANAGER, |_| {
-        vec![condition.clone()]
-    })
-    .await
+    match set_conditions_once_from(&clusters, cluster, FIELD_MANAGER, |_| conditions.clone()).await
     {
         Ok(_) => Ok(true),
         Err(err) if is_conflict(&err) => Ok(false),

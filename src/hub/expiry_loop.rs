@@ -31,7 +31,8 @@ use super::lease::{
 };
 use super::run::{Context, FIELD_MANAGER, HubError};
 use crate::api::vocabulary::{
-    CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_CLOCK_SYNCED, STATUS_UNKNOWN,
+    CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_CLOCK_SYNCED, CONDITION_HUB_ACCEPTED,
+    STATUS_UNKNOWN,
 };
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
 use crate::runtime::conditions::{set_conditions, set_conditions_from, set_conditions_once_from};
@@ -196,13 +197,18 @@ async fn reconcile(
 }
 
 /// Sets `ManagedClusterConditionClockSynced` from a renewal seen now, when it changes (OCM's
-/// registration hub does the same; placement reads it).
+/// registration hub does the same; placement reads it). Not on a copy that shows the cluster
+/// un-accepted: its lease is made at its acceptance, whose write says the clock is synced, and
+/// a copy without it is one that write has overtaken (its event wakes this loop again).
 async fn report_clock(
     clusters: &Api<ManagedCluster>,
     cluster: &ManagedCluster,
     renewed: Timestamp,
     now: Timestamp,
 ) -> Result<(), HubError> {
+    if !crate::api::is_condition_true(cluster.conditions(), CONDITION_HUB_ACCEPTED) {
+        return Ok(());
+    }
     let synced = clock_synced(renewed, cluster.lease_duration_seconds(), now);
     let wanted = clock_synced_condition(synced, now);
     if cluster
