@@ -69,10 +69,13 @@ pub fn drifted(cluster: &ManagedCluster, wanted: &WantedCluster<'_>) -> bool {
         || cluster.spec.lease_duration_seconds != Some(wanted.lease_duration_seconds)
 }
 
-/// The merge patch that brings the ManagedCluster in line (guarded by its resourceVersion, since
-/// it replaces the taint list others write too), with `hubAcceptsClient` when accepting. Taints
-/// already there keep their `timeAdded`; new ones carry none: the server sets it (OCM's webhook
-/// refuses one from a client).
+/// The merge patch that brings the ManagedCluster in line, with `hubAcceptsClient` when
+/// accepting. When the Spoke's taints change, it replaces the taint list others write too (the
+/// hub's availability taints), so it is guarded by the resourceVersion; otherwise the list is
+/// left out and so is the guard: labels and annotations merge key by key, the rest are the
+/// reconciler's alone, and a joining cluster's taints change under it (a 409 Conflict and a
+/// pass more for one spoke in two). Taints already there keep their `timeAdded`; new ones carry
+/// none: the server sets it (OCM's webhook refuses one from a client).
 pub fn patch(cluster: &ManagedCluster, wanted: &WantedCluster<'_>, accept: bool) -> Value {
     let mut labels = serde_json::Map::new();
     for key in owned_keys(cluster, ANNOTATION_SPOKE_LABELS) {
@@ -104,16 +107,12 @@ pub fn patch(cluster: &ManagedCluster, wanted: &WantedCluster<'_>, accept: bool)
             time_added: None,
         }));
     }
-    let mut spec = json!({
-        "leaseDurationSeconds": wanted.lease_duration_seconds,
-        "taints": taints,
-    });
+    let mut spec = json!({"leaseDurationSeconds": wanted.lease_duration_seconds});
     if accept {
         spec["hubAcceptsClient"] = json!(true);
     }
-    json!({
+    let mut patch = json!({
         "metadata": {
-            "resourceVersion": cluster.resource_version(),
             "labels": labels,
             "annotations": {
                 ANNOTATION_SPOKE_LABELS: join_keys(wanted.labels.keys()),
@@ -121,7 +120,12 @@ pub fn patch(cluster: &ManagedCluster, wanted: &WantedCluster<'_>, accept: bool)
             },
         },
         "spec": spec,
-    })
+    });
+    if taints != cluster.spec.taints {
+        patch["spec"]["taints"] = json!(taints);
+        patch["metadata"]["resourceVersion"] = json!(cluster.resource_version());
+    }
+    patch
 }
 
 /// The merge patch adding the taint `key` (effect NoSelect, `timeAdded` the server's) unless it
@@ -214,6 +218,46 @@ mod tests {
         assert_eq!(after.labels().get("team").map(String::as_str), Some("a"));
         let keys: Vec<_> = after.spec.taints.iter().map(|t| t.key.as_str()).collect();
         assert_eq!(keys, ["other"]);
+    }
+
+    #[test]
+    fn only_a_patch_that_replaces_the_taints_is_guarded_by_the_resource_version() {
+        let labels = BTreeMap::from([("env".to_string(), "prod".to_string())]);
+        let mut start = cluster(Some(&json!({
+            "metadata": {"resourceVersion": "7"},
+            "spec": {"taints": [{"key": "cluster.open-cluster-management.io/unreachable",
+                                 "effect": "NoSelect"}]},
+        })));
+        let untainted = WantedCluster {
+            labels: &labels,
+            lease_duration_seconds: 10,
+            taints: &[],
+        };
+        // The hub's availability taint is not the Spoke's: left to its writer, unguarded.
+        let accept = patch(&start, &untainted, true);
+        assert!(accept["spec"].get("taints").is_none(), "{accept}");
+        assert!(
+            accept["metadata"].get("resourceVersion").is_none(),
+            "{accept}"
+        );
+        let mut value = serde_json::to_value(&start).unwrap();
+        json_merge(&mut value, &accept);
+        start = serde_json::from_value(value).unwrap();
+        assert!(!drifted(&start, &untainted));
+        assert_eq!(start.spec.taints.len(), 1);
+
+        let gpu = [SpokeTaint {
+            key: "gpu".into(),
+            value: None,
+            effect: TaintEffect::NoSelect,
+        }];
+        let tainted = WantedCluster {
+            taints: &gpu,
+            ..untainted
+        };
+        let taint = patch(&start, &tainted, false);
+        assert_eq!(taint["metadata"]["resourceVersion"], "7", "{taint}");
+        assert_eq!(taint["spec"]["taints"].as_array().map(Vec::len), Some(2));
     }
 
     #[test]
