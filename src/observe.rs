@@ -101,7 +101,7 @@ pub async fn observe_hub(
         (ObjectKind::ClusterManagementAddOn, None),
     ] {
         list_paged(&api(client, kind, namespace), &managed, |object| {
-            keep_listed(&mut observed, kind, object);
+            keep_listed(&mut observed, kind, object, desired);
         })
         .await
         .map_err(failed(&format!("list {}s", kind.as_str())))?;
@@ -123,15 +123,16 @@ pub async fn observe_hub(
     let dry_run = PatchParams::apply(FIELD_MANAGER).force().dry_run();
     let mut dry_runs = Vec::new();
     for (key, object) in desired {
-        if key.namespace.is_some() && !namespace_exists {
+        if key.namespace.is_some() && !namespace_exists || observed.dry_run.contains_key(key) {
             continue;
         }
         dry_runs.push(dry_run_apply(hub, client, key, object, &dry_run));
     }
-    observed.dry_run = futures::stream::iter(dry_runs)
+    let dry_run: Vec<(ObjectKey, Value)> = futures::stream::iter(dry_runs)
         .buffer_unordered(IN_FLIGHT)
         .try_collect()
         .await?;
+    observed.dry_run.extend(dry_run);
 
     let clusters = Api::<ManagedCluster>::all(client.clone());
     list_paged(
@@ -180,13 +181,20 @@ where
     }
 }
 
-/// Keeps a listed object as a plan reads it.
-fn keep_listed(observed: &mut ObservedHub, kind: ObjectKind, mut object: DynamicObject) {
+/// Keeps a listed object as a plan reads it; when applying what the fleet wants of it would
+/// change nothing ([`applies_nothing`]), the object itself stands for its dry run.
+fn keep_listed(
+    observed: &mut ObservedHub,
+    kind: ObjectKind,
+    mut object: DynamicObject,
+    desired: &BTreeMap<ObjectKey, Value>,
+) {
     let key = ObjectKey {
         kind,
         namespace: object.metadata.namespace.clone(),
         name: object.metadata.name.clone().unwrap_or_default(),
     };
+    let owned = owned_fields(&object).cloned();
     // A plan never reads who manages which field, nor the conditions of a status (only a
     // Spoke's phase and agent): at 10,000 Spokes those were most of what an observation held.
     without_managed_fields(&mut object);
@@ -194,7 +202,83 @@ fn keep_listed(observed: &mut ObservedHub, kind: ObjectKind, mut object: Dynamic
         status.remove("conditions");
     }
     let value = serde_json::to_value(&object).unwrap_or(Value::Null);
+    if let Some(wanted) = desired.get(&key)
+        && applies_nothing(&value, owned.as_ref(), wanted)
+    {
+        let mut as_dry_run = value.clone();
+        if let Some(fields) = as_dry_run.as_object_mut() {
+            fields.remove("status");
+        }
+        observed.dry_run.insert(key.clone(), as_dry_run);
+    }
     observed.objects.insert(key, value);
+}
+
+/// The fields fleetform's last server-side apply of `object` set (its `managedFields` entry).
+fn owned_fields(object: &DynamicObject) -> Option<&Value> {
+    object
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .find(|entry| {
+            entry.manager.as_deref() == Some(FIELD_MANAGER)
+                && entry.operation.as_deref() == Some("Apply")
+                && entry.subresource.as_deref().unwrap_or_default().is_empty()
+        })
+        .and_then(|entry| Some(&entry.fields_v1.as_ref()?.0))
+}
+
+/// Whether fleetform's server-side apply of `desired` would leave `live` as it is, told without
+/// asking the server, so a fleet's unchanged objects cost no dry run each (a commit that
+/// changes one Spoke of 10,000 is one dry run): every field `desired` sets holds that value
+/// already, and every field fleetform's last apply set (`owned`) is one `desired` still sets
+/// (an apply removes those it no longer does). Anything it cannot tell this way (an owned list
+/// item, an object fleetform never applied, a value written in another form) says no, and the
+/// dry run decides.
+fn applies_nothing(live: &Value, owned: Option<&Value>, desired: &Value) -> bool {
+    let (Some(live), Some(owned), Some(desired)) = (live.as_object(), owned, desired.as_object())
+    else {
+        return false;
+    };
+    desired
+        .iter()
+        .filter(|(field, _)| !matches!(field.as_str(), "apiVersion" | "kind"))
+        .all(|(field, value)| live.get(field).is_some_and(|have| holds(have, value)))
+        && still_set(owned, &Value::Object(desired.clone()))
+}
+
+/// Whether `have` holds every field of `wanted` with its value (lists and scalars whole).
+fn holds(have: &Value, wanted: &Value) -> bool {
+    match (have, wanted) {
+        (Value::Object(have), Value::Object(wanted)) => wanted
+            .iter()
+            .all(|(field, value)| have.get(field).is_some_and(|have| holds(have, value))),
+        _ => have == wanted,
+    }
+}
+
+/// Whether every field of a `managedFields` set (`fieldsV1`: `f:<name>` per map field, `.` for
+/// the field itself) is set in `desired`. List items by key (`k:`), value (`v:`) or index
+/// (`i:`) are not followed: they say no.
+fn still_set(fields: &Value, desired: &Value) -> bool {
+    let Some(fields) = fields.as_object() else {
+        return false;
+    };
+    fields.iter().all(|(path, below)| {
+        if path == "." {
+            return true;
+        }
+        let Some(name) = path.strip_prefix("f:") else {
+            return false;
+        };
+        match desired.get(name) {
+            None => false,
+            Some(value) => {
+                below.as_object().is_some_and(serde_json::Map::is_empty) || still_set(below, value)
+            }
+        }
+    })
 }
 
 /// What the server would make of `object` if fleetform applied it.
@@ -235,5 +319,79 @@ pub(crate) fn managing(fleetsync: &FleetSync) -> ManagingSync {
             .status
             .as_ref()
             .and_then(|status| status.last_applied_commit.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A Spoke as fleetform applied it, then defaulted by the server and reported on.
+    fn live() -> Value {
+        json!({
+            "apiVersion": "fleetform.io/v1alpha1", "kind": "Spoke",
+            "metadata": {"name": "edge", "namespace": "fleetform-system", "uid": "u1",
+                         "labels": {"app.kubernetes.io/managed-by": "fleetform", "team": "a"},
+                         "finalizers": ["fleetform.io/hub-cleanup"]},
+            "spec": {"hubRef": "hub", "leaseDurationSeconds": 60, "addons": ["metrics"],
+                     "cleanup": {"purgeAgentNamespace": true}},
+            "status": {"phase": "Running"},
+        })
+    }
+
+    fn desired() -> Value {
+        json!({
+            "apiVersion": "fleetform.io/v1alpha1", "kind": "Spoke",
+            "metadata": {"name": "edge", "namespace": "fleetform-system",
+                         "labels": {"app.kubernetes.io/managed-by": "fleetform"}},
+            "spec": {"hubRef": "hub", "leaseDurationSeconds": 60, "addons": ["metrics"]},
+        })
+    }
+
+    /// What fleetform's apply of [`desired`] owns.
+    fn owned() -> Value {
+        json!({
+            "f:metadata": {"f:labels": {".": {}, "f:app.kubernetes.io/managed-by": {}}},
+            "f:spec": {".": {}, "f:hubRef": {}, "f:leaseDurationSeconds": {}, "f:addons": {}},
+        })
+    }
+
+    #[test]
+    fn an_object_that_holds_what_the_fleet_wants_needs_no_dry_run() {
+        // Server defaults, other writers' labels, finalizers and status make no change.
+        assert!(applies_nothing(&live(), Some(&owned()), &desired()));
+    }
+
+    #[test]
+    fn a_changed_value_a_field_no_longer_wanted_or_what_cannot_be_told_needs_a_dry_run() {
+        let mut changed = desired();
+        changed["spec"]["leaseDurationSeconds"] = json!(20);
+        assert!(!applies_nothing(&live(), Some(&owned()), &changed));
+        let mut list = desired();
+        list["spec"]["addons"] = json!(["metrics", "logging"]);
+        assert!(!applies_nothing(&live(), Some(&owned()), &list));
+
+        // The fleet no longer sets a field fleetform set: the apply removes it.
+        let mut dropped = desired();
+        dropped["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("leaseDurationSeconds");
+        assert!(!applies_nothing(&live(), Some(&owned()), &dropped));
+
+        // Changed on the hub by someone else (drift): the apply puts it back.
+        let mut drifted = live();
+        drifted["spec"]["hubRef"] = json!("other");
+        assert!(!applies_nothing(&drifted, Some(&owned()), &desired()));
+
+        // Never applied by fleetform, or owning a list item by key: the dry run decides.
+        assert!(!applies_nothing(&live(), None, &desired()));
+        let mut by_key = owned();
+        by_key["f:spec"]["f:taints"] = json!({"k:{\"key\":\"gpu\"}": {".": {}}});
+        let (mut tainted, mut with_taints) = (live(), desired());
+        tainted["spec"]["taints"] = json!([{"key": "gpu"}]);
+        with_taints["spec"]["taints"] = json!([{"key": "gpu"}]);
+        assert!(!applies_nothing(&tainted, Some(&by_key), &with_taints));
     }
 }
