@@ -105,6 +105,19 @@ impl LocalRepo {
 
 /// Fetches a remote repository into the cache and reads the fleet at the requested ref.
 pub(super) fn read_remote(spec: &SourceSpec, fleet_path: &str) -> Result<Snapshot, SourceError> {
+    let (repo, git_ref) = fetch_remote(spec)?;
+    let target = resolve(
+        &repo,
+        &git_ref,
+        &remote_candidates(&git_ref),
+        &spec.location,
+    )?;
+    read_commit(&repo, &target, spec, &git_ref, fleet_path)
+}
+
+/// Fetches a remote repository into the cache; returns the cached repository and the ref to
+/// read (the one asked for, or the remote's default branch).
+fn fetch_remote(spec: &SourceSpec) -> Result<(Repository, String), SourceError> {
     let url = spec.location.as_str();
     let cache = cache_path(url)?;
     let repo = match Repository::open_bare(&cache) {
@@ -128,16 +141,44 @@ pub(super) fn read_remote(spec: &SourceSpec, fleet_path: &str) -> Result<Snapsho
             })?
             .to_string(),
     };
-    let candidates = [
+    Ok((repo, git_ref))
+}
+
+/// Where a fetched ref is found in the cached repository.
+fn remote_candidates(git_ref: &str) -> [String; 3] {
+    [
         format!("refs/remotes/origin/{git_ref}"),
         format!("refs/tags/{git_ref}"),
         git_ref
             .strip_prefix("refs/heads/")
             .map(|branch| format!("refs/remotes/origin/{branch}"))
             .unwrap_or_default(),
-    ];
-    let target = resolve(&repo, &git_ref, &candidates, url)?;
-    read_commit(&repo, &target, spec, &git_ref, fleet_path)
+    ]
+}
+
+/// The commit a repository's ref points at (fetched first, for a remote one), without reading
+/// its tree.
+pub(super) fn commit_at(
+    spec: &SourceSpec,
+    local: Option<LocalRepo>,
+) -> Result<String, SourceError> {
+    let commit = match local {
+        Some(local) => {
+            let git_ref = spec.git_ref.as_deref().unwrap_or("HEAD");
+            resolve(&local.repo, git_ref, &[], &spec.location)?.commit
+        }
+        None => {
+            let (repo, git_ref) = fetch_remote(spec)?;
+            resolve(
+                &repo,
+                &git_ref,
+                &remote_candidates(&git_ref),
+                &spec.location,
+            )?
+            .commit
+        }
+    };
+    Ok(commit.to_string())
 }
 
 fn cache_path(url: &str) -> Result<PathBuf, SourceError> {

@@ -271,6 +271,23 @@ pub fn read(spec: &SourceSpec) -> Result<Snapshot, SourceError> {
     }
 }
 
+/// The commit the ref of a git source points at now (a remote one fetched first), without
+/// reading its tree: a follower that holds that commit loaded need not load it again. `None`
+/// for a plain directory, or a source not read as commits only, which no commit stands for.
+pub fn current_commit(spec: &SourceSpec) -> Result<Option<String>, SourceError> {
+    if !(spec.commits_only || spec.verify.is_some()) {
+        // Read from its work tree when that has changes: no commit stands for it.
+        return Ok(None);
+    }
+    if git::is_url(&spec.location) {
+        return git::commit_at(spec, None).map(Some);
+    }
+    match git::open_local(Path::new(&spec.location)) {
+        Some(local) => git::commit_at(spec, Some(local)).map(Some),
+        None => Ok(None),
+    }
+}
+
 /// Reads the files of a directory as they are on disk, whether or not it is in a git work tree.
 pub fn read_directory(path: &Path) -> Result<Snapshot, SourceError> {
     dir::read(path, false)
@@ -401,6 +418,54 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn the_current_commit_is_the_one_a_read_would_load_local_or_fetched() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init(dir.path()).unwrap();
+        let author = git2::Signature::now("t", "t@example.com").unwrap();
+        let commit = |content: &str, parents: &[&git2::Commit<'_>]| {
+            std::fs::write(dir.path().join("a.yaml"), content).unwrap();
+            let mut index = repo.index().unwrap();
+            index.add_path(Path::new("a.yaml")).unwrap();
+            let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+            repo.commit(Some("HEAD"), &author, &author, content, &tree, parents)
+                .unwrap()
+        };
+        let first = commit("one: 1\n", &[]);
+        let local = SourceSpec {
+            location: dir.path().display().to_string(),
+            commits_only: true,
+            ..SourceSpec::default()
+        };
+        // Fetched into the user's cache, under a name of its own (the URL's digest).
+        let remote = SourceSpec {
+            location: format!("file://{}", dir.path().display()),
+            ..local.clone()
+        };
+        for spec in [&local, &remote] {
+            assert_eq!(current_commit(spec).unwrap(), Some(first.to_string()));
+        }
+        let second = commit("one: 2\n", &[&repo.find_commit(first).unwrap()]);
+        for spec in [&local, &remote] {
+            let current = current_commit(spec).unwrap();
+            assert_eq!(current, Some(second.to_string()));
+            assert_eq!(read(spec).unwrap().origin.commit(), current.as_deref());
+        }
+        // A work tree read as it is, or a plain directory: no commit stands for it.
+        let edits = SourceSpec {
+            commits_only: false,
+            ..local
+        };
+        assert_eq!(current_commit(&edits).unwrap(), None);
+        let plain = tempfile::tempdir().unwrap();
+        let plain = SourceSpec {
+            location: plain.path().display().to_string(),
+            commits_only: true,
+            ..SourceSpec::default()
+        };
+        assert_eq!(current_commit(&plain).unwrap(), None);
     }
 
     #[test]

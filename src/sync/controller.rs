@@ -272,15 +272,32 @@ async fn reconcile(fleetsync: Arc<FleetSync>, ctx: Arc<Context>) -> Result<Actio
         allow_prune: fleetsync.spec.allow_prune,
     };
     let outcome = if fetch {
-        let outcome = match fetch_commit(&fleetsync, None, &ctx.client).await {
-            Ok(loaded) if in_force_recently && same_commit(in_force.as_deref(), &loaded) => {
+        let unchanged = match in_force.as_deref() {
+            Some(in_force) if in_force_recently => still_at(&fleetsync, in_force).await,
+            _ => false,
+        };
+        let fetched = if unchanged {
+            Ok(None)
+        } else {
+            fetch_commit(&fleetsync, None, &ctx.client).await.map(Some)
+        };
+        let outcome = match fetched {
+            // The ref still points at the commit in force, applied lately: nothing to load.
+            Ok(None) => Outcome::Applied {
+                commit: in_force
+                    .as_deref()
+                    .and_then(|loaded| Commit::of(&loaded.origin)),
+                objects: Vec::new(),
+                drift: false,
+            },
+            Ok(Some(loaded)) if in_force_recently && same_commit(in_force.as_deref(), &loaded) => {
                 Outcome::Applied {
                     commit: Commit::of(&loaded.origin),
                     objects: Vec::new(),
                     drift: false,
                 }
             }
-            Ok(loaded) => {
+            Ok(Some(loaded)) => {
                 let loaded = Arc::new(loaded);
                 let outcome = converge(&ctx, &loaded, guard, false).await;
                 if matches!(outcome, Outcome::Applied { .. }) {
@@ -378,16 +395,39 @@ async fn recover_in_force(
     }
 }
 
-/// Reads and loads the FleetSync's repo at its ref (or at `commit`), signed as its spec
-/// requires; a failure is the outcome.
-async fn fetch_commit(
+/// Whether the FleetSync's ref still points at the commit of `in_force`: fetched and resolved,
+/// its tree not read. A fleet of 10,000 Spokes is 10,000 files to parse and validate, which
+/// a fetch every interval of an unchanged repository did over again. A failure says no: the
+/// full fetch that follows reports it.
+async fn still_at(fleetsync: &FleetSync, in_force: &Loaded) -> bool {
+    let Some(in_force) = in_force.origin.commit().map(str::to_string) else {
+        return false;
+    };
+    let source = source_spec(fleetsync, None, None);
+    let current = tokio::task::spawn_blocking(move || crate::source::current_commit(&source));
+    match current.await {
+        Ok(Ok(Some(commit))) => commit == in_force,
+        Ok(Ok(None)) => false,
+        Ok(Err(err)) => {
+            debug!(%err, "cannot resolve the ref; fetching in full");
+            false
+        }
+        Err(err) => {
+            debug!(%err, "resolving the ref stopped; fetching in full");
+            false
+        }
+    }
+}
+
+/// Where and how the FleetSync's fleet is read: its repo at its ref (or at `commit`), as
+/// commits only, signed as `verify` says.
+fn source_spec(
     fleetsync: &FleetSync,
     commit: Option<String>,
-    client: &Client,
-) -> Result<Loaded, Outcome> {
+    verify: Option<crate::source::Verification>,
+) -> SourceSpec {
     let spec = &fleetsync.spec;
-    let verify = super::trust::verification(client, fleetsync, commit.is_some()).await?;
-    let source = SourceSpec {
+    SourceSpec {
         location: spec.repo.clone(),
         // "HEAD" (the default) is the remote's default branch, or a local repository's HEAD.
         git_ref: commit
@@ -396,7 +436,18 @@ async fn fetch_commit(
         // The tree of a resolved commit, never a work tree's edits.
         commits_only: true,
         verify,
-    };
+    }
+}
+
+/// Reads and loads the FleetSync's repo at its ref (or at `commit`), signed as its spec
+/// requires; a failure is the outcome.
+async fn fetch_commit(
+    fleetsync: &FleetSync,
+    commit: Option<String>,
+    client: &Client,
+) -> Result<Loaded, Outcome> {
+    let verify = super::trust::verification(client, fleetsync, commit.is_some()).await?;
+    let source = source_spec(fleetsync, commit, verify);
     // git2 blocks: fetching and reading a tree run off the async workers.
     let loaded = tokio::task::spawn_blocking(move || load_fleet(&source))
         .await
