@@ -28,7 +28,9 @@
 //! 250 ms), and at the end each process's high-water mark (`VmHWM`); the API server's requests
 //! (its `/metrics`, `apiserver_request_total`, read by its administrator before and after):
 //! per spoke, writes apart, and the busiest kinds. They include every client's: the hub's,
-//! the sync's, the dashboard's, the agents' and this benchmark's two watches. While a phase
+//! the sync's, the dashboard's, the agents' and this benchmark's two watches; fleetform's own
+//! (the hub's and the sync's ServiceAccount, `fleetform_apiserver_request_total`) are printed
+//! apart too. While a phase
 //! runs a viewer loads the dashboard's fleet page every 5 s.
 //! Targets (issue 33, at 10,000 light spokes on 2 cores): the hub ≤ 512 MiB and the sync with
 //! its dashboard ≤ 256 MiB at every peak, ≤ 50 requests per spoke (≤ 25 writes) for the join,
@@ -41,7 +43,8 @@
 //! without the API server's `/metrics` gets no request counts). `RUST_LOG` logs this process
 //! (the spokes) to stderr.
 //! `cargo bench --bench deployment`; `FLEETFORM_BENCH_SPOKES=100` for a quick run;
-//! `FLEETFORM_BENCH_SPOKES=10000` for issue 33's.
+//! `FLEETFORM_BENCH_SPOKES=10000` for issue 33's (`ulimit -n` 20,000 or more: every agent holds
+//! connections); `FLEETFORM_BENCH_GIVE_UP=<seconds>` for a phase longer than 900 s.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -73,8 +76,14 @@ use repo::commit;
 
 const LEASE_SECONDS: i32 = 10;
 const CHANGED_LEASE_SECONDS: i32 = 20;
-/// How long either phase may take before the benchmark gives up on it.
-const GIVE_UP: Duration = Duration::from_secs(900);
+/// How long either phase may take before the benchmark gives up on it, unless
+/// `FLEETFORM_BENCH_GIVE_UP` says (in seconds).
+fn give_up() -> Duration {
+    std::env::var("FLEETFORM_BENCH_GIVE_UP")
+        .ok()
+        .and_then(|seconds| seconds.parse().ok())
+        .map_or(Duration::from_secs(900), Duration::from_secs)
+}
 /// How long a process may take to come up (write its kubeconfig, print its dashboard's URL).
 const START: Duration = Duration::from_secs(60);
 /// The FleetSync this benchmark points at the fleet repo.
@@ -348,10 +357,12 @@ struct Requests(BTreeMap<(String, String, String), u64>);
 impl Requests {
     /// Parses `apiserver_request_total` series, summing those that differ in other labels (a
     /// kube-apiserver's `code`, `scope`, ...).
-    fn parse(text: &str) -> Requests {
+    /// The series of the counter `family` in a `/metrics` page, of `user` only when given.
+    fn parse(text: &str, family: &str, user: Option<&str>) -> Requests {
         let mut counts = BTreeMap::new();
+        let prefix = format!("{family}{{");
         for line in text.lines() {
-            let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            let Some(rest) = line.strip_prefix(prefix.as_str()) else {
                 continue;
             };
             let Some((labels, value)) = rest.rsplit_once("} ") else {
@@ -367,6 +378,9 @@ impl Requests {
                 }
             }
             let label = |key: &str| found.get(key).cloned().unwrap_or_default();
+            if user.is_some_and(|user| label("user") != user) {
+                continue;
+            }
             let resource = match label("subresource").as_str() {
                 "" => label("resource"),
                 sub => format!("{}/{sub}", label("resource")),
@@ -428,11 +442,20 @@ impl Requests {
     }
 }
 
-/// The API server's request counts, or `None` when it serves no `/metrics` (an older build).
-async fn request_counts(admin: &Client) -> Option<Requests> {
+/// The API server's request counts: every client's, and fleetform's own (the hub's and the
+/// sync's ServiceAccount); `None` when it serves no `/metrics` (an older build).
+async fn request_counts(admin: &Client) -> Option<(Requests, Requests)> {
     let request = http::Request::get("/metrics").body(Vec::new()).ok()?;
+    let fleetform = format!(
+        "system:serviceaccount:{}:{}",
+        fleetform::deploy::HUB_SERVICE_ACCOUNT_NAMESPACE,
+        fleetform::deploy::HUB_SERVICE_ACCOUNT
+    );
     match admin.request_text(request).await {
-        Ok(text) => Some(Requests::parse(&text)),
+        Ok(text) => Some((
+            Requests::parse(&text, "apiserver_request_total", None),
+            Requests::parse(&text, "fleetform_apiserver_request_total", Some(&fleetform)),
+        )),
         Err(err) => {
             eprintln!("the API server's /metrics: {err}");
             None
@@ -486,7 +509,7 @@ impl Follower {
     }
 
     /// Waits until the FleetSync applied `commit` and `done` reaches every spoke (or
-    /// [`GIVE_UP`]), printing progress every 5 s; returns when the commit was applied and when
+    /// [`give_up`]), printing progress every 5 s; returns when the commit was applied and when
     /// `done` reached every spoke (from `from`), whether it did, and the peaks sampled.
     async fn wait(
         &mut self,
@@ -546,9 +569,10 @@ impl Follower {
                             load_average()
                         );
                     }
-                    if from.elapsed() > GIVE_UP {
+                    if from.elapsed() > give_up() {
                         eprintln!(
-                            "gave up after {GIVE_UP:?} with {} of {} {what}",
+                            "gave up after {:?} with {} of {} {what}",
+                            give_up(),
                             done(self),
                             self.spokes
                         );
@@ -612,6 +636,8 @@ struct CommitRun {
     cpu: BTreeMap<Role, f64>,
     peaks: Peaks,
     requests: Option<Requests>,
+    /// Of them, those of fleetform's hub and sync (their ServiceAccount).
+    fleetform_requests: Option<Requests>,
 }
 
 struct Report {
@@ -873,7 +899,8 @@ async fn run(settings: &Settings) -> Result<Report, String> {
         hub_process.check_running("the hub")?;
         sync_process.check_running("the sync")?;
         return Err(format!(
-            "the sync did not apply the hub's commit within {GIVE_UP:?}; see {}",
+            "the sync did not apply the hub's commit within {:?}; see {}",
+            give_up(),
             logs.display()
         ));
     }
@@ -891,9 +918,12 @@ async fn run(settings: &Settings) -> Result<Report, String> {
         let from = Instant::now();
         let (applied, done, complete, peaks) = follower.wait(from, &sha, what, done).await;
         let cpu_after = pids.cpu();
-        let requests = match (requests_before, request_counts(&admin).await) {
-            (Some(before), Some(after)) => Some(after.since(&before)),
-            _ => None,
+        let (requests, fleetform_requests) = match (requests_before, request_counts(&admin).await) {
+            (Some(before), Some(after)) => (
+                Some(after.0.since(&before.0)),
+                Some(after.1.since(&before.1)),
+            ),
+            _ => (None, None),
         };
         Ok(CommitRun {
             applied,
@@ -905,6 +935,7 @@ async fn run(settings: &Settings) -> Result<Report, String> {
                 .collect(),
             peaks,
             requests,
+            fleetform_requests,
         })
     };
     let join = phase(
@@ -1046,6 +1077,18 @@ fn print(settings: &Settings, report: &Report) {
                 }
             }
         }
+        if let Some(own) = &phase.fleetform_requests {
+            row(
+                "  fleetform's (hub + sync) requests (per spoke)",
+                format!("{} ({:.1})", own.total(), per_spoke(own.total())),
+                "-".into(),
+            );
+            row(
+                "  of them writes (per spoke)",
+                format!("{} ({:.1})", own.writes(), per_spoke(own.writes())),
+                "-".into(),
+            );
+        }
     }
     for role in Role::ALL {
         row(
@@ -1077,6 +1120,12 @@ fn print(settings: &Settings, report: &Report) {
                 }))
             }).collect::<serde_json::Map<_, _>>(),
             "slowest_dashboard_page_seconds": phase.peaks.dashboard_page.map(|d| d.as_secs_f64()),
+            "fleetform_requests": phase.fleetform_requests.as_ref().map(|own| json!({
+                "total": own.total(),
+                "writes": own.writes(),
+                "per_spoke": per_spoke(own.total()),
+                "writes_per_spoke": per_spoke(own.writes()),
+            })),
             "requests": phase.requests.as_ref().map(|requests| json!({
                 "total": requests.total(),
                 "writes": requests.writes(),

@@ -73,10 +73,17 @@ impl RequestCounter {
     /// kube-apiserver's metrics name them: `LIST` and `WATCH` beside the methods `GET`, `POST`
     /// (create), `PUT` (update), `PATCH`, `DELETE` and `DELETECOLLECTION` (server-side apply is
     /// counted as `PATCH`, not apart as `APPLY`). Series are sorted, for a stable page.
+    ///
+    /// Then the same counts of each ServiceAccount apart, as `fleetform_apiserver_request_total`
+    /// with a `user` label: kube-apiserver counts no requests by user (its audit log says who),
+    /// and a benchmark of a deployment tells a component's requests from those of the agents
+    /// beside it by them. Other users (people, agents' certificates) are not listed one by one.
     pub fn metrics_text(&self) -> String {
-        let mut summed: HashMap<(&str, &str, &str, &str), u64> = HashMap::new();
+        type Series<'c> = BTreeMap<(&'c str, &'c str, &'c str, &'c str, &'c str), u64>;
+        let mut all: Series<'_> = BTreeMap::new();
+        let mut by_service_account: Series<'_> = BTreeMap::new();
         let counts = self.lock();
-        for (_, group, resource, subresource, verb, n) in counted(&counts) {
+        for (user, group, resource, subresource, verb, n) in counted(&counts) {
             let verb = match verb {
                 Verb::Get => "GET",
                 Verb::List => "LIST",
@@ -88,28 +95,26 @@ impl RequestCounter {
                 Verb::DeleteCollection => "DELETECOLLECTION",
                 Verb::Other(_) => continue,
             };
-            *summed
-                .entry((verb, group, resource, subresource))
+            *all.entry(("", verb, group, resource, subresource))
                 .or_default() += n;
+            if user.starts_with(SERVICE_ACCOUNT_PREFIX) {
+                *by_service_account
+                    .entry((user, verb, group, resource, subresource))
+                    .or_default() += n;
+            }
         }
-        let mut series: Vec<(&str, &str, &str, &str, u64)> = summed
-            .into_iter()
-            .map(|((verb, group, resource, subresource), n)| {
-                (verb, group, resource, subresource, n)
-            })
-            .collect();
-        series.sort_unstable();
         let mut text = String::from(
             "# HELP apiserver_request_total Resource requests received, by verb, API group, resource and subresource, whatever their outcome.\n# TYPE apiserver_request_total counter\n",
         );
-        for (verb, group, resource, subresource, n) in series {
-            text.push_str(&format!(
-                "apiserver_request_total{{verb=\"{verb}\",group=\"{}\",resource=\"{}\",subresource=\"{}\"}} {n}\n",
-                label_value(group),
-                label_value(resource),
-                label_value(subresource)
-            ));
-        }
+        write_series(&mut text, "apiserver_request_total", &all);
+        text.push_str(
+            "# HELP fleetform_apiserver_request_total Resource requests received from each ServiceAccount, by verb, API group, resource and subresource, whatever their outcome.\n# TYPE fleetform_apiserver_request_total counter\n",
+        );
+        write_series(
+            &mut text,
+            "fleetform_apiserver_request_total",
+            &by_service_account,
+        );
         text
     }
 
@@ -173,6 +178,31 @@ fn counted(counts: &Counts) -> impl Iterator<Item = (&str, &str, &str, &str, &Ve
             })
         })
     })
+}
+
+/// How a ServiceAccount's user name begins.
+const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
+
+/// Appends a counter's series, sorted (for a stable page); a series' user label is left out
+/// when empty.
+fn write_series(
+    text: &mut String,
+    name: &str,
+    series: &BTreeMap<(&str, &str, &str, &str, &str), u64>,
+) {
+    for ((user, verb, group, resource, subresource), n) in series {
+        let user = if user.is_empty() {
+            String::new()
+        } else {
+            format!("user=\"{}\",", label_value(user))
+        };
+        text.push_str(&format!(
+            "{name}{{{user}verb=\"{verb}\",group=\"{}\",resource=\"{}\",subresource=\"{}\"}} {n}\n",
+            label_value(group),
+            label_value(resource),
+            label_value(subresource)
+        ));
+    }
 }
 
 /// A label value escaped as the Prometheus text format asks (backslash, quote, newline).
@@ -295,5 +325,31 @@ mod tests {
         assert_eq!(counter.snapshot_of("writer").total(), 5);
         assert_eq!(counter.snapshot_of("writer").writes(), 4);
         assert_eq!(counter.snapshot_of("nobody"), RequestCounts::default());
+    }
+
+    #[test]
+    fn the_metrics_page_counts_every_request_and_each_service_accounts_apart() {
+        use http::Method;
+        let lease = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l";
+        let hub = "system:serviceaccount:fleetform-system:fleetform";
+        let counter = RequestCounter::default();
+        counter.record(&request(Method::PATCH, lease), hub);
+        counter.record(&request(Method::PATCH, lease), hub);
+        counter.record(
+            &request(Method::PATCH, lease),
+            "system:open-cluster-management:c1:a",
+        );
+        let text = counter.metrics_text();
+        let series =
+            "verb=\"PATCH\",group=\"coordination.k8s.io\",resource=\"leases\",subresource=\"\"";
+        let lines: Vec<&str> = text.lines().filter(|line| line.contains(series)).collect();
+        assert_eq!(
+            lines,
+            [
+                format!("apiserver_request_total{{{series}}} 3"),
+                format!("fleetform_apiserver_request_total{{user=\"{hub}\",{series}}} 2"),
+            ],
+            "{text}"
+        );
     }
 }
