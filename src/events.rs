@@ -49,8 +49,8 @@ const MAX_NAME_BYTES: usize = 253;
 /// How many names an Event is tried under before it is given up (each clash makes a new one).
 const NAME_ATTEMPTS: usize = 3;
 /// How many Events a reporter queues before publishers wait for its writer: a commit's worth
-/// at the 10,000 spokes fleetform is sized for (the sync publishes one per object it wrote), at
-/// about 1 KiB each.
+/// at the 10,000 spokes fleetform is sized for (the sync publishes one per object it wrote). An
+/// Event takes a KiB or two, and only while it is queued: the channel grows as it fills.
 const QUEUE_LENGTH: usize = 10_000;
 /// How many Events a reporter's writer has in flight at once.
 const WRITES_IN_FLIGHT: usize = 8;
