@@ -7,6 +7,16 @@
 //! a sync stalled) differs each time, so each occurrence is its own Event. Publishing is best
 //! effort: an Event that cannot be written is logged, never an error of the work it reports.
 //!
+//! Events are written off the work they report: [`Reporter::publish`] queues one and returns,
+//! and a writer task per reporter writes the queue a few at a time ([`WRITES_IN_FLIGHT`]), as
+//! client-go's event broadcaster writes from a queue of its own. So a commit that touches every
+//! spoke does not wait for an Event per object it wrote (10,000 round trips at 10,000 spokes)
+//! before its status says it is applied. Unlike client-go's, a full queue drops nothing: it makes
+//! publishers wait. An Event that whoever sees the caller's next write must find (the failure a
+//! condition reports, the last word on a Spoke about to be gone) is published with
+//! [`Reporter::publish_written`], which returns once it is written; a component that stops calls
+//! [`Reporter::flush_at_stop`], so that its last Events are not lost with the process.
+//!
 //! Every Event is named as client-go's recorders name theirs, `<object>.<nanoseconds in hex>`
 //! ([`event_name`]): kube-apiserver refuses a `generateName` that does not end in an
 //! alphanumeric (`spoke.` is refused with 422), and a name that is the object's lets `kubectl`
@@ -14,8 +24,11 @@
 //! timestamp, and a name another process took meanwhile is made again ([`create`]), so no
 //! occurrence is lost to a clash.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -24,6 +37,7 @@ use kube::api::PostParams;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use tokio::sync::{Notify, mpsc};
 use tracing::warn;
 
 use crate::runtime::error::is_conflict;
@@ -34,6 +48,14 @@ const MAX_NOTE_BYTES: usize = 1024;
 const MAX_NAME_BYTES: usize = 253;
 /// How many names an Event is tried under before it is given up (each clash makes a new one).
 const NAME_ATTEMPTS: usize = 3;
+/// How many Events a reporter queues before publishers wait for its writer: a commit's worth
+/// at the 10,000 spokes fleetform is sized for (the sync publishes one per object it wrote). An
+/// Event takes a KiB or two, and only while it is queued: the channel grows as it fills.
+const QUEUE_LENGTH: usize = 10_000;
+/// How many Events a reporter's writer has in flight at once.
+const WRITES_IN_FLIGHT: usize = 8;
+/// How long a stopping component waits for its queued Events to be written.
+const FLUSH_AT_STOP: Duration = Duration::from_secs(10);
 
 /// The nanoseconds since the epoch the last Event name of this process was made with.
 static LAST_NAMED: AtomicU64 = AtomicU64::new(0);
@@ -127,12 +149,40 @@ impl EventType {
 }
 
 /// Publishes Events as one controller (`reportingController`) of one process
-/// (`reportingInstance`).
+/// (`reportingInstance`). Clones share one queue and writer.
 #[derive(Clone)]
 pub struct Reporter {
     client: Client,
     controller: String,
     instance: String,
+    limits: Limits,
+    /// The writer's queue, made (and the writer started) by the first publish, which runs in
+    /// the runtime the writer needs. The writer ends once every clone is gone and it is drained.
+    queue: Arc<OnceLock<mpsc::Sender<Queued>>>,
+    progress: Arc<Progress>,
+}
+
+/// How many Events a reporter queues, and how many it writes at once.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    queue_length: usize,
+    writes_in_flight: usize,
+}
+
+/// An Event waiting for the writer.
+struct Queued {
+    namespace: String,
+    about: String,
+    reason: String,
+    event: Event,
+}
+
+/// How many of a reporter's Events are queued or being written, and a wake-up each time one
+/// is done.
+#[derive(Default)]
+struct Progress {
+    unwritten: AtomicUsize,
+    written: Notify,
 }
 
 impl std::fmt::Debug for Reporter {
@@ -146,15 +196,34 @@ impl std::fmt::Debug for Reporter {
 
 impl Reporter {
     pub fn new(client: Client, controller: impl Into<String>, instance: impl Into<String>) -> Self {
+        let limits = Limits {
+            queue_length: QUEUE_LENGTH,
+            writes_in_flight: WRITES_IN_FLIGHT,
+        };
+        Self::with_limits(client, controller, instance, limits)
+    }
+
+    fn with_limits(
+        client: Client,
+        controller: impl Into<String>,
+        instance: impl Into<String>,
+        limits: Limits,
+    ) -> Self {
         Reporter {
             client,
             controller: controller.into(),
             instance: instance.into(),
+            limits,
+            queue: Arc::default(),
+            progress: Arc::default(),
         }
     }
 
-    /// Publishes one Event about `regarding` in its namespace (`default` for a cluster-scoped
-    /// object), with `reason` (CamelCase), `action` (what was done) and a note for people.
+    /// Queues one Event about `regarding` in its namespace (`default` for a cluster-scoped
+    /// object), with `reason` (CamelCase), `action` (what was done) and a note for people. It
+    /// returns once the Event is queued (waiting only while the queue is full); the writer
+    /// writes it soon after, so whoever reads Events right after what the caller writes next
+    /// may not find it yet: [`Reporter::publish_written`] is for an Event they must find.
     pub async fn publish(
         &self,
         regarding: &ObjectReference,
@@ -163,6 +232,85 @@ impl Reporter {
         action: &str,
         note: impl Into<String>,
     ) {
+        let queued = self.event(regarding, (kind, reason, action), note.into());
+        let queue = self.queue.get_or_init(|| {
+            let (queue, events) = mpsc::channel(self.limits.queue_length);
+            tokio::spawn(write_queued(
+                self.client.clone(),
+                events,
+                self.progress.clone(),
+                self.limits.writes_in_flight,
+            ));
+            queue
+        });
+        // A slot first, then the count: a publish given up while it waits counts for nothing.
+        match queue.reserve().await {
+            Ok(slot) => {
+                self.progress.unwritten.fetch_add(1, Ordering::AcqRel);
+                slot.send(queued);
+            }
+            // Only a runtime shutting down takes the writer away.
+            Err(_) => warn!(reason, "cannot publish an Event: the process is stopping"),
+        }
+    }
+
+    /// [`Reporter::publish`], returning once the Event is written: for an Event that whoever
+    /// sees what the caller writes next must find too (a failure's, before the condition that
+    /// reports it; a Spoke's last, before it is gone). It is written at once, beside the queue,
+    /// so an Event queued earlier may be written after it (each keeps the time it happened).
+    pub async fn publish_written(
+        &self,
+        regarding: &ObjectReference,
+        kind: EventType,
+        reason: &str,
+        action: &str,
+        note: impl Into<String>,
+    ) {
+        write(
+            &self.client,
+            self.event(regarding, (kind, reason, action), note.into()),
+        )
+        .await;
+    }
+
+    /// Waits until nothing this reporter (or a clone) queued is left to write: each Event is
+    /// written, or given up on and logged.
+    pub async fn flush(&self) {
+        loop {
+            let written = self.progress.written.notified();
+            tokio::pin!(written);
+            // Registered before the count is read, so a write finishing in between wakes it.
+            written.as_mut().enable();
+            if self.progress.unwritten.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            written.await;
+        }
+    }
+
+    /// [`Reporter::flush`] for a component that is stopping, so that its last Events are not
+    /// lost with the process; at most [`FLUSH_AT_STOP`], so that an API server that is gone or
+    /// slow cannot hold the stop.
+    pub async fn flush_at_stop(&self) {
+        if tokio::time::timeout(FLUSH_AT_STOP, self.flush())
+            .await
+            .is_err()
+        {
+            warn!(
+                controller = self.controller,
+                unwritten = self.progress.unwritten.load(Ordering::Acquire),
+                "stopping with Events not written: the API server did not take them within {} s",
+                FLUSH_AT_STOP.as_secs()
+            );
+        }
+    }
+
+    fn event(
+        &self,
+        regarding: &ObjectReference,
+        (kind, reason, action): (EventType, &str, &str),
+        note: String,
+    ) -> Queued {
         let namespace = regarding
             .namespace
             .clone()
@@ -172,19 +320,57 @@ impl Reporter {
             regarding,
             &namespace,
             (kind, reason, action),
-            note.into(),
+            note,
         );
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        let about = regarding.name.as_deref().unwrap_or_default();
-        if let Err(err) = create(&api, about, event).await {
-            warn!(
-                %err,
-                reason,
-                object = regarding.name.as_deref().unwrap_or_default(),
-                "cannot publish an Event"
-            );
+        Queued {
+            namespace,
+            about: regarding.name.clone().unwrap_or_default(),
+            reason: reason.to_string(),
+            event,
         }
     }
+}
+
+/// Writes one Event; one that cannot be written is logged.
+async fn write(client: &Client, queued: Queued) {
+    let api: Api<Event> = Api::namespaced(client.clone(), &queued.namespace);
+    if let Err(err) = create(&api, &queued.about, queued.event).await {
+        warn!(
+            %err,
+            reason = queued.reason,
+            object = queued.about,
+            "cannot publish an Event"
+        );
+    }
+}
+
+impl Progress {
+    fn done(&self) {
+        self.unwritten.fetch_sub(1, Ordering::AcqRel);
+        self.written.notify_waiters();
+    }
+}
+
+/// Writes a reporter's queued Events, `in_flight` at a time, until every sender is gone and
+/// the queue is drained.
+async fn write_queued(
+    client: Client,
+    events: mpsc::Receiver<Queued>,
+    progress: Arc<Progress>,
+    in_flight: usize,
+) {
+    let queued = futures::stream::unfold(events, |mut events| async move {
+        events.recv().await.map(|queued| (queued, events))
+    });
+    queued
+        .for_each_concurrent(in_flight, |queued| {
+            let (client, progress) = (&client, &progress);
+            async move {
+                write(client, queued).await;
+                progress.done();
+            }
+        })
+        .await;
 }
 
 /// The Event `reporter` (controller, instance) publishes about `regarding`.
@@ -236,6 +422,172 @@ pub fn reference<K: Resource<DynamicType = ()>>(object: &K) -> ObjectReference {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::sync::Mutex;
+    use std::task::{Context, Poll};
+
+    use futures::future::BoxFuture;
+    use http::{Request, Response};
+    use http_body_util::BodyExt;
+    use kube::client::Body;
+    use tokio::sync::{Semaphore, watch};
+
+    /// An API server whose Event writes the test lets through one by one: it counts the writes
+    /// it was sent, holds each until the test opens the gate for it, then keeps it as written.
+    #[derive(Clone)]
+    struct HeldServer {
+        sent: Arc<watch::Sender<usize>>,
+        gate: Arc<Semaphore>,
+        written: Arc<Mutex<Vec<Event>>>,
+    }
+
+    impl HeldServer {
+        fn new() -> Self {
+            HeldServer {
+                sent: Arc::new(watch::channel(0).0),
+                gate: Arc::new(Semaphore::new(0)),
+                written: Arc::default(),
+            }
+        }
+
+        fn client(&self) -> Client {
+            Client::new(self.clone(), "default")
+        }
+
+        /// Resolves once `count` writes have reached the server.
+        async fn sent(&self, count: usize) {
+            let mut sent = self.sent.subscribe();
+            sent.wait_for(|sent| *sent >= count).await.unwrap();
+        }
+
+        /// Lets `count` more writes through.
+        fn let_through(&self, count: usize) {
+            self.gate.add_permits(count);
+        }
+
+        /// The notes of the Events written, in the order they were.
+        fn written(&self) -> Vec<String> {
+            self.written
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|event| event.note.clone().unwrap_or_default())
+                .collect()
+        }
+    }
+
+    impl tower_service::Service<Request<Body>> for HeldServer {
+        type Response = Response<Body>;
+        type Error = kube::Error;
+        type Future = BoxFuture<'static, Result<Response<Body>, kube::Error>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), kube::Error>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, request: Request<Body>) -> Self::Future {
+            let server = self.clone();
+            Box::pin(async move {
+                let body = request.into_body().collect().await.unwrap().to_bytes();
+                let event: Event = serde_json::from_slice(&body).unwrap();
+                server.sent.send_modify(|sent| *sent += 1);
+                server.gate.acquire().await.unwrap().forget();
+                server.written.lock().unwrap().push(event);
+                Response::builder()
+                    .status(201)
+                    .header("content-type", "application/json")
+                    .body(Body::from(body.to_vec()))
+                    .map_err(|err| kube::Error::Service(err.into()))
+            })
+        }
+    }
+
+    fn about() -> ObjectReference {
+        ObjectReference {
+            kind: Some("Spoke".into()),
+            name: Some("dev".into()),
+            namespace: Some("fleetform-system".into()),
+            ..ObjectReference::default()
+        }
+    }
+
+    async fn publish(reporter: &Reporter, note: &str) {
+        reporter
+            .publish(&about(), EventType::Normal, "Tested", "Test", note)
+            .await;
+    }
+
+    #[tokio::test]
+    async fn publishing_does_not_wait_for_the_write_and_a_flush_waits_until_it_is_written() {
+        let server = HeldServer::new();
+        let reporter = Reporter::new(server.client(), "fleetform", "test");
+        tokio::select! {
+            biased;
+            () = publish(&reporter, "applied") => {}
+            () = server.sent(1) => panic!("publishing waited for the API server to write the Event"),
+        }
+        server.sent(1).await;
+        let flushed = reporter.flush();
+        tokio::pin!(flushed);
+        assert!(
+            futures::poll!(flushed.as_mut()).is_pending(),
+            "a flush returned while the Event was still being written"
+        );
+        assert!(server.written().is_empty());
+
+        server.let_through(1);
+        flushed.await;
+        assert_eq!(server.written(), ["applied"]);
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_makes_publishers_wait_and_loses_no_event() {
+        let server = HeldServer::new();
+        let limits = Limits {
+            queue_length: 2,
+            writes_in_flight: 1,
+        };
+        let reporter = Reporter::with_limits(server.client(), "fleetform", "test", limits);
+        // One being written (held by the server), two queued behind it: the queue is full.
+        publish(&reporter, "0").await;
+        server.sent(1).await;
+        publish(&reporter, "1").await;
+        publish(&reporter, "2").await;
+        let fourth = publish(&reporter, "3");
+        tokio::pin!(fourth);
+        assert!(
+            futures::poll!(fourth.as_mut()).is_pending(),
+            "a publish returned though the queue was full"
+        );
+
+        server.let_through(4);
+        fourth.await;
+        reporter.flush().await;
+        assert_eq!(server.written(), ["0", "1", "2", "3"]);
+    }
+
+    #[tokio::test]
+    async fn an_event_published_written_is_written_when_publishing_returns() {
+        let server = HeldServer::new();
+        let reporter = Reporter::new(server.client(), "fleetform", "test");
+        let about = about();
+        let published = reporter.publish_written(
+            &about,
+            EventType::Warning,
+            "SpokeUnreachable",
+            "Reconcile",
+            "no kubeconfig",
+        );
+        tokio::pin!(published);
+        tokio::select! {
+            biased;
+            () = published.as_mut() => panic!("publishing returned before the Event was written"),
+            () = server.sent(1) => {}
+        }
+        server.let_through(1);
+        published.await;
+        assert_eq!(server.written(), ["no kubeconfig"]);
+    }
 
     #[test]
     fn a_long_note_is_cut_at_what_the_api_server_accepts_on_a_character_boundary() {

@@ -152,9 +152,11 @@ pub(crate) async fn run(
         reported: Mutex::default(),
         written: Mutex::default(),
     });
+    let events = accept_ctx.events.clone();
     errors
         .drive(controller, reconcile, accept_ctx, shutdown)
         .await;
+    events.flush_at_stop().await;
 }
 
 /// Name of the ClusterRole and ClusterRoleBinding of a cluster's agent.

@@ -382,7 +382,7 @@ pub(super) async fn run(
             if decision.halted_now {
                 info!(hub = name, rollout = what, %halted, "rollout halted");
                 reporter
-                    .publish(
+                    .publish_written(
                         &reference,
                         EventType::Warning,
                         CONDITION_ROLLOUT_HALTED,
@@ -402,7 +402,7 @@ pub(super) async fn run(
                 .filter(|entry| entry.state == SpokeRolloutState::Succeeded)
                 .count();
             reporter
-                .publish(
+                .publish_written(
                     &reference,
                     EventType::Normal,
                     "RolloutComplete",

@@ -472,6 +472,7 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
         own_writes: OwnWrites::default(),
         granted: Mutex::default(),
     });
+    let events = ctx.events.clone();
     let in_namespace = |namespace: Option<String>| {
         namespace.map(|name| ObjectRef::<Spoke>::new(&name).within(SYSTEM_NAMESPACE))
     };
@@ -600,6 +601,7 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
         .run(hub_errors.measured(reconcile_hub), hub_errors.policy(), ctx)
         .for_each(hub_errors.outcomes());
     futures::join!(spoke_loop, hub_loop);
+    events.flush_at_stop().await;
     // Another replica decides the rollouts from now on.
     rollout_metrics.clear();
 }
@@ -838,7 +840,7 @@ async fn reconcile_spoke(spoke: Arc<Spoke>, ctx: Arc<Context>) -> Result<Requeue
 async fn report_failure(ctx: &Context, spoke: &Spoke, reason: &str, message: &str) {
     // The Event first: whoever sees the condition can find the Event too.
     ctx.events
-        .publish(
+        .publish_written(
             &events::reference(spoke),
             EventType::Warning,
             reason,
@@ -949,8 +951,10 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
                 info!(?action, "lifecycle");
                 let outcome = unjoin_spoke(ctx, &spoke, *by).await?;
                 if by.instead_of_the_agent() {
+                    // Written before the finalizer goes: once the Spoke is gone, this Event is
+                    // what says what may be left on the spoke.
                     ctx.events
-                        .publish(
+                        .publish_written(
                             &events::reference(&*spoke),
                             EventType::Warning,
                             REASON_UNJOINED_BY_HUB,
@@ -1211,8 +1215,10 @@ async fn carry_out(
                 .map_or_else(String::new, |since| {
                     format!(" since {}", since.strftime("%Y-%m-%dT%H:%M:%SZ"))
                 });
+            // Written before the pass's status: whoever sees the spoke on the new agent finds
+            // why the hub installed it.
             ctx.events
-                .publish(
+                .publish_written(
                     &events::reference(spoke),
                     EventType::Warning,
                     "AgentReinstalled",

@@ -341,4 +341,5 @@ async fn lead_and_sync(
         },
     )
     .await;
+    events.flush_at_stop().await;
 }

@@ -311,7 +311,7 @@ impl HubWatch {
                     (EventType::Normal, REASON_ROLLOUT_RESUMED)
                 };
                 self.events
-                    .publish(
+                    .publish_written(
                         &events::reference(&fleetsync),
                         kind,
                         reason,

@@ -51,6 +51,9 @@ async fn events_about_one_object_at_once_are_all_kept_under_client_go_names() {
         }
     });
     futures::future::join_all(published).await;
+    for reporter in &reporters {
+        reporter.flush().await;
+    }
 
     let events = Api::<Event>::namespaced(hub.client.clone(), SYSTEM_NAMESPACE)
         .list(&ListParams::default())

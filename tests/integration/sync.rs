@@ -163,19 +163,40 @@ fn lease_duration(spoke: &Spoke) -> Option<i32> {
 /// The events fleetform-sync published in `fleetform-system` about `kind` `name`, oldest first.
 async fn events(hub: &Cluster, kind: &str, name: &str) -> Vec<Event> {
     let api: Api<Event> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);
-    let mut events: Vec<Event> =
-        api.list(&Default::default())
-            .await
-            .expect("list events")
-            .items
-            .into_iter()
-            .filter(|event| event.reporting_controller.as_deref() == Some("fleetform-sync"))
-            .filter(|event| {
-                event.regarding.as_ref().is_some_and(|r| {
-                    r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name)
-                })
-            })
-            .collect();
+    let listed = api.list(&Default::default()).await.expect("list events");
+    of_sync_about(&listed.items, kind, name)
+}
+
+/// [`events`] once `done` holds of them: the Events about the objects a commit wrote are queued,
+/// and may be written after the status says that the commit is applied.
+async fn events_once(
+    hub: &Cluster,
+    kind: &str,
+    name: &str,
+    what: &str,
+    done: impl Fn(&[Event]) -> bool,
+) -> Vec<Event> {
+    let api: Api<Event> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);
+    let listed = support::wait_for_list(api, None, what, |listed| {
+        done(&of_sync_about(listed, kind, name))
+    })
+    .await;
+    of_sync_about(&listed, kind, name)
+}
+
+/// Those of `events` fleetform-sync published about `kind` `name`, oldest first.
+fn of_sync_about(events: &[Event], kind: &str, name: &str) -> Vec<Event> {
+    let mut events: Vec<Event> = events
+        .iter()
+        .filter(|event| event.reporting_controller.as_deref() == Some("fleetform-sync"))
+        .filter(|event| {
+            event
+                .regarding
+                .as_ref()
+                .is_some_and(|r| r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name))
+        })
+        .cloned()
+        .collect();
     support::assert_named_as_client_go(&events);
     // Listed by name, which begins with the object's: the time they happened is their order.
     events.sort_by_key(|event| event.event_time.as_ref().map(|time| time.0));
@@ -235,7 +256,11 @@ async fn a_commit_is_applied_with_events_and_a_new_commit_is_picked_up_on_the_in
         .get("observability")
         .await
         .expect("the commit's addon");
-    assert_eq!(reasons(&events(&hub, "Spoke", "dev").await), ["Created"]);
+    let on_dev = events_once(&hub, "Spoke", "dev", "an Event on Spoke dev", |events| {
+        !events.is_empty()
+    })
+    .await;
+    assert_eq!(reasons(&on_dev), ["Created"]);
     let on_fleetsync = events(&hub, "FleetSync", "fleet").await;
     assert_eq!(reasons(&on_fleetsync), ["Applied"]);
     assert_eq!(
@@ -253,10 +278,11 @@ async fn a_commit_is_applied_with_events_and_a_new_commit_is_picked_up_on_the_in
     );
     wait_applied(&fleetsyncs, &second).await;
     assert_eq!(lease_duration(&spokes.get("dev").await.unwrap()), Some(15));
-    assert_eq!(
-        reasons(&events(&hub, "Spoke", "dev").await),
-        ["Created", "Updated"]
-    );
+    let on_dev = events_once(&hub, "Spoke", "dev", "2 Events on Spoke dev", |events| {
+        events.len() >= 2
+    })
+    .await;
+    assert_eq!(reasons(&on_dev), ["Created", "Updated"]);
     stop.cancel();
     sync.stopped().await;
     hub.server.shutdown().await;
@@ -295,8 +321,12 @@ async fn each_applied_commit_is_an_event_of_its_own_with_its_subject_and_counts(
     }
     let applied = notes(&events(&hub, "FleetSync", "fleet").await, "Applied");
     assert_eq!(applied[1..], expected[..], "{applied:#?}");
+    let on_dev = events_once(&hub, "Spoke", "dev", "11 updates of Spoke dev", |events| {
+        notes(events, "Updated").len() >= 11
+    })
+    .await;
     assert_eq!(
-        notes(&events(&hub, "Spoke", "dev").await, "Updated").last(),
+        notes(&on_dev, "Updated").last(),
         Some(&format!(
             "updated by FleetSync fleet from {}",
             named(&repo.head(), "dev: 21 s leases")
@@ -587,10 +617,14 @@ async fn the_prune_guard_stalls_a_commit_until_allow_prune_is_set() {
         Some("False".to_string())
     );
     wait_deleted(&spokes, &dev).await;
-    assert!(
-        reasons(&events(&hub, "Spoke", "dev").await).contains(&"Deleted".to_string()),
-        "the deletion is an event on the Spoke"
-    );
+    events_once(
+        &hub,
+        "Spoke",
+        "dev",
+        "the deletion, an event on the Spoke",
+        |events| reasons(events).contains(&"Deleted".to_string()),
+    )
+    .await;
     let on_fleetsync = events(&hub, "FleetSync", "fleet").await;
     let held = notes(&on_fleetsync, "PruneBlocked");
     assert!(
