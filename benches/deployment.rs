@@ -443,8 +443,9 @@ impl Requests {
 }
 
 /// The API server's request counts: every client's, and fleetform's own (the hub's and the
-/// sync's ServiceAccount); `None` when it serves no `/metrics` (an older build).
-async fn request_counts(admin: &Client) -> Option<(Requests, Requests)> {
+/// sync's ServiceAccount) when it counts ServiceAccounts apart; `None` when it serves no
+/// `/metrics` (older builds).
+async fn request_counts(admin: &Client) -> Option<(Requests, Option<Requests>)> {
     let request = http::Request::get("/metrics").body(Vec::new()).ok()?;
     let fleetform = format!(
         "system:serviceaccount:{}:{}",
@@ -454,7 +455,10 @@ async fn request_counts(admin: &Client) -> Option<(Requests, Requests)> {
     match admin.request_text(request).await {
         Ok(text) => Some((
             Requests::parse(&text, "apiserver_request_total", None),
-            Requests::parse(&text, "fleetform_apiserver_request_total", Some(&fleetform)),
+            text.contains("# TYPE fleetform_apiserver_request_total ")
+                .then(|| {
+                    Requests::parse(&text, "fleetform_apiserver_request_total", Some(&fleetform))
+                }),
         )),
         Err(err) => {
             eprintln!("the API server's /metrics: {err}");
@@ -921,7 +925,10 @@ async fn run(settings: &Settings) -> Result<Report, String> {
         let (requests, fleetform_requests) = match (requests_before, request_counts(&admin).await) {
             (Some(before), Some(after)) => (
                 Some(after.0.since(&before.0)),
-                Some(after.1.since(&before.1)),
+                before
+                    .1
+                    .zip(after.1)
+                    .map(|(before, after)| after.since(&before)),
             ),
             _ => (None, None),
         };
