@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::Value;
@@ -194,16 +195,16 @@ fn keep_listed(
         namespace: object.metadata.namespace.clone(),
         name: object.metadata.name.clone().unwrap_or_default(),
     };
-    let owned = owned_fields(&object).cloned();
     // A plan never reads who manages which field, nor the conditions of a status (only a
     // Spoke's phase and agent): at 10,000 Spokes those were most of what an observation held.
-    without_managed_fields(&mut object);
+    // Taken out rather than dropped: what fleetform's apply owns tells an unchanged object.
+    let managed = object.metadata.managed_fields.take().unwrap_or_default();
     if let Some(status) = object.data.get_mut("status").and_then(Value::as_object_mut) {
         status.remove("conditions");
     }
     let value = serde_json::to_value(&object).unwrap_or(Value::Null);
     if let Some(wanted) = desired.get(&key)
-        && applies_nothing(&value, owned.as_ref(), wanted)
+        && applies_nothing(&value, owned_fields(&managed), wanted)
     {
         let mut as_dry_run = value.clone();
         if let Some(fields) = as_dry_run.as_object_mut() {
@@ -214,13 +215,10 @@ fn keep_listed(
     observed.objects.insert(key, value);
 }
 
-/// The fields fleetform's last server-side apply of `object` set (its `managedFields` entry).
-fn owned_fields(object: &DynamicObject) -> Option<&Value> {
-    object
-        .metadata
-        .managed_fields
+/// The fields fleetform's last server-side apply set, from an object's `managedFields`.
+fn owned_fields(managed: &[ManagedFieldsEntry]) -> Option<&Value> {
+    managed
         .iter()
-        .flatten()
         .find(|entry| {
             entry.manager.as_deref() == Some(FIELD_MANAGER)
                 && entry.operation.as_deref() == Some("Apply")
@@ -237,15 +235,15 @@ fn owned_fields(object: &DynamicObject) -> Option<&Value> {
 /// item, an object fleetform never applied, a value written in another form) says no, and the
 /// dry run decides.
 fn applies_nothing(live: &Value, owned: Option<&Value>, desired: &Value) -> bool {
-    let (Some(live), Some(owned), Some(desired)) = (live.as_object(), owned, desired.as_object())
+    let (Some(live), Some(owned), Some(fields)) = (live.as_object(), owned, desired.as_object())
     else {
         return false;
     };
-    desired
+    fields
         .iter()
         .filter(|(field, _)| !matches!(field.as_str(), "apiVersion" | "kind"))
         .all(|(field, value)| live.get(field).is_some_and(|have| holds(have, value)))
-        && still_set(owned, &Value::Object(desired.clone()))
+        && still_set(owned, desired)
 }
 
 /// Whether `have` holds every field of `wanted` with its value (lists and scalars whole).
