@@ -696,7 +696,7 @@ impl SpokeSpec {
 }
 
 /// Lifecycle phase of a Hub or Spoke.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum Phase {
     Initializing,
     Joining,

@@ -10,9 +10,10 @@ use kube::ResourceExt;
 use crate::api::fleet::{Hub, Phase, Spoke};
 use crate::api::vocabulary::FINALIZER_HUB_CLEANUP;
 
-/// Everything the decision needs to know about one Hub, gathered by the loop.
+/// Everything the decision needs to know about one Hub, gathered by the loop (borrowing its
+/// Spokes' names: a pass runs over every spoke of the hub).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Facts {
+pub struct Facts<'a> {
     /// The Hub carries a deletionTimestamp.
     pub deleting: bool,
     /// The Hub carries `fleetform.io/hub-cleanup`.
@@ -22,23 +23,23 @@ pub struct Facts {
     /// The phase its status reports, and for which generation.
     pub reported: (Option<Phase>, Option<i64>),
     /// The Spokes that name the Hub.
-    pub spokes: Vec<HubSpoke>,
+    pub spokes: Vec<HubSpoke<'a>>,
 }
 
 /// A Spoke of the Hub, as far as the Hub's decision goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HubSpoke {
-    pub name: String,
+pub struct HubSpoke<'a> {
+    pub name: &'a str,
     /// The Spoke carries a deletionTimestamp.
     pub deleting: bool,
     /// The phase its status reports.
     pub phase: Option<Phase>,
 }
 
-impl Facts {
+impl<'a> Facts<'a> {
     /// The facts of `hub`, with those of `spokes` that name it.
-    pub fn of<'a>(hub: &Hub, spokes: impl IntoIterator<Item = &'a Spoke>) -> Facts {
-        let name = hub.name_any();
+    pub fn of(hub: &Hub, spokes: impl IntoIterator<Item = &'a Spoke>) -> Facts<'a> {
+        let name = hub.metadata.name.as_deref().unwrap_or_default();
         let status = hub.status.as_ref();
         Facts {
             deleting: hub.metadata.deletion_timestamp.is_some(),
@@ -52,7 +53,7 @@ impl Facts {
                 .into_iter()
                 .filter(|spoke| spoke.spec.hub_ref == name)
                 .map(|spoke| HubSpoke {
-                    name: spoke.name_any(),
+                    name: spoke.metadata.name.as_deref().unwrap_or_default(),
                     deleting: spoke.metadata.deletion_timestamp.is_some(),
                     phase: spoke.status.as_ref().and_then(|s| s.phase),
                 })
@@ -91,7 +92,7 @@ pub fn decide(facts: &Facts) -> Vec<Action> {
                 .spokes
                 .iter()
                 .filter(|spoke| !spoke.deleting)
-                .map(|spoke| Action::DeleteSpoke(spoke.name.clone())),
+                .map(|spoke| Action::DeleteSpoke(spoke.name.to_string())),
         );
         Phase::Deleting
     } else {
@@ -119,16 +120,16 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn spoke(name: &str, phase: Option<Phase>) -> HubSpoke {
+    fn spoke(name: &str, phase: Option<Phase>) -> HubSpoke<'_> {
         HubSpoke {
-            name: name.to_string(),
+            name,
             deleting: false,
             phase,
         }
     }
 
     /// A Hub with its finalizer, reporting Running for generation 1, and two Running spokes.
-    fn running() -> Facts {
+    fn running() -> Facts<'static> {
         Facts {
             deleting: false,
             finalized: true,

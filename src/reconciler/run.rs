@@ -64,7 +64,8 @@ use crate::runtime::finalizers::{delete_if_present, set_finalizer, set_finalizer
 use crate::runtime::index::{self, Index};
 use crate::runtime::metrics::ControllerMetrics;
 use crate::runtime::watch::{
-    backing_off, cached, cached_controller, cached_or_read, has_listed, without_managed_fields,
+    backing_off, cached, cached_controller, cached_or_read, fact_changes, has_listed,
+    without_managed_fields,
 };
 
 /// Field manager of the reconciler's writes.
@@ -173,6 +174,8 @@ struct Context {
     hub_spokes: Store<Spoke>,
     /// The Hubs, as the Spoke controller's watch of them keeps them.
     hubs: Store<Hub>,
+    /// When each Hub's pass last began.
+    hub_passes: HubPasses,
     /// The ClusterManagementAddOns, as the Spoke controller's watch of them keeps them.
     addons: Store<ClusterManagementAddOn>,
     /// The ClusterManagementAddOns again, as the Hub controller's watch of them keeps them: a
@@ -396,6 +399,37 @@ fn resync_for(after: Duration, spokes: usize) -> Duration {
     after.max(Duration::from_secs_f64(spokes as f64 / RESYNCS_PER_SECOND))
 }
 
+/// A Hub's pass reads every spoke of its hub and any of them changing wakes it: passes of a hub
+/// begin at least this long apart per spoke it has (10,000 spokes: 1 s), so that they take a
+/// share of the process that does not grow with the fleet, where one for each change of a
+/// joining fleet cost the square of it (and starved the Spoke passes past 3,000 spokes).
+const HUB_PASS_GAP_PER_SPOKE: Duration = Duration::from_micros(100);
+
+/// When each Hub's last pass began ([`HUB_PASS_GAP_PER_SPOKE`]).
+#[derive(Default)]
+struct HubPasses(Mutex<HashMap<String, Instant>>);
+
+impl HubPasses {
+    /// How long a pass of `hub`, which has `spokes` spokes, waits before it may begin; `None`
+    /// when it may begin `now`, which is then kept as its last.
+    fn wait(&self, hub: &str, spokes: usize, now: Instant) -> Option<Duration> {
+        let gap = HUB_PASS_GAP_PER_SPOKE.saturating_mul(u32::try_from(spokes).unwrap_or(u32::MAX));
+        let mut passes = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(wait) = passes
+            .get(hub)
+            .and_then(|last| (*last + gap).checked_duration_since(now))
+            .filter(|wait| !wait.is_zero())
+        {
+            return Some(wait);
+        }
+        passes.insert(hub.to_string(), now);
+        None
+    }
+}
+
 /// How long a Spoke whose pass failed waits at first; it doubles with each failure in a row.
 const FIRST_BACKOFF: Duration = Duration::from_secs(2);
 /// The longest wait before a failing Spoke or Hub is tried again.
@@ -465,6 +499,7 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
         config,
         spokes: store.clone(),
         hub_spokes,
+        hub_passes: HubPasses::default(),
         errors,
         tokens,
         tokens_by_cluster,
@@ -480,7 +515,10 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     let hub_triggers = HubTriggers::default();
     let spoke_loop = controller
         .watches_stream(
-            cluster_changes(
+            // Each one that changes what a pass reads of it, and each deleted: an agent's
+            // status reports (claims, capacity, version, heartbeats, other conditions) wake no
+            // pass.
+            fact_changes(
                 watcher(
                     Api::<ManagedCluster>::all(client.clone()),
                     watcher::Config::default(),
@@ -488,6 +526,7 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
                 .default_backoff()
                 .modify(cluster_kept)
                 .reflect(clusters_writer),
+                cluster_facts,
             ),
             |cluster| Some(ObjectRef::new(&cluster.name_any()).within(SYSTEM_NAMESPACE)),
         )
@@ -567,15 +606,19 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     );
     let hubs = hub_controller.store();
     let hub_loop = hub_controller
+        // A Spoke wakes its Hub's pass when what the pass reads of it changes (`hub_facts`),
+        // not on every status write: a pass runs over every spoke of the hub.
         .watches_stream(
-            watcher(
-                Api::<Spoke>::namespaced(client.clone(), SYSTEM_NAMESPACE),
-                watcher::Config::default(),
-            )
-            .default_backoff()
-            .modify(without_managed_fields)
-            .reflect(hub_spokes_writer)
-            .touched_objects(),
+            fact_changes(
+                watcher(
+                    Api::<Spoke>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+                    watcher::Config::default(),
+                )
+                .default_backoff()
+                .modify(without_managed_fields)
+                .reflect(hub_spokes_writer),
+                hub_facts,
+            ),
             |spoke| Some(ObjectRef::new(&spoke.spec.hub_ref).within(SYSTEM_NAMESPACE)),
         )
         // Which addons a spoke is to have, and so its rollout target, follows the AddOn
@@ -647,35 +690,30 @@ fn spoke_changes(spoke: &Spoke) -> Option<u64> {
     Some(hasher.finish())
 }
 
-/// The ManagedClusters whose change a Spoke pass would read: each one that changes what
-/// [`cluster_facts`] hashes, and each deleted. An agent's status reports (claims, capacity,
-/// version, heartbeats, other conditions) wake no pass.
-fn cluster_changes(
-    events: impl futures::Stream<Item = Result<watcher::Event<ManagedCluster>, watcher::Error>>,
-) -> impl futures::Stream<Item = Result<ManagedCluster, watcher::Error>> {
-    let mut seen: std::collections::HashMap<String, u64> = Default::default();
-    events
-        .map(move |event| {
-            let changed = match event {
-                Err(err) => return vec![Err(err)],
-                Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
-                Ok(watcher::Event::Delete(cluster)) => {
-                    seen.remove(&cluster.name_any());
-                    Some(cluster)
-                }
-                Ok(watcher::Event::Apply(cluster) | watcher::Event::InitApply(cluster)) => {
-                    let facts = cluster_facts(&cluster);
-                    (seen.insert(cluster.name_any(), facts) != Some(facts)).then_some(cluster)
-                }
-            };
-            changed.into_iter().map(Ok).collect()
-        })
-        .flat_map(futures::stream::iter)
+/// What a Hub's pass reads of a Spoke ([`hub_lifecycle::Facts`], [`super::rollout::run`]): its
+/// hub, spec (its generation) and labels, whether it is being deleted, its phase, and the
+/// settings its status reports it has (agent, addons, lease duration, addons not Available).
+fn hub_facts(spoke: &Spoke) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    spoke.spec.hub_ref.hash(&mut hasher);
+    spoke.metadata.generation.hash(&mut hasher);
+    spoke.metadata.labels.hash(&mut hasher);
+    spoke
+        .metadata
+        .deletion_timestamp
+        .is_some()
+        .hash(&mut hasher);
+    if let Some(status) = &spoke.status {
+        status.phase.hash(&mut hasher);
+        status.agent_config_hash.hash(&mut hasher);
+        serde_json::to_string(&status.applied)
+            .unwrap_or_default()
+            .hash(&mut hasher);
+    }
+    hasher.finish()
 }
 
-/// Cuts a ManagedCluster to what a pass reads of it ([`facts::gather`], [`cluster_sync`]): not
-/// its managed fields, nor what its agent reports of the spoke (capacity, allocatable, version,
-/// claims) or the namespaces its cluster sets manage.
 /// What a pass reads of a ManagedClusterAddOn: which it is, fleetform's mark, where it installs
 /// and whether it is Available (its conditions); its managed fields and the rest of its status
 /// are cut.
@@ -689,6 +727,9 @@ fn addon_kept(addon: &mut ManagedClusterAddOn) {
     }
 }
 
+/// Cuts a ManagedCluster to what a pass reads of it ([`facts::gather`], [`cluster_sync`]): not
+/// its managed fields, nor what its agent reports of the spoke (capacity, allocatable, version,
+/// claims) or the namespaces its cluster sets manage.
 fn cluster_kept(cluster: &mut ManagedCluster) {
     without_managed_fields(cluster);
     if let Some(status) = cluster.status.as_mut() {
@@ -1522,18 +1563,25 @@ async fn reconcile_hub(hub: Arc<Hub>, ctx: Arc<Context>) -> Result<Requeue, Reco
     let name = hub.name_any();
     let api: Api<Hub> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
     let spoke_api: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    if let Some(wait) = ctx
+        .hub_passes
+        .wait(&name, ctx.hub_spokes.len(), Instant::now())
+    {
+        return Ok(Requeue::requeue(wait));
+    }
+    let stored = ctx.hub_spokes.state();
+    let listed;
     let facts = if hub.metadata.deletion_timestamp.is_some() {
         // Read afresh, not from the spoke loop's store: this pass may run on the last Spoke's
         // deletion before that store has seen it, and nothing would wake the Hub again.
-        let spokes = spoke_api
+        listed = spoke_api
             .list(&ListParams::default())
             .await
             .map_err(KubeError::on("Spokes".to_string(), "list"))?
             .items;
-        hub_lifecycle::Facts::of(&hub, &spokes)
+        hub_lifecycle::Facts::of(&hub, &listed)
     } else {
-        let spokes = ctx.hub_spokes.state();
-        hub_lifecycle::Facts::of(&hub, spokes.iter().map(|spoke| &**spoke))
+        hub_lifecycle::Facts::of(&hub, stored.iter().map(|spoke| &**spoke))
     };
     for action in hub_lifecycle::decide(&facts) {
         match action {
@@ -1565,9 +1613,7 @@ async fn reconcile_hub(hub: Arc<Hub>, ctx: Arc<Context>) -> Result<Requeue, Reco
         let wait = Duration::try_from(until.duration_since(now)).unwrap_or(Duration::ZERO);
         return Ok(Requeue::requeue(wait));
     }
-    let spokes: Vec<Arc<Spoke>> = ctx
-        .hub_spokes
-        .state()
+    let spokes: Vec<Arc<Spoke>> = stored
         .into_iter()
         .filter(|spoke| spoke.spec.hub_ref == name)
         .collect();
@@ -1861,9 +1907,9 @@ mod tests {
                 watcher::Event::Apply(lapsed.clone()),
                 watcher::Event::Delete(lapsed),
             ]
-            .map(Ok),
+            .map(Ok::<_, watcher::Error>),
         );
-        let woken: Vec<String> = cluster_changes(events)
+        let woken: Vec<String> = fact_changes(events, cluster_facts)
             .map(|cluster| {
                 let cluster = cluster.expect("no error");
                 format!(
@@ -1895,6 +1941,84 @@ mod tests {
             resync_for(Duration::from_secs(2), 10_000),
             Duration::from_secs(2),
             "what a pass waits on is not put off"
+        );
+    }
+
+    #[test]
+    fn a_hubs_passes_begin_no_closer_together_than_its_fleet_allows() {
+        let passes = HubPasses::default();
+        let start = Instant::now();
+        let after = |millis| start + Duration::from_millis(millis);
+        assert_eq!(
+            passes.wait("east", 10_000, start),
+            None,
+            "the first at once"
+        );
+        assert_eq!(
+            passes.wait("east", 10_000, after(400)),
+            Some(Duration::from_millis(600)),
+            "10,000 spokes: a second apart"
+        );
+        assert_eq!(
+            passes.wait("west", 10_000, after(400)),
+            None,
+            "each hub apart"
+        );
+        assert_eq!(passes.wait("east", 10_000, after(1_000)), None);
+        assert_eq!(
+            passes.wait("east", 10, after(1_002)),
+            None,
+            "10 spokes: a millisecond apart"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_hub_pass_wakes_on_what_it_reads_of_a_spoke_not_on_every_status_write() {
+        let version = |phase: &str, condition: &str, deleting: bool| {
+            let mut spoke = spoke(
+                1,
+                json!({"phase": phase, "conditions": [{"type": "ManagedClusterJoined",
+                    "status": condition, "reason": "r", "message": "m",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z"}]}),
+            );
+            if deleting {
+                spoke.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+            }
+            spoke
+        };
+        let events = futures::stream::iter(
+            [
+                watcher::Event::Init,
+                watcher::Event::InitApply(version("Joining", "False", false)),
+                watcher::Event::InitDone,
+                watcher::Event::Apply(version("Joining", "True", false)),
+                watcher::Event::Apply(version("Running", "True", false)),
+                watcher::Event::Apply(version("Running", "True", true)),
+                watcher::Event::Delete(version("Running", "True", true)),
+            ]
+            .map(Ok::<_, watcher::Error>),
+        );
+        let woken: Vec<String> = fact_changes(events, hub_facts)
+            .map(|spoke| {
+                let spoke = spoke.expect("no error");
+                let status = spoke.status.expect("a status");
+                format!(
+                    "{:?}{}",
+                    status.phase.expect("a phase"),
+                    if spoke.metadata.deletion_timestamp.is_some() {
+                        " deleting"
+                    } else {
+                        ""
+                    }
+                )
+            })
+            .collect()
+            .await;
+        // Listed; Running; being deleted; deleted (the condition its pass does not read woke
+        // nothing).
+        assert_eq!(
+            woken,
+            ["Joining", "Running", "Running deleting", "Running deleting"]
         );
     }
 

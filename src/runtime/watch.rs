@@ -4,7 +4,7 @@
 //! turns its absence into a [`Change::Deleted`], so that nothing is kept for an object that no
 //! longer exists.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 
 use futures::stream::BoxStream;
@@ -117,6 +117,37 @@ where
                 }
             };
             futures::stream::iter(changes)
+        })
+        .flatten()
+}
+
+/// The objects `events` (a watcher's) shows whose `facts` changed since it last showed them,
+/// and each deleted, its errors passed on: what wakes a loop that reads only those facts of an
+/// object. A listing again after a reconnect wakes nothing for an object whose facts held.
+pub fn fact_changes<K, E>(
+    events: impl Stream<Item = Result<watcher::Event<K>, E>>,
+    facts: impl Fn(&K) -> u64,
+) -> impl Stream<Item = Result<K, E>>
+where
+    K: Resource,
+    K::DynamicType: Default + Eq + Hash + Clone,
+{
+    let mut seen: HashMap<ObjectRef<K>, u64> = HashMap::new();
+    events
+        .map(move |event| {
+            let changed = match event {
+                Err(err) => return futures::stream::iter(Some(Err(err))),
+                Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
+                Ok(watcher::Event::Delete(object)) => {
+                    seen.remove(&ObjectRef::from_obj(&object));
+                    Some(object)
+                }
+                Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => {
+                    let now = facts(&object);
+                    (seen.insert(ObjectRef::from_obj(&object), now) != Some(now)).then_some(object)
+                }
+            };
+            futures::stream::iter(changed.map(Ok))
         })
         .flatten()
 }
