@@ -96,6 +96,10 @@ pub enum Connector {
     },
     /// One client shared by every use (its connections are pooled).
     Shared(Client),
+    /// One client made from `config` over the network, shared by every use (its connection is
+    /// pooled); whoever keeps the connector may keep only `config` while it is unused
+    /// ([`Connector::credentials`]) and make the connector again from it.
+    Network { client: Client, config: Arc<Config> },
 }
 
 impl Connector {
@@ -106,7 +110,10 @@ impl Connector {
                 transport,
                 namespace: config.default_namespace,
             }),
-            Ok(None) => Client::try_from(config).map(Connector::Shared),
+            Ok(None) => Client::try_from(config.clone()).map(|client| Connector::Network {
+                client,
+                config: Arc::new(config),
+            }),
             Err(message) => Err(kube::Error::Service(message.into())),
         }
     }
@@ -118,13 +125,22 @@ impl Connector {
                 transport,
                 namespace,
             } => Client::new(transport.clone(), namespace.as_str()),
-            Connector::Shared(client) => client.clone(),
+            Connector::Shared(client) | Connector::Network { client, .. } => client.clone(),
         }
     }
 
     /// Whether keeping the connector holds a connection (and a request buffer) open.
     pub fn holds_connection(&self) -> bool {
-        matches!(self, Connector::Shared(_))
+        matches!(self, Connector::Shared(_) | Connector::Network { .. })
+    }
+
+    /// What makes a network connector again ([`Connector::for_config`]) without its client,
+    /// connection and buffers; `None` for the others.
+    pub fn credentials(&self) -> Option<Arc<Config>> {
+        match self {
+            Connector::Network { config, .. } => Some(config.clone()),
+            Connector::Local { .. } | Connector::Shared(_) => None,
+        }
     }
 }
 

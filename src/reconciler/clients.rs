@@ -6,23 +6,30 @@
 //! of this process keeps only its credentials and identity (about 1 KB), for [`IDLE_LOCAL`],
 //! and each pass gets a client of its own, let go after the pass: a kube client holds a request
 //! buffer of 10 to 20 KB, 100 to 200 MiB at 10,000 spokes if every spoke kept one. A spoke over
-//! the network keeps its client, which pools its connection, for [`IDLE`].
+//! the network keeps its client, which pools its connection, while its passes come one after
+//! the other (a join's), and lets it go after [`IDLE`] unused: a client with its connection
+//! held about 45 KB of the hub's heap (its request queue, the connection's queue and buffers,
+//! TLS state), 450 MB at 10,000 settled spokes; a settled spoke's look again connects anew
+//! (one TLS handshake). Its credentials stay for [`IDLE_LOCAL`], so that its kubeconfig is not
+//! read again.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kube::{Client, ResourceExt};
+use kube::{Client, Config, ResourceExt};
 
-use crate::access::{Access, Reached};
+use crate::access::{Access, KubeconfigOrigin, Reached};
 use crate::api::fleet::Spoke;
+use crate::transport::Connector;
 
-/// How long a spoke's network client (and its connection) is kept unused: longer than a small
-/// fleet's resync, so only a large fleet's settled spokes connect again.
-const IDLE: Duration = Duration::from_secs(90);
+/// How long a spoke's network client (and its connection) is kept unused: longer than the
+/// pauses between a joining spoke's passes, shorter than a settled spoke's look again.
+const IDLE: Duration = Duration::from_secs(15);
 
-/// How long an in-process spoke's connector is kept unused; it holds no connection, so only a
-/// spoke gone from the fleet (or whose passes stopped) lets it go.
+/// How long the credentials a spoke is reached with are kept unused (an in-process spoke's
+/// connector, which holds no connection; a network spoke's kubeconfig, its client let go): so
+/// only a spoke gone from the fleet (or whose passes stopped) lets them go.
 const IDLE_LOCAL: Duration = Duration::from_secs(15 * 60);
 
 /// How each spoke is reached, by spoke name, with the kubeconfig source it was reached by and
@@ -35,7 +42,7 @@ pub(crate) struct SpokeClients {
 #[derive(Default)]
 struct Cache {
     /// How each spoke is reached, with the kubeconfig source (serialised) it was reached by.
-    reached: HashMap<String, Kept<(String, Reached)>>,
+    reached: HashMap<String, Kept<(String, Way)>>,
     swept: Option<Instant>,
 }
 
@@ -45,22 +52,82 @@ struct Kept<V> {
     used: Instant,
 }
 
-/// How long what reaches a spoke is kept unused: a connection for [`IDLE`], credentials for
-/// [`IDLE_LOCAL`].
-fn idle_time((_, reached): &(String, Reached)) -> Duration {
-    if reached.connector.holds_connection() {
-        IDLE
-    } else {
-        IDLE_LOCAL
+/// How a spoke is reached, as kept.
+enum Way {
+    /// By this connector, as it was made.
+    Connected(Reached),
+    /// Over the network, its client and connection let go: what makes them again.
+    LetGo {
+        config: Arc<Config>,
+        url: Option<String>,
+        origin: KubeconfigOrigin,
+    },
+}
+
+impl Way {
+    /// How long it is kept unused before it is let go ([`Way::let_go`]).
+    fn idle_time(&self) -> Duration {
+        match self {
+            Way::Connected(reached) if reached.connector.holds_connection() => IDLE,
+            Way::Connected(_) | Way::LetGo { .. } => IDLE_LOCAL,
+        }
+    }
+
+    /// What is kept of it once unused for its idle time: a network connector's credentials,
+    /// nothing of the others.
+    fn let_go(self) -> Option<Way> {
+        match self {
+            Way::Connected(reached) if reached.connector.holds_connection() => {
+                let config = reached.connector.credentials()?;
+                Some(Way::LetGo {
+                    config,
+                    url: reached.url,
+                    origin: reached.origin,
+                })
+            }
+            Way::Connected(_) | Way::LetGo { .. } => None,
+        }
+    }
+
+    /// The spoke reached again this way: a new client from kept credentials.
+    fn reach(&self) -> Result<Reached, kube::Error> {
+        match self {
+            Way::Connected(reached) => Ok(reached.clone()),
+            Way::LetGo {
+                config,
+                url,
+                origin,
+            } => Ok(Reached {
+                connector: Connector::for_config((**config).clone())?,
+                url: url.clone(),
+                origin: origin.clone(),
+            }),
+        }
     }
 }
 
-/// Lets go of what was not used within its `idle` time before `now`.
+/// Lets go of what was not used within its idle time before `now` (`let_go` says what is kept
+/// of it then, if anything), and what was kept of it for longer than that one's.
 fn let_go_idle<V>(
     kept: &mut HashMap<String, Kept<V>>,
     now: Instant,
     idle: impl Fn(&V) -> Duration,
+    let_go: impl Fn(V) -> Option<V>,
 ) {
+    for (name, value) in std::mem::take(kept) {
+        if now.saturating_duration_since(value.used) < idle(&value.value) {
+            kept.insert(name, value);
+        } else if let Some(rest) = let_go(value.value) {
+            kept.insert(
+                name,
+                Kept {
+                    value: rest,
+                    used: value.used,
+                },
+            );
+        }
+    }
+    // What was let go just now is timed from its last use: let go of it too once past its own.
     kept.retain(|_, kept| now.saturating_duration_since(kept.used) < idle(&kept.value));
 }
 
@@ -90,14 +157,24 @@ impl SpokeClients {
                 .swept
                 .is_none_or(|at| now.saturating_duration_since(at) >= IDLE / 3)
             {
-                let_go_idle(&mut cache.reached, now, idle_time);
+                let_go_idle(
+                    &mut cache.reached,
+                    now,
+                    |(_, way)| way.idle_time(),
+                    |(source, way)| way.let_go().map(|rest| (source, rest)),
+                );
                 cache.swept = Some(now);
             }
             if let Some(kept) = cache.reached.get_mut(&name)
                 && kept.value.0 == source
             {
-                kept.used = now;
-                return Ok(kept.value.1.clone());
+                // Credentials that made a client once make one again; should they not, the
+                // kubeconfig is read again below.
+                if let Ok(reached) = kept.value.1.reach() {
+                    kept.used = now;
+                    kept.value.1 = Way::Connected(reached.clone());
+                    return Ok(reached);
+                }
             }
         }
         let reached = self
@@ -108,7 +185,7 @@ impl SpokeClients {
         self.cache().reached.insert(
             name,
             Kept {
-                value: (source, reached.clone()),
+                value: (source, Way::Connected(reached.clone())),
                 used: now,
             },
         );
@@ -126,24 +203,58 @@ mod tests {
     use super::*;
 
     #[test]
-    fn what_is_unused_for_longer_than_its_idle_time_is_let_go() {
+    fn what_is_unused_for_longer_than_its_idle_time_is_let_go_keeping_what_makes_it_again() {
         let start = Instant::now();
         let mut kept = HashMap::new();
-        for (name, used, idle) in [
-            ("busy", start + IDLE_LOCAL, IDLE),
-            ("idle", start, IDLE),
-            ("local", start, IDLE_LOCAL),
+        // (idle time, what is kept once let go: a connection keeps its credentials)
+        let connection = (IDLE, Some(IDLE_LOCAL));
+        for (name, used, value) in [
+            ("busy", start + IDLE_LOCAL, connection),
+            ("idle", start, connection),
+            ("local", start, (IDLE_LOCAL, None)),
         ] {
-            kept.insert(name.to_string(), Kept { value: idle, used });
+            kept.insert(name.to_string(), Kept { value, used });
         }
-        let idle = |idle: &Duration| *idle;
-        let_go_idle(&mut kept, start + IDLE - Duration::from_secs(1), idle);
-        assert_eq!(kept.len(), 3, "all used within IDLE");
-        let_go_idle(&mut kept, start + IDLE + Duration::from_secs(1), idle);
-        let mut names: Vec<_> = kept.keys().cloned().collect();
-        names.sort();
-        assert_eq!(names, ["busy", "local"]);
-        let_go_idle(&mut kept, start + IDLE_LOCAL + Duration::from_secs(1), idle);
-        assert_eq!(kept.keys().collect::<Vec<_>>(), ["busy"]);
+        let sweep = |kept: &mut HashMap<String, Kept<(Duration, Option<Duration>)>>, at| {
+            let_go_idle(
+                kept,
+                at,
+                |(idle, _)| *idle,
+                |(_, rest)| rest.map(|idle| (idle, None)),
+            );
+        };
+        let names = |kept: &HashMap<String, Kept<(Duration, Option<Duration>)>>| {
+            let mut names: Vec<String> = kept
+                .iter()
+                .map(|(name, kept)| {
+                    let what = if kept.value.0 == IDLE {
+                        "connected"
+                    } else {
+                        "credentials"
+                    };
+                    format!("{name}: {what}")
+                })
+                .collect();
+            names.sort();
+            names
+        };
+        sweep(&mut kept, start + IDLE - Duration::from_secs(1));
+        assert_eq!(
+            names(&kept),
+            ["busy: connected", "idle: connected", "local: credentials"],
+            "all used within IDLE"
+        );
+        sweep(&mut kept, start + IDLE + Duration::from_secs(1));
+        assert_eq!(
+            names(&kept),
+            ["busy: connected", "idle: credentials", "local: credentials"],
+            "the idle connection is let go, its credentials kept"
+        );
+        sweep(&mut kept, start + IDLE_LOCAL + Duration::from_secs(1));
+        assert_eq!(
+            names(&kept),
+            ["busy: connected"],
+            "and those let go in their turn"
+        );
     }
 }
