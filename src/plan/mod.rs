@@ -461,37 +461,42 @@ fn plan_hub(fleet: &Fleet, hub_name: &str, observed: &ObservedHub, guard: PruneG
         .map(|(key, object)| (key.to_string(), ReadVersion::of(object)))
         .collect();
 
-    for (key, object) in &desired {
-        let live = observed.objects.get(key);
-        let target = observed.dry_run.get(key).unwrap_or(object);
+    let deletions: Vec<ObjectChange> = observed
+        .objects
+        .iter()
+        .filter(|(key, _)| !desired.contains_key(*key))
+        .map(|(key, live)| ObjectChange {
+            key: key.clone(),
+            action: Action::Delete,
+            diff: diff(Some(&comparable(live)), None, key),
+            desired: None,
+        })
+        .collect();
+    // Each desired object moves into its change (a commit that changes every spoke held each
+    // twice at the sync's peak).
+    for (key, object) in desired {
+        let live = observed.objects.get(&key);
+        let target = observed.dry_run.get(&key).unwrap_or(&object);
         if live.is_some_and(|live| Compared::of(live) == Compared::of(target)) {
             continue;
         }
+        let diff = diff(
+            live.map(comparable).as_ref(),
+            Some(&comparable(target)),
+            &key,
+        );
         plan.changes.push(ObjectChange {
-            key: key.clone(),
             action: if live.is_some() {
                 Action::Update
             } else {
                 Action::Create
             },
-            diff: diff(
-                live.map(comparable).as_ref(),
-                Some(&comparable(target)),
-                key,
-            ),
-            desired: Some(object.clone()),
+            key,
+            diff,
+            desired: Some(object),
         });
     }
-    for (key, live) in &observed.objects {
-        if !desired.contains_key(key) {
-            plan.changes.push(ObjectChange {
-                key: key.clone(),
-                action: Action::Delete,
-                diff: diff(Some(&comparable(live)), None, key),
-                desired: None,
-            });
-        }
-    }
+    plan.changes.extend(deletions);
 
     let hub_in_git = fleet.hubs.get(hub_name);
     if hub_in_git.is_some() && !observed.installed {
