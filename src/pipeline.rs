@@ -70,10 +70,22 @@ impl Planned {
     /// object already being deleted (a Spoke whose finalizers run its unjoin) changes on its way
     /// out, and deleting it again is no news and no drift put right.
     pub fn writes(&self, hub: &str) -> Option<HubPlan> {
-        let mut writes = self.plan.hubs.iter().find(|plan| plan.hub == hub)?.clone();
+        let writes = self.plan.hubs.iter().find(|plan| plan.hub == hub)?.clone();
+        Some(self.under_way_left_out(hub, writes))
+    }
+
+    /// [`Planned::writes`], taking `hub`'s part out of the plan rather than copying it (a
+    /// commit that changes every spoke held its plan twice at the sync's peak).
+    pub fn into_writes(mut self, hub: &str) -> Option<HubPlan> {
+        let at = self.plan.hubs.iter().position(|plan| plan.hub == hub)?;
+        let writes = self.plan.hubs.swap_remove(at);
+        Some(self.under_way_left_out(hub, writes))
+    }
+
+    fn under_way_left_out(&self, hub: &str, mut writes: HubPlan) -> HubPlan {
         if let Some(observed) = self.observed.get(hub) {
             writes.leave_out_deletions_under_way(observed);
         }
-        Some(writes)
+        writes
     }
 }

@@ -519,7 +519,7 @@ async fn converge(ctx: &Context, loaded: &Loaded, guard: PruneGuard, drift: bool
         };
     }
     let observed = started.elapsed();
-    let planned = planning.plan(guard).writes(&hub);
+    let planned = planning.plan(guard).into_writes(&hub);
     debug!(
         hub,
         observed_s = observed.as_secs_f64(),
