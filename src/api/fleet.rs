@@ -736,7 +736,7 @@ pub struct SpokeStatus {
 
 /// The addons fleetform has enabled on a spoke (its ManagedClusterAddOns) and its
 /// ManagedCluster's lease duration: what a spoke the rollout has not released keeps.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AppliedSettings {
     /// Each addon by name, with its install namespace.
@@ -749,7 +749,7 @@ pub struct AppliedSettings {
 }
 
 /// One addon enabled on a spoke.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AppliedAddon {
     pub name: String,

@@ -73,62 +73,54 @@ impl Way {
         }
     }
 
-    /// What is kept of it once unused for its idle time: a network connector's credentials,
-    /// nothing of the others.
-    fn let_go(self) -> Option<Way> {
-        match self {
-            Way::Connected(reached) if reached.connector.holds_connection() => {
-                let config = reached.connector.credentials()?;
-                Some(Way::LetGo {
-                    config,
-                    url: reached.url,
-                    origin: reached.origin,
-                })
-            }
-            Way::Connected(_) | Way::LetGo { .. } => None,
-        }
+    /// Lets go of what it holds once unused for its idle time: a network connector keeps its
+    /// credentials (`true`); the others keep nothing (`false`: it goes).
+    fn let_go(&mut self) -> bool {
+        let Way::Connected(reached) = self else {
+            return false;
+        };
+        let Some(config) = reached.connector.credentials() else {
+            return false;
+        };
+        *self = Way::LetGo {
+            config,
+            url: reached.url.take(),
+            origin: reached.origin.clone(),
+        };
+        true
     }
 
-    /// The spoke reached again this way: a new client from kept credentials.
-    fn reach(&self) -> Result<Reached, kube::Error> {
-        match self {
-            Way::Connected(reached) => Ok(reached.clone()),
+    /// The spoke reached this way, connected again from kept credentials if they were let go.
+    fn reach(&mut self) -> Result<Reached, kube::Error> {
+        let reached = match self {
+            Way::Connected(reached) => return Ok(reached.clone()),
             Way::LetGo {
                 config,
                 url,
                 origin,
-            } => Ok(Reached {
+            } => Reached {
                 connector: Connector::for_config((**config).clone())?,
                 url: url.clone(),
                 origin: origin.clone(),
-            }),
-        }
+            },
+        };
+        *self = Way::Connected(reached.clone());
+        Ok(reached)
     }
 }
 
-/// Lets go of what was not used within its idle time before `now` (`let_go` says what is kept
-/// of it then, if anything), and what was kept of it for longer than that one's.
+/// Lets go of what was not used within its idle time before `now`: `let_go` keeps what is kept
+/// of it then (`false`: nothing), itself let go once unused past its own idle time.
 fn let_go_idle<V>(
     kept: &mut HashMap<String, Kept<V>>,
     now: Instant,
     idle: impl Fn(&V) -> Duration,
-    let_go: impl Fn(V) -> Option<V>,
+    let_go: impl Fn(&mut V) -> bool,
 ) {
-    for (name, value) in std::mem::take(kept) {
-        if now.saturating_duration_since(value.used) < idle(&value.value) {
-            kept.insert(name, value);
-        } else if let Some(rest) = let_go(value.value) {
-            kept.insert(
-                name,
-                Kept {
-                    value: rest,
-                    used: value.used,
-                },
-            );
-        }
-    }
-    // What was let go just now is timed from its last use: let go of it too once past its own.
-    kept.retain(|_, kept| now.saturating_duration_since(kept.used) < idle(&kept.value));
+    kept.retain(|_, kept| {
+        let unused = now.saturating_duration_since(kept.used);
+        unused < idle(&kept.value) || (let_go(&mut kept.value) && unused < idle(&kept.value))
+    });
 }
 
 impl SpokeClients {
@@ -161,7 +153,7 @@ impl SpokeClients {
                     &mut cache.reached,
                     now,
                     |(_, way)| way.idle_time(),
-                    |(source, way)| way.let_go().map(|rest| (source, rest)),
+                    |(_, way)| way.let_go(),
                 );
                 cache.swept = Some(now);
             }
@@ -172,7 +164,6 @@ impl SpokeClients {
                 // kubeconfig is read again below.
                 if let Ok(reached) = kept.value.1.reach() {
                     kept.used = now;
-                    kept.value.1 = Way::Connected(reached.clone());
                     return Ok(reached);
                 }
             }
@@ -220,7 +211,13 @@ mod tests {
                 kept,
                 at,
                 |(idle, _)| *idle,
-                |(_, rest)| rest.map(|idle| (idle, None)),
+                |(idle, rest)| match rest.take() {
+                    Some(next) => {
+                        *idle = next;
+                        true
+                    }
+                    None => false,
+                },
             );
         };
         let names = |kept: &HashMap<String, Kept<(Duration, Option<Duration>)>>| {

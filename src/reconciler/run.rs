@@ -707,9 +707,7 @@ fn hub_facts(spoke: &Spoke) -> u64 {
     if let Some(status) = &spoke.status {
         status.phase.hash(&mut hasher);
         status.agent_config_hash.hash(&mut hasher);
-        serde_json::to_string(&status.applied)
-            .unwrap_or_default()
-            .hash(&mut hasher);
+        status.applied.hash(&mut hasher);
     }
     hasher.finish()
 }
