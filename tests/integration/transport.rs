@@ -52,6 +52,27 @@ fn certificate_kubeconfig(
     .to_string()
 }
 
+/// A TCP proxy to `target` on a port of its own: its URL, and how many connections it accepted.
+async fn counting_proxy(
+    target: std::net::SocketAddr,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    (url, accepted)
+}
+
 /// The status code and message of the refusal a client of `kubeconfig` gets listing namespaces.
 async fn listing_namespaces_refused(kubeconfig: &str) -> (u16, String) {
     let client = transport::client_from_kubeconfig(kubeconfig)
@@ -136,6 +157,47 @@ async fn in_process_clients_need_no_socket_and_keep_their_identity() {
     assert!(message.contains("system:bootstrap:abcdef"), "{message}");
     let (code, message) = listing_namespaces_refused(&with_token("abcdef.ffffffffffffffff")).await;
     assert_eq!(code, 401, "{message}");
+
+    // Over the network a client speaks HTTP/2, as client-go does with kube-apiserver: its
+    // watches and requests share one connection (over HTTP/1.1 each watch holds its own).
+    let (proxy_url, connections) = counting_proxy(addr).await;
+    let kubeconfig = certificate_kubeconfig(&plane, "admin", &["system:masters"])
+        .replace(&plane.url(), &proxy_url);
+    let remote = transport::client_from_kubeconfig(&kubeconfig)
+        .await
+        .expect("a network client");
+    let configmaps: Api<ConfigMap> = Api::namespaced(remote.clone(), "default");
+    configmaps.list(&ListParams::default()).await.expect("list");
+    let mut watches = Vec::new();
+    for _ in 0..5 {
+        let stream = configmaps
+            .watch(&WatchParams::default(), "0")
+            .await
+            .expect("watching over the network")
+            .boxed();
+        watches.push(stream);
+    }
+    let mut configmap = ConfigMap::default();
+    configmap.metadata.name = Some("over-http2".into());
+    configmaps
+        .create(&PostParams::default(), &configmap)
+        .await
+        .expect("create while five watches are open");
+    for watch in &mut watches {
+        let event = tokio::time::timeout(Duration::from_secs(10), watch.next())
+            .await
+            .expect("every watch sees the create");
+        assert!(
+            matches!(event, Some(Ok(kube::api::WatchEvent::Added(_)))),
+            "{event:?}"
+        );
+    }
+    assert_eq!(
+        connections.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "a list, five watches and a create over the network"
+    );
+    drop(watches);
 
     // A stopped plane refuses, as a closed port would.
     plane.shutdown().await;

@@ -407,6 +407,10 @@ async fn serve(
     let _ = tokio::time::timeout(Duration::from_secs(30), graceful.shutdown()).await;
 }
 
+/// How many requests and watches one HTTP/2 connection may carry at once: kube-apiserver's
+/// `--http2-max-streams-per-connection` default.
+const HTTP2_MAX_STREAMS_PER_CONNECTION: u32 = 1000;
+
 /// One HTTP/1.1 or h2 connection answering every request as coming from `caller`.
 fn connection<S>(
     fe: Arc<Frontend>,
@@ -421,7 +425,11 @@ where
         let caller = caller.clone();
         async move { Ok::<_, std::convert::Infallible>(crate::http::handle(fe, req, caller).await) }
     });
-    auto::Builder::new(TokioExecutor::new())
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http2()
+        .max_concurrent_streams(HTTP2_MAX_STREAMS_PER_CONNECTION);
+    builder
         .serve_connection_with_upgrades(TokioIo::new(stream), service)
         .into_owned()
 }
