@@ -14,11 +14,13 @@
 //!   leader on their Leases as a replica does. The hub's conversion webhook is not served (its
 //!   certificate names the in-cluster Service, which nothing resolves here; the fleet declares
 //!   no addon, so nothing converts).
-//! - **spokes** (this process): `FLEETFORM_BENCH_SPOKES` spokes (default 1,000) of the converge
-//!   benchmark's kind (`FLEETFORM_BENCH_SPOKES_KIND`, `light` by default here): `up`'s spoke
-//!   clusters on loopback ports, each with its kubelet stand-in running the agent the hub
-//!   installs; every agent reaches the hub's API server over TCP, registers by CSR and renews
-//!   its lease. The Spokes name their clusters by `kubeconfig.secretRef`, as on a real hub.
+//! - **spokes** (processes of this benchmark's own binary, `FLEETFORM_BENCH_SPOKES_PER_PROCESS`
+//!   each, 2,500 by default: a process's file descriptors run out near 4,700 spokes here):
+//!   `FLEETFORM_BENCH_SPOKES` spokes (default 1,000) of the converge benchmark's kind
+//!   (`FLEETFORM_BENCH_SPOKES_KIND`, `light` by default here): `up`'s spoke clusters on
+//!   loopback ports, each with its kubelet stand-in running the agent the hub installs; every
+//!   agent reaches the hub's API server over TCP, registers by CSR and renews its lease. The
+//!   Spokes name their clusters by `kubeconfig.secretRef`, as on a real hub.
 //!
 //! Then, as the converge benchmark: one commit declares every spoke and the clock runs until
 //! every ManagedCluster is Available; a second changes every spoke's lease duration (10 s →
@@ -43,10 +45,10 @@
 //! without the API server's `/metrics` gets no request counts). `RUST_LOG` logs this process
 //! (the spokes) to stderr.
 //! `cargo bench --bench deployment`; `FLEETFORM_BENCH_SPOKES=100` for a quick run;
-//! `FLEETFORM_BENCH_SPOKES=10000` for issue 33's (`ulimit -n` about 45,000: each joined spoke
-//! held 4 sockets here, 20,000 ran out at 4,700); `FLEETFORM_BENCH_GIVE_UP=<seconds>` past 900 s.
+//! `FLEETFORM_BENCH_SPOKES=10000` for issue 33's; `FLEETFORM_BENCH_GIVE_UP=<seconds>` past 900 s.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -75,9 +77,7 @@ mod procfs;
 #[path = "support/repo.rs"]
 mod repo;
 
-use procfs::{
-    load_average, machine, process_cpu_seconds, process_peak_rss_mib, process_rss_mib, rss_mib,
-};
+use procfs::{load_average, machine, process_cpu_seconds, process_peak_rss_mib, process_rss_mib};
 use repo::commit;
 
 const LEASE_SECONDS: i32 = 10;
@@ -105,18 +105,30 @@ const LEASE_CHANGE_TARGET: Duration = Duration::from_secs(30);
 
 struct Settings {
     spokes: usize,
+    /// At most this many spokes to a spoke process.
+    spokes_per_process: usize,
     light: bool,
     /// The `fleetform` binary the API server, hub and sync run.
     binary: PathBuf,
 }
 
 impl Settings {
+    fn spoke_processes(&self) -> usize {
+        self.spokes.div_ceil(self.spokes_per_process).max(1)
+    }
+
     fn from_env() -> Result<Settings, String> {
         let spokes = match std::env::var("FLEETFORM_BENCH_SPOKES") {
             Err(_) => 1_000,
             Ok(text) => text
                 .parse()
                 .map_err(|_| format!("FLEETFORM_BENCH_SPOKES={text:?}: expected a count"))?,
+        };
+        let spokes_per_process = match std::env::var("FLEETFORM_BENCH_SPOKES_PER_PROCESS") {
+            Err(_) => 2_500,
+            Ok(text) => text.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                format!("FLEETFORM_BENCH_SPOKES_PER_PROCESS={text:?}: expected a count above 0")
+            })?,
         };
         let light = match std::env::var("FLEETFORM_BENCH_SPOKES_KIND").as_deref() {
             Err(_) | Ok("light") => true,
@@ -139,6 +151,7 @@ impl Settings {
         }
         Ok(Settings {
             spokes,
+            spokes_per_process,
             light,
             binary,
         })
@@ -162,7 +175,7 @@ impl Role {
             Role::ApiServer => "API server (fleetform controlplane)",
             Role::Hub => "hub (fleetform hub)",
             Role::Sync => "sync + dashboard (fleetform sync)",
-            Role::Spokes => "spokes (this benchmark)",
+            Role::Spokes => "spokes (this benchmark's processes)",
         }
     }
 
@@ -184,37 +197,30 @@ impl Role {
     }
 }
 
-/// The pids of the processes measured (this one's for the spokes).
+/// The pids of the processes measured: one each, but the spokes' (this process and its spoke
+/// processes), whose figures are summed.
 #[derive(Clone)]
-struct Pids(BTreeMap<Role, u32>);
+struct Pids(BTreeMap<Role, Vec<u32>>);
 
 impl Pids {
-    fn cpu(&self) -> BTreeMap<Role, f64> {
+    fn sum(&self, figure: impl Fn(u32) -> f64) -> BTreeMap<Role, f64> {
         self.0
             .iter()
-            .map(|(role, pid)| (*role, process_cpu_seconds(*pid).unwrap_or(0.0)))
+            .map(|(role, pids)| (*role, pids.iter().map(|pid| figure(*pid)).sum()))
             .collect()
+    }
+
+    fn cpu(&self) -> BTreeMap<Role, f64> {
+        self.sum(|pid| process_cpu_seconds(pid).unwrap_or(0.0))
     }
 
     fn rss(&self) -> BTreeMap<Role, f64> {
-        self.0
-            .iter()
-            .map(|(role, pid)| {
-                let rss = if *role == Role::Spokes {
-                    rss_mib()
-                } else {
-                    process_rss_mib(*pid)
-                };
-                (*role, rss)
-            })
-            .collect()
+        self.sum(process_rss_mib)
     }
 
+    /// Each process's high-water mark (summed for the spokes: an upper bound of their peak).
     fn peak_rss(&self) -> BTreeMap<Role, f64> {
-        self.0
-            .iter()
-            .map(|(role, pid)| (*role, process_peak_rss_mib(*pid)))
-            .collect()
+        self.sum(process_peak_rss_mib)
     }
 }
 
@@ -239,7 +245,8 @@ impl Process {
         let child = Command::new(binary)
             .args(args)
             .envs(envs.iter().copied())
-            .stdin(Stdio::null())
+            // Held open while the process is: a spoke process ends when it closes.
+            .stdin(Stdio::piped())
             .stdout(file)
             .stderr(stderr)
             .kill_on_drop(true)
@@ -290,6 +297,15 @@ impl Process {
 
 /// Waits until `path` has content, or `START` passes.
 async fn wait_for_file(process: &mut Process, what: &str, path: &Path) -> Result<String, String> {
+    wait_for_file_within(process, what, path, START).await
+}
+
+async fn wait_for_file_within(
+    process: &mut Process,
+    what: &str,
+    path: &Path,
+    within: Duration,
+) -> Result<String, String> {
     let from = Instant::now();
     loop {
         if let Ok(text) = std::fs::read_to_string(path)
@@ -298,8 +314,12 @@ async fn wait_for_file(process: &mut Process, what: &str, path: &Path) -> Result
             return Ok(text);
         }
         process.check_running(what)?;
-        if from.elapsed() > START {
-            return Err(format!("{} never appeared", path.display()));
+        if from.elapsed() > within {
+            return Err(format!(
+                "{} never appeared; see {}",
+                path.display(),
+                process.log.display()
+            ));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -322,21 +342,21 @@ fn kubeconfig_secret(spoke: &str) -> String {
     format!("{spoke}-kubeconfig")
 }
 
-/// Writes the hub and `spokes` spokes (100 to a file), each asking for leases of
-/// `lease_seconds`; `embedded` spokes are `up`'s clusters (what this process starts), the others
-/// name their kubeconfig Secret on the hub (what the commit declares).
+/// Writes the hub and the spokes numbered `spokes` (100 to a file), each asking for leases of
+/// `lease_seconds`; `embedded` spokes are `up`'s clusters (what a spoke process starts), the
+/// others name their kubeconfig Secret on the hub (what the commit declares).
 fn write_fleet(
     dir: &Path,
     hub: &str,
-    spokes: usize,
+    spokes: Range<usize>,
     lease_seconds: i32,
     embedded: bool,
 ) -> Result<(), std::io::Error> {
     std::fs::create_dir_all(dir.join("spokes"))?;
     std::fs::write(dir.join("hub.yaml"), hub)?;
-    for chunk in 0..spokes.div_ceil(100) {
+    for chunk in spokes.start / 100..spokes.end.div_ceil(100) {
         let mut text = String::new();
-        for i in chunk * 100..((chunk + 1) * 100).min(spokes) {
+        for i in (chunk * 100).max(spokes.start)..((chunk + 1) * 100).min(spokes.end) {
             let name = spoke_name(i);
             let kubeconfig = if embedded {
                 "embedded: {}".to_string()
@@ -659,12 +679,85 @@ struct Report {
     load_after: String,
 }
 
+/// Set for a spoke process: the directory its assignment is in and its report goes to.
+const SPOKE_PROCESS_ENV: &str = "FLEETFORM_BENCH_SPOKE_PROCESS";
+/// What a spoke process runs: `{"spokes": [from, to], "hub": <the Hub document>, "light": bool}`.
+const SPOKE_ASSIGNMENT: &str = "assignment.json";
+/// What a spoke process started: `[[name, kubeconfig path], ...]`, written once they run.
+const SPOKES_READY: &str = "ready.json";
+
+/// A spoke process: starts the spokes its assignment numbers as `up` starts them, reports them,
+/// and runs them until the benchmark closes its standard input (it ended or died).
+async fn spoke_process(dir: &Path) -> Result<(), String> {
+    let path = dir.join(SPOKE_ASSIGNMENT);
+    let text =
+        std::fs::read_to_string(&path).map_err(|err| format!("{}: {err}", path.display()))?;
+    let assignment: serde_json::Value =
+        serde_json::from_str(&text).map_err(|err| format!("{}: {err}", path.display()))?;
+    let bound = |i: usize| {
+        assignment["spokes"][i]
+            .as_u64()
+            .map(|n| n as usize)
+            .ok_or_else(|| format!("{}: spokes[{i}] is not a count", path.display()))
+    };
+    let spokes = bound(0)?..bound(1)?;
+    let hub = assignment["hub"]
+        .as_str()
+        .ok_or_else(|| format!("{}: no hub", path.display()))?;
+    let light = assignment["light"].as_bool().unwrap_or(true);
+    let fleet_dir = dir.join("fleet");
+    write_fleet(&fleet_dir, hub, spokes, LEASE_SECONDS, true)
+        .map_err(|err| format!("write the spokes' fleet: {err}"))?;
+    let fleet = repo::load(&fleet_dir)?;
+    let running = fleetform::up::start(
+        &fleet,
+        repo::up_config(
+            dir,
+            &fleet_dir,
+            light,
+            AgentLoops::Registration,
+            tokio::runtime::Handle::current(),
+        ),
+    )
+    .await
+    .map_err(|err| format!("the spokes' clusters: {err}"))?;
+    let started: Vec<(String, PathBuf)> = running
+        .spokes()
+        .into_iter()
+        .map(|(name, _, kubeconfig)| (name, kubeconfig))
+        .collect();
+    let report = serde_json::to_string(&started).map_err(|err| err.to_string())?;
+    // Whole or not at all: the benchmark reads it once it has content.
+    let partial = dir.join(format!("{SPOKES_READY}.partial"));
+    std::fs::write(&partial, report)
+        .and_then(|()| std::fs::rename(&partial, dir.join(SPOKES_READY)))
+        .map_err(|err| format!("report the spokes started: {err}"))?;
+    let _ =
+        tokio::task::spawn_blocking(|| std::io::copy(&mut std::io::stdin(), &mut std::io::sink()))
+            .await;
+    running.shutdown().await;
+    Ok(())
+}
+
 fn main() {
     if std::env::var_os("RUST_LOG").is_some() {
         tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .with_writer(std::io::stderr)
             .init();
+    }
+    if let Some(dir) = std::env::var_os(SPOKE_PROCESS_ENV) {
+        let outcome = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|err| format!("cannot start a runtime: {err}"))
+            .and_then(|runtime| runtime.block_on(spoke_process(Path::new(&dir))));
+        if let Err(message) = outcome {
+            eprintln!("deployment bench spoke process: {message}");
+            std::process::exit(3);
+        }
+        return;
     }
     let settings = match Settings::from_env() {
         Ok(settings) => settings,
@@ -699,8 +792,9 @@ async fn run(settings: &Settings) -> Result<Report, String> {
     let spokes = settings.spokes;
     let load_before = load_average();
     eprintln!(
-        "deployment bench: {spokes} {} spokes on {}; load {load_before}; processes from {}",
+        "deployment bench: {spokes} {} spokes in {} processes on {}; load {load_before}; processes from {}",
         if settings.light { "light" } else { "real" },
+        settings.spoke_processes(),
         machine(),
         settings.binary.display()
     );
@@ -755,30 +849,48 @@ async fn run(settings: &Settings) -> Result<Report, String> {
 
     // The spokes' clusters exist before the commit that declares them, as real ones would.
     let hub = hub_document(&url, &ca_pem);
-    let clusters = tempfile::tempdir().map_err(io("temporary directory"))?;
-    write_fleet(clusters.path(), &hub, spokes, LEASE_SECONDS, true)
-        .map_err(io("write the fleet"))?;
-    let fleet = repo::load(clusters.path())?;
     let repo = tempfile::tempdir().map_err(io("temporary directory"))?;
     let git = git2::Repository::init(repo.path()).map_err(|err| err.to_string())?;
-    write_fleet(repo.path(), &hub, 0, LEASE_SECONDS, false).map_err(io("write the fleet"))?;
+    write_fleet(repo.path(), &hub, 0..0, LEASE_SECONDS, false).map_err(io("write the fleet"))?;
     let first = commit(&git, "the hub").map_err(|err| err.to_string())?;
     let started = Instant::now();
-    let running = fleetform::up::start(
-        &fleet,
-        repo::up_config(
-            work.path(),
-            repo.path(),
-            settings.light,
-            AgentLoops::Registration,
-            tokio::runtime::Handle::current(),
-        ),
-    )
-    .await
-    .map_err(|err| format!("the spokes' clusters: {err}"))?;
+    let count = settings.spoke_processes();
+    let mut spoke_processes = Vec::with_capacity(count);
+    for n in 0..count {
+        let dir = work.path().join(format!("spokes-{n}"));
+        std::fs::create_dir_all(&dir).map_err(io("create a spoke process's directory"))?;
+        let assignment = json!({
+            "spokes": [n * spokes / count, (n + 1) * spokes / count],
+            "hub": hub,
+            "light": settings.light,
+        });
+        std::fs::write(dir.join(SPOKE_ASSIGNMENT), assignment.to_string())
+            .map_err(io("write a spoke process's assignment"))?;
+        let this = std::env::current_exe().map_err(io("this benchmark's binary"))?;
+        let process = Process::start(
+            &this,
+            &["--bench"],
+            &[(SPOKE_PROCESS_ENV, &dir.display().to_string())],
+            logs.join(format!("spokes-{n}.log")),
+        )?;
+        spoke_processes.push((process, dir));
+    }
+    let mut started_spokes = Vec::new();
+    for (n, (process, dir)) in spoke_processes.iter_mut().enumerate() {
+        let ready = wait_for_file_within(
+            process,
+            &format!("spoke process {n}"),
+            &dir.join(SPOKES_READY),
+            give_up(),
+        )
+        .await?;
+        let ready: Vec<(String, PathBuf)> = serde_json::from_str(&ready)
+            .map_err(|err| format!("spoke process {n}'s {SPOKES_READY}: {err}"))?;
+        started_spokes.extend(ready);
+    }
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), SYSTEM_NAMESPACE);
-    futures::stream::iter(running.spokes())
-        .map(|(name, _, kubeconfig)| {
+    futures::stream::iter(started_spokes)
+        .map(|(name, kubeconfig)| {
             let secrets = secrets.clone();
             async move {
                 let text = std::fs::read_to_string(&kubeconfig)
@@ -866,10 +978,15 @@ async fn run(settings: &Settings) -> Result<Report, String> {
     hub_process.check_running("the hub")?;
 
     let pids = Pids(BTreeMap::from([
-        (Role::ApiServer, api_server.pid()),
-        (Role::Hub, hub_process.pid()),
-        (Role::Sync, sync_process.pid()),
-        (Role::Spokes, std::process::id()),
+        (Role::ApiServer, vec![api_server.pid()]),
+        (Role::Hub, vec![hub_process.pid()]),
+        (Role::Sync, vec![sync_process.pid()]),
+        (
+            Role::Spokes,
+            std::iter::once(std::process::id())
+                .chain(spoke_processes.iter().map(|(process, _)| process.pid()))
+                .collect(),
+        ),
     ]));
     let mut follower = Follower {
         clusters: watcher(
@@ -922,7 +1039,7 @@ async fn run(settings: &Settings) -> Result<Report, String> {
            -> Result<CommitRun, String> {
         let cpu_before = pids.cpu();
         let requests_before = request_counts(&admin).await;
-        write_fleet(repo.path(), &hub, spokes, lease_seconds, false)
+        write_fleet(repo.path(), &hub, 0..spokes, lease_seconds, false)
             .map_err(io("write the fleet"))?;
         let sha = commit(&git, message).map_err(|err| err.to_string())?;
         let from = Instant::now();
@@ -974,6 +1091,11 @@ async fn run(settings: &Settings) -> Result<Report, String> {
             eprintln!("{message}");
         }
     }
+    for (n, (process, _)) in spoke_processes.iter_mut().enumerate() {
+        if let Err(message) = process.check_running(&format!("spoke process {n}")) {
+            eprintln!("{message}");
+        }
+    }
     let report = Report {
         clusters_started,
         join,
@@ -984,7 +1106,7 @@ async fn run(settings: &Settings) -> Result<Report, String> {
     };
     drop(hub_process);
     drop(sync_process);
-    running.shutdown().await;
+    drop(spoke_processes);
     drop(api_server);
     Ok(report)
 }
@@ -995,7 +1117,8 @@ fn print(settings: &Settings, report: &Report) {
     let per_spoke = |n: u64| n as f64 / spokes.max(1) as f64;
     let per_thousand = |cpu: f64| cpu * 1_000.0 / spokes.max(1) as f64;
     println!(
-        "commit to Available as deployed, {spokes} {kind} spokes: the API server, the hub and the sync each a process — {}",
+        "commit to Available as deployed, {spokes} {kind} spokes in {} processes: the API server, the hub and the sync each a process — {}",
+        settings.spoke_processes(),
         machine()
     );
     println!(
@@ -1152,6 +1275,7 @@ fn print(settings: &Settings, report: &Report) {
     };
     let json = json!({
         "spokes": spokes,
+        "spoke_processes": settings.spoke_processes(),
         "kind": kind,
         "machine": machine(),
         "binary": settings.binary.display().to_string(),
