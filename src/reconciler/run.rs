@@ -64,7 +64,7 @@ use crate::runtime::finalizers::{delete_if_present, set_finalizer, set_finalizer
 use crate::runtime::index::{self, Index};
 use crate::runtime::metrics::ControllerMetrics;
 use crate::runtime::watch::{
-    backing_off, cached, cached_controller, cached_or_read, fact_changes, has_listed,
+    backing_off, cached, cached_controller, cached_or_read, fact_changes, has_listed, tee,
     without_managed_fields,
 };
 
@@ -167,11 +167,9 @@ impl ReconcileError {
 
 struct Context {
     config: ReconcilerConfig,
+    /// The Spokes, kept by the one watch of them that wakes both controllers (before either
+    /// sees the change: a Hub's pass reads its Spokes from the store the change is in).
     spokes: Store<Spoke>,
-    /// The Spokes again, as the Hub controller's watch of them keeps them: a Hub's pass reads
-    /// its Spokes from the store of the watch that woke it (the Spoke controller's store may
-    /// not have the change yet, and nothing would wake the Hub's pass again).
-    hub_spokes: Store<Spoke>,
     /// The Hubs, as the Spoke controller's watch of them keeps them.
     hubs: Store<Hub>,
     /// When each Hub's pass last began.
@@ -441,11 +439,14 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     let spokes_api: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
     // Every cache here keeps its objects without their managed fields, which no pass reads
     // (a Spoke's were most of what the store held of it).
-    let (store, spokes) = cached(
-        spokes_api,
-        watcher::Config::default(),
-        without_managed_fields,
-    );
+    // One watch of the Spokes for both controllers: the Hub's is woken by the same events
+    // and its passes read the same store (a second watch cost a second copy of the fleet).
+    let (store, spokes_writer) = reflector::store();
+    let (spoke_events, hub_spoke_events) = tee(watcher(spokes_api, watcher::Config::default())
+        .default_backoff()
+        .modify(without_managed_fields)
+        .reflect(spokes_writer));
+    let spokes = spoke_events.applied_objects();
     // A Spoke wakes its pass only when someone else changed it (`spoke_changes`). Passes at
     // once: a fleet declared all at once would otherwise start a pass for every spoke together,
     // each holding what it gathered while the sync's writes and the joins already under way
@@ -483,7 +484,6 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     let addons_by_cluster = Index::new(index::namespace::<ManagedClusterAddOn>);
     let addons_indexed = addons_by_cluster.clone();
     let (tokens, tokens_writer) = reflector::store();
-    let (hub_spokes, hub_spokes_writer) = reflector::store();
     let (hub_addons, hub_addons_writer) = reflector::store();
     let tokens_by_cluster = Index::new(token_cluster);
     let tokens_indexed = tokens_by_cluster.clone();
@@ -498,7 +498,6 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
         events: Reporter::new(client.clone(), FIELD_MANAGER, "fleetform-hub"),
         config,
         spokes: store.clone(),
-        hub_spokes,
         hub_passes: HubPasses::default(),
         errors,
         tokens,
@@ -608,19 +607,9 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     let hub_loop = hub_controller
         // A Spoke wakes its Hub's pass when what the pass reads of it changes (`hub_facts`),
         // not on every status write: a pass runs over every spoke of the hub.
-        .watches_stream(
-            fact_changes(
-                watcher(
-                    Api::<Spoke>::namespaced(client.clone(), SYSTEM_NAMESPACE),
-                    watcher::Config::default(),
-                )
-                .default_backoff()
-                .modify(without_managed_fields)
-                .reflect(hub_spokes_writer),
-                hub_facts,
-            ),
-            |spoke| Some(ObjectRef::new(&spoke.spec.hub_ref).within(SYSTEM_NAMESPACE)),
-        )
+        .watches_stream(fact_changes(hub_spoke_events, hub_facts), |spoke| {
+            Some(ObjectRef::new(&spoke.spec.hub_ref).within(SYSTEM_NAMESPACE))
+        })
         // Which addons a spoke is to have, and so its rollout target, follows the AddOn
         // documents; the Hub's pass reads them from this watch's store.
         .watches_stream(
@@ -1561,13 +1550,10 @@ async fn reconcile_hub(hub: Arc<Hub>, ctx: Arc<Context>) -> Result<Requeue, Reco
     let name = hub.name_any();
     let api: Api<Hub> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
     let spoke_api: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
-    if let Some(wait) = ctx
-        .hub_passes
-        .wait(&name, ctx.hub_spokes.len(), Instant::now())
-    {
+    if let Some(wait) = ctx.hub_passes.wait(&name, ctx.spokes.len(), Instant::now()) {
         return Ok(Requeue::requeue(wait));
     }
-    let stored = ctx.hub_spokes.state();
+    let stored = ctx.spokes.state();
     let listed;
     let facts = if hub.metadata.deletion_timestamp.is_some() {
         // Read afresh, not from the spoke loop's store: this pass may run on the last Spoke's

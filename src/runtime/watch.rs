@@ -152,6 +152,28 @@ where
         .flatten()
 }
 
+/// One watch for two loops: `events` as they come, and a copy of each (its errors left to the
+/// first, which reports them) for a second loop woken by the same objects, so that the process
+/// decodes and caches them once. The copy is made as the first is polled: both must be.
+pub fn tee<T, E>(
+    events: impl Stream<Item = Result<T, E>>,
+) -> (
+    impl Stream<Item = Result<T, E>>,
+    impl Stream<Item = Result<T, E>>,
+)
+where
+    T: Clone,
+{
+    let (copies, copied) = futures::channel::mpsc::unbounded();
+    let first = events.inspect(move |event| {
+        if let Ok(event) = event {
+            // The second loop has ended (it stops with the first): nothing more to copy.
+            let _ = copies.unbounded_send(event.clone());
+        }
+    });
+    (first, copied.map(Ok))
+}
+
 /// `api`'s objects as a watch applies them, each cut by `cut` first, and the cache that keeps
 /// them so (kube-runtime's reflector store), filled as the stream is polled.
 pub fn cached<K>(
@@ -274,5 +296,20 @@ mod tests {
             changes,
             ["+a=1", "+b=1", "+c=1", "+a=2", "-c", "+a=3", "+d=1", "-b"]
         );
+    }
+
+    #[test]
+    fn a_teed_watch_shows_both_loops_every_event_and_reports_its_errors_once() {
+        let events =
+            futures::stream::iter(vec![Ok("a1"), Err("the watch failed"), Ok("b1"), Ok("a2")]);
+        let (first, second) = tee(events);
+        let first: Vec<_> = futures::executor::block_on(first.collect());
+        assert_eq!(
+            first,
+            [Ok("a1"), Err("the watch failed"), Ok("b1"), Ok("a2")]
+        );
+        // Copied as the first was polled; it ended, so the copies end too.
+        let second: Vec<_> = futures::executor::block_on(second.collect());
+        assert_eq!(second, [Ok("a1"), Ok("b1"), Ok("a2")]);
     }
 }
