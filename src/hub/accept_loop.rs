@@ -29,7 +29,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::controller::Action;
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, watcher};
 use kube::runtime::{WatchStreamExt, predicates};
@@ -60,6 +60,7 @@ use crate::runtime::conditions::set_conditions_once_from;
 use crate::runtime::controller::refs_where;
 use crate::runtime::error::KubeError;
 use crate::runtime::error::{is_conflict, is_forbidden, is_not_found};
+use crate::runtime::watch::cached;
 
 /// What the accept loop keeps besides the hub loops' context.
 struct AcceptContext {
@@ -79,9 +80,10 @@ struct AcceptContext {
     /// in git, so each is reported once: when it asks, if someone sets `hubAcceptsClient`, and
     /// when a person accepts it.
     reported: Mutex<HashSet<(String, bool, NotInGit)>>,
-    /// What an acceptance last wrote for each cluster and when: every change of a
-    /// ManagedCluster or of its CSRs wakes the loop, and writing its namespace and RBAC again
-    /// each time cost a joining fleet seven server-side applies per wake-up.
+    /// What an acceptance last wrote for each cluster and when: a change of what the loop
+    /// judges of a ManagedCluster ([`judged`]) or of its CSRs wakes the loop, and writing its
+    /// namespace and RBAC again each time cost a joining fleet seven server-side applies per
+    /// wake-up.
     written: Mutex<HashMap<String, Written>>,
 }
 
@@ -122,12 +124,18 @@ pub(crate) async fn run(
     .inspect_ok(move |event| by_cluster.observe(event))
     .reflect(writer)
     .touched_objects();
-    let controller = cache::controller(
+    // Woken by what it judges of a cluster, not by each of its changes: a new lease duration, a
+    // taint or an agent's condition decides nothing here, and each such wake-up past
+    // REWRITE_AFTER wrote the join again (8 writes a spoke in a 10,000-spoke lease change).
+    let (clusters, cluster_changes) = cached(
         Api::<ManagedCluster>::all(client.clone()),
         watcher::Config::default(),
         cache::cluster_as_judged,
     );
-    let clusters = controller.store();
+    let controller = Controller::for_stream(
+        cluster_changes.predicate_filter(judged, Default::default()),
+        clusters.clone(),
+    );
     let mut controller = controller.watches_stream(csr_changes, |csr| {
         registration_cluster(&csr).map(ObjectRef::new)
     });
@@ -158,6 +166,32 @@ pub(crate) async fn run(
         .await;
     events.flush_at_stop().await;
 }
+
+/// What the loop judges of a ManagedCluster: which it is and whose, its labels and annotations
+/// (the reconciler's marks on a cluster whose Spoke was declared after it asked, the
+/// auto-acceptance), whether it is being deleted, `hubAcceptsClient` and HubAccepted.
+fn judged(cluster: &ManagedCluster) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let meta = &cluster.metadata;
+    meta.uid.hash(&mut hasher);
+    meta.labels.hash(&mut hasher);
+    meta.annotations.hash(&mut hasher);
+    meta.deletion_timestamp.is_some().hash(&mut hasher);
+    for owner in meta.owner_references.iter().flatten() {
+        (&owner.uid, owner.controller).hash(&mut hasher);
+    }
+    cluster.spec.hub_accepts_client.hash(&mut hasher);
+    crate::api::is_condition_true(cluster.conditions(), CONDITION_HUB_ACCEPTED).hash(&mut hasher);
+    cluster
+        .condition(CONDITION_CLOCK_SYNCED)
+        .is_some()
+        .hash(&mut hasher);
+    Some(hasher.finish())
+}
+
+/// How soon a condition a newer write overtook is written again, from the store's copy by then.
+const OVERTAKEN_RETRY: Duration = Duration::from_secs(1);
 
 /// Name of the ClusterRole and ClusterRoleBinding of a cluster's agent.
 pub fn cluster_role_name(cluster: &str) -> String {
@@ -195,9 +229,10 @@ async fn reconcile(
             facts.accept_checked = accept_checked(&ctx.hub).await?;
         }
     }
-    // A condition written from a copy another write has overtaken is not written: that write's
-    // event wakes this loop again, which judges the cluster from it.
-    let overtaken = Ok(Action::await_change());
+    // A condition written from a copy another write has overtaken is not written: the loop
+    // judges the cluster again shortly, from the store's copy by then (the overtaking write may
+    // change nothing it is woken by).
+    let overtaken = Ok(Action::requeue(OVERTAKEN_RETRY));
     match decide(&facts) {
         Acceptance::Accept => {
             accept(&ctx, &cluster).await?;
@@ -759,6 +794,56 @@ async fn set_accepted(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_loop_wakes_on_what_it_judges_of_a_cluster_not_on_its_lease_taints_or_agent_conditions() {
+        let cluster: ManagedCluster = serde_json::from_value(json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+            "metadata": {"name": "c1", "uid": "u1"},
+            "spec": {"hubAcceptsClient": true, "leaseDurationSeconds": 60},
+        }))
+        .unwrap();
+        let before = judged(&cluster);
+        let changed = |change: &dyn Fn(&mut ManagedCluster)| {
+            let mut cluster = cluster.clone();
+            change(&mut cluster);
+            judged(&cluster) != before
+        };
+        let condition = |type_: &str| Condition {
+            type_: type_.to_string(),
+            status: STATUS_TRUE.to_string(),
+            reason: "R".to_string(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: Time(Timestamp::UNIX_EPOCH),
+        };
+        assert!(!changed(&|c| c.spec.lease_duration_seconds = Some(120)));
+        assert!(!changed(&|c| {
+            c.spec.taints = serde_json::from_value(json!([
+                {"key": "cluster.open-cluster-management.io/unreachable", "effect": "NoSelect"}
+            ]))
+            .unwrap()
+        }));
+        assert!(!changed(&|c| {
+            c.status
+                .get_or_insert_default()
+                .conditions
+                .push(condition("ManagedClusterJoined"))
+        }));
+        assert!(changed(&|c| c.spec.hub_accepts_client = Some(false)));
+        assert!(changed(&|c| {
+            c.status
+                .get_or_insert_default()
+                .conditions
+                .push(condition(CONDITION_HUB_ACCEPTED))
+        }));
+        assert!(changed(&|c| {
+            c.metadata.labels = Some([("a".to_string(), "b".to_string())].into())
+        }));
+        assert!(changed(&|c| {
+            c.metadata.annotations = Some([("a".to_string(), "b".to_string())].into())
+        }));
+    }
 
     #[test]
     fn agent_rbac_names_only_its_own_cluster_and_binds_only_this_joins_users() {
