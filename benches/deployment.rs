@@ -693,9 +693,18 @@ struct Report {
 
 /// Set for a spoke process: the directory its assignment is in and its report goes to.
 const SPOKE_PROCESS_ENV: &str = "FLEETFORM_BENCH_SPOKE_PROCESS";
-/// What a spoke process runs: `{"spokes": [from, to], "hub": <the Hub document>, "light": bool,
-/// "lease_seconds": n}`.
+/// What a spoke process runs ([`Assignment`], as JSON).
 const SPOKE_ASSIGNMENT: &str = "assignment.json";
+
+/// The spokes a spoke process starts: those numbered `spokes`, of `hub`, leasing for
+/// `lease_seconds`.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Assignment {
+    spokes: Range<usize>,
+    hub: String,
+    light: bool,
+    lease_seconds: i32,
+}
 /// What a spoke process started: `[[name, kubeconfig path], ...]`, written once they run.
 const SPOKES_READY: &str = "ready.json";
 
@@ -705,25 +714,14 @@ async fn spoke_process(dir: &Path) -> Result<(), String> {
     let path = dir.join(SPOKE_ASSIGNMENT);
     let text =
         std::fs::read_to_string(&path).map_err(|err| format!("{}: {err}", path.display()))?;
-    let assignment: serde_json::Value =
-        serde_json::from_str(&text).map_err(|err| format!("{}: {err}", path.display()))?;
-    let bound = |i: usize| {
-        assignment["spokes"][i]
-            .as_u64()
-            .map(|n| n as usize)
-            .ok_or_else(|| format!("{}: spokes[{i}] is not a count", path.display()))
-    };
-    let spokes = bound(0)?..bound(1)?;
-    let hub = assignment["hub"]
-        .as_str()
-        .ok_or_else(|| format!("{}: no hub", path.display()))?;
-    let light = assignment["light"].as_bool().unwrap_or(true);
-    let lease_seconds = assignment["lease_seconds"]
-        .as_i64()
-        .and_then(|n| i32::try_from(n).ok())
-        .ok_or_else(|| format!("{}: lease_seconds is not a duration", path.display()))?;
+    let Assignment {
+        spokes,
+        hub,
+        light,
+        lease_seconds,
+    } = serde_json::from_str(&text).map_err(|err| format!("{}: {err}", path.display()))?;
     let fleet_dir = dir.join("fleet");
-    write_fleet(&fleet_dir, hub, spokes, lease_seconds, true)
+    write_fleet(&fleet_dir, &hub, spokes, lease_seconds, true)
         .map_err(|err| format!("write the spokes' fleet: {err}"))?;
     let fleet = repo::load(&fleet_dir)?;
     let running = fleetform::up::start(
@@ -878,13 +876,14 @@ async fn run(settings: &Settings) -> Result<Report, String> {
     for n in 0..count {
         let dir = work.path().join(format!("spokes-{n}"));
         std::fs::create_dir_all(&dir).map_err(io("create a spoke process's directory"))?;
-        let assignment = json!({
-            "spokes": [n * spokes / count, (n + 1) * spokes / count],
-            "hub": hub,
-            "light": settings.light,
-            "lease_seconds": settings.lease_seconds,
-        });
-        std::fs::write(dir.join(SPOKE_ASSIGNMENT), assignment.to_string())
+        let assignment = Assignment {
+            spokes: n * spokes / count..(n + 1) * spokes / count,
+            hub: hub.clone(),
+            light: settings.light,
+            lease_seconds,
+        };
+        let assignment = serde_json::to_string(&assignment).map_err(|err| err.to_string())?;
+        std::fs::write(dir.join(SPOKE_ASSIGNMENT), assignment)
             .map_err(io("write a spoke process's assignment"))?;
         let this = std::env::current_exe().map_err(io("this benchmark's binary"))?;
         let process = Process::start(

@@ -64,8 +64,8 @@ use crate::runtime::finalizers::{delete_if_present, set_finalizer, set_finalizer
 use crate::runtime::index::{self, Index};
 use crate::runtime::metrics::ControllerMetrics;
 use crate::runtime::watch::{
-    backing_off, cached, cached_controller, cached_or_read, fact_changes, has_listed, tee,
-    without_managed_fields,
+    backing_off, cached, cached_controller, cached_events, cached_or_read, fact_changes,
+    has_listed, tee, without_managed_fields,
 };
 
 /// Field manager of the reconciler's writes.
@@ -441,11 +441,12 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     // (a Spoke's were most of what the store held of it).
     // One watch of the Spokes for both controllers: the Hub's is woken by the same events
     // and its passes read the same store (a second watch cost a second copy of the fleet).
-    let (store, spokes_writer) = reflector::store();
-    let (spoke_events, hub_spoke_events) = tee(watcher(spokes_api, watcher::Config::default())
-        .default_backoff()
-        .modify(without_managed_fields)
-        .reflect(spokes_writer));
+    let (store, spoke_events) = cached_events(
+        spokes_api,
+        watcher::Config::default(),
+        without_managed_fields,
+    );
+    let (spoke_events, hub_spoke_events) = tee(spoke_events);
     let spokes = spoke_events.applied_objects();
     // A Spoke wakes its pass only when someone else changed it (`spoke_changes`). Passes at
     // once: a fleet declared all at once would otherwise start a pass for every spoke together,

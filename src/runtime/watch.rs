@@ -188,13 +188,30 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Default + Eq + std::hash::Hash + Unpin,
 {
+    let (reader, events) = cached_events(api, config, cut);
+    (reader, events.applied_objects())
+}
+
+/// [`cached`], yielding the watch's events themselves (deletions and relistings too) for
+/// whoever needs more than the objects applied.
+pub fn cached_events<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    cut: fn(&mut K),
+) -> (
+    Store<K>,
+    impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Default + Eq + std::hash::Hash + Unpin,
+{
     let (reader, writer) = reflector::store();
-    let objects = watcher(api, config)
+    let events = watcher(api, config)
         .default_backoff()
         .modify(cut)
-        .reflect(writer)
-        .applied_objects();
-    (reader, objects)
+        .reflect(writer);
+    (reader, events)
 }
 
 /// A controller over `api`'s objects (as `Controller::new`), whose cache keeps them as `cut`

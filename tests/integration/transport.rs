@@ -52,6 +52,23 @@ fn certificate_kubeconfig(
     .to_string()
 }
 
+/// `count` watches of `api`'s ConfigMaps, each returned once the server has answered: established.
+async fn watching(
+    api: &Api<ConfigMap>,
+    count: usize,
+) -> Vec<futures::stream::BoxStream<'static, kube::Result<kube::api::WatchEvent<ConfigMap>>>> {
+    let mut watches = Vec::new();
+    for _ in 0..count {
+        let stream = api
+            .watch(&WatchParams::default(), "0")
+            .await
+            .expect("watching")
+            .boxed();
+        watches.push(stream);
+    }
+    watches
+}
+
 /// A TCP proxy to `target` on a port of its own: its URL, and how many connections it accepted.
 async fn counting_proxy(
     target: std::net::SocketAddr,
@@ -110,16 +127,7 @@ async fn in_process_clients_need_no_socket_and_keep_their_identity() {
     let configmaps: Api<ConfigMap> = Api::namespaced(admin.clone(), "default");
     configmaps.list(&ListParams::default()).await.expect("list");
     let before = open_fds();
-    let mut watches = Vec::new();
-    for _ in 0..50 {
-        // Returned once the server has answered: the watch is established.
-        let stream = configmaps
-            .watch(&WatchParams::default(), "0")
-            .await
-            .expect("watching")
-            .boxed();
-        watches.push(stream);
-    }
+    let watches = watching(&configmaps, 50).await;
     let opened = open_fds().saturating_sub(before);
     assert!(
         opened < 10,
@@ -168,15 +176,7 @@ async fn in_process_clients_need_no_socket_and_keep_their_identity() {
         .expect("a network client");
     let configmaps: Api<ConfigMap> = Api::namespaced(remote.clone(), "default");
     configmaps.list(&ListParams::default()).await.expect("list");
-    let mut watches = Vec::new();
-    for _ in 0..5 {
-        let stream = configmaps
-            .watch(&WatchParams::default(), "0")
-            .await
-            .expect("watching over the network")
-            .boxed();
-        watches.push(stream);
-    }
+    let mut watches = watching(&configmaps, 5).await;
     let mut configmap = ConfigMap::default();
     configmap.metadata.name = Some("over-http2".into());
     configmaps
