@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use fleetform::fleet::{self, FleetFile};
 use fleetform::plan::desired::hub_objects;
-use fleetform::plan::{self, ClusterRegistration, ObservedHub, PruneGuard};
+use fleetform::plan::{self, ClusterRegistration, ObservedHub, PruneGuard, Stored};
 use fleetform::source::Origin;
 use serde_json::json;
 
@@ -93,7 +93,7 @@ fn main() {
             .enumerate()
             .map(|(rv, (key, mut object))| {
                 object["metadata"]["resourceVersion"] = json!(rv.to_string());
-                (key, object)
+                (key, Stored::from(object))
             })
             .collect();
         let clusters = before

@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::api::fleet::{FleetSync, SYSTEM_NAMESPACE};
 use crate::api::{ClusterManagementAddOn, Hub, ManagedCluster, Spoke};
 use crate::plan::desired::{MANAGED_BY, MANAGED_BY_LABEL};
-use crate::plan::{ClusterRegistration, ManagingSync, ObjectKey, ObjectKind, ObservedHub};
+use crate::plan::{ClusterRegistration, ManagingSync, ObjectKey, ObjectKind, ObservedHub, Stored};
 use crate::runtime::watch::without_managed_fields;
 
 /// The field manager of every object fleetform applies.
@@ -60,7 +60,7 @@ const LIST_PAGE: u32 = 500;
 pub async fn observe_hub(
     hub: &str,
     client: &Client,
-    desired: &BTreeMap<ObjectKey, Value>,
+    desired: &BTreeMap<ObjectKey, Stored>,
 ) -> Result<ObservedHub, ObserveError> {
     let failed = |action: &str| {
         let hub = hub.to_string();
@@ -129,7 +129,7 @@ pub async fn observe_hub(
         }
         dry_runs.push(dry_run_apply(hub, client, key, object, &dry_run));
     }
-    let dry_run: Vec<(ObjectKey, Value)> = futures::stream::iter(dry_runs)
+    let dry_run: Vec<(ObjectKey, Stored)> = futures::stream::iter(dry_runs)
         .buffer_unordered(IN_FLIGHT)
         .try_collect()
         .await?;
@@ -188,7 +188,7 @@ fn keep_listed(
     observed: &mut ObservedHub,
     kind: ObjectKind,
     mut object: DynamicObject,
-    desired: &BTreeMap<ObjectKey, Value>,
+    desired: &BTreeMap<ObjectKey, Stored>,
 ) {
     let key = ObjectKey {
         kind,
@@ -202,17 +202,18 @@ fn keep_listed(
     if let Some(status) = object.data.get_mut("status").and_then(Value::as_object_mut) {
         status.remove("conditions");
     }
-    let value = serde_json::to_value(&object).unwrap_or(Value::Null);
+    let mut value = serde_json::to_value(&object).unwrap_or(Value::Null);
+    drop(object);
+    let stored = Stored::new(&value);
     if let Some(wanted) = desired.get(&key)
-        && applies_nothing(&value, owned_fields(&managed), wanted)
+        && applies_nothing(&value, owned_fields(&managed), &wanted.value())
     {
-        let mut as_dry_run = value.clone();
-        if let Some(fields) = as_dry_run.as_object_mut() {
+        if let Some(fields) = value.as_object_mut() {
             fields.remove("status");
         }
-        observed.dry_run.insert(key.clone(), as_dry_run);
+        observed.dry_run.insert(key.clone(), Stored::new(&value));
     }
-    observed.objects.insert(key, value);
+    observed.objects.insert(key, stored);
 }
 
 /// The fields fleetform's last server-side apply set, from an object's `managedFields`.
@@ -284,9 +285,9 @@ async fn dry_run_apply(
     hub: &str,
     client: &Client,
     key: &ObjectKey,
-    object: &Value,
+    object: &Stored,
     params: &PatchParams,
-) -> Result<(ObjectKey, Value), ObserveError> {
+) -> Result<(ObjectKey, Stored), ObserveError> {
     let mut result = api(client, key.kind, key.namespace.as_deref())
         .patch(&key.name, params, &Patch::Apply(object))
         .await
@@ -300,10 +301,7 @@ async fn dry_run_apply(
     if let Some(fields) = result.data.as_object_mut() {
         fields.remove("status");
     }
-    Ok((
-        key.clone(),
-        serde_json::to_value(&result).unwrap_or(Value::Null),
-    ))
+    Ok((key.clone(), Stored::new(&result)))
 }
 
 /// A FleetSync as the planner names it: which repo, ref and commit keep the hub.

@@ -13,7 +13,7 @@ use kube::Client;
 
 use crate::fleet::Fleet;
 use crate::observe::{ObserveError, observe_hub};
-use crate::plan::desired::hub_objects;
+use crate::plan::desired::hub_objects_stored;
 use crate::plan::{self, HubPlan, Observed, Plan, PruneGuard};
 use crate::source::Origin;
 
@@ -42,7 +42,7 @@ impl<'a> Planning<'a> {
     /// Observes the hub `hub`, reached by `client`, against the objects the fleet wants there
     /// (their server-side dry runs included).
     pub async fn observe(&mut self, hub: &str, client: &Client) -> Result<(), ObserveError> {
-        let desired = hub_objects(&self.loaded.fleet, hub);
+        let desired = hub_objects_stored(&self.loaded.fleet, hub);
         let observed = observe_hub(hub, client, &desired).await?;
         self.observed.insert(hub.to_string(), observed);
         Ok(())

@@ -226,6 +226,15 @@ pub fn agent_config(overrides: Option<&crate::api::fleet::AgentSpec>, hub: &Hub)
     }
 }
 
+/// [`hub_objects`], each kept as its text ([`Stored`](super::Stored)) while a hub is observed
+/// against them: 10,000 Spokes' objects as trees were a fifth of the sync's peak.
+pub fn hub_objects_stored(fleet: &Fleet, hub_name: &str) -> BTreeMap<ObjectKey, super::Stored> {
+    hub_objects(fleet, hub_name)
+        .into_iter()
+        .map(|(key, object)| (key, super::Stored::new(&object)))
+        .collect()
+}
+
 /// Every object one hub should hold, by key.
 pub fn hub_objects(fleet: &Fleet, hub_name: &str) -> BTreeMap<ObjectKey, Value> {
     let mut objects = BTreeMap::new();

@@ -29,18 +29,85 @@ pub struct ObservedHub {
     pub installed: bool,
     /// The objects fleetform manages there, as the API server returned them (without their
     /// managed fields and status conditions).
-    pub objects: BTreeMap<ObjectKey, Value>,
+    pub objects: BTreeMap<ObjectKey, Stored>,
     /// For desired objects, what the server would store if they were applied now (server-side
     /// apply, dry run; without managed fields and status); compared instead of the desired
     /// object, so that server defaults and other field managers' fields make no false diffs.
     #[serde(default)]
-    pub dry_run: BTreeMap<ObjectKey, Value>,
+    pub dry_run: BTreeMap<ObjectKey, Stored>,
     /// ManagedClusters registered on the hub, by name.
     #[serde(default)]
     pub clusters: BTreeMap<String, ClusterRegistration>,
     /// The FleetSyncs on the hub: `fleetform sync` keeps it at their commits.
     #[serde(default)]
     pub fleet_syncs: Vec<ManagingSync>,
+}
+
+/// An observed object, kept as its JSON text and decoded by whoever reads it. A decoded
+/// `serde_json::Value` costs about ten times its text (a map of its own for every object in
+/// it): at a commit that changes 10,000 Spokes, the observed objects and their dry runs held as
+/// trees were most of the sync's peak. Clones share the text.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Stored(std::sync::Arc<str>);
+
+impl Stored {
+    /// `object` as kept (`null` should it not serialise, as no object read from JSON fails to).
+    pub fn new(object: &impl Serialize) -> Self {
+        Stored(
+            serde_json::to_string(object)
+                .unwrap_or_else(|_| "null".to_string())
+                .into(),
+        )
+    }
+
+    /// The object, decoded.
+    pub fn value(&self) -> Value {
+        self.decode().unwrap_or(Value::Null)
+    }
+
+    /// The object decoded as `T`; `None` when it does not read as one.
+    pub fn decode<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
+        serde_json::from_str(&self.0).ok()
+    }
+
+    /// The value at `pointer` (as [`Value::pointer`]), decoded.
+    pub fn pointer(&self, pointer: &str) -> Option<Value> {
+        self.value().pointer(pointer).cloned()
+    }
+}
+
+#[cfg(test)]
+impl Stored {
+    /// Changes the object kept.
+    pub(crate) fn edit(&mut self, change: impl FnOnce(&mut Value)) {
+        let mut object = self.value();
+        change(&mut object);
+        *self = Stored::new(&object);
+    }
+}
+
+impl From<Value> for Stored {
+    fn from(object: Value) -> Self {
+        Stored::new(&object)
+    }
+}
+
+impl std::fmt::Debug for Stored {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Serialize for Stored {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.value().serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Stored {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Value::deserialize(deserializer).map(Stored::from)
+    }
 }
 
 /// A FleetSync on a hub: `fleetform sync` applies its repo's commits there and reverts any other
@@ -152,7 +219,7 @@ pub struct ObjectChange {
     pub diff: String,
     /// The object `apply` writes (absent for deletions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub desired: Option<Value>,
+    pub desired: Option<Stored>,
 }
 
 /// The agent a spoke runs: its bundle version and configuration hash.
@@ -455,33 +522,55 @@ fn plan_hub(fleet: &Fleet, hub_name: &str, observed: &ObservedHub, guard: PruneG
         managed_by: observed.fleet_syncs.clone(),
         ..HubPlan::default()
     };
-    plan.read_versions = observed
-        .objects
-        .iter()
-        .map(|(key, object)| (key.to_string(), ReadVersion::of(object)))
-        .collect();
-
-    let deletions: Vec<ObjectChange> = observed
+    // Each observed object is decoded once here, where it is read, and let go.
+    let mut deletions = Vec::new();
+    let mut unjoins = Vec::new();
+    for (key, stored) in observed
         .objects
         .iter()
         .filter(|(key, _)| !desired.contains_key(*key))
-        .map(|(key, live)| ObjectChange {
+    {
+        let live = stored.value();
+        plan.read_versions
+            .insert(key.to_string(), ReadVersion::of(&live));
+        deletions.push(ObjectChange {
             key: key.clone(),
             action: Action::Delete,
-            diff: diff(Some(&comparable(live)), None, key),
+            diff: diff(Some(&comparable(&live)), None, key),
             desired: None,
-        })
-        .collect();
-    // Each desired object moves into its change (a commit that changes every spoke held each
-    // twice at the sync's peak).
+        });
+        // A Spoke in git for this hub is desired unless the hub is gone from git.
+        let in_git = || {
+            fleet
+                .spokes
+                .get(&key.name)
+                .is_some_and(|spoke| spoke.spec.hub_ref == hub_name)
+        };
+        if key.kind == ObjectKind::Spoke
+            && !in_git()
+            && live.pointer("/metadata/deletionTimestamp").is_none()
+        {
+            unjoins.push(key.name.clone());
+        }
+    }
+    // Each desired object is let go as its change keeps it (a commit that changes every spoke
+    // held each twice at the sync's peak).
     for (key, object) in desired {
-        let live = observed.objects.get(&key);
-        let target = observed.dry_run.get(&key).unwrap_or(&object);
-        if live.is_some_and(|live| Compared::of(live) == Compared::of(target)) {
+        let live = observed.objects.get(&key).map(Stored::value);
+        if let Some(live) = &live {
+            plan.read_versions
+                .insert(key.to_string(), ReadVersion::of(live));
+        }
+        let dry_run = observed.dry_run.get(&key).map(Stored::value);
+        let target = dry_run.as_ref().unwrap_or(&object);
+        if live
+            .as_ref()
+            .is_some_and(|live| Compared::of(live) == Compared::of(target))
+        {
             continue;
         }
         let diff = diff(
-            live.map(comparable).as_ref(),
+            live.as_ref().map(comparable).as_ref(),
             Some(&comparable(target)),
             &key,
         );
@@ -493,7 +582,7 @@ fn plan_hub(fleet: &Fleet, hub_name: &str, observed: &ObservedHub, guard: PruneG
             },
             key,
             diff,
-            desired: Some(object),
+            desired: Some(Stored::new(&object)),
         });
     }
     plan.changes.extend(deletions);
@@ -502,21 +591,11 @@ fn plan_hub(fleet: &Fleet, hub_name: &str, observed: &ObservedHub, guard: PruneG
     if hub_in_git.is_some() && !observed.installed {
         plan.steps.push(Step::InstallHub);
     }
-    let mut unjoins = Vec::new();
-    let mut live_spokes = 0;
-    for (key, live) in &observed.objects {
-        if key.kind != ObjectKind::Spoke {
-            continue;
-        }
-        live_spokes += 1;
-        let in_git = fleet
-            .spokes
-            .get(&key.name)
-            .is_some_and(|spoke| spoke.spec.hub_ref == hub_name);
-        if !in_git && live.pointer("/metadata/deletionTimestamp").is_none() {
-            unjoins.push(key.name.clone());
-        }
-    }
+    let live_spokes = observed
+        .objects
+        .keys()
+        .filter(|key| key.kind == ObjectKind::Spoke)
+        .count();
     if let Some(hub) = hub_in_git {
         for (name, spoke) in fleet
             .spokes
@@ -525,10 +604,7 @@ fn plan_hub(fleet: &Fleet, hub_name: &str, observed: &ObservedHub, guard: PruneG
         {
             let key = ObjectKey::namespaced(ObjectKind::Spoke, name);
             // What the hub will hold once applied: the dry run's result when there is one.
-            let target: Option<Spoke> = observed
-                .dry_run
-                .get(&key)
-                .and_then(|object| Spoke::deserialize(object).ok());
+            let target: Option<Spoke> = observed.dry_run.get(&key).and_then(Stored::decode);
             let want = effective(target.as_ref().unwrap_or(spoke), hub, &fleet.addons);
             let live_spoke: Option<Spoke> = typed(observed, &key);
             match (live_spoke, live_hub.as_ref()) {
@@ -660,7 +736,7 @@ pub fn stale_reasons(plan: &HubPlan, observed: &ObservedHub) -> Vec<String> {
     let now: BTreeMap<String, ReadVersion> = observed
         .objects
         .iter()
-        .map(|(key, object)| (key.to_string(), ReadVersion::of(object)))
+        .map(|(key, object)| (key.to_string(), ReadVersion::of(&object.value())))
         .collect();
     let mut reasons = Vec::new();
     for (key, read) in &plan.read_versions {
@@ -683,10 +759,7 @@ pub fn stale_reasons(plan: &HubPlan, observed: &ObservedHub) -> Vec<String> {
 }
 
 fn typed<T: serde::de::DeserializeOwned>(observed: &ObservedHub, key: &ObjectKey) -> Option<T> {
-    observed
-        .objects
-        .get(key)
-        .and_then(|object| T::deserialize(object).ok())
+    observed.objects.get(key).and_then(Stored::decode)
 }
 
 /// The part of an object a plan compares: identity, labels, annotations (without kubectl's

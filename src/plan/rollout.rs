@@ -9,7 +9,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::{ObjectKey, ObjectKind, ObservedHub, Step};
 use crate::api::fleet::{OfflinePolicy, Phase, RolloutSpec, RolloutStrategy};
@@ -216,8 +215,7 @@ fn rollout(
                 .objects
                 .get(&ObjectKey::namespaced(ObjectKind::Spoke, spoke))
                 .and_then(|live| live.pointer("/status/phase"))
-                .and_then(Value::as_str)
-                .is_some_and(|phase| phase == format!("{:?}", Phase::Running)),
+                .is_some_and(|phase| phase.as_str() == Some(&format!("{:?}", Phase::Running))),
             unavailable_addons: Vec::new(),
         })
         .collect();

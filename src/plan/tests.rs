@@ -103,7 +103,7 @@ fn converged(fleet: &Fleet) -> Observed {
         object["metadata"]["resourceVersion"] = json!((100 + index).to_string());
         object["metadata"]["uid"] = json!(format!("uid-{index}"));
         object["status"] = json!({"phase": "Running"});
-        objects.insert(key, object);
+        objects.insert(key, Stored::from(object));
     }
     let clusters = fleet
         .spokes
@@ -246,7 +246,10 @@ fn an_agent_version_bump_upgrades_from_what_the_spoke_reports() {
         .unwrap()
         .objects
         .get_mut(&key)
-        .unwrap()["status"] = json!({"agentVersion": "0.9.0", "agentConfigHash": "feedface"});
+        .unwrap()
+        .edit(|object| {
+            object["status"] = json!({"agentVersion": "0.9.0", "agentConfigHash": "feedface"})
+        });
     let plan = plan(&fleet, origin(), &observed, guard());
     let to = desired::effective(&fleet.spokes["a"], &fleet.hubs["hub"], &fleet.addons)
         .agent
@@ -337,8 +340,10 @@ fn deletions_already_under_way_can_be_left_out_and_other_changes_stay() {
         namespace: Some(crate::api::fleet::SYSTEM_NAMESPACE.into()),
         name: "a".into(),
     };
-    hub.objects.get_mut(&a).unwrap()["metadata"]["deletionTimestamp"] =
-        json!("2026-11-26T12:00:00Z");
+    hub.objects
+        .get_mut(&a)
+        .unwrap()
+        .edit(|object| object["metadata"]["deletionTimestamp"] = json!("2026-11-26T12:00:00Z"));
     let guard = PruneGuard {
         allow_prune: true,
         ..guard()
@@ -415,7 +420,10 @@ fn the_server_side_dry_run_result_keeps_defaults_from_making_false_diffs() {
     let hub = observed.get_mut("hub").unwrap();
     let key = ObjectKey::namespaced(ObjectKind::Spoke, "a");
     // Another manager added a label; without the dry run it would look like drift to undo.
-    hub.objects.get_mut(&key).unwrap()["metadata"]["labels"]["team"] = json!("edge");
+    hub.objects
+        .get_mut(&key)
+        .unwrap()
+        .edit(|object| object["metadata"]["labels"]["team"] = json!("edge"));
     assert!(plan(&fleet, origin(), &observed, guard()).has_changes());
     let hub = observed.get_mut("hub").unwrap();
     let live = hub.objects[&key].clone();
@@ -443,16 +451,28 @@ fn a_saved_plan_is_stale_once_what_it_read_changes_but_not_for_status_writes() {
     let hub = observed.get_mut("hub").unwrap();
     let a = ObjectKey::namespaced(ObjectKind::Spoke, "a");
 
-    hub.objects.get_mut(&a).unwrap()["status"] = json!({"phase": "Unhealthy"});
-    hub.objects.get_mut(&a).unwrap()["metadata"]["resourceVersion"] = json!("900");
+    hub.objects
+        .get_mut(&a)
+        .unwrap()
+        .edit(|object| object["status"] = json!({"phase": "Unhealthy"}));
+    hub.objects
+        .get_mut(&a)
+        .unwrap()
+        .edit(|object| object["metadata"]["resourceVersion"] = json!("900"));
     assert!(stale_reasons(&plan.hubs[0], hub).is_empty());
 
-    hub.objects.get_mut(&a).unwrap()["spec"]["leaseDurationSeconds"] = json!(5);
-    hub.objects.get_mut(&a).unwrap()["metadata"]["resourceVersion"] = json!("901");
+    hub.objects
+        .get_mut(&a)
+        .unwrap()
+        .edit(|object| object["spec"]["leaseDurationSeconds"] = json!(5));
+    hub.objects
+        .get_mut(&a)
+        .unwrap()
+        .edit(|object| object["metadata"]["resourceVersion"] = json!("901"));
     hub.objects
         .remove(&ObjectKey::namespaced(ObjectKind::Spoke, "b"));
     let mut extra = hub.objects[&a].clone();
-    extra["metadata"]["name"] = json!("c");
+    extra.edit(|object| object["metadata"]["name"] = json!("c"));
     hub.objects
         .insert(ObjectKey::namespaced(ObjectKind::Spoke, "c"), extra);
     assert_eq!(

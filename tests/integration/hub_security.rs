@@ -389,7 +389,7 @@ async fn a_cluster_not_in_git_joins_once_a_person_allowed_to_accept_it_does_and_
         let observed = fleetform::observe::observe_hub(
             "hub",
             &hub.hub_identity().await,
-            &fleetform::plan::desired::hub_objects(&fleet, "hub"),
+            &fleetform::plan::desired::hub_objects_stored(&fleet, "hub"),
         )
         .await
         .unwrap();
