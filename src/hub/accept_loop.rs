@@ -60,7 +60,6 @@ use crate::runtime::conditions::set_conditions_once_from;
 use crate::runtime::controller::refs_where;
 use crate::runtime::error::KubeError;
 use crate::runtime::error::{is_conflict, is_forbidden, is_not_found};
-use crate::runtime::watch::cached;
 
 /// What the accept loop keeps besides the hub loops' context.
 struct AcceptContext {
@@ -107,6 +106,7 @@ const REWRITE_AFTER: Duration = Duration::from_secs(600);
 pub(crate) async fn run(
     ctx: Arc<Context>,
     fleet_crds: bool,
+    cluster_cache: cache::ClusterLoop,
     spokes: Option<Store<Spoke>>,
     shutdown: CancellationToken,
 ) {
@@ -127,13 +127,12 @@ pub(crate) async fn run(
     // Woken by what it judges of a cluster, not by each of its changes: a new lease duration, a
     // taint or an agent's condition decides nothing here, and each such wake-up past
     // REWRITE_AFTER wrote the join again (8 writes a spoke in a 10,000-spoke lease change).
-    let (clusters, cluster_changes) = cached(
-        Api::<ManagedCluster>::all(client.clone()),
-        watcher::Config::default(),
-        cache::cluster_as_judged,
-    );
+    let clusters = cluster_cache.store;
     let controller = Controller::for_stream(
-        cluster_changes.predicate_filter(judged, Default::default()),
+        cluster_cache
+            .events
+            .applied_objects()
+            .predicate_filter(judged, Default::default()),
         clusters.clone(),
     );
     let mut controller = controller.watches_stream(csr_changes, |csr| {

@@ -64,7 +64,12 @@ struct ApprovalContext {
     tokens_by_cluster: Index<Secret>,
 }
 
-pub(crate) async fn run(ctx: Arc<Context>, spokes: SpokeCache, shutdown: CancellationToken) {
+pub(crate) async fn run(
+    ctx: Arc<Context>,
+    cluster_cache: cache::ClusterLoop,
+    spokes: SpokeCache,
+    shutdown: CancellationToken,
+) {
     let errors = ctx.error_policy("CSR approval loop");
     let client = ctx.client.clone();
     let csrs: Api<CertificateSigningRequest> = Api::all(client.clone());
@@ -78,15 +83,8 @@ pub(crate) async fn run(ctx: Arc<Context>, spokes: SpokeCache, shutdown: Cancell
         .inspect_ok(move |event| observer.observe(event))
         .reflect(writer)
         .applied_objects();
-    let (clusters, clusters_writer) = reflector::store();
-    let cluster_changes = watcher(
-        Api::<ManagedCluster>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .modify(cache::cluster_as_accepted)
-    .reflect(clusters_writer)
-    .touched_objects();
+    let clusters = cluster_cache.store;
+    let cluster_changes = cluster_cache.events.touched_objects();
     // The accept loop records there whom it bound.
     let (namespaces, namespaces_writer) = reflector::store();
     let namespace_changes = watcher(

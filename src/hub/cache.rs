@@ -27,6 +27,7 @@ use crate::hub::approval::{is_decided, registration_cluster};
 use crate::hub::signing::is_signed;
 
 use crate::runtime::index::Index;
+use crate::runtime::watch::tee;
 pub(crate) use crate::runtime::watch::{cached_controller as controller, without_managed_fields};
 
 /// The hub loops' one cache of the Spokes in `fleetform-system` ([`spoke_as_declared`]): the
@@ -64,20 +65,45 @@ pub(crate) fn spoke_as_declared(spoke: &mut Spoke) {
     spoke.status = None;
 }
 
-/// A ManagedCluster as the approval loop reads it: which one it is (name, uid,
-/// resourceVersion) and whether `hubAcceptsClient` is set; the rest of its spec, its labels,
-/// annotations and status are cut.
-pub(crate) fn cluster_as_accepted(cluster: &mut ManagedCluster) {
-    let meta = &mut cluster.metadata;
-    meta.managed_fields = None;
-    meta.labels = None;
-    meta.annotations = None;
-    meta.owner_references = None;
-    cluster.spec = crate::api::cluster::ManagedClusterSpec {
-        hub_accepts_client: cluster.spec.hub_accepts_client,
-        ..Default::default()
+/// The events of the hub loops' ManagedCluster watch, as one loop is woken by them.
+pub(crate) type ClusterEvents =
+    BoxStream<'static, Result<watcher::Event<ManagedCluster>, watcher::Error>>;
+
+/// The hub loops' one cache of the ManagedClusters, as [`cluster_as_judged`] leaves them: the
+/// accept, expiry and approval loops read its store, and each is woken by its own copy of the
+/// watch's events (the accept loop's reports the watch's errors). Each loop kept a watch and a
+/// copy of every cluster of its own.
+pub(crate) struct ClusterCache {
+    pub accept: ClusterLoop,
+    pub expiry: ClusterLoop,
+    pub approval: ClusterLoop,
+}
+
+/// One loop's share of the [`ClusterCache`]: the store, and its copy of the watch's events,
+/// which it polls (the store is kept as the accept loop's copy is polled).
+pub(crate) struct ClusterLoop {
+    pub store: Store<ManagedCluster>,
+    pub events: ClusterEvents,
+}
+
+/// A [`ClusterCache`] of the hub's ManagedClusters.
+pub(crate) fn clusters(client: Client) -> ClusterCache {
+    let (store, events) = crate::runtime::watch::cached_events(
+        Api::<ManagedCluster>::all(client),
+        watcher::Config::default(),
+        cluster_as_judged,
+    );
+    let (accept, others) = tee(events);
+    let (expiry, approval) = tee(others);
+    let share = |events: ClusterEvents| ClusterLoop {
+        store: store.clone(),
+        events,
     };
-    cluster.status = None;
+    ClusterCache {
+        accept: share(accept.boxed()),
+        expiry: share(expiry.boxed()),
+        approval: share(approval.boxed()),
+    }
 }
 
 /// A cluster namespace as the approval loop reads it: its name and the accept loop's record
@@ -105,7 +131,7 @@ pub(crate) fn token_as_identified(token: &mut Secret) {
     }
 }
 
-/// A ManagedCluster as the accept and expiry loops read it: its metadata (no managed fields),
+/// A ManagedCluster as the accept, expiry and approval loops read it: its metadata (no managed fields),
 /// acceptance, lease duration and taints, and its conditions. What its agent reports of the
 /// spoke (capacity, allocatable, version, claims, managed namespaces) and the client configs
 /// (a CA bundle each) are cut.
@@ -283,23 +309,6 @@ mod tests {
 
     #[test]
     fn the_approval_loop_keeps_what_it_judges_a_spoke_by() {
-        let mut cluster: ManagedCluster = serde_json::from_value(json!({
-            "metadata": {"name": "spoke-1", "uid": "u1", "resourceVersion": "7",
-                "labels": {"l": "v"}, "annotations": {"a": "b"}},
-            "spec": {"hubAcceptsClient": true, "leaseDurationSeconds": 10,
-                "taints": [{"key": "k", "effect": "NoSelect"}]},
-            "status": {"conditions": [{"type": "ManagedClusterJoined", "status": "True",
-                "reason": "r", "message": "", "lastTransitionTime": "2026-11-26T00:00:00Z"}]},
-        }))
-        .unwrap();
-        cluster_as_accepted(&mut cluster);
-        assert!(cluster.hub_accepts_client());
-        assert_eq!(cluster.metadata.uid.as_deref(), Some("u1"));
-        assert_eq!(cluster.metadata.name.as_deref(), Some("spoke-1"));
-        assert_eq!(cluster.spec.lease_duration_seconds, None);
-        assert!(cluster.spec.taints.is_empty());
-        assert_eq!((cluster.metadata.labels, cluster.status), (None, None));
-
         let mut namespace: Namespace = serde_json::from_value(json!({
             "metadata": {"name": "spoke-1", "labels": {"l": "v"},
                 "annotations": {ANNOTATION_JOIN_USERS: "record", "other": "x"}},

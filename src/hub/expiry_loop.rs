@@ -15,6 +15,7 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams};
+use kube::runtime::Controller;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -52,7 +53,12 @@ struct ExpiryContext {
 
 /// Runs the loop; `addons` says whether the ManagedClusterAddOn CRD is installed (without it,
 /// clusters still expire and only the addon step is skipped).
-pub(crate) async fn run(ctx: Arc<Context>, addons: bool, shutdown: CancellationToken) {
+pub(crate) async fn run(
+    ctx: Arc<Context>,
+    cluster_cache: cache::ClusterLoop,
+    addons: bool,
+    shutdown: CancellationToken,
+) {
     let errors = ctx.error_policy("lease expiry loop");
     let (leases, writer) = reflector::store::<Lease>();
     let (listed, leases_listed) = tokio::sync::watch::channel(false);
@@ -70,7 +76,6 @@ pub(crate) async fn run(ctx: Arc<Context>, addons: bool, shutdown: CancellationT
     })
     .default_backoff()
     .touched_objects();
-    let clusters: Api<ManagedCluster> = Api::all(ctx.client.clone());
     let addon_api: Api<ManagedClusterAddOn> = Api::all(ctx.client.clone());
     let expiry = Arc::new(ExpiryContext {
         hub: ctx,
@@ -78,16 +83,13 @@ pub(crate) async fn run(ctx: Arc<Context>, addons: bool, shutdown: CancellationT
         leases_listed,
         addons,
     });
-    let controller = cache::controller(
-        clusters,
-        watcher::Config::default(),
-        cache::cluster_as_judged,
-    )
-    .watches_stream(lease_events, |lease: Lease| {
-        lease
-            .namespace()
-            .map(|namespace| ObjectRef::<ManagedCluster>::new(&namespace))
-    });
+    let controller =
+        Controller::for_stream(cluster_cache.events.applied_objects(), cluster_cache.store)
+            .watches_stream(lease_events, |lease: Lease| {
+                lease
+                    .namespace()
+                    .map(|namespace| ObjectRef::<ManagedCluster>::new(&namespace))
+            });
     let controller = if addons {
         controller.watches(addon_api, watcher::Config::default(), |addon| {
             addon

@@ -149,10 +149,13 @@ pub async fn start(config: HubConfig, shutdown: CancellationToken) -> RunningLoo
     // One cache of the Spokes for the loops that read them: the approval loop's watch keeps it
     // (both loops run where Spokes and ManagedClusters are served), the accept loop reads it.
     let spoke_cache = (clusters && spokes).then(|| super::cache::spokes(ctx.client.clone()));
-    if clusters {
+    // One cache of the ManagedClusters for the accept, expiry and approval loops.
+    let cluster_cache = clusters.then(|| super::cache::clusters(ctx.client.clone()));
+    if let Some(cluster_cache) = cluster_cache {
         tasks.push(tokio::spawn(super::accept_loop::run(
             ctx.clone(),
             spokes,
+            cluster_cache.accept,
             spoke_cache.as_ref().map(|cache| cache.store.clone()),
             shutdown.clone(),
         )));
@@ -163,20 +166,22 @@ pub async fn start(config: HubConfig, shutdown: CancellationToken) -> RunningLoo
         .await;
         tasks.push(tokio::spawn(super::expiry_loop::run(
             ctx.clone(),
+            cluster_cache.expiry,
             addons,
             shutdown.clone(),
         )));
+        if let Some(spoke_cache) = spoke_cache {
+            tasks.push(tokio::spawn(super::approval_loop::run(
+                ctx.clone(),
+                cluster_cache.approval,
+                spoke_cache,
+                shutdown.clone(),
+            )));
+        }
     }
     if spokes {
         tasks.push(tokio::spawn(super::observer_loop::run(
             ctx.clone(),
-            shutdown.clone(),
-        )));
-    }
-    if let Some(spoke_cache) = spoke_cache {
-        tasks.push(tokio::spawn(super::approval_loop::run(
-            ctx.clone(),
-            spoke_cache,
             shutdown.clone(),
         )));
     }
