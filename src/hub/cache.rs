@@ -26,8 +26,9 @@ use crate::hub::acceptance::ANNOTATION_JOIN_USERS;
 use crate::hub::approval::{is_decided, registration_cluster};
 use crate::hub::signing::is_signed;
 
+use crate::reconciler::run::cluster_watch;
 use crate::runtime::index::Index;
-use crate::runtime::watch::tee;
+use crate::runtime::watch::{Share, copied};
 pub(crate) use crate::runtime::watch::{cached_controller as controller, without_managed_fields};
 
 /// The hub loops' one cache of the Spokes in `fleetform-system` ([`spoke_as_declared`]): the
@@ -65,45 +66,51 @@ pub(crate) fn spoke_as_declared(spoke: &mut Spoke) {
     spoke.status = None;
 }
 
-/// The events of the hub loops' ManagedCluster watch, as one loop is woken by them.
-pub(crate) type ClusterEvents =
-    BoxStream<'static, Result<watcher::Event<ManagedCluster>, watcher::Error>>;
+/// One loop's share of the hub's ManagedCluster watch.
+pub(crate) type ClusterLoop = Share<ManagedCluster>;
 
-/// The hub loops' one cache of the ManagedClusters, as [`cluster_as_judged`] leaves them: the
-/// accept, expiry and approval loops read its store, and each is woken by its own copy of the
-/// watch's events (the accept loop's reports the watch's errors). Each loop kept a watch and a
-/// copy of every cluster of its own.
+/// The hub loops' ManagedClusters: the accept, expiry and approval loops read one store, as
+/// the reconciler's cut leaves them ([`crate::reconciler::run::cluster_kept`]), and each is woken by its own copy of
+/// the watch's events. Each loop kept a watch and a copy of every cluster of its own.
 pub(crate) struct ClusterCache {
     pub accept: ClusterLoop,
     pub expiry: ClusterLoop,
     pub approval: ClusterLoop,
 }
 
-/// One loop's share of the [`ClusterCache`]: the store, and its copy of the watch's events,
-/// which it polls (the store is kept as the accept loop's copy is polled).
-pub(crate) struct ClusterLoop {
-    pub store: Store<ManagedCluster>,
-    pub events: ClusterEvents,
-}
-
-/// A [`ClusterCache`] of the hub's ManagedClusters.
-pub(crate) fn clusters(client: Client) -> ClusterCache {
-    let (store, events) = crate::runtime::watch::cached_events(
-        Api::<ManagedCluster>::all(client),
-        watcher::Config::default(),
-        cluster_as_judged,
-    );
-    let (accept, others) = tee(events);
-    let (expiry, approval) = tee(others);
-    let share = |events: ClusterEvents| ClusterLoop {
+/// A [`ClusterCache`] shared from `driver`, whose loop is the one that polls the watch itself
+/// (and reports its errors): the others' copies are made as it is polled.
+fn shared(driver: ClusterLoop) -> (ClusterLoop, ClusterCache) {
+    let (driven, [accept, expiry, approval]) = copied(driver.events);
+    let store = driver.store;
+    let share = |events: BoxStream<'static, _>| Share {
         store: store.clone(),
         events,
     };
+    (
+        share(driven.boxed()),
+        ClusterCache {
+            accept: share(accept.boxed()),
+            expiry: share(expiry.boxed()),
+            approval: share(approval.boxed()),
+        },
+    )
+}
+
+/// A [`ClusterCache`] for the hub loops alone: the accept loop polls the watch (the expiry and
+/// approval loops run only beside it).
+pub(crate) fn clusters(client: Client) -> ClusterCache {
+    let (driven, loops) = shared(cluster_watch(client));
     ClusterCache {
-        accept: share(accept.boxed()),
-        expiry: share(expiry.boxed()),
-        approval: share(approval.boxed()),
+        accept: driven,
+        ..loops
     }
+}
+
+/// One watch and cache of the ManagedClusters for a hub process: the reconciler's share, which
+/// polls the watch (it runs whether or not the hub loops find their CRDs), and the hub loops'.
+pub(crate) fn clusters_with_reconciler(client: Client) -> (ClusterLoop, ClusterCache) {
+    shared(cluster_watch(client))
 }
 
 /// A cluster namespace as the approval loop reads it: its name and the accept loop's record
@@ -128,21 +135,6 @@ pub(crate) fn token_as_identified(token: &mut Secret) {
     token.metadata.annotations = None;
     if let Some(data) = token.data.as_mut() {
         data.retain(|key, _| key == BOOTSTRAP_TOKEN_ID_KEY);
-    }
-}
-
-/// A ManagedCluster as the accept, expiry and approval loops read it: its metadata (no managed fields),
-/// acceptance, lease duration and taints, and its conditions. What its agent reports of the
-/// spoke (capacity, allocatable, version, claims, managed namespaces) and the client configs
-/// (a CA bundle each) are cut.
-pub(crate) fn cluster_as_judged(cluster: &mut ManagedCluster) {
-    without_managed_fields(cluster);
-    cluster.spec.managed_cluster_client_configs = Vec::new();
-    if let Some(status) = cluster.status.as_mut() {
-        *status = crate::api::cluster::ManagedClusterStatus {
-            conditions: std::mem::take(&mut status.conditions),
-            ..Default::default()
-        };
     }
 }
 
@@ -201,6 +193,7 @@ pub(crate) fn csrs_by_cluster() -> CsrsByCluster {
 
 #[cfg(test)]
 mod tests {
+    use crate::reconciler::run::cluster_kept;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
     use serde_json::json;
 
@@ -266,7 +259,7 @@ mod tests {
     }
 
     #[test]
-    fn a_judged_cluster_keeps_what_acceptance_and_expiry_read() {
+    fn a_cluster_keeps_what_the_reconciler_and_the_hub_loops_read() {
         let mut cluster: ManagedCluster = serde_json::from_value(json!({
             "apiVersion": "cluster.open-cluster-management.io/v1",
             "kind": "ManagedCluster",
@@ -291,15 +284,13 @@ mod tests {
         }))
         .unwrap();
         let mut expected = cluster.clone();
-        cluster_as_judged(&mut cluster);
+        cluster_kept(&mut cluster);
         assert_eq!(cluster.metadata.managed_fields, None);
-        assert!(cluster.spec.managed_cluster_client_configs.is_empty());
         let status = cluster.status.as_ref().unwrap();
         assert!(status.capacity.is_empty() && status.version.is_none());
         assert!(status.cluster_claims.is_empty());
-        // Everything else is as it was.
+        // Everything else is as it was: its spec (client configs too) and conditions.
         expected.metadata.managed_fields = None;
-        expected.spec.managed_cluster_client_configs = Vec::new();
         expected.status = Some(crate::api::cluster::ManagedClusterStatus {
             conditions: expected.status.unwrap().conditions,
             ..Default::default()

@@ -126,6 +126,16 @@ impl RunningLoops {
 
 /// Starts the hub loops whose CRDs are installed; they run until `shutdown` is cancelled.
 pub async fn start(config: HubConfig, shutdown: CancellationToken) -> RunningLoops {
+    let clusters = super::cache::clusters(config.client.clone());
+    start_sharing(config, clusters, shutdown).await
+}
+
+/// [`start`], the loops that read ManagedClusters reading them from `cluster_cache`.
+pub(crate) async fn start_sharing(
+    config: HubConfig,
+    cluster_cache: super::cache::ClusterCache,
+    shutdown: CancellationToken,
+) -> RunningLoops {
     let ctx = Arc::new(Context {
         client: config.client,
         access: config.access,
@@ -149,8 +159,7 @@ pub async fn start(config: HubConfig, shutdown: CancellationToken) -> RunningLoo
     // One cache of the Spokes for the loops that read them: the approval loop's watch keeps it
     // (both loops run where Spokes and ManagedClusters are served), the accept loop reads it.
     let spoke_cache = (clusters && spokes).then(|| super::cache::spokes(ctx.client.clone()));
-    // One cache of the ManagedClusters for the accept, expiry and approval loops.
-    let cluster_cache = clusters.then(|| super::cache::clusters(ctx.client.clone()));
+    let cluster_cache = clusters.then_some(cluster_cache);
     if let Some(cluster_cache) = cluster_cache {
         tasks.push(tokio::spawn(super::accept_loop::run(
             ctx.clone(),

@@ -64,8 +64,8 @@ use crate::runtime::finalizers::{delete_if_present, set_finalizer, set_finalizer
 use crate::runtime::index::{self, Index};
 use crate::runtime::metrics::ControllerMetrics;
 use crate::runtime::watch::{
-    backing_off, cached, cached_controller, cached_events, cached_or_read, fact_changes,
-    has_listed, tee, without_managed_fields,
+    Share, backing_off, cached, cached_controller, cached_events, cached_or_read, fact_changes,
+    has_listed, share, tee, without_managed_fields,
 };
 
 /// Field manager of the reconciler's writes.
@@ -180,8 +180,8 @@ struct Context {
     /// Hub's pass reads the AddOn documents there (a list of them per pass was a request per
     /// Spoke change, two per joining spoke).
     hub_addons: Store<ClusterManagementAddOn>,
-    /// The ManagedClusters, as the watch that wakes passes on them keeps them (what a pass
-    /// reads of them: [`cluster_kept`]).
+    /// The ManagedClusters, as the watch that wakes passes on them keeps them
+    /// ([`cluster_kept`]; in a hub process, the hub loops' cache too).
     clusters: Store<ManagedCluster>,
     /// The ManagedClusterAddOns, as the watch that wakes passes on them keeps them
     /// ([`addon_kept`]), and which of them each cluster's namespace holds.
@@ -433,8 +433,20 @@ const FIRST_BACKOFF: Duration = Duration::from_secs(2);
 /// The longest wait before a failing Spoke or Hub is tried again.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
-/// Runs the Spoke and Hub controllers until `shutdown`.
+/// Runs the Spoke and Hub controllers until `shutdown`, with a watch of the ManagedClusters of
+/// their own.
 pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
+    let clusters = cluster_watch(config.client.clone());
+    run_sharing(config, clusters, shutdown).await;
+}
+
+/// [`run`], woken by and reading the ManagedClusters of `clusters` (a hub process's one cache
+/// of them, shared with its hub loops).
+pub(crate) async fn run_sharing(
+    config: ReconcilerConfig,
+    clusters: Share<ManagedCluster>,
+    shutdown: CancellationToken,
+) {
     let client = config.client.clone();
     let spokes_api: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
     // Every cache here keeps its objects without their managed fields, which no pass reads
@@ -480,7 +492,10 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
         watcher::Config::default(),
         without_managed_fields,
     );
-    let (clusters, clusters_writer) = reflector::store();
+    let Share {
+        store: clusters,
+        events: cluster_events,
+    } = clusters;
     let (cluster_addons, addons_writer) = reflector::store();
     let addons_by_cluster = Index::new(index::namespace::<ManagedClusterAddOn>);
     let addons_indexed = addons_by_cluster.clone();
@@ -518,16 +533,7 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
             // Each one that changes what a pass reads of it, and each deleted: an agent's
             // status reports (claims, capacity, version, heartbeats, other conditions) wake no
             // pass.
-            fact_changes(
-                watcher(
-                    Api::<ManagedCluster>::all(client.clone()),
-                    watcher::Config::default(),
-                )
-                .default_backoff()
-                .modify(cluster_kept)
-                .reflect(clusters_writer),
-                cluster_facts,
-            ),
+            fact_changes(cluster_events, cluster_facts),
             |cluster| Some(ObjectRef::new(&cluster.name_any()).within(SYSTEM_NAMESPACE)),
         )
         .watches_stream(
@@ -715,10 +721,11 @@ fn addon_kept(addon: &mut ManagedClusterAddOn) {
     }
 }
 
-/// Cuts a ManagedCluster to what a pass reads of it ([`facts::gather`], [`cluster_sync`]): not
-/// its managed fields, nor what its agent reports of the spoke (capacity, allocatable, version,
-/// claims) or the namespaces its cluster sets manage.
-fn cluster_kept(cluster: &mut ManagedCluster) {
+/// Cuts a ManagedCluster to what a pass reads of it ([`facts::gather`], [`cluster_sync`]) and
+/// the hub loops read of it (one cache serves both in a hub process): not its managed fields,
+/// nor what its agent reports of the spoke (capacity, allocatable, version, claims) or the
+/// namespaces its cluster sets manage.
+pub(crate) fn cluster_kept(cluster: &mut ManagedCluster) {
     without_managed_fields(cluster);
     if let Some(status) = cluster.status.as_mut() {
         status.capacity.clear();
@@ -727,6 +734,15 @@ fn cluster_kept(cluster: &mut ManagedCluster) {
         status.cluster_claims.clear();
         status.managed_namespaces.clear();
     }
+}
+
+/// A watch of the hub's ManagedClusters for one loop, cut by [`cluster_kept`].
+pub(crate) fn cluster_watch(client: Client) -> Share<ManagedCluster> {
+    share(
+        Api::<ManagedCluster>::all(client),
+        watcher::Config::default(),
+        cluster_kept,
+    )
 }
 
 /// What a Spoke pass reads of its ManagedCluster ([`facts::gather`], [`cluster_sync::drifted`]):

@@ -164,14 +164,37 @@ pub fn tee<T, E>(
 where
     T: Clone,
 {
-    let (copies, copied) = futures::channel::mpsc::unbounded();
+    let (first, [second]) = copied(events);
+    (first, second)
+}
+
+/// [`tee`] for `N` more loops: `events` as they come, and `N` copies of each, made as the first
+/// stream is polled (which reports the watch's errors). A copy no longer polled is dropped by
+/// its loop; the others go on.
+pub fn copied<T, E, const N: usize>(
+    events: impl Stream<Item = Result<T, E>>,
+) -> (
+    impl Stream<Item = Result<T, E>>,
+    [impl Stream<Item = Result<T, E>>; N],
+)
+where
+    T: Clone,
+{
+    let mut senders = Vec::with_capacity(N);
+    let copies = std::array::from_fn(|_| {
+        let (sender, copies) = futures::channel::mpsc::unbounded();
+        senders.push(sender);
+        copies.map(Ok)
+    });
     let first = events.inspect(move |event| {
         if let Ok(event) = event {
-            // The second loop has ended (it stops with the first): nothing more to copy.
-            let _ = copies.unbounded_send(event.clone());
+            for sender in &senders {
+                // That loop has ended (they stop together): nothing more to copy for it.
+                let _ = sender.unbounded_send(event.clone());
+            }
         }
     });
-    (first, copied.map(Ok))
+    (first, copies)
 }
 
 /// `api`'s objects as a watch applies them, each cut by `cut` first, and the cache that keeps
@@ -212,6 +235,29 @@ where
         .modify(cut)
         .reflect(writer);
     (reader, events)
+}
+
+/// One loop's share of a watch: the store the watch keeps, and the watch's events (or its copy
+/// of them, [`copied`]), which the loop polls.
+pub struct Share<K: Resource + 'static>
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    pub store: Store<K>,
+    pub events: BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>,
+}
+
+/// [`cached_events`] as one loop's [`Share`].
+pub fn share<K>(api: Api<K>, config: watcher::Config, cut: fn(&mut K)) -> Share<K>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Default + Eq + std::hash::Hash + Unpin,
+{
+    let (store, events) = cached_events(api, config, cut);
+    Share {
+        store,
+        events: events.boxed(),
+    }
 }
 
 /// A controller over `api`'s objects (as `Controller::new`), whose cache keeps them as `cut`
@@ -328,5 +374,18 @@ mod tests {
         // Copied as the first was polled; it ended, so the copies end too.
         let second: Vec<_> = futures::executor::block_on(second.collect());
         assert_eq!(second, [Ok("a1"), Ok("b1"), Ok("a2")]);
+    }
+
+    #[test]
+    fn each_copy_of_a_watch_sees_every_event_though_another_copy_was_dropped() {
+        let events = futures::stream::iter(vec![Ok("a1"), Err("the watch failed"), Ok("b1")]);
+        let (first, [dropped, second, third]) = copied(events);
+        drop(dropped);
+        let first: Vec<_> = futures::executor::block_on(first.collect());
+        assert_eq!(first, [Ok("a1"), Err("the watch failed"), Ok("b1")]);
+        for copy in [second, third] {
+            let seen: Vec<Result<&str, &str>> = futures::executor::block_on(copy.collect());
+            assert_eq!(seen, [Ok("a1"), Ok("b1")]);
+        }
     }
 }
