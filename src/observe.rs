@@ -203,7 +203,6 @@ fn keep_listed(
         status.remove("conditions");
     }
     let mut value = serde_json::to_value(&object).unwrap_or(Value::Null);
-    drop(object);
     let stored = Stored::new(&value);
     if let Some(wanted) = desired.get(&key)
         && applies_nothing(&value, owned_fields(&managed), &wanted.value())

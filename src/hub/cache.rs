@@ -28,7 +28,7 @@ use crate::hub::signing::is_signed;
 
 use crate::reconciler::run::cluster_watch;
 use crate::runtime::index::Index;
-use crate::runtime::watch::{Share, copied};
+use crate::runtime::watch::Share;
 pub(crate) use crate::runtime::watch::{cached_controller as controller, without_managed_fields};
 
 /// The hub loops' one cache of the Spokes in `fleetform-system` ([`spoke_as_declared`]): the
@@ -78,39 +78,27 @@ pub(crate) struct ClusterCache {
     pub approval: ClusterLoop,
 }
 
-/// A [`ClusterCache`] shared from `driver`, whose loop is the one that polls the watch itself
-/// (and reports its errors): the others' copies are made as it is polled.
-fn shared(driver: ClusterLoop) -> (ClusterLoop, ClusterCache) {
-    let (driven, [accept, expiry, approval]) = copied(driver.events);
-    let store = driver.store;
-    let share = |events: BoxStream<'static, _>| Share {
-        store: store.clone(),
-        events,
-    };
-    (
-        share(driven.boxed()),
-        ClusterCache {
-            accept: share(accept.boxed()),
-            expiry: share(expiry.boxed()),
-            approval: share(approval.boxed()),
-        },
-    )
-}
-
 /// A [`ClusterCache`] for the hub loops alone: the accept loop polls the watch (the expiry and
 /// approval loops run only beside it).
 pub(crate) fn clusters(client: Client) -> ClusterCache {
-    let (driven, loops) = shared(cluster_watch(client));
+    let (accept, [expiry, approval]) = cluster_watch(client).copied();
     ClusterCache {
-        accept: driven,
-        ..loops
+        accept,
+        expiry,
+        approval,
     }
 }
 
 /// One watch and cache of the ManagedClusters for a hub process: the reconciler's share, which
 /// polls the watch (it runs whether or not the hub loops find their CRDs), and the hub loops'.
 pub(crate) fn clusters_with_reconciler(client: Client) -> (ClusterLoop, ClusterCache) {
-    shared(cluster_watch(client))
+    let (reconciler, [accept, expiry, approval]) = cluster_watch(client).copied();
+    let loops = ClusterCache {
+        accept,
+        expiry,
+        approval,
+    };
+    (reconciler, loops)
 }
 
 /// A cluster namespace as the approval loop reads it: its name and the accept loop's record

@@ -169,8 +169,8 @@ where
 }
 
 /// [`tee`] for `N` more loops: `events` as they come, and `N` copies of each, made as the first
-/// stream is polled (which reports the watch's errors). A copy no longer polled is dropped by
-/// its loop; the others go on.
+/// stream is polled (which reports the watch's errors). A copy its loop dropped is no longer
+/// made; the others go on.
 pub fn copied<T, E, const N: usize>(
     events: impl Stream<Item = Result<T, E>>,
 ) -> (
@@ -188,10 +188,8 @@ where
     });
     let first = events.inspect(move |event| {
         if let Ok(event) = event {
-            for sender in &senders {
-                // That loop has ended (they stop together): nothing more to copy for it.
-                let _ = sender.unbounded_send(event.clone());
-            }
+            // A loop that has ended (or never ran) gets no more copies.
+            senders.retain(|sender| sender.unbounded_send(event.clone()).is_ok());
         }
     });
     (first, copies)
@@ -245,6 +243,29 @@ where
 {
     pub store: Store<K>,
     pub events: BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>,
+}
+
+impl<K> Share<K>
+where
+    K: Resource + Clone + Send + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    /// This share, and `N` more of the same watch and store ([`copied`]): this one polls the
+    /// watch and reports its errors. Every share is to be taken before any is polled (a later
+    /// one would miss the first list).
+    pub fn copied<const N: usize>(self) -> (Share<K>, [Share<K>; N]) {
+        let (first, copies) = copied(self.events);
+        let store = self.store;
+        let copies = copies.map(|events| Share {
+            store: store.clone(),
+            events: events.boxed(),
+        });
+        let first = Share {
+            store,
+            events: first.boxed(),
+        };
+        (first, copies)
+    }
 }
 
 /// [`cached_events`] as one loop's [`Share`].
