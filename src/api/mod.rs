@@ -240,7 +240,7 @@ pub fn remove_condition(conditions: &mut Vec<Condition>, type_: &str) -> bool {
 
 /// Reads `null` as the type's default: Go writes `null` for an empty slice that has no
 /// `omitempty`, and such fields are `Vec`s here.
-fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+pub(crate) fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
 where
     D: Deserializer<'de>,
     T: Default + Deserialize<'de>,

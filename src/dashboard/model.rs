@@ -6,13 +6,14 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::runtime::watcher;
 
 use crate::api::fleet::{FleetSync, Hub, Spoke};
-use crate::api::vocabulary::{CLUSTER_LEASE_NAME, CONDITION_AVAILABLE};
+use crate::api::vocabulary::{ANNOTATION_NODE_HEALTH, CLUSTER_LEASE_NAME, CONDITION_AVAILABLE};
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
 use crate::status::{HubState, SpokeRow};
 
@@ -93,6 +94,41 @@ impl<K> Mirror<K> {
             }
         }
     }
+}
+
+/// Cuts a watched ManagedCluster to what the pages read of it ([`crate::status::rows`] and the
+/// spoke page): its name, conditions, taints, claims and node health. The rest (the CA bundles
+/// of its client configs, its resources and version, labels and other annotations) goes as it
+/// arrives: the dashboard holds every cluster of its hubs.
+pub fn as_shown_cluster(cluster: &mut ManagedCluster) {
+    let metadata = &mut cluster.metadata;
+    metadata.labels = None;
+    metadata.owner_references = None;
+    metadata.finalizers = None;
+    if let Some(annotations) = &mut metadata.annotations {
+        annotations.retain(|key, _| key == ANNOTATION_NODE_HEALTH);
+    }
+    cluster.spec.managed_cluster_client_configs = Vec::new();
+    if let Some(status) = &mut cluster.status {
+        status.capacity = BTreeMap::new();
+        status.allocatable = BTreeMap::new();
+        status.version = None;
+        status.managed_namespaces = Vec::new();
+    }
+}
+
+/// Cuts a watched cluster Lease to what the pages read of it: which it is and when it was
+/// renewed.
+pub fn as_shown_lease(lease: &mut Lease) {
+    lease.metadata = ObjectMeta {
+        name: lease.metadata.name.take(),
+        namespace: lease.metadata.namespace.take(),
+        ..ObjectMeta::default()
+    };
+    lease.spec = lease.spec.take().map(|spec| LeaseSpec {
+        renew_time: spec.renew_time,
+        ..LeaseSpec::default()
+    });
 }
 
 fn name<K: kube::Resource>(object: &K) -> String {
@@ -658,5 +694,70 @@ pub(crate) mod tests {
             "only the change before the day began (its start) and the new one"
         );
         assert_eq!(timeline[1].at, late);
+    }
+
+    #[test]
+    fn a_cluster_and_a_lease_cut_as_watched_show_as_the_whole_ones_do() {
+        let mut whole = cluster("edge", "True");
+        whole.metadata.labels = Some(BTreeMap::from([("feature".into(), "gpu".into())]));
+        let health = crate::api::cluster::NodeHealth {
+            total: 3,
+            ready: 2,
+            ..Default::default()
+        };
+        whole.metadata.annotations = Some(BTreeMap::from([
+            (ANNOTATION_NODE_HEALTH.to_string(), health.to_annotation()),
+            ("other".to_string(), "x".repeat(1000)),
+        ]));
+        whole.spec.managed_cluster_client_configs = vec![crate::api::cluster::ClientConfig {
+            url: "https://edge:6443".into(),
+            ca_bundle: Some(k8s_openapi::ByteString(vec![7; 1500])),
+        }];
+        let mut cut = whole.clone();
+        as_shown_cluster(&mut cut);
+        assert!(cut.spec.managed_cluster_client_configs.is_empty());
+        assert_eq!(cut.node_health(), Some(health));
+        assert_eq!(
+            cut.metadata.annotations.as_ref().map(BTreeMap::len),
+            Some(1)
+        );
+
+        let lease: Lease = serde_json::from_value(json!({
+            "metadata": {"name": CLUSTER_LEASE_NAME, "namespace": "edge", "uid": "u",
+                "resourceVersion": "9", "labels": {"a": "b"}},
+            "spec": {"holderIdentity": "agent", "leaseDurationSeconds": 60,
+                "renewTime": "2027-01-15T08:00:00.000000Z"},
+        }))
+        .unwrap();
+        let mut cut_lease = lease.clone();
+        as_shown_lease(&mut cut_lease);
+        assert_eq!(cut_lease.metadata.uid, None);
+        assert_eq!(renew_time(Some(&cut_lease)), renew_time(Some(&lease)));
+        assert!(renew_time(Some(&lease)).is_some());
+
+        // The fleet page's row and the spoke page read the same of either.
+        let shown = |cluster: ManagedCluster, lease: Lease| {
+            let mut model = model_with(&[spoke("edge", json!({}))]);
+            model.observe(
+                "hub",
+                Observed::Cluster(watcher::Event::Apply(cluster)),
+                at(5),
+            );
+            model.observe("hub", Observed::Lease(watcher::Event::Apply(lease)), at(5));
+            let row = model.hubs["hub"].rows["edge"].clone();
+            let page = crate::dashboard::pages::spoke_page(&model, "hub", "edge", at(5))
+                .map(|page| page.into_string());
+            (row, page)
+        };
+        let (whole_row, whole_page) = shown(whole, lease);
+        let (cut_row, cut_page) = shown(cut, cut_lease);
+        assert_eq!(cut_row, whole_row);
+        assert_eq!(whole_row.status.nodes.map(|nodes| nodes.ready), Some(2));
+        assert!(
+            whole_page
+                .as_ref()
+                .is_some_and(|page| page.contains("2 of 3"))
+        );
+        assert_eq!(cut_page, whole_page);
     }
 }

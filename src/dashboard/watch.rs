@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use super::model::{Changes, Model, Observed};
+use super::model::{self, Changes, Model, Observed};
 use super::pages;
 use crate::api::fleet::SYSTEM_NAMESPACE;
 use crate::api::vocabulary::CLUSTER_LEASE_NAME;
@@ -75,12 +75,18 @@ pub fn update(model: &Model, changes: &Changes, now: Timestamp) -> Update {
     update
 }
 
-/// A watch of `api` whose events become [`Observed`] ones of hub `hub`.
+/// How many objects a watch's list asks for at once: a page of 500 ManagedClusters, decoded
+/// whole with who owns which field before that is dropped, was several megabytes.
+const LIST_PAGE: u32 = 100;
+
+/// A watch of `api` whose events become [`Observed`] ones of hub `hub`, each object cut to what
+/// the pages read of it (`cut`).
 fn watched<K>(
     api: Api<K>,
     config: watcher::Config,
     hub: usize,
     observed: fn(watcher::Event<K>) -> Observed,
+    cut: fn(&mut K),
 ) -> BoxStream<'static, (usize, Observed)>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
@@ -90,10 +96,13 @@ where
     // A failed watch is retried by its backoff and the model keeps what it saw meanwhile; the
     // failure is said once (not on every retry), and so is the recovery.
     let mut failing = false;
-    watcher(api, config)
+    watcher(api, config.page_size(LIST_PAGE))
         .default_backoff()
         // No page shows who owns which field: the model need not hold it for every object.
-        .modify(crate::runtime::watch::without_managed_fields)
+        .modify(move |object| {
+            crate::runtime::watch::without_managed_fields(object);
+            cut(object);
+        })
         .filter_map(move |event| {
             let event = match event {
                 Ok(event) => {
@@ -123,42 +132,49 @@ fn hub_watches(client: &Client, hub: usize) -> Vec<BoxStream<'static, (usize, Ob
             all(),
             hub,
             Observed::Hub,
+            |_| {},
         ),
         watched(
             Api::<Spoke>::namespaced(client.clone(), SYSTEM_NAMESPACE),
             all(),
             hub,
             Observed::Spoke,
+            |_| {},
         ),
         watched(
             Api::<ManagedCluster>::all(client.clone()),
             all(),
             hub,
             Observed::Cluster,
+            model::as_shown_cluster,
         ),
         watched(
             Api::<ManagedClusterAddOn>::all(client.clone()),
             all(),
             hub,
             Observed::Addon,
+            |_| {},
         ),
         watched(
             Api::<Lease>::all(client.clone()),
             all().fields(&format!("metadata.name={CLUSTER_LEASE_NAME}")),
             hub,
             Observed::Lease,
+            model::as_shown_lease,
         ),
         watched(
             Api::<FleetSync>::namespaced(client.clone(), SYSTEM_NAMESPACE),
             all(),
             hub,
             Observed::FleetSync,
+            |_| {},
         ),
         watched(
             Api::<Event>::namespaced(client.clone(), SYSTEM_NAMESPACE),
             all(),
             hub,
             Observed::Event,
+            |_| {},
         ),
     ]
 }
