@@ -39,10 +39,13 @@ pub enum Observed {
 
 /// The objects of one kind a watch has listed, by key, kept in step with its events: a relist
 /// replaces them whole once it is done, so objects deleted while the watch was down go.
+/// Each object is boxed: a B-tree node holds eleven values in place and is about half full
+/// when filled in key order (as a list fills it), and a Spoke or ManagedCluster in place is
+/// most of a kilobyte.
 #[derive(Debug)]
 pub struct Mirror<K> {
-    pub objects: BTreeMap<String, K>,
-    relisting: Option<BTreeMap<String, K>>,
+    pub objects: BTreeMap<String, Box<K>>,
+    relisting: Option<BTreeMap<String, Box<K>>>,
 }
 
 impl<K> Default for Mirror<K> {
@@ -75,7 +78,7 @@ impl<K> Mirror<K> {
             }
             watcher::Event::InitApply(object) => {
                 let relisting = self.relisting.get_or_insert_with(BTreeMap::new);
-                relisting.insert(key(&object), object);
+                relisting.insert(key(&object), Box::new(object));
                 Touched::Nothing
             }
             watcher::Event::InitDone => {
@@ -84,7 +87,7 @@ impl<K> Mirror<K> {
             }
             watcher::Event::Apply(object) => {
                 let key = key(&object);
-                self.objects.insert(key.clone(), object);
+                self.objects.insert(key.clone(), Box::new(object));
                 Touched::Key(key)
             }
             watcher::Event::Delete(object) => {
@@ -302,7 +305,7 @@ impl Model {
                     Touched::Nothing => Vec::new(),
                 };
                 for spoke in renewals {
-                    let renewed = renew_time(view.leases.objects.get(&spoke));
+                    let renewed = renew_time(view.leases.objects.get(&spoke).map(Box::as_ref));
                     if let Some(row) = view.rows.get_mut(&spoke) {
                         row.renewed = renewed;
                     }
@@ -406,12 +409,12 @@ impl HubView {
         let prefix = format!("{spoke}/");
         let state = HubState {
             hub: hub.to_string(),
-            spokes: vec![object.clone()],
+            spokes: vec![(**object).clone()],
             clusters: self
                 .clusters
                 .objects
                 .get(spoke)
-                .map(|cluster| (spoke.to_string(), cluster.clone()))
+                .map(|cluster| (spoke.to_string(), (**cluster).clone()))
                 .into_iter()
                 .collect(),
             addons: self
@@ -419,7 +422,7 @@ impl HubView {
                 .objects
                 .range(prefix.clone()..)
                 .take_while(|(key, _)| key.starts_with(&prefix))
-                .map(|(_, addon)| addon.clone())
+                .map(|(_, addon)| (**addon).clone())
                 .collect(),
             // Lease ages are the viewer's to count from `renewed`.
             leases: BTreeMap::new(),
@@ -433,7 +436,7 @@ impl HubView {
         let row = Row {
             status,
             labels: object.metadata.labels.clone().unwrap_or_default(),
-            renewed: renew_time(self.leases.objects.get(spoke)),
+            renewed: renew_time(self.leases.objects.get(spoke).map(Box::as_ref)),
         };
         let timeline = self.timelines.entry(spoke.to_string()).or_default();
         if timeline.back().map(|last| &last.available) != Some(&row.status.available) {
@@ -493,7 +496,7 @@ impl HubView {
             .objects
             .range(prefix.clone()..)
             .take_while(move |(key, _)| key.starts_with(&prefix))
-            .map(|(_, addon)| addon)
+            .map(|(_, addon)| addon.as_ref())
     }
 }
 

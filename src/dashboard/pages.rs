@@ -573,7 +573,7 @@ pub fn sync_page(model: &Model, now: Timestamp) -> Markup {
         @for (hub, view) in &model.hubs {
             @let rows = fleet_sync_rows(&HubState {
                 hub: hub.clone(),
-                fleet_syncs: view.fleet_syncs.objects.values().cloned().collect(),
+                fleet_syncs: view.fleet_syncs.objects.values().map(|object| (**object).clone()).collect(),
                 ..HubState::default()
             });
             section aria-labelledby={ "hub-" (hub) } {
