@@ -193,7 +193,7 @@ struct Page<T> {
 }
 
 /// What a plan reads of a registered ManagedCluster. Decoding no more than this keeps a page
-/// of 500 clusters small: their `managedFields` and claims were most of it.
+/// of clusters small: their `managedFields`, claims and CA bundles were most of it.
 #[derive(Deserialize)]
 struct ListedCluster {
     metadata: ListedName,
