@@ -601,7 +601,25 @@ async fn the_prune_guard_stalls_a_commit_until_allow_prune_is_set() {
         "{message}"
     );
     let spokes: Api<Spoke> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);
-    let dev = spokes.get("dev").await.expect("held back: dev stays");
+    spokes.get("dev").await.expect("held back: dev stays");
+
+    // While the new commit is held, drift is put back to the commit in force.
+    spokes
+        .patch(
+            "dev",
+            &PatchParams::apply("someone").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "fleetform.io/v1alpha1", "kind": "Spoke",
+                "spec": {"leaseDurationSeconds": 99},
+            })),
+        )
+        .await
+        .expect("edit a managed field");
+    wait_for(&spokes, "dev", "lease duration back to git's 10", |spoke| {
+        lease_duration(spoke) == Some(10)
+    })
+    .await;
+    let dev = spokes.get("dev").await.unwrap();
 
     fleetsyncs
         .patch(
