@@ -20,7 +20,7 @@ use crate::api::vocabulary::{CONDITION_HUB_ACCEPTED, STATUS_TRUE};
 use crate::api::{ClusterManagementAddOn, Hub, ManagedCluster, Spoke};
 use crate::plan::desired::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::plan::{ClusterRegistration, ManagingSync, ObjectKey, ObjectKind, ObservedHub, Stored};
-use crate::runtime::watch::without_managed_fields;
+use crate::runtime::watch::{LIST_PAGE, without_managed_fields};
 
 /// The field manager of every object fleetform applies.
 pub const FIELD_MANAGER: &str = "fleetform";
@@ -55,11 +55,6 @@ fn api(client: &Client, key_kind: ObjectKind, namespace: Option<&str>) -> Api<Dy
 /// How many requests of one kind (dry runs here, writes in `apply`) are in flight at once: a
 /// fleet's thousands of objects are not read or written one round trip at a time.
 pub const IN_FLIGHT: usize = 16;
-
-/// How many objects a list asks for at once: a hub's 10,000 Spokes are not one answer of tens
-/// of megabytes, decoded whole. A page of 500 Spokes, decoded with who owns which field (most
-/// of each Spoke), was 7 MB; 100 keep a page near 1 MB for 100 lists of a 10,000-spoke hub.
-const LIST_PAGE: u32 = 100;
 
 /// Observes one hub against the objects the fleet wants there.
 pub async fn observe_hub(

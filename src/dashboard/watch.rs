@@ -75,10 +75,6 @@ pub fn update(model: &Model, changes: &Changes, now: Timestamp) -> Update {
     update
 }
 
-/// How many objects a watch's list asks for at once: a page of 500 ManagedClusters, decoded
-/// whole with who owns which field before that is dropped, was several megabytes.
-const LIST_PAGE: u32 = 100;
-
 /// A watch of `api` whose events become [`Observed`] ones of hub `hub`, each object cut to what
 /// the pages read of it (`cut`).
 fn watched<K>(
@@ -96,7 +92,7 @@ where
     // A failed watch is retried by its backoff and the model keeps what it saw meanwhile; the
     // failure is said once (not on every retry), and so is the recovery.
     let mut failing = false;
-    watcher(api, config.page_size(LIST_PAGE))
+    watcher(api, config.page_size(crate::runtime::watch::LIST_PAGE))
         .default_backoff()
         // No page shows who owns which field: the model need not hold it for every object.
         .modify(move |object| {

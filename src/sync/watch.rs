@@ -33,9 +33,6 @@ use crate::events::{self, EventType, Reporter};
 /// Field manager of the FleetSync's `RolloutHalted` condition.
 pub const ROLLOUT_FIELD_MANAGER: &str = "fleetform-sync-rollout";
 
-/// How many ManagedClusters the watch's list asks for at once.
-const CLUSTER_PAGE: u32 = 100;
-
 /// Which kinds are watched (those whose CRD is installed).
 #[derive(Clone, Copy, Debug)]
 pub struct Watched {
@@ -177,9 +174,7 @@ pub async fn run(
     let clusters = watched.managed_clusters.then(|| {
         watcher(
             Api::<ManagedCluster>::all(watch.client.clone()),
-            // It reads only each cluster's availability: a page of 500 clusters, decoded whole
-            // with their managed fields, was several megabytes.
-            watcher::Config::default().page_size(CLUSTER_PAGE),
+            watcher::Config::default().page_size(crate::runtime::watch::LIST_PAGE),
         )
         .default_backoff()
         .map_ok(|event| Change::Cluster(Box::new(event)))

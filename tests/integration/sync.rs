@@ -161,6 +161,26 @@ fn lease_duration(spoke: &Spoke) -> Option<i32> {
 }
 
 /// The events fleetform-sync published in `fleetform-system` about `kind` `name`, oldest first.
+/// Edits a field of Spoke `dev` that git sets (its lease duration, 10 in the example fleet) as
+/// someone else, and waits for the sync to put git's value back.
+async fn drift_on_dev_is_put_back(spokes: &Api<Spoke>) {
+    spokes
+        .patch(
+            "dev",
+            &PatchParams::apply("someone").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "fleetform.io/v1alpha1", "kind": "Spoke",
+                "spec": {"leaseDurationSeconds": 99},
+            })),
+        )
+        .await
+        .expect("edit a managed field");
+    wait_for(spokes, "dev", "lease duration back to git's 10", |spoke| {
+        lease_duration(spoke) == Some(10)
+    })
+    .await;
+}
+
 async fn events(hub: &Cluster, kind: &str, name: &str) -> Vec<Event> {
     let api: Api<Event> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);
     let listed = api.list(&Default::default()).await.expect("list events");
@@ -604,21 +624,7 @@ async fn the_prune_guard_stalls_a_commit_until_allow_prune_is_set() {
     spokes.get("dev").await.expect("held back: dev stays");
 
     // While the new commit is held, drift is put back to the commit in force.
-    spokes
-        .patch(
-            "dev",
-            &PatchParams::apply("someone").force(),
-            &Patch::Apply(json!({
-                "apiVersion": "fleetform.io/v1alpha1", "kind": "Spoke",
-                "spec": {"leaseDurationSeconds": 99},
-            })),
-        )
-        .await
-        .expect("edit a managed field");
-    wait_for(&spokes, "dev", "lease duration back to git's 10", |spoke| {
-        lease_duration(spoke) == Some(10)
-    })
-    .await;
+    drift_on_dev_is_put_back(&spokes).await;
     let dev = spokes.get("dev").await.unwrap();
 
     fleetsyncs
@@ -675,21 +681,7 @@ async fn drift_of_managed_objects_is_reverted_without_waiting_for_the_interval()
     wait_applied(&fleetsyncs, &first).await;
 
     let spokes: Api<Spoke> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);
-    spokes
-        .patch(
-            "dev",
-            &PatchParams::apply("someone").force(),
-            &Patch::Apply(json!({
-                "apiVersion": "fleetform.io/v1alpha1", "kind": "Spoke",
-                "spec": {"leaseDurationSeconds": 99},
-            })),
-        )
-        .await
-        .expect("edit a managed field");
-    wait_for(&spokes, "dev", "lease duration back to git's 10", |spoke| {
-        lease_duration(spoke) == Some(10)
-    })
-    .await;
+    drift_on_dev_is_put_back(&spokes).await;
 
     let addons: Api<ClusterManagementAddOn> = Api::all(hub.client.clone());
     let deleted = addons.get("config-policy").await.unwrap();
