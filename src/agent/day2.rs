@@ -16,6 +16,7 @@
 //! reports. Agents of hubs without fleetform's CRDs (plain OCM) have no Spoke and skip day 2.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -31,15 +32,15 @@ use tracing::{info, warn};
 
 use super::day2_decision::{Action, Facts, Next, Outcome, after, decide};
 use super::run::{AgentError, Context, FIELD_MANAGER, MAX_RETRY_DELAY, RETRY_DELAY};
-use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
+use crate::api::fleet::{AgentDeploymentSeen, Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::FINALIZER_SPOKE_CLEANUP;
 use crate::reconciler::uninstall;
-use crate::runtime::conditions::set_conditions;
+use crate::runtime::conditions::set_conditions_from;
 use crate::runtime::error::KubeError;
 use crate::runtime::error::is_not_found;
 use crate::runtime::finalizers::set_finalizer;
 use crate::runtime::retry::Retry;
-use crate::runtime::watch::backing_off;
+use crate::runtime::watch::{Change, backing_off, object_changes};
 
 /// The changes of a Hub's spec, by a watch of its metadata.
 type HubChanges =
@@ -65,6 +66,24 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     // hub and changes as its rollout moves, which this agent learns from its own Spoke.
     let mut hub_events: Option<(String, HubChanges)> = None;
     let mut hub = HubCache::default();
+    // The Deployment this agent runs in, watched by name on its spoke: an edit or removal there
+    // is reported to the hub at once (its reconciler puts it back), not at the reconciler's next
+    // look at the spoke, which comes ever more rarely as the fleet grows.
+    let mut deployment_changes = match ctx.config.deployment.as_deref() {
+        Some(name) => object_changes(
+            Api::<Deployment>::namespaced(ctx.spoke.clone(), &ctx.config.agent_namespace),
+            watcher::Config::default().fields(&format!("metadata.name={name}")),
+            &shutdown,
+        ),
+        None => futures::stream::pending().boxed(),
+    };
+    let mut deployment_seen: Option<AgentDeploymentSeen> = None;
+    let mut watching_deployment = Retry::new(
+        "watching its Deployment",
+        ctx.name(),
+        RETRY_DELAY,
+        MAX_RETRY_DELAY,
+    );
     let mut retry = false;
     loop {
         if let Some(hub_ref) = spoke.as_ref().map(|spoke| spoke.spec.hub_ref.clone())
@@ -91,7 +110,30 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
             }
         };
         tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => {
+                if let Some(spoke) = &spoke {
+                    report_removed_at_stop(&ctx, spoke).await;
+                }
+                return;
+            }
+            change = deployment_changes.next() => match change {
+                None => deployment_changes = futures::stream::pending().boxed(),
+                Some(Err(err)) => {
+                    watching_deployment.failed(&err);
+                    continue;
+                }
+                Some(Ok(change)) => {
+                    watching_deployment.succeeded();
+                    let seen = match change {
+                        Change::Applied(deployment) => AgentDeploymentSeen::of(Some(&deployment)),
+                        Change::Deleted(_) => AgentDeploymentSeen::default(),
+                    };
+                    // Its status and the like change too: only what the hub is told wakes.
+                    if deployment_seen.replace(seen.clone()) == Some(seen) {
+                        continue;
+                    }
+                }
+            },
             event = next_hub => match event {
                 None => hub_events = None,
                 Some(Err(err)) => {
@@ -143,6 +185,54 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
             Next::Stop => return,
         }
     }
+}
+
+/// When the agent stops (its pod ends) because its Deployment was removed, which the watch
+/// may not have told it first: reports the Deployment gone on the Spoke, so that the hub puts it
+/// back now. Bounded in time, as a stopping pod's grace is; a Deployment still there, a Spoke
+/// being deleted, an agent not joined or in no Deployment write nothing.
+async fn report_removed_at_stop(ctx: &Context, spoke: &Spoke) {
+    const AT_STOP: Duration = Duration::from_secs(5);
+    let Some(name) = ctx.config.deployment.as_deref() else {
+        return;
+    };
+    let joined = ctx
+        .cluster
+        .borrow()
+        .as_ref()
+        .is_some_and(|cluster| cluster.is_joined());
+    if !joined || spoke.metadata.deletion_timestamp.is_some() {
+        return;
+    }
+    let report = async {
+        let deployments: Api<Deployment> =
+            Api::namespaced(ctx.spoke.clone(), &ctx.config.agent_namespace);
+        let seen = AgentDeploymentSeen::of(deployments.get_opt(name).await?.as_ref());
+        let reported = spoke
+            .status
+            .as_ref()
+            .and_then(|status| status.agent_deployment.as_ref());
+        if seen != AgentDeploymentSeen::default() || reported == Some(&seen) {
+            return Ok(());
+        }
+        info!("stopping with its Deployment removed: reporting it to the hub");
+        let patch = json!({"status": {"agentDeployment": seen_patch(&seen)}});
+        Api::<Spoke>::namespaced(ctx.hub.clone(), SYSTEM_NAMESPACE)
+            .patch_status(ctx.name(), &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+    };
+    match tokio::time::timeout(AT_STOP, report).await {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => warn!(%err, "reporting its removed Deployment at stop"),
+        Err(_) => warn!("reporting its removed Deployment at stop: no answer in {AT_STOP:?}"),
+    }
+}
+
+/// `seen` as a merge patch of `status.agentDeployment`: each key written, `null` too, as a
+/// merge of `{}` would leave the last one's.
+fn seen_patch(seen: &AgentDeploymentSeen) -> serde_json::Value {
+    json!({"uid": seen.uid, "generation": seen.generation})
 }
 
 /// The Spoke's Hub as passes read it: read again once its spec changes (the loop clears it), or
@@ -205,6 +295,7 @@ async fn pass(
         spoke,
         joined,
         running: running.as_ref(),
+        in_deployment: ctx.config.deployment.is_some(),
         hub,
         version: &ctx.config.version,
         config_hash: ctx.config.config_hash.as_deref(),
@@ -251,24 +342,28 @@ async fn act(
             "update its Spoke's finalizers",
             set_finalizer(&spokes, spoke, FINALIZER_SPOKE_CLEANUP, add).await,
         ),
-        Action::ReportPivot(pivot) => (
-            "report PivotComplete",
-            set_conditions(&spokes, name, FIELD_MANAGER, |_| vec![pivot.clone()])
+        Action::Report(report) => {
+            let mut also = serde_json::Map::new();
+            if let Some((version, config_hash)) = report.runs {
+                also.insert("agentVersion".into(), json!(version));
+                also.insert("agentConfigHash".into(), json!(config_hash));
+            }
+            if let Some(seen) = report.deployment {
+                also.insert("agentDeployment".into(), seen_patch(&seen));
+            }
+            // From the Spoke its watch brought: no read, and no write when nothing changed.
+            let pivot = report.pivot;
+            (
+                "report on its Spoke",
+                set_conditions_from(
+                    &spokes,
+                    spoke,
+                    FIELD_MANAGER,
+                    |_| vec![pivot.clone()],
+                    &also,
+                )
                 .await
                 .map(|_| ()),
-        ),
-        Action::ReportVersion {
-            version,
-            config_hash,
-        } => {
-            let patch =
-                json!({"status": {"agentVersion": version, "agentConfigHash": config_hash}});
-            (
-                "report its version",
-                spokes
-                    .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .map(|_| ()),
             )
         }
         Action::Upgrade {

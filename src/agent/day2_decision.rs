@@ -7,8 +7,10 @@
 //!   it stops the agent). A hub-as-spoke is the hub's business, and a Spoke without
 //!   `spoke-cleanup` was never taken over (or is already done with).
 //! - Joined: the `spoke-cleanup` finalizer (not on a hub-as-spoke) and `PivotComplete`; then, in
-//!   a Deployment, the version and configuration hash it runs on the Spoke's status and, unless
-//!   it is the hub's own spoke, an upgrade when the Deployment the Spoke and Hub call for differs.
+//!   a Deployment, the version and configuration hash it runs and that Deployment as it sees it
+//!   (its uid and generation, or none) on the Spoke's status, and, unless it is the hub's own
+//!   spoke, an upgrade when the Deployment the Spoke and Hub call for differs. The Deployment
+//!   reported is what wakes the hub's reconciler when someone edits or removes it on the spoke.
 //! - After a pass: [`after`] says whether to wait for a change, retry soon, or stop.
 
 use std::collections::BTreeMap;
@@ -18,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use crate::api::fleet::{Hub, Spoke};
+use crate::api::fleet::{AgentDeploymentSeen, Hub, Spoke};
 use crate::api::vocabulary::{
     CONDITION_PIVOT_COMPLETE, FINALIZER_HUB_CLEANUP_PREFLIGHT, FINALIZER_SPOKE_CLEANUP, STATUS_TRUE,
 };
@@ -37,6 +39,9 @@ pub struct Facts<'a> {
     /// The Deployment the agent runs in, if it runs in one and it exists (read only once joined
     /// and not deleting: nothing else needs it).
     pub running: Option<&'a Deployment>,
+    /// The agent runs in a Deployment (it was given its name): `running` is `None` when it is
+    /// gone.
+    pub in_deployment: bool,
     /// The Spoke's Hub, if it exists (read only for an upgrade: its agent settings are defaults).
     pub hub: Option<&'a Hub>,
     /// The agent version this agent runs.
@@ -56,13 +61,8 @@ pub enum Action {
     CleanupFinalizer(bool),
     /// Remove the agent's workload from the spoke, its namespace too when `purge_namespace`.
     RemoveWorkload { purge_namespace: bool },
-    /// Set this condition (`PivotComplete`) on the Spoke.
-    ReportPivot(Condition),
-    /// Write the version and configuration hash this agent runs on the Spoke's status.
-    ReportVersion {
-        version: String,
-        config_hash: Option<String>,
-    },
+    /// Write what the agent reports on the Spoke's status.
+    Report(Report),
     /// Server-side apply this Deployment over the one the agent runs in (`name`).
     Upgrade {
         name: String,
@@ -70,6 +70,18 @@ pub enum Action {
         to: Option<String>,
         deployment: Box<Deployment>,
     },
+}
+
+/// What a joined agent reports on its Spoke's status, in one write and only what the status
+/// says otherwise.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    /// `PivotComplete`: the agent owns day 2.
+    pub pivot: Condition,
+    /// The version and configuration hash the agent runs (those its pod was started for).
+    pub runs: Option<(String, Option<String>)>,
+    /// Its Deployment as it sees it.
+    pub deployment: Option<AgentDeploymentSeen>,
 }
 
 /// A pass's decision.
@@ -107,31 +119,43 @@ pub fn decide(facts: &Facts) -> Decision {
     if !hub_as_spoke && !has(FINALIZER_SPOKE_CLEANUP) {
         actions.push(Action::CleanupFinalizer(true));
     }
-    actions.push(Action::ReportPivot(Condition {
-        type_: CONDITION_PIVOT_COMPLETE.to_string(),
-        status: STATUS_TRUE.to_string(),
-        reason: "AgentOwnsDayTwo".to_string(),
-        message: "the agent upgrades and cleans up its spoke".to_string(),
-        observed_generation: None,
-        last_transition_time: Time(facts.now),
-    }));
+    let status = spoke.status.as_ref();
+    let mut report = Report {
+        pivot: Condition {
+            type_: CONDITION_PIVOT_COMPLETE.to_string(),
+            status: STATUS_TRUE.to_string(),
+            reason: "AgentOwnsDayTwo".to_string(),
+            message: "the agent upgrades and cleans up its spoke".to_string(),
+            observed_generation: None,
+            last_transition_time: Time(facts.now),
+        },
+        runs: None,
+        deployment: None,
+    };
+    if facts.in_deployment {
+        let seen = AgentDeploymentSeen::of(facts.running);
+        if status.and_then(|s| s.agent_deployment.as_ref()) != Some(&seen) {
+            report.deployment = Some(seen);
+        }
+    }
+    // What its pod was started for, not what its Deployment asks for now: a new version that
+    // never starts is never reported.
+    if facts.running.is_some()
+        && (status.and_then(|s| s.agent_version.as_deref()) != Some(facts.version)
+            || status.and_then(|s| s.agent_config_hash.as_deref()) != facts.config_hash)
+    {
+        report.runs = Some((
+            facts.version.to_string(),
+            facts.config_hash.map(str::to_string),
+        ));
+    }
+    actions.push(Action::Report(report));
     let Some(running) = facts.running else {
         return Decision {
             actions,
             unjoins: false,
         };
     };
-    // What its pod was started for, not what its Deployment asks for now: a new version that
-    // never starts is never reported.
-    let status = spoke.status.as_ref();
-    if status.and_then(|s| s.agent_version.as_deref()) != Some(facts.version)
-        || status.and_then(|s| s.agent_config_hash.as_deref()) != facts.config_hash
-    {
-        actions.push(Action::ReportVersion {
-            version: facts.version.to_string(),
-            config_hash: facts.config_hash.map(str::to_string),
-        });
-    }
     if let (false, Some(hub)) = (hub_as_spoke, facts.hub) {
         let name = spoke.name_any();
         let wanted = effective(spoke, hub, &BTreeMap::new());
@@ -247,6 +271,7 @@ mod tests {
             spoke,
             joined: true,
             running: None,
+            in_deployment: false,
             hub: None,
             version: "0.1.0",
             config_hash: None,
@@ -254,15 +279,25 @@ mod tests {
         }
     }
 
-    fn pivot() -> Action {
-        Action::ReportPivot(Condition {
-            type_: CONDITION_PIVOT_COMPLETE.to_string(),
-            status: STATUS_TRUE.to_string(),
-            reason: "AgentOwnsDayTwo".to_string(),
-            message: "the agent upgrades and cleans up its spoke".to_string(),
-            observed_generation: None,
-            last_transition_time: Time(now()),
+    /// The report of a joined agent: `PivotComplete`, and what it runs, if that is to be
+    /// written.
+    fn report_of(runs: Option<(&str, Option<&str>)>) -> Action {
+        Action::Report(Report {
+            pivot: Condition {
+                type_: CONDITION_PIVOT_COMPLETE.to_string(),
+                status: STATUS_TRUE.to_string(),
+                reason: "AgentOwnsDayTwo".to_string(),
+                message: "the agent upgrades and cleans up its spoke".to_string(),
+                observed_generation: None,
+                last_transition_time: Time(now()),
+            },
+            runs: runs.map(|(version, hash)| (version.to_string(), hash.map(str::to_string))),
+            deployment: None,
         })
+    }
+
+    fn pivot() -> Action {
+        report_of(None)
     }
 
     fn deleting(finalizers: &[&str], extra: serde_json::Value) -> Spoke {
@@ -314,16 +349,7 @@ mod tests {
             hub: Some(&hub),
             ..facts(&spoke)
         };
-        assert_eq!(
-            decide(&facts).actions,
-            [
-                pivot(),
-                Action::ReportVersion {
-                    version: "0.1.0".into(),
-                    config_hash: None
-                }
-            ]
-        );
+        assert_eq!(decide(&facts).actions, [report_of(Some(("0.1.0", None)))]);
     }
 
     #[test]
@@ -355,13 +381,74 @@ mod tests {
         };
         assert_eq!(
             decide(&restarted).actions,
-            [
-                pivot(),
-                Action::ReportVersion {
-                    version: "0.1.0".into(),
-                    config_hash: Some("def".into())
-                }
-            ]
+            [report_of(Some(("0.1.0", Some("def"))))]
+        );
+    }
+
+    #[test]
+    fn the_deployment_the_agent_runs_in_is_reported_as_seen_when_it_changed_or_went() {
+        let hub = hub("0.1.0");
+        let mut running = installed(&spoke(json!({})), &hub);
+        running.metadata.uid = Some("first".into());
+        running.metadata.generation = Some(1);
+        let spoke_reporting = |deployment: serde_json::Value| {
+            spoke(json!({
+                "metadata": {"finalizers": [FINALIZER_SPOKE_CLEANUP]},
+                "status": {"agentVersion": "0.1.0", "agentDeployment": deployment},
+            }))
+        };
+        let report = |spoke: &Spoke, running: Option<&Deployment>| {
+            decide(&Facts {
+                running,
+                in_deployment: true,
+                ..facts(spoke)
+            })
+            .actions
+            .into_iter()
+            .find_map(|action| match action {
+                Action::Report(report) => Some((report.runs, report.deployment)),
+                _ => None,
+            })
+            .filter(|written| *written != (None, None))
+        };
+        let seen = |uid: &str, generation: i64| AgentDeploymentSeen {
+            uid: Some(uid.into()),
+            generation: Some(generation),
+        };
+        let as_reported = spoke_reporting(json!({"uid": "first", "generation": 1}));
+        assert_eq!(report(&as_reported, Some(&running)), None, "as reported");
+        let mut edited = running.clone();
+        edited.metadata.generation = Some(2);
+        assert_eq!(
+            report(&as_reported, Some(&edited)),
+            Some((None, Some(seen("first", 2)))),
+            "its spec changed"
+        );
+        let gone = Some((None, Some(AgentDeploymentSeen::default())));
+        assert_eq!(report(&as_reported, None), gone, "removed");
+        let mut deleting = running.clone();
+        deleting.metadata.deletion_timestamp = Some(Time(now()));
+        assert_eq!(report(&as_reported, Some(&deleting)), gone, "being removed");
+        assert_eq!(
+            report(&spoke_reporting(json!({})), None),
+            None,
+            "reported gone already"
+        );
+        let put_back = {
+            let mut put_back = running.clone();
+            put_back.metadata.uid = Some("second".into());
+            put_back
+        };
+        assert_eq!(
+            report(&spoke_reporting(json!({})), Some(&put_back)).and_then(|(_, seen)| seen),
+            Some(seen("second", 1)),
+            "put back"
+        );
+        let first_pass = spoke(json!({"metadata": {"finalizers": [FINALIZER_SPOKE_CLEANUP]}}));
+        assert_eq!(
+            report(&first_pass, Some(&running)),
+            Some((Some(("0.1.0".into(), None)), Some(seen("first", 1)))),
+            "the version and the Deployment in one write"
         );
     }
 

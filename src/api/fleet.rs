@@ -719,6 +719,11 @@ pub struct SpokeStatus {
     /// Hash of the agent configuration running on the spoke.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_config_hash: Option<String>,
+    /// The agent's Deployment on the spoke as the agent last saw it, written by the agent when
+    /// it changes (edited, replaced, removed), so that the hub's reconciler looks at the spoke
+    /// then rather than at its next resync.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_deployment: Option<AgentDeploymentSeen>,
     /// The agent configuration hash the spoke's agent may upgrade itself to: the one its Hub
     /// calls for, once the hub's rollout has released the spoke to it (at once without a
     /// rollout). Written by the hub's reconciler, so that an agent follows its own Spoke rather
@@ -746,6 +751,32 @@ pub struct AppliedSettings {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unavailable_addons: Vec<String>,
     pub lease_duration_seconds: i32,
+}
+
+/// The agent's Deployment as its agent saw it: empty when there was none (removed, or being
+/// removed).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentDeploymentSeen {
+    /// Its uid: another one is a Deployment put back or replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// Its `metadata.generation`: another one is a change of its spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+}
+
+impl AgentDeploymentSeen {
+    /// `deployment` as seen: `None` (or one being deleted) is seen as none.
+    pub fn of(deployment: Option<&k8s_openapi::api::apps::v1::Deployment>) -> Self {
+        match deployment {
+            Some(deployment) if deployment.metadata.deletion_timestamp.is_none() => Self {
+                uid: deployment.metadata.uid.clone(),
+                generation: deployment.metadata.generation,
+            },
+            _ => Self::default(),
+        }
+    }
 }
 
 /// One addon enabled on a spoke.

@@ -647,7 +647,7 @@ pub(crate) async fn run_sharing(
 
 /// What of a Spoke wakes its pass: what git or a person changes (generation, labels,
 /// annotations), its finalizers and deletion, and what others report in its status (the
-/// agent's PivotComplete and version, the observer's conditions). Not what its own passes write
+/// agent's PivotComplete, version and Deployment as it sees it, the observer's conditions). Not what its own passes write
 /// there (phase, observed generation, applied settings, released agent, their conditions): a
 /// pass wrote those from what it read, and one that changed anything asks for the next pass
 /// itself (`spoke_pass`).
@@ -666,6 +666,8 @@ fn spoke_changes(spoke: &Spoke) -> Option<u64> {
     if let Some(status) = &spoke.status {
         status.agent_version.hash(&mut hasher);
         status.agent_config_hash.hash(&mut hasher);
+        // An edit or removal of the agent on the spoke, which no watch here sees.
+        status.agent_deployment.hash(&mut hasher);
         for condition in status
             .conditions
             .iter()
@@ -1859,6 +1861,26 @@ mod tests {
             spoke_changes(&reported),
             "the agent's version"
         );
+        for seen in [
+            json!({"uid": "u1", "generation": 2}),
+            json!({"uid": "u2", "generation": 1}),
+            json!({}),
+        ] {
+            let mut status = settled.status.clone().map_or(json!({}), |s| json!(s));
+            let before = spoke(1, {
+                status["agentDeployment"] = json!({"uid": "u1", "generation": 1});
+                status.clone()
+            });
+            let after = spoke(1, {
+                status["agentDeployment"] = seen.clone();
+                status
+            });
+            assert_ne!(
+                spoke_changes(&before),
+                spoke_changes(&after),
+                "the agent Deployment on the spoke, as its agent saw it: {seen}"
+            );
+        }
         let edited = spoke(2, settled.status.clone().map_or(json!({}), |s| json!(s)));
         assert_ne!(
             spoke_changes(&settled),

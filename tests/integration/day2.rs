@@ -123,6 +123,26 @@ async fn a_deleted_agent_is_put_back_and_an_addon_fleetform_did_not_enable_is_le
         "the same agent, as the hub renders it"
     );
     fleet.wait_running("alpha").await;
+    // Its agent reports the Deployment it sees on the Spoke: how the hub hears of an edit or
+    // removal on the spoke before its next look there.
+    let spokes: Api<Spoke> = Api::namespaced(fleet.hub.clone(), SYSTEM_NAMESPACE);
+    let reports = |deployment: &Deployment| {
+        let (uid, generation) = (deployment.uid(), deployment.metadata.generation);
+        move |spoke: &Spoke| {
+            spoke
+                .status
+                .as_ref()
+                .and_then(|status| status.agent_deployment.as_ref())
+                .is_some_and(|seen| seen.uid == uid && seen.generation == generation)
+        }
+    };
+    wait_for(
+        &spokes,
+        "alpha",
+        "the agent reports the Deployment put back",
+        reports(&back),
+    )
+    .await;
 
     // An edit (someone points the agent at another image) is put back too.
     deployments
@@ -136,9 +156,17 @@ async fn a_deleted_agent_is_put_back_and_an_addon_fleetform_did_not_enable_is_le
         .await
         .unwrap();
     let wanted = first.spec.clone();
-    wait_for(&deployments, AGENT_DEPLOYMENT, "edit reverted", move |d| {
+    let reverted = wait_for(&deployments, AGENT_DEPLOYMENT, "edit reverted", move |d| {
         d.spec == wanted
     })
+    .await;
+    assert!(reverted.metadata.generation > back.metadata.generation);
+    wait_for(
+        &spokes,
+        "alpha",
+        "the agent reports the edit reverted",
+        reports(&reverted),
+    )
     .await;
 
     // An addon an OCM tool enabled (no fleetform mark) survives the reconciler's passes.
