@@ -277,8 +277,10 @@ mod tests {
         let status = cluster.status.as_ref().unwrap();
         assert!(status.capacity.is_empty() && status.version.is_none());
         assert!(status.cluster_claims.is_empty());
-        // Everything else is as it was: its spec (client configs too) and conditions.
+        assert!(cluster.spec.managed_cluster_client_configs.is_empty());
+        // Everything else is as it was: the rest of its spec, and its conditions.
         expected.metadata.managed_fields = None;
+        expected.spec.managed_cluster_client_configs = Vec::new();
         expected.status = Some(crate::api::cluster::ManagedClusterStatus {
             conditions: expected.status.unwrap().conditions,
             ..Default::default()

@@ -10,7 +10,8 @@
 //! the other (a join's), and lets it go after [`IDLE`] unused: a client with its connection
 //! held about 45 KB of the hub's heap (its request queue, the connection's queue and buffers,
 //! TLS state), 450 MB at 10,000 settled spokes; a settled spoke's look again connects anew
-//! (one TLS handshake). Its credentials stay for [`IDLE_LOCAL`], so that its kubeconfig is not
+//! (one TLS handshake), and a pass that settles lets its client go at once
+//! ([`SpokeClients::not_needed_for`]). Its credentials stay for [`IDLE_LOCAL`], so that its kubeconfig is not
 //! read again.
 
 use std::collections::HashMap;
@@ -183,6 +184,21 @@ impl SpokeClients {
         Ok(reached)
     }
 
+    /// `spoke`'s next pass comes no sooner than `after`: a client it would keep unused longer
+    /// than its idle time is let go now, not at a sweep that many passes of other spokes may
+    /// follow (its credentials stay). In a lease change of 10,000 settled spokes the hub held
+    /// the clients of every spoke of the last 15 s, not only of the passes at work.
+    pub fn not_needed_for(&self, spoke: &str, after: Duration) {
+        let mut cache = self.cache();
+        if let Some(kept) = cache.reached.get_mut(spoke)
+            && after >= kept.value.1.idle_time()
+            && !kept.value.1.let_go()
+        {
+            // Nothing kept of it would be made again sooner than from its kubeconfig.
+            cache.reached.remove(spoke);
+        }
+    }
+
     /// Forgets how `spoke` is reached (it failed; the next pass reads its kubeconfig again).
     pub fn forget(&self, spoke: &str) {
         self.cache().reached.remove(spoke);
@@ -192,6 +208,39 @@ impl SpokeClients {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reconciler::lifecycle;
+
+    #[tokio::test]
+    async fn a_network_client_is_let_go_after_a_pass_whose_next_comes_after_its_idle_time() {
+        let clients = SpokeClients::new(Access::default());
+        let config = Config::new("https://192.0.2.1:6443".parse().unwrap());
+        for name in ["joining", "settled"] {
+            let reached = Reached {
+                connector: Connector::for_config(config.clone()).unwrap(),
+                url: None,
+                origin: KubeconfigOrigin::InCluster,
+            };
+            assert!(reached.connector.holds_connection());
+            clients.cache().reached.insert(
+                name.to_string(),
+                Kept {
+                    value: (String::new(), Way::Connected(reached)),
+                    used: Instant::now(),
+                },
+            );
+        }
+        clients.not_needed_for("joining", lifecycle::POLL);
+        clients.not_needed_for("settled", lifecycle::RESYNC);
+        clients.not_needed_for("never reached", lifecycle::RESYNC);
+        let cache = clients.cache();
+        let way = |name: &str| match &cache.reached[name].value.1 {
+            Way::Connected(_) => "connected",
+            Way::LetGo { .. } => "credentials",
+        };
+        assert_eq!(way("joining"), "connected", "its next pass comes soon");
+        assert_eq!(way("settled"), "credentials", "kept to connect again");
+        assert_eq!(cache.reached.len(), 2);
+    }
 
     #[test]
     fn what_is_unused_for_longer_than_its_idle_time_is_let_go_keeping_what_makes_it_again() {

@@ -725,10 +725,12 @@ fn addon_kept(addon: &mut ManagedClusterAddOn) {
 
 /// Cuts a ManagedCluster to what a pass reads of it ([`facts::gather`], [`cluster_sync`]) and
 /// the hub loops read of it (one cache serves both in a hub process): not its managed fields,
-/// nor what its agent reports of the spoke (capacity, allocatable, version, claims) or the
+/// nor what its agent reports of the spoke (capacity, allocatable, version, claims, and the
+/// URLs and CA bundles it is reached at, which no loop reads: about a kilobyte a cluster) or the
 /// namespaces its cluster sets manage.
 pub(crate) fn cluster_kept(cluster: &mut ManagedCluster) {
     without_managed_fields(cluster);
+    cluster.spec.managed_cluster_client_configs = Vec::new();
     if let Some(status) = cluster.status.as_mut() {
         status.capacity.clear();
         status.allocatable.clear();
@@ -1090,6 +1092,7 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
     if gathered.facts.joined && !gathered.bootstrapped && !gathered.tokens.is_empty() {
         after = after.min(lifecycle::POLL);
     }
+    ctx.clients.not_needed_for(&spoke.name_any(), after);
     Ok(Requeue::requeue(after))
 }
 
