@@ -28,7 +28,7 @@ use kube::runtime::watcher::{self, watcher};
 use kube::runtime::{WatchStreamExt, predicates};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::day2_decision::{Action, Facts, Next, Outcome, after, decide};
 use super::run::{AgentError, Context, FIELD_MANAGER, MAX_RETRY_DELAY, RETRY_DELAY};
@@ -222,10 +222,12 @@ async fn report_removed_at_stop(ctx: &Context, spoke: &Spoke) {
             .await
             .map(|_| ())
     };
+    // At a whole cluster's or process's stop the spoke may answer no more: the hub's next look
+    // at the spoke finds what this would have reported.
     match tokio::time::timeout(AT_STOP, report).await {
         Ok(Ok(())) => {}
-        Ok(Err(err)) => warn!(%err, "reporting its removed Deployment at stop"),
-        Err(_) => warn!("reporting its removed Deployment at stop: no answer in {AT_STOP:?}"),
+        Ok(Err(err)) => debug!(%err, "reporting its removed Deployment at stop"),
+        Err(_) => debug!("reporting its removed Deployment at stop: no answer in {AT_STOP:?}"),
     }
 }
 
