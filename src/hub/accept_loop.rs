@@ -20,7 +20,6 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::TryStreamExt;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -30,7 +29,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time}
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::{self, watcher};
 use kube::runtime::{WatchStreamExt, predicates};
 use kube::{Api, Resource, ResourceExt};
@@ -107,23 +106,15 @@ pub(crate) async fn run(
     ctx: Arc<Context>,
     fleet_crds: bool,
     cluster_cache: cache::ClusterLoop,
+    csr_cache: cache::CsrLoop,
+    csrs_by_cluster: cache::CsrsByCluster,
     spokes: Option<Store<Spoke>>,
     shutdown: CancellationToken,
 ) {
     let errors = ctx.error_policy("accept loop");
     let client = ctx.client.clone();
-    let (csrs, writer) = reflector::store();
-    let csrs_by_cluster = cache::csrs_by_cluster();
-    let by_cluster = csrs_by_cluster.clone();
-    let csr_changes = watcher(
-        Api::<CertificateSigningRequest>::all(client.clone()),
-        watcher::Config::default().labels(LABEL_CLUSTER_NAME),
-    )
-    .default_backoff()
-    .modify(cache::csr_as_asked)
-    .inspect_ok(move |event| by_cluster.observe(event))
-    .reflect(writer)
-    .touched_objects();
+    let csrs = csr_cache.store;
+    let csr_changes = csr_cache.events.touched_objects();
     // Woken by what it judges of a cluster, not by each of its changes: a new lease duration, a
     // taint or an agent's condition decides nothing here, and each such wake-up past
     // REWRITE_AFTER wrote the join again (8 writes a spoke in a 10,000-spoke lease change).

@@ -67,22 +67,16 @@ struct ApprovalContext {
 pub(crate) async fn run(
     ctx: Arc<Context>,
     cluster_cache: cache::ClusterLoop,
+    csr_cache: cache::CsrLoop,
+    by_cluster: cache::CsrsByCluster,
     spokes: SpokeCache,
     shutdown: CancellationToken,
 ) {
     let errors = ctx.error_policy("CSR approval loop");
     let client = ctx.client.clone();
-    let csrs: Api<CertificateSigningRequest> = Api::all(client.clone());
     // The CSRs naming a cluster are judged again when what the hub knows of it changes.
-    let by_cluster = cache::csrs_by_cluster();
-    let observer = by_cluster.clone();
-    let (store, writer) = reflector::store();
-    let changes = watcher(csrs, watcher::Config::default().labels(LABEL_CLUSTER_NAME))
-        .default_backoff()
-        .modify(cache::csr_as_judged)
-        .inspect_ok(move |event| observer.observe(event))
-        .reflect(writer)
-        .applied_objects();
+    let store = csr_cache.store;
+    let changes = csr_cache.events.applied_objects();
     let clusters = cluster_cache.store;
     let cluster_changes = cluster_cache.events.touched_objects();
     // The accept loop records there whom it bound.

@@ -9,7 +9,7 @@
 //! The cut must keep every field a loop's predicates, mappers and reconciles read: a field cut
 //! here reads as absent there.
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use futures::stream::BoxStream;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
@@ -23,7 +23,8 @@ use crate::api::bootstrap_token::BOOTSTRAP_TOKEN_ID_KEY;
 use crate::api::fleet::{SYSTEM_NAMESPACE, Spoke};
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
 use crate::hub::acceptance::ANNOTATION_JOIN_USERS;
-use crate::hub::approval::{is_decided, registration_cluster};
+use crate::api::vocabulary::LABEL_CLUSTER_NAME;
+use crate::hub::approval::registration_cluster;
 use crate::hub::signing::is_signed;
 
 use crate::reconciler::run::cluster_watch;
@@ -143,8 +144,10 @@ pub(crate) fn addon_registrations(addon: &mut ManagedClusterAddOn) {
     }
 }
 
-/// A CSR as the accept loop reads it: who asked (labels, username, groups, the subject of its
-/// request) and what was decided (conditions). Its managed fields and issued certificate are cut.
+/// A registration CSR as the accept and approval loops read it: who asked (labels, username,
+/// groups, the subject of its request, which the accept loop reads of decided ones too: whom a
+/// join bound) and what was decided (conditions). Its managed fields and issued certificate are
+/// cut.
 pub(crate) fn csr_as_asked(csr: &mut CertificateSigningRequest) {
     without_managed_fields(csr);
     if let Some(status) = csr.status.as_mut() {
@@ -152,12 +155,36 @@ pub(crate) fn csr_as_asked(csr: &mut CertificateSigningRequest) {
     }
 }
 
-/// A CSR as the approval loop reads it: as [`csr_as_asked`], and once approved or denied, not
-/// its request either, as the loop judges a CSR only once.
-pub(crate) fn csr_as_judged(csr: &mut CertificateSigningRequest) {
-    csr_as_asked(csr);
-    if is_decided(csr) {
-        csr.spec.request = ByteString(Vec::new());
+/// One loop's share of the hub's registration CSR watch.
+pub(crate) type CsrLoop = Share<CertificateSigningRequest>;
+
+/// The registration CSRs (those naming a cluster) for the accept and approval loops: one watch
+/// and one store ([`csr_as_asked`]), and one index of them by cluster, where each loop kept a
+/// watch, a copy of every CSR and an index of its own. The accept loop polls the watch (the
+/// approval loop runs only beside it).
+pub(crate) struct CsrCache {
+    pub accept: CsrLoop,
+    pub approval: CsrLoop,
+    pub by_cluster: CsrsByCluster,
+}
+
+/// A [`CsrCache`] of the CSRs of `client`'s hub.
+pub(crate) fn registration_csrs(client: Client) -> CsrCache {
+    let by_cluster = csrs_by_cluster();
+    let observer = by_cluster.clone();
+    let Share { store, events } = crate::runtime::watch::share(
+        Api::<CertificateSigningRequest>::all(client),
+        watcher::Config::default().labels(LABEL_CLUSTER_NAME),
+        csr_as_asked,
+    );
+    let events = events
+        .inspect_ok(move |event| observer.observe(event))
+        .boxed();
+    let (accept, [approval]) = Share { store, events }.copied();
+    CsrCache {
+        accept,
+        approval,
+        by_cluster,
     }
 }
 
@@ -223,16 +250,6 @@ mod tests {
             asked.status.as_ref().unwrap().conditions,
             issued_csr(true).status.unwrap().conditions
         );
-
-        // The approval loop needs the request only until it decides.
-        let mut undecided = issued_csr(false);
-        csr_as_judged(&mut undecided);
-        assert_eq!(undecided.spec, issued_csr(false).spec);
-        let mut decided = issued_csr(true);
-        csr_as_judged(&mut decided);
-        assert!(decided.spec.request.0.is_empty());
-        assert_eq!(decided.spec.username, issued_csr(true).spec.username);
-        assert_eq!(decided.metadata.labels, issued_csr(true).metadata.labels);
 
         // The signer loop knows a signed CSR by its certificate, and needs no request for it.
         let mut signed = issued_csr(true);

@@ -161,10 +161,13 @@ pub(crate) async fn start_sharing(
     let spoke_cache = (clusters && spokes).then(|| super::cache::spokes(ctx.client.clone()));
     let cluster_cache = clusters.then_some(cluster_cache);
     if let Some(cluster_cache) = cluster_cache {
+        let csrs = super::cache::registration_csrs(ctx.client.clone());
         tasks.push(tokio::spawn(super::accept_loop::run(
             ctx.clone(),
             spokes,
             cluster_cache.accept,
+            csrs.accept,
+            csrs.by_cluster.clone(),
             spoke_cache.as_ref().map(|cache| cache.store.clone()),
             shutdown.clone(),
         )));
@@ -183,6 +186,8 @@ pub(crate) async fn start_sharing(
             tasks.push(tokio::spawn(super::approval_loop::run(
                 ctx.clone(),
                 cluster_cache.approval,
+                csrs.approval,
+                csrs.by_cluster,
                 spoke_cache,
                 shutdown.clone(),
             )));
