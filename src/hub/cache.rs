@@ -9,8 +9,8 @@
 //! The cut must keep every field a loop's predicates, mappers and reconciles read: a field cut
 //! here reads as absent there.
 
-use futures::{StreamExt, TryStreamExt};
 use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -21,9 +21,9 @@ use kube::{Api, Client};
 use crate::api::addon::ManagedClusterAddOnStatus;
 use crate::api::bootstrap_token::BOOTSTRAP_TOKEN_ID_KEY;
 use crate::api::fleet::{SYSTEM_NAMESPACE, Spoke};
+use crate::api::vocabulary::LABEL_CLUSTER_NAME;
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
 use crate::hub::acceptance::ANNOTATION_JOIN_USERS;
-use crate::api::vocabulary::LABEL_CLUSTER_NAME;
 use crate::hub::approval::registration_cluster;
 use crate::hub::signing::is_signed;
 
