@@ -28,6 +28,7 @@ use crate::api::vocabulary::ANNOTATION_NODE_HEALTH;
 use crate::api::{ClusterClaim, ManagedCluster};
 use crate::runtime::crd::{Presence, presence};
 use crate::runtime::error::KubeError;
+use crate::runtime::retry::SaidOnce;
 
 /// Reason of the Event that says which claims were cut.
 pub const REASON_CLAIMS_TRUNCATED: &str = "ClusterClaimsTruncated";
@@ -69,6 +70,8 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let mut server_version: Option<String> = None;
     let mut written: Option<Value> = None;
     let mut written_health: Option<NodeHealth> = None;
+    let mut writing_status = SaidOnce::new("writing the cluster status", ctx.name());
+    let mut writing_health = SaidOnce::new("writing the node health", ctx.name());
     let mut announced_cut: Vec<String> = Vec::new();
     let (mut claims_ready, mut nodes_ready) = (!claims_installed, false);
     loop {
@@ -105,14 +108,20 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
             desired_status(&ctx, &claims, &nodes, server_version.as_deref());
         if written.as_ref() != Some(&status) {
             match write_status(&ctx, &status).await {
-                Ok(()) => written = Some(status),
-                Err(err) => warn!(%err, "writing the cluster status"),
+                Ok(()) => {
+                    writing_status.succeeded();
+                    written = Some(status);
+                }
+                Err(err) => writing_status.failed(&err),
             }
         }
         if written_health != Some(health) {
             match write_node_health(&ctx, &health).await {
-                Ok(()) => written_health = Some(health),
-                Err(err) => warn!(%err, "writing the node health"),
+                Ok(()) => {
+                    writing_health.succeeded();
+                    written_health = Some(health);
+                }
+                Err(err) => writing_health.failed(&err),
             }
         }
         if selection.cut != announced_cut {

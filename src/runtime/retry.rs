@@ -87,6 +87,56 @@ impl Retry {
     }
 }
 
+/// One step of a loop that tries it again at the next change it sees, not after a wait (an
+/// agent writing its cluster's status): its failure is said as a warning when it is news and at
+/// debug level while it repeats, and its recovery once, as [`Retry`] says them. Two changes in a
+/// row after the cluster was deleted said the same warning twice.
+#[derive(Debug)]
+pub struct SaidOnce {
+    step: &'static str,
+    object: String,
+    last: Option<String>,
+}
+
+impl SaidOnce {
+    /// The step `step` about `object`.
+    pub fn new(step: &'static str, object: &str) -> Self {
+        SaidOnce {
+            step,
+            object: object.to_string(),
+            last: None,
+        }
+    }
+
+    /// The step failed with `err`: logs it if it is news.
+    pub fn failed(&mut self, err: &dyn std::fmt::Display) {
+        let text = err.to_string();
+        if self.last.as_deref() == Some(text.as_str()) {
+            debug!(
+                object = self.object,
+                step = self.step,
+                err = text,
+                "still failing"
+            );
+        } else {
+            warn!(
+                object = self.object,
+                err = text,
+                "{}; tried again at the next change, said again only if the error changes",
+                self.step
+            );
+            self.last = Some(text);
+        }
+    }
+
+    /// The step went through: says so once if it was failing.
+    pub fn succeeded(&mut self) {
+        if self.last.take().is_some() {
+            info!(object = self.object, "{}: works again", self.step);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
