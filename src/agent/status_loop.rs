@@ -13,7 +13,6 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Node, ObjectReference};
 use kube::api::{Patch, PatchParams};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Resource};
@@ -29,6 +28,7 @@ use crate::api::{ClusterClaim, ManagedCluster};
 use crate::runtime::crd::{Presence, presence};
 use crate::runtime::error::KubeError;
 use crate::runtime::retry::SaidOnce;
+use crate::runtime::watch::backing_off;
 
 /// Reason of the Event that says which claims were cut.
 pub const REASON_CLAIMS_TRUNCATED: &str = "ClusterClaimsTruncated";
@@ -50,22 +50,25 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
             false
         }
     };
+    // A listing refused (the agent's rights on the spoke edited) pauses ever longer and is said
+    // once, not retried and warned about every second.
     let mut claim_events = if claims_installed {
-        reflector::reflector(
+        backing_off(reflector::reflector(
             claims_writer,
             watcher(Api::all(ctx.spoke.clone()), watcher::Config::default()),
-        )
-        .default_backoff()
+        ))
         .boxed()
     } else {
         futures::stream::pending().boxed()
     };
-    let mut node_events = reflector::reflector(
+    let mut node_events = backing_off(reflector::reflector(
         nodes_writer,
         watcher(Api::all(ctx.spoke.clone()), watcher::Config::default()),
-    )
-    .default_backoff()
+    ))
     .boxed();
+    let mut watching_claims = SaidOnce::new("watching ClusterClaims", ctx.name());
+    let mut watching_nodes = SaidOnce::new("watching Nodes", ctx.name());
+    let mut reading_version = SaidOnce::new("reading the spoke's version", ctx.name());
     let mut cluster_rx = ctx.cluster.clone();
     let mut server_version: Option<String> = None;
     let mut written: Option<Value> = None;
@@ -79,15 +82,19 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
             _ = shutdown.cancelled() => return,
             event = claim_events.next() => match event {
                 None => return,
-                Some(Ok(watcher::Event::InitDone)) => claims_ready = true,
-                Some(Ok(_)) => {}
-                Some(Err(err)) => warn!(%err, "watching ClusterClaims"),
+                Some(Ok(event)) => {
+                    watching_claims.succeeded();
+                    claims_ready |= matches!(event, watcher::Event::InitDone);
+                }
+                Some(Err(err)) => watching_claims.failed(&err),
             },
             event = node_events.next() => match event {
                 None => return,
-                Some(Ok(watcher::Event::InitDone)) => nodes_ready = true,
-                Some(Ok(_)) => {}
-                Some(Err(err)) => warn!(%err, "watching Nodes"),
+                Some(Ok(event)) => {
+                    watching_nodes.succeeded();
+                    nodes_ready |= matches!(event, watcher::Event::InitDone);
+                }
+                Some(Err(err)) => watching_nodes.failed(&err),
             },
             changed = cluster_rx.changed() => if changed.is_err() { return },
         }
@@ -100,8 +107,11 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
         }
         if server_version.is_none() {
             match ctx.spoke.apiserver_version().await {
-                Ok(info) => server_version = Some(info.git_version),
-                Err(err) => warn!(%err, "reading the spoke's version"),
+                Ok(info) => {
+                    reading_version.succeeded();
+                    server_version = Some(info.git_version);
+                }
+                Err(err) => reading_version.failed(&err),
             }
         }
         let (status, health, selection) =
