@@ -119,9 +119,25 @@ fn let_go_idle<V>(
     let_go: impl Fn(&mut V) -> bool,
 ) {
     kept.retain(|_, kept| {
-        let unused = now.saturating_duration_since(kept.used);
-        unused < idle(&kept.value) || (let_go(&mut kept.value) && unused < idle(&kept.value))
+        still_kept(
+            &mut kept.value,
+            now.saturating_duration_since(kept.used),
+            &idle,
+            &let_go,
+        )
     });
+}
+
+/// Whether `value`, unused for `unused`, is kept: within its idle time as it is, past it once
+/// `let_go` has let go of what it holds (`false`: nothing is kept) and within its idle time
+/// after that.
+fn still_kept<V>(
+    value: &mut V,
+    unused: Duration,
+    idle: impl Fn(&V) -> Duration,
+    let_go: impl Fn(&mut V) -> bool,
+) -> bool {
+    unused < idle(value) || (let_go(value) && unused < idle(value))
 }
 
 impl SpokeClients {
@@ -191,10 +207,13 @@ impl SpokeClients {
     pub fn not_needed_for(&self, spoke: &str, after: Duration) {
         let mut cache = self.cache();
         if let Some(kept) = cache.reached.get_mut(spoke)
-            && after >= kept.value.1.idle_time()
-            && !kept.value.1.let_go()
+            && !still_kept(
+                &mut kept.value,
+                after,
+                |(_, way)| way.idle_time(),
+                |(_, way)| way.let_go(),
+            )
         {
-            // Nothing kept of it would be made again sooner than from its kubeconfig.
             cache.reached.remove(spoke);
         }
     }

@@ -13,14 +13,11 @@ use tracing::{debug, info, warn};
 /// One step's failures in a row.
 #[derive(Debug)]
 pub struct Retry {
-    /// What the step does, as the log says it (`registering the ManagedCluster`).
-    step: &'static str,
-    /// What the step is about, as the log names it (`object` field: a cluster, a Secret).
-    object: String,
+    /// The step's failures as they are said.
+    said: SaidOnce,
     first: Duration,
     max: Duration,
     failures: u32,
-    last: Option<String>,
 }
 
 impl Retry {
@@ -28,54 +25,29 @@ impl Retry {
     /// `max`.
     pub fn new(step: &'static str, object: &str, first: Duration, max: Duration) -> Self {
         Retry {
-            step,
-            object: object.to_string(),
+            said: SaidOnce::new(step, object).again(format!(
+                "trying again with a backoff (up to {} s)",
+                max.as_secs()
+            )),
             first,
             max,
             failures: 0,
-            last: None,
         }
     }
 
     /// The step failed with `err`: logs it if it is news and returns how long to wait before
     /// trying again.
     pub fn failed(&mut self, err: &dyn std::fmt::Display) -> Duration {
-        let text = err.to_string();
         let wait = self.backoff(self.failures);
         self.failures = self.failures.saturating_add(1);
-        if self.last.as_deref() == Some(text.as_str()) {
-            debug!(
-                object = self.object,
-                step = self.step,
-                err = text,
-                ?wait,
-                "still failing"
-            );
-        } else {
-            warn!(
-                object = self.object,
-                err = text,
-                "{}; trying again with a backoff (up to {} s), said again only if the error changes",
-                self.step,
-                self.max.as_secs()
-            );
-            self.last = Some(text);
-        }
+        self.said.failed(err);
         wait
     }
 
     /// The step went through: says so once if it was failing.
     pub fn succeeded(&mut self) {
-        if self.failures > 0 {
-            info!(
-                object = self.object,
-                failures = self.failures,
-                "{}: works again",
-                self.step
-            );
-        }
+        self.said.succeeded();
         self.failures = 0;
-        self.last = None;
     }
 
     /// How long to wait after `failures` failures before this one.
@@ -93,8 +65,12 @@ impl Retry {
 /// row after the cluster was deleted said the same warning twice.
 #[derive(Debug)]
 pub struct SaidOnce {
+    /// What the step does, as the log says it (`registering the ManagedCluster`).
     step: &'static str,
+    /// What the step is about, as the log names it (`object` field: a cluster, a Secret).
     object: String,
+    /// How the step is tried again, as the warning says it.
+    again: String,
     last: Option<String>,
 }
 
@@ -104,8 +80,14 @@ impl SaidOnce {
         SaidOnce {
             step,
             object: object.to_string(),
+            again: "tried again at the next change".to_string(),
             last: None,
         }
+    }
+
+    /// This step, tried again as `again` says (a [`Retry`]'s backoff).
+    fn again(self, again: String) -> Self {
+        SaidOnce { again, ..self }
     }
 
     /// The step failed with `err`: logs it if it is news.
@@ -122,8 +104,9 @@ impl SaidOnce {
             warn!(
                 object = self.object,
                 err = text,
-                "{}; tried again at the next change, said again only if the error changes",
-                self.step
+                "{}; {}, said again only if the error changes",
+                self.step,
+                self.again
             );
             self.last = Some(text);
         }
