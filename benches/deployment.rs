@@ -32,10 +32,11 @@
 //! spokes, the figure that survives a busy machine), the resident set's peak (sampled every
 //! 250 ms), and at the end each process's high-water mark (`VmHWM`); the API server's requests
 //! (its `/metrics`, `apiserver_request_total`, read by its administrator before and after):
-//! per spoke, writes apart, and the busiest kinds. They include every client's: the hub's,
-//! the sync's, the dashboard's, the agents' and this benchmark's two watches; fleetform's own
-//! (the hub's and the sync's ServiceAccount, `fleetform_apiserver_request_total`) are printed
-//! apart too. While a phase
+//! per spoke, writes apart (a dry run is a request, not a write: nothing is stored, and
+//! kube-apiserver's counter labels it `dry_run`), and the busiest kinds. They include every
+//! client's: the hub's, the sync's, the dashboard's, the agents' and this benchmark's two
+//! watches; fleetform's own (the hub's and the sync's ServiceAccount,
+//! `fleetform_apiserver_request_total`) are printed apart too, with their busiest kinds. While a phase
 //! runs a viewer loads the dashboard's fleet page every 5 s.
 //! Targets (issue 33, at 10,000 light spokes on 2 cores): the hub ≤ 512 MiB and the sync with
 //! its dashboard ≤ 256 MiB at every peak, ≤ 50 requests per spoke (≤ 25 writes) for the join,
@@ -387,10 +388,11 @@ fn write_fleet(
     Ok(())
 }
 
-/// The API server's request counts by verb (as its `/metrics` names them), group and resource
+/// The API server's request counts by verb (as its `/metrics` names them), whether a dry run
+/// (`dryRun=All`: a request, and no write, as nothing is stored), group and resource
 /// (`resource/subresource`).
 #[derive(Clone, Debug, Default)]
-struct Requests(BTreeMap<(String, String, String), u64>);
+struct Requests(BTreeMap<(String, bool, String, String), u64>);
 
 impl Requests {
     /// Parses `apiserver_request_total` series, summing those that differ in other labels (a
@@ -423,8 +425,9 @@ impl Requests {
                 "" => label("resource"),
                 sub => format!("{}/{sub}", label("resource")),
             };
+            let dry_run = label("dry_run") == "All";
             *counts
-                .entry((label("verb"), label("group"), resource))
+                .entry((label("verb"), dry_run, label("group"), resource))
                 .or_insert(0) += value as u64;
         }
         Requests(counts)
@@ -452,11 +455,12 @@ impl Requests {
     fn writes(&self) -> u64 {
         self.0
             .iter()
-            .filter(|((verb, _, _), _)| {
-                matches!(
-                    verb.as_str(),
-                    "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE" | "DELETECOLLECTION"
-                )
+            .filter(|((verb, dry_run, _, _), _)| {
+                !dry_run
+                    && matches!(
+                        verb.as_str(),
+                        "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE" | "DELETECOLLECTION"
+                    )
             })
             .map(|(_, n)| n)
             .sum()
@@ -466,12 +470,13 @@ impl Requests {
         let mut kinds: Vec<_> = self
             .0
             .iter()
-            .map(|((verb, group, resource), n)| {
+            .map(|((verb, dry_run, group, resource), n)| {
                 let resource = match group.as_str() {
                     "" => resource.clone(),
                     group => format!("{resource}.{group}"),
                 };
-                (format!("{verb} {resource}"), *n)
+                let dry_run = if *dry_run { " (dry run)" } else { "" };
+                (format!("{verb} {resource}{dry_run}"), *n)
             })
             .collect();
         kinds.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
@@ -1244,6 +1249,9 @@ fn print(settings: &Settings, report: &Report) {
                 format!("{} ({:.1})", own.writes(), per_spoke(own.writes())),
                 "-".into(),
             );
+            for (kind, count) in own.busiest(10) {
+                row(&format!("    {kind}"), count.to_string(), String::new());
+            }
         }
     }
     for role in Role::ALL {
@@ -1287,8 +1295,9 @@ fn print(settings: &Settings, report: &Report) {
                 "writes": requests.writes(),
                 "per_spoke": per_spoke(requests.total()),
                 "writes_per_spoke": per_spoke(requests.writes()),
-                "by_kind": requests.0.iter().map(|((verb, group, resource), count)| json!({
-                    "verb": verb, "group": group, "resource": resource, "count": count,
+                "by_kind": requests.0.iter().map(|((verb, dry_run, group, resource), count)| json!({
+                    "verb": verb, "dry_run": dry_run, "group": group, "resource": resource,
+                    "count": count,
                 })).collect::<Vec<_>>(),
             })),
         })

@@ -17,12 +17,14 @@ use crate::request_info::RequestInfo;
 pub use crate::request_info::Verb;
 
 /// A verb on a resource: `group` is empty for the core group; `resource` is the plural,
-/// followed by `/subresource` when there is one (`managedclusters/status`).
+/// followed by `/subresource` when there is one (`managedclusters/status`). `dry_run` marks a
+/// write sent with `dryRun=All`: answered as the write would be, nothing stored.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RequestKind {
     pub verb: Verb,
     pub group: String,
     pub resource: String,
+    pub dry_run: bool,
 }
 
 /// The live counters of one control plane.
@@ -31,10 +33,11 @@ pub struct RequestCounter {
     counts: Mutex<Counts>,
 }
 
-/// Counts by user, group, resource, subresource and verb, nested so that a request finds its
-/// counter by its own strings and copies none of them once the counter exists.
+/// Counts by user, group, resource, subresource, verb and whether it was a dry run, nested so
+/// that a request finds its counter by its own strings and copies none of them once the counter
+/// exists.
 type Counts =
-    HashMap<String, HashMap<String, HashMap<String, HashMap<String, HashMap<Verb, u64>>>>>;
+    HashMap<String, HashMap<String, HashMap<String, HashMap<String, HashMap<(Verb, bool), u64>>>>>;
 
 /// The entry for `key`, made empty when there is none.
 fn slot<'m, V: Default>(map: &'m mut HashMap<String, V>, key: &str) -> &'m mut V {
@@ -45,9 +48,9 @@ fn slot<'m, V: Default>(map: &'m mut HashMap<String, V>, key: &str) -> &'m mut V
 }
 
 impl RequestCounter {
-    /// Counts a request of `user` to a served resource (a verb that is no API operation is not
-    /// counted).
-    pub fn record(&self, request: &RequestInfo, user: &str) {
+    /// Counts a request of `user` to a served resource, a dry run (`dryRun=All`) apart (a verb
+    /// that is no API operation is not counted).
+    pub fn record(&self, request: &RequestInfo, user: &str, dry_run: bool) {
         if matches!(request.verb, Verb::Other(_)) {
             return;
         }
@@ -59,32 +62,28 @@ impl RequestCounter {
             ),
             &request.subresource,
         );
-        match by_verb.get_mut(&request.verb) {
-            Some(n) => *n += 1,
-            None => {
-                by_verb.insert(request.verb.clone(), 1);
-            }
-        }
+        let key = (request.verb.clone(), dry_run);
+        *by_verb.entry(key).or_insert(0) += 1;
     }
 
     /// The counts as kube-apiserver's `apiserver_request_total` counter in the Prometheus text
-    /// format, with the subset of its labels counted here (`verb`, `group`, `resource`,
-    /// `subresource`; no `code`, `scope`, `version` or `component`). Verbs are named as
-    /// kube-apiserver's metrics name them: `LIST` and `WATCH` beside the methods `GET`, `POST`
-    /// (create), `PUT` (update), `PATCH`, `DELETE` and `DELETECOLLECTION` (server-side apply is
-    /// counted as `PATCH`, not apart as `APPLY`). Series are sorted, for a stable page.
+    /// format, with the subset of its labels counted here (`verb`, `dry_run`, `group`,
+    /// `resource`, `subresource`; no `code`, `scope`, `version` or `component`). Verbs are named
+    /// as kube-apiserver's metrics name them: `LIST` and `WATCH` beside the methods `GET`,
+    /// `POST` (create), `PUT` (update), `PATCH`, `DELETE` and `DELETECOLLECTION` (server-side
+    /// apply is counted as `PATCH`, not apart as `APPLY`); `dry_run` is `All` for a request sent
+    /// with `dryRun=All`, empty otherwise. Series are sorted, for a stable page.
     ///
     /// Then the same counts of each ServiceAccount apart, as `fleetform_apiserver_request_total`
     /// with a `user` label: kube-apiserver counts no requests by user (its audit log says who),
     /// and a benchmark of a deployment tells a component's requests from those of the agents
     /// beside it by them. Other users (people, agents' certificates) are not listed one by one.
     pub fn metrics_text(&self) -> String {
-        type Series<'c> = BTreeMap<(&'c str, &'c str, &'c str, &'c str, &'c str), u64>;
-        let mut all: Series<'_> = BTreeMap::new();
-        let mut by_service_account: Series<'_> = BTreeMap::new();
+        let mut all: BTreeMap<Labels<'_>, u64> = BTreeMap::new();
+        let mut by_service_account: BTreeMap<Labels<'_>, u64> = BTreeMap::new();
         let counts = self.lock();
-        for (user, group, resource, subresource, verb, n) in counted(&counts) {
-            let verb = match verb {
+        for counted in counted(&counts) {
+            let verb = match counted.verb {
                 Verb::Get => "GET",
                 Verb::List => "LIST",
                 Verb::Watch => "WATCH",
@@ -95,20 +94,29 @@ impl RequestCounter {
                 Verb::DeleteCollection => "DELETECOLLECTION",
                 Verb::Other(_) => continue,
             };
-            *all.entry(("", verb, group, resource, subresource))
-                .or_default() += n;
-            if user.starts_with(SERVICE_ACCOUNT_PREFIX) {
-                *by_service_account
-                    .entry((user, verb, group, resource, subresource))
-                    .or_default() += n;
+            let labels = Labels {
+                user: "",
+                verb,
+                dry_run: if counted.dry_run { "All" } else { "" },
+                group: counted.group,
+                resource: counted.resource,
+                subresource: counted.subresource,
+            };
+            if counted.user.starts_with(SERVICE_ACCOUNT_PREFIX) {
+                let of_user = Labels {
+                    user: counted.user,
+                    ..labels
+                };
+                *by_service_account.entry(of_user).or_default() += counted.n;
             }
+            *all.entry(labels).or_default() += counted.n;
         }
         let mut text = String::from(
-            "# HELP apiserver_request_total Resource requests received, by verb, API group, resource and subresource, whatever their outcome.\n# TYPE apiserver_request_total counter\n",
+            "# HELP apiserver_request_total Resource requests received, by verb, dry run, API group, resource and subresource, whatever their outcome.\n# TYPE apiserver_request_total counter\n",
         );
         write_series(&mut text, "apiserver_request_total", &all);
         text.push_str(
-            "# HELP fleetform_apiserver_request_total Resource requests received from each ServiceAccount, by verb, API group, resource and subresource, whatever their outcome.\n# TYPE fleetform_apiserver_request_total counter\n",
+            "# HELP fleetform_apiserver_request_total Resource requests received from each ServiceAccount, by verb, dry run, API group, resource and subresource, whatever their outcome.\n# TYPE fleetform_apiserver_request_total counter\n",
         );
         write_series(
             &mut text,
@@ -131,21 +139,22 @@ impl RequestCounter {
     fn snapshot_where(&self, of_user: impl Fn(&str) -> bool) -> RequestCounts {
         let counts = self.lock();
         let mut out: BTreeMap<RequestKind, u64> = BTreeMap::new();
-        for (user, group, resource, subresource, verb, n) in counted(&counts) {
-            if !of_user(user) {
+        for counted in counted(&counts) {
+            if !of_user(counted.user) {
                 continue;
             }
-            let resource = if subresource.is_empty() {
-                resource.to_string()
+            let resource = if counted.subresource.is_empty() {
+                counted.resource.to_string()
             } else {
-                format!("{resource}/{subresource}")
+                format!("{}/{}", counted.resource, counted.subresource)
             };
             let kind = RequestKind {
-                verb: verb.clone(),
-                group: group.to_string(),
+                verb: counted.verb.clone(),
+                group: counted.group.to_string(),
                 resource,
+                dry_run: counted.dry_run,
             };
-            *out.entry(kind).or_default() += n;
+            *out.entry(kind).or_default() += counted.n;
         }
         RequestCounts(out)
     }
@@ -158,21 +167,20 @@ impl RequestCounter {
     }
 }
 
-/// Every count: user, group, resource, subresource, verb and how many.
-fn counted(counts: &Counts) -> impl Iterator<Item = (&str, &str, &str, &str, &Verb, u64)> {
+/// Every count: user, group, resource, subresource, verb, whether a dry run, and how many.
+fn counted(counts: &Counts) -> impl Iterator<Item = Counted<'_>> {
     counts.iter().flat_map(|(user, groups)| {
         groups.iter().flat_map(move |(group, resources)| {
             resources.iter().flat_map(move |(resource, subresources)| {
                 subresources.iter().flat_map(move |(subresource, by_verb)| {
-                    by_verb.iter().map(move |(verb, n)| {
-                        (
-                            user.as_str(),
-                            group.as_str(),
-                            resource.as_str(),
-                            subresource.as_str(),
-                            verb,
-                            *n,
-                        )
+                    by_verb.iter().map(move |((verb, dry_run), n)| Counted {
+                        user,
+                        group,
+                        resource,
+                        subresource,
+                        verb,
+                        dry_run: *dry_run,
+                        n: *n,
                     })
                 })
             })
@@ -180,27 +188,46 @@ fn counted(counts: &Counts) -> impl Iterator<Item = (&str, &str, &str, &str, &Ve
     })
 }
 
+/// One counter of [`Counts`].
+struct Counted<'c> {
+    user: &'c str,
+    group: &'c str,
+    resource: &'c str,
+    subresource: &'c str,
+    verb: &'c Verb,
+    dry_run: bool,
+    n: u64,
+}
+
 /// How a ServiceAccount's user name begins.
 const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
 
-/// Appends a counter's series, sorted (for a stable page); a series' user label is left out
-/// when empty.
-fn write_series(
-    text: &mut String,
-    name: &str,
-    series: &BTreeMap<(&str, &str, &str, &str, &str), u64>,
-) {
-    for ((user, verb, group, resource, subresource), n) in series {
-        let user = if user.is_empty() {
+/// A series' labels: `user` is left out when empty.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Labels<'c> {
+    user: &'c str,
+    verb: &'c str,
+    dry_run: &'c str,
+    group: &'c str,
+    resource: &'c str,
+    subresource: &'c str,
+}
+
+/// Appends a counter's series, sorted (for a stable page).
+fn write_series(text: &mut String, name: &str, series: &BTreeMap<Labels<'_>, u64>) {
+    for (labels, n) in series {
+        let user = if labels.user.is_empty() {
             String::new()
         } else {
-            format!("user=\"{}\",", label_value(user))
+            format!("user=\"{}\",", label_value(labels.user))
         };
         text.push_str(&format!(
-            "{name}{{{user}verb=\"{verb}\",group=\"{}\",resource=\"{}\",subresource=\"{}\"}} {n}\n",
-            label_value(group),
-            label_value(resource),
-            label_value(subresource)
+            "{name}{{{user}verb=\"{}\",dry_run=\"{}\",group=\"{}\",resource=\"{}\",subresource=\"{}\"}} {n}\n",
+            labels.verb,
+            labels.dry_run,
+            label_value(labels.group),
+            label_value(labels.resource),
+            label_value(labels.subresource)
         ));
     }
 }
@@ -233,18 +260,20 @@ impl RequestCounts {
         self.0.values().sum()
     }
 
-    /// Requests that change stored state (create, update, patch, delete).
+    /// Requests that change stored state (create, update, patch, delete; not dry runs).
     pub fn writes(&self) -> u64 {
         self.iter()
-            .filter(|(k, _)| k.verb.is_write())
+            .filter(|(k, _)| k.verb.is_write() && !k.dry_run)
             .map(|(_, n)| n)
             .sum()
     }
 
-    /// Write requests to one resource (`resource` as in [`RequestKind`]).
+    /// Write requests to one resource (`resource` as in [`RequestKind`]; not dry runs).
     pub fn writes_to(&self, group: &str, resource: &str) -> u64 {
         self.iter()
-            .filter(|(k, _)| k.verb.is_write() && k.group == group && k.resource == resource)
+            .filter(|(k, _)| {
+                k.verb.is_write() && !k.dry_run && k.group == group && k.resource == resource
+            })
             .map(|(_, n)| n)
             .sum()
     }
@@ -285,28 +314,33 @@ mod tests {
                 "/apis/coordination.k8s.io/v1/namespaces/ns/leases",
             ),
             "writer",
+            false,
         );
-        counter.record(&request(Method::GET, lease), "reader");
+        counter.record(&request(Method::GET, lease), "reader", false);
         let before = counter.snapshot();
-        counter.record(&request(Method::PATCH, lease), "writer");
-        counter.record(&request(Method::PATCH, lease), "writer");
+        counter.record(&request(Method::PATCH, lease), "writer", false);
+        counter.record(&request(Method::PATCH, lease), "writer", false);
         counter.record(
             &request(
                 Method::PATCH,
                 "/apis/cluster.open-cluster-management.io/v1/managedclusters/c/status",
             ),
             "writer",
+            false,
         );
         counter.record(
             &request(Method::GET, "/apis/coordination.k8s.io/v1/watch/leases"),
             "writer",
+            false,
         );
-        counter.record(&request(Method::OPTIONS, lease), "writer");
+        counter.record(&request(Method::OPTIONS, lease), "writer", false);
+        // A dry run is a request, not a write: nothing was stored.
+        counter.record(&request(Method::PATCH, lease), "writer", true);
         let after = counter.snapshot();
-        assert_eq!(after.total(), 6);
+        assert_eq!(after.total(), 7);
         assert_eq!(after.writes(), 4);
         let window = after.since(&before);
-        assert_eq!(window.total(), 4);
+        assert_eq!(window.total(), 5);
         assert_eq!(window.writes(), 3);
         assert_eq!(window.writes_to("coordination.k8s.io", "leases"), 2);
         assert_eq!(
@@ -322,7 +356,7 @@ mod tests {
         );
         // By whom: the reader's GET, and the writer's every other request.
         assert_eq!(counter.snapshot_of("reader").total(), 1);
-        assert_eq!(counter.snapshot_of("writer").total(), 5);
+        assert_eq!(counter.snapshot_of("writer").total(), 6);
         assert_eq!(counter.snapshot_of("writer").writes(), 4);
         assert_eq!(counter.snapshot_of("nobody"), RequestCounts::default());
     }
@@ -333,21 +367,37 @@ mod tests {
         let lease = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l";
         let hub = "system:serviceaccount:fleetform-system:fleetform";
         let counter = RequestCounter::default();
-        counter.record(&request(Method::PATCH, lease), hub);
-        counter.record(&request(Method::PATCH, lease), hub);
+        counter.record(&request(Method::PATCH, lease), hub, false);
+        counter.record(&request(Method::PATCH, lease), hub, false);
         counter.record(
             &request(Method::PATCH, lease),
             "system:open-cluster-management:c1:a",
+            false,
         );
+        counter.record(&request(Method::PATCH, lease), hub, true);
         let text = counter.metrics_text();
-        let series =
-            "verb=\"PATCH\",group=\"coordination.k8s.io\",resource=\"leases\",subresource=\"\"";
-        let lines: Vec<&str> = text.lines().filter(|line| line.contains(series)).collect();
+        let series = |dry_run: &str| {
+            format!(
+                "verb=\"PATCH\",dry_run=\"{dry_run}\",group=\"coordination.k8s.io\",resource=\"leases\",subresource=\"\""
+            )
+        };
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|line| line.contains("resource=\"leases\""))
+            .collect();
         assert_eq!(
             lines,
             [
-                format!("apiserver_request_total{{{series}}} 3"),
-                format!("fleetform_apiserver_request_total{{user=\"{hub}\",{series}}} 2"),
+                format!("apiserver_request_total{{{}}} 3", series("")),
+                format!("apiserver_request_total{{{}}} 1", series("All")),
+                format!(
+                    "fleetform_apiserver_request_total{{user=\"{hub}\",{}}} 2",
+                    series("")
+                ),
+                format!(
+                    "fleetform_apiserver_request_total{{user=\"{hub}\",{}}} 1",
+                    series("All")
+                ),
             ],
             "{text}"
         );

@@ -433,6 +433,12 @@ struct Call<'a> {
     policy: Option<&'a gate::PolicyCache>,
 }
 
+/// Whether a request asks for a dry run (`dryRun=All`; another value is refused when its
+/// options are read).
+fn is_dry_run(q: &Query) -> bool {
+    q.all("dryRun").contains(&"All")
+}
+
 /// A request to a served resource, done as its verb says: the verb RBAC allowed.
 async fn resource(
     fe: &Frontend,
@@ -508,7 +514,7 @@ async fn resource(
             opts.manager(),
             &crate::meta::now_rfc3339(),
         )?;
-        fe.requests.record(request, &user.name);
+        fe.requests.record(request, &user.name, is_dry_run(q));
         return Ok(json_response(201, &answer));
     }
     // Resources answered by handlers of their own reach here only when this server has none.
@@ -516,7 +522,7 @@ async fn resource(
         return Err(ApiError::NoRoute);
     }
     let part = Part::from_subresource(&info, sub).ok_or(ApiError::NoRoute)?;
-    fe.requests.record(request, &user.name);
+    fe.requests.record(request, &user.name, is_dry_run(q));
     let name = request.path_name();
     let target = Target {
         info: info.clone(),

@@ -36,16 +36,27 @@ async fn counts_each_write_and_read_by_verb_and_resource() {
     create_and_patch(&leases, 3).await;
     leases.get("l").await.unwrap();
     leases.list(&Default::default()).await.unwrap();
+    // A dry run is counted as a request, apart, and not as a write: nothing is stored.
+    leases
+        .patch(
+            "l",
+            &PatchParams::default().dry_run(),
+            &Patch::Merge(json!({"spec": {"holderIdentity": "y"}})),
+        )
+        .await
+        .unwrap();
     let counted = plane.request_counts().since(&before);
     assert_eq!(counted.writes(), 4, "{counted:?}");
     assert_eq!(counted.writes_to("coordination.k8s.io", "leases"), 4);
-    assert_eq!(counted.total(), 6, "{counted:?}");
-    let patches: u64 = counted
-        .iter()
-        .filter(|(kind, _)| kind.verb == Verb::Patch)
-        .map(|(_, n)| n)
-        .sum();
-    assert_eq!(patches, 3);
+    assert_eq!(counted.total(), 7, "{counted:?}");
+    let patches = |dry_run: bool| -> u64 {
+        counted
+            .iter()
+            .filter(|(kind, _)| kind.verb == Verb::Patch && kind.dry_run == dry_run)
+            .map(|(_, n)| n)
+            .sum()
+    };
+    assert_eq!((patches(false), patches(true)), (3, 1), "{counted:?}");
     plane.shutdown().await;
 }
 
@@ -74,7 +85,7 @@ async fn metrics_serve_the_counts_as_kube_apiserver_names_them_to_whom_rbac_lets
     assert_eq!(code, 200, "{text}");
     let series = |verb: &str| {
         format!(
-            "apiserver_request_total{{verb=\"{verb}\",group=\"coordination.k8s.io\",resource=\"leases\",subresource=\"\"}} "
+            "apiserver_request_total{{verb=\"{verb}\",dry_run=\"\",group=\"coordination.k8s.io\",resource=\"leases\",subresource=\"\"}} "
         )
     };
     let count = |verb: &str| -> Option<u64> {
