@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{DeleteParams, ListParams};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -25,6 +26,7 @@ use super::{dynamic_api, is_marked};
 use crate::api::fleet::{FleetSync, Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::{ANNOTATION_FORCE_UNJOIN, CONDITION_UNJOINED, FINALIZER_HUB_CLEANUP};
 use crate::api::{ManagedCluster, find_condition};
+use crate::hub::accept_loop::REGISTRATION_CLUSTER_ROLE;
 
 /// What uninstalling is doing, for its progress display.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -280,30 +282,45 @@ async fn remove_install_set(
 ) -> Result<(), UninstallError> {
     for manifest in hub_manifests(&HubSettings::default()).iter().rev() {
         let object = super::install::describe(manifest);
-        let api = dynamic_api(client, manifest);
         let name = manifest["metadata"]["name"].as_str().unwrap_or_default();
-        let failed = |action| {
-            let object = object.clone();
-            move |source| UninstallError::Kube {
-                object,
-                action,
-                source,
-            }
-        };
-        let removed = match api.get_opt(name).await.map_err(failed("read"))? {
-            None => Removed::Absent,
-            Some(found) if !is_marked(&found) => Removed::LeftAlone,
-            Some(found) if found.metadata.deletion_timestamp.is_some() => Removed::Deleting,
-            Some(_) => {
-                api.delete(name, &DeleteParams::background())
-                    .await
-                    .map_err(failed("delete"))?;
-                Removed::Deleted
-            }
-        };
+        let removed = remove_if_marked(&dynamic_api(client, manifest), name, &object).await?;
         report(Event::Removed { object, removed });
     }
+    // Made by the hub at its first acceptance, not by install; bound by no cluster now.
+    let object = format!("ClusterRole {REGISTRATION_CLUSTER_ROLE}");
+    let cluster_roles = Api::<ClusterRole>::all(client.clone());
+    let removed = remove_if_marked(&cluster_roles, REGISTRATION_CLUSTER_ROLE, &object).await?;
+    report(Event::Removed { object, removed });
     Ok(())
+}
+
+/// Deletes the object `name` of `api` (described as `object`) if it carries fleetform's mark.
+async fn remove_if_marked<K>(
+    api: &Api<K>,
+    name: &str,
+    object: &str,
+) -> Result<Removed, UninstallError>
+where
+    K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let failed = |action| {
+        move |source| UninstallError::Kube {
+            object: object.to_string(),
+            action,
+            source,
+        }
+    };
+    Ok(match api.get_opt(name).await.map_err(failed("read"))? {
+        None => Removed::Absent,
+        Some(found) if !is_marked(&found) => Removed::LeftAlone,
+        Some(found) if found.meta().deletion_timestamp.is_some() => Removed::Deleting,
+        Some(_) => {
+            api.delete(name, &DeleteParams::background())
+                .await
+                .map_err(failed("delete"))?;
+            Removed::Deleted
+        }
+    })
 }
 
 /// Every object of `api`; none when its CRD is not installed.

@@ -51,14 +51,14 @@ use crate::api::ManagedCluster;
 use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::{
     CLUSTER_LEASE_NAME, CONDITION_CLOCK_SYNCED, CONDITION_HUB_ACCEPTED, LABEL_CLUSTER_NAME,
-    REASON_HUB_CLUSTER_ADMIN_ACCEPTED, REASON_HUB_CLUSTER_ADMIN_DENIED, STATUS_FALSE, STATUS_TRUE,
+    MANAGED_BY, MANAGED_BY_LABEL, REASON_HUB_CLUSTER_ADMIN_ACCEPTED,
+    REASON_HUB_CLUSTER_ADMIN_DENIED, STATUS_FALSE, STATUS_TRUE,
 };
 use crate::events::{self, EventType, Reporter};
 use crate::reconciler::install::{agent_hub_role_binding, agent_hub_role_name};
 use crate::runtime::conditions::set_conditions_once_from;
 use crate::runtime::controller::refs_where;
-use crate::runtime::error::KubeError;
-use crate::runtime::error::{is_conflict, is_forbidden, is_not_found};
+use crate::runtime::error::{Category, KubeError, is_conflict, is_forbidden, is_not_found};
 
 /// What the accept loop keeps besides the hub loops' context.
 struct AcceptContext {
@@ -78,6 +78,9 @@ struct AcceptContext {
     /// in git, so each is reported once: when it asks, if someone sets `hubAcceptsClient`, and
     /// when a person accepts it.
     reported: Mutex<HashSet<(String, bool, NotInGit)>>,
+    /// [`REGISTRATION_CLUSTER_ROLE`] applied by this process: before the first RoleBinding
+    /// refers to it, once.
+    registration_role: tokio::sync::OnceCell<()>,
     /// What an acceptance last wrote for each cluster and when: a change of what the loop
     /// judges of a ManagedCluster ([`judged`]) or of its CSRs wakes the loop, and writing its
     /// namespace and RBAC again each time cost a joining fleet seven server-side applies per
@@ -148,6 +151,7 @@ pub(crate) async fn run(
         fleet_crds,
         events: Reporter::new(client, FIELD_MANAGER, "accept-loop"),
         reported: Mutex::default(),
+        registration_role: tokio::sync::OnceCell::new(),
         written: Mutex::default(),
     });
     let events = accept_ctx.events.clone();
@@ -188,10 +192,18 @@ pub fn cluster_role_name(cluster: &str) -> String {
     format!("open-cluster-management:managedcluster:{cluster}")
 }
 
-/// Name of the Role and RoleBinding of a cluster's agent in its namespace.
+/// Name of the RoleBinding of a cluster's agent in its namespace (and of the Role it was bound
+/// to before [`REGISTRATION_CLUSTER_ROLE`]).
 pub fn registration_role_name(cluster: &str) -> String {
     format!("open-cluster-management:managedcluster:{cluster}:registration")
 }
+
+/// Name of the hub-wide ClusterRole of every accepted cluster's agent in its cluster namespace:
+/// its lease, its addons and their status, Events. Each cluster's RoleBinding grants it in
+/// that namespace only, as OCM's hub grants its `open-cluster-management:managedcluster:registration`;
+/// its rules name no cluster, so one role serves the fleet (where each cluster had a Role of
+/// its own: a write and an object more per join).
+pub const REGISTRATION_CLUSTER_ROLE: &str = "fleetform:managedcluster:registration";
 
 #[instrument(skip(ctx, cluster), fields(cluster = cluster.name_any()))]
 async fn reconcile(
@@ -495,25 +507,27 @@ async fn accept(ctx: &AcceptContext, managed_cluster: &ManagedCluster) -> Result
         cluster_namespace(written_record.as_deref()),
     )
     .await?;
+    let cluster_roles = Api::<ClusterRole>::all(client.clone());
+    ctx.registration_role
+        .get_or_try_init(|| {
+            apply(
+                &cluster_roles,
+                REGISTRATION_CLUSTER_ROLE,
+                registration_cluster_role(),
+            )
+        })
+        .await?;
     let objects = rbac(cluster, &users);
     for (name, mut object) in objects {
         if let Some(owner) = &owner {
             object["metadata"]["ownerReferences"] = owner.clone();
         }
         match object["kind"].as_str() {
-            Some("ClusterRole") => {
-                apply::<ClusterRole>(&Api::all(client.clone()), &name, object).await?
-            }
+            Some("ClusterRole") => apply(&cluster_roles, &name, object).await?,
             Some("ClusterRoleBinding") => {
                 apply::<ClusterRoleBinding>(&Api::all(client.clone()), &name, object).await?
             }
-            Some("Role") => {
-                apply::<Role>(&Api::namespaced(client.clone(), cluster), &name, object).await?
-            }
-            _ => {
-                apply::<RoleBinding>(&Api::namespaced(client.clone(), cluster), &name, object)
-                    .await?
-            }
+            _ => bind_registration_role(client, cluster, &name, object).await?,
         }
     }
     if ctx.fleet_crds {
@@ -546,6 +560,69 @@ impl AcceptContext {
     }
 }
 
+/// Applies the RoleBinding of the cluster's agent in its namespace. One bound to the cluster's
+/// own Role, as hubs before [`REGISTRATION_CLUSTER_ROLE`] made it, cannot be changed to bind
+/// another (its `roleRef` is immutable: 422 Invalid): it is replaced, and that Role, this
+/// loop's, deleted.
+async fn bind_registration_role(
+    client: &kube::Client,
+    cluster: &str,
+    name: &str,
+    binding: Value,
+) -> Result<(), HubError> {
+    let bindings = Api::<RoleBinding>::namespaced(client.clone(), cluster);
+    match apply(&bindings, name, binding.clone()).await {
+        Err(HubError::Kube(err)) if err.category() == Category::Invalid => {
+            info!("the agent's RoleBinding bound the cluster's own Role; binding the hub-wide one");
+            let gone = |result: kube::Result<_>| match result {
+                Err(err) if !is_not_found(&err) => Err(KubeError::on(
+                    format!("RoleBinding {cluster}/{name}"),
+                    "replace",
+                )(err)),
+                _ => Ok(()),
+            };
+            gone(
+                bindings
+                    .delete(name, &DeleteParams::default())
+                    .await
+                    .map(|_| ()),
+            )?;
+            apply(&bindings, name, binding).await?;
+            gone(
+                Api::<Role>::namespaced(client.clone(), cluster)
+                    .delete(name, &DeleteParams::default())
+                    .await
+                    .map(|_| ()),
+            )?;
+            Ok(())
+        }
+        result => result,
+    }
+}
+
+/// [`REGISTRATION_CLUSTER_ROLE`]: what an accepted cluster's agent may do in its cluster
+/// namespace, where its RoleBinding grants it.
+fn registration_cluster_role() -> Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {
+            "name": REGISTRATION_CLUSTER_ROLE,
+            "labels": { MANAGED_BY_LABEL: MANAGED_BY },
+        },
+        "rules": [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+             "resourceNames": [CLUSTER_LEASE_NAME], "verbs": ["get", "update", "patch"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+            {"apiGroups": ["addon.open-cluster-management.io"], "resources": ["managedclusteraddons"],
+             "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["addon.open-cluster-management.io"], "resources": ["managedclusteraddons/status"],
+             "verbs": ["get", "update", "patch"]},
+            {"apiGroups": ["", "events.k8s.io"], "resources": ["events"],
+             "verbs": ["create", "update", "patch"]},
+        ],
+    })
+}
+
 /// Binds the Role in `fleetform-system` that lets the cluster's agent read its Spoke and Hub
 /// (the reconciler's, see [`agent_hub_role_binding`]) to this join's users. A hub without that
 /// namespace declares no Spoke: nothing to bind.
@@ -576,9 +653,9 @@ async fn bind_spoke_role(
 }
 
 /// The RBAC of a cluster's agent, by name: a ClusterRole and binding for its own ManagedCluster
-/// and CSRs, a Role and binding in its namespace for its lease, addons and Events, all bound to
-/// `users` (this join's certificates). The loop makes the ManagedCluster their owner, so
-/// deleting the cluster deletes them.
+/// and CSRs, and a binding in its namespace of [`REGISTRATION_CLUSTER_ROLE`] for its lease,
+/// addons and Events, all bound to `users` (this join's certificates). The loop makes the
+/// ManagedCluster their owner, so deleting the cluster deletes them.
 fn rbac(cluster: &str, users: &BTreeSet<String>) -> Vec<(String, Value)> {
     let cluster_role = cluster_role_name(cluster);
     let role = registration_role_name(cluster);
@@ -615,27 +692,9 @@ fn rbac(cluster: &str, users: &BTreeSet<String>) -> Vec<(String, Value)> {
         (
             role.clone(),
             json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                "metadata": {"name": role, "namespace": cluster, "labels": labels},
-                "rules": [
-                    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                     "resourceNames": [CLUSTER_LEASE_NAME], "verbs": ["get", "update", "patch"]},
-                    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
-                    {"apiGroups": ["addon.open-cluster-management.io"], "resources": ["managedclusteraddons"],
-                     "verbs": ["get", "list", "watch"]},
-                    {"apiGroups": ["addon.open-cluster-management.io"], "resources": ["managedclusteraddons/status"],
-                     "verbs": ["get", "update", "patch"]},
-                    {"apiGroups": ["", "events.k8s.io"], "resources": ["events"],
-                     "verbs": ["create", "update", "patch"]},
-                ],
-            }),
-        ),
-        (
-            role.clone(),
-            json!({
                 "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                 "metadata": {"name": role, "namespace": cluster, "labels": labels},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": REGISTRATION_CLUSTER_ROLE},
                 "subjects": subjects,
             }),
         ),
@@ -686,7 +745,8 @@ async fn ensure_lease(ctx: &Context, cluster: &str) -> Result<(), HubError> {
     }
 }
 
-/// Deletes the RBAC of a cluster's agent; what is already gone is fine. The namespace and its
+/// Deletes the RBAC of a cluster's agent (and the Role of its own that hubs before
+/// [`REGISTRATION_CLUSTER_ROLE`] made); what is already gone is fine. The namespace and its
 /// record of this join's users stay: accepted again, the same agent is bound again.
 async fn revoke(ctx: &AcceptContext, cluster: &str) -> Result<(), HubError> {
     let client = &ctx.hub.client;

@@ -609,6 +609,7 @@ async fn uninstall_refuses_while_spokes_are_joined_and_unjoins_them_all_first() 
         "Spoke spoke-a: unjoined",
         "Deployment fleetform-system/fleetform-hub deleted",
         "Namespace fleetform-system deleted",
+        "ClusterRole fleetform:managedcluster:registration deleted",
     ] {
         assert!(stdout.contains(said), "{said} missing from:\n{stdout}");
     }

@@ -20,7 +20,9 @@ use fleetform::api::vocabulary::{
     STATUS_UNKNOWN, TAINT_UNAVAILABLE, TAINT_UNREACHABLE,
 };
 use fleetform::api::{ClusterClaim, ManagedCluster, ManagedClusterAddOn};
-use fleetform::hub::accept_loop::{cluster_role_name, registration_role_name};
+use fleetform::hub::accept_loop::{
+    REGISTRATION_CLUSTER_ROLE, cluster_role_name, registration_role_name,
+};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -114,6 +116,14 @@ async fn agent_registers_and_joins_once_the_hub_accepts_and_denial_removes_its_r
         .get(&registration_role_name("spoke-a"))
         .await
         .expect("role binding");
+    assert_eq!(
+        (
+            binding.role_ref.kind.as_str(),
+            binding.role_ref.name.as_str()
+        ),
+        ("ClusterRole", REGISTRATION_CLUSTER_ROLE),
+        "one hub-wide role for the fleet, granted in the cluster's namespace only"
+    );
     let subjects = binding.subjects.unwrap_or_default();
     let agent = Api::<Secret>::namespaced(spoke.client.clone(), AGENT_NAMESPACE)
         .get(HUB_KUBECONFIG_SECRET)
@@ -846,19 +856,105 @@ async fn deleting_a_cluster_deletes_its_agents_rbac() {
     })
     .await;
     let cluster_roles: Api<ClusterRole> = Api::all(hub.client.clone());
-    let roles: Api<Role> = Api::namespaced(hub.client.clone(), "spoke-a");
+    let bindings: Api<RoleBinding> = Api::namespaced(hub.client.clone(), "spoke-a");
     let cluster_role = cluster_roles
         .get(&cluster_role_name("spoke-a"))
         .await
         .unwrap();
-    let role = roles.get(&registration_role_name("spoke-a")).await.unwrap();
+    let binding = bindings
+        .get(&registration_role_name("spoke-a"))
+        .await
+        .unwrap();
 
     clusters
         .delete("spoke-a", &DeleteParams::default())
         .await
         .unwrap();
     wait_deleted(&cluster_roles, &cluster_role).await;
-    wait_deleted(&roles, &role).await;
+    wait_deleted(&bindings, &binding).await;
+    assert!(
+        cluster_roles
+            .get_opt(REGISTRATION_CLUSTER_ROLE)
+            .await
+            .unwrap()
+            .is_some(),
+        "the hub-wide role stays for the other clusters"
+    );
+}
+
+/// A hub before the hub-wide registration role bound each agent to a Role of its cluster's
+/// own; accepted by this one, the binding (whose roleRef cannot change) is replaced and that
+/// Role deleted, and the agent keeps its rights: its lease renewals reach the hub.
+#[tokio::test]
+async fn an_agent_bound_to_its_clusters_own_role_by_an_older_hub_is_bound_to_the_hub_wide_one() {
+    let hub = Cluster::start().await;
+    let spoke = Cluster::start().await;
+    let name = registration_role_name("spoke-a");
+    Api::<Namespace>::all(hub.client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "spoke-a"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let roles: Api<Role> = Api::namespaced(hub.client.clone(), "spoke-a");
+    let bindings: Api<RoleBinding> = Api::namespaced(hub.client.clone(), "spoke-a");
+    roles
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": name},
+                "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                           "verbs": ["get", "update", "patch", "create"]}],
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                "subjects": [],
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let _loops = start_hub_loops(&hub).await;
+    let _agent = start_agent(registering_agent(&hub, &spoke, "spoke-a").await);
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
+    wait_for(&clusters, "spoke-a", "registered", |_| true).await;
+    accept(&hub, "spoke-a", 1).await;
+    wait_for(&clusters, "spoke-a", "joined", ManagedCluster::is_joined).await;
+    // The hub made the lease at the acceptance; the agent renews it through its binding.
+    let leases: Api<Lease> = Api::namespaced(hub.client.clone(), "spoke-a");
+    let made = renew_time(&wait_for(&leases, CLUSTER_LEASE_NAME, "made", |_| true).await);
+    wait_for(
+        &leases,
+        CLUSTER_LEASE_NAME,
+        "renewed by the agent",
+        move |lease| renew_time(lease) > made,
+    )
+    .await;
+    let binding = bindings.get(&name).await.unwrap();
+    assert_eq!(
+        (
+            binding.role_ref.kind.as_str(),
+            binding.role_ref.name.as_str()
+        ),
+        ("ClusterRole", REGISTRATION_CLUSTER_ROLE)
+    );
+    assert!(
+        !binding.subjects.unwrap_or_default().is_empty(),
+        "bound to the agent"
+    );
+    assert!(
+        roles.get_opt(&name).await.unwrap().is_none(),
+        "the old Role is gone"
+    );
 }
 
 #[tokio::test]
