@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::runtime::watcher;
 
-use crate::api::fleet::{FleetSync, Hub, Spoke};
+use crate::api::fleet::{FleetSync, Hub, Spoke, SpokeSpec, SpokeStatus};
 use crate::api::vocabulary::{ANNOTATION_NODE_HEALTH, CLUSTER_LEASE_NAME, CONDITION_AVAILABLE};
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
 use crate::status::{HubState, SpokeRow};
@@ -117,6 +117,37 @@ pub fn as_shown_cluster(cluster: &mut ManagedCluster) {
         status.allocatable = BTreeMap::new();
         status.version = None;
         status.managed_namespaces = Vec::new();
+    }
+}
+
+/// Cuts a watched Spoke to what the pages read of it (its row, [`crate::status::rows`], and its
+/// page): which it is, its labels, finalizers and deletion, how its availability is told, its
+/// phase, conditions and agent version. The rest (its kubeconfig's source, its settings, addons
+/// and taints, what its status says of applied settings, the released agent and the agent's
+/// Deployment, its annotations) goes as it arrives: the dashboard holds every Spoke of its hubs.
+pub fn as_shown_spoke(spoke: &mut Spoke) {
+    let metadata = &mut spoke.metadata;
+    metadata.annotations = None;
+    metadata.owner_references = None;
+    spoke.spec = SpokeSpec {
+        hub_ref: std::mem::take(&mut spoke.spec.hub_ref),
+        kubeconfig: Default::default(),
+        lease_duration_seconds: None,
+        cluster_claims_max: None,
+        agent: None,
+        addons: Vec::new(),
+        availability: std::mem::take(&mut spoke.spec.availability),
+        cleanup: Default::default(),
+        taints: Vec::new(),
+        cluster_set: None,
+    };
+    if let Some(status) = &mut spoke.status {
+        *status = SpokeStatus {
+            phase: status.phase,
+            agent_version: status.agent_version.take(),
+            conditions: std::mem::take(&mut status.conditions),
+            ..SpokeStatus::default()
+        };
     }
 }
 
@@ -697,6 +728,63 @@ pub(crate) mod tests {
             "only the change before the day began (its start) and the new one"
         );
         assert_eq!(timeline[1].at, late);
+    }
+
+    #[test]
+    fn a_spoke_cut_as_watched_shows_as_the_whole_one_does() {
+        let mut whole: Spoke = serde_json::from_value(json!({
+            "apiVersion": "fleetform.io/v1alpha1", "kind": "Spoke",
+            "metadata": {"name": "edge", "namespace": "fleetform-system",
+                "labels": {"env": "prod"}, "annotations": {"note": "x".repeat(500)},
+                "finalizers": ["fleetform.io/hub-cleanup"]},
+            "spec": {"hubRef": "hub", "kubeconfig": {"secretRef": {"name": "edge", "namespace": "fleetform-system", "key": "k"}},
+                "leaseDurationSeconds": 120, "addons": ["observability"],
+                "taints": [{"key": "gpu", "effect": "NoSelect"}],
+                "availability": {"mode": "poll"}},
+            "status": {"phase": "Running", "agentVersion": "0.1.0", "agentConfigHash": "abc",
+                "releasedAgent": "abc", "agentDeployment": {"uid": "u", "generation": 2},
+                "applied": {"leaseDurationSeconds": 120},
+                "conditions": [
+                    {"type": "Online", "status": "True", "reason": "Online",
+                     "message": "polled", "lastTransitionTime": "2027-01-15T08:00:00Z"},
+                    {"type": "Reconciled", "status": "False", "reason": "SpokeUnreachable",
+                     "message": "dial tcp: refused", "lastTransitionTime": "2027-01-15T08:00:00Z"}]},
+        }))
+        .unwrap();
+        let mut cut = whole.clone();
+        as_shown_spoke(&mut cut);
+        assert_eq!(cut.metadata.annotations, None);
+        assert!(cut.spec.addons.is_empty() && cut.spec.kubeconfig.secret_ref.is_none());
+        assert_eq!(cut.status.as_ref().unwrap().applied, None);
+
+        // The fleet page's row and the spoke page read the same of either.
+        let shown = |spoke: Spoke| {
+            let model = model_with(&[spoke]);
+            let row = model.hubs["hub"].rows["edge"].clone();
+            let page = crate::dashboard::pages::spoke_page(&model, "hub", "edge", at(5))
+                .map(|page| page.into_string());
+            (row, page)
+        };
+        let (whole_row, whole_page) = shown(whole.clone());
+        let (cut_row, cut_page) = shown(cut);
+        assert_eq!(cut_row, whole_row);
+        assert_eq!(
+            (
+                whole_row.status.state.as_str(),
+                whole_row.status.reason.as_deref()
+            ),
+            ("Online", Some("SpokeUnreachable")),
+            "read from the spec's availability mode and the conditions"
+        );
+        assert!(
+            whole_page
+                .as_ref()
+                .is_some_and(|page| page.contains("dial tcp: refused"))
+        );
+        assert_eq!(cut_page, whole_page);
+        whole.status = None;
+        as_shown_spoke(&mut whole);
+        assert_eq!(whole.status, None);
     }
 
     #[test]

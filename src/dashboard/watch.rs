@@ -135,7 +135,7 @@ fn hub_watches(client: &Client, hub: usize) -> Vec<BoxStream<'static, (usize, Ob
             all(),
             hub,
             Observed::Spoke,
-            |_| {},
+            model::as_shown_spoke,
         ),
         watched(
             Api::<ManagedCluster>::all(client.clone()),
