@@ -14,7 +14,6 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::ResourceExt;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, watcher};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -28,7 +27,7 @@ use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
 use crate::runtime::retry::Retry;
 use crate::runtime::task_set::TaskSet;
-use crate::runtime::watch::{Change, object_changes};
+use crate::runtime::watch::{BackingOff, Change, object_changes};
 
 /// What an addon's health task runs with: the install namespace its lease is watched in, and
 /// the addon as last seen (sent to the task as it changes, which needs no restart).
@@ -106,7 +105,7 @@ async fn watch_addon_lease(
 ) {
     let leases: Api<Lease> = Api::namespaced(ctx.spoke.clone(), &namespace);
     let config = watcher::Config::default().fields(&format!("metadata.name={addon_name}"));
-    let mut events = watcher(leases, config).default_backoff().boxed();
+    let mut events = watcher(leases, config).backing_off().boxed();
     let grace = addon_grace_period(ctx.config.addon_lease_duration);
     let mut lease: Option<Lease> = None;
     let mut listing: Option<Lease> = None;

@@ -40,6 +40,7 @@ use crate::api::vocabulary::{
 };
 use crate::runtime::clock::{sleep_until, wait_until};
 use crate::runtime::conditions::set_conditions;
+use crate::runtime::watch::BackingOff;
 
 /// Key of the bootstrap Secret holding the kubeconfig.
 pub const BOOTSTRAP_KUBECONFIG_KEY: &str = "kubeconfig";
@@ -141,7 +142,7 @@ async fn follow_bootstrap_secret(
     let config = watcher::Config::default()
         .fields(&format!("metadata.name={BOOTSTRAP_HUB_KUBECONFIG_SECRET}"));
     let mut events = watcher(secrets, config)
-        .default_backoff()
+        .backing_off()
         .applied_objects()
         .boxed();
     loop {

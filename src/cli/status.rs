@@ -5,13 +5,14 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use serde::Serialize;
 
 use super::{ClusterArgs, Empty, Output, SourceArgs, exit, print_data};
 use crate::access::Reached;
 use crate::api::{FleetSync, Hub, ManagedCluster, ManagedClusterAddOn, Spoke};
 use crate::fleet::Diagnostic;
+use crate::runtime::watch::BackingOff;
 use crate::status::{Report, gather};
 
 #[derive(Debug, clap::Args)]
@@ -195,7 +196,7 @@ fn changes(hubs: &[(String, Reached)]) -> impl futures::Stream<Item = Signal> + 
         let mut missing = Some(missing);
         // A watch that fails is tried again after a pause, not at once.
         watcher(api, watcher::Config::default())
-            .default_backoff()
+            .backing_off()
             .filter_map(move |event| {
                 let signal = match event {
                     Ok(watcher::Event::InitDone) => Some(Signal::Ready),

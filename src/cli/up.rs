@@ -21,6 +21,7 @@ use serde::de::DeserializeOwned;
 use super::{ClusterArgs, exit};
 use crate::api::fleet::SYSTEM_NAMESPACE;
 use crate::api::{FleetSync, ManagedCluster, ManagedClusterAddOn, Spoke};
+use crate::runtime::watch::BackingOff;
 use crate::source::SourceSpec;
 use crate::status::{HubState, SpokeRow};
 use crate::up::{self, ClusterChange, UpConfig};
@@ -227,7 +228,7 @@ where
 {
     let (store, writer) = reflector::store();
     let stream = reflect(writer, watcher(api, watcher::Config::default()))
-        .default_backoff()
+        .backing_off()
         .filter_map(move |event| {
             std::future::ready(match event {
                 Ok(watcher::Event::InitDone) => Some(Happening::Hub { hub, synced: true }),
@@ -247,7 +248,7 @@ fn sync_events(client: Client, hub: usize) -> BoxStream<'static, Happening> {
         Api::<Event>::namespaced(client, SYSTEM_NAMESPACE),
         watcher::Config::default(),
     )
-    .default_backoff()
+    .backing_off()
     .applied_objects()
     .filter_map(move |event| {
         std::future::ready(match event {

@@ -23,6 +23,7 @@ use super::pages;
 use crate::api::fleet::SYSTEM_NAMESPACE;
 use crate::api::vocabulary::CLUSTER_LEASE_NAME;
 use crate::api::{FleetSync, Hub, ManagedCluster, ManagedClusterAddOn, Spoke};
+use crate::runtime::watch::BackingOff;
 
 /// What viewers hear of a batch of changes: the topics (pages) it concerns, the fleet page's
 /// rows that changed, rendered, and the fleet page's summary when any did.
@@ -93,7 +94,7 @@ where
     // failure is said once (not on every retry), and so is the recovery.
     let mut failing = false;
     watcher(api, config.page_size(crate::runtime::watch::LIST_PAGE))
-        .default_backoff()
+        .backing_off()
         // No page shows who owns which field: the model need not hold it for every object.
         .modify(move |object| {
             crate::runtime::watch::without_managed_fields(object);

@@ -59,6 +59,7 @@ use crate::reconciler::install::{agent_hub_role_binding, agent_hub_role_name};
 use crate::runtime::conditions::set_conditions_once_from;
 use crate::runtime::controller::refs_where;
 use crate::runtime::error::{Category, KubeError, is_conflict, is_forbidden, is_not_found};
+use crate::runtime::watch::BackingOff;
 
 /// What the accept loop keeps besides the hub loops' context.
 struct AcceptContext {
@@ -138,7 +139,7 @@ pub(crate) async fn run(
             Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE),
             watcher::Config::default(),
         )
-        .default_backoff()
+        .backing_off()
         .applied_objects()
         .predicate_filter(predicates::generation, Default::default());
         controller = controller.watches_stream(hubs, move |_| refs_where(&clusters, |_| true));

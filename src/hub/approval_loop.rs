@@ -46,7 +46,7 @@ use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::LABEL_CLUSTER_NAME;
 use crate::runtime::error::KubeError;
 use crate::runtime::index::Index;
-use crate::runtime::watch::cached_or_read;
+use crate::runtime::watch::{BackingOff, cached_or_read};
 
 /// What the approval loop reads what the hub knows of a spoke from: the caches of the watches
 /// that wake it (each store takes an event before the event wakes the CSRs it concerns, so a
@@ -85,7 +85,7 @@ pub(crate) async fn run(
         Api::<Namespace>::all(client.clone()),
         watcher::Config::default().labels(LABEL_CLUSTER_NAME),
     )
-    .default_backoff()
+    .backing_off()
     .modify(cache::namespace_as_recorded)
     .reflect(namespaces_writer)
     .touched_objects();
@@ -96,7 +96,7 @@ pub(crate) async fn run(
         Api::<Secret>::namespaced(client, BOOTSTRAP_TOKEN_NAMESPACE),
         watcher::Config::default().labels(LABEL_CLUSTER_NAME),
     )
-    .default_backoff()
+    .backing_off()
     .modify(cache::token_as_identified)
     .inspect_ok(move |event| tokens_indexed.observe(event))
     .reflect(tokens_writer)

@@ -29,7 +29,7 @@ use crate::hub::signing::is_signed;
 
 use crate::reconciler::run::cluster_watch;
 use crate::runtime::index::Index;
-use crate::runtime::watch::Share;
+use crate::runtime::watch::{BackingOff, Share};
 pub(crate) use crate::runtime::watch::{cached_controller as controller, without_managed_fields};
 
 /// The hub loops' one cache of the Spokes in `fleetform-system` ([`spoke_as_declared`]): the
@@ -48,7 +48,7 @@ pub(crate) fn spokes(client: Client) -> SpokeCache {
         Api::<Spoke>::namespaced(client, SYSTEM_NAMESPACE),
         watcher::Config::default(),
     )
-    .default_backoff()
+    .backing_off()
     .modify(spoke_as_declared)
     .reflect(writer)
     .touched_objects()

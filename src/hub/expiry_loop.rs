@@ -38,6 +38,7 @@ use crate::api::vocabulary::{
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
 use crate::runtime::conditions::{set_conditions, set_conditions_from, set_conditions_once_from};
 use crate::runtime::error::{KubeError, is_conflict};
+use crate::runtime::watch::BackingOff;
 
 /// What the expiry loop shares between reconciles: the cluster leases, kept by watch.
 struct ExpiryContext {
@@ -74,7 +75,7 @@ pub(crate) async fn run(
             listed.send_replace(true);
         }
     })
-    .default_backoff()
+    .backing_off()
     .touched_objects();
     let addon_api: Api<ManagedClusterAddOn> = Api::all(ctx.client.clone());
     let expiry = Arc::new(ExpiryContext {

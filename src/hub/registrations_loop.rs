@@ -34,13 +34,14 @@ use crate::api::ManagedClusterAddOn;
 use crate::api::addon::ClusterManagementAddOn;
 use crate::runtime::controller::refs_where;
 use crate::runtime::error::KubeError;
+use crate::runtime::watch::BackingOff;
 
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
     let errors = ctx.error_policy("addon registrations loop");
     let addons: Api<ManagedClusterAddOn> = Api::all(ctx.client.clone());
     let (reader, writer) = reflector::store();
     let changed = watcher(addons, watcher::Config::default())
-        .default_backoff()
+        .backing_off()
         .modify(cache::addon_registrations)
         .reflect(writer)
         .applied_objects()

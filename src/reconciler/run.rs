@@ -64,8 +64,8 @@ use crate::runtime::finalizers::{delete_if_present, set_finalizer, set_finalizer
 use crate::runtime::index::{self, Index};
 use crate::runtime::metrics::ControllerMetrics;
 use crate::runtime::watch::{
-    Share, backing_off, cached, cached_controller, cached_events, cached_or_read, fact_changes,
-    has_listed, share, tee, without_managed_fields,
+    BackingOff, Share, backing_off, cached, cached_controller, cached_events, cached_or_read,
+    fact_changes, has_listed, share, tee, without_managed_fields,
 };
 
 /// Field manager of the reconciler's writes.
@@ -541,7 +541,7 @@ pub(crate) async fn run_sharing(
                 Api::<ManagedClusterAddOn>::all(client.clone()),
                 watcher::Config::default(),
             )
-            .default_backoff()
+            .backing_off()
             .modify(addon_kept)
             .inspect_ok(move |event| addons_indexed.observe(event))
             .reflect(addons_writer)
@@ -561,7 +561,7 @@ pub(crate) async fn run_sharing(
                 Api::<Secret>::namespaced(client.clone(), BOOTSTRAP_TOKEN_NAMESPACE),
                 watcher::Config::default().labels(LABEL_CLUSTER_NAME),
             )
-            .default_backoff()
+            .backing_off()
             .modify(without_managed_fields)
             .inspect_ok(move |event| tokens_indexed.observe(event))
             .reflect(tokens_writer)
@@ -624,7 +624,7 @@ pub(crate) async fn run_sharing(
                 Api::<ClusterManagementAddOn>::all(client),
                 watcher::Config::default(),
             )
-            .default_backoff()
+            .backing_off()
             .modify(without_managed_fields)
             .reflect(hub_addons_writer)
             .applied_objects()

@@ -15,12 +15,12 @@
 use std::future::Future;
 use std::time::Duration;
 
+use crate::runtime::watch::BackingOff;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ObjectMeta, PostParams};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client};
 use tokio::sync::watch;
@@ -260,7 +260,7 @@ pub async fn run(mut lock: LeaseLock, leader: watch::Sender<bool>, stop: Cancell
     // its next try.
     let config = watcher::Config::default().fields(&format!("metadata.name={}", lock.name));
     let mut changes = watcher(lock.api.clone(), config)
-        .default_backoff()
+        .backing_off()
         .filter(|event| {
             std::future::ready(matches!(
                 event,

@@ -60,6 +60,26 @@ where
     })
 }
 
+/// [`backing_off`] as a method of a watcher's stream, where kube's `default_backoff` was.
+pub trait BackingOff<K>:
+    Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + Sized + 'static
+{
+    /// This stream, pausing ever longer while it fails ([`backing_off`]).
+    fn backing_off(
+        self,
+    ) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
+    where
+        K: Send + 'static,
+    {
+        backing_off(self)
+    }
+}
+
+impl<K, S> BackingOff<K> for S where
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + Sized + 'static
+{
+}
+
 /// The [`Change`]s of the objects of `api` that `config` selects, watched (with a backoff that
 /// grows while the watch fails: [`backing_off`]) until `shutdown`.
 pub fn object_changes<K>(

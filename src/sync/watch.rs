@@ -15,7 +15,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::oneshot;
@@ -29,6 +29,7 @@ use crate::api::find_condition;
 use crate::api::fleet::{FleetSync, Hub, SYSTEM_NAMESPACE};
 use crate::api::vocabulary::{CONDITION_AVAILABLE, CONDITION_ROLLOUT_HALTED, STATUS_TRUE};
 use crate::events::{self, EventType, Reporter};
+use crate::runtime::watch::BackingOff;
 
 /// Field manager of the FleetSync's `RolloutHalted` condition.
 pub const ROLLOUT_FIELD_MANAGER: &str = "fleetform-sync-rollout";
@@ -176,7 +177,7 @@ pub async fn run(
             Api::<ManagedCluster>::all(watch.client.clone()),
             watcher::Config::default().page_size(crate::runtime::watch::LIST_PAGE),
         )
-        .default_backoff()
+        .backing_off()
         .map_ok(|event| Change::Cluster(Box::new(event)))
         .boxed()
     });
@@ -185,7 +186,7 @@ pub async fn run(
             Api::<Hub>::namespaced(watch.client.clone(), SYSTEM_NAMESPACE),
             watcher::Config::default(),
         )
-        .default_backoff()
+        .backing_off()
         .map_ok(|event| Change::Hub(Box::new(event)))
         .boxed()
     });

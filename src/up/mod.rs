@@ -30,7 +30,6 @@ use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use kube::api::{Patch, PatchParams};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, ResourceExt};
 
@@ -48,6 +47,7 @@ use crate::api::fleet::{SYSTEM_NAMESPACE, Spoke};
 use crate::fleet::Fleet;
 use crate::hub::process::HubProcessConfig;
 use crate::reconciler::install::KnownEndpoint;
+use crate::runtime::watch::BackingOff;
 
 /// What `up` runs.
 #[derive(Clone, Debug)]
@@ -765,7 +765,7 @@ fn start_declared_spokes(spokes: Arc<SpokeClusters>) -> crate::sync::Prepare {
 async fn follow_spokes(hub: Client, spokes: Arc<SpokeClusters>, shutdown: CancellationToken) {
     let api: Api<Spoke> = Api::namespaced(hub, SYSTEM_NAMESPACE);
     let mut events = watcher(api, watcher::Config::default())
-        .default_backoff()
+        .backing_off()
         .boxed();
     // This hub's embedded spokes, and those of the listing in progress.
     let mut known: BTreeSet<String> = BTreeSet::new();

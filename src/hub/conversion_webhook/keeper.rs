@@ -31,6 +31,7 @@ use crate::api::fleet::SYSTEM_NAMESPACE;
 use crate::api::vocabulary::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::embedded::CONVERTED_CRDS;
 use crate::hub::run::{FIELD_MANAGER, RETRY_DELAY};
+use crate::runtime::watch::BackingOff;
 
 /// How often the keeper looks at the Secret when nothing else makes it look.
 pub(super) const CHECK_INTERVAL: Duration = Duration::from_secs(24 * 3600);
@@ -218,7 +219,7 @@ impl Keeper {
         let watches = CONVERTED_CRDS.map(|name| {
             let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
             watcher(self.crds.clone(), config)
-                .default_backoff()
+                .backing_off()
                 .applied_objects()
                 .boxed()
         });
