@@ -79,9 +79,10 @@ struct AcceptContext {
     /// in git, so each is reported once: when it asks, if someone sets `hubAcceptsClient`, and
     /// when a person accepts it.
     reported: Mutex<HashSet<(String, bool, NotInGit)>>,
-    /// [`REGISTRATION_CLUSTER_ROLE`] applied by this process: before the first RoleBinding
-    /// refers to it, once.
-    registration_role: tokio::sync::OnceCell<()>,
+    /// When this process last applied [`REGISTRATION_CLUSTER_ROLE`]: before the first
+    /// RoleBinding refers to it, and again once [`REWRITE_AFTER`] has passed (putting back
+    /// what was changed or deleted by hand, as each cluster's RBAC is).
+    registration_role: tokio::sync::Mutex<Option<Instant>>,
     /// What an acceptance last wrote for each cluster and when: a change of what the loop
     /// judges of a ManagedCluster ([`judged`]) or of its CSRs wakes the loop, and writing its
     /// namespace and RBAC again each time cost a joining fleet seven server-side applies per
@@ -152,7 +153,7 @@ pub(crate) async fn run(
         fleet_crds,
         events: Reporter::new(client, FIELD_MANAGER, "accept-loop"),
         reported: Mutex::default(),
-        registration_role: tokio::sync::OnceCell::new(),
+        registration_role: tokio::sync::Mutex::new(None),
         written: Mutex::default(),
     });
     let events = accept_ctx.events.clone();
@@ -509,15 +510,14 @@ async fn accept(ctx: &AcceptContext, managed_cluster: &ManagedCluster) -> Result
     )
     .await?;
     let cluster_roles = Api::<ClusterRole>::all(client.clone());
-    ctx.registration_role
-        .get_or_try_init(|| {
-            apply(
-                &cluster_roles,
-                REGISTRATION_CLUSTER_ROLE,
-                registration_cluster_role(),
-            )
-        })
-        .await?;
+    {
+        let mut applied = ctx.registration_role.lock().await;
+        if applied.is_none_or(|at| at.elapsed() >= REWRITE_AFTER) {
+            let role = registration_cluster_role();
+            apply(&cluster_roles, REGISTRATION_CLUSTER_ROLE, role).await?;
+            *applied = Some(Instant::now());
+        }
+    }
     let objects = rbac(cluster, &users);
     for (name, mut object) in objects {
         if let Some(owner) = &owner {
@@ -572,33 +572,34 @@ async fn bind_registration_role(
     binding: Value,
 ) -> Result<(), HubError> {
     let bindings = Api::<RoleBinding>::namespaced(client.clone(), cluster);
-    match apply(&bindings, name, binding.clone()).await {
-        Err(HubError::Kube(err)) if err.category() == Category::Invalid => {
-            info!("the agent's RoleBinding bound the cluster's own Role; binding the hub-wide one");
-            let gone = |result: kube::Result<_>| match result {
-                Err(err) if !is_not_found(&err) => Err(KubeError::on(
-                    format!("RoleBinding {cluster}/{name}"),
-                    "replace",
-                )(err)),
-                _ => Ok(()),
-            };
-            gone(
-                bindings
-                    .delete(name, &DeleteParams::default())
-                    .await
-                    .map(|_| ()),
-            )?;
-            apply(&bindings, name, binding).await?;
-            gone(
-                Api::<Role>::namespaced(client.clone(), cluster)
-                    .delete(name, &DeleteParams::default())
-                    .await
-                    .map(|_| ()),
-            )?;
-            Ok(())
-        }
-        result => result,
+    let refused = match apply(&bindings, name, binding.clone()).await {
+        Err(HubError::Kube(err)) if err.category() == Category::Invalid => HubError::Kube(err),
+        result => return result,
+    };
+    let failed = |action| KubeError::on(format!("RoleBinding {cluster}/{name}"), action);
+    let bound_before = bindings.get_opt(name).await.map_err(failed("read"))?;
+    if bound_before.is_none_or(|before| before.role_ref.kind != "Role") {
+        return Err(refused);
     }
+    info!("the agent's RoleBinding bound the cluster's own Role; binding the hub-wide one");
+    let gone = |result: kube::Result<_>| match result {
+        Err(err) if !is_not_found(&err) => Err(failed("replace")(err)),
+        _ => Ok(()),
+    };
+    gone(
+        bindings
+            .delete(name, &DeleteParams::default())
+            .await
+            .map(|_| ()),
+    )?;
+    apply(&bindings, name, binding).await?;
+    gone(
+        Api::<Role>::namespaced(client.clone(), cluster)
+            .delete(name, &DeleteParams::default())
+            .await
+            .map(|_| ()),
+    )?;
+    Ok(())
 }
 
 /// [`REGISTRATION_CLUSTER_ROLE`]: what an accepted cluster's agent may do in its cluster
