@@ -222,6 +222,13 @@ pub const FINALIZER_SPOKE_CLEANUP: &str = "fleetform.io/spoke-cleanup";
 
 /// Lease the agent renews in its cluster namespace on the hub.
 pub const CLUSTER_LEASE_NAME: &str = "managed-cluster-lease";
+
+/// Name of the hub-wide ClusterRole of every accepted cluster's agent in its cluster namespace:
+/// its lease, its addons and their status, Events. Each cluster's RoleBinding grants it in
+/// that namespace only, as OCM's hub grants its `open-cluster-management:managedcluster:registration`;
+/// its rules name no cluster, so one role serves the fleet (where each cluster had a Role of
+/// its own: a write and an object more per join).
+pub const REGISTRATION_CLUSTER_ROLE: &str = "fleetform:managedcluster:registration";
 /// Namespace of the agent on the spoke.
 pub const AGENT_NAMESPACE: &str = "open-cluster-management-agent";
 /// Namespace addons are installed in unless they say otherwise.

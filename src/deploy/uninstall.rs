@@ -24,9 +24,10 @@ use super::manifests::HUB_DEPLOYMENT;
 use super::manifests::{HubSettings, hub_manifests};
 use super::{dynamic_api, is_marked};
 use crate::api::fleet::{FleetSync, Hub, SYSTEM_NAMESPACE, Spoke};
-use crate::api::vocabulary::{ANNOTATION_FORCE_UNJOIN, CONDITION_UNJOINED, FINALIZER_HUB_CLEANUP};
+use crate::api::vocabulary::{
+    ANNOTATION_FORCE_UNJOIN, CONDITION_UNJOINED, FINALIZER_HUB_CLEANUP, REGISTRATION_CLUSTER_ROLE,
+};
 use crate::api::{ManagedCluster, find_condition};
-use crate::hub::accept_loop::REGISTRATION_CLUSTER_ROLE;
 
 /// What uninstalling is doing, for its progress display.
 #[derive(Clone, Debug, PartialEq, Eq)]

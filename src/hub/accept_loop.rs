@@ -52,7 +52,7 @@ use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::{
     CLUSTER_LEASE_NAME, CONDITION_CLOCK_SYNCED, CONDITION_HUB_ACCEPTED, LABEL_CLUSTER_NAME,
     MANAGED_BY, MANAGED_BY_LABEL, REASON_HUB_CLUSTER_ADMIN_ACCEPTED,
-    REASON_HUB_CLUSTER_ADMIN_DENIED, STATUS_FALSE, STATUS_TRUE,
+    REASON_HUB_CLUSTER_ADMIN_DENIED, REGISTRATION_CLUSTER_ROLE, STATUS_FALSE, STATUS_TRUE,
 };
 use crate::events::{self, EventType, Reporter};
 use crate::reconciler::install::{agent_hub_role_binding, agent_hub_role_name};
@@ -199,13 +199,6 @@ pub fn cluster_role_name(cluster: &str) -> String {
 pub fn registration_role_name(cluster: &str) -> String {
     format!("open-cluster-management:managedcluster:{cluster}:registration")
 }
-
-/// Name of the hub-wide ClusterRole of every accepted cluster's agent in its cluster namespace:
-/// its lease, its addons and their status, Events. Each cluster's RoleBinding grants it in
-/// that namespace only, as OCM's hub grants its `open-cluster-management:managedcluster:registration`;
-/// its rules name no cluster, so one role serves the fleet (where each cluster had a Role of
-/// its own: a write and an object more per join).
-pub const REGISTRATION_CLUSTER_ROLE: &str = "fleetform:managedcluster:registration";
 
 #[instrument(skip(ctx, cluster), fields(cluster = cluster.name_any()))]
 async fn reconcile(
@@ -900,15 +893,23 @@ mod tests {
     #[test]
     fn agent_rbac_names_only_its_own_cluster_and_binds_only_this_joins_users() {
         let users = BTreeSet::from(["system:open-cluster-management:c1:agent1".to_string()]);
-        let objects = rbac("c1", &users);
+        // The cluster's own objects, and the hub-wide role its namespace's binding grants.
+        let mut objects = rbac("c1", &users);
         let kinds: Vec<&str> = objects
             .iter()
             .filter_map(|(_, object)| object["kind"].as_str())
             .collect();
+        assert_eq!(kinds, ["ClusterRole", "ClusterRoleBinding", "RoleBinding"]);
+        assert_eq!(objects[2].1["metadata"]["namespace"], "c1");
         assert_eq!(
-            kinds,
-            ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
+            objects[2].1["roleRef"],
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                   "name": REGISTRATION_CLUSTER_ROLE})
         );
+        objects.push((
+            REGISTRATION_CLUSTER_ROLE.to_string(),
+            registration_cluster_role(),
+        ));
         for (_, object) in &objects {
             for rule in object["rules"].as_array().into_iter().flatten() {
                 let resources: Vec<&str> = rule["resources"]
@@ -932,6 +933,5 @@ mod tests {
                 );
             }
         }
-        assert_eq!(objects[2].1["metadata"]["namespace"], "c1");
     }
 }

@@ -16,13 +16,11 @@ use fleetform::api::vocabulary::{
     HUB_KUBECONFIG_SECRET_KEY_AGENT_NAME, LABEL_SPOKE_ONLY, REASON_ADDON_LEASE_NOT_FOUND,
     REASON_ADDON_LEASE_UPDATE_STOPPED, REASON_ADDON_LEASE_UPDATED,
     REASON_HUB_CLUSTER_ADMIN_ACCEPTED, REASON_HUB_CLUSTER_ADMIN_DENIED,
-    REASON_KUBE_API_SERVER_UNAVAILABLE, REASON_LEASE_UPDATE_STOPPED, STATUS_FALSE, STATUS_TRUE,
-    STATUS_UNKNOWN, TAINT_UNAVAILABLE, TAINT_UNREACHABLE,
+    REASON_KUBE_API_SERVER_UNAVAILABLE, REASON_LEASE_UPDATE_STOPPED, REGISTRATION_CLUSTER_ROLE,
+    STATUS_FALSE, STATUS_TRUE, STATUS_UNKNOWN, TAINT_UNAVAILABLE, TAINT_UNREACHABLE,
 };
 use fleetform::api::{ClusterClaim, ManagedCluster, ManagedClusterAddOn};
-use fleetform::hub::accept_loop::{
-    REGISTRATION_CLUSTER_ROLE, cluster_role_name, registration_role_name,
-};
+use fleetform::hub::accept_loop::{cluster_role_name, registration_role_name};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
