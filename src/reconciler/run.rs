@@ -1035,12 +1035,24 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
         unjoined_by_hub.as_deref(),
         Timestamp::now(),
     );
-    // What the spoke has is read before this pass's actions; the writes they made wake the next
-    // pass, which reports them.
+    // What the spoke has is read before this pass's actions, and the writes they made wake the
+    // next pass, which reports them; but the lease duration this pass wrote onto its cluster is
+    // what it has now: reported with this write rather than in one more of that pass (a Spoke
+    // status write per spoke when a fleet's lease changes).
+    let synced = decision
+        .actions
+        .iter()
+        .any(|action| matches!(action, Action::Accept | Action::SyncCluster));
     let applied = gathered
         .applied
-        .as_ref()
-        .filter(|_| !gathered.facts.deleting);
+        .clone()
+        .filter(|_| !gathered.facts.deleting)
+        .map(|mut applied| {
+            if synced {
+                applied.lease_duration_seconds = gathered.effective.lease_duration_seconds;
+            }
+            applied
+        });
     // The agent this spoke's agent may upgrade itself to, once the hub's rollout releases it.
     let agent = gathered.effective.agent.hash();
     let released_agent = (!gathered.facts.deleting
@@ -1052,7 +1064,7 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
         &spoke,
         decision.phase,
         &conditions,
-        applied,
+        applied.as_ref(),
         released_agent,
     )
     .await?;

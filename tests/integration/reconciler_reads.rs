@@ -7,7 +7,7 @@
 use crate::support;
 
 use fleetform::api::ManagedCluster;
-use fleetform::api::fleet::{SYSTEM_NAMESPACE, Spoke};
+use fleetform::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
 use fleetform_controlplane::requests::{RequestCounts, Verb};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -104,4 +104,87 @@ async fn spoke_passes_read_from_the_watches_not_by_a_request_each() {
             "three passes read {read} from the hub instead of a watch's store"
         );
     }
+}
+
+/// A joined spoke whose lease duration changes in git gets it on its cluster and reports it in
+/// one write of its status, with the generation it read: the pass that wrote it onto the cluster
+/// says so, where the pass that write woke said it in a second write (10,000 more at 10,000
+/// spokes for a fleet's lease change).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_change_is_reported_in_one_status_write() {
+    let hub = Cluster::start().await;
+    let spoke = Cluster::start().await;
+    let clusters = Api::<ManagedCluster>::all(hub.client.clone());
+    let cluster: ManagedCluster = serde_json::from_value(json!({
+        "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+        "metadata": {"name": "spoke-a"},
+        "spec": {"hubAcceptsClient": true},
+    }))
+    .unwrap();
+    clusters
+        .create(&PostParams::default(), &cluster)
+        .await
+        .unwrap();
+    clusters
+        .patch_status(
+            "spoke-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"conditions": [{
+                "type": "ManagedClusterJoined", "status": "True", "reason": "ManagedClusterJoined",
+                "message": "joined", "lastTransitionTime": "2026-11-28T00:00:00Z"}]}})),
+        )
+        .await
+        .unwrap();
+    let _reconciler = start_reconciler(&hub).await;
+    declare_fleet_of_one(&hub, &spoke, "spoke-a").await;
+    let spokes: Api<Spoke> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);
+    let lease_applied = |seconds: i32| {
+        move |spoke: &Spoke| {
+            let status = spoke.status.as_ref();
+            status.and_then(|s| s.observed_generation) == spoke.metadata.generation
+                && status
+                    .and_then(|s| s.applied.as_ref())
+                    .is_some_and(|applied| applied.lease_duration_seconds == seconds)
+        }
+    };
+    // The Spoke sets none: its Hub's.
+    let first_lease = Api::<Hub>::namespaced(hub.client.clone(), SYSTEM_NAMESPACE)
+        .get("hub")
+        .await
+        .unwrap()
+        .spec
+        .registration
+        .lease_duration_seconds;
+    wait_for(
+        &spokes,
+        "spoke-a",
+        "the declared lease applied",
+        lease_applied(first_lease),
+    )
+    .await;
+
+    let before = hub.server.request_counts();
+    let wanted = first_lease + 20;
+    spokes
+        .patch(
+            "spoke-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"leaseDurationSeconds": wanted}})),
+        )
+        .await
+        .unwrap();
+    wait_for(
+        &spokes,
+        "spoke-a",
+        "the new lease applied",
+        lease_applied(wanted),
+    )
+    .await;
+    let on_cluster = clusters.get("spoke-a").await.unwrap();
+    assert_eq!(on_cluster.spec.lease_duration_seconds, Some(wanted));
+    assert_eq!(
+        requests(&hub, &before, Verb::Patch, "fleetform.io", "spokes/status"),
+        1,
+        "the new generation and the lease it applied, in one write"
+    );
 }
