@@ -392,7 +392,10 @@ fn write_fleet(
 /// (`dryRun=All`: a request, and no write, as nothing is stored), group and resource
 /// (`resource/subresource`).
 #[derive(Clone, Debug, Default)]
-struct Requests(BTreeMap<(String, bool, String, String), u64>);
+struct Requests(BTreeMap<RequestKey, u64>);
+
+/// A kind of request: verb, whether a dry run, group, `resource[/subresource]`.
+type RequestKey = (String, bool, String, String);
 
 impl Requests {
     /// Parses `apiserver_request_total` series, summing those that differ in other labels (a
@@ -452,24 +455,29 @@ impl Requests {
         self.0.values().sum()
     }
 
+    fn is_write((verb, dry_run, _, _): &RequestKey) -> bool {
+        !dry_run
+            && matches!(
+                verb.as_str(),
+                "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE" | "DELETECOLLECTION"
+            )
+    }
+
     fn writes(&self) -> u64 {
         self.0
             .iter()
-            .filter(|((verb, dry_run, _, _), _)| {
-                !dry_run
-                    && matches!(
-                        verb.as_str(),
-                        "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE" | "DELETECOLLECTION"
-                    )
-            })
+            .filter(|(key, _)| Self::is_write(key))
             .map(|(_, n)| n)
             .sum()
     }
 
-    fn busiest(&self, count: usize) -> Vec<(String, u64)> {
+    /// The `count` busiest kinds of request among those `keep` keeps, busiest first, each
+    /// named as "VERB resource.group".
+    fn busiest(&self, count: usize, keep: impl Fn(&RequestKey) -> bool) -> Vec<(String, u64)> {
         let mut kinds: Vec<_> = self
             .0
             .iter()
+            .filter(|(key, _)| keep(key))
             .map(|((verb, dry_run, group, resource), n)| {
                 let resource = match group.as_str() {
                     "" => resource.clone(),
@@ -1233,7 +1241,7 @@ fn print(settings: &Settings, report: &Report) {
                     ),
                     writes_target,
                 );
-                for (kind, count) in requests.busiest(14) {
+                for (kind, count) in requests.busiest(14, |_| true) {
                     row(&format!("    {kind}"), count.to_string(), String::new());
                 }
             }
@@ -1249,7 +1257,13 @@ fn print(settings: &Settings, report: &Report) {
                 format!("{} ({:.1})", own.writes(), per_spoke(own.writes())),
                 "-".into(),
             );
-            for (kind, count) in own.busiest(10) {
+            // Every kind of write fleetform makes (the target is on writes), then its busiest
+            // reads.
+            for (kind, count) in own
+                .busiest(usize::MAX, Requests::is_write)
+                .into_iter()
+                .chain(own.busiest(6, |key| !Requests::is_write(key)))
+            {
                 row(&format!("    {kind}"), count.to_string(), String::new());
             }
         }
