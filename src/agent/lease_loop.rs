@@ -4,7 +4,9 @@
 //! namespace every `leaseDurationSeconds` (up to 12.5% early or late, a fresh random draw per
 //! renewal, one duration apart on average) and,
 //! at each renewal, probes the spoke's `/livez` (`/healthz` where there is none) and the agent's
-//! Deployment, writing Available only when [`AvailabilityTracker`] says it changed. A change of
+//! Deployment, writing Available only when [`AvailabilityTracker`] says it changed. It also sets
+//! ManagedClusterJoined once the cluster is accepted, in the same write as the first Available,
+//! as OCM's agent reports its status in one update. A change of
 //! `leaseDurationSeconds` on the ManagedCluster reaches the loop by watch and moves the next
 //! renewal at once. When the hub's Available condition differs from what the loop last reported
 //! (the hub marked the cluster Unknown while the agent was away), the tracker resumes from the
@@ -15,19 +17,20 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use tracing::{instrument, warn};
+use tracing::{info, instrument, warn};
 
 use super::availability::{AvailabilityTracker, Probe, next_lease_renewal};
 use super::run::{AgentError, Context, FIELD_MANAGER, MAX_RETRY_DELAY, RETRY_DELAY};
 use crate::api::ManagedCluster;
 use crate::api::vocabulary::{
-    CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_HUB_ACCEPTED, LABEL_CLUSTER_NAME,
+    CLUSTER_LEASE_NAME, CONDITION_AVAILABLE, CONDITION_HUB_ACCEPTED, CONDITION_JOINED,
+    LABEL_CLUSTER_NAME, REASON_JOINED, STATUS_TRUE,
 };
 use crate::reconciler::install::{LABEL_AGENT_CONFIG_HASH, LABEL_AGENT_VERSION};
 use crate::runtime::clock::{after, sleep_until};
@@ -53,7 +56,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
         MAX_RETRY_DELAY,
     );
     let mut reporting = Retry::new(
-        "writing Available",
+        "writing Joined and Available",
         ctx.name(),
         RETRY_DELAY,
         MAX_RETRY_DELAY,
@@ -92,15 +95,30 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
                     }
                 }
             }
-            if recheck_at.is_some_and(|at| Timestamp::now() >= at) {
+            // Not joined yet (accepted, or created again under this agent): the join is written
+            // with the availability of the first probe, so that the hub sees the cluster joined
+            // and how available it is in one write, not two (each a hub pass and a Spoke
+            // status write more, and a Spoke shown joined and Unhealthy in between).
+            let joining = !cluster.is_joined();
+            if joining || recheck_at.is_some_and(|at| Timestamp::now() >= at) {
                 let probe = probe(&ctx).await;
                 let step = tracker.observe(&probe, Timestamp::now());
                 recheck_at = step.recheck_at;
-                if let Some(condition) = step.report {
-                    match write_available(&ctx, condition.clone()).await {
+                let written: Vec<Condition> = joining
+                    .then(joined_condition)
+                    .into_iter()
+                    .chain(step.report.clone())
+                    .collect();
+                if !written.is_empty() {
+                    match write_conditions(&ctx, written).await {
                         Ok(()) => {
                             reporting.succeeded();
-                            reported = Some(condition);
+                            if joining {
+                                info!("joined");
+                            }
+                            if let Some(condition) = step.report {
+                                reported = Some(condition);
+                            }
                         }
                         Err(err) => {
                             tracker = AvailabilityTracker::resuming(ctx.config.failure_grace, None);
@@ -245,16 +263,34 @@ async fn probe_api_server(spoke: &kube::Client) -> Option<String> {
     failure
 }
 
-#[instrument(skip(ctx, condition), fields(cluster = ctx.name(), status = %condition.status))]
-async fn write_available(ctx: &Context, condition: Condition) -> Result<(), AgentError> {
+/// ManagedClusterJoined, as the agent sets it once the hub has accepted its cluster.
+fn joined_condition() -> Condition {
+    Condition {
+        type_: CONDITION_JOINED.to_string(),
+        status: STATUS_TRUE.to_string(),
+        reason: REASON_JOINED.to_string(),
+        message: "Managed cluster joined".to_string(),
+        observed_generation: None,
+        last_transition_time: Time(Timestamp::now()),
+    }
+}
+
+/// Writes `conditions` (Joined, Available, or both) onto the cluster's status in one request.
+#[instrument(skip(ctx, conditions), fields(cluster = ctx.name()))]
+async fn write_conditions(ctx: &Context, conditions: Vec<Condition>) -> Result<(), AgentError> {
     let clusters: Api<ManagedCluster> = ctx.clusters();
-    Ok(set_conditions(&clusters, ctx.name(), FIELD_MANAGER, |_| {
-        vec![condition.clone()]
-    })
-    .await
-    .map(|_| ())
-    .map_err(KubeError::on(
-        format!("cluster {}", ctx.name()),
-        "write Available",
-    ))?)
+    let what = conditions
+        .iter()
+        .map(|condition| format!("{}={}", condition.type_, condition.status))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Ok(
+        set_conditions(&clusters, ctx.name(), FIELD_MANAGER, |_| conditions.clone())
+            .await
+            .map(|_| ())
+            .map_err(KubeError::on(
+                format!("cluster {}", ctx.name()),
+                format!("write {what}"),
+            ))?,
+    )
 }

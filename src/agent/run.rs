@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client};
@@ -29,11 +29,8 @@ use super::availability::DEFAULT_FAILURE_GRACE;
 use super::hub_connection::{HubConnection, HubConnectionError};
 use crate::api::ManagedCluster;
 use crate::api::cluster::{ClientConfig, ManagedClusterSpec};
-use crate::api::vocabulary::{
-    AGENT_NAMESPACE, CONDITION_HUB_ACCEPTED, CONDITION_JOINED, REASON_JOINED, STATUS_TRUE,
-};
+use crate::api::vocabulary::{AGENT_NAMESPACE, CONDITION_HUB_ACCEPTED};
 use crate::reconciler::install::ELECTION_LEASE;
-use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
 use crate::runtime::error::is_conflict;
 use crate::runtime::leader::Election;
@@ -386,8 +383,8 @@ pub(crate) async fn run_loops(
     info!(cluster = ctx.name(), "agent loops stopped");
 }
 
-/// Registers the ManagedCluster, keeps it registered, publishes every version of it to the other
-/// loops and sets ManagedClusterJoined once the hub has accepted it.
+/// Registers the ManagedCluster, keeps it registered and publishes every version of it to the
+/// other loops (the lease loop sets ManagedClusterJoined once the hub has accepted it).
 async fn follow_cluster(
     ctx: Arc<Context>,
     cluster_tx: watch::Sender<Option<ManagedCluster>>,
@@ -404,25 +401,10 @@ async fn follow_cluster(
         RETRY_DELAY,
         MAX_RETRY_DELAY,
     );
-    let mut joining = Retry::new(
-        "setting ManagedClusterJoined",
-        ctx.name(),
-        RETRY_DELAY,
-        MAX_RETRY_DELAY,
-    );
-    let mut join_again: Option<Duration> = None;
     loop {
         let event = tokio::select! {
             _ = shutdown.cancelled() => return,
             event = events.next() => event,
-            _ = tokio::time::sleep(join_again.unwrap_or_default()), if join_again.is_some() => {
-                let cluster = cluster_tx.borrow().clone();
-                join_again = match cluster {
-                    Some(cluster) => join(&ctx, &cluster, &mut joining).await,
-                    None => None,
-                };
-                continue;
-            }
         };
         let cluster = match event {
             None => return,
@@ -444,26 +426,23 @@ async fn follow_cluster(
             Some(Ok(watcher::Event::InitDone)) => None,
         };
         watching.succeeded();
-        match &cluster {
-            None => {
-                // Created again, unless this agent may not (its cluster was deleted on the hub,
-                // and its rights with it): then it asks ever more rarely, saying so once.
-                let mut registering = Retry::new(
-                    "creating the ManagedCluster",
-                    ctx.name(),
-                    RETRY_DELAY,
-                    MAX_RETRY_DELAY,
-                );
-                while let Err(err) = register(&ctx).await {
-                    let wait = registering.failed(&err);
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return,
-                        _ = tokio::time::sleep(wait) => {}
-                    }
+        if cluster.is_none() {
+            // Created again, unless this agent may not (its cluster was deleted on the hub,
+            // and its rights with it): then it asks ever more rarely, saying so once.
+            let mut registering = Retry::new(
+                "creating the ManagedCluster",
+                ctx.name(),
+                RETRY_DELAY,
+                MAX_RETRY_DELAY,
+            );
+            while let Err(err) = register(&ctx).await {
+                let wait = registering.failed(&err);
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(wait) => {}
                 }
-                registering.succeeded();
             }
-            Some(cluster) => join_again = join(&ctx, cluster, &mut joining).await,
+            registering.succeeded();
         }
         cluster_tx.send_replace(cluster);
     }
@@ -513,40 +492,5 @@ pub(crate) async fn create_cluster(
             "create its ManagedCluster",
         )(err)
         .into()),
-    }
-}
-
-/// Sets ManagedClusterJoined once the hub says it accepts the cluster; when that fails, how
-/// long to wait before trying again.
-#[instrument(skip(ctx, cluster, retry), fields(cluster = ctx.name()))]
-async fn join(ctx: &Context, cluster: &ManagedCluster, retry: &mut Retry) -> Option<Duration> {
-    let accepted = cluster.hub_accepts_client()
-        && crate::api::is_condition_true(cluster.conditions(), CONDITION_HUB_ACCEPTED);
-    if !accepted || cluster.is_joined() {
-        return None;
-    }
-    let joined = Condition {
-        type_: CONDITION_JOINED.to_string(),
-        status: STATUS_TRUE.to_string(),
-        reason: REASON_JOINED.to_string(),
-        message: "Managed cluster joined".to_string(),
-        observed_generation: None,
-        last_transition_time: Time(Timestamp::now()),
-    };
-    let written = set_conditions(&ctx.clusters(), ctx.name(), FIELD_MANAGER, |_| {
-        vec![joined.clone()]
-    })
-    .await
-    .map_err(KubeError::on(
-        format!("cluster {}", ctx.name()),
-        "set ManagedClusterJoined",
-    ));
-    match written {
-        Ok(_) => {
-            retry.succeeded();
-            info!("joined");
-            None
-        }
-        Err(err) => Some(retry.failed(&err)),
     }
 }

@@ -69,6 +69,13 @@ async fn agent_registers_and_joins_once_the_hub_accepts_and_denial_removes_its_r
 
     accept(&hub, "spoke-a", 1).await;
     let joined = wait_for(&clusters, "spoke-a", "joined", ManagedCluster::is_joined).await;
+    // As OCM's agent reports its status: the join comes with the cluster's availability, in one
+    // write, so that the hub never sees it joined and not known to be available.
+    assert_eq!(
+        available_status(&joined).as_deref(),
+        Some(STATUS_TRUE),
+        "the version that says joined says Available too"
+    );
     // Renewals arrive in time: the hub says the clocks agree, as OCM's hub does.
     let synced = wait_for(&clusters, "spoke-a", "ClockSynced", |c| {
         condition_status(c, CONDITION_CLOCK_SYNCED).as_deref() == Some(STATUS_TRUE)
