@@ -200,6 +200,9 @@ struct Context {
     look_again: Mutex<LookAgain>,
     /// The Spokes whose status a pass wrote, as written, until the store has their write.
     own_writes: OwnWrites,
+    /// The ManagedCluster writes of passes that reported what they wrote, until their watch
+    /// event (which wakes no pass) comes.
+    cluster_writes: ClusterWrites,
     /// The agents' Roles on their Spoke and Hub this process wrote, by cluster, with the Hub
     /// (see [`grant_spoke_access`]).
     granted: Mutex<HashMap<String, String>>,
@@ -357,6 +360,73 @@ const SPOKE_PASSES_AT_ONCE: u16 = 64;
 /// joining.
 const RESYNCS_PER_SECOND: f64 = 50.0;
 
+/// The resourceVersion of each ManagedCluster as a pass that accepted it or synced its settings
+/// wrote it, by name, until the watch brings that version. The pass reported what it wrote
+/// (accepted, the lease duration it applied), and what comes next (the agent's join) changes
+/// the cluster again: the write's own event wakes no pass, where it woke one per spoke that
+/// read the spoke and wrote nothing (10,000 in a fleet's lease change).
+#[derive(Clone, Default)]
+struct ClusterWrites(Arc<Mutex<HashMap<String, String>>>);
+
+impl ClusterWrites {
+    /// Remembers `written`, the server's answer to a pass's `patch` of `read`, the copy the
+    /// pass decided from, if it is that copy with the patch and nothing else a pass acts on:
+    /// the write is not guarded (see [`cluster_sync::patch`]), so another's change (the
+    /// agent's join, a deletion, a taint) may have come first, and its version must wake a
+    /// pass. A patch that changed nothing leaves the version as it was: nothing to remember.
+    fn wrote(&self, read: &ManagedCluster, patch: &serde_json::Value, written: &ManagedCluster) {
+        use crate::api::vocabulary::{CONDITION_AVAILABLE, CONDITION_JOINED};
+        let reported = |cluster: &ManagedCluster| {
+            [CONDITION_JOINED, CONDITION_AVAILABLE].map(|type_| {
+                cluster
+                    .condition(type_)
+                    .map(|c| (c.status.clone(), c.last_transition_time.clone()))
+            })
+        };
+        let only_this_patch = reported(read) == reported(written)
+            && read.metadata.deletion_timestamp == written.metadata.deletion_timestamp
+            && (patch["spec"].get("taints").is_some() || read.spec.taints == written.spec.taints);
+        let Some(version) = written.resource_version() else {
+            return;
+        };
+        if only_this_patch && read.metadata.resource_version.as_ref() != Some(&version) {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(written.name_any(), version);
+        }
+    }
+
+    /// Whether `cluster` is a pass's write coming back by watch; forgotten once it has. A
+    /// version seen before the write's stays remembered: the write's comes after it.
+    fn is_echo(&self, cluster: &ManagedCluster) -> bool {
+        let mut writes = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let name = cluster.name_any();
+        let echo = cluster.metadata.resource_version.is_some()
+            && writes.get(&name) == cluster.metadata.resource_version.as_ref();
+        if echo || cluster.metadata.deletion_timestamp.is_some() {
+            writes.remove(&name);
+        }
+        echo
+    }
+}
+
+/// Whether a pass that took `actions` asks for the next one soon ([`lifecycle::POLL`]), to read
+/// and report what they changed. Not for a wait (`Blocked`): that would spin. Not for accepting
+/// the cluster or syncing its settings: the pass reported them, and the cluster's next change
+/// (the agent's join) comes by watch.
+fn looks_again_soon(actions: &[Action]) -> bool {
+    actions.iter().any(|action| {
+        !matches!(
+            action,
+            Action::Blocked(_) | Action::Accept | Action::SyncCluster
+        )
+    })
+}
+
 /// When each Spoke whose pass acted on the spoke itself (its agent installed or upgraded, its
 /// side of an unjoin) is to be looked at again: [`lifecycle::POLL`] after that pass, whatever ran
 /// in between. A pass woken by an event within that time may come before the action's effect
@@ -496,6 +566,8 @@ pub(crate) async fn run_sharing(
         store: clusters,
         events: cluster_events,
     } = clusters;
+    let cluster_writes = ClusterWrites::default();
+    let echoes = cluster_writes.clone();
     let (cluster_addons, addons_writer) = reflector::store();
     let addons_by_cluster = Index::new(index::namespace::<ManagedClusterAddOn>);
     let addons_indexed = addons_by_cluster.clone();
@@ -520,6 +592,7 @@ pub(crate) async fn run_sharing(
         tokens_by_cluster,
         look_again: Mutex::default(),
         own_writes: OwnWrites::default(),
+        cluster_writes: cluster_writes.clone(),
         granted: Mutex::default(),
     });
     let events = ctx.events.clone();
@@ -533,7 +606,8 @@ pub(crate) async fn run_sharing(
             // Each one that changes what a pass reads of it, and each deleted: an agent's
             // status reports (claims, capacity, version, heartbeats, other conditions) wake no
             // pass.
-            fact_changes(cluster_events, cluster_facts),
+            fact_changes(cluster_events, cluster_facts)
+                .try_filter(move |cluster| std::future::ready(!echoes.is_echo(cluster))),
             |cluster| Some(ObjectRef::new(&cluster.name_any()).within(SYSTEM_NAMESPACE)),
         )
         .watches_stream(
@@ -1075,11 +1149,7 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
     // What this pass changed, the next one reads and reports: its own status writes wake none
     // (see `spoke_changes`). Not at once: an action whose effect the facts never show must not
     // spin.
-    if decision
-        .actions
-        .iter()
-        .any(|action| !matches!(action, Action::Blocked(_)))
-    {
+    if looks_again_soon(&decision.actions) {
         after = after.min(lifecycle::POLL);
     }
     // What an action did on the spoke, no watch here sees: that look again holds even when an
@@ -1310,7 +1380,12 @@ async fn carry_out(
                 taints: &spoke.spec.taints,
             };
             let patch = cluster_sync::patch(cluster, &wanted, true);
-            merge(&Api::<ManagedCluster>::all(client.clone()), &name, &patch).await
+            let written = Api::<ManagedCluster>::all(client.clone())
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(KubeError::on(format!("ManagedCluster {name}"), "update"))?;
+            ctx.cluster_writes.wrote(cluster, &patch, &written);
+            Ok(())
         }
         Action::AddTaint(key) => {
             let Some(cluster) = &gathered.cluster else {
@@ -1961,6 +2036,52 @@ mod tests {
         // Joined; labelled; lapsed; deleted (the agent's report of its version and claims woke
         // nothing).
         assert_eq!(woken, ["-/true", "prod/true", "prod/false", "prod/false"]);
+    }
+
+    #[test]
+    fn a_passs_own_write_of_its_cluster_wakes_no_pass_and_anothers_change_with_it_does() {
+        let versioned = |version: &str, status: serde_json::Value| {
+            let mut cluster = cluster(json!({}), status);
+            cluster.metadata.resource_version = Some(version.to_string());
+            cluster
+        };
+        let joined = json!({"conditions": [{"type": "ManagedClusterJoined", "status": "True",
+            "reason": "r", "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+        let patch = json!({"spec": {"leaseDurationSeconds": 20}});
+        let read = versioned("1", json!({}));
+
+        // The lease written onto the version read: its event is the write's own, once.
+        let writes = ClusterWrites::default();
+        writes.wrote(&read, &patch, &versioned("2", json!({})));
+        assert!(
+            !writes.is_echo(&versioned("1", json!({}))),
+            "an older version"
+        );
+        assert!(writes.is_echo(&versioned("2", json!({}))));
+        assert!(
+            !writes.is_echo(&versioned("2", json!({}))),
+            "once (a relisting brings it again)"
+        );
+
+        // The agent joined before the write landed: the version written holds the join, which
+        // the pass never read.
+        let writes = ClusterWrites::default();
+        writes.wrote(&read, &patch, &versioned("3", joined.clone()));
+        assert!(!writes.is_echo(&versioned("3", joined)));
+
+        // A patch that changed nothing left the version as it was.
+        let writes = ClusterWrites::default();
+        writes.wrote(&read, &patch, &versioned("1", json!({})));
+        assert!(!writes.is_echo(&versioned("1", json!({}))));
+    }
+
+    #[test]
+    fn only_a_pass_that_acted_beyond_its_cluster_asks_for_the_next_soon() {
+        assert!(!looks_again_soon(&[Action::SyncCluster]));
+        assert!(!looks_again_soon(&[Action::Accept]));
+        assert!(!looks_again_soon(&[Action::Blocked("waiting".into())]));
+        assert!(looks_again_soon(&[Action::Accept, Action::InstallAgent]));
+        assert!(looks_again_soon(&[Action::AddTaint("t")]));
     }
 
     fn names(refs: Vec<ObjectRef<Spoke>>) -> Vec<String> {
