@@ -99,8 +99,13 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
             // with the availability of the first probe, so that the hub sees the cluster joined
             // and how available it is in one write, not two (each a hub pass and a Spoke
             // status write more, and a Spoke shown joined and Unhealthy in between).
+            // A failed write waits for its retry (`recheck_at`) like any other.
             let joining = !cluster.is_joined();
-            if joining || recheck_at.is_some_and(|at| Timestamp::now() >= at) {
+            let due = match recheck_at {
+                Some(at) => Timestamp::now() >= at,
+                None => joining,
+            };
+            if due {
                 let probe = probe(&ctx).await;
                 let step = tracker.observe(&probe, Timestamp::now());
                 recheck_at = step.recheck_at;
