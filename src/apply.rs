@@ -3,6 +3,8 @@
 //! `fleetform`) and deletion of the objects git no longer holds. The lifecycle steps those
 //! objects set off are the reconciler's: this module only writes what the plan says.
 
+use std::collections::BTreeMap;
+
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::jiff::Timestamp;
@@ -13,7 +15,7 @@ use tracing::warn;
 use crate::api::fleet::{Hub, SYSTEM_NAMESPACE};
 use crate::observe::{FIELD_MANAGER, IN_FLIGHT, api_resource};
 use crate::plan::desired::ObjectKind;
-use crate::plan::{Action, HubPlan, ObjectChange, ObjectKey, Step};
+use crate::plan::{Action, HubPlan, ObjectChange, ObjectKey, ReadVersion, Step};
 
 /// Why a plan could not be carried out on a hub.
 #[derive(Debug, thiserror::Error)]
@@ -149,7 +151,7 @@ async fn write_changes(
     {
         let writes: Vec<_> = run
             .iter()
-            .map(|change| write_change(&plan.hub, client, change, &params))
+            .map(|change| write_change(&plan.hub, client, change, &plan.read_versions, &params))
             .collect();
         let written: Vec<Option<WrittenObject>> = futures::stream::iter(writes)
             .buffered(IN_FLIGHT)
@@ -173,6 +175,7 @@ async fn write_change(
     hub: &str,
     client: &Client,
     change: &ObjectChange,
+    plan_reads: &BTreeMap<String, ReadVersion>,
     params: &PatchParams,
 ) -> Result<Option<WrittenObject>, ApplyError> {
     let failed = |action: String| {
@@ -190,6 +193,15 @@ async fn write_change(
                 .await
                 .map_err(failed(format!("apply {}", change.key)))?
                 .metadata;
+            // An apply that stored nothing leaves the version the plan read: no change (a plan
+            // made without dry runs cannot tell a server's defaults from a change).
+            let read = plan_read_version(plan_reads, &change.key);
+            if change.action == Action::Update
+                && read.is_some()
+                && read == written.resource_version.as_deref()
+            {
+                return Ok(None);
+            }
             (written.uid, written.generation)
         }
         (Action::Delete, _) => {
@@ -217,6 +229,17 @@ async fn write_change(
         uid,
         generation,
     }))
+}
+
+/// The resourceVersion of `key` the plan read, if it read one.
+fn plan_read_version<'a>(
+    reads: &'a BTreeMap<String, ReadVersion>,
+    key: &ObjectKey,
+) -> Option<&'a str> {
+    reads
+        .get(&key.to_string())
+        .map(|read| read.resource_version.as_str())
+        .filter(|version| !version.is_empty())
 }
 
 fn dynamic(client: &Client, key: &ObjectKey) -> Api<DynamicObject> {

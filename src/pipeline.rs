@@ -12,7 +12,7 @@
 use kube::Client;
 
 use crate::fleet::Fleet;
-use crate::observe::{ObserveError, observe_hub};
+use crate::observe::{DryRuns, ObserveError, observe_hub_with};
 use crate::plan::desired::hub_objects_stored;
 use crate::plan::{self, HubPlan, Observed, Plan, PruneGuard};
 use crate::source::Origin;
@@ -28,6 +28,7 @@ pub struct Loaded {
 pub struct Planning<'a> {
     loaded: &'a Loaded,
     observed: Observed,
+    dry_runs: DryRuns,
 }
 
 impl<'a> Planning<'a> {
@@ -36,6 +37,16 @@ impl<'a> Planning<'a> {
         Planning {
             loaded,
             observed: Observed::new(),
+            dry_runs: DryRuns::Each,
+        }
+    }
+
+    /// Observing without server-side dry runs ([`DryRuns::None`]): for a plan written at once
+    /// by [`crate::apply::apply_hub`], which reports only the objects its applies changed.
+    pub fn without_dry_runs(self) -> Self {
+        Planning {
+            dry_runs: DryRuns::None,
+            ..self
         }
     }
 
@@ -43,7 +54,7 @@ impl<'a> Planning<'a> {
     /// (their server-side dry runs included).
     pub async fn observe(&mut self, hub: &str, client: &Client) -> Result<(), ObserveError> {
         let desired = hub_objects_stored(&self.loaded.fleet, hub);
-        let observed = observe_hub(hub, client, &desired).await?;
+        let observed = observe_hub_with(hub, client, &desired, self.dry_runs).await?;
         self.observed.insert(hub.to_string(), observed);
         Ok(())
     }

@@ -52,9 +52,9 @@ const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 /// The longest a FleetSync whose status cannot be written waits before it is tried again.
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(300);
 /// How long a fetch that finds the commit in force again skips observing and planning the hub:
-/// the drift watches put right what changes meanwhile, and a plan dry-runs every object of the
-/// fleet (10,000 server-side applies for 10,000 spokes), so doing it each interval would keep a
-/// large hub busy. Past this, the fetch converges in full anyway, for what no watch sees.
+/// the drift watches put right what changes meanwhile, and a plan lists every object of the
+/// fleet and applies each it cannot tell unchanged (10,000 pages of Spokes and as many applies
+/// for 10,000 spokes at worst), so doing it each interval would keep a large hub busy. Past this, the fetch converges in full anyway, for what no watch sees.
 const FULL_CONVERGE_EVERY: Duration = Duration::from_secs(600);
 
 /// What the controller remembers of one FleetSync between reconciles.
@@ -517,7 +517,14 @@ async fn converge(ctx: &Context, loaded: &Loaded, guard: PruneGuard, drift: bool
         }
     };
     let started = Instant::now();
-    let mut planning = Planning::new(loaded);
+    // A commit's plan is written at once and shown to no one: the applies tell what changed.
+    // Putting drift right asks the dry runs: an apply that changes nothing still marks the
+    // Hub's Spokes as being written (see `apply::apply_hub`), which is drift again.
+    let mut planning = if drift {
+        Planning::new(loaded)
+    } else {
+        Planning::new(loaded).without_dry_runs()
+    };
     if let Err(err) = planning.observe(&hub, &ctx.client).await {
         return Outcome::Failed {
             commit,

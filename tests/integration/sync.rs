@@ -930,6 +930,11 @@ async fn a_commit_fetched_again_is_not_planned_again() {
     wait_applied(&fleetsyncs, &second).await;
     let spokes: Api<Spoke> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);
     assert_eq!(lease_duration(&spokes.get("dev").await.unwrap()), Some(15));
+    assert_eq!(
+        spoke_patches() - patched,
+        1,
+        "the one Spoke the commit changes is applied, with no dry run before: the apply's answer tells what changed"
+    );
     stop.cancel();
     sync.stopped().await;
     hub.server.shutdown().await;
