@@ -13,6 +13,10 @@
 //! (one TLS handshake), and a pass that settles lets its client go at once
 //! ([`SpokeClients::not_needed_for`]). Its credentials stay for [`IDLE_LOCAL`], so that its kubeconfig is not
 //! read again.
+//!
+//! Kept too: when a pass last read a spoke and found its agent settled, and what that read
+//! depended on ([`SpokeClients::settled_within`]), so that a pass woken by a change on the hub
+//! need not read the spoke again.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -44,6 +48,9 @@ pub(crate) struct SpokeClients {
 struct Cache {
     /// How each spoke is reached, with the kubeconfig source (serialised) it was reached by.
     reached: HashMap<String, Kept<(String, Way)>>,
+    /// When a read last found each spoke's agent settled, by spoke, with a digest of what the
+    /// read depended on.
+    settled: HashMap<String, (u64, Instant)>,
     swept: Option<Instant>,
 }
 
@@ -172,6 +179,9 @@ impl SpokeClients {
                     |(_, way)| way.idle_time(),
                     |(_, way)| way.let_go(),
                 );
+                cache
+                    .settled
+                    .retain(|_, (_, at)| now.saturating_duration_since(*at) < IDLE_LOCAL);
                 cache.swept = Some(now);
             }
             if let Some(kept) = cache.reached.get_mut(&name)
@@ -220,7 +230,31 @@ impl SpokeClients {
 
     /// Forgets how `spoke` is reached (it failed; the next pass reads its kubeconfig again).
     pub fn forget(&self, spoke: &str) {
-        self.cache().reached.remove(spoke);
+        let mut cache = self.cache();
+        cache.reached.remove(spoke);
+        cache.settled.remove(spoke);
+    }
+
+    /// Whether a read less than `within` ago found `spoke`'s agent settled, depending on what
+    /// `depends` digests.
+    pub fn settled_within(&self, spoke: &str, depends: u64, within: Duration) -> bool {
+        self.cache()
+            .settled
+            .get(spoke)
+            .is_some_and(|(read, at)| *read == depends && at.elapsed() < within)
+    }
+
+    /// A read now found `spoke`'s agent settled, depending on what `depends` digests.
+    pub fn saw_settled(&self, spoke: &str, depends: u64) {
+        self.cache()
+            .settled
+            .insert(spoke.to_string(), (depends, Instant::now()));
+    }
+
+    /// What stood for a read of `spoke` stands no more: a pass acted there, or a read found
+    /// its agent not settled.
+    pub fn unsettle(&self, spoke: &str) {
+        self.cache().settled.remove(spoke);
     }
 }
 
@@ -228,6 +262,29 @@ impl SpokeClients {
 mod tests {
     use super::*;
     use crate::reconciler::lifecycle;
+
+    #[test]
+    fn a_settled_read_stands_for_its_spoke_while_what_it_depended_on_holds_and_it_is_young() {
+        let clients = SpokeClients::new(Access::default());
+        let long = Duration::from_secs(3600);
+        assert!(!clients.settled_within("a", 1, long), "never read");
+        clients.saw_settled("a", 1);
+        assert!(clients.settled_within("a", 1, long));
+        assert!(!clients.settled_within("b", 1, long), "another spoke's");
+        assert!(
+            !clients.settled_within("a", 2, long),
+            "it depended on another"
+        );
+        assert!(!clients.settled_within("a", 1, Duration::ZERO), "too old");
+        clients.unsettle("a");
+        assert!(
+            !clients.settled_within("a", 1, long),
+            "a pass acted on the spoke"
+        );
+        clients.saw_settled("a", 1);
+        clients.forget("a");
+        assert!(!clients.settled_within("a", 1, long), "reaching it failed");
+    }
 
     #[tokio::test]
     async fn a_network_client_is_let_go_after_a_pass_whose_next_comes_after_its_idle_time() {

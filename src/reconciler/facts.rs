@@ -98,6 +98,9 @@ pub(crate) struct Known {
     pub addons: Vec<ManagedClusterAddOn>,
     /// Its bootstrap tokens, from the reconciler's watch of them.
     pub tokens: Vec<Secret>,
+    /// How long a read of the spoke that found its agent settled ([`AgentSeen::settled`])
+    /// stands for another, while nothing it depends on changed (see [`gather`]).
+    pub settled_read_stands: Duration,
 }
 
 /// Gathers the facts about `spoke` of `hub`. The spoke is read unless its agent unjoins by itself
@@ -118,6 +121,7 @@ pub(crate) async fn gather(
         cluster,
         addons,
         tokens,
+        settled_read_stands,
     } = known;
     // Only the addons fleetform enabled (its mark): one an OCM tool or a person enabled is not
     // fleetform's to disable.
@@ -202,15 +206,32 @@ pub(crate) async fn gather(
 
     // The hub looks at the spoke while it owns the agent, and afterwards to put back what was
     // removed or changed there; not while the agent unjoins by itself.
+    //
+    // A read that found the agent settled stands for one while nothing it depends on changed
+    // (the agent the fleet wants there, where it reaches the hub, the spoke's cluster, what
+    // the agent reports of its Deployment), no pass acted on the spoke since, and it is younger
+    // than the fleet's resync: a pass woken by a change on the hub (every spoke's, when the
+    // fleet's lease changes) reads nothing on the spoke, where each read was a TLS handshake
+    // and eight requests there. A resync comes later than that, and reads.
     let mut on_spoke = None;
     if !deleting || !pivoted || hub_as_spoke {
         let read = match spokes.get(spoke, client).await {
             Ok(reached) => {
                 let spoke_url = reached.url.as_deref().unwrap_or(&endpoint.server);
                 let desired = agent_deployment(&name, &effective, Some(spoke_url));
-                SpokeAgent::read(&reached, &name, &desired, endpoint)
-                    .await
-                    .map(|read| (read, desired))
+                let depends = read_depends_on(spoke, cluster.as_ref(), &desired, endpoint);
+                if !deleting && spokes.settled_within(&name, depends, settled_read_stands) {
+                    Ok(AgentSeen::SETTLED)
+                } else {
+                    let read = SpokeAgent::read(&reached, &name, &desired, endpoint)
+                        .await
+                        .map(|read| AgentSeen::of(&read, &desired));
+                    match &read {
+                        Ok(seen) if seen.settled() => spokes.saw_settled(&name, depends),
+                        _ => spokes.unsettle(&name),
+                    }
+                    read
+                }
             }
             Err(err) => Err(ReconcileError::Access(err)),
         };
@@ -229,9 +250,7 @@ pub(crate) async fn gather(
     // The spoke needs no bootstrap token any more: it has joined and its agent holds a
     // certificate it can keep using (and renew by itself).
     let bootstrapped = cluster.as_ref().is_some_and(|c| c.is_joined())
-        && on_spoke
-            .as_ref()
-            .is_some_and(|(on_spoke, _)| on_spoke.identity_held);
+        && on_spoke.is_some_and(|on_spoke| on_spoke.identity_held);
     // A running agent its hub's rollout has not released to another agent stays as it is (a
     // join is no rollout; a target that changes only addons or lease leaves the agent as git
     // has it, so a Deployment edited on the spoke is still put back).
@@ -240,19 +259,14 @@ pub(crate) async fn gather(
         .as_ref()
         .and_then(|status| status.agent_config_hash.as_deref());
     let keep_agent = pivoted
-        && on_spoke
-            .as_ref()
-            .is_some_and(|(on_spoke, _)| on_spoke.deployment.is_some())
+        && on_spoke.is_some_and(|on_spoke| on_spoke.has_deployment)
         && reported_agent != Some(effective.agent.hash().as_str())
         && !gate.released;
-    let read = on_spoke.as_ref().map(|(on_spoke, desired)| AgentRead {
-        installed: on_spoke.installed(),
+    let read = on_spoke.map(|on_spoke| AgentRead {
+        installed: on_spoke.installed,
         bootstrap_current: on_spoke.bootstrap_current,
         election_rbac: on_spoke.election_rbac,
-        outdated: on_spoke
-            .deployment
-            .as_ref()
-            .is_some_and(|current| !deployment_current(current, desired)),
+        outdated: on_spoke.outdated,
         // A Deployment the rollout keeps is not put back either (a pass would apply all but
         // it, and find it edited again).
         edited: on_spoke.edited && !keep_agent,
@@ -265,8 +279,7 @@ pub(crate) async fn gather(
     // replica and its cluster has not been Available since then (no agent renews the lease).
     let unavailable_since = cluster.as_ref().and_then(unavailable_since);
     let agent_down_since = on_spoke
-        .as_ref()
-        .filter(|(on_spoke, _)| on_spoke.none_available())
+        .filter(|on_spoke| on_spoke.none_available)
         .and(unavailable_since);
     let wanted = WantedCluster {
         labels: &effective.labels,
@@ -480,6 +493,93 @@ fn unavailable_since(cluster: &ManagedCluster) -> Option<Timestamp> {
 
 /// What of the agent is on the spoke.
 #[derive(Default)]
+/// What a pass takes from a read of the spoke ([`SpokeAgent`]), against the agent Deployment
+/// the fleet wants there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct AgentSeen {
+    installed: bool,
+    bootstrap_current: bool,
+    identity_held: bool,
+    election_rbac: bool,
+    has_deployment: bool,
+    /// Its Deployment is not the one wanted.
+    outdated: bool,
+    edited: bool,
+    /// Its Deployment runs no ready agent.
+    none_available: bool,
+}
+
+impl AgentSeen {
+    /// An agent with nothing for the hub to do: installed as wanted, holding its identity,
+    /// running.
+    const SETTLED: AgentSeen = AgentSeen {
+        installed: true,
+        bootstrap_current: true,
+        identity_held: true,
+        election_rbac: true,
+        has_deployment: true,
+        outdated: false,
+        edited: false,
+        none_available: false,
+    };
+
+    fn of(read: &SpokeAgent, desired: &Deployment) -> Self {
+        AgentSeen {
+            installed: read.installed(),
+            bootstrap_current: read.bootstrap_current,
+            identity_held: read.identity_held,
+            election_rbac: read.election_rbac,
+            has_deployment: read.deployment.is_some(),
+            outdated: read
+                .deployment
+                .as_ref()
+                .is_some_and(|current| !deployment_current(current, desired)),
+            edited: read.edited,
+            none_available: read.none_available(),
+        }
+    }
+
+    fn settled(&self) -> bool {
+        *self == Self::SETTLED
+    }
+}
+
+/// What a read of the spoke found depends on, besides the spoke itself: the agent Deployment
+/// wanted there, where agents reach the hub, the spoke's cluster (which one, whether it joined
+/// and is Available: an agent that stopped shows there first), and what the agent last
+/// reported of its Deployment, version and configuration. A change of any makes a read that
+/// found the agent settled stand for nothing.
+fn read_depends_on(
+    spoke: &Spoke,
+    cluster: Option<&ManagedCluster>,
+    desired: &Deployment,
+    endpoint: &HubEndpoint,
+) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_string(desired)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    endpoint.server.hash(&mut hasher);
+    endpoint.ca_pem.hash(&mut hasher);
+    spoke.metadata.uid.hash(&mut hasher);
+    cluster
+        .map(|cluster| {
+            (
+                cluster.metadata.uid.as_ref(),
+                cluster.is_joined(),
+                cluster.is_available(),
+            )
+        })
+        .hash(&mut hasher);
+    if let Some(status) = &spoke.status {
+        status.agent_deployment.hash(&mut hasher);
+        status.agent_version.hash(&mut hasher);
+        status.agent_config_hash.hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
 struct SpokeAgent {
     namespace: bool,
     bootstrap_secret: bool,

@@ -1016,6 +1016,7 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
         cluster: ctx.managed_cluster(&spoke.name_any()).await?,
         addons: ctx.cluster_addons(&spoke.name_any()).await?,
         tokens: ctx.tokens(&spoke.name_any()).await?,
+        settled_read_stands: resync_for(lifecycle::RESYNC, ctx.spokes.len()),
     };
     let mut gathered = match facts::gather(
         client,
@@ -1100,6 +1101,15 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
             Action::InstallAgent | Action::UpgradeAgent | Action::RecoverAgent
         )
     });
+    // What this pass did on the spoke, the next one reads there.
+    if installed
+        || decision
+            .actions
+            .iter()
+            .any(|action| matches!(action, Action::UnjoinSpoke(_)))
+    {
+        ctx.clients.unsettle(&spoke.name_any());
+    }
     if !gathered.facts.deleting && !installed {
         keep_tokens(ctx, &gathered).await?;
     }

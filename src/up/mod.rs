@@ -469,6 +469,17 @@ impl Running {
         self.spokes.reach(name).map(|reach| reach.admin)
     }
 
+    /// The requests the API server of the spoke cluster `name` has answered, if it runs.
+    pub fn spoke_request_counts(
+        &self,
+        name: &str,
+    ) -> Option<fleetform_controlplane::requests::RequestCounts> {
+        self.spokes
+            .running()
+            .get(name)
+            .map(|spoke| spoke.cluster.request_counts())
+    }
+
     /// Tells of every spoke cluster started or removed from now on.
     pub fn cluster_changes(&self) -> broadcast::Receiver<ClusterChange> {
         self.spokes.subscribe()

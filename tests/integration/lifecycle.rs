@@ -900,3 +900,74 @@ spec:
     );
     fleet.shutdown().await;
 }
+
+/// A lease change is the hub's alone: a spoke whose agent a pass found settled is not read again
+/// for it (a TLS handshake and eight requests there, one a dry run of the agent's Deployment:
+/// 10,000 of each in a fleet's lease change), and the pass still applies and reports the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_change_reads_nothing_on_a_settled_spoke() {
+    let repo = Repo::new();
+    repo.commit(
+        "a hub and a spoke",
+        &[
+            ("hubs/hub.yaml", Some(HUB)),
+            ("addons/addons.yaml", Some(ADDONS)),
+            ("spokes/beta.yaml", Some(&spoke("beta", ""))),
+        ],
+    );
+    let fleet = Fleet::up(repo).await;
+    fleet.synced().await;
+    fleet.wait_running("beta").await;
+    // The hub's read of the agent: the only dry run of its Deployment on the spoke.
+    let deployment_dry_runs = |counts: &fleetform_controlplane::requests::RequestCounts| -> u64 {
+        counts
+            .iter()
+            .filter(|(kind, _)| kind.resource == "deployments" && kind.dry_run)
+            .map(|(_, count)| count)
+            .sum()
+    };
+    assert!(
+        deployment_dry_runs(&fleet.spoke_request_counts("beta")) > 0,
+        "the join read the agent on the spoke"
+    );
+    // Each change applied and reported by a pass that came after every pass before it (a
+    // spoke's passes run one at a time): the first after the join's last, the second after
+    // the first's.
+    let mut counted = None;
+    for seconds in [2, 3] {
+        let before = fleet.spoke_request_counts("beta");
+        fleet.repo.commit(
+            &format!("beta: {seconds} s leases"),
+            &[(
+                "spokes/beta.yaml",
+                Some(&spoke(
+                    "beta",
+                    &format!("  leaseDurationSeconds: {seconds}\n"),
+                )),
+            )],
+        );
+        fleet.synced().await;
+        wait_for(
+            &fleet.spokes(),
+            "beta",
+            "the new lease applied",
+            move |s: &Spoke| {
+                let status = s.status.as_ref();
+                status.and_then(|s| s.observed_generation) == s.metadata.generation
+                    && status
+                        .and_then(|s| s.applied.as_ref())
+                        .is_some_and(|applied| applied.lease_duration_seconds == seconds)
+            },
+        )
+        .await;
+        counted = Some(deployment_dry_runs(
+            &fleet.spoke_request_counts("beta").since(&before),
+        ));
+    }
+    assert_eq!(
+        counted,
+        Some(0),
+        "the pass that applied the second lease read nothing on the settled spoke"
+    );
+    fleet.shutdown().await;
+}

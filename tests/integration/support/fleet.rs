@@ -172,6 +172,17 @@ impl Fleet {
             .unwrap_or_else(|| panic!("no spoke cluster {name}"))
     }
 
+    /// The requests the spoke cluster `name`'s API server has answered.
+    pub fn spoke_request_counts(
+        &self,
+        name: &str,
+    ) -> fleetform_controlplane::requests::RequestCounts {
+        self.running
+            .as_ref()
+            .and_then(|running| running.spoke_request_counts(name))
+            .unwrap_or_else(|| panic!("no spoke cluster {name}"))
+    }
+
     /// Runs the `fleetform` binary against this fleet's data dir.
     pub async fn fleetform(&self, args: &[&str]) -> Output {
         tokio::process::Command::new(env!("CARGO_BIN_EXE_fleetform"))
