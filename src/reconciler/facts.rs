@@ -491,8 +491,6 @@ fn unavailable_since(cluster: &ManagedCluster) -> Option<Timestamp> {
     (condition.status != STATUS_TRUE).then_some(condition.last_transition_time.0)
 }
 
-/// What of the agent is on the spoke.
-#[derive(Default)]
 /// What a pass takes from a read of the spoke ([`SpokeAgent`]), against the agent Deployment
 /// the fleet wants there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -580,6 +578,8 @@ fn read_depends_on(
     hasher.finish()
 }
 
+/// What of the agent is on the spoke.
+#[derive(Default)]
 struct SpokeAgent {
     namespace: bool,
     bootstrap_secret: bool,
