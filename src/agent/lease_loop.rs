@@ -284,18 +284,16 @@ fn joined_condition() -> Condition {
 #[instrument(skip(ctx, conditions), fields(cluster = ctx.name()))]
 async fn write_conditions(ctx: &Context, conditions: Vec<Condition>) -> Result<(), AgentError> {
     let clusters: Api<ManagedCluster> = ctx.clusters();
-    let what = conditions
-        .iter()
-        .map(|condition| format!("{}={}", condition.type_, condition.status))
-        .collect::<Vec<_>>()
-        .join(", ");
-    Ok(
-        set_conditions(&clusters, ctx.name(), FIELD_MANAGER, |_| conditions.clone())
-            .await
-            .map(|_| ())
-            .map_err(KubeError::on(
-                format!("cluster {}", ctx.name()),
-                format!("write {what}"),
-            ))?,
-    )
+    match set_conditions(&clusters, ctx.name(), FIELD_MANAGER, |_| conditions.clone()).await {
+        Ok(_) => Ok(()),
+        Err(err) => {
+            let what = conditions
+                .iter()
+                .map(|condition| format!("{}={}", condition.type_, condition.status))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let on = KubeError::on(format!("cluster {}", ctx.name()), format!("write {what}"));
+            Err(on(err).into())
+        }
+    }
 }

@@ -255,6 +255,25 @@ pub enum Action {
     RemoveFromHub,
 }
 
+impl Action {
+    /// Whether it writes the spoke's ManagedCluster and nothing else (accepting it, syncing
+    /// its settings), so that the pass that took it knows all it changed.
+    pub fn writes_cluster_only(&self) -> bool {
+        matches!(self, Action::Accept | Action::SyncCluster)
+    }
+
+    /// Whether it changes what is on the spoke itself (the agent, its side of an unjoin).
+    pub fn acts_on_spoke(&self) -> bool {
+        matches!(
+            self,
+            Action::InstallAgent
+                | Action::UpgradeAgent
+                | Action::RecoverAgent
+                | Action::UnjoinSpoke(_)
+        )
+    }
+}
+
 /// Why the hub does a spoke's side of an unjoin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UnjoinBy {

@@ -419,12 +419,9 @@ impl ClusterWrites {
 /// the cluster or syncing its settings: the pass reported them, and the cluster's next change
 /// (the agent's join) comes by watch.
 fn looks_again_soon(actions: &[Action]) -> bool {
-    actions.iter().any(|action| {
-        !matches!(
-            action,
-            Action::Blocked(_) | Action::Accept | Action::SyncCluster
-        )
-    })
+    actions
+        .iter()
+        .any(|action| !matches!(action, Action::Blocked(_)) && !action.writes_cluster_only())
 }
 
 /// When each Spoke whose pass acted on the spoke itself (its agent installed or upgraded, its
@@ -1102,12 +1099,7 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
         )
     });
     // What this pass did on the spoke, the next one reads there.
-    if installed
-        || decision
-            .actions
-            .iter()
-            .any(|action| matches!(action, Action::UnjoinSpoke(_)))
-    {
+    if decision.actions.iter().any(Action::acts_on_spoke) {
         ctx.clients.unsettle(&spoke.name_any());
     }
     if !gathered.facts.deleting && !installed {
@@ -1123,10 +1115,7 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
     // next pass, which reports them; but the lease duration this pass wrote onto its cluster is
     // what it has now: reported with this write rather than in one more of that pass (a Spoke
     // status write per spoke when a fleet's lease changes).
-    let synced = decision
-        .actions
-        .iter()
-        .any(|action| matches!(action, Action::Accept | Action::SyncCluster));
+    let synced = decision.actions.iter().any(Action::writes_cluster_only);
     let applied = gathered
         .applied
         .clone()
@@ -1165,10 +1154,8 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
     // What an action did on the spoke, no watch here sees: that look again holds even when an
     // event wakes a pass sooner (one on the hub shows in the watches, which wake the pass
     // that reads it; so does a joining spoke's new agent, registering).
-    let on_spoke = decision.actions.iter().any(|action| match action {
-        Action::InstallAgent => gathered.facts.joined,
-        Action::UpgradeAgent | Action::RecoverAgent | Action::UnjoinSpoke(_) => true,
-        _ => false,
+    let on_spoke = decision.actions.iter().any(|action| {
+        action.acts_on_spoke() && (*action != Action::InstallAgent || gathered.facts.joined)
     });
     let promised = ctx
         .look_again
@@ -1390,10 +1377,7 @@ async fn carry_out(
                 taints: &spoke.spec.taints,
             };
             let patch = cluster_sync::patch(cluster, &wanted, true);
-            let written = Api::<ManagedCluster>::all(client.clone())
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(KubeError::on(format!("ManagedCluster {name}"), "update"))?;
+            let written = merge(&Api::<ManagedCluster>::all(client.clone()), &name, &patch).await?;
             ctx.cluster_writes.wrote(cluster, &patch, &written);
             Ok(())
         }
@@ -1402,9 +1386,9 @@ async fn carry_out(
                 return Ok(());
             };
             match cluster_sync::add_taint(cluster, key) {
-                Some(patch) => {
-                    merge(&Api::<ManagedCluster>::all(client.clone()), &name, &patch).await
-                }
+                Some(patch) => merge(&Api::<ManagedCluster>::all(client.clone()), &name, &patch)
+                    .await
+                    .map(|_| ()),
                 None => Ok(()),
             }
         }
@@ -1751,14 +1735,13 @@ async fn write_hub_phase(api: &Api<Hub>, hub: &Hub, phase: Phase) -> Result<(), 
         ))?)
 }
 
-async fn merge<K>(api: &Api<K>, name: &str, patch: &serde_json::Value) -> Result<(), ReconcileError>
+async fn merge<K>(api: &Api<K>, name: &str, patch: &serde_json::Value) -> Result<K, ReconcileError>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
 {
     Ok(api
         .patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
-        .map(|_| ())
         .map_err(KubeError::on(format!("{} {name}", K::kind(&())), "update"))?)
 }
 
