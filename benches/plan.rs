@@ -89,7 +89,6 @@ fn main() {
     let observed = {
         let before = fleet::load(&repo(SPOKES, |_| 60)).expect("previous commit is valid");
         let objects = hub_objects(&before, "hub")
-            .into_iter()
             .enumerate()
             .map(|(rv, (key, mut object))| {
                 object["metadata"]["resourceVersion"] = json!(rv.to_string());

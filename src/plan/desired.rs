@@ -230,57 +230,80 @@ pub fn agent_config(overrides: Option<&crate::api::fleet::AgentSpec>, hub: &Hub)
 /// against them: 10,000 Spokes' objects as trees were a fifth of the sync's peak.
 pub fn hub_objects_stored(fleet: &Fleet, hub_name: &str) -> BTreeMap<ObjectKey, super::Stored> {
     hub_objects(fleet, hub_name)
-        .into_iter()
         .map(|(key, object)| (key, super::Stored::new(&object)))
         .collect()
 }
 
-/// Every object one hub should hold, by key.
-pub fn hub_objects(fleet: &Fleet, hub_name: &str) -> BTreeMap<ObjectKey, Value> {
-    let mut objects = BTreeMap::new();
-    let Some(hub) = fleet.hubs.get(hub_name) else {
-        return objects;
-    };
-    objects.insert(
-        ObjectKey::namespaced(ObjectKind::Hub, hub_name),
-        object(
-            ObjectKind::Hub,
-            Some(SYSTEM_NAMESPACE),
-            &hub.metadata,
-            json!(hub.spec),
-        ),
-    );
-    for (name, spoke) in fleet
+/// Every object one hub should hold, in key order, each rendered when the iterator reaches it:
+/// whoever keeps them decides how (a plan of 10,000 Spokes held them all as trees at once, a
+/// third of the sync's peak).
+pub fn hub_objects<'a>(
+    fleet: &'a Fleet,
+    hub_name: &'a str,
+) -> impl Iterator<Item = (ObjectKey, Value)> + 'a {
+    hub_object_keys(fleet, hub_name).filter_map(|key| {
+        let object = hub_object(fleet, &key)?;
+        Some((key, object))
+    })
+}
+
+/// The keys of [`hub_objects`], in the same order, nothing rendered: the Hub, its Spokes and a
+/// ClusterManagementAddOn per AddOn, or nothing when the fleet has no hub of that name.
+pub fn hub_object_keys<'a>(
+    fleet: &'a Fleet,
+    hub_name: &'a str,
+) -> impl Iterator<Item = ObjectKey> + 'a {
+    let declared = fleet.hubs.contains_key(hub_name);
+    let hub = declared.then(|| ObjectKey::namespaced(ObjectKind::Hub, hub_name));
+    let spokes = fleet
         .spokes
         .iter()
-        .filter(|(_, s)| s.spec.hub_ref == hub_name)
-    {
-        objects.insert(
-            ObjectKey::namespaced(ObjectKind::Spoke, name),
+        .filter(move |(_, spoke)| declared && spoke.spec.hub_ref == hub_name)
+        .map(|(name, _)| ObjectKey::namespaced(ObjectKind::Spoke, name));
+    let addons = fleet
+        .addons
+        .keys()
+        .filter(move |_| declared)
+        .map(|name| ObjectKey::cluster(ObjectKind::ClusterManagementAddOn, name));
+    hub.into_iter().chain(spokes).chain(addons)
+}
+
+/// The object of the fleet `key` names, rendered as `apply` writes it; `None` when the fleet
+/// declares none of that kind and name.
+fn hub_object(fleet: &Fleet, key: &ObjectKey) -> Option<Value> {
+    Some(match key.kind {
+        ObjectKind::Hub => {
+            let hub = fleet.hubs.get(&key.name)?;
+            object(
+                ObjectKind::Hub,
+                Some(SYSTEM_NAMESPACE),
+                &hub.metadata,
+                json!(hub.spec),
+            )
+        }
+        ObjectKind::Spoke => {
+            let spoke = fleet.spokes.get(&key.name)?;
             object(
                 ObjectKind::Spoke,
                 Some(SYSTEM_NAMESPACE),
                 &spoke.metadata,
                 json!(spoke.spec),
-            ),
-        );
-    }
-    for (name, addon) in &fleet.addons {
-        let mut metadata = addon.metadata.clone();
-        metadata.annotations.get_or_insert_default().insert(
-            ADDON_SPEC_ANNOTATION.to_string(),
-            serde_json::to_string(&addon.spec).unwrap_or_default(),
-        );
-        let spec = json!({
-            "addOnMeta": {"displayName": name},
-            "installStrategy": {"type": "Manual"},
-        });
-        objects.insert(
-            ObjectKey::cluster(ObjectKind::ClusterManagementAddOn, name),
-            object(ObjectKind::ClusterManagementAddOn, None, &metadata, spec),
-        );
-    }
-    objects
+            )
+        }
+        ObjectKind::ClusterManagementAddOn => {
+            let addon = fleet.addons.get(&key.name)?;
+            let mut metadata = addon.metadata.clone();
+            metadata.annotations.get_or_insert_default().insert(
+                ADDON_SPEC_ANNOTATION.to_string(),
+                serde_json::to_string(&addon.spec).unwrap_or_default(),
+            );
+            let spec = json!({
+                "addOnMeta": {"displayName": key.name},
+                "installStrategy": {"type": "Manual"},
+            });
+            object(ObjectKind::ClusterManagementAddOn, None, &metadata, spec)
+        }
+    })
 }
 
 fn object(

@@ -10,7 +10,7 @@ pub mod desired;
 pub mod render;
 pub mod rollout;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 use crate::api::fleet::{Hub, KubeconfigSource, Spoke};
 use crate::fleet::Fleet;
 use crate::source::Origin;
-use desired::{EffectiveSpoke, effective, hub_objects};
+use desired::{EffectiveSpoke, effective, hub_object_keys, hub_objects};
 pub use desired::{ObjectKey, ObjectKind};
 
 /// What one hub holds now, as observed by the caller.
@@ -510,7 +510,8 @@ pub fn plan(fleet: &Fleet, source: Origin, observed: &Observed, guard: PruneGuar
 }
 
 fn plan_hub(fleet: &Fleet, hub_name: &str, observed: &ObservedHub, guard: PruneGuard) -> HubPlan {
-    let desired = hub_objects(fleet, hub_name);
+    // The keys only: each desired object is rendered when the plan reaches it, below.
+    let desired: BTreeSet<ObjectKey> = hub_object_keys(fleet, hub_name).collect();
     let live_hub: Option<Hub> = typed(observed, &ObjectKey::namespaced(ObjectKind::Hub, hub_name));
     let mut plan = HubPlan {
         hub: hub_name.to_string(),
@@ -528,7 +529,7 @@ fn plan_hub(fleet: &Fleet, hub_name: &str, observed: &ObservedHub, guard: PruneG
     for (key, stored) in observed
         .objects
         .iter()
-        .filter(|(key, _)| !desired.contains_key(*key))
+        .filter(|(key, _)| !desired.contains(*key))
     {
         let live = stored.value();
         plan.read_versions
@@ -553,9 +554,9 @@ fn plan_hub(fleet: &Fleet, hub_name: &str, observed: &ObservedHub, guard: PruneG
             unjoins.push(key.name.clone());
         }
     }
-    // Each desired object is let go as its change keeps it (a commit that changes every spoke
-    // held each twice at the sync's peak).
-    for (key, object) in desired {
+    // Each desired object is rendered here and let go as its change keeps it (a commit that
+    // changes every spoke held them all as trees, then each twice, at the sync's peak).
+    for (key, object) in hub_objects(fleet, hub_name) {
         let live = observed.objects.get(&key).map(Stored::value);
         if let Some(live) = &live {
             plan.read_versions

@@ -99,7 +99,7 @@ fn origin() -> Origin {
 /// The hub as it is once `fleet` has been applied and converged.
 fn converged(fleet: &Fleet) -> Observed {
     let mut objects = BTreeMap::new();
-    for (index, (key, mut object)) in hub_objects(fleet, "hub").into_iter().enumerate() {
+    for (index, (key, mut object)) in hub_objects(fleet, "hub").enumerate() {
         object["metadata"]["resourceVersion"] = json!((100 + index).to_string());
         object["metadata"]["uid"] = json!(format!("uid-{index}"));
         object["status"] = json!({"phase": "Running"});
@@ -521,9 +521,45 @@ fn markdown_folds_long_diffs_and_text_colours_only_when_asked() {
 }
 
 #[test]
+fn a_hubs_objects_come_in_key_order_one_per_key_and_only_its_own() {
+    let fleet = TestFleet::new()
+        .spoke("b")
+        .spoke("a")
+        .spoke_with("other", |spec| spec.hub_ref = "another-hub".into())
+        .addon("metrics")
+        .build();
+    let keys: Vec<ObjectKey> = desired::hub_object_keys(&fleet, "hub").collect();
+    let rendered: Vec<(ObjectKey, Value)> = hub_objects(&fleet, "hub").collect();
+    // The plan tells the objects to delete by these keys, and renders each it keeps in order.
+    assert_eq!(
+        rendered.iter().map(|(key, _)| key).collect::<Vec<_>>(),
+        keys.iter().collect::<Vec<_>>()
+    );
+    assert!(keys.is_sorted(), "{keys:?}");
+    let names: Vec<(&str, &str)> = rendered
+        .iter()
+        .map(|(key, object)| {
+            assert_eq!(object["metadata"]["name"], key.name.as_str());
+            (key.kind.as_str(), key.name.as_str())
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("Hub", "hub"),
+            ("Spoke", "a"),
+            ("Spoke", "b"),
+            ("ClusterManagementAddOn", "metrics")
+        ]
+    );
+    // A hub the fleet does not declare holds nothing of it.
+    assert_eq!(desired::hub_object_keys(&fleet, "another-hub").count(), 0);
+}
+
+#[test]
 fn addon_documents_become_cluster_management_addons_carrying_their_spec() {
     let fleet = TestFleet::new().addon("metrics").build();
-    let objects = hub_objects(&fleet, "hub");
+    let objects: BTreeMap<_, _> = hub_objects(&fleet, "hub").collect();
     let cma: &Value = &objects[&ObjectKey::cluster(ObjectKind::ClusterManagementAddOn, "metrics")];
     assert_eq!(
         cma["apiVersion"],
