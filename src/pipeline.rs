@@ -14,7 +14,7 @@ use kube::Client;
 use crate::fleet::Fleet;
 use crate::observe::{DryRuns, ObserveError, observe_hub_with};
 use crate::plan::desired::hub_objects_stored;
-use crate::plan::{self, HubPlan, Observed, Plan, PruneGuard};
+use crate::plan::{self, Diffs, HubPlan, Observed, Plan, PruneGuard};
 use crate::source::Origin;
 
 /// A fleet that loaded, with where it came from.
@@ -29,6 +29,7 @@ pub struct Planning<'a> {
     loaded: &'a Loaded,
     observed: Observed,
     dry_runs: DryRuns,
+    diffs: Diffs,
 }
 
 impl<'a> Planning<'a> {
@@ -38,6 +39,7 @@ impl<'a> Planning<'a> {
             loaded,
             observed: Observed::new(),
             dry_runs: DryRuns::Each,
+            diffs: Diffs::Shown,
         }
     }
 
@@ -46,6 +48,14 @@ impl<'a> Planning<'a> {
     pub fn without_dry_runs(self) -> Self {
         Planning {
             dry_runs: DryRuns::None,
+            ..self
+        }
+    }
+
+    /// Planning without the changes' diffs ([`Diffs::Skipped`]): for a plan no one reads.
+    pub fn unshown(self) -> Self {
+        Planning {
+            diffs: Diffs::Skipped,
             ..self
         }
     }
@@ -63,7 +73,13 @@ impl<'a> Planning<'a> {
     pub fn plan(self, guard: PruneGuard) -> Planned {
         let loaded = self.loaded;
         Planned {
-            plan: plan::plan(&loaded.fleet, loaded.origin.clone(), &self.observed, guard),
+            plan: plan::plan_with(
+                &loaded.fleet,
+                loaded.origin.clone(),
+                &self.observed,
+                guard,
+                self.diffs,
+            ),
             observed: self.observed,
         }
     }

@@ -492,24 +492,74 @@ impl std::iter::Sum for Counts {
     }
 }
 
-/// Plans the changes that bring the observed hubs in line with `fleet`.
+/// Whether a plan's object changes carry their diffs ([`ObjectChange::diff`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Diffs {
+    /// For a plan someone reads: `fleetform plan`, `apply`'s confirmation, a saved plan.
+    Shown,
+    /// For a plan a loop writes at once (the sync's): each diff is two objects rendered as YAML
+    /// and compared line by line, 10,000 of them in a commit that changes every spoke, which
+    /// nobody reads. The diffs are left empty.
+    Skipped,
+}
+
+impl Diffs {
+    /// The unified diff of a change from `old` to `new`, or nothing when diffs are skipped.
+    fn of(self, old: Option<&Value>, new: Option<&Value>, key: &ObjectKey) -> String {
+        match self {
+            Diffs::Shown => diff(
+                old.map(comparable).as_ref(),
+                new.map(comparable).as_ref(),
+                key,
+            ),
+            Diffs::Skipped => String::new(),
+        }
+    }
+}
+
+/// Plans the changes that bring the observed hubs in line with `fleet`, with their diffs.
 pub fn plan(fleet: &Fleet, source: Origin, observed: &Observed, guard: PruneGuard) -> Plan {
+    plan_with(fleet, source, observed, guard, Diffs::Shown)
+}
+
+/// [`plan`], with or without the diffs.
+pub fn plan_with(
+    fleet: &Fleet,
+    source: Origin,
+    observed: &Observed,
+    guard: PruneGuard,
+    diffs: Diffs,
+) -> Plan {
     let empty = ObservedHub::default();
     let mut hubs: Vec<HubPlan> = fleet
         .hubs
         .keys()
-        .map(|name| plan_hub(fleet, name, observed.get(name).unwrap_or(&empty), guard))
+        .map(|name| {
+            plan_hub(
+                fleet,
+                name,
+                observed.get(name).unwrap_or(&empty),
+                guard,
+                diffs,
+            )
+        })
         .collect();
     // Hubs gone from git are deleted after every other hub's changes.
     for (name, hub) in observed {
         if !fleet.hubs.contains_key(name) && !hub.objects.is_empty() {
-            hubs.push(plan_hub(fleet, name, hub, guard));
+            hubs.push(plan_hub(fleet, name, hub, guard, diffs));
         }
     }
     Plan { source, hubs }
 }
 
-fn plan_hub(fleet: &Fleet, hub_name: &str, observed: &ObservedHub, guard: PruneGuard) -> HubPlan {
+fn plan_hub(
+    fleet: &Fleet,
+    hub_name: &str,
+    observed: &ObservedHub,
+    guard: PruneGuard,
+    diffs: Diffs,
+) -> HubPlan {
     // The keys only: each desired object is rendered when the plan reaches it, below.
     let desired: BTreeSet<ObjectKey> = hub_object_keys(fleet, hub_name).collect();
     let live_hub: Option<Hub> = typed(observed, &ObjectKey::namespaced(ObjectKind::Hub, hub_name));
@@ -537,7 +587,7 @@ fn plan_hub(fleet: &Fleet, hub_name: &str, observed: &ObservedHub, guard: PruneG
         deletions.push(ObjectChange {
             key: key.clone(),
             action: Action::Delete,
-            diff: diff(Some(&comparable(&live)), None, key),
+            diff: diffs.of(Some(&live), None, key),
             desired: None,
         });
         // A Spoke in git for this hub is desired unless the hub is gone from git.
@@ -570,11 +620,7 @@ fn plan_hub(fleet: &Fleet, hub_name: &str, observed: &ObservedHub, guard: PruneG
         {
             continue;
         }
-        let diff = diff(
-            live.as_ref().map(comparable).as_ref(),
-            Some(&comparable(target)),
-            &key,
-        );
+        let diff = diffs.of(live.as_ref(), Some(target), &key);
         plan.changes.push(ObjectChange {
             action: if live.is_some() {
                 Action::Update

@@ -237,6 +237,34 @@ fn lease_and_claim_limit_changes_show_as_steps_and_as_a_diff() {
 }
 
 #[test]
+fn a_plan_without_diffs_makes_the_same_changes_and_steps() {
+    let before = TestFleet::new()
+        .spoke_with("a", |s| s.lease_duration_seconds = Some(10))
+        .spoke("gone")
+        .build();
+    let after = TestFleet::new()
+        .spoke_with("a", |s| s.lease_duration_seconds = Some(20))
+        .spoke("new")
+        .build();
+    let observed = converged(&before);
+    let shown = plan(&after, origin(), &observed, guard());
+    let unshown = super::plan_with(&after, origin(), &observed, guard(), super::Diffs::Skipped);
+    let (shown, unshown) = (&shown.hubs[0], &unshown.hubs[0]);
+    assert_eq!(shown.changes.len(), 3, "{shown:#?}");
+    assert!(shown.changes.iter().all(|change| !change.diff.is_empty()));
+    assert!(unshown.changes.iter().all(|change| change.diff.is_empty()));
+    let what = |hub: &HubPlan| {
+        hub.changes
+            .iter()
+            .map(|change| (change.key.clone(), change.action, change.desired.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(what(shown), what(unshown));
+    assert_eq!(shown.steps, unshown.steps);
+    assert_eq!(shown.read_versions, unshown.read_versions);
+}
+
+#[test]
 fn an_agent_version_bump_upgrades_from_what_the_spoke_reports() {
     let fleet = TestFleet::new().spoke("a").build();
     let mut observed = converged(&fleet);

@@ -517,13 +517,14 @@ async fn converge(ctx: &Context, loaded: &Loaded, guard: PruneGuard, drift: bool
         }
     };
     let started = Instant::now();
-    // A commit's plan is written at once and shown to no one: the applies tell what changed.
-    // Putting drift right asks the dry runs: an apply that changes nothing still marks the
-    // Hub's Spokes as being written (see `apply::apply_hub`), which is drift again.
+    // The plan is written at once and shown to no one (no diffs): the applies tell what
+    // changed. A commit's goes without dry runs; putting drift right asks them: an apply that
+    // changes nothing still marks the Hub's Spokes as being written (see `apply::apply_hub`),
+    // which is drift again.
     let mut planning = if drift {
-        Planning::new(loaded)
+        Planning::new(loaded).unshown()
     } else {
-        Planning::new(loaded).without_dry_runs()
+        Planning::new(loaded).without_dry_runs().unshown()
     };
     if let Err(err) = planning.observe(&hub, &ctx.client).await {
         return Outcome::Failed {
