@@ -180,16 +180,16 @@ pub fn read_request(request_pem: &[u8]) -> Result<RequestedSubject, RequestError
     let digest = ring::digest::digest(&ring::digest::SHA256, request_pem)
         .as_ref()
         .to_vec();
-    let read = || READ.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(subject) = read().get(&digest) {
+    let memo = || READ.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(subject) = memo().get(&digest) {
         return Ok(subject.clone());
     }
     let subject = verify_request(request_pem)?;
-    let mut read = read();
-    if read.len() >= READ_KEPT {
-        read.clear();
+    let mut kept = memo();
+    if kept.len() >= READ_KEPT {
+        kept.clear();
     }
-    read.insert(digest, subject.clone());
+    kept.insert(digest, subject.clone());
     Ok(subject)
 }
 

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -270,26 +271,19 @@ pub fn hub_object_keys<'a>(
 
 /// The object of the fleet `key` names, rendered as `apply` writes it; `None` when the fleet
 /// declares none of that kind and name.
-fn hub_object(fleet: &Fleet, key: &ObjectKey) -> Option<Value> {
-    Some(match key.kind {
-        ObjectKind::Hub => {
-            let hub = fleet.hubs.get(&key.name)?;
-            object(
-                ObjectKind::Hub,
-                Some(SYSTEM_NAMESPACE),
-                &hub.metadata,
-                json!(hub.spec),
-            )
-        }
-        ObjectKind::Spoke => {
-            let spoke = fleet.spokes.get(&key.name)?;
-            object(
-                ObjectKind::Spoke,
-                Some(SYSTEM_NAMESPACE),
-                &spoke.metadata,
-                json!(spoke.spec),
-            )
-        }
+pub(super) fn hub_object(fleet: &Fleet, key: &ObjectKey) -> Option<Value> {
+    let in_system_namespace = |metadata: &ObjectMeta, spec: Value| {
+        object(key.kind, Some(SYSTEM_NAMESPACE), metadata, spec)
+    };
+    match key.kind {
+        ObjectKind::Hub => fleet
+            .hubs
+            .get(&key.name)
+            .map(|hub| in_system_namespace(&hub.metadata, json!(hub.spec))),
+        ObjectKind::Spoke => fleet
+            .spokes
+            .get(&key.name)
+            .map(|spoke| in_system_namespace(&spoke.metadata, json!(spoke.spec))),
         ObjectKind::ClusterManagementAddOn => {
             let addon = fleet.addons.get(&key.name)?;
             let mut metadata = addon.metadata.clone();
@@ -301,17 +295,12 @@ fn hub_object(fleet: &Fleet, key: &ObjectKey) -> Option<Value> {
                 "addOnMeta": {"displayName": key.name},
                 "installStrategy": {"type": "Manual"},
             });
-            object(ObjectKind::ClusterManagementAddOn, None, &metadata, spec)
+            Some(object(key.kind, None, &metadata, spec))
         }
-    })
+    }
 }
 
-fn object(
-    kind: ObjectKind,
-    namespace: Option<&str>,
-    source: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    spec: Value,
-) -> Value {
+fn object(kind: ObjectKind, namespace: Option<&str>, source: &ObjectMeta, spec: Value) -> Value {
     let mut labels = source.labels.clone().unwrap_or_default();
     labels.insert(MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string());
     let mut metadata = json!({

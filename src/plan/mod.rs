@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 use crate::api::fleet::{Hub, KubeconfigSource, Spoke};
 use crate::fleet::Fleet;
 use crate::source::Origin;
-use desired::{EffectiveSpoke, effective, hub_object_keys, hub_objects};
+use desired::{EffectiveSpoke, effective, hub_object, hub_object_keys};
 pub use desired::{ObjectKey, ObjectKind};
 
 /// What one hub holds now, as observed by the caller.
@@ -606,7 +606,10 @@ fn plan_hub(
     }
     // Each desired object is rendered here and let go as its change keeps it (a commit that
     // changes every spoke held them all as trees, then each twice, at the sync's peak).
-    for (key, object) in hub_objects(fleet, hub_name) {
+    for key in desired {
+        let Some(object) = hub_object(fleet, &key) else {
+            continue;
+        };
         let live = observed.objects.get(&key).map(Stored::value);
         if let Some(live) = &live {
             plan.read_versions

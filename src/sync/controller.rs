@@ -522,10 +522,11 @@ async fn converge(ctx: &Context, loaded: &Loaded, guard: PruneGuard, drift: bool
     // changes nothing still marks the Hub's Spokes as being written (see `apply::apply_hub`),
     // which is drift again.
     let mut planning = if drift {
-        Planning::new(loaded).unshown()
+        Planning::new(loaded)
     } else {
-        Planning::new(loaded).without_dry_runs().unshown()
-    };
+        Planning::new(loaded).without_dry_runs()
+    }
+    .unshown();
     if let Err(err) = planning.observe(&hub, &ctx.client).await {
         return Outcome::Failed {
             commit,
