@@ -12,8 +12,8 @@
 //!   on loopback ports, plus the dashboard, each under the `fleetform-system/fleetform`
 //!   ServiceAccount's identity (a kubeconfig of it, as its token would be mounted), electing a
 //!   leader on their Leases as a replica does. The hub's conversion webhook is not served (its
-//!   certificate names the in-cluster Service, which nothing resolves here; the fleet declares
-//!   no addon, so nothing converts).
+//!   certificate names the in-cluster Service, which nothing resolves here; every client reads
+//!   and writes ManagedClusterAddOns in their storage version, so nothing converts).
 //! - **spokes** (processes of this benchmark's own binary, `FLEETFORM_BENCH_SPOKES_PER_PROCESS`
 //!   each, 2,500 by default: a process's file descriptors run out near 4,700 spokes here):
 //!   `FLEETFORM_BENCH_SPOKES` spokes (default 1,000) of the converge benchmark's kind
@@ -22,10 +22,17 @@
 //!   agent reaches the hub's API server over TCP, registers by CSR and renews its lease. The
 //!   Spokes name their clusters by `kubeconfig.secretRef`, as on a real hub.
 //!
+//! - **addons**: the fleet declares `FLEETFORM_BENCH_ADDONS` AddOns (issue 33's 7 by default;
+//!   health by lease, no registration) and every spoke enables each: the sync applies a
+//!   ClusterManagementAddOn per addon, the hub's reconciler a ManagedClusterAddOn per spoke and
+//!   addon, and the hub's and the dashboard's caches hold them. Light spokes run no addon
+//!   agent and report no addon health (nor does anything deploy addons: on an OCM hub that is
+//!   the addon manager's part, not fleetform's), so the addons cost what enabling them costs.
+//!
 //! Then, as the converge benchmark: one commit declares every spoke and the clock runs until
-//! every ManagedCluster is Available; a second doubles every spoke's lease duration and the clock
-//! runs until every ManagedCluster asks for it and is still Available. The lease is OCM's
-//! default, 60 s (`FLEETFORM_BENCH_LEASE_SECONDS`; the converge benchmark's 10 s had 10,000
+//! every ManagedCluster is Available and every spoke's ManagedClusterAddOns exist; a second
+//! doubles every spoke's lease duration and the clock runs until every ManagedCluster asks for
+//! it and is still Available. The lease is OCM's default, 60 s (`FLEETFORM_BENCH_LEASE_SECONDS`; the converge benchmark's 10 s had 10,000
 //! agents renew 1,000 leases a second, most of what the API server and the hub did once the
 //! fleet had joined, and the join slowed as it grew).
 //! For each phase and process: CPU-seconds (utime + stime of `/proc/<pid>/stat`; per 1,000
@@ -51,7 +58,7 @@
 //! `cargo bench --bench deployment`; `FLEETFORM_BENCH_SPOKES=100` for a quick run;
 //! `FLEETFORM_BENCH_SPOKES=10000` for issue 33's; `FLEETFORM_BENCH_GIVE_UP=<seconds>` past 900 s.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -59,12 +66,13 @@ use std::time::{Duration, Instant};
 
 use fleetform::agent::AgentLoops;
 use fleetform::api::fleet::SYSTEM_NAMESPACE;
-use fleetform::api::{FleetSync, ManagedCluster};
+use fleetform::api::{FleetSync, ManagedCluster, ManagedClusterAddOn};
 use futures::{StreamExt, TryStreamExt};
 use http_body_util::BodyExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::PostParams;
+use kube::core::PartialObjectMeta;
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
@@ -86,6 +94,8 @@ use repo::commit;
 
 /// OCM's default lease duration, which a deployment keeps unless it has reason not to.
 const LEASE_SECONDS: i32 = 60;
+/// Issue 33's fleet: seven addons on every spoke.
+const ADDONS: usize = 7;
 /// How long either phase may take before the benchmark gives up on it, unless
 /// `FLEETFORM_BENCH_GIVE_UP` says (in seconds).
 fn give_up() -> Duration {
@@ -113,6 +123,8 @@ struct Settings {
     spokes_per_process: usize,
     /// The lease duration of the join; the second commit doubles it.
     lease_seconds: i32,
+    /// AddOns the fleet declares, every spoke enabling each.
+    addons: usize,
     light: bool,
     /// The `fleetform` binary the API server, hub and sync run.
     binary: PathBuf,
@@ -142,6 +154,12 @@ impl Settings {
                 format!("FLEETFORM_BENCH_LEASE_SECONDS={text:?}: expected seconds above 0")
             })?,
         };
+        let addons = match std::env::var("FLEETFORM_BENCH_ADDONS") {
+            Err(_) => ADDONS,
+            Ok(text) => text
+                .parse()
+                .map_err(|_| format!("FLEETFORM_BENCH_ADDONS={text:?}: expected a count"))?,
+        };
         let light = match std::env::var("FLEETFORM_BENCH_SPOKES_KIND").as_deref() {
             Err(_) | Ok("light") => true,
             Ok("real") => false,
@@ -165,6 +183,7 @@ impl Settings {
             spokes,
             spokes_per_process,
             lease_seconds,
+            addons,
             light,
             binary,
         })
@@ -355,18 +374,43 @@ fn kubeconfig_secret(spoke: &str) -> String {
     format!("{spoke}-kubeconfig")
 }
 
-/// Writes the hub and the spokes numbered `spokes` (100 to a file), each asking for leases of
-/// `lease_seconds`; `embedded` spokes are `up`'s clusters (what a spoke process starts), the
-/// others name their kubeconfig Secret on the hub (what the commit declares).
+fn addon_name(a: usize) -> String {
+    format!("addon-{a}")
+}
+
+/// Writes the hub, `addons` AddOns and the spokes numbered `spokes` (100 to a file), each asking
+/// for leases of `lease_seconds` and enabling every addon; `embedded` spokes are `up`'s clusters
+/// (what a spoke process starts), the others name their kubeconfig Secret on the hub (what the
+/// commit declares).
 fn write_fleet(
     dir: &Path,
     hub: &str,
     spokes: Range<usize>,
     lease_seconds: i32,
+    addons: usize,
     embedded: bool,
 ) -> Result<(), std::io::Error> {
     std::fs::create_dir_all(dir.join("spokes"))?;
     std::fs::write(dir.join("hub.yaml"), hub)?;
+    if addons > 0 {
+        // Light addons: health judged by their lease (OCM's default), no registration.
+        std::fs::create_dir_all(dir.join("addons"))?;
+        let text: String = (0..addons)
+            .map(|a| {
+                format!(
+                    "---\napiVersion: fleetform.io/v1alpha1\nkind: AddOn\nmetadata:\n  name: {}\nspec:\n  installNamespace: open-cluster-management-agent-addon\n",
+                    addon_name(a)
+                )
+            })
+            .collect();
+        std::fs::write(dir.join("addons/addons.yaml"), text)?;
+    }
+    let enabled = if addons > 0 {
+        let names: Vec<String> = (0..addons).map(addon_name).collect();
+        format!("  addons: [{}]\n", names.join(", "))
+    } else {
+        String::new()
+    };
     for chunk in spokes.start / 100..spokes.end.div_ceil(100) {
         let mut text = String::new();
         for i in (chunk * 100).max(spokes.start)..((chunk + 1) * 100).min(spokes.end) {
@@ -380,7 +424,7 @@ fn write_fleet(
                 )
             };
             text.push_str(&format!(
-                "---\napiVersion: fleetform.io/v1alpha1\nkind: Spoke\nmetadata:\n  name: {name}\n  labels:\n    batch: b{chunk}\nspec:\n  hubRef: hub\n  kubeconfig:\n    {kubeconfig}\n  leaseDurationSeconds: {lease_seconds}\n"
+                "---\napiVersion: fleetform.io/v1alpha1\nkind: Spoke\nmetadata:\n  name: {name}\n  labels:\n    batch: b{chunk}\nspec:\n  hubRef: hub\n  kubeconfig:\n    {kubeconfig}\n  leaseDurationSeconds: {lease_seconds}\n{enabled}"
             ));
         }
         std::fs::write(dir.join(format!("spokes/batch-{chunk:03}.yaml")), text)?;
@@ -519,12 +563,21 @@ async fn request_counts(admin: &Client) -> Option<(Requests, Option<Requests>)> 
 }
 
 /// What the benchmark follows: every ManagedCluster (Available, the lease duration it asks
-/// for) and the commit the FleetSync last applied, each by one watch.
+/// for), every ManagedClusterAddOn (its metadata: which addons each cluster has enabled) and
+/// the commit the FleetSync last applied, each by one watch.
 struct Follower {
     clusters:
         futures::stream::BoxStream<'static, Result<watcher::Event<ManagedCluster>, watcher::Error>>,
+    addons: futures::stream::BoxStream<
+        'static,
+        Result<watcher::Event<PartialObjectMeta<ManagedClusterAddOn>>, watcher::Error>,
+    >,
     syncs: futures::stream::BoxStream<'static, Result<watcher::Event<FleetSync>, watcher::Error>>,
     seen: BTreeMap<String, (bool, i32)>,
+    /// The addons enabled, by cluster namespace.
+    enabled: BTreeMap<String, BTreeSet<String>>,
+    /// The addons every spoke enables.
+    addons_wanted: usize,
     applied: Option<String>,
     spokes: usize,
     pids: Pids,
@@ -554,6 +607,18 @@ impl Follower {
             .values()
             .filter(|(available, _)| *available)
             .count()
+    }
+
+    /// Spokes joined: Available, with every addon enabled.
+    fn joined(&self) -> usize {
+        self.seen
+            .iter()
+            .filter(|(name, (available, _))| *available && self.addons_enabled(name))
+            .count()
+    }
+
+    fn addons_enabled(&self, cluster: &str) -> bool {
+        self.enabled.get(cluster).map_or(0, BTreeSet::len) >= self.addons_wanted
     }
 
     fn on_lease(&self, lease_seconds: i32) -> usize {
@@ -592,6 +657,20 @@ impl Follower {
                     Some(Err(err)) => eprintln!("watching ManagedClusters: {err}"),
                     None => return (applied, from.elapsed(), false, peaks),
                 },
+                event = self.addons.next() => match event {
+                    Some(Ok(watcher::Event::InitApply(addon) | watcher::Event::Apply(addon))) => {
+                        let cluster = addon.namespace().unwrap_or_default();
+                        self.enabled.entry(cluster).or_default().insert(addon.name_any());
+                    }
+                    Some(Ok(watcher::Event::Delete(addon))) => {
+                        if let Some(names) = self.enabled.get_mut(&addon.namespace().unwrap_or_default()) {
+                            names.remove(&addon.name_any());
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(err)) => eprintln!("watching ManagedClusterAddOns: {err}"),
+                    None => return (applied, from.elapsed(), false, peaks),
+                },
                 event = self.syncs.next() => match event {
                     Some(Ok(watcher::Event::InitApply(sync) | watcher::Event::Apply(sync))) => {
                         self.applied = sync.status.and_then(|s| s.last_applied_commit);
@@ -612,10 +691,11 @@ impl Follower {
                         last_report = Instant::now();
                         let rss = self.pids.rss();
                         eprintln!(
-                            "{:>6.1?}: {} registered, {} available, {} {what}; RSS MiB: API server {:.0}, hub {:.0}, sync {:.0}, spokes {:.0}; load {}",
+                            "{:>6.1?}: {} registered, {} available, {} with their addons, {} {what}; RSS MiB: API server {:.0}, hub {:.0}, sync {:.0}, spokes {:.0}; load {}",
                             from.elapsed(),
                             self.seen.len(),
                             self.available(),
+                            self.enabled.values().filter(|names| names.len() >= self.addons_wanted).count(),
                             done(self),
                             rss[&Role::ApiServer],
                             rss[&Role::Hub],
@@ -734,7 +814,7 @@ async fn spoke_process(dir: &Path) -> Result<(), String> {
         lease_seconds,
     } = serde_json::from_str(&text).map_err(|err| format!("{}: {err}", path.display()))?;
     let fleet_dir = dir.join("fleet");
-    write_fleet(&fleet_dir, &hub, spokes, lease_seconds, true)
+    write_fleet(&fleet_dir, &hub, spokes, lease_seconds, 0, true)
         .map_err(|err| format!("write the spokes' fleet: {err}"))?;
     let fleet = repo::load(&fleet_dir)?;
     let running = fleetform::up::start(
@@ -820,8 +900,9 @@ async fn run(settings: &Settings) -> Result<Report, String> {
     let spokes = settings.spokes;
     let load_before = load_average();
     eprintln!(
-        "deployment bench: {spokes} {} spokes in {} processes on {}; load {load_before}; processes from {}",
+        "deployment bench: {spokes} {} spokes with {} addons each in {} processes on {}; load {load_before}; processes from {}",
         if settings.light { "light" } else { "real" },
+        settings.addons,
         settings.spoke_processes(),
         machine(),
         settings.binary.display()
@@ -881,7 +962,15 @@ async fn run(settings: &Settings) -> Result<Report, String> {
     let hub = hub_document(&url, &ca_pem, lease_seconds);
     let repo = tempfile::tempdir().map_err(io("temporary directory"))?;
     let git = git2::Repository::init(repo.path()).map_err(|err| err.to_string())?;
-    write_fleet(repo.path(), &hub, 0..0, lease_seconds, false).map_err(io("write the fleet"))?;
+    write_fleet(
+        repo.path(),
+        &hub,
+        0..0,
+        lease_seconds,
+        settings.addons,
+        false,
+    )
+    .map_err(io("write the fleet"))?;
     let first = commit(&git, "the hub").map_err(|err| err.to_string())?;
     let started = Instant::now();
     let count = settings.spoke_processes();
@@ -1026,12 +1115,19 @@ async fn run(settings: &Settings) -> Result<Report, String> {
             Default::default(),
         )
         .boxed(),
+        addons: watcher(
+            Api::<PartialObjectMeta<ManagedClusterAddOn>>::all(admin.clone()),
+            Default::default(),
+        )
+        .boxed(),
         syncs: watcher(
             Api::<FleetSync>::namespaced(admin.clone(), SYSTEM_NAMESPACE),
             watcher::Config::default().fields(&format!("metadata.name={FLEET_SYNC}")),
         )
         .boxed(),
         seen: BTreeMap::new(),
+        enabled: BTreeMap::new(),
+        addons_wanted: settings.addons,
         applied: None,
         spokes,
         pids: pids.clone(),
@@ -1071,8 +1167,15 @@ async fn run(settings: &Settings) -> Result<Report, String> {
            -> Result<CommitRun, String> {
         let cpu_before = pids.cpu();
         let requests_before = request_counts(&admin).await;
-        write_fleet(repo.path(), &hub, 0..spokes, lease_seconds, false)
-            .map_err(io("write the fleet"))?;
+        write_fleet(
+            repo.path(),
+            &hub,
+            0..spokes,
+            lease_seconds,
+            settings.addons,
+            false,
+        )
+        .map_err(io("write the fleet"))?;
         let sha = commit(&git, message).map_err(|err| err.to_string())?;
         let from = Instant::now();
         let (applied, done, complete, peaks) = follower.wait(from, &sha, what, done).await;
@@ -1103,8 +1206,8 @@ async fn run(settings: &Settings) -> Result<Report, String> {
     let join = phase(
         "every spoke",
         lease_seconds,
-        "available",
-        &Follower::available,
+        "joined (available, addons enabled)",
+        &Follower::joined,
     )
     .await?;
     let lease = phase(
@@ -1149,8 +1252,9 @@ fn print(settings: &Settings, report: &Report) {
     let per_spoke = |n: u64| n as f64 / spokes.max(1) as f64;
     let per_thousand = |cpu: f64| cpu * 1_000.0 / spokes.max(1) as f64;
     println!(
-        "commit to Available as deployed, {spokes} {kind} spokes in {} processes, leases of {} s: the API server, the hub and the sync each a process — {}",
+        "commit to Available as deployed, {spokes} {kind} spokes in {} processes, {} addons each, leases of {} s: the API server, the hub and the sync each a process — {}",
         settings.spoke_processes(),
+        settings.addons,
         settings.lease_seconds,
         machine()
     );
@@ -1168,7 +1272,12 @@ fn print(settings: &Settings, report: &Report) {
         "-".into(),
     );
     for (title, phase, what, within) in [
-        ("commit", &report.join, "every spoke Available", JOIN_TARGET),
+        (
+            "commit",
+            &report.join,
+            "every spoke Available, its addons enabled",
+            JOIN_TARGET,
+        ),
         (
             "lease commit",
             &report.lease,
@@ -1320,6 +1429,7 @@ fn print(settings: &Settings, report: &Report) {
         "spokes": spokes,
         "spoke_processes": settings.spoke_processes(),
         "lease_seconds": settings.lease_seconds,
+        "addons": settings.addons,
         "kind": kind,
         "machine": machine(),
         "binary": settings.binary.display().to_string(),
