@@ -18,7 +18,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
-use crate::api::addon::ManagedClusterAddOnStatus;
+use crate::api::addon::{ClusterManagementAddOn, ManagedClusterAddOnStatus};
 use crate::api::bootstrap_token::BOOTSTRAP_TOKEN_ID_KEY;
 use crate::api::fleet::{SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::LABEL_CLUSTER_NAME;
@@ -29,6 +29,7 @@ use crate::hub::signing::is_signed;
 
 use crate::reconciler::run::cluster_watch;
 use crate::runtime::index::Index;
+use crate::runtime::watch::cached_events;
 use crate::runtime::watch::{BackingOff, Share};
 pub(crate) use crate::runtime::watch::{cached_controller as controller, without_managed_fields};
 
@@ -100,6 +101,24 @@ pub(crate) fn clusters_with_reconciler(client: Client) -> (ClusterLoop, ClusterC
         approval,
     };
     (reconciler, loops)
+}
+
+/// The hub's ClusterManagementAddOns as an addon loop reads them (fleetform's carry their AddOn
+/// document in an annotation): the loop's cache of them, kept as the stream of the addons the
+/// watch created, changed or deleted is polled. A handful of objects; reading one from here
+/// rather than the API saves a request per ManagedClusterAddOn or CSR reconciled.
+pub(crate) fn addon_documents(
+    client: Client,
+) -> (
+    Store<ClusterManagementAddOn>,
+    BoxStream<'static, Result<ClusterManagementAddOn, watcher::Error>>,
+) {
+    let (store, events) = cached_events(
+        Api::all(client),
+        watcher::Config::default(),
+        without_managed_fields,
+    );
+    (store, events.touched_objects().boxed())
 }
 
 /// A cluster namespace as the approval loop reads it: its name and the accept loop's record

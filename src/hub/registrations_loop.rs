@@ -19,7 +19,7 @@ use std::sync::Arc;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector;
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, ResourceExt};
 use serde_json::json;
@@ -47,13 +47,23 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
         .applied_objects()
         .predicate_filter(registrations_hash, Default::default());
     let by_addon = reader.clone();
-    let controller = Controller::for_stream(changed, reader).watches(
-        Api::<ClusterManagementAddOn>::all(ctx.client.clone()),
-        watcher::Config::default(),
+    let (documents, documents_changed) = cache::addon_documents(ctx.client.clone());
+    let controller = Controller::for_stream(changed, reader).watches_stream(
+        documents_changed,
         // The ManagedClusterAddOns of the addon on every cluster.
         move |addon| refs_where(&by_addon, |found| found.name_any() == addon.name_any()),
     );
+    let ctx = Arc::new(Registrations {
+        hub: ctx,
+        documents,
+    });
     errors.drive(controller, reconcile, ctx, shutdown).await;
+}
+
+/// The loop's context: the hub, and its addons' documents.
+struct Registrations {
+    hub: Arc<Context>,
+    documents: Store<ClusterManagementAddOn>,
 }
 
 /// What the loop looks at in a ManagedClusterAddOn: which one it is and its registrations.
@@ -66,12 +76,16 @@ fn registrations_hash(addon: &ManagedClusterAddOn) -> Option<u64> {
     Some(hasher.finish())
 }
 
-#[instrument(skip(ctx, addon), fields(addon = addon.name_any(), cluster = addon.namespace()))]
-async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result<Action, HubError> {
+#[instrument(skip(registrations, addon), fields(addon = addon.name_any(), cluster = addon.namespace()))]
+async fn reconcile(
+    addon: Arc<ManagedClusterAddOn>,
+    registrations: Arc<Registrations>,
+) -> Result<Action, HubError> {
+    let ctx = &registrations.hub;
     let (Some(cluster), name) = (addon.namespace(), addon.name_any()) else {
         return Ok(Action::await_change());
     };
-    let Some(spec) = addon_spec(&ctx.client, &name).await? else {
+    let Some(spec) = addon_spec(&ctx.client, &registrations.documents, &name).await? else {
         debug!("not an addon of fleetform's; its registrations are left alone");
         return Ok(Action::await_change());
     };

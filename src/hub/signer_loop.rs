@@ -23,6 +23,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::PostParams;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
@@ -47,11 +48,13 @@ use crate::plan::desired::{ADDON_SPEC_ANNOTATION, carried_addon_spec};
 use crate::runtime::conditions::set_conditions;
 use crate::runtime::controller::refs_where;
 use crate::runtime::error::KubeError;
+use crate::runtime::watch::cached_or_read;
 use fleetform_controlplane::auth::ca::CertificateAuthority;
 
-/// The loop's context: the hub, and the pace of its denials.
+/// The loop's context: the hub, its addons' documents, and the pace of its denials.
 struct Signer {
     hub: Arc<Context>,
+    documents: Store<ClusterManagementAddOn>,
     denials: Mutex<DenialPacer>,
 }
 
@@ -64,19 +67,17 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
         cache::csr_as_signed,
     );
     let store = controller.store();
+    let (documents, documents_changed) = cache::addon_documents(ctx.client.clone());
     let signer = Arc::new(Signer {
         hub: ctx.clone(),
+        documents,
         denials: Mutex::new(DenialPacer::default()),
     });
-    let controller = controller.watches(
-        Api::<ClusterManagementAddOn>::all(ctx.client.clone()),
-        watcher::Config::default(),
-        move |addon| {
-            refs_where(&store, |csr| {
-                label(csr, LABEL_ADDON_NAME) == Some(&*addon.name_any())
-            })
-        },
-    );
+    let controller = controller.watches_stream(documents_changed, move |addon| {
+        refs_where(&store, |csr| {
+            label(csr, LABEL_ADDON_NAME) == Some(&*addon.name_any())
+        })
+    });
     errors.drive(controller, reconcile, signer, shutdown).await;
 }
 
@@ -96,7 +97,7 @@ async fn reconcile(
     ) else {
         return Ok(Action::await_change());
     };
-    let Some(spec) = addon_spec(&ctx.client, addon).await? else {
+    let Some(spec) = addon_spec(&ctx.client, &signer.documents, addon).await? else {
         debug!(
             addon,
             "no AddOn document for this addon; the CSR stays pending"
@@ -212,15 +213,17 @@ async fn explain_denial(
     }
 }
 
-/// The AddOn document of `addon`, carried by its ClusterManagementAddOn; `None` if the hub has no
-/// such addon or its ClusterManagementAddOn is not fleetform's (OCM's addon manager, or whoever
-/// wrote it, handles that addon's registrations).
+/// The AddOn document of `addon`, carried by its ClusterManagementAddOn (from `documents`, read
+/// through `client` until its watch has listed); `None` if the hub has no such addon or its
+/// ClusterManagementAddOn is not fleetform's (OCM's addon manager, or whoever wrote it, handles
+/// that addon's registrations).
 pub(crate) async fn addon_spec(
     client: &Client,
+    documents: &Store<ClusterManagementAddOn>,
     addon: &str,
 ) -> Result<Option<AddOnSpec>, HubError> {
-    let Some(found) = Api::<ClusterManagementAddOn>::all(client.clone())
-        .get_opt(addon)
+    let api = Api::<ClusterManagementAddOn>::all(client.clone());
+    let Some(found) = cached_or_read(documents, &api, addon)
         .await
         .map_err(KubeError::on(
             format!("ClusterManagementAddOn {addon}"),
