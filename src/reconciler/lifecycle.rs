@@ -262,6 +262,14 @@ impl Action {
         matches!(self, Action::Accept | Action::SyncCluster)
     }
 
+    /// Whether it enables or disables an addon (writes a ManagedClusterAddOn).
+    pub fn changes_addons(&self) -> bool {
+        matches!(
+            self,
+            Action::EnableAddon { .. } | Action::DisableAddon { .. }
+        )
+    }
+
     /// Whether it changes what is on the spoke itself (the agent, its side of an unjoin).
     pub fn acts_on_spoke(&self) -> bool {
         matches!(

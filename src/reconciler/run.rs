@@ -1105,17 +1105,20 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
     if !gathered.facts.deleting && !installed {
         keep_tokens(ctx, &gathered).await?;
     }
+    let after = gathered.facts.after(&decision.actions);
     let conditions = lifecycle::conditions(
-        &gathered.facts.after(&decision.actions),
+        &after,
         &decision,
         unjoined_by_hub.as_deref(),
         Timestamp::now(),
     );
     // What the spoke has is read before this pass's actions, and the writes they made wake the
-    // next pass, which reports them; but the lease duration this pass wrote onto its cluster is
-    // what it has now: reported with this write rather than in one more of that pass (a Spoke
-    // status write per spoke when a fleet's lease changes).
+    // next pass, which reports them; but the lease duration this pass wrote onto its cluster
+    // and the addons it enabled or disabled are what it has now: reported with this write
+    // rather than in one more of that pass (a Spoke status write per spoke when a fleet's lease
+    // changes, and per joining spoke with addons).
     let synced = decision.actions.iter().any(Action::writes_cluster_only);
+    let addons_changed = decision.actions.iter().any(Action::changes_addons);
     let applied = gathered
         .applied
         .clone()
@@ -1123,6 +1126,9 @@ async fn spoke_pass(spoke: &Arc<Spoke>, ctx: &Arc<Context>) -> Result<Requeue, R
         .map(|mut applied| {
             if synced {
                 applied.lease_duration_seconds = gathered.effective.lease_duration_seconds;
+            }
+            if addons_changed {
+                applied = crate::rollout::with_addons(&applied, &after.enabled_addons);
             }
             applied
         });

@@ -202,6 +202,25 @@ pub fn applied(
     }
 }
 
+/// `applied` once the spoke's addons enabled are `enabled`: what a pass that enabled or disabled
+/// addons reports with its own status write, rather than leaving it to one more write of the
+/// next pass (one per joining spoke with addons). An addon newly enabled is not Available yet;
+/// the others keep what was read of them.
+pub fn with_addons(
+    applied: &AppliedSettings,
+    enabled: &BTreeMap<String, String>,
+) -> AppliedSettings {
+    let unavailable = enabled
+        .keys()
+        .filter(|name| {
+            applied.unavailable_addons.contains(name)
+                || !applied.addons.iter().any(|addon| &addon.name == *name)
+        })
+        .cloned()
+        .collect();
+    self::applied(enabled, unavailable, applied.lease_duration_seconds)
+}
+
 /// What the rollout needs to know of one spoke of the hub.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SpokeFacts {

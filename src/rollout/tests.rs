@@ -1123,3 +1123,30 @@ fn a_hub_whose_spokes_are_being_written_holds_its_rollout_until_they_are_or_for_
     );
     assert!(writing_spokes_until(&marked("2026-11-27T12:00:30Z"), now).is_some());
 }
+
+#[test]
+fn a_pass_that_enables_and_disables_addons_reports_what_the_spoke_has_after_it() {
+    let namespaces = |names: &[&str]| -> BTreeMap<String, String> {
+        names
+            .iter()
+            .map(|name| (name.to_string(), format!("{name}-ns")))
+            .collect()
+    };
+    // Read before the pass: `kept` Available, `sick` not, `gone` about to be disabled.
+    let before = applied(
+        &namespaces(&["gone", "kept", "sick"]),
+        vec!["gone".to_string(), "sick".to_string()],
+        60,
+    );
+    let after = with_addons(&before, &namespaces(&["kept", "new", "sick"]));
+    assert_eq!(
+        after,
+        applied(
+            &namespaces(&["kept", "new", "sick"]),
+            vec!["new".to_string(), "sick".to_string()],
+            60
+        ),
+        "a new addon is not Available yet; the others keep what was read; a disabled one is gone"
+    );
+    assert_eq!(with_addons(&before, &BTreeMap::new()).addons, Vec::new());
+}
