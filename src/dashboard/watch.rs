@@ -150,7 +150,7 @@ fn hub_watches(client: &Client, hub: usize) -> Vec<BoxStream<'static, (usize, Ob
             all(),
             hub,
             Observed::Addon,
-            |_| {},
+            model::as_shown_addon,
         ),
         watched(
             Api::<Lease>::all(client.clone()),
