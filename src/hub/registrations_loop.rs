@@ -10,8 +10,8 @@
 //! fleetform's (no `fleetform.io/addon-spec` annotation) are left alone: OCM's addon manager owns
 //! their registrations. The loop wakes for a new ManagedClusterAddOn, for a change of its
 //! registrations (not for every condition its agent writes), and for every ManagedClusterAddOn of
-//! an addon whose ClusterManagementAddOn changes. Its cache keeps of each ManagedClusterAddOn
-//! only which one it is and its registrations (`super::cache::addon_registrations`).
+//! an addon whose ClusterManagementAddOn changes. It reads the ManagedClusterAddOns from the
+//! hub process's one cache of them, the reconciler's (`super::cache::addons_with_reconciler`).
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
@@ -19,8 +19,7 @@ use std::sync::Arc;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher::{self, watcher};
+use kube::runtime::reflector::Store;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -34,16 +33,15 @@ use crate::api::ManagedClusterAddOn;
 use crate::api::addon::ClusterManagementAddOn;
 use crate::runtime::controller::refs_where;
 use crate::runtime::error::KubeError;
-use crate::runtime::watch::BackingOff;
+use crate::runtime::watch::Share;
 
-pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
+pub(crate) async fn run(ctx: Arc<Context>, addons: cache::AddonLoop, shutdown: CancellationToken) {
     let errors = ctx.error_policy("addon registrations loop");
-    let addons: Api<ManagedClusterAddOn> = Api::all(ctx.client.clone());
-    let (reader, writer) = reflector::store();
-    let changed = watcher(addons, watcher::Config::default())
-        .backing_off()
-        .modify(cache::addon_registrations)
-        .reflect(writer)
+    let Share {
+        store: reader,
+        events,
+    } = addons;
+    let changed = events
         .applied_objects()
         .predicate_filter(registrations_hash, Default::default());
     let by_addon = reader.clone();

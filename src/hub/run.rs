@@ -127,13 +127,16 @@ impl RunningLoops {
 /// Starts the hub loops whose CRDs are installed; they run until `shutdown` is cancelled.
 pub async fn start(config: HubConfig, shutdown: CancellationToken) -> RunningLoops {
     let clusters = super::cache::clusters(config.client.clone());
-    start_sharing(config, clusters, shutdown).await
+    let addons = super::cache::addons(config.client.clone());
+    start_sharing(config, clusters, addons, shutdown).await
 }
 
-/// [`start`], the loops that read ManagedClusters reading them from `cluster_cache`.
+/// [`start`], the loops that read ManagedClusters reading them from `cluster_cache`, and those
+/// that read ManagedClusterAddOns from `addon_cache`.
 pub(crate) async fn start_sharing(
     config: HubConfig,
     cluster_cache: super::cache::ClusterCache,
+    addon_cache: super::cache::AddonLoop,
     shutdown: CancellationToken,
 ) -> RunningLoops {
     let ctx = Arc::new(Context {
@@ -216,6 +219,7 @@ pub(crate) async fn start_sharing(
         )));
         tasks.push(tokio::spawn(super::registrations_loop::run(
             ctx.clone(),
+            addon_cache,
             shutdown.clone(),
         )));
     }

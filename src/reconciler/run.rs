@@ -504,16 +504,23 @@ const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// their own.
 pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
     let clusters = cluster_watch(config.client.clone());
-    run_sharing(config, clusters, shutdown).await;
+    let addons = addon_watch(config.client.clone());
+    run_sharing(config, clusters, addons, shutdown).await;
 }
 
-/// [`run`], woken by and reading the ManagedClusters of `clusters` (a hub process's one cache
-/// of them, shared with its hub loops).
+/// [`run`], woken by and reading the ManagedClusters of `clusters` and the
+/// ManagedClusterAddOns of `addons` (a hub process's one cache of each, shared with its hub
+/// loops).
 pub(crate) async fn run_sharing(
     config: ReconcilerConfig,
     clusters: Share<ManagedCluster>,
+    addons: Share<ManagedClusterAddOn>,
     shutdown: CancellationToken,
 ) {
+    let Share {
+        store: cluster_addons,
+        events: cluster_addon_events,
+    } = addons;
     let client = config.client.clone();
     let spokes_api: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
     // Every cache here keeps its objects without their managed fields, which no pass reads
@@ -565,7 +572,6 @@ pub(crate) async fn run_sharing(
     } = clusters;
     let cluster_writes = ClusterWrites::default();
     let echoes = cluster_writes.clone();
-    let (cluster_addons, addons_writer) = reflector::store();
     let addons_by_cluster = Index::new(index::namespace::<ManagedClusterAddOn>);
     let addons_indexed = addons_by_cluster.clone();
     let (tokens, tokens_writer) = reflector::store();
@@ -608,15 +614,9 @@ pub(crate) async fn run_sharing(
             |cluster| Some(ObjectRef::new(&cluster.name_any()).within(SYSTEM_NAMESPACE)),
         )
         .watches_stream(
-            watcher(
-                Api::<ManagedClusterAddOn>::all(client.clone()),
-                watcher::Config::default(),
-            )
-            .backing_off()
-            .modify(addon_kept)
-            .inspect_ok(move |event| addons_indexed.observe(event))
-            .reflect(addons_writer)
-            .touched_objects(),
+            cluster_addon_events
+                .inspect_ok(move |event| addons_indexed.observe(event))
+                .touched_objects(),
             move |addon| in_namespace(addon.namespace()),
         )
         .watches(
@@ -781,17 +781,28 @@ fn hub_facts(spoke: &Spoke) -> u64 {
     hasher.finish()
 }
 
-/// What a pass reads of a ManagedClusterAddOn: which it is, fleetform's mark, where it installs
-/// and whether it is Available (its conditions); its managed fields and the rest of its status
-/// are cut.
-fn addon_kept(addon: &mut ManagedClusterAddOn) {
+/// What a pass reads of a ManagedClusterAddOn (which it is, fleetform's mark, where it installs
+/// and whether it is Available: its conditions) and the hub's registrations loop reads of it
+/// (one cache serves both in a hub process: its `status.registrations`); its managed fields and
+/// the rest of its status are cut.
+pub(crate) fn addon_kept(addon: &mut ManagedClusterAddOn) {
     without_managed_fields(addon);
     if let Some(status) = addon.status.as_mut() {
         *status = crate::api::addon::ManagedClusterAddOnStatus {
             conditions: std::mem::take(&mut status.conditions),
+            registrations: std::mem::take(&mut status.registrations),
             ..Default::default()
         };
     }
+}
+
+/// A watch of the hub's ManagedClusterAddOns for one loop, cut by [`addon_kept`].
+pub(crate) fn addon_watch(client: Client) -> Share<ManagedClusterAddOn> {
+    share(
+        Api::<ManagedClusterAddOn>::all(client),
+        watcher::Config::default(),
+        addon_kept,
+    )
 }
 
 /// Cuts a ManagedCluster to what a pass reads of it ([`facts::gather`], [`cluster_sync`]) and
@@ -1793,6 +1804,49 @@ where
 mod tests {
     use super::*;
     use kube::runtime::reflector;
+
+    #[test]
+    fn an_addon_keeps_what_a_pass_and_the_registrations_loop_read_of_it() {
+        let mut addon: ManagedClusterAddOn = serde_json::from_value(json!({
+            "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+            "kind": "ManagedClusterAddOn",
+            "metadata": {"name": "a", "namespace": "spoke-1", "uid": "u2", "resourceVersion": "9",
+                "deletionTimestamp": "2026-11-26T00:00:00Z",
+                "labels": {crate::plan::desired::MANAGED_BY_LABEL: crate::plan::desired::MANAGED_BY},
+                "managedFields": [{"manager": "fleetform", "operation": "Apply"}]},
+            "spec": {"installNamespace": "ns"},
+            "status": {
+                "namespace": "set-by-the-addon-manager",
+                "conditions": [{"type": "Available", "status": "True", "reason": "r",
+                    "message": "", "lastTransitionTime": "2026-11-26T00:00:00Z"}],
+                "registrations": [{"signerName": "kubernetes.io/kube-apiserver-client"}],
+                "relatedObjects": [{"group": "apps", "resource": "deployments", "name": "m"}],
+            },
+        }))
+        .unwrap();
+        let whole = addon.clone();
+        addon_kept(&mut addon);
+        // Which it is, and its deletion.
+        assert_eq!(addon.metadata.name, whole.metadata.name);
+        assert_eq!(addon.metadata.namespace, whole.metadata.namespace);
+        assert_eq!(addon.metadata.uid, whole.metadata.uid);
+        assert_eq!(
+            addon.metadata.resource_version,
+            whole.metadata.resource_version
+        );
+        assert!(addon.metadata.deletion_timestamp.is_some());
+        // A pass's: fleetform's mark, where it installs (from the spec: the addon manager's
+        // namespace is not what fleetform enabled), whether it is Available.
+        assert_eq!(addon.metadata.labels, whole.metadata.labels);
+        assert_eq!(addon.install_namespace(), "ns");
+        assert!(addon.is_available());
+        // The registrations loop's.
+        assert_eq!(addon.registrations(), whole.registrations());
+        assert!(!addon.registrations().is_empty());
+        // Nothing else.
+        assert_eq!(addon.metadata.managed_fields, None);
+        assert!(addon.status.as_ref().unwrap().related_objects.is_empty());
+    }
 
     #[test]
     fn a_pass_woken_between_an_action_and_its_look_again_keeps_the_look_again() {
