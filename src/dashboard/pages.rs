@@ -529,12 +529,11 @@ pub fn spoke_page(model: &Model, hub: &str, spoke: &str, now: Timestamp) -> Opti
                 (column_heads(&["Addon", "Available", "Reason", "Install namespace"]))
                 tbody {
                     @for addon in view.addons_of(spoke) {
-                        @let available = addon.condition("Available");
                         tr {
-                            th scope="row" { (addon.metadata.name.as_deref().unwrap_or_default()) }
-                            td { (status_badge(available.map(|c| c.status.as_str()))) }
-                            td { (available.map(|c| c.reason.as_str()).unwrap_or("-")) }
-                            td { (addon.install_namespace()) }
+                            th scope="row" { (addon.name) }
+                            td { (status_badge(addon.available.as_ref().map(|(status, _)| status.as_str()))) }
+                            td { (addon.available.as_ref().map_or("-", |(_, reason)| reason.as_str())) }
+                            td { (addon.install_namespace) }
                         }
                     }
                 }

@@ -150,7 +150,8 @@ fn hub_watches(client: &Client, hub: usize) -> Vec<BoxStream<'static, (usize, Ob
             all(),
             hub,
             Observed::Addon,
-            model::as_shown_addon,
+            // The model keeps what the pages show of it (`model::ShownAddon`).
+            |_| {},
         ),
         watched(
             Api::<Lease>::all(client.clone()),
