@@ -262,6 +262,10 @@ struct ListedCondition {
     status: String,
 }
 
+/// What a plan reads of an observed object's status: a Spoke's phase (whether it is online, for
+/// a rollout's waves) and the agent it reports running (whether an upgrade is a step).
+const STATUS_READ: [&str; 3] = ["phase", "agentVersion", "agentConfigHash"];
+
 /// Keeps a listed object as a plan reads it; when applying what the fleet wants of it would
 /// change nothing ([`applies_nothing`]), the object itself stands for its dry run.
 fn keep_listed(
@@ -275,12 +279,14 @@ fn keep_listed(
         namespace: object.metadata.namespace.clone(),
         name: object.metadata.name.clone().unwrap_or_default(),
     };
-    // A plan never reads who manages which field, nor the conditions of a status (only a
-    // Spoke's phase and agent): at 10,000 Spokes those were most of what an observation held.
-    // Taken out rather than dropped: what fleetform's apply owns tells an unchanged object.
+    // A plan never reads who manages which field, nor a status but for a Spoke's phase and the
+    // agent it reports ([`STATUS_READ`]): at 10,000 Spokes the rest (conditions, the addons each
+    // has and which of them are unavailable, the agent it was released to) was most of what an
+    // observation held. The managed fields are taken out rather than dropped: what fleetform's
+    // apply owns tells an unchanged object.
     let managed = object.metadata.managed_fields.take().unwrap_or_default();
     if let Some(status) = object.data.get_mut("status").and_then(Value::as_object_mut) {
-        status.remove("conditions");
+        status.retain(|field, _| STATUS_READ.contains(&field.as_str()));
     }
     let mut value = serde_json::to_value(&object).unwrap_or(Value::Null);
     let stored = Stored::new(&value);
@@ -430,6 +436,34 @@ mod tests {
             "f:metadata": {"f:labels": {".": {}, "f:app.kubernetes.io/managed-by": {}}},
             "f:spec": {".": {}, "f:hubRef": {}, "f:leaseDurationSeconds": {}, "f:addons": {}},
         })
+    }
+
+    #[test]
+    fn a_listed_spoke_keeps_of_its_status_what_a_plan_reads() {
+        let mut listed = live();
+        listed["status"] = json!({
+            "phase": "Running", "agentVersion": "0.1.0", "agentConfigHash": "abc",
+            "releasedAgent": "abc", "observedGeneration": 3,
+            "applied": {"addons": [{"name": "metrics", "installNamespace": "m"}],
+                        "unavailableAddons": ["metrics"], "leaseDurationSeconds": 60},
+            "conditions": [{"type": "SpokeJoined", "status": "True"}],
+        });
+        listed["metadata"]["managedFields"] = json!([{"manager": FIELD_MANAGER,
+            "operation": "Apply", "fieldsV1": owned()}]);
+        let object: DynamicObject = serde_json::from_value(listed).unwrap();
+        let key = ObjectKey::namespaced(ObjectKind::Spoke, "edge");
+        let wanted = BTreeMap::from([(key.clone(), Stored::new(&desired()))]);
+        let mut observed = ObservedHub::default();
+        keep_listed(&mut observed, ObjectKind::Spoke, object, &wanted);
+        let kept = observed.objects[&key].value();
+        assert_eq!(
+            kept["status"],
+            json!({"phase": "Running", "agentVersion": "0.1.0", "agentConfigHash": "abc"})
+        );
+        assert_eq!(kept["metadata"].get("managedFields"), None);
+        assert_eq!(kept["spec"], live()["spec"], "the spec as listed");
+        // Unchanged by what the fleet wants: the object stands for its dry run, without status.
+        assert_eq!(observed.dry_run[&key].value().get("status"), None);
     }
 
     #[test]

@@ -28,7 +28,8 @@ pub struct ObservedHub {
     /// Whether fleetform's CRDs and hub components are installed on the hub.
     pub installed: bool,
     /// The objects fleetform manages there, as the API server returned them (without their
-    /// managed fields and status conditions).
+    /// managed fields; of their status only what a plan reads: a Spoke's phase and the agent
+    /// it reports).
     pub objects: BTreeMap<ObjectKey, Stored>,
     /// For desired objects, what the server would store if they were applied now (server-side
     /// apply, dry run; without managed fields and status); compared instead of the desired
