@@ -414,14 +414,25 @@ where
         config = config.labels(labels);
     }
     let (reader, writer) = reflector::store();
-    let mut events = watcher(api, config).reflect(writer).boxed();
+    // A watch error (a resourceVersion compacted away while the machine is busy, say) is
+    // recovered from by the watcher, which lists again; one that persists ends in the timeout,
+    // which names it.
+    let mut events = watcher(api, config)
+        .default_backoff()
+        .reflect(writer)
+        .boxed();
     let mut synced = false;
+    let mut last_error = None;
     let found = tokio::time::timeout(PATIENCE, async {
         while let Some(event) = events.next().await {
-            match event.expect("watch") {
-                watcher::Event::InitDone => synced = true,
-                watcher::Event::Init | watcher::Event::InitApply(_) => continue,
-                _ => {}
+            match event {
+                Err(err) => {
+                    last_error = Some(err.to_string());
+                    continue;
+                }
+                Ok(watcher::Event::InitDone) => synced = true,
+                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => continue,
+                Ok(_) => {}
             }
             let objects: Vec<K> = reader.state().iter().map(|o| (**o).clone()).collect();
             if synced && done(&objects) {
@@ -431,7 +442,12 @@ where
         panic!("watch ended while waiting for: {what}");
     })
     .await;
-    found.unwrap_or_else(|_| panic!("timed out waiting for: {what}"))
+    found.unwrap_or_else(|_| {
+        panic!(
+            "timed out waiting for: {what} (last watch error: {})",
+            last_error.as_deref().unwrap_or("none")
+        )
+    })
 }
 
 /// Accepts a cluster the way the lifecycle reconciler will: `hubAcceptsClient` and the lease
