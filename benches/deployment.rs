@@ -392,25 +392,22 @@ fn write_fleet(
 ) -> Result<(), std::io::Error> {
     std::fs::create_dir_all(dir.join("spokes"))?;
     std::fs::write(dir.join("hub.yaml"), hub)?;
-    if addons > 0 {
+    let names: Vec<String> = (0..addons).map(addon_name).collect();
+    let mut enabled = String::new();
+    if !names.is_empty() {
         // Light addons: health judged by their lease (OCM's default), no registration.
         std::fs::create_dir_all(dir.join("addons"))?;
-        let text: String = (0..addons)
-            .map(|a| {
+        let text: String = names
+            .iter()
+            .map(|name| {
                 format!(
-                    "---\napiVersion: fleetform.io/v1alpha1\nkind: AddOn\nmetadata:\n  name: {}\nspec:\n  installNamespace: open-cluster-management-agent-addon\n",
-                    addon_name(a)
+                    "---\napiVersion: fleetform.io/v1alpha1\nkind: AddOn\nmetadata:\n  name: {name}\nspec:\n  installNamespace: open-cluster-management-agent-addon\n"
                 )
             })
             .collect();
         std::fs::write(dir.join("addons/addons.yaml"), text)?;
+        enabled = format!("  addons: [{}]\n", names.join(", "));
     }
-    let enabled = if addons > 0 {
-        let names: Vec<String> = (0..addons).map(addon_name).collect();
-        format!("  addons: [{}]\n", names.join(", "))
-    } else {
-        String::new()
-    };
     for chunk in spokes.start / 100..spokes.end.div_ceil(100) {
         let mut text = String::new();
         for i in (chunk * 100).max(spokes.start)..((chunk + 1) * 100).min(spokes.end) {
@@ -695,7 +692,7 @@ impl Follower {
                             from.elapsed(),
                             self.seen.len(),
                             self.available(),
-                            self.enabled.values().filter(|names| names.len() >= self.addons_wanted).count(),
+                            self.seen.keys().filter(|name| self.addons_enabled(name)).count(),
                             done(self),
                             rss[&Role::ApiServer],
                             rss[&Role::Hub],

@@ -29,8 +29,7 @@ use crate::hub::signing::is_signed;
 
 use crate::reconciler::run::{addon_watch, cluster_watch};
 use crate::runtime::index::Index;
-use crate::runtime::watch::cached_events;
-use crate::runtime::watch::{BackingOff, Share};
+use crate::runtime::watch::{BackingOff, Share, share};
 pub(crate) use crate::runtime::watch::{cached_controller as controller, without_managed_fields};
 
 /// The hub loops' one cache of the Spokes in `fleetform-system` ([`spoke_as_declared`]): the
@@ -103,23 +102,22 @@ pub(crate) fn clusters_with_reconciler(client: Client) -> (ClusterLoop, ClusterC
     (reconciler, loops)
 }
 
-/// The hub's ClusterManagementAddOns as an addon loop reads them (fleetform's carry their AddOn
-/// document in an annotation): the loop's cache of them, kept as the stream of the addons the
-/// watch created, changed or deleted is polled. A handful of objects; reading one from here
-/// rather than the API saves a request per ManagedClusterAddOn or CSR reconciled.
-pub(crate) fn addon_documents(
-    client: Client,
-) -> (
-    Store<ClusterManagementAddOn>,
-    BoxStream<'static, Result<ClusterManagementAddOn, watcher::Error>>,
-) {
-    let (store, events) = cached_events(
+/// The hub's ClusterManagementAddOns as the addon loops read them (fleetform's carry their
+/// AddOn document in an annotation): one watch and cache for the addon CSR loop, which polls
+/// it, and the registrations loop. A handful of objects; reading one from here rather than the
+/// API saves a request per ManagedClusterAddOn or CSR reconciled.
+pub(crate) fn addon_documents(client: Client) -> (DocumentLoop, DocumentLoop) {
+    let (signer, [registrations]) = share(
         Api::all(client),
         watcher::Config::default(),
         without_managed_fields,
-    );
-    (store, events.touched_objects().boxed())
+    )
+    .copied();
+    (signer, registrations)
 }
+
+/// One addon loop's share of the ClusterManagementAddOns ([`addon_documents`]).
+pub(crate) type DocumentLoop = Share<ClusterManagementAddOn>;
 
 /// The hub loops' ManagedClusterAddOns: the registrations loop's share of a watch of them (as
 /// the reconciler's cut leaves them, [`crate::reconciler::run::addon_kept`]).

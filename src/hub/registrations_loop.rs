@@ -35,7 +35,12 @@ use crate::runtime::controller::refs_where;
 use crate::runtime::error::KubeError;
 use crate::runtime::watch::Share;
 
-pub(crate) async fn run(ctx: Arc<Context>, addons: cache::AddonLoop, shutdown: CancellationToken) {
+pub(crate) async fn run(
+    ctx: Arc<Context>,
+    addons: cache::AddonLoop,
+    documents: cache::DocumentLoop,
+    shutdown: CancellationToken,
+) {
     let errors = ctx.error_policy("addon registrations loop");
     let Share {
         store: reader,
@@ -45,7 +50,11 @@ pub(crate) async fn run(ctx: Arc<Context>, addons: cache::AddonLoop, shutdown: C
         .applied_objects()
         .predicate_filter(registrations_hash, Default::default());
     let by_addon = reader.clone();
-    let (documents, documents_changed) = cache::addon_documents(ctx.client.clone());
+    let Share {
+        store: documents,
+        events,
+    } = documents;
+    let documents_changed = events.touched_objects();
     let controller = Controller::for_stream(changed, reader).watches_stream(
         documents_changed,
         // The ManagedClusterAddOns of the addon on every cluster.

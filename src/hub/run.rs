@@ -213,13 +213,17 @@ pub(crate) async fn start_sharing(
         )
         .await;
     if addon_kinds {
+        let (signer_documents, registration_documents) =
+            super::cache::addon_documents(ctx.client.clone());
         tasks.push(tokio::spawn(super::signer_loop::run(
             ctx.clone(),
+            signer_documents,
             shutdown.clone(),
         )));
         tasks.push(tokio::spawn(super::registrations_loop::run(
             ctx.clone(),
             addon_cache,
+            registration_documents,
             shutdown.clone(),
         )));
     }

@@ -22,6 +22,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::PostParams;
+use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
@@ -48,7 +49,7 @@ use crate::plan::desired::{ADDON_SPEC_ANNOTATION, carried_addon_spec};
 use crate::runtime::conditions::set_conditions;
 use crate::runtime::controller::refs_where;
 use crate::runtime::error::KubeError;
-use crate::runtime::watch::cached_or_read;
+use crate::runtime::watch::{Share, cached_or_read};
 use fleetform_controlplane::auth::ca::CertificateAuthority;
 
 /// The loop's context: the hub, its addons' documents, and the pace of its denials.
@@ -58,7 +59,11 @@ struct Signer {
     denials: Mutex<DenialPacer>,
 }
 
-pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
+pub(crate) async fn run(
+    ctx: Arc<Context>,
+    documents: cache::DocumentLoop,
+    shutdown: CancellationToken,
+) {
     let errors = ctx.error_policy("addon CSR loop");
     let csrs: Api<CertificateSigningRequest> = Api::all(ctx.client.clone());
     let controller = cache::controller(
@@ -67,7 +72,11 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
         cache::csr_as_signed,
     );
     let store = controller.store();
-    let (documents, documents_changed) = cache::addon_documents(ctx.client.clone());
+    let Share {
+        store: documents,
+        events,
+    } = documents;
+    let documents_changed = events.touched_objects();
     let signer = Arc::new(Signer {
         hub: ctx.clone(),
         documents,

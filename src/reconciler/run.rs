@@ -509,18 +509,18 @@ pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
 }
 
 /// [`run`], woken by and reading the ManagedClusters of `clusters` and the
-/// ManagedClusterAddOns of `addons` (a hub process's one cache of each, shared with its hub
-/// loops).
+/// ManagedClusterAddOns of `cluster_addons` (a hub process's one cache of each, shared with its
+/// hub loops). (`addons`, below, are the ClusterManagementAddOns.)
 pub(crate) async fn run_sharing(
     config: ReconcilerConfig,
     clusters: Share<ManagedCluster>,
-    addons: Share<ManagedClusterAddOn>,
+    cluster_addons: Share<ManagedClusterAddOn>,
     shutdown: CancellationToken,
 ) {
     let Share {
         store: cluster_addons,
         events: cluster_addon_events,
-    } = addons;
+    } = cluster_addons;
     let client = config.client.clone();
     let spokes_api: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
     // Every cache here keeps its objects without their managed fields, which no pass reads
