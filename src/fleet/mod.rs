@@ -85,7 +85,9 @@ impl fmt::Display for DocumentRef {
 #[derive(Clone, Debug, Default)]
 pub struct Fleet {
     pub hubs: BTreeMap<String, Hub>,
-    pub spokes: BTreeMap<String, Spoke>,
+    /// Boxed: a Spoke is most of a kilobyte in place, and a fleet of 10,000 was copied whole
+    /// from one vector to the next while it was loaded (with the fleet in force still held).
+    pub spokes: BTreeMap<String, Box<Spoke>>,
     pub addons: BTreeMap<String, AddOn>,
     /// Where each document is defined, by kind and name.
     pub locations: BTreeMap<(Kind, String), DocumentRef>,
@@ -110,10 +112,11 @@ impl Fleet {
     }
 }
 
-/// A document that passed its schema, with where it came from.
+/// A document that passed its schema, with where it came from; boxed, so that sorting and
+/// sifting thousands of them moves pointers.
 pub(crate) struct Located<T> {
     pub name: String,
-    pub value: T,
+    pub value: Box<T>,
     pub origin: DocumentOrigin,
 }
 
@@ -391,7 +394,7 @@ fn typed(
             .to_string();
         into.push(Located {
             name,
-            value: serde_json::from_value(value)?,
+            value: Box::new(serde_json::from_value(value)?),
             origin,
         });
         Ok(())

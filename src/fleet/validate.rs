@@ -365,14 +365,14 @@ pub(super) fn check(documents: Documents, diagnostics: &mut Vec<Diagnostic>) -> 
         }
     }
 
-    fleet.hubs = hubs.into_iter().map(|hub| (hub.name, hub.value)).collect();
+    fleet.hubs = hubs.into_iter().map(|hub| (hub.name, *hub.value)).collect();
     fleet.spokes = spokes
         .into_iter()
         .map(|spoke| (spoke.name, spoke.value))
         .collect();
     fleet.addons = addons
         .into_iter()
-        .map(|addon| (addon.name, addon.value))
+        .map(|addon| (addon.name, *addon.value))
         .collect();
     fleet
 }

@@ -71,7 +71,9 @@ impl TestFleet {
             cluster_set: None,
         };
         edit(&mut spec);
-        self.0.spokes.insert(name.into(), Spoke::new(name, spec));
+        self.0
+            .spokes
+            .insert(name.into(), Box::new(Spoke::new(name, spec)));
         self
     }
 
