@@ -6,9 +6,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::runtime::watcher;
 
@@ -219,18 +219,33 @@ fn kept<K, T>(event: watcher::Event<K>, keep: impl Fn(&K) -> T) -> watcher::Even
     }
 }
 
-/// Cuts a watched cluster Lease to what the pages read of it: which it is and when it was
-/// renewed.
-pub fn as_shown_lease(lease: &mut Lease) {
-    lease.metadata = ObjectMeta {
-        name: lease.metadata.name.take(),
-        namespace: lease.metadata.namespace.take(),
-        ..ObjectMeta::default()
-    };
-    lease.spec = lease.spec.take().map(|spec| LeaseSpec {
-        renew_time: spec.renew_time,
-        ..LeaseSpec::default()
-    });
+/// What the pages read of a cluster Lease: whose it is and when its agent last renewed it. The
+/// dashboard holds one for every cluster of its hubs; a Lease decoded, even cut, was about half
+/// a kilobyte.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShownLease {
+    /// Its cluster (its namespace).
+    pub cluster: String,
+    pub renewed: Option<Timestamp>,
+}
+
+impl ShownLease {
+    pub fn of(lease: &Lease) -> Self {
+        let renewed = lease
+            .spec
+            .as_ref()
+            .filter(|_| lease.metadata.name.as_deref() == Some(CLUSTER_LEASE_NAME))
+            .and_then(|spec| spec.renew_time.as_ref())
+            .map(|time| time.0);
+        ShownLease {
+            cluster: namespace(lease),
+            renewed,
+        }
+    }
+
+    fn key(&self) -> String {
+        self.cluster.clone()
+    }
 }
 
 fn name<K: kube::Resource>(object: &K) -> String {
@@ -305,7 +320,7 @@ pub struct HubView {
     /// By `NAMESPACE/NAME`: the namespace is the cluster's.
     pub addons: Mirror<ShownAddon>,
     /// Cluster leases by cluster namespace.
-    pub leases: Mirror<Lease>,
+    pub leases: Mirror<ShownLease>,
     pub fleet_syncs: Mirror<FleetSync>,
     /// Events by the `Kind/name` they regard, oldest first by when they happened.
     pub events: BTreeMap<String, VecDeque<EventLine>>,
@@ -398,14 +413,16 @@ impl Model {
             },
             Observed::Lease(event) => {
                 // A renewal changes only the lease's age, which a viewer counts up itself.
-                let touched = view.leases.apply(event, namespace);
+                let touched = view
+                    .leases
+                    .apply(kept(event, ShownLease::of), ShownLease::key);
                 let renewals = match touched {
                     Touched::Key(key) => vec![key],
                     Touched::All => view.rows.keys().cloned().collect(),
                     Touched::Nothing => Vec::new(),
                 };
                 for spoke in renewals {
-                    let renewed = renew_time(view.leases.objects.get(&spoke).map(Box::as_ref));
+                    let renewed = view.renewed(&spoke);
                     if let Some(row) = view.rows.get_mut(&spoke) {
                         row.renewed = renewed;
                     }
@@ -454,16 +471,6 @@ fn keys(touched: Touched) -> Option<Vec<String>> {
     }
 }
 
-fn renew_time(lease: Option<&Lease>) -> Option<Timestamp> {
-    lease
-        .filter(|lease| lease.metadata.name.as_deref() == Some(CLUSTER_LEASE_NAME))?
-        .spec
-        .as_ref()?
-        .renew_time
-        .as_ref()
-        .map(|time| time.0)
-}
-
 /// Keeps `event` among the newest of the object it regards.
 fn remember(view: &mut HubView, event: &Event, hub: &str, changes: &mut Changes) {
     let Some(regarding) = event.regarding.as_ref() else {
@@ -500,6 +507,11 @@ fn remember(view: &mut HubView, event: &Event, hub: &str, changes: &mut Changes)
 }
 
 impl HubView {
+    /// When the agent of cluster `spoke` last renewed its lease.
+    fn renewed(&self, spoke: &str) -> Option<Timestamp> {
+        self.leases.objects.get(spoke)?.renewed
+    }
+
     /// Recomputes the row of `spoke` from what is seen of it; whether it changed.
     fn refresh_row(&mut self, hub: &str, spoke: &str, now: Timestamp) -> bool {
         let Some(object) = self.spokes.objects.get(spoke) else {
@@ -536,7 +548,7 @@ impl HubView {
         let row = Row {
             status,
             labels: object.metadata.labels.clone().unwrap_or_default(),
-            renewed: renew_time(self.leases.objects.get(spoke).map(Box::as_ref)),
+            renewed: self.renewed(spoke),
         };
         let timeline = self.timelines.entry(spoke.to_string()).or_default();
         if timeline.back().map(|last| &last.available) != Some(&row.status.available) {
@@ -857,7 +869,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_cluster_and_a_lease_cut_as_watched_show_as_the_whole_ones_do() {
+    fn a_cluster_cut_as_watched_shows_as_the_whole_one_does_and_a_lease_as_its_renewal() {
         let mut whole = cluster("edge", "True");
         whole.metadata.labels = Some(BTreeMap::from([("feature".into(), "gpu".into())]));
         let health = crate::api::cluster::NodeHealth {
@@ -889,11 +901,16 @@ pub(crate) mod tests {
                 "renewTime": "2027-01-15T08:00:00.000000Z"},
         }))
         .unwrap();
-        let mut cut_lease = lease.clone();
-        as_shown_lease(&mut cut_lease);
-        assert_eq!(cut_lease.metadata.uid, None);
-        assert_eq!(renew_time(Some(&cut_lease)), renew_time(Some(&lease)));
-        assert!(renew_time(Some(&lease)).is_some());
+        assert_eq!(
+            ShownLease::of(&lease),
+            ShownLease {
+                cluster: "edge".into(),
+                renewed: Some("2027-01-15T08:00:00Z".parse().unwrap()),
+            }
+        );
+        let mut other = lease.clone();
+        other.metadata.name = Some("another".into());
+        assert_eq!(ShownLease::of(&other).renewed, None);
 
         // The fleet page's row and the spoke page read the same of either.
         let shown = |cluster: ManagedCluster, lease: Lease| {
@@ -909,8 +926,12 @@ pub(crate) mod tests {
                 .map(|page| page.into_string());
             (row, page)
         };
-        let (whole_row, whole_page) = shown(whole, lease);
-        let (cut_row, cut_page) = shown(cut, cut_lease);
+        let (whole_row, whole_page) = shown(whole, lease.clone());
+        let (cut_row, cut_page) = shown(cut, lease);
+        assert_eq!(
+            whole_row.renewed,
+            Some("2027-01-15T08:00:00Z".parse().unwrap())
+        );
         assert_eq!(cut_row, whole_row);
         assert_eq!(whole_row.status.nodes.map(|nodes| nodes.ready), Some(2));
         assert!(

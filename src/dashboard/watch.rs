@@ -158,7 +158,8 @@ fn hub_watches(client: &Client, hub: usize) -> Vec<BoxStream<'static, (usize, Ob
             all().fields(&format!("metadata.name={CLUSTER_LEASE_NAME}")),
             hub,
             Observed::Lease,
-            model::as_shown_lease,
+            // The model keeps when it was renewed (`model::ShownLease`).
+            |_| {},
         ),
         watched(
             Api::<FleetSync>::namespaced(client.clone(), SYSTEM_NAMESPACE),
