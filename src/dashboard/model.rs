@@ -16,6 +16,7 @@ use crate::api::addon::ManagedClusterAddOnStatus;
 use crate::api::fleet::{FleetSync, Hub, Spoke, SpokeSpec, SpokeStatus};
 use crate::api::vocabulary::{
     ADDON_CONDITION_AVAILABLE, ANNOTATION_NODE_HEALTH, CLUSTER_LEASE_NAME, CONDITION_AVAILABLE,
+    DEFAULT_ADDON_INSTALL_NAMESPACE,
 };
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
 use crate::status::{HubState, SpokeRow};
@@ -164,7 +165,9 @@ pub struct ShownAddon {
     /// Its cluster (its namespace).
     pub cluster: String,
     pub name: String,
-    pub install_namespace: String,
+    /// Where it installs when not OCM's default namespace (most addons install there; one
+    /// copy of the name each was a tenth of what the dashboard held).
+    install_namespace: Option<String>,
     /// Its Available condition's status and reason; `None` until it has one.
     pub available: Option<(String, String)>,
 }
@@ -174,11 +177,20 @@ impl ShownAddon {
         ShownAddon {
             cluster: namespace(addon),
             name: name(addon),
-            install_namespace: addon.install_namespace().to_string(),
+            install_namespace: Some(addon.install_namespace())
+                .filter(|namespace| *namespace != DEFAULT_ADDON_INSTALL_NAMESPACE)
+                .map(str::to_string),
             available: addon
                 .condition(ADDON_CONDITION_AVAILABLE)
                 .map(|condition| (condition.status.clone(), condition.reason.clone())),
         }
+    }
+
+    /// The namespace its agent installs in on the spoke.
+    pub fn install_namespace(&self) -> &str {
+        self.install_namespace
+            .as_deref()
+            .unwrap_or(DEFAULT_ADDON_INSTALL_NAMESPACE)
     }
 
     /// The addon as `fleetform status` reads it ([`crate::status::rows`]): which it is and
@@ -396,7 +408,7 @@ impl Model {
             }
             Observed::Spoke(event) => {
                 let before = view.spokes.objects.len();
-                let touched = view.spokes.apply(event, name);
+                let touched = view.spokes.apply(with_labels(event), name);
                 changes.membership = view.spokes.objects.len() != before;
                 keys(touched)
             }
@@ -463,6 +475,20 @@ impl Model {
     }
 }
 
+/// `event` with its Spoke's labels `Some`, empty for none: `None` is what
+/// [`HubView::refresh_row`] leaves once it has moved them to the spoke's row.
+fn with_labels(event: watcher::Event<Spoke>) -> watcher::Event<Spoke> {
+    let given = |mut spoke: Spoke| {
+        spoke.metadata.labels.get_or_insert_default();
+        spoke
+    };
+    match event {
+        watcher::Event::InitApply(spoke) => watcher::Event::InitApply(given(spoke)),
+        watcher::Event::Apply(spoke) => watcher::Event::Apply(given(spoke)),
+        other => other,
+    }
+}
+
 fn keys(touched: Touched) -> Option<Vec<String>> {
     match touched {
         Touched::Nothing => Some(Vec::new()),
@@ -514,9 +540,21 @@ impl HubView {
 
     /// Recomputes the row of `spoke` from what is seen of it; whether it changed.
     fn refresh_row(&mut self, hub: &str, spoke: &str, now: Timestamp) -> bool {
-        let Some(object) = self.spokes.objects.get(spoke) else {
+        let Some(object) = self.spokes.objects.get_mut(spoke) else {
             self.timelines.remove(spoke);
             return self.rows.remove(spoke).is_some();
+        };
+        // A Spoke's labels move to its row (the fleet page filters on them; nothing else reads
+        // them) rather than being held twice: a Spoke comes with them (`Some`, empty for none:
+        // [`with_labels`]) and gives them up to its first refresh; the refreshes its cluster,
+        // addons or lease cause keep the row's.
+        let labels = match object.metadata.labels.take() {
+            Some(labels) => labels,
+            None => self
+                .rows
+                .get(spoke)
+                .map(|row| row.labels.clone())
+                .unwrap_or_default(),
         };
         let prefix = format!("{spoke}/");
         let state = HubState {
@@ -547,7 +585,7 @@ impl HubView {
         };
         let row = Row {
             status,
-            labels: object.metadata.labels.clone().unwrap_or_default(),
+            labels,
             renewed: self.renewed(spoke),
         };
         let timeline = self.timelines.entry(spoke.to_string()).or_default();
@@ -702,6 +740,47 @@ pub(crate) mod tests {
             at(61),
         );
         assert!(again.is_empty(), "{again:?}");
+    }
+
+    #[test]
+    fn a_rows_labels_follow_its_spoke_through_the_refreshes_its_cluster_causes() {
+        let mut model = model_with(&[spoke("edge", json!({"env": "prod"}))]);
+        let labels = |model: &Model| model.hubs["hub"].rows["edge"].labels.clone();
+        let prod = BTreeMap::from([("env".to_string(), "prod".to_string())]);
+        assert_eq!(labels(&model), prod);
+        model.observe(
+            "hub",
+            Observed::Cluster(watcher::Event::Apply(cluster("edge", "False"))),
+            at(1),
+        );
+        assert_eq!(
+            model.hubs["hub"].rows["edge"].status.available.as_deref(),
+            Some("False")
+        );
+        assert_eq!(labels(&model), prod);
+
+        // Labels taken off the Spoke go from its row, whether it lists none or omits the field.
+        let mut bare = spoke("edge", json!({}));
+        bare.metadata.labels = None;
+        let changes = model.observe("hub", Observed::Spoke(watcher::Event::Apply(bare)), at(2));
+        assert!(
+            changes
+                .rows
+                .contains(&("hub".to_string(), "edge".to_string()))
+        );
+        assert_eq!(labels(&model), BTreeMap::new());
+        model.observe(
+            "hub",
+            Observed::Cluster(watcher::Event::Apply(cluster("edge", "True"))),
+            at(3),
+        );
+        assert_eq!(labels(&model), BTreeMap::new());
+        model.observe(
+            "hub",
+            Observed::Spoke(watcher::Event::Apply(spoke("edge", json!({"env": "dev"})))),
+            at(4),
+        );
+        assert_eq!(labels(&model)["env"], "dev");
     }
 
     #[test]
@@ -982,10 +1061,14 @@ pub(crate) mod tests {
             &ShownAddon {
                 cluster: "edge".into(),
                 name: "metrics".into(),
-                install_namespace: "from-status".into(),
+                install_namespace: Some("from-status".into()),
                 available: Some(("False".into(), "ReasonFalse".into())),
             }
         );
+        // One in OCM's default namespace keeps no copy of its name.
+        let default = ShownAddon::of(&ManagedClusterAddOn::new("x", Default::default()));
+        assert_eq!(default.install_namespace, None);
+        assert_eq!(default.install_namespace(), DEFAULT_ADDON_INSTALL_NAMESPACE);
         let page = crate::dashboard::pages::spoke_page(&model, "hub", "edge", at(5))
             .unwrap()
             .into_string();

@@ -533,7 +533,7 @@ pub fn spoke_page(model: &Model, hub: &str, spoke: &str, now: Timestamp) -> Opti
                             th scope="row" { (addon.name) }
                             td { (status_badge(addon.available.as_ref().map(|(status, _)| status.as_str()))) }
                             td { (addon.available.as_ref().map_or("-", |(_, reason)| reason.as_str())) }
-                            td { (addon.install_namespace) }
+                            td { (addon.install_namespace()) }
                         }
                     }
                 }
