@@ -19,6 +19,7 @@ use crate::api::vocabulary::{
     DEFAULT_ADDON_INSTALL_NAMESPACE,
 };
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
+use crate::runtime::watch::keep_only;
 use crate::status::{HubState, SpokeRow};
 
 /// How many Events are kept per object they regard (the newest).
@@ -112,9 +113,9 @@ pub fn as_shown_cluster(cluster: &mut ManagedCluster) {
     metadata.labels = None;
     metadata.owner_references = None;
     metadata.finalizers = None;
-    if let Some(annotations) = &mut metadata.annotations {
-        annotations.retain(|key, _| key == ANNOTATION_NODE_HEALTH);
-    }
+    keep_only(&mut metadata.annotations, |key| {
+        key == ANNOTATION_NODE_HEALTH
+    });
     cluster.spec.managed_cluster_client_configs = Vec::new();
     if let Some(status) = &mut cluster.status {
         status.capacity = BTreeMap::new();

@@ -13,6 +13,7 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -29,7 +30,7 @@ use crate::hub::signing::is_signed;
 
 use crate::reconciler::run::{addon_watch, cluster_watch};
 use crate::runtime::index::Index;
-use crate::runtime::watch::{BackingOff, Share, share};
+use crate::runtime::watch::{BackingOff, Share, keep_only, share};
 pub(crate) use crate::runtime::watch::{cached_controller as controller, without_managed_fields};
 
 /// The hub loops' one cache of the Spokes in `fleetform-system` ([`spoke_as_declared`]): the
@@ -143,9 +144,7 @@ pub(crate) fn namespace_as_recorded(namespace: &mut Namespace) {
     let meta = &mut namespace.metadata;
     meta.managed_fields = None;
     meta.labels = None;
-    if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.retain(|key, _| key == ANNOTATION_JOIN_USERS);
-    }
+    keep_only(&mut meta.annotations, |key| key == ANNOTATION_JOIN_USERS);
     namespace.spec = None;
     namespace.status = None;
 }
@@ -159,6 +158,17 @@ pub(crate) fn token_as_identified(token: &mut Secret) {
     if let Some(data) = token.data.as_mut() {
         data.retain(|key, _| key == BOOTSTRAP_TOKEN_ID_KEY);
     }
+}
+
+/// A cluster Lease as the lease expiry loop reads it: which it is, when it was made and its
+/// spec (who holds it, for how long, when it was renewed). Its labels, annotations, owners
+/// and managed fields are cut.
+pub(crate) fn lease_as_renewed(lease: &mut Lease) {
+    let meta = &mut lease.metadata;
+    meta.managed_fields = None;
+    meta.labels = None;
+    meta.annotations = None;
+    meta.owner_references = None;
 }
 
 /// A registration CSR as the accept and approval loops read it: who asked (labels, username,
@@ -278,6 +288,46 @@ mod tests {
         unsigned.status.as_mut().unwrap().certificate = None;
         csr_as_signed(&mut unsigned);
         assert_eq!(unsigned.spec, issued_csr(true).spec);
+    }
+
+    #[test]
+    fn a_lease_keeps_what_the_expiry_loop_judges_by() {
+        let cluster: ManagedCluster = serde_json::from_value(json!({
+            "metadata": {"name": "spoke-1", "creationTimestamp": "2026-11-29T10:00:00Z"},
+            "spec": {"hubAcceptsClient": true, "leaseDurationSeconds": 60},
+        }))
+        .unwrap();
+        let lease = |renewed: Option<&str>| -> Lease {
+            serde_json::from_value(json!({
+                "metadata": {"name": "managed-cluster-lease", "namespace": "spoke-1",
+                    "creationTimestamp": "2026-11-29T10:01:00Z",
+                    "labels": {"open-cluster-management.io/cluster-name": "spoke-1"},
+                    "annotations": {"note": "x".repeat(500)},
+                    "managedFields": [{"manager": "agent"}]},
+                "spec": {"holderIdentity": "agent", "renewTime": renewed},
+            }))
+            .unwrap()
+        };
+        for renewed in [Some("2026-11-29T10:02:00.000000Z"), None] {
+            let whole = lease(renewed);
+            let mut cut = whole.clone();
+            lease_as_renewed(&mut cut);
+            assert_eq!(
+                (
+                    cut.metadata.labels.as_ref(),
+                    cut.metadata.annotations.as_ref()
+                ),
+                (None, None)
+            );
+            assert_eq!(cut.metadata.managed_fields, None);
+            for now in ["2026-11-29T10:02:30Z", "2026-11-29T10:30:00Z"] {
+                let now = now.parse().unwrap();
+                assert_eq!(
+                    crate::hub::lease::judge_cluster_lease(&cluster, Some(&cut), now),
+                    crate::hub::lease::judge_cluster_lease(&cluster, Some(&whole), now),
+                );
+            }
+        }
     }
 
     #[test]

@@ -68,7 +68,7 @@ pub(crate) async fn run(
     let lease_events = reflector::reflector(
         writer,
         watcher(Api::<Lease>::all(ctx.client.clone()), lease_config)
-            .modify(cache::without_managed_fields),
+            .modify(cache::lease_as_renewed),
     )
     .inspect(move |event| {
         if matches!(event, Ok(watcher::Event::InitDone)) {

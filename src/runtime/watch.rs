@@ -4,7 +4,7 @@
 //! turns its absence into a [`Change::Deleted`], so that nothing is kept for an object that no
 //! longer exists.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::Hash;
 
 use futures::stream::BoxStream;
@@ -355,6 +355,18 @@ pub fn without_managed_fields<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
 
+/// Keeps of a cached object's labels or annotations the entries `keep` says, and none at all
+/// (`None`) when that leaves none: a B-tree map keeps its first node (about half a kilobyte)
+/// once emptied, and a cache holds one for every object.
+pub fn keep_only(map: &mut Option<BTreeMap<String, String>>, keep: impl Fn(&str) -> bool) {
+    if let Some(entries) = map.as_mut() {
+        entries.retain(|key, _| keep(key));
+    }
+    if map.as_ref().is_some_and(BTreeMap::is_empty) {
+        *map = None;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -382,6 +394,20 @@ mod tests {
                 Change::Deleted(reference) => format!("-{}", reference.name),
             })
             .collect()
+    }
+
+    #[test]
+    fn a_map_kept_of_nothing_is_none() {
+        let mut map = Some(BTreeMap::from([
+            ("keep".to_string(), "1".to_string()),
+            ("drop".to_string(), "2".to_string()),
+        ]));
+        keep_only(&mut map, |key| key == "keep");
+        assert_eq!(map, Some(BTreeMap::from([("keep".into(), "1".into())])));
+        keep_only(&mut map, |_| false);
+        assert_eq!(map, None);
+        keep_only(&mut map, |_| true);
+        assert_eq!(map, None);
     }
 
     #[test]
