@@ -491,67 +491,121 @@ impl Report {
     }
 }
 
+/// How many addons a spoke has, and how many of them are Available.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AddonCount {
+    pub enabled: usize,
+    pub available: usize,
+}
+
+impl AddonCount {
+    fn add(&mut self, available: bool) {
+        self.enabled += 1;
+        self.available += usize::from(available);
+    }
+
+    /// The count of addons, each Available or not.
+    pub fn of(available: impl IntoIterator<Item = bool>) -> Self {
+        let mut count = AddonCount::default();
+        available.into_iter().for_each(|each| count.add(each));
+        count
+    }
+}
+
+/// What one spoke's row is made of.
+pub struct Seen<'a> {
+    pub hub: &'a str,
+    pub spoke: &'a Spoke,
+    pub cluster: Option<&'a ManagedCluster>,
+    pub addons: AddonCount,
+    /// When its agent last renewed its cluster lease.
+    pub renewed: Option<Timestamp>,
+    /// The Hub's status, for the spoke's places in its rollouts.
+    pub hub_status: Option<&'a HubStatus>,
+}
+
 /// The rows of one hub's spokes, sorted by name.
 pub fn rows(state: &HubState, now: Timestamp) -> Vec<SpokeRow> {
+    let mut addons: BTreeMap<&str, AddonCount> = BTreeMap::new();
+    for addon in &state.addons {
+        if let Some(cluster) = addon.metadata.namespace.as_deref() {
+            addons.entry(cluster).or_default().add(addon.is_available());
+        }
+    }
     let mut rows: Vec<SpokeRow> = state
         .spokes
         .iter()
         .map(|spoke| {
-            let name = spoke.metadata.name.clone().unwrap_or_default();
-            let cluster = state.clusters.get(&name);
-            let condition = |type_: &str| cluster.and_then(|cluster| cluster.condition(type_));
-            let status = spoke.status.as_ref();
-            let cluster_state = match spoke.spec.availability.mode {
-                AvailabilityMode::Poll => status
-                    .and_then(|status| {
-                        status
-                            .conditions
-                            .iter()
-                            .find(|c| c.type_ == CONDITION_ONLINE)
-                    })
-                    .map(|condition| condition.reason.clone())
-                    .unwrap_or_else(|| ClusterState::Pending.to_string()),
-                AvailabilityMode::Lease => cluster
-                    .map(state_from_conditions)
-                    .unwrap_or(ClusterState::Pending)
-                    .to_string(),
+            let name = spoke.metadata.name.as_deref().unwrap_or_default();
+            let seen = Seen {
+                hub: &state.hub,
+                spoke,
+                cluster: state.clusters.get(name),
+                addons: addons.get(name).copied().unwrap_or_default(),
+                renewed: state
+                    .leases
+                    .get(name)
+                    .and_then(|lease| lease.spec.as_ref()?.renew_time.as_ref())
+                    .map(|renewed| renewed.0),
+                hub_status: state.hub_status.as_ref(),
             };
-            let addons: Vec<&ManagedClusterAddOn> = state
-                .addons
-                .iter()
-                .filter(|addon| addon.metadata.namespace.as_deref() == Some(name.as_str()))
-                .collect();
-            let why = attention(spoke, cluster);
-            let lease_age_seconds = state
-                .leases
-                .get(&name)
-                .and_then(|lease| lease.spec.as_ref()?.renew_time.as_ref())
-                .map(|renewed| now.duration_since(renewed.0).as_secs().max(0));
-            SpokeRow {
-                hub: state.hub.clone(),
-                phase: status
-                    .and_then(|status| status.phase)
-                    .map(|phase| format!("{phase:?}")),
-                state: cluster_state,
-                available: condition(CONDITION_AVAILABLE).map(|c| c.status.clone()),
-                joined: condition(CONDITION_JOINED).is_some_and(|c| c.status == STATUS_TRUE),
-                agent_version: status.and_then(|status| status.agent_version.clone()),
-                lease_age_seconds,
-                nodes: cluster.and_then(ManagedCluster::node_health),
-                addons_available: addons.iter().filter(|addon| addon.is_available()).count(),
-                addons: addons.len(),
-                claims: cluster
-                    .and_then(|cluster| cluster.status.as_ref())
-                    .map_or(0, |status| status.cluster_claims.len()),
-                reason: why.as_ref().map(|(reason, _)| reason.clone()),
-                message: why.map(|(_, message)| message),
-                rollouts: places(state.hub_status.as_ref(), &name),
-                spoke: name,
-            }
+            row(&seen, now)
         })
         .collect();
     rows.sort_by(|a, b| a.spoke.cmp(&b.spoke));
     rows
+}
+
+/// One spoke's row.
+pub fn row(seen: &Seen, now: Timestamp) -> SpokeRow {
+    let Seen {
+        hub,
+        spoke,
+        cluster,
+        addons,
+        renewed,
+        hub_status,
+    } = *seen;
+    let name = spoke.metadata.name.clone().unwrap_or_default();
+    let condition = |type_: &str| cluster.and_then(|cluster| cluster.condition(type_));
+    let status = spoke.status.as_ref();
+    let cluster_state = match spoke.spec.availability.mode {
+        AvailabilityMode::Poll => status
+            .and_then(|status| {
+                status
+                    .conditions
+                    .iter()
+                    .find(|c| c.type_ == CONDITION_ONLINE)
+            })
+            .map(|condition| condition.reason.clone())
+            .unwrap_or_else(|| ClusterState::Pending.to_string()),
+        AvailabilityMode::Lease => cluster
+            .map(state_from_conditions)
+            .unwrap_or(ClusterState::Pending)
+            .to_string(),
+    };
+    let why = attention(spoke, cluster);
+    SpokeRow {
+        hub: hub.to_string(),
+        phase: status
+            .and_then(|status| status.phase)
+            .map(|phase| format!("{phase:?}")),
+        state: cluster_state,
+        available: condition(CONDITION_AVAILABLE).map(|c| c.status.clone()),
+        joined: condition(CONDITION_JOINED).is_some_and(|c| c.status == STATUS_TRUE),
+        agent_version: status.and_then(|status| status.agent_version.clone()),
+        lease_age_seconds: renewed.map(|renewed| now.duration_since(renewed).as_secs().max(0)),
+        nodes: cluster.and_then(ManagedCluster::node_health),
+        addons_available: addons.available,
+        addons: addons.enabled,
+        claims: cluster
+            .and_then(|cluster| cluster.status.as_ref())
+            .map_or(0, |status| status.cluster_claims.len()),
+        reason: why.as_ref().map(|(reason, _)| reason.clone()),
+        message: why.map(|(_, message)| message),
+        rollouts: places(hub_status, &name),
+        spoke: name,
+    }
 }
 
 /// Reads what a hub holds about its spokes.

@@ -8,19 +8,17 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::runtime::watcher;
 
-use crate::api::addon::ManagedClusterAddOnStatus;
 use crate::api::fleet::{FleetSync, Hub, Spoke, SpokeSpec, SpokeStatus};
 use crate::api::vocabulary::{
     ADDON_CONDITION_AVAILABLE, ANNOTATION_NODE_HEALTH, CLUSTER_LEASE_NAME, CONDITION_AVAILABLE,
-    DEFAULT_ADDON_INSTALL_NAMESPACE,
+    DEFAULT_ADDON_INSTALL_NAMESPACE, STATUS_TRUE,
 };
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
 use crate::runtime::watch::keep_only;
-use crate::status::{HubState, SpokeRow};
+use crate::status::{AddonCount, Seen, SpokeRow};
 
 /// How many Events are kept per object they regard (the newest).
 pub const EVENTS_PER_OBJECT: usize = 20;
@@ -104,7 +102,7 @@ impl<K> Mirror<K> {
     }
 }
 
-/// Cuts a watched ManagedCluster to what the pages read of it ([`crate::status::rows`] and the
+/// Cuts a watched ManagedCluster to what the pages read of it ([`crate::status::row`] and the
 /// spoke page): its name, conditions, taints, claims and node health. The rest (the CA bundles
 /// of its client configs, its resources and version, labels and other annotations) goes as it
 /// arrives: the dashboard holds every cluster of its hubs.
@@ -125,7 +123,7 @@ pub fn as_shown_cluster(cluster: &mut ManagedCluster) {
     }
 }
 
-/// Cuts a watched Spoke to what the pages read of it (its row, [`crate::status::rows`], and its
+/// Cuts a watched Spoke to what the pages read of it (its row, [`crate::status::row`], and its
 /// page): which it is, its labels, finalizers and deletion, how its availability is told, its
 /// phase, conditions and agent version. The rest (its kubeconfig's source, its settings, addons
 /// and taints, what its status says of applied settings, the released agent and the agent's
@@ -194,26 +192,11 @@ impl ShownAddon {
             .unwrap_or(DEFAULT_ADDON_INSTALL_NAMESPACE)
     }
 
-    /// The addon as `fleetform status` reads it ([`crate::status::rows`]): which it is and
-    /// whether it is Available.
-    fn as_addon(&self) -> ManagedClusterAddOn {
-        let mut addon = ManagedClusterAddOn::new(&self.name, Default::default());
-        addon.metadata.namespace = Some(self.cluster.clone());
-        addon.status = self
-            .available
+    /// Whether its Available condition is True.
+    pub fn is_available(&self) -> bool {
+        self.available
             .as_ref()
-            .map(|(status, reason)| ManagedClusterAddOnStatus {
-                conditions: vec![Condition {
-                    type_: ADDON_CONDITION_AVAILABLE.to_string(),
-                    status: status.clone(),
-                    reason: reason.clone(),
-                    message: String::new(),
-                    last_transition_time: Time(Timestamp::UNIX_EPOCH),
-                    observed_generation: None,
-                }],
-                ..Default::default()
-            });
-        addon
+            .is_some_and(|(status, _)| status == STATUS_TRUE)
     }
 
     fn key(&self) -> String {
@@ -409,7 +392,12 @@ impl Model {
             }
             Observed::Spoke(event) => {
                 let before = view.spokes.objects.len();
-                let touched = view.spokes.apply(with_labels(event), name);
+                // Labels `Some`, empty for none: `None` is what `refresh_row` leaves once it has
+                // moved them to the spoke's row.
+                let event = event.modify(|spoke| {
+                    spoke.metadata.labels.get_or_insert_default();
+                });
+                let touched = view.spokes.apply(event, name);
                 changes.membership = view.spokes.objects.len() != before;
                 keys(touched)
             }
@@ -476,20 +464,6 @@ impl Model {
     }
 }
 
-/// `event` with its Spoke's labels `Some`, empty for none: `None` is what
-/// [`HubView::refresh_row`] leaves once it has moved them to the spoke's row.
-fn with_labels(event: watcher::Event<Spoke>) -> watcher::Event<Spoke> {
-    let given = |mut spoke: Spoke| {
-        spoke.metadata.labels.get_or_insert_default();
-        spoke
-    };
-    match event {
-        watcher::Event::InitApply(spoke) => watcher::Event::InitApply(given(spoke)),
-        watcher::Event::Apply(spoke) => watcher::Event::Apply(given(spoke)),
-        other => other,
-    }
-}
-
 fn keys(touched: Touched) -> Option<Vec<String>> {
     match touched {
         Touched::Nothing => Some(Vec::new()),
@@ -541,14 +515,15 @@ impl HubView {
 
     /// Recomputes the row of `spoke` from what is seen of it; whether it changed.
     fn refresh_row(&mut self, hub: &str, spoke: &str, now: Timestamp) -> bool {
+        let addons = AddonCount::of(self.addons_of(spoke).map(ShownAddon::is_available));
         let Some(object) = self.spokes.objects.get_mut(spoke) else {
             self.timelines.remove(spoke);
             return self.rows.remove(spoke).is_some();
         };
         // A Spoke's labels move to its row (the fleet page filters on them; nothing else reads
         // them) rather than being held twice: a Spoke comes with them (`Some`, empty for none:
-        // [`with_labels`]) and gives them up to its first refresh; the refreshes its cluster,
-        // addons or lease cause keep the row's.
+        // [`Model::observe`]) and gives them up to its first refresh; the refreshes its
+        // cluster, addons or lease cause keep the row's.
         let labels = match object.metadata.labels.take() {
             Some(labels) => labels,
             None => self
@@ -557,33 +532,17 @@ impl HubView {
                 .map(|row| row.labels.clone())
                 .unwrap_or_default(),
         };
-        let prefix = format!("{spoke}/");
-        let state = HubState {
-            hub: hub.to_string(),
-            spokes: vec![(**object).clone()],
-            clusters: self
-                .clusters
-                .objects
-                .get(spoke)
-                .map(|cluster| (spoke.to_string(), (**cluster).clone()))
-                .into_iter()
-                .collect(),
-            addons: self
-                .addons
-                .objects
-                .range(prefix.clone()..)
-                .take_while(|(key, _)| key.starts_with(&prefix))
-                .map(|(_, addon)| addon.as_addon())
-                .collect(),
+        let seen = Seen {
+            hub,
+            spoke: object,
+            cluster: self.clusters.objects.get(spoke).map(Box::as_ref),
+            addons,
             // Lease ages are the viewer's to count from `renewed`.
-            leases: BTreeMap::new(),
-            fleet_syncs: Vec::new(),
+            renewed: None,
             // The rollouts have a page of their own.
             hub_status: None,
         };
-        let Some(status) = crate::status::rows(&state, now).pop() else {
-            return false;
-        };
+        let status = crate::status::row(&seen, now);
         let row = Row {
             status,
             labels,

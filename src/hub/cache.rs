@@ -124,11 +124,6 @@ pub(crate) type DocumentLoop = Share<ClusterManagementAddOn>;
 /// the reconciler's cut leaves them, [`crate::reconciler::run::addon_kept`]).
 pub(crate) type AddonLoop = Share<ManagedClusterAddOn>;
 
-/// An [`AddonLoop`] for the hub loops alone, a watch of its own.
-pub(crate) fn addons(client: Client) -> AddonLoop {
-    addon_watch(client)
-}
-
 /// One watch and cache of the ManagedClusterAddOns for a hub process: the reconciler's share,
 /// which polls the watch, and the registrations loop's. Each kept a copy of every addon of its
 /// own (two at 70,000 addons were 140 MB of the hub's heap).

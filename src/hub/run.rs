@@ -127,7 +127,8 @@ impl RunningLoops {
 /// Starts the hub loops whose CRDs are installed; they run until `shutdown` is cancelled.
 pub async fn start(config: HubConfig, shutdown: CancellationToken) -> RunningLoops {
     let clusters = super::cache::clusters(config.client.clone());
-    let addons = super::cache::addons(config.client.clone());
+    // The hub loops alone: a watch of the ManagedClusterAddOns of their own.
+    let addons = crate::reconciler::run::addon_watch(config.client.clone());
     start_sharing(config, clusters, addons, shutdown).await
 }
 
