@@ -771,6 +771,43 @@ mod tests {
     }
 
     #[test]
+    fn each_spokes_row_counts_the_addons_of_its_own_cluster() {
+        let addon = |cluster: &str, name: &str, available: &str| -> ManagedClusterAddOn {
+            serde_json::from_value(json!({
+                "apiVersion": "addon.open-cluster-management.io/v1alpha1", "kind": "ManagedClusterAddOn",
+                "metadata": {"name": name, "namespace": cluster}, "spec": {},
+                "status": {"conditions": [condition("Available", available, "x")]},
+            }))
+            .unwrap()
+        };
+        let state = HubState {
+            hub: "hub".into(),
+            spokes: ["dev", "edge", "prod"]
+                .map(|name| spoke(name, "lease", json!({})))
+                .into(),
+            addons: vec![
+                addon("edge", "metrics", "True"),
+                addon("dev", "metrics", "False"),
+                addon("edge", "logging", "True"),
+                addon("edge", "tracing", "Unknown"),
+            ],
+            ..HubState::default()
+        };
+        let counts: Vec<(String, usize, usize)> = rows(&state, now())
+            .into_iter()
+            .map(|row| (row.spoke, row.addons_available, row.addons))
+            .collect();
+        assert_eq!(
+            counts,
+            [
+                ("dev".to_string(), 0, 1),
+                ("edge".to_string(), 2, 3),
+                ("prod".to_string(), 0, 0)
+            ]
+        );
+    }
+
+    #[test]
     fn a_joined_available_spoke_shows_online_with_its_lease_age_nodes_addons_and_claims() {
         let mut cluster: ManagedCluster = serde_json::from_value(json!({
             "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
