@@ -12,18 +12,117 @@ use serde_json::{Map, Value};
 
 use crate::error::FieldError;
 
-/// Prunes, defaults and validates `obj` in place; returns every field error.
-pub fn validate_object(schema: &Value, obj: &mut Value) -> Vec<FieldError> {
-    if !obj.is_object() {
-        return vec![FieldError::invalid("", obj, "must be an object")];
+/// A CRD version's `openAPIV3Schema` as objects are decoded and validated by it: whole (as
+/// published), and as its body's schema, without the `apiVersion`, `kind` and `metadata`
+/// every object has (their schema is the API's own), made once rather than on every write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectSchema {
+    whole: Value,
+    body: Value,
+}
+
+impl ObjectSchema {
+    pub fn new(whole: Value) -> ObjectSchema {
+        let mut body = whole.clone();
+        if let Some(props) = body.get_mut("properties").and_then(Value::as_object_mut) {
+            for key in ["metadata", "apiVersion", "kind"] {
+                props.remove(key);
+            }
+        }
+        ObjectSchema { whole, body }
     }
-    let mut errs = Vec::new();
-    with_body(schema, obj, |root_schema, body| {
-        prune(root_schema, body, "", &mut Vec::new());
-        apply_defaults(root_schema, body);
-        check(root_schema, body, "", &mut errs);
-    });
-    errs
+
+    /// The schema as the CRD declares it.
+    pub fn whole(&self) -> &Value {
+        &self.whole
+    }
+
+    /// Prunes, defaults and validates `obj` in place; returns every field error.
+    pub fn validate_object(&self, obj: &mut Value) -> Vec<FieldError> {
+        if !obj.is_object() {
+            return vec![FieldError::invalid("", obj, "must be an object")];
+        }
+        let mut errs = Vec::new();
+        self.with_body(obj, |root_schema, body| {
+            prune(root_schema, body, "", &mut Vec::new());
+            apply_defaults(root_schema, body);
+            check(root_schema, body, "", &mut errs);
+        });
+        errs
+    }
+
+    /// Prunes and defaults `obj` and validates its status only, against the schema's `status`,
+    /// with messages relative to the status (`conditions[0].reason in body ...`) and fields named
+    /// from the object's root (`status.conditions[0].reason`).
+    pub fn validate_status(&self, obj: &mut Value) -> Vec<FieldError> {
+        if !obj.is_object() {
+            return vec![FieldError::invalid("", obj, "must be an object")];
+        }
+        let mut errs = Vec::new();
+        self.with_body(obj, |root_schema, body| {
+            prune(root_schema, body, "", &mut Vec::new());
+            apply_defaults(root_schema, body);
+            if let (Some(status_schema), Some(status)) = (
+                root_schema.pointer("/properties/status"),
+                body.get("status"),
+            ) {
+                check(status_schema, status, "", &mut errs);
+            }
+        });
+        errs.into_iter()
+            .map(|e| {
+                let field = match e.field.as_str() {
+                    "" => "status".to_string(),
+                    f if f.starts_with('[') => format!("status{f}"),
+                    f => format!("status.{f}"),
+                };
+                let detail = e
+                    .message
+                    .strip_prefix(&format!("{}: ", e.field))
+                    .unwrap_or(&e.message)
+                    .to_string();
+                FieldError {
+                    reason: e.reason,
+                    message: format!("{field}: {detail}"),
+                    field,
+                }
+            })
+            .collect()
+    }
+
+    /// Prunes the fields the schema does not declare and fills in its defaults, as
+    /// kube-apiserver does when it decodes a custom resource; returns the pruned fields' paths.
+    pub fn decode(&self, obj: &mut Value) -> Vec<String> {
+        let mut removed = Vec::new();
+        if obj.is_object() {
+            self.with_body(obj, |root_schema, body| {
+                prune(root_schema, body, "", &mut removed);
+                apply_defaults(root_schema, body);
+            });
+        }
+        removed
+    }
+
+    /// Runs `f` on the object without apiVersion, kind and metadata, which the body's schema
+    /// does not describe, with that schema; the body's fields are moved out and back, not copied.
+    fn with_body(&self, obj: &mut Value, f: impl FnOnce(&Value, &mut Value)) {
+        let Some(root) = obj.as_object_mut() else {
+            return;
+        };
+        let (mut kept, mut body) = (Map::new(), Map::new());
+        for (k, v) in std::mem::take(root) {
+            match k.as_str() {
+                "apiVersion" | "kind" | "metadata" => kept.insert(k, v),
+                _ => body.insert(k, v),
+            };
+        }
+        let mut body = Value::Object(body);
+        f(&self.body, &mut body);
+        if let Value::Object(fields) = body {
+            kept.extend(fields);
+        }
+        *root = kept;
+    }
 }
 
 /// How deep a schema node sits, for kube-apiserver's structural schema rules.
@@ -368,88 +467,6 @@ pub fn unrecognized_formats(s: &Value, out: &mut Vec<String>) {
     for key in ["allOf", "anyOf", "oneOf"] {
         for sub in s.get(key).and_then(Value::as_array).into_iter().flatten() {
             unrecognized_formats(sub, out);
-        }
-    }
-}
-
-/// Prunes and defaults `obj` and validates its status only, against the schema's `status`,
-/// with messages relative to the status (`conditions[0].reason in body ...`) and fields named
-/// from the object's root (`status.conditions[0].reason`).
-pub fn validate_status(schema: &Value, obj: &mut Value) -> Vec<FieldError> {
-    if !obj.is_object() {
-        return vec![FieldError::invalid("", obj, "must be an object")];
-    }
-    let mut errs = Vec::new();
-    with_body(schema, obj, |root_schema, body| {
-        prune(root_schema, body, "", &mut Vec::new());
-        apply_defaults(root_schema, body);
-        if let (Some(status_schema), Some(status)) = (
-            root_schema.pointer("/properties/status"),
-            body.get("status"),
-        ) {
-            check(status_schema, status, "", &mut errs);
-        }
-    });
-    errs.into_iter()
-        .map(|e| {
-            let field = match e.field.as_str() {
-                "" => "status".to_string(),
-                f if f.starts_with('[') => format!("status{f}"),
-                f => format!("status.{f}"),
-            };
-            let detail = e
-                .message
-                .strip_prefix(&format!("{}: ", e.field))
-                .unwrap_or(&e.message)
-                .to_string();
-            FieldError {
-                reason: e.reason,
-                message: format!("{field}: {detail}"),
-                field,
-            }
-        })
-        .collect()
-}
-
-/// Prunes the fields the schema does not declare and fills in its defaults, as
-/// kube-apiserver does when it decodes a custom resource; returns the pruned fields' paths.
-pub fn decode(schema: &Value, obj: &mut Value) -> Vec<String> {
-    let mut removed = Vec::new();
-    if obj.is_object() {
-        with_body(schema, obj, |root_schema, body| {
-            prune(root_schema, body, "", &mut removed);
-            apply_defaults(root_schema, body);
-        });
-    }
-    removed
-}
-
-/// Runs `f` on the object without apiVersion, kind and metadata, which the schema does not
-/// describe, with the schema likewise.
-fn with_body(schema: &Value, obj: &mut Value, f: impl FnOnce(&Value, &mut Value)) {
-    let Some(root) = obj.as_object_mut() else {
-        return;
-    };
-    let mut body = Value::Object(
-        root.iter()
-            .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-    );
-    let mut root_schema = schema.clone();
-    if let Some(props) = root_schema
-        .get_mut("properties")
-        .and_then(Value::as_object_mut)
-    {
-        props.remove("metadata");
-        props.remove("apiVersion");
-        props.remove("kind");
-    }
-    f(&root_schema, &mut body);
-    root.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
-    if let Value::Object(fields) = body {
-        for (k, v) in fields {
-            root.insert(k, v);
         }
     }
 }
@@ -896,7 +913,8 @@ mod tests {
     }
 
     fn messages(mut obj: Value) -> Vec<String> {
-        validate_object(&schema(), &mut obj)
+        ObjectSchema::new(schema())
+            .validate_object(&mut obj)
             .into_iter()
             .map(|e| e.message)
             .collect()
@@ -964,7 +982,11 @@ mod tests {
     fn unknown_fields_are_pruned_unless_preserved_and_defaults_applied() {
         let mut obj = json!({"apiVersion": "x/v1", "kind": "W", "metadata": {"name": "w"},
             "junk": 1, "spec": {"name": "a", "extra": true, "free": {"anything": [1]}}});
-        assert!(validate_object(&schema(), &mut obj).is_empty());
+        assert!(
+            ObjectSchema::new(schema())
+                .validate_object(&mut obj)
+                .is_empty()
+        );
         assert_eq!(obj["spec"]["replicas"], 1);
         assert!(obj.get("junk").is_none());
         assert!(obj["spec"].get("extra").is_none());
@@ -976,7 +998,10 @@ mod tests {
     fn decoding_prunes_undeclared_fields_names_them_and_defaults() {
         let mut obj = json!({"apiVersion": "x/v1", "kind": "W", "metadata": {"name": "w"},
             "spec": {"name": "a", "extra": true, "tags": ["x"], "free": {"ok": 1}}});
-        assert_eq!(decode(&schema(), &mut obj), vec!["spec.extra".to_string()]);
+        assert_eq!(
+            ObjectSchema::new(schema()).decode(&mut obj),
+            vec!["spec.extra".to_string()]
+        );
         assert!(obj["spec"].get("extra").is_none());
         assert_eq!(obj["spec"]["replicas"], 1);
         assert_eq!(obj["metadata"]["name"], "w");

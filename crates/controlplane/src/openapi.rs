@@ -74,7 +74,7 @@ fn object_meta() -> Value {
 
 fn resource_schema(info: &ResourceInfo) -> Value {
     let mut schema = match info.custom.as_ref().and_then(|c| c.schema.as_deref()) {
-        Some(s) => s.clone(),
+        Some(s) => s.whole().clone(),
         None if info.custom.is_some() => {
             json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
         }

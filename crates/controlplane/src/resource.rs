@@ -104,7 +104,7 @@ pub struct CustomInfo {
     /// The version objects are stored at.
     pub storage_version: String,
     /// openAPIV3Schema of this version, if any.
-    pub schema: Option<Arc<Value>>,
+    pub schema: Option<Arc<crate::crd_schema::ObjectSchema>>,
     /// The schema's `x-kubernetes-validations`, compiled when the CRD was read.
     pub rules: Option<Arc<crate::validation_rules::RuleSet>>,
     /// How objects move between versions (`spec.conversion.strategy`).

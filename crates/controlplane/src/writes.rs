@@ -84,7 +84,7 @@ fn decode_kind(info: &ResourceInfo, obj: &mut Value) -> Vec<String> {
     match (&info.custom, &info.fields) {
         (Some(custom), _) => {
             if let Some(schema) = &custom.schema {
-                unknown.extend(crate::crd_schema::decode(schema, obj));
+                unknown.extend(schema.decode(obj));
             }
             // A custom resource's metadata is decoded as every object's.
             if let Some(meta) = obj.get_mut("metadata")

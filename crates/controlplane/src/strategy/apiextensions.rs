@@ -679,7 +679,9 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
             custom: Some(CustomInfo {
                 crd_name: crd_name.clone(),
                 storage_version: storage_version.clone(),
-                schema: schema.cloned().map(Arc::new),
+                schema: schema
+                    .cloned()
+                    .map(|s| Arc::new(crate::crd_schema::ObjectSchema::new(s))),
                 rules,
                 conversion,
             }),
@@ -800,9 +802,9 @@ impl ResourceStrategy for CustomResources {
         // Through `/status` only the status is checked against the schema, with messages
         // relative to it, as kube-apiserver's status validator does.
         let schema_errs = if part == Part::Status {
-            crate::crd_schema::validate_status(schema, obj)
+            schema.validate_status(obj)
         } else {
-            crate::crd_schema::validate_object(schema, obj)
+            schema.validate_object(obj)
         };
         // As kube-apiserver, CEL rules run only when no value breaks its schema's type, enum,
         // required fields or limits: they rely on them.
