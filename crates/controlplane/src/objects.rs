@@ -265,32 +265,61 @@ pub fn validate_part(
     }
 }
 
-fn without_meta_and_status(v: &Value) -> Value {
-    let mut v = v.clone();
-    if let Some(o) = v.as_object_mut() {
-        o.remove("metadata");
-        o.remove("status");
-        o.remove("apiVersion");
-        o.remove("kind");
-    }
-    v
+/// Whether two maps are equal in every field but those `skip` names; nothing is copied.
+fn equal_except(a: &Map<String, Value>, b: &Map<String, Value>, skip: &[&str]) -> bool {
+    let kept = |m: &Map<String, Value>| m.keys().filter(|k| !skip.contains(&k.as_str())).count();
+    kept(a) == kept(b)
+        && a.iter()
+            .filter(|(k, _)| !skip.contains(&k.as_str()))
+            .all(|(k, v)| b.get(k) == Some(v))
 }
 
-/// What decides whether a write changes anything: everything but the resourceVersion and
-/// the timestamps of field managers (a manager re-applying the same fields is a no-op, a new
-/// co-owner is not).
-fn comparable(v: &Value) -> Value {
-    let mut v = v.clone();
-    let m = meta_mut(&mut v);
-    m.remove("resourceVersion");
-    if let Some(Value::Array(entries)) = m.get_mut("managedFields") {
-        for e in entries.iter_mut() {
-            if let Some(o) = e.as_object_mut() {
-                o.remove("time");
-            }
+/// Whether `next` differs from `cur` in more than its metadata and status: what makes a new
+/// generation.
+fn spec_changed(cur: &Value, next: &Value) -> bool {
+    match (cur.as_object(), next.as_object()) {
+        (Some(cur), Some(next)) => {
+            !equal_except(cur, next, &["metadata", "status", "apiVersion", "kind"])
         }
+        _ => cur != next,
     }
-    v
+}
+
+/// Whether a write of `next` over `cur` changes nothing: they differ at most in the
+/// resourceVersion and the times of field managers' entries (a manager re-applying the same
+/// fields is a no-op, a new co-owner is not).
+fn unchanged(cur: &Value, next: &Value) -> bool {
+    let (Some(cur), Some(next)) = (cur.as_object(), next.as_object()) else {
+        return cur == next;
+    };
+    if !equal_except(cur, next, &["metadata"]) {
+        return false;
+    }
+    let empty = Map::new();
+    let (cur, next) = (
+        cur.get("metadata")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty),
+        next.get("metadata")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty),
+    );
+    if !equal_except(cur, next, &["resourceVersion", "managedFields"]) {
+        return false;
+    }
+    match (cur.get("managedFields"), next.get("managedFields")) {
+        (Some(Value::Array(cur)), Some(Value::Array(next))) => {
+            cur.len() == next.len()
+                && cur
+                    .iter()
+                    .zip(next)
+                    .all(|(c, n)| match (c.as_object(), n.as_object()) {
+                        (Some(c), Some(n)) => equal_except(c, n, &["time"]),
+                        _ => c == n,
+                    })
+        }
+        (cur, next) => cur == next,
+    }
 }
 
 /// Decides an update of `cur` to `new`: [`prepare_update`], then [`settle_update`].
@@ -440,9 +469,7 @@ pub fn settle_update(info: &ResourceInfo, cur: &Value, mut next: Value) -> ApiRe
             ));
         }
     }
-    if info.strategy.tracks_generation()
-        && without_meta_and_status(&next) != without_meta_and_status(cur)
-    {
+    if info.strategy.tracks_generation() && spec_changed(cur, &next) {
         let g = cur
             .meta_field("generation")
             .and_then(Value::as_i64)
@@ -455,7 +482,7 @@ pub fn settle_update(info: &ResourceInfo, cur: &Value, mut next: Value) -> ApiRe
     {
         return Ok(WriteOp::DeleteAs(next));
     }
-    if comparable(&next) == comparable(cur) {
+    if unchanged(cur, &next) {
         return Ok(WriteOp::Unchanged);
     }
     Ok(WriteOp::Put(next))
@@ -555,6 +582,40 @@ mod tests {
 
     fn info(g: &str, p: &str) -> std::sync::Arc<ResourceInfo> {
         Registry::with_builtins().lookup(g, "v1", p).unwrap()
+    }
+
+    #[test]
+    fn a_write_that_changes_only_versions_and_manager_times_changes_nothing() {
+        let cur = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "1"},
+            "metadata": {"name": "c", "resourceVersion": "5", "labels": {"x": "y"},
+                "managedFields": [{"manager": "m", "time": "2024-01-01T00:00:00Z"}]}});
+        let mut again = cur.clone();
+        again["metadata"]["resourceVersion"] = json!("6");
+        again["metadata"]["managedFields"][0]["time"] = json!("2024-02-02T00:00:00Z");
+        assert!(unchanged(&cur, &again));
+        assert!(!spec_changed(&cur, &again));
+        for (at, value) in [
+            ("/data/a", json!("2")),
+            ("/metadata/labels/x", json!("z")),
+            ("/metadata/managedFields/0/manager", json!("n")),
+        ] {
+            let mut changed = again.clone();
+            *changed.pointer_mut(at).unwrap() = value;
+            assert!(!unchanged(&cur, &changed), "{at}");
+        }
+        let mut co_owned = again.clone();
+        co_owned["metadata"]["managedFields"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"manager": "n"}));
+        assert!(!unchanged(&cur, &co_owned));
+        // A generation counts changes outside metadata and status only.
+        let mut status = again.clone();
+        status["status"] = json!({"ok": true});
+        assert!(!spec_changed(&cur, &status) && !unchanged(&cur, &status));
+        let mut data = again.clone();
+        data["data"]["b"] = json!("2");
+        assert!(spec_changed(&cur, &data));
     }
 
     /// A create as the API takes it: decoded with the kind's defaults, then prepared.
