@@ -162,8 +162,18 @@ pub fn apply_patch(kind: PatchType, current: &Value, body: &[u8]) -> ApiResult<P
     })
 }
 
-/// Parses an apply body (YAML or JSON).
+/// Parses an apply body (YAML or JSON). kube-rs and kubectl send JSON, which is YAML too: a
+/// JSON object is read by the JSON parser (the YAML parser took 4% of the API server's CPU in
+/// the deployment benchmark's join), which reads it as the YAML parser does; anything else is
+/// read as YAML. So is a body with an escape that may be of a UTF-16
+/// surrogate (`\ud83d`), which JSON takes and YAML refuses, as kube-apiserver does.
 pub fn parse_apply_body(body: &[u8]) -> ApiResult<Value> {
+    if body.trim_ascii_start().starts_with(b"{")
+        && !body.windows(3).any(|w| w.eq_ignore_ascii_case(b"\\ud"))
+        && let Ok(object @ Value::Object(_)) = serde_json::from_slice::<Value>(body)
+    {
+        return Ok(object);
+    }
     let v: Value = serde_yaml::from_slice(body)
         .map_err(|e| ApiError::BadRequest(format!("error decoding YAML: {e}")))?;
     if !v.is_object() {
@@ -200,6 +210,35 @@ mod tests {
         assert_eq!(m["metadata"]["labels"], json!({"b": "2"}));
         let dup = apply_patch(PatchType::Merge, &cur, br#"{"data":{"y":"1","y":"2"}}"#).unwrap();
         assert_eq!(dup.strict_errors, vec!["duplicate field \"data.y\""]);
+    }
+
+    #[test]
+    fn an_apply_body_in_json_reads_as_the_yaml_parser_reads_it() {
+        let bodies: [&[u8]; 6] = [
+            br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","labels":{"a":"1"}},"data":{"x":"\u00e9\/\n\t","y":""}}"#,
+            br#" {"spec":{"replicas":3,"big":18446744073709551615,"neg":-9223372036854775808,"f":1.5e3,"z":-0.0,"e":1E-2}}"#,
+            br#"{"a":{"b":[1,"two",null,true,false,{"c":[]},[]]},"dup":1,"dup":2}"#,
+            br#"{"s":"\u00e9 quoted \"x\" back\\slash"}"#,
+            b"{\"tab\":\"a\\tb\",\n  \"nl\": [\n 1 ,\n 2 ]\n}\n",
+            b"{}",
+        ];
+        for body in bodies {
+            let yaml: Value = serde_yaml::from_slice(body).unwrap();
+            assert_eq!(
+                parse_apply_body(body).unwrap(),
+                yaml,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        // YAML that is not JSON, and JSON that is not an object, are read as before.
+        assert_eq!(
+            parse_apply_body(b"metadata:\n  name: c\n").unwrap(),
+            json!({"metadata": {"name": "c"}})
+        );
+        assert!(parse_apply_body(b"[1]").is_err());
+        assert!(parse_apply_body(br#"{"s":"\ud83d\ude00"}"#).is_err());
+        assert!(parse_apply_body(b"{\"a\": 1").is_err());
     }
 
     #[test]
