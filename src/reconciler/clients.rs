@@ -98,6 +98,14 @@ impl Way {
         true
     }
 
+    /// The URL the spoke's agent is told the hub is at (`None`: the hub's own), kept or not.
+    fn url(&self) -> Option<&str> {
+        match self {
+            Way::Connected(reached) => reached.url.as_deref(),
+            Way::LetGo { url, .. } => url.as_deref(),
+        }
+    }
+
     /// The spoke reached this way, connected again from kept credentials if they were let go.
     fn reach(&mut self) -> Result<Reached, kube::Error> {
         let reached = match self {
@@ -210,6 +218,16 @@ impl SpokeClients {
         Ok(reached)
     }
 
+    /// What [`SpokeClients::get`] would give as the URL `spoke`'s agent is told the hub is at
+    /// (`Some(None)`: the hub's own), without making a client: kept from the last time it was
+    /// reached by the kubeconfig it has now; `None` when nothing is kept for that.
+    pub fn kept_url(&self, spoke: &Spoke) -> Option<Option<String>> {
+        let source = serde_json::to_string(&spoke.spec.kubeconfig).unwrap_or_default();
+        let cache = self.cache();
+        let (kept_source, way) = &cache.reached.get(spoke.name_any().as_str())?.value;
+        (*kept_source == source).then(|| way.url().map(str::to_string))
+    }
+
     /// `spoke`'s next pass comes no sooner than `after`: a client it would keep unused longer
     /// than its idle time is let go now, not at a sweep that many passes of other spokes may
     /// follow (its credentials stay). In a lease change of 10,000 settled spokes the hub held
@@ -284,6 +302,47 @@ mod tests {
         clients.saw_settled("a", 1);
         clients.forget("a");
         assert!(!clients.settled_within("a", 1, long), "reaching it failed");
+    }
+
+    #[test]
+    fn the_url_a_spoke_was_reached_by_is_known_without_a_client_while_its_kubeconfig_holds() {
+        let spoke = |context: &str| -> Spoke {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "fleetform.io/v1alpha1", "kind": "Spoke",
+                "metadata": {"name": "a"},
+                "spec": {"hubRef": "hub", "kubeconfig": {"context": context}},
+            }))
+            .unwrap()
+        };
+        let clients = SpokeClients::new(Access::default());
+        assert_eq!(clients.kept_url(&spoke("one")), None, "never reached");
+        let source = serde_json::to_string(&spoke("one").spec.kubeconfig).unwrap();
+        for (url, kept) in [
+            (None, Some(None)),
+            (
+                Some("https://hub.example:6443"),
+                Some(Some("https://hub.example:6443".to_string())),
+            ),
+        ] {
+            let way = Way::LetGo {
+                config: Arc::new(Config::new("https://192.0.2.1:6443".parse().unwrap())),
+                url: url.map(str::to_string),
+                origin: KubeconfigOrigin::InCluster,
+            };
+            clients.cache().reached.insert(
+                "a".to_string(),
+                Kept {
+                    value: (source.clone(), way),
+                    used: Instant::now(),
+                },
+            );
+            assert_eq!(clients.kept_url(&spoke("one")), kept);
+            assert_eq!(
+                clients.kept_url(&spoke("two")),
+                None,
+                "its kubeconfig changed: it is reached anew"
+            );
+        }
     }
 
     #[tokio::test]

@@ -213,27 +213,42 @@ pub(crate) async fn gather(
     // than the fleet's resync: a pass woken by a change on the hub (every spoke's, when the
     // fleet's lease changes) reads nothing on the spoke, where each read was a TLS handshake
     // and eight requests there. A resync comes later than that, and reads.
+    //
+    // Whether a read stands is known without a client (each one made anew from kept
+    // credentials, with its TLS configuration, on a lease change of a settled fleet).
     let mut on_spoke = None;
+    let wanted_there = |url: Option<&str>| {
+        let desired = agent_deployment(&name, &effective, Some(url.unwrap_or(&endpoint.server)));
+        let depends = read_depends_on(spoke, cluster.as_ref(), &desired, endpoint);
+        let stands = !deleting && spokes.settled_within(&name, depends, settled_read_stands);
+        (desired, depends, stands)
+    };
     if !deleting || !pivoted || hub_as_spoke {
-        let read = match spokes.get(spoke, client).await {
-            Ok(reached) => {
-                let spoke_url = reached.url.as_deref().unwrap_or(&endpoint.server);
-                let desired = agent_deployment(&name, &effective, Some(spoke_url));
-                let depends = read_depends_on(spoke, cluster.as_ref(), &desired, endpoint);
-                if !deleting && spokes.settled_within(&name, depends, settled_read_stands) {
-                    Ok(AgentSeen::SETTLED)
-                } else {
-                    let read = SpokeAgent::read(&reached, &name, &desired, endpoint)
-                        .await
-                        .map(|read| AgentSeen::of(&read, &desired));
-                    match &read {
-                        Ok(seen) if seen.settled() => spokes.saw_settled(&name, depends),
-                        _ => spokes.unsettle(&name),
+        let stands = !deleting
+            && spokes
+                .kept_url(spoke)
+                .is_some_and(|url| wanted_there(url.as_deref()).2);
+        let read = if stands {
+            Ok(AgentSeen::SETTLED)
+        } else {
+            match spokes.get(spoke, client).await {
+                Ok(reached) => {
+                    let (desired, depends, stands) = wanted_there(reached.url.as_deref());
+                    if stands {
+                        Ok(AgentSeen::SETTLED)
+                    } else {
+                        let read = SpokeAgent::read(&reached, &name, &desired, endpoint)
+                            .await
+                            .map(|read| AgentSeen::of(&read, &desired));
+                        match &read {
+                            Ok(seen) if seen.settled() => spokes.saw_settled(&name, depends),
+                            _ => spokes.unsettle(&name),
+                        }
+                        read
                     }
-                    read
                 }
+                Err(err) => Err(ReconcileError::Access(err)),
             }
-            Err(err) => Err(ReconcileError::Access(err)),
         };
         if read.is_err() {
             spokes.forget(&name);
