@@ -214,38 +214,36 @@ pub(crate) async fn gather(
     // fleet's lease changes) reads nothing on the spoke, where each read was a TLS handshake
     // and eight requests there. A resync comes later than that, and reads.
     //
-    // Whether a read stands is known without a client (each one made anew from kept
-    // credentials, with its TLS configuration, on a lease change of a settled fleet).
+    // Whether a read stands is known without a client, from where the agent was told the hub
+    // is when the spoke was last reached by this kubeconfig (a client is made anew from kept
+    // credentials, with its TLS configuration: 10,000 of them in a settled fleet's lease change).
     let mut on_spoke = None;
-    let wanted_there = |url: Option<&str>| {
-        let desired = agent_deployment(&name, &effective, Some(url.unwrap_or(&endpoint.server)));
-        let depends = read_depends_on(spoke, cluster.as_ref(), &desired, endpoint);
-        let stands = !deleting && spokes.settled_within(&name, depends, settled_read_stands);
-        (desired, depends, stands)
-    };
     if !deleting || !pivoted || hub_as_spoke {
+        // The agent the fleet wants there, told the hub is at `url`, and what a read depends on.
+        let wanted = |url: Option<&str>| {
+            let desired =
+                agent_deployment(&name, &effective, Some(url.unwrap_or(&endpoint.server)));
+            let depends = read_depends_on(spoke, cluster.as_ref(), &desired, endpoint);
+            (desired, depends)
+        };
         let stands = !deleting
-            && spokes
-                .kept_url(spoke)
-                .is_some_and(|url| wanted_there(url.as_deref()).2);
+            && spokes.kept_url(spoke).is_some_and(|url| {
+                spokes.settled_within(&name, wanted(url.as_deref()).1, settled_read_stands)
+            });
         let read = if stands {
             Ok(AgentSeen::SETTLED)
         } else {
             match spokes.get(spoke, client).await {
                 Ok(reached) => {
-                    let (desired, depends, stands) = wanted_there(reached.url.as_deref());
-                    if stands {
-                        Ok(AgentSeen::SETTLED)
-                    } else {
-                        let read = SpokeAgent::read(&reached, &name, &desired, endpoint)
-                            .await
-                            .map(|read| AgentSeen::of(&read, &desired));
-                        match &read {
-                            Ok(seen) if seen.settled() => spokes.saw_settled(&name, depends),
-                            _ => spokes.unsettle(&name),
-                        }
-                        read
+                    let (desired, depends) = wanted(reached.url.as_deref());
+                    let read = SpokeAgent::read(&reached, &name, &desired, endpoint)
+                        .await
+                        .map(|read| AgentSeen::of(&read, &desired));
+                    match &read {
+                        Ok(seen) if seen.settled() => spokes.saw_settled(&name, depends),
+                        _ => spokes.unsettle(&name),
                     }
+                    read
                 }
                 Err(err) => Err(ReconcileError::Access(err)),
             }

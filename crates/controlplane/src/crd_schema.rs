@@ -43,10 +43,8 @@ impl ObjectSchema {
             return vec![FieldError::invalid("", obj, "must be an object")];
         }
         let mut errs = Vec::new();
-        self.with_body(obj, |root_schema, body| {
-            prune(root_schema, body, "", &mut Vec::new());
-            apply_defaults(root_schema, body);
-            check(root_schema, body, "", &mut errs);
+        self.decode_then(obj, &mut Vec::new(), |schema, body| {
+            check(schema, body, "", &mut errs);
         });
         errs
     }
@@ -59,13 +57,10 @@ impl ObjectSchema {
             return vec![FieldError::invalid("", obj, "must be an object")];
         }
         let mut errs = Vec::new();
-        self.with_body(obj, |root_schema, body| {
-            prune(root_schema, body, "", &mut Vec::new());
-            apply_defaults(root_schema, body);
-            if let (Some(status_schema), Some(status)) = (
-                root_schema.pointer("/properties/status"),
-                body.get("status"),
-            ) {
+        self.decode_then(obj, &mut Vec::new(), |schema, body| {
+            if let (Some(status_schema), Some(status)) =
+                (schema.pointer("/properties/status"), body.get("status"))
+            {
                 check(status_schema, status, "", &mut errs);
             }
         });
@@ -94,18 +89,20 @@ impl ObjectSchema {
     /// kube-apiserver does when it decodes a custom resource; returns the pruned fields' paths.
     pub fn decode(&self, obj: &mut Value) -> Vec<String> {
         let mut removed = Vec::new();
-        if obj.is_object() {
-            self.with_body(obj, |root_schema, body| {
-                prune(root_schema, body, "", &mut removed);
-                apply_defaults(root_schema, body);
-            });
-        }
+        self.decode_then(obj, &mut removed, |_, _| {});
         removed
     }
 
-    /// Runs `f` on the object without apiVersion, kind and metadata, which the body's schema
-    /// does not describe, with that schema; the body's fields are moved out and back, not copied.
-    fn with_body(&self, obj: &mut Value, f: impl FnOnce(&Value, &mut Value)) {
+    /// Decodes `obj` as [`ObjectSchema::decode`] does (the pruned fields' paths into `removed`),
+    /// then runs `then` on its body (the object without apiVersion, kind and metadata, which the
+    /// body's schema does not describe) with that schema. The body's fields are moved out and
+    /// back, not copied. Nothing is done to what is not an object.
+    fn decode_then(
+        &self,
+        obj: &mut Value,
+        removed: &mut Vec<String>,
+        then: impl FnOnce(&Value, &Value),
+    ) {
         let Some(root) = obj.as_object_mut() else {
             return;
         };
@@ -117,7 +114,9 @@ impl ObjectSchema {
             };
         }
         let mut body = Value::Object(body);
-        f(&self.body, &mut body);
+        prune(&self.body, &mut body, "", removed);
+        apply_defaults(&self.body, &mut body);
+        then(&self.body, &body);
         if let Value::Object(fields) = body {
             kept.extend(fields);
         }
