@@ -16,7 +16,9 @@
 //!
 //! Kept too: when a pass last read a spoke and found its agent settled, and what that read
 //! depended on ([`SpokeClients::settled_within`]), so that a pass woken by a change on the hub
-//! need not read the spoke again.
+//! need not read the spoke again; and which agent Deployment a read (or an install) last found
+//! needing nothing ([`SpokeClients::known_unedited`]), so that the next read need not ask the
+//! spoke so with a dry run of the whole Deployment.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -51,6 +53,9 @@ struct Cache {
     /// When a read last found each spoke's agent settled, by spoke, with a digest of what the
     /// read depended on.
     settled: HashMap<String, (u64, Instant)>,
+    /// The agent Deployment each spoke's last read (or install) found needing nothing of what
+    /// the fleet wanted, by spoke: a digest of its uid, generation and the Deployment wanted.
+    unedited: HashMap<String, (u64, Instant)>,
     swept: Option<Instant>,
 }
 
@@ -187,9 +192,11 @@ impl SpokeClients {
                     |(_, way)| way.idle_time(),
                     |(_, way)| way.let_go(),
                 );
-                cache
-                    .settled
-                    .retain(|_, (_, at)| now.saturating_duration_since(*at) < IDLE_LOCAL);
+                let young = |_: &String, (_, at): &mut (u64, Instant)| {
+                    now.saturating_duration_since(*at) < IDLE_LOCAL
+                };
+                cache.settled.retain(young);
+                cache.unedited.retain(young);
                 cache.swept = Some(now);
             }
             if let Some(kept) = cache.reached.get_mut(&name)
@@ -267,6 +274,29 @@ impl SpokeClients {
         self.cache()
             .settled
             .insert(spoke.to_string(), (depends, Instant::now()));
+    }
+
+    /// Whether `spoke`'s agent Deployment, as `seen` digests it (see
+    /// [`super::facts::unedited_key`]), was found needing nothing before: a Deployment's
+    /// generation moves with every change of its spec, so the same uid and generation with the
+    /// same Deployment wanted give the same answer a dry run gave then.
+    pub fn known_unedited(&self, spoke: &str, seen: u64) -> bool {
+        let mut cache = self.cache();
+        match cache.unedited.get_mut(spoke) {
+            Some((known, at)) if *known == seen => {
+                *at = Instant::now();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// `spoke`'s agent Deployment, as `seen` digests it, needs nothing of what the fleet wants:
+    /// a dry run found so, or it was just applied.
+    pub fn saw_unedited(&self, spoke: &str, seen: u64) {
+        self.cache()
+            .unedited
+            .insert(spoke.to_string(), (seen, Instant::now()));
     }
 
     /// What stood for a read of `spoke` stands no more: a pass acted there, or a read found

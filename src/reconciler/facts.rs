@@ -223,20 +223,26 @@ pub(crate) async fn gather(
         let wanted = |url: Option<&str>| {
             let desired =
                 agent_deployment(&name, &effective, Some(url.unwrap_or(&endpoint.server)));
-            let depends = read_depends_on(spoke, cluster.as_ref(), &desired, endpoint);
-            (desired, depends)
+            let digest = deployment_digest(&desired);
+            let depends = read_depends_on(spoke, cluster.as_ref(), digest, endpoint);
+            (desired, digest, depends)
         };
         let stands = !deleting
             && spokes.kept_url(spoke).is_some_and(|url| {
-                spokes.settled_within(&name, wanted(url.as_deref()).1, settled_read_stands)
+                spokes.settled_within(&name, wanted(url.as_deref()).2, settled_read_stands)
             });
         let read = if stands {
             Ok(AgentSeen::SETTLED)
         } else {
             match spokes.get(spoke, client).await {
                 Ok(reached) => {
-                    let (desired, depends) = wanted(reached.url.as_deref());
-                    let read = SpokeAgent::read(&reached, &name, &desired, endpoint)
+                    let (desired, digest, depends) = wanted(reached.url.as_deref());
+                    let wanted = Wanted {
+                        deployment: &desired,
+                        digest,
+                        endpoint,
+                    };
+                    let read = SpokeAgent::read(&reached, &name, &wanted, spokes)
                         .await
                         .map(|read| AgentSeen::of(&read, &desired));
                     match &read {
@@ -555,22 +561,42 @@ impl AgentSeen {
     }
 }
 
+/// A digest of the agent Deployment wanted on a spoke.
+pub(crate) fn deployment_digest(desired: &Deployment) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_string(desired)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
+/// What tells whether the agent Deployment `live` needs anything of the one wanted (`wanted`,
+/// a [`deployment_digest`]): its uid and generation, which moves with every change of its
+/// spec, and what is wanted of it. `None` for one without either.
+pub(crate) fn unedited_key(live: &Deployment, wanted: u64) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let uid = live.metadata.uid.as_deref()?;
+    let generation = live.metadata.generation?;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (uid, generation, wanted).hash(&mut hasher);
+    Some(hasher.finish())
+}
+
 /// What a read of the spoke found depends on, besides the spoke itself: the agent Deployment
-/// wanted there, where agents reach the hub, the spoke's cluster (which one, whether it joined
+/// wanted there (its [`deployment_digest`]), where agents reach the hub, the spoke's cluster (which one, whether it joined
 /// and is Available: an agent that stopped shows there first), and what the agent last
 /// reported of its Deployment, version and configuration. A change of any makes a read that
 /// found the agent settled stand for nothing.
 fn read_depends_on(
     spoke: &Spoke,
     cluster: Option<&ManagedCluster>,
-    desired: &Deployment,
+    desired: u64,
     endpoint: &HubEndpoint,
 ) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    serde_json::to_string(desired)
-        .unwrap_or_default()
-        .hash(&mut hasher);
+    desired.hash(&mut hasher);
     endpoint.server.hash(&mut hasher);
     endpoint.ca_pem.hash(&mut hasher);
     spoke.metadata.uid.hash(&mut hasher);
@@ -608,13 +634,25 @@ struct SpokeAgent {
     edited: bool,
 }
 
+/// What a read of a spoke compares what it finds with.
+struct Wanted<'a> {
+    /// The agent Deployment wanted there, and its [`deployment_digest`].
+    deployment: &'a Deployment,
+    digest: u64,
+    /// Where its agents are to reach the hub.
+    endpoint: &'a HubEndpoint,
+}
+
 impl SpokeAgent {
+    /// Reads what of the agent is on the spoke `cluster`; whether its Deployment needs anything
+    /// is asked of the spoke (a dry run) unless `known` holds it as needing nothing since.
     async fn read(
         reached: &Reached,
         cluster: &str,
-        desired: &Deployment,
-        endpoint: &HubEndpoint,
+        wanted: &Wanted<'_>,
+        known: &SpokeClients,
     ) -> Result<Self, ReconcileError> {
+        let endpoint = wanted.endpoint;
         let spoke = &reached.client();
         let unreachable = |what: &'static str| {
             move |err: kube::Error| {
@@ -672,9 +710,20 @@ impl SpokeAgent {
             .await
             .map_err(unreachable("the agent Deployment"))?;
         let edited = match &deployment {
-            Some(live) => would_change(&deployments, live, desired)
-                .await
-                .map_err(unreachable("the agent Deployment (dry run)"))?,
+            Some(live) => {
+                let seen = unedited_key(live, wanted.digest);
+                if seen.is_some_and(|seen| known.known_unedited(cluster, seen)) {
+                    false
+                } else {
+                    let edited = would_change(&deployments, live, wanted.deployment)
+                        .await
+                        .map_err(unreachable("the agent Deployment (dry run)"))?;
+                    if let (false, Some(seen)) = (edited, seen) {
+                        known.saw_unedited(cluster, seen);
+                    }
+                    edited
+                }
+            }
             None => false,
         };
         Ok(SpokeAgent {
@@ -725,6 +774,34 @@ async fn would_change(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_agent_deployment_is_known_as_wanted_only_at_its_uid_and_generation_for_the_one_wanted() {
+        let at = |uid: Option<&str>, generation: Option<i64>| Deployment {
+            metadata: kube::api::ObjectMeta {
+                uid: uid.map(str::to_string),
+                generation,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let seen = unedited_key(&at(Some("u1"), Some(2)), 7);
+        assert!(seen.is_some());
+        assert_eq!(seen, unedited_key(&at(Some("u1"), Some(2)), 7));
+        assert_ne!(
+            seen,
+            unedited_key(&at(Some("u1"), Some(3)), 7),
+            "its spec changed"
+        );
+        assert_ne!(seen, unedited_key(&at(Some("u2"), Some(2)), 7), "made anew");
+        assert_ne!(
+            seen,
+            unedited_key(&at(Some("u1"), Some(2)), 8),
+            "another is wanted"
+        );
+        assert_eq!(unedited_key(&at(None, Some(2)), 7), None);
+        assert_eq!(unedited_key(&at(Some("u1"), None), 7), None);
+    }
 
     #[test]
     fn what_holds_a_terminating_namespace_is_read_from_the_namespace_controllers_conditions() {

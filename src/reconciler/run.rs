@@ -1537,12 +1537,17 @@ async fn install_agent(
         .map_err(on_spoke("the bootstrap kubeconfig"))?;
     }
     if recover || !gathered.keep_agent {
-        apply_on(
+        let desired = install::agent_deployment(&name, &gathered.effective, Some(spoke_url));
+        let applied = apply_on(
             &Api::<Deployment>::namespaced(spoke_client, AGENT_NAMESPACE),
-            &install::agent_deployment(&name, &gathered.effective, Some(spoke_url)),
+            &desired,
         )
         .await
         .map_err(on_spoke("the agent Deployment"))?;
+        // As applied, it needs nothing: the next read need not ask the spoke.
+        if let Some(seen) = facts::unedited_key(&applied, facts::deployment_digest(&desired)) {
+            ctx.clients.saw_unedited(&name, seen);
+        }
     }
     info!(
         version = gathered.effective.agent.version,

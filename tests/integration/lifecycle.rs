@@ -902,7 +902,7 @@ spec:
 }
 
 /// A lease change is the hub's alone: a spoke whose agent a pass found settled is not read again
-/// for it (a TLS handshake and eight requests there, one a dry run of the agent's Deployment:
+/// for it (a TLS handshake and seven requests there, one a read of the agent's election Role:
 /// 10,000 of each in a fleet's lease change), and the pass still applies and reports the lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_change_reads_nothing_on_a_settled_spoke() {
@@ -918,16 +918,19 @@ async fn a_lease_change_reads_nothing_on_a_settled_spoke() {
     let fleet = Fleet::up(repo).await;
     fleet.synced().await;
     fleet.wait_running("beta").await;
-    // The hub's read of the agent: the only dry run of its Deployment on the spoke.
-    let deployment_dry_runs = |counts: &fleetform_controlplane::requests::RequestCounts| -> u64 {
+    // The hub's read of the agent: the only request that gets a Role on the spoke (the
+    // agent's election Role).
+    let agent_reads = |counts: &fleetform_controlplane::requests::RequestCounts| -> u64 {
         counts
             .iter()
-            .filter(|(kind, _)| kind.resource == "deployments" && kind.dry_run)
+            .filter(|(kind, _)| {
+                kind.resource == "roles" && kind.verb == fleetform_controlplane::requests::Verb::Get
+            })
             .map(|(_, count)| count)
             .sum()
     };
     assert!(
-        deployment_dry_runs(&fleet.spoke_request_counts("beta")) > 0,
+        agent_reads(&fleet.spoke_request_counts("beta")) > 0,
         "the join read the agent on the spoke"
     );
     // Each change applied and reported by a pass that came after every pass before it (a
@@ -960,7 +963,7 @@ async fn a_lease_change_reads_nothing_on_a_settled_spoke() {
             },
         )
         .await;
-        counted = Some(deployment_dry_runs(
+        counted = Some(agent_reads(
             &fleet.spoke_request_counts("beta").since(&before),
         ));
     }
