@@ -64,7 +64,7 @@ impl KubeconfigSource {
 }
 
 /// A reference to one key of a Secret.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub struct SecretKeyRef {
     /// Namespace of the Secret on the hub.
     pub namespace: String,

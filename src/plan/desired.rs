@@ -92,7 +92,7 @@ impl std::fmt::Display for ObjectKey {
 }
 
 /// The settings an agent runs with; a change to any of them makes the agent upgrade itself.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentConfig {
     pub version: String,

@@ -17,8 +17,8 @@ use kube::{Api, Client, ResourceExt};
 use super::clients::SpokeClients;
 use super::cluster_sync::{WantedCluster, drifted};
 use super::install::{
-    AGENT_CLUSTER_ROLE, AGENT_DEPLOYMENT, HubEndpoint, agent_deployment, bootstrap_current,
-    deployment_current,
+    AGENT_CLUSTER_ROLE, AGENT_DEPLOYMENT, HubEndpoint, agent_deployment, agent_deployment_digest,
+    bootstrap_current, deployment_current,
 };
 use super::lifecycle::{AgentRead, Facts, Terminating, agent_facts};
 use crate::access::Reached;
@@ -221,22 +221,24 @@ pub(crate) async fn gather(
     if !deleting || !pivoted || hub_as_spoke {
         // The agent the fleet wants there, told the hub is at `url`, and what a read depends on.
         let wanted = |url: Option<&str>| {
-            let desired =
-                agent_deployment(&name, &effective, Some(url.unwrap_or(&endpoint.server)));
-            let digest = deployment_digest(&desired);
+            let digest =
+                agent_deployment_digest(&name, &effective, Some(url.unwrap_or(&endpoint.server)));
             let depends = read_depends_on(spoke, cluster.as_ref(), digest, endpoint);
-            (desired, digest, depends)
+            (digest, depends)
         };
         let stands = !deleting
             && spokes.kept_url(spoke).is_some_and(|url| {
-                spokes.settled_within(&name, wanted(url.as_deref()).2, settled_read_stands)
+                spokes.settled_within(&name, wanted(url.as_deref()).1, settled_read_stands)
             });
         let read = if stands {
             Ok(AgentSeen::SETTLED)
         } else {
             match spokes.get(spoke, client).await {
                 Ok(reached) => {
-                    let (desired, digest, depends) = wanted(reached.url.as_deref());
+                    let url = reached.url.as_deref();
+                    let (digest, depends) = wanted(url);
+                    let desired =
+                        agent_deployment(&name, &effective, Some(url.unwrap_or(&endpoint.server)));
                     let wanted = Wanted {
                         deployment: &desired,
                         digest,
@@ -561,18 +563,8 @@ impl AgentSeen {
     }
 }
 
-/// A digest of the agent Deployment wanted on a spoke.
-pub(crate) fn deployment_digest(desired: &Deployment) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    serde_json::to_string(desired)
-        .unwrap_or_default()
-        .hash(&mut hasher);
-    hasher.finish()
-}
-
 /// What tells whether the agent Deployment `live` needs anything of the one wanted (`wanted`,
-/// a [`deployment_digest`]): its uid and generation, which moves with every change of its
+/// its [`agent_deployment_digest`]): its uid and generation, which moves with every change of its
 /// spec, and what is wanted of it. `None` for one without either.
 pub(crate) fn unedited_key(live: &Deployment, wanted: u64) -> Option<u64> {
     use std::hash::{Hash, Hasher};
@@ -584,7 +576,7 @@ pub(crate) fn unedited_key(live: &Deployment, wanted: u64) -> Option<u64> {
 }
 
 /// What a read of the spoke found depends on, besides the spoke itself: the agent Deployment
-/// wanted there (its [`deployment_digest`]), where agents reach the hub, the spoke's cluster (which one, whether it joined
+/// wanted there (its [`agent_deployment_digest`]), where agents reach the hub, the spoke's cluster (which one, whether it joined
 /// and is Available: an agent that stopped shows there first), and what the agent last
 /// reported of its Deployment, version and configuration. A change of any makes a read that
 /// found the agent settled stand for nothing.
@@ -636,7 +628,7 @@ struct SpokeAgent {
 
 /// What a read of a spoke compares what it finds with.
 struct Wanted<'a> {
-    /// The agent Deployment wanted there, and its [`deployment_digest`].
+    /// The agent Deployment wanted there, and its [`agent_deployment_digest`].
     deployment: &'a Deployment,
     digest: u64,
     /// Where its agents are to reach the hub.

@@ -418,6 +418,28 @@ pub fn agent_deployment(
     .unwrap_or_default()
 }
 
+/// A digest of the Deployment [`agent_deployment`] makes of the same arguments, without making
+/// it: of what it is made of (the cluster, the agent's settings, the most ClusterClaims it
+/// reports, where it is told the spoke is), so that a pass asking only whether what a read of
+/// the spoke depended on changed builds no Deployment. Valid within one process (the agent's
+/// constants are this build's; the hasher is std's).
+pub fn agent_deployment_digest(
+    cluster: &str,
+    effective: &EffectiveSpoke,
+    spoke_url: Option<&str>,
+) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (
+        cluster,
+        &effective.agent,
+        effective.cluster_claims_max,
+        spoke_url,
+    )
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
 /// A Deployment label's value.
 pub fn deployment_label<'a>(deployment: &'a Deployment, key: &str) -> Option<&'a str> {
     deployment
@@ -528,4 +550,87 @@ pub fn agent_hub_role_binding<'a>(
         "subjects": subjects,
     }))
     .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::desired::AgentConfig;
+
+    #[test]
+    fn the_agent_deployment_digest_moves_with_what_the_deployment_is_made_of_and_nothing_else() {
+        let base = EffectiveSpoke {
+            lease_duration_seconds: 60,
+            cluster_claims_max: 20,
+            agent: AgentConfig {
+                version: "0.1.0".to_string(),
+                image: None,
+                hub_api_server: None,
+                client_cert_expiration_seconds: 3600,
+                hub_ca_bundle: None,
+                hub_ca_bundle_secret_ref: None,
+            },
+            addons: BTreeMap::new(),
+            labels: BTreeMap::new(),
+        };
+        let url = Some("https://edge:6443");
+        let deployment = agent_deployment("edge", &base, url);
+        let digest = agent_deployment_digest("edge", &base, url);
+        let changed = |what: &str, effective: EffectiveSpoke, cluster: &str, url: Option<&str>| {
+            let deployment_moved = agent_deployment(cluster, &effective, url) != deployment;
+            let digest_moved = agent_deployment_digest(cluster, &effective, url) != digest;
+            assert_eq!(
+                deployment_moved, digest_moved,
+                "{what}: the Deployment changed {deployment_moved}, its digest {digest_moved}"
+            );
+            deployment_moved
+        };
+        let with = |change: &dyn Fn(&mut EffectiveSpoke)| {
+            let mut effective = base.clone();
+            change(&mut effective);
+            effective
+        };
+        for (what, effective) in [
+            ("leases", with(&|e| e.lease_duration_seconds = 30)),
+            (
+                "addons",
+                with(&|e| {
+                    e.addons.insert("a".to_string(), "ns".to_string());
+                }),
+            ),
+            (
+                "labels",
+                with(&|e| {
+                    e.labels.insert("env".to_string(), "dev".to_string());
+                }),
+            ),
+        ] {
+            assert!(!changed(what, effective, "edge", url), "{what}");
+        }
+        for (what, effective) in [
+            ("claims", with(&|e| e.cluster_claims_max = 5)),
+            ("version", with(&|e| e.agent.version = "0.2.0".to_string())),
+            (
+                "image",
+                with(&|e| e.agent.image = Some("agent:dev".to_string())),
+            ),
+            (
+                "certificates",
+                with(&|e| e.agent.client_cert_expiration_seconds = 60),
+            ),
+            (
+                "hub CA",
+                with(&|e| e.agent.hub_ca_bundle = Some("PEM".to_string())),
+            ),
+        ] {
+            assert!(changed(what, effective, "edge", url), "{what}");
+        }
+        assert!(changed("cluster", base.clone(), "other", url));
+        assert!(changed(
+            "spoke URL",
+            base.clone(),
+            "edge",
+            Some("https://b")
+        ));
+    }
 }

@@ -1545,7 +1545,8 @@ async fn install_agent(
         .await
         .map_err(on_spoke("the agent Deployment"))?;
         // As applied, it needs nothing: the next read need not ask the spoke.
-        if let Some(seen) = facts::unedited_key(&applied, facts::deployment_digest(&desired)) {
+        let wanted = install::agent_deployment_digest(&name, &gathered.effective, Some(spoke_url));
+        if let Some(seen) = facts::unedited_key(&applied, wanted) {
             ctx.clients.saw_unedited(&name, seen);
         }
     }
