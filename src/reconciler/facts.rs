@@ -219,8 +219,9 @@ pub(crate) async fn gather(
     // credentials, with its TLS configuration: 10,000 of them in a settled fleet's lease change).
     let mut on_spoke = None;
     if !deleting || !pivoted || hub_as_spoke {
-        // The agent the fleet wants there, told the hub is at `url`, and what a read depends on.
-        let wanted = |url: Option<&str>| {
+        // The digests of the agent the fleet wants there, told the hub is at `url`, and of
+        // what a read depends on.
+        let digests = |url: Option<&str>| {
             let digest =
                 agent_deployment_digest(&name, &effective, Some(url.unwrap_or(&endpoint.server)));
             let depends = read_depends_on(spoke, cluster.as_ref(), digest, endpoint);
@@ -228,7 +229,7 @@ pub(crate) async fn gather(
         };
         let stands = !deleting
             && spokes.kept_url(spoke).is_some_and(|url| {
-                spokes.settled_within(&name, wanted(url.as_deref()).1, settled_read_stands)
+                spokes.settled_within(&name, digests(url.as_deref()).1, settled_read_stands)
             });
         let read = if stands {
             Ok(AgentSeen::SETTLED)
@@ -236,7 +237,7 @@ pub(crate) async fn gather(
             match spokes.get(spoke, client).await {
                 Ok(reached) => {
                     let url = reached.url.as_deref();
-                    let (digest, depends) = wanted(url);
+                    let (digest, depends) = digests(url);
                     let desired =
                         agent_deployment(&name, &effective, Some(url.unwrap_or(&endpoint.server)));
                     let wanted = Wanted {
@@ -576,9 +577,9 @@ pub(crate) fn unedited_key(live: &Deployment, wanted: u64) -> Option<u64> {
 }
 
 /// What a read of the spoke found depends on, besides the spoke itself: the agent Deployment
-/// wanted there (its [`agent_deployment_digest`]), where agents reach the hub, the spoke's cluster (which one, whether it joined
-/// and is Available: an agent that stopped shows there first), and what the agent last
-/// reported of its Deployment, version and configuration. A change of any makes a read that
+/// wanted there (its [`agent_deployment_digest`]), where agents reach the hub, the spoke's
+/// cluster (which one, whether it joined and is Available: an agent that stopped shows there
+/// first), and what the agent last reported of its Deployment, version and configuration. A change of any makes a read that
 /// found the agent settled stand for nothing.
 fn read_depends_on(
     spoke: &Spoke,
