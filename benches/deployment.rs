@@ -43,8 +43,10 @@
 //! kube-apiserver's counter labels it `dry_run`), and the busiest kinds. They include every
 //! client's: the hub's, the sync's, the dashboard's, the agents' and this benchmark's two
 //! watches; fleetform's own (the hub's and the sync's ServiceAccount,
-//! `fleetform_apiserver_request_total`) are printed apart too, with their busiest kinds. While a phase
-//! runs a viewer loads the dashboard's fleet page every 5 s.
+//! `fleetform_apiserver_request_total`) are printed apart too, with their busiest kinds. And the
+//! requests the spokes' API servers answered (each spoke process sums its spokes' when asked on
+//! its standard input): the hub's installs and reads there, the agents' and the kubelet
+//! stand-ins' own. While a phase runs a viewer loads the dashboard's fleet page every 5 s.
 //! Targets (issue 33, at 10,000 light spokes on 2 cores): the hub ≤ 512 MiB and the sync with
 //! its dashboard ≤ 256 MiB at every peak, ≤ 50 requests per spoke (≤ 25 writes) for the join,
 //! commit → every spoke Available < 120 s, the lease change < 30 s. They are printed beside the
@@ -770,6 +772,9 @@ struct CommitRun {
     requests: Option<Requests>,
     /// Of them, those of fleetform's hub and sync (their ServiceAccount).
     fleetform_requests: Option<Requests>,
+    /// The requests the spokes' API servers answered (the hub's installs and reads there, the
+    /// agents' own, the stand-in kubelet's).
+    spoke_requests: Option<Requests>,
 }
 
 struct Report {
@@ -837,11 +842,78 @@ async fn spoke_process(dir: &Path) -> Result<(), String> {
     std::fs::write(&partial, report)
         .and_then(|()| std::fs::rename(&partial, dir.join(SPOKES_READY)))
         .map_err(|err| format!("report the spokes started: {err}"))?;
-    let _ =
-        tokio::task::spawn_blocking(|| std::io::copy(&mut std::io::stdin(), &mut std::io::sink()))
-            .await;
+    // Until the benchmark closes its standard input (it ended or died), each line
+    // `requests PATH` asks for what the spokes' API servers have answered so far.
+    let (asked, mut lines) = tokio::sync::mpsc::unbounded_channel();
+    tokio::task::spawn_blocking(move || {
+        for line in std::io::stdin().lines().map_while(Result::ok) {
+            if asked.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    while let Some(line) = lines.recv().await {
+        if let Some(path) = line.strip_prefix(REQUESTS_ASKED) {
+            let answered = serde_json::to_string(&spokes_answered(&running, &started))
+                .map_err(|err| err.to_string())?;
+            let partial = format!("{path}.partial");
+            std::fs::write(&partial, answered)
+                .and_then(|()| std::fs::rename(&partial, path))
+                .map_err(|err| format!("report the spokes' requests: {err}"))?;
+        }
+    }
     running.shutdown().await;
     Ok(())
+}
+
+/// What a spoke process is asked on its standard input, before the path it answers in.
+const REQUESTS_ASKED: &str = "requests ";
+
+/// The requests the API servers of `spokes` have answered, summed by kind.
+fn spokes_answered(
+    running: &fleetform::up::Running,
+    spokes: &[(String, PathBuf)],
+) -> Vec<(RequestKey, u64)> {
+    let mut sum: BTreeMap<RequestKey, u64> = BTreeMap::new();
+    for counts in spokes
+        .iter()
+        .filter_map(|(name, _)| running.spoke_request_counts(name))
+    {
+        for (kind, count) in counts.iter() {
+            if let Some(verb) = kind.verb.metric_name() {
+                let key = (
+                    verb.to_string(),
+                    kind.dry_run,
+                    kind.group.clone(),
+                    kind.resource.clone(),
+                );
+                *sum.entry(key).or_insert(0) += count;
+            }
+        }
+    }
+    sum.into_iter().collect()
+}
+
+/// The requests the spoke processes' API servers have answered so far, summed; `None` when one
+/// does not tell within [`START`]. Each is asked on its standard input and answers in
+/// `requests-ASKED.json` in its directory.
+async fn spoke_requests(processes: &mut [(Process, PathBuf)], asked: &str) -> Option<Requests> {
+    use tokio::io::AsyncWriteExt;
+    let mut sum = Requests::default();
+    for (n, (process, dir)) in processes.iter_mut().enumerate() {
+        let path = dir.join(format!("requests-{asked}.json"));
+        let stdin = process.child.stdin.as_mut()?;
+        let line = format!("{REQUESTS_ASKED}{}\n", path.display());
+        stdin.write_all(line.as_bytes()).await.ok()?;
+        stdin.flush().await.ok()?;
+        let what = format!("spoke process {n}");
+        let text = wait_for_file(process, &what, &path).await.ok()?;
+        let answered: Vec<(RequestKey, u64)> = serde_json::from_str(&text).ok()?;
+        for (key, count) in answered {
+            *sum.0.entry(key).or_insert(0) += count;
+        }
+    }
+    Some(sum)
 }
 
 fn main() {
@@ -1164,6 +1236,8 @@ async fn run(settings: &Settings) -> Result<Report, String> {
            -> Result<CommitRun, String> {
         let cpu_before = pids.cpu();
         let requests_before = request_counts(&admin).await;
+        let spokes_before =
+            spoke_requests(&mut spoke_processes, &format!("{lease_seconds}-before")).await;
         write_fleet(
             repo.path(),
             &hub,
@@ -1177,6 +1251,8 @@ async fn run(settings: &Settings) -> Result<Report, String> {
         let from = Instant::now();
         let (applied, done, complete, peaks) = follower.wait(from, &sha, what, done).await;
         let cpu_after = pids.cpu();
+        let spokes_after =
+            spoke_requests(&mut spoke_processes, &format!("{lease_seconds}-after")).await;
         let (requests, fleetform_requests) = match (requests_before, request_counts(&admin).await) {
             (Some(before), Some(after)) => (
                 Some(after.0.since(&before.0)),
@@ -1198,6 +1274,9 @@ async fn run(settings: &Settings) -> Result<Report, String> {
             peaks,
             requests,
             fleetform_requests,
+            spoke_requests: spokes_before
+                .zip(spokes_after)
+                .map(|(before, after)| after.since(&before)),
         })
     };
     let join = phase(
@@ -1261,6 +1340,16 @@ fn print(settings: &Settings, report: &Report) {
     );
     let row = |measure: &str, value: String, target: String| {
         println!("{measure:<64} {value:>16} {target:>16}");
+    };
+    // A count of requests, then of its writes, each per spoke, beside their targets.
+    let totals = |title: &str, requests: &Requests, (all, writes): (String, String)| {
+        let count = |n: u64| format!("{n} ({:.1})", per_spoke(n));
+        row(title, count(requests.total()), all);
+        row(
+            "  of them writes (per spoke)",
+            count(requests.writes()),
+            writes,
+        );
     };
     let seconds = |d: Duration| format!("{:.1} s", d.as_secs_f64());
     row(
@@ -1333,19 +1422,10 @@ fn print(settings: &Settings, report: &Report) {
                 } else {
                     ("-".into(), "-".into())
                 };
-                row(
+                totals(
                     "  API server requests (per spoke)",
-                    format!("{} ({:.1})", requests.total(), per_spoke(requests.total())),
-                    requests_target,
-                );
-                row(
-                    "  of them writes (per spoke)",
-                    format!(
-                        "{} ({:.1})",
-                        requests.writes(),
-                        per_spoke(requests.writes())
-                    ),
-                    writes_target,
+                    requests,
+                    (requests_target, writes_target),
                 );
                 for (kind, count) in requests.busiest(14, |_| true) {
                     row(&format!("    {kind}"), count.to_string(), String::new());
@@ -1353,15 +1433,10 @@ fn print(settings: &Settings, report: &Report) {
             }
         }
         if let Some(own) = &phase.fleetform_requests {
-            row(
+            totals(
                 "  fleetform's (hub + sync) requests (per spoke)",
-                format!("{} ({:.1})", own.total(), per_spoke(own.total())),
-                "-".into(),
-            );
-            row(
-                "  of them writes (per spoke)",
-                format!("{} ({:.1})", own.writes(), per_spoke(own.writes())),
-                "-".into(),
+                own,
+                ("-".into(), "-".into()),
             );
             // Every kind of write fleetform makes (the target is on writes), then its busiest
             // reads.
@@ -1370,6 +1445,16 @@ fn print(settings: &Settings, report: &Report) {
                 .into_iter()
                 .chain(own.busiest(6, |key| !Requests::is_write(key)))
             {
+                row(&format!("    {kind}"), count.to_string(), String::new());
+            }
+        }
+        if let Some(answered) = &phase.spoke_requests {
+            totals(
+                "  requests the spokes answered (per spoke)",
+                answered,
+                ("-".into(), "-".into()),
+            );
+            for (kind, count) in answered.busiest(10, |_| true) {
                 row(&format!("    {kind}"), count.to_string(), String::new());
             }
         }
@@ -1409,6 +1494,12 @@ fn print(settings: &Settings, report: &Report) {
                 "writes": own.writes(),
                 "per_spoke": per_spoke(own.total()),
                 "writes_per_spoke": per_spoke(own.writes()),
+            })),
+            "spoke_requests": phase.spoke_requests.as_ref().map(|answered| json!({
+                "total": answered.total(),
+                "writes": answered.writes(),
+                "per_spoke": per_spoke(answered.total()),
+                "writes_per_spoke": per_spoke(answered.writes()),
             })),
             "requests": phase.requests.as_ref().map(|requests| json!({
                 "total": requests.total(),

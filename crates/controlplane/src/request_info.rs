@@ -83,6 +83,24 @@ impl Verb {
     }
 }
 
+impl Verb {
+    /// The verb as kube-apiserver's `apiserver_request_total` names it (`POST` for create,
+    /// `PUT` for update, ...); `None` for a verb that is no API operation.
+    pub fn metric_name(&self) -> Option<&'static str> {
+        Some(match self {
+            Verb::Get => "GET",
+            Verb::List => "LIST",
+            Verb::Watch => "WATCH",
+            Verb::Create => "POST",
+            Verb::Update => "PUT",
+            Verb::Patch => "PATCH",
+            Verb::Delete => "DELETE",
+            Verb::DeleteCollection => "DELETECOLLECTION",
+            Verb::Other(_) => return None,
+        })
+    }
+}
+
 impl fmt::Display for Verb {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

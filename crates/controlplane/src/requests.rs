@@ -83,16 +83,8 @@ impl RequestCounter {
         let mut by_service_account: BTreeMap<Labels<'_>, u64> = BTreeMap::new();
         let counts = self.lock();
         for counted in counted(&counts) {
-            let verb = match counted.verb {
-                Verb::Get => "GET",
-                Verb::List => "LIST",
-                Verb::Watch => "WATCH",
-                Verb::Create => "POST",
-                Verb::Update => "PUT",
-                Verb::Patch => "PATCH",
-                Verb::Delete => "DELETE",
-                Verb::DeleteCollection => "DELETECOLLECTION",
-                Verb::Other(_) => continue,
+            let Some(verb) = counted.verb.metric_name() else {
+                continue;
             };
             let labels = Labels {
                 user: "",
