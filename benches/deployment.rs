@@ -1234,10 +1234,11 @@ async fn run(settings: &Settings) -> Result<Report, String> {
                            what: &str,
                            done: &dyn Fn(&Follower) -> usize|
            -> Result<CommitRun, String> {
-        let cpu_before = pids.cpu();
-        let requests_before = request_counts(&admin).await;
+        // Asked before the CPU is read: summing the spokes' counts is no part of the phase.
         let spokes_before =
             spoke_requests(&mut spoke_processes, &format!("{lease_seconds}-before")).await;
+        let cpu_before = pids.cpu();
+        let requests_before = request_counts(&admin).await;
         write_fleet(
             repo.path(),
             &hub,

@@ -8,21 +8,29 @@ use crate::support;
 
 use fleetform::api::ManagedCluster;
 use fleetform::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
-use fleetform_controlplane::requests::{RequestCounts, Verb};
+use fleetform_controlplane::requests::{RequestCounts, RequestKind, Verb};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{Cluster, declare_fleet_of_one, start_reconciler, wait_for};
 
-/// The requests of `verb` on `group`'s `resource` the hub received since `before`.
-fn requests(hub: &Cluster, before: &RequestCounts, verb: Verb, group: &str, resource: &str) -> u64 {
-    hub.server
+/// The requests `cluster` received since `before` that `keep` keeps.
+fn counted(cluster: &Cluster, before: &RequestCounts, keep: impl Fn(&RequestKind) -> bool) -> u64 {
+    cluster
+        .server
         .request_counts()
         .since(before)
         .iter()
-        .filter(|(kind, _)| kind.verb == verb && kind.group == group && kind.resource == resource)
+        .filter(|(kind, _)| keep(kind))
         .map(|(_, count)| count)
         .sum()
+}
+
+/// The requests of `verb` on `group`'s `resource` the hub received since `before`.
+fn requests(hub: &Cluster, before: &RequestCounts, verb: Verb, group: &str, resource: &str) -> u64 {
+    counted(hub, before, |kind| {
+        kind.verb == verb && kind.group == group && kind.resource == resource
+    })
 }
 
 /// Waits until a pass has reported the Spoke's current generation.
@@ -33,9 +41,8 @@ async fn passed(spokes: &Api<Spoke>, name: &str) -> Spoke {
     .await
 }
 
-/// Declares leases of `seconds` on the Spoke `spoke-a` (a new generation) and waits until a
-/// pass has reported it.
-async fn lease_declared(spokes: &Api<Spoke>, seconds: i32) -> Spoke {
+/// Declares leases of `seconds` on the Spoke `spoke-a`: a new generation.
+async fn declare_lease(spokes: &Api<Spoke>, seconds: i32) {
     spokes
         .patch(
             "spoke-a",
@@ -44,6 +51,11 @@ async fn lease_declared(spokes: &Api<Spoke>, seconds: i32) -> Spoke {
         )
         .await
         .unwrap();
+}
+
+/// Declares leases of `seconds` on the Spoke `spoke-a` and waits until a pass has reported it.
+async fn lease_declared(spokes: &Api<Spoke>, seconds: i32) -> Spoke {
+    declare_lease(spokes, seconds).await;
     passed(spokes, "spoke-a").await
 }
 
@@ -171,14 +183,7 @@ async fn a_lease_change_is_reported_in_one_status_write() {
 
     let before = hub.server.request_counts();
     let wanted = first_lease + 20;
-    spokes
-        .patch(
-            "spoke-a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"leaseDurationSeconds": wanted}})),
-        )
-        .await
-        .unwrap();
+    declare_lease(&spokes, wanted).await;
     wait_for(
         &spokes,
         "spoke-a",
@@ -197,19 +202,15 @@ async fn a_lease_change_is_reported_in_one_status_write() {
 
 /// The dry runs of `spoke`'s agent Deployment and its reads since `before`.
 fn deployment_requests(spoke: &Cluster, before: &RequestCounts) -> (u64, u64) {
-    let counts = spoke.server.request_counts().since(before);
-    let of = |keep: &dyn Fn(&fleetform_controlplane::requests::RequestKind) -> bool| {
-        counts
-            .iter()
-            .filter(|(kind, _)| {
-                kind.group == "apps" && kind.resource == "deployments" && keep(kind)
-            })
-            .map(|(_, count)| count)
-            .sum::<u64>()
-    };
+    let dry_runs = counted(spoke, before, |kind| {
+        kind.verb == Verb::Patch
+            && kind.dry_run
+            && kind.group == "apps"
+            && kind.resource == "deployments"
+    });
     (
-        of(&|kind| kind.verb == Verb::Patch && kind.dry_run),
-        of(&|kind| kind.verb == Verb::Get),
+        dry_runs,
+        requests(spoke, before, Verb::Get, "apps", "deployments"),
     )
 }
 
