@@ -4,7 +4,7 @@
 //! and each spoke's availability over the last day. It holds no client and does no I/O: the
 //! watches feed it [`Observed`] objects and it answers which rows changed.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::events::v1::Event;
@@ -320,9 +320,38 @@ pub struct HubView {
     pub fleet_syncs: Mirror<FleetSync>,
     /// Events by the `Kind/name` they regard, oldest first by when they happened.
     pub events: BTreeMap<String, VecDeque<EventLine>>,
+    /// Changed only by [`HubView::refresh_row`], which keeps `availability` counting them.
     pub rows: BTreeMap<String, Row>,
+    /// How many rows are of each availability: the fleet page's summary, rendered after every
+    /// batch of changes, counts no rows (10,000 of them at every batch of a fleet's join).
+    pub availability: AvailabilityCounts,
     /// Each spoke's availability changes, oldest first.
     pub timelines: BTreeMap<String, VecDeque<Transition>>,
+}
+
+/// How many rows of a hub are of each availability (`None`: its cluster has no
+/// `ManagedClusterConditionAvailable` yet).
+#[derive(Debug, Default)]
+pub struct AvailabilityCounts(HashMap<Option<String>, usize>);
+
+impl AvailabilityCounts {
+    /// How many rows are of availability `available`.
+    pub fn of(&self, available: Option<&str>) -> usize {
+        self.0
+            .get(&available.map(str::to_string))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn add(&mut self, row: &Row) {
+        *self.0.entry(row.status.available.clone()).or_default() += 1;
+    }
+
+    fn remove(&mut self, row: &Row) {
+        if let Some(count) = self.0.get_mut(&row.status.available) {
+            *count = count.saturating_sub(1);
+        }
+    }
 }
 
 /// What an update changed, for the viewers to hear of.
@@ -518,7 +547,11 @@ impl HubView {
         let addons = AddonCount::of(self.addons_of(spoke).map(ShownAddon::is_available));
         let Some(object) = self.spokes.objects.get_mut(spoke) else {
             self.timelines.remove(spoke);
-            return self.rows.remove(spoke).is_some();
+            let Some(gone) = self.rows.remove(spoke) else {
+                return false;
+            };
+            self.availability.remove(&gone);
+            return true;
         };
         // A Spoke's labels move to its row (the fleet page filters on them; nothing else reads
         // them) rather than being held twice: a Spoke comes with them (`Some`, empty for none:
@@ -587,7 +620,10 @@ impl HubView {
         if self.rows.get(spoke) == Some(&row) {
             return false;
         }
-        self.rows.insert(spoke.to_string(), row);
+        self.availability.add(&row);
+        if let Some(was) = self.rows.insert(spoke.to_string(), row) {
+            self.availability.remove(&was);
+        }
         true
     }
 
@@ -613,6 +649,7 @@ impl HubView {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::api::vocabulary::STATUS_FALSE;
     use serde_json::json;
 
     pub fn at(seconds: i64) -> Timestamp {
@@ -820,6 +857,72 @@ pub(crate) mod tests {
             "b went while the watch was down"
         );
         assert!(!model.hubs["hub"].timelines.contains_key("b"));
+    }
+
+    #[test]
+    fn the_availability_counts_follow_the_rows_through_changes_removals_and_relists() {
+        let mut model = model_with(&[
+            spoke("a", json!({})),
+            spoke("b", json!({})),
+            spoke("c", json!({})),
+        ]);
+        let counts = |model: &Model| {
+            let view = &model.hubs["hub"];
+            let counted = [Some(STATUS_TRUE), Some(STATUS_FALSE), Some("Unknown"), None]
+                .map(|available| view.availability.of(available));
+            let recounted =
+                [Some(STATUS_TRUE), Some(STATUS_FALSE), Some("Unknown"), None].map(|available| {
+                    view.rows
+                        .values()
+                        .filter(|row| row.status.available.as_deref() == available)
+                        .count()
+                });
+            assert_eq!(counted, recounted, "the counts are the rows'");
+            counted
+        };
+        assert_eq!(counts(&model), [3, 0, 0, 0]);
+        let observe = |model: &mut Model, observed| {
+            model.observe("hub", observed, at(10));
+        };
+        observe(
+            &mut model,
+            Observed::Cluster(watcher::Event::Apply(cluster("b", STATUS_FALSE))),
+        );
+        observe(
+            &mut model,
+            Observed::Cluster(watcher::Event::Apply(cluster("b", STATUS_FALSE))),
+        );
+        assert_eq!(counts(&model), [2, 1, 0, 0], "a change counted once");
+        observe(
+            &mut model,
+            Observed::Cluster(watcher::Event::Delete(cluster("c", STATUS_TRUE))),
+        );
+        assert_eq!(
+            counts(&model),
+            [1, 1, 0, 1],
+            "a spoke whose cluster went has no availability"
+        );
+        observe(
+            &mut model,
+            Observed::Spoke(watcher::Event::Delete(spoke("c", json!({})))),
+        );
+        assert_eq!(
+            counts(&model),
+            [1, 1, 0, 0],
+            "a removed spoke counts no more"
+        );
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(spoke("b", json!({}))),
+            watcher::Event::InitDone,
+        ] {
+            observe(&mut model, Observed::Spoke(event));
+        }
+        assert_eq!(
+            counts(&model),
+            [0, 1, 0, 0],
+            "a relist drops what went meanwhile"
+        );
     }
 
     #[test]

@@ -204,8 +204,7 @@ pub fn fleet_summary(model: &Model) -> Markup {
             (column_heads(&["Hub", "Spokes", "Available", "Not available", "Unknown", "Rollout"]))
             tbody {
                 @for (hub, view) in &model.hubs {
-                    @let count = |status: Option<&str>| view.rows.values()
-                        .filter(|row| row.status.available.as_deref() == status).count();
+                    @let count = |status: Option<&str>| view.availability.of(status);
                     tr {
                         th scope="row" { a href={ "/?hub=" (hub) } { (hub) } }
                         td { (view.rows.len()) }
