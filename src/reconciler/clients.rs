@@ -50,12 +50,13 @@ pub(crate) struct SpokeClients {
 struct Cache {
     /// How each spoke is reached, with the kubeconfig source (serialised) it was reached by.
     reached: HashMap<String, Kept<(String, Way)>>,
-    /// When a read last found each spoke's agent settled, by spoke, with a digest of what the
-    /// read depended on.
-    settled: HashMap<String, (u64, Instant)>,
+    /// A digest of what the read that last found each spoke's agent settled depended on, by
+    /// spoke, kept from when that read was.
+    settled: HashMap<String, Kept<u64>>,
     /// The agent Deployment each spoke's last read (or install) found needing nothing of what
-    /// the fleet wanted, by spoke: a digest of its uid, generation and the Deployment wanted.
-    unedited: HashMap<String, (u64, Instant)>,
+    /// the fleet wanted, by spoke: a digest of its uid, generation and the Deployment wanted,
+    /// kept from when it was last found so.
+    unedited: HashMap<String, Kept<u64>>,
     swept: Option<Instant>,
 }
 
@@ -63,6 +64,16 @@ struct Cache {
 struct Kept<V> {
     value: V,
     used: Instant,
+}
+
+impl<V> Kept<V> {
+    /// `value`, used now.
+    fn now(value: V) -> Self {
+        Kept {
+            value,
+            used: Instant::now(),
+        }
+    }
 }
 
 /// How a spoke is reached, as kept.
@@ -103,7 +114,8 @@ impl Way {
         true
     }
 
-    /// The URL the spoke's agent is told the hub is at (`None`: the hub's own), kept or not.
+    /// The URL of the spoke's API server as it was reached (`None`: a hub-as-spoke, reached
+    /// with the hub's own client), kept or not.
     fn url(&self) -> Option<&str> {
         match self {
             Way::Connected(reached) => reached.url.as_deref(),
@@ -192,8 +204,8 @@ impl SpokeClients {
                     |(_, way)| way.idle_time(),
                     |(_, way)| way.let_go(),
                 );
-                let young = |_: &String, (_, at): &mut (u64, Instant)| {
-                    now.saturating_duration_since(*at) < IDLE_LOCAL
+                let young = |_: &String, kept: &mut Kept<u64>| {
+                    now.saturating_duration_since(kept.used) < IDLE_LOCAL
                 };
                 cache.settled.retain(young);
                 cache.unedited.retain(young);
@@ -225,8 +237,8 @@ impl SpokeClients {
         Ok(reached)
     }
 
-    /// What [`SpokeClients::get`] would give as the URL `spoke`'s agent is told the hub is at
-    /// (`Some(None)`: the hub's own), without making a client: kept from the last time it was
+    /// What [`SpokeClients::get`] would give as the URL of `spoke`'s API server
+    /// (`Some(None)`: none, a hub-as-spoke), without making a client: kept from the last time it was
     /// reached by the kubeconfig it has now; `None` when nothing is kept for that.
     pub fn kept_url(&self, spoke: &Spoke) -> Option<Option<String>> {
         let source = serde_json::to_string(&spoke.spec.kubeconfig).unwrap_or_default();
@@ -266,14 +278,14 @@ impl SpokeClients {
         self.cache()
             .settled
             .get(spoke)
-            .is_some_and(|(read, at)| *read == depends && at.elapsed() < within)
+            .is_some_and(|read| read.value == depends && read.used.elapsed() < within)
     }
 
     /// A read now found `spoke`'s agent settled, depending on what `depends` digests.
     pub fn saw_settled(&self, spoke: &str, depends: u64) {
         self.cache()
             .settled
-            .insert(spoke.to_string(), (depends, Instant::now()));
+            .insert(spoke.to_string(), Kept::now(depends));
     }
 
     /// Whether `spoke`'s agent Deployment, as `seen` digests it (see
@@ -283,8 +295,8 @@ impl SpokeClients {
     pub fn known_unedited(&self, spoke: &str, seen: u64) -> bool {
         let mut cache = self.cache();
         match cache.unedited.get_mut(spoke) {
-            Some((known, at)) if *known == seen => {
-                *at = Instant::now();
+            Some(known) if known.value == seen => {
+                known.used = Instant::now();
                 true
             }
             _ => false,
@@ -296,7 +308,7 @@ impl SpokeClients {
     pub fn saw_unedited(&self, spoke: &str, seen: u64) {
         self.cache()
             .unedited
-            .insert(spoke.to_string(), (seen, Instant::now()));
+            .insert(spoke.to_string(), Kept::now(seen));
     }
 
     /// What stood for a read of `spoke` stands no more: a pass acted there, or a read found

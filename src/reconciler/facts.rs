@@ -219,27 +219,26 @@ pub(crate) async fn gather(
     // credentials, with its TLS configuration: 10,000 of them in a settled fleet's lease change).
     let mut on_spoke = None;
     if !deleting || !pivoted || hub_as_spoke {
-        // The digests of the agent the fleet wants there, told the hub is at `url`, and of
+        // The digests of the agent the fleet wants there, told its spoke is at `url`, and of
         // what a read depends on.
-        let digests = |url: Option<&str>| {
-            let digest =
-                agent_deployment_digest(&name, &effective, Some(url.unwrap_or(&endpoint.server)));
+        let digests = |url: &str| {
+            let digest = agent_deployment_digest(&name, &effective, Some(url));
             let depends = read_depends_on(spoke, cluster.as_ref(), digest, endpoint);
             (digest, depends)
         };
         let stands = !deleting
             && spokes.kept_url(spoke).is_some_and(|url| {
-                spokes.settled_within(&name, digests(url.as_deref()).1, settled_read_stands)
+                let url = spoke_url(url.as_deref(), endpoint);
+                spokes.settled_within(&name, digests(url).1, settled_read_stands)
             });
         let read = if stands {
             Ok(AgentSeen::SETTLED)
         } else {
             match spokes.get(spoke, client).await {
                 Ok(reached) => {
-                    let url = reached.url.as_deref();
+                    let url = spoke_url(reached.url.as_deref(), endpoint);
                     let (digest, depends) = digests(url);
-                    let desired =
-                        agent_deployment(&name, &effective, Some(url.unwrap_or(&endpoint.server)));
+                    let desired = agent_deployment(&name, &effective, Some(url));
                     let wanted = Wanted {
                         deployment: &desired,
                         digest,
@@ -574,6 +573,13 @@ pub(crate) fn unedited_key(live: &Deployment, wanted: u64) -> Option<u64> {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     (uid, generation, wanted).hash(&mut hasher);
     Some(hasher.finish())
+}
+
+/// The spoke's API server as the hub reaches it, which its agent is told (for its
+/// ManagedCluster's `managedClusterClientConfigs`): the URL it was reached at, or the hub's own
+/// (a hub-as-spoke is reached with the hub's client).
+pub(crate) fn spoke_url<'a>(reached_url: Option<&'a str>, endpoint: &'a HubEndpoint) -> &'a str {
+    reached_url.unwrap_or(&endpoint.server)
 }
 
 /// What a read of the spoke found depends on, besides the spoke itself: the agent Deployment

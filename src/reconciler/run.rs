@@ -1467,7 +1467,7 @@ async fn install_agent(
         .await
         .map_err(ReconcileError::Access)?;
     let spoke_client = reached.client();
-    let spoke_url = reached.url.as_deref().unwrap_or(&endpoint.server);
+    let spoke_url = facts::spoke_url(reached.url.as_deref(), endpoint);
     // A spoke that holds its certificate keeps the bootstrap kubeconfig it has (its token is
     // gone); any other needs a token.
     let kubeconfig = if gathered.bootstrapped && gathered.bootstrap_current {
