@@ -15,7 +15,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::Store;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
@@ -28,33 +28,27 @@ use crate::hub::acceptance::ANNOTATION_JOIN_USERS;
 use crate::hub::approval::registration_cluster;
 use crate::hub::signing::is_signed;
 
-use crate::reconciler::run::{addon_watch, cluster_watch};
+use crate::reconciler::run::{Watches, addon_watch, cluster_watch};
 use crate::runtime::index::Index;
-use crate::runtime::watch::{BackingOff, Share, keep_only, share};
+use crate::runtime::watch::{Share, keep_only, share};
 pub(crate) use crate::runtime::watch::{cached_controller as controller, without_managed_fields};
 
-/// The hub loops' one cache of the Spokes in `fleetform-system` ([`spoke_as_declared`]): the
-/// approval loop's watch of them keeps it and is woken by its changes, and the accept loop
-/// reads from it whether a cluster is declared.
+/// The hub loops' one cache of the Spokes in `fleetform-system`: the approval loop's watch of
+/// them (or its copy of the reconciler's, in a hub process) is woken by its changes, and the
+/// accept loop reads from it whether a cluster is declared.
 pub(crate) struct SpokeCache {
     pub store: Store<Spoke>,
     /// The Spokes the watch created, changed or deleted; whoever polls this keeps `store`.
     pub changes: BoxStream<'static, Result<Spoke, watcher::Error>>,
 }
 
-/// A [`SpokeCache`] of the hub's Spokes, kept once its `changes` are polled.
-pub(crate) fn spokes(client: Client) -> SpokeCache {
-    let (store, writer) = reflector::store();
-    let changes = watcher(
-        Api::<Spoke>::namespaced(client, SYSTEM_NAMESPACE),
-        watcher::Config::default(),
-    )
-    .backing_off()
-    .modify(spoke_as_declared)
-    .reflect(writer)
-    .touched_objects()
-    .boxed();
-    SpokeCache { store, changes }
+impl From<Share<Spoke>> for SpokeCache {
+    fn from(share: Share<Spoke>) -> Self {
+        SpokeCache {
+            store: share.store,
+            changes: share.events.touched_objects().boxed(),
+        }
+    }
 }
 
 /// A Spoke as the accept and approval loops read it: that it is declared, by its name. Its
@@ -80,56 +74,95 @@ pub(crate) struct ClusterCache {
     pub approval: ClusterLoop,
 }
 
-/// A [`ClusterCache`] for the hub loops alone: the accept loop polls the watch (the expiry and
-/// approval loops run only beside it).
-pub(crate) fn clusters(client: Client) -> ClusterCache {
-    let (accept, [expiry, approval]) = cluster_watch(client).copied();
-    ClusterCache {
-        accept,
-        expiry,
-        approval,
-    }
-}
-
-/// One watch and cache of the ManagedClusters for a hub process: the reconciler's share, which
-/// polls the watch (it runs whether or not the hub loops find their CRDs), and the hub loops'.
-pub(crate) fn clusters_with_reconciler(client: Client) -> (ClusterLoop, ClusterCache) {
-    let (reconciler, [accept, expiry, approval]) = cluster_watch(client).copied();
-    let loops = ClusterCache {
-        accept,
-        expiry,
-        approval,
-    };
-    (reconciler, loops)
-}
-
-/// The hub's ClusterManagementAddOns as the addon loops read them (fleetform's carry their
-/// AddOn document in an annotation): one watch and cache for the addon CSR loop, which polls
-/// it, and the registrations loop. A handful of objects; reading one from here rather than the
-/// API saves a request per ManagedClusterAddOn or CSR reconciled.
-pub(crate) fn addon_documents(client: Client) -> (DocumentLoop, DocumentLoop) {
-    let (signer, [registrations]) = share(
-        Api::all(client),
-        watcher::Config::default(),
-        without_managed_fields,
-    )
-    .copied();
-    (signer, registrations)
-}
-
-/// One addon loop's share of the ClusterManagementAddOns ([`addon_documents`]).
+/// One addon loop's share of the ClusterManagementAddOns, which carry fleetform's AddOn
+/// documents in an annotation: the addon CSR loop and the registrations loop read one store (a
+/// handful of objects; reading one from there rather than the API saves a request per
+/// ManagedClusterAddOn or CSR reconciled).
 pub(crate) type DocumentLoop = Share<ClusterManagementAddOn>;
 
 /// The hub loops' ManagedClusterAddOns: the registrations loop's share of a watch of them (as
 /// the reconciler's cut leaves them, [`crate::reconciler::run::addon_kept`]).
 pub(crate) type AddonLoop = Share<ManagedClusterAddOn>;
 
-/// One watch and cache of the ManagedClusterAddOns for a hub process: the reconciler's share,
-/// which polls the watch, and the registrations loop's. Each kept a copy of every addon of its
-/// own (two at 70,000 addons were 140 MB of the hub's heap).
-pub(crate) fn addons_with_reconciler(client: Client) -> (AddonLoop, AddonLoop) {
-    let (reconciler, [registrations]) = addon_watch(client).copied();
-    (reconciler, registrations)
+/// The hub loops' shares of the watches they read: one watch and cache of each kind, of their
+/// own ([`LoopWatches::new`]) or the reconciler's in a hub process ([`with_reconciler`]).
+/// Every share is taken before any is polled (a share taken later would miss the first list);
+/// a loop that does not run (its CRDs are not served) drops its share unpolled.
+pub(crate) struct LoopWatches {
+    pub clusters: ClusterCache,
+    pub addons: AddonLoop,
+    /// The approval loop's share (its [`SpokeCache`], which the accept loop reads too), and
+    /// the observer loop's.
+    pub spokes: (Share<Spoke>, Share<Spoke>),
+    /// The addon CSR loop's share, which polls the watch when the loops have their own, and
+    /// the registrations loop's.
+    pub documents: (DocumentLoop, DocumentLoop),
+}
+
+impl LoopWatches {
+    /// The hub loops' watches, their own: the accept loop polls the ManagedClusters' (the
+    /// expiry and approval loops run only beside it), the observer loop the Spokes' (cut to
+    /// [`spoke_as_declared`]; the approval loop runs only beside it).
+    pub(crate) fn new(client: &Client) -> Self {
+        let (accept, [expiry, approval]) = cluster_watch(client.clone()).copied();
+        let (observed, [approved]) = share(
+            Api::namespaced(client.clone(), SYSTEM_NAMESPACE),
+            watcher::Config::default(),
+            spoke_as_declared,
+        )
+        .copied();
+        let (signer, [registrations]) = share(
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            without_managed_fields,
+        )
+        .copied();
+        LoopWatches {
+            clusters: ClusterCache {
+                accept,
+                expiry,
+                approval,
+            },
+            addons: addon_watch(client.clone()),
+            spokes: (approved, observed),
+            documents: (signer, registrations),
+        }
+    }
+}
+
+/// One watch and cache of each kind the reconciler and the hub loops both read, for a hub
+/// process: the reconciler's shares, which poll the watches (it runs whether or not the hub
+/// loops find their CRDs), and the hub loops'. Each loop kept a watch and a copy of its own:
+/// two of every addon (140 MB of the hub's heap at 70,000 addons), three watches of the Spokes
+/// (two caches), three of the AddOn documents.
+pub(crate) fn with_reconciler(client: &Client) -> (Watches, LoopWatches) {
+    let Watches {
+        clusters,
+        cluster_addons,
+        spokes,
+        documents,
+    } = Watches::new(client);
+    let (clusters, [accept, expiry, approval]) = clusters.copied();
+    let (cluster_addons, [registrations_addons]) = cluster_addons.copied();
+    let (spokes, [approved, observed]) = spokes.copied();
+    let (documents, [signer, registrations]) = documents.copied();
+    let reconciler = Watches {
+        clusters,
+        cluster_addons,
+        spokes,
+        documents,
+    };
+    let loops = LoopWatches {
+        clusters: ClusterCache {
+            accept,
+            expiry,
+            approval,
+        },
+        addons: registrations_addons,
+        spokes: (approved, observed),
+        documents: (signer, registrations),
+    };
+    (reconciler, loops)
 }
 
 /// A cluster namespace as the approval loop reads it: its name and the accept loop's record

@@ -52,12 +52,13 @@ struct ExpiryContext {
     addons: bool,
 }
 
-/// Runs the loop; `addons` says whether the ManagedClusterAddOn CRD is installed (without it,
-/// clusters still expire and only the addon step is skipped).
+/// Runs the loop; `addons`, the loop's share of the hub loops' watch of the
+/// ManagedClusterAddOns, is there when their CRD is installed (without it, clusters still
+/// expire and only the addon step is skipped).
 pub(crate) async fn run(
     ctx: Arc<Context>,
     cluster_cache: cache::ClusterLoop,
-    addons: bool,
+    addons: Option<cache::AddonLoop>,
     shutdown: CancellationToken,
 ) {
     let errors = ctx.error_policy("lease expiry loop");
@@ -77,12 +78,11 @@ pub(crate) async fn run(
     })
     .backing_off()
     .touched_objects();
-    let addon_api: Api<ManagedClusterAddOn> = Api::all(ctx.client.clone());
     let expiry = Arc::new(ExpiryContext {
         hub: ctx,
         leases,
         leases_listed,
-        addons,
+        addons: addons.is_some(),
     });
     let controller =
         Controller::for_stream(cluster_cache.events.applied_objects(), cluster_cache.store)
@@ -91,14 +91,13 @@ pub(crate) async fn run(
                     .namespace()
                     .map(|namespace| ObjectRef::<ManagedCluster>::new(&namespace))
             });
-    let controller = if addons {
-        controller.watches(addon_api, watcher::Config::default(), |addon| {
+    let controller = match addons {
+        Some(addons) => controller.watches_stream(addons.events.touched_objects(), |addon| {
             addon
                 .namespace()
                 .map(|namespace| ObjectRef::<ManagedCluster>::new(&namespace))
-        })
-    } else {
-        controller
+        }),
+        None => controller,
     };
     errors.drive(controller, reconcile, expiry, shutdown).await;
 }

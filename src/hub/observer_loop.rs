@@ -15,7 +15,6 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
-use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, instrument, warn};
@@ -33,14 +32,17 @@ use crate::runtime::clock::sleep_until;
 use crate::runtime::conditions::set_conditions;
 use crate::runtime::error::KubeError;
 use crate::runtime::task_set::TaskSet;
-use crate::runtime::watch::{Change, object_changes};
+use crate::runtime::watch::{Change, Share, changes};
 
 /// The longest a poll may take; a slower spoke counts as unreachable.
 const MAX_POLL_TIME: Duration = Duration::from_secs(10);
 
-pub(crate) async fn run(ctx: Arc<Context>, shutdown: CancellationToken) {
-    let spokes: Api<Spoke> = Api::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE);
-    let mut changes = object_changes(spokes, watcher::Config::default(), &shutdown);
+/// Runs an observer for each Spoke `spokes` (the loop's share of a watch of them) shows, until
+/// `shutdown`.
+pub(crate) async fn run(ctx: Arc<Context>, spokes: Share<Spoke>, shutdown: CancellationToken) {
+    let mut changes = changes(spokes.events)
+        .take_until(shutdown.clone().cancelled_owned())
+        .boxed();
     // Each observer runs with the spec it was started with.
     let mut observers = TaskSet::new("observer");
     while let Some(change) = changes.next().await {

@@ -176,21 +176,17 @@ async fn lead(
             metrics: metrics.reconciler(),
         };
         let readiness = readiness.clone();
-        // One watch and cache of the ManagedClusters, and one of the ManagedClusterAddOns, for
-        // the reconciler and the hub loops, each share taken before any is polled (a share
-        // taken later would miss the first list).
-        let (reconciler_clusters, loop_clusters) =
-            super::cache::clusters_with_reconciler(config.client.clone());
-        let (reconciler_addons, loop_addons) =
-            super::cache::addons_with_reconciler(config.client.clone());
+        // One watch and cache of each kind both read, for the reconciler and the hub loops,
+        // each share taken before any is polled (a share taken later would miss the first
+        // list).
+        let (reconciler_watches, loop_watches) = super::cache::with_reconciler(&config.client);
         async move {
             let reconciling = tokio::spawn(crate::reconciler::run::run_sharing(
                 reconciler,
-                reconciler_clusters,
-                reconciler_addons,
+                reconciler_watches,
                 stop.clone(),
             ));
-            let loops = super::run::start_sharing(loops, loop_clusters, loop_addons, stop).await;
+            let loops = super::run::start_sharing(loops, loop_watches, stop).await;
             readiness.work_done();
             loops.stopped().await;
             if let Err(err) = reconciling.await {

@@ -11,7 +11,7 @@
 //! their registrations. The loop wakes for a new ManagedClusterAddOn, for a change of its
 //! registrations (not for every condition its agent writes), and for every ManagedClusterAddOn of
 //! an addon whose ClusterManagementAddOn changes. It reads the ManagedClusterAddOns from the
-//! hub process's one cache of them, the reconciler's (`super::cache::addons_with_reconciler`).
+//! hub process's one cache of them, the reconciler's (`super::cache::with_reconciler`).
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;

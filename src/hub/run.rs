@@ -126,20 +126,24 @@ impl RunningLoops {
 
 /// Starts the hub loops whose CRDs are installed; they run until `shutdown` is cancelled.
 pub async fn start(config: HubConfig, shutdown: CancellationToken) -> RunningLoops {
-    let clusters = super::cache::clusters(config.client.clone());
-    // The hub loops alone: a watch of the ManagedClusterAddOns of their own.
-    let addons = crate::reconciler::run::addon_watch(config.client.clone());
-    start_sharing(config, clusters, addons, shutdown).await
+    // The hub loops alone: watches of their own.
+    let watches = super::cache::LoopWatches::new(&config.client);
+    start_sharing(config, watches, shutdown).await
 }
 
-/// [`start`], the loops that read ManagedClusters reading them from `cluster_cache`, and those
-/// that read ManagedClusterAddOns from `addon_cache`.
+/// [`start`], the loops reading and woken by the shares of `watches` (in a hub process, of the
+/// reconciler's watches).
 pub(crate) async fn start_sharing(
     config: HubConfig,
-    cluster_cache: super::cache::ClusterCache,
-    addon_cache: super::cache::AddonLoop,
+    watches: super::cache::LoopWatches,
     shutdown: CancellationToken,
 ) -> RunningLoops {
+    let super::cache::LoopWatches {
+        clusters: cluster_cache,
+        addons: addon_cache,
+        spokes: (approved_spokes, observed_spokes),
+        documents: (signer_documents, registration_documents),
+    } = watches;
     let ctx = Arc::new(Context {
         client: config.client,
         access: config.access,
@@ -160,9 +164,39 @@ pub(crate) async fn start_sharing(
             shutdown.clone(),
         )));
     }
+    // Whether the expiry loop marks the addons of Unknown clusters Unknown, and whether the addon
+    // loops run: decided before any share is handed out, so that a share of a watch goes to a
+    // loop that polls it.
+    let expiry_addons = clusters
+        && crd::installed::<ManagedClusterAddOn>(
+            &ctx.client,
+            "the addons of Unknown clusters are not marked Unknown",
+        )
+        .await;
+    let addon_kinds = crd::installed::<ClusterManagementAddOn>(
+        &ctx.client,
+        "addon CSRs are not approved or signed and addon registrations not written",
+    )
+    .await
+        && crd::installed::<ManagedClusterAddOn>(
+            &ctx.client,
+            "addon CSRs are not approved or signed and addon registrations not written",
+        )
+        .await;
+    // The ManagedClusterAddOns: the registrations loop reads them, the expiry loop is woken by
+    // a cluster's; of those that run, the first polls the loops' share.
+    let (registrations_addons, expiry_addons) = match (addon_kinds, expiry_addons) {
+        (true, true) => {
+            let (registrations, [expiry]) = addon_cache.copied();
+            (Some(registrations), Some(expiry))
+        }
+        (true, false) => (Some(addon_cache), None),
+        (false, true) => (None, Some(addon_cache)),
+        (false, false) => (None, None),
+    };
     // One cache of the Spokes for the loops that read them: the approval loop's watch keeps it
     // (both loops run where Spokes and ManagedClusters are served), the accept loop reads it.
-    let spoke_cache = (clusters && spokes).then(|| super::cache::spokes(ctx.client.clone()));
+    let spoke_cache = (clusters && spokes).then(|| super::cache::SpokeCache::from(approved_spokes));
     let cluster_cache = clusters.then_some(cluster_cache);
     if let Some(cluster_cache) = cluster_cache {
         let csrs = super::cache::registration_csrs(ctx.client.clone());
@@ -175,15 +209,10 @@ pub(crate) async fn start_sharing(
             spoke_cache.as_ref().map(|cache| cache.store.clone()),
             shutdown.clone(),
         )));
-        let addons = crd::installed::<ManagedClusterAddOn>(
-            &ctx.client,
-            "the addons of Unknown clusters are not marked Unknown",
-        )
-        .await;
         tasks.push(tokio::spawn(super::expiry_loop::run(
             ctx.clone(),
             cluster_cache.expiry,
-            addons,
+            expiry_addons,
             shutdown.clone(),
         )));
         if let Some(spoke_cache) = spoke_cache {
@@ -200,22 +229,11 @@ pub(crate) async fn start_sharing(
     if spokes {
         tasks.push(tokio::spawn(super::observer_loop::run(
             ctx.clone(),
+            observed_spokes,
             shutdown.clone(),
         )));
     }
-    let addon_kinds = crd::installed::<ClusterManagementAddOn>(
-        &ctx.client,
-        "addon CSRs are not approved or signed and addon registrations not written",
-    )
-    .await
-        && crd::installed::<ManagedClusterAddOn>(
-            &ctx.client,
-            "addon CSRs are not approved or signed and addon registrations not written",
-        )
-        .await;
-    if addon_kinds {
-        let (signer_documents, registration_documents) =
-            super::cache::addon_documents(ctx.client.clone());
+    if let Some(addon_cache) = registrations_addons {
         tasks.push(tokio::spawn(super::signer_loop::run(
             ctx.clone(),
             signer_documents,

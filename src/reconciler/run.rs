@@ -64,8 +64,8 @@ use crate::runtime::finalizers::{delete_if_present, set_finalizer, set_finalizer
 use crate::runtime::index::{self, Index};
 use crate::runtime::metrics::ControllerMetrics;
 use crate::runtime::watch::{
-    BackingOff, Share, backing_off, cached, cached_controller, cached_events, cached_or_read,
-    fact_changes, has_listed, share, tee, without_managed_fields,
+    BackingOff, Share, backing_off, cached, cached_controller, cached_or_read, fact_changes,
+    has_listed, share, tee, without_managed_fields,
 };
 
 /// Field manager of the reconciler's writes.
@@ -174,12 +174,10 @@ struct Context {
     hubs: Store<Hub>,
     /// When each Hub's pass last began.
     hub_passes: HubPasses,
-    /// The ClusterManagementAddOns, as the Spoke controller's watch of them keeps them.
+    /// The ClusterManagementAddOns, as the watch of them keeps them: Spoke and Hub passes read
+    /// the AddOn documents there (a list of them per Hub pass was a request per Spoke change,
+    /// two per joining spoke).
     addons: Store<ClusterManagementAddOn>,
-    /// The ClusterManagementAddOns again, as the Hub controller's watch of them keeps them: a
-    /// Hub's pass reads the AddOn documents there (a list of them per pass was a request per
-    /// Spoke change, two per joining spoke).
-    hub_addons: Store<ClusterManagementAddOn>,
     /// The ManagedClusters, as the watch that wakes passes on them keeps them
     /// ([`cluster_kept`]; in a hub process, the hub loops' cache too).
     clusters: Store<ManagedCluster>,
@@ -295,12 +293,12 @@ impl Context {
     /// The AddOn documents the hub holds: from the store of the watch of them once it has
     /// listed them, read afresh until then (a pass must not take "not listed yet" for none).
     async fn addon_documents(&self) -> Result<BTreeMap<String, AddOn>, ReconcileError> {
-        addon_documents_in(&self.addons, &self.config.client).await
-    }
-
-    /// As [`Self::addon_documents`], for a Hub's pass: from the Hub controller's store.
-    async fn hub_addon_documents(&self) -> Result<BTreeMap<String, AddOn>, ReconcileError> {
-        addon_documents_in(&self.hub_addons, &self.config.client).await
+        if has_listed(&self.addons) {
+            return Ok(facts::addon_documents(
+                self.addons.state().iter().map(|cma| &**cma),
+            ));
+        }
+        facts::addons(&self.config.client).await
     }
 
     /// The ManagedCluster `name`: from the store of the watch of them once it has listed them,
@@ -337,19 +335,6 @@ impl Context {
         }
         facts::tokens(&self.config.client, name).await
     }
-}
-
-/// The AddOn documents in `store` once its watch has listed them, read afresh until then.
-async fn addon_documents_in(
-    store: &Store<ClusterManagementAddOn>,
-    client: &Client,
-) -> Result<BTreeMap<String, AddOn>, ReconcileError> {
-    if has_listed(store) {
-        return Ok(facts::addon_documents(
-            store.state().iter().map(|cma| &**cma),
-        ));
-    }
-    facts::addons(client).await
 }
 
 /// How many Spoke passes run at once.
@@ -500,38 +485,60 @@ const FIRST_BACKOFF: Duration = Duration::from_secs(2);
 /// The longest wait before a failing Spoke or Hub is tried again.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
-/// Runs the Spoke and Hub controllers until `shutdown`, with a watch of the ManagedClusters of
-/// their own.
-pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
-    let clusters = cluster_watch(config.client.clone());
-    let addons = addon_watch(config.client.clone());
-    run_sharing(config, clusters, addons, shutdown).await;
+/// The watches the reconciler reads and is woken by that a hub process shares with its hub
+/// loops, one watch and cache of each kind per process; each a share taken before any is
+/// polled, which the reconciler polls (it runs whether or not the hub loops find their CRDs).
+/// Every cache keeps its objects without their managed fields, which no pass reads (a Spoke's
+/// were most of what the store held of it).
+pub(crate) struct Watches {
+    pub clusters: Share<ManagedCluster>,
+    pub cluster_addons: Share<ManagedClusterAddOn>,
+    pub spokes: Share<Spoke>,
+    /// The ClusterManagementAddOns, carrying fleetform's AddOn documents.
+    pub documents: Share<ClusterManagementAddOn>,
 }
 
-/// [`run`], woken by and reading the ManagedClusters of `clusters` and the
-/// ManagedClusterAddOns of `cluster_addons` (a hub process's one cache of each, shared with its
-/// hub loops). (`addons`, below, are the ClusterManagementAddOns.)
+impl Watches {
+    /// Watches of each kind the reconciler reads, its own.
+    pub(crate) fn new(client: &Client) -> Self {
+        Watches {
+            clusters: cluster_watch(client.clone()),
+            cluster_addons: addon_watch(client.clone()),
+            spokes: spoke_watch(client.clone()),
+            documents: document_watch(client.clone()),
+        }
+    }
+}
+
+/// Runs the Spoke and Hub controllers until `shutdown`, with watches of their own.
+pub async fn run(config: ReconcilerConfig, shutdown: CancellationToken) {
+    let watches = Watches::new(&config.client);
+    run_sharing(config, watches, shutdown).await;
+}
+
+/// [`run`], woken by and reading `watches` (a hub process's, shared with its hub loops).
 pub(crate) async fn run_sharing(
     config: ReconcilerConfig,
-    clusters: Share<ManagedCluster>,
-    cluster_addons: Share<ManagedClusterAddOn>,
+    watches: Watches,
     shutdown: CancellationToken,
 ) {
+    let Watches {
+        clusters,
+        cluster_addons,
+        spokes,
+        documents,
+    } = watches;
     let Share {
         store: cluster_addons,
         events: cluster_addon_events,
     } = cluster_addons;
     let client = config.client.clone();
-    let spokes_api: Api<Spoke> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
-    // Every cache here keeps its objects without their managed fields, which no pass reads
-    // (a Spoke's were most of what the store held of it).
     // One watch of the Spokes for both controllers: the Hub's is woken by the same events
     // and its passes read the same store (a second watch cost a second copy of the fleet).
-    let (store, spoke_events) = cached_events(
-        spokes_api,
-        watcher::Config::default(),
-        without_managed_fields,
-    );
+    let Share {
+        store,
+        events: spoke_events,
+    } = spokes;
     let (spoke_events, hub_spoke_events) = tee(spoke_events);
     let spokes = spoke_events.applied_objects();
     // A Spoke wakes its pass only when someone else changed it (`spoke_changes`). Passes at
@@ -561,11 +568,12 @@ pub(crate) async fn run_sharing(
         watcher::Config::default(),
         without_managed_fields,
     );
-    let (addons, addon_events) = cached(
-        Api::<ClusterManagementAddOn>::all(client.clone()),
-        watcher::Config::default(),
-        without_managed_fields,
-    );
+    // One store of the AddOn documents both controllers' passes read, and its events for each.
+    let (documents, [hub_documents]) = documents.copied();
+    let Share {
+        store: addons,
+        events: addon_events,
+    } = documents;
     let Share {
         store: clusters,
         events: cluster_events,
@@ -575,13 +583,11 @@ pub(crate) async fn run_sharing(
     let addons_by_cluster = Index::new(index::namespace::<ManagedClusterAddOn>);
     let addons_indexed = addons_by_cluster.clone();
     let (tokens, tokens_writer) = reflector::store();
-    let (hub_addons, hub_addons_writer) = reflector::store();
     let tokens_by_cluster = Index::new(token_cluster);
     let tokens_indexed = tokens_by_cluster.clone();
     let ctx = Arc::new(Context {
         hubs,
         addons,
-        hub_addons,
         clusters,
         cluster_addons,
         addons_by_cluster,
@@ -666,7 +672,9 @@ pub(crate) async fn run_sharing(
         })
         // The store passes read the AddOn documents from, too.
         .watches_stream(
-            addon_events.predicate_filter(addon_spec, Default::default()),
+            addon_events
+                .applied_objects()
+                .predicate_filter(addon_spec, Default::default()),
             move |_| every_spoke(&spokes_of_addons),
         )
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
@@ -689,17 +697,12 @@ pub(crate) async fn run_sharing(
             Some(ObjectRef::new(&spoke.spec.hub_ref).within(SYSTEM_NAMESPACE))
         })
         // Which addons a spoke is to have, and so its rollout target, follows the AddOn
-        // documents; the Hub's pass reads them from this watch's store.
+        // documents; the Hub's pass reads them from the same store as the Spokes' passes.
         .watches_stream(
-            watcher(
-                Api::<ClusterManagementAddOn>::all(client),
-                watcher::Config::default(),
-            )
-            .backing_off()
-            .modify(without_managed_fields)
-            .reflect(hub_addons_writer)
-            .applied_objects()
-            .predicate_filter(addon_spec, Default::default()),
+            hub_documents
+                .events
+                .applied_objects()
+                .predicate_filter(addon_spec, Default::default()),
             move |_| {
                 hubs.state()
                     .iter()
@@ -820,6 +823,25 @@ pub(crate) fn cluster_kept(cluster: &mut ManagedCluster) {
         status.cluster_claims.clear();
         status.managed_namespaces.clear();
     }
+}
+
+/// A watch of the Spokes for one loop, without their managed fields.
+pub(crate) fn spoke_watch(client: Client) -> Share<Spoke> {
+    share(
+        Api::<Spoke>::namespaced(client, SYSTEM_NAMESPACE),
+        watcher::Config::default(),
+        without_managed_fields,
+    )
+}
+
+/// A watch of the ClusterManagementAddOns (the AddOn documents they carry) for one loop,
+/// without their managed fields.
+pub(crate) fn document_watch(client: Client) -> Share<ClusterManagementAddOn> {
+    share(
+        Api::<ClusterManagementAddOn>::all(client),
+        watcher::Config::default(),
+        without_managed_fields,
+    )
 }
 
 /// A watch of the hub's ManagedClusters for one loop, cut by [`cluster_kept`].
@@ -1727,7 +1749,7 @@ async fn reconcile_hub(hub: Arc<Hub>, ctx: Arc<Context>) -> Result<Requeue, Reco
         .into_iter()
         .filter(|spoke| spoke.spec.hub_ref == name)
         .collect();
-    let addon_docs = ctx.hub_addon_documents().await?;
+    let addon_docs = ctx.addon_documents().await?;
     let wake = super::rollout::run(
         client,
         &ctx.events,

@@ -93,3 +93,70 @@ async fn a_join_is_judged_from_the_hub_loops_watches_not_by_a_request_per_change
         "the hub loops read spoke-b's ManagedCluster {read} times and wrote it {written} times: {asked:?}"
     );
 }
+
+/// A hub process's lifecycle reconciler and hub loops read the Spokes, ManagedClusters,
+/// ManagedClusterAddOns and AddOn documents (ClusterManagementAddOns) from one watch and cache
+/// of each (issue 33): the Spokes were watched twice (a second copy of the fleet), the AddOn
+/// documents three times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_process_watches_each_kind_its_reconciler_and_loops_read_once() {
+    use fleetform::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
+    use fleetform::hub::process::{self, HubProcessConfig};
+    use tokio_util::sync::CancellationToken;
+
+    let hub = Cluster::start().await;
+    let spoke = Cluster::start().await;
+    let stop = CancellationToken::new();
+    let config = HubProcessConfig {
+        client: hub.hub_identity().await,
+        access: fleetform::access::Access::default(),
+        known_endpoint: fleetform::reconciler::install::KnownEndpoint {
+            server: Some(hub.server.url()),
+            ca_pem: hub
+                .server
+                .certificate_authority()
+                .map(|ca| ca.cert_pem().to_string()),
+        },
+        election: None,
+        admin_addr: None,
+        webhook: None,
+        sync: None,
+        accept_check: fleetform::hub::run::AcceptCheck::InProcess,
+    };
+    let running = process::start(config, stop.clone())
+        .await
+        .expect("the hub process starts");
+    support::declare_fleet_of_one(&hub, &spoke, "spoke-a").await;
+    // A Spoke pass and a Hub pass have run, and so have the hub loops, which started before.
+    let spokes: Api<Spoke> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);
+    wait_for(&spokes, "spoke-a", "a pass's status", |spoke| {
+        spoke.status.as_ref().and_then(|s| s.phase).is_some()
+    })
+    .await;
+    let hubs: Api<Hub> = Api::namespaced(hub.client.clone(), SYSTEM_NAMESPACE);
+    wait_for(&hubs, "hub", "a pass's status", |hub| {
+        hub.status.as_ref().and_then(|s| s.phase).is_some()
+    })
+    .await;
+    stop.cancel();
+    running.stopped().await;
+
+    let hub_process =
+        format!("system:serviceaccount:{HUB_SERVICE_ACCOUNT_NAMESPACE}:{HUB_SERVICE_ACCOUNT}");
+    let asked = hub.server.request_counts_of(&hub_process);
+    for (group, resource) in [
+        ("fleetform.io", "spokes"),
+        ("cluster.open-cluster-management.io", "managedclusters"),
+        ("addon.open-cluster-management.io", "managedclusteraddons"),
+        (
+            "addon.open-cluster-management.io",
+            "clustermanagementaddons",
+        ),
+    ] {
+        assert_eq!(
+            requests(&asked, Verb::Watch, group, resource),
+            1,
+            "the hub process watched {resource} more than once: {asked:?}"
+        );
+    }
+}
