@@ -101,28 +101,13 @@ async fn a_join_is_judged_from_the_hub_loops_watches_not_by_a_request_per_change
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hub_process_watches_each_kind_its_reconciler_and_loops_read_once() {
     use fleetform::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
-    use fleetform::hub::process::{self, HubProcessConfig};
+    use fleetform::hub::process;
     use tokio_util::sync::CancellationToken;
 
     let hub = Cluster::start().await;
     let spoke = Cluster::start().await;
     let stop = CancellationToken::new();
-    let config = HubProcessConfig {
-        client: hub.hub_identity().await,
-        access: fleetform::access::Access::default(),
-        known_endpoint: fleetform::reconciler::install::KnownEndpoint {
-            server: Some(hub.server.url()),
-            ca_pem: hub
-                .server
-                .certificate_authority()
-                .map(|ca| ca.cert_pem().to_string()),
-        },
-        election: None,
-        admin_addr: None,
-        webhook: None,
-        sync: None,
-        accept_check: fleetform::hub::run::AcceptCheck::InProcess,
-    };
+    let config = support::hub_process_config(&hub).await;
     let running = process::start(config, stop.clone())
         .await
         .expect("the hub process starts");

@@ -1221,14 +1221,9 @@ async fn metrics_one_spoke_at_a_time(
 async fn metered_hub(hub: &support::Cluster) -> (RunningHub, CancellationToken) {
     let stop = CancellationToken::new();
     let config = HubProcessConfig {
-        client: hub.hub_identity().await,
-        access: fleetform::access::Access::default(),
         known_endpoint: Default::default(),
-        election: None,
         admin_addr: Some("127.0.0.1:0".parse().unwrap()),
-        webhook: None,
-        sync: None,
-        accept_check: fleetform::hub::run::AcceptCheck::InProcess,
+        ..support::hub_process_config(hub).await
     };
     let running = process::start(config, stop.clone())
         .await

@@ -287,6 +287,33 @@ pub async fn start_hub_loops(hub: &Cluster) -> Running {
     Running { stop, handle }
 }
 
+/// Where agents are told `hub` is: its own URL and CA.
+pub fn known_endpoint(hub: &Cluster) -> fleetform::reconciler::install::KnownEndpoint {
+    fleetform::reconciler::install::KnownEndpoint {
+        server: Some(hub.server.url()),
+        ca_pem: hub
+            .server
+            .certificate_authority()
+            .map(|ca| ca.cert_pem().to_string()),
+    }
+}
+
+/// A hub process on `hub` as the hub ServiceAccount, telling agents to reach the hub at its own
+/// URL and CA ([`known_endpoint`]), leading at once, serving nothing (no admin server or
+/// webhook) and running no sync.
+pub async fn hub_process_config(hub: &Cluster) -> fleetform::hub::process::HubProcessConfig {
+    fleetform::hub::process::HubProcessConfig {
+        client: hub.hub_identity().await,
+        access: fleetform::access::Access::default(),
+        known_endpoint: known_endpoint(hub),
+        election: None,
+        admin_addr: None,
+        webhook: None,
+        sync: None,
+        accept_check: fleetform::hub::run::AcceptCheck::InProcess,
+    }
+}
+
 /// Runs the lifecycle reconciler against `hub`, as the hub ServiceAccount, telling agents to
 /// reach the hub at its own URL and CA.
 pub async fn start_reconciler(hub: &Cluster) -> Running {
@@ -294,13 +321,7 @@ pub async fn start_reconciler(hub: &Cluster) -> Running {
     let config = fleetform::reconciler::ReconcilerConfig {
         client: hub.hub_identity().await,
         access: fleetform::access::Access::default(),
-        known_endpoint: fleetform::reconciler::install::KnownEndpoint {
-            server: Some(hub.server.url()),
-            ca_pem: hub
-                .server
-                .certificate_authority()
-                .map(|ca| ca.cert_pem().to_string()),
-        },
+        known_endpoint: known_endpoint(hub),
         metrics: Default::default(),
     };
     let handle = tokio::spawn(fleetform::reconciler::run(config, stop.clone()));
