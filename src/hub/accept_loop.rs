@@ -30,7 +30,6 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher::{self, watcher};
 use kube::runtime::{WatchStreamExt, predicates};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -59,7 +58,7 @@ use crate::reconciler::install::{agent_hub_role_binding, agent_hub_role_name};
 use crate::runtime::conditions::set_conditions_once_from;
 use crate::runtime::controller::refs_where;
 use crate::runtime::error::{Category, KubeError, is_conflict, is_forbidden, is_not_found};
-use crate::runtime::watch::BackingOff;
+use crate::runtime::watch::{Share, has_listed};
 
 /// What the accept loop keeps besides the hub loops' context.
 struct AcceptContext {
@@ -71,6 +70,9 @@ struct AcceptContext {
     /// The hub loops' cache of Spokes ([`cache::SpokeCache`]), where fleetform's CRDs are
     /// installed.
     spokes: Option<Store<Spoke>>,
+    /// The Hubs, as the watch that wakes this loop on them keeps them, where fleetform's CRDs
+    /// are installed.
+    hubs: Option<Store<Hub>>,
     /// fleetform's CRDs (Hub, Spoke) are installed: clusters can be declared, and agents get
     /// their Spoke's RBAC in `fleetform-system`.
     fleet_crds: bool,
@@ -107,15 +109,24 @@ struct Written {
 /// next wake-up writes it again (putting right what was changed by hand meanwhile).
 const REWRITE_AFTER: Duration = Duration::from_secs(600);
 
+/// What the loop reads of fleetform's own objects, where their CRDs are installed.
+pub(crate) struct Fleet {
+    /// The hub loops' cache of Spokes ([`cache::SpokeCache`]).
+    pub spokes: Store<Spoke>,
+    /// The loop's share of a watch of the Hubs.
+    pub hubs: Share<Hub>,
+}
+
+/// Runs the loop; `fleet` is there where fleetform's CRDs (Hub, Spoke) are installed.
 pub(crate) async fn run(
     ctx: Arc<Context>,
-    fleet_crds: bool,
     cluster_cache: cache::ClusterLoop,
     csr_cache: cache::CsrLoop,
     csrs_by_cluster: cache::CsrsByCluster,
-    spokes: Option<Store<Spoke>>,
+    fleet: Option<Fleet>,
     shutdown: CancellationToken,
 ) {
+    let fleet_crds = fleet.is_some();
     let errors = ctx.error_policy("accept loop");
     let client = ctx.client.clone();
     let csrs = csr_cache.store;
@@ -134,22 +145,25 @@ pub(crate) async fn run(
     let mut controller = controller.watches_stream(csr_changes, |csr| {
         registration_cluster(&csr).map(ObjectRef::new)
     });
-    if fleet_crds {
-        // A Hub's auto-approval users may now allow clusters that asked earlier.
-        let hubs = watcher(
-            Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE),
-            watcher::Config::default(),
-        )
-        .backing_off()
-        .applied_objects()
-        .predicate_filter(predicates::generation, Default::default());
-        controller = controller.watches_stream(hubs, move |_| refs_where(&clusters, |_| true));
-    }
+    let (spokes, hubs) = match fleet {
+        Some(Fleet { spokes, hubs }) => {
+            // A Hub's auto-approval users may now allow clusters that asked earlier.
+            let changes = hubs
+                .events
+                .applied_objects()
+                .predicate_filter(predicates::generation, Default::default());
+            controller =
+                controller.watches_stream(changes, move |_| refs_where(&clusters, |_| true));
+            (Some(spokes), Some(hubs.store))
+        }
+        None => (None, None),
+    };
     let accept_ctx = Arc::new(AcceptContext {
         hub: ctx,
         csrs,
         csrs_by_cluster,
         spokes,
+        hubs,
         fleet_crds,
         events: Reporter::new(client, FIELD_MANAGER, "accept-loop"),
         reported: Mutex::default(),
@@ -298,12 +312,19 @@ async fn auto_approved(ctx: &AcceptContext, name: &str) -> Result<bool, HubError
     if !ctx.fleet_crds {
         return Ok(false);
     }
-    let hubs = Api::<Hub>::namespaced(ctx.hub.client.clone(), SYSTEM_NAMESPACE)
-        .list(&ListParams::default())
-        .await
-        .map_err(KubeError::on(format!("Hubs in {SYSTEM_NAMESPACE}"), "list"))?;
+    // From the store once its watch has listed them, listed until then.
+    let hubs: Vec<Arc<Hub>> = match &ctx.hubs {
+        Some(hubs) if has_listed(hubs) => hubs.state(),
+        _ => Api::<Hub>::namespaced(ctx.hub.client.clone(), SYSTEM_NAMESPACE)
+            .list(&ListParams::default())
+            .await
+            .map_err(KubeError::on(format!("Hubs in {SYSTEM_NAMESPACE}"), "list"))?
+            .items
+            .into_iter()
+            .map(Arc::new)
+            .collect(),
+    };
     let users: Vec<String> = hubs
-        .items
         .iter()
         .filter_map(|hub| hub.spec.registration.auto_approval.as_ref())
         .flat_map(|approval| approval.users.iter().cloned())

@@ -21,14 +21,14 @@ use kube::{Api, Client};
 
 use crate::api::addon::ClusterManagementAddOn;
 use crate::api::bootstrap_token::BOOTSTRAP_TOKEN_ID_KEY;
-use crate::api::fleet::{SYSTEM_NAMESPACE, Spoke};
+use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::LABEL_CLUSTER_NAME;
 use crate::api::{ManagedCluster, ManagedClusterAddOn};
 use crate::hub::acceptance::ANNOTATION_JOIN_USERS;
 use crate::hub::approval::registration_cluster;
 use crate::hub::signing::is_signed;
 
-use crate::reconciler::run::{Watches, addon_watch, cluster_watch};
+use crate::reconciler::run::{Watches, addon_watch, cluster_watch, hub_watch};
 use crate::runtime::index::Index;
 use crate::runtime::watch::{Share, keep_only, share};
 pub(crate) use crate::runtime::watch::{cached_controller as controller, without_managed_fields};
@@ -97,6 +97,8 @@ pub(crate) struct LoopWatches {
     /// The addon CSR loop's share, which polls the watch when the loops have their own, and
     /// the registrations loop's.
     pub documents: (DocumentLoop, DocumentLoop),
+    /// The accept loop's (a Hub's auto-approval users).
+    pub hubs: Share<Hub>,
 }
 
 impl LoopWatches {
@@ -126,6 +128,7 @@ impl LoopWatches {
             addons: addon_watch(client.clone()),
             spokes: (approved, observed),
             documents: (signer, registrations),
+            hubs: hub_watch(client.clone()),
         }
     }
 }
@@ -134,22 +137,25 @@ impl LoopWatches {
 /// process: the reconciler's shares, which poll the watches (it runs whether or not the hub
 /// loops find their CRDs), and the hub loops'. Each loop kept a watch and a copy of its own:
 /// two of every addon (140 MB of the hub's heap at 70,000 addons), three watches of the Spokes
-/// (two caches), three of the AddOn documents.
+/// (two caches), three of the AddOn documents and of the Hubs.
 pub(crate) fn with_reconciler(client: &Client) -> (Watches, LoopWatches) {
     let Watches {
         clusters,
         cluster_addons,
         spokes,
+        hubs,
         documents,
     } = Watches::new(client);
     let (clusters, [accept, expiry, approval]) = clusters.copied();
     let (cluster_addons, [registrations_addons]) = cluster_addons.copied();
     let (spokes, [approved, observed]) = spokes.copied();
     let (documents, [signer, registrations]) = documents.copied();
+    let (hubs, [accepting]) = hubs.copied();
     let reconciler = Watches {
         clusters,
         cluster_addons,
         spokes,
+        hubs,
         documents,
     };
     let loops = LoopWatches {
@@ -161,6 +167,7 @@ pub(crate) fn with_reconciler(client: &Client) -> (Watches, LoopWatches) {
         addons: registrations_addons,
         spokes: (approved, observed),
         documents: (signer, registrations),
+        hubs: accepting,
     };
     (reconciler, loops)
 }

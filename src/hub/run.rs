@@ -143,6 +143,7 @@ pub(crate) async fn start_sharing(
         addons: addon_cache,
         spokes: (approved_spokes, observed_spokes),
         documents: (signer_documents, registration_documents),
+        hubs,
     } = watches;
     let ctx = Arc::new(Context {
         client: config.client,
@@ -200,13 +201,16 @@ pub(crate) async fn start_sharing(
     let cluster_cache = clusters.then_some(cluster_cache);
     if let Some(cluster_cache) = cluster_cache {
         let csrs = super::cache::registration_csrs(ctx.client.clone());
+        let fleet = spoke_cache.as_ref().map(|cache| super::accept_loop::Fleet {
+            spokes: cache.store.clone(),
+            hubs,
+        });
         tasks.push(tokio::spawn(super::accept_loop::run(
             ctx.clone(),
-            spokes,
             cluster_cache.accept,
             csrs.accept,
             csrs.by_cluster.clone(),
-            spoke_cache.as_ref().map(|cache| cache.store.clone()),
+            fleet,
             shutdown.clone(),
         )));
         tasks.push(tokio::spawn(super::expiry_loop::run(

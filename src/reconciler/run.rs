@@ -64,8 +64,8 @@ use crate::runtime::finalizers::{delete_if_present, set_finalizer, set_finalizer
 use crate::runtime::index::{self, Index};
 use crate::runtime::metrics::ControllerMetrics;
 use crate::runtime::watch::{
-    BackingOff, Share, backing_off, cached, cached_controller, cached_or_read, fact_changes,
-    has_listed, share, tee, without_managed_fields,
+    BackingOff, Share, backing_off, cached_or_read, fact_changes, has_listed, share, tee,
+    without_managed_fields,
 };
 
 /// Field manager of the reconciler's writes.
@@ -494,6 +494,7 @@ pub(crate) struct Watches {
     pub clusters: Share<ManagedCluster>,
     pub cluster_addons: Share<ManagedClusterAddOn>,
     pub spokes: Share<Spoke>,
+    pub hubs: Share<Hub>,
     /// The ClusterManagementAddOns, carrying fleetform's AddOn documents.
     pub documents: Share<ClusterManagementAddOn>,
 }
@@ -505,6 +506,7 @@ impl Watches {
             clusters: cluster_watch(client.clone()),
             cluster_addons: addon_watch(client.clone()),
             spokes: spoke_watch(client.clone()),
+            hubs: hub_watch(client.clone()),
             documents: document_watch(client.clone()),
         }
     }
@@ -526,6 +528,7 @@ pub(crate) async fn run_sharing(
         clusters,
         cluster_addons,
         spokes,
+        hubs,
         documents,
     } = watches;
     let Share {
@@ -563,11 +566,13 @@ pub(crate) async fn run_sharing(
         &config.metrics.controllers,
     );
     let rollout_metrics = config.metrics.rollout.clone();
-    let (hubs, hub_events) = cached(
-        Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE),
-        watcher::Config::default(),
-        without_managed_fields,
-    );
+    // One store of the Hubs both controllers read: the Hub controller's copy of the watch's
+    // events drives it, and the Spoke controller is woken by its own.
+    let (hubs, [hub_loop_hubs]) = hubs.copied();
+    let Share {
+        store: hubs,
+        events: hub_events,
+    } = hubs;
     // One store of the AddOn documents both controllers' passes read, and its events for each.
     let (documents, [hub_documents]) = documents.copied();
     let Share {
@@ -667,7 +672,7 @@ pub(crate) async fn run_sharing(
         // that set changes. One watch of the Hubs also keeps the store passes read them from
         // (a Hub's status names every spoke: read afresh by each pass, it cost the square of
         // the fleet).
-        .watches_stream(hub_events, move |hub: Hub| {
+        .watches_stream(hub_events.applied_objects(), move |hub: Hub| {
             hub_triggers.wakes(&hub, &spokes_of_hubs)
         })
         // The store passes read the AddOn documents from, too.
@@ -684,11 +689,8 @@ pub(crate) async fn run_sharing(
             ctx.clone(),
         )
         .for_each(ctx.errors.outcomes());
-    let hub_controller = cached_controller(
-        Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE),
-        watcher::Config::default(),
-        without_managed_fields,
-    );
+    let hub_controller =
+        Controller::for_stream(hub_loop_hubs.events.applied_objects(), hub_loop_hubs.store);
     let hubs = hub_controller.store();
     let hub_loop = hub_controller
         // A Spoke wakes its Hub's pass when what the pass reads of it changes (`hub_facts`),
@@ -829,6 +831,15 @@ pub(crate) fn cluster_kept(cluster: &mut ManagedCluster) {
 pub(crate) fn spoke_watch(client: Client) -> Share<Spoke> {
     share(
         Api::<Spoke>::namespaced(client, SYSTEM_NAMESPACE),
+        watcher::Config::default(),
+        without_managed_fields,
+    )
+}
+
+/// A watch of the Hubs for one loop, without their managed fields.
+pub(crate) fn hub_watch(client: Client) -> Share<Hub> {
+    share(
+        Api::<Hub>::namespaced(client, SYSTEM_NAMESPACE),
         watcher::Config::default(),
         without_managed_fields,
     )

@@ -94,10 +94,10 @@ async fn a_join_is_judged_from_the_hub_loops_watches_not_by_a_request_per_change
     );
 }
 
-/// A hub process's lifecycle reconciler and hub loops read the Spokes, ManagedClusters,
+/// A hub process's lifecycle reconciler and hub loops read the Spokes, Hubs, ManagedClusters,
 /// ManagedClusterAddOns and AddOn documents (ClusterManagementAddOns) from one watch and cache
-/// of each (issue 33): the Spokes were watched twice (a second copy of the fleet), the AddOn
-/// documents three times.
+/// of each (issue 33): the Spokes were watched three times (with a second copy of the fleet),
+/// the Hubs and the AddOn documents three times, the addons twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hub_process_watches_each_kind_its_reconciler_and_loops_read_once() {
     use fleetform::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
@@ -131,6 +131,7 @@ async fn a_hub_process_watches_each_kind_its_reconciler_and_loops_read_once() {
     let asked = hub.server.request_counts_of(&hub_process);
     for (group, resource) in [
         ("fleetform.io", "spokes"),
+        ("fleetform.io", "hubs"),
         ("cluster.open-cluster-management.io", "managedclusters"),
         ("addon.open-cluster-management.io", "managedclusteraddons"),
         (
