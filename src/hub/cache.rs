@@ -28,7 +28,7 @@ use crate::hub::acceptance::ANNOTATION_JOIN_USERS;
 use crate::hub::approval::registration_cluster;
 use crate::hub::signing::is_signed;
 
-use crate::reconciler::run::{Watches, addon_watch, cluster_watch, hub_watch};
+use crate::reconciler::run::{Watches, addon_watch, cluster_watch, document_watch, hub_watch};
 use crate::runtime::index::Index;
 use crate::runtime::watch::{Share, keep_only, share};
 pub(crate) use crate::runtime::watch::{cached_controller as controller, without_managed_fields};
@@ -113,12 +113,7 @@ impl LoopWatches {
             spoke_as_declared,
         )
         .copied();
-        let (signer, [registrations]) = share(
-            Api::all(client.clone()),
-            watcher::Config::default(),
-            without_managed_fields,
-        )
-        .copied();
+        let (signer, [registrations]) = document_watch(client.clone()).copied();
         LoopWatches {
             clusters: ClusterCache {
                 accept,
@@ -139,25 +134,12 @@ impl LoopWatches {
 /// two of every addon (140 MB of the hub's heap at 70,000 addons), three watches of the Spokes
 /// (two caches), three of the AddOn documents and of the Hubs.
 pub(crate) fn with_reconciler(client: &Client) -> (Watches, LoopWatches) {
-    let Watches {
-        clusters,
-        cluster_addons,
-        spokes,
-        hubs,
-        documents,
-    } = Watches::new(client);
-    let (clusters, [accept, expiry, approval]) = clusters.copied();
-    let (cluster_addons, [registrations_addons]) = cluster_addons.copied();
-    let (spokes, [approved, observed]) = spokes.copied();
-    let (documents, [signer, registrations]) = documents.copied();
-    let (hubs, [accepting]) = hubs.copied();
-    let reconciler = Watches {
-        clusters,
-        cluster_addons,
-        spokes,
-        hubs,
-        documents,
-    };
+    let mut reconciler = Watches::new(client);
+    let [accept, expiry, approval] = reconciler.clusters.copies();
+    let [approved, observed] = reconciler.spokes.copies();
+    let [signer, registrations] = reconciler.documents.copies();
+    let [registrations_addons] = reconciler.cluster_addons.copies();
+    let [accepting] = reconciler.hubs.copies();
     let loops = LoopWatches {
         clusters: ClusterCache {
             accept,

@@ -585,8 +585,8 @@ pub(crate) fn spoke_url<'a>(reached_url: Option<&'a str>, endpoint: &'a HubEndpo
 /// What a read of the spoke found depends on, besides the spoke itself: the agent Deployment
 /// wanted there (its [`agent_deployment_digest`]), where agents reach the hub, the spoke's
 /// cluster (which one, whether it joined and is Available: an agent that stopped shows there
-/// first), and what the agent last reported of its Deployment, version and configuration. A change of any makes a read that
-/// found the agent settled stand for nothing.
+/// first), and what the agent last reported of its Deployment, version and configuration. A
+/// change of any makes a read that found the agent settled stand for nothing.
 fn read_depends_on(
     spoke: &Spoke,
     cluster: Option<&ManagedCluster>,

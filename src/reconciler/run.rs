@@ -528,8 +528,8 @@ pub(crate) async fn run_sharing(
         clusters,
         cluster_addons,
         spokes,
-        hubs,
-        documents,
+        mut hubs,
+        mut documents,
     } = watches;
     let Share {
         store: cluster_addons,
@@ -568,13 +568,13 @@ pub(crate) async fn run_sharing(
     let rollout_metrics = config.metrics.rollout.clone();
     // One store of the Hubs both controllers read: the Hub controller's copy of the watch's
     // events drives it, and the Spoke controller is woken by its own.
-    let (hubs, [hub_loop_hubs]) = hubs.copied();
+    let [hub_loop_hubs] = hubs.copies();
     let Share {
         store: hubs,
         events: hub_events,
     } = hubs;
     // One store of the AddOn documents both controllers' passes read, and its events for each.
-    let (documents, [hub_documents]) = documents.copied();
+    let [hub_documents] = documents.copies();
     let Share {
         store: addons,
         events: addon_events,

@@ -278,18 +278,21 @@ where
     /// This share, and `N` more of the same watch and store ([`copied`]): this one polls the
     /// watch and reports its errors. Every share is to be taken before any is polled (a later
     /// one would miss the first list).
-    pub fn copied<const N: usize>(self) -> (Share<K>, [Share<K>; N]) {
-        let (first, copies) = copied(self.events);
-        let store = self.store;
-        let copies = copies.map(|events| Share {
-            store: store.clone(),
+    pub fn copied<const N: usize>(mut self) -> (Share<K>, [Share<K>; N]) {
+        let copies = self.copies();
+        (self, copies)
+    }
+
+    /// `N` more shares of this one's watch and store ([`Share::copied`]), this one polling the
+    /// watch from now on.
+    pub fn copies<const N: usize>(&mut self) -> [Share<K>; N] {
+        let events = std::mem::replace(&mut self.events, futures::stream::empty().boxed());
+        let (first, copies) = copied(events);
+        self.events = first.boxed();
+        copies.map(|events| Share {
+            store: self.store.clone(),
             events: events.boxed(),
-        });
-        let first = Share {
-            store,
-            events: first.boxed(),
-        };
-        (first, copies)
+        })
     }
 }
 
