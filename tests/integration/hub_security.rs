@@ -413,15 +413,23 @@ async fn a_cluster_not_in_git_joins_once_a_person_allowed_to_accept_it_does_and_
 
     // A person allowed to accept does, as `clusteradm accept` does: the registration approved,
     // hubAcceptsClient set.
-    let alice = person(&hub, "alice", accept_rules()).await;
-    let csrs: Api<CertificateSigningRequest> = Api::all(alice.clone());
-    let requests = wait_for_list(
-        csrs.clone(),
-        Some(&format!("{LABEL_CLUSTER_NAME}=stranger")),
+    // The test waits for the request by watch as the hub's admin; alice, like `clusteradm
+    // accept`, may only list the requests, not watch them.
+    let stranger_request = format!("{LABEL_CLUSTER_NAME}=stranger");
+    wait_for_list(
+        Api::<CertificateSigningRequest>::all(hub.client.clone()),
+        Some(&stranger_request),
         "the stranger's registration request",
         |csrs| !csrs.is_empty(),
     )
     .await;
+    let alice = person(&hub, "alice", accept_rules()).await;
+    let csrs: Api<CertificateSigningRequest> = Api::all(alice.clone());
+    let requests = csrs
+        .list(&ListParams::default().labels(&stranger_request))
+        .await
+        .unwrap()
+        .items;
     let mut approved = requests[0].clone();
     approved.status.get_or_insert_default().conditions = Some(vec![
         serde_json::from_value(
