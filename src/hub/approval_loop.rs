@@ -15,7 +15,6 @@
 
 use std::sync::Arc;
 
-use futures::TryStreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestCondition,
@@ -25,8 +24,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher::{self, watcher};
+use kube::runtime::reflector::Store;
 use kube::{Api, ResourceExt};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, instrument};
@@ -46,7 +44,7 @@ use crate::api::fleet::{Hub, SYSTEM_NAMESPACE, Spoke};
 use crate::api::vocabulary::LABEL_CLUSTER_NAME;
 use crate::runtime::error::KubeError;
 use crate::runtime::index::Index;
-use crate::runtime::watch::{BackingOff, cached_or_read};
+use crate::runtime::watch::cached_or_read;
 
 /// What the approval loop reads what the hub knows of a spoke from: the caches of the watches
 /// that wake it (each store takes an event before the event wakes the CSRs it concerns, so a
@@ -70,37 +68,23 @@ pub(crate) async fn run(
     csr_cache: cache::CsrLoop,
     by_cluster: cache::CsrsByCluster,
     spokes: SpokeCache,
+    identities: cache::IdentityCache,
     shutdown: CancellationToken,
 ) {
     let errors = ctx.error_policy("CSR approval loop");
-    let client = ctx.client.clone();
     // The CSRs naming a cluster are judged again when what the hub knows of it changes.
     let store = csr_cache.store;
     let changes = csr_cache.events.applied_objects();
     let clusters = cluster_cache.store;
     let cluster_changes = cluster_cache.events.touched_objects();
-    // The accept loop records there whom it bound.
-    let (namespaces, namespaces_writer) = reflector::store();
-    let namespace_changes = watcher(
-        Api::<Namespace>::all(client.clone()),
-        watcher::Config::default().labels(LABEL_CLUSTER_NAME),
-    )
-    .backing_off()
-    .modify(cache::namespace_as_recorded)
-    .reflect(namespaces_writer)
-    .touched_objects();
-    let tokens_by_cluster = Index::new(token_cluster);
-    let tokens_indexed = tokens_by_cluster.clone();
-    let (tokens, tokens_writer) = reflector::store();
-    let token_changes = watcher(
-        Api::<Secret>::namespaced(client, BOOTSTRAP_TOKEN_NAMESPACE),
-        watcher::Config::default().labels(LABEL_CLUSTER_NAME),
-    )
-    .backing_off()
-    .modify(cache::token_as_identified)
-    .inspect_ok(move |event| tokens_indexed.observe(event))
-    .reflect(tokens_writer)
-    .touched_objects();
+    // The accept loop records in the cluster namespaces whom it bound.
+    let cache::IdentityCache {
+        namespaces,
+        tokens,
+        tokens_by_cluster,
+    } = identities;
+    let namespace_changes = namespaces.events.touched_objects();
+    let token_changes = tokens.events.touched_objects();
     let (by_spoke, by_managed_cluster, by_namespace) =
         (by_cluster.clone(), by_cluster.clone(), by_cluster.clone());
     let controller = Controller::for_stream(changes, store)
@@ -122,8 +106,8 @@ pub(crate) async fn run(
         hub: ctx,
         spokes: spokes.store,
         clusters,
-        namespaces,
-        tokens,
+        namespaces: namespaces.store,
+        tokens: tokens.store,
         tokens_by_cluster,
     });
     errors

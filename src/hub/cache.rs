@@ -28,7 +28,9 @@ use crate::hub::acceptance::ANNOTATION_JOIN_USERS;
 use crate::hub::approval::registration_cluster;
 use crate::hub::signing::is_signed;
 
-use crate::reconciler::run::{Watches, addon_watch, cluster_watch, document_watch, hub_watch};
+use crate::reconciler::run::{
+    Watches, addon_watch, cluster_watch, document_watch, hub_watch, namespace_watch, token_watch,
+};
 use crate::runtime::index::Index;
 use crate::runtime::watch::{Share, keep_only, share};
 pub(crate) use crate::runtime::watch::{cached_controller as controller, without_managed_fields};
@@ -99,6 +101,17 @@ pub(crate) struct LoopWatches {
     pub documents: (DocumentLoop, DocumentLoop),
     /// The accept loop's (a Hub's auto-approval users).
     pub hubs: Share<Hub>,
+    /// The approval loop's.
+    pub identities: IdentityCache,
+}
+
+/// What the approval loop judges a registration by beyond the cluster and its CSRs: the
+/// cluster namespaces, where the accept loop records whom a join bound ([`namespace_as_recorded`]),
+/// and the spokes' bootstrap tokens, with which of them are each cluster's.
+pub(crate) struct IdentityCache {
+    pub namespaces: Share<Namespace>,
+    pub tokens: Share<Secret>,
+    pub tokens_by_cluster: Index<Secret>,
 }
 
 impl LoopWatches {
@@ -114,6 +127,7 @@ impl LoopWatches {
         )
         .copied();
         let (signer, [registrations]) = document_watch(client.clone()).copied();
+        let (tokens, tokens_by_cluster) = token_watch(client.clone(), token_as_identified);
         LoopWatches {
             clusters: ClusterCache {
                 accept,
@@ -124,6 +138,11 @@ impl LoopWatches {
             spokes: (approved, observed),
             documents: (signer, registrations),
             hubs: hub_watch(client.clone()),
+            identities: IdentityCache {
+                namespaces: namespace_watch(client.clone(), namespace_as_recorded),
+                tokens,
+                tokens_by_cluster,
+            },
         }
     }
 }
@@ -132,14 +151,17 @@ impl LoopWatches {
 /// process: the reconciler's shares, which poll the watches (it runs whether or not the hub
 /// loops find their CRDs), and the hub loops'. Each loop kept a watch and a copy of its own:
 /// two of every addon (140 MB of the hub's heap at 70,000 addons), three watches of the Spokes
-/// (two caches), three of the AddOn documents and of the Hubs.
+/// (two caches), three of the AddOn documents and of the Hubs, two of the bootstrap tokens and
+/// of the cluster namespaces.
 pub(crate) fn with_reconciler(client: &Client) -> (Watches, LoopWatches) {
-    let mut reconciler = Watches::new(client);
+    let mut reconciler = Watches::keeping_namespaces(client, namespace_as_recorded);
     let [accept, expiry, approval] = reconciler.clusters.copies();
     let [approved, observed] = reconciler.spokes.copies();
     let [signer, registrations] = reconciler.documents.copies();
     let [registrations_addons] = reconciler.cluster_addons.copies();
     let [accepting] = reconciler.hubs.copies();
+    let [namespaces] = reconciler.namespaces.copies();
+    let [tokens] = reconciler.tokens.copies();
     let loops = LoopWatches {
         clusters: ClusterCache {
             accept,
@@ -150,13 +172,19 @@ pub(crate) fn with_reconciler(client: &Client) -> (Watches, LoopWatches) {
         spokes: (approved, observed),
         documents: (signer, registrations),
         hubs: accepting,
+        identities: IdentityCache {
+            namespaces,
+            tokens,
+            tokens_by_cluster: reconciler.tokens_by_cluster.clone(),
+        },
     };
     (reconciler, loops)
 }
 
 /// A cluster namespace as the approval loop reads it: its name and the accept loop's record
-/// of whom it bound (its join-users annotation); every other annotation, its labels, managed
-/// fields, spec and status are cut.
+/// of whom it bound (its join-users annotation), and whether it is being deleted (what the
+/// reconciler reads of it, [`crate::reconciler::run::namespace_kept`]); every other annotation,
+/// its labels, managed fields, spec and status are cut.
 pub(crate) fn namespace_as_recorded(namespace: &mut Namespace) {
     let meta = &mut namespace.metadata;
     meta.managed_fields = None;
@@ -166,9 +194,10 @@ pub(crate) fn namespace_as_recorded(namespace: &mut Namespace) {
     namespace.status = None;
 }
 
-/// A bootstrap token Secret as the approval loop reads it: its labels (the cluster it is of),
-/// type and token id. Its secret and expiration, and its managed fields, are cut: the loop
-/// needs only to know whose token a request was made with.
+/// A bootstrap token Secret as the approval loop reads it when it has the watch to itself: its
+/// labels (the cluster it is of), type and token id. Its secret and expiration, and its managed
+/// fields, are cut: the loop needs only to know whose token a request was made with (in a hub
+/// process the reconciler's cache keeps the rest, which it renews and hands out).
 pub(crate) fn token_as_identified(token: &mut Secret) {
     token.metadata.managed_fields = None;
     token.metadata.annotations = None;
@@ -391,17 +420,33 @@ mod tests {
 
     #[test]
     fn the_approval_loop_keeps_what_it_judges_a_spoke_by() {
-        let mut namespace: Namespace = serde_json::from_value(json!({
+        let terminating: Namespace = serde_json::from_value(json!({
             "metadata": {"name": "spoke-1", "labels": {"l": "v"},
+                "deletionTimestamp": "2026-11-29T10:00:00Z",
                 "annotations": {ANNOTATION_JOIN_USERS: "record", "other": "x"}},
+            "status": {"phase": "Terminating"},
         }))
         .unwrap();
+        let mut namespace = terminating.clone();
         namespace_as_recorded(&mut namespace);
         assert_eq!(
             namespace.metadata.annotations,
             Some([(ANNOTATION_JOIN_USERS.to_string(), "record".to_string())].into())
         );
         assert_eq!(namespace.metadata.labels, None);
+        // The reconciler, which shares this cache in a hub process, is woken by a deletion.
+        let mut kept = terminating.clone();
+        crate::reconciler::run::namespace_kept(&mut kept);
+        for cut in [&namespace, &kept] {
+            assert_eq!(
+                (&cut.metadata.name, &cut.metadata.deletion_timestamp),
+                (
+                    &terminating.metadata.name,
+                    &terminating.metadata.deletion_timestamp
+                )
+            );
+            assert_eq!(cut.status, None);
+        }
 
         let mut token: Secret = serde_json::from_value(json!({
             "metadata": {"name": "bootstrap-token-abcdef", "namespace": "kube-system",

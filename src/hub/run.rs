@@ -144,6 +144,7 @@ pub(crate) async fn start_sharing(
         spokes: (approved_spokes, observed_spokes),
         documents: (signer_documents, registration_documents),
         hubs,
+        identities,
     } = watches;
     let ctx = Arc::new(Context {
         client: config.client,
@@ -226,6 +227,7 @@ pub(crate) async fn start_sharing(
                 csrs.approval,
                 csrs.by_cluster,
                 spoke_cache,
+                identities,
                 shutdown.clone(),
             )));
         }

@@ -27,8 +27,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action as Requeue, Controller};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::watcher::{self, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -64,8 +64,7 @@ use crate::runtime::finalizers::{delete_if_present, set_finalizer, set_finalizer
 use crate::runtime::index::{self, Index};
 use crate::runtime::metrics::ControllerMetrics;
 use crate::runtime::watch::{
-    BackingOff, Share, backing_off, cached_or_read, fact_changes, has_listed, share, tee,
-    without_managed_fields,
+    Share, cached_or_read, fact_changes, has_listed, share, tee, without_managed_fields,
 };
 
 /// Field manager of the reconciler's writes.
@@ -497,17 +496,32 @@ pub(crate) struct Watches {
     pub hubs: Share<Hub>,
     /// The ClusterManagementAddOns, carrying fleetform's AddOn documents.
     pub documents: Share<ClusterManagementAddOn>,
+    /// The spokes' bootstrap token Secrets ([`token_watch`]), and which are each cluster's.
+    pub tokens: Share<Secret>,
+    pub tokens_by_cluster: Index<Secret>,
+    /// The cluster namespaces (those labelled with their cluster's name).
+    pub namespaces: Share<Namespace>,
 }
 
 impl Watches {
     /// Watches of each kind the reconciler reads, its own.
     pub(crate) fn new(client: &Client) -> Self {
+        Self::keeping_namespaces(client, namespace_kept)
+    }
+
+    /// [`Watches::new`], its cache of the cluster namespaces keeping what `cut` leaves (at
+    /// least what [`namespace_kept`] does): for whoever else reads that cache.
+    pub(crate) fn keeping_namespaces(client: &Client, cut: fn(&mut Namespace)) -> Self {
+        let (tokens, tokens_by_cluster) = token_watch(client.clone(), without_managed_fields);
         Watches {
             clusters: cluster_watch(client.clone()),
             cluster_addons: addon_watch(client.clone()),
             spokes: spoke_watch(client.clone()),
             hubs: hub_watch(client.clone()),
             documents: document_watch(client.clone()),
+            tokens,
+            tokens_by_cluster,
+            namespaces: namespace_watch(client.clone(), cut),
         }
     }
 }
@@ -530,6 +544,9 @@ pub(crate) async fn run_sharing(
         spokes,
         mut hubs,
         mut documents,
+        tokens,
+        tokens_by_cluster,
+        namespaces,
     } = watches;
     let Share {
         store: cluster_addons,
@@ -587,9 +604,10 @@ pub(crate) async fn run_sharing(
     let echoes = cluster_writes.clone();
     let addons_by_cluster = Index::new(index::namespace::<ManagedClusterAddOn>);
     let addons_indexed = addons_by_cluster.clone();
-    let (tokens, tokens_writer) = reflector::store();
-    let tokens_by_cluster = Index::new(token_cluster);
-    let tokens_indexed = tokens_by_cluster.clone();
+    let Share {
+        store: tokens,
+        events: token_events,
+    } = tokens;
     let ctx = Arc::new(Context {
         hubs,
         addons,
@@ -638,30 +656,13 @@ pub(crate) async fn run_sharing(
         // A spoke's bootstrap tokens: a pass reads them from this watch's store, and one made or
         // deleted wakes the spoke's pass (which deletes them once the spoke holds its
         // certificate, whenever the store shows them).
-        .watches_stream(
-            watcher(
-                Api::<Secret>::namespaced(client.clone(), BOOTSTRAP_TOKEN_NAMESPACE),
-                watcher::Config::default().labels(LABEL_CLUSTER_NAME),
-            )
-            .backing_off()
-            .modify(without_managed_fields)
-            .inspect_ok(move |event| tokens_indexed.observe(event))
-            .reflect(tokens_writer)
-            .touched_objects(),
-            |token| {
-                token_cluster(&token)
-                    .map(|cluster| ObjectRef::new(cluster).within(SYSTEM_NAMESPACE))
-            },
-        )
+        .watches_stream(token_events.touched_objects(), |token| {
+            token_cluster(&token).map(|cluster| ObjectRef::new(cluster).within(SYSTEM_NAMESPACE))
+        })
         // An unjoin waits for the cluster's namespace to finish terminating: each step of its
         // deletion (the namespace controller's conditions, its end) wakes the Spoke's pass.
         .watches_stream(
-            backing_off(watcher(
-                Api::<Namespace>::all(client.clone()),
-                watcher::Config::default().labels(LABEL_CLUSTER_NAME),
-            ))
-            .touched_objects()
-            .try_filter(|namespace| {
+            namespaces.events.touched_objects().try_filter(|namespace| {
                 std::future::ready(namespace.metadata.deletion_timestamp.is_some())
             }),
             |namespace| Some(ObjectRef::new(&namespace.name_any()).within(SYSTEM_NAMESPACE)),
@@ -853,6 +854,44 @@ pub(crate) fn document_watch(client: Client) -> Share<ClusterManagementAddOn> {
         watcher::Config::default(),
         without_managed_fields,
     )
+}
+
+/// A watch of the spokes' bootstrap token Secrets (those labelled with their cluster's name),
+/// each cut by `cut`, and an index of them by cluster fed as the watch is polled.
+pub(crate) fn token_watch(client: Client, cut: fn(&mut Secret)) -> (Share<Secret>, Index<Secret>) {
+    let by_cluster = Index::new(token_cluster);
+    let observer = by_cluster.clone();
+    let Share { store, events } = share(
+        Api::<Secret>::namespaced(client, BOOTSTRAP_TOKEN_NAMESPACE),
+        watcher::Config::default().labels(LABEL_CLUSTER_NAME),
+        cut,
+    );
+    let events = events
+        .inspect_ok(move |event| observer.observe(event))
+        .boxed();
+    (Share { store, events }, by_cluster)
+}
+
+/// A watch of the cluster namespaces (those labelled with their cluster's name), each cut by
+/// `cut`.
+pub(crate) fn namespace_watch(client: Client, cut: fn(&mut Namespace)) -> Share<Namespace> {
+    share(
+        Api::<Namespace>::all(client),
+        watcher::Config::default().labels(LABEL_CLUSTER_NAME),
+        cut,
+    )
+}
+
+/// Cuts a cluster namespace to what wakes a pass on it: which it is and whether it is being
+/// deleted (a pass reads the rest afresh). Its labels, annotations, managed fields, spec and
+/// status are cut.
+pub(crate) fn namespace_kept(namespace: &mut Namespace) {
+    let meta = &mut namespace.metadata;
+    meta.managed_fields = None;
+    meta.labels = None;
+    meta.annotations = None;
+    namespace.spec = None;
+    namespace.status = None;
 }
 
 /// A watch of the hub's ManagedClusters for one loop, cut by [`cluster_kept`].

@@ -254,7 +254,7 @@ where
 {
     let (reader, writer) = reflector::store();
     let events = watcher(api, config)
-        .default_backoff()
+        .backing_off()
         .modify(cut)
         .reflect(writer);
     (reader, events)

@@ -138,6 +138,9 @@ async fn a_hub_process_watches_each_kind_its_reconciler_and_loops_read_once() {
             "addon.open-cluster-management.io",
             "clustermanagementaddons",
         ),
+        // The bootstrap tokens and the cluster namespaces.
+        ("", "secrets"),
+        ("", "namespaces"),
     ] {
         assert_eq!(
             requests(&asked, Verb::Watch, group, resource),
