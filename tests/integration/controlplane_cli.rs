@@ -1,7 +1,6 @@
 //! `fleetform controlplane` as a user runs it: it serves, writes a private kubeconfig that
 //! kube-rs uses unchanged, keeps what it was told across a restart in an owner-only data
-//! directory (refusing one that others may read), stops cleanly on SIGTERM, and (as every
-//! fleetform process) runs without transparent huge pages.
+//! directory (refusing one that others may read), and stops cleanly on SIGTERM.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
@@ -118,19 +117,6 @@ async fn controlplane_serves_kube_clients_persists_and_stops_on_sigterm() {
         .await
         .unwrap();
     assert!(status.success(), "{status:?}");
-}
-
-#[test]
-fn a_fleetform_process_runs_without_transparent_huge_pages() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(&dir.path().join("data"), &dir.path().join("kubeconfig"));
-    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
-    let thp = status
-        .lines()
-        .find(|line| line.starts_with("THP_enabled:"))
-        .unwrap_or_else(|| panic!("the kernel reports no THP_enabled: {status}"));
-    // Huge pages counted whole in its RSS, however little of each was in use.
-    assert_eq!(thp.split_whitespace().nth(1), Some("0"), "{thp}");
 }
 
 fn mode(path: &Path) -> u32 {

@@ -120,6 +120,19 @@ fn fleetform(args: &[&str], kubeconfig: &Path) -> Child {
         .expect("start fleetform")
 }
 
+/// Whether the kernel may back `process`'s memory with transparent huge pages (its status's
+/// `THP_enabled`).
+fn thp_enabled(process: &Child) -> String {
+    let pid = process.id().expect("the process runs");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("THP_enabled:"))
+        .unwrap_or_else(|| panic!("the kernel reports no THP_enabled: {status}"))
+        .trim()
+        .to_string()
+}
+
 /// Plays kubelet for the agent Deployments of one spoke: runs each as a `fleetform agent`
 /// process with its container's arguments and environment, as its pod's ServiceAccount,
 /// restarting it when the template changes (its pods' readiness: [`pod_readiness`]).
@@ -378,8 +391,8 @@ async fn every_component_in_its_own_process_with_its_production_identity() {
         fleetform::deploy::HUB_SERVICE_ACCOUNT_NAMESPACE,
         fleetform::deploy::HUB_SERVICE_ACCOUNT,
     );
-    let _hub_loops = fleetform(&["hub", "--metrics-addr", "127.0.0.1:0"], &hub_identity);
-    let _sync = fleetform(
+    let hub_loops = fleetform(&["hub", "--metrics-addr", "127.0.0.1:0"], &hub_identity);
+    let sync = fleetform(
         &[
             "sync",
             "--metrics-addr",
@@ -406,6 +419,12 @@ async fn every_component_in_its_own_process_with_its_production_identity() {
             joined_and_available,
         )
         .await;
+    }
+
+    // The hub and the sync (which have run by now) keep no transparent huge pages, counted
+    // whole in the RSS their pods are sized on.
+    for process in [&hub_loops, &sync] {
+        assert_eq!(thp_enabled(process), "0");
     }
 
     // An addon: once its deployer made its namespace, the agent gets its certificate.
