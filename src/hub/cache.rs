@@ -9,8 +9,8 @@
 //! The cut must keep every field a loop's predicates, mappers and reconciles read: a field cut
 //! here reads as absent there.
 
+use futures::StreamExt;
 use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -243,17 +243,13 @@ pub(crate) struct CsrCache {
 
 /// A [`CsrCache`] of the CSRs of `client`'s hub.
 pub(crate) fn registration_csrs(client: Client) -> CsrCache {
-    let by_cluster = csrs_by_cluster();
-    let observer = by_cluster.clone();
-    let Share { store, events } = crate::runtime::watch::share(
+    let (share, by_cluster) = crate::runtime::index::share_indexed(
         Api::<CertificateSigningRequest>::all(client),
         watcher::Config::default().labels(LABEL_CLUSTER_NAME),
         csr_as_asked,
+        registration_cluster,
     );
-    let events = events
-        .inspect_ok(move |event| observer.observe(event))
-        .boxed();
-    let (accept, [approval]) = Share { store, events }.copied();
+    let (accept, [approval]) = share.copied();
     CsrCache {
         accept,
         approval,
@@ -273,11 +269,6 @@ pub(crate) fn csr_as_signed(csr: &mut CertificateSigningRequest) {
 /// The registration CSRs of each cluster (by the cluster-name label), kept beside a cache of
 /// CSRs as its watch delivers them (see [`Index`]).
 pub(crate) type CsrsByCluster = Index<CertificateSigningRequest>;
-
-/// An empty [`CsrsByCluster`].
-pub(crate) fn csrs_by_cluster() -> CsrsByCluster {
-    Index::new(registration_cluster)
-}
 
 #[cfg(test)]
 mod tests {

@@ -859,17 +859,12 @@ pub(crate) fn document_watch(client: Client) -> Share<ClusterManagementAddOn> {
 /// A watch of the spokes' bootstrap token Secrets (those labelled with their cluster's name),
 /// each cut by `cut`, and an index of them by cluster fed as the watch is polled.
 pub(crate) fn token_watch(client: Client, cut: fn(&mut Secret)) -> (Share<Secret>, Index<Secret>) {
-    let by_cluster = Index::new(token_cluster);
-    let observer = by_cluster.clone();
-    let Share { store, events } = share(
+    index::share_indexed(
         Api::<Secret>::namespaced(client, BOOTSTRAP_TOKEN_NAMESPACE),
         watcher::Config::default().labels(LABEL_CLUSTER_NAME),
         cut,
-    );
-    let events = events
-        .inspect_ok(move |event| observer.observe(event))
-        .boxed();
-    (Share { store, events }, by_cluster)
+        token_cluster,
+    )
 }
 
 /// A watch of the cluster namespaces (those labelled with their cluster's name), each cut by

@@ -10,9 +10,13 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use kube::Resource;
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use futures::{StreamExt, TryStreamExt};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+
+use super::watch::{BackingOff, Share};
 
 /// An object's place in the index: namespace and name.
 type Entry = (Option<String>, String);
@@ -139,6 +143,33 @@ where
                 .collect()
         })
     }
+}
+
+/// A watch of `api`'s objects that `config` selects, each cut by `cut`, as one loop's [`Share`]
+/// ([`super::watch::share`]), and an index of them by `key` kept as the watch is polled. The
+/// index takes each event before the store does: a reader that finds the store listed finds the
+/// index listed too (the other way round, a cluster's objects read as none for a moment after
+/// each list).
+pub fn share_indexed<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    cut: fn(&mut K),
+    key: fn(&K) -> Option<&str>,
+) -> (Share<K>, Index<K>)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Default + Eq + std::hash::Hash + Unpin,
+{
+    let index = Index::new(key);
+    let observer = index.clone();
+    let (store, writer) = reflector::store();
+    let events = kube::runtime::watcher(api, config)
+        .backing_off()
+        .modify(cut)
+        .inspect_ok(move |event| observer.observe(event))
+        .reflect(writer)
+        .boxed();
+    (Share { store, events }, index)
 }
 
 /// The namespace of a namespaced object: the key of an index of a namespace's objects.
