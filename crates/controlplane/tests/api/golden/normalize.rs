@@ -166,3 +166,121 @@ fn age_cells(table: &mut serde_json::Map<String, Value>) {
         }
     }
 }
+
+/// The entries of every `managedFields` in `v` (an array, or an object quoted in a message)
+/// with the same operation put in the order of their managers. kube-apiserver orders them by
+/// operation, then time in seconds, then manager; the corpus hides the times, so two entries of
+/// one operation are in either order as their writes fell in one second or two (a replay's
+/// seldom fall as the recording's did). Applied to both sides of a comparison.
+pub fn same_operation_in_any_order(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            for (key, item) in map.iter_mut() {
+                match item {
+                    Value::Array(entries) if key == "managedFields" => {
+                        entries.sort_by_cached_key(|entry| {
+                            let field =
+                                |name: &str| entry[name].as_str().unwrap_or_default().to_string();
+                            (field("operation"), field("manager"))
+                        })
+                    }
+                    _ => same_operation_in_any_order(item),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(same_operation_in_any_order),
+        Value::String(s) if s.contains(QUOTED_MANAGED_FIELDS) => *s = quoted_in_any_order(s),
+        _ => {}
+    }
+}
+
+/// How a message quotes an object's managed fields.
+const QUOTED_MANAGED_FIELDS: &str = r#"\"managedFields\":["#;
+
+static QUOTED_ENTRY_KEYS: LazyLock<Regex> =
+    LazyLock::new(|| re(r#"\\"manager\\":\\"([^\\]*)\\",\\"operation\\":\\"([^\\]*)\\""#));
+
+/// [`same_operation_in_any_order`] for the objects `text` quotes: each `managedFields` array's
+/// top-level entries (found by their braces) sorted by operation and manager.
+fn quoted_in_any_order(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(QUOTED_MANAGED_FIELDS) {
+        let start = at + QUOTED_MANAGED_FIELDS.len();
+        out.push_str(&rest[..start]);
+        rest = &rest[start..];
+        let (mut entries, mut depth, mut from) = (Vec::new(), 0usize, 0usize);
+        let mut end = rest.len();
+        for (i, c) in rest.char_indices() {
+            match c {
+                '{' => {
+                    if depth == 0 {
+                        from = i;
+                    }
+                    depth += 1;
+                }
+                '}' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        entries.push(&rest[from..=i]);
+                    }
+                }
+                ']' if depth == 0 => {
+                    end = i;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        entries.sort_by_cached_key(|entry| {
+            QUOTED_ENTRY_KEYS
+                .captures(entry)
+                .map(|keys| (keys[2].to_string(), keys[1].to_string()))
+                .unwrap_or_default()
+        });
+        out.push_str(&entries.join(","));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn entries_of_one_operation_compare_in_either_order_quoted_or_not() {
+    let entry = |manager: &str, operation: &str| {
+        format!(
+            r#"{{\"manager\":\"{manager}\",\"operation\":\"{operation}\",\"time\":\"<time>\",\"fieldsV1\":{{\"f:data\":{{\"f:{manager}\":{{}}}}}}}}"#
+        )
+    };
+    let message = |entries: [String; 3]| {
+        Value::from(format!(
+            r#"Invalid value: "{{\"metadata\":{{\"name\":\"ssa\",\"managedFields\":[{}]}}}}": strict decoding error"#,
+            entries.join(",")
+        ))
+    };
+    let (alice, bob, carol) = (
+        entry("alice", "Apply"),
+        entry("bob", "Apply"),
+        entry("carol", "Update"),
+    );
+    let mut recorded = message([alice.clone(), bob.clone(), carol.clone()]);
+    let mut replayed = message([bob, alice, carol]);
+    assert_ne!(recorded, replayed);
+    same_operation_in_any_order(&mut recorded);
+    same_operation_in_any_order(&mut replayed);
+    assert_eq!(recorded, replayed);
+
+    let object = |managers: [(&str, &str); 3]| {
+        let entries: Vec<Value> = managers
+            .iter()
+            .map(|(manager, operation)| serde_json::json!({"manager": manager, "operation": operation}))
+            .collect();
+        serde_json::json!({"metadata": {"managedFields": entries}})
+    };
+    let mut recorded = object([("unknown", "Update"), ("kcm", "Update"), ("alice", "Apply")]);
+    let mut replayed = object([("alice", "Apply"), ("kcm", "Update"), ("unknown", "Update")]);
+    same_operation_in_any_order(&mut recorded);
+    same_operation_in_any_order(&mut replayed);
+    assert_eq!(recorded, replayed);
+    assert_eq!(recorded["metadata"]["managedFields"][0]["manager"], "alice");
+}
