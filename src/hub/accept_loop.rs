@@ -27,7 +27,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates};
@@ -58,7 +58,7 @@ use crate::reconciler::install::{agent_hub_role_binding, agent_hub_role_name};
 use crate::runtime::conditions::set_conditions_once_from;
 use crate::runtime::controller::refs_where;
 use crate::runtime::error::{Category, KubeError, is_conflict, is_forbidden, is_not_found};
-use crate::runtime::watch::{Share, has_listed};
+use crate::runtime::watch::Share;
 
 /// What the accept loop keeps besides the hub loops' context.
 struct AcceptContext {
@@ -73,9 +73,6 @@ struct AcceptContext {
     /// The Hubs, as the watch that wakes this loop on them keeps them, where fleetform's CRDs
     /// are installed.
     hubs: Option<Store<Hub>>,
-    /// fleetform's CRDs (Hub, Spoke) are installed: clusters can be declared, and agents get
-    /// their Spoke's RBAC in `fleetform-system`.
-    fleet_crds: bool,
     events: Reporter,
     /// Clusters (by uid, whether `hubAcceptsClient` was set, and why) already reported as not
     /// in git, so each is reported once: when it asks, if someone sets `hubAcceptsClient`, and
@@ -126,7 +123,6 @@ pub(crate) async fn run(
     fleet: Option<Fleet>,
     shutdown: CancellationToken,
 ) {
-    let fleet_crds = fleet.is_some();
     let errors = ctx.error_policy("accept loop");
     let client = ctx.client.clone();
     let csrs = csr_cache.store;
@@ -164,7 +160,6 @@ pub(crate) async fn run(
         csrs_by_cluster,
         spokes,
         hubs,
-        fleet_crds,
         events: Reporter::new(client, FIELD_MANAGER, "accept-loop"),
         reported: Mutex::default(),
         registration_role: tokio::sync::Mutex::new(None),
@@ -284,7 +279,7 @@ async fn reconcile(
 /// declared, and a "no" can refuse the cluster or accept it as not in git. This loop is not
 /// woken by Spokes: the reconciler's writes to the ManagedCluster of a Spoke declared later do.
 async fn declared(ctx: &AcceptContext, name: &str) -> Result<bool, HubError> {
-    if !ctx.fleet_crds {
+    if !ctx.fleet_crds() {
         return Ok(false);
     }
     if let Some(spokes) = &ctx.spokes
@@ -309,26 +304,10 @@ async fn declared(ctx: &AcceptContext, name: &str) -> Result<bool, HubError> {
 /// Whether a user a Hub's `registration.autoApproval.users` lists requested a registration CSR
 /// of the cluster `name`.
 async fn auto_approved(ctx: &AcceptContext, name: &str) -> Result<bool, HubError> {
-    if !ctx.fleet_crds {
+    let Some(hubs) = &ctx.hubs else {
         return Ok(false);
-    }
-    // From the store once its watch has listed them, listed until then.
-    let hubs: Vec<Arc<Hub>> = match &ctx.hubs {
-        Some(hubs) if has_listed(hubs) => hubs.state(),
-        _ => Api::<Hub>::namespaced(ctx.hub.client.clone(), SYSTEM_NAMESPACE)
-            .list(&ListParams::default())
-            .await
-            .map_err(KubeError::on(format!("Hubs in {SYSTEM_NAMESPACE}"), "list"))?
-            .items
-            .into_iter()
-            .map(Arc::new)
-            .collect(),
     };
-    let users: Vec<String> = hubs
-        .iter()
-        .filter_map(|hub| hub.spec.registration.auto_approval.as_ref())
-        .flat_map(|approval| approval.users.iter().cloned())
-        .collect();
+    let users = cache::auto_approval_users(hubs, &ctx.hub.client).await?;
     Ok(!users.is_empty()
         && ctx
             .csrs_by_cluster
@@ -545,7 +524,7 @@ async fn accept(ctx: &AcceptContext, managed_cluster: &ManagedCluster) -> Result
             _ => bind_registration_role(client, cluster, &name, object).await?,
         }
     }
-    if ctx.fleet_crds {
+    if ctx.fleet_crds() {
         bind_spoke_role(ctx, cluster, &users, owner).await?;
     }
     let annotation = record.to_annotation();
@@ -568,6 +547,12 @@ async fn accept(ctx: &AcceptContext, managed_cluster: &ManagedCluster) -> Result
 }
 
 impl AcceptContext {
+    /// fleetform's CRDs (Hub, Spoke) are installed: clusters can be declared, and agents get
+    /// their Spoke's RBAC in `fleetform-system`.
+    fn fleet_crds(&self) -> bool {
+        self.spokes.is_some()
+    }
+
     fn written(&self) -> std::sync::MutexGuard<'_, HashMap<String, Written>> {
         self.written
             .lock()
@@ -787,7 +772,7 @@ async fn revoke(ctx: &AcceptContext, cluster: &str) -> Result<(), HubError> {
             .await
             .map(|_| ()),
     ];
-    if ctx.fleet_crds {
+    if ctx.fleet_crds() {
         results.push(
             Api::<RoleBinding>::namespaced(client.clone(), SYSTEM_NAMESPACE)
                 .delete(&agent_hub_role_name(cluster), &params)

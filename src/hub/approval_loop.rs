@@ -60,6 +60,8 @@ struct ApprovalContext {
     /// are each cluster's.
     tokens: Store<Secret>,
     tokens_by_cluster: Index<Secret>,
+    /// The Hubs (their auto-approval users), as the accept loop's watch of them keeps them.
+    hubs: Store<Hub>,
 }
 
 pub(crate) async fn run(
@@ -82,6 +84,7 @@ pub(crate) async fn run(
         namespaces,
         tokens,
         tokens_by_cluster,
+        hubs,
     } = identities;
     let namespace_changes = namespaces.events.touched_objects();
     let token_changes = tokens.events.touched_objects();
@@ -109,6 +112,7 @@ pub(crate) async fn run(
         namespaces: namespaces.store,
         tokens: tokens.store,
         tokens_by_cluster,
+        hubs,
     });
     errors
         .drive(controller, reconcile, approval, shutdown)
@@ -205,15 +209,7 @@ async fn spoke_identity(
     let auto_approval_users = if declared || !accepted {
         Vec::new()
     } else {
-        Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE)
-            .list(&ListParams::default())
-            .await
-            .map_err(KubeError::on(format!("Hubs in {SYSTEM_NAMESPACE}"), "list"))?
-            .items
-            .into_iter()
-            .filter_map(|hub| hub.spec.registration.auto_approval)
-            .flat_map(|approval| approval.users)
-            .collect()
+        cache::auto_approval_users(&ctx.hubs, client).await?
     };
     Ok((
         SpokeIdentity {

@@ -107,11 +107,41 @@ pub(crate) struct LoopWatches {
 
 /// What the approval loop judges a registration by beyond the cluster and its CSRs: the
 /// cluster namespaces, where the accept loop records whom a join bound ([`namespace_as_recorded`]),
-/// and the spokes' bootstrap tokens, with which of them are each cluster's.
+/// the spokes' bootstrap tokens, with which of them are each cluster's, and the Hubs (their
+/// auto-approval users), as the accept loop's share of their watch keeps them.
 pub(crate) struct IdentityCache {
     pub namespaces: Share<Namespace>,
     pub tokens: Share<Secret>,
     pub tokens_by_cluster: Index<Secret>,
+    pub hubs: Store<Hub>,
+}
+
+/// The users the Hubs' `registration.autoApproval` lists: from `hubs` once its watch has listed
+/// them, listed afresh until then.
+pub(crate) async fn auto_approval_users(
+    hubs: &Store<Hub>,
+    client: &Client,
+) -> Result<Vec<String>, super::run::HubError> {
+    let listed: Vec<std::sync::Arc<Hub>> = if crate::runtime::watch::has_listed(hubs) {
+        hubs.state()
+    } else {
+        Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE)
+            .list(&Default::default())
+            .await
+            .map_err(crate::runtime::error::KubeError::on(
+                format!("Hubs in {SYSTEM_NAMESPACE}"),
+                "list",
+            ))?
+            .items
+            .into_iter()
+            .map(std::sync::Arc::new)
+            .collect()
+    };
+    Ok(listed
+        .iter()
+        .filter_map(|hub| hub.spec.registration.auto_approval.as_ref())
+        .flat_map(|approval| approval.users.iter().cloned())
+        .collect())
 }
 
 impl LoopWatches {
@@ -128,6 +158,7 @@ impl LoopWatches {
         .copied();
         let (signer, [registrations]) = document_watch(client.clone()).copied();
         let (tokens, tokens_by_cluster) = token_watch(client.clone(), token_as_identified);
+        let hubs = hub_watch(client.clone());
         LoopWatches {
             clusters: ClusterCache {
                 accept,
@@ -137,12 +168,13 @@ impl LoopWatches {
             addons: addon_watch(client.clone()),
             spokes: (approved, observed),
             documents: (signer, registrations),
-            hubs: hub_watch(client.clone()),
             identities: IdentityCache {
                 namespaces: namespace_watch(client.clone(), namespace_as_recorded),
                 tokens,
                 tokens_by_cluster,
+                hubs: hubs.store.clone(),
             },
+            hubs,
         }
     }
 }
@@ -176,6 +208,7 @@ pub(crate) fn with_reconciler(client: &Client) -> (Watches, LoopWatches) {
             namespaces,
             tokens,
             tokens_by_cluster: reconciler.tokens_by_cluster.clone(),
+            hubs: reconciler.hubs.store.clone(),
         },
     };
     (reconciler, loops)

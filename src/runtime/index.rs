@@ -16,7 +16,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 
-use super::watch::{BackingOff, Share};
+use super::watch::{Share, cut_watch};
 
 /// An object's place in the index: namespace and name.
 type Entry = (Option<String>, String);
@@ -163,9 +163,7 @@ where
     let index = Index::new(key);
     let observer = index.clone();
     let (store, writer) = reflector::store();
-    let events = kube::runtime::watcher(api, config)
-        .backing_off()
-        .modify(cut)
+    let events = cut_watch(api, config, cut)
         .inspect_ok(move |event| observer.observe(event))
         .reflect(writer)
         .boxed();

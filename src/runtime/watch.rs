@@ -253,11 +253,21 @@ where
     K::DynamicType: Clone + Default + Eq + std::hash::Hash + Unpin,
 {
     let (reader, writer) = reflector::store();
-    let events = watcher(api, config)
-        .backing_off()
-        .modify(cut)
-        .reflect(writer);
+    let events = cut_watch(api, config, cut).reflect(writer);
     (reader, events)
+}
+
+/// The events of a watch of `api`'s objects that `config` selects, each object cut by `cut`,
+/// pausing ever longer while it fails ([`backing_off`]): what a cache of them is filled from.
+pub fn cut_watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    cut: fn(&mut K),
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    backing_off(watcher(api, config)).modify(cut)
 }
 
 /// One loop's share of a watch: the store the watch keeps, and the watch's events (or its copy
