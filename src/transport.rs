@@ -102,9 +102,30 @@ pub enum Connector {
     Network { client: Client, config: Arc<Config> },
 }
 
+/// What fleetform's requests say they come from, as client-go's `kubectl/v1.34.0 (linux/amd64)`:
+/// kube-apiserver names the field manager of a write that gives none after the part before the
+/// `/` (`fleetform`, not `unknown`), and its audit log the client.
+fn user_agent() -> HeaderValue {
+    let agent = format!(
+        "fleetform/{} ({}/{})",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS,
+        std::env::consts::ARCH
+    );
+    HeaderValue::from_str(&agent).unwrap_or(HeaderValue::from_static("fleetform"))
+}
+
 impl Connector {
-    /// The connector for `config`, as [`client`] chooses.
-    pub fn for_config(config: Config) -> Result<Self, kube::Error> {
+    /// The connector for `config`, as [`client`] chooses; its requests carry fleetform's
+    /// User-Agent unless `config` names one.
+    pub fn for_config(mut config: Config) -> Result<Self, kube::Error> {
+        if !config
+            .headers
+            .iter()
+            .any(|(name, _)| name == header::USER_AGENT)
+        {
+            config.headers.push((header::USER_AGENT, user_agent()));
+        }
         match LocalTransport::for_config(&config) {
             Ok(Some(transport)) => Ok(Connector::Local {
                 transport,

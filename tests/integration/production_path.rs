@@ -421,6 +421,30 @@ async fn every_component_in_its_own_process_with_its_production_identity() {
         .await;
     }
 
+    // Every write fleetform made names its writer: none is left to kube-apiserver's `unknown`,
+    // the field manager of a write that names neither a manager nor a User-Agent.
+    let spokes: Api<Spoke> = Api::namespaced(hub.admin.clone(), SYSTEM_NAMESPACE);
+    let namespaces: Api<Namespace> = Api::all(hub.admin.clone());
+    for name in ["a", "b"] {
+        let cluster = clusters.get(name).await.unwrap();
+        let spoke = spokes.get(name).await.unwrap();
+        let namespace = namespaces.get(name).await.unwrap();
+        for (kind, entries) in [
+            ("ManagedCluster", cluster.managed_fields()),
+            ("Spoke", spoke.managed_fields()),
+            ("Namespace", namespace.managed_fields()),
+        ] {
+            let managers: Vec<_> = entries
+                .iter()
+                .filter_map(|e| e.manager.as_deref())
+                .collect();
+            assert!(
+                !managers.is_empty() && managers.iter().all(|m| m.starts_with("fleetform")),
+                "{kind} {name} written by {managers:?}"
+            );
+        }
+    }
+
     // The hub and the sync (which have run by now) keep no transparent huge pages, counted
     // whole in the RSS their pods are sized on.
     for process in [&hub_loops, &sync] {
@@ -458,7 +482,6 @@ async fn every_component_in_its_own_process_with_its_production_identity() {
 
     // Unjoin: b leaves; its agent removes itself with its own rights, RBAC included.
     repo.commit("b leaves", &[("spokes/b.yaml", None)]);
-    let spokes: Api<Spoke> = Api::namespaced(hub.admin.clone(), SYSTEM_NAMESPACE);
     wait_gone(&spokes, "b").await;
     wait_gone(&clusters, "b").await;
     wait_gone(
