@@ -122,22 +122,14 @@ pub(crate) async fn auto_approval_users(
     hubs: &Store<Hub>,
     client: &Client,
 ) -> Result<Vec<String>, super::run::HubError> {
-    let listed: Vec<std::sync::Arc<Hub>> = if crate::runtime::watch::has_listed(hubs) {
-        hubs.state()
-    } else {
-        Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE)
-            .list(&Default::default())
-            .await
-            .map_err(crate::runtime::error::KubeError::on(
-                format!("Hubs in {SYSTEM_NAMESPACE}"),
-                "list",
-            ))?
-            .items
-            .into_iter()
-            .map(std::sync::Arc::new)
-            .collect()
-    };
-    Ok(listed
+    let api = Api::<Hub>::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    let hubs = crate::runtime::watch::cached_or_listed(hubs, &api)
+        .await
+        .map_err(crate::runtime::error::KubeError::on(
+            format!("Hubs in {SYSTEM_NAMESPACE}"),
+            "list",
+        ))?;
+    Ok(hubs
         .iter()
         .filter_map(|hub| hub.spec.registration.auto_approval.as_ref())
         .flat_map(|approval| approval.users.iter().cloned())

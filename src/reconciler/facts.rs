@@ -61,17 +61,6 @@ pub(crate) struct Gathered {
     pub applied: Option<AppliedSettings>,
 }
 
-/// The AddOn documents as the hub holds them, read afresh: ClusterManagementAddOns carrying
-/// their spec.
-pub(crate) async fn addons(hub: &Client) -> Result<BTreeMap<String, AddOn>, ReconcileError> {
-    let api: Api<ClusterManagementAddOn> = Api::all(hub.clone());
-    let listed = api
-        .list(&ListParams::default())
-        .await
-        .map_err(KubeError::on("ClusterManagementAddOns", "list"))?;
-    Ok(addon_documents(&listed.items))
-}
-
 /// The AddOn documents `cmas` carry, by name.
 pub(crate) fn addon_documents<'a>(
     cmas: impl IntoIterator<Item = &'a ClusterManagementAddOn>,

@@ -64,7 +64,7 @@ use crate::runtime::finalizers::{delete_if_present, set_finalizer, set_finalizer
 use crate::runtime::index::{self, Index};
 use crate::runtime::metrics::ControllerMetrics;
 use crate::runtime::watch::{
-    Share, cached_or_read, fact_changes, has_listed, share, tee, without_managed_fields,
+    Share, cached_or_listed, cached_or_read, fact_changes, share, tee, without_managed_fields,
 };
 
 /// Field manager of the reconciler's writes.
@@ -292,12 +292,11 @@ impl Context {
     /// The AddOn documents the hub holds: from the store of the watch of them once it has
     /// listed them, read afresh until then (a pass must not take "not listed yet" for none).
     async fn addon_documents(&self) -> Result<BTreeMap<String, AddOn>, ReconcileError> {
-        if has_listed(&self.addons) {
-            return Ok(facts::addon_documents(
-                self.addons.state().iter().map(|cma| &**cma),
-            ));
-        }
-        facts::addons(&self.config.client).await
+        let api = Api::<ClusterManagementAddOn>::all(self.config.client.clone());
+        let cmas = cached_or_listed(&self.addons, &api)
+            .await
+            .map_err(KubeError::on("ClusterManagementAddOns", "list"))?;
+        Ok(facts::addon_documents(cmas.iter().map(|cma| &**cma)))
     }
 
     /// The ManagedCluster `name`: from the store of the watch of them once it has listed them,

@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::Hash;
+use std::sync::Arc;
 
 use futures::stream::BoxStream;
 use futures::{FutureExt, Stream, StreamExt};
@@ -360,6 +361,20 @@ where
         None => reference,
     };
     Ok(store.get(&reference).map(|object| (*object).clone()))
+}
+
+/// Every object of `store` once its watch has listed them, listed from `api` until then (as
+/// [`cached_or_read`] reads one): "not listed yet" must not read as none.
+pub async fn cached_or_listed<K>(store: &Store<K>, api: &Api<K>) -> Result<Vec<Arc<K>>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + 'static,
+    K::DynamicType: Clone + Default + Eq + std::hash::Hash,
+{
+    if has_listed(store) {
+        return Ok(store.state());
+    }
+    let listed = api.list(&Default::default()).await?;
+    Ok(listed.items.into_iter().map(Arc::new).collect())
 }
 
 /// Drops the managed fields, which no loop of fleetform's reads: what a cache keeps of every
